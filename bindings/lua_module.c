@@ -1,0 +1,8 @@
+/* require "retryfreeze.core": the module table of the binding. Each area adds its functions to it. */
+#include "lua_retryfreeze.h"
+
+int luaopen_retryfreeze_core(lua_State *L) {
+    lua_newtable(L);
+    rfl_open_policy(L);
+    return 1;
+}

@@ -1,0 +1,516 @@
+/*
+ * The Lua binding of the engine: module retryfreeze.core. It marshals; the core decides.
+ * Objects are full userdata with registered metatables ("retryfreeze.Policy", "retryfreeze.Rng"), created
+ * in a closed state before the C resource is acquired (liolib's newprefile), immutable from Lua: data stays
+ * in C, __index is a C function, __newindex raises, __metatable hides the metatable.
+ * Programmer errors raise (luaL_argerror); an invalid lock returns nil, message.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "lua_retryfreeze.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define POLICY_MT "retryfreeze.Policy"
+#define RNG_MT "retryfreeze.Rng"
+#define DEFAULT_RNG_KEY "retryfreeze.default_rng"
+
+typedef struct lpolicy {
+    rf_policy *p; /* NULL until loaded, and after __gc */
+} lpolicy;
+
+const rf_policy *rfl_check_policy(lua_State *L, int idx) {
+    lpolicy *lp = luaL_checkudata(L, idx, POLICY_MT);
+    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    return lp->p;
+}
+
+/* ---- errors ------------------------------------------------------------------------------------- */
+
+/* Pushes nil and "source: path: message (line L, column C)"; returns 2. */
+static int push_load_error(lua_State *L, const char *source, const rf_error *err) {
+    luaL_Buffer b;
+    lua_pushnil(L);
+    luaL_buffinit(L, &b);
+    if (source && *source) {
+        luaL_addstring(&b, source);
+        luaL_addstring(&b, ": ");
+    }
+    if (err->path[0] && strcmp(err->path, source ? source : "") != 0) {
+        luaL_addstring(&b, err->path);
+        luaL_addstring(&b, ": ");
+    }
+    luaL_addstring(&b, err->message);
+    if (err->line > 0) {
+        char pos[64];
+        snprintf(pos, sizeof pos, " (line %d, column %d)", err->line, err->column);
+        luaL_addstring(&b, pos);
+    }
+    luaL_pushresult(&b);
+    return 2;
+}
+
+/* ---- rng ---------------------------------------------------------------------------------------- */
+
+/* core.rng(seed) → Rng. seed: an integer (the same seed gives the same jitter). */
+static int l_rng_new(lua_State *L) {
+    lua_Integer seed = luaL_checkinteger(L, 1);
+    rf_rng *rng = lua_newuserdatauv(L, sizeof *rng, 0);
+    rf_rng_seed(rng, (uint64_t)seed);
+    luaL_setmetatable(L, RNG_MT);
+    return 1;
+}
+
+/* rng:between(lo, hi) → a uniform integer in [lo, hi]. */
+static int l_rng_between(lua_State *L) {
+    rf_rng *rng = luaL_checkudata(L, 1, RNG_MT);
+    lua_Integer lo = luaL_checkinteger(L, 2), hi = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, lo <= hi, 3, "hi must be >= lo");
+    luaL_argcheck(L, lo >= 0 && hi >= 0, 2, "bounds must be >= 0");
+    lua_pushinteger(L, rf_rng_between(rng, lo, hi));
+    return 1;
+}
+
+/* The per-state RNG used when decide gets none: seeded once from the OS (getrandom). */
+static rf_rng *default_rng(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY) == LUA_TUSERDATA) {
+        rf_rng *rng = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        return rng;
+    }
+    lua_pop(L, 1);
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30);
+    }
+    rf_rng *rng = lua_newuserdatauv(L, sizeof *rng, 0);
+    rf_rng_seed(rng, seed);
+    luaL_setmetatable(L, RNG_MT);
+    lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
+    return rng;
+}
+
+/* ---- loading ------------------------------------------------------------------------------------ */
+
+static lpolicy *new_policy_ud(lua_State *L) {
+    lpolicy *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+    lp->p = NULL; /* closed first: an error below never leaks */
+    luaL_setmetatable(L, POLICY_MT);
+    return lp;
+}
+
+/* core.load_string(text [, chunkname]) → policy, or nil, "chunkname: $.path: message". */
+static int l_load_string(lua_State *L) {
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    const char *name = luaL_optstring(L, 2, "lock");
+    lpolicy *lp = new_policy_ud(L);
+    rf_error err;
+    rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
+    if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", name);
+    if (st != RF_OK) return push_load_error(L, name, &err);
+    return 1;
+}
+
+/* core.load_file(path) → policy, or nil, "path: $.json.path: message". */
+static int l_load_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    lpolicy *lp = new_policy_ud(L);
+    rf_error err;
+    rf_status st = rf_policy_load_file(path, &lp->p, &err);
+    if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", path);
+    if (st != RF_OK) return push_load_error(L, path, &err);
+    return 1;
+}
+
+/* ---- facts -------------------------------------------------------------------------------------- */
+
+static const char *const fact_keys[] = {"method", "path", "status", "transport", "retry_after", "date",
+                                        "attempts", "elapsed_ms", "idempotency_key", "source", "now_ms", NULL};
+
+static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || lua_type(L, -1) != LUA_TNUMBER) {
+        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be an integer, got %s", key, luaL_typename(L, -1)));
+    }
+    if (v < lo || v > hi) {
+        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %I..%I, got %I", key, lo, hi, v));
+    }
+    return v;
+}
+
+static const char *str_fact(lua_State *L, int arg, const char *key, size_t *len) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be a string, got %s", key, luaL_typename(L, -1)));
+    return lua_tolstring(L, -1, len);
+}
+
+/*
+ * Reads the facts table at arg into *f. Iterates raw (lua_next), so metamethods on the table cannot inject
+ * facts; any key other than fact_keys raises, naming it (the engine reads transport facts only: no body).
+ * String pointers stay valid while the table is on the stack.
+ */
+void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
+    luaL_checktype(L, arg, LUA_TTABLE);
+    memset(f, 0, sizeof *f);
+    f->attempts = 1;
+    lua_pushnil(L);
+    while (lua_next(L, arg) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
+        const char *k = lua_tostring(L, -2);
+        size_t klen = 0;
+        int which = -1;
+        for (int i = 0; fact_keys[i]; i++)
+            if (strcmp(k, fact_keys[i]) == 0) which = i;
+        switch (which) {
+        case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
+        case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
+        case 2: f->status = (int)int_fact(L, arg, k, 0, 599); break;
+        case 3: {
+            const char *t = str_fact(L, arg, k, &klen);
+            if (rf_transport_parse(t, klen, &f->transport) != 0)
+                luaL_argerror(L, arg,
+                              lua_pushfstring(L, "facts.transport must be one of ok, timeout, connect-reset, "
+                                                 "connect-refused, dns, tls, got-nothing, other; got '%s'",
+                                              t));
+            break;
+        }
+        case 4: f->retry_after = str_fact(L, arg, k, &f->retry_after_len); break;
+        case 5: f->date = str_fact(L, arg, k, &f->date_len); break;
+        case 6: f->attempts = (int)int_fact(L, arg, k, 1, 1000000); break;
+        case 7: f->elapsed_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
+        case 8:
+            if (lua_type(L, -1) == LUA_TBOOLEAN) {
+                f->has_idempotency_key = lua_toboolean(L, -1);
+            } else {
+                size_t n;
+                str_fact(L, arg, k, &n);
+                f->has_idempotency_key = n > 0;
+            }
+            break;
+        case 9: f->source = str_fact(L, arg, k, &f->source_len); break;
+        case 10: f->now_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
+        default:
+            luaL_argerror(L, arg,
+                          lua_pushfstring(L, "unknown fact '%s' (the engine reads transport facts only: method, "
+                                             "path, status, transport, retry_after, date, attempts, elapsed_ms, "
+                                             "idempotency_key, source, now_ms)",
+                                          k));
+        }
+        lua_pop(L, 1);
+    }
+    if (f->method == NULL) luaL_argerror(L, arg, "facts.method is required");
+    if (f->path == NULL) luaL_argerror(L, arg, "facts.path is required");
+    if (f->now_ms == 0 && f->retry_after != NULL) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        f->now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
+}
+
+/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route}. */
+void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
+    lua_createtable(L, 0, 7);
+    lua_pushboolean(L, v->retry);
+    lua_setfield(L, -2, "retry");
+    lua_pushstring(L, rf_reason_name(v->reason));
+    lua_setfield(L, -2, "reason");
+    lua_pushstring(L, v->class_name);
+    lua_setfield(L, -2, "class");
+    lua_pushinteger(L, v->delay_ms);
+    lua_setfield(L, -2, "delay_ms");
+    lua_pushinteger(L, v->timeout_ms);
+    lua_setfield(L, -2, "timeout_ms");
+    lua_pushstring(L, rf_retry_after_use_name(v->retry_after));
+    lua_setfield(L, -2, "retry_after");
+    rf_route_view rv;
+    if (v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK) {
+        lua_pushstring(L, rv.endpoint);
+        lua_setfield(L, -2, "route");
+    }
+}
+
+/* ---- policy methods ----------------------------------------------------------------------------- */
+
+/* policy:decide(facts [, rng]) → verdict table. Raises on bad facts (argument errors name the key). */
+static int l_decide(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    rf_rng *rng = lua_isnoneornil(L, 3) ? NULL : luaL_checkudata(L, 3, RNG_MT);
+    rf_facts f;
+    rfl_read_facts(L, 2, &f);
+    if (rng == NULL) rng = default_rng(L);
+    rf_verdict v;
+    rf_error err;
+    if (rf_decide(p, &f, rng, NULL, &v, &err) != RF_OK)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "facts.%s %s", err.path, err.message));
+    rfl_push_verdict(L, p, &v);
+    return 1;
+}
+
+/* policy:budget{method=, path=, attempts=, elapsed_ms=} → {allowed, timeout_ms, reason, route}. */
+static int l_budget(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t mlen = 0, plen = 0;
+    lua_Integer attempts = 0, elapsed = 0;
+    const char *method = NULL, *path = NULL;
+    lua_pushnil(L);
+    while (lua_next(L, 2) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        if (strcmp(k, "method") == 0) method = str_fact(L, 2, k, &mlen);
+        else if (strcmp(k, "path") == 0) path = str_fact(L, 2, k, &plen);
+        else if (strcmp(k, "attempts") == 0) attempts = int_fact(L, 2, k, 0, 1000000);
+        else if (strcmp(k, "elapsed_ms") == 0) elapsed = int_fact(L, 2, k, 0, INT64_MAX / 4);
+        else luaL_argerror(L, 2, lua_pushfstring(L, "unknown budget key '%s' (method, path, attempts, elapsed_ms)", k));
+        lua_pop(L, 1);
+    }
+    if (method == NULL || path == NULL) return luaL_argerror(L, 2, "method and path are required");
+    rf_attempt_budget b;
+    rf_error err;
+    if (rf_budget(p, method, mlen, path, plen, (int)attempts, elapsed, &b, &err) != RF_OK)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "%s %s", err.path, err.message));
+    lua_createtable(L, 0, 4);
+    lua_pushboolean(L, b.allowed);
+    lua_setfield(L, -2, "allowed");
+    lua_pushinteger(L, b.timeout_ms);
+    lua_setfield(L, -2, "timeout_ms");
+    lua_pushstring(L, rf_reason_name(b.reason));
+    lua_setfield(L, -2, "reason");
+    rf_route_view rv;
+    if (b.route >= 0 && rf_policy_route(p, (size_t)b.route, &rv) == RF_OK) {
+        lua_pushstring(L, rv.endpoint);
+        lua_setfield(L, -2, "route");
+    }
+    return 1;
+}
+
+/* policy:classify{status=, transport=} → class token such as "HTTP_503" or "TIMEOUT". */
+static int l_classify(lua_State *L) {
+    rfl_check_policy(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    rf_transport t = RF_TRANSPORT_OK;
+    lua_Integer status = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 2) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        size_t len;
+        if (strcmp(k, "status") == 0) status = int_fact(L, 2, k, 0, 599);
+        else if (strcmp(k, "transport") == 0) {
+            const char *s = str_fact(L, 2, k, &len);
+            if (rf_transport_parse(s, len, &t) != 0)
+                luaL_argerror(L, 2, lua_pushfstring(L, "unknown transport '%s'", s));
+        } else luaL_argerror(L, 2, lua_pushfstring(L, "unknown classify key '%s' (status, transport)", k));
+        lua_pop(L, 1);
+    }
+    char buf[RF_CLASS_NAME_MAX];
+    rf_classify((int)status, t, buf);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static void push_string_list(lua_State *L, const char *const *items, size_t n) {
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushstring(L, items[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+/* policy:routes() → a fresh array of route tables (copies: changing them changes nothing). */
+static int l_routes(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t n = rf_policy_route_count(p);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        rf_route_view r;
+        rf_policy_route(p, i, &r);
+        lua_createtable(L, 0, 16);
+        lua_pushstring(L, r.endpoint);
+        lua_setfield(L, -2, "endpoint");
+        lua_pushstring(L, r.method);
+        lua_setfield(L, -2, "method");
+        lua_pushstring(L, r.pattern);
+        lua_setfield(L, -2, "pattern");
+        lua_pushinteger(L, r.max_attempts);
+        lua_setfield(L, -2, "max_attempts");
+        lua_pushinteger(L, r.per_attempt_timeout_ms);
+        lua_setfield(L, -2, "per_attempt_timeout_ms");
+        lua_pushinteger(L, r.total_budget_ms);
+        lua_setfield(L, -2, "total_budget_ms");
+        lua_pushinteger(L, r.min_attempt_ms);
+        lua_setfield(L, -2, "min_attempt_ms");
+        push_string_list(L, r.retryable, r.n_retryable);
+        lua_setfield(L, -2, "retryable");
+        push_string_list(L, r.not_retryable, r.n_not_retryable);
+        lua_setfield(L, -2, "not_retryable");
+        push_string_list(L, r.idempotency_required, r.n_idempotency_required);
+        lua_setfield(L, -2, "idempotency_required");
+        lua_createtable(L, 0, 4);
+        lua_pushinteger(L, r.backoff_base_ms);
+        lua_setfield(L, -2, "base_ms");
+        lua_pushnumber(L, (lua_Number)r.backoff_multiplier_milli / 1000.0);
+        lua_setfield(L, -2, "multiplier");
+        lua_pushinteger(L, r.backoff_max_ms);
+        lua_setfield(L, -2, "max_ms");
+        lua_pushstring(L, rf_jitter_name(r.backoff_jitter));
+        lua_setfield(L, -2, "jitter");
+        lua_setfield(L, -2, "backoff");
+        lua_createtable(L, 0, 2);
+        lua_pushboolean(L, r.retry_after_honor);
+        lua_setfield(L, -2, "honor");
+        lua_pushinteger(L, r.retry_after_max_ms);
+        lua_setfield(L, -2, "max_ms");
+        lua_setfield(L, -2, "retry_after");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+/* policy:effective_json() → the effective policy as indented JSON (what `retryfreeze check` prints). */
+static int l_effective_json(lua_State *L) {
+    lua_pushstring(L, rf_policy_pretty_json(rfl_check_policy(L, 1)));
+    return 1;
+}
+
+/* policy:canonical_json() → the compact canonical JSON whose SHA-256 is the digest. */
+static int l_canonical_json(lua_State *L) {
+    lua_pushstring(L, rf_policy_canonical_json(rfl_check_policy(L, 1)));
+    return 1;
+}
+
+/* policy:match(method, path) → endpoint of the deciding route, or nil. */
+static int l_match(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t mlen, plen;
+    const char *m = luaL_checklstring(L, 2, &mlen), *path = luaL_checklstring(L, 3, &plen);
+    long i = rf_policy_match(p, m, mlen, path, plen);
+    rf_route_view r;
+    if (i < 0 || rf_policy_route(p, (size_t)i, &r) != RF_OK) return 0;
+    lua_pushstring(L, r.endpoint);
+    return 1;
+}
+
+static const luaL_Reg policy_methods[] = {
+    {"decide", l_decide},   {"budget", l_budget},       {"classify", l_classify},
+    {"routes", l_routes},   {"effective_json", l_effective_json}, {"canonical_json", l_canonical_json},
+    {"match", l_match},     {NULL, NULL}};
+
+/* __index: methods by name, and the read-only fields digest and route_count. */
+static int l_policy_index(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "digest") == 0) {
+        lua_pushstring(L, rf_policy_digest(p));
+        return 1;
+    }
+    if (strcmp(k, "route_count") == 0) {
+        lua_pushinteger(L, (lua_Integer)rf_policy_route_count(p));
+        return 1;
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    return 1;
+}
+
+static int l_policy_newindex(lua_State *L) {
+    return luaL_error(L, "policy is immutable: cannot set '%s' (load a new lock instead)", luaL_tolstring(L, 2, NULL));
+}
+
+static int l_policy_gc(lua_State *L) {
+    lpolicy *lp = luaL_checkudata(L, 1, POLICY_MT);
+    rf_policy_free(lp->p);
+    lp->p = NULL;
+    return 0;
+}
+
+static int l_policy_tostring(lua_State *L) {
+    lpolicy *lp = luaL_checkudata(L, 1, POLICY_MT);
+    if (lp->p == NULL) lua_pushstring(L, "retryfreeze.Policy (freed)");
+    else lua_pushfstring(L, "retryfreeze.Policy %s (%d routes)", rf_policy_digest(lp->p), (int)rf_policy_route_count(lp->p));
+    return 1;
+}
+
+/* core.parse_retry_after(value [, now_ms [, date]]) → delay_ms, or nil, why ("absent", "invalid", …). */
+static int l_parse_retry_after(lua_State *L) {
+    size_t len, dlen = 0;
+    const char *v = luaL_checklstring(L, 1, &len);
+    lua_Integer now = luaL_optinteger(L, 2, 0);
+    const char *date = luaL_optlstring(L, 3, NULL, &dlen);
+    luaL_argcheck(L, now >= 0, 2, "now_ms must be >= 0");
+    if (now == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = (lua_Integer)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
+    int64_t delay = 0;
+    rf_retry_after_status st = rf_retry_after_parse(v, len, now, date, dlen, &delay);
+    if (st != RF_RA_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, rf_retry_after_status_name(st));
+        return 2;
+    }
+    lua_pushinteger(L, delay);
+    return 1;
+}
+
+static void push_names(lua_State *L, const char *(*name)(int), int count) {
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
+        lua_pushstring(L, name(i));
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static const char *reason_at(int i) { return rf_reason_name((rf_reason)i); }
+static const char *transport_at(int i) { return rf_transport_name((rf_transport)i); }
+static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
+
+void rfl_open_policy(lua_State *L) {
+    luaL_newmetatable(L, POLICY_MT);
+    luaL_newlibtable(L, policy_methods);
+    luaL_setfuncs(L, policy_methods, 0);
+    lua_pushcclosure(L, l_policy_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_policy_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, l_policy_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_policy_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, POLICY_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+
+    luaL_newmetatable(L, RNG_MT);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_rng_between);
+    lua_setfield(L, -2, "between");
+    lua_setfield(L, -2, "__index");
+    lua_pushliteral(L, RNG_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+
+    static const luaL_Reg funcs[] = {{"load_string", l_load_string},
+                                     {"load_file", l_load_file},
+                                     {"rng", l_rng_new},
+                                     {"parse_retry_after", l_parse_retry_after},
+                                     {"decide", l_decide},
+                                     {"budget", l_budget},
+                                     {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
+    push_names(L, reason_at, RF_REASON_COUNT);
+    lua_setfield(L, -2, "reasons");
+    push_names(L, transport_at, RF_TRANSPORT_COUNT);
+    lua_setfield(L, -2, "transports");
+    push_names(L, jitter_at, RF_JITTER_COUNT);
+    lua_setfield(L, -2, "jitters");
+    lua_pushstring(L, rf_version());
+    lua_setfield(L, -2, "VERSION");
+}

@@ -1,0 +1,25 @@
+/* Private header of the Lua binding (retryfreeze.core): functions shared between its files (prefix rfl_). */
+#ifndef RETRYFREEZE_LUA_H
+#define RETRYFREEZE_LUA_H
+
+#include "retryfreeze/decide.h"
+#include "retryfreeze/policy.h"
+#include <lauxlib.h>
+#include <lua.h>
+
+/* The only exported symbol of the module: require "retryfreeze.core". */
+#if defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
+int luaopen_retryfreeze_core(lua_State *L);
+
+/* The policy at stack index idx, or raises a type error ("retryfreeze.Policy expected"). */
+const rf_policy *rfl_check_policy(lua_State *L, int idx);
+/* Reads a facts table (raw iteration; unknown keys raise, naming the key). */
+void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
+/* Pushes a verdict table. */
+void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
+/* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
+void rfl_open_policy(lua_State *L);
+
+#endif

@@ -1,0 +1,30 @@
+# The Lua binding (module retryfreeze.core) and the `retryfreeze` CLI host. Output layout mirrors an install
+# tree: bin/retryfreeze, lib/lua/5.4/retryfreeze/core.so; the Lua library stays in the source tree's lua/.
+set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c)
+include(cmake/client_binding.cmake OPTIONAL)
+
+add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
+target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
+target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+target_link_libraries(retryfreeze_lua PUBLIC retryfreeze)
+
+add_library(retryfreeze_lua_module MODULE $<TARGET_OBJECTS:retryfreeze_lua>)
+target_link_libraries(retryfreeze_lua_module PRIVATE retryfreeze_lua)
+set_target_properties(retryfreeze_lua_module PROPERTIES
+  PREFIX "" OUTPUT_NAME core
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/lua/5.4/retryfreeze)
+
+add_executable(retryfreeze_cli bindings/cli_main.c $<TARGET_OBJECTS:retryfreeze_lua>)
+target_compile_options(retryfreeze_cli PRIVATE ${RF_WARNINGS})
+target_include_directories(retryfreeze_cli PRIVATE bindings)
+target_compile_definitions(retryfreeze_cli PRIVATE RF_BUILD_LUA_DIR="${CMAKE_SOURCE_DIR}/lua")
+target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_lua PkgConfig::LUA)
+set_target_properties(retryfreeze_cli PROPERTIES
+  OUTPUT_NAME retryfreeze RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+
+# busted specs (spec/*_spec.lua) against this build: .busted reads RF_BUILD_DIR for its cpath.
+find_program(LUA54 NAMES lua5.4 REQUIRED)
+find_program(BUSTED NAMES busted REQUIRED)
+add_test(NAME busted COMMAND ${LUA54} ${BUSTED} --output=plainTerminal WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(busted PROPERTIES LABELS "lua"
+  ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")

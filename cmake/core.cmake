@@ -1,0 +1,35 @@
+# The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
+add_library(retryfreeze SHARED
+  core/src/version.c
+  core/src/error.c
+  core/src/vocabulary.c
+  core/src/failure_class.c
+  core/src/endpoint.c
+  core/src/lock_load.c
+  core/src/policy.c
+  core/src/rng.c
+  core/src/backoff.c
+  core/src/retry_budget.c
+  core/src/decide.c
+  core/src/retry_after.c
+)
+target_include_directories(retryfreeze PUBLIC
+  $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
+  $<INSTALL_INTERFACE:include>)
+target_compile_options(retryfreeze PRIVATE ${RF_WARNINGS})
+target_compile_definitions(retryfreeze PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
+target_link_libraries(retryfreeze PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
+set_target_properties(retryfreeze PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+
+# rf_add_c_test(NAME SOURCE [LIBS...]): one cmocka executable per area, registered with ctest.
+function(rf_add_c_test name source)
+  add_executable(${name} ${source})
+  target_compile_options(${name} PRIVATE ${RF_WARNINGS})
+  target_link_libraries(${name} PRIVATE retryfreeze PkgConfig::CMOCKA ${ARGN})
+  add_test(NAME c_${name} COMMAND ${name})
+  set_tests_properties(c_${name} PROPERTIES LABELS "c")
+endfunction()
+
+rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
+rf_add_c_test(test_lock spec/core/test_lock.c)
+rf_add_c_test(test_decide spec/core/test_decide.c)

@@ -1,0 +1,52 @@
+/*
+ * retryfreeze — common definitions shared by every public header: the export macro, the version, status
+ * codes and the caller-owned error struct. No process-wide state exists anywhere in the library: errors
+ * are written into an rf_error the caller passes in.
+ */
+#ifndef RETRYFREEZE_COMMON_H
+#define RETRYFREEZE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define RF_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define RF_API __attribute__((visibility("default")))
+#else
+#define RF_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status of a call that can fail. RF_OK is 0 so `if (rf_x(...))` reads as "if it failed". */
+typedef enum rf_status {
+    RF_OK = 0,
+    RF_EINVAL = 1, /* bad argument or bad input: the rf_error says which */
+    RF_ENOMEM = 2, /* an allocation failed; nothing was leaked */
+    RF_EIO = 3     /* a read or write failed; rf_error.message carries strerror */
+} rf_status;
+
+/*
+ * An error report, owned and allocated by the caller (usually on the stack).
+ * path:    where in the input the problem is — a JSON path such as "$.routes[2].maxAttempts", a file name,
+ *          or an argument name; "" when there is no better location.
+ * message: what rule was broken and the offending value, in one sentence.
+ * line, column: 1-based position in the input text for parse errors, 0 when not known.
+ */
+typedef struct rf_error {
+    char path[256];
+    char message[512];
+    int line;
+    int column;
+} rf_error;
+
+/* The library version "MAJOR.MINOR.PATCH"; defined once, in CMakeLists.txt (project VERSION). */
+RF_API const char *rf_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,135 @@
+/*
+ * The decision: from a policy and the transport facts of one finished attempt, retry or stop, with a stable
+ * reason, the delay before the next attempt and its per-try timeout. Also the attempt budget asked before
+ * each attempt, the classifier, the seeded jitter RNG and the client-wide retry budget (token bucket).
+ * Nothing here allocates, reads a clock or does I/O; the policy is only read.
+ */
+#ifndef RETRYFREEZE_DECIDE_H
+#define RETRYFREEZE_DECIDE_H
+
+#include "retryfreeze/common.h"
+#include "retryfreeze/policy.h"
+#include "retryfreeze/retry_after.h"
+#include "retryfreeze/vocabulary.h"
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest failure class token ("CONNECT_REFUSED") plus NUL. */
+#define RF_CLASS_NAME_MAX 16
+
+/* A seeded pseudo-random generator for jitter (xoshiro256**, seeded through splitmix64). Caller-owned, plain
+ * data: the same seed gives the same sequence on every platform. Not thread-safe: one per thread or client. */
+typedef struct rf_rng {
+    uint64_t s[4];
+} rf_rng;
+
+/* Seeds *rng from a 64-bit seed. */
+RF_API void rf_rng_seed(rf_rng *rng, uint64_t seed);
+/* The next 64 random bits. */
+RF_API uint64_t rf_rng_next(rf_rng *rng);
+/* A uniform integer in [lo, hi] (inclusive, unbiased); lo when hi <= lo. */
+RF_API int64_t rf_rng_between(rf_rng *rng, int64_t lo, int64_t hi);
+
+/*
+ * Transport facts of the attempt that just finished. Strings are (pointer, length), not NUL-terminated;
+ * a NULL pointer or 0 length means absent. The engine never sees a body.
+ */
+typedef struct rf_facts {
+    const char *method; /* "POST"; required */
+    size_t method_len;
+    const char *path; /* "/v1/jobs/7?x=1"; required; query and fragment are ignored for routing */
+    size_t path_len;
+    int status;             /* HTTP status 100..599, or 0 when none was received */
+    rf_transport transport; /* RF_TRANSPORT_OK when the exchange completed */
+    const char *retry_after; /* raw Retry-After field value (RFC 9110 §10.2.3), optional */
+    size_t retry_after_len;
+    const char *date; /* raw Date field value of the response, optional; makes HTTP-date delays skew-immune */
+    size_t date_len;
+    int attempts;             /* attempts made so far, including this one: >= 1 */
+    int64_t elapsed_ms;       /* since the first attempt started (CLOCK_MONOTONIC), >= 0 */
+    bool has_idempotency_key; /* the request carries an Idempotency-Key */
+    const char *source;       /* where the policy came from; optional, but when given must be "pinned-map" */
+    size_t source_len;
+    int64_t now_ms; /* wall clock, Unix ms, for an HTTP-date Retry-After without a Date header; 0 = unknown */
+} rf_facts;
+
+/* The verdict after one attempt. */
+typedef struct rf_verdict {
+    bool retry;
+    rf_reason reason;
+    char class_name[RF_CLASS_NAME_MAX]; /* the failure class, e.g. "HTTP_503", "TIMEOUT", "HTTP_200" */
+    int64_t delay_ms;   /* wait before the next attempt (0 when stopping) */
+    int64_t timeout_ms; /* per-try timeout of the next attempt: min(perAttemptTimeoutMs, time left after the
+                           delay); 0 when stopping */
+    rf_retry_after_use retry_after; /* what happened to the Retry-After header */
+    long route;                     /* index of the deciding route, -1 when none */
+} rf_verdict;
+
+typedef struct rf_retry_budget rf_retry_budget;
+
+/*
+ * Decides retry or stop. Checks, in this order, each giving its reason (docs/reasons.md):
+ *   unpinned-source, no-route, success (2xx/3xx), max-attempts, status-not-retryable,
+ *   mutating-without-idempotency, retry-after-exceeds-budget, deadline, retry-throttled, else pinned-status.
+ * delay_ms is the honored Retry-After when valid (never retry sooner than the server asked), else the
+ * backoff for this attempt count; a Retry-After over retryAfter.maxMs or over the time left stops the
+ * request. rng supplies jitter and may be NULL only when the route's jitter is "none" (else RF_EINVAL).
+ * budget (may be NULL) is the client's retry budget: when the lock has retryBudget, this call records the
+ * attempt's effect on it (gRPC A6: a retryable failure takes 1 token, a success adds tokenRatio, a
+ * non-retryable failure leaves it) and a retry is throttled while tokens <= maxTokens / 2.
+ * Returns RF_OK and fills *out, or RF_EINVAL for missing/invalid facts (err names the field).
+ */
+RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
+                           rf_verdict *out, rf_error *err);
+
+/* Budget for the next attempt, asked before starting it. */
+typedef struct rf_attempt_budget {
+    bool allowed;
+    int64_t timeout_ms; /* per-try timeout: min(perAttemptTimeoutMs, totalBudgetMs - elapsed_ms); 0 if refused */
+    rf_reason reason;   /* within-budget, or no-route, max-attempts, deadline */
+    long route;
+} rf_attempt_budget;
+
+/*
+ * May another attempt start? attempts = attempts made so far (0 before the first); elapsed_ms since the first
+ * attempt started. Refused with max-attempts when attempts >= maxAttempts, with deadline when less than
+ * minAttemptMs is left before totalBudgetMs. Example (the desk's flat lock): attempts 0 → 2000 ms;
+ * attempts 1 at 2000 ms → 500 ms; attempts 2 → max-attempts. RF_EINVAL on a negative count or elapsed.
+ */
+RF_API rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path,
+                           size_t path_len, int attempts, int64_t elapsed_ms, rf_attempt_budget *out,
+                           rf_error *err);
+
+/*
+ * The failure class token of (status, transport) into buf (RF_CLASS_NAME_MAX bytes): a transport outcome
+ * other than ok wins (see RF_NAMED_CLASSES); else HTTP_<status> for 100..599; else UNKNOWN.
+ */
+RF_API void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]);
+
+/*
+ * The backoff delay before the retry that follows attempt number `attempts` (>= 1) on route i:
+ * cap = min(maxMs, baseMs × multiplier^(attempts-1)), saturating (any attempts count up to INT_MAX gives a
+ * value in [0, maxMs], never NaN or negative); jitter none → cap, full → [0, cap], equal → [cap/2, cap],
+ * decorrelated → [min(baseMs, cap), min(maxMs, 3 × cap)] (stateless variant of AWS "decorrelated jitter").
+ * rng may be NULL only for jitter none. Returns -1 on a bad route index or missing rng.
+ */
+RF_API int64_t rf_backoff_ms(const rf_policy *p, size_t route, int attempts, rf_rng *rng);
+
+/*
+ * Creates the client-wide retry budget (gRPC A6 retryThrottling) for policy p, full (tokens = maxTokens).
+ * Thread-safe: any number of threads may pass it to rf_decide concurrently (C11 atomics).
+ * When the lock has no retryBudget the object is inert: rf_decide never throttles with it.
+ * Free with rf_retry_budget_free. Returns NULL when allocation fails.
+ */
+RF_API rf_retry_budget *rf_retry_budget_new(const rf_policy *p);
+RF_API void rf_retry_budget_free(rf_retry_budget *b);
+/* Current tokens × 1000 (0..maxTokens × 1000); -1 for an inert budget. */
+RF_API int64_t rf_retry_budget_tokens_milli(const rf_retry_budget *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+/*
+ * The lock and the policy. A lock is a JSON file (*.lock.json); loading validates it completely and yields
+ * an immutable rf_policy, or an rf_error naming the JSON path, the rule and the offending value. A bad lock
+ * never becomes a policy. The schema, every default and every refusal are documented in docs/lock.md.
+ * A policy is immutable after load and safe to share across threads.
+ */
+#ifndef RETRYFREEZE_POLICY_H
+#define RETRYFREEZE_POLICY_H
+
+#include "retryfreeze/common.h"
+#include "retryfreeze/vocabulary.h"
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest lock file accepted (1 MiB); larger input is refused before parsing. */
+#define RF_LOCK_MAX_BYTES (1024 * 1024)
+
+typedef struct rf_policy rf_policy;
+
+/*
+ * Loads a lock from text[0..len) (need not be NUL-terminated). A UTF-8 BOM at the start is accepted and
+ * skipped (RFC 8259 §8.1 allows a parser to ignore it). Refused (RF_EINVAL, *out untouched): empty input,
+ * more than RF_LOCK_MAX_BYTES, malformed JSON (err->line/column set), trailing non-whitespace after the
+ * value, duplicate keys in one object, unknown keys, wrong types, non-integers where integers are required,
+ * out-of-range or non-finite numbers, unknown class tokens, a class in both lists, malformed endpoints or
+ * methods, duplicate endpoints, missing required fields (endpoint, maxAttempts, perAttemptTimeoutMs,
+ * totalBudgetMs, retryable — an absent number never becomes a retry count).
+ * On RF_OK *out owns a new policy: free it with rf_policy_free. RF_ENOMEM: allocation failed, nothing leaked.
+ */
+RF_API rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, rf_error *err);
+
+/*
+ * Reads the file at path (at most RF_LOCK_MAX_BYTES) and loads it as rf_policy_load_buffer does.
+ * RF_EIO when the file cannot be opened or read (err->path = the file, err->message = strerror).
+ */
+RF_API rf_status rf_policy_load_file(const char *path, rf_policy **out, rf_error *err);
+
+/* Frees a policy; NULL is a no-op. */
+RF_API void rf_policy_free(rf_policy *p);
+
+/*
+ * "sha256:<64 lowercase hex>" over rf_policy_canonical_json. Whitespace, key order, $comment and alias
+ * spelling do not change it; any value that changes a decision does. Owned by the policy.
+ */
+RF_API const char *rf_policy_digest(const rf_policy *p);
+
+/*
+ * The effective policy (defaults applied, aliases expanded, lists sorted, routes sorted by endpoint) as
+ * compact canonical JSON (the digest's input) or indented for people. Both owned by the policy.
+ */
+RF_API const char *rf_policy_canonical_json(const rf_policy *p);
+RF_API const char *rf_policy_pretty_json(const rf_policy *p);
+
+/* A read-only view of one route of the effective policy; all pointers are owned by the policy. */
+typedef struct rf_route_view {
+    const char *endpoint; /* "METHOD /pattern" */
+    const char *method;
+    const char *pattern;
+    int max_attempts;               /* counting the first attempt, 1..10 */
+    int64_t per_attempt_timeout_ms; /* 1..600000 */
+    int64_t total_budget_ms;        /* per_attempt_timeout_ms..3600000 */
+    int64_t min_attempt_ms;         /* never start an attempt with less time left */
+    size_t n_retryable;
+    const char *const *retryable; /* canonical class tokens, aliases expanded, sorted */
+    size_t n_not_retryable;
+    const char *const *not_retryable;
+    size_t n_idempotency_required;
+    const char *const *idempotency_required; /* methods whose retries need an idempotency key */
+    int64_t backoff_base_ms;
+    int64_t backoff_multiplier_milli; /* multiplier × 1000 (at most 3 decimal places in the lock) */
+    int64_t backoff_max_ms;
+    rf_jitter backoff_jitter;
+    bool retry_after_honor;
+    int64_t retry_after_max_ms;
+} rf_route_view;
+
+/* Number of routes (1 for a flat lock). */
+RF_API size_t rf_policy_route_count(const rf_policy *p);
+
+/* Fills *out for route i (0-based, in canonical order). RF_EINVAL when i is out of range. */
+RF_API rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out);
+
+/*
+ * The route that decides method + path (path's query "?…" and fragment are ignored): the most specific
+ * matching route — at the first differing segment a literal beats a {param}, a {param} beats a trailing
+ * "*" segment. Returns its index, or -1 when no route matches (the decision is then "no-route").
+ */
+RF_API long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path,
+                            size_t path_len);
+
+/*
+ * The client-wide retry budget of the lock (gRPC A6 retryThrottling), if it has one: true and the
+ * configuration in thousandths of a token; false when the lock sets none (retries are then never throttled).
+ */
+RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+/*
+ * The engine's vocabulary, each list defined once as an X-macro so the C names, the Lua strings and the
+ * docs tables cannot drift apart: verdict reasons, transport outcomes, named failure classes, jitter kinds.
+ */
+#ifndef RETRYFREEZE_VOCABULARY_H
+#define RETRYFREEZE_VOCABULARY_H
+
+#include "retryfreeze/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Verdict reasons: X(C name, stable kebab-case string, retry?). Listed in the order rf_decide checks them
+ * (../shared/DESIGN.md); the last two belong to rf_budget and to a retry verdict.
+ */
+#define RF_REASONS(X)                                                                                      \
+    X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                                                     \
+    X(RF_REASON_NO_ROUTE, "no-route", 0)                                                                   \
+    X(RF_REASON_SUCCESS, "success", 0)                                                                     \
+    X(RF_REASON_MAX_ATTEMPTS, "max-attempts", 0)                                                           \
+    X(RF_REASON_STATUS_NOT_RETRYABLE, "status-not-retryable", 0)                                           \
+    X(RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY, "mutating-without-idempotency", 0)                           \
+    X(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, "retry-after-exceeds-budget", 0)                               \
+    X(RF_REASON_DEADLINE, "deadline", 0)                                                                   \
+    X(RF_REASON_RETRY_THROTTLED, "retry-throttled", 0)                                                     \
+    X(RF_REASON_PINNED_STATUS, "pinned-status", 1)                                                         \
+    X(RF_REASON_WITHIN_BUDGET, "within-budget", 1)
+
+#define RF_X_ENUM(name, str, retry) name,
+typedef enum rf_reason { RF_REASONS(RF_X_ENUM) RF_REASON_COUNT } rf_reason;
+
+/* What the transport observed about one attempt, apart from the status. X(C name, string). */
+#define RF_TRANSPORTS(X)                                                                                   \
+    X(RF_TRANSPORT_OK, "ok")                                                                               \
+    X(RF_TRANSPORT_TIMEOUT, "timeout")                                                                     \
+    X(RF_TRANSPORT_CONNECT_RESET, "connect-reset")                                                         \
+    X(RF_TRANSPORT_CONNECT_REFUSED, "connect-refused")                                                     \
+    X(RF_TRANSPORT_DNS, "dns")                                                                             \
+    X(RF_TRANSPORT_TLS, "tls")                                                                             \
+    X(RF_TRANSPORT_GOT_NOTHING, "got-nothing")                                                             \
+    X(RF_TRANSPORT_OTHER, "other")
+
+#define RF_X_ENUM2(name, str) name,
+typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_transport;
+
+/*
+ * Named (non-HTTP) failure classes. HTTP classes are HTTP_<nnn> (100..599) and the families HTTP_4XX,
+ * HTTP_5XX. X(C name, token). Transport outcome → class: timeout → TIMEOUT, connect-reset and
+ * got-nothing → CONNECT_RESET (a connection closed before a response, Envoy's "reset"), connect-refused →
+ * CONNECT_REFUSED, dns → DNS_FAILURE, tls → TLS_FAILURE, other (or ok without a status) → UNKNOWN.
+ */
+#define RF_NAMED_CLASSES(X)                                                                                \
+    X(RF_CLASS_TIMEOUT, "TIMEOUT")                                                                         \
+    X(RF_CLASS_CONNECT_RESET, "CONNECT_RESET")                                                             \
+    X(RF_CLASS_CONNECT_REFUSED, "CONNECT_REFUSED")                                                         \
+    X(RF_CLASS_DNS_FAILURE, "DNS_FAILURE")                                                                 \
+    X(RF_CLASS_TLS_FAILURE, "TLS_FAILURE")                                                                 \
+    X(RF_CLASS_UNKNOWN, "UNKNOWN")
+
+typedef enum rf_named_class { RF_NAMED_CLASSES(RF_X_ENUM2) RF_NAMED_CLASS_COUNT } rf_named_class;
+
+/* Backoff jitter kinds (lock field backoff.jitter). */
+#define RF_JITTERS(X)                                                                                      \
+    X(RF_JITTER_NONE, "none")                                                                              \
+    X(RF_JITTER_FULL, "full")                                                                              \
+    X(RF_JITTER_EQUAL, "equal")                                                                            \
+    X(RF_JITTER_DECORRELATED, "decorrelated")
+
+typedef enum rf_jitter { RF_JITTERS(RF_X_ENUM2) RF_JITTER_COUNT } rf_jitter;
+
+/* What happened to a Retry-After header in a verdict. */
+#define RF_RETRY_AFTER_USES(X)                                                                             \
+    X(RF_RA_USE_ABSENT, "absent")           /* no header */                                                \
+    X(RF_RA_USE_HONORED, "honored")         /* valid and used as the delay */                              \
+    X(RF_RA_USE_IGNORED, "ignored-invalid") /* malformed (or an HTTP-date with no clock): treated as absent */ \
+    X(RF_RA_USE_NOT_HONORED, "not-honored") /* valid, but the route says retryAfter.honor = false */       \
+    X(RF_RA_USE_NOT_NEEDED, "not-needed")   /* present, but the verdict stopped before it mattered */
+
+typedef enum rf_retry_after_use { RF_RETRY_AFTER_USES(RF_X_ENUM2) RF_RA_USE_COUNT } rf_retry_after_use;
+
+/* Strings for the enums above; "?" for an out-of-range value. */
+RF_API const char *rf_reason_name(rf_reason r);
+RF_API const char *rf_transport_name(rf_transport t);
+RF_API const char *rf_jitter_name(rf_jitter j);
+RF_API const char *rf_retry_after_use_name(rf_retry_after_use u);
+
+/*
+ * Parses a transport outcome string ("ok", "timeout", …; exact, case-sensitive) of length len.
+ * Returns 0 and sets *out, or -1 when the string is not one of RF_TRANSPORTS.
+ */
+RF_API int rf_transport_parse(const char *s, size_t len, rf_transport *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/*
+ * rf_decide and rf_budget: the ordered checks of ../shared/DESIGN.md. No allocation, no I/O, no clock reads;
+ * the policy is only read, the caller's retry budget is the only state touched.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+static bool str_is(const char *s, size_t len, const char *lit) {
+    return s != NULL && strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+static bool method_requires_key(const rfi_route *r, const char *method, size_t len) {
+    for (size_t i = 0; i < r->n_methods; i++)
+        if (str_is(method, len, r->methods[i])) return true;
+    return false;
+}
+
+static rf_status check_facts(const rf_facts *f, rf_error *err) {
+    if (f->method == NULL || f->method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
+    if (f->path == NULL || f->path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
+    if (f->status != 0 && (f->status < 100 || f->status > 599))
+        return rfi_fail(err, "status", "must be 0 (none received) or 100..599, got %d", f->status);
+    if ((unsigned)f->transport >= RF_TRANSPORT_COUNT) return rfi_fail(err, "transport", "is not a transport outcome");
+    if (f->attempts < 1) return rfi_fail(err, "attempts", "must be >= 1 (attempts made so far), got %d", f->attempts);
+    if (f->elapsed_ms < 0)
+        return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
+    return RF_OK;
+}
+
+static rf_verdict *stop(rf_verdict *v, rf_reason reason) {
+    v->retry = false;
+    v->reason = reason;
+    v->delay_ms = 0;
+    v->timeout_ms = 0;
+    return v;
+}
+
+rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
+                    rf_error *err) {
+    if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
+    rf_status st = check_facts(f, err);
+    if (st != RF_OK) return st;
+    memset(out, 0, sizeof *out);
+    rf_classify(f->status, f->transport, out->class_name);
+    out->route = -1;
+    bool has_ra = f->retry_after != NULL && f->retry_after_len > 0;
+    out->retry_after = has_ra ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+
+    if (f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map")) {
+        stop(out, RF_REASON_UNPINNED_SOURCE);
+        return RF_OK;
+    }
+    out->route = rf_policy_match(p, f->method, f->method_len, f->path, f->path_len);
+    if (out->route < 0) {
+        stop(out, RF_REASON_NO_ROUTE);
+        return RF_OK;
+    }
+    const rfi_route *r = &p->routes[out->route];
+    if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
+        rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget));
+        stop(out, RF_REASON_SUCCESS);
+        return RF_OK;
+    }
+    bool retryable = rfi_class_retryable(r, f->status, f->transport);
+    int64_t tokens = retryable ? rfi_retry_budget_add(budget, -1000) : -1;
+    if (f->attempts >= r->max_attempts) {
+        stop(out, RF_REASON_MAX_ATTEMPTS);
+        return RF_OK;
+    }
+    if (!retryable) {
+        stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
+        return RF_OK;
+    }
+    if (!f->has_idempotency_key && method_requires_key(r, f->method, f->method_len)) {
+        stop(out, RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY);
+        return RF_OK;
+    }
+    int64_t left = r->total_budget_ms - f->elapsed_ms;
+    int64_t delay = -1;
+    if (has_ra) {
+        int64_t ra_ms = 0;
+        rf_retry_after_status ra =
+            rf_retry_after_parse(f->retry_after, f->retry_after_len, f->now_ms, f->date, f->date_len, &ra_ms);
+        if (ra == RF_RA_ABSENT) {
+            out->retry_after = RF_RA_USE_ABSENT; /* only spaces */
+        } else if (ra != RF_RA_OK && ra != RF_RA_TOO_LONG) {
+            out->retry_after = RF_RA_USE_IGNORED;
+        } else if (!r->retry_after_honor) {
+            out->retry_after = RF_RA_USE_NOT_HONORED;
+        } else {
+            out->retry_after = RF_RA_USE_HONORED;
+            if (ra == RF_RA_TOO_LONG || ra_ms > r->retry_after_max_ms || ra_ms > left) {
+                stop(out, RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET);
+                return RF_OK;
+            }
+            delay = ra_ms;
+        }
+    }
+    if (delay < 0) {
+        delay = rfi_backoff(r, f->attempts, rng);
+        if (delay < 0) return rfi_fail(err, "rng", "is required: the route's backoff uses jitter");
+    }
+    if (delay + r->min_attempt_ms > left) {
+        stop(out, RF_REASON_DEADLINE);
+        return RF_OK;
+    }
+    if (rfi_retry_budget_throttled(budget, tokens)) {
+        stop(out, RF_REASON_RETRY_THROTTLED);
+        return RF_OK;
+    }
+    out->retry = true;
+    out->reason = RF_REASON_PINNED_STATUS;
+    out->delay_ms = delay;
+    out->timeout_ms = left - delay < r->per_attempt_timeout_ms ? left - delay : r->per_attempt_timeout_ms;
+    return RF_OK;
+}
+
+rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
+                    int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err) {
+    if (p == NULL || out == NULL) return rfi_fail(err, "", "policy and out must not be NULL");
+    if (method == NULL || method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
+    if (path == NULL || path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
+    if (attempts < 0) return rfi_fail(err, "attempts", "must be >= 0 (attempts made so far), got %d", attempts);
+    if (elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)elapsed_ms);
+    *out = (rf_attempt_budget){.allowed = false, .timeout_ms = 0, .reason = RF_REASON_NO_ROUTE, .route = -1};
+    out->route = rf_policy_match(p, method, method_len, path, path_len);
+    if (out->route < 0) return RF_OK;
+    const rfi_route *r = &p->routes[out->route];
+    int64_t left = r->total_budget_ms - elapsed_ms;
+    if (attempts >= r->max_attempts) {
+        out->reason = RF_REASON_MAX_ATTEMPTS;
+    } else if (left < r->min_attempt_ms || left <= 0) {
+        out->reason = RF_REASON_DEADLINE;
+    } else {
+        out->allowed = true;
+        out->reason = RF_REASON_WITHIN_BUDGET;
+        out->timeout_ms = left < r->per_attempt_timeout_ms ? left : r->per_attempt_timeout_ms;
+    }
+    return RF_OK;
+}

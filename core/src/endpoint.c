@@ -1,0 +1,149 @@
+/*
+ * Endpoints: "METHOD /path" where a segment may be a literal, a {param} (one non-empty segment) or, as the
+ * last segment only, "*" (any suffix, including none). Matching and the specificity order of rf_policy_match.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool rfi_method_valid(const char *s, size_t len) {
+    if (len == 0 || len > RFI_MAX_METHOD) return false;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < 'A' || s[i] > 'Z') return false;
+    return true;
+}
+
+/* RFC 3986 pchar minus '%'-escapes' validation subtleties: unreserved, sub-delims, ':', '@', '%'. */
+static bool literal_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~!$&'()+,;=:@%", c) != NULL;
+}
+
+static bool param_name(const char *s, size_t len) {
+    if (len == 0 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_')) return false;
+    for (size_t i = 1; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    }
+    return true;
+}
+
+bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap) {
+    memset(out, 0, sizeof *out);
+    if (len == 0 || len > RFI_MAX_ENDPOINT) {
+        snprintf(msg, msg_cap, "must be \"METHOD /path\" of 1..%d characters", RFI_MAX_ENDPOINT);
+        return false;
+    }
+    const char *sp = memchr(text, ' ', len);
+    if (sp == NULL) {
+        snprintf(msg, msg_cap, "must be \"METHOD /path\" (one space between method and path)");
+        return false;
+    }
+    size_t mlen = (size_t)(sp - text);
+    if (!rfi_method_valid(text, mlen)) {
+        snprintf(msg, msg_cap, "method must be 1..%d uppercase letters (RFC 9110 §9 method token)", RFI_MAX_METHOD);
+        return false;
+    }
+    const char *path = sp + 1;
+    size_t plen = len - mlen - 1;
+    if (plen == 0 || path[0] != '/') {
+        snprintf(msg, msg_cap, "path must start with '/'");
+        return false;
+    }
+    memcpy(out->text, text, len);
+    memcpy(out->method, text, mlen);
+    memcpy(out->pattern, path, plen);
+    if (plen == 1) return true; /* "/" has no segments */
+    size_t i = 1;
+    while (i <= plen) {
+        size_t start = i;
+        while (i < plen && path[i] != '/') i++;
+        size_t slen = i - start;
+        const char *seg = path + start;
+        if (out->n_segments == RFI_MAX_SEGMENTS) {
+            snprintf(msg, msg_cap, "more than %d path segments", RFI_MAX_SEGMENTS);
+            return false;
+        }
+        if (slen == 0) {
+            snprintf(msg, msg_cap, "empty path segment at character %zu (no '//' and no trailing '/')", mlen + 1 + start + 1);
+            return false;
+        }
+        uint8_t kind = RFI_SEG_LITERAL;
+        if (slen == 1 && seg[0] == '*') {
+            if (i != plen) {
+                snprintf(msg, msg_cap, "'*' is allowed only as the last segment");
+                return false;
+            }
+            out->wildcard = true;
+            return true;
+        } else if (seg[0] == '{') {
+            if (slen < 3 || seg[slen - 1] != '}' || !param_name(seg + 1, slen - 2)) {
+                snprintf(msg, msg_cap, "segment \"%.*s\" is not a {name} parameter (letters, digits, '_')", (int)slen, seg);
+                return false;
+            }
+            kind = RFI_SEG_PARAM;
+        } else {
+            for (size_t k = 0; k < slen; k++) {
+                if (!literal_char(seg[k])) {
+                    snprintf(msg, msg_cap, "segment \"%.*s\" has a character not allowed in a path ('%c')", (int)slen, seg,
+                             seg[k]);
+                    return false;
+                }
+            }
+        }
+        out->seg_off[out->n_segments] = (uint16_t)start;
+        out->seg_len[out->n_segments] = (uint16_t)slen;
+        out->seg_kind[out->n_segments] = kind;
+        out->n_segments++;
+        i++;
+    }
+    return true;
+}
+
+bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path,
+                        size_t path_len, uint8_t key[RFI_MAX_SEGMENTS + 1]) {
+    if (strlen(e->method) != method_len || memcmp(e->method, method, method_len) != 0) return false;
+    for (size_t i = 0; i < path_len; i++) {
+        if (path[i] == '?' || path[i] == '#') {
+            path_len = i;
+            break;
+        }
+    }
+    if (path_len == 0 || path[0] != '/') return false;
+    memset(key, 0, RFI_MAX_SEGMENTS + 1);
+    size_t pos = 1, seg = 0;
+    if (path_len == 1) pos = 2; /* "/" has no segments */
+    while (pos <= path_len) {
+        size_t start = pos;
+        while (pos < path_len && path[pos] != '/') pos++;
+        size_t slen = pos - start;
+        if (seg == e->n_segments) {
+            if (!e->wildcard) return false;
+            key[seg] = RFI_SEG_WILDCARD;
+            return true;
+        }
+        if (slen == 0) return false;
+        if (e->seg_kind[seg] == RFI_SEG_LITERAL &&
+            (e->seg_len[seg] != slen || memcmp(e->pattern + e->seg_off[seg], path + start, slen) != 0))
+            return false;
+        key[seg] = e->seg_kind[seg];
+        seg++;
+        pos++;
+    }
+    if (seg != e->n_segments) return false;
+    /* Exhausted path: a last "*" segment also matches no suffix; an exact end ranks above it. */
+    key[seg] = e->wildcard ? RFI_SEG_WILDCARD : RFI_SEG_LITERAL + 1;
+    return true;
+}
+
+bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b) {
+    if (strcmp(a->method, b->method) != 0 || a->n_segments != b->n_segments || a->wildcard != b->wildcard)
+        return false;
+    for (size_t i = 0; i < a->n_segments; i++) {
+        if (a->seg_kind[i] != b->seg_kind[i]) return false;
+        if (a->seg_kind[i] == RFI_SEG_LITERAL &&
+            (a->seg_len[i] != b->seg_len[i] || memcmp(a->pattern + a->seg_off[i], b->pattern + b->seg_off[i], a->seg_len[i]) != 0))
+            return false;
+    }
+    return true;
+}

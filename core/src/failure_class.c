@@ -1,0 +1,133 @@
+/*
+ * Failure classes: parsing lock tokens into sets, printing sets canonically, classifying transport facts,
+ * and the retryable test. Tokens: HTTP_<nnn> (100..599), HTTP_4XX, HTTP_5XX, the named classes of
+ * RF_NAMED_CLASSES, and the original pairing lock's aliases GATEWAY_TIMEOUT (= TIMEOUT + HTTP_504) and
+ * HANDLER_5XX (= HTTP_5XX).
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define RF_X_NAME(name, str) str,
+static const char *const named_tokens[] = {RF_NAMED_CLASSES(RF_X_NAME)};
+
+static bool token_is(const char *token, size_t len, const char *lit) {
+    return strlen(lit) == len && memcmp(token, lit, len) == 0;
+}
+
+static void set_status(rfi_class_set *set, int status) {
+    set->status[status / 64] |= (uint64_t)1 << (status % 64);
+}
+
+static bool has_status(const rfi_class_set *set, int status) {
+    return (set->status[status / 64] >> (status % 64)) & 1u;
+}
+
+bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len) {
+    if (token_is(token, len, "GATEWAY_TIMEOUT")) {
+        set->named |= 1u << RF_CLASS_TIMEOUT;
+        set_status(set, 504);
+        return true;
+    }
+    if (token_is(token, len, "HANDLER_5XX") || token_is(token, len, "HTTP_5XX")) {
+        set->family5xx = true;
+        return true;
+    }
+    if (token_is(token, len, "HTTP_4XX")) {
+        set->family4xx = true;
+        return true;
+    }
+    for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT; i++) {
+        if (token_is(token, len, named_tokens[i])) {
+            set->named |= 1u << i;
+            return true;
+        }
+    }
+    if (len == 8 && memcmp(token, "HTTP_", 5) == 0 && token[5] >= '1' && token[5] <= '5' && token[6] >= '0' &&
+        token[6] <= '9' && token[7] >= '0' && token[7] <= '9') {
+        set_status(set, (token[5] - '0') * 100 + (token[6] - '0') * 10 + (token[7] - '0'));
+        return true;
+    }
+    return false;
+}
+
+bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]) {
+    char tokens[1][RF_CLASS_NAME_MAX];
+    rfi_class_set both = {0};
+    for (size_t i = 0; i < 10; i++) both.status[i] = a->status[i] & b->status[i];
+    both.family4xx = a->family4xx && b->family4xx;
+    both.family5xx = a->family5xx && b->family5xx;
+    both.named = a->named & b->named;
+    if (rfi_class_tokens(&both, tokens, 1) == 0) return false;
+    memcpy(first, tokens[0], RF_CLASS_NAME_MAX);
+    return true;
+}
+
+size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MAX], size_t cap) {
+    size_t n = 0;
+    for (int s = 100; s <= 599; s++) {
+        if (has_status(set, s)) {
+            if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "HTTP_%d", s);
+            n++;
+        }
+    }
+    if (set->family4xx) {
+        if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "HTTP_4XX");
+        n++;
+    }
+    if (set->family5xx) {
+        if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "HTTP_5XX");
+        n++;
+    }
+    for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT; i++) {
+        if (set->named & (1u << i)) {
+            if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "%s", named_tokens[i]);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Transport outcome → named class; RF_NAMED_CLASS_COUNT for ok. */
+static unsigned transport_class(rf_transport t) {
+    switch (t) {
+    case RF_TRANSPORT_OK: return RF_NAMED_CLASS_COUNT;
+    case RF_TRANSPORT_TIMEOUT: return RF_CLASS_TIMEOUT;
+    case RF_TRANSPORT_CONNECT_RESET:
+    case RF_TRANSPORT_GOT_NOTHING: return RF_CLASS_CONNECT_RESET;
+    case RF_TRANSPORT_CONNECT_REFUSED: return RF_CLASS_CONNECT_REFUSED;
+    case RF_TRANSPORT_DNS: return RF_CLASS_DNS_FAILURE;
+    case RF_TRANSPORT_TLS: return RF_CLASS_TLS_FAILURE;
+    default: return RF_CLASS_UNKNOWN;
+    }
+}
+
+void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
+    unsigned named = transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
+        snprintf(buf, RF_CLASS_NAME_MAX, "HTTP_%d", status);
+        return;
+    }
+    if (named == RF_NAMED_CLASS_COUNT) named = RF_CLASS_UNKNOWN;
+    snprintf(buf, RF_CLASS_NAME_MAX, "%s", named_tokens[named]);
+}
+
+/* +1 retryable, -1 not retryable, 0 not mentioned. */
+static int status_verdict(const rfi_route *r, int status) {
+    if (has_status(&r->retryable, status)) return 1;
+    if (has_status(&r->not_retryable, status)) return -1;
+    bool four = status >= 400 && status <= 499, five = status >= 500 && status <= 599;
+    if ((four && r->retryable.family4xx) || (five && r->retryable.family5xx)) return 1;
+    if ((four && r->not_retryable.family4xx) || (five && r->not_retryable.family5xx)) return -1;
+    return 0;
+}
+
+bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
+    unsigned named = transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT) {
+        if (status >= 100 && status <= 599) return status_verdict(r, status) > 0;
+        named = RF_CLASS_UNKNOWN;
+    }
+    return (r->retryable.named & (1u << named)) != 0;
+}

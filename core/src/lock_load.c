@@ -1,0 +1,685 @@
+/*
+ * Loading a lock: parse with cJSON, validate every rule (the lock schema, docs/lock.md), merge defaults,
+ * and build an immutable rf_policy. Any failure yields an rf_error naming the JSON path, the rule and the
+ * offending value; a bad lock never becomes a policy.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATH_CAP 256
+
+/* Field presence bits of a route spec (a route, or the defaults it inherits from). */
+enum {
+    F_ENDPOINT = 1 << 0,
+    F_MAX_ATTEMPTS = 1 << 1,
+    F_PER_ATTEMPT = 1 << 2,
+    F_TOTAL = 1 << 3,
+    F_MIN_ATTEMPT = 1 << 4,
+    F_RETRYABLE = 1 << 5,
+    F_NOT_RETRYABLE = 1 << 6,
+    F_METHODS = 1 << 7,
+    F_BASE = 1 << 8,
+    F_MULT = 1 << 9,
+    F_BACKOFF_MAX = 1 << 10,
+    F_JITTER = 1 << 11,
+    F_HONOR = 1 << 12,
+    F_RA_MAX = 1 << 13
+};
+
+typedef struct spec {
+    unsigned has;
+    rfi_route r; /* values, valid where the bit in has is set */
+    char where[PATH_CAP]; /* JSON path of the object the spec came from */
+} spec;
+
+/* Built-in defaults (docs/lock.md). Required fields have none. */
+#define DEFAULT_MIN_ATTEMPT_MS 200
+#define DEFAULT_BACKOFF_BASE_MS 100
+#define DEFAULT_BACKOFF_MULT_MILLI 2000
+#define DEFAULT_BACKOFF_MAX_MS 10000
+#define DEFAULT_JITTER RF_JITTER_FULL
+#define DEFAULT_RA_MAX_MS 120000
+static const char *const default_methods[] = {"POST", "PATCH", "DELETE"};
+
+/* JSON paths are bounded (PATH_CAP); a deeper path is cut and marked with "…" rather than overflowing. */
+static void mark_cut(char *dst, int n) {
+    if (n >= PATH_CAP) memcpy(dst + PATH_CAP - 4, "\xE2\x80\xA6", 4);
+}
+
+static void child_path(char *dst, const char *parent, const char *key) {
+    mark_cut(dst, snprintf(dst, PATH_CAP, "%s.%s", parent, key));
+}
+
+static void index_path(char *dst, const char *parent, int i) {
+    mark_cut(dst, snprintf(dst, PATH_CAP, "%s[%d]", parent, i));
+}
+
+static const char *type_name(const cJSON *item) {
+    if (cJSON_IsNull(item)) return "null";
+    if (cJSON_IsBool(item)) return "a boolean";
+    if (cJSON_IsNumber(item)) return "a number";
+    if (cJSON_IsString(item)) return "a string";
+    if (cJSON_IsArray(item)) return "an array";
+    if (cJSON_IsObject(item)) return "an object";
+    return "an invalid value";
+}
+
+/* Integer in [lo, hi]: refuses non-numbers, non-finite values (1e400), fractions and out-of-range values. */
+static bool get_int(const cJSON *item, const char *path, int64_t lo, int64_t hi, int64_t *out, rf_error *err) {
+    if (!cJSON_IsNumber(item)) {
+        rfi_fail(err, path, "must be an integer from %lld to %lld, got %s", (long long)lo, (long long)hi, type_name(item));
+        return false;
+    }
+    double v = item->valuedouble;
+    if (!isfinite(v)) {
+        rfi_fail(err, path, "must be an integer from %lld to %lld, got a number too large to represent", (long long)lo,
+                 (long long)hi);
+        return false;
+    }
+    if (v != floor(v)) {
+        rfi_fail(err, path, "must be an integer (no fraction), got %.17g", v);
+        return false;
+    }
+    if (v < (double)lo || v > (double)hi) {
+        rfi_fail(err, path, "must be an integer from %lld to %lld, got %.17g", (long long)lo, (long long)hi, v);
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
+/* A number with at most 3 decimal places in [lo, hi], stored × 1000 (exact, so digests are stable). */
+static bool get_milli(const cJSON *item, const char *path, double lo, double hi, int64_t *out, rf_error *err) {
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble)) {
+        rfi_fail(err, path, "must be a finite number from %g to %g, got %s", lo, hi, type_name(item));
+        return false;
+    }
+    double v = item->valuedouble;
+    if (v < lo || v > hi) {
+        rfi_fail(err, path, "must be a number from %g to %g, got %.17g", lo, hi, v);
+        return false;
+    }
+    double milli = v * 1000.0, rounded = round(milli);
+    if (fabs(milli - rounded) > 1e-6) {
+        rfi_fail(err, path, "must have at most 3 decimal places, got %.17g", v);
+        return false;
+    }
+    *out = (int64_t)rounded;
+    return true;
+}
+
+static bool get_bool(const cJSON *item, const char *path, bool *out, rf_error *err) {
+    if (!cJSON_IsBool(item)) {
+        rfi_fail(err, path, "must be true or false, got %s", type_name(item));
+        return false;
+    }
+    *out = cJSON_IsTrue(item);
+    return true;
+}
+
+static bool get_string(const cJSON *item, const char *path, const char **out, size_t *len, rf_error *err) {
+    if (!cJSON_IsString(item) || item->valuestring == NULL) {
+        rfi_fail(err, path, "must be a string, got %s", type_name(item));
+        return false;
+    }
+    *out = item->valuestring;
+    *len = strlen(item->valuestring);
+    return true;
+}
+
+/* Duplicate keys in any object anywhere (cJSON keeps both, so they would silently shadow each other). */
+static bool check_duplicates(const cJSON *node, const char *path, rf_error *err) {
+    char sub[PATH_CAP];
+    int i = 0;
+    for (const cJSON *c = node->child; c != NULL; c = c->next, i++) {
+        if (cJSON_IsObject(node)) {
+            for (const cJSON *d = c->next; d != NULL; d = d->next) {
+                if (c->string && d->string && strcmp(c->string, d->string) == 0) {
+                    child_path(sub, path, c->string);
+                    rfi_fail(err, sub, "duplicate key \"%s\" in one object (a JSON object's keys must be unique)",
+                             c->string);
+                    return false;
+                }
+            }
+            child_path(sub, path, c->string ? c->string : "?");
+        } else {
+            index_path(sub, path, i);
+        }
+        if (!check_duplicates(c, sub, err)) return false;
+    }
+    return true;
+}
+
+static bool unknown_key(const cJSON *key_item, const char *path, const char *allowed, rf_error *err) {
+    char sub[PATH_CAP];
+    child_path(sub, path, key_item->string);
+    rfi_fail(err, sub, "unknown key \"%s\" (allowed here: %s)", key_item->string, allowed);
+    return false;
+}
+
+static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set *set, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsArray(item)) {
+        rfi_fail(err, path, "must be an array of failure class tokens, got %s", type_name(item));
+        return false;
+    }
+    int i = 0;
+    for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
+        index_path(sub, path, i);
+        const char *s;
+        size_t len;
+        if (!get_string(c, sub, &s, &len, err)) return false;
+        rfi_class_set one = {0};
+        if (!rfi_class_add_token(&one, s, len)) {
+            rfi_fail(err, sub,
+                     "unknown failure class \"%.40s\" (HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, "
+                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, or the aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
+                     s);
+            return false;
+        }
+        char dup[RF_CLASS_NAME_MAX];
+        if (rfi_class_overlap(set, &one, dup)) {
+            rfi_fail(err, sub, "class \"%s\" is listed twice (as %s)", s, dup);
+            return false;
+        }
+        rfi_class_add_token(set, s, len);
+    }
+    char tokens[RFI_MAX_CLASSES + 1][RF_CLASS_NAME_MAX];
+    if (rfi_class_tokens(set, tokens, RFI_MAX_CLASSES + 1) > RFI_MAX_CLASSES) {
+        rfi_fail(err, path, "more than %d failure classes", RFI_MAX_CLASSES);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_methods(const cJSON *item, const char *path, rfi_route *r, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsArray(item)) {
+        rfi_fail(err, path, "must be an array of HTTP methods, got %s", type_name(item));
+        return false;
+    }
+    r->n_methods = 0;
+    int i = 0;
+    for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
+        index_path(sub, path, i);
+        const char *s;
+        size_t len;
+        if (!get_string(c, sub, &s, &len, err)) return false;
+        if (!rfi_method_valid(s, len)) {
+            rfi_fail(err, sub, "\"%.40s\" is not a method: 1..%d uppercase letters (RFC 9110 §9)", s, RFI_MAX_METHOD);
+            return false;
+        }
+        for (size_t k = 0; k < r->n_methods; k++) {
+            if (strcmp(r->methods[k], s) == 0) {
+                rfi_fail(err, sub, "method \"%s\" is listed twice", s);
+                return false;
+            }
+        }
+        if (r->n_methods == RFI_MAX_METHODS) {
+            rfi_fail(err, path, "more than %d methods", RFI_MAX_METHODS);
+            return false;
+        }
+        memcpy(r->methods[r->n_methods++], s, len + 1);
+    }
+    return true;
+}
+
+static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsObject(obj)) {
+        rfi_fail(err, path, "must be an object {baseMs, multiplier, maxMs, jitter}, got %s", type_name(obj));
+        return false;
+    }
+    for (const cJSON *c = obj->child; c != NULL; c = c->next) {
+        child_path(sub, path, c->string);
+        const char *k = c->string;
+        if (strcmp(k, "baseMs") == 0) {
+            if (!get_int(c, sub, 0, 600000, &sp->r.backoff_base_ms, err)) return false;
+            sp->has |= F_BASE;
+        } else if (strcmp(k, "multiplier") == 0) {
+            if (!get_milli(c, sub, 1.0, 10.0, &sp->r.backoff_multiplier_milli, err)) return false;
+            sp->has |= F_MULT;
+        } else if (strcmp(k, "maxMs") == 0) {
+            if (!get_int(c, sub, 0, 600000, &sp->r.backoff_max_ms, err)) return false;
+            sp->has |= F_BACKOFF_MAX;
+        } else if (strcmp(k, "jitter") == 0) {
+            const char *s;
+            size_t len;
+            if (!get_string(c, sub, &s, &len, err)) return false;
+            int found = -1;
+            for (int j = 0; j < RF_JITTER_COUNT; j++)
+                if (strcmp(rf_jitter_name((rf_jitter)j), s) == 0) found = j;
+            if (found < 0) {
+                rfi_fail(err, sub, "must be one of none, full, equal, decorrelated, got \"%.40s\"", s);
+                return false;
+            }
+            sp->r.jitter = (rf_jitter)found;
+            sp->has |= F_JITTER;
+        } else if (strcmp(k, "$comment") != 0) {
+            return unknown_key(c, path, "baseMs, multiplier, maxMs, jitter, $comment", err);
+        }
+    }
+    return true;
+}
+
+static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsObject(obj)) {
+        rfi_fail(err, path, "must be an object {honor, maxMs}, got %s", type_name(obj));
+        return false;
+    }
+    for (const cJSON *c = obj->child; c != NULL; c = c->next) {
+        child_path(sub, path, c->string);
+        if (strcmp(c->string, "honor") == 0) {
+            if (!get_bool(c, sub, &sp->r.retry_after_honor, err)) return false;
+            sp->has |= F_HONOR;
+        } else if (strcmp(c->string, "maxMs") == 0) {
+            if (!get_int(c, sub, 0, 3600000, &sp->r.retry_after_max_ms, err)) return false;
+            sp->has |= F_RA_MAX;
+        } else if (strcmp(c->string, "$comment") != 0) {
+            return unknown_key(c, path, "honor, maxMs, $comment", err);
+        }
+    }
+    return true;
+}
+
+typedef struct budget_cfg {
+    bool present;
+    int64_t max_tokens_milli, ratio_milli;
+} budget_cfg;
+
+/* gRPC A6 retryThrottling: maxTokens in (0, 1000], tokenRatio > 0 with at most 3 decimal places. */
+static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsObject(obj)) {
+        rfi_fail(err, path, "must be an object {maxTokens, tokenRatio}, got %s", type_name(obj));
+        return false;
+    }
+    bool has_max = false, has_ratio = false;
+    for (const cJSON *c = obj->child; c != NULL; c = c->next) {
+        child_path(sub, path, c->string);
+        if (strcmp(c->string, "maxTokens") == 0) {
+            int64_t v;
+            if (!get_int(c, sub, 1, 1000, &v, err)) return false;
+            b->max_tokens_milli = v * 1000;
+            has_max = true;
+        } else if (strcmp(c->string, "tokenRatio") == 0) {
+            if (!get_milli(c, sub, 0.001, 1000.0, &b->ratio_milli, err)) return false;
+            has_ratio = true;
+        } else if (strcmp(c->string, "$comment") != 0) {
+            return unknown_key(c, path, "maxTokens, tokenRatio, $comment", err);
+        }
+    }
+    if (!has_max || !has_ratio) {
+        child_path(sub, path, has_max ? "tokenRatio" : "maxTokens");
+        rfi_fail(err, sub, "is required in retryBudget (no default)");
+        return false;
+    }
+    b->present = true;
+    return true;
+}
+
+#define ROUTE_KEYS                                                                                                    \
+    "endpoint, maxAttempts, perAttemptTimeoutMs, totalBudgetMs, minAttemptMs, retryable, notRetryable, "              \
+    "idempotencyRequired, backoff, retryAfter, $comment"
+
+/*
+ * One route field of obj's member c into sp. Returns 1 when c was a route field, 0 when it is not a route
+ * field (the caller decides whether it is allowed there), -1 on an error.
+ */
+static int parse_route_field(const cJSON *c, const char *path, spec *sp, rf_error *err) {
+    char sub[PATH_CAP];
+    child_path(sub, path, c->string);
+    const char *k = c->string;
+    int64_t v;
+    if (strcmp(k, "endpoint") == 0) {
+        const char *s;
+        size_t len;
+        char msg[200];
+        if (!get_string(c, sub, &s, &len, err)) return -1;
+        if (!rfi_endpoint_parse(s, len, &sp->r.endpoint, msg, sizeof msg)) {
+            rfi_fail(err, sub, "endpoint \"%.80s\": %s", s, msg);
+            return -1;
+        }
+        sp->has |= F_ENDPOINT;
+    } else if (strcmp(k, "maxAttempts") == 0) {
+        if (!get_int(c, sub, 1, 10, &v, err)) return -1;
+        sp->r.max_attempts = (int)v;
+        sp->has |= F_MAX_ATTEMPTS;
+    } else if (strcmp(k, "perAttemptTimeoutMs") == 0) {
+        if (!get_int(c, sub, 1, 600000, &sp->r.per_attempt_timeout_ms, err)) return -1;
+        sp->has |= F_PER_ATTEMPT;
+    } else if (strcmp(k, "totalBudgetMs") == 0) {
+        if (!get_int(c, sub, 1, 3600000, &sp->r.total_budget_ms, err)) return -1;
+        sp->has |= F_TOTAL;
+    } else if (strcmp(k, "minAttemptMs") == 0) {
+        if (!get_int(c, sub, 0, 600000, &sp->r.min_attempt_ms, err)) return -1;
+        sp->has |= F_MIN_ATTEMPT;
+    } else if (strcmp(k, "retryable") == 0) {
+        memset(&sp->r.retryable, 0, sizeof sp->r.retryable);
+        if (!parse_class_list(c, sub, &sp->r.retryable, err)) return -1;
+        sp->has |= F_RETRYABLE;
+    } else if (strcmp(k, "notRetryable") == 0) {
+        memset(&sp->r.not_retryable, 0, sizeof sp->r.not_retryable);
+        if (!parse_class_list(c, sub, &sp->r.not_retryable, err)) return -1;
+        sp->has |= F_NOT_RETRYABLE;
+    } else if (strcmp(k, "idempotencyRequired") == 0) {
+        if (!parse_methods(c, sub, &sp->r, err)) return -1;
+        sp->has |= F_METHODS;
+    } else if (strcmp(k, "backoff") == 0) {
+        if (!parse_backoff(c, sub, sp, err)) return -1;
+    } else if (strcmp(k, "retryAfter") == 0) {
+        if (!parse_retry_after(c, sub, sp, err)) return -1;
+    } else if (strcmp(k, "$comment") == 0) {
+        if (!cJSON_IsString(c)) {
+            rfi_fail(err, sub, "must be a string, got %s", type_name(c));
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* Copies each field set in from but not in to. */
+static void inherit(spec *to, const spec *from) {
+    const rfi_route *f = &from->r;
+    rfi_route *t = &to->r;
+    unsigned take = from->has & ~to->has;
+    if (take & F_MAX_ATTEMPTS) t->max_attempts = f->max_attempts;
+    if (take & F_PER_ATTEMPT) t->per_attempt_timeout_ms = f->per_attempt_timeout_ms;
+    if (take & F_TOTAL) t->total_budget_ms = f->total_budget_ms;
+    if (take & F_MIN_ATTEMPT) t->min_attempt_ms = f->min_attempt_ms;
+    if (take & F_RETRYABLE) t->retryable = f->retryable;
+    if (take & F_NOT_RETRYABLE) t->not_retryable = f->not_retryable;
+    if (take & F_METHODS) {
+        t->n_methods = f->n_methods;
+        memcpy(t->methods, f->methods, sizeof t->methods);
+    }
+    if (take & F_BASE) t->backoff_base_ms = f->backoff_base_ms;
+    if (take & F_MULT) t->backoff_multiplier_milli = f->backoff_multiplier_milli;
+    if (take & F_BACKOFF_MAX) t->backoff_max_ms = f->backoff_max_ms;
+    if (take & F_JITTER) t->jitter = f->jitter;
+    if (take & F_HONOR) t->retry_after_honor = f->retry_after_honor;
+    if (take & F_RA_MAX) t->retry_after_max_ms = f->retry_after_max_ms;
+    to->has |= take;
+}
+
+/* Applies built-in defaults, refuses missing required fields, checks cross-field rules. */
+static bool finish_route(spec *sp, rf_error *err) {
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } required[] = {{F_ENDPOINT, "endpoint"},
+                    {F_MAX_ATTEMPTS, "maxAttempts"},
+                    {F_PER_ATTEMPT, "perAttemptTimeoutMs"},
+                    {F_TOTAL, "totalBudgetMs"},
+                    {F_RETRYABLE, "retryable"}};
+    char sub[PATH_CAP];
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        if (!(sp->has & required[i].bit)) {
+            child_path(sub, sp->where, required[i].name);
+            rfi_fail(err, sub, "is required and has no default (an absent number never becomes a retry count)");
+            return false;
+        }
+    }
+    rfi_route *r = &sp->r;
+    if (r->total_budget_ms < r->per_attempt_timeout_ms) {
+        child_path(sub, sp->where, "totalBudgetMs");
+        rfi_fail(err, sub, "must be at least perAttemptTimeoutMs (%lld), got %lld", (long long)r->per_attempt_timeout_ms,
+                 (long long)r->total_budget_ms);
+        return false;
+    }
+    if (!(sp->has & F_MIN_ATTEMPT))
+        r->min_attempt_ms = r->per_attempt_timeout_ms < DEFAULT_MIN_ATTEMPT_MS ? r->per_attempt_timeout_ms
+                                                                               : DEFAULT_MIN_ATTEMPT_MS;
+    if (r->min_attempt_ms > r->per_attempt_timeout_ms) {
+        child_path(sub, sp->where, "minAttemptMs");
+        rfi_fail(err, sub, "must be at most perAttemptTimeoutMs (%lld), got %lld", (long long)r->per_attempt_timeout_ms,
+                 (long long)r->min_attempt_ms);
+        return false;
+    }
+    if (!(sp->has & F_METHODS)) {
+        r->n_methods = 3;
+        for (size_t i = 0; i < 3; i++) snprintf(r->methods[i], sizeof r->methods[i], "%s", default_methods[i]);
+    }
+    if (!(sp->has & F_BASE)) r->backoff_base_ms = DEFAULT_BACKOFF_BASE_MS;
+    if (!(sp->has & F_MULT)) r->backoff_multiplier_milli = DEFAULT_BACKOFF_MULT_MILLI;
+    if (!(sp->has & F_BACKOFF_MAX)) r->backoff_max_ms = DEFAULT_BACKOFF_MAX_MS;
+    if (!(sp->has & F_JITTER)) r->jitter = DEFAULT_JITTER;
+    if (!(sp->has & F_HONOR)) r->retry_after_honor = true;
+    if (!(sp->has & F_RA_MAX)) r->retry_after_max_ms = DEFAULT_RA_MAX_MS;
+    if (r->backoff_base_ms > r->backoff_max_ms) {
+        child_path(sub, sp->where, "backoff.baseMs");
+        rfi_fail(err, sub, "must be at most backoff.maxMs (%lld), got %lld", (long long)r->backoff_max_ms,
+                 (long long)r->backoff_base_ms);
+        return false;
+    }
+    char both[RF_CLASS_NAME_MAX];
+    if (rfi_class_overlap(&r->retryable, &r->not_retryable, both)) {
+        child_path(sub, sp->where, "notRetryable");
+        rfi_fail(err, sub, "class %s is in both retryable and notRetryable", both);
+        return false;
+    }
+    return true;
+}
+
+/* The flat form: the whole document is one route (plus $comment and retryBudget). */
+static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rf_error *err) {
+    snprintf(sp->where, PATH_CAP, "$");
+    char sub[PATH_CAP];
+    for (const cJSON *c = root->child; c != NULL; c = c->next) {
+        if (strcmp(c->string, "retryBudget") == 0) {
+            child_path(sub, "$", c->string);
+            if (!parse_retry_budget(c, sub, budget, err)) return false;
+            continue;
+        }
+        int r = parse_route_field(c, "$", sp, err);
+        if (r < 0) return false;
+        if (r == 0) return unknown_key(c, "$", ROUTE_KEYS ", retryBudget (or version/defaults/routes)", err);
+    }
+    return finish_route(sp, err);
+}
+
+static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rf_error *err) {
+    char sub[PATH_CAP];
+    const cJSON *version = NULL, *defaults = NULL, *routes = NULL;
+    for (const cJSON *c = root->child; c != NULL; c = c->next) {
+        if (strcmp(c->string, "version") == 0) version = c;
+        else if (strcmp(c->string, "defaults") == 0) defaults = c;
+        else if (strcmp(c->string, "routes") == 0) routes = c;
+        else if (strcmp(c->string, "retryBudget") == 0) {
+            if (!parse_retry_budget(c, "$.retryBudget", budget, err)) return false;
+        } else if (strcmp(c->string, "$comment") == 0) {
+            if (!cJSON_IsString(c)) return rfi_fail(err, "$.$comment", "must be a string, got %s", type_name(c)), false;
+        } else {
+            return unknown_key(c, "$", "version, defaults, routes, retryBudget, $comment", err);
+        }
+    }
+    int64_t v;
+    if (version == NULL) return rfi_fail(err, "$.version", "is required in a multi-route lock (use 1)"), false;
+    if (!get_int(version, "$.version", 1, 1, &v, err)) return false;
+    spec defaults_spec;
+    memset(&defaults_spec, 0, sizeof defaults_spec);
+    snprintf(defaults_spec.where, PATH_CAP, "$.defaults");
+    if (defaults != NULL) {
+        if (!cJSON_IsObject(defaults))
+            return rfi_fail(err, "$.defaults", "must be an object of route fields, got %s", type_name(defaults)), false;
+        for (const cJSON *c = defaults->child; c != NULL; c = c->next) {
+            if (strcmp(c->string, "endpoint") == 0) {
+                child_path(sub, "$.defaults", "endpoint");
+                return rfi_fail(err, sub, "endpoint cannot have a default; each route names its own"), false;
+            }
+            int r = parse_route_field(c, "$.defaults", &defaults_spec, err);
+            if (r < 0) return false;
+            if (r == 0) return unknown_key(c, "$.defaults", ROUTE_KEYS, err);
+        }
+    }
+    if (routes == NULL) return rfi_fail(err, "$.routes", "is required: an array of at least one route"), false;
+    int n = cJSON_GetArraySize(routes);
+    if (!cJSON_IsArray(routes) || n < 1)
+        return rfi_fail(err, "$.routes", "must be a non-empty array of route objects"), false;
+    if (n > RFI_MAX_ROUTES) return rfi_fail(err, "$.routes", "more than %d routes", RFI_MAX_ROUTES), false;
+    spec *specs = calloc((size_t)n, sizeof *specs);
+    if (specs == NULL) return rfi_fail(err, "$.routes", "out of memory"), false;
+    int i = 0;
+    for (const cJSON *rt = routes->child; rt != NULL; rt = rt->next, i++) {
+        spec *sp = &specs[i];
+        index_path(sp->where, "$.routes", i);
+        if (!cJSON_IsObject(rt)) {
+            rfi_fail(err, sp->where, "must be a route object, got %s", type_name(rt));
+            goto fail;
+        }
+        for (const cJSON *c = rt->child; c != NULL; c = c->next) {
+            if (strcmp(c->string, "retryBudget") == 0) {
+                child_path(sub, sp->where, c->string);
+                rfi_fail(err, sub, "retryBudget is client-wide (gRPC retryThrottling): set it at the top level");
+                goto fail;
+            }
+            int r = parse_route_field(c, sp->where, sp, err);
+            if (r < 0) goto fail;
+            if (r == 0) {
+                unknown_key(c, sp->where, ROUTE_KEYS, err);
+                goto fail;
+            }
+        }
+        inherit(sp, &defaults_spec);
+        if (!finish_route(sp, err)) goto fail;
+        for (int k = 0; k < i; k++) {
+            if (rfi_endpoint_same_shape(&specs[k].r.endpoint, &sp->r.endpoint)) {
+                child_path(sub, sp->where, "endpoint");
+                rfi_fail(err, sub, "endpoint \"%s\" duplicates $.routes[%d] (\"%s\")", sp->r.endpoint.text, k,
+                         specs[k].r.endpoint.text);
+                goto fail;
+            }
+        }
+    }
+    *specs_out = specs;
+    *n_out = (size_t)n;
+    return true;
+fail:
+    free(specs);
+    return false;
+}
+
+static void line_col(const char *text, size_t upto, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < upto; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+static int compare_routes(const void *a, const void *b) {
+    return strcmp(((const rfi_route *)a)->endpoint.text, ((const rfi_route *)b)->endpoint.text);
+}
+
+rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, rf_error *err) {
+    if (text == NULL || out == NULL) return rfi_fail(err, "", "text and out must not be NULL");
+    if (len == 0) return rfi_fail(err, "$", "empty lock: expected a JSON object");
+    if (len > RF_LOCK_MAX_BYTES)
+        return rfi_fail(err, "$", "lock is %zu bytes, over the %d byte limit", len, RF_LOCK_MAX_BYTES);
+    size_t skip = (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) ? 3 : 0; /* UTF-8 BOM: skipped */
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text + skip, len - skip, &end, 0);
+    if (root == NULL) {
+        size_t at = end ? (size_t)(end - text) : skip;
+        if (at > len) at = len;
+        rfi_fail(err, "$", "malformed JSON near byte %zu", at);
+        line_col(text, at, &err->line, &err->column);
+        return RF_EINVAL;
+    }
+    size_t used = (size_t)(end - text);
+    while (used < len && (text[used] == ' ' || text[used] == '\t' || text[used] == '\n' || text[used] == '\r')) used++;
+    rf_status st = RF_EINVAL;
+    spec *specs = NULL;
+    size_t n = 0;
+    budget_cfg budget = {0};
+    rf_policy *p = NULL;
+    if (used < len) {
+        rfi_fail(err, "$", "trailing data after the JSON value at byte %zu", used);
+        line_col(text, used, &err->line, &err->column);
+        goto done;
+    }
+    if (!cJSON_IsObject(root)) {
+        rfi_fail(err, "$", "a lock must be a JSON object, got %s", type_name(root));
+        goto done;
+    }
+    if (!check_duplicates(root, "$", err)) goto done;
+    if (cJSON_GetObjectItemCaseSensitive(root, "routes") || cJSON_GetObjectItemCaseSensitive(root, "version")) {
+        if (!load_multi(root, &specs, &n, &budget, err)) goto done;
+    } else {
+        specs = calloc(1, sizeof *specs);
+        if (specs == NULL) {
+            st = RF_ENOMEM;
+            rfi_fail(err, "$", "out of memory");
+            goto done;
+        }
+        n = 1;
+        if (!load_flat(root, specs, &budget, err)) goto done;
+    }
+    p = calloc(1, sizeof *p);
+    if (p != NULL) p->routes = calloc(n, sizeof *p->routes);
+    if (p == NULL || p->routes == NULL) {
+        st = RF_ENOMEM;
+        rfi_fail(err, "$", "out of memory");
+        goto done;
+    }
+    p->n_routes = n;
+    for (size_t i = 0; i < n; i++) p->routes[i] = specs[i].r;
+    qsort(p->routes, n, sizeof *p->routes, compare_routes);
+    p->has_retry_budget = budget.present;
+    p->budget_max_tokens_milli = budget.max_tokens_milli;
+    p->budget_token_ratio_milli = budget.ratio_milli;
+    st = rfi_policy_finish(p, err);
+    if (st == RF_OK) {
+        *out = p;
+        p = NULL;
+    }
+done:
+    rf_policy_free(p);
+    free(specs);
+    cJSON_Delete(root);
+    return st;
+}
+
+rf_status rf_policy_load_file(const char *path, rf_policy **out, rf_error *err) {
+    if (path == NULL || out == NULL) return rfi_fail(err, "", "path and out must not be NULL");
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        rfi_fail(err, path, "cannot open lock: %s", strerror(errno));
+        return RF_EIO;
+    }
+    char *buf = malloc(RF_LOCK_MAX_BYTES + 1);
+    if (buf == NULL) {
+        fclose(f);
+        rfi_fail(err, path, "out of memory");
+        return RF_ENOMEM;
+    }
+    size_t n = fread(buf, 1, RF_LOCK_MAX_BYTES + 1, f);
+    int failed = ferror(f);
+    fclose(f);
+    rf_status st;
+    if (failed) {
+        st = RF_EIO;
+        rfi_fail(err, path, "cannot read lock: %s", strerror(errno));
+    } else {
+        st = rf_policy_load_buffer(buf, n, out, err);
+        if (st != RF_OK && err != NULL && n > RF_LOCK_MAX_BYTES)
+            rfi_fail(err, path, "lock is over the %d byte limit", RF_LOCK_MAX_BYTES);
+    }
+    free(buf);
+    return st;
+}

@@ -1,0 +1,195 @@
+/*
+ * The loaded policy: its canonical JSON (the effective policy, defaults applied), its sha256 digest through
+ * OpenSSL's EVP API, and read-only accessors. Immutable after rf_policy_load_*.
+ */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cJSON *string_array(const char *const *items, size_t n) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a != NULL && i < n; i++) {
+        cJSON *s = cJSON_CreateString(items[i]);
+        if (s == NULL || !cJSON_AddItemToArray(a, s)) {
+            cJSON_Delete(s);
+            cJSON_Delete(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static int compare_methods(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
+/* Builds the per-route token views (sorted canonical lists). */
+static void build_views(rfi_route *r) {
+    r->n_retryable_tokens = rfi_class_tokens(&r->retryable, r->retryable_tokens, RFI_MAX_CLASSES);
+    r->n_not_retryable_tokens = rfi_class_tokens(&r->not_retryable, r->not_retryable_tokens, RFI_MAX_CLASSES);
+    for (size_t i = 0; i < r->n_retryable_tokens; i++) r->retryable_ptrs[i] = r->retryable_tokens[i];
+    for (size_t i = 0; i < r->n_not_retryable_tokens; i++) r->not_retryable_ptrs[i] = r->not_retryable_tokens[i];
+    qsort(r->methods, r->n_methods, sizeof r->methods[0], compare_methods);
+    for (size_t i = 0; i < r->n_methods; i++) r->method_ptrs[i] = r->methods[i];
+}
+
+/* Keys in sorted order so the canonical text does not depend on the lock's key order. */
+static cJSON *route_json(const rfi_route *r) {
+    cJSON *o = cJSON_CreateObject(), *backoff = cJSON_CreateObject(), *ra = cJSON_CreateObject();
+    cJSON *idem = string_array(r->method_ptrs, r->n_methods);
+    cJSON *not_retryable = string_array(r->not_retryable_ptrs, r->n_not_retryable_tokens);
+    cJSON *retryable = string_array(r->retryable_ptrs, r->n_retryable_tokens);
+    if (!o || !backoff || !ra || !idem || !not_retryable || !retryable) goto fail;
+    if (!cJSON_AddNumberToObject(backoff, "baseMs", (double)r->backoff_base_ms) ||
+        !cJSON_AddStringToObject(backoff, "jitter", rf_jitter_name(r->jitter)) ||
+        !cJSON_AddNumberToObject(backoff, "maxMs", (double)r->backoff_max_ms) ||
+        !cJSON_AddNumberToObject(backoff, "multiplier", (double)r->backoff_multiplier_milli / 1000.0) ||
+        !cJSON_AddBoolToObject(ra, "honor", r->retry_after_honor) ||
+        !cJSON_AddNumberToObject(ra, "maxMs", (double)r->retry_after_max_ms))
+        goto fail;
+    if (!cJSON_AddItemToObject(o, "backoff", backoff)) goto fail;
+    backoff = NULL;
+    if (!cJSON_AddStringToObject(o, "endpoint", r->endpoint.text) || !cJSON_AddItemToObject(o, "idempotencyRequired", idem))
+        goto fail;
+    idem = NULL;
+    if (!cJSON_AddNumberToObject(o, "maxAttempts", r->max_attempts) ||
+        !cJSON_AddNumberToObject(o, "minAttemptMs", (double)r->min_attempt_ms) ||
+        !cJSON_AddItemToObject(o, "notRetryable", not_retryable))
+        goto fail;
+    not_retryable = NULL;
+    if (!cJSON_AddNumberToObject(o, "perAttemptTimeoutMs", (double)r->per_attempt_timeout_ms)) goto fail;
+    if (!cJSON_AddItemToObject(o, "retryAfter", ra)) goto fail;
+    ra = NULL;
+    if (!cJSON_AddItemToObject(o, "retryable", retryable)) goto fail;
+    retryable = NULL;
+    if (!cJSON_AddNumberToObject(o, "totalBudgetMs", (double)r->total_budget_ms)) goto fail;
+    return o;
+fail:
+    cJSON_Delete(o);
+    cJSON_Delete(backoff);
+    cJSON_Delete(ra);
+    cJSON_Delete(idem);
+    cJSON_Delete(not_retryable);
+    cJSON_Delete(retryable);
+    return NULL;
+}
+
+static cJSON *policy_json(const rf_policy *p) {
+    cJSON *root = cJSON_CreateObject(), *routes = cJSON_CreateArray();
+    if (root == NULL || routes == NULL) goto fail;
+    if (p->has_retry_budget) {
+        cJSON *b = cJSON_AddObjectToObject(root, "retryBudget");
+        if (b == NULL || !cJSON_AddNumberToObject(b, "maxTokens", (double)(p->budget_max_tokens_milli / 1000)) ||
+            !cJSON_AddNumberToObject(b, "tokenRatio", (double)p->budget_token_ratio_milli / 1000.0))
+            goto fail;
+    } else if (!cJSON_AddNullToObject(root, "retryBudget")) {
+        goto fail;
+    }
+    for (size_t i = 0; i < p->n_routes; i++) {
+        cJSON *r = route_json(&p->routes[i]);
+        if (r == NULL || !cJSON_AddItemToArray(routes, r)) {
+            cJSON_Delete(r);
+            goto fail;
+        }
+    }
+    if (!cJSON_AddItemToObject(root, "routes", routes)) goto fail;
+    routes = NULL;
+    if (!cJSON_AddNumberToObject(root, "version", 1)) goto fail;
+    return root;
+fail:
+    cJSON_Delete(routes);
+    cJSON_Delete(root);
+    return NULL;
+}
+
+static bool sha256_hex(const char *text, char out[65]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    if (!EVP_Digest(text, strlen(text), md, &md_len, EVP_sha256(), NULL) || md_len != 32) return false;
+    for (unsigned i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    return true;
+}
+
+rf_status rfi_policy_finish(rf_policy *p, rf_error *err) {
+    for (size_t i = 0; i < p->n_routes; i++) build_views(&p->routes[i]);
+    cJSON *doc = policy_json(p);
+    if (doc != NULL) {
+        p->canonical = cJSON_PrintUnformatted(doc);
+        p->pretty = cJSON_Print(doc);
+        cJSON_Delete(doc);
+    }
+    if (p->canonical == NULL || p->pretty == NULL) {
+        rfi_fail(err, "$", "out of memory while building the canonical policy");
+        return RF_ENOMEM;
+    }
+    char hex[65];
+    if (!sha256_hex(p->canonical, hex)) {
+        rfi_fail(err, "$", "SHA-256 failed (libcrypto)");
+        return RF_ENOMEM;
+    }
+    snprintf(p->digest, sizeof p->digest, "sha256:%s", hex);
+    return RF_OK;
+}
+
+void rf_policy_free(rf_policy *p) {
+    if (p == NULL) return;
+    free(p->routes);
+    cJSON_free(p->canonical);
+    cJSON_free(p->pretty);
+    free(p);
+}
+
+const char *rf_policy_digest(const rf_policy *p) { return p ? p->digest : NULL; }
+const char *rf_policy_canonical_json(const rf_policy *p) { return p ? p->canonical : NULL; }
+const char *rf_policy_pretty_json(const rf_policy *p) { return p ? p->pretty : NULL; }
+size_t rf_policy_route_count(const rf_policy *p) { return p ? p->n_routes : 0; }
+
+rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
+    if (p == NULL || out == NULL || i >= p->n_routes) return RF_EINVAL;
+    const rfi_route *r = &p->routes[i];
+    *out = (rf_route_view){
+        .endpoint = r->endpoint.text,
+        .method = r->endpoint.method,
+        .pattern = r->endpoint.pattern,
+        .max_attempts = r->max_attempts,
+        .per_attempt_timeout_ms = r->per_attempt_timeout_ms,
+        .total_budget_ms = r->total_budget_ms,
+        .min_attempt_ms = r->min_attempt_ms,
+        .n_retryable = r->n_retryable_tokens,
+        .retryable = r->retryable_ptrs,
+        .n_not_retryable = r->n_not_retryable_tokens,
+        .not_retryable = r->not_retryable_ptrs,
+        .n_idempotency_required = r->n_methods,
+        .idempotency_required = r->method_ptrs,
+        .backoff_base_ms = r->backoff_base_ms,
+        .backoff_multiplier_milli = r->backoff_multiplier_milli,
+        .backoff_max_ms = r->backoff_max_ms,
+        .backoff_jitter = r->jitter,
+        .retry_after_honor = r->retry_after_honor,
+        .retry_after_max_ms = r->retry_after_max_ms,
+    };
+    return RF_OK;
+}
+
+long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
+    if (p == NULL || method == NULL || path == NULL) return -1;
+    long best = -1;
+    uint8_t best_key[RFI_MAX_SEGMENTS + 1], key[RFI_MAX_SEGMENTS + 1];
+    for (size_t i = 0; i < p->n_routes; i++) {
+        if (!rfi_endpoint_match(&p->routes[i].endpoint, method, method_len, path, path_len, key)) continue;
+        if (best < 0 || memcmp(key, best_key, sizeof key) > 0) {
+            best = (long)i;
+            memcpy(best_key, key, sizeof key);
+        }
+    }
+    return best;
+}
+
+bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli) {
+    if (p == NULL || !p->has_retry_budget) return false;
+    if (max_tokens_milli) *max_tokens_milli = p->budget_max_tokens_milli;
+    if (token_ratio_milli) *token_ratio_milli = p->budget_token_ratio_milli;
+    return true;
+}

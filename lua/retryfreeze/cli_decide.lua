@@ -1,0 +1,49 @@
+--- `retryfreeze decide LOCK --method M --path P [facts…]`: one decision, printed as one JSON line.
+local rf = require "retryfreeze"
+local cli_args = require "retryfreeze.cli_args"
+local jsonline = require "retryfreeze.jsonline"
+
+local M = {
+  summary = "decide retry or stop for one attempt's facts; print the verdict as JSON",
+  usage = "retryfreeze decide LOCK --method M --path P [--status N] [--transport T] [--retry-after V]\n"
+    .. "                   [--date HTTP-DATE] [--attempts N] [--elapsed-ms N] [--idempotency-key K]\n"
+    .. "                   [--source S] [--now-ms N] [--seed N]\n\n"
+    .. "  Prints {retry, reason, class, delay_ms, timeout_ms, retry_after, route} as one JSON line.\n"
+    .. "  --seed fixes the jitter (default: random). Exit 0, or 2 on bad usage or an invalid lock.",
+}
+
+local spec <const> = {
+  ["--method"] = "string", ["--path"] = "string", ["--status"] = "integer", ["--transport"] = "string",
+  ["--retry-after"] = "string", ["--date"] = "string", ["--attempts"] = "integer", ["--elapsed-ms"] = "integer",
+  ["--idempotency-key"] = "string", ["--source"] = "string", ["--now-ms"] = "integer", ["--seed"] = "integer",
+}
+
+local order <const> = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "route" }
+
+function M.run(args, out, err)
+  local opts, pos = cli_args.parse(args, spec)
+  if not opts or #pos ~= 1 or not opts.method or not opts.path then
+    err:write("retryfreeze decide: ", pos or "expected LOCK, --method and --path", "\nusage: ", M.usage, "\n")
+    return 2
+  end
+  local policy, why = rf.load(pos[1])
+  if not policy then
+    err:write("retryfreeze decide: invalid lock: ", why, "\n")
+    return 2
+  end
+  local facts = {
+    method = opts.method, path = opts.path, status = opts.status, transport = opts.transport,
+    retry_after = opts.retry_after, date = opts.date, attempts = opts.attempts, elapsed_ms = opts.elapsed_ms,
+    idempotency_key = opts.idempotency_key, source = opts.source, now_ms = opts.now_ms,
+  }
+  local rng = opts.seed and rf.rng(opts.seed) or nil
+  local ok, verdict = pcall(policy.decide, policy, facts, rng)
+  if not ok then
+    err:write("retryfreeze decide: ", tostring(verdict):gsub("^bad argument #1 to '%?' %(", "("), "\n")
+    return 2
+  end
+  out:write(jsonline.encode(verdict, order), "\n")
+  return 0
+end
+
+return M

@@ -1,0 +1,59 @@
+--- retryfreeze: retry policy from a pinned lock. A thin face over the C engine (retryfreeze.core): it
+--- composes, it never re-decides. See docs/lua.md for every function's shapes and units.
+local core = require "retryfreeze.core"
+
+local M = {}
+
+--- The library version ("MAJOR.MINOR.PATCH"), from CMake's project(VERSION).
+M.VERSION = core.VERSION
+
+--- Stable reason strings, transport outcomes and jitter kinds, in the engine's order (copies).
+M.reasons = core.reasons
+M.transports = core.transports
+M.jitters = core.jitters
+
+local function check_pin(policy, source, opts)
+  if opts == nil or opts.pin == nil then return policy end
+  if type(opts.pin) ~= "string" or not opts.pin:match("^sha256:%x+$") or #opts.pin ~= 71 then
+    error("bad argument 'pin' (expected \"sha256:<64 hex>\", got " .. tostring(opts.pin) .. ")", 3)
+  end
+  if policy.digest ~= opts.pin then
+    return nil, string.format("%s: digest %s does not match the pinned %s", source, policy.digest, opts.pin)
+  end
+  return policy
+end
+
+--- Loads and validates a lock file.
+-- @param path string: the *.lock.json file
+-- @param opts table|nil: {pin = "sha256:…"} refuses a lock whose digest differs
+-- @return policy (immutable userdata), or nil, "path: $.json.path: message" for a bad or unreadable lock
+function M.load(path, opts)
+  if type(path) ~= "string" then error("bad argument #1 to 'load' (string expected, got " .. type(path) .. ")", 2) end
+  local policy, err = core.load_file(path)
+  if not policy then return nil, err end
+  return check_pin(policy, path, opts)
+end
+
+--- Loads and validates a lock from a string.
+-- @param text string: the JSON text
+-- @param chunkname string|nil: name used in error messages (default "lock")
+-- @param opts table|nil: {pin = "sha256:…"}
+-- @return policy, or nil, "chunkname: $.json.path: message"
+function M.load_string(text, chunkname, opts)
+  if type(text) ~= "string" then
+    error("bad argument #1 to 'load_string' (string expected, got " .. type(text) .. ")", 2)
+  end
+  local policy, err = core.load_string(text, chunkname)
+  if not policy then return nil, err end
+  return check_pin(policy, chunkname or "lock", opts)
+end
+
+--- A seeded jitter RNG: rf.rng(seed) with an integer seed; the same seed gives the same delays.
+M.rng = core.rng
+
+--- Parses a Retry-After value (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
+-- @param value string; now_ms integer|nil (Unix ms; default: the clock); date string|nil (the Date header)
+-- @return delay in ms (uncapped: caps are policy), or nil, why ("absent", "invalid", "too-long", "no-clock")
+M.parse_retry_after = core.parse_retry_after
+
+return M

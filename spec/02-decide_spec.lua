@@ -1,0 +1,115 @@
+local rf = require "retryfreeze"
+local h = require "spec.helper"
+
+describe("policy:decide", function()
+  local desk = assert(rf.load(h.desk_lock))
+
+  it("retries a keyed gateway 504 once, then stops on max-attempts", function()
+    local v = desk:decide({ method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1",
+      attempts = 1, elapsed_ms = 300 }, rf.rng(1))
+    assert.is_true(v.retry)
+    assert.equal("pinned-status", v.reason)
+    assert.equal("HTTP_504", v.class)
+    assert.equal(2000, v.timeout_ms)
+    assert.is_true(v.delay_ms >= 0 and v.delay_ms <= 100)
+    assert.equal("POST /v1/jobs", v.route)
+    v = desk:decide({ method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1", attempts = 2 })
+    assert.same({ retry = false, reason = "max-attempts", class = "HTTP_504", delay_ms = 0, timeout_ms = 0,
+      retry_after = "absent", route = "POST /v1/jobs" }, v)
+  end)
+
+  it("never retries a handler 500 or a POST without a key", function()
+    assert.equal("status-not-retryable", desk:decide({ method = "POST", path = "/v1/jobs", status = 500 }).reason)
+    assert.equal("mutating-without-idempotency",
+      desk:decide({ method = "POST", path = "/v1/jobs", transport = "timeout", elapsed_ms = 2000 }).reason)
+  end)
+
+  it("honors Retry-After in seconds and says when it ignored an invalid one", function()
+    local v = desk:decide({ method = "POST", path = "/v1/jobs", status = 429, retry_after = "1",
+      idempotency_key = "k", elapsed_ms = 100 })
+    assert.equal(1000, v.delay_ms)
+    assert.equal(1400, v.timeout_ms)
+    assert.equal("honored", v.retry_after)
+    v = desk:decide({ method = "POST", path = "/v1/jobs", status = 429, retry_after = "1.5", idempotency_key = "k" },
+      rf.rng(3))
+    assert.is_true(v.retry)
+    assert.equal("ignored-invalid", v.retry_after)
+    v = desk:decide({ method = "POST", path = "/v1/jobs", status = 429, retry_after = "9999", idempotency_key = "k" })
+    assert.equal("retry-after-exceeds-budget", v.reason)
+  end)
+
+  it("gives the same verdict for the same seed and facts", function()
+    local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k" }
+    local a, b = rf.rng(77), rf.rng(77)
+    for _ = 1, 20 do
+      assert.same(desk:decide(facts, a), desk:decide(facts, b))
+    end
+  end)
+
+  it("refuses unknown fact keys, naming them (the engine never reads a body)", function()
+    for _, key in ipairs({ "body", "prompt", "headers", "Status" }) do
+      local facts = { method = "POST", path = "/v1/jobs", status = 503 }
+      facts[key] = "x"
+      assert.has_error(function() desk:decide(facts) end)
+      local ok, err = pcall(desk.decide, desk, facts)
+      assert.is_false(ok)
+      assert.matches("unknown fact '" .. key .. "'", err, 1, true)
+    end
+  end)
+
+  it("refuses ill-typed facts with the key and the rule", function()
+    local ok, err = pcall(desk.decide, desk, { method = "POST", path = "/v1/jobs", status = "503" })
+    assert.is_false(ok)
+    assert.matches("facts.status must be an integer, got string", err, 1, true)
+    ok, err = pcall(desk.decide, desk, { method = "POST", path = "/v1/jobs", status = 700 })
+    assert.matches("facts.status must be in 0..599, got 700", err, 1, true)
+    ok, err = pcall(desk.decide, desk, { method = "POST", path = "/v1/jobs", transport = "boom" })
+    assert.matches("facts.transport must be one of", err, 1, true)
+    ok, err = pcall(desk.decide, desk, { path = "/v1/jobs" })
+    assert.matches("facts.method is required", err, 1, true)
+    ok, err = pcall(desk.decide, desk, { method = "POST", path = "/v1/jobs", attempts = 0 })
+    assert.matches("facts.attempts must be in 1..", err, 1, true)
+  end)
+
+  it("decides no-route for a request no route matches", function()
+    local v = desk:decide({ method = "GET", path = "/v1/jobs", status = 503 })
+    assert.equal("no-route", v.reason)
+    assert.is_nil(v.route)
+  end)
+end)
+
+describe("policy:budget and policy:classify", function()
+  local desk = assert(rf.load(h.desk_lock))
+
+  it("gives the desk's attempt budget", function()
+    assert.same({ allowed = true, timeout_ms = 2000, reason = "within-budget", route = "POST /v1/jobs" },
+      desk:budget({ method = "POST", path = "/v1/jobs", attempts = 0, elapsed_ms = 0 }))
+    assert.equal(500, desk:budget({ method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 2000 }).timeout_ms)
+    assert.same({ allowed = false, timeout_ms = 0, reason = "max-attempts", route = "POST /v1/jobs" },
+      desk:budget({ method = "POST", path = "/v1/jobs", attempts = 2, elapsed_ms = 2100 }))
+  end)
+
+  it("classifies status and transport", function()
+    assert.equal("HTTP_503", desk:classify({ status = 503 }))
+    assert.equal("TIMEOUT", desk:classify({ transport = "timeout" }))
+    assert.equal("CONNECT_RESET", desk:classify({ transport = "got-nothing" }))
+    assert.has_error(function() desk:classify({ body = "x" }) end)
+  end)
+end)
+
+describe("rf.parse_retry_after", function()
+  it("parses delay-seconds and HTTP-dates, uncapped", function()
+    assert.equal(3000, rf.parse_retry_after("3"))
+    assert.equal(9999000, rf.parse_retry_after("9999"))
+    assert.equal(2000, rf.parse_retry_after("Sun, 06 Nov 1994 08:49:39 GMT", 1, "Sun, 06 Nov 1994 08:49:37 GMT"))
+    assert.equal(2000, rf.parse_retry_after("Sunday, 06-Nov-94 08:49:39 GMT", 784111777000))
+    assert.equal(2000, rf.parse_retry_after("Sun Nov  6 08:49:39 1994", 784111777000))
+  end)
+
+  it("returns nil and why for invalid values", function()
+    assert.same({ nil, "invalid" }, { rf.parse_retry_after("-1") })
+    assert.same({ nil, "invalid" }, { rf.parse_retry_after("1.5") })
+    assert.same({ nil, "too-long" }, { rf.parse_retry_after("99999999999999999999999") })
+    assert.same({ nil, "absent" }, { rf.parse_retry_after("") })
+  end)
+end)

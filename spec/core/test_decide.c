@@ -1,0 +1,422 @@
+/*
+ * rf_decide, rf_budget, rf_classify, backoff and the retry budget: the original desk's checks and decision
+ * table, the pinned classifier's cases, the order of the checks, saturation and determinism.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "retryfreeze/decide.h"
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DESK_LOCK                                                                                                  \
+    "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "           \
+    "/v1/jobs\", \"perAttemptTimeoutMs\": 2000, \"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": "      \
+    "[\"GATEWAY_TIMEOUT\", \"HTTP_429\", \"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", "     \
+    "\"HTTP_403\", \"HTTP_404\", \"HTTP_422\", \"HANDLER_5XX\"]}"
+
+/* The pinned classifier's lock: 3 attempts, 503/502/504/429 and timeouts retryable, no jitter. */
+#define PINNED_LOCK                                                                                                \
+    "{\"endpoint\":\"POST /v1/orders\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":10000,"   \
+    "\"retryable\":[\"HTTP_429\",\"HTTP_502\",\"HTTP_503\",\"HTTP_504\",\"TIMEOUT\"],\"notRetryable\":[\"HTTP_4XX\","\
+    "\"HTTP_500\"],\"backoff\":{\"baseMs\":100,\"multiplier\":2,\"maxMs\":1000,\"jitter\":\"none\"}}"
+
+static rf_policy *load(const char *text) {
+    rf_policy *p = NULL;
+    rf_error err;
+    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) fail_msg("%s: %s", err.path, err.message);
+    return p;
+}
+
+typedef struct fact_spec {
+    const char *method, *path;
+    int status;
+    rf_transport transport;
+    const char *retry_after, *date;
+    int attempts;
+    int64_t elapsed_ms;
+    bool key;
+    const char *source;
+    int64_t now_ms;
+} fact_spec;
+
+static rf_verdict decide_with(const rf_policy *p, fact_spec s, rf_rng *rng, rf_retry_budget *budget) {
+    rf_facts f = {.method = s.method ? s.method : "POST",
+                  .path = s.path ? s.path : "/v1/jobs",
+                  .status = s.status,
+                  .transport = s.transport,
+                  .retry_after = s.retry_after,
+                  .date = s.date,
+                  .attempts = s.attempts ? s.attempts : 1,
+                  .elapsed_ms = s.elapsed_ms,
+                  .has_idempotency_key = s.key,
+                  .source = s.source,
+                  .now_ms = s.now_ms};
+    f.method_len = strlen(f.method);
+    f.path_len = strlen(f.path);
+    f.retry_after_len = s.retry_after ? strlen(s.retry_after) : 0;
+    f.date_len = s.date ? strlen(s.date) : 0;
+    f.source_len = s.source ? strlen(s.source) : 0;
+    rf_verdict v;
+    rf_error err;
+    if (rf_decide(p, &f, rng, budget, &v, &err) != RF_OK) fail_msg("decide failed: %s %s", err.path, err.message);
+    return v;
+}
+
+static rf_verdict decide(const rf_policy *p, fact_spec s) {
+    rf_rng rng;
+    rf_rng_seed(&rng, 42);
+    return decide_with(p, s, &rng, NULL);
+}
+
+#define assert_verdict(v, want_retry, want_reason, want_class)                                                     \
+    do {                                                                                                           \
+        assert_int_equal((v).retry, (want_retry));                                                                 \
+        assert_string_equal(rf_reason_name((v).reason), (want_reason));                                            \
+        assert_string_equal((v).class_name, (want_class));                                                         \
+    } while (0)
+
+/* The original desk's freeze checks. */
+static void test_desk_checks(void **state) {
+    (void)state;
+    rf_policy *p = load(DESK_LOCK);
+    /* Client abort at 2 s (timeout), keyed POST: one retry fits in the remaining 500 ms. */
+    rf_verdict v = decide(p, (fact_spec){.transport = RF_TRANSPORT_TIMEOUT, .elapsed_ms = 2000, .key = true});
+    assert_verdict(v, true, "pinned-status", "TIMEOUT");
+    assert_true(v.delay_ms >= 0 && v.delay_ms <= 100); /* first retry: full jitter over baseMs 100 */
+    assert_int_equal(v.timeout_ms, 500 - v.delay_ms);
+    /* Gateway 504 then one retry; the second 504 stops on max-attempts. */
+    v = decide(p, (fact_spec){.status = 504, .elapsed_ms = 300, .key = true});
+    assert_verdict(v, true, "pinned-status", "HTTP_504");
+    assert_int_equal(v.timeout_ms, 2000);
+    v = decide(p, (fact_spec){.status = 504, .attempts = 2, .elapsed_ms = 700, .key = true});
+    assert_verdict(v, false, "max-attempts", "HTTP_504");
+    /* Handler 500 never; 400 never. */
+    v = decide(p, (fact_spec){.status = 500, .key = true});
+    assert_verdict(v, false, "status-not-retryable", "HTTP_500");
+    v = decide(p, (fact_spec){.status = 400, .key = true});
+    assert_verdict(v, false, "status-not-retryable", "HTTP_400");
+    /* A family in one list loses to a specific status in the other: 504 retries although HANDLER_5XX stops. */
+    v = decide(p, (fact_spec){.status = 503, .key = true});
+    assert_verdict(v, false, "status-not-retryable", "HTTP_503");
+    /* 429 with Retry-After honored. */
+    v = decide(p, (fact_spec){.status = 429, .retry_after = "1", .elapsed_ms = 100, .key = true});
+    assert_verdict(v, true, "pinned-status", "HTTP_429");
+    assert_int_equal(v.delay_ms, 1000);
+    assert_int_equal(v.timeout_ms, 1400);
+    assert_int_equal(v.retry_after, RF_RA_USE_HONORED);
+    /* The default idempotencyRequired applies to the desk's lock: a POST without a key stops. */
+    v = decide(p, (fact_spec){.status = 504});
+    assert_verdict(v, false, "mutating-without-idempotency", "HTTP_504");
+    rf_policy_free(p);
+}
+
+static void test_desk_budget(void **state) {
+    (void)state;
+    rf_policy *p = load(DESK_LOCK);
+    rf_attempt_budget b;
+    rf_error err;
+    assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, 0, 0, &b, &err), RF_OK);
+    assert_true(b.allowed);
+    assert_int_equal(b.timeout_ms, 2000);
+    assert_string_equal(rf_reason_name(b.reason), "within-budget");
+    assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, 1, 2000, &b, &err), RF_OK);
+    assert_true(b.allowed);
+    assert_int_equal(b.timeout_ms, 500);
+    assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, 2, 2100, &b, &err), RF_OK);
+    assert_false(b.allowed);
+    assert_string_equal(rf_reason_name(b.reason), "max-attempts");
+    assert_int_equal(b.timeout_ms, 0);
+    assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, 1, 2400, &b, &err), RF_OK);
+    assert_false(b.allowed);
+    assert_string_equal(rf_reason_name(b.reason), "deadline");
+    assert_int_equal(rf_budget(p, "GET", 3, "/v1/jobs", 8, 0, 0, &b, &err), RF_OK);
+    assert_string_equal(rf_reason_name(b.reason), "no-route");
+    assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, -1, 0, &b, &err), RF_EINVAL);
+    assert_string_equal(err.path, "attempts");
+    rf_policy_free(p);
+}
+
+/* The pinned classifier's cases. */
+static void test_pinned_classifier(void **state) {
+    (void)state;
+    rf_policy *p = load(PINNED_LOCK);
+    const char *path = "/v1/orders";
+    rf_verdict v = decide(p, (fact_spec){.path = path, .status = 503, .key = true});
+    assert_verdict(v, true, "pinned-status", "HTTP_503");
+    assert_int_equal(v.delay_ms, 100);
+    v = decide(p, (fact_spec){.path = path, .status = 503});
+    assert_verdict(v, false, "mutating-without-idempotency", "HTTP_503");
+    v = decide(p, (fact_spec){.path = path, .status = 404, .key = true});
+    assert_verdict(v, false, "status-not-retryable", "HTTP_404");
+    v = decide(p, (fact_spec){.path = path, .status = 409, .key = true});
+    assert_verdict(v, false, "status-not-retryable", "HTTP_409");
+    v = decide(p, (fact_spec){.path = path, .status = 500});
+    assert_verdict(v, false, "status-not-retryable", "HTTP_500");
+    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .source = "llm-guess"});
+    assert_verdict(v, false, "unpinned-source", "HTTP_503");
+    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .source = "pinned-map"});
+    assert_verdict(v, true, "pinned-status", "HTTP_503");
+    v = decide(p, (fact_spec){.path = path, .status = 429, .retry_after = "3", .key = true});
+    assert_verdict(v, true, "pinned-status", "HTTP_429");
+    assert_int_equal(v.delay_ms, 3000);
+    v = decide(p, (fact_spec){.path = path, .status = 429, .retry_after = "9999", .key = true});
+    assert_verdict(v, false, "retry-after-exceeds-budget", "HTTP_429");
+    v = decide(p, (fact_spec){.path = path, .transport = RF_TRANSPORT_TIMEOUT, .key = true});
+    assert_verdict(v, true, "pinned-status", "TIMEOUT");
+    v = decide(p, (fact_spec){.path = path, .status = 201});
+    assert_verdict(v, false, "success", "HTTP_201");
+    v = decide(p, (fact_spec){.path = "/v1/other", .status = 503, .key = true});
+    assert_verdict(v, false, "no-route", "HTTP_503");
+    assert_int_equal(v.route, -1);
+    rf_policy_free(p);
+}
+
+/* Each check wins over every later one. */
+static void test_check_order(void **state) {
+    (void)state;
+    rf_policy *p = load(PINNED_LOCK);
+    const char *path = "/v1/orders";
+    /* unpinned-source before no-route */
+    rf_verdict v = decide(p, (fact_spec){.path = "/nowhere", .status = 503, .source = "x"});
+    assert_string_equal(rf_reason_name(v.reason), "unpinned-source");
+    /* success before max-attempts */
+    v = decide(p, (fact_spec){.path = path, .status = 200, .attempts = 9});
+    assert_string_equal(rf_reason_name(v.reason), "success");
+    /* max-attempts before status-not-retryable */
+    v = decide(p, (fact_spec){.path = path, .status = 404, .attempts = 3});
+    assert_string_equal(rf_reason_name(v.reason), "max-attempts");
+    /* status-not-retryable before mutating-without-idempotency */
+    v = decide(p, (fact_spec){.path = path, .status = 404});
+    assert_string_equal(rf_reason_name(v.reason), "status-not-retryable");
+    /* mutating-without-idempotency before retry-after-exceeds-budget */
+    v = decide(p, (fact_spec){.path = path, .status = 429, .retry_after = "9999"});
+    assert_string_equal(rf_reason_name(v.reason), "mutating-without-idempotency");
+    /* retry-after-exceeds-budget: longer than the time left (10000 - 9000 = 1000 < 2000) */
+    v = decide(p, (fact_spec){.path = path, .status = 429, .retry_after = "2", .elapsed_ms = 9000, .key = true});
+    assert_string_equal(rf_reason_name(v.reason), "retry-after-exceeds-budget");
+    /* deadline: backoff 100 + minAttemptMs 200 does not fit in 250 ms */
+    v = decide(p, (fact_spec){.path = path, .status = 503, .elapsed_ms = 9750, .key = true});
+    assert_string_equal(rf_reason_name(v.reason), "deadline");
+    /* exactly fits: 100 + 200 = 300 left */
+    v = decide(p, (fact_spec){.path = path, .status = 503, .elapsed_ms = 9700, .key = true});
+    assert_verdict(v, true, "pinned-status", "HTTP_503");
+    assert_int_equal(v.timeout_ms, 200);
+    rf_policy_free(p);
+}
+
+static void test_retry_after_forms(void **state) {
+    (void)state;
+    rf_policy *p = load(PINNED_LOCK);
+    const char *path = "/v1/orders";
+    /* HTTP-date minus the Date header: 2 s, whatever now_ms says (skew-immune). */
+    rf_verdict v = decide(p, (fact_spec){.path = path, .status = 503, .key = true,
+                                         .retry_after = "Sun, 06 Nov 1994 08:49:39 GMT",
+                                         .date = "Sun, 06 Nov 1994 08:49:37 GMT", .now_ms = 1});
+    assert_verdict(v, true, "pinned-status", "HTTP_503");
+    assert_int_equal(v.delay_ms, 2000);
+    /* HTTP-date minus now when there is no Date. */
+    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = "Sun, 06 Nov 1994 08:49:40 GMT",
+                              .now_ms = 784111777000});
+    assert_int_equal(v.delay_ms, 3000);
+    /* A date in the past means 0. */
+    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = "Sun, 06 Nov 1994 08:49:40 GMT",
+                              .now_ms = 784111999000});
+    assert_true(v.retry);
+    assert_int_equal(v.delay_ms, 0);
+    /* Invalid values are ignored (treated as absent: backoff) and the verdict says so. */
+    static const char *invalid[] = {"-1", "1.5", "3 4", "soon", "+3", "Sun, 06 Nov 1994 25:00:00 GMT"};
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = invalid[i], .now_ms = 1});
+        assert_true(v.retry);
+        assert_int_equal(v.delay_ms, 100);
+        assert_int_equal(v.retry_after, RF_RA_USE_IGNORED);
+    }
+    /* A value too large for the integer type is too long, never a wrap. */
+    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = "99999999999999999999999"});
+    assert_string_equal(rf_reason_name(v.reason), "retry-after-exceeds-budget");
+    /* retryAfter.honor = false: the header is not used, backoff is. */
+    rf_policy *q = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+                        "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"honor\":false},\"backoff\":{\"jitter\":\"none\"}}");
+    v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "9999"});
+    assert_true(v.retry);
+    assert_int_equal(v.delay_ms, 100);
+    assert_int_equal(v.retry_after, RF_RA_USE_NOT_HONORED);
+    rf_policy_free(q);
+    /* retryAfter.maxMs caps what is honored. */
+    q = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+             "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"maxMs\":2000}}");
+    v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "2"});
+    assert_true(v.retry);
+    v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "3"});
+    assert_string_equal(rf_reason_name(v.reason), "retry-after-exceeds-budget");
+    rf_policy_free(q);
+    rf_policy_free(p);
+}
+
+static void test_classify(void **state) {
+    (void)state;
+    char buf[RF_CLASS_NAME_MAX];
+    struct {
+        int status;
+        rf_transport t;
+        const char *want;
+    } cases[] = {{503, RF_TRANSPORT_OK, "HTTP_503"},          {0, RF_TRANSPORT_TIMEOUT, "TIMEOUT"},
+                 {200, RF_TRANSPORT_TIMEOUT, "TIMEOUT"},       {0, RF_TRANSPORT_CONNECT_RESET, "CONNECT_RESET"},
+                 {0, RF_TRANSPORT_GOT_NOTHING, "CONNECT_RESET"}, {0, RF_TRANSPORT_CONNECT_REFUSED, "CONNECT_REFUSED"},
+                 {0, RF_TRANSPORT_DNS, "DNS_FAILURE"},         {0, RF_TRANSPORT_TLS, "TLS_FAILURE"},
+                 {0, RF_TRANSPORT_OTHER, "UNKNOWN"},           {0, RF_TRANSPORT_OK, "UNKNOWN"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rf_classify(cases[i].status, cases[i].t, buf);
+        assert_string_equal(buf, cases[i].want);
+    }
+}
+
+static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
+    (void)state;
+    static const char *jitters[] = {"none", "full", "equal", "decorrelated"};
+    for (size_t j = 0; j < 4; j++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+                 "\"retryable\":[],\"backoff\":{\"baseMs\":100,\"multiplier\":3,\"maxMs\":5000,\"jitter\":\"%s\"}}",
+                 jitters[j]);
+        rf_policy *p = load(text);
+        rf_rng rng;
+        rf_rng_seed(&rng, 7);
+        int attempts[] = {1, 2, 35, 1025, INT_MAX};
+        for (size_t i = 0; i < 5; i++) {
+            for (int k = 0; k < 200; k++) {
+                int64_t d = rf_backoff_ms(p, 0, attempts[i], &rng);
+                if (d < 0 || d > 5000) fail_msg("jitter %s attempts %d gave %lld", jitters[j], attempts[i], (long long)d);
+            }
+        }
+        if (j == 0) {
+            assert_int_equal(rf_backoff_ms(p, 0, 1, NULL), 100);
+            assert_int_equal(rf_backoff_ms(p, 0, 2, NULL), 300);
+            assert_int_equal(rf_backoff_ms(p, 0, 4, NULL), 2700);
+            assert_int_equal(rf_backoff_ms(p, 0, 5, NULL), 5000);
+            assert_int_equal(rf_backoff_ms(p, 0, INT_MAX, NULL), 5000);
+        } else {
+            assert_int_equal(rf_backoff_ms(p, 0, 1, NULL), -1); /* jitter needs an rng */
+            rf_rng a, b;
+            rf_rng_seed(&a, 99);
+            rf_rng_seed(&b, 99);
+            for (int k = 0; k < 50; k++) assert_int_equal(rf_backoff_ms(p, 0, 3, &a), rf_backoff_ms(p, 0, 3, &b));
+            /* equal jitter keeps at least half the cap */
+            if (j == 2) {
+                for (int k = 0; k < 100; k++) assert_true(rf_backoff_ms(p, 0, 2, &a) >= 150);
+            }
+        }
+        rf_policy_free(p);
+    }
+    /* Full jitter spreads over the whole range (not a constant). */
+    rf_policy *p = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+                        "\"retryable\":[],\"backoff\":{\"baseMs\":1000,\"maxMs\":1000}}");
+    rf_rng rng;
+    rf_rng_seed(&rng, 1);
+    int64_t lo = 1000, hi = 0;
+    for (int k = 0; k < 1000; k++) {
+        int64_t d = rf_backoff_ms(p, 0, 1, &rng);
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    assert_true(lo < 50);
+    assert_true(hi > 950);
+    rf_policy_free(p);
+}
+
+static void test_retry_budget_tokens(void **state) {
+    (void)state;
+    rf_policy *p = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+                        "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"},"
+                        "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
+    rf_retry_budget *b = rf_retry_budget_new(p);
+    assert_non_null(b);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 4000);
+    fact_spec fail503 = {.method = "GET", .path = "/a", .status = 503};
+    /* 4 → 3: still above half (2): retry */
+    rf_verdict v = decide_with(p, fail503, NULL, b);
+    assert_true(v.retry);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 3000);
+    /* 3 → 2: at half: throttled */
+    v = decide_with(p, fail503, NULL, b);
+    assert_string_equal(rf_reason_name(v.reason), "retry-throttled");
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 2000);
+    /* A non-retryable failure leaves the count. */
+    v = decide_with(p, (fact_spec){.method = "GET", .path = "/a", .status = 404}, NULL, b);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 2000);
+    /* Successes add tokenRatio, capped at maxTokens. */
+    for (int i = 0; i < 3; i++) decide_with(p, (fact_spec){.method = "GET", .path = "/a", .status = 200}, NULL, b);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 3500);
+    for (int i = 0; i < 10; i++) decide_with(p, (fact_spec){.method = "GET", .path = "/a", .status = 200}, NULL, b);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 4000);
+    /* Failures never take it below 0. */
+    for (int i = 0; i < 10; i++) decide_with(p, fail503, NULL, b);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 0);
+    /* Without a budget object, never throttled. */
+    v = decide_with(p, fail503, NULL, NULL);
+    assert_true(v.retry);
+    rf_retry_budget_free(b);
+    /* A lock without retryBudget gives an inert budget. */
+    rf_policy *q = load(PINNED_LOCK);
+    b = rf_retry_budget_new(q);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), -1);
+    for (int i = 0; i < 10; i++) {
+        v = decide_with(q, (fact_spec){.path = "/v1/orders", .status = 503, .key = true}, NULL, b);
+        assert_true(v.retry);
+    }
+    rf_retry_budget_free(b);
+    rf_policy_free(q);
+    rf_policy_free(p);
+}
+
+static void test_invalid_facts_are_refused(void **state) {
+    (void)state;
+    rf_policy *p = load(PINNED_LOCK);
+    rf_facts f = {.method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .attempts = 0};
+    rf_verdict v;
+    rf_error err;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "attempts");
+    f.attempts = 1;
+    f.status = 700;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "status");
+    f.status = 503;
+    f.elapsed_ms = -5;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "elapsed_ms");
+    f.elapsed_ms = 0;
+    f.method = NULL;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "method");
+    assert_int_equal(rf_decide(NULL, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    /* jitter without an rng is an error, not a silent default */
+    rf_policy *q = load(DESK_LOCK);
+    rf_facts g = {.method = "POST", .method_len = 4, .path = "/v1/jobs", .path_len = 8, .status = 504,
+                  .attempts = 1, .has_idempotency_key = true};
+    assert_int_equal(rf_decide(q, &g, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "rng");
+    rf_policy_free(q);
+    rf_policy_free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_desk_checks),
+        cmocka_unit_test(test_desk_budget),
+        cmocka_unit_test(test_pinned_classifier),
+        cmocka_unit_test(test_check_order),
+        cmocka_unit_test(test_retry_after_forms),
+        cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_backoff_saturates_and_jitter_is_seeded),
+        cmocka_unit_test(test_retry_budget_tokens),
+        cmocka_unit_test(test_invalid_facts_are_refused),
+    };
+    return cmocka_run_group_tests_name("decide", tests, NULL, NULL);
+}

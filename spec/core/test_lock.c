@@ -1,0 +1,314 @@
+/* Lock loading: the flat and multi-route forms, defaults, every refusal with its JSON path, the digest. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "retryfreeze/decide.h"
+#include "retryfreeze/policy.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DESK_LOCK                                                                                                  \
+    "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "           \
+    "/v1/jobs\", \"perAttemptTimeoutMs\": 2000, \"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": "      \
+    "[\"GATEWAY_TIMEOUT\", \"HTTP_429\", \"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", "     \
+    "\"HTTP_403\", \"HTTP_404\", \"HTTP_422\", \"HANDLER_5XX\"]}"
+
+#define MINIMAL "\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]"
+
+static rf_policy *load_ok(const char *text) {
+    rf_policy *p = NULL;
+    rf_error err;
+    rf_status st = rf_policy_load_buffer(text, strlen(text), &p, &err);
+    if (st != RF_OK) fail_msg("expected the lock to load, got %s: %s", err.path, err.message);
+    return p;
+}
+
+/* Loads text expecting a refusal; checks the JSON path and that the message contains `needle`. */
+static void refused(const char *text, const char *path, const char *needle) {
+    rf_policy *p = NULL;
+    rf_error err;
+    rf_status st = rf_policy_load_buffer(text, strlen(text), &p, &err);
+    if (st == RF_OK) {
+        rf_policy_free(p);
+        fail_msg("expected a refusal at %s for: %s", path, text);
+    }
+    assert_int_equal(st, RF_EINVAL);
+    assert_null(p);
+    assert_string_equal(err.path, path);
+    if (strstr(err.message, needle) == NULL) fail_msg("message \"%s\" lacks \"%s\"", err.message, needle);
+}
+
+static void test_desk_lock_loads_with_defaults(void **state) {
+    (void)state;
+    rf_policy *p = load_ok(DESK_LOCK);
+    assert_int_equal(rf_policy_route_count(p), 1);
+    rf_route_view r;
+    assert_int_equal(rf_policy_route(p, 0, &r), RF_OK);
+    assert_string_equal(r.endpoint, "POST /v1/jobs");
+    assert_int_equal(r.max_attempts, 2);
+    assert_int_equal(r.per_attempt_timeout_ms, 2000);
+    assert_int_equal(r.total_budget_ms, 2500);
+    assert_int_equal(r.min_attempt_ms, 200);
+    assert_int_equal(r.n_retryable, 4); /* GATEWAY_TIMEOUT expands to HTTP_504 + TIMEOUT */
+    assert_string_equal(r.retryable[0], "HTTP_429");
+    assert_string_equal(r.retryable[1], "HTTP_504");
+    assert_string_equal(r.retryable[2], "TIMEOUT");
+    assert_string_equal(r.retryable[3], "CONNECT_RESET");
+    assert_int_equal(r.n_not_retryable, 6);
+    assert_string_equal(r.not_retryable[5], "HTTP_5XX");
+    assert_int_equal(r.n_idempotency_required, 3);
+    assert_string_equal(r.idempotency_required[0], "DELETE");
+    assert_string_equal(r.idempotency_required[2], "POST");
+    assert_int_equal(r.backoff_base_ms, 100);
+    assert_int_equal(r.backoff_multiplier_milli, 2000);
+    assert_int_equal(r.backoff_max_ms, 10000);
+    assert_int_equal(r.backoff_jitter, RF_JITTER_FULL);
+    assert_true(r.retry_after_honor);
+    assert_int_equal(r.retry_after_max_ms, 120000);
+    const char *d = rf_policy_digest(p);
+    assert_int_equal(strlen(d), 71);
+    assert_memory_equal(d, "sha256:", 7);
+    assert_false(rf_policy_retry_budget(p, NULL, NULL));
+    rf_policy_free(p);
+}
+
+static void test_multi_route_inherits_field_by_field(void **state) {
+    (void)state;
+    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+                           "\"totalBudgetMs\":4000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":50,\"jitter\":\"none\"}},"
+                           "\"routes\":[{\"endpoint\":\"GET /v1/jobs/{id}\",\"maxAttempts\":4,\"backoff\":{\"maxMs\":400}},"
+                           "{\"endpoint\":\"POST /v1/jobs\",\"retryable\":[\"TIMEOUT\"],\"idempotencyRequired\":[]}]}");
+    assert_int_equal(rf_policy_route_count(p), 2);
+    rf_route_view get, post;
+    /* Routes are sorted by endpoint text: "GET …" before "POST …". */
+    rf_policy_route(p, 0, &get);
+    rf_policy_route(p, 1, &post);
+    assert_string_equal(get.endpoint, "GET /v1/jobs/{id}");
+    assert_int_equal(get.max_attempts, 4);
+    assert_int_equal(get.per_attempt_timeout_ms, 1000);
+    assert_int_equal(get.backoff_base_ms, 50);
+    assert_int_equal(get.backoff_max_ms, 400);
+    assert_int_equal(get.backoff_jitter, RF_JITTER_NONE);
+    assert_int_equal(post.max_attempts, 3);
+    assert_string_equal(post.retryable[0], "TIMEOUT");
+    assert_int_equal(post.n_retryable, 1);
+    assert_int_equal(post.n_idempotency_required, 0);
+    assert_int_equal(post.backoff_max_ms, 10000);
+    rf_policy_free(p);
+}
+
+static void test_digest_ignores_whitespace_order_comment_and_alias_spelling(void **state) {
+    (void)state;
+    rf_policy *a = load_ok("{" MINIMAL "}");
+    rf_policy *b = load_ok("{ \"$comment\": \"x\",\n \"retryable\": [\"HTTP_503\"], \"totalBudgetMs\": 5000,"
+                           "\"perAttemptTimeoutMs\": 1000, \"maxAttempts\": 3, \"endpoint\": \"GET /a\" }");
+    rf_policy *c = load_ok("{\"version\":1,\"routes\":[{" MINIMAL "}]}");
+    rf_policy *d = load_ok("{" MINIMAL ",\"minAttemptMs\":200,\"backoff\":{\"baseMs\":100}}"); /* the defaults */
+    assert_string_equal(rf_policy_digest(a), rf_policy_digest(b));
+    assert_string_equal(rf_policy_digest(a), rf_policy_digest(c));
+    assert_string_equal(rf_policy_digest(a), rf_policy_digest(d));
+    rf_policy *e = load_ok("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+                           "\"totalBudgetMs\":5000,\"retryable\":[\"GATEWAY_TIMEOUT\"]}");
+    rf_policy *f = load_ok("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+                           "\"totalBudgetMs\":5000,\"retryable\":[\"TIMEOUT\",\"HTTP_504\"]}");
+    assert_string_equal(rf_policy_digest(e), rf_policy_digest(f));
+    rf_policy_free(a);
+    rf_policy_free(b);
+    rf_policy_free(c);
+    rf_policy_free(d);
+    rf_policy_free(e);
+    rf_policy_free(f);
+}
+
+static void test_digest_changes_with_every_decision_number(void **state) {
+    (void)state;
+    static const char *variants[] = {
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\":4,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}",
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1001,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}",
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5001,\"retryable\":[\"HTTP_503\"]}",
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_502\"]}",
+        "{" MINIMAL ",\"minAttemptMs\":201}",
+        "{" MINIMAL ",\"backoff\":{\"multiplier\":2.001}}",
+        "{" MINIMAL ",\"backoff\":{\"jitter\":\"equal\"}}",
+        "{" MINIMAL ",\"retryAfter\":{\"maxMs\":1}}",
+        "{" MINIMAL ",\"retryAfter\":{\"honor\":false}}",
+        "{" MINIMAL ",\"idempotencyRequired\":[\"POST\"]}",
+        "{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.1}}",
+    };
+    rf_policy *base = load_ok("{" MINIMAL "}");
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        rf_policy *v = load_ok(variants[i]);
+        if (strcmp(rf_policy_digest(base), rf_policy_digest(v)) == 0) fail_msg("same digest for variant %zu", i);
+        rf_policy_free(v);
+    }
+    rf_policy_free(base);
+}
+
+static void test_refusals_name_path_rule_and_value(void **state) {
+    (void)state;
+    refused("", "$", "empty lock");
+    refused("[]", "$", "must be a JSON object");
+    refused("{" MINIMAL "} x", "$", "trailing data");
+    refused("{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps", "unknown key");
+    refused("{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.maxAttempts", "from 1 to 10, got 11");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.maxAttempts", "no fraction");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.maxAttempts", "got a string");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.maxAttempts", "too large");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.perAttemptTimeoutMs", "got -1");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
+            "$.totalBudgetMs", "at least perAttemptTimeoutMs (1000), got 500");
+    refused("{\"endpoint\":\"GET /a\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.maxAttempts", "required");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000}",
+            "$.retryable", "required");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+            "\"retryable\":[\"HTTP_999\"]}",
+            "$.retryable[0]", "unknown failure class \"HTTP_999\"");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+            "\"retryable\":[\"timeout\"]}",
+            "$.retryable[0]", "unknown failure class");
+    refused("{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+            "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",
+            "$.notRetryable", "in both");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+            "\"retryable\":[\"HTTP_503\",\"HTTP_503\"]}",
+            "$.retryable[1]", "listed twice");
+    refused("{\"endpoint\":\"get /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.endpoint", "uppercase");
+    refused("{\"endpoint\":\"GET a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.endpoint", "start with '/'");
+    refused("{\"endpoint\":\"GET /a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.endpoint", "last segment");
+    refused("{\"endpoint\":\"GET /a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.endpoint", "empty path segment");
+    refused("{\"endpoint\":\"GET /a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+            "$.endpoint", "parameter");
+    refused("{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method");
+    refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter", "none, full, equal, decorrelated");
+    refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.0001}}", "$.backoff.multiplier", "3 decimal places");
+    refused("{" MINIMAL ",\"backoff\":{\"baseMs\":20000}}", "$.backoff.baseMs", "at most backoff.maxMs");
+    refused("{" MINIMAL ",\"backoff\":{\"cap\":1}}", "$.backoff.cap", "unknown key");
+    refused("{" MINIMAL ",\"retryAfter\":{\"honor\":1}}", "$.retryAfter.honor", "true or false");
+    refused("{" MINIMAL ",\"minAttemptMs\":2000}", "$.minAttemptMs", "at most perAttemptTimeoutMs");
+    refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10}}", "$.retryBudget.tokenRatio", "required");
+    refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0}}", "$.retryBudget.tokenRatio", "from");
+    refused("{\"version\":2,\"routes\":[{" MINIMAL "}]}", "$.version", "from 1 to 1, got 2");
+    refused("{\"version\":1,\"routes\":[]}", "$.routes", "non-empty");
+    refused("{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint", "duplicates $.routes[0]");
+    refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a/{x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+            "\"totalBudgetMs\":5000,\"retryable\":[]},{\"endpoint\":\"GET /a/{y}\",\"maxAttempts\":3,"
+            "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}]}",
+            "$.routes[1].endpoint", "duplicates");
+    refused("{\"version\":1,\"defaults\":{\"endpoint\":\"GET /a\"},\"routes\":[{" MINIMAL "}]}", "$.defaults.endpoint",
+            "cannot have a default");
+    refused("{\"version\":1,\"routes\":[{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1}}]}",
+            "$.routes[0].retryBudget", "client-wide");
+    refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a\"}]}", "$.routes[0].maxAttempts", "required");
+    refused("{\"version\":1,\"routes\":[{" MINIMAL "}],\"route\":1}", "$.route", "unknown key");
+    refused("{\"$comment\":5," MINIMAL "}", "$.$comment", "must be a string");
+}
+
+static void test_malformed_json_reports_line_and_column(void **state) {
+    (void)state;
+    const char *text = "{\n  \"endpoint\": \"GET /a\",\n  \"maxAttempts\": ,\n}";
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_EINVAL);
+    assert_int_equal(err.line, 3);
+    assert_true(err.column >= 18);
+    assert_non_null(strstr(err.message, "malformed JSON"));
+}
+
+static void test_bom_is_skipped_and_oversize_refused(void **state) {
+    (void)state;
+    rf_policy *p = load_ok("\xEF\xBB\xBF{" MINIMAL "}");
+    rf_policy_free(p);
+    size_t n = RF_LOCK_MAX_BYTES + 1;
+    char *big = malloc(n);
+    assert_non_null(big);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    rf_error err;
+    p = NULL;
+    assert_int_equal(rf_policy_load_buffer(big, n, &p, &err), RF_EINVAL);
+    assert_non_null(strstr(err.message, "byte limit"));
+    free(big);
+}
+
+static void test_buffer_need_not_be_nul_terminated(void **state) {
+    (void)state;
+    const char *text = "{" MINIMAL "}GARBAGE";
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(text, strlen(text) - 7, &p, &err), RF_OK);
+    rf_policy_free(p);
+}
+
+static void test_load_file_errors(void **state) {
+    (void)state;
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_file("/nonexistent/x.lock.json", &p, &err), RF_EIO);
+    assert_string_equal(err.path, "/nonexistent/x.lock.json");
+    assert_non_null(strstr(err.message, "No such file"));
+}
+
+static void test_route_matching_prefers_the_most_specific(void **state) {
+    (void)state;
+    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+                           "\"totalBudgetMs\":1000,\"retryable\":[]},\"routes\":["
+                           "{\"endpoint\":\"GET /v1/*\"},{\"endpoint\":\"GET /v1/jobs/{id}\"},"
+                           "{\"endpoint\":\"GET /v1/jobs/latest\"},{\"endpoint\":\"GET /v1/jobs/*\"},{\"endpoint\":\"GET /\"}]}");
+    rf_route_view r;
+    struct {
+        const char *path, *want;
+    } cases[] = {{"/v1/jobs/7", "GET /v1/jobs/{id}"},
+                 {"/v1/jobs/latest", "GET /v1/jobs/latest"},
+                 {"/v1/jobs/latest?x=1", "GET /v1/jobs/latest"},
+                 {"/v1/jobs/7/logs", "GET /v1/jobs/*"},
+                 {"/v1/jobs", "GET /v1/jobs/*"},
+                 {"/v1/other", "GET /v1/*"},
+                 {"/v1", "GET /v1/*"},
+                 {"/", "GET /"},
+                 {"/v2", NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long idx = rf_policy_match(p, "GET", 3, cases[i].path, strlen(cases[i].path));
+        if (cases[i].want == NULL) {
+            assert_int_equal(idx, -1);
+            continue;
+        }
+        assert_true(idx >= 0);
+        rf_policy_route(p, (size_t)idx, &r);
+        if (strcmp(r.endpoint, cases[i].want) != 0) fail_msg("%s matched %s, want %s", cases[i].path, r.endpoint, cases[i].want);
+    }
+    assert_int_equal(rf_policy_match(p, "POST", 4, "/v1/jobs/7", 10), -1);
+    rf_policy_free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_desk_lock_loads_with_defaults),
+        cmocka_unit_test(test_multi_route_inherits_field_by_field),
+        cmocka_unit_test(test_digest_ignores_whitespace_order_comment_and_alias_spelling),
+        cmocka_unit_test(test_digest_changes_with_every_decision_number),
+        cmocka_unit_test(test_refusals_name_path_rule_and_value),
+        cmocka_unit_test(test_malformed_json_reports_line_and_column),
+        cmocka_unit_test(test_bom_is_skipped_and_oversize_refused),
+        cmocka_unit_test(test_buffer_need_not_be_nul_terminated),
+        cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_route_matching_prefers_the_most_specific),
+    };
+    return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
+}
