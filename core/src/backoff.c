@@ -10,7 +10,12 @@
 int64_t rfi_backoff(const rfi_route *r, int attempts, rf_rng *rng) {
     if (attempts < 1) attempts = 1;
     double mult = (double)r->backoff_multiplier_milli / 1000.0; /* >= 1 by the lock schema */
-    double exact = (double)r->backoff_base_ms * pow(mult, (double)(attempts - 1));
+    double exact = (double)r->backoff_base_ms;
+    if (attempts <= 32) { /* the common case (maxAttempts <= 10): a few multiplications, no pow() */
+        for (int i = 1; i < attempts && exact < (double)r->backoff_max_ms; i++) exact *= mult;
+    } else {
+        exact *= pow(mult, (double)(attempts - 1));
+    }
     int64_t cap = r->backoff_max_ms;
     if (isfinite(exact) && exact < (double)cap) cap = (int64_t)exact; /* inf or huge saturates at maxMs */
     if (r->jitter != RF_JITTER_NONE && rng == NULL) return -1;

@@ -52,6 +52,7 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
     }
     memcpy(out->text, text, len);
     memcpy(out->method, text, mlen);
+    out->method_len = (uint8_t)mlen;
     memcpy(out->pattern, path, plen);
     if (plen == 1) return true; /* "/" has no segments */
     size_t i = 1;
@@ -100,9 +101,19 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
     return true;
 }
 
+static bool bytes_equal(const char *a, const char *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+/*
+ * The specificity score packs one 3-bit rank per position (literal 3 > param 2 > wildcard 1; an exact end
+ * of path ranks 4), most significant first, so comparing two scores compares routes segment by segment.
+ */
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path,
-                        size_t path_len, uint8_t key[RFI_MAX_SEGMENTS + 1]) {
-    if (strlen(e->method) != method_len || memcmp(e->method, method, method_len) != 0) return false;
+                        size_t path_len, uint64_t *score) {
+    if (e->method_len != method_len || !bytes_equal(e->method, method, method_len)) return false;
     for (size_t i = 0; i < path_len; i++) {
         if (path[i] == '?' || path[i] == '#') {
             path_len = i;
@@ -110,7 +121,7 @@ bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method
         }
     }
     if (path_len == 0 || path[0] != '/') return false;
-    memset(key, 0, RFI_MAX_SEGMENTS + 1);
+    uint64_t sc = 0;
     size_t pos = 1, seg = 0;
     if (path_len == 1) pos = 2; /* "/" has no segments */
     while (pos <= path_len) {
@@ -119,20 +130,20 @@ bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method
         size_t slen = pos - start;
         if (seg == e->n_segments) {
             if (!e->wildcard) return false;
-            key[seg] = RFI_SEG_WILDCARD;
+            *score = (sc << 3 | RFI_SEG_WILDCARD) << (3 * (RFI_MAX_SEGMENTS - seg));
             return true;
         }
         if (slen == 0) return false;
         if (e->seg_kind[seg] == RFI_SEG_LITERAL &&
-            (e->seg_len[seg] != slen || memcmp(e->pattern + e->seg_off[seg], path + start, slen) != 0))
+            (e->seg_len[seg] != slen || !bytes_equal(e->pattern + e->seg_off[seg], path + start, slen)))
             return false;
-        key[seg] = e->seg_kind[seg];
+        sc = sc << 3 | e->seg_kind[seg];
         seg++;
         pos++;
     }
     if (seg != e->n_segments) return false;
     /* Exhausted path: a last "*" segment also matches no suffix; an exact end ranks above it. */
-    key[seg] = e->wildcard ? RFI_SEG_WILDCARD : RFI_SEG_LITERAL + 1;
+    *score = (sc << 3 | (e->wildcard ? RFI_SEG_WILDCARD : RFI_SEG_LITERAL + 1)) << (3 * (RFI_MAX_SEGMENTS - seg));
     return true;
 }
 

@@ -8,7 +8,7 @@
 
 #define RFI_MAX_ENDPOINT 256
 #define RFI_MAX_METHOD 16
-#define RFI_MAX_SEGMENTS 32
+#define RFI_MAX_SEGMENTS 20 /* 21 positions × 3 bits fit a uint64 specificity score */
 #define RFI_MAX_METHODS 16
 #define RFI_MAX_CLASSES 128
 #define RFI_MAX_ROUTES 256
@@ -27,6 +27,7 @@ enum rfi_segment_kind { RFI_SEG_LITERAL = 3, RFI_SEG_PARAM = 2, RFI_SEG_WILDCARD
 typedef struct rfi_endpoint {
     char text[RFI_MAX_ENDPOINT + 1];
     char method[RFI_MAX_METHOD + 1];
+    uint8_t method_len;
     char pattern[RFI_MAX_ENDPOINT + 1];
     size_t n_segments;
     uint16_t seg_off[RFI_MAX_SEGMENTS];
@@ -93,9 +94,9 @@ bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport)
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap);
 /* Valid HTTP method token as this project accepts it: 1..16 uppercase ASCII letters. */
 bool rfi_method_valid(const char *s, size_t len);
-/* Does the endpoint match method+path? On a match, fills key[] with its specificity (see rf_policy_match). */
+/* Does the endpoint match method+path? On a match, sets *score: higher is more specific (rf_policy_match). */
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path,
-                        size_t path_len, uint8_t key[RFI_MAX_SEGMENTS + 1]);
+                        size_t path_len, uint64_t *score);
 /* Two endpoints that match exactly the same requests ("/a/{x}" and "/a/{y}"). */
 bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b);
 

@@ -176,12 +176,12 @@ rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
 long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
     if (p == NULL || method == NULL || path == NULL) return -1;
     long best = -1;
-    uint8_t best_key[RFI_MAX_SEGMENTS + 1], key[RFI_MAX_SEGMENTS + 1];
+    uint64_t best_score = 0, score = 0;
     for (size_t i = 0; i < p->n_routes; i++) {
-        if (!rfi_endpoint_match(&p->routes[i].endpoint, method, method_len, path, path_len, key)) continue;
-        if (best < 0 || memcmp(key, best_key, sizeof key) > 0) {
+        if (!rfi_endpoint_match(&p->routes[i].endpoint, method, method_len, path, path_len, &score)) continue;
+        if (best < 0 || score > best_score) {
             best = (long)i;
-            memcpy(best_key, key, sizeof key);
+            best_score = score;
         }
     }
     return best;
