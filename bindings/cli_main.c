@@ -27,6 +27,8 @@ static void set_path(lua_State *L) {
         exe[n] = '\0';
         dir = dirname(exe);
     }
+    lua_pushstring(L, dir);
+    lua_setfield(L, LUA_REGISTRYINDEX, "retryfreeze.bindir");
     lua_getglobal(L, "package");
     lua_pushfstring(L, "%s/../share/lua/5.4/?.lua;%s/../share/lua/5.4/?/init.lua;", dir, dir);
     if (RF_BUILD_LUA_DIR[0]) lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", RF_BUILD_LUA_DIR, RF_BUILD_LUA_DIR);
@@ -66,6 +68,8 @@ int main(int argc, char **argv) {
     }
     lua_getfield(L, -1, "main");
     lua_createtable(L, argc, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "retryfreeze.bindir");
+    lua_setfield(L, -2, "bindir");
     for (int i = 0; i < argc; i++) {
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i);

@@ -3,6 +3,7 @@
 #define RETRYFREEZE_LUA_H
 
 #include "retryfreeze/decide.h"
+#include "retryfreeze/ledger.h"
 #include "retryfreeze/policy.h"
 #include <lauxlib.h>
 #include <lua.h>
@@ -19,6 +20,11 @@ const rf_policy *rfl_check_policy(lua_State *L, int idx);
 void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
 /* Pushes a verdict table. */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
+/* The open ledger at idx, or raises. */
+rf_ledger *rfl_check_ledger(lua_State *L, int idx);
+/* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
+void rfl_open_client(lua_State *L);
+void rfl_open_ledger(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
 

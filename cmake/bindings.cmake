@@ -1,12 +1,11 @@
 # The Lua binding (module retryfreeze.core) and the `retryfreeze` CLI host. Output layout mirrors an install
 # tree: bin/retryfreeze, lib/lua/5.4/retryfreeze/core.so; the Lua library stays in the source tree's lua/.
-set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c)
-include(cmake/client_binding.cmake OPTIONAL)
+set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_ledger.c bindings/lua_client.c)
 
 add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
 target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
 target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
-target_link_libraries(retryfreeze_lua PUBLIC retryfreeze)
+target_link_libraries(retryfreeze_lua PUBLIC retryfreeze retryfreeze_client)
 
 add_library(retryfreeze_lua_module MODULE $<TARGET_OBJECTS:retryfreeze_lua>)
 target_link_libraries(retryfreeze_lua_module PRIVATE retryfreeze_lua)

@@ -80,7 +80,7 @@ describe("rf.load", function()
   it("exposes VERSION and the vocabulary", function()
     assert.matches("^%d+%.%d+%.%d+$", rf.VERSION)
     assert.same({ "unpinned-source", "no-route", "success", "max-attempts", "status-not-retryable",
-      "mutating-without-idempotency", "retry-after-exceeds-budget", "deadline", "retry-throttled",
+      "mutating-without-idempotency", "retry-after-exceeds-budget", "deadline", "retry-throttled", "stopped-by-caller",
       "pinned-status", "within-budget" }, rf.reasons)
     assert.same({ "ok", "timeout", "connect-reset", "connect-refused", "dns", "tls", "got-nothing", "other" },
       rf.transports)

@@ -6,6 +6,9 @@ M.desk_lock = "examples/retry-budget.lock.json"
 --- The CLI under test: $RF_CLI (set by ctest), else ./build/bin/retryfreeze.
 M.cli = os.getenv("RF_CLI") or "build/bin/retryfreeze"
 
+--- The build's bin/ folder (retryfreeze-serve lives there).
+M.bindir = M.cli:match("^(.*)/[^/]*$") or "."
+
 --- Runs the CLI with a shell-quoted argument list; returns stdout, stderr and the exit code.
 function M.run_cli(...)
   local args = {}

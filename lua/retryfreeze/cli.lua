@@ -1,6 +1,7 @@
 --- The retryfreeze command line: dispatches subcommands. Exit codes: 0 ok, 1 a check failed,
 --- 2 bad usage or bad input. Each subcommand lives in retryfreeze.cli_<name> and exports
---- {summary = "...", usage = "...", run = function(args, io_out, io_err) → exit code}.
+--- {summary = "...", usage = "...", run = function(args, out, err, bindir) → exit code}; bindir is the
+--- directory of the running retryfreeze binary (where retryfreeze-serve lives).
 local rf = require "retryfreeze"
 
 local M = {}
@@ -48,7 +49,7 @@ function M.main(argv)
     io.stdout:write("usage: ", cmd.usage, "\n")
     return 0
   end
-  return cmd.run(args, io.stdout, io.stderr)
+  return cmd.run(args, io.stdout, io.stderr, argv.bindir)
 end
 
 return M

@@ -56,4 +56,23 @@ M.rng = core.rng
 -- @return delay in ms (uncapped: caps are policy), or nil, why ("absent", "invalid", "too-long", "no-clock")
 M.parse_retry_after = core.parse_retry_after
 
+--- An HTTP client under a policy (libcurl; see docs/lua.md for every option and field).
+-- rf.client{policy=, base_url=, ledger=, headers={Name="value"}, rng_seed=, retry_budget=true|false,
+--           follow_redirects=false, max_body_bytes=16 MiB, on_attempt=function(try, verdict)}
+-- client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response
+--   {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]};
+--   outcome: success | terminal | exhausted | deadline | throttled | refused. An HTTP or transport failure is
+--   a response; misuse (a bad argument, a closed client) raises. on_attempt returning false stops early.
+-- client:all{req, …} → responses in order (concurrent, curl multi). client:close() (also <close>, __gc).
+M.client = core.client
+
+--- A random idempotency key: a UUID v4 from the OS CSPRNG.
+M.new_key = core.new_key
+
+--- The append-only JSONL ledger.
+-- rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, message
+-- rf.ledger.read(path [, {skip_corrupt = true}]) → iterator, state: `for rec in it, state do … end`; then
+--   state.torn is false or the torn last line's number; a corrupt line raises "path:line: …" unless skipped.
+M.ledger = { open = core.ledger_open, read = core.ledger_read }
+
 return M

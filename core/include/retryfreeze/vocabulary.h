@@ -13,7 +13,8 @@ extern "C" {
 
 /*
  * Verdict reasons: X(C name, stable kebab-case string, retry?). Listed in the order rf_decide checks them
- * (../shared/DESIGN.md); the last two belong to rf_budget and to a retry verdict.
+ * (../shared/DESIGN.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry), and the
+ * last two are a retry verdict's and rf_budget's.
  */
 #define RF_REASONS(X)                                                                                      \
     X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                                                     \
@@ -25,6 +26,7 @@ extern "C" {
     X(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, "retry-after-exceeds-budget", 0)                               \
     X(RF_REASON_DEADLINE, "deadline", 0)                                                                   \
     X(RF_REASON_RETRY_THROTTLED, "retry-throttled", 0)                                                     \
+    X(RF_REASON_STOPPED_BY_CALLER, "stopped-by-caller", 0)                                                 \
     X(RF_REASON_PINNED_STATUS, "pinned-status", 1)                                                         \
     X(RF_REASON_WITHIN_BUDGET, "within-budget", 1)
 

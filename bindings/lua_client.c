@@ -1,0 +1,410 @@
+/*
+ * Lua binding of the HTTP client: rf.client{…} → "retryfreeze.Client", client:request{…}, client:all{…},
+ * client:close(); rf.new_key(). Misuse (a bad argument, a closed client) raises; an HTTP or transport failure
+ * is a response table, never an error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "lua_retryfreeze.h"
+
+#include "retryfreeze/client.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define CLIENT_MT "retryfreeze.Client"
+
+/* Uservalues of a client userdata: what it borrows must stay alive as long as it does. */
+enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_COUNT = 3 };
+
+typedef struct lclient {
+    rf_client *c; /* NULL until created, and after close */
+} lclient;
+
+static rf_client *check_open_client(lua_State *L, int idx) {
+    lclient *lc = luaL_checkudata(L, idx, CLIENT_MT);
+    if (lc->c == NULL) luaL_error(L, "attempt to use a closed client");
+    return lc->c;
+}
+
+/* Collects a {Name = "value"} table at idx into "Name: value" strings kept in a Lua table on the stack
+ * top (so they live as long as it does); fills lines[] (capacity cap) and returns the count. */
+static size_t header_lines(lua_State *L, int idx, const char *what, const char **lines, size_t cap) {
+    idx = lua_absindex(L, idx);
+    lua_newtable(L);
+    int keep = lua_gettop(L);
+    size_t n = 0;
+    if (lua_isnoneornil(L, idx)) return 0;
+    if (lua_type(L, idx) != LUA_TTABLE) luaL_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s must map header names (strings) to values (strings)", what);
+        if (n == cap) luaL_error(L, "%s: more than %d headers", what, (int)cap);
+        lua_pushfstring(L, "%s: %s", lua_tostring(L, -2), lua_tostring(L, -1));
+        lines[n++] = lua_tostring(L, -1);
+        lua_rawseti(L, keep, (lua_Integer)n);
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
+static uint64_t os_random64(void) {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint64_t)(uintptr_t)&v ^ (uint64_t)clock();
+    return v;
+}
+
+static const char *const client_keys[] = {"policy", "base_url", "ledger", "headers", "rng_seed", "retry_budget",
+                                          "follow_redirects", "max_body_bytes", "on_attempt", NULL};
+
+static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        bool ok = false;
+        for (int i = 0; k && allowed[i]; i++)
+            if (strcmp(k, allowed[i]) == 0) ok = true;
+        if (!ok) luaL_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
+        lua_pop(L, 1);
+    }
+}
+
+/* rf.client{policy=, base_url=, ledger=, headers=, rng_seed=, retry_budget=, follow_redirects=,
+ *           max_body_bytes=, on_attempt=} → client. Raises on a bad option. */
+static int l_client_new(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    check_keys(L, 1, client_keys, "rf.client");
+    lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
+    lc->c = NULL;
+    luaL_setmetatable(L, CLIENT_MT);
+    int ud = lua_gettop(L);
+    rf_client_options o = {0};
+    lua_getfield(L, 1, "policy");
+    o.policy = rfl_check_policy(L, -1);
+    lua_setiuservalue(L, ud, UV_POLICY);
+    lua_getfield(L, 1, "base_url");
+    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "rf.client: base_url must be a string");
+    o.base_url = lua_tostring(L, -1);
+    lua_getfield(L, 1, "ledger");
+    if (!lua_isnil(L, -1)) o.ledger = rfl_check_ledger(L, -1);
+    lua_setiuservalue(L, ud, UV_LEDGER);
+    lua_getfield(L, 1, "on_attempt");
+    if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
+    lua_setiuservalue(L, ud, UV_HOOK);
+    lua_getfield(L, 1, "rng_seed");
+    if (lua_isnil(L, -1)) o.rng_seed = os_random64();
+    else if (lua_isinteger(L, -1)) o.rng_seed = (uint64_t)lua_tointeger(L, -1);
+    else return luaL_error(L, "rf.client: rng_seed must be an integer");
+    lua_getfield(L, 1, "retry_budget");
+    o.retry_budget = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "follow_redirects");
+    o.follow_redirects = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "max_body_bytes");
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) return luaL_error(L, "rf.client: max_body_bytes must be a positive integer");
+        o.max_body_bytes = (size_t)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 4);
+    const char *lines[64];
+    lua_getfield(L, 1, "headers");
+    o.headers = lines;
+    o.n_headers = header_lines(L, -1, "rf.client: headers", lines, 64);
+    rf_error err;
+    rf_status st = rf_client_new(&o, &lc->c, &err);
+    if (st == RF_ENOMEM) return luaL_error(L, "rf.client: out of memory");
+    if (st != RF_OK) return luaL_error(L, "rf.client: %s %s", err.path, err.message);
+    lua_settop(L, ud);
+    return 1;
+}
+
+static int l_client_close(lua_State *L) {
+    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    rf_client_free(lc->c);
+    lc->c = NULL;
+    return 0;
+}
+
+/* ---- requests ----------------------------------------------------------------------------------- */
+
+static const char *const request_keys[] = {"method", "path", "query", "headers", "body", "idempotency_key",
+                                           "on_attempt", NULL};
+
+static const char *opt_string_field(lua_State *L, int idx, const char *key, size_t *len) {
+    lua_getfield(L, idx, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
+    const char *s = lua_tolstring(L, -1, len);
+    lua_pop(L, 1); /* the string stays alive: the request table still references it */
+    return s;
+}
+
+/* Reads the request table at idx into *req; header strings are kept alive in a table pushed on the stack. */
+static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap) {
+    idx = lua_absindex(L, idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    check_keys(L, idx, request_keys, "request");
+    memset(req, 0, sizeof *req);
+    size_t len = 0;
+    req->method = opt_string_field(L, idx, "method", &len);
+    req->path = opt_string_field(L, idx, "path", &len);
+    if (req->method == NULL || req->path == NULL) luaL_error(L, "request.method and request.path are required");
+    req->query = opt_string_field(L, idx, "query", &len);
+    req->body = opt_string_field(L, idx, "body", &req->body_len);
+    req->idempotency_key = opt_string_field(L, idx, "idempotency_key", &len);
+    lua_getfield(L, idx, "on_attempt");
+    if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "headers");
+    req->headers = lines;
+    req->n_headers = header_lines(L, -1, "request.headers", lines, cap);
+    lua_remove(L, -2);
+}
+
+static void push_try(lua_State *L, const rf_try *t) {
+    lua_createtable(L, 0, 9);
+    lua_pushstring(L, t->class_name);
+    lua_setfield(L, -2, "class");
+    lua_pushinteger(L, t->status);
+    lua_setfield(L, -2, "status");
+    lua_pushstring(L, rf_transport_name(t->transport));
+    lua_setfield(L, -2, "transport");
+    lua_pushinteger(L, t->elapsed_ms);
+    lua_setfield(L, -2, "elapsed_ms");
+    lua_pushinteger(L, t->delay_ms);
+    lua_setfield(L, -2, "delay_ms");
+    lua_pushinteger(L, t->timeout_ms);
+    lua_setfield(L, -2, "timeout_ms");
+    lua_pushstring(L, rf_reason_name(t->reason));
+    lua_setfield(L, -2, "reason");
+    if (t->retry_after[0]) {
+        lua_pushstring(L, t->retry_after);
+        lua_setfield(L, -2, "retry_after");
+    }
+    if (t->error[0]) {
+        lua_pushstring(L, t->error);
+        lua_setfield(L, -2, "error");
+    }
+}
+
+/* Response headers as {lowercased name = value}; the first occurrence of a name wins (as for Retry-After). */
+static void push_headers(lua_State *L, const char *block, size_t len) {
+    lua_newtable(L);
+    const char *p = block, *end = block + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL) eol = end;
+        const char *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon != NULL && colon > p && memcmp(p, "HTTP/", 5) != 0) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (const char *q = p; q < colon; q++) luaL_addchar(&b, (char)tolower((unsigned char)*q));
+            luaL_pushresult(&b);
+            if (lua_rawget(L, -2) == LUA_TNIL) {
+                lua_pop(L, 1);
+                const char *v = colon + 1, *ve = eol;
+                while (v < ve && (*v == ' ' || *v == '\t')) v++;
+                while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
+                luaL_buffinit(L, &b);
+                for (const char *q = p; q < colon; q++) luaL_addchar(&b, (char)tolower((unsigned char)*q));
+                luaL_pushresult(&b);
+                lua_pushlstring(L, v, (size_t)(ve - v));
+                lua_rawset(L, -3);
+            } else {
+                lua_pop(L, 1);
+            }
+        }
+        p = eol + 1;
+    }
+}
+
+static void push_response(lua_State *L, const rf_response *r) {
+    lua_createtable(L, 0, 12);
+    lua_pushinteger(L, r->status);
+    lua_setfield(L, -2, "status");
+    lua_pushboolean(L, r->ok);
+    lua_setfield(L, -2, "ok");
+    lua_pushstring(L, rf_outcome_name(r->outcome));
+    lua_setfield(L, -2, "outcome");
+    lua_pushstring(L, rf_reason_name(r->reason));
+    lua_setfield(L, -2, "reason");
+    lua_pushinteger(L, r->attempts);
+    lua_setfield(L, -2, "attempts");
+    lua_pushinteger(L, r->elapsed_ms);
+    lua_setfield(L, -2, "elapsed_ms");
+    lua_pushlstring(L, r->body ? r->body : "", r->body_len);
+    lua_setfield(L, -2, "body");
+    push_headers(L, r->headers ? r->headers : "", r->headers_len);
+    lua_setfield(L, -2, "headers");
+    lua_createtable(L, (int)r->n_tries, 0);
+    for (size_t i = 0; i < r->n_tries; i++) {
+        push_try(L, &r->tries[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "tries");
+    if (r->route) {
+        lua_pushstring(L, r->route);
+        lua_setfield(L, -2, "route");
+    }
+    if (r->ledger_error[0]) {
+        lua_pushstring(L, r->ledger_error);
+        lua_setfield(L, -2, "ledger_error");
+    }
+}
+
+/* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
+ * request has been cleaned up, so no curl state or memory is left behind. */
+typedef struct hook_ctx {
+    lua_State *L;
+    int client_idx;
+    int errors_idx; /* a table: [1] = the first error raised by a hook */
+    int fn_idx;     /* stack index of the request's on_attempt; 0: the client's, if any */
+} hook_ctx;
+
+static const rf_policy *client_policy(lua_State *L, int client_idx) {
+    lua_getiuservalue(L, client_idx, UV_POLICY);
+    const rf_policy *p = rfl_check_policy(L, -1);
+    lua_pop(L, 1);
+    return p;
+}
+
+static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
+    hook_ctx *h = ud;
+    lua_State *L = h->L;
+    if (h->fn_idx) lua_pushvalue(L, h->fn_idx);
+    else if (lua_getiuservalue(L, h->client_idx, UV_HOOK) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    push_try(L, t);
+    rfl_push_verdict(L, client_policy(L, h->client_idx), v);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        if (lua_rawlen(L, h->errors_idx) == 0) lua_rawseti(L, h->errors_idx, 1);
+        else lua_pop(L, 1);
+        return -1;
+    }
+    int stop = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return stop ? 1 : 0;
+}
+
+/* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
+ * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
+static int l_request(lua_State *L) {
+    rf_client *c = check_open_client(L, 1);
+    const char *lines[64];
+    rf_request req;
+    read_request(L, 2, &req, lines, 64); /* pushes the header-lines keeper */
+    lua_newtable(L);
+    int errors = lua_gettop(L);
+    lua_getfield(L, 2, "on_attempt");
+    int hook_idx = lua_isnil(L, -1) ? 0 : lua_gettop(L);
+    hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = hook_idx};
+    rf_response r = {0};
+    rf_error err;
+    rf_status st = rf_client_request(c, &req, call_hook, &h, &r, &err);
+    if (st == RF_OK) push_response(L, &r);
+    rf_response_clear(&r);
+    if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
+    if (st != RF_OK) {
+        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
+        return luaL_error(L, "client:request: %s %s", err.path, err.message);
+    }
+    return 1;
+}
+
+/* client:all{req1, req2, …} → {resp1, resp2, …}: concurrent (curl multi), responses in request order.
+ * A request's own on_attempt is not supported here (use the client's). */
+static int l_all(lua_State *L) {
+    rf_client *c = check_open_client(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 2);
+    luaL_argcheck(L, n >= 0 && n <= 10000, 2, "between 0 and 10000 requests");
+    rf_request *reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)(n ? n : 1), 0);
+    rf_response *resps = lua_newuserdatauv(L, sizeof *resps * (size_t)(n ? n : 1), 0);
+    const char **lines = lua_newuserdatauv(L, sizeof *lines * 64 * (size_t)(n ? n : 1), 0);
+    memset(resps, 0, sizeof *resps * (size_t)(n ? n : 1));
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64);
+        lua_getfield(L, -2, "on_attempt");
+        if (!lua_isnil(L, -1)) return luaL_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
+        lua_pop(L, 1);
+        /* keep the request table and its header lines on the stack */
+    }
+    lua_newtable(L);
+    int errors = lua_gettop(L);
+    hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = 0};
+    rf_error err;
+    rf_status st = rf_client_all(c, reqs, (size_t)n, call_hook, &h, resps, &err);
+    if (st == RF_OK) {
+        lua_createtable(L, (int)n, 0);
+        for (lua_Integer i = 0; i < n; i++) {
+            push_response(L, &resps[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+    }
+    for (lua_Integer i = 0; i < n; i++) rf_response_clear(&resps[i]);
+    if (st == RF_ENOMEM) return luaL_error(L, "client:all: out of memory");
+    if (st != RF_OK) {
+        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
+        return luaL_error(L, "client:all: %s %s", err.path, err.message);
+    }
+    return 1;
+}
+
+/* client:retry_tokens() → the retry budget's tokens (a number), or nil when the client has none. */
+static int l_retry_tokens(lua_State *L) {
+    int64_t t = rf_client_retry_tokens_milli(check_open_client(L, 1));
+    if (t < 0) return 0;
+    lua_pushnumber(L, (lua_Number)t / 1000.0);
+    return 1;
+}
+
+/* rf.new_key() → a random UUID v4 (RFC 9562 §5.4) from the OS CSPRNG (getrandom), for Idempotency-Key. */
+static int l_new_key(lua_State *L) {
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return luaL_error(L, "rf.new_key: getrandom failed");
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    char s[37];
+    snprintf(s, sizeof s, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    lua_pushstring(L, s);
+    return 1;
+}
+
+static int l_client_tostring(lua_State *L) {
+    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lua_pushstring(L, lc->c ? "retryfreeze.Client" : "retryfreeze.Client (closed)");
+    return 1;
+}
+
+void rfl_open_client(lua_State *L) {
+    static const luaL_Reg methods[] = {{"request", l_request},
+                                       {"all", l_all},
+                                       {"retry_tokens", l_retry_tokens},
+                                       {"close", l_client_close},
+                                       {NULL, NULL}};
+    luaL_newmetatable(L, CLIENT_MT);
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_client_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_client_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, l_client_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, CLIENT_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_client_new);
+    lua_setfield(L, -2, "client");
+    lua_pushcfunction(L, l_new_key);
+    lua_setfield(L, -2, "new_key");
+}

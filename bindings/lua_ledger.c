@@ -1,0 +1,217 @@
+/*
+ * Lua binding of the ledger: rf.ledger.open(path [, {fsync = "none"|"line"}]) → "retryfreeze.Ledger" (or nil,
+ * message), ledger:close(); rf.ledger.read(path) → iterator, state. The iterator yields record tables; a
+ * torn last line ends the iteration and sets state.torn to its line number; a corrupt line raises an error
+ * naming the file and line (state.skip_corrupt = true counts them in state.corrupt instead).
+ */
+#include "lua_retryfreeze.h"
+
+#include <string.h>
+
+#define LEDGER_MT "retryfreeze.Ledger"
+#define READER_MT "retryfreeze.LedgerReader"
+
+typedef struct lledger {
+    rf_ledger *l;
+} lledger;
+
+typedef struct lreader {
+    rf_ledger_reader *r;
+} lreader;
+
+rf_ledger *rfl_check_ledger(lua_State *L, int idx) {
+    lledger *ll = luaL_checkudata(L, idx, LEDGER_MT);
+    if (ll->l == NULL) luaL_error(L, "attempt to use a closed ledger");
+    return ll->l;
+}
+
+/* rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, "path: strerror". */
+static int l_ledger_open(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    rf_ledger_fsync mode = RF_LEDGER_FSYNC_NONE;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "fsync");
+        static const char *const modes[] = {"none", "line", NULL};
+        mode = (rf_ledger_fsync)luaL_checkoption(L, -1, "none", modes);
+        lua_pop(L, 1);
+    }
+    lledger *ll = lua_newuserdatauv(L, sizeof *ll, 0);
+    ll->l = NULL;
+    luaL_setmetatable(L, LEDGER_MT);
+    rf_error err;
+    if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s", err.message);
+        return 2;
+    }
+    return 1;
+}
+
+/* ledger:close() → true, or nil, message (close(2) failed). Safe twice; also __gc and __close. */
+static int l_ledger_close(lua_State *L) {
+    lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
+    rf_error err;
+    rf_status st = rf_ledger_close(ll->l, &err);
+    ll->l = NULL;
+    if (st != RF_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, err.message);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static void set_str(lua_State *L, const char *k, const char *v) {
+    if (v == NULL) return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, int64_t v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void push_record(lua_State *L, const rf_ledger_record *rec) {
+    lua_createtable(L, 0, 15);
+    set_int(L, "ts_ms", rec->ts_ms);
+    set_str(L, "route", rec->route);
+    set_str(L, "method", rec->method);
+    set_str(L, "path", rec->path);
+    set_str(L, "key", rec->key);
+    set_str(L, "policy", rec->policy);
+    set_int(L, "attempts", rec->attempts);
+    set_int(L, "elapsed_ms", rec->elapsed_ms);
+    set_str(L, "outcome", rec->outcome);
+    set_str(L, "reason", rec->reason);
+    lua_pushboolean(L, rec->ok);
+    lua_setfield(L, -2, "ok");
+    set_int(L, "status", rec->status);
+    set_int(L, "body_len", rec->body_len);
+    lua_createtable(L, (int)rec->n_tries, 0);
+    for (size_t i = 0; i < rec->n_tries; i++) {
+        const rf_ledger_try *t = &rec->tries[i];
+        lua_createtable(L, 0, 6);
+        set_str(L, "class", t->class_name);
+        set_int(L, "status", t->status);
+        set_int(L, "elapsed_ms", t->elapsed_ms);
+        set_int(L, "delay_ms", t->delay_ms);
+        set_str(L, "reason", t->reason);
+        set_str(L, "retry_after", t->retry_after);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "tries");
+}
+
+static int l_reader_close(lua_State *L) {
+    lreader *lr = luaL_checkudata(L, 1, READER_MT);
+    rf_ledger_reader_close(lr->r);
+    lr->r = NULL;
+    return 0;
+}
+
+/* Iterator step: state is a table {reader = userdata, path = string, torn = false|line, corrupt = n, lines = n}. */
+static int l_read_next(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getfield(L, 1, "reader");
+    lreader *lr = luaL_checkudata(L, -1, READER_MT);
+    lua_getfield(L, 1, "path");
+    const char *path = lua_tostring(L, -1);
+    lua_getfield(L, 1, "skip_corrupt");
+    bool skip = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (lr->r == NULL) return 0;
+    for (;;) {
+        rf_ledger_record rec;
+        rf_error err;
+        rf_ledger_read_status st = rf_ledger_reader_next(lr->r, &rec, &err);
+        lua_pushinteger(L, rf_ledger_reader_line(lr->r));
+        lua_setfield(L, 1, "lines");
+        switch (st) {
+        case RF_LEDGER_RECORD: push_record(L, &rec); return 1;
+        case RF_LEDGER_TORN:
+            lua_pushinteger(L, err.line);
+            lua_setfield(L, 1, "torn");
+            rf_ledger_reader_close(lr->r);
+            lr->r = NULL;
+            return 0;
+        case RF_LEDGER_CORRUPT:
+            if (!skip) {
+                rf_ledger_reader_close(lr->r);
+                lr->r = NULL;
+                return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
+            }
+            lua_getfield(L, 1, "corrupt");
+            lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+            lua_setfield(L, 1, "corrupt");
+            lua_pop(L, 1);
+            continue;
+        case RF_LEDGER_ERROR:
+            rf_ledger_reader_close(lr->r);
+            lr->r = NULL;
+            return luaL_error(L, "%s: cannot read ledger: %s", path, err.message);
+        default:
+            rf_ledger_reader_close(lr->r);
+            lr->r = NULL;
+            return 0;
+        }
+    }
+}
+
+/* rf.ledger.read(path [, {skip_corrupt = bool}]) → iterator, state (for rec in it, state do … end;
+ * afterwards state.torn is false or the torn line's number, state.corrupt the skipped lines). Raises when
+ * the file cannot be opened. */
+static int l_ledger_read(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    bool skip = false;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "skip_corrupt");
+        skip = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pushcfunction(L, l_read_next);
+    lua_createtable(L, 0, 6);
+    lreader *lr = lua_newuserdatauv(L, sizeof *lr, 0);
+    lr->r = NULL;
+    luaL_setmetatable(L, READER_MT);
+    rf_error err;
+    if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return luaL_error(L, "%s", err.message);
+    lua_setfield(L, -2, "reader");
+    lua_pushstring(L, path);
+    lua_setfield(L, -2, "path");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "torn");
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "corrupt");
+    lua_pushboolean(L, skip);
+    lua_setfield(L, -2, "skip_corrupt");
+    return 2;
+}
+
+void rfl_open_ledger(lua_State *L) {
+    luaL_newmetatable(L, LEDGER_MT);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_ledger_close);
+    lua_setfield(L, -2, "close");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_ledger_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_ledger_close);
+    lua_setfield(L, -2, "__close");
+    lua_pushliteral(L, LEDGER_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, READER_MT);
+    lua_pushcfunction(L, l_reader_close);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, READER_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_ledger_open);
+    lua_setfield(L, -2, "ledger_open");
+    lua_pushcfunction(L, l_ledger_read);
+    lua_setfield(L, -2, "ledger_read");
+}

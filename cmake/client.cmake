@@ -1,0 +1,13 @@
+# The HTTP client: libretryfreeze_client = the engine + libcurl. A C program that only decides links
+# libretryfreeze alone.
+add_library(retryfreeze_client SHARED
+  core/src/client.c
+  core/src/client_flow.c
+  core/src/client_vocabulary.c
+)
+target_include_directories(retryfreeze_client PUBLIC
+  $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
+  $<INSTALL_INTERFACE:include>)
+target_compile_options(retryfreeze_client PRIVATE ${RF_WARNINGS})
+target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL)
+set_target_properties(retryfreeze_client PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})

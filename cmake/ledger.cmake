@@ -1,0 +1,19 @@
+# The attempt ledger: append-only JSONL (core/include/retryfreeze/ledger.h), part of libretryfreeze.
+target_sources(retryfreeze PRIVATE
+  core/src/ledger_error.c
+  core/src/ledger_text.c
+  core/src/ledger_ts.c
+  core/src/ledger_format.c
+  core/src/ledger_parse.c
+  core/src/ledger_write.c
+  core/src/ledger_read.c
+)
+
+rf_add_c_test(test_ledger spec/core/test_ledger.c)
+
+# Several processes appending to one file, then a writer killed mid-stream (see the file's header).
+add_executable(ledger_stress spec/core/ledger_stress.c)
+target_compile_options(ledger_stress PRIVATE ${RF_WARNINGS})
+target_link_libraries(ledger_stress PRIVATE retryfreeze)
+add_test(NAME c_ledger_stress COMMAND ledger_stress ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(c_ledger_stress PROPERTIES LABELS "c" TIMEOUT 120)

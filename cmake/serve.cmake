@@ -1,0 +1,43 @@
+# retryfreeze-serve: the fault-injecting test upstream (libmicrohttpd). A test tool only: it never
+# links libretryfreeze and is not installed with what users embed.
+if(NOT MHD_FOUND)
+  message(STATUS "libmicrohttpd not found: retryfreeze-serve and its tests are skipped")
+  return()
+endif()
+
+find_package(Threads REQUIRED)
+
+add_executable(retryfreeze-serve
+  serve/main.c
+  serve/handler.c
+  serve/upstream.c
+  serve/sequences.c
+  serve/stats.c
+  serve/script.c
+  serve/faults.c
+  serve/prng.c
+  serve/httpdate.c
+  serve/stop.c
+)
+target_compile_options(retryfreeze-serve PRIVATE ${RF_WARNINGS})
+target_compile_definitions(retryfreeze-serve PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
+target_link_libraries(retryfreeze-serve PRIVATE PkgConfig::MHD Threads::Threads)
+# Beside the retryfreeze CLI, which starts it for `serve`, `demo` and `soak`.
+set_target_properties(retryfreeze-serve PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+
+# Shell specs drive the real server with the curl CLI; each starts its own server on a free port
+# with --max-seconds as a safety net and kills it on exit.
+find_program(RF_CURL_CLI curl)
+find_program(RF_BASH bash)
+if(RF_CURL_CLI AND RF_BASH)
+  foreach(spec cli scripted transport random stats)
+    add_test(NAME serve_${spec}
+      COMMAND ${RF_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/spec/serve/${spec}_spec.sh)
+    set_tests_properties(serve_${spec} PROPERTIES
+      LABELS "serve"
+      TIMEOUT 120
+      ENVIRONMENT "RF_SERVE=$<TARGET_FILE:retryfreeze-serve>;RF_CURL=${RF_CURL_CLI}")
+  endforeach()
+else()
+  message(STATUS "curl or bash not found: serve specs are skipped")
+endif()

@@ -1,0 +1,131 @@
+/*
+ * The HTTP client: libcurl attempts under a policy. It makes no retry decision of its own: before each
+ * attempt it asks rf_budget (per-try timeout), after each attempt it asks rf_decide (retry or stop, the
+ * delay), and it stops exactly when the verdict says so. A whole request never outlives totalBudgetMs
+ * (CLOCK_MONOTONIC, sleeps included). Library libretryfreeze_client (libcurl + the engine).
+ */
+#ifndef RETRYFREEZE_CLIENT_H
+#define RETRYFREEZE_CLIENT_H
+
+#include "retryfreeze/decide.h"
+#include "retryfreeze/ledger.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What became of a logical request. X(C name, string). */
+#define RF_OUTCOMES(X)                                                                                     \
+    X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                     \
+    X(RF_OUTCOME_TERMINAL, "terminal")   /* stopped on a non-retryable class (or by the caller's hook) */ \
+    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts */                                                \
+    X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */                \
+    X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                         \
+    X(RF_OUTCOME_REFUSED, "refused")     /* no-route, unpinned-source, mutating-without-idempotency */
+
+typedef enum rf_outcome { RF_OUTCOMES(RF_X_ENUM2) RF_OUTCOME_COUNT } rf_outcome;
+
+/* "success", "terminal", …; "?" when out of range. */
+RF_API const char *rf_outcome_name(rf_outcome o);
+/* The outcome a stopping verdict's reason leads to (the mapping documented in RF_OUTCOMES). */
+RF_API rf_outcome rf_outcome_of(rf_reason reason);
+
+typedef struct rf_client_options {
+    const rf_policy *policy; /* required; borrowed: must outlive the client */
+    const char *base_url;    /* required, "http://host:port" or "https://…"; request paths are appended */
+    rf_ledger *ledger;       /* optional, borrowed: one record per logical request */
+    const char *const *headers; /* optional "Name: value" lines sent with every request */
+    size_t n_headers;
+    uint64_t rng_seed;      /* jitter seed */
+    bool retry_budget;      /* use the lock's retryBudget (client-wide token bucket) */
+    bool follow_redirects;  /* default false: a 3xx is a success, returned as is */
+    size_t max_body_bytes;  /* response bodies over this fail the attempt; 0 = 16 MiB */
+} rf_client_options;
+
+typedef struct rf_client rf_client;
+
+/*
+ * Creates a client with one reused curl easy handle (keep-alive; TLS verification on). RF_EINVAL names a
+ * missing or malformed option (a header without ':' or with CR/LF). Free with rf_client_free.
+ */
+RF_API rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error *err);
+RF_API void rf_client_free(rf_client *c);
+
+typedef struct rf_request {
+    const char *method;      /* required, e.g. "POST" */
+    const char *path;        /* required, starts with '/' */
+    const char *query;       /* optional, without '?' (already encoded) */
+    const char *const *headers; /* optional "Name: value" lines */
+    size_t n_headers;
+    const char *body; /* optional; replayed unchanged on every attempt */
+    size_t body_len;
+    const char *idempotency_key; /* optional; sent as Idempotency-Key, the same value on every attempt */
+} rf_request;
+
+/* One attempt, as returned to the caller and written to the ledger. */
+typedef struct rf_try {
+    char class_name[RF_CLASS_NAME_MAX];
+    int status;
+    rf_transport transport;
+    int64_t elapsed_ms; /* this attempt's time on the wire */
+    int64_t delay_ms;   /* slept before this attempt */
+    int64_t timeout_ms; /* the per-try timeout it ran with */
+    rf_reason reason;   /* the verdict after it */
+    char retry_after[64]; /* its Retry-After value (first occurrence), "" when absent */
+    char error[128];      /* curl's message for a transport failure, "" otherwise */
+} rf_try;
+
+#define RF_MAX_TRIES 16
+
+typedef struct rf_response {
+    int status;  /* of the last attempt, 0 when none was received */
+    bool ok;     /* outcome == success */
+    rf_outcome outcome;
+    rf_reason reason;
+    int attempts;
+    int64_t elapsed_ms; /* whole request, first attempt start to the end, sleeps included */
+    char *body;         /* last attempt's body, NUL-terminated; owned: freed by rf_response_clear */
+    size_t body_len;
+    char *headers; /* last attempt's response header block ("Name: value\r\n" lines); owned */
+    size_t headers_len;
+    size_t n_tries;
+    rf_try tries[RF_MAX_TRIES];
+    const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
+    char ledger_error[256]; /* "" or why the ledger append failed (the request itself is unaffected) */
+} rf_response;
+
+/* Frees what a response owns and zeroes it; safe on a zeroed response and twice. */
+RF_API void rf_response_clear(rf_response *r);
+
+/*
+ * Called after every attempt with its try and the verdict. Return 0 to go on, 1 to stop now (narrowing: a
+ * retry verdict becomes a stop with reason stopped-by-caller; a stop is never turned into a retry), -1 to
+ * stop and report an error in the hook (the request is cleaned up; rf_client_request returns RF_EINVAL).
+ */
+typedef int (*rf_attempt_hook)(void *ud, const rf_try *t, const rf_verdict *v);
+
+/*
+ * Runs one logical request to completion: attempts, sleeps, the ledger record. An HTTP or transport failure
+ * is a response (RF_OK), never an error. RF_EINVAL: a bad request (missing method/path, a header with CR/LF,
+ * an Idempotency-Key given as a raw header) or a hook error; RF_ENOMEM. *out must be zeroed or cleared.
+ */
+RF_API rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
+                                   rf_response *out, rf_error *err);
+
+/*
+ * Runs n requests concurrently with curl multi (one easy handle each), each under its own attempt loop,
+ * and fills out[0..n) in order. The hook (may be NULL) is called as for rf_client_request.
+ */
+RF_API rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
+                               rf_response *out, rf_error *err);
+
+/* The client's retry budget tokens × 1000, or -1 when it has none. */
+RF_API int64_t rf_client_retry_tokens_milli(const rf_client *c);
+
+/* Maps a CURLcode and the OS errno of a failed transfer to a transport outcome (exposed for tests). */
+RF_API rf_transport rf_transport_from_curl(int curl_code, long os_errno);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

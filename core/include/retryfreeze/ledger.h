@@ -1,0 +1,143 @@
+/*
+ * The attempt ledger: append-only JSONL, one line per logical request (see ../shared/DESIGN.md).
+ * Writer: one write(2) per line on an O_APPEND descriptor, so lines from several processes never interleave.
+ * Reader: streams lines in constant memory; a torn last line (a crash mid-write) is reported, not fatal; a
+ * corrupt line anywhere else is an error naming its line number.
+ * Never stores a body or a header value other than Retry-After.
+ *
+ * Line format (JSON, UTF-8, fields always in this order, all present):
+ *   {"ts":"2026-11-29T17:20:01.123Z","route":"POST /v1/jobs","method":"POST","path":"/v1/jobs",
+ *    "key":null,"policy":"sha256:…","attempts":2,"elapsed_ms":130,"outcome":"success","reason":"success",
+ *    "ok":true,"status":200,"body_len":17,"tries":[{"class":"HTTP_503","status":503,"elapsed_ms":20,
+ *    "delay_ms":0,"reason":"pinned-status","retry_after":"1"},…]}
+ * Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
+ *
+ * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
+ * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the
+ * same file: each line is a single write(2) with O_APPEND, which a local file system applies whole
+ * (not so on NFS, where O_APPEND is emulated).
+ */
+#ifndef RETRYFREEZE_LEDGER_H
+#define RETRYFREEZE_LEDGER_H
+
+#include "retryfreeze/common.h"
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest ledger line the writer produces and the reader accepts, newline excluded. */
+#define RF_LEDGER_MAX_LINE (1024 * 1024)
+/* Most tries one record holds (maxAttempts is at most 10 in a lock). */
+#define RF_LEDGER_MAX_TRIES 16
+
+/* One attempt of a logical request, as recorded in the ledger's "tries" array. */
+typedef struct rf_ledger_try {
+    const char *class_name; /* failure class token, e.g. "HTTP_503", "TIMEOUT" */
+    int status;             /* HTTP status, 0 when none was received */
+    int64_t elapsed_ms;     /* duration of this attempt on the wire */
+    int64_t delay_ms;       /* backoff slept before this attempt (0 for the first) */
+    const char *reason;     /* reason of the verdict taken after this attempt */
+    const char *retry_after; /* the raw Retry-After value of this attempt's response, or NULL (JSON null) */
+} rf_ledger_try;
+
+/*
+ * One ledger record: a logical request. Strings are borrowed: the writer copies them into the line; the
+ * reader's strings live until the next rf_ledger_reader_next or rf_ledger_reader_close.
+ * key is NULL when the request carried no idempotency key (written as JSON null); every other string is
+ * required (NULL is RF_EINVAL) and must be valid UTF-8.
+ */
+typedef struct rf_ledger_record {
+    int64_t ts_ms; /* wall-clock Unix time in ms when the request finished; written as RFC 3339 UTC with ms;
+                      0 .. 253402300799999 (9999-12-31T23:59:59.999Z) */
+    const char *route;
+    const char *method;
+    const char *path;
+    const char *key;
+    const char *policy; /* policy digest, "sha256:<hex>" */
+    int attempts;
+    int64_t elapsed_ms;
+    const char *outcome; /* success, terminal, exhausted, deadline, throttled, refused */
+    const char *reason;
+    bool ok;
+    int status;
+    int64_t body_len;
+    size_t n_tries;
+    rf_ledger_try tries[RF_LEDGER_MAX_TRIES];
+} rf_ledger_record;
+
+typedef enum rf_ledger_fsync { RF_LEDGER_FSYNC_NONE = 0, RF_LEDGER_FSYNC_LINE = 1 } rf_ledger_fsync;
+
+typedef struct rf_ledger rf_ledger;
+
+/*
+ * Opens (creating with mode 0644 if needed) a ledger for appending, O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC.
+ * On success *out is set; the caller closes it with rf_ledger_close. Errors: RF_EINVAL (NULL path),
+ * RF_EIO (open failed: err->message has strerror, err->path the file), RF_ENOMEM.
+ */
+RF_API rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger **out, rf_error *err);
+
+/*
+ * Formats rec as one JSON object line and appends it with a single write(2); with RF_LEDGER_FSYNC_LINE,
+ * fsync(2) follows. A short write or an error (ENOSPC, EBADF, EIO…) returns RF_EIO with strerror in
+ * err->message; a short write is reported as such (the reader will see a torn line). Never retries a
+ * partial write (that could interleave with another process). err->path is the file for RF_EIO.
+ * RF_EINVAL (err->path names the field, e.g. "$.tries[1].reason"): NULL l or rec, a required string NULL or
+ * not UTF-8, ts_ms out of range, an integer outside ±2^53, more than RF_LEDGER_MAX_TRIES tries, or a line
+ * longer than RF_LEDGER_MAX_LINE. RF_ENOMEM. Nothing is written unless RF_OK or RF_EIO is returned.
+ */
+RF_API rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err);
+
+/* Closes the descriptor and frees l (always, even on error); NULL is a no-op. Returns RF_EIO if close(2)
+ * reported an error. */
+RF_API rf_status rf_ledger_close(rf_ledger *l, rf_error *err);
+
+/*
+ * Formats rec as the ledger's JSON line (no trailing newline) into buf of size cap, NUL-terminated.
+ * Returns the length written (without the NUL), or -1 when buf is NULL, it does not fit (cap must be at
+ * least length + 1) or a field is invalid (err says which, as for rf_ledger_append).
+ */
+RF_API long rf_ledger_format(const rf_ledger_record *rec, char *buf, size_t cap, rf_error *err);
+
+typedef struct rf_ledger_reader rf_ledger_reader;
+
+typedef enum rf_ledger_read_status {
+    RF_LEDGER_RECORD = 0, /* *rec holds the next record */
+    RF_LEDGER_END = 1,    /* no more lines */
+    RF_LEDGER_TORN = 2,   /* the last line has no newline and does not parse: a crash mid-write; stop */
+    RF_LEDGER_CORRUPT = 3, /* a line that does not parse, or lacks a required field (err: line, path) */
+    RF_LEDGER_ERROR = 4    /* reading failed (err->message has strerror) or r/rec is NULL; stop */
+} rf_ledger_read_status;
+
+/*
+ * Opens path for streaming reads ("-" is not special); the caller closes it with rf_ledger_reader_close.
+ * RF_EINVAL (NULL path or out), RF_EIO when it cannot be opened or is a directory, RF_ENOMEM.
+ * Memory: a fixed window of RF_LEDGER_MAX_LINE + 1 bytes plus the current record, whatever the file size.
+ */
+RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_error *err);
+
+/*
+ * Reads the next record. err->line holds the 1-based line number for RF_LEDGER_CORRUPT and RF_LEDGER_TORN,
+ * err->path the file, err->message what is wrong (naming the field, e.g. `missing field "$.policy"`).
+ * A corrupt line does not stop the reader: a later call continues with the next line (for --skip-corrupt).
+ * Corrupt: an empty line; bytes that are not JSON text (invalid UTF-8, NUL, raw control characters or
+ * \u0000 in strings); a missing, unknown, duplicate or ill-typed field; a fractional or out-of-range integer;
+ * a line longer than RF_LEDGER_MAX_LINE (skipped up to its newline). Only key and tries[].retry_after may be
+ * null; retry_after may also be absent.
+ * The last line without a newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON
+ * text (a crash mid-write). After RF_LEDGER_TORN or RF_LEDGER_END every call returns RF_LEDGER_END; after
+ * RF_LEDGER_ERROR, RF_LEDGER_ERROR.
+ */
+RF_API rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err);
+
+/* The 1-based number of the line last returned. */
+RF_API long rf_ledger_reader_line(const rf_ledger_reader *r);
+
+/* Closes and frees; NULL is a no-op. */
+RF_API void rf_ledger_reader_close(rf_ledger_reader *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,382 @@
+/*
+ * The attempt state machine of one logical request: READY → (rf_budget) → IN_FLIGHT → (rf_decide) →
+ * WAITING → READY … → DONE. The same machine serves the blocking rf_client_request and curl multi.
+ * Every per-attempt value (body, headers, Retry-After, Date, curl options) is reset before each attempt,
+ * so nothing from attempt 1 leaks into attempt 2.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "client_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int64_t rfi_mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool buf_append(rfi_buf *b, const char *data, size_t n) {
+    if (b->overflow || n > b->max - b->len) {
+        b->overflow = true;
+        return false;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (p == NULL) {
+            b->overflow = true;
+            return false;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return true;
+}
+
+static void buf_reset(rfi_buf *b) {
+    b->len = 0;
+    b->overflow = false;
+    if (b->data) b->data[0] = '\0';
+}
+
+bool rfi_header_valid(const char *line, char *why, size_t why_cap) {
+    const char *colon = strchr(line, ':');
+    if (colon == NULL || colon == line) {
+        snprintf(why, why_cap, "header \"%.40s\" must be \"Name: value\"", line);
+        return false;
+    }
+    for (const char *p = line; p < colon; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *p))) {
+            snprintf(why, why_cap, "header name \"%.*s\" is not an RFC 9110 token", (int)(colon - line), line);
+            return false;
+        }
+    }
+    if (strpbrk(line, "\r\n") != NULL) {
+        snprintf(why, why_cap, "header \"%.*s\" contains CR or LF", (int)(colon - line), line);
+        return false;
+    }
+    if ((size_t)(colon - line) == 15 && strncasecmp(line, "Idempotency-Key", 15) == 0) {
+        snprintf(why, why_cap, "pass the idempotency key as idempotency_key, not as a raw header");
+        return false;
+    }
+    return true;
+}
+
+/*
+ * libcurl silently re-sends a request once when a reused keep-alive connection dies before any response
+ * (its own retry, with no policy behind it). Every send passes here; the second one in an attempt is
+ * aborted, and the attempt ends as the connection failure it was (see rfi_flow_end_attempt).
+ */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+                     int conn_local_port) {
+    (void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port, (void)conn_local_port;
+    rfi_flow *f = ud;
+    return ++f->sends > 1 ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *ud) {
+    rfi_flow *f = ud;
+    return buf_append(&f->body, data, size * n) ? size * n : 0; /* 0 aborts: over max_body_bytes */
+}
+
+/* Copies a header's value (after "Name:"), trimmed of spaces/tabs and the line end, into out. */
+static void header_value(const char *line, size_t len, size_t name_len, char *out, size_t cap) {
+    const char *v = line + name_len + 1, *end = line + len;
+    while (v < end && (*v == ' ' || *v == '\t')) v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) end--;
+    size_t n = (size_t)(end - v) < cap - 1 ? (size_t)(end - v) : cap - 1;
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *ud) {
+    rfi_flow *f = ud;
+    size_t len = size * n;
+    if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        /* A new response (after a 1xx or a followed redirect): forget the previous one's headers. */
+        buf_reset(&f->head);
+        f->has_retry_after = f->has_date = false;
+    }
+    if (!f->has_retry_after && len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
+        header_value(data, len, 11, f->retry_after, sizeof f->retry_after); /* the first one wins */
+        f->has_retry_after = true;
+    } else if (!f->has_date && len > 5 && strncasecmp(data, "Date:", 5) == 0) {
+        header_value(data, len, 4, f->date, sizeof f->date);
+        f->has_date = true;
+    }
+    buf_append(&f->head, data, len); /* a header block over the cap is cut; the attempt goes on */
+    return len;
+}
+
+rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request *req, rf_response *resp,
+                        rf_attempt_hook hook, void *hook_ud, rf_error *err) {
+    memset(f, 0, sizeof *f);
+    f->c = c;
+    f->easy = easy;
+    f->req = req;
+    f->resp = resp;
+    f->hook = hook;
+    f->hook_ud = hook_ud;
+    f->body.max = c->max_body_bytes;
+    f->head.max = 256 * 1024;
+    memset(resp, 0, sizeof *resp);
+    char why[160];
+    if (req->method == NULL || req->method[0] == '\0' || strpbrk(req->method, " \r\n") != NULL) {
+        snprintf(err->path, sizeof err->path, "method");
+        snprintf(err->message, sizeof err->message, "is required and must be a method token");
+        return RF_EINVAL;
+    }
+    if (req->path == NULL || req->path[0] != '/' || strpbrk(req->path, " \r\n#") != NULL) {
+        snprintf(err->path, sizeof err->path, "path");
+        snprintf(err->message, sizeof err->message, "must start with '/' and contain no spaces, CR, LF or '#'");
+        return RF_EINVAL;
+    }
+    if (req->query && strpbrk(req->query, " \r\n#") != NULL) {
+        snprintf(err->path, sizeof err->path, "query");
+        snprintf(err->message, sizeof err->message, "must be encoded: no spaces, CR, LF or '#'");
+        return RF_EINVAL;
+    }
+    if (req->idempotency_key && (req->idempotency_key[0] == '\0' || strpbrk(req->idempotency_key, "\r\n"))) {
+        snprintf(err->path, sizeof err->path, "idempotency_key");
+        snprintf(err->message, sizeof err->message, "must be a non-empty string without CR or LF");
+        return RF_EINVAL;
+    }
+    for (size_t i = 0; i < req->n_headers; i++) {
+        if (!rfi_header_valid(req->headers[i], why, sizeof why)) {
+            snprintf(err->path, sizeof err->path, "headers");
+            snprintf(err->message, sizeof err->message, "%s", why);
+            return RF_EINVAL;
+        }
+    }
+    size_t url_len = strlen(c->base_url) + strlen(req->path) + (req->query ? strlen(req->query) + 1 : 0) + 1;
+    f->url = malloc(url_len);
+    struct curl_slist *h = NULL;
+    bool ok = f->url != NULL;
+    if (ok) snprintf(f->url, url_len, "%s%s%s%s", c->base_url, req->path, req->query ? "?" : "", req->query ? req->query : "");
+    for (size_t i = 0; ok && i < c->n_headers; i++) ok = (h = curl_slist_append(f->headers = h, c->headers[i])) != NULL;
+    for (size_t i = 0; ok && i < req->n_headers; i++) ok = (h = curl_slist_append(f->headers = h, req->headers[i])) != NULL;
+    if (ok && req->idempotency_key) {
+        size_t n = strlen(req->idempotency_key) + 18;
+        char *line = malloc(n);
+        ok = line != NULL;
+        if (ok) {
+            snprintf(line, n, "Idempotency-Key: %s", req->idempotency_key);
+            ok = (h = curl_slist_append(f->headers = h, line)) != NULL;
+            free(line);
+        }
+    }
+    if (ok) ok = (h = curl_slist_append(f->headers = h, "Expect:")) != NULL; /* no 100-continue round trip */
+    f->headers = h;
+    if (!ok) {
+        snprintf(err->path, sizeof err->path, "request");
+        snprintf(err->message, sizeof err->message, "out of memory");
+        rfi_flow_cleanup(f);
+        return RF_ENOMEM;
+    }
+    f->start_ms = rfi_mono_ms();
+    f->state = RFI_FLOW_READY;
+    return RF_OK;
+}
+
+static void flow_done(rfi_flow *f, rf_reason reason);
+
+bool rfi_flow_begin_attempt(rfi_flow *f) {
+    const rf_request *req = f->req;
+    rf_attempt_budget b;
+    rf_error err;
+    int64_t elapsed = rfi_mono_ms() - f->start_ms;
+    if (rf_budget(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path), f->attempts, elapsed,
+                  &b, &err) != RF_OK ||
+        !b.allowed) {
+        flow_done(f, b.reason);
+        return false;
+    }
+    f->timeout_ms = b.timeout_ms;
+    buf_reset(&f->body);
+    buf_reset(&f->head);
+    f->has_retry_after = f->has_date = false;
+    f->retry_after[0] = f->date[0] = f->errbuf[0] = '\0';
+    CURL *e = f->easy;
+    curl_easy_reset(e); /* keeps live connections; drops every option of the previous attempt */
+    curl_easy_setopt(e, CURLOPT_URL, f->url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)b.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)b.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, f->c->follow_redirects ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, f);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, f);
+    f->sends = 0;
+    if (strcmp(req->method, "GET") == 0 && req->body == NULL) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(req->method, "HEAD") == 0) {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else {
+        if (req->body != NULL || strcmp(req->method, "POST") == 0) {
+            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req->body ? req->body_len : 0));
+            curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+        }
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
+    }
+    f->attempt_start_ms = rfi_mono_ms();
+    f->state = RFI_FLOW_IN_FLIGHT;
+    return true;
+}
+
+void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
+    rf_client *c = f->c;
+    rf_response *r = f->resp;
+    long status = 0, os_errno = 0;
+    curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(f->easy, CURLINFO_OS_ERRNO, &os_errno);
+    rf_transport transport = rf_transport_from_curl((int)rc, os_errno);
+    if (rc == CURLE_WRITE_ERROR && f->body.overflow) transport = RF_TRANSPORT_OTHER;
+    bool resend_blocked = rc == CURLE_ABORTED_BY_CALLBACK && f->sends > 1;
+    if (resend_blocked) transport = RF_TRANSPORT_CONNECT_RESET; /* the reused connection died unanswered */
+    if (status < 100 || status > 599) status = 0;
+    int64_t now = rfi_mono_ms();
+    f->attempts++;
+    rf_try *t = &r->tries[r->n_tries < RF_MAX_TRIES ? r->n_tries : RF_MAX_TRIES - 1];
+    memset(t, 0, sizeof *t);
+    t->status = (int)status;
+    t->transport = transport;
+    t->elapsed_ms = now - f->attempt_start_ms;
+    t->delay_ms = f->delay_ms;
+    t->timeout_ms = f->timeout_ms;
+    snprintf(t->retry_after, sizeof t->retry_after, "%s", f->has_retry_after ? f->retry_after : "");
+    if (rc != CURLE_OK) {
+        if (f->body.overflow) snprintf(t->error, sizeof t->error, "response body over max_body_bytes (%zu)", f->body.max);
+        else if (resend_blocked)
+            snprintf(t->error, sizeof t->error, "connection closed before a response (libcurl's own resend blocked)");
+        else snprintf(t->error, sizeof t->error, "%.127s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(rc));
+    }
+    if (r->n_tries < RF_MAX_TRIES) r->n_tries++;
+    r->status = (int)status;
+    r->attempts = f->attempts;
+
+    const rf_request *req = f->req;
+    rf_facts facts = {.method = req->method,
+                      .method_len = strlen(req->method),
+                      .path = req->path,
+                      .path_len = strlen(req->path),
+                      .status = (int)status,
+                      .transport = transport,
+                      .retry_after = f->has_retry_after ? f->retry_after : NULL,
+                      .retry_after_len = f->has_retry_after ? strlen(f->retry_after) : 0,
+                      .date = f->has_date ? f->date : NULL,
+                      .date_len = f->has_date ? strlen(f->date) : 0,
+                      .attempts = f->attempts,
+                      .elapsed_ms = now - f->start_ms,
+                      .has_idempotency_key = req->idempotency_key != NULL,
+                      .now_ms = wall_ms()};
+    rf_verdict v;
+    rf_error err;
+    if (rf_decide(c->policy, &facts, &c->rng, c->budget, &v, &err) != RF_OK) {
+        /* Facts built here are always valid; fail closed if that ever changes. */
+        v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE};
+        rf_classify((int)status, transport, v.class_name);
+    }
+    memcpy(t->class_name, v.class_name, sizeof t->class_name);
+    t->reason = v.reason;
+    if (f->hook) {
+        int h = f->hook(f->hook_ud, t, &v);
+        if (h < 0) f->hook_failed = true;
+        if (h != 0 && v.retry) {
+            v.retry = false; /* the hook narrows: a retry may become a stop, never the reverse */
+            v.reason = RF_REASON_STOPPED_BY_CALLER;
+            t->reason = v.reason;
+        }
+    }
+    if (!v.retry || f->attempts >= RF_MAX_TRIES) {
+        flow_done(f, v.reason);
+        return;
+    }
+    f->delay_ms = v.delay_ms;
+    f->wake_ms = now + v.delay_ms;
+    f->state = RFI_FLOW_WAITING;
+}
+
+/* Moves the body and headers into the response and appends the ledger record. */
+static void flow_done(rfi_flow *f, rf_reason reason) {
+    rf_response *r = f->resp;
+    rf_client *c = f->c;
+    const rf_request *req = f->req;
+    r->reason = reason;
+    r->outcome = rf_outcome_of(reason);
+    r->ok = r->outcome == RF_OUTCOME_SUCCESS;
+    r->elapsed_ms = rfi_mono_ms() - f->start_ms;
+    long route = rf_policy_match(c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
+    rf_route_view rv;
+    r->route = route >= 0 && rf_policy_route(c->policy, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;
+    r->body = f->body.data ? f->body.data : calloc(1, 1);
+    r->body_len = f->body.data ? f->body.len : 0;
+    r->headers = f->head.data ? f->head.data : calloc(1, 1);
+    r->headers_len = f->head.data ? f->head.len : 0;
+    f->body = (rfi_buf){0};
+    f->head = (rfi_buf){0};
+    f->state = RFI_FLOW_DONE;
+    if (c->ledger == NULL) return;
+    rf_ledger_record rec = {.ts_ms = 0};
+    rec.ts_ms = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rec.ts_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    rec.route = r->route ? r->route : "";
+    rec.method = req->method;
+    rec.path = req->path;
+    rec.key = req->idempotency_key;
+    rec.policy = rf_policy_digest(c->policy);
+    rec.attempts = r->attempts;
+    rec.elapsed_ms = r->elapsed_ms;
+    rec.outcome = rf_outcome_name(r->outcome);
+    rec.reason = rf_reason_name(r->reason);
+    rec.ok = r->ok;
+    rec.status = r->status;
+    rec.body_len = (int64_t)r->body_len;
+    rec.n_tries = r->n_tries;
+    for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
+        rec.tries[i] = (rf_ledger_try){.class_name = r->tries[i].class_name,
+                                       .status = r->tries[i].status,
+                                       .elapsed_ms = r->tries[i].elapsed_ms,
+                                       .delay_ms = r->tries[i].delay_ms,
+                                       .reason = rf_reason_name(r->tries[i].reason),
+                                       .retry_after = r->tries[i].retry_after[0] ? r->tries[i].retry_after : NULL};
+    }
+    rf_error err;
+    if (rf_ledger_append(c->ledger, &rec, &err) != RF_OK)
+        snprintf(r->ledger_error, sizeof r->ledger_error, "%.60s: %.190s", err.path, err.message);
+}
+
+void rfi_flow_cleanup(rfi_flow *f) {
+    free(f->url);
+    f->url = NULL;
+    curl_slist_free_all(f->headers);
+    f->headers = NULL;
+    free(f->body.data);
+    free(f->head.data);
+    f->body = (rfi_buf){0};
+    f->head = (rfi_buf){0};
+}

@@ -1,0 +1,66 @@
+/* Private to the client files (core/src/client*.c): the per-request attempt state machine. */
+#ifndef RETRYFREEZE_CLIENT_INTERNAL_H
+#define RETRYFREEZE_CLIENT_INTERNAL_H
+
+#include "retryfreeze/client.h"
+#include <curl/curl.h>
+
+/* A growable byte buffer with a hard cap: an append past the cap fails and marks the buffer. */
+typedef struct rfi_buf {
+    char *data;
+    size_t len, cap, max;
+    bool overflow;
+} rfi_buf;
+
+struct rf_client {
+    const rf_policy *policy;
+    char *base_url;
+    rf_ledger *ledger;
+    char **headers; /* validated "Name: value" copies */
+    size_t n_headers;
+    CURL *easy; /* reused for sequential requests: keep-alive */
+    rf_rng rng;
+    rf_retry_budget *budget; /* NULL without retry_budget */
+    bool follow_redirects;
+    size_t max_body_bytes;
+};
+
+typedef enum rfi_flow_state { RFI_FLOW_READY, RFI_FLOW_WAITING, RFI_FLOW_IN_FLIGHT, RFI_FLOW_DONE } rfi_flow_state;
+
+/* One logical request moving through its attempts. */
+typedef struct rfi_flow {
+    rf_client *c;
+    CURL *easy;
+    const rf_request *req;
+    rf_response *resp;
+    char *url;
+    struct curl_slist *headers;
+    rfi_flow_state state;
+    int64_t start_ms, attempt_start_ms, wake_ms, delay_ms, timeout_ms;
+    int attempts;
+    rfi_buf body, head;
+    char retry_after[64];
+    char date[64];
+    bool has_retry_after, has_date;
+    char errbuf[CURL_ERROR_SIZE];
+    rf_attempt_hook hook;
+    void *hook_ud;
+    bool hook_failed;
+    int sends; /* times libcurl started sending this attempt's request (CURLOPT_PREREQFUNCTION) */
+} rfi_flow;
+
+int64_t rfi_mono_ms(void);
+/* Validates one "Name: value" header line (token name, no CR/LF/NUL). */
+bool rfi_header_valid(const char *line, char *why, size_t why_cap);
+/* Prepares a flow (URL, header list); the request and response must outlive it. */
+rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request *req, rf_response *resp,
+                        rf_attempt_hook hook, void *hook_ud, rf_error *err);
+/* Asks rf_budget; when allowed, configures the easy handle for the next attempt and returns true (IN_FLIGHT);
+ * otherwise the flow is DONE. */
+bool rfi_flow_begin_attempt(rfi_flow *f);
+/* Records the finished attempt, asks rf_decide, and moves to WAITING (wake_ms) or DONE. */
+void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc);
+/* Frees the flow's own resources (not the response). */
+void rfi_flow_cleanup(rfi_flow *f);
+
+#endif

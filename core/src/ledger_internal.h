@@ -1,0 +1,82 @@
+/*
+ * Private to the ledger files (core/src/ledger_*.c): helpers shared by the writer and the reader.
+ * Nothing here is exported; every name carries the rfi_ledger_ prefix.
+ */
+#ifndef RETRYFREEZE_LEDGER_INTERNAL_H
+#define RETRYFREEZE_LEDGER_INTERNAL_H
+
+#include "retryfreeze/ledger.h"
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#if defined(__GNUC__)
+#define RFI_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define RFI_PRINTF(fmt_index, first_arg)
+#endif
+
+/* 2^53: the largest magnitude a JSON number (an IEEE double for most readers) holds exactly. */
+#define RFI_LEDGER_MAX_SAFE_INT ((int64_t)1 << 53)
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ": 24 characters. */
+#define RFI_LEDGER_TS_LEN 24
+/* 9999-12-31T23:59:59.999Z, the last instant with a four-digit year. */
+#define RFI_LEDGER_TS_MAX_MS ((int64_t)253402300799999)
+
+/* ---- ledger_error.c ---- */
+
+/* Fills err (if not NULL): path (a file, a field or an argument name), line (0: none), column, message. */
+void rfi_ledger_error(rf_error *err, const char *path, long line, int column, const char *fmt, ...)
+    RFI_PRINTF(5, 6);
+
+/* Fills err with "<what> <path>: <strerror(errnum)>" and err->path = path. */
+void rfi_ledger_errno_error(rf_error *err, const char *path, int errnum, const char *what);
+
+/* ---- ledger_text.c ---- */
+
+/* True when s[0..len) is well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF). */
+bool rfi_ledger_utf8_valid(const char *s, size_t len);
+
+/*
+ * Checks the bytes of one ledger line before it is handed to cJSON, which is lenient where JSON is not:
+ * well-formed UTF-8, no NUL byte, no raw control character inside a string, no \u0000 escape (cJSON would
+ * silently cut the string there). Returns len when the line is acceptable, otherwise the 0-based offset
+ * of the first offending byte and *why (a static phrase such as "invalid UTF-8").
+ */
+size_t rfi_ledger_text_check(const char *s, size_t len, const char **why);
+
+/* ---- ledger_ts.c ---- */
+
+/* Formats ts_ms (0..RFI_LEDGER_TS_MAX_MS, checked by the caller) as RFC 3339 UTC with ms into out. */
+void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1]);
+
+/* Parses exactly "YYYY-MM-DDTHH:MM:SS.mmmZ" (a real calendar date, 1970..9999); false otherwise. */
+bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms);
+
+/* ---- ledger_format.c ---- */
+
+/*
+ * Validates rec and formats it as one JSON object (no newline). Returns a NUL-terminated string of *len
+ * bytes that the caller frees with cJSON_free, or NULL with *status (RF_EINVAL naming the field in
+ * err->path as "$.field", or RF_ENOMEM) and err filled.
+ */
+char *rfi_ledger_format_line(const rf_ledger_record *rec, size_t *len, rf_status *status, rf_error *err);
+
+/* ---- ledger_parse.c ---- */
+
+typedef enum rfi_ledger_parse_result {
+    RFI_LEDGER_PARSED = 0,   /* *rec is filled; its strings point into *tree */
+    RFI_LEDGER_NOT_JSON = 1, /* the bytes are not one JSON value: what a torn write looks like */
+    RFI_LEDGER_BAD_FIELD = 2 /* valid JSON, but not a ledger record (missing, unknown or ill-typed field) */
+} rfi_ledger_parse_result;
+
+/*
+ * Parses one line (newline excluded) into rec. On RFI_LEDGER_PARSED the caller owns *tree and frees it
+ * with cJSON_Delete once rec's strings are no longer needed; otherwise *tree is NULL, why (a buffer of
+ * why_cap bytes) says what is wrong, naming the field, and *column is the 1-based byte column of a JSON
+ * syntax error (0 when not about one position).
+ */
+rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,
+                                              char *why, size_t why_cap, int *column);
+
+#endif

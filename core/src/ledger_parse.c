@@ -1,0 +1,258 @@
+/*
+ * One ledger line (JSON text) into an rf_ledger_record. Strict, like the rest of the engine: every field the
+ * writer writes is required (key and tries[].retry_after may be null, retry_after may also be absent), unknown
+ * or duplicate fields are refused, integers must be integral and in range, ts must be the writer's format.
+ * The record's strings point into the parsed cJSON tree, which the caller keeps alive.
+ */
+#include "ledger_internal.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+enum record_field {
+    F_TS, F_ROUTE, F_METHOD, F_PATH, F_KEY, F_POLICY, F_ATTEMPTS, F_ELAPSED_MS, F_OUTCOME, F_REASON, F_OK,
+    F_STATUS, F_BODY_LEN, F_TRIES, F_COUNT
+};
+static const char *const record_fields[F_COUNT] = {
+    "ts", "route", "method", "path", "key", "policy", "attempts", "elapsed_ms", "outcome", "reason", "ok",
+    "status", "body_len", "tries"};
+
+enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_COUNT };
+static const char *const try_fields[T_COUNT] = {"class", "status", "elapsed_ms", "delay_ms", "reason",
+                                                "retry_after"};
+
+/* Where the complaint goes. */
+typedef struct complaint {
+    char *why;
+    size_t cap;
+} complaint;
+
+static bool refuse(complaint *c, const char *fmt, ...) RFI_PRINTF(2, 3);
+
+static bool refuse(complaint *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, c->cap, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static const char *type_name(const cJSON *v)
+{
+    if (cJSON_IsString(v)) {
+        return "a string";
+    }
+    if (cJSON_IsNumber(v)) {
+        return "a number";
+    }
+    if (cJSON_IsBool(v)) {
+        return "a boolean";
+    }
+    if (cJSON_IsNull(v)) {
+        return "null";
+    }
+    if (cJSON_IsArray(v)) {
+        return "an array";
+    }
+    return "an object";
+}
+
+/* Files obj's members under their names in slot[] (n names); refuses unknown and duplicate names. */
+static bool collect(const cJSON *obj, const char *const *names, size_t n, const cJSON **slot, const char *prefix,
+                    complaint *c)
+{
+    memset(slot, 0, n * sizeof *slot);
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        size_t i = 0;
+        while (i < n && strcmp(m->string, names[i]) != 0) {
+            i++;
+        }
+        if (i == n) {
+            return refuse(c, "unknown field \"%s%.64s\"", prefix, m->string);
+        }
+        if (slot[i]) {
+            return refuse(c, "duplicate field \"%s%s\"", prefix, names[i]);
+        }
+        slot[i] = m;
+    }
+    return true;
+}
+
+static bool want_string(const cJSON *v, bool nullable, const char *prefix, const char *name, const char **out,
+                        complaint *c)
+{
+    if (nullable && cJSON_IsNull(v)) {
+        *out = NULL;
+        return true;
+    }
+    if (!cJSON_IsString(v)) {
+        return refuse(c, "field \"%s%s\" must be a string%s, got %s", prefix, name, nullable ? " or null" : "",
+                      type_name(v));
+    }
+    *out = v->valuestring;
+    return true;
+}
+
+/* An integral JSON number in [lo, hi]. */
+static bool want_int(const cJSON *v, int64_t lo, int64_t hi, const char *prefix, const char *name, int64_t *out,
+                     complaint *c)
+{
+    if (!cJSON_IsNumber(v)) {
+        return refuse(c, "field \"%s%s\" must be an integer, got %s", prefix, name, type_name(v));
+    }
+    double d = v->valuedouble;
+    if (!(d >= (double)lo && d <= (double)hi) || (double)(int64_t)d != d) {
+        return refuse(c, "field \"%s%s\" must be an integer in %s, got %.17g", prefix, name,
+                      hi == INT_MAX ? "int range" : "+-2^53", d);
+    }
+    *out = (int64_t)d;
+    return true;
+}
+
+static bool want_int32(const cJSON *v, const char *prefix, const char *name, int *out, complaint *c)
+{
+    int64_t i = 0;
+    if (!want_int(v, INT_MIN, INT_MAX, prefix, name, &i, c)) {
+        return false;
+    }
+    *out = (int)i;
+    return true;
+}
+
+static bool want_int53(const cJSON *v, const char *prefix, const char *name, int64_t *out, complaint *c)
+{
+    return want_int(v, -RFI_LEDGER_MAX_SAFE_INT, RFI_LEDGER_MAX_SAFE_INT, prefix, name, out, c);
+}
+
+static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint *c)
+{
+    const cJSON *f[T_COUNT];
+    char prefix[32];
+
+    snprintf(prefix, sizeof prefix, "$.tries[%zu].", index);
+    if (!cJSON_IsObject(obj)) {
+        return refuse(c, "field \"$.tries[%zu]\" must be an object, got %s", index, type_name(obj));
+    }
+    if (!collect(obj, try_fields, T_COUNT, f, prefix, c)) {
+        return false;
+    }
+    for (size_t i = 0; i < T_RETRY_AFTER; i++) { /* all but retry_after are required */
+        if (!f[i]) {
+            return refuse(c, "missing field \"%s%s\"", prefix, try_fields[i]);
+        }
+    }
+    t->retry_after = NULL;
+    return want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
+           want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
+           want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
+           want_int53(f[T_DELAY_MS], prefix, "delay_ms", &t->delay_ms, c) &&
+           want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
+           (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c));
+}
+
+static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c)
+{
+    if (!cJSON_IsArray(arr)) {
+        return refuse(c, "field \"$.tries\" must be an array, got %s", type_name(arr));
+    }
+    rec->n_tries = 0;
+    for (const cJSON *e = arr->child; e; e = e->next) {
+        if (rec->n_tries == RF_LEDGER_MAX_TRIES) {
+            return refuse(c, "field \"$.tries\" has more than RF_LEDGER_MAX_TRIES (%d) entries",
+                          RF_LEDGER_MAX_TRIES);
+        }
+        if (!fill_try(e, rec->n_tries, &rec->tries[rec->n_tries], c)) {
+            return false;
+        }
+        rec->n_tries++;
+    }
+    return true;
+}
+
+static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c)
+{
+    const cJSON *f[F_COUNT];
+    const char *ts;
+
+    if (!cJSON_IsObject(root)) {
+        return refuse(c, "the line must be a JSON object, got %s", type_name(root));
+    }
+    if (!collect(root, record_fields, F_COUNT, f, "$.", c)) {
+        return false;
+    }
+    for (size_t i = 0; i < F_COUNT; i++) {
+        if (!f[i]) {
+            return refuse(c, "missing field \"$.%s\"", record_fields[i]);
+        }
+    }
+    if (!want_string(f[F_TS], false, "$.", "ts", &ts, c)) {
+        return false;
+    }
+    if (!rfi_ledger_ts_parse(ts, strlen(ts), &rec->ts_ms)) {
+        return refuse(c, "field \"$.ts\" must be RFC 3339 UTC with milliseconds like 2026-11-29T17:20:01.123Z, got "
+                         "\"%.40s\"",
+                      ts);
+    }
+    if (!cJSON_IsBool(f[F_OK])) {
+        return refuse(c, "field \"$.ok\" must be a boolean, got %s", type_name(f[F_OK]));
+    }
+    rec->ok = cJSON_IsTrue(f[F_OK]);
+    return want_string(f[F_ROUTE], false, "$.", "route", &rec->route, c) &&
+           want_string(f[F_METHOD], false, "$.", "method", &rec->method, c) &&
+           want_string(f[F_PATH], false, "$.", "path", &rec->path, c) &&
+           want_string(f[F_KEY], true, "$.", "key", &rec->key, c) &&
+           want_string(f[F_POLICY], false, "$.", "policy", &rec->policy, c) &&
+           want_int32(f[F_ATTEMPTS], "$.", "attempts", &rec->attempts, c) &&
+           want_int53(f[F_ELAPSED_MS], "$.", "elapsed_ms", &rec->elapsed_ms, c) &&
+           want_string(f[F_OUTCOME], false, "$.", "outcome", &rec->outcome, c) &&
+           want_string(f[F_REASON], false, "$.", "reason", &rec->reason, c) &&
+           want_int32(f[F_STATUS], "$.", "status", &rec->status, c) &&
+           want_int53(f[F_BODY_LEN], "$.", "body_len", &rec->body_len, c) && fill_tries(f[F_TRIES], rec, c);
+}
+
+rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,
+                                              char *why, size_t why_cap, int *column)
+{
+    complaint c = {why, why_cap};
+    const char *bad;
+    const char *end = NULL;
+
+    *tree = NULL;
+    *column = 0;
+    memset(rec, 0, sizeof *rec);
+    if (len == 0) {
+        refuse(&c, "empty line");
+        return RFI_LEDGER_NOT_JSON;
+    }
+    size_t at = rfi_ledger_text_check(line, len, &bad);
+    if (at < len) {
+        *column = (int)(at + 1);
+        refuse(&c, "not valid JSON text: %s at column %zu", bad, at + 1);
+        return RFI_LEDGER_NOT_JSON;
+    }
+    cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, false);
+    size_t offset = end ? (size_t)(end - line) : 0;
+    if (root) {
+        while (offset < len && (line[offset] == ' ' || line[offset] == '\t' || line[offset] == '\r')) {
+            offset++;
+        }
+    }
+    if (!root || offset != len) {
+        cJSON_Delete(root);
+        *column = (int)(offset + 1);
+        refuse(&c, root ? "not valid JSON: unexpected text after the value at column %zu"
+                        : "not valid JSON: syntax error at column %zu",
+               offset + 1);
+        return RFI_LEDGER_NOT_JSON;
+    }
+    if (!fill_record(root, rec, &c)) {
+        cJSON_Delete(root);
+        memset(rec, 0, sizeof *rec);
+        return RFI_LEDGER_BAD_FIELD;
+    }
+    *tree = root;
+    return RFI_LEDGER_PARSED;
+}

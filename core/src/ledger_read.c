@@ -1,0 +1,180 @@
+/*
+ * The ledger reader: streams lines through a fixed window of RF_LEDGER_MAX_LINE + 1 bytes (one line and
+ * its newline), so memory stays constant whatever the file size. A line that fills the window without a
+ * newline is over-long: reported as RF_LEDGER_CORRUPT, then skipped up to its newline. The last line of the
+ * file without a newline is a record if it parses, RF_LEDGER_TORN if its bytes are not JSON (a crash
+ * mid-write), and RF_LEDGER_CORRUPT if it is JSON but not a record.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ledger_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WINDOW ((size_t)RF_LEDGER_MAX_LINE + 1)
+
+struct rf_ledger_reader {
+    int fd;
+    char *buf;                   /* WINDOW bytes; unread bytes are buf[start..end) */
+    size_t start, end;
+    long line;                   /* 1-based number of the line last returned */
+    bool eof;                    /* read(2) returned 0 */
+    bool skipping;               /* inside an over-long line already reported: discard up to its newline */
+    rf_ledger_read_status final; /* RF_LEDGER_RECORD while reading; END or ERROR once stopped */
+    cJSON *tree;                 /* the last record's parse tree: its strings are the record's */
+    char path[];                 /* for error reports */
+};
+
+rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_error *err)
+{
+    struct stat st;
+
+    if (!path || !out) {
+        rfi_ledger_error(err, path ? "out" : "path", 0, 0, "%s is NULL", path ? "out" : "path");
+        return RF_EINVAL;
+    }
+    *out = NULL;
+    size_t path_len = strlen(path);
+    rf_ledger_reader *r = malloc(sizeof *r + path_len + 1);
+    char *buf = malloc(WINDOW);
+    if (!r || !buf) {
+        free(r);
+        free(buf);
+        rfi_ledger_error(err, path, 0, 0, "out of memory opening ledger %s", path);
+        return RF_ENOMEM;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int open_errno = errno;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd); /* read(2) would fail with EISDIR on the first call: say it now */
+        fd = -1;
+        open_errno = EISDIR;
+    }
+    if (fd < 0) {
+        rfi_ledger_errno_error(err, path, open_errno, "cannot open ledger");
+        free(r);
+        free(buf);
+        return RF_EIO;
+    }
+    memcpy(r->path, path, path_len + 1);
+    r->fd = fd;
+    r->buf = buf;
+    r->start = r->end = 0;
+    r->line = 0;
+    r->eof = r->skipping = false;
+    r->final = RF_LEDGER_RECORD;
+    r->tree = NULL;
+    *out = r;
+    return RF_OK;
+}
+
+/* Turns line number r->line (len bytes at line, newline excluded) into the caller's answer. */
+static rf_ledger_read_status answer(rf_ledger_reader *r, const char *line, size_t len, bool last,
+                                    rf_ledger_record *rec, rf_error *err)
+{
+    char why[320];
+    int column;
+
+    switch (rfi_ledger_parse_line(line, len, rec, &r->tree, why, sizeof why, &column)) {
+    case RFI_LEDGER_PARSED:
+        return RF_LEDGER_RECORD;
+    case RFI_LEDGER_NOT_JSON:
+        if (last) {
+            rfi_ledger_error(err, r->path, r->line, column,
+                             "the last line has no newline and is %s: a write torn by a crash", why);
+            return RF_LEDGER_TORN;
+        }
+        break;
+    case RFI_LEDGER_BAD_FIELD:
+        break;
+    }
+    rfi_ledger_error(err, r->path, r->line, column, "%s", why);
+    return RF_LEDGER_CORRUPT;
+}
+
+rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err)
+{
+    if (!r || !rec) {
+        rfi_ledger_error(err, r ? "rec" : "r", 0, 0, "%s is NULL", r ? "rec" : "r");
+        return RF_LEDGER_ERROR;
+    }
+    cJSON_Delete(r->tree); /* the previous record's strings end here */
+    r->tree = NULL;
+    memset(rec, 0, sizeof *rec);
+    if (r->final == RF_LEDGER_ERROR) {
+        rfi_ledger_error(err, r->path, r->line, 0, "the reader of ledger %s stopped after a read error", r->path);
+    }
+    if (r->final != RF_LEDGER_RECORD) {
+        return r->final;
+    }
+    for (;;) {
+        char *first = r->buf + r->start;
+        char *newline = memchr(first, '\n', r->end - r->start);
+        if (newline) {
+            size_t len = (size_t)(newline - first);
+            r->start += len + 1;
+            if (r->skipping) { /* the rest of an over-long line */
+                r->skipping = false;
+                continue;
+            }
+            r->line++;
+            return answer(r, first, len, false, rec, err);
+        }
+        if (r->skipping) {
+            r->start = r->end = 0;
+        } else if (r->start > 0) { /* slide the partial line to the front */
+            memmove(r->buf, first, r->end - r->start);
+            r->end -= r->start;
+            r->start = 0;
+        }
+        if (r->end == WINDOW) {
+            r->line++;
+            r->skipping = true;
+            r->start = r->end = 0;
+            rfi_ledger_error(err, r->path, r->line, 0, "the line is longer than RF_LEDGER_MAX_LINE (%d bytes)",
+                             RF_LEDGER_MAX_LINE);
+            return RF_LEDGER_CORRUPT;
+        }
+        if (r->eof) {
+            r->final = RF_LEDGER_END;
+            if (r->end == 0) {
+                return RF_LEDGER_END;
+            }
+            size_t len = r->end;
+            r->start = r->end = 0;
+            r->line++;
+            return answer(r, r->buf, len, true, rec, err);
+        }
+        ssize_t n;
+        do {
+            n = read(r->fd, r->buf + r->end, WINDOW - r->end);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            r->final = RF_LEDGER_ERROR;
+            rfi_ledger_errno_error(err, r->path, errno, "cannot read ledger");
+            return RF_LEDGER_ERROR;
+        }
+        if (n == 0) {
+            r->eof = true;
+        } else {
+            r->end += (size_t)n;
+        }
+    }
+}
+
+long rf_ledger_reader_line(const rf_ledger_reader *r) { return r ? r->line : 0; }
+
+void rf_ledger_reader_close(rf_ledger_reader *r)
+{
+    if (!r) {
+        return;
+    }
+    cJSON_Delete(r->tree);
+    close(r->fd); /* read-only: nothing to lose if close reports an error */
+    free(r->buf);
+    free(r);
+}

@@ -1,0 +1,24 @@
+--- `retryfreeze run FLOW.lua [args…]`: runs a flow script with retryfreeze loaded.
+local flow = require "retryfreeze.flow"
+
+local M = {
+  summary = "run a Lua flow script with retryfreeze loaded",
+  usage = "retryfreeze run FLOW.lua [args...]\n\n  Runs FLOW.lua with `arg` set as lua(1) does (arg[0] = FLOW.lua).\n"
+    .. "  Exit 0 when the script returns, its own os.exit code, or 1 when it raises an error.",
+}
+
+function M.run(args, _, err)
+  if #args < 1 then
+    err:write("retryfreeze run: expected FLOW.lua\nusage: ", M.usage, "\n")
+    return 2
+  end
+  local path = args[1]
+  local ok, why = flow.run(path, table.move(args, 2, #args, 1, {}))
+  if not ok then
+    err:write("retryfreeze run: ", tostring(why), "\n")
+    return 1
+  end
+  return 0
+end
+
+return M

@@ -1,0 +1,20 @@
+--- `retryfreeze serve [options]`: the fault-injecting upstream in the foreground (retryfreeze-serve).
+local upstream = require "retryfreeze.upstream"
+
+local M = {
+  summary = "run the fault-injecting test upstream on 127.0.0.1",
+  usage = "retryfreeze serve [--port N] [--faults SPEC] [--seed S] [--stall-ms MS] [--max-seconds SEC]\n\n"
+    .. "  Runs retryfreeze-serve (see `retryfreeze serve --help-upstream` for the fault grammar).",
+}
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+function M.run(args, _, _, bindir)
+  local parts = { q(upstream.program(bindir)) }
+  for _, a in ipairs(args) do parts[#parts + 1] = a == "--help-upstream" and "--help" or q(a) end
+  local ok, how, code = os.execute(table.concat(parts, " "))
+  if ok then return 0 end
+  return how == "exit" and code or 1
+end
+
+return M

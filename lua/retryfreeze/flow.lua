@@ -1,0 +1,18 @@
+--- Running a flow script (a Lua file that uses require "retryfreeze") with an `arg` table as `lua` sets it.
+local M = {}
+
+--- Runs the script at path with arguments args[1..n]; arg[0] is the script's path.
+-- @return true, or false and an error message (a script that fails to load or raises)
+function M.run(path, args)
+  local chunk, err = loadfile(path)
+  if not chunk then return false, err end
+  local arg_table = { [0] = path }
+  table.move(args, 1, #args, 1, arg_table)
+  local saved = _G.arg
+  _G.arg = arg_table
+  local ok, run_err = xpcall(chunk, debug.traceback, table.unpack(args))
+  _G.arg = saved
+  return ok, run_err
+end
+
+return M

@@ -1,0 +1,43 @@
+--- The project's fault-injecting upstream (retryfreeze-serve) as a child process on a free loopback port.
+local M = {}
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+--- Path of retryfreeze-serve: beside the running retryfreeze binary, else $RF_SERVE.
+-- @param bindir string|nil: directory of the running CLI
+function M.program(bindir)
+  local env = os.getenv("RF_SERVE")
+  if env and env ~= "" then return env end
+  return (bindir or ".") .. "/retryfreeze-serve"
+end
+
+--- Starts the upstream. opts: {bindir=, faults=, seed=, stall_ms=, max_seconds=, log=} (log: a file for
+--- the server's stderr, default /dev/null).
+-- @return {url=, port=, pid=, stop=function} or nil, message
+function M.start(opts)
+  local args = { shell_quote(M.program(opts.bindir)), "--port 0" }
+  if opts.faults then args[#args + 1] = "--faults " .. shell_quote(opts.faults) end
+  if opts.seed then args[#args + 1] = "--seed " .. math.tointeger(opts.seed) end
+  if opts.stall_ms then args[#args + 1] = "--stall-ms " .. math.tointeger(opts.stall_ms) end
+  args[#args + 1] = "--max-seconds " .. math.tointeger(opts.max_seconds or 600)
+  -- `exec` keeps the shell's pid, so the first line is the server's own pid.
+  args[#args + 1] = "2>>" .. shell_quote(opts.log or "/dev/null")
+  local p = io.popen("echo $$; exec " .. table.concat(args, " "), "r")
+  local pid = math.tointeger(tonumber(p:read("l") or ""))
+  local line = p:read("l") or ""
+  local port = math.tointeger(tonumber(line:match("^listening on 127%.0%.0%.1:(%d+)$") or ""))
+  if not pid or not port then
+    p:close()
+    return nil, "cannot start " .. M.program(opts.bindir) .. " (" .. (line ~= "" and line or "no output") .. ")"
+  end
+  local up = { pid = pid, port = port, url = "http://127.0.0.1:" .. port }
+  function up.stop()
+    if up.stopped then return end
+    up.stopped = true
+    os.execute("kill " .. pid .. " 2>/dev/null")
+    p:close()
+  end
+  return up
+end
+
+return M

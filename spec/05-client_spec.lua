@@ -1,0 +1,251 @@
+-- The client against the project's fault-injecting upstream on loopback: every fault kind, every outcome,
+-- Retry-After in seconds and as an HTTP-date, the deadline, the ledger, the on_attempt hook.
+local rf = require "retryfreeze"
+local h = require "spec.helper"
+local upstream = require "retryfreeze.upstream"
+
+local desk = assert(rf.load(h.desk_lock))
+local service = assert(rf.load("examples/service.lock.json"))
+
+describe("rf.client against the fault-injecting upstream", function()
+  local up, ledger_path, ledger, client
+
+  setup(function()
+    up = assert(upstream.start{ bindir = h.bindir, stall_ms = 5000, max_seconds = 120 })
+    ledger_path = os.tmpname()
+    ledger = assert(rf.ledger.open(ledger_path))
+    client = rf.client{ policy = desk, base_url = up.url, ledger = ledger, rng_seed = 1 }
+  end)
+
+  teardown(function()
+    client:close()
+    ledger:close()
+    os.remove(ledger_path)
+    up.stop()
+  end)
+
+  local function post(script, key)
+    return client:request{ method = "POST", path = "/v1/jobs", body = "{}", idempotency_key = key or rf.new_key(),
+      headers = script and { ["X-Fault-Script"] = script } or nil }
+  end
+
+  it("retries a keyed 504 once and succeeds", function()
+    local r = post("504,200")
+    assert.same({ true, 200, "success", "success", 2 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.equal("HTTP_504", r.tries[1].class)
+    assert.equal("pinned-status", r.tries[1].reason)
+    assert.equal(2000, r.tries[1].timeout_ms)
+    assert.equal('{"ok":true,"n":2}', r.body)
+    assert.equal("application/json", r.headers["content-type"])
+    assert.equal("POST /v1/jobs", r.route)
+  end)
+
+  it("stops on max-attempts: exhausted", function()
+    local r = post("504,504,200")
+    assert.same({ false, 504, "exhausted", "max-attempts", 2 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+  end)
+
+  it("never retries a handler 500: terminal", function()
+    local r = post("500,200")
+    assert.same({ false, 500, "terminal", "status-not-retryable", 1 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+  end)
+
+  it("sends a POST without a key once: refused", function()
+    local r = client:request{ method = "POST", path = "/v1/jobs", headers = { ["X-Fault-Script"] = "504,200" } }
+    assert.same({ "refused", "mutating-without-idempotency", 1 }, { r.outcome, r.reason, r.attempts })
+  end)
+
+  it("refuses a request no route covers without sending it", function()
+    local r = client:request{ method = "GET", path = "/v1/jobs" }
+    assert.same({ "refused", "no-route", 0, 0 }, { r.outcome, r.reason, r.attempts, #r.tries })
+  end)
+
+  it("retries a connection reset and an empty reply", function()
+    local r = post("reset,200")
+    assert.same({ true, 2 }, { r.ok, r.attempts })
+    assert.equal("CONNECT_RESET", r.tries[1].class)
+    assert.equal("connect-reset", r.tries[1].transport)
+    r = post("empty,200")
+    assert.same({ true, 2 }, { r.ok, r.attempts })
+    -- On a fresh connection curl reports got-nothing; on a reused keep-alive one the client blocks libcurl's
+    -- own resend and reports connect-reset. Either way the class is CONNECT_RESET.
+    assert.is_truthy(({ ["got-nothing"] = true, ["connect-reset"] = true })[r.tries[1].transport])
+    assert.equal("CONNECT_RESET", r.tries[1].class)
+  end)
+
+  it("times out an attempt at the per-try timeout and the retry gets only what is left", function()
+    local r = post("timeout,200")
+    assert.is_true(r.ok)
+    assert.equal("TIMEOUT", r.tries[1].class)
+    assert.equal(2000, r.tries[1].timeout_ms)
+    assert.is_true(r.tries[1].elapsed_ms >= 1990 and r.tries[1].elapsed_ms < 2300)
+    assert.is_true(r.tries[2].timeout_ms <= 500)
+    assert.is_true(r.elapsed_ms <= 2500 + 50)
+  end)
+
+  it("never outlives totalBudgetMs when the upstream stalls every attempt", function()
+    local r = post("timeout,timeout,timeout")
+    assert.is_false(r.ok)
+    assert.is_true(r.elapsed_ms <= 2500 + 50, "elapsed " .. r.elapsed_ms)
+    assert.same({ "TIMEOUT", "TIMEOUT" }, { r.tries[1].class, r.tries[2].class })
+  end)
+
+  it("honors Retry-After in seconds", function()
+    local r = post("429;retry-after=1,200")
+    assert.is_true(r.ok)
+    assert.equal("1", r.tries[1].retry_after)
+    assert.equal(1000, r.tries[2].delay_ms)
+    assert.is_true(r.elapsed_ms >= 1000)
+  end)
+
+  it("honors Retry-After as an HTTP-date (measured against the server's Date)", function()
+    local r = post("429;retry-after-date=1,200")
+    assert.is_true(r.ok)
+    assert.matches("GMT$", r.tries[1].retry_after)
+    assert.is_true(r.tries[2].delay_ms >= 0 and r.tries[2].delay_ms <= 1000)
+  end)
+
+  it("stops at once on a Retry-After longer than the budget", function()
+    local r = post("429;retry-after=30,200")
+    assert.same({ "deadline", "retry-after-exceeds-budget", 1 }, { r.outcome, r.reason, r.attempts })
+    assert.is_true(r.elapsed_ms < 500)
+  end)
+
+  it("ignores an invalid Retry-After and backs off instead", function()
+    local r = post("429;retry-after=soon,200")
+    assert.is_true(r.ok)
+    assert.is_true(r.tries[2].delay_ms <= 100)
+  end)
+
+  it("does not carry a Retry-After from attempt 1 into attempt 2", function()
+    local r = post("429;retry-after=1,504,200")
+    assert.equal("1", r.tries[1].retry_after)
+    assert.is_nil(r.tries[2].retry_after)
+  end)
+
+  it("lets on_attempt narrow (stop a retry) but never widen (retry a stop)", function()
+    local seen = {}
+    local r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),
+      headers = { ["X-Fault-Script"] = "504,200" },
+      on_attempt = function(try, verdict) seen[#seen + 1] = verdict.reason; return false end }
+    assert.same({ "terminal", "stopped-by-caller", 1 }, { r.outcome, r.reason, r.attempts })
+    assert.same({ "pinned-status" }, seen)
+    r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),
+      headers = { ["X-Fault-Script"] = "500,200" }, on_attempt = function() return true end }
+    assert.same({ "terminal", "status-not-retryable", 1 }, { r.outcome, r.reason, r.attempts })
+  end)
+
+  it("re-raises an error from on_attempt after cleaning up", function()
+    assert.has_error(function()
+      client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),
+        on_attempt = function() error("hook boom") end }
+    end)
+    assert.is_true(post().ok) -- the client still works
+  end)
+
+  it("runs requests concurrently with client:all and returns them in order", function()
+    local t0 = os.time()
+    local rs = client:all{
+      { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), headers = { ["X-Fault-Script"] = "429;retry-after=1,200" } },
+      { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), headers = { ["X-Fault-Script"] = "429;retry-after=1,200" } },
+      { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), headers = { ["X-Fault-Script"] = "500" } },
+    }
+    assert.equal(3, #rs)
+    assert.same({ true, true, false }, { rs[1].ok, rs[2].ok, rs[3].ok })
+    assert.equal(500, rs[3].status)
+    assert.is_true(os.time() - t0 <= 2, "the two 1 s waits overlapped")
+  end)
+
+  it("raises on misuse: bad arguments, raw Idempotency-Key, a closed client", function()
+    assert.has_error(function() client:request{ path = "/v1/jobs" } end)
+    assert.has_error(function() client:request{ method = "POST", path = "/v1/jobs", bogus = 1 } end,
+      "request: unknown option 'bogus'")
+    assert.has_error(function()
+      client:request{ method = "POST", path = "/v1/jobs", headers = { ["Idempotency-Key"] = "k" } }
+    end)
+    assert.has_error(function()
+      client:request{ method = "POST", path = "/v1/jobs", headers = { ["X-A"] = "a\r\nX-B: b" } }
+    end)
+    local c2 = rf.client{ policy = desk, base_url = up.url }
+    c2:close()
+    c2:close()
+    assert.has_error(function() c2:request{ method = "POST", path = "/v1/jobs" } end, "attempt to use a closed client")
+  end)
+
+  it("makes UUID v4 idempotency keys", function()
+    local a, b = rf.new_key(), rf.new_key()
+    assert.matches("^%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$", a)
+    assert.not_equal(a, b)
+  end)
+
+  it("writes one ledger line per logical request with the same key on every attempt, no header values", function()
+    local key = rf.new_key()
+    local before = 0
+    local it, st = rf.ledger.read(ledger_path)
+    for _ in it, st do before = before + 1 end
+    local r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = key,
+      headers = { ["X-Fault-Script"] = "429;retry-after=1,200", Authorization = "Bearer secret-token",
+                  Cookie = "session=secret-cookie" } }
+    assert.is_true(r.ok)
+    local last, count = nil, 0
+    it, st = rf.ledger.read(ledger_path)
+    for rec in it, st do count = count + 1; last = rec end
+    assert.equal(before + 1, count)
+    assert.is_false(st.torn)
+    assert.same({ key, "success", 2, "POST /v1/jobs", desk.digest }, { last.key, last.outcome, last.attempts, last.route, last.policy })
+    assert.equal("1", last.tries[1].retry_after)
+    local f = assert(io.open(ledger_path))
+    local text = f:read("a")
+    f:close()
+    assert.is_nil(text:find("secret", 1, true))
+    assert.is_nil(text:find("Bearer", 1, true))
+  end)
+end)
+
+describe("the multi-route service lock over HTTP", function()
+  it("uses each route's own limits and the client-wide retry budget", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local c = rf.client{ policy = service, base_url = up.url, retry_budget = true, rng_seed = 3 }
+    local r = c:request{ method = "GET", path = "/v1/jobs/42", headers = { ["X-Fault-Script"] = "503,503,503,200" } }
+    assert.same({ true, 4, "GET /v1/jobs/{id}" }, { r.ok, r.attempts, r.route })
+    r = c:request{ method = "GET", path = "/v1/queues", headers = { ["X-Fault-Script"] = "503,503,200" } }
+    assert.same({ false, 2, "exhausted", "GET /v1/*" }, { r.ok, r.attempts, r.outcome, r.route })
+    assert.is_true(c:retry_tokens() < 100)
+    c:close()
+    up.stop()
+  end)
+end)
+
+describe("the ledger against what the upstream saw", function()
+  it("counts every attempt the upstream received, with zero duplicate executions of keyed POSTs", function()
+    local up = assert(upstream.start{ bindir = h.bindir, faults = "504=0.1,429=0.05,reset=0.08,empty=0.05,500=0.03",
+      seed = 11, max_seconds = 120 })
+    local path = os.tmpname()
+    local ledger = assert(rf.ledger.open(path))
+    local c = rf.client{ policy = desk, base_url = up.url, ledger = ledger, rng_seed = 5 }
+    local batch = {}
+    for i = 1, 60 do batch[i] = { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), body = "{}" } end
+    local sent = 0
+    for _, r in ipairs(c:all(batch)) do sent = sent + r.attempts end
+    for _ = 1, 20 do sent = sent + c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() }.attempts end
+    c:close()
+    ledger:close()
+    local stats_lock = assert(rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":1000,'
+      .. '"totalBudgetMs":1000,"retryable":[]}'))
+    local probe = rf.client{ policy = stats_lock, base_url = up.url }
+    local body = probe:request{ method = "GET", path = "/__stats" }.body
+    probe:close()
+    up.stop()
+    local in_ledger, lines = 0, 0
+    local it, st = rf.ledger.read(path)
+    for rec in it, st do
+      lines = lines + 1
+      in_ledger = in_ledger + rec.attempts
+    end
+    os.remove(path)
+    assert.equal(80, lines)
+    assert.equal(sent, in_ledger)
+    assert.equal(tostring(sent), body:match('"requests":(%d+)'))
+    assert.equal("0", body:match('"duplicate_executions":(%d+)'))
+  end)
+end)

@@ -1,0 +1,285 @@
+/*
+ * ledger_stress [DIR] — the ledger under several processes and a crash (registered as ctest c_ledger_stress).
+ *
+ * Phase 1: WRITERS processes append PER_WRITER records each to one file (path "/w<writer>/<i>"). Reading it
+ *          back must give exactly WRITERS * PER_WRITER records, all of which parse, each writer's sequence
+ *          complete and in order: one write(2) per line on O_APPEND never interleaves.
+ * Phase 2: a writer appending in a loop is killed with SIGKILL after ~50 ms, then half a line is appended
+ *          raw, as a crash mid-write leaves it. Every whole line must read as a record, in order, and the
+ *          last as RF_LEDGER_TORN.
+ * Files go into a fresh directory under DIR (default $TMPDIR or /tmp), removed at the end. Exit status 0
+ * on success, 1 with a message on stderr otherwise. Prints the appends per second of phase 1.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "retryfreeze/ledger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { WRITERS = 4, PER_WRITER = 20000, KILL_AFTER_MS = 50 };
+
+static char dir[512];
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "ledger_stress: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A realistic record: about 450 bytes as a line. */
+static rf_ledger_record record(const char *path)
+{
+    rf_ledger_record r;
+    memset(&r, 0, sizeof r);
+    r.ts_ms = 1795972801123;
+    r.route = "POST /v1/jobs";
+    r.method = "POST";
+    r.path = path;
+    r.key = "0b9e7a52-3f7c-4c1e-9d55-6f5c3a1e2b7d";
+    r.policy = "sha256:6c2f0f5e1b7a4d3c9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d";
+    r.attempts = 3;
+    r.elapsed_ms = 1830;
+    r.outcome = "success";
+    r.reason = "success";
+    r.ok = true;
+    r.status = 201;
+    r.body_len = 512;
+    r.n_tries = 3;
+    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 210, 0, "pinned-status", "1"};
+    r.tries[1] = (rf_ledger_try){"TIMEOUT", 0, 500, 1000, "pinned-status", NULL};
+    r.tries[2] = (rf_ledger_try){"SUCCESS", 201, 120, 0, "success", NULL};
+    return r;
+}
+
+/* Child: appends count records "/<prefix>/<i>" (count < 0: forever), signalling ready_fd after the first. */
+static void writer(const char *file, const char *prefix, long count, int ready_fd)
+{
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    char path[64];
+
+    if (rf_ledger_open(file, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK) {
+        fprintf(stderr, "ledger_stress: writer %s: %s\n", prefix, err.message);
+        _exit(1);
+    }
+    for (long i = 0; count < 0 || i < count; i++) {
+        snprintf(path, sizeof path, "/%s/%ld", prefix, i);
+        rf_ledger_record rec = record(path);
+        if (rf_ledger_append(l, &rec, &err) != RF_OK) {
+            fprintf(stderr, "ledger_stress: writer %s: %s\n", prefix, err.message);
+            _exit(1);
+        }
+        if (i == 0 && ready_fd >= 0) { /* tell the parent the first line is in */
+            if (write(ready_fd, "x", 1) != 1) {
+                _exit(1);
+            }
+            close(ready_fd);
+        }
+    }
+    _exit(rf_ledger_close(l, &err) == RF_OK ? 0 : 1);
+}
+
+/* Parses "/<prefix><n>/<i>"; false when path has any other shape. */
+static bool parse_path(const char *path, char prefix, long *n, long *i)
+{
+    char *end;
+    if (path[0] != '/' || path[1] != prefix) {
+        return false;
+    }
+    *n = strtol(path + 2, &end, 10);
+    if (end == path + 2 || *end != '/') {
+        return false;
+    }
+    const char *second = end + 1;
+    *i = strtol(second, &end, 10);
+    return end != second && *end == '\0';
+}
+
+static int phase1(const char *file)
+{
+    pid_t pids[WRITERS];
+    char prefix[16];
+    double t0 = now_s();
+
+    for (int w = 0; w < WRITERS; w++) {
+        snprintf(prefix, sizeof prefix, "w%d", w);
+        pids[w] = fork();
+        if (pids[w] < 0) {
+            return fail("fork: %s", strerror(errno));
+        }
+        if (pids[w] == 0) {
+            writer(file, prefix, PER_WRITER, -1);
+        }
+    }
+    int failed = 0;
+    for (int w = 0; w < WRITERS; w++) {
+        int status;
+        if (waitpid(pids[w], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            failed = fail("writer w%d failed", w);
+        }
+    }
+    if (failed) {
+        return 1;
+    }
+    double t1 = now_s();
+
+    rf_ledger_reader *r = NULL;
+    rf_error err = {0};
+    rf_ledger_record rec;
+    long next[WRITERS] = {0}, total = 0;
+    if (rf_ledger_reader_open(file, &r, &err) != RF_OK) {
+        return fail("%s", err.message);
+    }
+    for (;;) {
+        rf_ledger_read_status st = rf_ledger_reader_next(r, &rec, &err);
+        if (st == RF_LEDGER_END) {
+            break;
+        }
+        if (st != RF_LEDGER_RECORD) {
+            fail("line %ld is not a record (status %d): %s", rf_ledger_reader_line(r), (int)st, err.message);
+            rf_ledger_reader_close(r);
+            return 1;
+        }
+        long w, i;
+        if (!parse_path(rec.path, 'w', &w, &i) || w < 0 || w >= WRITERS) {
+            rf_ledger_reader_close(r);
+            return fail("unexpected path %s at line %ld", rec.path, rf_ledger_reader_line(r));
+        }
+        if (i != next[w]) {
+            rf_ledger_reader_close(r);
+            return fail("out of order: %s at line %ld", rec.path, rf_ledger_reader_line(r));
+        }
+        next[w]++;
+        total++;
+    }
+    rf_ledger_reader_close(r);
+    double t2 = now_s();
+    for (int w = 0; w < WRITERS; w++) {
+        if (next[w] != PER_WRITER) {
+            return fail("writer w%d: %ld of %d records", w, next[w], PER_WRITER);
+        }
+    }
+    if (total != (long)WRITERS * PER_WRITER) {
+        return fail("%ld records read, expected %d", total, WRITERS * PER_WRITER);
+    }
+    printf("phase 1: %ld appends by %d processes in %.0f ms = %.0f appends/s; read back in %.0f ms = %.0f "
+           "records/s\n",
+           total, WRITERS, (t1 - t0) * 1e3, (double)total / (t1 - t0), (t2 - t1) * 1e3, (double)total / (t2 - t1));
+    return 0;
+}
+
+static int phase2(const char *file)
+{
+    int ready[2];
+    char byte;
+
+    if (pipe(ready) != 0) {
+        return fail("pipe: %s", strerror(errno));
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        return fail("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(ready[0]);
+        alarm(20); /* never outlive a parent that failed to kill us */
+        writer(file, "k0", -1, ready[1]);
+    }
+    close(ready[1]);
+    if (read(ready[0], &byte, 1) != 1) {
+        close(ready[0]);
+        return fail("the looping writer never appended");
+    }
+    close(ready[0]);
+    struct timespec pause = {0, KILL_AFTER_MS * 1000000L};
+    nanosleep(&pause, NULL);
+    kill(pid, SIGKILL);
+    int status;
+    if (waitpid(pid, &status, 0) < 0 || !WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+        return fail("the looping writer did not die of SIGKILL");
+    }
+
+    /* The crash: the first half of a line, no newline, written raw. */
+    char line[2048];
+    rf_ledger_record rec = record("/k0/torn");
+    rf_error err = {0};
+    long len = rf_ledger_format(&rec, line, sizeof line, &err);
+    if (len <= 0) {
+        return fail("format: %s", err.message);
+    }
+    int fd = open(file, O_WRONLY | O_APPEND);
+    if (fd < 0 || write(fd, line, (size_t)len / 2) != len / 2) {
+        return fail("raw append: %s", strerror(errno));
+    }
+    close(fd);
+
+    rf_ledger_reader *r = NULL;
+    long records = 0;
+    if (rf_ledger_reader_open(file, &r, &err) != RF_OK) {
+        return fail("%s", err.message);
+    }
+    rf_ledger_read_status st;
+    while ((st = rf_ledger_reader_next(r, &rec, &err)) == RF_LEDGER_RECORD) {
+        long n, i;
+        if (!parse_path(rec.path, 'k', &n, &i) || n != 0 || i != records) {
+            rf_ledger_reader_close(r);
+            return fail("unexpected path %s at line %ld", rec.path, records + 1);
+        }
+        records++;
+    }
+    long torn_line = err.line;
+    rf_ledger_read_status after = rf_ledger_reader_next(r, &rec, &err);
+    rf_ledger_reader_close(r);
+    if (st != RF_LEDGER_TORN || torn_line != records + 1 || after != RF_LEDGER_END) {
+        return fail("after %ld records: expected RF_LEDGER_TORN at line %ld then RF_LEDGER_END, got %d at line %ld "
+                    "then %d (%s)",
+                    records, records + 1, (int)st, torn_line, (int)after, err.message);
+    }
+    printf("phase 2: writer killed after %d ms: %ld whole lines, then the torn line %ld\n", KILL_AFTER_MS, records,
+           torn_line);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *base = argc > 1 ? argv[1] : getenv("TMPDIR");
+    char file1[600], file2[600];
+
+    snprintf(dir, sizeof dir, "%s/rf-ledger-stress-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(dir)) {
+        return fail("mkdtemp %s: %s", dir, strerror(errno));
+    }
+    snprintf(file1, sizeof file1, "%s/concurrent.jsonl", dir);
+    snprintf(file2, sizeof file2, "%s/killed.jsonl", dir);
+    int rc = phase1(file1);
+    if (rc == 0) {
+        rc = phase2(file2);
+    }
+    unlink(file1);
+    unlink(file2);
+    rmdir(dir);
+    return rc;
+}

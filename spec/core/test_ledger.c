@@ -1,0 +1,837 @@
+/*
+ * The attempt ledger (retryfreeze/ledger.h): the exact line format, write -> read round trips, torn and
+ * corrupt lines, over-long lines, I/O errors and refused arguments. Files live in a fresh directory under
+ * $TMPDIR (or /tmp), removed at the end.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "retryfreeze/ledger.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SAFE ((int64_t)1 << 53)
+
+#define assert_contains(haystack, needle)                                                                    \
+    do {                                                                                                     \
+        if (!strstr((haystack), (needle))) {                                                                 \
+            fail_msg("\"%s\" does not contain \"%s\"", (haystack), (needle));                                \
+        }                                                                                                    \
+    } while (0)
+
+static char tmp_dir[256];
+
+static int make_tmp_dir(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/rf-test-ledger-XXXXXX", base && *base ? base : "/tmp");
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static int remove_tmp_dir(void **state)
+{
+    (void)state;
+    DIR *d = opendir(tmp_dir);
+    if (!d) {
+        return -1;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char p[512];
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            snprintf(p, sizeof p, "%s/%s", tmp_dir, e->d_name);
+            unlink(p);
+        }
+    }
+    closedir(d);
+    return rmdir(tmp_dir);
+}
+
+/* A fresh path in the temporary directory (the file does not exist yet). */
+static const char *tmp_file(const char *name)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    unlink(path);
+    return path;
+}
+
+static void write_bytes(const char *path, const char *bytes, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (long)st.st_size;
+}
+
+/* The record of the known-format test: two tries, the first with a Retry-After. */
+static rf_ledger_record sample(void)
+{
+    rf_ledger_record r;
+    memset(&r, 0, sizeof r);
+    r.ts_ms = 1795972801123; /* 2026-11-29T17:20:01.123Z */
+    r.route = "POST /v1/jobs";
+    r.method = "POST";
+    r.path = "/v1/jobs";
+    r.key = "k-1";
+    r.policy = "sha256:0123abcd";
+    r.attempts = 2;
+    r.elapsed_ms = 1234;
+    r.outcome = "success";
+    r.reason = "success";
+    r.ok = true;
+    r.status = 201;
+    r.body_len = 17;
+    r.n_tries = 2;
+    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1"};
+    r.tries[1] = (rf_ledger_try){"SUCCESS", 201, 30, 1000, "success", NULL};
+    return r;
+}
+
+static const char SAMPLE_LINE[] =
+    "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"POST /v1/jobs\",\"method\":\"POST\",\"path\":\"/v1/jobs\","
+    "\"key\":\"k-1\",\"policy\":\"sha256:0123abcd\",\"attempts\":2,\"elapsed_ms\":1234,\"outcome\":\"success\","
+    "\"reason\":\"success\",\"ok\":true,\"status\":201,\"body_len\":17,\"tries\":["
+    "{\"class\":\"HTTP_503\",\"status\":503,\"elapsed_ms\":20,\"delay_ms\":0,\"reason\":\"pinned-status\","
+    "\"retry_after\":\"1\"},"
+    "{\"class\":\"SUCCESS\",\"status\":201,\"elapsed_ms\":30,\"delay_ms\":1000,\"reason\":\"success\","
+    "\"retry_after\":null}]}";
+
+static void assert_records_equal(const rf_ledger_record *a, const rf_ledger_record *b)
+{
+    assert_int_equal(a->ts_ms, b->ts_ms);
+    assert_string_equal(a->route, b->route);
+    assert_string_equal(a->method, b->method);
+    assert_string_equal(a->path, b->path);
+    if (a->key || b->key) {
+        assert_non_null(a->key);
+        assert_non_null(b->key);
+        assert_string_equal(a->key, b->key);
+    }
+    assert_string_equal(a->policy, b->policy);
+    assert_int_equal(a->attempts, b->attempts);
+    assert_int_equal(a->elapsed_ms, b->elapsed_ms);
+    assert_string_equal(a->outcome, b->outcome);
+    assert_string_equal(a->reason, b->reason);
+    assert_int_equal(a->ok, b->ok);
+    assert_int_equal(a->status, b->status);
+    assert_int_equal(a->body_len, b->body_len);
+    assert_int_equal(a->n_tries, b->n_tries);
+    for (size_t i = 0; i < a->n_tries; i++) {
+        const rf_ledger_try *x = &a->tries[i], *y = &b->tries[i];
+        assert_string_equal(x->class_name, y->class_name);
+        assert_int_equal(x->status, y->status);
+        assert_int_equal(x->elapsed_ms, y->elapsed_ms);
+        assert_int_equal(x->delay_ms, y->delay_ms);
+        assert_string_equal(x->reason, y->reason);
+        if (x->retry_after || y->retry_after) {
+            assert_non_null(x->retry_after);
+            assert_non_null(y->retry_after);
+            assert_string_equal(x->retry_after, y->retry_after);
+        }
+    }
+}
+
+static void append_ok(rf_ledger *l, const rf_ledger_record *rec)
+{
+    rf_error err = {0};
+    rf_status st = rf_ledger_append(l, rec, &err);
+    if (st != RF_OK) {
+        fail_msg("append failed (%d): %s: %s", (int)st, err.path, err.message);
+    }
+}
+
+static rf_ledger_reader *reader_open_ok(const char *path)
+{
+    rf_ledger_reader *r = NULL;
+    rf_error err = {0};
+    assert_int_equal(rf_ledger_reader_open(path, &r, &err), RF_OK);
+    assert_non_null(r);
+    return r;
+}
+
+static void expect_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_ledger_read_status want, rf_error *err)
+{
+    memset(err, 0, sizeof *err);
+    rf_ledger_read_status got = rf_ledger_reader_next(r, rec, err);
+    if (got != want) {
+        fail_msg("reader_next: want %d, got %d (line %d: %s)", (int)want, (int)got, err->line, err->message);
+    }
+}
+
+/* ---- the line format ---- */
+
+static void test_format_known_record(void **state)
+{
+    (void)state;
+    rf_ledger_record rec = sample();
+    char buf[2048];
+    rf_error err = {0};
+    long n = rf_ledger_format(&rec, buf, sizeof buf, &err);
+    assert_int_equal(n, (long)strlen(SAMPLE_LINE));
+    assert_string_equal(buf, SAMPLE_LINE);
+}
+
+static void test_format_key_null_and_timestamps(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t ts_ms;
+        const char *text;
+    } cases[] = {
+        {0, "1970-01-01T00:00:00.000Z"},
+        {1709164800000, "2024-02-29T00:00:00.000Z"},  /* leap day */
+        {951782400999, "2000-02-29T00:00:00.999Z"},   /* leap century */
+        {253402300799999, "9999-12-31T23:59:59.999Z"}, /* the last one */
+    };
+    rf_ledger_record rec = sample();
+    rec.key = NULL;
+    rec.n_tries = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[1024], want[1024];
+        rf_error err = {0};
+        rec.ts_ms = cases[i].ts_ms;
+        snprintf(want, sizeof want,
+                 "{\"ts\":\"%s\",\"route\":\"POST /v1/jobs\",\"method\":\"POST\",\"path\":\"/v1/jobs\","
+                 "\"key\":null,\"policy\":\"sha256:0123abcd\",\"attempts\":2,\"elapsed_ms\":1234,"
+                 "\"outcome\":\"success\",\"reason\":\"success\",\"ok\":true,\"status\":201,\"body_len\":17,"
+                 "\"tries\":[]}",
+                 cases[i].text);
+        assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+        assert_string_equal(buf, want);
+    }
+}
+
+/* cJSON's number printer would write 1e+15 and 9.00719925474099e+15 here. */
+static void test_format_integers_stay_integers(void **state)
+{
+    (void)state;
+    rf_ledger_record rec = sample();
+    char buf[2048];
+    rf_error err = {0};
+    rec.elapsed_ms = 1000000000000000;
+    rec.body_len = MAX_SAFE;
+    rec.tries[0].delay_ms = -MAX_SAFE;
+    rec.tries[1].elapsed_ms = 1500000000000000;
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_contains(buf, "\"elapsed_ms\":1000000000000000,");
+    assert_contains(buf, "\"body_len\":9007199254740992,");
+    assert_contains(buf, "\"delay_ms\":-9007199254740992,");
+    assert_contains(buf, "\"elapsed_ms\":1500000000000000,");
+    assert_null(strstr(buf, "e+"));
+}
+
+static void test_format_escapes_strings(void **state)
+{
+    (void)state;
+    rf_ledger_record rec = sample();
+    char buf[2048];
+    rf_error err = {0};
+    rec.path = "/a\"b\\c\x01\n\xc3\xa9";
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_contains(buf, "\"path\":\"/a\\\"b\\\\c\\u0001\\n\xc3\xa9\",");
+}
+
+static void test_format_buffer_capacity(void **state)
+{
+    (void)state;
+    rf_ledger_record rec = sample();
+    size_t len = strlen(SAMPLE_LINE);
+    char *buf = malloc(len + 1);
+    rf_error err = {0};
+    assert_non_null(buf);
+    assert_int_equal(rf_ledger_format(&rec, buf, len, &err), -1);
+    assert_string_equal(err.path, "buf");
+    assert_contains(err.message, "needs");
+    assert_int_equal(rf_ledger_format(&rec, buf, len + 1, &err), (long)len);
+    assert_string_equal(buf, SAMPLE_LINE);
+    free(buf);
+}
+
+/* ---- write, then read ---- */
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("round-trip.jsonl");
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    rf_ledger_record recs[4];
+
+    recs[0] = sample();
+    recs[1] = sample(); /* key null, no retry_after anywhere, failure */
+    recs[1].key = NULL;
+    recs[1].tries[0].retry_after = NULL;
+    recs[1].ok = false;
+    recs[1].outcome = "exhausted";
+    recs[1].reason = "max-attempts";
+    recs[1].status = 503;
+    recs[2] = sample(); /* every try with a Retry-After, the integer extremes, escapes, UTF-8 */
+    recs[2].n_tries = RF_LEDGER_MAX_TRIES;
+    for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
+        recs[2].tries[i] = (rf_ledger_try){"HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status",
+                                           "Sun, 06 Nov 1994 08:49:37 GMT"};
+    }
+    recs[2].elapsed_ms = MAX_SAFE;
+    recs[2].body_len = -MAX_SAFE;
+    recs[2].path = "/q?a=\"1\"&b=\\\t\xe2\x82\xac\xf0\x9f\x98\x80";
+    recs[3] = sample(); /* refused before any attempt: no tries */
+    recs[3].n_tries = 0;
+    recs[3].attempts = 0;
+    recs[3].ts_ms = 0;
+    recs[3].status = 0;
+    recs[3].outcome = "refused";
+    recs[3].reason = "no-route";
+
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_LINE, &l, &err), RF_OK);
+    for (size_t i = 0; i < 4; i++) {
+        append_ok(l, &recs[i]);
+    }
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    for (size_t i = 0; i < 4; i++) {
+        expect_next(r, &got, RF_LEDGER_RECORD, &err);
+        assert_int_equal(rf_ledger_reader_line(r), (long)i + 1);
+        assert_records_equal(&got, &recs[i]);
+    }
+    assert_int_equal(rf_ledger_reader_line(r), 4);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
+/* Appending reopens and appends; nothing is truncated. */
+static void test_append_keeps_earlier_lines(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("reopen.jsonl");
+    rf_ledger_record rec = sample();
+    rf_error err = {0};
+    mode_t old_mask = umask(022);
+    for (int round = 0; round < 3; round++) {
+        rf_ledger *l = NULL;
+        assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+        append_ok(l, &rec);
+        assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    }
+    assert_int_equal(file_size(path), 3 * (long)(strlen(SAMPLE_LINE) + 1));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    umask(old_mask);
+}
+
+/* Enough lines to cross the reader's window several times. */
+static void test_many_lines_cross_the_window(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("many.jsonl");
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    rf_ledger_record rec = sample();
+    char p[64];
+    enum { N = 12000 };
+
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    for (int i = 0; i < N; i++) {
+        snprintf(p, sizeof p, "/n/%d", i);
+        rec.path = p;
+        append_ok(l, &rec);
+    }
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    assert_true(file_size(path) > 4L * RF_LEDGER_MAX_LINE);
+
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    for (int i = 0; i < N; i++) {
+        expect_next(r, &got, RF_LEDGER_RECORD, &err);
+        snprintf(p, sizeof p, "/n/%d", i);
+        assert_string_equal(got.path, p);
+    }
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
+/* ---- torn, corrupt and over-long lines ---- */
+
+static void test_torn_last_line(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("torn.jsonl");
+    char text[4096];
+    rf_error err = {0};
+    rf_ledger_record got;
+
+    /* A whole line, then the first 150 bytes of the next one: a crash mid-write. */
+    snprintf(text, sizeof text, "%s\n%.150s", SAMPLE_LINE, SAMPLE_LINE);
+    write_bytes(path, text, strlen(text));
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_TORN, &err);
+    assert_int_equal(err.line, 2);
+    assert_int_equal(rf_ledger_reader_line(r), 2);
+    assert_string_equal(err.path, path);
+    assert_contains(err.message, "torn");
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+
+    /* Torn inside a multi-byte character: invalid UTF-8 at the end is a torn write too. */
+    snprintf(text, sizeof text, "%s\n{\"ts\":\"\xe2\x82", SAMPLE_LINE);
+    write_bytes(path, text, strlen(text));
+    r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_TORN, &err);
+    assert_int_equal(err.line, 2);
+    rf_ledger_reader_close(r);
+}
+
+static void test_last_line_without_newline_that_parses(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("no-newline.jsonl");
+    char text[4096];
+    rf_error err = {0};
+    rf_ledger_record got, want = sample();
+
+    snprintf(text, sizeof text, "%s\n%s", SAMPLE_LINE, SAMPLE_LINE);
+    write_bytes(path, text, strlen(text));
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&got, &want);
+    assert_int_equal(rf_ledger_reader_line(r), 2);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+
+    /* Valid JSON but not a record, without a newline: corrupt, not torn. */
+    write_bytes(path, "{\"ts\":1}", 8);
+    r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+    assert_int_equal(err.line, 1);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
+static void test_empty_file(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("empty.jsonl");
+    rf_error err = {0};
+    rf_ledger_record got;
+    write_bytes(path, "", 0);
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    assert_int_equal(rf_ledger_reader_line(r), 0);
+    rf_ledger_reader_close(r);
+}
+
+/* Returns SAMPLE_LINE with the first `from` replaced by `to` (caller frees). */
+static char *mutate(const char *from, const char *to)
+{
+    const char *at = strstr(SAMPLE_LINE, from);
+    assert_non_null(at);
+    size_t head = (size_t)(at - SAMPLE_LINE), from_len = strlen(from), to_len = strlen(to);
+    size_t tail = strlen(at + from_len);
+    char *s = malloc(head + to_len + tail + 1);
+    assert_non_null(s);
+    memcpy(s, SAMPLE_LINE, head);
+    memcpy(s + head, to, to_len);
+    memcpy(s + head + to_len, at + from_len, tail + 1);
+    return s;
+}
+
+/* Line 2 is `middle`: expect a record, CORRUPT at line 2 naming what is wrong, then the record of line 3. */
+static void expect_corrupt_middle(const char *middle, const char *message)
+{
+    const char *path = tmp_file("corrupt.jsonl");
+    size_t cap = 2 * sizeof SAMPLE_LINE + strlen(middle) + 4;
+    char *text = malloc(cap);
+    rf_error err = {0};
+    rf_ledger_record got, want = sample();
+
+    assert_non_null(text);
+    snprintf(text, cap, "%s\n%s\n%s\n", SAMPLE_LINE, middle, SAMPLE_LINE);
+    write_bytes(path, text, strlen(text));
+    free(text);
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+    assert_int_equal(err.line, 2);
+    assert_string_equal(err.path, path);
+    assert_contains(err.message, message);
+    assert_null(got.route); /* nothing half-filled */
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_int_equal(rf_ledger_reader_line(r), 3);
+    assert_records_equal(&got, &want);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
+static void test_corrupt_middle_line(void **state)
+{
+    (void)state;
+    expect_corrupt_middle("this is not json", "not valid JSON");
+    expect_corrupt_middle("", "empty line");
+    expect_corrupt_middle("[1,2]", "must be a JSON object");
+    expect_corrupt_middle("{\"a\":1} x", "unexpected text after the value");
+
+    char line[sizeof SAMPLE_LINE + 8];
+    int head = (int)(strstr(SAMPLE_LINE, "\"tries\":[") - SAMPLE_LINE) + (int)strlen("\"tries\":");
+    snprintf(line, sizeof line, "%.*s{}}", head, SAMPLE_LINE);
+    expect_corrupt_middle(line, "field \"$.tries\" must be an array, got an object");
+}
+
+static void test_corrupt_fields(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *from, *to, *message;
+    } cases[] = {
+        {"\"policy\":\"sha256:0123abcd\",", "", "missing field \"$.policy\""},
+        {"\"attempts\":2", "\"attempts\":\"2\"", "field \"$.attempts\" must be an integer, got a string"},
+        {"\"attempts\":2", "\"attempts\":2.5", "field \"$.attempts\" must be an integer in int range, got 2.5"},
+        {"\"status\":201,\"body", "\"status\":4294967296,\"body", "field \"$.status\" must be an integer"},
+        {"\"elapsed_ms\":1234", "\"elapsed_ms\":18014398509481984", "\"$.elapsed_ms\" must be an integer in +-2^53"},
+        {"\"ok\":true", "\"ok\":1", "field \"$.ok\" must be a boolean, got a number"},
+        {"\"key\":\"k-1\"", "\"key\":7", "field \"$.key\" must be a string or null, got a number"},
+        {"\"route\":\"POST /v1/jobs\"", "\"route\":null", "field \"$.route\" must be a string, got null"},
+        {"\"ts\":\"2026-11-29T17:20:01.123Z\"", "\"ts\":\"2026-11-29T17:20:01Z\"", "field \"$.ts\" must be RFC 3339"},
+        {"\"ts\":\"2026-11-29T17:20:01.123Z\"", "\"ts\":\"2026-02-29T17:20:01.123Z\"", "field \"$.ts\""},
+        {"\"ts\":\"2026-11-29T17:20:01.123Z\"", "\"ts\":1795972801123", "field \"$.ts\" must be a string"},
+        {"\"body_len\":17", "\"body_len\":17,\"body\":\"secret\"", "unknown field \"$.body\""},
+        {"\"route\":\"POST /v1/jobs\"", "\"route\":\"POST /v1/jobs\",\"route\":\"x\"", "duplicate field \"$.route\""},
+        {"\"tries\":[", "\"tries\":[5,", "field \"$.tries[0]\" must be an object, got a number"},
+        {"\"status\":503,", "", "missing field \"$.tries[0].status\""},
+        {"\"delay_ms\":1000", "\"delay_ms\":-1.5", "field \"$.tries[1].delay_ms\" must be an integer"},
+        {"\"retry_after\":\"1\"", "\"retry_after\":1", "field \"$.tries[0].retry_after\" must be a string or null"},
+        {"\"reason\":\"pinned-status\"", "\"reason\":\"pinned-status\",\"body\":\"\"", "unknown field \"$.tries[0].body\""},
+        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\\u0000/jobs\"", "the escape \\u0000"},
+        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\x01/jobs\"", "raw control character"},
+        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\xff/jobs\"", "invalid UTF-8"},
+        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\xed\xa0\x80/jobs\"", "invalid UTF-8"}, /* a surrogate */
+        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\\ud800/jobs\"", "not valid JSON"}, /* a lone surrogate escape */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *line = mutate(cases[i].from, cases[i].to);
+        expect_corrupt_middle(line, cases[i].message);
+        free(line);
+    }
+}
+
+static void test_retry_after_may_be_omitted(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("omitted.jsonl");
+    char *line = mutate(",\"retry_after\":null", "");
+    rf_error err = {0};
+    rf_ledger_record got;
+    write_bytes(path, line, strlen(line));
+    free(line);
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_int_equal(got.n_tries, 2);
+    assert_string_equal(got.tries[0].retry_after, "1");
+    assert_null(got.tries[1].retry_after);
+    rf_ledger_reader_close(r);
+}
+
+static void test_too_many_tries_in_a_line(void **state)
+{
+    (void)state;
+    static const char try_json[] =
+        "{\"class\":\"HTTP_503\",\"status\":503,\"elapsed_ms\":1,\"delay_ms\":0,\"reason\":\"pinned-status\"}";
+    const char *start = strstr(SAMPLE_LINE, "\"tries\":[");
+    size_t head = (size_t)(start - SAMPLE_LINE) + strlen("\"tries\":[");
+    size_t cap = head + (RF_LEDGER_MAX_TRIES + 1) * sizeof try_json + 8;
+    char *line = malloc(cap);
+    assert_non_null(line);
+    memcpy(line, SAMPLE_LINE, head);
+    line[head] = '\0';
+    for (int i = 0; i <= RF_LEDGER_MAX_TRIES; i++) {
+        strcat(line, i ? "," : "");
+        strcat(line, try_json);
+    }
+    strcat(line, "]}");
+    expect_corrupt_middle(line, "more than RF_LEDGER_MAX_TRIES");
+    free(line);
+}
+
+static void test_over_long_line(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("long.jsonl");
+    size_t line_len = sizeof SAMPLE_LINE - 1;
+    /* line 1: one byte too long; line 2: a record; line 3: 3 MiB of junk; line 4: a record; line 5: too long,
+       no newline, at the end of the file */
+    size_t long1 = RF_LEDGER_MAX_LINE + 1, long3 = 3u * RF_LEDGER_MAX_LINE, long5 = RF_LEDGER_MAX_LINE + 7;
+    size_t total = long1 + 1 + line_len + 1 + long3 + 1 + line_len + 1 + long5;
+    char *text = malloc(total), *p = text;
+    rf_error err = {0};
+    rf_ledger_record got;
+
+    assert_non_null(text);
+    memset(p, 'x', long1);
+    p += long1;
+    *p++ = '\n';
+    memcpy(p, SAMPLE_LINE, line_len);
+    p += line_len;
+    *p++ = '\n';
+    memset(p, '{', long3);
+    p += long3;
+    *p++ = '\n';
+    memcpy(p, SAMPLE_LINE, line_len);
+    p += line_len;
+    *p++ = '\n';
+    memset(p, '"', long5);
+    p += long5;
+    assert_int_equal((size_t)(p - text), total);
+    write_bytes(path, text, total);
+    free(text);
+
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+    assert_int_equal(err.line, 1);
+    assert_string_equal(err.path, path);
+    assert_contains(err.message, "longer than RF_LEDGER_MAX_LINE");
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_int_equal(rf_ledger_reader_line(r), 2);
+    expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+    assert_int_equal(err.line, 3);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_int_equal(rf_ledger_reader_line(r), 4);
+    expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+    assert_int_equal(err.line, 5);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
+/* The writer accepts a line of exactly RF_LEDGER_MAX_LINE bytes, the reader reads it; one more is refused. */
+static void test_longest_line(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("longest.jsonl");
+    rf_ledger_record rec = sample();
+    char small[2048];
+    rf_error err = {0};
+    rf_ledger *l = NULL;
+
+    rec.path = "";
+    long base = rf_ledger_format(&rec, small, sizeof small, &err);
+    assert_true(base > 0);
+    size_t path_len = RF_LEDGER_MAX_LINE - (size_t)base;
+    char *long_path = malloc(path_len + 2);
+    assert_non_null(long_path);
+    memset(long_path, 'p', path_len + 1);
+    long_path[path_len] = '\0';
+    rec.path = long_path;
+
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &rec);
+    long_path[path_len] = 'p'; /* one byte more */
+    long_path[path_len + 1] = '\0';
+    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EINVAL);
+    assert_string_equal(err.path, "$");
+    assert_contains(err.message, "more than RF_LEDGER_MAX_LINE");
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    assert_int_equal(file_size(path), RF_LEDGER_MAX_LINE + 1);
+
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_int_equal(strlen(got.path), path_len);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    free(long_path);
+}
+
+/* ---- I/O errors ---- */
+
+static void test_disk_full(void **state)
+{
+    (void)state;
+    rf_ledger_record rec = sample();
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    if (access("/dev/full", W_OK) != 0) {
+        skip();
+    }
+    assert_int_equal(rf_ledger_open("/dev/full", RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO);
+    assert_string_equal(err.path, "/dev/full");
+    assert_contains(err.message, "No space left on device");
+    assert_contains(err.message, "/dev/full");
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+}
+
+static void test_open_errors(void **state)
+{
+    (void)state;
+    rf_ledger *l = (rf_ledger *)&l; /* must be reset to NULL */
+    rf_ledger_reader *r = (rf_ledger_reader *)&r;
+    rf_error err = {0};
+
+    assert_int_equal(rf_ledger_open(tmp_dir, RF_LEDGER_FSYNC_NONE, &l, &err), RF_EIO);
+    assert_null(l);
+    assert_string_equal(err.path, tmp_dir);
+    assert_contains(err.message, "Is a directory");
+
+    assert_int_equal(rf_ledger_open("/nonexistent-rf-dir/ledger.jsonl", RF_LEDGER_FSYNC_NONE, &l, &err), RF_EIO);
+    assert_contains(err.message, "No such file or directory");
+
+    assert_int_equal(rf_ledger_reader_open(tmp_dir, &r, &err), RF_EIO);
+    assert_null(r);
+    assert_contains(err.message, "Is a directory");
+    assert_int_equal(rf_ledger_reader_open("/nonexistent-rf-dir/ledger.jsonl", &r, &err), RF_EIO);
+    assert_contains(err.message, "No such file or directory");
+}
+
+static void test_read_only_file(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("read-only.jsonl");
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    if (geteuid() == 0) {
+        skip(); /* root writes through 0444 */
+    }
+    write_bytes(path, "", 0);
+    assert_int_equal(chmod(path, 0444), 0);
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_EIO);
+    assert_contains(err.message, "Permission denied");
+}
+
+/* ---- refused arguments ---- */
+
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("null.jsonl");
+    rf_ledger_record rec = sample(), got;
+    rf_ledger *l = NULL;
+    rf_ledger_reader *r = NULL;
+    rf_error err = {0};
+    char buf[2048];
+
+    assert_int_equal(rf_ledger_open(NULL, RF_LEDGER_FSYNC_NONE, &l, &err), RF_EINVAL);
+    assert_string_equal(err.path, "path");
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, NULL, &err), RF_EINVAL);
+    assert_string_equal(err.path, "out");
+    assert_int_equal(rf_ledger_open(path, (rf_ledger_fsync)7, &l, &err), RF_EINVAL);
+    assert_string_equal(err.path, "fsync_mode");
+    assert_int_equal(rf_ledger_append(NULL, &rec, &err), RF_EINVAL);
+    assert_int_equal(rf_ledger_append(NULL, &rec, NULL), RF_EINVAL); /* err may be NULL */
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_append(l, NULL, &err), RF_EINVAL);
+    assert_string_equal(err.path, "rec");
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    assert_int_equal(rf_ledger_close(NULL, &err), RF_OK);
+    assert_int_equal(file_size(path), 0);
+
+    assert_int_equal(rf_ledger_format(NULL, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "rec");
+    assert_int_equal(rf_ledger_format(&rec, NULL, 0, &err), -1);
+    assert_string_equal(err.path, "buf");
+
+    assert_int_equal(rf_ledger_reader_open(NULL, &r, &err), RF_EINVAL);
+    assert_int_equal(rf_ledger_reader_open(path, NULL, &err), RF_EINVAL);
+    assert_int_equal(rf_ledger_reader_next(NULL, &got, &err), RF_LEDGER_ERROR);
+    assert_string_equal(err.path, "r");
+    r = reader_open_ok(path);
+    assert_int_equal(rf_ledger_reader_next(r, NULL, &err), RF_LEDGER_ERROR);
+    assert_string_equal(err.path, "rec");
+    rf_ledger_reader_close(r);
+    rf_ledger_reader_close(NULL);
+    assert_int_equal(rf_ledger_reader_line(NULL), 0);
+}
+
+static void test_refused_values(void **state)
+{
+    (void)state;
+    const char *path = tmp_file("refused.jsonl");
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    static const struct {
+        int what;
+        const char *field;
+    } cases[] = {
+        {0, "$.elapsed_ms"}, {1, "$.body_len"}, {2, "$.tries[1].delay_ms"}, {3, "$.tries[0].elapsed_ms"},
+        {4, "$.ts"},         {5, "$.ts"},       {6, "$.tries"},             {7, "$.route"},
+        {8, "$.tries[1].reason"}, {9, "$.path"}, {10, "$.tries[0].retry_after"}, {11, "$.tries[0].class"},
+    };
+
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rf_ledger_record rec = sample();
+        char buf[2048];
+        switch (cases[i].what) {
+        case 0: rec.elapsed_ms = MAX_SAFE + 1; break;
+        case 1: rec.body_len = -MAX_SAFE - 1; break;
+        case 2: rec.tries[1].delay_ms = INT64_MAX; break;
+        case 3: rec.tries[0].elapsed_ms = INT64_MIN; break;
+        case 4: rec.ts_ms = -1; break;
+        case 5: rec.ts_ms = 253402300800000; break; /* year 10000 */
+        case 6: rec.n_tries = RF_LEDGER_MAX_TRIES + 1; break;
+        case 7: rec.route = NULL; break;
+        case 8: rec.tries[1].reason = NULL; break;
+        case 9: rec.path = "/v1/\xc3\x28"; break; /* invalid UTF-8 */
+        case 10: rec.tries[0].retry_after = "\xc0\xaf"; break; /* overlong "/" */
+        case 11: rec.tries[0].class_name = NULL; break;
+        }
+        memset(&err, 0, sizeof err);
+        assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EINVAL);
+        assert_string_equal(err.path, cases[i].field);
+        assert_contains(err.message, cases[i].field);
+        assert_int_equal(rf_ledger_format(&rec, buf, sizeof buf, &err), -1);
+        assert_string_equal(err.path, cases[i].field);
+    }
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    assert_int_equal(file_size(path), 0); /* nothing was written */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_format_known_record),
+        cmocka_unit_test(test_format_key_null_and_timestamps),
+        cmocka_unit_test(test_format_integers_stay_integers),
+        cmocka_unit_test(test_format_escapes_strings),
+        cmocka_unit_test(test_format_buffer_capacity),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_append_keeps_earlier_lines),
+        cmocka_unit_test(test_many_lines_cross_the_window),
+        cmocka_unit_test(test_torn_last_line),
+        cmocka_unit_test(test_last_line_without_newline_that_parses),
+        cmocka_unit_test(test_empty_file),
+        cmocka_unit_test(test_corrupt_middle_line),
+        cmocka_unit_test(test_corrupt_fields),
+        cmocka_unit_test(test_retry_after_may_be_omitted),
+        cmocka_unit_test(test_too_many_tries_in_a_line),
+        cmocka_unit_test(test_over_long_line),
+        cmocka_unit_test(test_longest_line),
+        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_read_only_file),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_refused_values),
+    };
+    return cmocka_run_group_tests_name("ledger", tests, make_tmp_dir, remove_tmp_dir);
+}
