@@ -402,6 +402,30 @@ static const luaL_Reg policy_methods[] = {
     {"routes", l_routes},   {"effective_json", l_effective_json}, {"canonical_json", l_canonical_json},
     {"match", l_match},     {NULL, NULL}};
 
+static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {
+    if (!has) return;
+    lua_pushnumber(L, (lua_Number)milli / 1000.0);
+    lua_setfield(L, -2, key);
+}
+
+/* policy.gate → a fresh table of the lock's gate thresholds (snake_case keys), or nil when it has none. */
+static int push_gate(lua_State *L, const rf_policy *p) {
+    rf_gate_view g;
+    if (!rf_policy_gate(p, &g)) return 0;
+    lua_createtable(L, 0, 6);
+    set_ratio(L, "max_retried_success", g.has_max_retried_success, g.max_retried_success_milli);
+    set_ratio(L, "max_attempts_per_success", g.has_max_attempts_per_success, g.max_attempts_per_success_milli);
+    set_ratio(L, "max_terminal_rate", g.has_max_terminal_rate, g.max_terminal_rate_milli);
+    set_ratio(L, "max_retry_ratio", g.has_max_retry_ratio, g.max_retry_ratio_milli);
+    if (g.has_min_successes) {
+        lua_pushinteger(L, g.min_successes);
+        lua_setfield(L, -2, "min_successes");
+    }
+    push_string_list(L, g.forbid_reasons, g.n_forbid_reasons);
+    lua_setfield(L, -2, "forbid_reasons");
+    return 1;
+}
+
 /* __index: methods by name, and the read-only fields digest and route_count. */
 static int l_policy_index(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
@@ -410,6 +434,7 @@ static int l_policy_index(lua_State *L) {
         lua_pushstring(L, rf_policy_digest(p));
         return 1;
     }
+    if (strcmp(k, "gate") == 0) return push_gate(L, p);
     if (strcmp(k, "route_count") == 0) {
         lua_pushinteger(L, (lua_Integer)rf_policy_route_count(p));
         return 1;

@@ -27,3 +27,11 @@ find_program(BUSTED NAMES busted REQUIRED)
 add_test(NAME busted COMMAND ${LUA54} ${BUSTED} --output=plainTerminal WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(busted PROPERTIES LABELS "lua"
   ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
+
+# examples/embed_host.c: a C program embedding Lua and the module, run as a test.
+add_executable(embed_host examples/embed_host.c $<TARGET_OBJECTS:retryfreeze_lua>)
+target_compile_options(embed_host PRIVATE ${RF_WARNINGS})
+target_link_libraries(embed_host PRIVATE retryfreeze_lua PkgConfig::LUA)
+add_test(NAME embed_host COMMAND embed_host ${CMAKE_SOURCE_DIR}/lua ${CMAKE_SOURCE_DIR}/examples/retry-budget.lock.json)
+set_tests_properties(embed_host PROPERTIES LABELS "c"
+  PASS_REGULAR_EXPRESSION "^sha256:[0-9a-f]+ true pinned-status delay_ms=1000 timeout_ms=1400\n$")

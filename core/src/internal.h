@@ -61,7 +61,14 @@ typedef struct rfi_route {
     const char *method_ptrs[RFI_MAX_METHODS];
 } rfi_route;
 
+typedef struct rfi_gate {
+    bool present;
+    rf_gate_view view; /* forbid_reasons points at reason_ptrs */
+    const char *reason_ptrs[RF_REASON_COUNT];
+} rfi_gate;
+
 struct rf_policy {
+    rfi_gate gate;
     size_t n_routes;
     rfi_route *routes; /* sorted by endpoint text */
     bool has_retry_budget;

@@ -326,6 +326,70 @@ static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b
     return true;
 }
 
+/* The gate object: thresholds over ledger stats (docs/lock.md). Every field optional; unknown keys refused. */
+static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsObject(obj)) {
+        rfi_fail(err, path, "must be an object of gate thresholds, got %s", type_name(obj));
+        return false;
+    }
+    rf_gate_view *v = &g->view;
+    for (const cJSON *c = obj->child; c != NULL; c = c->next) {
+        child_path(sub, path, c->string);
+        const char *k = c->string;
+        if (strcmp(k, "maxRetriedSuccess") == 0) {
+            if (!get_milli(c, sub, 0.0, 1.0, &v->max_retried_success_milli, err)) return false;
+            v->has_max_retried_success = true;
+        } else if (strcmp(k, "maxAttemptsPerSuccess") == 0) {
+            if (!get_milli(c, sub, 1.0, 10.0, &v->max_attempts_per_success_milli, err)) return false;
+            v->has_max_attempts_per_success = true;
+        } else if (strcmp(k, "maxTerminalRate") == 0) {
+            if (!get_milli(c, sub, 0.0, 1.0, &v->max_terminal_rate_milli, err)) return false;
+            v->has_max_terminal_rate = true;
+        } else if (strcmp(k, "maxRetryRatio") == 0) {
+            if (!get_milli(c, sub, 0.0, 10.0, &v->max_retry_ratio_milli, err)) return false;
+            v->has_max_retry_ratio = true;
+        } else if (strcmp(k, "minSuccesses") == 0) {
+            if (!get_int(c, sub, 0, 1000000000, &v->min_successes, err)) return false;
+            v->has_min_successes = true;
+        } else if (strcmp(k, "forbidReasons") == 0) {
+            if (!cJSON_IsArray(c)) {
+                rfi_fail(err, sub, "must be an array of reasons, got %s", type_name(c));
+                return false;
+            }
+            int i = 0;
+            char item[PATH_CAP];
+            for (const cJSON *r = c->child; r != NULL; r = r->next, i++) {
+                index_path(item, sub, i);
+                const char *name;
+                size_t len;
+                if (!get_string(r, item, &name, &len, err)) return false;
+                int found = -1;
+                for (int j = 0; j < RF_REASON_COUNT; j++)
+                    if (strcmp(rf_reason_name((rf_reason)j), name) == 0) found = j;
+                if (found < 0) {
+                    rfi_fail(err, item, "unknown reason \"%.40s\" (see docs/reasons.md)", name);
+                    return false;
+                }
+                for (size_t k2 = 0; k2 < v->n_forbid_reasons; k2++) {
+                    if (strcmp(g->reason_ptrs[k2], name) == 0) {
+                        rfi_fail(err, item, "reason \"%s\" is listed twice", name);
+                        return false;
+                    }
+                }
+                g->reason_ptrs[v->n_forbid_reasons++] = rf_reason_name((rf_reason)found);
+            }
+        } else if (strcmp(k, "$comment") != 0) {
+            return unknown_key(c, path,
+                               "maxRetriedSuccess, maxAttemptsPerSuccess, maxTerminalRate, maxRetryRatio, "
+                               "minSuccesses, forbidReasons, $comment",
+                               err);
+        }
+    }
+    g->present = true;
+    return true;
+}
+
 #define ROUTE_KEYS                                                                                                    \
     "endpoint, maxAttempts, perAttemptTimeoutMs, totalBudgetMs, minAttemptMs, retryable, notRetryable, "              \
     "idempotencyRequired, backoff, retryAfter, $comment"
@@ -472,7 +536,7 @@ static bool finish_route(spec *sp, rf_error *err) {
 }
 
 /* The flat form: the whole document is one route (plus $comment and retryBudget). */
-static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rf_error *err) {
+static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate *gate, rf_error *err) {
     snprintf(sp->where, PATH_CAP, "$");
     char sub[PATH_CAP];
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
@@ -481,14 +545,19 @@ static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rf_error 
             if (!parse_retry_budget(c, sub, budget, err)) return false;
             continue;
         }
+        if (strcmp(c->string, "gate") == 0) {
+            if (!parse_gate(c, "$.gate", gate, err)) return false;
+            continue;
+        }
         int r = parse_route_field(c, "$", sp, err);
         if (r < 0) return false;
-        if (r == 0) return unknown_key(c, "$", ROUTE_KEYS ", retryBudget (or version/defaults/routes)", err);
+        if (r == 0) return unknown_key(c, "$", ROUTE_KEYS ", retryBudget, gate (or version/defaults/routes)", err);
     }
     return finish_route(sp, err);
 }
 
-static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rf_error *err) {
+static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rfi_gate *gate,
+                       rf_error *err) {
     char sub[PATH_CAP];
     const cJSON *version = NULL, *defaults = NULL, *routes = NULL;
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
@@ -497,10 +566,12 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
         else if (strcmp(c->string, "routes") == 0) routes = c;
         else if (strcmp(c->string, "retryBudget") == 0) {
             if (!parse_retry_budget(c, "$.retryBudget", budget, err)) return false;
+        } else if (strcmp(c->string, "gate") == 0) {
+            if (!parse_gate(c, "$.gate", gate, err)) return false;
         } else if (strcmp(c->string, "$comment") == 0) {
             if (!cJSON_IsString(c)) return rfi_fail(err, "$.$comment", "must be a string, got %s", type_name(c)), false;
         } else {
-            return unknown_key(c, "$", "version, defaults, routes, retryBudget, $comment", err);
+            return unknown_key(c, "$", "version, defaults, routes, retryBudget, gate, $comment", err);
         }
     }
     int64_t v;
@@ -607,6 +678,8 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     spec *specs = NULL;
     size_t n = 0;
     budget_cfg budget = {0};
+    rfi_gate gate;
+    memset(&gate, 0, sizeof gate);
     rf_policy *p = NULL;
     if (used < len) {
         rfi_fail(err, "$", "trailing data after the JSON value at byte %zu", used);
@@ -619,7 +692,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     }
     if (!check_duplicates(root, "$", err)) goto done;
     if (cJSON_GetObjectItemCaseSensitive(root, "routes") || cJSON_GetObjectItemCaseSensitive(root, "version")) {
-        if (!load_multi(root, &specs, &n, &budget, err)) goto done;
+        if (!load_multi(root, &specs, &n, &budget, &gate, err)) goto done;
     } else {
         specs = calloc(1, sizeof *specs);
         if (specs == NULL) {
@@ -628,7 +701,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
             goto done;
         }
         n = 1;
-        if (!load_flat(root, specs, &budget, err)) goto done;
+        if (!load_flat(root, specs, &budget, &gate, err)) goto done;
     }
     p = calloc(1, sizeof *p);
     if (p != NULL) p->routes = calloc(n, sizeof *p->routes);
@@ -643,6 +716,8 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     p->has_retry_budget = budget.present;
     p->budget_max_tokens_milli = budget.max_tokens_milli;
     p->budget_token_ratio_milli = budget.ratio_milli;
+    p->gate = gate;
+    p->gate.view.forbid_reasons = p->gate.reason_ptrs;
     st = rfi_policy_finish(p, err);
     if (st == RF_OK) {
         *out = p;

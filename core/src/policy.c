@@ -76,9 +76,32 @@ fail:
     return NULL;
 }
 
+static bool add_milli(cJSON *o, const char *key, bool has, int64_t milli) {
+    return !has || cJSON_AddNumberToObject(o, key, (double)milli / 1000.0) != NULL;
+}
+
+/* The gate object in canonical form (sorted keys), or JSON null. */
+static bool add_gate(cJSON *root, const rfi_gate *g) {
+    if (!g->present) return cJSON_AddNullToObject(root, "gate") != NULL;
+    const rf_gate_view *v = &g->view;
+    cJSON *o = cJSON_AddObjectToObject(root, "gate");
+    if (o == NULL) return false;
+    cJSON *reasons = string_array(g->reason_ptrs, v->n_forbid_reasons);
+    if (reasons == NULL || !cJSON_AddItemToObject(o, "forbidReasons", reasons)) {
+        cJSON_Delete(reasons);
+        return false;
+    }
+    return add_milli(o, "maxAttemptsPerSuccess", v->has_max_attempts_per_success, v->max_attempts_per_success_milli) &&
+           add_milli(o, "maxRetriedSuccess", v->has_max_retried_success, v->max_retried_success_milli) &&
+           add_milli(o, "maxRetryRatio", v->has_max_retry_ratio, v->max_retry_ratio_milli) &&
+           add_milli(o, "maxTerminalRate", v->has_max_terminal_rate, v->max_terminal_rate_milli) &&
+           (!v->has_min_successes || cJSON_AddNumberToObject(o, "minSuccesses", (double)v->min_successes) != NULL);
+}
+
 static cJSON *policy_json(const rf_policy *p) {
     cJSON *root = cJSON_CreateObject(), *routes = cJSON_CreateArray();
     if (root == NULL || routes == NULL) goto fail;
+    if (!add_gate(root, &p->gate)) goto fail;
     if (p->has_retry_budget) {
         cJSON *b = cJSON_AddObjectToObject(root, "retryBudget");
         if (b == NULL || !cJSON_AddNumberToObject(b, "maxTokens", (double)(p->budget_max_tokens_milli / 1000)) ||
@@ -112,8 +135,13 @@ static bool sha256_hex(const char *text, char out[65]) {
     return true;
 }
 
+static int compare_strings(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 rf_status rfi_policy_finish(rf_policy *p, rf_error *err) {
     for (size_t i = 0; i < p->n_routes; i++) build_views(&p->routes[i]);
+    qsort(p->gate.reason_ptrs, p->gate.view.n_forbid_reasons, sizeof p->gate.reason_ptrs[0], compare_strings);
     cJSON *doc = policy_json(p);
     if (doc != NULL) {
         p->canonical = cJSON_PrintUnformatted(doc);
@@ -185,6 +213,16 @@ long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, 
         }
     }
     return best;
+}
+
+bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {
+    if (out == NULL) return false;
+    if (p == NULL || !p->gate.present) {
+        memset(out, 0, sizeof *out);
+        return false;
+    }
+    *out = p->gate.view;
+    return true;
 }
 
 bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli) {

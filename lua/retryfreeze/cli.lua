@@ -6,7 +6,8 @@ local rf = require "retryfreeze"
 
 local M = {}
 
-local commands <const> = { "check", "decide", "run", "demo", "serve" }
+local commands <const> = { "check", "decide", "run", "demo", "serve", "stats", "gate", "soak", "model", "diff",
+  "signoff", "verify" }
 
 local function load_command(name)
   local ok, mod = pcall(require, "retryfreeze.cli_" .. name)

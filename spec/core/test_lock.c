@@ -138,6 +138,8 @@ static void test_digest_changes_with_every_decision_number(void **state) {
         "{" MINIMAL ",\"retryAfter\":{\"honor\":false}}",
         "{" MINIMAL ",\"idempotencyRequired\":[\"POST\"]}",
         "{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.1}}",
+        "{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":0.05}}",
+        "{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\"]}}",
     };
     rf_policy *base = load_ok("{" MINIMAL "}");
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
@@ -217,6 +219,36 @@ static void test_refusals_name_path_rule_and_value(void **state) {
     refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a\"}]}", "$.routes[0].maxAttempts", "required");
     refused("{\"version\":1,\"routes\":[{" MINIMAL "}],\"route\":1}", "$.route", "unknown key");
     refused("{\"$comment\":5," MINIMAL "}", "$.$comment", "must be a string");
+    refused("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1.5}}", "$.gate.maxRetriedSuccess", "from 0 to 1");
+    refused("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"nope\"]}}", "$.gate.forbidReasons[0]", "unknown reason");
+    refused("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"deadline\"]}}", "$.gate.forbidReasons[1]",
+            "listed twice");
+    refused("{" MINIMAL ",\"gate\":{\"minSuccess\":1}}", "$.gate.minSuccess", "unknown key");
+    refused("{" MINIMAL ",\"gate\":[]}", "$.gate", "must be an object");
+}
+
+static void test_gate_object(void **state) {
+    (void)state;
+    rf_policy *p = load_ok("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":0.05,\"maxAttemptsPerSuccess\":1.3,"
+                           "\"minSuccesses\":50,\"forbidReasons\":[\"unpinned-source\",\"deadline\"]}}");
+    rf_gate_view g;
+    assert_true(rf_policy_gate(p, &g));
+    assert_true(g.has_max_retried_success);
+    assert_int_equal(g.max_retried_success_milli, 50);
+    assert_int_equal(g.max_attempts_per_success_milli, 1300);
+    assert_false(g.has_max_terminal_rate);
+    assert_int_equal(g.min_successes, 50);
+    assert_int_equal(g.n_forbid_reasons, 2);
+    assert_string_equal(g.forbid_reasons[0], "deadline"); /* sorted: order does not change the digest */
+    assert_string_equal(g.forbid_reasons[1], "unpinned-source");
+    rf_policy *q = load_ok("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"unpinned-source\"],"
+                           "\"minSuccesses\":50,\"maxAttemptsPerSuccess\":1.3,\"maxRetriedSuccess\":0.05}}");
+    assert_string_equal(rf_policy_digest(p), rf_policy_digest(q));
+    rf_policy *none = load_ok("{" MINIMAL "}");
+    assert_false(rf_policy_gate(none, &g));
+    rf_policy_free(p);
+    rf_policy_free(q);
+    rf_policy_free(none);
 }
 
 static void test_malformed_json_reports_line_and_column(void **state) {
@@ -304,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_digest_ignores_whitespace_order_comment_and_alias_spelling),
         cmocka_unit_test(test_digest_changes_with_every_decision_number),
         cmocka_unit_test(test_refusals_name_path_rule_and_value),
+        cmocka_unit_test(test_gate_object),
         cmocka_unit_test(test_malformed_json_reports_line_and_column),
         cmocka_unit_test(test_bom_is_skipped_and_oversize_refused),
         cmocka_unit_test(test_buffer_need_not_be_nul_terminated),

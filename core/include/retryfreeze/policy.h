@@ -97,6 +97,29 @@ RF_API long rf_policy_match(const rf_policy *p, const char *method, size_t metho
  */
 RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli);
 
+/*
+ * The lock's optional "gate" object: thresholds `retryfreeze gate` and `soak` apply to ledger stats, kept in
+ * the reviewed file beside the budget they judge. Ratios are × 1000 (3 decimal places in the lock); a
+ * has_* flag is false for a threshold the lock does not set.
+ */
+typedef struct rf_gate_view {
+    bool has_max_retried_success;
+    int64_t max_retried_success_milli; /* maxRetriedSuccess 0..1: retried successes / successes */
+    bool has_max_attempts_per_success;
+    int64_t max_attempts_per_success_milli; /* maxAttemptsPerSuccess 1..10 */
+    bool has_max_terminal_rate;
+    int64_t max_terminal_rate_milli; /* maxTerminalRate 0..1: terminal outcomes / requests */
+    bool has_max_retry_ratio;
+    int64_t max_retry_ratio_milli; /* maxRetryRatio 0..10: retries / requests */
+    bool has_min_successes;
+    int64_t min_successes; /* minSuccesses 0..1000000000: below it the gate is skipped */
+    size_t n_forbid_reasons;
+    const char *const *forbid_reasons; /* forbidReasons: verdict reasons no request may end with */
+} rf_gate_view;
+
+/* Fills *out and returns true when the lock has a gate object; false (and *out zeroed) otherwise. */
+RF_API bool rf_policy_gate(const rf_policy *p, rf_gate_view *out);
+
 #ifdef __cplusplus
 }
 #endif
