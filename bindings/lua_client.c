@@ -266,13 +266,6 @@ typedef struct hook_ctx {
     int fn_idx;     /* stack index of the request's on_attempt; 0: the client's, if any */
 } hook_ctx;
 
-static const rf_policy *client_policy(lua_State *L, int client_idx) {
-    lua_getiuservalue(L, client_idx, UV_POLICY);
-    const rf_policy *p = rfl_check_policy(L, -1);
-    lua_pop(L, 1);
-    return p;
-}
-
 static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     hook_ctx *h = ud;
     lua_State *L = h->L;
@@ -282,7 +275,9 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
         return 0;
     }
     push_try(L, t);
-    rfl_push_verdict(L, client_policy(L, h->client_idx), v);
+    lua_getiuservalue(L, h->client_idx, UV_POLICY);
+    rfl_push_verdict(L, -1, v);
+    lua_remove(L, -2);
     if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
         if (lua_rawlen(L, h->errors_idx) == 0) lua_rawseti(L, h->errors_idx, 1);
         else lua_pop(L, 1);

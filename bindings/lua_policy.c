@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -22,8 +23,24 @@ typedef struct lpolicy {
     rf_policy *p; /* NULL until loaded, and after __gc */
 } lpolicy;
 
+/* Registry keys (their addresses) of the metatables and of the string cache: lua_rawgetp finds them without
+ * the string hashing and comparing that luaL_checkudata's lua_getfield(registry, name) costs per call. */
+static const char policy_mt_key = 0, rng_mt_key = 0, strings_key = 0;
+
+/* luaL_checkudata with a pointer-keyed fast path; raises the usual "X expected" error otherwise. */
+static void *check_ud(lua_State *L, int idx, const void *mt_key, const char *tname) {
+    void *p = lua_touserdata(L, idx);
+    if (p != NULL && lua_getmetatable(L, idx)) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, mt_key);
+        int same = lua_rawequal(L, -1, -2);
+        lua_pop(L, 2);
+        if (same) return p;
+    }
+    return luaL_checkudata(L, idx, tname);
+}
+
 const rf_policy *rfl_check_policy(lua_State *L, int idx) {
-    lpolicy *lp = luaL_checkudata(L, idx, POLICY_MT);
+    lpolicy *lp = check_ud(L, idx, &policy_mt_key, POLICY_MT);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     return lp->p;
 }
@@ -97,8 +114,22 @@ static rf_rng *default_rng(lua_State *L) {
 
 /* ---- loading ------------------------------------------------------------------------------------ */
 
+/* The policy userdata's uservalue 1: its route endpoints as Lua strings (index = route + 1), made once at
+ * load so a verdict's route field costs no string hashing. */
+static void cache_routes(lua_State *L, int ud, const rf_policy *p) {
+    size_t n = rf_policy_route_count(p);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        rf_route_view rv;
+        rf_policy_route(p, i, &rv);
+        lua_pushstring(L, rv.endpoint);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setiuservalue(L, ud, 1);
+}
+
 static lpolicy *new_policy_ud(lua_State *L) {
-    lpolicy *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+    lpolicy *lp = lua_newuserdatauv(L, sizeof *lp, 1);
     lp->p = NULL; /* closed first: an error below never leaks */
     luaL_setmetatable(L, POLICY_MT);
     return lp;
@@ -114,6 +145,7 @@ static int l_load_string(lua_State *L) {
     rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", name);
     if (st != RF_OK) return push_load_error(L, name, &err);
+    cache_routes(L, lua_gettop(L), lp->p);
     return 1;
 }
 
@@ -125,6 +157,7 @@ static int l_load_file(lua_State *L) {
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", path);
     if (st != RF_OK) return push_load_error(L, path, &err);
+    cache_routes(L, lua_gettop(L), lp->p);
     return 1;
 }
 
@@ -132,6 +165,19 @@ static int l_load_file(lua_State *L) {
 
 static const char *const fact_keys[] = {"method", "path", "status", "transport", "retry_after", "date",
                                         "attempts", "elapsed_ms", "idempotency_key", "source", "now_ms", NULL};
+
+/* Registry key (its address) of the per-state table {fact name = index in fact_keys}: one hash lookup per
+ * fact instead of a string comparison against every name. */
+static const char fact_index_key = 0;
+
+static void make_fact_index(lua_State *L) {
+    lua_createtable(L, 0, 11);
+    for (int i = 0; fact_keys[i]; i++) {
+        lua_pushinteger(L, i);
+        lua_setfield(L, -2, fact_keys[i]);
+    }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_index_key);
+}
 
 static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
     int isnum = 0;
@@ -160,15 +206,17 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
     luaL_checktype(L, arg, LUA_TTABLE);
     memset(f, 0, sizeof *f);
     f->attempts = 1;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
+    int index = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, arg) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING)
             luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
         const char *k = lua_tostring(L, -2);
         size_t klen = 0;
-        int which = -1;
-        for (int i = 0; fact_keys[i]; i++)
-            if (strcmp(k, fact_keys[i]) == 0) which = i;
+        lua_pushvalue(L, -2);
+        int which = lua_rawget(L, index) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
+        lua_pop(L, 1);
         switch (which) {
         case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
         case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
@@ -206,6 +254,7 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
         }
         lua_pop(L, 1);
     }
+    lua_pop(L, 1); /* the index table */
     if (f->method == NULL) luaL_argerror(L, arg, "facts.method is required");
     if (f->path == NULL) luaL_argerror(L, arg, "facts.path is required");
     if (f->now_ms == 0 && f->retry_after != NULL) {
@@ -215,26 +264,76 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
     }
 }
 
-/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route}. */
-void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
+/* The per-state string cache (registry, pointer key): verdict field names at [1..7], reason names at
+ * [STR_REASON + reason], Retry-After use names at [STR_RA_USE + use]. Built once in rfl_open_policy. */
+enum { STR_RETRY = 1, STR_REASON_KEY, STR_CLASS, STR_DELAY, STR_TIMEOUT, STR_RA_KEY, STR_ROUTE, STR_REASON = 10,
+       STR_RA_USE = STR_REASON + RF_REASON_COUNT, STR_CLASS_BASE = 100 };
+
+static void make_string_cache(lua_State *L) {
+    static const char *const keys[] = {"retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "route"};
+    lua_createtable(L, STR_RA_USE + RF_RA_USE_COUNT, 0);
+    for (int i = 0; i < 7; i++) {
+        lua_pushstring(L, keys[i]);
+        lua_rawseti(L, -2, STR_RETRY + i);
+    }
+    for (int i = 0; i < RF_REASON_COUNT; i++) {
+        lua_pushstring(L, rf_reason_name((rf_reason)i));
+        lua_rawseti(L, -2, STR_REASON + i);
+    }
+    for (int i = 0; i < RF_RA_USE_COUNT; i++) {
+        lua_pushstring(L, rf_retry_after_use_name((rf_retry_after_use)i));
+        lua_rawseti(L, -2, STR_RA_USE + i);
+    }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
+}
+
+/* t[cache[key]] = value on top; t is at -3 after the key and value are pushed. */
+static void set_cached(lua_State *L, int cache, int key) {
+    lua_rawgeti(L, cache, key);
+    lua_insert(L, -2);
+    lua_rawset(L, -3);
+}
+
+/* Pushes the class name, cached per status (HTTP_nnn) in the string cache at STR_CLASS_BASE + status. */
+static void push_class(lua_State *L, int cache, const rf_verdict *v) {
+    int slot = 0;
+    if (v->class_name[0] == 'H' && v->class_name[5] >= '1' && v->class_name[5] <= '5' && v->class_name[8] == '\0')
+        slot = STR_CLASS_BASE + atoi(v->class_name + 5);
+    if (slot && lua_rawgeti(L, cache, slot) == LUA_TSTRING) return;
+    if (slot) lua_pop(L, 1);
+    lua_pushstring(L, v->class_name);
+    if (slot) {
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, cache, slot);
+    }
+}
+
+/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route}; policy_idx is
+ * the stack index of the deciding policy's userdata (its cached route strings). */
+void rfl_push_verdict(lua_State *L, int policy_idx, const rf_verdict *v) {
+    policy_idx = lua_absindex(L, policy_idx);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    int cache = lua_gettop(L);
     lua_createtable(L, 0, 7);
     lua_pushboolean(L, v->retry);
-    lua_setfield(L, -2, "retry");
-    lua_pushstring(L, rf_reason_name(v->reason));
-    lua_setfield(L, -2, "reason");
-    lua_pushstring(L, v->class_name);
-    lua_setfield(L, -2, "class");
+    set_cached(L, cache, STR_RETRY);
+    lua_rawgeti(L, cache, STR_REASON + (int)v->reason);
+    set_cached(L, cache, STR_REASON_KEY);
+    push_class(L, cache, v);
+    set_cached(L, cache, STR_CLASS);
     lua_pushinteger(L, v->delay_ms);
-    lua_setfield(L, -2, "delay_ms");
+    set_cached(L, cache, STR_DELAY);
     lua_pushinteger(L, v->timeout_ms);
-    lua_setfield(L, -2, "timeout_ms");
-    lua_pushstring(L, rf_retry_after_use_name(v->retry_after));
-    lua_setfield(L, -2, "retry_after");
-    rf_route_view rv;
-    if (v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK) {
-        lua_pushstring(L, rv.endpoint);
-        lua_setfield(L, -2, "route");
+    set_cached(L, cache, STR_TIMEOUT);
+    lua_rawgeti(L, cache, STR_RA_USE + (int)v->retry_after);
+    set_cached(L, cache, STR_RA_KEY);
+    if (v->route >= 0) {
+        lua_getiuservalue(L, policy_idx, 1);
+        lua_rawgeti(L, -1, (lua_Integer)v->route + 1);
+        lua_remove(L, -2);
+        set_cached(L, cache, STR_ROUTE);
     }
+    lua_remove(L, cache);
 }
 
 /* ---- policy methods ----------------------------------------------------------------------------- */
@@ -242,7 +341,7 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
 /* policy:decide(facts [, rng]) → verdict table. Raises on bad facts (argument errors name the key). */
 static int l_decide(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
-    rf_rng *rng = lua_isnoneornil(L, 3) ? NULL : luaL_checkudata(L, 3, RNG_MT);
+    rf_rng *rng = lua_isnoneornil(L, 3) ? NULL : check_ud(L, 3, &rng_mt_key, RNG_MT);
     rf_facts f;
     rfl_read_facts(L, 2, &f);
     if (rng == NULL) rng = default_rng(L);
@@ -250,7 +349,7 @@ static int l_decide(lua_State *L) {
     rf_error err;
     if (rf_decide(p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "facts.%s %s", err.path, err.message));
-    rfl_push_verdict(L, p, &v);
+    rfl_push_verdict(L, 1, &v);
     return 1;
 }
 
@@ -498,7 +597,11 @@ static const char *transport_at(int i) { return rf_transport_name((rf_transport)
 static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
 
 void rfl_open_policy(lua_State *L) {
+    make_fact_index(L);
+    make_string_cache(L);
     luaL_newmetatable(L, POLICY_MT);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
     luaL_newlibtable(L, policy_methods);
     luaL_setfuncs(L, policy_methods, 0);
     lua_pushcclosure(L, l_policy_index, 1);
@@ -514,6 +617,8 @@ void rfl_open_policy(lua_State *L) {
     lua_pop(L, 1);
 
     luaL_newmetatable(L, RNG_MT);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_rng_between);
     lua_setfield(L, -2, "between");

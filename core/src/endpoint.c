@@ -28,6 +28,13 @@ static bool param_name(const char *s, size_t len) {
     return true;
 }
 
+/* The score rfi_endpoint_match gives an all-literal pattern of n segments on an exact match. */
+static uint64_t exact_score(size_t n) {
+    uint64_t sc = 0;
+    for (size_t i = 0; i < n; i++) sc = sc << 3 | RFI_SEG_LITERAL;
+    return (sc << 3 | (RFI_SEG_LITERAL + 1)) << (3 * (RFI_MAX_SEGMENTS - n));
+}
+
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap) {
     memset(out, 0, sizeof *out);
     if (len == 0 || len > RFI_MAX_ENDPOINT) {
@@ -54,6 +61,9 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
     memcpy(out->method, text, mlen);
     out->method_len = (uint8_t)mlen;
     memcpy(out->pattern, path, plen);
+    out->pattern_len = (uint16_t)plen;
+    out->literal_only = true;
+    out->literal_score = exact_score(0);
     if (plen == 1) return true; /* "/" has no segments */
     size_t i = 1;
     while (i <= plen) {
@@ -76,6 +86,7 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
                 return false;
             }
             out->wildcard = true;
+            out->literal_only = false;
             return true;
         } else if (seg[0] == '{') {
             if (slen < 3 || seg[slen - 1] != '}' || !param_name(seg + 1, slen - 2)) {
@@ -83,6 +94,7 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
                 return false;
             }
             kind = RFI_SEG_PARAM;
+            out->literal_only = false;
         } else {
             for (size_t k = 0; k < slen; k++) {
                 if (!literal_char(seg[k])) {
@@ -98,6 +110,7 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
         out->n_segments++;
         i++;
     }
+    out->literal_score = exact_score(out->n_segments);
     return true;
 }
 
@@ -114,13 +127,16 @@ static bool bytes_equal(const char *a, const char *b, size_t n) {
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path,
                         size_t path_len, uint64_t *score) {
     if (e->method_len != method_len || !bytes_equal(e->method, method, method_len)) return false;
-    for (size_t i = 0; i < path_len; i++) {
-        if (path[i] == '?' || path[i] == '#') {
-            path_len = i;
-            break;
-        }
-    }
+    const char *q = memchr(path, '?', path_len);
+    if (q != NULL) path_len = (size_t)(q - path);
+    const char *h = memchr(path, '#', path_len);
+    if (h != NULL) path_len = (size_t)(h - path);
     if (path_len == 0 || path[0] != '/') return false;
+    if (e->literal_only) { /* the common case: one comparison of the whole path */
+        if (path_len != e->pattern_len || memcmp(path, e->pattern, path_len) != 0) return false;
+        *score = e->literal_score;
+        return true;
+    }
     uint64_t sc = 0;
     size_t pos = 1, seg = 0;
     if (path_len == 1) pos = 2; /* "/" has no segments */

@@ -29,6 +29,9 @@ typedef struct rfi_endpoint {
     char method[RFI_MAX_METHOD + 1];
     uint8_t method_len;
     char pattern[RFI_MAX_ENDPOINT + 1];
+    uint16_t pattern_len;
+    bool literal_only;      /* no {param} and no "*": matched by one comparison */
+    uint64_t literal_score; /* its specificity score on an exact match */
     size_t n_segments;
     uint16_t seg_off[RFI_MAX_SEGMENTS];
     uint16_t seg_len[RFI_MAX_SEGMENTS];

@@ -27,13 +27,32 @@ uint64_t rf_rng_next(rf_rng *rng) {
     return result;
 }
 
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 u128;
+#endif
+
 int64_t rf_rng_between(rf_rng *rng, int64_t lo, int64_t hi) {
     if (rng == NULL || hi <= lo) return lo;
     uint64_t span = (uint64_t)hi - (uint64_t)lo + 1u; /* hi - lo < 2^63 here: both are delays in ms */
+#if defined(__SIZEOF_INT128__)
+    /* Lemire's multiply-shift with rejection ("Fast Random Integer Generation in an Interval", 2019): unbiased,
+     * and the division runs only in the rare rejection branch. */
+    u128 m = (u128)rf_rng_next(rng) * span;
+    uint64_t low = (uint64_t)m;
+    if (low < span) {
+        uint64_t threshold = (0 - span) % span;
+        while (low < threshold) {
+            m = (u128)rf_rng_next(rng) * span;
+            low = (uint64_t)m;
+        }
+    }
+    return lo + (int64_t)(m >> 64);
+#else
     /* Rejection sampling: draws below `limit` map uniformly onto [0, span). */
     uint64_t limit = UINT64_MAX - (UINT64_MAX % span);
     uint64_t x;
     do x = rf_rng_next(rng);
     while (x >= limit);
     return lo + (int64_t)(x % span);
+#endif
 }
