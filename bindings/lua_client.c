@@ -20,8 +20,19 @@
 enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_COUNT = 3 };
 
 typedef struct lclient {
-    rf_client *c; /* NULL until created, and after close */
+    rf_client *c;   /* NULL until created, and after close */
+    bool scheduled; /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
 } lclient;
+
+#define PENDING_MT "retryfreeze.PendingRequest"
+
+/* A request started by a scheduled flow: kept on the flow coroutine's stack while it yields. */
+typedef struct lpending {
+    rf_pending *p; /* NULL once collected */
+    rf_response resp;
+    rf_request req;        /* copied here: the flow keeps pointing at it while the coroutine is suspended */
+    const char *lines[64]; /* its header lines; the strings live in a table on the coroutine's stack */
+} lpending;
 
 static rf_client *check_open_client(lua_State *L, int idx) {
     lclient *lc = luaL_checkudata(L, idx, CLIENT_MT);
@@ -79,6 +90,7 @@ static int l_client_new(lua_State *L) {
     check_keys(L, 1, client_keys, "rf.client");
     lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
+    lc->scheduled = false;
     luaL_setmetatable(L, CLIENT_MT);
     int ud = lua_gettop(L);
     rf_client_options o = {0};
@@ -122,8 +134,18 @@ static int l_client_new(lua_State *L) {
 
 static int l_client_close(lua_State *L) {
     lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    if (lc->c != NULL && rf_client_pending(lc->c) > 0)
+        return luaL_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
     rf_client_free(lc->c);
     lc->c = NULL;
+    return 0;
+}
+
+static int l_pending_gc(lua_State *L) {
+    lpending *lp = luaL_checkudata(L, 1, PENDING_MT);
+    rf_pending_free(lp->p); /* an abandoned flow: its transfer is dropped */
+    lp->p = NULL;
+    rf_response_clear(&lp->resp);
     return 0;
 }
 
@@ -290,11 +312,49 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
 
 /* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
  * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
+/* Continuation of a scheduled request: the scheduler resumed the flow once the request was done. */
+static int k_request(lua_State *L, int status, lua_KContext ctx) {
+    (void)status;
+    lpending *lp = lua_touserdata(L, (int)ctx);
+    push_response(L, &lp->resp);
+    rf_pending_free(lp->p);
+    lp->p = NULL;
+    rf_response_clear(&lp->resp);
+    return 1;
+}
+
+/* Starts the request without blocking and yields its ticket (a light userdata) to the scheduler. */
+static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req) {
+    lpending *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+    memset(lp, 0, sizeof *lp);
+    luaL_setmetatable(L, PENDING_MT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
+    int box = lua_gettop(L);
+    lp->req = *req;
+    memcpy(lp->lines, req->headers, req->n_headers * sizeof *lp->lines);
+    lp->req.headers = lp->lines;
+    rf_error err;
+    rf_status st = rf_client_start(c, &lp->req, NULL, NULL, &lp->resp, &lp->p, &err);
+    if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
+    if (st != RF_OK) return luaL_error(L, "client:request: %s %s", err.path, err.message);
+    lua_pushlightuserdata(L, lp->p);
+    return lua_yieldk(L, 1, (lua_KContext)box, k_request);
+}
+
 static int l_request(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
+    lclient *lc = lua_touserdata(L, 1);
     const char *lines[64];
     rf_request req;
     read_request(L, 2, &req, lines, 64); /* pushes the header-lines keeper */
+    if (lc->scheduled && lua_isyieldable(L)) {
+        lua_getfield(L, 2, "on_attempt");
+        bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
+        if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
+        lua_pop(L, 2);
+        return request_scheduled(L, c, &req);
+    }
     lua_newtable(L);
     int errors = lua_gettop(L);
     lua_getfield(L, 2, "on_attempt");
@@ -353,6 +413,36 @@ static int l_all(lua_State *L) {
     return 1;
 }
 
+/* client:_set_scheduled(bool): used by retryfreeze.scheduler; while set, request() inside a coroutine
+ * yields instead of blocking. */
+static int l_set_scheduled(lua_State *L) {
+    check_open_client(L, 1);
+    lclient *lc = lua_touserdata(L, 1);
+    lc->scheduled = lua_toboolean(L, 2);
+    return 0;
+}
+
+/* client:_run(timeout_ms) → array of tickets (light userdata) of scheduled requests now done. */
+static int l_run(lua_State *L) {
+    rf_client *c = check_open_client(L, 1);
+    lua_Integer timeout = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, timeout >= 0 && timeout <= 60000, 2, "timeout_ms must be 0..60000");
+    rf_pending *done[256];
+    size_t n = rf_client_run(c, (int)timeout, done, 256);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushlightuserdata(L, done[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+/* client:in_flight() → requests started by scheduled flows and not yet done. */
+static int l_in_flight(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)rf_client_pending(check_open_client(L, 1)));
+    return 1;
+}
+
 /* client:retry_tokens() → the retry budget's tokens (a number), or nil when the client has none. */
 static int l_retry_tokens(lua_State *L) {
     int64_t t = rf_client_retry_tokens_milli(check_open_client(L, 1));
@@ -384,6 +474,9 @@ void rfl_open_client(lua_State *L) {
     static const luaL_Reg methods[] = {{"request", l_request},
                                        {"all", l_all},
                                        {"retry_tokens", l_retry_tokens},
+                                       {"in_flight", l_in_flight},
+                                       {"_set_scheduled", l_set_scheduled},
+                                       {"_run", l_run},
                                        {"close", l_client_close},
                                        {NULL, NULL}};
     luaL_newmetatable(L, CLIENT_MT);
@@ -396,6 +489,12 @@ void rfl_open_client(lua_State *L) {
     lua_pushcfunction(L, l_client_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pushliteral(L, CLIENT_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, PENDING_MT);
+    lua_pushcfunction(L, l_pending_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, PENDING_MT);
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_client_new);

@@ -64,6 +64,8 @@ nomem:
 
 void rf_client_free(rf_client *c) {
     if (c == NULL) return;
+    while (c->first) rf_pending_free(c->first); /* abandoned started requests */
+    if (c->multi) curl_multi_cleanup(c->multi);
     if (c->easy) curl_easy_cleanup(c->easy);
     for (size_t i = 0; i < c->n_headers; i++) free(c->headers[i]);
     free(c->headers);
@@ -112,75 +114,137 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     return RF_OK;
 }
 
+rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
+                          rf_response *out, rf_pending **pending, rf_error *err) {
+    if (c == NULL || req == NULL || out == NULL || pending == NULL)
+        return fail(err, "", "client, request, response and pending must not be NULL");
+    rf_error local;
+    if (err == NULL) err = &local;
+    if (c->multi == NULL && (c->multi = curl_multi_init()) == NULL) goto nomem;
+    rf_pending *p = calloc(1, sizeof *p);
+    CURL *easy = p ? curl_easy_init() : NULL;
+    if (easy == NULL) {
+        free(p);
+        goto nomem;
+    }
+    rf_status st = rfi_flow_init(&p->flow, c, easy, req, out, hook, hook_ud, err);
+    if (st != RF_OK) {
+        curl_easy_cleanup(easy);
+        free(p);
+        return st;
+    }
+    p->c = c;
+    p->next = c->first;
+    if (c->first) c->first->prev = p;
+    c->first = p;
+    c->n_pending++;
+    *pending = p;
+    return RF_OK;
+nomem:
+    fail(err, "client", "out of memory");
+    return RF_ENOMEM;
+}
+
+static void unlink_pending(rf_pending *p) {
+    rf_client *c = p->c;
+    if (p->prev) p->prev->next = p->next;
+    else if (c->first == p) c->first = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+    c->n_pending--;
+}
+
+size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap) {
+    if (c == NULL || c->first == NULL || done == NULL || cap == 0) return 0;
+    int64_t until = rfi_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    size_t n_done = 0;
+    for (;;) {
+        int64_t now = rfi_mono_ms(), next_wake = -1;
+        for (rf_pending *p = c->first, *next; p != NULL; p = next) {
+            next = p->next;
+            rfi_flow *f = &p->flow;
+            if (f->state == RFI_FLOW_WAITING && f->wake_ms <= now) f->state = RFI_FLOW_READY;
+            if (f->state == RFI_FLOW_READY && rfi_flow_begin_attempt(f)) {
+                curl_multi_add_handle(c->multi, f->easy);
+                p->in_multi = true;
+            }
+            if (f->state == RFI_FLOW_WAITING && (next_wake < 0 || f->wake_ms < next_wake)) next_wake = f->wake_ms;
+            if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
+                p->reported = true;
+                unlink_pending(p);
+                done[n_done++] = p;
+            }
+        }
+        if (n_done > 0 || c->first == NULL) break;
+        int running = 0;
+        curl_multi_perform(c->multi, &running);
+        CURLMsg *msg;
+        int left;
+        bool progressed = false;
+        while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            rf_pending *p = NULL;
+            CURL *easy = msg->easy_handle;
+            CURLcode rc = msg->data.result;
+            curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&p); /* CURLOPT_PRIVATE is the flow, first member */
+            curl_multi_remove_handle(c->multi, easy);
+            if (p) {
+                p->in_multi = false;
+                rfi_flow_end_attempt(&p->flow, rc);
+                progressed = true;
+            }
+        }
+        if (progressed) continue;
+        now = rfi_mono_ms();
+        if (now >= until) break;
+        int64_t wait = until - now;
+        if (next_wake >= 0 && next_wake - now < wait) wait = next_wake - now < 0 ? 0 : next_wake - now;
+        curl_multi_poll(c->multi, NULL, 0, (int)(wait < 100 ? wait : 100), NULL);
+    }
+    return n_done;
+}
+
+size_t rf_client_pending(const rf_client *c) { return c ? c->n_pending : 0; }
+
+bool rf_pending_hook_failed(const rf_pending *p) { return p && p->flow.hook_failed; }
+
+void rf_pending_free(rf_pending *p) {
+    if (p == NULL) return;
+    if (!p->reported) unlink_pending(p);
+    if (p->in_multi) curl_multi_remove_handle(p->c->multi, p->flow.easy);
+    curl_easy_cleanup(p->flow.easy);
+    rfi_flow_cleanup(&p->flow);
+    free(p);
+}
+
 rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                         rf_response *out, rf_error *err) {
     if (c == NULL || (n > 0 && (reqs == NULL || out == NULL)))
         return fail(err, "", "client, requests and responses must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
-    rf_status st = RF_OK;
-    CURLM *multi = curl_multi_init();
-    rfi_flow *flows = calloc(n ? n : 1, sizeof *flows);
-    size_t ready = 0;
-    if (multi == NULL || flows == NULL) {
-        st = RF_ENOMEM;
+    rf_pending **started = calloc(n ? n : 1, sizeof *started), *done[64];
+    if (started == NULL) {
         fail(err, "client", "out of memory");
-        goto out;
+        return RF_ENOMEM;
     }
-    for (; ready < n; ready++) {
-        CURL *easy = curl_easy_init();
-        if (easy == NULL) {
-            st = RF_ENOMEM;
-            fail(err, "client", "out of memory");
-            goto out;
-        }
-        st = rfi_flow_init(&flows[ready], c, easy, &reqs[ready], &out[ready], hook, hook_ud, err);
+    rf_status st = RF_OK;
+    size_t n_started = 0, n_done = 0;
+    for (; n_started < n; n_started++) {
+        st = rf_client_start(c, &reqs[n_started], hook, hook_ud, &out[n_started], &started[n_started], err);
         if (st != RF_OK) {
-            curl_easy_cleanup(easy);
-            snprintf(err->path, sizeof err->path, "[%zu].%.200s", ready + 1, flows[ready].req ? "request" : "");
-            goto out;
+            char where[32];
+            snprintf(where, sizeof where, "[%zu].", n_started + 1);
+            memmove(err->path + strlen(where), err->path, sizeof err->path - strlen(where) - 1);
+            memcpy(err->path, where, strlen(where));
+            break;
         }
     }
-    for (;;) {
-        size_t done = 0;
-        int64_t now = rfi_mono_ms(), next_wake = -1;
-        for (size_t i = 0; i < n; i++) {
-            rfi_flow *f = &flows[i];
-            if (f->state == RFI_FLOW_WAITING && f->wake_ms <= now) f->state = RFI_FLOW_READY;
-            if (f->state == RFI_FLOW_READY && rfi_flow_begin_attempt(f)) curl_multi_add_handle(multi, f->easy);
-            if (f->state == RFI_FLOW_DONE) done++;
-            if (f->state == RFI_FLOW_WAITING && (next_wake < 0 || f->wake_ms < next_wake)) next_wake = f->wake_ms;
-        }
-        if (done == n) break;
-        int running = 0;
-        curl_multi_perform(multi, &running);
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
-            if (msg->msg != CURLMSG_DONE) continue;
-            rfi_flow *f = NULL;
-            CURL *easy = msg->easy_handle;
-            CURLcode rc = msg->data.result;
-            curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&f);
-            curl_multi_remove_handle(multi, easy);
-            if (f) rfi_flow_end_attempt(f, rc);
-        }
-        int timeout = 100;
-        if (next_wake >= 0) {
-            int64_t wait = next_wake - rfi_mono_ms();
-            timeout = wait < 0 ? 0 : (wait < 100 ? (int)wait : 100);
-        }
-        curl_multi_poll(multi, NULL, 0, timeout, NULL);
+    while (st == RF_OK && n_done < n) n_done += rf_client_run(c, 1000, done, 64);
+    for (size_t i = 0; i < n_started; i++) {
+        if (st == RF_OK && rf_pending_hook_failed(started[i])) st = fail(err, "on_attempt", "the attempt hook failed");
+        rf_pending_free(started[i]);
     }
-    for (size_t i = 0; i < n; i++)
-        if (flows[i].hook_failed) st = fail(err, "on_attempt", "the attempt hook failed");
-out:
-    for (size_t i = 0; i < ready; i++) {
-        if (flows[i].state == RFI_FLOW_IN_FLIGHT) curl_multi_remove_handle(multi, flows[i].easy);
-        curl_easy_cleanup(flows[i].easy);
-        rfi_flow_cleanup(&flows[i]);
-    }
-    free(flows);
-    if (multi) curl_multi_cleanup(multi);
+    free(started);
     return st;
 }

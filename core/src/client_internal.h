@@ -23,6 +23,9 @@ struct rf_client {
     rf_retry_budget *budget; /* NULL without retry_budget */
     bool follow_redirects;
     size_t max_body_bytes;
+    CURLM *multi;             /* for started (asynchronous) requests; created on first use */
+    struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
+    size_t n_pending;
 };
 
 typedef enum rfi_flow_state { RFI_FLOW_READY, RFI_FLOW_WAITING, RFI_FLOW_IN_FLIGHT, RFI_FLOW_DONE } rfi_flow_state;
@@ -48,6 +51,14 @@ typedef struct rfi_flow {
     bool hook_failed;
     int sends; /* times libcurl started sending this attempt's request (CURLOPT_PREREQFUNCTION) */
 } rfi_flow;
+
+/* A started request: its flow, its own easy handle, its place in the client's list. */
+struct rf_pending {
+    rfi_flow flow;
+    rf_client *c;
+    struct rf_pending *prev, *next;
+    bool in_multi, reported;
+};
 
 int64_t rfi_mono_ms(void);
 /* Validates one "Name: value" header line (token name, no CR/LF/NUL). */

@@ -119,6 +119,34 @@ RF_API rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attem
 RF_API rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                                rf_response *out, rf_error *err);
 
+/*
+ * Asynchronous requests, for driving many flows from one thread (curl multi): rf_client_start begins a
+ * request without blocking; rf_client_run drives every started request for at most timeout_ms and reports
+ * the ones that finished; their responses are then complete. The request (and its strings) and the response
+ * must stay valid until the request is reported done (or freed). One thread at a time per client.
+ */
+typedef struct rf_pending rf_pending;
+
+/* Starts req. *out is filled when it is reported done. RF_EINVAL for a bad request (as rf_client_request). */
+RF_API rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
+                                 rf_response *out, rf_pending **pending, rf_error *err);
+
+/*
+ * Drives the started requests for at most timeout_ms (0: one non-blocking pass), sleeping in curl_multi_poll
+ * while nothing is due. Writes up to cap finished requests into done[] and returns how many; each is reported
+ * once. Returns 0 at once when nothing is started.
+ */
+RF_API size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap);
+
+/* Requests started and not yet reported done. */
+RF_API size_t rf_client_pending(const rf_client *c);
+
+/* True when the pending request's hook reported an error. */
+RF_API bool rf_pending_hook_failed(const rf_pending *p);
+
+/* Frees a pending request; if it has not finished it is abandoned (its transfer is removed, no ledger line). */
+RF_API void rf_pending_free(rf_pending *p);
+
 /* The client's retry budget tokens × 1000, or -1 when it has none. */
 RF_API int64_t rf_client_retry_tokens_milli(const rf_client *c);
 

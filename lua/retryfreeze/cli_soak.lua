@@ -1,0 +1,208 @@
+--- `retryfreeze soak LOCK [options]`: drives many concurrent flows through the real client (curl multi
+--- driving Lua coroutines), writes a ledger, prints its stats and applies gate thresholds. Exit 1 on a breach
+--- or a duplicate execution of a keyed request.
+local rf = require "retryfreeze"
+local cli_args = require "retryfreeze.cli_args"
+local scheduler = require "retryfreeze.scheduler"
+local stats = require "retryfreeze.ledger_stats"
+local upstream = require "retryfreeze.upstream"
+
+local M = {
+  summary = "drive concurrent flows through the real client; print ledger stats and apply the gate",
+  usage = "retryfreeze soak LOCK [--requests N] [--concurrency C] [--faults SPEC] [--seed S] [--url URL]\n"
+    .. "                 [--script FLOW.lua] [--ledger FILE] [--max-retry-ratio R] [--forbid-reason REASON]...\n"
+    .. "                 [--max-retried-success R] [--max-attempts-per-success R] [--max-terminal-rate R]\n"
+    .. "                 [--min-successes N]\n\n"
+    .. "  Defaults: 1000 requests, concurrency 16, seed 1, faults 503=0.1,429=0.02,reset=0.01,ra=0, ledger\n"
+    .. "  soak-ledger.jsonl (replaced). Without --url the project's fault-injecting upstream runs on a free\n"
+    .. "  loopback port; a --url must be loopback (127.0.0.0/8, localhost, [::1]). --script FLOW.lua returns\n"
+    .. "  function(client, i) making requests with client:request. Thresholds not given on the command line\n"
+    .. "  come from the lock's gate object. Exit 0 ok, 1 a threshold breached or a duplicate execution,\n"
+    .. "  2 bad usage.",
+}
+
+local spec <const> = {
+  ["--requests"] = "integer", ["--concurrency"] = "integer", ["--faults"] = "string", ["--seed"] = "integer",
+  ["--url"] = "string", ["--script"] = "string", ["--ledger"] = "string", ["--max-retry-ratio"] = "number",
+  ["--forbid-reason"] = "list", ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
+  ["--max-terminal-rate"] = "number", ["--min-successes"] = "integer",
+}
+
+--- Is url's host a loopback address? (127.0.0.0/8, localhost, [::1])
+function M.is_loopback(url)
+  local host = url:match("^https?://%[([^%]]+)%]") or url:match("^https?://([^:/]+)")
+  if host == nil then return false end
+  if host == "localhost" or host == "::1" then return true end
+  local a, b, c, d = host:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+  a, b, c, d = tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+  return a == 127 and b <= 255 and c <= 255 and d <= 255
+end
+
+--- The default flow: one request per flow, round-robin over the lock's routes ({param} → the flow number,
+--- a last "*" → "soak"); mutating methods carry a fresh idempotency key.
+local function default_flow(policy, client)
+  local routes = policy:routes()
+  return function(i)
+    local r = routes[(i - 1) % #routes + 1]
+    local path = r.pattern:gsub("{[%w_]+}", tostring(i)):gsub("/%*$", "/soak")
+    local key
+    for _, m in ipairs(r.idempotency_required) do
+      if m == r.method then key = rf.new_key() end
+    end
+    client:request{ method = r.method, path = path, idempotency_key = key }
+  end
+end
+
+local function upstream_stats(url)
+  local lock = rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
+    .. '"totalBudgetMs":2000,"retryable":[]}', "stats.lock")
+  local probe <close> = rf.client{ policy = lock, base_url = url }
+  local r = probe:request{ method = "GET", path = "/__stats" }
+  if not r.ok then return nil end
+  return { requests = math.tointeger(tonumber(r.body:match('"requests":(%d+)'))),
+           duplicate_executions = math.tointeger(tonumber(r.body:match('"duplicate_executions":(%d+)'))) }
+end
+
+local function is_tty(stream_fd) return os.execute("test -t " .. stream_fd) == true end
+
+function M.run(args, out, err, bindir)
+  local opts, pos = cli_args.parse(args, spec)
+  if not opts or #pos ~= 1 then
+    err:write("retryfreeze soak: ", pos and (#pos == 0 and "expected LOCK" or "unexpected argument " .. pos[2]) or "",
+      "\nusage: ", M.usage, "\n")
+    return 2
+  end
+  local n, concurrency, seed = opts.requests or 1000, opts.concurrency or 16, opts.seed or 1
+  if n < 1 or concurrency < 1 or concurrency > 4096 then
+    err:write("retryfreeze soak: --requests must be >= 1 and --concurrency 1..4096\n")
+    return 2
+  end
+  if opts.url and not M.is_loopback(opts.url) then
+    err:write("retryfreeze soak: refusing --url ", opts.url, ": soak traffic goes to loopback addresses only\n")
+    return 2
+  end
+  local policy, why = rf.load(pos[1])
+  if not policy then
+    err:write("retryfreeze soak: invalid lock: ", why, "\n")
+    return 2
+  end
+  local gate = policy.gate or {}
+  local limits = {
+    max_retry_ratio = opts.max_retry_ratio or gate.max_retry_ratio,
+    max_retried_success = opts.max_retried_success or gate.max_retried_success,
+    max_attempts_per_success = opts.max_attempts_per_success or gate.max_attempts_per_success,
+    max_terminal_rate = opts.max_terminal_rate or gate.max_terminal_rate,
+    min_successes = opts.min_successes or gate.min_successes,
+    forbid = opts.forbid_reason or gate.forbid_reasons or {},
+  }
+  for _, reason in ipairs(limits.forbid) do
+    local known = false
+    for _, r in ipairs(rf.reasons) do known = known or r == reason end
+    if not known then
+      err:write("retryfreeze soak: --forbid-reason: unknown reason '", reason, "'\n")
+      return 2
+    end
+  end
+  local ledger_path = opts.ledger or "soak-ledger.jsonl"
+  os.remove(ledger_path)
+  local up
+  local url = opts.url
+  if not url then
+    up, why = upstream.start{ bindir = bindir, seed = seed, stall_ms = 10000,
+      faults = opts.faults or "503=0.1,429=0.02,reset=0.01,ra=0" }
+    if not up then
+      err:write("retryfreeze soak: ", why, "\n")
+      return 1
+    end
+    url = up.url
+  end
+  local ledger = assert(rf.ledger.open(ledger_path))
+  local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed, retry_budget = true }
+  local flow
+  if opts.script then
+    local chunk, load_err = loadfile(opts.script)
+    local made = chunk and chunk()
+    if type(made) ~= "function" then
+      err:write("retryfreeze soak: --script must return function(client, i): ", load_err or type(made), "\n")
+      client:close(); ledger:close(); if up then up.stop() end
+      return 2
+    end
+    flow = function(i) made(client, i) end
+  else
+    flow = default_flow(policy, client)
+  end
+  local tty, done, flow_errors, t0 = is_tty(2), 0, {}, os.time()
+  local clock0 = os.clock()
+  local failed = scheduler.run(client, n, concurrency, flow, function(i, ok, flow_err)
+    done = done + 1
+    if not ok and #flow_errors < 3 then flow_errors[#flow_errors + 1] = string.format("flow %d: %s", i, flow_err) end
+    if tty and (done % 50 == 0 or done == n) then
+      local width = 30
+      local filled = done * width // n
+      local secs = math.max(os.time() - t0, 1)
+      err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled), string.rep(".", width - filled),
+        done, n, done / secs))
+    end
+  end)
+  local cpu = os.clock() - clock0
+  if tty then err:write("\n") end
+  client:close()
+  ledger:close()
+  local server = upstream_stats(url)
+  if up then up.stop() end
+  for _, e in ipairs(flow_errors) do err:write("retryfreeze soak: ", e, "\n") end
+
+  local s = stats.summarize({ ledger_path })
+  local retries = s.attempts - s.requests
+  out:write(string.format("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s\n", n, failed, concurrency,
+    url, ledger_path))
+  out:write(string.format("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f retried-success=%.2f%% "
+    .. "attempts/success=%.3f terminal=%.2f%% client-cpu=%.0fus/request\n", s.requests, s.successes, s.attempts, retries,
+    stats.ratio(retries, s.requests), 100 * stats.ratio(s.retried_successes, s.successes),
+    stats.ratio(s.success_attempts, s.successes), 100 * stats.ratio(s.terminal, s.requests),
+    1e6 * stats.ratio(cpu, s.requests)))
+  local keys = {}
+  for k in pairs(s.by_reason) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do out:write(string.format("  %-42s %d\n", k, s.by_reason[k])) end
+
+  local breaches = {}
+  local function breach(fmt, ...) breaches[#breaches + 1] = string.format(fmt, ...) end
+  if failed > 0 then breach("%d flows raised an error", failed) end
+  if server == nil then
+    out:write("duplicate check skipped: no /__stats at ", url, "\n")
+  elseif server.duplicate_executions > 0 then
+    breach("duplicate executions of keyed requests: %d", server.duplicate_executions)
+  end
+  if limits.min_successes and s.successes < limits.min_successes then
+    out:write(string.format("skip: only %d successes\n", s.successes))
+  else
+    local rr = stats.ratio(retries, s.requests)
+    if limits.max_retry_ratio and rr > limits.max_retry_ratio then
+      breach("retry-ratio %.3f > %.3f", rr, limits.max_retry_ratio)
+    end
+    local rs = stats.ratio(s.retried_successes, s.successes)
+    if limits.max_retried_success and rs > limits.max_retried_success then
+      breach("retried-success %.4f > %.4f", rs, limits.max_retried_success)
+    end
+    local aps = stats.ratio(s.success_attempts, s.successes)
+    if limits.max_attempts_per_success and aps > limits.max_attempts_per_success then
+      breach("attempts/success %.3f > %.3f", aps, limits.max_attempts_per_success)
+    end
+    local tr = stats.ratio(s.terminal, s.requests)
+    if limits.max_terminal_rate and tr > limits.max_terminal_rate then
+      breach("terminal %.4f > %.4f", tr, limits.max_terminal_rate)
+    end
+    for _, reason in ipairs(limits.forbid) do
+      local count = 0
+      for k, v in pairs(s.by_reason) do
+        if k:match(" (%S+)$") == reason then count = count + v end
+      end
+      if count > 0 then breach("forbidden reason %s: %d requests", reason, count) end
+    end
+  end
+  for _, b in ipairs(breaches) do out:write("BREACH ", b, "\n") end
+  return #breaches > 0 and 1 or 0
+end
+
+return M

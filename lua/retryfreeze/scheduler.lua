@@ -1,0 +1,60 @@
+--- Runs many flows concurrently on one thread: each flow is a coroutine, and client:request inside it yields
+--- while its transfer is in flight; curl multi drives every transfer (no threads, no processes).
+local M = {}
+
+--- Runs `count` flows with at most `concurrency` in flight.
+-- @param client a retryfreeze client (its on_attempt hooks are not available inside scheduled flows)
+-- @param count integer: flows to run, flow(i) for i = 1..count
+-- @param concurrency integer >= 1
+-- @param flow function(i): makes requests with client:request (each yields until done)
+-- @param on_done function(i, ok, err)|nil: called as each flow ends (ok false with the error when it raised)
+-- @return integer: flows that raised an error
+function M.run(client, count, concurrency, flow, on_done)
+  assert(math.type(count) == "integer" and count >= 0, "count must be an integer >= 0")
+  assert(math.type(concurrency) == "integer" and concurrency >= 1, "concurrency must be an integer >= 1")
+  local waiting = {} -- ticket (light userdata) → {co, i}
+  local next_i, failed = 1, 0
+
+  local function finish(i, ok, err)
+    if not ok then failed = failed + 1 end
+    if on_done then on_done(i, ok, err) end
+  end
+
+  local function step(co, i)
+    local ok, ticket = coroutine.resume(co)
+    if not ok then
+      finish(i, false, ticket)
+    elseif coroutine.status(co) == "dead" then
+      finish(i, true)
+    elseif type(ticket) == "userdata" then
+      waiting[ticket] = { co, i }
+      return
+    else
+      finish(i, false, "flow " .. i .. " yielded something other than a request")
+    end
+  end
+
+  local function spawn()
+    local i = next_i
+    next_i = next_i + 1
+    step(coroutine.create(function() flow(i) end), i)
+  end
+
+  client:_set_scheduled(true)
+  local ok, err = pcall(function()
+    while next_i <= count and client:in_flight() < concurrency do spawn() end
+    while client:in_flight() > 0 do
+      for _, ticket in ipairs(client:_run(100)) do
+        local w = waiting[ticket]
+        waiting[ticket] = nil
+        step(w[1], w[2])
+      end
+      while next_i <= count and client:in_flight() < concurrency do spawn() end
+    end
+  end)
+  client:_set_scheduled(false)
+  if not ok then error(err, 0) end
+  return failed
+end
+
+return M
