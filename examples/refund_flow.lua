@@ -21,8 +21,8 @@ for i = 1, count do
     method = "POST", path = "/v1/refunds", idempotency_key = rf.new_key(),
     body = string.format('{"charge":"ch_%d","amount_cents":%d}', i, 100 * i),
     headers = { ["Content-Type"] = "application/json" },
-    -- A flow may stop earlier than the policy allows (narrow), never later: give up on a refund that has
-    -- already taken two seconds.
+    -- A flow may stop earlier than the policy allows (narrow), never later: no retry after an attempt that
+    -- took two seconds or more.
     on_attempt = function(try) return try.elapsed_ms < 2000 end,
   }
   outcomes[r.outcome] = (outcomes[r.outcome] or 0) + 1

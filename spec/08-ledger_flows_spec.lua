@@ -1,0 +1,96 @@
+-- The ledger from Lua (I/O errors, torn and corrupt lines) and the shipped example flows under `retryfreeze run`.
+local rf = require "retryfreeze"
+local h = require "spec.helper"
+local upstream = require "retryfreeze.upstream"
+
+local desk = assert(rf.load(h.desk_lock))
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+describe("rf.ledger", function()
+  it("reports ENOSPC to the caller in the response, and the request itself still completes", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local ledger = assert(rf.ledger.open("/dev/full"))
+    local c = rf.client{ policy = desk, base_url = up.url, ledger = ledger }
+    local r = c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() }
+    c:close()
+    ledger:close()
+    up.stop()
+    assert.is_true(r.ok)
+    assert.matches("No space left on device", r.ledger_error)
+  end)
+
+  it("returns nil and the reason when a ledger cannot be opened", function()
+    local l, err = rf.ledger.open("/nonexistent-dir/ledger.jsonl")
+    assert.is_nil(l)
+    assert.matches("No such file or directory", err)
+  end)
+
+  it("reads records, reports a torn last line without failing, and raises on a corrupt line with its number", function()
+    local path = os.tmpname()
+    local led = assert(rf.ledger.open(path))
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local c = rf.client{ policy = desk, base_url = up.url, ledger = led }
+    for _ = 1, 3 do c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() } end
+    c:close()
+    led:close()
+    up.stop()
+    local f = assert(io.open(path, "ab"))
+    f:write('{"ts":"2026-11-29T17:20:01.123Z","route":"POST /v1/jo') -- a crash mid-write
+    f:close()
+    local n = 0
+    local it, st = rf.ledger.read(path)
+    for rec in it, st do
+      n = n + 1
+      assert.equal("success", rec.outcome)
+    end
+    assert.equal(3, n)
+    assert.equal(4, st.torn)
+    -- the same bytes followed by a newline and another line: now a corrupt line 4, which is an error
+    local text = assert(io.open(path, "rb")):read("a")
+    local first = text:match("^[^\n]*\n")
+    write(path, text .. "\n" .. first)
+    it, st = rf.ledger.read(path)
+    local ok, err = pcall(function() for _ in it, st do end end)
+    assert.is_false(ok)
+    assert.matches(path:gsub("%p", "%%%0") .. ":4: corrupt ledger line", err)
+    -- skip_corrupt counts it instead
+    n = 0
+    it, st = rf.ledger.read(path, { skip_corrupt = true })
+    for _ in it, st do n = n + 1 end
+    assert.same({ 4, 1 }, { n, st.corrupt })
+    os.remove(path)
+  end)
+end)
+
+describe("the example flows", function()
+  it("refund_flow.lua refunds with keys and never twice", function()
+    local up = assert(upstream.start{ bindir = h.bindir, faults = "503=0.2,ra=0", seed = 9, max_seconds = 60 })
+    local out, err, code = h.run_cli("run", "examples/refund_flow.lua", up.url, "30")
+    local lock = assert(rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":1000,'
+      .. '"totalBudgetMs":1000,"retryable":[]}'))
+    local probe = rf.client{ policy = lock, base_url = up.url }
+    local stats = probe:request{ method = "GET", path = "/__stats" }.body
+    probe:close()
+    up.stop()
+    assert.equal(0, code, err)
+    assert.matches("success%s+%d+", out)
+    assert.equal("0", stats:match('"duplicate_executions":(%d+)'))
+    assert.equal("30", stats:match('"keys":(%d+)'))
+  end)
+
+  it("run reports a missing script and a script error", function()
+    local _, err, code = h.run_cli("run", "/nonexistent/flow.lua")
+    assert.equal(1, code)
+    assert.matches("cannot open", err)
+    local path = h.temp_file("error('boom from the flow')")
+    _, err, code = h.run_cli("run", path)
+    os.remove(path)
+    assert.equal(1, code)
+    assert.matches("boom from the flow", err)
+  end)
+end)
