@@ -1,0 +1,80 @@
+# Installation: libraries (shared with a versioned SONAME, and static), headers, pkg-config and CMake package
+# files, the Lua C module and Lua modules at overridable paths (LuaRocks passes LIBDIR/LUADIR), the CLI and the
+# fault-injecting upstream (which the CLI starts), and the examples the demo runs.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(RF_LUA_CMOD_DIR "${CMAKE_INSTALL_LIBDIR}/lua/5.4" CACHE PATH "Where the Lua C module goes (retryfreeze/core.so)")
+set(RF_LUA_LMOD_DIR "${CMAKE_INSTALL_DATADIR}/lua/5.4" CACHE PATH "Where the Lua modules go (retryfreeze/*.lua)")
+
+# Static twins of the shared libraries, built from the same sources.
+get_target_property(rf_core_sources retryfreeze SOURCES)
+add_library(retryfreeze_static STATIC ${rf_core_sources})
+get_target_property(rf_client_sources retryfreeze_client SOURCES)
+add_library(retryfreeze_client_static STATIC ${rf_client_sources})
+add_library(retryfreeze_lua_static STATIC ${RF_LUA_BINDING_SOURCES})
+foreach(t retryfreeze_static retryfreeze_client_static retryfreeze_lua_static)
+  target_include_directories(${t} PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
+                                         $<INSTALL_INTERFACE:include>)
+  target_compile_options(${t} PRIVATE ${RF_WARNINGS})
+endforeach()
+target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
+target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO)
+target_link_libraries(retryfreeze_client_static PRIVATE PkgConfig::CURL)
+target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
+set_target_properties(retryfreeze_client_static PROPERTIES OUTPUT_NAME retryfreeze_client)
+set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
+
+# Installed programs and the module find the shared libraries relative to themselves.
+set_target_properties(retryfreeze_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+set_target_properties(retryfreeze_lua_module PROPERTIES INSTALL_RPATH "$ORIGIN/../../../../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../../..")
+set_target_properties(retryfreeze_client PROPERTIES INSTALL_RPATH "$ORIGIN")
+
+install(TARGETS retryfreeze retryfreeze_client retryfreeze_static retryfreeze_client_static retryfreeze_lua_static
+  EXPORT retryfreezeTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY core/include/retryfreeze DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS retryfreeze_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET retryfreeze-serve)
+  install(TARGETS retryfreeze-serve RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+install(TARGETS retryfreeze_lua_module LIBRARY DESTINATION ${RF_LUA_CMOD_DIR}/retryfreeze)
+install(DIRECTORY lua/retryfreeze DESTINATION ${RF_LUA_LMOD_DIR} FILES_MATCHING PATTERN "*.lua")
+install(FILES examples/retry-budget.lock.json examples/service.lock.json examples/jobs_flow.lua
+              examples/refund_flow.lua examples/embed_host.c
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/retryfreeze/examples)
+
+install(EXPORT retryfreezeTargets NAMESPACE retryfreeze:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
+file(WRITE ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake.in [=[
+@PACKAGE_INIT@
+include(CMakeFindDependencyMacro)
+include("${CMAKE_CURRENT_LIST_DIR}/retryfreezeTargets.cmake")
+]=])
+configure_package_config_file(${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/retryfreezeConfigVersion.cmake COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake ${CMAKE_BINARY_DIR}/retryfreezeConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
+
+# pkg-config: the engine, the client and the Lua binding (for programs that embed Lua and the module).
+file(WRITE ${CMAKE_BINARY_DIR}/retryfreeze.pc.in [=[
+prefix=${pcfiledir}/../..
+libdir=${prefix}/@CMAKE_INSTALL_LIBDIR@
+includedir=${prefix}/@CMAKE_INSTALL_INCLUDEDIR@
+
+Name: retryfreeze
+Description: Retry decisions from a pinned policy and transport facts (engine, libcurl client, Lua binding)
+Version: @PROJECT_VERSION@
+Requires.private: libcjson libcrypto libcurl
+Libs: -L${libdir} -lretryfreeze_lua -lretryfreeze_client -lretryfreeze
+Cflags: -I${includedir}
+]=])
+configure_file(${CMAKE_BINARY_DIR}/retryfreeze.pc.in ${CMAKE_BINARY_DIR}/retryfreeze.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/retryfreeze.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# A test installs into a temporary prefix and uses the result as a new user would.
+add_test(NAME install_tree COMMAND bash ${CMAKE_SOURCE_DIR}/spec/install_spec.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)
