@@ -31,6 +31,19 @@ set_target_properties(retryfreeze_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMA
 set_target_properties(retryfreeze_lua_module PROPERTIES INSTALL_RPATH "$ORIGIN/../../../../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../../..")
 set_target_properties(retryfreeze_client PROPERTIES INSTALL_RPATH "$ORIGIN")
 
+# A test installs into a temporary prefix and uses the result as a new user would.
+add_test(NAME install_tree COMMAND bash ${CMAKE_SOURCE_DIR}/spec/install_spec.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)
+
+# A rock (retryfreeze-scm-1.rockspec sets RF_ROCK) installs only the Lua modules and the C module: LuaRocks
+# owns its LIBDIR and treats every file there as a Lua C module.
+option(RF_ROCK "Install only the Lua modules (for LuaRocks)" OFF)
+install(TARGETS retryfreeze_lua_module LIBRARY DESTINATION ${RF_LUA_CMOD_DIR}/retryfreeze)
+install(DIRECTORY lua/retryfreeze DESTINATION ${RF_LUA_LMOD_DIR} FILES_MATCHING PATTERN "*.lua")
+if(RF_ROCK)
+  return()
+endif()
+
 install(TARGETS retryfreeze retryfreeze_client retryfreeze_static retryfreeze_client_static retryfreeze_lua_static
   EXPORT retryfreezeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -41,8 +54,6 @@ install(TARGETS retryfreeze_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET retryfreeze-serve)
   install(TARGETS retryfreeze-serve RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
-install(TARGETS retryfreeze_lua_module LIBRARY DESTINATION ${RF_LUA_CMOD_DIR}/retryfreeze)
-install(DIRECTORY lua/retryfreeze DESTINATION ${RF_LUA_LMOD_DIR} FILES_MATCHING PATTERN "*.lua")
 install(FILES examples/retry-budget.lock.json examples/service.lock.json examples/jobs_flow.lua
               examples/refund_flow.lua examples/embed_host.c
         DESTINATION ${CMAKE_INSTALL_DATADIR}/retryfreeze/examples)
@@ -74,7 +85,3 @@ Cflags: -I${includedir}
 ]=])
 configure_file(${CMAKE_BINARY_DIR}/retryfreeze.pc.in ${CMAKE_BINARY_DIR}/retryfreeze.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/retryfreeze.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-
-# A test installs into a temporary prefix and uses the result as a new user would.
-add_test(NAME install_tree COMMAND bash ${CMAKE_SOURCE_DIR}/spec/install_spec.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
-set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)

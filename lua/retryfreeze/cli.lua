@@ -9,6 +9,9 @@ local M = {}
 local commands <const> = { "check", "decide", "run", "demo", "serve", "stats", "gate", "soak", "model", "diff",
   "signoff", "verify" }
 
+--- The subcommand names, in help order (a name whose module is absent is skipped).
+M.commands = commands
+
 local function load_command(name)
   local ok, mod = pcall(require, "retryfreeze.cli_" .. name)
   if ok then return mod end
