@@ -67,6 +67,7 @@ describe("retryfreeze soak", function()
     assert.equal(0, code)
     assert.matches("soak: 300 flows %(0 failed%), concurrency 32", out)
     assert.matches("requests=300 successes=%d+ attempts=%d+", out)
+    assert.matches("retried%-success=[%d.]+%% attempts/success=[%d.]+", out)
     local lines = 0
     local it, st = rf.ledger.read(ledger)
     for _ in it, st do lines = lines + 1 end
@@ -77,21 +78,21 @@ describe("retryfreeze soak", function()
     local out, _, code = h.run_cli("soak", "examples/service.lock.json", "--requests", "200", "--faults", "503=0.3",
       "--ledger", ledger, "--max-retry-ratio", "0.05")
     assert.equal(1, code)
-    assert.matches("BREACH retry%-ratio 0%.%d+ > 0%.050", out)
+    assert.matches("breach: retries/request 0%.%d+ > max 0%.050 %(max%-retry%-ratio%)", out)
   end)
 
   it("exits 1 on a forbidden reason", function()
     local out, _, code = h.run_cli("soak", "examples/service.lock.json", "--requests", "100", "--faults", "500=0.5",
       "--ledger", ledger, "--forbid-reason", "status-not-retryable")
     assert.equal(1, code)
-    assert.matches("BREACH forbidden reason status%-not%-retryable: %d+ requests", out)
+    assert.matches("breach: %d+ requests ended with forbidden reason status%-not%-retryable %(forbid%-reason%)", out)
   end)
 
   it("fails on duplicate executions of a keyed request (a flow that reuses one key)", function()
     local out, _, code = h.run_cli("soak", h.desk_lock, "--requests", "20", "--faults", "503=0",
       "--ledger", ledger, "--script", "spec/fixtures/reused_key_flow.lua")
     assert.equal(1, code)
-    assert.matches("BREACH duplicate executions of keyed requests: 19", out)
+    assert.matches("breach: 19 duplicate executions of keyed requests", out)
   end)
 
   it("soaks a user's flow script", function()
@@ -99,6 +100,22 @@ describe("retryfreeze soak", function()
       "--ledger", ledger, "--script", "spec/fixtures/two_step_flow.lua")
     assert.equal(0, code)
     assert.matches("requests=100 successes=100", out)
+  end)
+
+  it("measures attempts per request within 0.05 of the model's prediction (p = 0.3, 3 attempts)", function()
+    local model = require "retryfreeze.model"
+    local lock = h.temp_file('{"endpoint":"GET /x/{i}","maxAttempts":3,"perAttemptTimeoutMs":1000,'
+      .. '"totalBudgetMs":10000,"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":5,"jitter":"none"}}')
+    local out, _, code = h.run_cli("soak", lock, "--requests", "3000", "--concurrency", "64", "--faults", "503=0.3",
+      "--seed", "21", "--ledger", ledger)
+    os.remove(lock)
+    assert.equal(0, code)
+    local requests, attempts = out:match("requests=(%d+) successes=%d+ attempts=(%d+)")
+    local measured = tonumber(attempts) / tonumber(requests)
+    local predicted = model.predict{ max_attempts = 3, p = 0.3 }.attempts_per_request
+    assert.near(1.39, predicted, 0.0001)
+    -- 3000 requests: the standard error of the mean is about 0.012, so 0.05 is four of them.
+    assert.near(predicted, measured, 0.05)
   end)
 
   it("refuses a non-loopback --url and bad usage", function()

@@ -3,6 +3,7 @@
 --- or a duplicate execution of a keyed request.
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli_args"
+local gate = require "retryfreeze.gate"
 local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
@@ -86,16 +87,12 @@ function M.run(args, out, err, bindir)
     err:write("retryfreeze soak: invalid lock: ", why, "\n")
     return 2
   end
-  local gate = policy.gate or {}
-  local limits = {
-    max_retry_ratio = opts.max_retry_ratio or gate.max_retry_ratio,
-    max_retried_success = opts.max_retried_success or gate.max_retried_success,
-    max_attempts_per_success = opts.max_attempts_per_success or gate.max_attempts_per_success,
-    max_terminal_rate = opts.max_terminal_rate or gate.max_terminal_rate,
-    min_successes = opts.min_successes or gate.min_successes,
-    forbid = opts.forbid_reason or gate.forbid_reasons or {},
-  }
-  for _, reason in ipairs(limits.forbid) do
+  local thresholds = gate.merge(policy.gate, {
+    max_retry_ratio = opts.max_retry_ratio, max_retried_success = opts.max_retried_success,
+    max_attempts_per_success = opts.max_attempts_per_success, max_terminal_rate = opts.max_terminal_rate,
+    min_successes = opts.min_successes, forbid_reasons = opts.forbid_reason,
+  })
+  for _, reason in ipairs(thresholds.forbid_reasons) do
     local known = false
     for _, r in ipairs(rf.reasons) do known = known or r == reason end
     if not known then
@@ -153,55 +150,26 @@ function M.run(args, out, err, bindir)
   for _, e in ipairs(flow_errors) do err:write("retryfreeze soak: ", e, "\n") end
 
   local s = stats.summarize({ ledger_path })
-  local retries = s.attempts - s.requests
   out:write(string.format("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s\n", n, failed, concurrency,
     url, ledger_path))
-  out:write(string.format("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f retried-success=%.2f%% "
-    .. "attempts/success=%.3f terminal=%.2f%% client-cpu=%.0fus/request\n", s.requests, s.successes, s.attempts, retries,
-    stats.ratio(retries, s.requests), 100 * stats.ratio(s.retried_successes, s.successes),
-    stats.ratio(s.success_attempts, s.successes), 100 * stats.ratio(s.terminal, s.requests),
-    1e6 * stats.ratio(cpu, s.requests)))
+  out:write(string.format("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f client-cpu=%.0fus/request\n",
+    s.requests, s.successes, s.attempts, s.retries, s.retry_ratio, 1e6 * stats.ratio(cpu, s.requests)))
+  out:write(gate.summary(s), "\n")
   local keys = {}
   for k in pairs(s.by_reason) do keys[#keys + 1] = k end
   table.sort(keys)
   for _, k in ipairs(keys) do out:write(string.format("  %-42s %d\n", k, s.by_reason[k])) end
 
-  local breaches = {}
-  local function breach(fmt, ...) breaches[#breaches + 1] = string.format(fmt, ...) end
-  if failed > 0 then breach("%d flows raised an error", failed) end
+  local verdict = gate.evaluate(s, thresholds)
+  local breaches = verdict.breaches
+  if verdict.skipped then out:write(string.format("skip: only %d successes\n", s.successes)) end
+  if failed > 0 then breaches[#breaches + 1] = string.format("breach: %d flows raised an error", failed) end
   if server == nil then
     out:write("duplicate check skipped: no /__stats at ", url, "\n")
   elseif server.duplicate_executions > 0 then
-    breach("duplicate executions of keyed requests: %d", server.duplicate_executions)
+    breaches[#breaches + 1] = string.format("breach: %d duplicate executions of keyed requests", server.duplicate_executions)
   end
-  if limits.min_successes and s.successes < limits.min_successes then
-    out:write(string.format("skip: only %d successes\n", s.successes))
-  else
-    local rr = stats.ratio(retries, s.requests)
-    if limits.max_retry_ratio and rr > limits.max_retry_ratio then
-      breach("retry-ratio %.3f > %.3f", rr, limits.max_retry_ratio)
-    end
-    local rs = stats.ratio(s.retried_successes, s.successes)
-    if limits.max_retried_success and rs > limits.max_retried_success then
-      breach("retried-success %.4f > %.4f", rs, limits.max_retried_success)
-    end
-    local aps = stats.ratio(s.success_attempts, s.successes)
-    if limits.max_attempts_per_success and aps > limits.max_attempts_per_success then
-      breach("attempts/success %.3f > %.3f", aps, limits.max_attempts_per_success)
-    end
-    local tr = stats.ratio(s.terminal, s.requests)
-    if limits.max_terminal_rate and tr > limits.max_terminal_rate then
-      breach("terminal %.4f > %.4f", tr, limits.max_terminal_rate)
-    end
-    for _, reason in ipairs(limits.forbid) do
-      local count = 0
-      for k, v in pairs(s.by_reason) do
-        if k:match(" (%S+)$") == reason then count = count + v end
-      end
-      if count > 0 then breach("forbidden reason %s: %d requests", reason, count) end
-    end
-  end
-  for _, b in ipairs(breaches) do out:write("BREACH ", b, "\n") end
+  for _, b in ipairs(breaches) do out:write(b, "\n") end
   return #breaches > 0 and 1 or 0
 end
 

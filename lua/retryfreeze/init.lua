@@ -75,4 +75,7 @@ M.new_key = core.new_key
 --   state.torn is false or the torn last line's number; a corrupt line raises "path:line: …" unless skipped.
 M.ledger = { open = core.ledger_open, read = core.ledger_read }
 
+--- rf.ledger.stats(paths [, {skip_corrupt = true}]) → stats, or nil, message (see docs/evidence.md).
+M.ledger.stats = require("retryfreeze.ledger_stats").stats
+
 return M

@@ -29,7 +29,10 @@ function M.encode(value, order)
   if t == "number" then
     if math.type(value) == "integer" then return string.format("%d", value) end
     if value ~= value or value == math.huge or value == -math.huge then error("cannot encode a non-finite number") end
-    return string.format("%.17g", value)
+    for _, fmt in ipairs({ "%.15g", "%.16g", "%.17g" }) do -- the shortest that reads back exactly
+      local text = string.format(fmt, value)
+      if tonumber(text) == value then return text end
+    end
   end
   if t == "string" then return encode_string(value) end
   if t ~= "table" then error("cannot encode a " .. t) end

@@ -1,35 +1,317 @@
---- Summaries of ledgers: streamed record by record (constant memory in ledger size).
-local rf = require "retryfreeze"
+--- Ledger statistics (`retryfreeze stats`, `rf.ledger.stats`): streams ledgers record by record through the
+--- C reader and keeps only counters and a fixed-size latency histogram per route, so memory does not grow
+--- with the ledger's size (only with the number of distinct routes, outcomes, reasons and failure classes).
+---
+--- Latency percentiles come from a log-linear histogram of elapsed_ms: every value 0..127 ms has its own
+--- bucket (exact); above that each power of two [2^e, 2^(e+1)) is split into 64 equal buckets, up to 2^53.
+--- A percentile is the nearest-rank value's bucket midpoint, clamped to the observed min and max, so it is
+--- exact below 128 ms and within 1/128 (0.78 %) of the true nearest-rank value above. At most 3 072
+--- buckets per route (values up to 2^53 − 1), whatever the ledger's length.
+-- The binding directly, not "retryfreeze": init.lua requires this module for rf.ledger.stats.
+local core = require "retryfreeze.core"
+local glob = require "retryfreeze.glob"
 
 local M = {}
 
---- Reads ledgers and counts. paths: a list of files.
--- @return {requests, successes, retried_successes, attempts, success_attempts, terminal, by_outcome = {},
---          by_reason = {["outcome reason"] = n}, torn = {path = line}}; raises on a corrupt line
-function M.summarize(paths)
-  local s = { requests = 0, successes = 0, retried_successes = 0, attempts = 0, success_attempts = 0,
-              terminal = 0, by_outcome = {}, by_reason = {}, torn = {} }
-  for _, path in ipairs(paths) do
-    local it, state = rf.ledger.read(path)
-    for rec in it, state do
-      s.requests = s.requests + 1
-      s.attempts = s.attempts + rec.attempts
-      if rec.ok then
-        s.successes = s.successes + 1
-        s.success_attempts = s.success_attempts + rec.attempts
-        if rec.attempts > 1 then s.retried_successes = s.retried_successes + 1 end
-      end
-      if rec.outcome == "terminal" then s.terminal = s.terminal + 1 end
-      s.by_outcome[rec.outcome] = (s.by_outcome[rec.outcome] or 0) + 1
-      local k = rec.outcome .. " " .. rec.reason
-      s.by_reason[k] = (s.by_reason[k] or 0) + 1
-    end
-    if state.torn then s.torn[path] = state.torn end
+local EXACT <const> = 128 -- values below this have a bucket each
+local SUB <const> = 64 -- buckets per power of two above EXACT (EXACT = 2 × SUB)
+
+--- The histogram bucket (0-based) of a duration in ms; negative values count as 0.
+-- @param v integer ms
+-- @return integer bucket index, 0..3071 for 0..2^53 − 1
+function M.bucket(v)
+  if v < EXACT then
+    if v < 0 then return 0 end
+    return v
   end
+  local e, t = 7, v >> 8
+  while t > 0 do
+    e = e + 1
+    t = t >> 1
+  end
+  return EXACT + (e - 7) * SUB + (v >> (e - 6)) - SUB
+end
+
+--- The inclusive range of durations a bucket holds.
+-- @param idx integer bucket index (from M.bucket)
+-- @return lo, hi integers (ms)
+function M.bucket_range(idx)
+  if idx < EXACT then return idx, idx end
+  local octave, sub = (idx - EXACT) // SUB, (idx - EXACT) % SUB
+  local shift = octave + 1
+  local lo = (SUB + sub) << shift
+  return lo, lo + (1 << shift) - 1
+end
+
+local function new_scope()
+  return { requests = 0, successes = 0, retried_successes = 0, attempts = 0, success_attempts = 0,
+           retries = 0, elapsed_sum = 0, elapsed_min = math.maxinteger, elapsed_max = math.mininteger,
+           outcomes = {}, retried_classes = {}, hist = {} }
+end
+
+-- Adds scope b's raw counters into a.
+local function merge(a, b)
+  for _, k in ipairs({ "requests", "successes", "retried_successes", "attempts", "success_attempts", "retries",
+                       "elapsed_sum" }) do
+    a[k] = a[k] + b[k]
+  end
+  if b.elapsed_min < a.elapsed_min then a.elapsed_min = b.elapsed_min end
+  if b.elapsed_max > a.elapsed_max then a.elapsed_max = b.elapsed_max end
+  for outcome, reasons in pairs(b.outcomes) do
+    local into = a.outcomes[outcome] or {}
+    a.outcomes[outcome] = into
+    for reason, n in pairs(reasons) do into[reason] = (into[reason] or 0) + n end
+  end
+  for class, n in pairs(b.retried_classes) do a.retried_classes[class] = (a.retried_classes[class] or 0) + n end
+  for i, n in pairs(b.hist) do a.hist[i] = (a.hist[i] or 0) + n end
+end
+
+--- Ratio that never divides by zero: a / b, or 0 when b is 0.
+-- @param a number; b number
+-- @return number
+function M.ratio(a, b) return b > 0 and a / b or 0 end
+
+-- Nearest-rank percentiles from a histogram (keys are bucket index + 1).
+local function percentiles(s, qs)
+  local idx = {}
+  for i in pairs(s.hist) do idx[#idx + 1] = i end
+  table.sort(idx)
+  local out, k, cum = {}, 1, 0
+  for _, q in ipairs(qs) do
+    local rank = math.max(1, math.ceil(q * s.requests - 1e-9))
+    while cum + s.hist[idx[k]] < rank do
+      cum = cum + s.hist[idx[k]]
+      k = k + 1
+    end
+    local lo, hi = M.bucket_range(idx[k] - 1)
+    local v = (lo + hi) // 2
+    if v < s.elapsed_min then v = s.elapsed_min end
+    if v > s.elapsed_max then v = s.elapsed_max end
+    out[#out + 1] = v
+  end
+  return out
+end
+
+-- The public shape of one scope (all requests, or one route).
+local function finish(s)
+  local by_outcome, by_reason, reasons, terminal = {}, {}, {}, 0
+  for outcome, rs in pairs(s.outcomes) do
+    local n = 0
+    for reason, c in pairs(rs) do
+      n = n + c
+      by_reason[outcome .. " " .. reason] = c
+      reasons[reason] = (reasons[reason] or 0) + c
+    end
+    by_outcome[outcome] = n
+  end
+  terminal = by_outcome.terminal or 0
+  local r = {
+    requests = s.requests, successes = s.successes, failures = s.requests - s.successes,
+    retried_successes = s.retried_successes, attempts = s.attempts, success_attempts = s.success_attempts,
+    retries = s.retries, terminal = terminal,
+    success_rate = M.ratio(s.successes, s.requests),
+    terminal_rate = M.ratio(terminal, s.requests),
+    retried_success_ratio = M.ratio(s.retried_successes, s.successes),
+    attempts_per_success = M.ratio(s.success_attempts, s.successes),
+    attempts_per_request = M.ratio(s.attempts, s.requests),
+    retry_ratio = M.ratio(s.retries, s.requests),
+    by_outcome = by_outcome, by_reason = by_reason, reasons = reasons, retried_classes = s.retried_classes,
+    elapsed_ms = {},
+  }
+  if s.requests > 0 then
+    local p = percentiles(s, { 0.50, 0.95, 0.99 })
+    r.elapsed_ms = { p50 = p[1], p95 = p[2], p99 = p[3], min = s.elapsed_min, max = s.elapsed_max,
+                     mean = s.elapsed_sum / s.requests }
+  end
+  return r
+end
+
+-- Streams one ledger into the per-route scopes; raises "path:line: corrupt ledger line: …" (unless
+-- skip_corrupt) or "cannot open ledger …".
+local function add_file(scopes, path, skip_corrupt, result)
+  local it, state = core.ledger_read(path, { skip_corrupt = skip_corrupt })
+  local bucket = M.bucket
+  local cur_route, s
+  for rec in it, state do
+    local route = rec.route
+    if route ~= cur_route then
+      s = scopes[route]
+      if not s then
+        s = new_scope()
+        scopes[route] = s
+      end
+      cur_route = route
+    end
+    local attempts, ms = rec.attempts, rec.elapsed_ms
+    s.requests = s.requests + 1
+    s.attempts = s.attempts + attempts
+    if attempts > 1 then
+      s.retries = s.retries + attempts - 1
+      local rc = s.retried_classes
+      for _, t in ipairs(rec.tries) do
+        if t.reason == "pinned-status" then rc[t.class] = (rc[t.class] or 0) + 1 end
+      end
+    end
+    if rec.ok then
+      s.successes = s.successes + 1
+      s.success_attempts = s.success_attempts + attempts
+      if attempts > 1 then s.retried_successes = s.retried_successes + 1 end
+    end
+    local o = s.outcomes[rec.outcome]
+    if not o then
+      o = {}
+      s.outcomes[rec.outcome] = o
+    end
+    local reason = rec.reason
+    o[reason] = (o[reason] or 0) + 1
+    s.elapsed_sum = s.elapsed_sum + ms
+    if ms < s.elapsed_min then s.elapsed_min = ms end
+    if ms > s.elapsed_max then s.elapsed_max = ms end
+    local b = bucket(ms) + 1
+    local h = s.hist
+    h[b] = (h[b] or 0) + 1
+  end
+  result.lines = result.lines + (state.lines or 0)
+  if state.torn then
+    result.torn[path] = state.torn
+    result.torn_lines = result.torn_lines + 1
+  end
+  if state.corrupt and state.corrupt > 0 then
+    result.corrupt[path] = state.corrupt
+    result.corrupt_lines = result.corrupt_lines + state.corrupt
+  end
+end
+
+--- Statistics over one or more ledgers, streamed in constant memory.
+-- @param paths string|array of strings: ledger files; a path that does not exist and holds a wildcard
+--   (`*`, `?`, `[…]`) is expanded as a glob (retryfreeze.glob), so "ledger.jsonl*" takes rotated files too
+-- @param opts table|nil: {skip_corrupt = true} counts corrupt lines instead of stopping at the first
+-- @return stats, or nil, message ("path:line: corrupt ledger line: …", "cannot open ledger …",
+--   "no file matches '…'"). stats:
+--   {files = {path…}, lines = n (lines read, torn and corrupt included), torn = {[path] = line},
+--    torn_lines = n, corrupt = {[path] = n}, corrupt_lines = n, by_route = {[route] = scope}, …scope}
+--   where a scope (the whole stats table, or one route; route "" is a request no route matched) is
+--   {requests, successes, failures (requests − successes), terminal (outcome "terminal": stopped on a
+--    non-retryable class), retried_successes (ok after more than one attempt), attempts, success_attempts
+--    (attempts of the successful requests), retries (attempts after the first), success_rate, terminal_rate
+--    (terminal / requests), retried_success_ratio (retried_successes / successes), attempts_per_success
+--    (success_attempts / successes), attempts_per_request, retry_ratio (retries / requests),
+--    elapsed_ms = {p50, p95, p99, min, max, mean} (ms; empty when no requests), by_outcome = {[outcome] = n},
+--    by_reason = {["outcome reason"] = n}, reasons = {[reason] = n},
+--    retried_classes = {[class] = n: attempts of that failure class that were retried}}.
+--   A ratio whose denominator is 0 is 0.
+function M.stats(paths, opts)
+  if type(paths) == "string" then paths = { paths } end
+  if type(paths) ~= "table" then
+    error("bad argument #1 to 'stats' (string or array of strings expected, got " .. type(paths) .. ")", 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #2 to 'stats' (table expected, got " .. type(opts) .. ")", 2)
+  end
+  for i, p in ipairs(paths) do
+    if type(p) ~= "string" then
+      error("bad argument #1 to 'stats' (paths[" .. i .. "] is a " .. type(p) .. ", expected a string)", 2)
+    end
+  end
+  local files, why = glob.resolve(paths)
+  if not files then return nil, why end
+  local skip = opts and opts.skip_corrupt or false
+  local scopes = {}
+  local result = { files = files, lines = 0, torn = {}, torn_lines = 0, corrupt = {}, corrupt_lines = 0 }
+  for _, path in ipairs(files) do
+    local ok, err = pcall(add_file, scopes, path, skip, result)
+    if not ok then
+      -- The binding raises with luaL_error, which prefixes the calling Lua line; the message already names
+      -- the ledger file and line, so drop this module's position.
+      return nil, (tostring(err):gsub("^[^\n]-ledger_stats%.lua:%d+: ", ""))
+    end
+  end
+  local total, by_route = new_scope(), {}
+  for route, s in pairs(scopes) do
+    merge(total, s)
+    by_route[route] = finish(s)
+  end
+  local r = finish(total)
+  for k, v in pairs(result) do r[k] = v end
+  r.by_route = by_route
+  return r
+end
+
+--- Like stats, but raises instead of returning nil, message (used by `retryfreeze demo`).
+-- @param paths string|array of strings; opts table|nil: as for stats
+-- @return stats (see M.stats)
+function M.summarize(paths, opts)
+  local s, err = M.stats(paths, opts)
+  if not s then error(err, 2) end
   return s
 end
 
---- Ratio helpers that never divide by zero (0 when the denominator is 0).
-function M.ratio(a, b) return b > 0 and a / b or 0 end
+local function pct(x) return string.format("%.2f%%", 100 * x) end
+
+local function sorted_counts(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return t[a] > t[b] or (t[a] == t[b] and a < b) end)
+  return keys
+end
+
+--- The route's label in text output: "(no route)" for the empty route of a request no route matched.
+-- @param route string
+-- @return string
+function M.route_label(route) return route == "" and "(no route)" or route end
+
+--- Renders stats as the text `retryfreeze stats` prints.
+-- @param s table: from M.stats
+-- @return string (several lines, ending in a newline)
+function M.render(s)
+  local out = {}
+  local function line(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  line("ledgers: %d file%s, %d lines", #s.files, #s.files == 1 and "" or "s", s.lines)
+  for _, path in ipairs(s.files) do
+    if s.torn[path] then
+      line("torn last line: %s:%d (a write cut short; not counted as a request)", path, s.torn[path])
+    end
+    if s.corrupt[path] then line("corrupt lines skipped: %s: %d", path, s.corrupt[path]) end
+  end
+  line("")
+  line("  %-22s %10d", "requests", s.requests)
+  line("  %-22s %10d  (%s)", "successes", s.successes, pct(s.success_rate))
+  line("  %-22s %10d  (%s of requests)", "terminal failures", s.terminal, pct(s.terminal_rate))
+  line("  %-22s %10d  (%s of successes)", "retried successes", s.retried_successes, pct(s.retried_success_ratio))
+  line("  %-22s %10.3f", "attempts per success", s.attempts_per_success)
+  line("  %-22s %10.3f", "attempts per request", s.attempts_per_request)
+  line("  %-22s %10d  (%.3f per request)", "retries", s.retries, s.retry_ratio)
+  local e = s.elapsed_ms
+  if e.p50 then
+    line("  %-22s p50 %d  p95 %d  p99 %d  max %d", "elapsed_ms", e.p50, e.p95, e.p99, e.max)
+  end
+  line("")
+  line("  %-10s %-30s %10s", "outcome", "reason", "count")
+  for _, k in ipairs(sorted_counts(s.by_reason)) do
+    local outcome, reason = k:match("^(%S+) (.*)$")
+    line("  %-10s %-30s %10d", outcome, reason, s.by_reason[k])
+  end
+  if next(s.retried_classes) then
+    line("")
+    line("  %-41s %10s", "retried after", "attempts")
+    for _, class in ipairs(sorted_counts(s.retried_classes)) do
+      line("  %-41s %10d", class, s.retried_classes[class])
+    end
+  end
+  line("")
+  line("  %-28s %9s %9s %9s %9s %9s %8s %8s %8s", "route", "requests", "success", "terminal", "retried-ok",
+    "att/ok", "p50", "p95", "p99")
+  local routes = {}
+  for r in pairs(s.by_route) do routes[#routes + 1] = r end
+  table.sort(routes)
+  for _, route in ipairs(routes) do
+    local r = s.by_route[route]
+    line("  %-28s %9d %9s %9s %9s %9.3f %8d %8d %8d", M.route_label(route), r.requests, pct(r.success_rate),
+      pct(r.terminal_rate), pct(r.retried_success_ratio), r.attempts_per_success, r.elapsed_ms.p50,
+      r.elapsed_ms.p95, r.elapsed_ms.p99)
+  end
+  out[#out + 1] = ""
+  return table.concat(out, "\n")
+end
 
 return M

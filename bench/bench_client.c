@@ -1,0 +1,320 @@
+/*
+ * Requests per second through the client against a plain libcurl easy loop (one reused handle, the same
+ * URL, the same GET), all against the same loopback upstream in the same run; and ledger appends per second
+ * against a raw write(2) of the same pre-formatted line. Prints ratios.
+ *
+ * Variants, interleaved request by request (the order rotating) so that any drift of the machine or the
+ * upstream hits them alike; each request is timed on its own:
+ *   plain libcurl      curl_easy_perform on one reused easy handle, body collected into a reused buffer
+ *   rf_client_request  the C client (rf_request built once, response cleared each time)
+ *   client:request     the Lua client, driven from bench/bench_client.lua in an embedded Lua state
+ *   + ledger           rf_client_request with a ledger (one JSONL line per request)
+ *
+ * Usage: bench_client BASE_URL [LUA_SCRIPT [rounds [requests_per_round [appends]]]]
+ *   BASE_URL    the project's upstream, e.g. http://127.0.0.1:PORT (retryfreeze-serve answers 200 to all)
+ *   LUA_SCRIPT  bench/bench_client.lua, or "-" to leave out the Lua variant; `require "retryfreeze"` must
+ *               resolve through LUA_PATH / LUA_CPATH
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "retryfreeze/client.h"
+#include "retryfreeze/ledger.h"
+#include "retryfreeze/policy.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PATH "/bench"
+#define MAX_ROUNDS 64
+
+/* One route for GET /bench: a 200 is a success after one attempt, so the client makes exactly one request.
+ * The Lua variant loads the same text. */
+static const char LOCK[] = "{\"endpoint\":\"GET /bench\",\"maxAttempts\":2,\"perAttemptTimeoutMs\":2000,"
+                           "\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "bench_client: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+/* ---- the baseline: a plain libcurl easy loop --------------------------------------------------------- */
+
+typedef struct plain {
+    CURL *easy;
+    char data[64 * 1024];
+    size_t len;
+} plain;
+
+static size_t plain_write(char *data, size_t size, size_t n, void *ud) {
+    plain *p = ud;
+    size_t len = size * n;
+    if (len > sizeof p->data - p->len) return 0;
+    memcpy(p->data + p->len, data, len);
+    p->len += len;
+    return len;
+}
+
+static void plain_init(plain *p, const char *url) {
+    p->easy = curl_easy_init();
+    if (p->easy == NULL) die("curl_easy_init failed", NULL);
+    curl_easy_setopt(p->easy, CURLOPT_URL, url);
+    curl_easy_setopt(p->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(p->easy, CURLOPT_TIMEOUT_MS, 2000L);
+    curl_easy_setopt(p->easy, CURLOPT_WRITEFUNCTION, plain_write);
+    curl_easy_setopt(p->easy, CURLOPT_WRITEDATA, p);
+}
+
+static void plain_one(plain *p) {
+    p->len = 0;
+    CURLcode rc = curl_easy_perform(p->easy);
+    long status = 0;
+    curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (rc != CURLE_OK || status != 200) die("plain libcurl request failed", curl_easy_strerror(rc));
+}
+
+/* ---- the C client -------------------------------------------------------------------------------- */
+
+static void client_one(rf_client *c) {
+    static const rf_request req = {.method = "GET", .path = PATH};
+    rf_response r = {0};
+    rf_error err;
+    if (rf_client_request(c, &req, NULL, NULL, &r, &err) != RF_OK) die("rf_client_request failed", err.message);
+    if (!r.ok || r.status != 200 || r.attempts != 1) die("rf_client_request: not a 200 in one attempt", rf_reason_name(r.reason));
+    if (r.ledger_error[0]) die("ledger append failed", r.ledger_error);
+    rf_response_clear(&r);
+}
+
+/* ---- the Lua client: bench/bench_client.lua returns a function that makes one checked request ---- */
+
+typedef struct lua_side {
+    lua_State *L;
+    int one; /* registry reference of the request function */
+} lua_side;
+
+static void lua_init(lua_side *ls, const char *script, const char *base) {
+    ls->L = luaL_newstate();
+    if (ls->L == NULL) die("luaL_newstate failed", NULL);
+    luaL_openlibs(ls->L);
+    if (luaL_loadfile(ls->L, script) != LUA_OK) die("cannot load the Lua bench", lua_tostring(ls->L, -1));
+    lua_pushstring(ls->L, base);
+    lua_pushstring(ls->L, PATH);
+    lua_pushstring(ls->L, LOCK);
+    if (lua_pcall(ls->L, 3, 1, 0) != LUA_OK) die("the Lua bench failed to start", lua_tostring(ls->L, -1));
+    if (lua_type(ls->L, -1) != LUA_TFUNCTION) die("the Lua bench must return a function", NULL);
+    ls->one = luaL_ref(ls->L, LUA_REGISTRYINDEX);
+}
+
+static void lua_one(lua_side *ls) {
+    lua_rawgeti(ls->L, LUA_REGISTRYINDEX, ls->one);
+    if (lua_pcall(ls->L, 0, 0, 0) != LUA_OK) die("client:request failed", lua_tostring(ls->L, -1));
+}
+
+/* ---- helpers ------------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts a copy). */
+static double median(const double *v, int n) {
+    double s[MAX_ROUNDS];
+    memcpy(s, v, sizeof *v * (size_t)n);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+/* A fresh empty file under $TMPDIR (default /tmp); the caller unlinks and frees it. */
+static char *temp_path(void) {
+    const char *dir = getenv("TMPDIR");
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/rf-bench-ledger.XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(tmpl);
+    if (fd < 0) die("mkstemp failed", tmpl);
+    close(fd);
+    char *path = malloc(strlen(tmpl) + 1);
+    if (path == NULL) die("out of memory", NULL);
+    strcpy(path, tmpl);
+    return path;
+}
+
+/* ---- ledger appends ------------------------------------------------------------------------------ */
+
+static void bench_ledger(long n, const char *digest) {
+    rf_ledger_record rec = {.ts_ms = 1795886401123, .route = "POST /v1/jobs", .method = "POST", .path = "/v1/jobs",
+                            .key = "0b5c2f7e-3f1a-4c2b-9d7e-6a1f2e3d4c5b", .policy = digest, .attempts = 2,
+                            .elapsed_ms = 130, .outcome = "success", .reason = "success", .ok = true, .status = 200,
+                            .body_len = 17, .n_tries = 2};
+    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503", .status = 503, .elapsed_ms = 20, .delay_ms = 0,
+                                   .reason = "pinned-status", .retry_after = "1"};
+    rec.tries[1] = (rf_ledger_try){.class_name = "HTTP_200", .status = 200, .elapsed_ms = 10, .delay_ms = 1000,
+                                   .reason = "success", .retry_after = NULL};
+    rf_error err;
+    char line[4096];
+    long len = rf_ledger_format(&rec, line, sizeof line - 1, &err);
+    if (len < 0) die("rf_ledger_format failed", err.message);
+    line[len] = '\n';
+    size_t line_len = (size_t)len + 1;
+
+    char *raw_path = temp_path(), *ledger_path = temp_path();
+    double raw_best = 1e30, append_best = 1e30;
+    for (int round = 0; round < 3; round++) {
+        /* Baseline: the same line, already formatted, one write(2) each on an O_APPEND descriptor. */
+        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
+        if (fd < 0) die("open failed", raw_path);
+        double t0 = now_s();
+        for (long i = 0; i < n; i++)
+            if (write(fd, line, line_len) != (ssize_t)line_len) die("write failed", raw_path);
+        double raw = now_s() - t0;
+        close(fd);
+
+        if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
+        rf_ledger *l = NULL;
+        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK) die("rf_ledger_open failed", err.message);
+        t0 = now_s();
+        for (long i = 0; i < n; i++)
+            if (rf_ledger_append(l, &rec, &err) != RF_OK) die("rf_ledger_append failed", err.message);
+        double app = now_s() - t0;
+        rf_ledger_close(l, &err);
+        if (raw < raw_best) raw_best = raw;
+        if (app < append_best) append_best = app;
+    }
+    unlink(raw_path);
+    unlink(ledger_path);
+    free(raw_path);
+    free(ledger_path);
+    printf("ledger: %ld appends, best of 3, fsync none, a %zu-byte line (2 tries)\n", n, line_len);
+    printf("  rf_ledger_append   %9.0f appends/s  %6.2f us each\n", (double)n / append_best, append_best / (double)n * 1e6);
+    printf("  raw write(2)       %9.0f writes/s   %6.2f us each  (the same line pre-formatted, O_APPEND)\n",
+           (double)n / raw_best, raw_best / (double)n * 1e6);
+    printf("  append / raw       %9.2f x time per line (formatting + validation over the bare write)\n",
+           append_best / raw_best);
+}
+
+/* ---- main ---------------------------------------------------------------------------------------- */
+
+enum { V_PLAIN, V_C, V_LUA, V_LEDGER, V_COUNT };
+
+int main(int argc, char **argv) {
+    if (argc < 2 || argc > 6)
+        die("usage: bench_client BASE_URL [LUA_SCRIPT|- [rounds [requests_per_round [appends]]]]", NULL);
+    const char *base = argv[1];
+    const char *script = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
+    int rounds = argc > 3 ? atoi(argv[3]) : 7;
+    long n = argc > 4 ? atol(argv[4]) : 2000;
+    long appends = argc > 5 ? atol(argv[5]) : 100000;
+    if (rounds < 1 || rounds > MAX_ROUNDS || n < 1 || appends < 1) die("bad rounds, requests or appends", NULL);
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rf_policy *policy = NULL;
+    rf_error err;
+    if (rf_policy_load_buffer(LOCK, strlen(LOCK), &policy, &err) != RF_OK) die("lock", err.message);
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", base, PATH);
+
+    plain p;
+    plain_init(&p, url);
+    rf_client *c = NULL, *cl = NULL;
+    rf_client_options o = {.policy = policy, .base_url = base, .rng_seed = 1};
+    if (rf_client_new(&o, &c, &err) != RF_OK) die("rf_client_new", err.message);
+    char *ledger_path = temp_path();
+    rf_ledger *ledger = NULL;
+    if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &ledger, &err) != RF_OK) die("rf_ledger_open", err.message);
+    o.ledger = ledger;
+    if (rf_client_new(&o, &cl, &err) != RF_OK) die("rf_client_new", err.message);
+    lua_side ls = {0};
+    if (script) lua_init(&ls, script, base);
+
+    /* Warm-up: connections open, caches warm. */
+    for (int i = 0; i < 200; i++) {
+        plain_one(&p);
+        client_one(c);
+        client_one(cl);
+        if (script) lua_one(&ls);
+    }
+
+    static const char *const names[V_COUNT] = {"plain libcurl", "rf_client_request", "client:request (Lua)",
+                                               "  + ledger (C)"};
+    static const char *const notes[V_COUNT] = {"one reused easy handle", "C", "a fresh request table each call",
+                                               "rf_client_request, one JSONL line per request"};
+    /* Per request times (for the medians) and per round sums (for the throughput ratios). */
+    size_t total = (size_t)rounds * (size_t)n;
+    double *sample[V_COUNT], sum[V_COUNT][MAX_ROUNDS], ratio[V_COUNT][MAX_ROUNDS];
+    for (int v = 0; v < V_COUNT; v++)
+        if ((sample[v] = malloc(sizeof(double) * total)) == NULL) die("out of memory", NULL);
+    for (int i = 0; i < rounds; i++) {
+        for (int v = 0; v < V_COUNT; v++) sum[v][i] = 0;
+        for (long j = 0; j < n; j++) {
+            for (long k = 0; k < V_COUNT; k++) {
+                int v = (int)((j + k) % V_COUNT);
+                double t0 = now_s();
+                switch (v) {
+                case V_PLAIN: plain_one(&p); break;
+                case V_C: client_one(c); break;
+                case V_LUA:
+                    if (!script) continue;
+                    lua_one(&ls);
+                    break;
+                default: client_one(cl); break;
+                }
+                double dt = now_s() - t0;
+                sum[v][i] += dt;
+                sample[v][(size_t)i * (size_t)n + (size_t)j] = dt;
+            }
+        }
+        for (int v = 0; v < V_COUNT; v++) ratio[v][i] = sum[v][i] / sum[V_PLAIN][i];
+        if (getenv("RF_BENCH_VERBOSE")) {
+            fprintf(stderr, "round %d: mean", i + 1);
+            for (int v = 0; v < V_COUNT; v++) fprintf(stderr, " %.1f us", sum[v][i] / (double)n * 1e6);
+            fprintf(stderr, "\n");
+        }
+    }
+    double p50[V_COUNT], all_sum[V_COUNT];
+    for (int v = 0; v < V_COUNT; v++) {
+        if (v == V_LUA && !script) continue;
+        qsort(sample[v], total, sizeof(double), cmp_double);
+        p50[v] = sample[v][total / 2];
+        all_sum[v] = 0;
+        for (int i = 0; i < rounds; i++) all_sum[v] += sum[v][i];
+    }
+    printf("client: GET %s%s, %d rounds x %ld requests per variant, interleaved request by request\n", base, PATH,
+           rounds, n);
+    printf("  %-22s %8s %8s %8s %11s %11s\n", "variant", "req/s", "mean us", "p50 us", "p50 ratio", "mean ratio");
+    for (int v = 0; v < V_COUNT; v++) {
+        if (v == V_LUA && !script) continue;
+        double rp = p50[v] / p50[V_PLAIN], rm = median(ratio[v], rounds);
+        printf("  %-22s %8.0f %8.1f %8.1f %10.3fx %10.3fx", names[v], (double)total / all_sum[v],
+               all_sum[v] / (double)total * 1e6, p50[v] * 1e6, rp, rm);
+        if (v == V_PLAIN) printf("  (%s)\n", notes[v]);
+        else printf("  overhead %+5.1f %% p50, %+5.1f %% mean  (%s)\n", (rp - 1) * 100, (rm - 1) * 100, notes[v]);
+    }
+    printf("  p50 ratio: median request time over plain libcurl's (robust to preemption by other processes);\n"
+           "  mean ratio: median over rounds of (round time / plain's round time), i.e. throughput. Target < 5 %%.\n");
+    for (int v = 0; v < V_COUNT; v++) free(sample[v]);
+
+    if (script) lua_close(ls.L);
+    rf_client_free(c);
+    rf_client_free(cl);
+    rf_ledger_close(ledger, &err);
+    unlink(ledger_path);
+    free(ledger_path);
+    curl_easy_cleanup(p.easy);
+
+    bench_ledger(appends, rf_policy_digest(policy));
+    rf_policy_free(policy);
+    curl_global_cleanup();
+    return 0;
+}

@@ -1,0 +1,173 @@
+-- `retryfreeze stats` throughput and peak memory on generated ledgers of 100 000 and 1 000 000 lines, against
+-- two floors measured in the same run: the C reader alone (bench/bench_stats.c: rf_ledger_reader_next, no
+-- Lua) and the Lua iteration alone (rf.ledger.read, no statistics). Each measurement runs in its own process,
+-- so its VmHWM (peak resident memory) is its own; times are that process's CPU seconds (os.clock / clock).
+--
+-- Usage: lua5.4 bench/bench_stats.lua [--floor BUILD/bench_stats] [--dir DIR] [--sizes 100000,1000000] [--keep]
+-- (bench/run passes the floor; LUA_PATH and LUA_CPATH must find retryfreeze, as in bench/run).
+-- Internal: lua5.4 bench/bench_stats.lua --measure stats|read LEDGER
+local TARGET <const> = 500000 -- lines per second (issue 4 §5)
+
+local function vmhwm_kb()
+  local f = io.open("/proc/self/status")
+  if not f then return -1 end
+  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
+  f:close()
+  return math.tointeger(tonumber(kb)) or -1
+end
+
+if arg[1] == "--measure" then
+  local mode, path = arg[2], arg[3]
+  local t0 = os.clock()
+  local lines, requests
+  if mode == "stats" then
+    local s = assert(require("retryfreeze.ledger_stats").stats(path))
+    lines, requests = s.lines, s.requests
+  else
+    local rf = require "retryfreeze"
+    local it, state = rf.ledger.read(path)
+    local n = 0
+    for rec in it, state do n = n + rec.attempts end
+    lines, requests = state.lines, n
+  end
+  local cpu = os.clock() - t0
+  print(string.format("lines %d cpu_s %.3f vmhwm_kb %d requests %d", lines, cpu, vmhwm_kb(), requests))
+  os.exit(0)
+end
+
+local opts = { sizes = { 100000, 1000000 }, dir = nil, floor = nil, keep = false }
+do
+  local i = 1
+  while i <= #arg do
+    local a = arg[i]
+    if a == "--floor" then opts.floor = arg[i + 1]; i = i + 1
+    elseif a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
+    elseif a == "--keep" then opts.keep = true
+    elseif a == "--sizes" then
+      opts.sizes = {}
+      for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
+      i = i + 1
+    else
+      io.stderr:write("bench_stats: unknown argument ", a, "\n")
+      os.exit(2)
+    end
+    i = i + 1
+  end
+end
+
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- A deterministic ledger in the writer's exact line format (core/src/ledger_format.c: every field, this
+-- order; tries entries class, status, elapsed_ms, delay_ms, reason, retry_after). The mix: 4 routes;
+-- 90% first-try successes, 5% successes after 1-2 retries, 2% terminal, 2% exhausted, 1% refused.
+local POLICY <const> = "sha256:af6eb1cd4b418a64b5123c7db12c9016026a6397e08fe4821afa6f28e6205289"
+local routes <const> = {
+  { "POST /v1/jobs", "POST", "/v1/jobs" }, { "POST /v1/jobs", "POST", "/v1/jobs" },
+  { "GET /v1/jobs/{id}", "GET", "/v1/jobs/42" }, { "DELETE /v1/jobs/{id}", "DELETE", "/v1/jobs/42" },
+  { "POST /v1/refunds", "POST", "/v1/refunds" },
+}
+
+local function try_json(class, status, ms, delay, reason, ra)
+  return string.format('{"class":"%s","status":%d,"elapsed_ms":%d,"delay_ms":%d,"reason":"%s","retry_after":%s}',
+    class, status, ms, delay, reason, ra and ('"' .. ra .. '"') or "null")
+end
+
+local function generate(path, n)
+  math.randomseed(42)
+  local f = assert(io.open(path, "wb"))
+  local buf = {}
+  local random = math.random
+  for i = 1, n do
+    local route = routes[random(#routes)]
+    local key = route[2] == "GET" and "null"
+      or string.format('"%08x-%04x-4%03x-8%03x-%012x"', random(0, 0x7fffffff), random(0, 0xffff),
+        random(0, 0xfff), random(0, 0xfff), i)
+    local ms1 = math.floor(-math.log(1 - random()) * 40) + 1
+    local u = random(100)
+    local tries, attempts, outcome, reason, ok, status
+    if u <= 90 then
+      tries, attempts, outcome, reason, ok, status = { try_json("HTTP_200", 200, ms1, 0, "success") }, 1,
+        "success", "success", "true", 200
+    elseif u <= 95 then
+      attempts = random(2, 3)
+      tries = {}
+      for k = 1, attempts - 1 do tries[k] = try_json("HTTP_503", 503, ms1, k == 1 and 0 or 50 * k, "pinned-status", "1") end
+      tries[attempts] = try_json("HTTP_200", 200, ms1, 100, "success")
+      outcome, reason, ok, status = "success", "success", "true", 200
+    elseif u <= 97 then
+      tries, attempts, outcome, reason, ok, status = { try_json("HTTP_500", 500, ms1, 0, "status-not-retryable") }, 1,
+        "terminal", "status-not-retryable", "false", 500
+    elseif u <= 99 then
+      tries = { try_json("HTTP_504", 504, ms1, 0, "pinned-status"), try_json("HTTP_504", 504, ms1, 80, "max-attempts") }
+      attempts, outcome, reason, ok, status = 2, "exhausted", "max-attempts", "false", 504
+    else
+      tries, attempts, outcome, reason, ok, status = {}, 0, "refused", "no-route", "false", 0
+    end
+    local elapsed = attempts * ms1 + (attempts > 1 and 100 * (attempts - 1) or 0)
+    buf[#buf + 1] = string.format('{"ts":"2026-11-29T17:%02d:%02d.%03dZ","route":"%s","method":"%s","path":"%s",'
+      .. '"key":%s,"policy":"%s","attempts":%d,"elapsed_ms":%d,"outcome":"%s","reason":"%s","ok":%s,"status":%d,'
+      .. '"body_len":%d,"tries":[%s]}\n', (i // 60000) % 60, (i // 1000) % 60, i % 1000,
+      reason == "no-route" and "" or route[1], route[2], route[3], key, POLICY, attempts, elapsed, outcome, reason,
+      ok, status, ok == "true" and 17 or 0, table.concat(tries, ","))
+    if #buf == 4096 then
+      f:write(table.concat(buf))
+      buf = {}
+    end
+  end
+  f:write(table.concat(buf))
+  f:close()
+end
+
+local function measure(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  local ok = p:close()
+  local lines, cpu, kb = out:match("lines (%d+) cpu_s ([%d.]+) vmhwm_kb (%-?%d+)")
+  if not ok or not lines then
+    io.stderr:write("bench_stats: measurement failed: ", cmd, "\n", out)
+    os.exit(1)
+  end
+  return { lines = tonumber(lines), cpu = tonumber(cpu), kb = tonumber(kb) }
+end
+
+local dir = opts.dir or os.getenv("TMPDIR") or "/tmp"
+local lua = arg[-1] or "lua5.4"
+local script = arg[0]
+local results = {}
+print("bench_stats: `retryfreeze stats` over generated ledgers (CPU time of one process per row; "
+  .. "peak memory = VmHWM)")
+print(string.format("  %-10s %-34s %12s %9s %12s %10s", "lines", "what", "lines/s", "cpu s", "vs C reader",
+  "peak KiB"))
+for _, n in ipairs(opts.sizes) do
+  local path = string.format("%s/rf-bench-stats-%d-%d.jsonl", dir, n, os.time())
+  generate(path, n)
+  local rows = {}
+  if opts.floor then
+    rows[#rows + 1] = { "C reader only (bench_stats.c)", measure(shell_quote(opts.floor) .. " " .. shell_quote(path)) }
+  end
+  rows[#rows + 1] = { "rf.ledger.read loop (no stats)",
+    measure(shell_quote(lua) .. " " .. shell_quote(script) .. " --measure read " .. shell_quote(path)) }
+  rows[#rows + 1] = { "ledger_stats.stats (full stats)",
+    measure(shell_quote(lua) .. " " .. shell_quote(script) .. " --measure stats " .. shell_quote(path)) }
+  local floor_rate = opts.floor and rows[1][2].lines / rows[1][2].cpu
+  for _, row in ipairs(rows) do
+    local m = row[2]
+    if m.lines ~= n then
+      io.stderr:write(string.format("bench_stats: %s read %d lines of %d\n", row[1], m.lines, n))
+      os.exit(1)
+    end
+    local rate = m.lines / m.cpu
+    print(string.format("  %-10d %-34s %12.0f %9.2f %12s %10d", n, row[1], rate, m.cpu,
+      floor_rate and string.format("%.2fx", floor_rate / rate) or "-", m.kb))
+  end
+  results[#results + 1] = { n = n, stats = rows[#rows][2] }
+  if not opts.keep then os.remove(path) end
+end
+local last = results[#results]
+local rate = last.stats.lines / last.stats.cpu
+print(string.format("stats throughput at %d lines: %.0f lines/s — target > %d lines/s: %s", last.n, rate, TARGET,
+  rate > TARGET and "met" or "NOT met"))
+if #results > 1 then
+  print(string.format("stats peak memory: %d KiB at %d lines, %d KiB at %d lines (ratio %.2f)", results[1].stats.kb,
+    results[1].n, last.stats.kb, last.n, last.stats.kb / results[1].stats.kb))
+end

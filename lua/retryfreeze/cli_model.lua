@@ -1,0 +1,169 @@
+--- `retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--json]`: the retry-storm arithmetic
+--- for a lock's routes (retryfreeze.model), before any traffic is sent.
+local rf = require "retryfreeze"
+local cli_args = require "retryfreeze.cli_args"
+local jsonline = require "retryfreeze.jsonline"
+local model = require "retryfreeze.model"
+
+local M = {
+  summary = "predict attempts per request and per success from a lock (independent failures, nested layers)",
+  usage = "retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--json]\n\n"
+    .. "  For independent failures with probability p per attempt: expected attempts per request, success\n"
+    .. "  probability, attempts per success and the worst case, for each route's maxAttempts, and a table\n"
+    .. "  over p = 0.1…0.9. Assumes every failure is of a retryable class and nothing stops a request\n"
+    .. "  early (no deadline, Retry-After, retry budget or missing idempotency key): the real numbers can\n"
+    .. "  only be lower.\n"
+    .. "  --failure-rate p  detail one failure rate, 0..1\n"
+    .. "  --layers L        the same policy at L nested layers (1..16, default 1): worst case maxAttempts^L\n"
+    .. "  --route R         one route: its endpoint (\"POST /v1/jobs\") or a request (\"GET /v1/jobs/42\")\n"
+    .. "  --json            print the predictions as one JSON object\n"
+    .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
+}
+
+local spec <const> = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--route"] = "string",
+  ["--json"] = "flag" }
+
+-- The routes to model: all, or the one --route names (an endpoint, or a request the policy matches).
+local function pick_routes(policy, wanted)
+  local routes = policy:routes()
+  if not wanted then return routes end
+  for _, r in ipairs(routes) do
+    if r.endpoint == wanted then return { r } end
+  end
+  local method, path = wanted:match("^(%u+) (/%S*)$")
+  if method then
+    local b = policy:budget{ method = method, path = path, attempts = 0, elapsed_ms = 0 }
+    for _, r in ipairs(routes) do
+      if r.endpoint == b.route then return { r } end
+    end
+  end
+  local names = {}
+  for i, r in ipairs(routes) do names[i] = r.endpoint end
+  return nil, "no route matches '" .. wanted .. "' (routes: " .. table.concat(names, ", ") .. ")"
+end
+
+-- Routes grouped by maxAttempts (the model depends on nothing else), fewest attempts first.
+local function groups_of(routes)
+  local by_n, ns = {}, {}
+  for _, r in ipairs(routes) do
+    local g = by_n[r.max_attempts]
+    if not g then
+      g = { max_attempts = r.max_attempts, routes = {} }
+      by_n[r.max_attempts] = g
+      ns[#ns + 1] = r.max_attempts
+    end
+    g.routes[#g.routes + 1] = r.endpoint
+  end
+  table.sort(ns)
+  local out = {}
+  for i, n in ipairs(ns) do
+    table.sort(by_n[n].routes)
+    out[i] = by_n[n]
+  end
+  return out
+end
+
+local function pct(x) return string.format("%.2f%%", 100 * x) end
+local function num(x) return x == math.huge and "inf" or string.format("%.2f", x) end
+
+local function render(out, g, layers, p)
+  out:write(string.format("maxAttempts %d: %s\n", g.max_attempts, table.concat(g.routes, ", ")))
+  if p then
+    local m = model.predict{ max_attempts = g.max_attempts, p = p, layers = layers }
+    out:write(string.format("  at p = %s:\n", string.format("%.4g", p)))
+    out:write(string.format("    %-26s %s\n", "attempts per request", num(m.attempts_per_request)))
+    out:write(string.format("    %-26s %s\n", "success probability", pct(m.success_probability)))
+    out:write(string.format("    %-26s %s\n", "attempts per success", num(m.attempts_per_success)))
+    out:write(string.format("    %-26s %d attempts per request\n", "worst case", m.worst_case))
+    if layers > 1 then
+      local with = string.format("with %d layers:", layers)
+      out:write(string.format("    %-26s %d attempts per user request (%d^%d)\n", with .. " worst case",
+        m.layered_worst_case, g.max_attempts, layers))
+      out:write(string.format("    %-26s %s attempts at the innermost service per user request\n",
+        with .. " expected", num(m.layered_expected)))
+      out:write(string.format("    %-26s %s\n", with .. " success", pct(m.layered_success_probability)))
+    end
+  end
+  out:write(string.format("  %5s %17s %9s %17s %6s", "p", "attempts/request", "success", "attempts/success", "worst"))
+  if layers > 1 then
+    out:write(string.format("   %-9s %9s %9s %7s", string.format("%d layers:", layers), "expected", "success", "worst"))
+  end
+  out:write("\n")
+  for _, rate in ipairs(model.table_rates) do
+    local m = model.predict{ max_attempts = g.max_attempts, p = rate, layers = layers }
+    out:write(string.format("  %5.1f %17s %9s %17s %6d", rate, num(m.attempts_per_request),
+      pct(m.success_probability), num(m.attempts_per_success), m.worst_case))
+    if layers > 1 then
+      out:write(string.format("   %-9s %9s %9s %7d", "", num(m.layered_expected), pct(m.layered_success_probability),
+        m.layered_worst_case))
+    end
+    out:write("\n")
+  end
+end
+
+-- math.huge cannot be JSON: an attempts-per-success with no success becomes null.
+local function json_safe(m)
+  for k, v in pairs(m) do
+    if v == math.huge then m[k] = nil end
+  end
+  return m
+end
+
+--- Runs `retryfreeze model`.
+-- @param args array of strings: the arguments after "model"
+-- @param out, err file handles (io.stdout, io.stderr in the CLI)
+-- @return integer exit code (see the usage text)
+function M.run(args, out, err)
+  local opts, pos = cli_args.parse(args, spec)
+  local function usage_error(msg)
+    err:write("retryfreeze model: ", msg, "\nusage: ", M.usage, "\n")
+    return 2
+  end
+  if not opts then return usage_error(pos) end
+  if #pos ~= 1 then return usage_error("expected exactly one LOCK") end
+  local p, layers = opts.failure_rate, opts.layers or 1
+  if p ~= nil and not (p >= 0 and p <= 1) then return usage_error("--failure-rate must be 0..1, got " .. p) end
+  if layers < 1 or layers > 16 then return usage_error("--layers must be 1..16, got " .. layers) end
+  local policy, why = rf.load(pos[1])
+  if not policy then
+    err:write("retryfreeze model: invalid lock: ", why, "\n")
+    return 2
+  end
+  local routes, rerr = pick_routes(policy, opts.route)
+  if not routes then
+    err:write("retryfreeze model: ", rerr, "\n")
+    return 2
+  end
+  local groups = groups_of(routes)
+  if opts.json then
+    local doc = { lock = pos[1], digest = policy.digest, layers = layers, failure_rate = p, models = {} }
+    for i, g in ipairs(groups) do
+      local entry = { max_attempts = g.max_attempts, routes = g.routes, table = {} }
+      if p then entry.prediction = json_safe(model.predict{ max_attempts = g.max_attempts, p = p, layers = layers }) end
+      for j, rate in ipairs(model.table_rates) do
+        entry.table[j] = json_safe(model.predict{ max_attempts = g.max_attempts, p = rate, layers = layers })
+      end
+      doc.models[i] = entry
+    end
+    out:write(jsonline.encode(doc, { "lock", "digest", "layers", "failure_rate", "models", "max_attempts", "routes",
+      "prediction", "table", "p" }), "\n")
+    return 0
+  end
+  out:write(string.format("model: %s (%s)%s\n", pos[1], policy.digest,
+    layers > 1 and string.format(", the same policy at %d nested layers", layers) or ""))
+  out:write("assumes: every failed attempt is of a retryable class and fails independently with probability p;\n"
+    .. "  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
+    .. "  (each of those only lowers the real numbers)\n")
+  for _, r in ipairs(routes) do
+    if #r.retryable == 0 then
+      out:write(string.format("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint))
+    end
+  end
+  for _, g in ipairs(groups) do
+    out:write("\n")
+    render(out, g, layers, p)
+  end
+  return 0
+end
+
+return M

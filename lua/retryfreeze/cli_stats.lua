@@ -1,0 +1,55 @@
+--- `retryfreeze stats LEDGER… [--json] [--skip-corrupt]`: requests, successes, terminal failure rate,
+--- retried-success ratio, attempts per success and per request, elapsed_ms percentiles, outcomes and reasons,
+--- by route — streamed in constant memory (retryfreeze.ledger_stats).
+local cli_args = require "retryfreeze.cli_args"
+local jsonline = require "retryfreeze.jsonline"
+local ledger_stats = require "retryfreeze.ledger_stats"
+
+local M = {
+  summary = "summarize ledgers: success, retried successes, attempts, latency, reasons, by route",
+  usage = "retryfreeze stats LEDGER… [--json] [--skip-corrupt]\n\n"
+    .. "  Streams the ledgers (rotated files too: a quoted glob such as 'ledger.jsonl*' is expanded) and prints\n"
+    .. "  requests, successes, terminal failure rate, retried-success ratio, attempts per success and per\n"
+    .. "  request, p50/p95/p99 of elapsed_ms, outcomes and reasons with counts, and the same by route.\n"
+    .. "  --json          print everything as one JSON object instead\n"
+    .. "  --skip-corrupt  count and skip corrupt lines (default: stop at the first, naming file and line)\n"
+    .. "  A torn last line (a write cut short) is reported, never counted as a request.\n"
+    .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
+}
+
+local spec <const> = { ["--json"] = "flag", ["--skip-corrupt"] = "flag" }
+
+--- Key order of the JSON object (other keys follow, sorted).
+M.json_order = { "files", "lines", "torn", "torn_lines", "corrupt", "corrupt_lines", "requests", "successes",
+  "failures", "terminal", "retried_successes", "attempts", "success_attempts", "retries", "success_rate",
+  "terminal_rate", "retried_success_ratio", "attempts_per_success", "attempts_per_request", "retry_ratio",
+  "elapsed_ms", "p50", "p95", "p99", "min", "max", "mean", "by_outcome", "by_reason", "reasons",
+  "retried_classes", "by_route" }
+
+--- Runs `retryfreeze stats`.
+-- @param args array of strings: the arguments after "stats"
+-- @param out, err file handles (io.stdout, io.stderr in the CLI)
+-- @return integer exit code (see the usage text)
+function M.run(args, out, err)
+  local opts, pos = cli_args.parse(args, spec)
+  if not opts or #pos == 0 then
+    err:write("retryfreeze stats: ", opts and "expected at least one LEDGER" or pos, "\nusage: ", M.usage, "\n")
+    return 2
+  end
+  local s, why = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt })
+  if not s then
+    err:write("retryfreeze stats: ", why, "\n")
+    if why:find("corrupt ledger line", 1, true) then
+      err:write("retryfreeze stats: --skip-corrupt counts and skips corrupt lines\n")
+    end
+    return 2
+  end
+  if opts.json then
+    out:write(jsonline.encode(s, M.json_order), "\n")
+  else
+    out:write(ledger_stats.render(s))
+  end
+  return 0
+end
+
+return M

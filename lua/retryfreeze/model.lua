@@ -1,0 +1,77 @@
+--- The retry-amplification model (`retryfreeze model`): what a retry policy costs before any traffic is sent.
+---
+--- Assumptions (the model's whole world; docs/evidence.md explains each):
+---   * every failed attempt is of a class the route retries (its `retryable` list), so a request stops only on
+---     a success or after max_attempts attempts;
+---   * attempts fail independently, each with the same probability p;
+---   * nothing else stops a request early: no deadline (totalBudgetMs), no Retry-After longer than the budget,
+---     no retry-budget throttling, no missing idempotency key — each of those only lowers the real numbers;
+---   * with L layers, the same policy runs at every layer, each layer retries a failure returned by the layer
+---     below, and only the innermost service fails on its own (with p per attempt).
+---
+--- With n = max_attempts:
+---   attempts per request  E(p)  = 1 + p + … + p^(n−1) = (1 − p^n) / (1 − p)   (n when p = 1)
+---   success probability   S(p)  = 1 − p^n
+---   attempts per success        = E(p) / S(p)     (math.huge when S = 0)
+---   worst case                  = n
+---   layered worst case          = n^L             (every attempt at every layer fails)
+---   layered expected            = E(q0)·E(q1)·…·E(q(L−1)), q0 = p, q(i+1) = q(i)^n: the attempts that reach the
+---                                 innermost service per user request (layer i's call fails with q(i))
+---   layered success             = 1 − q(L−1)^n = 1 − p^(n^L)
+local M = {}
+
+local function expected_attempts(p, n)
+  local e, term = 0, 1
+  for _ = 1, n do
+    e = e + term
+    term = term * p
+  end
+  return e
+end
+
+--- Predicts a policy's load for independent failures.
+-- @param args table: {max_attempts = integer 1..100 (counting the first attempt), p = number 0..1 (failure
+--   probability of one attempt), layers = integer 1..16 (default 1: no nesting)}
+-- @return {attempts_per_request, success_probability, attempts_per_success, worst_case (integer),
+--   layered_worst_case (integer, n^L), layered_expected (attempts reaching the innermost service per user
+--   request), layered_success_probability, layered_attempts_per_success, layers, max_attempts, p};
+--   attempts per success is math.huge when the success probability is 0. Raises on a bad argument.
+function M.predict(args)
+  if type(args) ~= "table" then error("bad argument #1 to 'predict' (table expected, got " .. type(args) .. ")", 2) end
+  local n, p, layers = args.max_attempts, args.p, args.layers or 1
+  if math.type(n) ~= "integer" or n < 1 or n > 100 then
+    error("bad argument 'max_attempts' to 'predict' (integer 1..100 expected, got " .. tostring(n) .. ")", 2)
+  end
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error("bad argument 'p' to 'predict' (number 0..1 expected, got " .. tostring(p) .. ")", 2)
+  end
+  if math.type(layers) ~= "integer" or layers < 1 or layers > 16 then
+    error("bad argument 'layers' to 'predict' (integer 1..16 expected, got " .. tostring(layers) .. ")", 2)
+  end
+  local per_request = expected_attempts(p, n)
+  local success = 1 - p ^ n
+  local layered, q = 1, p
+  for _ = 1, layers do
+    layered = layered * expected_attempts(q, n)
+    q = q ^ n
+  end
+  local layered_success = 1 - q
+  local worst = 1
+  for _ = 1, layers do worst = worst * n end
+  return {
+    max_attempts = n, p = p, layers = layers,
+    attempts_per_request = per_request,
+    success_probability = success,
+    attempts_per_success = success > 0 and per_request / success or math.huge,
+    worst_case = n,
+    layered_worst_case = worst,
+    layered_expected = layered,
+    layered_success_probability = layered_success,
+    layered_attempts_per_success = layered_success > 0 and layered / layered_success or math.huge,
+  }
+end
+
+--- The failure rates of the model's table: 0.1, 0.2, …, 0.9.
+M.table_rates = { 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9 }
+
+return M

@@ -1,0 +1,344 @@
+-- `retryfreeze stats` and rf.ledger.stats (retryfreeze.ledger_stats): counts, ratios, percentiles, by route,
+-- several files, globs and rotated files, a torn last line, corrupt lines, --json; plus retryfreeze.glob.
+-- Ledgers are written here in the writer's exact line format (core/src/ledger_format.c), and one through
+-- the real client against the project's upstream.
+local rf = require "retryfreeze"
+local h = require "spec.helper"
+local ledger_stats = require "retryfreeze.ledger_stats"
+local glob = require "retryfreeze.glob"
+
+local POLICY <const> = "sha256:" .. string.rep("ab", 32)
+
+--- One ledger line, every field in the writer's order. r: {route, method, path, key, attempts, elapsed_ms,
+--- outcome, reason, ok, status, tries = {{class, status, elapsed_ms, delay_ms, reason, retry_after}}}
+local function line(r)
+  local tries = {}
+  for i, t in ipairs(r.tries or {}) do
+    tries[i] = string.format('{"class":"%s","status":%d,"elapsed_ms":%d,"delay_ms":%d,"reason":"%s","retry_after":%s}',
+      t[1], t[2], t[3], t[4], t[5], t[6] and ('"' .. t[6] .. '"') or "null")
+  end
+  return string.format('{"ts":"2026-11-29T17:20:01.123Z","route":"%s","method":"%s","path":"%s","key":%s,'
+    .. '"policy":"%s","attempts":%d,"elapsed_ms":%d,"outcome":"%s","reason":"%s","ok":%s,"status":%d,'
+    .. '"body_len":%d,"tries":[%s]}\n', r.route or "POST /v1/jobs", r.method or "POST", r.path or "/v1/jobs",
+    r.key and ('"' .. r.key .. '"') or "null", POLICY, r.attempts, r.elapsed_ms, r.outcome, r.reason,
+    tostring(r.ok), r.status, r.ok and 17 or 0, table.concat(tries, ","))
+end
+
+-- Record shapes used below.
+local function ok1(ms, route)
+  return line{ route = route, attempts = 1, elapsed_ms = ms, outcome = "success", reason = "success", ok = true,
+    status = 200, tries = { { "HTTP_200", 200, ms, 0, "success" } } }
+end
+local function ok_after_503(ms, route)
+  return line{ route = route, attempts = 2, elapsed_ms = ms, outcome = "success", reason = "success", ok = true,
+    status = 200, tries = { { "HTTP_503", 503, 5, 0, "pinned-status", "1" }, { "HTTP_200", 200, 5, 1000, "success" } } }
+end
+local function terminal500(ms, route)
+  return line{ route = route, attempts = 1, elapsed_ms = ms, outcome = "terminal", reason = "status-not-retryable",
+    ok = false, status = 500, tries = { { "HTTP_500", 500, ms, 0, "status-not-retryable" } } }
+end
+local function exhausted504(ms, route)
+  return line{ route = route, attempts = 3, elapsed_ms = ms, outcome = "exhausted", reason = "max-attempts", ok = false,
+    status = 504, tries = { { "HTTP_504", 504, 5, 0, "pinned-status" }, { "HTTP_504", 504, 5, 50, "pinned-status" },
+      { "HTTP_504", 504, 5, 100, "max-attempts" } } }
+end
+local function no_route(ms)
+  return line{ route = "", method = "GET", path = "/nowhere", attempts = 0, elapsed_ms = ms, outcome = "refused",
+    reason = "no-route", ok = false, status = 0 }
+end
+
+local function temp_dir()
+  local p = os.tmpname()
+  os.remove(p)
+  assert(os.execute("mkdir -p '" .. p .. "'"))
+  return p
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+local cleanup = {}
+local function ledger(text)
+  local p = h.temp_file(text)
+  cleanup[#cleanup + 1] = p
+  return p
+end
+
+teardown(function()
+  for _, p in ipairs(cleanup) do os.execute("rm -rf '" .. p .. "'") end
+end)
+
+-- 10 requests: elapsed 1..10 ms on "POST /v1/jobs": 6 first-try successes, 2 successes after a 503,
+-- 1 terminal 500, 1 exhausted after 3 × 504; and one no-route refusal (0 attempts, 7 ms).
+local function mixed()
+  return ok1(1) .. ok1(2) .. ok1(3) .. ok1(4) .. ok1(5) .. ok1(6) .. ok_after_503(7) .. ok_after_503(8)
+    .. terminal500(9) .. exhausted504(10) .. no_route(7)
+end
+
+describe("rf.ledger.stats", function()
+  it("counts requests, successes, attempts and ratios from known records", function()
+    local s = assert(ledger_stats.stats(ledger(mixed())))
+    assert.same({ 11, 8, 3, 1, 2, 14, 10, 4 }, { s.requests, s.successes, s.failures, s.terminal, s.retried_successes,
+      s.attempts, s.success_attempts, s.retries })
+    assert.equal(8 / 11, s.success_rate)
+    assert.equal(1 / 11, s.terminal_rate)
+    assert.equal(2 / 8, s.retried_success_ratio)
+    assert.equal(10 / 8, s.attempts_per_success)
+    assert.equal(14 / 11, s.attempts_per_request)
+    assert.equal(4 / 11, s.retry_ratio)
+    assert.same({ success = 8, terminal = 1, exhausted = 1, refused = 1 }, s.by_outcome)
+    assert.same({ ["success success"] = 8, ["terminal status-not-retryable"] = 1, ["exhausted max-attempts"] = 1,
+      ["refused no-route"] = 1 }, s.by_reason)
+    assert.same({ success = 8, ["status-not-retryable"] = 1, ["max-attempts"] = 1, ["no-route"] = 1 }, s.reasons)
+    assert.same({ HTTP_503 = 2, HTTP_504 = 2 }, s.retried_classes)
+    assert.same({ 11, false, 0, 0 }, { s.lines, next(s.torn) ~= nil, s.torn_lines, s.corrupt_lines })
+  end)
+
+  it("gives exact nearest-rank percentiles below 128 ms", function()
+    local text = {}
+    for ms = 1, 100 do text[#text + 1] = ok1(ms) end
+    local s = assert(ledger_stats.stats(ledger(table.concat(text))))
+    assert.same({ p50 = 50, p95 = 95, p99 = 99, min = 1, max = 100, mean = 50.5 }, s.elapsed_ms)
+  end)
+
+  it("keeps percentiles above 128 ms within 1/128 of the nearest-rank value", function()
+    local text, values = {}, {}
+    for i = 1, 200 do
+      local ms = 100 + i * 997 % 50000 -- spread over 100..50 100 ms
+      values[i] = ms
+      text[i] = ok1(ms)
+    end
+    table.sort(values)
+    local s = assert(ledger_stats.stats(ledger(table.concat(text))))
+    for q, key in pairs({ [0.50] = "p50", [0.95] = "p95", [0.99] = "p99" }) do
+      local exact = values[math.ceil(q * 200 - 1e-9)]
+      assert.is_true(math.abs(s.elapsed_ms[key] - exact) <= exact / 128, key .. " " .. s.elapsed_ms[key] .. " vs " .. exact)
+    end
+    assert.equal(values[200], s.elapsed_ms.max)
+    assert.equal(values[1], s.elapsed_ms.min)
+  end)
+
+  it("has buckets that cover every duration once, each at most 1/64 of its values wide", function()
+    local prev_hi = -1
+    for idx = 0, 500 do
+      local lo, hi = ledger_stats.bucket_range(idx)
+      assert.equal(prev_hi + 1, lo)
+      assert.equal(idx, ledger_stats.bucket(lo))
+      assert.equal(idx, ledger_stats.bucket(hi))
+      assert.is_true(hi - lo + 1 <= math.max(1, lo / 64))
+      prev_hi = hi
+    end
+    for _, v in ipairs({ 127, 128, 255, 256, 1000, 65535, 3600000, (1 << 53) - 1 }) do
+      local lo, hi = ledger_stats.bucket_range(ledger_stats.bucket(v))
+      assert.is_true(lo <= v and v <= hi, v)
+      assert.is_true(math.abs((lo + hi) // 2 - v) <= v / 128, v)
+    end
+    assert.equal(3071, ledger_stats.bucket((1 << 53) - 1))
+    assert.equal(0, ledger_stats.bucket(-5))
+  end)
+
+  it("splits by route, the unmatched route under \"\"", function()
+    local s = assert(ledger_stats.stats(ledger(ok1(3, "GET /v1/jobs/{id}") .. ok_after_503(20, "GET /v1/jobs/{id}")
+      .. terminal500(4) .. no_route(1))))
+    local get = s.by_route["GET /v1/jobs/{id}"]
+    assert.same({ 2, 2, 1, 3, 1 }, { get.requests, get.successes, get.retried_successes, get.attempts, get.retries })
+    assert.same({ p50 = 3, p95 = 20, p99 = 20, min = 3, max = 20, mean = 11.5 }, get.elapsed_ms)
+    assert.same({ 1, 0, 1 }, { s.by_route["POST /v1/jobs"].requests, s.by_route["POST /v1/jobs"].successes,
+      s.by_route["POST /v1/jobs"].terminal })
+    assert.same({ ["refused no-route"] = 1 }, s.by_route[""].by_reason)
+    assert.equal(4, s.requests)
+  end)
+
+  it("sums several files and expands a glob over rotated files in natural order", function()
+    local dir = temp_dir()
+    cleanup[#cleanup + 1] = dir
+    write(dir .. "/ledger.jsonl", ok1(1) .. ok1(2))
+    write(dir .. "/ledger.jsonl.1", ok_after_503(3))
+    write(dir .. "/ledger.jsonl.2", terminal500(4))
+    write(dir .. "/ledger.jsonl.10", ok1(5))
+    write(dir .. "/other.jsonl", ok1(6))
+    local s = assert(ledger_stats.stats(dir .. "/ledger.jsonl*"))
+    assert.same({ dir .. "/ledger.jsonl", dir .. "/ledger.jsonl.1", dir .. "/ledger.jsonl.2", dir .. "/ledger.jsonl.10" },
+      s.files)
+    assert.same({ 5, 4, 1, 1, 6 }, { s.requests, s.successes, s.retried_successes, s.terminal, s.attempts })
+    s = assert(ledger_stats.stats({ dir .. "/ledger.jsonl", dir .. "/other.jsonl" }))
+    assert.same({ 3, 3 }, { s.requests, s.lines })
+    assert.same({ nil, "no file matches '" .. dir .. "/nothing*'" }, { ledger_stats.stats(dir .. "/nothing*") })
+  end)
+
+  it("counts and reports a torn last line without counting it as a request", function()
+    local text = ok1(1) .. ok1(2) .. ok1(3)
+    local path = ledger(text .. ok1(4):sub(1, 60))
+    local s = assert(ledger_stats.stats(path))
+    assert.same({ 3, 4, 1 }, { s.requests, s.lines, s.torn_lines })
+    assert.same({ [path] = 4 }, s.torn)
+  end)
+
+  it("stops at a corrupt line with its file and line number, or counts it with skip_corrupt", function()
+    local path = ledger(ok1(1) .. '{"ts":"2026-11-29T17:20:01.123Z"}\n' .. ok1(2) .. "\n" .. ok1(3))
+    local s, err = ledger_stats.stats(path)
+    assert.is_nil(s)
+    assert.equal(path .. ":2: corrupt ledger line: missing field \"$.route\"", err)
+    s = assert(ledger_stats.stats(path, { skip_corrupt = true }))
+    assert.same({ 3, 5, 2 }, { s.requests, s.lines, s.corrupt_lines })
+    assert.same({ [path] = 2 }, s.corrupt)
+  end)
+
+  it("returns nil, message for a file it cannot open; raises on a bad argument", function()
+    local s, err = ledger_stats.stats({ "/nonexistent/ledger.jsonl" })
+    assert.is_nil(s)
+    assert.equal("cannot open ledger /nonexistent/ledger.jsonl: No such file or directory", err)
+    assert.has_error(function() ledger_stats.stats(42) end,
+      "bad argument #1 to 'stats' (string or array of strings expected, got number)")
+    assert.has_error(function() ledger_stats.summarize({ "/nonexistent/ledger.jsonl" }) end)
+  end)
+
+  it("reports zero ratios and no percentiles for an empty ledger", function()
+    local s = assert(ledger_stats.stats(ledger("")))
+    assert.same({ 0, 0, 0, 0 }, { s.requests, s.attempts_per_success, s.terminal_rate, s.retried_success_ratio })
+    assert.same({}, s.elapsed_ms)
+  end)
+
+  it("reads a ledger the real client wrote", function()
+    local upstream = require "retryfreeze.upstream"
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local path = os.tmpname()
+    cleanup[#cleanup + 1] = path
+    local led = assert(rf.ledger.open(path))
+    local client = rf.client{ policy = assert(rf.load(h.desk_lock)), base_url = up.url, ledger = led, rng_seed = 1 }
+    local function post(script)
+      return client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),
+        headers = { ["X-Fault-Script"] = script } }
+    end
+    local rs = { post("504,200"), post("200"), post("500"), post("504,504") }
+    client:close()
+    led:close()
+    up.stop()
+    local s = assert(ledger_stats.stats(path))
+    assert.same({ 4, 2, 1, 1, 6, 3, 2 }, { s.requests, s.successes, s.retried_successes, s.terminal, s.attempts,
+      s.success_attempts, s.retries })
+    assert.same({ success = 2, terminal = 1, exhausted = 1 }, s.by_outcome)
+    assert.same({ HTTP_504 = 2 }, s.retried_classes)
+    local max = 0
+    for _, r in ipairs(rs) do max = math.max(max, r.elapsed_ms) end
+    assert.equal(max, s.elapsed_ms.max)
+  end)
+end)
+
+describe("retryfreeze stats", function()
+  it("prints the counts, ratios, percentiles, reasons and routes", function()
+    local out, err, code = h.run_cli("stats", ledger(mixed()))
+    assert.equal(0, code, err)
+    assert.matches("ledgers: 1 file, 11 lines\n", out, 1, true)
+    assert.matches("  requests                       11\n", out, 1, true)
+    assert.matches("  successes                       8  (72.73%)\n", out, 1, true)
+    assert.matches("  terminal failures               1  (9.09% of requests)\n", out, 1, true)
+    assert.matches("  retried successes               2  (25.00% of successes)\n", out, 1, true)
+    assert.matches("  attempts per success        1.250\n", out, 1, true)
+    assert.matches("  attempts per request        1.273\n", out, 1, true)
+    assert.matches("  elapsed_ms             p50 6  p95 10  p99 10  max 10\n", out, 1, true)
+    assert.matches("  exhausted  max-attempts                            1\n", out, 1, true)
+    assert.matches("  HTTP_503                                           2\n", out, 1, true)
+    assert.matches("  (no route)                           1     0.00%     0.00%     0.00%     0.000        7        7        7\n",
+      out, 1, true)
+  end)
+
+  it("prints one JSON object with --json", function()
+    local out, _, code = h.run_cli("stats", "--json", ledger(ok1(1) .. ok_after_503(9) .. terminal500(5)))
+    assert.equal(0, code)
+    assert.equal(1, select(2, out:gsub("\n", "")))
+    assert.matches('^{"files":%[".-"%],"lines":3,"torn":{},"torn_lines":0,"corrupt":{},"corrupt_lines":0,'
+      .. '"requests":3,"successes":2,"failures":1,"terminal":1,"retried_successes":1,"attempts":4,'
+      .. '"success_attempts":3,"retries":1,', out)
+    assert.matches('"elapsed_ms":{"p50":5,"p95":9,"p99":9,"min":1,"max":9,"mean":5}', out, 1, true)
+    -- jsonline applies the key order at every depth, so "terminal" (a top-level key) comes first here too.
+    assert.matches('"by_outcome":{"terminal":1,"success":2}', out, 1, true)
+    assert.matches('"retried_classes":{"HTTP_503":1}', out, 1, true)
+    assert.matches('"by_route":{"POST /v1/jobs":{"requests":3,', out, 1, true)
+  end)
+
+  it("reports a torn last line and exits 0", function()
+    local path = ledger(ok1(1) .. ok1(2):sub(1, 30))
+    local out, _, code = h.run_cli("stats", path)
+    assert.equal(0, code)
+    assert.matches("torn last line: " .. path .. ":2 (a write cut short; not counted as a request)", out, 1, true)
+    out = h.run_cli("stats", "--json", path)
+    assert.matches('"torn":{"' .. path .. '":2},"torn_lines":1', out, 1, true)
+  end)
+
+  it("stops with file and line on a corrupt line (exit 2) unless --skip-corrupt", function()
+    local path = ledger(ok1(1) .. "not json\n" .. ok1(2))
+    local out, err, code = h.run_cli("stats", path)
+    assert.equal(2, code)
+    assert.equal("", out)
+    assert.matches("^retryfreeze stats: " .. path:gsub("%p", "%%%0") .. ":2: corrupt ledger line: ", err)
+    assert.matches("--skip-corrupt counts and skips corrupt lines", err, 1, true)
+    out, err, code = h.run_cli("stats", "--skip-corrupt", path)
+    assert.equal(0, code, err)
+    assert.matches("corrupt lines skipped: " .. path .. ": 1\n", out, 1, true)
+    assert.matches("  requests                        2\n", out, 1, true)
+  end)
+
+  it("expands a quoted glob and refuses one that matches nothing", function()
+    local dir = temp_dir()
+    cleanup[#cleanup + 1] = dir
+    write(dir .. "/l.jsonl", ok1(1))
+    write(dir .. "/l.jsonl.1", ok1(2) .. ok1(3))
+    local out, _, code = h.run_cli("stats", dir .. "/l.jsonl*")
+    assert.equal(0, code)
+    assert.matches("ledgers: 2 files, 3 lines", out, 1, true)
+    local _, err
+    _, err, code = h.run_cli("stats", dir .. "/x*")
+    assert.equal(2, code)
+    assert.equal("retryfreeze stats: no file matches '" .. dir .. "/x*'\n", err)
+  end)
+
+  it("exits 2 on bad usage or a missing file", function()
+    local _, err, code = h.run_cli("stats")
+    assert.equal(2, code)
+    assert.matches("expected at least one LEDGER", err, 1, true)
+    _, err, code = h.run_cli("stats", "--bogus", "x")
+    assert.equal(2, code)
+    assert.matches("unknown option --bogus", err, 1, true)
+    _, err, code = h.run_cli("stats", "/nonexistent/l.jsonl")
+    assert.equal(2, code)
+    assert.equal("retryfreeze stats: cannot open ledger /nonexistent/l.jsonl: No such file or directory\n", err)
+  end)
+end)
+
+describe("retryfreeze.glob", function()
+  it("translates wildcards, sets and escapes into anchored Lua patterns", function()
+    assert.equal("^ledger%.jsonl.*$", glob.to_lua_pattern("ledger.jsonl*"))
+    assert.equal("^a.[^%]x]b$", glob.to_lua_pattern("a?[!]x]b"))
+    assert.equal("^[a-c]%*$", glob.to_lua_pattern("[a-c]\\*"))
+    assert.has_error(function() glob.to_lua_pattern("a[bc") end, "unterminated '[' in glob 'a[bc'")
+    assert.is_true(glob.has_magic("a/*.jsonl"))
+    assert.is_false(glob.has_magic("a/\\*.jsonl"))
+  end)
+
+  it("expands the same with lfs and with ls, skipping dot files, across directories", function()
+    local dir = temp_dir()
+    cleanup[#cleanup + 1] = dir
+    assert(os.execute("mkdir -p '" .. dir .. "/a' '" .. dir .. "/b' '" .. dir .. "/.c'"))
+    for _, p in ipairs({ "a/l.jsonl", "a/l.jsonl.1", "b/l.jsonl", ".c/l.jsonl", "a/.l.jsonl", "b/it's.jsonl" }) do
+      write(dir .. "/" .. p, "")
+    end
+    local want = { dir .. "/a/l.jsonl", dir .. "/a/l.jsonl.1", dir .. "/b/it's.jsonl", dir .. "/b/l.jsonl" }
+    assert.same(want, glob.expand(dir .. "/*/*.jsonl*", { list_dir = glob.list_dir_ls }))
+    if glob.list_dir_lfs then
+      assert.same(want, glob.expand(dir .. "/*/*.jsonl*", { list_dir = glob.list_dir_lfs }))
+    end
+    assert.same({ dir .. "/.c/l.jsonl" }, glob.expand(dir .. "/.*/l.jsonl"))
+    assert.same({}, glob.expand(dir .. "/none/*"))
+  end)
+
+  it("sorts numbers in names by value", function()
+    local names = { "l.jsonl.10", "l.jsonl.2", "l.jsonl", "l.jsonl.1" }
+    table.sort(names, glob.natural_less)
+    assert.same({ "l.jsonl", "l.jsonl.1", "l.jsonl.2", "l.jsonl.10" }, names)
+  end)
+end)

@@ -1,0 +1,169 @@
+-- retryfreeze.model and `retryfreeze model`: the retry-amplification arithmetic (1.39 attempts per request and
+-- 1.43 per success at p = 0.3 with 3 attempts; 27 attempts for 3 layers × 3 attempts), the table over
+-- p = 0.1…0.9, route selection, and the engine's own decisions agreeing with the model.
+local rf = require "retryfreeze"
+local h = require "spec.helper"
+local model = require "retryfreeze.model"
+
+local function near(expected, actual, tol)
+  assert.is_true(math.abs(expected - actual) <= (tol or 1e-12), string.format("%.15g vs %.15g", expected, actual))
+end
+
+local THREE <const> = '{"endpoint":"POST /v1/jobs","maxAttempts":3,"perAttemptTimeoutMs":1000,"totalBudgetMs":60000,'
+  .. '"retryable":["HTTP_503"]}'
+
+describe("model.predict", function()
+  it("gives 1.39 attempts per request and 1.43 per success for p = 0.3 and 3 attempts", function()
+    local m = model.predict{ max_attempts = 3, p = 0.3 }
+    near(1.39, m.attempts_per_request)
+    near(0.973, m.success_probability)
+    near(1.39 / 0.973, m.attempts_per_success)
+    assert.equal("1.39 1.43", string.format("%.2f %.2f", m.attempts_per_request, m.attempts_per_success))
+    assert.same({ 3, 3, 1, 3 }, { m.worst_case, m.layered_worst_case, m.layers, m.max_attempts })
+    near(m.attempts_per_request, m.layered_expected)
+  end)
+
+  it("multiplies the worst case over layers: 3 layers × 3 attempts = 27", function()
+    local m = model.predict{ max_attempts = 3, p = 0.3, layers = 3 }
+    assert.equal(27, m.layered_worst_case)
+    assert.equal(3, m.worst_case)
+    -- Nested retries of an independent innermost failure act as one loop of n^L attempts.
+    near((1 - 0.3 ^ 27) / 0.7, m.layered_expected)
+    near(1.39 * (1 + 0.027 + 0.027 ^ 2) * (1 + 0.3 ^ 9 + 0.3 ^ 18), m.layered_expected)
+    near(1 - 0.3 ^ 27, m.layered_success_probability)
+    assert.equal(10 ^ 4, model.predict{ max_attempts = 10, p = 1, layers = 4 }.layered_expected)
+  end)
+
+  it("handles the ends: p = 0 is one attempt, p = 1 is the worst case with no success", function()
+    local m = model.predict{ max_attempts = 4, p = 0 }
+    assert.same({ 1, 1, 1 }, { m.attempts_per_request, m.success_probability, m.attempts_per_success })
+    m = model.predict{ max_attempts = 4, p = 1, layers = 2 }
+    assert.same({ 4, 0, math.huge, 16, 16, 0 }, { m.attempts_per_request, m.success_probability, m.attempts_per_success,
+      m.layered_worst_case, m.layered_expected, m.layered_success_probability })
+    m = model.predict{ max_attempts = 1, p = 0.5 }
+    assert.same({ 1, 0.5, 2 }, { m.attempts_per_request, m.success_probability, m.attempts_per_success })
+  end)
+
+  it("raises on bad arguments", function()
+    assert.has_error(function() model.predict{ max_attempts = 0, p = 0.1 } end,
+      "bad argument 'max_attempts' to 'predict' (integer 1..100 expected, got 0)")
+    assert.has_error(function() model.predict{ max_attempts = 3, p = 1.5 } end,
+      "bad argument 'p' to 'predict' (number 0..1 expected, got 1.5)")
+    assert.has_error(function() model.predict{ max_attempts = 3, p = 0 / 0 } end)
+    assert.has_error(function() model.predict{ max_attempts = 3, p = 0.1, layers = 2.5 } end,
+      "bad argument 'layers' to 'predict' (integer 1..16 expected, got 2.5)")
+    assert.has_error(function() model.predict(3) end, "bad argument #1 to 'predict' (table expected, got number)")
+  end)
+
+  it("agrees with the engine's own decisions on independent retryable failures", function()
+    -- Every attempt fails with 503 (retryable, keyed) with probability p; policy:decide says when to stop.
+    local policy = assert(rf.load_string(THREE))
+    local rng = rf.rng(1)
+    math.randomseed(7)
+    local n, attempts, successes = 20000, 0, 0
+    for _ = 1, n do
+      local a = 0
+      while true do
+        a = a + 1
+        local status = math.random() < 0.3 and 503 or 200
+        local v = policy:decide({ method = "POST", path = "/v1/jobs", status = status, idempotency_key = "k",
+          attempts = a, elapsed_ms = 0 }, rng)
+        if v.reason == "success" then successes = successes + 1 end
+        if not v.retry then break end
+      end
+      attempts = attempts + a
+    end
+    local m = model.predict{ max_attempts = 3, p = 0.3 }
+    -- Standard error of the mean attempts is sqrt(0.418 / 20000) = 0.0046; 0.02 is over 4 of them.
+    near(m.attempts_per_request, attempts / n, 0.02)
+    near(m.success_probability, successes / n, 0.01)
+  end)
+end)
+
+describe("retryfreeze model", function()
+  local three
+  setup(function() three = h.temp_file(THREE) end)
+  teardown(function() os.remove(three) end)
+
+  it("prints 1.39 attempts per request and 1.43 per success at --failure-rate 0.3", function()
+    local out, err, code = h.run_cli("model", three, "--failure-rate", "0.3")
+    assert.equal(0, code, err)
+    assert.matches("maxAttempts 3: POST /v1/jobs\n  at p = 0.3:\n", out, 1, true)
+    assert.matches("    attempts per request       1.39\n", out, 1, true)
+    assert.matches("    success probability        97.30%\n", out, 1, true)
+    assert.matches("    attempts per success       1.43\n", out, 1, true)
+    assert.matches("    worst case                 3 attempts per request\n", out, 1, true)
+    assert.matches("assumes: every failed attempt is of a retryable class and fails independently", out, 1, true)
+  end)
+
+  it("prints the table over p = 0.1…0.9", function()
+    local out = h.run_cli("model", three)
+    local rows = {}
+    for row in out:gmatch("\n    (0%.%d[^\n]*)") do rows[#rows + 1] = row:gsub("%s+", " ") end
+    assert.same({
+      "0.1 1.11 99.90% 1.11 3", "0.2 1.24 99.20% 1.25 3", "0.3 1.39 97.30% 1.43 3", "0.4 1.56 93.60% 1.67 3",
+      "0.5 1.75 87.50% 2.00 3", "0.6 1.96 78.40% 2.50 3", "0.7 2.19 65.70% 3.33 3", "0.8 2.44 48.80% 5.00 3",
+      "0.9 2.71 27.10% 10.00 3" }, rows)
+    assert.is_nil(out:find("at p =", 1, true))
+  end)
+
+  it("multiplies over --layers: 27 attempts per user request for 3 × 3", function()
+    local out, _, code = h.run_cli("model", three, "--failure-rate", "0.3", "--layers", "3")
+    assert.equal(0, code)
+    assert.matches("    with 3 layers: worst case  27 attempts per user request (3^3)\n", out, 1, true)
+    assert.matches("    with 3 layers: expected    1.43 attempts at the innermost service per user request\n", out, 1, true)
+    assert.matches("\n    0%.9 +2%.71 +27%.10%% +10%.00 +3 +9%.42 +94%.19%% +27\n", out)
+  end)
+
+  it("groups a multi-route lock's routes by maxAttempts and picks one with --route", function()
+    local out, _, code = h.run_cli("model", "examples/service.lock.json", "--failure-rate", "0.5")
+    assert.equal(0, code)
+    assert.matches("\nmaxAttempts 2: DELETE /v1/jobs/{id}, GET /v1/*, POST /v1/refunds\n", out, 1, true)
+    assert.matches("\nmaxAttempts 3: POST /v1/jobs\n", out, 1, true)
+    assert.matches("\nmaxAttempts 4: GET /v1/jobs/{id}\n", out, 1, true)
+    out = h.run_cli("model", "examples/service.lock.json", "--route", "GET /v1/jobs/42", "--failure-rate", "0.5")
+    assert.matches("\nmaxAttempts 4: GET /v1/jobs/{id}\n  at p = 0.5:\n    attempts per request       1.88\n", out, 1, true)
+    assert.is_nil(out:find("maxAttempts 2", 1, true))
+    out = h.run_cli("model", "examples/service.lock.json", "--route", "POST /v1/refunds")
+    assert.matches("\nmaxAttempts 2: POST /v1/refunds\n", out, 1, true)
+  end)
+
+  it("notes a route that retries nothing", function()
+    local none = h.temp_file('{"endpoint":"GET /x","maxAttempts":3,"perAttemptTimeoutMs":100,"totalBudgetMs":300,'
+      .. '"retryable":[]}')
+    local out = h.run_cli("model", none)
+    os.remove(none)
+    assert.matches("note: GET /x retries no class: it makes 1 attempt per request whatever p is\n", out, 1, true)
+  end)
+
+  it("prints one JSON object with --json", function()
+    local out, _, code = h.run_cli("model", three, "--failure-rate", "0.3", "--layers", "3", "--json")
+    assert.equal(0, code)
+    assert.equal(1, select(2, out:gsub("\n", "")))
+    assert.matches('^{"lock":"[^"]+","digest":"sha256:%x+","layers":3,"failure_rate":', out)
+    assert.equal(0.3, tonumber(out:match('"failure_rate":([^,]+)')))
+    local prediction = out:match('"max_attempts":3,"routes":%["POST /v1/jobs"%],"prediction":(%b{})')
+    assert.matches('"layered_worst_case":27,', prediction, 1, true)
+    near(1.39, tonumber(prediction:match('"attempts_per_request":([^,]+)')))
+    near(1.39 / 0.973, tonumber(prediction:match('"attempts_per_success":([^,]+)')))
+    local _, rows = out:match('"table":(%b[])'):gsub('"worst_case":3', "")
+    assert.equal(9, rows)
+  end)
+
+  it("exits 2 on bad usage, an invalid lock or an unknown route", function()
+    local cases = {
+      { { "model" }, "expected exactly one LOCK" },
+      { { "model", three, "--failure-rate", "1.2" }, "--failure-rate must be 0..1, got 1.2" },
+      { { "model", three, "--layers", "0" }, "--layers must be 1..16, got 0" },
+      { { "model", three, "--layers", "2.5" }, "option --layers needs an integer, got '2.5'" },
+      { { "model", "/nonexistent.lock.json" }, "retryfreeze model: invalid lock: " },
+      { { "model", three, "--route", "GET /v2/x" }, "no route matches 'GET /v2/x' (routes: POST /v1/jobs)" },
+    }
+    for _, c in ipairs(cases) do
+      local out, err, code = h.run_cli(table.unpack(c[1]))
+      assert.equal(2, code, table.concat(c[1], " "))
+      assert.equal("", out)
+      assert.matches(c[2], err, 1, true)
+    end
+  end)
+end)
