@@ -23,7 +23,7 @@ local order <const> = { "retry", "reason", "class", "delay_ms", "timeout_ms", "r
 function M.run(args, out, err)
   local opts, pos = cli_args.parse(args, spec)
   if not opts or #pos ~= 1 or not opts.method or not opts.path then
-    err:write("retryfreeze decide: ", pos or "expected LOCK, --method and --path", "\nusage: ", M.usage, "\n")
+    err:write("retryfreeze decide: ", opts and "expected LOCK, --method and --path" or pos, "\nusage: ", M.usage, "\n")
     return 2
   end
   local policy, why = rf.load(pos[1])

@@ -1,0 +1,225 @@
+--- Decision tables: rows of facts → expected verdict, run against a policy (`retryfreeze check LOCK --table`).
+---
+--- Format (docs/governance.md): tab-separated UTF-8 text. Lines whose first non-blank character is '#' and
+--- blank lines are ignored. The first other line is the header: it names the columns, each at most once —
+---   facts:    method, path (both required), status, transport, retry_after, date, attempts, elapsed_ms,
+---             idempotency_key, source, now_ms
+---   expected: expect (required: "retry" or "stop"), reason, delay_ms, timeout_ms
+---   note:     free text, printed with a failing row, never decided on
+--- Every row has exactly as many cells as the header. An empty cell is an absent fact or an unchecked
+--- expectation. Integer columns (status, attempts, elapsed_ms, now_ms, delay_ms, timeout_ms) take decimal digits
+--- only. A trailing CR (CRLF files) is dropped; nothing else is trimmed, since spaces can be facts.
+---
+--- Each row is decided with a fresh jitter RNG seeded with the same seed (default 1), so a row's delay_ms does
+--- not depend on the rows before it and the same table always gives the same delays.
+local rf = require "retryfreeze"
+
+local M = {}
+
+--- The seed every row's jitter RNG starts from unless the caller passes another.
+M.DEFAULT_SEED = 1
+
+--- Fact columns, in the order they are printed.
+M.FACT_COLUMNS = { "method", "path", "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
+  "idempotency_key", "source", "now_ms" }
+
+--- Expectation columns.
+M.EXPECT_COLUMNS = { "expect", "reason", "delay_ms", "timeout_ms" }
+
+local integer_columns <const> = { status = true, attempts = true, elapsed_ms = true, now_ms = true,
+  delay_ms = true, timeout_ms = true }
+
+local function set_of(list)
+  local s = {}
+  for _, v in ipairs(list) do s[v] = true end
+  return s
+end
+
+local fact_set <const> = set_of(M.FACT_COLUMNS)
+local expect_set <const> = set_of(M.EXPECT_COLUMNS)
+local reason_set <const> = set_of(rf.reasons)
+
+local function split_tabs(line)
+  local cells = {}
+  for cell in (line .. "\t"):gmatch("([^\t]*)\t") do cells[#cells + 1] = cell end
+  return cells
+end
+
+-- The header line's columns, or nil, message.
+local function parse_header(line)
+  local columns, seen = {}, {}
+  for i, cell in ipairs(split_tabs(line)) do
+    local col = cell:match("^%s*(.-)%s*$")
+    if not (fact_set[col] or expect_set[col] or col == "note") then
+      return nil, string.format("unknown column \"%s\" (facts: %s; expected: %s; note)", col,
+        table.concat(M.FACT_COLUMNS, ", "), table.concat(M.EXPECT_COLUMNS, ", "))
+    end
+    if seen[col] then return nil, string.format("column \"%s\" appears twice", col) end
+    seen[col] = true
+    columns[i] = col
+  end
+  for _, required in ipairs({ "method", "path", "expect" }) do
+    if not seen[required] then return nil, string.format("the header has no \"%s\" column", required) end
+  end
+  return columns
+end
+
+-- One data line as a row, or nil, message.
+local function parse_row(line, n, columns)
+  local cells = split_tabs(line)
+  if #cells ~= #columns then
+    return nil, string.format("%d cells, but the header has %d columns", #cells, #columns)
+  end
+  local row = { line = n, facts = {}, expect = {} }
+  for i, col in ipairs(columns) do
+    local v = cells[i]
+    if v ~= "" then
+      if integer_columns[col] then
+        if not v:match("^%d+$") or math.tointeger(tonumber(v)) == nil then
+          return nil, string.format("column \"%s\" needs a non-negative integer, got \"%s\"", col, v)
+        end
+        v = math.tointeger(tonumber(v))
+      end
+      if fact_set[col] then
+        row.facts[col] = v
+      elseif col == "expect" then
+        if v ~= "retry" and v ~= "stop" then
+          return nil, string.format("expect must be retry or stop, got \"%s\"", v)
+        end
+        row.expect.retry = v == "retry"
+      elseif col == "reason" then
+        if not reason_set[v] then return nil, string.format("unknown reason \"%s\"", v) end
+        row.expect.reason = v
+      elseif col == "note" then
+        row.note = v
+      else
+        row.expect[col] = v
+      end
+    end
+  end
+  if row.facts.method == nil or row.facts.path == nil then return nil, "method and path are required" end
+  if row.expect.retry == nil then return nil, "expect is required (retry or stop)" end
+  return row
+end
+
+--- Parses a decision table.
+-- @param text string: the TSV text
+-- @param name string|nil: the table's name in messages (default "table")
+-- @return table {name = name, columns = {header names…}, rows = {row…}} where a row is
+--   {line = integer, facts = {fact → string|integer}, expect = {retry = boolean, reason = string|nil,
+--   delay_ms = integer|nil, timeout_ms = integer|nil}, note = string|nil};
+--   or nil, "name:LINE: message" for a malformed table (unknown, duplicate or missing column, wrong number of
+--   cells, a non-integer in an integer column, expect not retry|stop, an unknown reason, no header, no rows)
+function M.parse(text, name)
+  if type(text) ~= "string" then error("bad argument #1 to 'parse' (string expected, got " .. type(text) .. ")", 2) end
+  name = name or "table"
+  local columns, rows, n = nil, {}, 0
+  text = text:gsub("^\239\187\191", "")
+  for line in (text:sub(-1) == "\n" and text or text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    line = line:gsub("\r$", "")
+    if not (line:match("^%s*$") or line:match("^%s*#")) then -- not a blank line or a comment
+      local value, why
+      if columns == nil then
+        value, why = parse_header(line)
+        columns = value
+      else
+        value, why = parse_row(line, n, columns)
+        rows[#rows + 1] = value
+      end
+      if value == nil then return nil, string.format("%s:%d: %s", name, n, why) end
+    end
+  end
+  if columns == nil then return nil, string.format("%s:%d: no header row", name, n) end
+  if #rows == 0 then return nil, string.format("%s:%d: no rows", name, n) end
+  return { name = name, columns = columns, rows = rows }
+end
+
+local function quote(v)
+  v = tostring(v)
+  if v == "" or v:find("[%s\"=]") then return string.format("%q", v) end
+  return v
+end
+
+--- Facts as one line: "method=POST path=/v1/jobs status=504 attempts=1" (known keys in column order, then any
+--- others sorted; values with spaces, quotes or '=' are quoted).
+-- @param facts table
+-- @return string
+function M.format_facts(facts)
+  local parts, seen = {}, {}
+  for _, k in ipairs(M.FACT_COLUMNS) do
+    if facts[k] ~= nil then parts[#parts + 1] = k .. "=" .. quote(facts[k]) end
+    seen[k] = true
+  end
+  local rest = {}
+  for k in pairs(facts) do
+    if not seen[k] then rest[#rest + 1] = tostring(k) end
+  end
+  table.sort(rest)
+  for _, k in ipairs(rest) do parts[#parts + 1] = k .. "=" .. quote(facts[k]) end
+  return table.concat(parts, " ")
+end
+
+--- A verdict as one line: "retry pinned-status delay_ms=88 timeout_ms=2000 class=HTTP_504 retry_after=absent
+--- route=POST /v1/jobs" (stop verdicts omit delay_ms and timeout_ms, which are 0).
+-- @param v table: a verdict from policy:decide
+-- @return string
+function M.format_verdict(v)
+  local s = (v.retry and "retry " or "stop ") .. tostring(v.reason)
+  if v.retry then s = s .. string.format(" delay_ms=%d timeout_ms=%d", v.delay_ms, v.timeout_ms) end
+  s = s .. " class=" .. tostring(v.class) .. " retry_after=" .. tostring(v.retry_after)
+  return s .. " route=" .. (v.route or "none")
+end
+
+--- An expectation as one line: "stop status-not-retryable", "retry pinned-status delay_ms=1000".
+-- @param e table: a row's expect table
+-- @return string
+function M.format_expect(e)
+  local s = e.retry and "retry" or "stop"
+  if e.reason then s = s .. " " .. e.reason end
+  if e.delay_ms then s = s .. " delay_ms=" .. e.delay_ms end
+  if e.timeout_ms then s = s .. " timeout_ms=" .. e.timeout_ms end
+  return s
+end
+
+--- Runs a parsed table against a policy.
+-- @param policy policy
+-- @param tbl table from parse()
+-- @param opts table|nil: {seed = integer} (default M.DEFAULT_SEED)
+-- @return results {passed = n, failed = n, rows = {{row = row, verdict = verdict, ok = boolean,
+--   mismatches = {"retry"|"reason"|"delay_ms"|"timeout_ms", …}}…}}; or nil, "name:LINE: message" when the
+--   engine refuses a row's facts (e.g. an unknown transport)
+function M.run(policy, tbl, opts)
+  local seed = opts and opts.seed or M.DEFAULT_SEED
+  local results = { passed = 0, failed = 0, rows = {} }
+  for _, row in ipairs(tbl.rows) do
+    local ok, v = pcall(policy.decide, policy, row.facts, rf.rng(seed))
+    if not ok then
+      local msg = tostring(v):gsub("^bad argument #%d+ to '[^']*' %((.*)%)$", "%1")
+      return nil, string.format("%s:%d: %s", tbl.name, row.line, msg)
+    end
+    local e, mismatches = row.expect, {}
+    if v.retry ~= e.retry then mismatches[#mismatches + 1] = "retry" end
+    for _, k in ipairs({ "reason", "delay_ms", "timeout_ms" }) do
+      if e[k] ~= nil and v[k] ~= e[k] then mismatches[#mismatches + 1] = k end
+    end
+    local pass = #mismatches == 0
+    results.rows[#results.rows + 1] = { row = row, verdict = v, ok = pass, mismatches = mismatches }
+    if pass then results.passed = results.passed + 1 else results.failed = results.failed + 1 end
+  end
+  return results
+end
+
+--- A failing row as printed by `retryfreeze check --table`: the location, the note, the facts, the expected
+--- and the actual verdict (three or four lines, each ending in a newline).
+-- @param r table: one entry of run()'s results.rows
+-- @param name string: the table's name
+-- @return string
+function M.format_failure(r, name)
+  local row = r.row
+  return string.format("%s:%d: FAIL (%s differ)%s\n  facts:    %s\n  expected: %s\n  actual:   %s\n", name, row.line,
+    table.concat(r.mismatches, ", "), row.note and " — " .. row.note or "", M.format_facts(row.facts),
+    M.format_expect(row.expect), M.format_verdict(r.verdict))
+end
+
+return M

@@ -1,0 +1,163 @@
+--- Policy assertions for busted: `require "retryfreeze.spec"` (in a spec file or a busted helper) registers
+--- luassert assertions that pin a lock's behaviour, with failure messages that show the facts and the verdict:
+---
+---   assert.retries(policy, facts [, message])            the verdict is a retry
+---   assert.stops(policy, facts [, reason [, message]])   the verdict is a stop (with this reason, if given)
+---   assert.waits(policy, facts, ms [, message])          the verdict is a retry after exactly ms milliseconds
+---   assert.budget_allows(policy, args [, timeout_ms [, message]])
+---                                                        policy:budget(args) allows the next attempt (with
+---                                                        this per-try timeout, if given)
+---   assert.not_widened(old_policy, new_policy [, message])  no change from old to new widens (retryfreeze.diff)
+---
+--- Each has its negation through luassert's modifiers: assert.is_not.retries, assert.is_not.stops, … —
+--- `assert.is_not.not_widened(old, new)` passes when something widens.
+---
+--- Decisions use a jitter RNG seeded with M.SEED (1) for every assertion, so waits() is reproducible and
+--- matches `retryfreeze decide --seed 1` and `retryfreeze check --table`.
+--- Misuse (a policy argument that is not a policy, facts that are not a table, an unknown fact key) raises an
+--- error rather than failing the assertion.
+local assert = require "luassert"
+local say = require "say"
+local rf = require "retryfreeze"
+local diff = require "retryfreeze.diff"
+local decision_table = require "retryfreeze.decision_table"
+
+local M = {}
+
+--- The jitter seed every assertion decides with.
+M.SEED = 1
+
+local function check_policy(p, fname, n, level)
+  if type(p) ~= "userdata" or not tostring(p):match("^retryfreeze%.Policy") then
+    error(string.format("bad argument #%d to '%s' (policy expected, got %s)", n, fname, type(p)), level + 1)
+  end
+end
+
+local function check_table(t, fname, n, what, level)
+  if type(t) ~= "table" then
+    error(string.format("bad argument #%d to '%s' (%s table expected, got %s)", n, fname, what, type(t)), level + 1)
+  end
+end
+
+--- Decides facts under a policy with the assertions' fixed seed.
+-- @param policy policy; facts table (the keys of policy:decide)
+-- @return verdict table
+function M.decide(policy, facts) return policy:decide(facts, rf.rng(M.SEED)) end
+
+-- Replaces the assertion's arguments with the strings its message shows, unformatted.
+local function show(arguments, ...)
+  local n = select("#", ...)
+  for i = 1, n do arguments[i] = select(i, ...) end
+  for i = n + 1, arguments.n or n do arguments[i] = nil end
+  arguments.n = n
+  arguments.nofmt = {}
+  for i = 1, n do arguments.nofmt[i] = true end
+end
+
+local function set_message(state, msg)
+  if msg ~= nil then state.failure_message = msg end
+end
+
+local function retries(state, arguments, level)
+  level = (level or 1) + 1
+  local policy, facts, msg = arguments[1], arguments[2], arguments[3]
+  check_policy(policy, "retries", 1, level)
+  check_table(facts, "retries", 2, "facts", level)
+  local v = M.decide(policy, facts)
+  show(arguments, decision_table.format_facts(facts), decision_table.format_verdict(v))
+  set_message(state, msg)
+  return v.retry == true
+end
+
+local function stops(state, arguments, level)
+  level = (level or 1) + 1
+  local policy, facts, reason, msg = arguments[1], arguments[2], arguments[3], arguments[4]
+  check_policy(policy, "stops", 1, level)
+  check_table(facts, "stops", 2, "facts", level)
+  if reason ~= nil and type(reason) ~= "string" then
+    error("bad argument #3 to 'stops' (reason string expected, got " .. type(reason) .. ")", level + 1)
+  end
+  local v = M.decide(policy, facts)
+  show(arguments, reason and "with reason " .. reason or "(any reason)", decision_table.format_facts(facts),
+    decision_table.format_verdict(v))
+  set_message(state, msg)
+  return v.retry == false and (reason == nil or v.reason == reason)
+end
+
+local function waits(state, arguments, level)
+  level = (level or 1) + 1
+  local policy, facts, ms, msg = arguments[1], arguments[2], arguments[3], arguments[4]
+  check_policy(policy, "waits", 1, level)
+  check_table(facts, "waits", 2, "facts", level)
+  if math.type(ms) ~= "integer" then
+    error("bad argument #3 to 'waits' (integer milliseconds expected, got " .. tostring(ms) .. ")", level + 1)
+  end
+  local v = M.decide(policy, facts)
+  show(arguments, tostring(ms), decision_table.format_facts(facts), decision_table.format_verdict(v))
+  set_message(state, msg)
+  return v.retry == true and v.delay_ms == ms
+end
+
+local function format_budget(b)
+  return string.format("allowed=%s reason=%s timeout_ms=%d route=%s", tostring(b.allowed), tostring(b.reason),
+    b.timeout_ms, b.route or "none")
+end
+
+local function budget_allows(state, arguments, level)
+  level = (level or 1) + 1
+  local policy, args, timeout_ms, msg = arguments[1], arguments[2], arguments[3], arguments[4]
+  check_policy(policy, "budget_allows", 1, level)
+  check_table(args, "budget_allows", 2, "budget", level)
+  if timeout_ms ~= nil and math.type(timeout_ms) ~= "integer" then
+    error("bad argument #3 to 'budget_allows' (integer milliseconds expected, got " .. tostring(timeout_ms) .. ")",
+      level + 1)
+  end
+  local b = policy:budget(args)
+  show(arguments, timeout_ms and "with timeout_ms " .. timeout_ms or "(any timeout)",
+    decision_table.format_facts(args), format_budget(b))
+  set_message(state, msg)
+  return b.allowed == true and (timeout_ms == nil or b.timeout_ms == timeout_ms)
+end
+
+local function not_widened(state, arguments, level)
+  level = (level or 1) + 1
+  local old, new, msg = arguments[1], arguments[2], arguments[3]
+  check_policy(old, "not_widened", 1, level)
+  check_policy(new, "not_widened", 2, level)
+  local changes = diff.compare(old, new)
+  local widening, all = {}, {}
+  for _, c in ipairs(changes) do
+    all[#all + 1] = "  " .. diff.format(c)
+    if c.kind == "widening" then widening[#widening + 1] = "  " .. diff.format(c) end
+  end
+  show(arguments, old.digest, new.digest,
+    #widening > 0 and table.concat(widening, "\n") or "  (none)",
+    #all > 0 and table.concat(all, "\n") or "  (none)")
+  set_message(state, msg)
+  return #widening == 0
+end
+
+say:set("assertion.rf_retries.positive", "Expected the policy to retry.\nFacts: %s\nVerdict: %s")
+say:set("assertion.rf_retries.negative", "Expected the policy not to retry.\nFacts: %s\nVerdict: %s")
+say:set("assertion.rf_stops.positive", "Expected the policy to stop %s.\nFacts: %s\nVerdict: %s")
+say:set("assertion.rf_stops.negative", "Expected the policy not to stop %s.\nFacts: %s\nVerdict: %s")
+say:set("assertion.rf_waits.positive", "Expected the policy to retry after %s ms.\nFacts: %s\nVerdict: %s")
+say:set("assertion.rf_waits.negative", "Expected the policy not to retry after %s ms.\nFacts: %s\nVerdict: %s")
+say:set("assertion.rf_budget_allows.positive",
+  "Expected the budget to allow the next attempt %s.\nAttempt: %s\nBudget: %s")
+say:set("assertion.rf_budget_allows.negative",
+  "Expected the budget not to allow the next attempt %s.\nAttempt: %s\nBudget: %s")
+say:set("assertion.rf_not_widened.positive",
+  "Expected the new policy not to widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s")
+say:set("assertion.rf_not_widened.negative",
+  "Expected the new policy to widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s")
+
+assert:register("assertion", "retries", retries, "assertion.rf_retries.positive", "assertion.rf_retries.negative")
+assert:register("assertion", "stops", stops, "assertion.rf_stops.positive", "assertion.rf_stops.negative")
+assert:register("assertion", "waits", waits, "assertion.rf_waits.positive", "assertion.rf_waits.negative")
+assert:register("assertion", "budget_allows", budget_allows, "assertion.rf_budget_allows.positive",
+  "assertion.rf_budget_allows.negative")
+assert:register("assertion", "not_widened", not_widened, "assertion.rf_not_widened.positive",
+  "assertion.rf_not_widened.negative")
+
+return M

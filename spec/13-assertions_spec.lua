@@ -1,0 +1,172 @@
+-- retryfreeze.spec: the busted assertions, their failure messages, and examples/policy_spec.lua.
+local h = require "spec.helper"
+local rf = require "retryfreeze"
+local json = require "retryfreeze.json"
+local rfspec = require "retryfreeze.spec"
+
+local svc = assert(rf.load("examples/service.lock.json"))
+local desk = assert(rf.load(h.desk_lock))
+
+local post_500 = { method = "POST", path = "/v1/jobs", status = 500, attempts = 1 }
+local post_503 = { method = "POST", path = "/v1/jobs", status = 503, attempts = 1, idempotency_key = "k" }
+local stop_500 = "stop status-not-retryable class=HTTP_500 retry_after=absent route=POST /v1/jobs"
+-- The seed-1 backoff of the first retry on POST /v1/jobs (full jitter over 50 ms), from the engine itself.
+local D = svc:decide(post_503, rf.rng(1)).delay_ms
+local retry_503 = "retry pinned-status delay_ms=" .. D .. " timeout_ms=1000 class=HTTP_503 retry_after=absent "
+  .. "route=POST /v1/jobs"
+
+-- The message an assertion failed with (busted wraps assertion failures in a table), without "file:line: ".
+local function failure_of(fn)
+  local ok, e = pcall(fn)
+  if ok then return nil end
+  local msg = type(e) == "table" and e.message or tostring(e)
+  return (tostring(msg):gsub("^[^\n]-:%d+: ", "", 1))
+end
+
+-- Compares a failure message with `==`, so a mismatch shows both texts.
+local function fails_with(fn, expected) assert.equal(expected, failure_of(fn)) end
+
+describe("retryfreeze.spec assertions", function()
+  it("decide with seed 1", function()
+    assert.equal(1, rfspec.SEED)
+    assert.equal(D, rfspec.decide(svc, post_503).delay_ms)
+    assert.is_true(D >= 0 and D <= 50)
+  end)
+
+  describe("pass when the policy agrees", function()
+    it("retries, stops, waits, budget_allows, not_widened", function()
+      assert.retries(svc, post_503)
+      assert.stops(svc, post_500)
+      assert.stops(svc, post_500, "status-not-retryable")
+      assert.waits(svc, post_503, D)
+      assert.budget_allows(svc, { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3500 })
+      assert.budget_allows(svc, { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3500 }, 500)
+      assert.not_widened(svc, svc)
+    end)
+
+    it("and their negations", function()
+      assert.is_not.retries(svc, post_500)
+      assert.is_not.stops(svc, post_503)
+      assert.is_not.stops(svc, post_500, "deadline")
+      assert.is_not.waits(svc, post_503, D + 1)
+      assert.is_not.budget_allows(svc, { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3900 })
+      assert.is_not.budget_allows(svc, { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3500 }, 1000)
+      assert.is_not.not_widened(desk, svc)
+    end)
+  end)
+
+  describe("failure messages show the facts and the verdict", function()
+    it("retries", function()
+      fails_with(function() assert.retries(svc, post_500) end,
+        "Expected the policy to retry.\nFacts: method=POST path=/v1/jobs status=500 attempts=1\nVerdict: " .. stop_500)
+    end)
+
+    it("is_not.retries", function()
+      fails_with(function() assert.is_not.retries(svc, post_503) end,
+        "Expected the policy not to retry.\nFacts: method=POST path=/v1/jobs status=503 attempts=1 idempotency_key=k\n"
+        .. "Verdict: " .. retry_503)
+    end)
+
+    it("stops, with and without a reason", function()
+      fails_with(function() assert.stops(svc, post_500, "max-attempts") end,
+        "Expected the policy to stop with reason max-attempts.\nFacts: method=POST path=/v1/jobs status=500 "
+        .. "attempts=1\nVerdict: " .. stop_500)
+      fails_with(function() assert.stops(svc, post_503) end,
+        "Expected the policy to stop (any reason).\nFacts: method=POST path=/v1/jobs status=503 attempts=1 "
+        .. "idempotency_key=k\nVerdict: " .. retry_503)
+    end)
+
+    it("is_not.stops", function()
+      fails_with(function() assert.is_not.stops(svc, post_500, "status-not-retryable") end,
+        "Expected the policy not to stop with reason status-not-retryable.\nFacts: method=POST path=/v1/jobs "
+        .. "status=500 attempts=1\nVerdict: " .. stop_500)
+    end)
+
+    it("waits and is_not.waits", function()
+      fails_with(function() assert.waits(svc, post_503, D + 1) end,
+        "Expected the policy to retry after " .. (D + 1) .. " ms.\nFacts: method=POST path=/v1/jobs status=503 "
+        .. "attempts=1 "
+        .. "idempotency_key=k\nVerdict: " .. retry_503)
+      fails_with(function() assert.is_not.waits(svc, post_503, D) end,
+        "Expected the policy not to retry after " .. D .. " ms.\nFacts: method=POST path=/v1/jobs status=503 "
+        .. "attempts=1 "
+        .. "idempotency_key=k\nVerdict: " .. retry_503)
+      fails_with(function() assert.waits(svc, post_500, 0) end,
+        "Expected the policy to retry after 0 ms.\nFacts: method=POST path=/v1/jobs status=500 attempts=1\n"
+        .. "Verdict: " .. stop_500)
+    end)
+
+    it("budget_allows and is_not.budget_allows", function()
+      local late = { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3900 }
+      fails_with(function() assert.budget_allows(svc, late) end,
+        "Expected the budget to allow the next attempt (any timeout).\nAttempt: method=POST path=/v1/jobs attempts=1 "
+        .. "elapsed_ms=3900\nBudget: allowed=false reason=deadline timeout_ms=0 route=POST /v1/jobs")
+      local early = { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 2000 }
+      fails_with(function() assert.budget_allows(svc, early, 900) end,
+        "Expected the budget to allow the next attempt with timeout_ms 900.\nAttempt: method=POST path=/v1/jobs "
+        .. "attempts=1 elapsed_ms=2000\nBudget: allowed=true reason=within-budget timeout_ms=1000 route=POST /v1/jobs")
+      fails_with(function() assert.is_not.budget_allows(svc, early) end,
+        "Expected the budget not to allow the next attempt (any timeout).\nAttempt: method=POST path=/v1/jobs "
+        .. "attempts=1 elapsed_ms=2000\nBudget: allowed=true reason=within-budget timeout_ms=1000 route=POST /v1/jobs")
+    end)
+
+    it("not_widened lists the widening changes, then all changes", function()
+      local old = assert(rf.load_string('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,'
+        .. '"totalBudgetMs":500,"retryable":["HTTP_503"]}'))
+      local new = assert(rf.load_string('{"endpoint":"GET /a","maxAttempts":3,"perAttemptTimeoutMs":100,'
+        .. '"totalBudgetMs":400,"retryable":["HTTP_503"]}'))
+      fails_with(function() assert.not_widened(old, new) end,
+        "Expected the new policy not to widen the old one.\nOld: " .. old.digest .. "\nNew: " .. new.digest
+        .. "\nWidening:\n  WIDENING  GET /a  maxAttempts 2 → 3\nAll changes:\n  WIDENING  GET /a  maxAttempts 2 → 3\n"
+        .. "  NARROWING  GET /a  totalBudgetMs 500 → 400")
+      local narrower = assert(rf.load_string('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,'
+        .. '"totalBudgetMs":400,"retryable":["HTTP_503"]}'))
+      fails_with(function() assert.is_not.not_widened(new, narrower) end,
+        "Expected the new policy to widen the old one.\nOld: " .. new.digest .. "\nNew: " .. narrower.digest
+        .. "\nWidening:\n  (none)\nAll changes:\n  NARROWING  GET /a  maxAttempts 3 → 2")
+    end)
+
+    it("puts a caller's message first", function()
+      fails_with(function() assert.retries(svc, post_500, "jobs must survive a 500") end,
+        "jobs must survive a 500\nExpected the policy to retry.\nFacts: method=POST path=/v1/jobs status=500 "
+        .. "attempts=1\nVerdict: " .. stop_500)
+    end)
+  end)
+
+  describe("misuse raises", function()
+    it("a non-policy, non-table facts, a non-integer delay", function()
+      assert.has_error(function() assert.retries({}, post_500) end,
+        "bad argument #1 to 'retries' (policy expected, got table)")
+      assert.has_error(function() assert.stops(svc, "facts") end,
+        "bad argument #2 to 'stops' (facts table expected, got string)")
+      assert.has_error(function() assert.waits(svc, post_503, 1.5) end,
+        "bad argument #3 to 'waits' (integer milliseconds expected, got 1.5)")
+      assert.has_error(function() assert.not_widened(svc, nil) end,
+        "bad argument #2 to 'not_widened' (policy expected, got nil)")
+    end)
+
+    it("an unknown fact key is the engine's error", function()
+      local ok, err = pcall(function() assert.retries(svc, { method = "GET", path = "/v1/jobs/1", body = "x" }) end)
+      assert.is_false(ok)
+      assert.matches("body", tostring(err))
+    end)
+  end)
+end)
+
+describe("examples/policy_spec.lua", function()
+  it("runs green under busted", function()
+    -- arg[-1] is this Lua interpreter and arg[0] busted itself; .busted supplies lpath/cpath from RF_BUILD_DIR.
+    local lua, busted = arg and arg[-1] or "lua5.4", arg and arg[0] or "busted"
+    local p = io.popen(string.format("'%s' '%s' --output=json examples/policy_spec.lua 2>&1", lua, busted))
+    local out = p:read("a")
+    local _, _, code = p:close()
+    local doc = json.decode(out:match("^.-({.*})%s*$") or "")
+    assert.truthy(doc, out:sub(1, 2000))
+    local problems = {}
+    for _, f in ipairs(doc.failures) do problems[#problems + 1] = tostring(f.message) end
+    for _, e in ipairs(doc.errors) do problems[#problems + 1] = tostring(e.message) end
+    assert.equal(0, #problems, table.concat(problems, "\n"))
+    assert.equal(0, code)
+    assert.equal(11, #doc.successes)
+  end)
+end)
