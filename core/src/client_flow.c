@@ -79,14 +79,20 @@ bool rfi_header_valid(const char *line, char *why, size_t why_cap) {
 
 /*
  * libcurl silently re-sends a request once when a reused keep-alive connection dies before any response
- * (its own retry, with no policy behind it). Every send passes here; the second one in an attempt is
- * aborted, and the attempt ends as the connection failure it was (see rfi_flow_end_attempt).
+ * (its own retry, with no policy behind it). Every send passes here: a send not preceded by a response to
+ * the previous one is that resend, and is aborted; the attempt ends as the connection failure it was (see
+ * rfi_flow_end_attempt). A followed redirect is a send after a response, and goes ahead.
  */
 static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
                      int conn_local_port) {
     (void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port, (void)conn_local_port;
     rfi_flow *f = ud;
-    return ++f->sends > 1 ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+    if (f->sends > f->responses) {
+        f->resend_blocked = true;
+        return CURL_PREREQFUNC_ABORT;
+    }
+    f->sends++;
+    return CURL_PREREQFUNC_OK;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
@@ -108,6 +114,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
     rfi_flow *f = ud;
     size_t len = size * n;
     if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        f->responses++;
         /* A new response (after a 1xx or a followed redirect): forget the previous one's headers. */
         buf_reset(&f->head);
         f->has_retry_after = f->has_date = false;
@@ -229,7 +236,8 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     curl_easy_setopt(e, CURLOPT_PRIVATE, f);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, f);
-    f->sends = 0;
+    f->sends = f->responses = 0;
+    f->resend_blocked = false;
     if (strcmp(req->method, "GET") == 0 && req->body == NULL) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(req->method, "HEAD") == 0) {
@@ -254,7 +262,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     curl_easy_getinfo(f->easy, CURLINFO_OS_ERRNO, &os_errno);
     rf_transport transport = rf_transport_from_curl((int)rc, os_errno);
     if (rc == CURLE_WRITE_ERROR && f->body.overflow) transport = RF_TRANSPORT_OTHER;
-    bool resend_blocked = rc == CURLE_ABORTED_BY_CALLBACK && f->sends > 1;
+    bool resend_blocked = rc == CURLE_ABORTED_BY_CALLBACK && f->resend_blocked;
     if (resend_blocked) transport = RF_TRANSPORT_CONNECT_RESET; /* the reused connection died unanswered */
     if (status < 100 || status > 599) status = 0;
     int64_t now = rfi_mono_ms();

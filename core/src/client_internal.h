@@ -49,7 +49,9 @@ typedef struct rfi_flow {
     rf_attempt_hook hook;
     void *hook_ud;
     bool hook_failed;
-    int sends; /* times libcurl started sending this attempt's request (CURLOPT_PREREQFUNCTION) */
+    int sends;     /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
+    int responses; /* response status lines received in this attempt */
+    bool resend_blocked; /* libcurl's own resend was aborted */
 } rfi_flow;
 
 /* A started request: its flow, its own easy handle, its place in the client's list. */
