@@ -9,6 +9,9 @@
  *   rf_client_request  the C client (rf_request built once, response cleared each time)
  *   client:request     the Lua client, driven from bench/bench_client.lua in an embedded Lua state
  *   + ledger           rf_client_request with a ledger (one JSONL line per request)
+ * Reported per variant: req/s and mean from the total time; the p50 of the single request times (robust
+ * to other processes taking the CPU); both as ratios to plain libcurl. RF_BENCH_VERBOSE=1 adds per-round
+ * means and p10/p50/p90/p99/max on stderr.
  *
  * Usage: bench_client BASE_URL [LUA_SCRIPT [rounds [requests_per_round [appends]]]]
  *   BASE_URL    the project's upstream, e.g. http://127.0.0.1:PORT (retryfreeze-serve answers 200 to all)
@@ -287,6 +290,10 @@ int main(int argc, char **argv) {
         if (v == V_LUA && !script) continue;
         qsort(sample[v], total, sizeof(double), cmp_double);
         p50[v] = sample[v][total / 2];
+        if (getenv("RF_BENCH_VERBOSE"))
+            fprintf(stderr, "%s: p10 %.1f p50 %.1f p90 %.1f p99 %.1f max %.1f us\n", names[v], sample[v][total / 10] * 1e6,
+                    p50[v] * 1e6, sample[v][total * 9 / 10] * 1e6, sample[v][total * 99 / 100] * 1e6,
+                    sample[v][total - 1] * 1e6);
         all_sum[v] = 0;
         for (int i = 0; i < rounds; i++) all_sum[v] += sum[v][i];
     }

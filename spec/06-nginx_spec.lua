@@ -1,0 +1,376 @@
+-- The client against a server no one here wrote: nginx on a free loopback port, started by this spec with a
+-- generated config in a temporary directory (pid, logs and temp paths all inside it), stopped in teardown.
+-- Its locations answer 503 and 429 with Retry-After, 429 without, 404, 200, 301, 502 (a proxy_pass to a
+-- closed loopback port) and 444 (nginx closes the connection unanswered); a request to a closed port
+-- directly gives a transport failure (connect-refused). nginx's access log is the witness of how many
+-- attempts really went out. Without nginx the specs are pending (set RF_NGINX to a binary elsewhere).
+local rf = require "retryfreeze"
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+--- The nginx binary: $RF_NGINX, else the first of nginx on PATH, /usr/sbin/nginx, /usr/local/sbin/nginx.
+local function find_nginx()
+  local env = os.getenv("RF_NGINX")
+  if env and env ~= "" then return os.execute("test -x " .. shell_quote(env)) and env or nil end
+  local p = io.popen("command -v nginx 2>/dev/null")
+  local found = p:read("l")
+  p:close()
+  if found and found ~= "" then return found end
+  for _, cand in ipairs({ "/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx" }) do
+    if os.execute("test -x " .. shell_quote(cand)) then return cand end
+  end
+  return nil
+end
+
+-- The lock under test: one route per nginx location, each with values the assertions can pin exactly.
+-- jitter "none" makes every backoff delay equal to its cap (baseMs × multiplier^(n−1)).
+local LOCK <const> = [[
+{
+  "$comment": "06-nginx_spec: one route per nginx location",
+  "version": 1,
+  "defaults": {
+    "maxAttempts": 2, "perAttemptTimeoutMs": 2000, "totalBudgetMs": 5000,
+    "retryable": [], "notRetryable": ["HTTP_4XX"],
+    "backoff": {"baseMs": 40, "multiplier": 2, "maxMs": 1000, "jitter": "none"},
+    "retryAfter": {"honor": true, "maxMs": 3000}
+  },
+  "routes": [
+    {"endpoint": "GET /ok"},
+    {"endpoint": "HEAD /ok"},
+    {"endpoint": "GET /moved"},
+    {"endpoint": "GET /idle"},
+    {"endpoint": "GET /drop", "retryable": ["CONNECT_RESET"]},
+    {"endpoint": "GET /unavailable", "retryable": ["HTTP_503"]},
+    {"endpoint": "POST /unavailable", "retryable": ["HTTP_503"]},
+    {"endpoint": "GET /throttle", "retryable": ["HTTP_429"]},
+    {"endpoint": "GET /throttle-bare", "retryable": ["HTTP_429"]},
+    {"endpoint": "GET /throttle-long", "retryable": ["HTTP_429"]},
+    {"endpoint": "GET /missing", "retryable": ["HTTP_5XX"]},
+    {"endpoint": "GET /gateway", "maxAttempts": 3, "retryable": ["HTTP_502"]},
+    {"endpoint": "GET /refused"},
+    {"endpoint": "GET /refused-listed", "maxAttempts": 3, "retryable": ["CONNECT_REFUSED"]}
+  ]
+}
+]]
+
+local nginx = find_nginx()
+
+-- Ports are drawn from 20000..32000, below Linux's ephemeral range (32768..60999), so no outgoing connection
+-- or `--port 0` server takes them meanwhile.
+
+--- A loopback port nothing listens on right now: a random one that a real connect() finds refused.
+local function closed_port(policy)
+  for _ = 1, 20 do
+    local port = math.random(20000, 32000)
+    local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. port, rng_seed = 1 }
+    local r = c:request{ method = "GET", path = "/refused" }
+    c:close()
+    if r.tries[1] and r.tries[1].transport == "connect-refused" then return port end
+  end
+  error("no closed loopback port found in 20 tries")
+end
+
+local function nginx_conf(dir, port, dead_port)
+  return (([[
+worker_processes 1;
+pid @DIR@/nginx.pid;
+lock_file @DIR@/nginx.lock;
+error_log @DIR@/error.log notice;
+events { worker_connections 64; }
+http {
+  access_log @DIR@/access.log;
+  client_body_temp_path @DIR@/client_body;
+  proxy_temp_path @DIR@/proxy;
+  fastcgi_temp_path @DIR@/fastcgi;
+  uwsgi_temp_path @DIR@/uwsgi;
+  scgi_temp_path @DIR@/scgi;
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ok { return 200 "ok\n"; }
+    location = /unavailable { add_header Retry-After 1 always; return 503; }
+    location = /throttle { add_header Retry-After 1 always; return 429; }
+    location = /throttle-bare { return 429; }
+    location = /throttle-long { add_header Retry-After 30 always; return 429; }
+    location = /missing { return 404; }
+    location = /gateway { proxy_pass http://127.0.0.1:@DEAD@; proxy_connect_timeout 1s; }
+    location = /moved { return 301 /ok; }
+    location = /drop { return 444; }
+    location = /idle { keepalive_timeout 200ms; return 200 "idle\n"; }
+  }
+}
+]]):gsub("@DIR@", dir):gsub("@PORT@", tostring(port)):gsub("@DEAD@", tostring(dead_port)))
+end
+
+--- Starts nginx as a daemon on a random loopback port, retrying another port when the bind fails. nginx
+--- binds before it daemonizes, so a zero exit status means the port is listening.
+-- @return {dir=, port=, url=, conf=, stop=function} or nil, message
+local function start_nginx(dead_port)
+  local p = io.popen("mktemp -d /tmp/rf-nginx.XXXXXX")
+  local dir = p:read("l")
+  p:close()
+  assert(dir and dir:match("^/tmp/rf%-nginx%.%w+$"), "mktemp -d failed")
+  -- Workers may run as another user (nobody, when started as root): let them reach the temp paths.
+  os.execute("chmod 755 " .. shell_quote(dir))
+  local conf = dir .. "/nginx.conf"
+  local last
+  for _ = 1, 5 do
+    local port = math.random(20000, 32000)
+    if port ~= dead_port then
+      write_file(conf, nginx_conf(dir, port, dead_port))
+      local cmd = table.concat({ shell_quote(nginx), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
+        "2>" .. shell_quote(dir .. "/start.err") }, " ")
+      if os.execute(cmd) then
+        local ng = { dir = dir, port = port, conf = conf, url = "http://127.0.0.1:" .. port }
+        function ng.pid()
+          return math.tointeger(tonumber((read_file(dir .. "/nginx.pid"):match("%d+")) or ""))
+        end
+        function ng.stop()
+          if ng.stopped then return end
+          ng.stopped = true
+          local pid = ng.pid()
+          os.execute(table.concat({ shell_quote(nginx), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
+            "-s stop 2>/dev/null" }, " "))
+          if pid then
+            -- Bounded wait for the master to exit (a zombie awaiting its reaper counts as gone).
+            for _ = 1, 100 do
+              local stat = read_file("/proc/" .. pid .. "/stat")
+              if stat == "" or stat:match("^%d+ %b() Z") then break end
+              os.execute("sleep 0.05")
+            end
+            os.execute("kill -9 " .. pid .. " 2>/dev/null")
+          end
+          os.execute("rm -rf " .. shell_quote(dir))
+        end
+        return ng
+      end
+      last = read_file(dir .. "/start.err")
+      if not last:find("Address already in use", 1, true) then break end
+    end
+  end
+  os.execute("rm -rf " .. shell_quote(dir))
+  return nil, "cannot start nginx: " .. (last or "?")
+end
+
+if not nginx then
+  describe("rf.client against nginx", function()
+    pending("nginx not installed: no nginx on PATH, in /usr/sbin or /usr/local/sbin, and no RF_NGINX; "
+      .. "install nginx-light (bash .ci/deps) to run these specs")
+  end)
+  return
+end
+
+describe("rf.client against nginx", function()
+  local policy, ng, dead_port, client, ledger_path, ledger
+  local access_lines
+
+  setup(function()
+    policy = assert(rf.load_string(LOCK, "06-nginx.lock"))
+    dead_port = closed_port(policy)
+    ng = assert(start_nginx(dead_port))
+    ledger_path = os.tmpname()
+    ledger = assert(rf.ledger.open(ledger_path))
+    client = rf.client{ policy = policy, base_url = ng.url, ledger = ledger, rng_seed = 7 }
+    -- Readiness: a 200 means a worker is serving (the master wrote its pid file before starting it).
+    local r = client:request{ method = "GET", path = "/ok" }
+    assert(r.ok, "nginx did not answer /ok: " .. tostring(r.reason) .. " " .. read_file(ng.dir .. "/error.log"))
+    assert(ng.pid(), "nginx wrote no pid file")
+  end)
+
+  -- Lines in nginx's access log (matching `needle` if given), sentinels excluded. nginx writes a request's
+  -- line just after sending its response, so the client may read the response first; its one worker
+  -- handles requests in turn, so once it has answered a later (sentinel) request every earlier line is in.
+  access_lines = function(needle)
+    assert.is_true(client:request{ method = "GET", path = "/ok", query = "sentinel=1" }.ok)
+    local n = 0
+    for line in read_file(ng.dir .. "/access.log"):gmatch("[^\n]*\n") do
+      if not line:find("sentinel", 1, true) and (not needle or line:find(needle, 1, true)) then n = n + 1 end
+    end
+    return n
+  end
+
+  teardown(function()
+    if client then client:close() end
+    if ledger then ledger:close() end
+    if ledger_path then os.remove(ledger_path) end
+    if ng then ng.stop() end
+  end)
+
+  it("gets a 200 from nginx: success on the first attempt", function()
+    local r = client:request{ method = "GET", path = "/ok" }
+    assert.same({ true, 200, "success", "success", 1, "GET /ok" }, { r.ok, r.status, r.outcome, r.reason, r.attempts, r.route })
+    assert.equal("ok\n", r.body)
+    assert.matches("^nginx", r.headers.server)
+    assert.equal("HTTP_200", r.tries[1].class)
+    assert.equal("ok", r.tries[1].transport)
+    assert.equal(2000, r.tries[1].timeout_ms)
+  end)
+
+  it("sends HEAD without reading a body", function()
+    local r = client:request{ method = "HEAD", path = "/ok" }
+    assert.same({ true, 200, "success", 1, "" }, { r.ok, r.status, r.outcome, r.attempts, r.body })
+    assert.equal("3", r.headers["content-length"])
+  end)
+
+  it("returns nginx's 301 as a success without following it (follow_redirects defaults to false)", function()
+    local r = client:request{ method = "GET", path = "/moved" }
+    assert.same({ true, 301, "success", "success", 1 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.equal(ng.url .. "/ok", r.headers.location)
+    assert.equal("ok", r.tries[1].transport)
+  end)
+
+  -- A regression test: the client's guard against libcurl's hidden resend used to abort the redirect's send.
+  it("follows nginx's 301 when follow_redirects = true", function()
+    local follower = rf.client{ policy = policy, base_url = ng.url, follow_redirects = true, rng_seed = 7 }
+    local r = follower:request{ method = "GET", path = "/moved" }
+    follower:close()
+    assert.same({ true, 200, "success", 1, "ok\n" }, { r.ok, r.status, r.outcome, r.attempts, r.body })
+    assert.same({ "HTTP_200", "ok" }, { r.tries[1].class, r.tries[1].transport })
+    assert.is_nil(r.headers.location) -- the headers are the final response's
+    assert.equal("GET /moved", r.route)
+  end)
+
+  it("classifies nginx closing the connection unanswered (return 444) as CONNECT_RESET and retries it", function()
+    local before = access_lines("GET /drop ")
+    local r = client:request{ method = "GET", path = "/drop" }
+    assert.same({ false, 0, "exhausted", "max-attempts", 2 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    for i = 1, 2 do
+      assert.equal("CONNECT_RESET", r.tries[i].class)
+      -- got-nothing on a fresh connection; connect-reset on a reused one (libcurl's own resend blocked)
+      assert.is_truthy(({ ["got-nothing"] = true, ["connect-reset"] = true })[r.tries[i].transport], r.tries[i].transport)
+    end
+    assert.equal(40, r.tries[2].delay_ms)
+    -- nginx received exactly the two attempts: libcurl's own silent resend never ran.
+    assert.equal(before + 2, access_lines("GET /drop "))
+    assert.is_true(client:request{ method = "GET", path = "/ok" }.ok) -- the client recovers
+  end)
+
+  it("fails an attempt whose body exceeds max_body_bytes (nginx's 3-byte body, a 2-byte cap)", function()
+    local small = rf.client{ policy = policy, base_url = ng.url, max_body_bytes = 2, rng_seed = 7 }
+    local r = small:request{ method = "GET", path = "/ok" }
+    small:close()
+    assert.same({ false, "terminal", "status-not-retryable", 1 }, { r.ok, r.outcome, r.reason, r.attempts })
+    assert.same({ "UNKNOWN", "other" }, { r.tries[1].class, r.tries[1].transport })
+    assert.matches("max_body_bytes", r.tries[1].error, 1, true)
+  end)
+
+  it("opens a new connection, without a failed attempt, after nginx closed the idle keep-alive one", function()
+    local r = client:request{ method = "GET", path = "/idle" }
+    assert.same({ true, 1 }, { r.ok, r.attempts })
+    -- The scenario itself is idle time: nginx closes the connection after 200 ms without a request.
+    os.execute("sleep 0.5")
+    r = client:request{ method = "GET", path = "/ok" }
+    assert.same({ true, 200, 1, "ok" }, { r.ok, r.status, r.attempts, r.tries[1].transport })
+  end)
+
+  it("honours nginx's Retry-After: 1 on a 503 and stops at maxAttempts", function()
+    local r = client:request{ method = "GET", path = "/unavailable" }
+    assert.same({ false, 503, "exhausted", "max-attempts", 2 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.equal(2, #r.tries)
+    assert.same({ "HTTP_503", 503, "pinned-status", "1", 0 },
+      { r.tries[1].class, r.tries[1].status, r.tries[1].reason, r.tries[1].retry_after, r.tries[1].delay_ms })
+    assert.same({ "HTTP_503", 503, "max-attempts", "1", 1000 },
+      { r.tries[2].class, r.tries[2].status, r.tries[2].reason, r.tries[2].retry_after, r.tries[2].delay_ms })
+    assert.equal("1", r.headers["retry-after"])
+    assert.is_true(r.elapsed_ms >= 1000, "elapsed " .. r.elapsed_ms)
+    -- The retry's per-try timeout is what is left of the 5000 ms budget, capped at 2000.
+    assert.equal(2000, r.tries[2].timeout_ms)
+  end)
+
+  it("sends a POST to a 503 once without an idempotency key, and retries it with one", function()
+    local r = client:request{ method = "POST", path = "/unavailable", body = "{}" }
+    assert.same({ false, 503, "refused", "mutating-without-idempotency", 1 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    r = client:request{ method = "POST", path = "/unavailable", body = "{}", idempotency_key = rf.new_key() }
+    assert.same({ "exhausted", "max-attempts", 2, 1000 }, { r.outcome, r.reason, r.attempts, r.tries[2].delay_ms })
+  end)
+
+  it("honours Retry-After: 1 on a 429", function()
+    local r = client:request{ method = "GET", path = "/throttle" }
+    assert.same({ false, 429, "exhausted", "max-attempts", 2 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.same({ "HTTP_429", "pinned-status", "1" }, { r.tries[1].class, r.tries[1].reason, r.tries[1].retry_after })
+    assert.equal(1000, r.tries[2].delay_ms)
+    assert.is_true(r.elapsed_ms >= 1000, "elapsed " .. r.elapsed_ms)
+  end)
+
+  it("backs off (jitter none: baseMs) on a 429 without Retry-After", function()
+    local r = client:request{ method = "GET", path = "/throttle-bare" }
+    assert.same({ false, 429, "exhausted", "max-attempts", 2 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.is_nil(r.tries[1].retry_after)
+    assert.is_nil(r.headers["retry-after"])
+    assert.same({ "HTTP_429", "pinned-status", 40 }, { r.tries[1].class, r.tries[1].reason, r.tries[2].delay_ms })
+    assert.is_true(r.elapsed_ms >= 40 and r.elapsed_ms < 1000, "elapsed " .. r.elapsed_ms)
+  end)
+
+  it("stops at once when nginx's Retry-After (30 s) exceeds retryAfter.maxMs", function()
+    local r = client:request{ method = "GET", path = "/throttle-long" }
+    assert.same({ false, 429, "deadline", "retry-after-exceeds-budget", 1 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.equal("30", r.tries[1].retry_after)
+    assert.is_true(r.elapsed_ms < 1000, "elapsed " .. r.elapsed_ms)
+  end)
+
+  it("never retries a 404 (HTTP_4XX is notRetryable): terminal", function()
+    local r = client:request{ method = "GET", path = "/missing" }
+    assert.same({ false, 404, "terminal", "status-not-retryable", 1 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.same({ "HTTP_404", "ok" }, { r.tries[1].class, r.tries[1].transport })
+    assert.matches("404 Not Found", r.body, 1, true)
+  end)
+
+  it("retries nginx's 502 (proxy_pass to a closed port) with exponential backoff until maxAttempts", function()
+    local r = client:request{ method = "GET", path = "/gateway" }
+    assert.same({ false, 502, "exhausted", "max-attempts", 3 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    for i = 1, 3 do
+      assert.same({ "HTTP_502", 502, "ok" }, { r.tries[i].class, r.tries[i].status, r.tries[i].transport })
+    end
+    assert.same({ 0, 40, 80 }, { r.tries[1].delay_ms, r.tries[2].delay_ms, r.tries[3].delay_ms })
+    assert.same({ "pinned-status", "pinned-status", "max-attempts" }, { r.tries[1].reason, r.tries[2].reason, r.tries[3].reason })
+    assert.matches("Connection refused", read_file(ng.dir .. "/error.log"), 1, true)
+  end)
+
+  it("classifies a refused connection (no server at all) as CONNECT_REFUSED: not retryable unless listed", function()
+    local dead = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. dead_port, rng_seed = 7 }
+    local r = dead:request{ method = "GET", path = "/refused" }
+    assert.same({ false, 0, "terminal", "status-not-retryable", 1 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.same({ "CONNECT_REFUSED", "connect-refused", 0 }, { r.tries[1].class, r.tries[1].transport, r.tries[1].status })
+    assert.is_truthy(r.tries[1].error and r.tries[1].error ~= "")
+    r = dead:request{ method = "GET", path = "/refused-listed" }
+    assert.same({ false, 0, "exhausted", "max-attempts", 3 }, { r.ok, r.status, r.outcome, r.reason, r.attempts })
+    assert.same({ "CONNECT_REFUSED", "CONNECT_REFUSED", "CONNECT_REFUSED" }, { r.tries[1].class, r.tries[2].class, r.tries[3].class })
+    assert.same({ 0, 40, 80 }, { r.tries[1].delay_ms, r.tries[2].delay_ms, r.tries[3].delay_ms })
+    dead:close()
+  end)
+
+  it("counts in nginx's access log exactly the attempts the client reports", function()
+    local before = access_lines()
+    local sent = 0
+    for _, path in ipairs({ "/ok", "/missing", "/throttle-bare", "/gateway" }) do
+      sent = sent + client:request{ method = "GET", path = path }.attempts
+    end
+    assert.equal(1 + 1 + 2 + 3, sent)
+    assert.equal(before + sent, access_lines())
+  end)
+
+  it("writes one ledger line per logical request with nginx's statuses and Retry-After", function()
+    local r = client:request{ method = "GET", path = "/unavailable" }
+    local last
+    local it, st = rf.ledger.read(ledger_path)
+    for rec in it, st do last = rec end
+    assert.is_false(st.torn)
+    assert.same({ "GET /unavailable", "exhausted", "max-attempts", 2, 503, policy.digest },
+      { last.route, last.outcome, last.reason, last.attempts, last.status, last.policy })
+    assert.same({ "HTTP_503", 503, "1", 1000 }, { last.tries[2].class, last.tries[2].status, last.tries[2].retry_after, last.tries[2].delay_ms })
+    assert.equal(r.elapsed_ms, last.elapsed_ms)
+  end)
+end)
