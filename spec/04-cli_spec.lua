@@ -65,6 +65,7 @@ describe("retryfreeze decide", function()
     assert.matches("facts.transport must be one of", err, 1, true)
     _, err, code = h.run_cli("decide", h.desk_lock, "--method", "POST")
     assert.equal(2, code)
+    assert.matches("expected LOCK, %-%-method and %-%-path", err)
     -- valid options but two positional arguments: a usage error, not a crash
     _, err, code = h.run_cli("decide", h.desk_lock, "extra", "--method", "POST", "--path", "/x")
     assert.equal(2, code)

@@ -127,7 +127,7 @@ describe("rf.client against the fault-injecting upstream", function()
     local seen = {}
     local r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),
       headers = { ["X-Fault-Script"] = "504,200" },
-      on_attempt = function(try, verdict) seen[#seen + 1] = verdict.reason; return false end }
+      on_attempt = function(_, verdict) seen[#seen + 1] = verdict.reason; return false end }
     assert.same({ "terminal", "stopped-by-caller", 1 }, { r.outcome, r.reason, r.attempts })
     assert.same({ "pinned-status" }, seen)
     r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),

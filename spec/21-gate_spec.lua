@@ -162,6 +162,7 @@ describe("retryfreeze gate", function()
     local err
     out, err, code = h.run_cli("gate", jobs, "--lock", no_gate)
     assert.equal(2, code)
+    assert.equal("", out)
     assert.matches(no_gate .. " has no gate thresholds and no option gives one", err, 1, true)
   end)
 end)

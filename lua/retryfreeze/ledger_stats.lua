@@ -94,7 +94,7 @@ end
 
 -- The public shape of one scope (all requests, or one route).
 local function finish(s)
-  local by_outcome, by_reason, reasons, terminal = {}, {}, {}, 0
+  local by_outcome, by_reason, reasons = {}, {}, {}
   for outcome, rs in pairs(s.outcomes) do
     local n = 0
     for reason, c in pairs(rs) do
@@ -104,7 +104,7 @@ local function finish(s)
     end
     by_outcome[outcome] = n
   end
-  terminal = by_outcome.terminal or 0
+  local terminal = by_outcome.terminal or 0
   local r = {
     requests = s.requests, successes = s.successes, failures = s.requests - s.successes,
     retried_successes = s.retried_successes, attempts = s.attempts, success_attempts = s.success_attempts,

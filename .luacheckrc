@@ -1,0 +1,7 @@
+-- luacheck configuration: Lua 5.4 everywhere; busted's globals in specs.
+std = "lua54"
+max_line_length = 150
+files["spec/**/*_spec.lua"] = { std = "+busted" }
+files["examples/policy_spec.lua"] = { std = "+busted" }
+files["spec/helper.lua"] = { globals = { "rf_spec_helper" } }
+exclude_files = { "build*/**", ".luarocks/**" }
