@@ -22,6 +22,8 @@ enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_COUNT = 3 };
 typedef struct lclient {
     rf_client *c;   /* NULL until created, and after close */
     bool scheduled; /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
+    int anchor;     /* registry ref to {policy, ledger}, which rf_client borrows: alive even if debug.setuservalue
+                       drops the uservalues */
 } lclient;
 
 #define PENDING_MT "retryfreeze.PendingRequest"
@@ -91,10 +93,12 @@ static int l_client_new(lua_State *L) {
     lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
     lc->scheduled = false;
+    lc->anchor = LUA_NOREF;
     luaL_setmetatable(L, CLIENT_MT);
     int ud = lua_gettop(L);
     rf_client_options o = {0};
-    lua_getfield(L, 1, "policy");
+    if (lua_getfield(L, 1, "policy") != LUA_TUSERDATA)
+        return luaL_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
     o.policy = rfl_check_policy(L, -1);
     lua_setiuservalue(L, ud, UV_POLICY);
     lua_getfield(L, 1, "base_url");
@@ -124,6 +128,12 @@ static int l_client_new(lua_State *L) {
     lua_getfield(L, 1, "headers");
     o.headers = lines;
     o.n_headers = header_lines(L, -1, "rf.client: headers", lines, 64);
+    lua_createtable(L, 2, 0);
+    lua_getiuservalue(L, ud, UV_POLICY);
+    lua_rawseti(L, -2, 1);
+    lua_getiuservalue(L, ud, UV_LEDGER);
+    lua_rawseti(L, -2, 2);
+    lc->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "rf.client: out of memory");
@@ -138,6 +148,8 @@ static int l_client_close(lua_State *L) {
         return luaL_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
     rf_client_free(lc->c);
     lc->c = NULL;
+    luaL_unref(L, LUA_REGISTRYINDEX, lc->anchor);
+    lc->anchor = LUA_NOREF;
     return 0;
 }
 

@@ -308,6 +308,18 @@ static void push_class(lua_State *L, int cache, const rf_verdict *v) {
     }
 }
 
+/* The endpoint of route i of the policy userdata at idx, or NULL when idx holds no live policy. Never raises. */
+static const char *route_endpoint(lua_State *L, int idx, long i) {
+    lpolicy *lp = lua_touserdata(L, idx);
+    if (lp == NULL || !lua_getmetatable(L, idx)) return NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    rf_route_view rv;
+    if (!same || lp->p == NULL || i < 0 || rf_policy_route(lp->p, (size_t)i, &rv) != RF_OK) return NULL;
+    return rv.endpoint;
+}
+
 /* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route}; policy_idx is
  * the stack index of the deciding policy's userdata (its cached route strings). */
 void rfl_push_verdict(lua_State *L, int policy_idx, const rf_verdict *v) {
@@ -328,9 +340,19 @@ void rfl_push_verdict(lua_State *L, int policy_idx, const rf_verdict *v) {
     lua_rawgeti(L, cache, STR_RA_USE + (int)v->retry_after);
     set_cached(L, cache, STR_RA_KEY);
     if (v->route >= 0) {
-        lua_getiuservalue(L, policy_idx, 1);
-        lua_rawgeti(L, -1, (lua_Integer)v->route + 1);
-        lua_remove(L, -2);
+        /* The cache is a uservalue, which debug.setuservalue can replace: use it only while it still holds the
+         * route's own endpoint; otherwise push the endpoint from the policy (never raise: hooks call this). */
+        int top = lua_gettop(L);
+        const char *endpoint = route_endpoint(L, policy_idx, v->route);
+        bool cached = endpoint != NULL && lua_getiuservalue(L, policy_idx, 1) == LUA_TTABLE &&
+                      lua_rawgeti(L, -1, (lua_Integer)v->route + 1) == LUA_TSTRING &&
+                      strcmp(lua_tostring(L, -1), endpoint) == 0;
+        if (cached) {
+            lua_remove(L, -2);
+        } else {
+            lua_settop(L, top);
+            lua_pushstring(L, endpoint);
+        }
         set_cached(L, cache, STR_ROUTE);
     }
     lua_remove(L, cache);

@@ -101,7 +101,7 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         delay = rfi_backoff(r, f->attempts, rng);
         if (delay < 0) return rfi_fail(err, "rng", "is required: the route's backoff uses jitter");
     }
-    if (delay + r->min_attempt_ms > left) {
+    if (delay + r->min_attempt_ms > left || delay >= left) { /* no time left for the attempt: as rf_budget */
         stop(out, RF_REASON_DEADLINE);
         return RF_OK;
     }

@@ -157,6 +157,15 @@ static bool check_duplicates(const cJSON *node, const char *path, rf_error *err)
     return true;
 }
 
+/* "$comment" is free text, but it must be text: a string, wherever it appears. */
+static bool comment_ok(const cJSON *c, const char *path, rf_error *err) {
+    if (cJSON_IsString(c)) return true;
+    char sub[PATH_CAP];
+    child_path(sub, path, "$comment");
+    rfi_fail(err, sub, "must be a string, got %s", type_name(c));
+    return false;
+}
+
 static bool unknown_key(const cJSON *key_item, const char *path, const char *allowed, rf_error *err) {
     char sub[PATH_CAP];
     child_path(sub, path, key_item->string);
@@ -262,7 +271,9 @@ static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error
             }
             sp->r.jitter = (rf_jitter)found;
             sp->has |= F_JITTER;
-        } else if (strcmp(k, "$comment") != 0) {
+        } else if (strcmp(k, "$comment") == 0) {
+            if (!comment_ok(c, path, err)) return false;
+        } else {
             return unknown_key(c, path, "baseMs, multiplier, maxMs, jitter, $comment", err);
         }
     }
@@ -283,7 +294,9 @@ static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_e
         } else if (strcmp(c->string, "maxMs") == 0) {
             if (!get_int(c, sub, 0, 3600000, &sp->r.retry_after_max_ms, err)) return false;
             sp->has |= F_RA_MAX;
-        } else if (strcmp(c->string, "$comment") != 0) {
+        } else if (strcmp(c->string, "$comment") == 0) {
+            if (!comment_ok(c, path, err)) return false;
+        } else {
             return unknown_key(c, path, "honor, maxMs, $comment", err);
         }
     }
@@ -313,7 +326,9 @@ static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b
         } else if (strcmp(c->string, "tokenRatio") == 0) {
             if (!get_milli(c, sub, 0.001, 1000.0, &b->ratio_milli, err)) return false;
             has_ratio = true;
-        } else if (strcmp(c->string, "$comment") != 0) {
+        } else if (strcmp(c->string, "$comment") == 0) {
+            if (!comment_ok(c, path, err)) return false;
+        } else {
             return unknown_key(c, path, "maxTokens, tokenRatio, $comment", err);
         }
     }
@@ -379,7 +394,9 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
                 }
                 g->reason_ptrs[v->n_forbid_reasons++] = rf_reason_name((rf_reason)found);
             }
-        } else if (strcmp(k, "$comment") != 0) {
+        } else if (strcmp(k, "$comment") == 0) {
+            if (!comment_ok(c, path, err)) return false;
+        } else {
             return unknown_key(c, path,
                                "maxRetriedSuccess, maxAttemptsPerSuccess, maxTerminalRate, maxRetryRatio, "
                                "minSuccesses, forbidReasons, $comment",
@@ -540,6 +557,8 @@ static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate 
     snprintf(sp->where, PATH_CAP, "$");
     char sub[PATH_CAP];
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
+        if ((strcmp(c->string, "retryBudget") == 0 || strcmp(c->string, "gate") == 0) && cJSON_IsNull(c))
+            continue; /* null: none, as the canonical form writes it */
         if (strcmp(c->string, "retryBudget") == 0) {
             child_path(sub, "$", c->string);
             if (!parse_retry_budget(c, sub, budget, err)) return false;
@@ -557,14 +576,16 @@ static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate 
 }
 
 static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rfi_gate *gate,
-                       rf_error *err) {
+                       rf_status *st, rf_error *err) {
     char sub[PATH_CAP];
     const cJSON *version = NULL, *defaults = NULL, *routes = NULL;
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
         if (strcmp(c->string, "version") == 0) version = c;
         else if (strcmp(c->string, "defaults") == 0) defaults = c;
         else if (strcmp(c->string, "routes") == 0) routes = c;
-        else if (strcmp(c->string, "retryBudget") == 0) {
+        else if ((strcmp(c->string, "retryBudget") == 0 || strcmp(c->string, "gate") == 0) && cJSON_IsNull(c)) {
+            /* null: none, as the canonical form writes it */
+        } else if (strcmp(c->string, "retryBudget") == 0) {
             if (!parse_retry_budget(c, "$.retryBudget", budget, err)) return false;
         } else if (strcmp(c->string, "gate") == 0) {
             if (!parse_gate(c, "$.gate", gate, err)) return false;
@@ -599,7 +620,10 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
         return rfi_fail(err, "$.routes", "must be a non-empty array of route objects"), false;
     if (n > RFI_MAX_ROUTES) return rfi_fail(err, "$.routes", "more than %d routes", RFI_MAX_ROUTES), false;
     spec *specs = calloc((size_t)n, sizeof *specs);
-    if (specs == NULL) return rfi_fail(err, "$.routes", "out of memory"), false;
+    if (specs == NULL) {
+        *st = RF_ENOMEM;
+        return rfi_fail(err, "$.routes", "out of memory"), false;
+    }
     int i = 0;
     for (const cJSON *rt = routes->child; rt != NULL; rt = rt->next, i++) {
         spec *sp = &specs[i];
@@ -669,7 +693,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
         size_t at = end ? (size_t)(end - text) : skip;
         if (at > len) at = len;
         rfi_fail(err, "$", "malformed JSON near byte %zu", at);
-        line_col(text, at, &err->line, &err->column);
+        if (err != NULL) line_col(text, at, &err->line, &err->column);
         return RF_EINVAL;
     }
     size_t used = (size_t)(end - text);
@@ -683,7 +707,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     rf_policy *p = NULL;
     if (used < len) {
         rfi_fail(err, "$", "trailing data after the JSON value at byte %zu", used);
-        line_col(text, used, &err->line, &err->column);
+        if (err != NULL) line_col(text, used, &err->line, &err->column);
         goto done;
     }
     if (!cJSON_IsObject(root)) {
@@ -692,7 +716,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     }
     if (!check_duplicates(root, "$", err)) goto done;
     if (cJSON_GetObjectItemCaseSensitive(root, "routes") || cJSON_GetObjectItemCaseSensitive(root, "version")) {
-        if (!load_multi(root, &specs, &n, &budget, &gate, err)) goto done;
+        if (!load_multi(root, &specs, &n, &budget, &gate, &st, err)) goto done;
     } else {
         specs = calloc(1, sizeof *specs);
         if (specs == NULL) {

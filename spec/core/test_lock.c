@@ -225,6 +225,8 @@ static void test_refusals_name_path_rule_and_value(void **state) {
             "listed twice");
     refused("{" MINIMAL ",\"gate\":{\"minSuccess\":1}}", "$.gate.minSuccess", "unknown key");
     refused("{" MINIMAL ",\"gate\":[]}", "$.gate", "must be an object");
+    refused("{" MINIMAL ",\"backoff\":{\"$comment\":1}}", "$.backoff.$comment", "must be a string, got a number");
+    refused("{" MINIMAL ",\"gate\":{\"$comment\":null}}", "$.gate.$comment", "must be a string, got null");
 }
 
 static void test_gate_object(void **state) {

@@ -1,0 +1,41 @@
+# Hardening tests (docs/reliability.md), registered with ctest under the label "c" so the sanitizer and
+# valgrind passes of .ci/run run them too:
+#   - fuzz_replay_<target>: each fuzz target (fuzz/*.c) built with an ordinary main that replays its seed
+#     corpus fuzz/corpus/<target>/ and its past findings fuzz/regressions/<target>/, checking the same
+#     invariants as the libFuzzer build (fuzz/CMakeLists.txt, .ci/fuzz) — every finding stays a test;
+#   - test_alloc_failure: the failing allocator over the loader, the retry budget and the ledger writer;
+#   - test_budget_threads: one retry budget shared by 8 deciding threads (.ci/tsan builds it with TSan).
+find_package(Threads REQUIRED)
+
+set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read)
+foreach(t IN LISTS RF_FUZZ_TARGETS)
+  add_executable(${t}_replay fuzz/${t}.c fuzz/replay_main.c)
+  target_compile_options(${t}_replay PRIVATE ${RF_WARNINGS})
+  target_compile_definitions(${t}_replay PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
+  target_link_libraries(${t}_replay PRIVATE retryfreeze)
+  set(inputs "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${t}")
+  if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}")
+    list(APPEND inputs "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}")
+  endif()
+  add_test(NAME c_${t}_replay COMMAND ${t}_replay ${inputs})
+  set_tests_properties(c_${t}_replay PROPERTIES LABELS "c;fuzz")
+endforeach()
+
+# The failing allocator needs the engine's objects in the executable, so that -Wl,--wrap reaches their
+# malloc calls (calls inside libretryfreeze.so would bind to libc's malloc directly).
+get_target_property(rf_engine_sources retryfreeze SOURCES)
+add_executable(test_alloc_failure spec/core/test_alloc_failure.c ${rf_engine_sources})
+target_include_directories(test_alloc_failure PRIVATE core/include core/src)
+target_compile_options(test_alloc_failure PRIVATE ${RF_WARNINGS})
+target_compile_definitions(test_alloc_failure PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}"
+                                                      RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
+target_link_options(test_alloc_failure PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free")
+target_link_libraries(test_alloc_failure PRIVATE PkgConfig::CMOCKA PkgConfig::CJSON PkgConfig::CRYPTO m)
+add_test(NAME c_test_alloc_failure COMMAND test_alloc_failure)
+set_tests_properties(c_test_alloc_failure PROPERTIES LABELS "c")
+
+add_executable(test_budget_threads spec/core/test_budget_threads.c)
+target_compile_options(test_budget_threads PRIVATE ${RF_WARNINGS})
+target_link_libraries(test_budget_threads PRIVATE retryfreeze PkgConfig::CMOCKA Threads::Threads)
+add_test(NAME c_test_budget_threads COMMAND test_budget_threads)
+set_tests_properties(c_test_budget_threads PROPERTIES LABELS "c")

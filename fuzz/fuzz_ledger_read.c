@@ -1,0 +1,142 @@
+/*
+ * Fuzz target: the ledger reader (rf_ledger_reader_open/next) on arbitrary file contents. The input is
+ * written to a memfd and read back through /proc/self/fd/N, the reader's only entry point being a path.
+ * Invariants:
+ *   - the reader ends (END, TORN or ERROR) after at most one answer per line, never crashes or leaks;
+ *     after it ends, every call answers END again;
+ *   - line numbers count up by one per answer; TORN only for the last line, and only when the file does not
+ *     end in a newline; CORRUPT and TORN name the line and say why;
+ *   - a record has every required string, at most RF_LEDGER_MAX_TRIES tries, and each try its class and
+ *     reason;
+ *   - what the reader accepts the writer can write: rf_ledger_format of the record succeeds, and reading
+ *     that line back gives the same record (a field-by-field comparison).
+ */
+#define _GNU_SOURCE
+#include "fuzz.h"
+
+#include "retryfreeze/ledger.h"
+
+#include <stdbool.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static char *line_buf; /* rf_ledger_format's output: RF_LEDGER_MAX_LINE + 1 bytes, allocated once */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    if (line_buf == NULL) line_buf = malloc((size_t)RF_LEDGER_MAX_LINE + 2);
+    FZ_CHECK(line_buf != NULL, "out of memory");
+    return 0;
+}
+
+/* A file holding data[0..size); writes its /proc path into path. Returns the descriptor. */
+static int memfile(const void *data, size_t size, char path[64]) {
+    int fd = memfd_create("ledger", MFD_CLOEXEC);
+    FZ_CHECK(fd >= 0, "memfd_create failed");
+    const char *p = data;
+    size_t left = size;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        FZ_CHECK(n > 0, "write to memfd failed");
+        p += n;
+        left -= (size_t)n;
+    }
+    snprintf(path, 64, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+static bool same_str(const char *a, const char *b) { return (a == NULL) == (b == NULL) && (!a || !strcmp(a, b)); }
+
+static void check_same_record(const rf_ledger_record *a, const rf_ledger_record *b) {
+    FZ_CHECK(a->ts_ms == b->ts_ms && same_str(a->route, b->route) && same_str(a->method, b->method) &&
+                 same_str(a->path, b->path) && same_str(a->key, b->key) && same_str(a->policy, b->policy) &&
+                 a->attempts == b->attempts && a->elapsed_ms == b->elapsed_ms && same_str(a->outcome, b->outcome) &&
+                 same_str(a->reason, b->reason) && a->ok == b->ok && a->status == b->status &&
+                 a->body_len == b->body_len && a->n_tries == b->n_tries,
+             "the record changes when written and read back");
+    for (size_t i = 0; i < a->n_tries; i++) {
+        const rf_ledger_try *x = &a->tries[i], *y = &b->tries[i];
+        FZ_CHECK(same_str(x->class_name, y->class_name) && x->status == y->status && x->elapsed_ms == y->elapsed_ms &&
+                     x->delay_ms == y->delay_ms && same_str(x->reason, y->reason) &&
+                     same_str(x->retry_after, y->retry_after),
+                 "try %zu changes when written and read back", i);
+    }
+}
+
+/* Writes rec with rf_ledger_format and reads the line back with a second reader. */
+static void check_round_trip(const rf_ledger_record *rec, long line) {
+    rf_error err;
+    memset(&err, 0, sizeof err);
+    long len = rf_ledger_format(rec, line_buf, (size_t)RF_LEDGER_MAX_LINE + 1, &err);
+    FZ_CHECK(len >= 0, "line %ld was read as a record, but the writer refuses it: %s: %s", line, err.path,
+             err.message);
+    line_buf[len] = '\n';
+    char path[64];
+    int fd = memfile(line_buf, (size_t)len + 1, path);
+    rf_ledger_reader *r = NULL;
+    FZ_CHECK(rf_ledger_reader_open(path, &r, &err) == RF_OK, "reopen: %s", err.message);
+    rf_ledger_record back;
+    rf_ledger_read_status st = rf_ledger_reader_next(r, &back, &err);
+    FZ_CHECK(st == RF_LEDGER_RECORD, "the writer's line for line %ld does not read back (%d: %s)\n  %.*s", line,
+             (int)st, err.message, (int)len, line_buf);
+    check_same_record(rec, &back);
+    FZ_CHECK(rf_ledger_reader_next(r, &back, &err) == RF_LEDGER_END, "more than one line written");
+    rf_ledger_reader_close(r);
+    close(fd);
+}
+
+static void check_record(const rf_ledger_record *rec, long line) {
+    FZ_CHECK(rec->route && rec->method && rec->path && rec->policy && rec->outcome && rec->reason,
+             "line %ld: a record with a NULL required string", line);
+    FZ_CHECK(rec->n_tries <= RF_LEDGER_MAX_TRIES, "line %ld: %zu tries", line, rec->n_tries);
+    for (size_t i = 0; i < rec->n_tries; i++)
+        FZ_CHECK(rec->tries[i].class_name && rec->tries[i].reason, "line %ld: try %zu without class or reason", line,
+                 i);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (line_buf == NULL) LLVMFuzzerInitialize(NULL, NULL);
+    char path[64];
+    int fd = memfile(data, size, path);
+    long newlines = 0;
+    for (size_t i = 0; i < size; i++) newlines += data[i] == '\n';
+    bool ends_in_newline = size > 0 && data[size - 1] == '\n';
+    long lines = newlines + (size > 0 && !ends_in_newline ? 1 : 0);
+
+    rf_ledger_reader *r = NULL;
+    rf_error err;
+    memset(&err, 0, sizeof err);
+    FZ_CHECK(rf_ledger_reader_open(path, &r, &err) == RF_OK, "open: %s", err.message);
+    rf_ledger_record rec;
+    long answers = 0;
+    rf_ledger_read_status st;
+    for (;;) {
+        memset(&err, 0, sizeof err);
+        st = rf_ledger_reader_next(r, &rec, &err);
+        if (st == RF_LEDGER_END || st == RF_LEDGER_ERROR) break;
+        answers++;
+        FZ_CHECK(answers <= lines, "%ld answers for %ld lines", answers, lines);
+        long line = rf_ledger_reader_line(r);
+        FZ_CHECK(line == answers, "answer %ld is for line %ld", answers, line);
+        if (st == RF_LEDGER_RECORD) {
+            check_record(&rec, line);
+            check_round_trip(&rec, line);
+            continue;
+        }
+        FZ_CHECK(st == RF_LEDGER_CORRUPT || st == RF_LEDGER_TORN, "status %d", (int)st);
+        FZ_CHECK(err.line == line && err.message[0] != '\0', "line %ld: a refusal without its line (%d) or a reason",
+                 line, err.line);
+        if (st == RF_LEDGER_TORN) {
+            FZ_CHECK(!ends_in_newline && line == lines, "torn line %ld of %ld (ends in a newline: %d)", line, lines,
+                     ends_in_newline);
+            break;
+        }
+    }
+    FZ_CHECK(st != RF_LEDGER_ERROR, "a read error on a memfd: %s", err.message);
+    FZ_CHECK(st == RF_LEDGER_TORN || answers == lines, "%ld answers for %ld lines", answers, lines);
+    FZ_CHECK(rf_ledger_reader_next(r, &rec, &err) == RF_LEDGER_END, "the reader did not stay at its end");
+    rf_ledger_reader_close(r);
+    close(fd);
+    return 0;
+}

@@ -1,0 +1,328 @@
+-- A script that wants a retry the lock does not grant: every route a Lua script has to change a policy's
+-- decisions (issue 6 §4). Each attempt must be refused (an error) or have no effect on decide, and none may
+-- crash the process. spec/03-immutable_spec.lua covers the basic cases (assignment, rawset, setmetatable,
+-- routes() copies, a fake policy table, __index on facts); this file goes further.
+--
+-- The debug library is outside any sandbox: with it a script can reach the real metatable, replace
+-- uservalues and call __gc by hand. The last block shows what it can and cannot do here; an embedder that
+-- runs untrusted flows must remove `debug` (docs/reliability.md). Attempts that could crash run in a child
+-- process (`retryfreeze run`), so a crash fails one test instead of killing busted.
+local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
+local h = require "spec.helper"
+
+local new_rng <const> = rf.rng -- kept: a test below replaces every function of the module
+local SEED <const> = 7
+-- A keyed gateway timeout under the desk's lock: retried once, delay from the seeded jitter.
+local RETRY_FACTS <const> = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1",
+  attempts = 1, elapsed_ms = 300 }
+-- A handler 500: never retried.
+local STOP_FACTS <const> = { method = "POST", path = "/v1/jobs", status = 500, idempotency_key = "k1" }
+
+local policy = assert(rf.load(h.desk_lock))
+local want_retry = policy:decide(RETRY_FACTS, new_rng(SEED))
+local want_stop = policy:decide(STOP_FACTS, new_rng(SEED))
+
+--- Asserts that policy p still decides exactly as the pristine lock did.
+local function decides_as_locked(p)
+  assert.same(want_retry, (p or policy):decide(RETRY_FACTS, new_rng(SEED)))
+  assert.same(want_stop, (p or policy):decide(STOP_FACTS, new_rng(SEED)))
+end
+
+local has_valgrind <const> = os.execute("command -v valgrind >/dev/null 2>&1") == true
+
+--- Runs Lua source in a child `retryfreeze run` (which opens every standard library, debug included), under
+--- valgrind when asked and available (exit code 99 on an invalid read or write). Returns the child's stdout,
+--- stderr and exit code; a crash gives the signal number.
+local function run_child(source, memcheck)
+  local path = h.temp_file(source)
+  local err_path = os.tmpname()
+  local prefix = (memcheck and has_valgrind) and "valgrind -q --error-exitcode=99 --leak-check=no " or ""
+  local p = io.popen(prefix .. h.cli .. " run '" .. path .. "' 2>'" .. err_path .. "'")
+  local out = p:read("a")
+  local _, _, code = p:close()
+  local f = io.open(err_path)
+  local err = f:read("a")
+  f:close()
+  os.remove(path)
+  os.remove(err_path)
+  return out, err, code
+end
+
+describe("a hostile script cannot change a decision", function()
+  it("starts from a lock that retries the 504 and stops on the 500", function()
+    assert.same({ true, "pinned-status", 2000 }, { want_retry.retry, want_retry.reason, want_retry.timeout_ms })
+    assert.same({ false, "status-not-retryable" }, { want_stop.retry, want_stop.reason })
+  end)
+
+  describe("assignment and raw access", function()
+    it("refuses assignment to every field, method and metamethod name", function()
+      for _, key in ipairs({ "digest", "route_count", "gate", "decide", "budget", "routes", "__index", "__gc",
+        "__newindex", "__metatable", 1, true }) do
+        local ok, err = pcall(function() policy[key] = function() return { retry = true } end end)
+        assert.is_false(ok)
+        assert.matches("immutable", err)
+      end
+      decides_as_locked()
+    end)
+
+    it("refuses rawset and rawget on every userdata the module hands out", function()
+      local ledger_path = os.tmpname()
+      local ledger = assert(rf.ledger.open(ledger_path))
+      local client = rf.client{ policy = policy, base_url = "http://127.0.0.1:9" }
+      for _, ud in ipairs({ policy, rf.rng(1), ledger, client }) do
+        assert.has_error(function() rawset(ud, "decide", function() end) end)
+        assert.has_error(function() rawget(ud, "decide") end)
+        assert.has_error(function() setmetatable(ud, {}) end)
+      end
+      client:close()
+      ledger:close()
+      os.remove(ledger_path)
+      decides_as_locked()
+    end)
+
+    it("does not let a script index or call a policy with the wrong key types", function()
+      assert.has_error(function() return policy[{}] end)
+      assert.is_nil(policy[1])
+      assert.is_nil(policy.no_such_method)
+      assert.has_error(function() policy() end)
+      decides_as_locked()
+    end)
+  end)
+
+  describe("metatables", function()
+    it("hands out a string for the metatable, and that string cannot be written through", function()
+      local mt = getmetatable(policy)
+      assert.equal("retryfreeze.Policy", mt)
+      assert.has_error(function() mt.decide = function() return { retry = true } end end)
+      assert.has_error(function() rawset(mt, "decide", 1) end)
+      assert.equal("retryfreeze.Rng", getmetatable(rf.rng(1)))
+      decides_as_locked()
+    end)
+
+    it("is not affected by tampering with the string metatable", function()
+      local smt = getmetatable("")
+      local saved = smt.__index
+      smt.__index = function() return function() return "POST" end end
+      -- Decide while tampered, compare after restoring (luassert itself needs the string methods).
+      local ok, retry, stop = pcall(function()
+        return policy:decide(RETRY_FACTS, new_rng(SEED)), policy:decide(STOP_FACTS, new_rng(SEED))
+      end)
+      smt.__index = saved
+      assert(ok, retry)
+      assert.same(want_retry, retry)
+      assert.same(want_stop, stop)
+    end)
+
+    it("is not affected by metatables on the values inside the facts", function()
+      -- debug.setmetatable on numbers and booleans changes every number and boolean in the state.
+      local ok, err = pcall(function()
+        debug.setmetatable(0, { __index = function() return 599 end })
+        debug.setmetatable(true, { __index = function() return "k" end })
+        decides_as_locked()
+      end)
+      debug.setmetatable(0, nil)
+      debug.setmetatable(true, nil)
+      assert(ok, err)
+    end)
+  end)
+
+  describe("the module tables", function()
+    local function replace_all(t)
+      local saved = {}
+      for k, v in pairs(t) do
+        if type(v) == "function" then
+          saved[k] = v
+          t[k] = function() return { retry = true, reason = "pinned-status", delay_ms = 0, timeout_ms = 1 } end
+        end
+      end
+      return function() for k, v in pairs(saved) do t[k] = v end end
+    end
+
+    it("replacing every function of retryfreeze and retryfreeze.core changes no policy's methods", function()
+      local restore_rf, restore_core = replace_all(rf), replace_all(core)
+      local ok, err = pcall(decides_as_locked)
+      restore_rf()
+      restore_core()
+      assert(ok, err)
+    end)
+
+    it("keeps the method table apart from the module table", function()
+      local saved = core.decide
+      core.decide = nil
+      local ok, err = pcall(decides_as_locked)
+      core.decide = saved
+      assert(ok, err)
+    end)
+  end)
+
+  describe("impostors", function()
+    local fake = setmetatable({ digest = policy.digest }, {
+      __name = "retryfreeze.Policy",
+      __index = { decide = function() return { retry = true } end },
+    })
+
+    it("refuses a table, another module's userdata or a closed object where a policy goes", function()
+      for _, impostor in ipairs({ fake, rf.rng(1), io.stdout, "retryfreeze.Policy", 0 }) do
+        assert.has_error(function() policy.decide(impostor, RETRY_FACTS) end)
+        assert.has_error(function() core.decide(impostor, RETRY_FACTS) end)
+        assert.has_error(function() policy.budget(impostor, { method = "POST", path = "/v1/jobs" }) end)
+        assert.has_error(function() rf.client{ policy = impostor, base_url = "http://127.0.0.1:9" } end)
+      end
+    end)
+
+    it("refuses an impostor where the rng goes", function()
+      local fake_rng = setmetatable({}, { __name = "retryfreeze.Rng" })
+      for _, impostor in ipairs({ fake_rng, policy, io.stdout, 7 }) do
+        assert.has_error(function() policy:decide(RETRY_FACTS, impostor) end)
+      end
+    end)
+  end)
+
+  describe("facts", function()
+    local function with(extra)
+      local f = {}
+      for k, v in pairs(RETRY_FACTS) do f[k] = v end
+      for k, v in pairs(extra) do f[k] = v end
+      return f
+    end
+
+    it("reads the facts raw: __index, __pairs and __len cannot add a key or a body", function()
+      local calls = 0
+      local function spy() calls = calls + 1 return "a response body" end
+      local keyless = setmetatable({ method = "POST", path = "/v1/jobs", status = 504 }, {
+        __index = function(_, k) calls = calls + 1 return k == "idempotency_key" and "k1" or "body" end,
+        __pairs = function() calls = calls + 1 return next, { idempotency_key = "k1", body = spy() }, nil end,
+        __len = spy,
+      })
+      assert.equal("mutating-without-idempotency", policy:decide(keyless).reason)
+      assert.equal(0, calls)
+    end)
+
+    it("refuses a body under any key spelling the table really has", function()
+      assert.has_error(function() policy:decide(with({ body = "secret" })) end, nil)
+      local ok, err = pcall(policy.decide, policy, with({ body = "secret" }))
+      assert.is_false(ok)
+      assert.matches("unknown fact 'body'", err)
+      for _, key in ipairs({ "Body", "prompt", "headers", "response" }) do
+        assert.has_error(function() policy:decide(with({ [key] = "x" })) end)
+      end
+      assert.has_error(function() policy:decide(with({ [1] = "x" })) end)
+      assert.has_error(function() policy:decide(with({ [{}] = "x" })) end)
+    end)
+
+    it("refuses huge integers, infinities and NaN in every integer fact", function()
+      local bad = { math.maxinteger, math.mininteger, math.huge, -math.huge, 0 / 0, 2 ^ 63, 1e308, 0.5, -1 }
+      for _, key in ipairs({ "status", "attempts", "elapsed_ms", "now_ms" }) do
+        for _, v in ipairs(bad) do
+          local ok, err = pcall(policy.decide, policy, with({ [key] = v }))
+          assert.is_false(ok, key .. " = " .. tostring(v) .. " was accepted")
+          assert.matches("facts%." .. key, err)
+        end
+        assert.has_error(function() policy:decide(with({ [key] = "503" })) end)
+      end
+      for _, v in ipairs({ math.maxinteger, 0 / 0, math.huge, -1 }) do
+        assert.has_error(function() policy:budget{ method = "POST", path = "/v1/jobs", attempts = v } end)
+        assert.has_error(function() policy:budget{ method = "POST", path = "/v1/jobs", elapsed_ms = v } end)
+      end
+    end)
+
+    it("decides the largest accepted numbers without widening", function()
+      local v = policy:decide(with({ elapsed_ms = math.maxinteger // 4 }))
+      assert.same({ false, "deadline", 0, 0 }, { v.retry, v.reason, v.delay_ms, v.timeout_ms })
+      v = policy:decide(with({ attempts = 1000000 }))
+      assert.same({ false, "max-attempts" }, { v.retry, v.reason })
+      v = policy:decide(with({ retry_after = string.rep("9", 10000) }))
+      assert.same({ false, "retry-after-exceeds-budget", "honored" }, { v.retry, v.reason, v.retry_after })
+      -- An integral float is the integer it equals: 504.0 is 504.
+      assert.same(want_retry, policy:decide(with({ status = 504.0, attempts = 1.0 }), rf.rng(SEED)))
+    end)
+
+    it("treats an empty or false idempotency key as no key", function()
+      assert.equal("mutating-without-idempotency", policy:decide(with({ idempotency_key = "" })).reason)
+      assert.equal("mutating-without-idempotency", policy:decide(with({ idempotency_key = false })).reason)
+    end)
+
+    it("does not route a method or path with an embedded NUL or a huge path", function()
+      assert.equal("no-route", policy:decide(with({ method = "POST\0GET" })).reason)
+      assert.equal("no-route", policy:decide(with({ path = "/v1/jobs\0/admin" })).reason)
+      assert.equal("no-route", policy:decide(with({ path = "/v1/jobs/" .. string.rep("a", 1 << 20) })).reason)
+      decides_as_locked()
+    end)
+  end)
+
+  describe("with the debug library (which a sandbox must remove)", function()
+    it("debug.setmetatable detaches one object: it becomes unusable, the others decide as locked", function()
+      local victim = assert(rf.load(h.desk_lock))
+      debug.setmetatable(victim, nil)
+      assert.has_error(function() policy.decide(victim, RETRY_FACTS) end)
+      assert.has_error(function() core.decide(victim, RETRY_FACTS) end)
+      decides_as_locked()
+      debug.setmetatable(victim, debug.getmetatable(policy)) -- so that __gc frees it
+      decides_as_locked(victim)
+    end)
+
+    it("debug.getmetatable reaches the shared metatable: hijacking __index hijacks method lookup only", function()
+      local mt = debug.getmetatable(policy)
+      local saved = mt.__index
+      mt.__index = function() return function() return { retry = true } end end
+      local hijacked = policy:decide(STOP_FACTS)
+      -- The C functions, reached without the metatable's __index, still decide as locked.
+      local direct = core.decide(policy, STOP_FACTS, new_rng(SEED))
+      mt.__index = saved
+      assert.is_true(hijacked.retry) -- this is why an untrusted script must not have `debug`
+      assert.same(want_stop, direct)
+      decides_as_locked()
+    end)
+
+    it("debug.setuservalue with a wrong value neither crashes nor changes a verdict", function()
+      local out, err, code = run_child([[
+local rf = require "retryfreeze"
+local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1", attempts = 1,
+                elapsed_ms = 300 }
+local p = assert(rf.load("examples/retry-budget.lock.json"))
+local want = p:decide(facts, rf.rng(7))
+for _, value in ipairs({ 5, "x", false, { "GET /evil" }, { {} }, {} }) do
+  debug.setuservalue(p, value, 1)
+  local ok, v = pcall(p.decide, p, facts, rf.rng(7))
+  if ok then
+    assert(v.retry == want.retry and v.reason == want.reason and v.delay_ms == want.delay_ms
+           and v.timeout_ms == want.timeout_ms and v.route == want.route,
+           "the verdict changed: route " .. tostring(v.route))
+  end
+end
+print("survived")
+]])
+      assert.equal("survived\n", out, err)
+      assert.equal(0, code)
+    end)
+
+    it("debug.setuservalue on a client cannot free the policy or the ledger the client still uses", function()
+      local ledger_path = os.tmpname()
+      local out, err, code = run_child(([[
+local rf = require "retryfreeze"
+local client
+do
+  local p = assert(rf.load("examples/retry-budget.lock.json"))
+  local ledger = assert(rf.ledger.open(%q))
+  client = rf.client{ policy = p, ledger = ledger, base_url = "http://127.0.0.1:9" }
+end
+debug.setuservalue(client, nil, 1) -- drop the client's references to its policy
+debug.setuservalue(client, nil, 2) -- and to its ledger
+collectgarbage()
+collectgarbage()
+-- Port 9 refuses the connection: the request ends by the lock's rules and is written to the ledger, with no
+-- read of freed memory (the child runs under valgrind when it is installed).
+local r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = "k" }
+print(r.outcome, r.route)
+]]):format(ledger_path), true)
+      local f = assert(io.open(ledger_path))
+      local lines = select(2, f:read("a"):gsub("\n", ""))
+      f:close()
+      os.remove(ledger_path)
+      assert.equal(1, lines)
+      assert.equal(0, code, err)
+      assert.matches("^%a+\tPOST /v1/jobs\n$", out)
+    end)
+  end)
+end)
