@@ -95,7 +95,8 @@ static void client_one(rf_client *c) {
     rf_response r = {0};
     rf_error err;
     if (rf_client_request(c, &req, NULL, NULL, &r, &err) != RF_OK) die("rf_client_request failed", err.message);
-    if (!r.ok || r.status != 200 || r.attempts != 1) die("rf_client_request: not a 200 in one attempt", rf_reason_name(r.reason));
+    if (!r.ok || r.status != 200 || r.attempts != 1)
+        die("rf_client_request: not a 200 in one attempt", rf_reason_name(r.reason));
     if (r.ledger_error[0]) die("ledger append failed", r.ledger_error);
     rf_response_clear(&r);
 }
@@ -157,14 +158,32 @@ static char *temp_path(void) {
 /* ---- ledger appends ------------------------------------------------------------------------------ */
 
 static void bench_ledger(long n, const char *digest) {
-    rf_ledger_record rec = {.ts_ms = 1795886401123, .route = "POST /v1/jobs", .method = "POST", .path = "/v1/jobs",
-                            .key = "0b5c2f7e-3f1a-4c2b-9d7e-6a1f2e3d4c5b", .policy = digest, .attempts = 2,
-                            .elapsed_ms = 130, .outcome = "success", .reason = "success", .ok = true, .status = 200,
-                            .body_len = 17, .n_tries = 2};
-    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503", .status = 503, .elapsed_ms = 20, .delay_ms = 0,
-                                   .reason = "pinned-status", .retry_after = "1"};
-    rec.tries[1] = (rf_ledger_try){.class_name = "HTTP_200", .status = 200, .elapsed_ms = 10, .delay_ms = 1000,
-                                   .reason = "success", .retry_after = NULL};
+    rf_ledger_record rec = {.ts_ms = 1795886401123,
+                            .route = "POST /v1/jobs",
+                            .method = "POST",
+                            .path = "/v1/jobs",
+                            .key = "0b5c2f7e-3f1a-4c2b-9d7e-6a1f2e3d4c5b",
+                            .policy = digest,
+                            .attempts = 2,
+                            .elapsed_ms = 130,
+                            .outcome = "success",
+                            .reason = "success",
+                            .ok = true,
+                            .status = 200,
+                            .body_len = 17,
+                            .n_tries = 2};
+    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
+                                   .status = 503,
+                                   .elapsed_ms = 20,
+                                   .delay_ms = 0,
+                                   .reason = "pinned-status",
+                                   .retry_after = "1"};
+    rec.tries[1] = (rf_ledger_try){.class_name = "HTTP_200",
+                                   .status = 200,
+                                   .elapsed_ms = 10,
+                                   .delay_ms = 1000,
+                                   .reason = "success",
+                                   .retry_after = NULL};
     rf_error err;
     char line[4096];
     long len = rf_ledger_format(&rec, line, sizeof line - 1, &err);
@@ -186,7 +205,8 @@ static void bench_ledger(long n, const char *digest) {
 
         if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
         rf_ledger *l = NULL;
-        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK) die("rf_ledger_open failed", err.message);
+        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
+            die("rf_ledger_open failed", err.message);
         t0 = now_s();
         for (long i = 0; i < n; i++)
             if (rf_ledger_append(l, &rec, &err) != RF_OK) die("rf_ledger_append failed", err.message);
@@ -200,7 +220,8 @@ static void bench_ledger(long n, const char *digest) {
     free(raw_path);
     free(ledger_path);
     printf("ledger: %ld appends, best of 3, fsync none, a %zu-byte line (2 tries)\n", n, line_len);
-    printf("  rf_ledger_append   %9.0f appends/s  %6.2f us each\n", (double)n / append_best, append_best / (double)n * 1e6);
+    printf("  rf_ledger_append   %9.0f appends/s  %6.2f us each\n", (double)n / append_best,
+           append_best / (double)n * 1e6);
     printf("  raw write(2)       %9.0f writes/s   %6.2f us each  (the same line pre-formatted, O_APPEND)\n",
            (double)n / raw_best, raw_best / (double)n * 1e6);
     printf("  append / raw       %9.2f x time per line (formatting + validation over the bare write)\n",
@@ -291,9 +312,9 @@ int main(int argc, char **argv) {
         qsort(sample[v], total, sizeof(double), cmp_double);
         p50[v] = sample[v][total / 2];
         if (getenv("RF_BENCH_VERBOSE"))
-            fprintf(stderr, "%s: p10 %.1f p50 %.1f p90 %.1f p99 %.1f max %.1f us\n", names[v], sample[v][total / 10] * 1e6,
-                    p50[v] * 1e6, sample[v][total * 9 / 10] * 1e6, sample[v][total * 99 / 100] * 1e6,
-                    sample[v][total - 1] * 1e6);
+            fprintf(stderr, "%s: p10 %.1f p50 %.1f p90 %.1f p99 %.1f max %.1f us\n", names[v],
+                    sample[v][total / 10] * 1e6, p50[v] * 1e6, sample[v][total * 9 / 10] * 1e6,
+                    sample[v][total * 99 / 100] * 1e6, sample[v][total - 1] * 1e6);
         all_sum[v] = 0;
         for (int i = 0; i < rounds; i++) all_sum[v] += sum[v][i];
     }
@@ -305,8 +326,10 @@ int main(int argc, char **argv) {
         double rp = p50[v] / p50[V_PLAIN], rm = median(ratio[v], rounds);
         printf("  %-22s %8.0f %8.1f %8.1f %10.3fx %10.3fx", names[v], (double)total / all_sum[v],
                all_sum[v] / (double)total * 1e6, p50[v] * 1e6, rp, rm);
-        if (v == V_PLAIN) printf("  (%s)\n", notes[v]);
-        else printf("  overhead %+5.1f %% p50, %+5.1f %% mean  (%s)\n", (rp - 1) * 100, (rm - 1) * 100, notes[v]);
+        if (v == V_PLAIN)
+            printf("  (%s)\n", notes[v]);
+        else
+            printf("  overhead %+5.1f %% p50, %+5.1f %% mean  (%s)\n", (rp - 1) * 100, (rm - 1) * 100, notes[v]);
     }
     printf("  p50 ratio: median request time over plain libcurl's (robust to preemption by other processes);\n"
            "  mean ratio: median over rounds of (round time / plain's round time), i.e. throughput. Target < 5 %%.\n");

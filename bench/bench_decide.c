@@ -50,11 +50,20 @@ int main(int argc, char **argv) {
     };
     rf_facts facts[N_FACTS];
     for (int i = 0; i < N_FACTS; i++) {
-        facts[i] = (rf_facts){.method = mix[i].method, .method_len = strlen(mix[i].method), .path = "/v1/jobs",
-                              .path_len = 8, .status = mix[i].status, .transport = mix[i].t,
-                              .retry_after = mix[i].ra, .retry_after_len = mix[i].ra ? strlen(mix[i].ra) : 0,
-                              .date = "Sun, 06 Nov 1994 08:49:37 GMT", .date_len = 29, .attempts = mix[i].attempts,
-                              .elapsed_ms = 100, .has_idempotency_key = mix[i].key, .now_ms = 784111777000};
+        facts[i] = (rf_facts){.method = mix[i].method,
+                              .method_len = strlen(mix[i].method),
+                              .path = "/v1/jobs",
+                              .path_len = 8,
+                              .status = mix[i].status,
+                              .transport = mix[i].t,
+                              .retry_after = mix[i].ra,
+                              .retry_after_len = mix[i].ra ? strlen(mix[i].ra) : 0,
+                              .date = "Sun, 06 Nov 1994 08:49:37 GMT",
+                              .date_len = 29,
+                              .attempts = mix[i].attempts,
+                              .elapsed_ms = 100,
+                              .has_idempotency_key = mix[i].key,
+                              .now_ms = 784111777000};
     }
     rf_rng rng;
     rf_rng_seed(&rng, 1);

@@ -10,8 +10,7 @@
 #include <time.h>
 
 /* Peak resident set size (VmHWM) in KiB from /proc/self/status, or -1 where there is none. */
-static long vmhwm_kb(void)
-{
+static long vmhwm_kb(void) {
     char line[256];
     long kb = -1;
     FILE *f = fopen("/proc/self/status", "r");
@@ -28,8 +27,7 @@ static long vmhwm_kb(void)
     return kb;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     rf_ledger_reader *r = NULL;
     rf_ledger_record rec;
     rf_error err;

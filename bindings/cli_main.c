@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <lualib.h>
@@ -31,12 +32,46 @@ static void set_path(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, "retryfreeze.bindir");
     lua_getglobal(L, "package");
     lua_pushfstring(L, "%s/../share/lua/5.4/?.lua;%s/../share/lua/5.4/?/init.lua;", dir, dir);
-    if (RF_BUILD_LUA_DIR[0]) lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", RF_BUILD_LUA_DIR, RF_BUILD_LUA_DIR);
-    else lua_pushliteral(L, "");
+    if (RF_BUILD_LUA_DIR[0])
+        lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", RF_BUILD_LUA_DIR, RF_BUILD_LUA_DIR);
+    else
+        lua_pushliteral(L, "");
     lua_getfield(L, -3, "path");
     lua_concat(L, 3);
     lua_setfield(L, -2, "path");
     lua_pop(L, 1);
+}
+
+/*
+ * retryfreeze.host.exec(program, args): replaces this process with program (execv), so that signals sent to
+ * `retryfreeze serve` reach the server itself. Returns nil, message only when execv fails. Only the CLI host
+ * has this module; a Lua program that requires retryfreeze does not.
+ */
+static int l_exec(lua_State *L) {
+    const char *program = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 2);
+    luaL_argcheck(L, n >= 0 && n < 256, 2, "at most 255 arguments");
+    const char *argv[258];
+    argv[0] = program;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        argv[i] = luaL_checkstring(L, -1); /* kept alive by the table */
+        lua_pop(L, 1);
+    }
+    argv[n + 1] = NULL;
+    fflush(NULL);
+    execv(program, (char *const *)argv);
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot run %s: %s", program, strerror(errno));
+    return 2;
+}
+
+static int luaopen_host(lua_State *L) {
+    lua_newtable(L);
+    lua_pushcfunction(L, l_exec);
+    lua_setfield(L, -2, "exec");
+    return 1;
 }
 
 static int traceback(lua_State *L) {
@@ -54,6 +89,8 @@ int main(int argc, char **argv) {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_retryfreeze_core);
     lua_setfield(L, -2, "retryfreeze.core");
+    lua_pushcfunction(L, luaopen_host);
+    lua_setfield(L, -2, "retryfreeze.host");
     lua_pop(L, 1);
     set_path(L);
 

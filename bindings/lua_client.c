@@ -50,7 +50,8 @@ static size_t header_lines(lua_State *L, int idx, const char *what, const char *
     int keep = lua_gettop(L);
     size_t n = 0;
     if (lua_isnoneornil(L, idx)) return 0;
-    if (lua_type(L, idx) != LUA_TTABLE) luaL_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
+    if (lua_type(L, idx) != LUA_TTABLE)
+        luaL_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
@@ -70,8 +71,9 @@ static uint64_t os_random64(void) {
     return v;
 }
 
-static const char *const client_keys[] = {"policy", "base_url", "ledger", "headers", "rng_seed", "retry_budget",
-                                          "follow_redirects", "max_body_bytes", "on_attempt", NULL};
+static const char *const client_keys[] = {
+    "policy",       "base_url",         "ledger",         "headers",    "rng_seed",
+    "retry_budget", "follow_redirects", "max_body_bytes", "on_attempt", NULL};
 
 static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
     lua_pushnil(L);
@@ -111,16 +113,20 @@ static int l_client_new(lua_State *L) {
     if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
     lua_setiuservalue(L, ud, UV_HOOK);
     lua_getfield(L, 1, "rng_seed");
-    if (lua_isnil(L, -1)) o.rng_seed = os_random64();
-    else if (lua_isinteger(L, -1)) o.rng_seed = (uint64_t)lua_tointeger(L, -1);
-    else return luaL_error(L, "rf.client: rng_seed must be an integer");
+    if (lua_isnil(L, -1))
+        o.rng_seed = os_random64();
+    else if (lua_isinteger(L, -1))
+        o.rng_seed = (uint64_t)lua_tointeger(L, -1);
+    else
+        return luaL_error(L, "rf.client: rng_seed must be an integer");
     lua_getfield(L, 1, "retry_budget");
     o.retry_budget = lua_toboolean(L, -1);
     lua_getfield(L, 1, "follow_redirects");
     o.follow_redirects = lua_toboolean(L, -1);
     lua_getfield(L, 1, "max_body_bytes");
     if (!lua_isnil(L, -1)) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1) return luaL_error(L, "rf.client: max_body_bytes must be a positive integer");
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
+            return luaL_error(L, "rf.client: max_body_bytes must be a positive integer");
         o.max_body_bytes = (size_t)lua_tointeger(L, -1);
     }
     lua_pop(L, 4);
@@ -163,8 +169,8 @@ static int l_pending_gc(lua_State *L) {
 
 /* ---- requests ----------------------------------------------------------------------------------- */
 
-static const char *const request_keys[] = {"method", "path", "query", "headers", "body", "idempotency_key",
-                                           "on_attempt", NULL};
+static const char *const request_keys[] = {"method",          "path",       "query", "headers", "body",
+                                           "idempotency_key", "on_attempt", NULL};
 
 static const char *opt_string_field(lua_State *L, int idx, const char *key, size_t *len) {
     lua_getfield(L, idx, key);
@@ -303,7 +309,8 @@ typedef struct hook_ctx {
 static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     hook_ctx *h = ud;
     lua_State *L = h->L;
-    if (h->fn_idx) lua_pushvalue(L, h->fn_idx);
+    if (h->fn_idx)
+        lua_pushvalue(L, h->fn_idx);
     else if (lua_getiuservalue(L, h->client_idx, UV_HOOK) != LUA_TFUNCTION) {
         lua_pop(L, 1);
         return 0;
@@ -313,8 +320,10 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     rfl_push_verdict(L, -1, v);
     lua_remove(L, -2);
     if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-        if (lua_rawlen(L, h->errors_idx) == 0) lua_rawseti(L, h->errors_idx, 1);
-        else lua_pop(L, 1);
+        if (lua_rawlen(L, h->errors_idx) == 0)
+            lua_rawseti(L, h->errors_idx, 1);
+        else
+            lua_pop(L, 1);
         return -1;
     }
     int stop = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
@@ -470,8 +479,8 @@ static int l_new_key(lua_State *L) {
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     char s[37];
-    snprintf(s, sizeof s, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    snprintf(s, sizeof s, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     lua_pushstring(L, s);
     return 1;
 }

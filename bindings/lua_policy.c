@@ -163,8 +163,8 @@ static int l_load_file(lua_State *L) {
 
 /* ---- facts -------------------------------------------------------------------------------------- */
 
-static const char *const fact_keys[] = {"method", "path", "status", "transport", "retry_after", "date",
-                                        "attempts", "elapsed_ms", "idempotency_key", "source", "now_ms", NULL};
+static const char *const fact_keys[] = {"method",   "path",       "status",          "transport", "retry_after", "date",
+                                        "attempts", "elapsed_ms", "idempotency_key", "source",    "now_ms",      NULL};
 
 /* Registry key (its address) of the per-state table {fact name = index in fact_keys}: one hash lookup per
  * fact instead of a string comparison against every name. */
@@ -180,10 +180,14 @@ static void make_fact_index(lua_State *L) {
 }
 
 static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
+    bool is_status = strcmp(key, "status") == 0;
     int isnum = 0;
     lua_Integer v = lua_tointegerx(L, -1, &isnum);
     if (!isnum || lua_type(L, -1) != LUA_TNUMBER) {
         luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be an integer, got %s", key, luaL_typename(L, -1)));
+    }
+    if (is_status && (v < 0 || v > 599)) {
+        luaL_argerror(L, arg, lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %I", v));
     }
     if (v < lo || v > hi) {
         luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %I..%I, got %I", key, lo, hi, v));
@@ -220,13 +224,20 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
         switch (which) {
         case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
         case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
-        case 2: f->status = (int)int_fact(L, arg, k, 0, 599); break;
+        case 2:
+            f->status = (int)int_fact(L, arg, k, 0, 599);
+            if (f->status != 0 && f->status < 100) /* the engine's own rule, in its words */
+                luaL_argerror(
+                    L, arg,
+                    lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %d", f->status));
+            break;
         case 3: {
             const char *t = str_fact(L, arg, k, &klen);
             if (rf_transport_parse(t, klen, &f->transport) != 0)
                 luaL_argerror(L, arg,
-                              lua_pushfstring(L, "facts.transport must be one of ok, timeout, connect-reset, "
-                                                 "connect-refused, dns, tls, got-nothing, other; got '%s'",
+                              lua_pushfstring(L,
+                                              "facts.transport must be one of ok, timeout, connect-reset, "
+                                              "connect-refused, dns, tls, got-nothing, other; got '%s'",
                                               t));
             break;
         }
@@ -247,9 +258,10 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
         case 10: f->now_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
         default:
             luaL_argerror(L, arg,
-                          lua_pushfstring(L, "unknown fact '%s' (the engine reads transport facts only: method, "
-                                             "path, status, transport, retry_after, date, attempts, elapsed_ms, "
-                                             "idempotency_key, source, now_ms)",
+                          lua_pushfstring(L,
+                                          "unknown fact '%s' (the engine reads transport facts only: method, "
+                                          "path, status, transport, retry_after, date, attempts, elapsed_ms, "
+                                          "idempotency_key, source, now_ms)",
                                           k));
         }
         lua_pop(L, 1);
@@ -266,8 +278,18 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
 
 /* The per-state string cache (registry, pointer key): verdict field names at [1..7], reason names at
  * [STR_REASON + reason], Retry-After use names at [STR_RA_USE + use]. Built once in rfl_open_policy. */
-enum { STR_RETRY = 1, STR_REASON_KEY, STR_CLASS, STR_DELAY, STR_TIMEOUT, STR_RA_KEY, STR_ROUTE, STR_REASON = 10,
-       STR_RA_USE = STR_REASON + RF_REASON_COUNT, STR_CLASS_BASE = 100 };
+enum {
+    STR_RETRY = 1,
+    STR_REASON_KEY,
+    STR_CLASS,
+    STR_DELAY,
+    STR_TIMEOUT,
+    STR_RA_KEY,
+    STR_ROUTE,
+    STR_REASON = 10,
+    STR_RA_USE = STR_REASON + RF_REASON_COUNT,
+    STR_CLASS_BASE = 100
+};
 
 static void make_string_cache(lua_State *L) {
     static const char *const keys[] = {"retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "route"};
@@ -385,11 +407,16 @@ static int l_budget(lua_State *L) {
     lua_pushnil(L);
     while (lua_next(L, 2) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        if (strcmp(k, "method") == 0) method = str_fact(L, 2, k, &mlen);
-        else if (strcmp(k, "path") == 0) path = str_fact(L, 2, k, &plen);
-        else if (strcmp(k, "attempts") == 0) attempts = int_fact(L, 2, k, 0, 1000000);
-        else if (strcmp(k, "elapsed_ms") == 0) elapsed = int_fact(L, 2, k, 0, INT64_MAX / 4);
-        else luaL_argerror(L, 2, lua_pushfstring(L, "unknown budget key '%s' (method, path, attempts, elapsed_ms)", k));
+        if (strcmp(k, "method") == 0)
+            method = str_fact(L, 2, k, &mlen);
+        else if (strcmp(k, "path") == 0)
+            path = str_fact(L, 2, k, &plen);
+        else if (strcmp(k, "attempts") == 0)
+            attempts = int_fact(L, 2, k, 0, 1000000);
+        else if (strcmp(k, "elapsed_ms") == 0)
+            elapsed = int_fact(L, 2, k, 0, INT64_MAX / 4);
+        else
+            luaL_argerror(L, 2, lua_pushfstring(L, "unknown budget key '%s' (method, path, attempts, elapsed_ms)", k));
         lua_pop(L, 1);
     }
     if (method == NULL || path == NULL) return luaL_argerror(L, 2, "method and path are required");
@@ -422,12 +449,14 @@ static int l_classify(lua_State *L) {
     while (lua_next(L, 2) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         size_t len;
-        if (strcmp(k, "status") == 0) status = int_fact(L, 2, k, 0, 599);
+        if (strcmp(k, "status") == 0)
+            status = int_fact(L, 2, k, 0, 599);
         else if (strcmp(k, "transport") == 0) {
             const char *s = str_fact(L, 2, k, &len);
             if (rf_transport_parse(s, len, &t) != 0)
                 luaL_argerror(L, 2, lua_pushfstring(L, "unknown transport '%s'", s));
-        } else luaL_argerror(L, 2, lua_pushfstring(L, "unknown classify key '%s' (status, transport)", k));
+        } else
+            luaL_argerror(L, 2, lua_pushfstring(L, "unknown classify key '%s' (status, transport)", k));
         lua_pop(L, 1);
     }
     char buf[RF_CLASS_NAME_MAX];
@@ -518,10 +547,14 @@ static int l_match(lua_State *L) {
     return 1;
 }
 
-static const luaL_Reg policy_methods[] = {
-    {"decide", l_decide},   {"budget", l_budget},       {"classify", l_classify},
-    {"routes", l_routes},   {"effective_json", l_effective_json}, {"canonical_json", l_canonical_json},
-    {"match", l_match},     {NULL, NULL}};
+static const luaL_Reg policy_methods[] = {{"decide", l_decide},
+                                          {"budget", l_budget},
+                                          {"classify", l_classify},
+                                          {"routes", l_routes},
+                                          {"effective_json", l_effective_json},
+                                          {"canonical_json", l_canonical_json},
+                                          {"match", l_match},
+                                          {NULL, NULL}};
 
 static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {
     if (!has) return;
@@ -578,8 +611,11 @@ static int l_policy_gc(lua_State *L) {
 
 static int l_policy_tostring(lua_State *L) {
     lpolicy *lp = luaL_checkudata(L, 1, POLICY_MT);
-    if (lp->p == NULL) lua_pushstring(L, "retryfreeze.Policy (freed)");
-    else lua_pushfstring(L, "retryfreeze.Policy %s (%d routes)", rf_policy_digest(lp->p), (int)rf_policy_route_count(lp->p));
+    if (lp->p == NULL)
+        lua_pushstring(L, "retryfreeze.Policy (freed)");
+    else
+        lua_pushfstring(L, "retryfreeze.Policy %s (%d routes)", rf_policy_digest(lp->p),
+                        (int)rf_policy_route_count(lp->p));
     return 1;
 }
 

@@ -1,6 +1,6 @@
 -- A user's busted spec for examples/service.lock.json: it pins what the jobs service's retry policy does, in
 -- the words of the people who signed it. Run it from the project root:
---   busted examples/policy_spec.lua
+--   lua5.4 /usr/bin/busted examples/policy_spec.lua   (Debian: plain `busted` may run Lua 5.1)
 -- (the project's .busted supplies lpath/cpath; in your own project point them at retryfreeze's install).
 -- The assertions decide with a jitter RNG seeded with 1, as `retryfreeze decide --seed 1` does.
 local rf = require "retryfreeze"

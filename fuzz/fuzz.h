@@ -18,14 +18,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* An invariant: on violation, say which and abort (libFuzzer records the input as a crash). */
-#define FZ_CHECK(cond, ...)                                                                                        \
-    do {                                                                                                           \
-        if (!(cond)) {                                                                                             \
-            fprintf(stderr, "\ninvariant violated at %s:%d: %s\n  ", __FILE__, __LINE__, #cond);                  \
-            fprintf(stderr, __VA_ARGS__);                                                                          \
-            fputc('\n', stderr);                                                                                   \
-            abort();                                                                                               \
-        }                                                                                                          \
+#define FZ_CHECK(cond, ...)                                                                      \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "\ninvariant violated at %s:%d: %s\n  ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fputc('\n', stderr);                                                                 \
+            abort();                                                                             \
+        }                                                                                        \
     } while (0)
 
 /* The fuzzer's bytes, consumed front to back; reading past the end yields zeros and empty strings. */

@@ -48,7 +48,8 @@ static const char *const edge_locks[] = {
     /* The same route under several methods, Retry-After honored up to an hour. */
     "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":500,\"totalBudgetMs\":10000,"
     "\"retryable\":[\"HTTP_503\",\"HTTP_429\",\"CONNECT_RESET\"],\"idempotencyRequired\":[\"POST\",\"PUT\"],"
-    "\"retryAfter\":{\"maxMs\":3600000},\"backoff\":{\"jitter\":\"equal\"}},\"routes\":[{\"endpoint\":\"POST /v1/jobs\"},"
+    "\"retryAfter\":{\"maxMs\":3600000},\"backoff\":{\"jitter\":\"equal\"}},\"routes\":[{\"endpoint\":\"POST "
+    "/v1/jobs\"},"
     "{\"endpoint\":\"PUT /v1/jobs\"},{\"endpoint\":\"DELETE /v1/jobs\"},{\"endpoint\":\"GET /v1/jobs\"}],"
     "\"retryBudget\":{\"maxTokens\":1000,\"tokenRatio\":1000}}",
 };
@@ -58,13 +59,27 @@ static rf_policy *locks[MAX_LOCKS];
 static size_t n_locks;
 
 static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"};
-static const char *const paths[] = {"/v1/jobs", "/v1/jobs/7", "/v1/refunds", "/v1/x/y", "/a/1", "/", "/v1/jobs?x=1",
-                                    "/v1/jobs#f", "/a", "/v1", "/v1/jobs/7/", "//"};
+static const char *const paths[] = {"/v1/jobs",     "/v1/jobs/7", "/v1/refunds", "/v1/x/y", "/a/1",        "/",
+                                    "/v1/jobs?x=1", "/v1/jobs#f", "/a",          "/v1",     "/v1/jobs/7/", "//"};
 static const int statuses[] = {0, 200, 204, 301, 399, 400, 404, 408, 429, 500, 501, 502, 503, 504, 599, 100};
-static const char *const retry_afters[] = {
-    "0", "1", "2", "120", "3600", "9223372036854775", "9223372036854776", "-1", "1.5", " 3 ", "",
-    "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
-    "Tue, 14 Nov 2023 22:13:21 GMT", "Tue, 14 Nov 2023 22:15:20 GMT", "Fri, 31 Dec 9999 23:59:60 GMT", "soon"};
+static const char *const retry_afters[] = {"0",
+                                           "1",
+                                           "2",
+                                           "120",
+                                           "3600",
+                                           "9223372036854775",
+                                           "9223372036854776",
+                                           "-1",
+                                           "1.5",
+                                           " 3 ",
+                                           "",
+                                           "Sun, 06 Nov 1994 08:49:37 GMT",
+                                           "Sunday, 06-Nov-94 08:49:37 GMT",
+                                           "Sun Nov  6 08:49:37 1994",
+                                           "Tue, 14 Nov 2023 22:13:21 GMT",
+                                           "Tue, 14 Nov 2023 22:15:20 GMT",
+                                           "Fri, 31 Dec 9999 23:59:60 GMT",
+                                           "soon"};
 static const char *const dates[] = {"Sun, 06 Nov 1994 08:49:37 GMT", "Tue, 14 Nov 2023 22:13:20 GMT",
                                     "Mon, 01 Jan 0001 00:00:00 GMT", "garbage"};
 static const char *const sources[] = {"pinned-map", "env", "pinned-map-x"};
@@ -145,8 +160,9 @@ static bool same_verdict(const rf_verdict *a, const rf_verdict *b) {
 }
 
 static void describe(const rf_facts *f, const rf_verdict *v) {
-    fprintf(stderr, "  facts: %.*s %.*s status %d transport %s attempts %d elapsed %lld key %d RA \"%.*s\" "
-                    "Date \"%.*s\" now %lld\n  verdict: retry %d %s %s delay %lld timeout %lld ra %s route %ld\n",
+    fprintf(stderr,
+            "  facts: %.*s %.*s status %d transport %s attempts %d elapsed %lld key %d RA \"%.*s\" "
+            "Date \"%.*s\" now %lld\n  verdict: retry %d %s %s delay %lld timeout %lld ra %s route %ld\n",
             (int)f->method_len, f->method, (int)f->path_len, f->path, f->status, rf_transport_name(f->transport),
             f->attempts, (long long)f->elapsed_ms, f->has_idempotency_key, (int)f->retry_after_len,
             f->retry_after ? f->retry_after : "", (int)f->date_len, f->date ? f->date : "", (long long)f->now_ms,
@@ -154,10 +170,10 @@ static void describe(const rf_facts *f, const rf_verdict *v) {
             rf_retry_after_use_name(v->retry_after), v->route);
 }
 
-#define CHECK_V(cond, ...)                                                                                         \
-    do {                                                                                                           \
-        if (!(cond)) describe(f, v);                                                                               \
-        FZ_CHECK(cond, __VA_ARGS__);                                                                               \
+#define CHECK_V(cond, ...)           \
+    do {                             \
+        if (!(cond)) describe(f, v); \
+        FZ_CHECK(cond, __VA_ARGS__); \
     } while (0)
 
 /* The verdict's own invariants against its route. */
@@ -258,8 +274,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         f->source = pick_string(&in, sources, sizeof sources / sizeof sources[0], &f->source_len, true);
         uint8_t nk = fz_u8(&in) % 4;
         f->now_ms = nk == 0 ? 0 : nk == 1 ? INT64_C(1700000000000) : nk == 2 ? pick_ms(&in) : INT64_C(784111777000);
-        f->retry_after = pick_string(&in, retry_afters, sizeof retry_afters / sizeof retry_afters[0],
-                                     &f->retry_after_len, true);
+        f->retry_after =
+            pick_string(&in, retry_afters, sizeof retry_afters / sizeof retry_afters[0], &f->retry_after_len, true);
         f->date = pick_string(&in, dates, sizeof dates / sizeof dates[0], &f->date_len, true);
         uint64_t seed = fz_uint(&in, 8);
         bool no_rng = (fz_u8(&in) & 7) == 0;

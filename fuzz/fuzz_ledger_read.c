@@ -69,8 +69,7 @@ static void check_round_trip(const rf_ledger_record *rec, long line) {
     rf_error err;
     memset(&err, 0, sizeof err);
     long len = rf_ledger_format(rec, line_buf, (size_t)RF_LEDGER_MAX_LINE + 1, &err);
-    FZ_CHECK(len >= 0, "line %ld was read as a record, but the writer refuses it: %s: %s", line, err.path,
-             err.message);
+    FZ_CHECK(len >= 0, "line %ld was read as a record, but the writer refuses it: %s: %s", line, err.path, err.message);
     line_buf[len] = '\n';
     char path[64];
     int fd = memfile(line_buf, (size_t)len + 1, path);

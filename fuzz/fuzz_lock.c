@@ -32,8 +32,8 @@ static void check_reload(const rf_policy *orig, const char *text, const char *fo
     rf_error err;
     memset(&err, 0, sizeof err);
     rf_status st = rf_policy_load_buffer(text, strlen(text), &q, &err);
-    FZ_CHECK(st == RF_OK, "the %s JSON of an accepted lock does not load: %s: %s\n  %s", form, err.path,
-             err.message, text);
+    FZ_CHECK(st == RF_OK, "the %s JSON of an accepted lock does not load: %s: %s\n  %s", form, err.path, err.message,
+             text);
     FZ_CHECK(strcmp(rf_policy_digest(q), rf_policy_digest(orig)) == 0, "%s form reloads to %s, not %s", form,
              rf_policy_digest(q), rf_policy_digest(orig));
     FZ_CHECK(strcmp(rf_policy_canonical_json(q), rf_policy_canonical_json(orig)) == 0,
@@ -49,10 +49,10 @@ static void check_route(const rf_policy *p, size_t i) {
     FZ_CHECK(r.max_attempts >= 1 && r.max_attempts <= 10, "%s: maxAttempts %d", r.endpoint, r.max_attempts);
     FZ_CHECK(r.per_attempt_timeout_ms >= 1 && r.per_attempt_timeout_ms <= 600000, "%s: perAttemptTimeoutMs %lld",
              r.endpoint, (long long)r.per_attempt_timeout_ms);
-    FZ_CHECK(r.total_budget_ms >= r.per_attempt_timeout_ms && r.total_budget_ms <= 3600000,
-             "%s: totalBudgetMs %lld", r.endpoint, (long long)r.total_budget_ms);
-    FZ_CHECK(r.min_attempt_ms >= 0 && r.min_attempt_ms <= r.per_attempt_timeout_ms, "%s: minAttemptMs %lld",
-             r.endpoint, (long long)r.min_attempt_ms);
+    FZ_CHECK(r.total_budget_ms >= r.per_attempt_timeout_ms && r.total_budget_ms <= 3600000, "%s: totalBudgetMs %lld",
+             r.endpoint, (long long)r.total_budget_ms);
+    FZ_CHECK(r.min_attempt_ms >= 0 && r.min_attempt_ms <= r.per_attempt_timeout_ms, "%s: minAttemptMs %lld", r.endpoint,
+             (long long)r.min_attempt_ms);
     FZ_CHECK(r.backoff_base_ms >= 0 && r.backoff_base_ms <= r.backoff_max_ms && r.backoff_max_ms <= 600000,
              "%s: backoff %lld..%lld", r.endpoint, (long long)r.backoff_base_ms, (long long)r.backoff_max_ms);
     FZ_CHECK(r.backoff_multiplier_milli >= 1000 && r.backoff_multiplier_milli <= 10000, "%s: multiplier %lld",

@@ -22,7 +22,7 @@
 #define UNTOUCHED INT64_C(-777)
 #define FIXED_NOW INT64_C(1700000000000) /* 2023-11-14T22:13:20Z */
 #define MS_PER_DAY INT64_C(86400000)
-#define MIN_EPOCH_MS (INT64_C(-719528) * MS_PER_DAY)   /* 0000-01-01T00:00:00Z */
+#define MIN_EPOCH_MS (INT64_C(-719528) * MS_PER_DAY) /* 0000-01-01T00:00:00Z */
 /* 10050-01-01T00:00:00Z: four-digit years end at 9999 (plus a leap second), but an RFC 850 two-digit year is
  * the latest one at most 50 years after the reference, and a reference past 9999 counts as 9999. */
 #define MAX_EPOCH_MS (INT64_C(2951160) * MS_PER_DAY)
@@ -95,8 +95,10 @@ static rf_retry_after_status expected(const char *v, size_t n, int64_t now_ms, c
         for (size_t i = 0; i < n; i++) {
             if (v[i] < '0' || v[i] > '9') return RF_RA_INVALID;
             int digit = v[i] - '0';
-            if (too_long || sec > (INT64_MAX / 1000 - digit) / 10) too_long = true;
-            else sec = sec * 10 + digit;
+            if (too_long || sec > (INT64_MAX / 1000 - digit) / 10)
+                too_long = true;
+            else
+                sec = sec * 10 + digit;
         }
         if (too_long) return RF_RA_TOO_LONG;
         *delay = sec * 1000;
@@ -107,9 +109,12 @@ static rf_retry_after_status expected(const char *v, size_t n, int64_t now_ms, c
     int64_t ref = now_ms > 0 ? now_ms : (have_date ? date_ms : 0);
     if (!rf_http_date_parse(v, n, ref, &at)) return RF_RA_INVALID;
     int64_t base;
-    if (have_date) base = date_ms;
-    else if (now_ms > 0) base = now_ms;
-    else return RF_RA_NO_CLOCK;
+    if (have_date)
+        base = date_ms;
+    else if (now_ms > 0)
+        base = now_ms;
+    else
+        return RF_RA_NO_CLOCK;
     *delay = at > base ? at - base : 0;
     return RF_RA_OK;
 }
@@ -121,16 +126,18 @@ static void check_retry_after(const char *v, size_t n, int64_t now_ms, const cha
                  st == RF_RA_NO_CLOCK,
              "status %d", (int)st);
     FZ_CHECK(strcmp(rf_retry_after_status_name(st), "unknown") != 0, "status %d has no name", (int)st);
-    if (st == RF_RA_OK) FZ_CHECK(delay >= 0, "negative delay %lld", (long long)delay);
-    else FZ_CHECK(delay == UNTOUCHED, "status %s wrote a delay %lld", rf_retry_after_status_name(st), (long long)delay);
+    if (st == RF_RA_OK)
+        FZ_CHECK(delay >= 0, "negative delay %lld", (long long)delay);
+    else
+        FZ_CHECK(delay == UNTOUCHED, "status %s wrote a delay %lld", rf_retry_after_status_name(st), (long long)delay);
     FZ_CHECK(rf_retry_after_parse(v, n, now_ms, date, dlen, NULL) == st, "a NULL delay pointer changes the status");
     int64_t again = UNTOUCHED;
     FZ_CHECK(rf_retry_after_parse(v, n, now_ms, date, dlen, &again) == st && again == delay, "not deterministic");
     int64_t want_delay = UNTOUCHED;
     rf_retry_after_status want = expected(v, n, now_ms, date, dlen, &want_delay);
     FZ_CHECK(st == want && delay == want_delay,
-             "Retry-After \"%.*s\" (Date \"%.*s\", now %lld): %s %lld, the contract says %s %lld", (int)n, v,
-             (int)dlen, date ? date : "", (long long)now_ms, rf_retry_after_status_name(st), (long long)delay,
+             "Retry-After \"%.*s\" (Date \"%.*s\", now %lld): %s %lld, the contract says %s %lld", (int)n, v, (int)dlen,
+             date ? date : "", (long long)now_ms, rf_retry_after_status_name(st), (long long)delay,
              rf_retry_after_status_name(want), (long long)want_delay);
 }
 

@@ -52,9 +52,7 @@ static int run_file(const char *path) {
     return 0;
 }
 
-static int compare_names(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int run_dir(const char *dir, int *count) {
     DIR *d = opendir(dir);

@@ -6,10 +6,10 @@
 #include <stdint.h>
 
 enum srv_fault_kind {
-  SRV_FAULT_STATUS,  /* an HTTP response with a status (ok = 200) */
-  SRV_FAULT_TIMEOUT, /* stall for --stall-ms, then 200 */
-  SRV_FAULT_RESET,   /* abort the connection with a TCP RST */
-  SRV_FAULT_EMPTY    /* close the connection without a response */
+    SRV_FAULT_STATUS,  /* an HTTP response with a status (ok = 200) */
+    SRV_FAULT_TIMEOUT, /* stall for --stall-ms, then 200 */
+    SRV_FAULT_RESET,   /* abort the connection with a TCP RST */
+    SRV_FAULT_EMPTY    /* close the connection without a response */
 };
 
 /* Probabilities are fixed point in parts per billion, so "0.1" is exact and sums are exact. */
@@ -17,16 +17,16 @@ enum srv_fault_kind {
 #define SRV_FAULT_RULES_MAX 64
 
 struct srv_fault_rule {
-  enum srv_fault_kind kind;
-  int status; /* SRV_FAULT_STATUS only */
-  uint64_t ppb;
+    enum srv_fault_kind kind;
+    int status; /* SRV_FAULT_STATUS only */
+    uint64_t ppb;
 };
 
 struct srv_fault_spec {
-  struct srv_fault_rule rules[SRV_FAULT_RULES_MAX];
-  size_t count;
-  uint64_t total_ppb;
-  long retry_after_s; /* ra=N for 503 and 429; -1 when absent */
+    struct srv_fault_rule rules[SRV_FAULT_RULES_MAX];
+    size_t count;
+    uint64_t total_ppb;
+    long retry_after_s; /* ra=N for 503 and 429; -1 when absent */
 };
 
 /* Parses "503=0.2,429=0.05,timeout=0.02,reset=0.01,empty=0.01,ra=1" (empty text = no faults;

@@ -14,14 +14,13 @@
 #include "upstream.h"
 
 struct srv_handler {
-  struct srv_upstream *up;
-  struct srv_stop *stop;
-  long stall_ms;
+    struct srv_upstream *up;
+    struct srv_stop *stop;
+    long stall_ms;
 };
 
 /* MHD_AccessHandlerCallback; cls is a struct srv_handler. */
-enum MHD_Result srv_handle(void *cls, struct MHD_Connection *conn, const char *url,
-                           const char *method, const char *version, const char *upload_data,
-                           size_t *upload_data_size, void **req_cls);
+enum MHD_Result srv_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                           const char *version, const char *upload_data, size_t *upload_data_size, void **req_cls);
 
 #endif

@@ -128,194 +128,182 @@ static const char usage[] =
     "POST /__reset: clear stats and sequences, reseed.\n";
 
 struct options {
-  unsigned port;
-  struct srv_fault_spec faults;
-  uint64_t seed;
-  long stall_ms;
-  long max_seconds;
-  size_t max_keys;
+    unsigned port;
+    struct srv_fault_spec faults;
+    uint64_t seed;
+    long stall_ms;
+    long max_seconds;
+    size_t max_keys;
 };
 
 static int bad(const char *name, const char *what, const char *value) {
-  fprintf(stderr, "retryfreeze-serve: %s: %s, got '%s' (see --help)\n", name, what, value);
-  return -1;
+    fprintf(stderr, "retryfreeze-serve: %s: %s, got '%s' (see --help)\n", name, what, value);
+    return -1;
 }
 
 static int number(const char *name, const char *value, uint64_t min, uint64_t max, uint64_t *out) {
-  char what[96];
-  snprintf(what, sizeof what, "expected an integer %llu..%llu", (unsigned long long)min,
-           (unsigned long long)max);
-  if (srv_parse_uint(value, strlen(value), max, out) != 0 || *out < min)
-    return bad(name, what, value);
-  return 0;
+    char what[96];
+    snprintf(what, sizeof what, "expected an integer %llu..%llu", (unsigned long long)min, (unsigned long long)max);
+    if (srv_parse_uint(value, strlen(value), max, out) != 0 || *out < min) return bad(name, what, value);
+    return 0;
 }
 
 /* Returns 0 to run, 1 after --help/--version, -1 on a bad argument (already reported). */
 static int parse_args(int argc, char **argv, struct options *o) {
-  char err[320];
-  uint64_t v;
-  srv_faults_parse("", &o->faults, err, sizeof err);
-  o->port = 0;
-  o->seed = 1;
-  o->stall_ms = 10000;
-  o->max_seconds = 0;
-  o->max_keys = 1000000;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      fputs(usage, stdout);
-      return 1;
+    char err[320];
+    uint64_t v;
+    srv_faults_parse("", &o->faults, err, sizeof err);
+    o->port = 0;
+    o->seed = 1;
+    o->stall_ms = 10000;
+    o->max_seconds = 0;
+    o->max_keys = 1000000;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            puts("retryfreeze-serve " RF_VERSION_STRING);
+            return 1;
+        }
+        static const char *const names[] = {"--port",        "--faults",   "--seed", "--stall-ms",
+                                            "--max-seconds", "--max-keys", NULL};
+        const char *name = NULL, *value = NULL;
+        for (int k = 0; names[k] != NULL; k++) {
+            size_t n = strlen(names[k]);
+            if (strncmp(arg, names[k], n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
+                name = names[k];
+                value = arg[n] == '=' ? arg + n + 1 : NULL;
+            }
+        }
+        if (name == NULL) {
+            fprintf(stderr, "retryfreeze-serve: unknown argument '%s' (see --help)\n", arg);
+            return -1;
+        }
+        if (value == NULL) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "retryfreeze-serve: %s needs a value (see --help)\n", name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (strcmp(name, "--port") == 0) {
+            if (number(name, value, 0, 65535, &v) != 0) return -1;
+            o->port = (unsigned)v;
+        } else if (strcmp(name, "--faults") == 0) {
+            if (srv_faults_parse(value, &o->faults, err, sizeof err) != 0) {
+                fprintf(stderr, "retryfreeze-serve: --faults: %s (see --help)\n", err);
+                return -1;
+            }
+        } else if (strcmp(name, "--seed") == 0) {
+            if (number(name, value, 0, UINT64_MAX, &v) != 0) return -1;
+            o->seed = v;
+        } else if (strcmp(name, "--stall-ms") == 0) {
+            if (number(name, value, 0, 86400000, &v) != 0) return -1;
+            o->stall_ms = (long)v;
+        } else if (strcmp(name, "--max-seconds") == 0) {
+            if (number(name, value, 0, 31536000, &v) != 0) return -1;
+            o->max_seconds = (long)v;
+        } else {
+            if (number(name, value, 1, 100000000, &v) != 0) return -1;
+            o->max_keys = (size_t)v;
+        }
     }
-    if (strcmp(arg, "--version") == 0) {
-      puts("retryfreeze-serve " RF_VERSION_STRING);
-      return 1;
-    }
-    static const char *const names[] = {"--port",        "--faults",   "--seed", "--stall-ms",
-                                        "--max-seconds", "--max-keys", NULL};
-    const char *name = NULL, *value = NULL;
-    for (int k = 0; names[k] != NULL; k++) {
-      size_t n = strlen(names[k]);
-      if (strncmp(arg, names[k], n) == 0 && (arg[n] == '\0' || arg[n] == '=')) {
-        name = names[k];
-        value = arg[n] == '=' ? arg + n + 1 : NULL;
-      }
-    }
-    if (name == NULL) {
-      fprintf(stderr, "retryfreeze-serve: unknown argument '%s' (see --help)\n", arg);
-      return -1;
-    }
-    if (value == NULL) {
-      if (i + 1 == argc) {
-        fprintf(stderr, "retryfreeze-serve: %s needs a value (see --help)\n", name);
-        return -1;
-      }
-      value = argv[++i];
-    }
-    if (strcmp(name, "--port") == 0) {
-      if (number(name, value, 0, 65535, &v) != 0)
-        return -1;
-      o->port = (unsigned)v;
-    } else if (strcmp(name, "--faults") == 0) {
-      if (srv_faults_parse(value, &o->faults, err, sizeof err) != 0) {
-        fprintf(stderr, "retryfreeze-serve: --faults: %s (see --help)\n", err);
-        return -1;
-      }
-    } else if (strcmp(name, "--seed") == 0) {
-      if (number(name, value, 0, UINT64_MAX, &v) != 0)
-        return -1;
-      o->seed = v;
-    } else if (strcmp(name, "--stall-ms") == 0) {
-      if (number(name, value, 0, 86400000, &v) != 0)
-        return -1;
-      o->stall_ms = (long)v;
-    } else if (strcmp(name, "--max-seconds") == 0) {
-      if (number(name, value, 0, 31536000, &v) != 0)
-        return -1;
-      o->max_seconds = (long)v;
-    } else {
-      if (number(name, value, 1, 100000000, &v) != 0)
-        return -1;
-      o->max_keys = (size_t)v;
-    }
-  }
-  return 0;
+    return 0;
 }
 
 /* Waits for SIGTERM/SIGINT (blocked in every thread) or the --max-seconds deadline. */
 static void wait_for_stop(const sigset_t *set, long max_seconds) {
-  struct timespec now, deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += max_seconds;
-  for (;;) {
-    int sig;
-    if (max_seconds == 0) {
-      if (sigwait(set, &sig) == 0) {
-        fprintf(stderr, "retryfreeze-serve: stopping on signal %d\n", sig);
-        return;
-      }
-      continue;
+    struct timespec now, deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += max_seconds;
+    for (;;) {
+        int sig;
+        if (max_seconds == 0) {
+            if (sigwait(set, &sig) == 0) {
+                fprintf(stderr, "retryfreeze-serve: stopping on signal %d\n", sig);
+                return;
+            }
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        struct timespec left = {deadline.tv_sec - now.tv_sec, deadline.tv_nsec - now.tv_nsec};
+        if (left.tv_nsec < 0) {
+            left.tv_sec--;
+            left.tv_nsec += 1000000000L;
+        }
+        if (left.tv_sec < 0) break;
+        sig = sigtimedwait(set, NULL, &left);
+        if (sig > 0) {
+            fprintf(stderr, "retryfreeze-serve: stopping on signal %d\n", sig);
+            return;
+        }
+        if (errno == EAGAIN) break;
     }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    struct timespec left = {deadline.tv_sec - now.tv_sec, deadline.tv_nsec - now.tv_nsec};
-    if (left.tv_nsec < 0) {
-      left.tv_sec--;
-      left.tv_nsec += 1000000000L;
-    }
-    if (left.tv_sec < 0)
-      break;
-    sig = sigtimedwait(set, NULL, &left);
-    if (sig > 0) {
-      fprintf(stderr, "retryfreeze-serve: stopping on signal %d\n", sig);
-      return;
-    }
-    if (errno == EAGAIN)
-      break;
-  }
-  fprintf(stderr, "retryfreeze-serve: stopping after --max-seconds %ld\n", max_seconds);
+    fprintf(stderr, "retryfreeze-serve: stopping after --max-seconds %ld\n", max_seconds);
 }
 
 int main(int argc, char **argv) {
-  struct options o;
-  int parsed = parse_args(argc, argv, &o);
-  if (parsed != 0)
-    return parsed > 0 ? 0 : 2;
+    struct options o;
+    int parsed = parse_args(argc, argv, &o);
+    if (parsed != 0) return parsed > 0 ? 0 : 2;
 
-  /* Block the stop signals before any thread exists, so only sigwait sees them. Writes to a
-   * client that went away must not kill the server. */
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  struct sigaction ign;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ign, NULL);
+    /* Block the stop signals before any thread exists, so only sigwait sees them. Writes to a
+     * client that went away must not kill the server. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, NULL);
 
-  struct srv_upstream up;
-  struct srv_stop stop;
-  if (srv_upstream_init(&up, &o.faults, o.seed, o.max_keys, MAX_KEY_BYTES) != 0) {
-    fprintf(stderr, "retryfreeze-serve: out of memory\n");
-    return 1;
-  }
-  if (srv_stop_init(&stop) != 0) {
-    fprintf(stderr, "retryfreeze-serve: cannot set up stop signalling\n");
-    srv_upstream_free(&up);
-    return 1;
-  }
-  struct srv_handler handler = {&up, &stop, o.stall_ms};
+    struct srv_upstream up;
+    struct srv_stop stop;
+    if (srv_upstream_init(&up, &o.faults, o.seed, o.max_keys, MAX_KEY_BYTES) != 0) {
+        fprintf(stderr, "retryfreeze-serve: out of memory\n");
+        return 1;
+    }
+    if (srv_stop_init(&stop) != 0) {
+        fprintf(stderr, "retryfreeze-serve: cannot set up stop signalling\n");
+        srv_upstream_free(&up);
+        return 1;
+    }
+    struct srv_handler handler = {&up, &stop, o.stall_ms};
 
-  /* Loopback only: this server answers whatever a request asks for. */
-  struct sockaddr_in addr;
-  memset(&addr, 0, sizeof addr);
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons((uint16_t)o.port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* Loopback only: this server answers whatever a request asks for. */
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)o.port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 
-  /* A thread per connection: a stalled or delayed answer holds up its own connection only. Poll,
-   * not select, so descriptors past FD_SETSIZE cannot break it. */
-  unsigned flags = (unsigned)(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                              MHD_USE_POLL);
-  errno = 0;
-  struct MHD_Daemon *d = MHD_start_daemon(
-      flags, (uint16_t)o.port, NULL, NULL, srv_handle, &handler, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
-  if (d == NULL) {
-    fprintf(stderr, "retryfreeze-serve: cannot listen on 127.0.0.1:%u: %s\n", o.port,
-            errno ? strerror(errno) : "libmicrohttpd refused to start");
+    /* A thread per connection: a stalled or delayed answer holds up its own connection only. Poll,
+     * not select, so descriptors past FD_SETSIZE cannot break it. */
+    unsigned flags = (unsigned)(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL);
+    errno = 0;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)o.port, NULL, NULL, srv_handle, &handler, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_END);
+    if (d == NULL) {
+        fprintf(stderr, "retryfreeze-serve: cannot listen on 127.0.0.1:%u: %s\n", o.port,
+                errno ? strerror(errno) : "libmicrohttpd refused to start");
+        srv_stop_free(&stop);
+        srv_upstream_free(&up);
+        return 1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    printf("listening on 127.0.0.1:%u\n", info ? (unsigned)info->port : o.port);
+    fflush(stdout);
+
+    wait_for_stop(&set, o.max_seconds);
+    srv_stop_now(&stop); /* first, so MHD_stop_daemon need not wait out a stall */
+    MHD_stop_daemon(d);
     srv_stop_free(&stop);
     srv_upstream_free(&up);
-    return 1;
-  }
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-  printf("listening on 127.0.0.1:%u\n", info ? (unsigned)info->port : o.port);
-  fflush(stdout);
-
-  wait_for_stop(&set, o.max_seconds);
-  srv_stop_now(&stop); /* first, so MHD_stop_daemon need not wait out a stall */
-  MHD_stop_daemon(d);
-  srv_stop_free(&stop);
-  srv_upstream_free(&up);
-  return 0;
+    return 0;
 }

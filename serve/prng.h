@@ -7,7 +7,7 @@
 /* xoshiro256**: small, fast, and the same sequence on every platform for a seed. Not thread-safe:
  * the caller (upstream.c) guards it with its mutex. */
 struct srv_prng {
-  uint64_t s[4];
+    uint64_t s[4];
 };
 
 void srv_prng_seed(struct srv_prng *p, uint64_t seed);

@@ -20,172 +20,148 @@
 #include <string.h>
 
 struct cursor {
-  const char *p, *end;
-  char *err;
-  size_t errlen;
+    const char *p, *end;
+    char *err;
+    size_t errlen;
 };
 
 static int fail(struct cursor *c, const char *what) {
-  size_t left = (size_t)(c->end - c->p);
-  int n = left > 40 ? 40 : (int)left;
-  snprintf(c->err, c->errlen, "%s at '%.*s'", what, n, c->p);
-  return -1;
+    size_t left = (size_t)(c->end - c->p);
+    int n = left > 40 ? 40 : (int)left;
+    snprintf(c->err, c->errlen, "%s at '%.*s'", what, n, c->p);
+    return -1;
 }
 
 static void skip_spaces(struct cursor *c) {
-  while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
-    c->p++;
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t')) c->p++;
 }
 
-static int at_separator(const struct cursor *c) {
-  return c->p == c->end || *c->p == ',' || *c->p == ';';
-}
+static int at_separator(const struct cursor *c) { return c->p == c->end || *c->p == ',' || *c->p == ';'; }
 
 static size_t word_len(const struct cursor *c) {
-  const char *q = c->p;
-  while (q < c->end && *q != ',' && *q != ';' && *q != '=' && *q != ' ' && *q != '\t')
-    q++;
-  return (size_t)(q - c->p);
+    const char *q = c->p;
+    while (q < c->end && *q != ',' && *q != ';' && *q != '=' && *q != ' ' && *q != '\t') q++;
+    return (size_t)(q - c->p);
 }
 
 static int word_is(const struct cursor *c, size_t n, const char *w) {
-  return strlen(w) == n && memcmp(c->p, w, n) == 0;
+    return strlen(w) == n && memcmp(c->p, w, n) == 0;
 }
 
 /* A bare or quoted Retry-After value into out (NUL-terminated, at most SRV_RETRY_AFTER_MAX). */
 static int parse_value(struct cursor *c, char *out) {
-  size_t n = 0;
-  if (c->p < c->end && *c->p == '"') {
-    c->p++;
-    for (;;) {
-      if (c->p == c->end)
-        return fail(c, "unterminated quote");
-      char ch = *c->p++;
-      if (ch == '"')
-        break;
-      if (ch == '\\') {
-        if (c->p == c->end || (*c->p != '"' && *c->p != '\\'))
-          return fail(c, "only \\\" and \\\\ may be escaped");
-        ch = *c->p++;
-      }
-      if (n == SRV_RETRY_AFTER_MAX)
-        return fail(c, "retry-after value too long");
-      out[n++] = ch;
+    size_t n = 0;
+    if (c->p < c->end && *c->p == '"') {
+        c->p++;
+        for (;;) {
+            if (c->p == c->end) return fail(c, "unterminated quote");
+            char ch = *c->p++;
+            if (ch == '"') break;
+            if (ch == '\\') {
+                if (c->p == c->end || (*c->p != '"' && *c->p != '\\'))
+                    return fail(c, "only \\\" and \\\\ may be escaped");
+                ch = *c->p++;
+            }
+            if (n == SRV_RETRY_AFTER_MAX) return fail(c, "retry-after value too long");
+            out[n++] = ch;
+        }
+    } else {
+        while (!at_separator(c)) {
+            if (n == SRV_RETRY_AFTER_MAX) return fail(c, "retry-after value too long");
+            out[n++] = *c->p++;
+        }
+        while (n > 0 && (out[n - 1] == ' ' || out[n - 1] == '\t')) n--;
     }
-  } else {
-    while (!at_separator(c)) {
-      if (n == SRV_RETRY_AFTER_MAX)
-        return fail(c, "retry-after value too long");
-      out[n++] = *c->p++;
-    }
-    while (n > 0 && (out[n - 1] == ' ' || out[n - 1] == '\t'))
-      n--;
-  }
-  out[n] = '\0';
-  if (n == 0)
-    return fail(c, "empty retry-after value (libmicrohttpd cannot send an empty header)");
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
-      return fail(c, "control character in retry-after value");
-  return 0;
+    out[n] = '\0';
+    if (n == 0) return fail(c, "empty retry-after value (libmicrohttpd cannot send an empty header)");
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f) return fail(c, "control character in retry-after value");
+    return 0;
 }
 
 static int parse_number(struct cursor *c, long long max, int allow_negative, long long *out) {
-  int negative = 0;
-  if (allow_negative && c->p < c->end && *c->p == '-') {
-    negative = 1;
-    c->p++;
-  }
-  size_t n = word_len(c);
-  uint64_t v;
-  if (srv_parse_uint(c->p, n, (uint64_t)max, &v) != 0)
-    return fail(c, "bad number");
-  c->p += n;
-  *out = negative ? -(long long)v : (long long)v;
-  return 0;
+    int negative = 0;
+    if (allow_negative && c->p < c->end && *c->p == '-') {
+        negative = 1;
+        c->p++;
+    }
+    size_t n = word_len(c);
+    uint64_t v;
+    if (srv_parse_uint(c->p, n, (uint64_t)max, &v) != 0) return fail(c, "bad number");
+    c->p += n;
+    *out = negative ? -(long long)v : (long long)v;
+    return 0;
 }
 
 static int parse_param(struct cursor *c, struct srv_step *s, int *seen_delay) {
-  size_t n = word_len(c);
-  int is_delay = word_is(c, n, "delay");
-  int is_ra = word_is(c, n, "retry-after");
-  int is_date = word_is(c, n, "retry-after-date");
-  if (!is_delay && !is_ra && !is_date)
-    return fail(c, "unknown parameter (want delay, retry-after or retry-after-date)");
-  if ((is_delay && *seen_delay) || ((is_ra || is_date) && s->ra != SRV_RA_NONE))
-    return fail(c, "repeated parameter");
-  if ((is_ra || is_date) && s->kind != SRV_FAULT_STATUS)
-    return fail(c, "retry-after needs a status step");
-  c->p += n;
-  skip_spaces(c);
-  if (c->p == c->end || *c->p != '=')
-    return fail(c, "expected '='");
-  c->p++;
-  skip_spaces(c);
-  long long v;
-  if (is_delay) {
-    if (parse_number(c, SRV_DELAY_MAX_MS, 0, &v) != 0)
-      return -1;
-    s->delay_ms = (long)v;
-    *seen_delay = 1;
-  } else if (is_date) {
-    if (parse_number(c, SRV_DATE_OFFSET_MAX, 1, &v) != 0)
-      return -1;
-    s->ra = SRV_RA_DATE;
-    s->ra_date_offset_s = v;
-  } else {
-    if (parse_value(c, s->ra_text) != 0)
-      return -1;
-    s->ra = SRV_RA_TEXT;
-  }
-  return 0;
+    size_t n = word_len(c);
+    int is_delay = word_is(c, n, "delay");
+    int is_ra = word_is(c, n, "retry-after");
+    int is_date = word_is(c, n, "retry-after-date");
+    if (!is_delay && !is_ra && !is_date)
+        return fail(c, "unknown parameter (want delay, retry-after or retry-after-date)");
+    if ((is_delay && *seen_delay) || ((is_ra || is_date) && s->ra != SRV_RA_NONE)) return fail(c, "repeated parameter");
+    if ((is_ra || is_date) && s->kind != SRV_FAULT_STATUS) return fail(c, "retry-after needs a status step");
+    c->p += n;
+    skip_spaces(c);
+    if (c->p == c->end || *c->p != '=') return fail(c, "expected '='");
+    c->p++;
+    skip_spaces(c);
+    long long v;
+    if (is_delay) {
+        if (parse_number(c, SRV_DELAY_MAX_MS, 0, &v) != 0) return -1;
+        s->delay_ms = (long)v;
+        *seen_delay = 1;
+    } else if (is_date) {
+        if (parse_number(c, SRV_DATE_OFFSET_MAX, 1, &v) != 0) return -1;
+        s->ra = SRV_RA_DATE;
+        s->ra_date_offset_s = v;
+    } else {
+        if (parse_value(c, s->ra_text) != 0) return -1;
+        s->ra = SRV_RA_TEXT;
+    }
+    return 0;
 }
 
 static int parse_step(struct cursor *c, struct srv_step *s) {
-  memset(s, 0, sizeof *s);
-  skip_spaces(c);
-  size_t n = word_len(c);
-  uint64_t status;
-  s->kind = SRV_FAULT_STATUS;
-  if (word_is(c, n, "ok"))
-    s->status = 200;
-  else if (word_is(c, n, "timeout"))
-    s->kind = SRV_FAULT_TIMEOUT;
-  else if (word_is(c, n, "reset"))
-    s->kind = SRV_FAULT_RESET;
-  else if (word_is(c, n, "empty"))
-    s->kind = SRV_FAULT_EMPTY;
-  else if (n == 3 && srv_parse_uint(c->p, 3, 599, &status) == 0 && status >= 200)
-    s->status = (int)status;
-  else
-    return fail(c, "unknown step (want 200..599, ok, timeout, reset or empty)");
-  c->p += n;
-  int seen_delay = 0;
-  for (;;) {
+    memset(s, 0, sizeof *s);
     skip_spaces(c);
-    if (c->p == c->end || *c->p == ',')
-      return 0;
-    if (*c->p != ';')
-      return fail(c, "expected ';' or ','");
-    c->p++;
-    skip_spaces(c);
-    if (parse_param(c, s, &seen_delay) != 0)
-      return -1;
-  }
+    size_t n = word_len(c);
+    uint64_t status;
+    s->kind = SRV_FAULT_STATUS;
+    if (word_is(c, n, "ok"))
+        s->status = 200;
+    else if (word_is(c, n, "timeout"))
+        s->kind = SRV_FAULT_TIMEOUT;
+    else if (word_is(c, n, "reset"))
+        s->kind = SRV_FAULT_RESET;
+    else if (word_is(c, n, "empty"))
+        s->kind = SRV_FAULT_EMPTY;
+    else if (n == 3 && srv_parse_uint(c->p, 3, 599, &status) == 0 && status >= 200)
+        s->status = (int)status;
+    else
+        return fail(c, "unknown step (want 200..599, ok, timeout, reset or empty)");
+    c->p += n;
+    int seen_delay = 0;
+    for (;;) {
+        skip_spaces(c);
+        if (c->p == c->end || *c->p == ',') return 0;
+        if (*c->p != ';') return fail(c, "expected ';' or ','");
+        c->p++;
+        skip_spaces(c);
+        if (parse_param(c, s, &seen_delay) != 0) return -1;
+    }
 }
 
-long srv_script_parse(const char *text, size_t len, size_t index, struct srv_step *step, char *err,
-                      size_t errlen) {
-  struct cursor c = {text, text + len, err, errlen};
-  struct srv_step scratch;
-  long count = 0;
-  for (;;) {
-    struct srv_step *into = (step != NULL && (size_t)count == index) ? step : &scratch;
-    if (parse_step(&c, into) != 0)
-      return -1;
-    count++;
-    if (c.p == c.end)
-      return count;
-    c.p++; /* the ',' */
-  }
+long srv_script_parse(const char *text, size_t len, size_t index, struct srv_step *step, char *err, size_t errlen) {
+    struct cursor c = {text, text + len, err, errlen};
+    struct srv_step scratch;
+    long count = 0;
+    for (;;) {
+        struct srv_step *into = (step != NULL && (size_t)count == index) ? step : &scratch;
+        if (parse_step(&c, into) != 0) return -1;
+        count++;
+        if (c.p == c.end) return count;
+        c.p++; /* the ',' */
+    }
 }

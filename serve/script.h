@@ -16,18 +16,17 @@
 enum srv_retry_after { SRV_RA_NONE, SRV_RA_TEXT, SRV_RA_DATE };
 
 struct srv_step {
-  enum srv_fault_kind kind;
-  int status;                  /* SRV_FAULT_STATUS only */
-  long delay_ms;               /* sleep before answering; 0 = none */
-  enum srv_retry_after ra;     /* which Retry-After to send, if any */
-  char ra_text[SRV_RETRY_AFTER_MAX + 1]; /* SRV_RA_TEXT: sent verbatim */
-  long long ra_date_offset_s;  /* SRV_RA_DATE: IMF-fixdate this many seconds from now */
+    enum srv_fault_kind kind;
+    int status;                            /* SRV_FAULT_STATUS only */
+    long delay_ms;                         /* sleep before answering; 0 = none */
+    enum srv_retry_after ra;               /* which Retry-After to send, if any */
+    char ra_text[SRV_RETRY_AFTER_MAX + 1]; /* SRV_RA_TEXT: sent verbatim */
+    long long ra_date_offset_s;            /* SRV_RA_DATE: IMF-fixdate this many seconds from now */
 };
 
 /* Validates the whole script text[0..len) and returns its number of steps (>= 1), or -1 with a
  * message in err. When index < the count, *step receives step number index (0-based); pass
  * step = NULL to validate only. */
-long srv_script_parse(const char *text, size_t len, size_t index, struct srv_step *step, char *err,
-                      size_t errlen);
+long srv_script_parse(const char *text, size_t len, size_t index, struct srv_step *step, char *err, size_t errlen);
 
 #endif

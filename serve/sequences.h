@@ -7,19 +7,19 @@
 #include <stdint.h>
 
 struct srv_seq {
-  char *id; /* owned; NULL marks an empty slot */
-  uint32_t id_len;
-  uint32_t keyed; /* 1 when the identity is an Idempotency-Key */
-  uint64_t attempts;
-  uint64_t executions;
+    char *id; /* owned; NULL marks an empty slot */
+    uint32_t id_len;
+    uint32_t keyed; /* 1 when the identity is an Idempotency-Key */
+    uint64_t attempts;
+    uint64_t executions;
 };
 
 struct srv_seq_table {
-  struct srv_seq *slots;
-  size_t cap; /* power of two */
-  size_t count, keyed;
-  size_t bytes; /* identity bytes held */
-  size_t max_count, max_bytes;
+    struct srv_seq *slots;
+    size_t cap; /* power of two */
+    size_t count, keyed;
+    size_t bytes; /* identity bytes held */
+    size_t max_count, max_bytes;
 };
 
 /* Returns 0, or -1 when out of memory. */

@@ -8,11 +8,11 @@
 #include "faults.h"
 
 struct srv_stats {
-  uint64_t requests;         /* attempts, including refused ones; never /__stats or /__reset */
-  uint64_t by_status[600];   /* responses sent, by status (200..599 used) */
-  uint64_t resets, empties, timeouts;
-  uint64_t executions;           /* 2xx decided, timeouts included */
-  uint64_t duplicate_executions; /* executions of an Idempotency-Key that had executed before */
+    uint64_t requests;       /* attempts, including refused ones; never /__stats or /__reset */
+    uint64_t by_status[600]; /* responses sent, by status (200..599 used) */
+    uint64_t resets, empties, timeouts;
+    uint64_t executions;           /* 2xx decided, timeouts included */
+    uint64_t duplicate_executions; /* executions of an Idempotency-Key that had executed before */
 };
 
 /* Counts one attempt answered as kind/status. */

@@ -6,9 +6,9 @@
 #include <pthread.h>
 
 struct srv_stop {
-  pthread_mutex_t lock;
-  pthread_cond_t cond; /* on CLOCK_MONOTONIC */
-  int stopping;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* on CLOCK_MONOTONIC */
+    int stopping;
 };
 
 /* Returns 0, or -1 on failure. */

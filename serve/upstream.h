@@ -14,30 +14,30 @@
 #include "stats.h"
 
 struct srv_upstream {
-  pthread_mutex_t lock;
-  struct srv_fault_spec faults; /* read-only after init */
-  uint64_t seed;                /* read-only after init */
-  struct srv_prng prng;
-  struct srv_seq_table seqs;
-  struct srv_stats stats;
+    pthread_mutex_t lock;
+    struct srv_fault_spec faults; /* read-only after init */
+    uint64_t seed;                /* read-only after init */
+    struct srv_prng prng;
+    struct srv_seq_table seqs;
+    struct srv_stats stats;
 };
 
 /* Returns 0, or -1 when out of memory. The caller ends it with srv_upstream_free. */
-int srv_upstream_init(struct srv_upstream *u, const struct srv_fault_spec *faults, uint64_t seed,
-                      size_t max_keys, size_t max_key_bytes);
+int srv_upstream_init(struct srv_upstream *u, const struct srv_fault_spec *faults, uint64_t seed, size_t max_keys,
+                      size_t max_key_bytes);
 void srv_upstream_free(struct srv_upstream *u);
 
 enum srv_admit {
-  SRV_ADMITTED, /* *out holds the step to play and *n the attempt number in its sequence */
-  SRV_FULL      /* the sequence table is full: nothing counted; refuse with 503 */
+    SRV_ADMITTED, /* *out holds the step to play and *n the attempt number in its sequence */
+    SRV_FULL      /* the sequence table is full: nothing counted; refuse with 503 */
 };
 
 /* One attempt of the sequence id[0..len). script (NUL-terminated, already validated with
  * srv_script_parse) or, when NULL, one draw from the generator chooses the step. The attempt, its
  * outcome and any execution are counted before returning, so a stalled or delayed answer has
  * already "executed" when a client gives up on it. */
-enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size_t len, int keyed,
-                                    const char *script, struct srv_step *out, uint64_t *n);
+enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size_t len, int keyed, const char *script,
+                                    struct srv_step *out, uint64_t *n);
 
 /* Counts an attempt refused instead of admitted (400 for a bad script, 503 when full). */
 void srv_upstream_count_refusal(struct srv_upstream *u, int status);

@@ -67,6 +67,32 @@ describe("rf.ledger", function()
   end)
 end)
 
+describe("retryfreeze serve", function()
+  it("becomes the server: SIGTERM to the pid the shell started stops it and leaves nothing behind", function()
+    local out = os.tmpname()
+    local p = io.popen(string.format("%s serve --port 0 --max-seconds 30 >%s 2>/dev/null & echo $!", h.cli, out))
+    local pid = p:read("l")
+    p:close()
+    local line
+    for _ = 1, 50 do
+      line = io.open(out):read("l")
+      if line then break end
+      os.execute("sleep 0.1")
+    end
+    assert.matches("^listening on 127%.0%.0%.1:%d+$", line)
+    assert.equal("retryfreeze-ser", io.open("/proc/" .. pid .. "/comm"):read("l"))
+    os.execute("kill -TERM " .. pid)
+    for _ = 1, 50 do
+      if not io.open("/proc/" .. pid .. "/comm") then break end
+      os.execute("sleep 0.1")
+    end
+    local comm = io.open("/proc/" .. pid .. "/comm")
+    local alive = comm and comm:read("l")
+    assert.is_true(alive == nil or alive:match("defunct") ~= nil or alive ~= "retryfreeze-ser", "the server is still running")
+    os.remove(out)
+  end)
+end)
+
 describe("the example flows", function()
   it("refund_flow.lua refunds with keys and never twice", function()
     local up = assert(upstream.start{ bindir = h.bindir, faults = "503=0.2,ra=0", seed = 9, max_seconds = 60 })

@@ -89,12 +89,11 @@ void rf_response_clear(rf_response *r) {
 static void sleep_ms(int64_t ms) {
     if (ms <= 0) return;
     struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
-rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
-                            rf_response *out, rf_error *err) {
+rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
+                            rf_error *err) {
     if (c == NULL || req == NULL || out == NULL) return fail(err, "", "client, request and response must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
@@ -114,8 +113,8 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     return RF_OK;
 }
 
-rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
-                          rf_response *out, rf_pending **pending, rf_error *err) {
+rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
+                          rf_pending **pending, rf_error *err) {
     if (c == NULL || req == NULL || out == NULL || pending == NULL)
         return fail(err, "", "client, request, response and pending must not be NULL");
     rf_error local;
@@ -147,8 +146,10 @@ nomem:
 
 static void unlink_pending(rf_pending *p) {
     rf_client *c = p->c;
-    if (p->prev) p->prev->next = p->next;
-    else if (c->first == p) c->first = p->next;
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (c->first == p)
+        c->first = p->next;
     if (p->next) p->next->prev = p->prev;
     p->prev = p->next = NULL;
     c->n_pending--;

@@ -83,8 +83,7 @@ bool rfi_header_valid(const char *line, char *why, size_t why_cap) {
  * the previous one is that resend, and is aborted; the attempt ends as the connection failure it was (see
  * rfi_flow_end_attempt). A followed redirect is a send after a response, and goes ahead.
  */
-static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
-                     int conn_local_port) {
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port, int conn_local_port) {
     (void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port, (void)conn_local_port;
     rfi_flow *f = ud;
     if (f->sends > f->responses) {
@@ -174,9 +173,12 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
     f->url = malloc(url_len);
     struct curl_slist *h = NULL;
     bool ok = f->url != NULL;
-    if (ok) snprintf(f->url, url_len, "%s%s%s%s", c->base_url, req->path, req->query ? "?" : "", req->query ? req->query : "");
+    if (ok)
+        snprintf(f->url, url_len, "%s%s%s%s", c->base_url, req->path, req->query ? "?" : "",
+                 req->query ? req->query : "");
     for (size_t i = 0; ok && i < c->n_headers; i++) ok = (h = curl_slist_append(f->headers = h, c->headers[i])) != NULL;
-    for (size_t i = 0; ok && i < req->n_headers; i++) ok = (h = curl_slist_append(f->headers = h, req->headers[i])) != NULL;
+    for (size_t i = 0; ok && i < req->n_headers; i++)
+        ok = (h = curl_slist_append(f->headers = h, req->headers[i])) != NULL;
     if (ok && req->idempotency_key) {
         size_t n = strlen(req->idempotency_key) + 18;
         char *line = malloc(n);
@@ -276,10 +278,12 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     t->timeout_ms = f->timeout_ms;
     snprintf(t->retry_after, sizeof t->retry_after, "%s", f->has_retry_after ? f->retry_after : "");
     if (rc != CURLE_OK) {
-        if (f->body.overflow) snprintf(t->error, sizeof t->error, "response body over max_body_bytes (%zu)", f->body.max);
+        if (f->body.overflow)
+            snprintf(t->error, sizeof t->error, "response body over max_body_bytes (%zu)", f->body.max);
         else if (resend_blocked)
             snprintf(t->error, sizeof t->error, "connection closed before a response (libcurl's own resend blocked)");
-        else snprintf(t->error, sizeof t->error, "%.127s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(rc));
+        else
+            snprintf(t->error, sizeof t->error, "%.127s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(rc));
     }
     if (r->n_tries < RF_MAX_TRIES) r->n_tries++;
     r->status = (int)status;

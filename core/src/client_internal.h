@@ -49,8 +49,8 @@ typedef struct rfi_flow {
     rf_attempt_hook hook;
     void *hook_ud;
     bool hook_failed;
-    int sends;     /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
-    int responses; /* response status lines received in this attempt */
+    int sends;           /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
+    int responses;       /* response status lines received in this attempt */
     bool resend_blocked; /* libcurl's own resend was aborted */
 } rfi_flow;
 

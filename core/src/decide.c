@@ -23,8 +23,7 @@ static rf_status check_facts(const rf_facts *f, rf_error *err) {
         return rfi_fail(err, "status", "must be 0 (none received) or 100..599, got %d", f->status);
     if ((unsigned)f->transport >= RF_TRANSPORT_COUNT) return rfi_fail(err, "transport", "is not a transport outcome");
     if (f->attempts < 1) return rfi_fail(err, "attempts", "must be >= 1 (attempts made so far), got %d", f->attempts);
-    if (f->elapsed_ms < 0)
-        return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
+    if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
     return RF_OK;
 }
 

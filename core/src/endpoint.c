@@ -16,7 +16,8 @@ bool rfi_method_valid(const char *s, size_t len) {
 
 /* RFC 3986 pchar minus '%'-escapes' validation subtleties: unreserved, sub-delims, ':', '@', '%'. */
 static bool literal_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~!$&'()+,;=:@%", c) != NULL;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("-._~!$&'()+,;=:@%", c) != NULL;
 }
 
 static bool param_name(const char *s, size_t len) {
@@ -76,7 +77,8 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
             return false;
         }
         if (slen == 0) {
-            snprintf(msg, msg_cap, "empty path segment at character %zu (no '//' and no trailing '/')", mlen + 1 + start + 1);
+            snprintf(msg, msg_cap, "empty path segment at character %zu (no '//' and no trailing '/')",
+                     mlen + 1 + start + 1);
             return false;
         }
         uint8_t kind = RFI_SEG_LITERAL;
@@ -90,7 +92,8 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
             return true;
         } else if (seg[0] == '{') {
             if (slen < 3 || seg[slen - 1] != '}' || !param_name(seg + 1, slen - 2)) {
-                snprintf(msg, msg_cap, "segment \"%.*s\" is not a {name} parameter (letters, digits, '_')", (int)slen, seg);
+                snprintf(msg, msg_cap, "segment \"%.*s\" is not a {name} parameter (letters, digits, '_')", (int)slen,
+                         seg);
                 return false;
             }
             kind = RFI_SEG_PARAM;
@@ -98,8 +101,8 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
         } else {
             for (size_t k = 0; k < slen; k++) {
                 if (!literal_char(seg[k])) {
-                    snprintf(msg, msg_cap, "segment \"%.*s\" has a character not allowed in a path ('%c')", (int)slen, seg,
-                             seg[k]);
+                    snprintf(msg, msg_cap, "segment \"%.*s\" has a character not allowed in a path ('%c')", (int)slen,
+                             seg, seg[k]);
                     return false;
                 }
             }
@@ -124,8 +127,8 @@ static bool bytes_equal(const char *a, const char *b, size_t n) {
  * The specificity score packs one 3-bit rank per position (literal 3 > param 2 > wildcard 1; an exact end
  * of path ranks 4), most significant first, so comparing two scores compares routes segment by segment.
  */
-bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path,
-                        size_t path_len, uint64_t *score) {
+bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
+                        uint64_t *score) {
     if (e->method_len != method_len || !bytes_equal(e->method, method, method_len)) return false;
     const char *q = memchr(path, '?', path_len);
     if (q != NULL) path_len = (size_t)(q - path);
@@ -164,12 +167,12 @@ bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method
 }
 
 bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b) {
-    if (strcmp(a->method, b->method) != 0 || a->n_segments != b->n_segments || a->wildcard != b->wildcard)
-        return false;
+    if (strcmp(a->method, b->method) != 0 || a->n_segments != b->n_segments || a->wildcard != b->wildcard) return false;
     for (size_t i = 0; i < a->n_segments; i++) {
         if (a->seg_kind[i] != b->seg_kind[i]) return false;
         if (a->seg_kind[i] == RFI_SEG_LITERAL &&
-            (a->seg_len[i] != b->seg_len[i] || memcmp(a->pattern + a->seg_off[i], b->pattern + b->seg_off[i], a->seg_len[i]) != 0))
+            (a->seg_len[i] != b->seg_len[i] ||
+             memcmp(a->pattern + a->seg_off[i], b->pattern + b->seg_off[i], a->seg_len[i]) != 0))
             return false;
     }
     return true;

@@ -16,9 +16,7 @@ static bool token_is(const char *token, size_t len, const char *lit) {
     return strlen(lit) == len && memcmp(token, lit, len) == 0;
 }
 
-static void set_status(rfi_class_set *set, int status) {
-    set->status[status / 64] |= (uint64_t)1 << (status % 64);
-}
+static void set_status(rfi_class_set *set, int status) { set->status[status / 64] |= (uint64_t)1 << (status % 64); }
 
 static bool has_status(const rfi_class_set *set, int status) {
     return (set->status[status / 64] >> (status % 64)) & 1u;

@@ -105,8 +105,8 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
 /* Valid HTTP method token as this project accepts it: 1..16 uppercase ASCII letters. */
 bool rfi_method_valid(const char *s, size_t len);
 /* Does the endpoint match method+path? On a match, sets *score: higher is more specific (rf_policy_match). */
-bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path,
-                        size_t path_len, uint64_t *score);
+bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
+                        uint64_t *score);
 /* Two endpoints that match exactly the same requests ("/a/{x}" and "/a/{y}"). */
 bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b);
 

@@ -7,8 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void rfi_ledger_error(rf_error *err, const char *path, long line, int column, const char *fmt, ...)
-{
+void rfi_ledger_error(rf_error *err, const char *path, long line, int column, const char *fmt, ...) {
     va_list ap;
 
     if (!err) {
@@ -22,8 +21,7 @@ void rfi_ledger_error(rf_error *err, const char *path, long line, int column, co
     err->column = column;
 }
 
-void rfi_ledger_errno_error(rf_error *err, const char *path, int errnum, const char *what)
-{
+void rfi_ledger_errno_error(rf_error *err, const char *path, int errnum, const char *what) {
     char text[128];
 
     /* strerror_r (the POSIX one, returning int) instead of strerror: no shared buffer. */

@@ -15,8 +15,7 @@ static bool safe_int(int64_t v) { return v >= -RFI_LEDGER_MAX_SAFE_INT && v <= R
 
 /* A required (or, with nullable, optional) string field: present and UTF-8. Adds its length to *total. */
 static bool check_string(const char *s, bool nullable, const char *prefix, const char *name, size_t *total,
-                         rf_error *err)
-{
+                         rf_error *err) {
     char field[64];
 
     snprintf(field, sizeof field, "%s%s", prefix, name);
@@ -36,8 +35,7 @@ static bool check_string(const char *s, bool nullable, const char *prefix, const
     return true;
 }
 
-static bool check_int(int64_t v, const char *prefix, const char *name, rf_error *err)
-{
+static bool check_int(int64_t v, const char *prefix, const char *name, rf_error *err) {
     char field[64];
 
     if (safe_int(v)) {
@@ -48,8 +46,7 @@ static bool check_int(int64_t v, const char *prefix, const char *name, rf_error 
     return false;
 }
 
-static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error *err)
-{
+static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error *err) {
     char prefix[32];
 
     snprintf(prefix, sizeof prefix, "$.tries[%zu].", i);
@@ -60,8 +57,7 @@ static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error 
 }
 
 /* Everything that can make a record unwritable, checked before any allocation. */
-static bool check_record(const rf_ledger_record *rec, rf_error *err)
-{
+static bool check_record(const rf_ledger_record *rec, rf_error *err) {
     size_t total = 0;
 
     if (rec->ts_ms < 0 || rec->ts_ms > RFI_LEDGER_TS_MAX_MS) {
@@ -100,8 +96,7 @@ static bool check_record(const rf_ledger_record *rec, rf_error *err)
 }
 
 /* Adds item under a constant (literal) name; false, with item freed, when anything is NULL or fails. */
-static bool put(cJSON *obj, const char *name, cJSON *item)
-{
+static bool put(cJSON *obj, const char *name, cJSON *item) {
     if (!item) {
         return false;
     }
@@ -112,20 +107,17 @@ static bool put(cJSON *obj, const char *name, cJSON *item)
     return true;
 }
 
-static bool put_int(cJSON *obj, const char *name, int64_t v)
-{
+static bool put_int(cJSON *obj, const char *name, int64_t v) {
     char digits[24];
     snprintf(digits, sizeof digits, "%" PRId64, v);
     return put(obj, name, cJSON_CreateRaw(digits));
 }
 
-static bool put_string_or_null(cJSON *obj, const char *name, const char *s)
-{
+static bool put_string_or_null(cJSON *obj, const char *name, const char *s) {
     return put(obj, name, s ? cJSON_CreateString(s) : cJSON_CreateNull());
 }
 
-static bool put_try(cJSON *tries, const rf_ledger_try *t)
-{
+static bool put_try(cJSON *tries, const rf_ledger_try *t) {
     cJSON *obj = cJSON_CreateObject();
 
     if (!obj) {
@@ -137,12 +129,10 @@ static bool put_try(cJSON *tries, const rf_ledger_try *t)
     }
     return put(obj, "class", cJSON_CreateString(t->class_name)) && put_int(obj, "status", t->status) &&
            put_int(obj, "elapsed_ms", t->elapsed_ms) && put_int(obj, "delay_ms", t->delay_ms) &&
-           put(obj, "reason", cJSON_CreateString(t->reason)) &&
-           put_string_or_null(obj, "retry_after", t->retry_after);
+           put(obj, "reason", cJSON_CreateString(t->reason)) && put_string_or_null(obj, "retry_after", t->retry_after);
 }
 
-static cJSON *build(const rf_ledger_record *rec)
-{
+static cJSON *build(const rf_ledger_record *rec) {
     char ts[RFI_LEDGER_TS_LEN + 1];
     cJSON *root = cJSON_CreateObject();
     cJSON *tries = cJSON_CreateArray();
@@ -157,8 +147,7 @@ static cJSON *build(const rf_ledger_record *rec)
               put(root, "method", cJSON_CreateString(rec->method)) &&
               put(root, "path", cJSON_CreateString(rec->path)) && put_string_or_null(root, "key", rec->key) &&
               put(root, "policy", cJSON_CreateString(rec->policy)) && put_int(root, "attempts", rec->attempts) &&
-              put_int(root, "elapsed_ms", rec->elapsed_ms) &&
-              put(root, "outcome", cJSON_CreateString(rec->outcome)) &&
+              put_int(root, "elapsed_ms", rec->elapsed_ms) && put(root, "outcome", cJSON_CreateString(rec->outcome)) &&
               put(root, "reason", cJSON_CreateString(rec->reason)) && put(root, "ok", cJSON_CreateBool(rec->ok)) &&
               put_int(root, "status", rec->status) && put_int(root, "body_len", rec->body_len);
     if (ok) {
@@ -176,8 +165,7 @@ static cJSON *build(const rf_ledger_record *rec)
     return root;
 }
 
-char *rfi_ledger_format_line(const rf_ledger_record *rec, size_t *len, rf_status *status, rf_error *err)
-{
+char *rfi_ledger_format_line(const rf_ledger_record *rec, size_t *len, rf_status *status, rf_error *err) {
     if (!rec) {
         rfi_ledger_error(err, "rec", 0, 0, "rec is NULL");
         *status = RF_EINVAL;
@@ -207,8 +195,7 @@ char *rfi_ledger_format_line(const rf_ledger_record *rec, size_t *len, rf_status
     return line;
 }
 
-long rf_ledger_format(const rf_ledger_record *rec, char *buf, size_t cap, rf_error *err)
-{
+long rf_ledger_format(const rf_ledger_record *rec, char *buf, size_t cap, rf_error *err) {
     rf_status status;
     size_t len = 0;
 

@@ -26,8 +26,7 @@
 /* ---- ledger_error.c ---- */
 
 /* Fills err (if not NULL): path (a file, a field or an argument name), line (0: none), column, message. */
-void rfi_ledger_error(rf_error *err, const char *path, long line, int column, const char *fmt, ...)
-    RFI_PRINTF(5, 6);
+void rfi_ledger_error(rf_error *err, const char *path, long line, int column, const char *fmt, ...) RFI_PRINTF(5, 6);
 
 /* Fills err with "<what> <path>: <strerror(errnum)>" and err->path = path. */
 void rfi_ledger_errno_error(rf_error *err, const char *path, int errnum, const char *what);

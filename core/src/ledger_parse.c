@@ -12,16 +12,28 @@
 #include <string.h>
 
 enum record_field {
-    F_TS, F_ROUTE, F_METHOD, F_PATH, F_KEY, F_POLICY, F_ATTEMPTS, F_ELAPSED_MS, F_OUTCOME, F_REASON, F_OK,
-    F_STATUS, F_BODY_LEN, F_TRIES, F_COUNT
+    F_TS,
+    F_ROUTE,
+    F_METHOD,
+    F_PATH,
+    F_KEY,
+    F_POLICY,
+    F_ATTEMPTS,
+    F_ELAPSED_MS,
+    F_OUTCOME,
+    F_REASON,
+    F_OK,
+    F_STATUS,
+    F_BODY_LEN,
+    F_TRIES,
+    F_COUNT
 };
-static const char *const record_fields[F_COUNT] = {
-    "ts", "route", "method", "path", "key", "policy", "attempts", "elapsed_ms", "outcome", "reason", "ok",
-    "status", "body_len", "tries"};
+static const char *const record_fields[F_COUNT] = {"ts",     "route",    "method",     "path",    "key",
+                                                   "policy", "attempts", "elapsed_ms", "outcome", "reason",
+                                                   "ok",     "status",   "body_len",   "tries"};
 
 enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_COUNT };
-static const char *const try_fields[T_COUNT] = {"class", "status", "elapsed_ms", "delay_ms", "reason",
-                                                "retry_after"};
+static const char *const try_fields[T_COUNT] = {"class", "status", "elapsed_ms", "delay_ms", "reason", "retry_after"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -31,8 +43,7 @@ typedef struct complaint {
 
 static bool refuse(complaint *c, const char *fmt, ...) RFI_PRINTF(2, 3);
 
-static bool refuse(complaint *c, const char *fmt, ...)
-{
+static bool refuse(complaint *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->why, c->cap, fmt, ap);
@@ -40,8 +51,7 @@ static bool refuse(complaint *c, const char *fmt, ...)
     return false;
 }
 
-static const char *type_name(const cJSON *v)
-{
+static const char *type_name(const cJSON *v) {
     if (cJSON_IsString(v)) {
         return "a string";
     }
@@ -62,8 +72,7 @@ static const char *type_name(const cJSON *v)
 
 /* Files obj's members under their names in slot[] (n names); refuses unknown and duplicate names. */
 static bool collect(const cJSON *obj, const char *const *names, size_t n, const cJSON **slot, const char *prefix,
-                    complaint *c)
-{
+                    complaint *c) {
     memset(slot, 0, n * sizeof *slot);
     for (const cJSON *m = obj->child; m; m = m->next) {
         size_t i = 0;
@@ -82,8 +91,7 @@ static bool collect(const cJSON *obj, const char *const *names, size_t n, const 
 }
 
 static bool want_string(const cJSON *v, bool nullable, const char *prefix, const char *name, const char **out,
-                        complaint *c)
-{
+                        complaint *c) {
     if (nullable && cJSON_IsNull(v)) {
         *out = NULL;
         return true;
@@ -98,8 +106,7 @@ static bool want_string(const cJSON *v, bool nullable, const char *prefix, const
 
 /* An integral JSON number in [lo, hi]. */
 static bool want_int(const cJSON *v, int64_t lo, int64_t hi, const char *prefix, const char *name, int64_t *out,
-                     complaint *c)
-{
+                     complaint *c) {
     if (!cJSON_IsNumber(v)) {
         return refuse(c, "field \"%s%s\" must be an integer, got %s", prefix, name, type_name(v));
     }
@@ -112,8 +119,7 @@ static bool want_int(const cJSON *v, int64_t lo, int64_t hi, const char *prefix,
     return true;
 }
 
-static bool want_int32(const cJSON *v, const char *prefix, const char *name, int *out, complaint *c)
-{
+static bool want_int32(const cJSON *v, const char *prefix, const char *name, int *out, complaint *c) {
     int64_t i = 0;
     if (!want_int(v, INT_MIN, INT_MAX, prefix, name, &i, c)) {
         return false;
@@ -122,13 +128,11 @@ static bool want_int32(const cJSON *v, const char *prefix, const char *name, int
     return true;
 }
 
-static bool want_int53(const cJSON *v, const char *prefix, const char *name, int64_t *out, complaint *c)
-{
+static bool want_int53(const cJSON *v, const char *prefix, const char *name, int64_t *out, complaint *c) {
     return want_int(v, -RFI_LEDGER_MAX_SAFE_INT, RFI_LEDGER_MAX_SAFE_INT, prefix, name, out, c);
 }
 
-static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint *c)
-{
+static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint *c) {
     const cJSON *f[T_COUNT];
     char prefix[32];
 
@@ -153,16 +157,14 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
            (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c));
 }
 
-static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c)
-{
+static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c) {
     if (!cJSON_IsArray(arr)) {
         return refuse(c, "field \"$.tries\" must be an array, got %s", type_name(arr));
     }
     rec->n_tries = 0;
     for (const cJSON *e = arr->child; e; e = e->next) {
         if (rec->n_tries == RF_LEDGER_MAX_TRIES) {
-            return refuse(c, "field \"$.tries\" has more than RF_LEDGER_MAX_TRIES (%d) entries",
-                          RF_LEDGER_MAX_TRIES);
+            return refuse(c, "field \"$.tries\" has more than RF_LEDGER_MAX_TRIES (%d) entries", RF_LEDGER_MAX_TRIES);
         }
         if (!fill_try(e, rec->n_tries, &rec->tries[rec->n_tries], c)) {
             return false;
@@ -172,8 +174,7 @@ static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c)
     return true;
 }
 
-static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c)
-{
+static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) {
     const cJSON *f[F_COUNT];
     const char *ts;
 
@@ -192,8 +193,9 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c)
         return false;
     }
     if (!rfi_ledger_ts_parse(ts, strlen(ts), &rec->ts_ms)) {
-        return refuse(c, "field \"$.ts\" must be RFC 3339 UTC with milliseconds like 2026-11-29T17:20:01.123Z, got "
-                         "\"%.40s\"",
+        return refuse(c,
+                      "field \"$.ts\" must be RFC 3339 UTC with milliseconds like 2026-11-29T17:20:01.123Z, got "
+                      "\"%.40s\"",
                       ts);
     }
     if (!cJSON_IsBool(f[F_OK])) {
@@ -214,8 +216,7 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c)
 }
 
 rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,
-                                              char *why, size_t why_cap, int *column)
-{
+                                              char *why, size_t why_cap, int *column) {
     complaint c = {why, why_cap};
     const char *bad;
     const char *end = NULL;
@@ -243,8 +244,9 @@ rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_l
     if (!root || offset != len) {
         cJSON_Delete(root);
         *column = (int)(offset + 1);
-        refuse(&c, root ? "not valid JSON: unexpected text after the value at column %zu"
-                        : "not valid JSON: syntax error at column %zu",
+        refuse(&c,
+               root ? "not valid JSON: unexpected text after the value at column %zu"
+                    : "not valid JSON: syntax error at column %zu",
                offset + 1);
         return RFI_LEDGER_NOT_JSON;
     }

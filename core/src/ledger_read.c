@@ -19,7 +19,7 @@
 
 struct rf_ledger_reader {
     int fd;
-    char *buf;                   /* WINDOW bytes; unread bytes are buf[start..end) */
+    char *buf; /* WINDOW bytes; unread bytes are buf[start..end) */
     size_t start, end;
     long line;                   /* 1-based number of the line last returned */
     bool eof;                    /* read(2) returned 0 */
@@ -29,8 +29,7 @@ struct rf_ledger_reader {
     char path[];                 /* for error reports */
 };
 
-rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_error *err)
-{
+rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_error *err) {
     struct stat st;
 
     if (!path || !out) {
@@ -73,15 +72,13 @@ rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_err
 }
 
 /* Turns line number r->line (len bytes at line, newline excluded) into the caller's answer. */
-static rf_ledger_read_status answer(rf_ledger_reader *r, const char *line, size_t len, bool last,
-                                    rf_ledger_record *rec, rf_error *err)
-{
+static rf_ledger_read_status answer(rf_ledger_reader *r, const char *line, size_t len, bool last, rf_ledger_record *rec,
+                                    rf_error *err) {
     char why[320];
     int column;
 
     switch (rfi_ledger_parse_line(line, len, rec, &r->tree, why, sizeof why, &column)) {
-    case RFI_LEDGER_PARSED:
-        return RF_LEDGER_RECORD;
+    case RFI_LEDGER_PARSED: return RF_LEDGER_RECORD;
     case RFI_LEDGER_NOT_JSON:
         if (last) {
             rfi_ledger_error(err, r->path, r->line, column,
@@ -89,15 +86,13 @@ static rf_ledger_read_status answer(rf_ledger_reader *r, const char *line, size_
             return RF_LEDGER_TORN;
         }
         break;
-    case RFI_LEDGER_BAD_FIELD:
-        break;
+    case RFI_LEDGER_BAD_FIELD: break;
     }
     rfi_ledger_error(err, r->path, r->line, column, "%s", why);
     return RF_LEDGER_CORRUPT;
 }
 
-rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err)
-{
+rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err) {
     if (!r || !rec) {
         rfi_ledger_error(err, r ? "rec" : "r", 0, 0, "%s is NULL", r ? "rec" : "r");
         return RF_LEDGER_ERROR;
@@ -168,8 +163,7 @@ rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_recor
 
 long rf_ledger_reader_line(const rf_ledger_reader *r) { return r ? r->line : 0; }
 
-void rf_ledger_reader_close(rf_ledger_reader *r)
-{
+void rf_ledger_reader_close(rf_ledger_reader *r) {
     if (!r) {
         return;
     }

@@ -8,8 +8,7 @@
 #include <string.h>
 
 /* Length of the well-formed UTF-8 sequence at p (n bytes available), or 0 when it is malformed. */
-static size_t utf8_sequence(const unsigned char *p, size_t n)
-{
+static size_t utf8_sequence(const unsigned char *p, size_t n) {
     unsigned char c = p[0];
 
     if (c < 0x80) {
@@ -42,8 +41,7 @@ static size_t utf8_sequence(const unsigned char *p, size_t n)
     return 0;
 }
 
-bool rfi_ledger_utf8_valid(const char *s, size_t len)
-{
+bool rfi_ledger_utf8_valid(const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
 
@@ -57,8 +55,7 @@ bool rfi_ledger_utf8_valid(const char *s, size_t len)
     return true;
 }
 
-size_t rfi_ledger_text_check(const char *s, size_t len, const char **why)
-{
+size_t rfi_ledger_text_check(const char *s, size_t len, const char **why) {
     const unsigned char *p = (const unsigned char *)s;
     bool in_string = false;
     size_t i = 0;

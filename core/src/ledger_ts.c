@@ -8,16 +8,14 @@
 #include <time.h>
 
 /* Writes value as exactly width decimal digits (value < 10^width, checked by the caller). */
-static void put_digits(char *out, int value, int width)
-{
+static void put_digits(char *out, int value, int width) {
     for (int i = width - 1; i >= 0; i--) {
         out[i] = (char)('0' + value % 10);
         value /= 10;
     }
 }
 
-void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1])
-{
+void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1]) {
     time_t seconds = (time_t)(ts_ms / 1000);
     struct tm tm;
 
@@ -45,8 +43,7 @@ void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1])
 }
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
+static int64_t days_from_civil(int64_t y, int m, int d) {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
     int64_t yoe = y - era * 400;
@@ -55,15 +52,13 @@ static int64_t days_from_civil(int64_t y, int m, int d)
     return era * 146097 + doe - 719468;
 }
 
-static int days_in_month(int y, int m)
-{
+static int days_in_month(int y, int m) {
     static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     return m == 2 && leap ? 29 : days[m - 1];
 }
 
-static int digits_at(const char *s, int at, int width)
-{
+static int digits_at(const char *s, int at, int width) {
     int v = 0;
     for (int i = 0; i < width; i++) {
         v = v * 10 + (s[at + i] - '0');
@@ -71,8 +66,7 @@ static int digits_at(const char *s, int at, int width)
     return v;
 }
 
-bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms)
-{
+bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms) {
     static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
 
     if (len != RFI_LEDGER_TS_LEN) {

@@ -21,8 +21,7 @@ struct rf_ledger {
     char path[];     /* for error messages */
 };
 
-rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger **out, rf_error *err)
-{
+rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger **out, rf_error *err) {
     if (!path || !out) {
         rfi_ledger_error(err, path ? "out" : "path", 0, 0, "%s is NULL", path ? "out" : "path");
         return RF_EINVAL;
@@ -54,8 +53,7 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
 }
 
 /* Makes the scratch buffer hold at least need bytes. */
-static bool reserve(rf_ledger *l, size_t need)
-{
+static bool reserve(rf_ledger *l, size_t need) {
     if (need <= l->line_cap) {
         return true;
     }
@@ -75,8 +73,7 @@ static bool reserve(rf_ledger *l, size_t need)
     return true;
 }
 
-rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err)
-{
+rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err) {
     rf_status status;
     size_t len = 0;
 
@@ -107,8 +104,8 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     }
     if ((size_t)n != len + 1) {
         rfi_ledger_error(err, l->path, 0, 0,
-                         "short write to ledger %s: %zd of %zu bytes written, the line is torn (disk full?)",
-                         l->path, n, len + 1);
+                         "short write to ledger %s: %zd of %zu bytes written, the line is torn (disk full?)", l->path,
+                         n, len + 1);
         return RF_EIO;
     }
     if (l->fsync_mode == RF_LEDGER_FSYNC_LINE) {
@@ -124,8 +121,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     return RF_OK;
 }
 
-rf_status rf_ledger_close(rf_ledger *l, rf_error *err)
-{
+rf_status rf_ledger_close(rf_ledger *l, rf_error *err) {
     rf_status status = RF_OK;
 
     if (!l) {

@@ -35,7 +35,7 @@ enum {
 
 typedef struct spec {
     unsigned has;
-    rfi_route r; /* values, valid where the bit in has is set */
+    rfi_route r;          /* values, valid where the bit in has is set */
     char where[PATH_CAP]; /* JSON path of the object the spec came from */
 } spec;
 
@@ -74,7 +74,8 @@ static const char *type_name(const cJSON *item) {
 /* Integer in [lo, hi]: refuses non-numbers, non-finite values (1e400), fractions and out-of-range values. */
 static bool get_int(const cJSON *item, const char *path, int64_t lo, int64_t hi, int64_t *out, rf_error *err) {
     if (!cJSON_IsNumber(item)) {
-        rfi_fail(err, path, "must be an integer from %lld to %lld, got %s", (long long)lo, (long long)hi, type_name(item));
+        rfi_fail(err, path, "must be an integer from %lld to %lld, got %s", (long long)lo, (long long)hi,
+                 type_name(item));
         return false;
     }
     double v = item->valuedouble;
@@ -407,8 +408,8 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
     return true;
 }
 
-#define ROUTE_KEYS                                                                                                    \
-    "endpoint, maxAttempts, perAttemptTimeoutMs, totalBudgetMs, minAttemptMs, retryable, notRetryable, "              \
+#define ROUTE_KEYS                                                                                       \
+    "endpoint, maxAttempts, perAttemptTimeoutMs, totalBudgetMs, minAttemptMs, retryable, notRetryable, " \
     "idempotencyRequired, backoff, retryAfter, $comment"
 
 /*
@@ -514,13 +515,13 @@ static bool finish_route(spec *sp, rf_error *err) {
     rfi_route *r = &sp->r;
     if (r->total_budget_ms < r->per_attempt_timeout_ms) {
         child_path(sub, sp->where, "totalBudgetMs");
-        rfi_fail(err, sub, "must be at least perAttemptTimeoutMs (%lld), got %lld", (long long)r->per_attempt_timeout_ms,
-                 (long long)r->total_budget_ms);
+        rfi_fail(err, sub, "must be at least perAttemptTimeoutMs (%lld), got %lld",
+                 (long long)r->per_attempt_timeout_ms, (long long)r->total_budget_ms);
         return false;
     }
     if (!(sp->has & F_MIN_ATTEMPT))
-        r->min_attempt_ms = r->per_attempt_timeout_ms < DEFAULT_MIN_ATTEMPT_MS ? r->per_attempt_timeout_ms
-                                                                               : DEFAULT_MIN_ATTEMPT_MS;
+        r->min_attempt_ms =
+            r->per_attempt_timeout_ms < DEFAULT_MIN_ATTEMPT_MS ? r->per_attempt_timeout_ms : DEFAULT_MIN_ATTEMPT_MS;
     if (r->min_attempt_ms > r->per_attempt_timeout_ms) {
         child_path(sub, sp->where, "minAttemptMs");
         rfi_fail(err, sub, "must be at most perAttemptTimeoutMs (%lld), got %lld", (long long)r->per_attempt_timeout_ms,
@@ -580,9 +581,12 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
     char sub[PATH_CAP];
     const cJSON *version = NULL, *defaults = NULL, *routes = NULL;
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
-        if (strcmp(c->string, "version") == 0) version = c;
-        else if (strcmp(c->string, "defaults") == 0) defaults = c;
-        else if (strcmp(c->string, "routes") == 0) routes = c;
+        if (strcmp(c->string, "version") == 0)
+            version = c;
+        else if (strcmp(c->string, "defaults") == 0)
+            defaults = c;
+        else if (strcmp(c->string, "routes") == 0)
+            routes = c;
         else if ((strcmp(c->string, "retryBudget") == 0 || strcmp(c->string, "gate") == 0) && cJSON_IsNull(c)) {
             /* null: none, as the canonical form writes it */
         } else if (strcmp(c->string, "retryBudget") == 0) {

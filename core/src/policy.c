@@ -51,7 +51,8 @@ static cJSON *route_json(const rfi_route *r) {
         goto fail;
     if (!cJSON_AddItemToObject(o, "backoff", backoff)) goto fail;
     backoff = NULL;
-    if (!cJSON_AddStringToObject(o, "endpoint", r->endpoint.text) || !cJSON_AddItemToObject(o, "idempotencyRequired", idem))
+    if (!cJSON_AddStringToObject(o, "endpoint", r->endpoint.text) ||
+        !cJSON_AddItemToObject(o, "idempotencyRequired", idem))
         goto fail;
     idem = NULL;
     if (!cJSON_AddNumberToObject(o, "maxAttempts", r->max_attempts) ||

@@ -42,9 +42,9 @@ static int days_in_month(int64_t y, int m) {
 static int64_t days_from_civil(int64_t y, int m, int d) {
     y -= (m <= 2);
     const int64_t era = (y >= 0 ? y : y - 399) / 400;
-    const int64_t yoe = y - era * 400;                                /* [0, 399] */
+    const int64_t yoe = y - era * 400;                                   /* [0, 399] */
     const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1; /* [0, 365] */
-    const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;        /* [0, 146096] */
+    const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;           /* [0, 146096] */
     return era * 146097 + doe - 719468;
 }
 
@@ -52,10 +52,10 @@ static int64_t days_from_civil(int64_t y, int m, int d) {
 static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     z += 719468;
     const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const int64_t doe = z - era * 146097;                                 /* [0, 146096] */
+    const int64_t doe = z - era * 146097;                                      /* [0, 146096] */
     const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
-    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);           /* [0, 365] */
-    const int64_t mp = (5 * doy + 2) / 153;                               /* [0, 11] */
+    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365] */
+    const int64_t mp = (5 * doy + 2) / 153;                                    /* [0, 11] */
     *d = (int)(doy - (153 * mp + 2) / 5 + 1);
     *m = (int)(mp < 10 ? mp + 3 : mp - 9);
     *y = yoe + era * 400 + (*m <= 2);
@@ -170,8 +170,8 @@ static bool civil_to_ms(int64_t y, int m, int d, int32_t sod, int64_t *out) {
 
 /* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" (exactly 29 bytes). */
 static bool parse_imf_fixdate(const unsigned char *p, size_t n, int64_t *out) {
-    if (n != 29 || weekday_index(p) < 0 || p[3] != ',' || p[4] != ' ' || p[7] != ' ' || p[11] != ' ' ||
-        p[16] != ' ' || p[25] != ' ' || !is_gmt(p + 26)) {
+    if (n != 29 || weekday_index(p) < 0 || p[3] != ',' || p[4] != ' ' || p[7] != ' ' || p[11] != ' ' || p[16] != ' ' ||
+        p[25] != ' ' || !is_gmt(p + 26)) {
         return false;
     }
     const int d = two_digits(p + 5);
@@ -221,8 +221,7 @@ static bool rfc850_resolve(int yy, int m, int d, int32_t sod, int64_t ref_ms, in
     civil_from_days(ref_days, &ref_y, &ref_m, &ref_d);
     const int64_t limit_y = ref_y + 50;
     /* A reference on Feb 29 maps to Mar 1 fifty years on when that year is not a leap year. */
-    const int64_t limit_ms =
-        days_from_civil(limit_y, ref_m, ref_d) * MS_PER_DAY + (ref_ms - ref_days * MS_PER_DAY);
+    const int64_t limit_ms = days_from_civil(limit_y, ref_m, ref_d) * MS_PER_DAY + (ref_ms - ref_days * MS_PER_DAY);
     int64_t y = limit_y - ((limit_y - yy) % 100); /* the latest year <= limit_y ending in yy */
     /* Only the first candidate can be too late, and Feb 29 exists in one of any four consecutive
      * centuries ending in yy (one of them is divisible by 400), so five candidates always suffice. */
@@ -243,8 +242,7 @@ static bool parse_rfc850(const unsigned char *p, size_t n, int64_t ref_ms, int64
         return false;
     }
     p += w;
-    if (p[0] != ',' || p[1] != ' ' || p[4] != '-' || p[8] != '-' || p[11] != ' ' || p[20] != ' ' ||
-        !is_gmt(p + 21)) {
+    if (p[0] != ',' || p[1] != ' ' || p[4] != '-' || p[8] != '-' || p[11] != ' ' || p[20] != ' ' || !is_gmt(p + 21)) {
         return false;
     }
     const int d = two_digits(p + 2);
@@ -372,16 +370,11 @@ rf_retry_after_status rf_retry_after_parse(const char *value, size_t len, int64_
 
 const char *rf_retry_after_status_name(rf_retry_after_status s) {
     switch (s) {
-    case RF_RA_ABSENT:
-        return "absent";
-    case RF_RA_OK:
-        return "ok";
-    case RF_RA_INVALID:
-        return "invalid";
-    case RF_RA_TOO_LONG:
-        return "too-long";
-    case RF_RA_NO_CLOCK:
-        return "no-clock";
+    case RF_RA_ABSENT: return "absent";
+    case RF_RA_OK: return "ok";
+    case RF_RA_INVALID: return "invalid";
+    case RF_RA_TOO_LONG: return "too-long";
+    case RF_RA_NO_CLOCK: return "no-clock";
     }
     return "unknown";
 }

@@ -11,17 +11,11 @@ static const char *const transport_names[] = {RF_TRANSPORTS(RF_X_STR)};
 static const char *const jitter_names[] = {RF_JITTERS(RF_X_STR)};
 static const char *const retry_after_use_names[] = {RF_RETRY_AFTER_USES(RF_X_STR)};
 
-const char *rf_reason_name(rf_reason r) {
-    return (unsigned)r < RF_REASON_COUNT ? reason_names[r] : "?";
-}
+const char *rf_reason_name(rf_reason r) { return (unsigned)r < RF_REASON_COUNT ? reason_names[r] : "?"; }
 
-const char *rf_transport_name(rf_transport t) {
-    return (unsigned)t < RF_TRANSPORT_COUNT ? transport_names[t] : "?";
-}
+const char *rf_transport_name(rf_transport t) { return (unsigned)t < RF_TRANSPORT_COUNT ? transport_names[t] : "?"; }
 
-const char *rf_jitter_name(rf_jitter j) {
-    return (unsigned)j < RF_JITTER_COUNT ? jitter_names[j] : "?";
-}
+const char *rf_jitter_name(rf_jitter j) { return (unsigned)j < RF_JITTER_COUNT ? jitter_names[j] : "?"; }
 
 const char *rf_retry_after_use_name(rf_retry_after_use u) {
     return (unsigned)u < RF_RA_USE_COUNT ? retry_after_use_names[u] : "?";

@@ -39,7 +39,11 @@ function M.run(args, out, err)
   local rng = opts.seed and rf.rng(opts.seed) or nil
   local ok, verdict = pcall(policy.decide, policy, facts, rng)
   if not ok then
-    err:write("retryfreeze decide: ", tostring(verdict):gsub("^bad argument #1 to '%?' %(", "("), "\n")
+    -- Say it in the command line's words: the option, not the binding's argument and fact key.
+    local msg = tostring(verdict)
+    msg = msg:match("^bad argument #%d+ to '[^']*' %((.*)%)$") or msg
+    msg = msg:gsub("facts%.([%w_]+)", function(k) return "--" .. k:gsub("_", "-") end)
+    err:write("retryfreeze decide: ", msg, "\n")
     return 2
   end
   out:write(jsonline.encode(verdict, order), "\n")

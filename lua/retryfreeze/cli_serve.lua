@@ -9,8 +9,18 @@ local M = {
 
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
-function M.run(args, _, _, bindir)
-  local parts = { q(upstream.program(bindir)) }
+function M.run(args, _, err, bindir)
+  local program = upstream.program(bindir)
+  local passed = {}
+  for i, a in ipairs(args) do passed[i] = a == "--help-upstream" and "--help" or a end
+  -- In the CLI host, become the server (execv), so SIGTERM and SIGINT reach it and nothing is left behind.
+  local has_host, host = pcall(require, "retryfreeze.host")
+  if has_host then
+    local _, why = host.exec(program, passed)
+    err:write("retryfreeze serve: ", why, "\n")
+    return 127
+  end
+  local parts = { q(program) }
   for _, a in ipairs(args) do parts[#parts + 1] = a == "--help-upstream" and "--help" or q(a) end
   local ok, how, code = os.execute(table.concat(parts, " "))
   if ok then return 0 end

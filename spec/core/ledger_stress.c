@@ -31,8 +31,8 @@ static char dir[512];
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-static int fail(const char *fmt, ...)
-{
+static int
+fail(const char *fmt, ...) {
     va_list ap;
     fprintf(stderr, "ledger_stress: ");
     va_start(ap, fmt);
@@ -42,16 +42,14 @@ static int fail(const char *fmt, ...)
     return 1;
 }
 
-static double now_s(void)
-{
+static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* A realistic record: about 450 bytes as a line. */
-static rf_ledger_record record(const char *path)
-{
+static rf_ledger_record record(const char *path) {
     rf_ledger_record r;
     memset(&r, 0, sizeof r);
     r.ts_ms = 1795972801123;
@@ -75,8 +73,7 @@ static rf_ledger_record record(const char *path)
 }
 
 /* Child: appends count records "/<prefix>/<i>" (count < 0: forever), signalling ready_fd after the first. */
-static void writer(const char *file, const char *prefix, long count, int ready_fd)
-{
+static void writer(const char *file, const char *prefix, long count, int ready_fd) {
     rf_ledger *l = NULL;
     rf_error err = {0};
     char path[64];
@@ -103,8 +100,7 @@ static void writer(const char *file, const char *prefix, long count, int ready_f
 }
 
 /* Parses "/<prefix><n>/<i>"; false when path has any other shape. */
-static bool parse_path(const char *path, char prefix, long *n, long *i)
-{
+static bool parse_path(const char *path, char prefix, long *n, long *i) {
     char *end;
     if (path[0] != '/' || path[1] != prefix) {
         return false;
@@ -118,8 +114,7 @@ static bool parse_path(const char *path, char prefix, long *n, long *i)
     return end != second && *end == '\0';
 }
 
-static int phase1(const char *file)
-{
+static int phase1(const char *file) {
     pid_t pids[WRITERS];
     char prefix[16];
     double t0 = now_s();
@@ -191,8 +186,7 @@ static int phase1(const char *file)
     return 0;
 }
 
-static int phase2(const char *file)
-{
+static int phase2(const char *file) {
     int ready[2];
     char byte;
 
@@ -263,8 +257,7 @@ static int phase2(const char *file)
     return 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *base = argc > 1 ? argv[1] : getenv("TMPDIR");
     char file1[600], file2[600];
 

@@ -47,10 +47,10 @@ void *__wrap_realloc(void *p, size_t size);
 void __wrap_free(void *p);
 
 static struct {
-    long fail_at; /* the 1-based allocation to fail; 0 = never */
-    long count;   /* allocations attempted since arm() */
-    bool failed;  /* fail_at was reached */
-    long live;    /* blocks handed out and not yet freed (all time) */
+    long fail_at;          /* the 1-based allocation to fail; 0 = never */
+    long count;            /* allocations attempted since arm() */
+    bool failed;           /* fail_at was reached */
+    long live;             /* blocks handed out and not yet freed (all time) */
     const char *failed_in; /* "the engine", "cJSON" or "libcrypto": who asked for the failed allocation */
 } A;
 
@@ -138,22 +138,22 @@ static int disarmed(void **state) {
 
 /* ---- fixtures ---- */
 
-#define DESK_LOCK                                                                                                  \
-    "{\"$comment\": \"retry-budget.lock.json\", \"endpoint\": \"POST /v1/jobs\", \"perAttemptTimeoutMs\": 2000, "  \
-    "\"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": [\"GATEWAY_TIMEOUT\", \"HTTP_429\", "             \
+#define DESK_LOCK                                                                                                   \
+    "{\"$comment\": \"retry-budget.lock.json\", \"endpoint\": \"POST /v1/jobs\", \"perAttemptTimeoutMs\": 2000, "   \
+    "\"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": [\"GATEWAY_TIMEOUT\", \"HTTP_429\", "              \
     "\"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", \"HTTP_403\", \"HTTP_404\", \"HTTP_422\", " \
     "\"HANDLER_5XX\"]}"
 
 #define GATE_LOCK                                                                                                  \
     "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":4000,"          \
-    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"equal\"}},\"routes\":[{\"endpoint\":\"GET /a/{id}\"},"  \
+    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"equal\"}},\"routes\":[{\"endpoint\":\"GET /a/{id}\"}," \
     "{\"endpoint\":\"POST /a\",\"idempotencyRequired\":[\"POST\"]},{\"endpoint\":\"GET /*\"}],"                    \
     "\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.5},\"gate\":{\"maxRetriedSuccess\":0.05,"                  \
     "\"forbidReasons\":[\"deadline\",\"no-route\"],\"minSuccesses\":10}}"
 
 /* Refused at the last check, after everything was parsed and many allocations were made. */
-#define LATE_REFUSAL                                                                                               \
-    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":4000,"          \
+#define LATE_REFUSAL                                                                                      \
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":4000," \
     "\"retryable\":[\"HTTP_503\"]},\"routes\":[{\"endpoint\":\"GET /a/{x}\"},{\"endpoint\":\"GET /a/{y}\"}]}"
 
 /* Reads a file into a static buffer (nothing to free when an assertion ends the test early). */
@@ -174,7 +174,7 @@ static const char *read_text(const char *path, size_t *len) {
  * JSON". The loop accepts exactly that (and counts it); any other RF_EINVAL after a failed allocation fails
  * the test. See docs/reliability.md.
  */
-static char last_message[sizeof ((rf_error *)0)->message];
+static char last_message[sizeof((rf_error *)0)->message];
 
 typedef enum outcome { RAN_OK, RAN_ENOMEM, RAN_REFUSED } outcome;
 
@@ -256,8 +256,10 @@ static outcome op_load_file(const void *arg) {
     rf_policy *p = NULL;
     rf_error err;
     rf_status st = rf_policy_load_file(arg, &p, &err);
-    if (st == RF_OK) rf_policy_free(p);
-    else assert_null(p);
+    if (st == RF_OK)
+        rf_policy_free(p);
+    else
+        assert_null(p);
     if (st != RF_OK) snprintf(last_message, sizeof last_message, "%s", err.message);
     return classify_status(st);
 }
@@ -294,8 +296,10 @@ static outcome op_ledger_append(const void *arg) {
         assert_null(l);
     }
     if (st != RF_OK) snprintf(last_message, sizeof last_message, "%s", err.message);
-    if (st != RF_OK) assert_int_equal(file_size(la->path), before);
-    else assert_true(file_size(la->path) > before);
+    if (st != RF_OK)
+        assert_int_equal(file_size(la->path), before);
+    else
+        assert_true(file_size(la->path) > before);
     return classify_status(st);
 }
 
@@ -338,8 +342,7 @@ static void test_refused_lock(void **state) {
 
 static void test_load_file(void **state) {
     (void)state;
-    fail_each_allocation("rf_policy_load_file", op_load_file, RF_EXAMPLES_DIR "/retry-budget.lock.json", RAN_OK,
-                         false);
+    fail_each_allocation("rf_policy_load_file", op_load_file, RF_EXAMPLES_DIR "/retry-budget.lock.json", RAN_OK, false);
 }
 
 static void test_retry_budget_new(void **state) {

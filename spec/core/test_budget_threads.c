@@ -29,9 +29,9 @@
 #define ROUNDS 10000
 
 /* A GET route (no idempotency key needed), 503 retryable, no jitter, a budget the test sets. */
-#define LOCK_WITH_BUDGET(max, ratio)                                                                               \
-    "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"      \
-    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"                  \
+#define LOCK_WITH_BUDGET(max, ratio)                                                                          \
+    "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000," \
+    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"             \
     "\"retryBudget\":{\"maxTokens\":" max ",\"tokenRatio\":" ratio "}}"
 
 typedef enum step { FAIL, SUCCEED } step;

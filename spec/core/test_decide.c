@@ -13,16 +13,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DESK_LOCK                                                                                                  \
-    "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "           \
-    "/v1/jobs\", \"perAttemptTimeoutMs\": 2000, \"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": "      \
-    "[\"GATEWAY_TIMEOUT\", \"HTTP_429\", \"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", "     \
+#define DESK_LOCK                                                                                             \
+    "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "    \
+    "/v1/jobs\", \"perAttemptTimeoutMs\": 2000, \"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": " \
+    "[\"GATEWAY_TIMEOUT\", \"HTTP_429\", \"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", " \
     "\"HTTP_403\", \"HTTP_404\", \"HTTP_422\", \"HANDLER_5XX\"]}"
 
 /* The pinned classifier's lock: 3 attempts, 503/502/504/429 and timeouts retryable, no jitter. */
-#define PINNED_LOCK                                                                                                \
-    "{\"endpoint\":\"POST /v1/orders\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":10000,"   \
-    "\"retryable\":[\"HTTP_429\",\"HTTP_502\",\"HTTP_503\",\"HTTP_504\",\"TIMEOUT\"],\"notRetryable\":[\"HTTP_4XX\","\
+#define PINNED_LOCK                                                                                                   \
+    "{\"endpoint\":\"POST /v1/orders\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":10000,"       \
+    "\"retryable\":[\"HTTP_429\",\"HTTP_502\",\"HTTP_503\",\"HTTP_504\",\"TIMEOUT\"],\"notRetryable\":[\"HTTP_4XX\"," \
     "\"HTTP_500\"],\"backoff\":{\"baseMs\":100,\"multiplier\":2,\"maxMs\":1000,\"jitter\":\"none\"}}"
 
 static rf_policy *load(const char *text) {
@@ -73,11 +73,11 @@ static rf_verdict decide(const rf_policy *p, fact_spec s) {
     return decide_with(p, s, &rng, NULL);
 }
 
-#define assert_verdict(v, want_retry, want_reason, want_class)                                                     \
-    do {                                                                                                           \
-        assert_int_equal((v).retry, (want_retry));                                                                 \
-        assert_string_equal(rf_reason_name((v).reason), (want_reason));                                            \
-        assert_string_equal((v).class_name, (want_class));                                                         \
+#define assert_verdict(v, want_retry, want_reason, want_class)          \
+    do {                                                                \
+        assert_int_equal((v).retry, (want_retry));                      \
+        assert_string_equal(rf_reason_name((v).reason), (want_reason)); \
+        assert_string_equal((v).class_name, (want_class));              \
     } while (0)
 
 /* The original desk's freeze checks. */
@@ -214,17 +214,26 @@ static void test_retry_after_forms(void **state) {
     rf_policy *p = load(PINNED_LOCK);
     const char *path = "/v1/orders";
     /* HTTP-date minus the Date header: 2 s, whatever now_ms says (skew-immune). */
-    rf_verdict v = decide(p, (fact_spec){.path = path, .status = 503, .key = true,
+    rf_verdict v = decide(p, (fact_spec){.path = path,
+                                         .status = 503,
+                                         .key = true,
                                          .retry_after = "Sun, 06 Nov 1994 08:49:39 GMT",
-                                         .date = "Sun, 06 Nov 1994 08:49:37 GMT", .now_ms = 1});
+                                         .date = "Sun, 06 Nov 1994 08:49:37 GMT",
+                                         .now_ms = 1});
     assert_verdict(v, true, "pinned-status", "HTTP_503");
     assert_int_equal(v.delay_ms, 2000);
     /* HTTP-date minus now when there is no Date. */
-    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = "Sun, 06 Nov 1994 08:49:40 GMT",
+    v = decide(p, (fact_spec){.path = path,
+                              .status = 503,
+                              .key = true,
+                              .retry_after = "Sun, 06 Nov 1994 08:49:40 GMT",
                               .now_ms = 784111777000});
     assert_int_equal(v.delay_ms, 3000);
     /* A date in the past means 0. */
-    v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = "Sun, 06 Nov 1994 08:49:40 GMT",
+    v = decide(p, (fact_spec){.path = path,
+                              .status = 503,
+                              .key = true,
+                              .retry_after = "Sun, 06 Nov 1994 08:49:40 GMT",
                               .now_ms = 784111999000});
     assert_true(v.retry);
     assert_int_equal(v.delay_ms, 0);
@@ -240,8 +249,9 @@ static void test_retry_after_forms(void **state) {
     v = decide(p, (fact_spec){.path = path, .status = 503, .key = true, .retry_after = "99999999999999999999999"});
     assert_string_equal(rf_reason_name(v.reason), "retry-after-exceeds-budget");
     /* retryAfter.honor = false: the header is not used, backoff is. */
-    rf_policy *q = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                        "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"honor\":false},\"backoff\":{\"jitter\":\"none\"}}");
+    rf_policy *q =
+        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+             "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"honor\":false},\"backoff\":{\"jitter\":\"none\"}}");
     v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "9999"});
     assert_true(v.retry);
     assert_int_equal(v.delay_ms, 100);
@@ -265,11 +275,16 @@ static void test_classify(void **state) {
         int status;
         rf_transport t;
         const char *want;
-    } cases[] = {{503, RF_TRANSPORT_OK, "HTTP_503"},          {0, RF_TRANSPORT_TIMEOUT, "TIMEOUT"},
-                 {200, RF_TRANSPORT_TIMEOUT, "TIMEOUT"},       {0, RF_TRANSPORT_CONNECT_RESET, "CONNECT_RESET"},
-                 {0, RF_TRANSPORT_GOT_NOTHING, "CONNECT_RESET"}, {0, RF_TRANSPORT_CONNECT_REFUSED, "CONNECT_REFUSED"},
-                 {0, RF_TRANSPORT_DNS, "DNS_FAILURE"},         {0, RF_TRANSPORT_TLS, "TLS_FAILURE"},
-                 {0, RF_TRANSPORT_OTHER, "UNKNOWN"},           {0, RF_TRANSPORT_OK, "UNKNOWN"}};
+    } cases[] = {{503, RF_TRANSPORT_OK, "HTTP_503"},
+                 {0, RF_TRANSPORT_TIMEOUT, "TIMEOUT"},
+                 {200, RF_TRANSPORT_TIMEOUT, "TIMEOUT"},
+                 {0, RF_TRANSPORT_CONNECT_RESET, "CONNECT_RESET"},
+                 {0, RF_TRANSPORT_GOT_NOTHING, "CONNECT_RESET"},
+                 {0, RF_TRANSPORT_CONNECT_REFUSED, "CONNECT_REFUSED"},
+                 {0, RF_TRANSPORT_DNS, "DNS_FAILURE"},
+                 {0, RF_TRANSPORT_TLS, "TLS_FAILURE"},
+                 {0, RF_TRANSPORT_OTHER, "UNKNOWN"},
+                 {0, RF_TRANSPORT_OK, "UNKNOWN"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rf_classify(cases[i].status, cases[i].t, buf);
         assert_string_equal(buf, cases[i].want);
@@ -292,7 +307,8 @@ static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
         for (size_t i = 0; i < 5; i++) {
             for (int k = 0; k < 200; k++) {
                 int64_t d = rf_backoff_ms(p, 0, attempts[i], &rng);
-                if (d < 0 || d > 5000) fail_msg("jitter %s attempts %d gave %lld", jitters[j], attempts[i], (long long)d);
+                if (d < 0 || d > 5000)
+                    fail_msg("jitter %s attempts %d gave %lld", jitters[j], attempts[i], (long long)d);
             }
         }
         if (j == 0) {
@@ -315,8 +331,9 @@ static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
         rf_policy_free(p);
     }
     /* Full jitter spreads over the whole range (not a constant). */
-    rf_policy *p = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                        "\"retryable\":[],\"backoff\":{\"baseMs\":1000,\"maxMs\":1000}}");
+    rf_policy *p =
+        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+             "\"retryable\":[],\"backoff\":{\"baseMs\":1000,\"maxMs\":1000}}");
     rf_rng rng;
     rf_rng_seed(&rng, 1);
     int64_t lo = 1000, hi = 0;
@@ -332,9 +349,10 @@ static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
 
 static void test_retry_budget_tokens(void **state) {
     (void)state;
-    rf_policy *p = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
-                        "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"},"
-                        "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
+    rf_policy *p =
+        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+             "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"},"
+             "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
     rf_retry_budget *b = rf_retry_budget_new(p);
     assert_non_null(b);
     assert_int_equal(rf_retry_budget_tokens_milli(b), 4000);
@@ -398,8 +416,13 @@ static void test_invalid_facts_are_refused(void **state) {
     assert_int_equal(rf_decide(NULL, &f, NULL, NULL, &v, &err), RF_EINVAL);
     /* jitter without an rng is an error, not a silent default */
     rf_policy *q = load(DESK_LOCK);
-    rf_facts g = {.method = "POST", .method_len = 4, .path = "/v1/jobs", .path_len = 8, .status = 504,
-                  .attempts = 1, .has_idempotency_key = true};
+    rf_facts g = {.method = "POST",
+                  .method_len = 4,
+                  .path = "/v1/jobs",
+                  .path_len = 8,
+                  .status = 504,
+                  .attempts = 1,
+                  .has_idempotency_key = true};
     assert_int_equal(rf_decide(q, &g, NULL, NULL, &v, &err), RF_EINVAL);
     assert_string_equal(err.path, "rng");
     rf_policy_free(q);

@@ -22,25 +22,23 @@
 
 #define MAX_SAFE ((int64_t)1 << 53)
 
-#define assert_contains(haystack, needle)                                                                    \
-    do {                                                                                                     \
-        if (!strstr((haystack), (needle))) {                                                                 \
-            fail_msg("\"%s\" does not contain \"%s\"", (haystack), (needle));                                \
-        }                                                                                                    \
+#define assert_contains(haystack, needle)                                     \
+    do {                                                                      \
+        if (!strstr((haystack), (needle))) {                                  \
+            fail_msg("\"%s\" does not contain \"%s\"", (haystack), (needle)); \
+        }                                                                     \
     } while (0)
 
 static char tmp_dir[256];
 
-static int make_tmp_dir(void **state)
-{
+static int make_tmp_dir(void **state) {
     (void)state;
     const char *base = getenv("TMPDIR");
     snprintf(tmp_dir, sizeof tmp_dir, "%s/rf-test-ledger-XXXXXX", base && *base ? base : "/tmp");
     return mkdtemp(tmp_dir) ? 0 : -1;
 }
 
-static int remove_tmp_dir(void **state)
-{
+static int remove_tmp_dir(void **state) {
     (void)state;
     DIR *d = opendir(tmp_dir);
     if (!d) {
@@ -58,32 +56,28 @@ static int remove_tmp_dir(void **state)
 }
 
 /* A fresh path in the temporary directory (the file does not exist yet). */
-static const char *tmp_file(const char *name)
-{
+static const char *tmp_file(const char *name) {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
     unlink(path);
     return path;
 }
 
-static void write_bytes(const char *path, const char *bytes, size_t len)
-{
+static void write_bytes(const char *path, const char *bytes, size_t len) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(bytes, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
 }
 
-static long file_size(const char *path)
-{
+static long file_size(const char *path) {
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     return (long)st.st_size;
 }
 
 /* The record of the known-format test: two tries, the first with a Retry-After. */
-static rf_ledger_record sample(void)
-{
+static rf_ledger_record sample(void) {
     rf_ledger_record r;
     memset(&r, 0, sizeof r);
     r.ts_ms = 1795972801123; /* 2026-11-29T17:20:01.123Z */
@@ -114,8 +108,7 @@ static const char SAMPLE_LINE[] =
     "{\"class\":\"SUCCESS\",\"status\":201,\"elapsed_ms\":30,\"delay_ms\":1000,\"reason\":\"success\","
     "\"retry_after\":null}]}";
 
-static void assert_records_equal(const rf_ledger_record *a, const rf_ledger_record *b)
-{
+static void assert_records_equal(const rf_ledger_record *a, const rf_ledger_record *b) {
     assert_int_equal(a->ts_ms, b->ts_ms);
     assert_string_equal(a->route, b->route);
     assert_string_equal(a->method, b->method);
@@ -149,8 +142,7 @@ static void assert_records_equal(const rf_ledger_record *a, const rf_ledger_reco
     }
 }
 
-static void append_ok(rf_ledger *l, const rf_ledger_record *rec)
-{
+static void append_ok(rf_ledger *l, const rf_ledger_record *rec) {
     rf_error err = {0};
     rf_status st = rf_ledger_append(l, rec, &err);
     if (st != RF_OK) {
@@ -158,8 +150,7 @@ static void append_ok(rf_ledger *l, const rf_ledger_record *rec)
     }
 }
 
-static rf_ledger_reader *reader_open_ok(const char *path)
-{
+static rf_ledger_reader *reader_open_ok(const char *path) {
     rf_ledger_reader *r = NULL;
     rf_error err = {0};
     assert_int_equal(rf_ledger_reader_open(path, &r, &err), RF_OK);
@@ -167,8 +158,7 @@ static rf_ledger_reader *reader_open_ok(const char *path)
     return r;
 }
 
-static void expect_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_ledger_read_status want, rf_error *err)
-{
+static void expect_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_ledger_read_status want, rf_error *err) {
     memset(err, 0, sizeof *err);
     rf_ledger_read_status got = rf_ledger_reader_next(r, rec, err);
     if (got != want) {
@@ -178,8 +168,7 @@ static void expect_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_ledger_re
 
 /* ---- the line format ---- */
 
-static void test_format_known_record(void **state)
-{
+static void test_format_known_record(void **state) {
     (void)state;
     rf_ledger_record rec = sample();
     char buf[2048];
@@ -189,16 +178,15 @@ static void test_format_known_record(void **state)
     assert_string_equal(buf, SAMPLE_LINE);
 }
 
-static void test_format_key_null_and_timestamps(void **state)
-{
+static void test_format_key_null_and_timestamps(void **state) {
     (void)state;
     static const struct {
         int64_t ts_ms;
         const char *text;
     } cases[] = {
         {0, "1970-01-01T00:00:00.000Z"},
-        {1709164800000, "2024-02-29T00:00:00.000Z"},  /* leap day */
-        {951782400999, "2000-02-29T00:00:00.999Z"},   /* leap century */
+        {1709164800000, "2024-02-29T00:00:00.000Z"},   /* leap day */
+        {951782400999, "2000-02-29T00:00:00.999Z"},    /* leap century */
         {253402300799999, "9999-12-31T23:59:59.999Z"}, /* the last one */
     };
     rf_ledger_record rec = sample();
@@ -220,8 +208,7 @@ static void test_format_key_null_and_timestamps(void **state)
 }
 
 /* cJSON's number printer would write 1e+15 and 9.00719925474099e+15 here. */
-static void test_format_integers_stay_integers(void **state)
-{
+static void test_format_integers_stay_integers(void **state) {
     (void)state;
     rf_ledger_record rec = sample();
     char buf[2048];
@@ -238,8 +225,7 @@ static void test_format_integers_stay_integers(void **state)
     assert_null(strstr(buf, "e+"));
 }
 
-static void test_format_escapes_strings(void **state)
-{
+static void test_format_escapes_strings(void **state) {
     (void)state;
     rf_ledger_record rec = sample();
     char buf[2048];
@@ -249,8 +235,7 @@ static void test_format_escapes_strings(void **state)
     assert_contains(buf, "\"path\":\"/a\\\"b\\\\c\\u0001\\n\xc3\xa9\",");
 }
 
-static void test_format_buffer_capacity(void **state)
-{
+static void test_format_buffer_capacity(void **state) {
     (void)state;
     rf_ledger_record rec = sample();
     size_t len = strlen(SAMPLE_LINE);
@@ -267,8 +252,7 @@ static void test_format_buffer_capacity(void **state)
 
 /* ---- write, then read ---- */
 
-static void test_round_trip(void **state)
-{
+static void test_round_trip(void **state) {
     (void)state;
     const char *path = tmp_file("round-trip.jsonl");
     rf_ledger *l = NULL;
@@ -286,8 +270,8 @@ static void test_round_trip(void **state)
     recs[2] = sample(); /* every try with a Retry-After, the integer extremes, escapes, UTF-8 */
     recs[2].n_tries = RF_LEDGER_MAX_TRIES;
     for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
-        recs[2].tries[i] = (rf_ledger_try){"HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status",
-                                           "Sun, 06 Nov 1994 08:49:37 GMT"};
+        recs[2].tries[i] =
+            (rf_ledger_try){"HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT"};
     }
     recs[2].elapsed_ms = MAX_SAFE;
     recs[2].body_len = -MAX_SAFE;
@@ -320,8 +304,7 @@ static void test_round_trip(void **state)
 }
 
 /* Appending reopens and appends; nothing is truncated. */
-static void test_append_keeps_earlier_lines(void **state)
-{
+static void test_append_keeps_earlier_lines(void **state) {
     (void)state;
     const char *path = tmp_file("reopen.jsonl");
     rf_ledger_record rec = sample();
@@ -341,8 +324,7 @@ static void test_append_keeps_earlier_lines(void **state)
 }
 
 /* Enough lines to cross the reader's window several times. */
-static void test_many_lines_cross_the_window(void **state)
-{
+static void test_many_lines_cross_the_window(void **state) {
     (void)state;
     const char *path = tmp_file("many.jsonl");
     rf_ledger *l = NULL;
@@ -373,8 +355,7 @@ static void test_many_lines_cross_the_window(void **state)
 
 /* ---- torn, corrupt and over-long lines ---- */
 
-static void test_torn_last_line(void **state)
-{
+static void test_torn_last_line(void **state) {
     (void)state;
     const char *path = tmp_file("torn.jsonl");
     char text[4096];
@@ -404,8 +385,7 @@ static void test_torn_last_line(void **state)
     rf_ledger_reader_close(r);
 }
 
-static void test_last_line_without_newline_that_parses(void **state)
-{
+static void test_last_line_without_newline_that_parses(void **state) {
     (void)state;
     const char *path = tmp_file("no-newline.jsonl");
     char text[4096];
@@ -431,8 +411,7 @@ static void test_last_line_without_newline_that_parses(void **state)
     rf_ledger_reader_close(r);
 }
 
-static void test_empty_file(void **state)
-{
+static void test_empty_file(void **state) {
     (void)state;
     const char *path = tmp_file("empty.jsonl");
     rf_error err = {0};
@@ -445,8 +424,7 @@ static void test_empty_file(void **state)
 }
 
 /* Returns SAMPLE_LINE with the first `from` replaced by `to` (caller frees). */
-static char *mutate(const char *from, const char *to)
-{
+static char *mutate(const char *from, const char *to) {
     const char *at = strstr(SAMPLE_LINE, from);
     assert_non_null(at);
     size_t head = (size_t)(at - SAMPLE_LINE), from_len = strlen(from), to_len = strlen(to);
@@ -460,8 +438,7 @@ static char *mutate(const char *from, const char *to)
 }
 
 /* Line 2 is `middle`: expect a record, CORRUPT at line 2 naming what is wrong, then the record of line 3. */
-static void expect_corrupt_middle(const char *middle, const char *message)
-{
+static void expect_corrupt_middle(const char *middle, const char *message) {
     const char *path = tmp_file("corrupt.jsonl");
     size_t cap = 2 * sizeof SAMPLE_LINE + strlen(middle) + 4;
     char *text = malloc(cap);
@@ -486,8 +463,7 @@ static void expect_corrupt_middle(const char *middle, const char *message)
     rf_ledger_reader_close(r);
 }
 
-static void test_corrupt_middle_line(void **state)
-{
+static void test_corrupt_middle_line(void **state) {
     (void)state;
     expect_corrupt_middle("this is not json", "not valid JSON");
     expect_corrupt_middle("", "empty line");
@@ -500,8 +476,7 @@ static void test_corrupt_middle_line(void **state)
     expect_corrupt_middle(line, "field \"$.tries\" must be an array, got an object");
 }
 
-static void test_corrupt_fields(void **state)
-{
+static void test_corrupt_fields(void **state) {
     (void)state;
     static const struct {
         const char *from, *to, *message;
@@ -523,12 +498,13 @@ static void test_corrupt_fields(void **state)
         {"\"status\":503,", "", "missing field \"$.tries[0].status\""},
         {"\"delay_ms\":1000", "\"delay_ms\":-1.5", "field \"$.tries[1].delay_ms\" must be an integer"},
         {"\"retry_after\":\"1\"", "\"retry_after\":1", "field \"$.tries[0].retry_after\" must be a string or null"},
-        {"\"reason\":\"pinned-status\"", "\"reason\":\"pinned-status\",\"body\":\"\"", "unknown field \"$.tries[0].body\""},
+        {"\"reason\":\"pinned-status\"", "\"reason\":\"pinned-status\",\"body\":\"\"",
+         "unknown field \"$.tries[0].body\""},
         {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\\u0000/jobs\"", "the escape \\u0000"},
         {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\x01/jobs\"", "raw control character"},
         {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\xff/jobs\"", "invalid UTF-8"},
         {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\xed\xa0\x80/jobs\"", "invalid UTF-8"}, /* a surrogate */
-        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\\ud800/jobs\"", "not valid JSON"}, /* a lone surrogate escape */
+        {"\"path\":\"/v1/jobs\"", "\"path\":\"/v1\\ud800/jobs\"", "not valid JSON"},     /* a lone surrogate escape */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *line = mutate(cases[i].from, cases[i].to);
@@ -537,8 +513,7 @@ static void test_corrupt_fields(void **state)
     }
 }
 
-static void test_retry_after_may_be_omitted(void **state)
-{
+static void test_retry_after_may_be_omitted(void **state) {
     (void)state;
     const char *path = tmp_file("omitted.jsonl");
     char *line = mutate(",\"retry_after\":null", "");
@@ -554,8 +529,7 @@ static void test_retry_after_may_be_omitted(void **state)
     rf_ledger_reader_close(r);
 }
 
-static void test_too_many_tries_in_a_line(void **state)
-{
+static void test_too_many_tries_in_a_line(void **state) {
     (void)state;
     static const char try_json[] =
         "{\"class\":\"HTTP_503\",\"status\":503,\"elapsed_ms\":1,\"delay_ms\":0,\"reason\":\"pinned-status\"}";
@@ -575,8 +549,7 @@ static void test_too_many_tries_in_a_line(void **state)
     free(line);
 }
 
-static void test_over_long_line(void **state)
-{
+static void test_over_long_line(void **state) {
     (void)state;
     const char *path = tmp_file("long.jsonl");
     size_t line_len = sizeof SAMPLE_LINE - 1;
@@ -625,8 +598,7 @@ static void test_over_long_line(void **state)
 }
 
 /* The writer accepts a line of exactly RF_LEDGER_MAX_LINE bytes, the reader reads it; one more is refused. */
-static void test_longest_line(void **state)
-{
+static void test_longest_line(void **state) {
     (void)state;
     const char *path = tmp_file("longest.jsonl");
     rf_ledger_record rec = sample();
@@ -665,8 +637,7 @@ static void test_longest_line(void **state)
 
 /* ---- I/O errors ---- */
 
-static void test_disk_full(void **state)
-{
+static void test_disk_full(void **state) {
     (void)state;
     rf_ledger_record rec = sample();
     rf_ledger *l = NULL;
@@ -682,8 +653,7 @@ static void test_disk_full(void **state)
     assert_int_equal(rf_ledger_close(l, &err), RF_OK);
 }
 
-static void test_open_errors(void **state)
-{
+static void test_open_errors(void **state) {
     (void)state;
     rf_ledger *l = (rf_ledger *)&l; /* must be reset to NULL */
     rf_ledger_reader *r = (rf_ledger_reader *)&r;
@@ -704,8 +674,7 @@ static void test_open_errors(void **state)
     assert_contains(err.message, "No such file or directory");
 }
 
-static void test_read_only_file(void **state)
-{
+static void test_read_only_file(void **state) {
     (void)state;
     const char *path = tmp_file("read-only.jsonl");
     rf_ledger *l = NULL;
@@ -721,8 +690,7 @@ static void test_read_only_file(void **state)
 
 /* ---- refused arguments ---- */
 
-static void test_null_arguments(void **state)
-{
+static void test_null_arguments(void **state) {
     (void)state;
     const char *path = tmp_file("null.jsonl");
     rf_ledger_record rec = sample(), got;
@@ -763,8 +731,7 @@ static void test_null_arguments(void **state)
     assert_int_equal(rf_ledger_reader_line(NULL), 0);
 }
 
-static void test_refused_values(void **state)
-{
+static void test_refused_values(void **state) {
     (void)state;
     const char *path = tmp_file("refused.jsonl");
     rf_ledger *l = NULL;
@@ -773,9 +740,18 @@ static void test_refused_values(void **state)
         int what;
         const char *field;
     } cases[] = {
-        {0, "$.elapsed_ms"}, {1, "$.body_len"}, {2, "$.tries[1].delay_ms"}, {3, "$.tries[0].elapsed_ms"},
-        {4, "$.ts"},         {5, "$.ts"},       {6, "$.tries"},             {7, "$.route"},
-        {8, "$.tries[1].reason"}, {9, "$.path"}, {10, "$.tries[0].retry_after"}, {11, "$.tries[0].class"},
+        {0, "$.elapsed_ms"},
+        {1, "$.body_len"},
+        {2, "$.tries[1].delay_ms"},
+        {3, "$.tries[0].elapsed_ms"},
+        {4, "$.ts"},
+        {5, "$.ts"},
+        {6, "$.tries"},
+        {7, "$.route"},
+        {8, "$.tries[1].reason"},
+        {9, "$.path"},
+        {10, "$.tries[0].retry_after"},
+        {11, "$.tries[0].class"},
     };
 
     assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
@@ -792,7 +768,7 @@ static void test_refused_values(void **state)
         case 6: rec.n_tries = RF_LEDGER_MAX_TRIES + 1; break;
         case 7: rec.route = NULL; break;
         case 8: rec.tries[1].reason = NULL; break;
-        case 9: rec.path = "/v1/\xc3\x28"; break; /* invalid UTF-8 */
+        case 9: rec.path = "/v1/\xc3\x28"; break;              /* invalid UTF-8 */
         case 10: rec.tries[0].retry_after = "\xc0\xaf"; break; /* overlong "/" */
         case 11: rec.tries[0].class_name = NULL; break;
         }
@@ -807,8 +783,7 @@ static void test_refused_values(void **state)
     assert_int_equal(file_size(path), 0); /* nothing was written */
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format_known_record),
         cmocka_unit_test(test_format_key_null_and_timestamps),

@@ -11,13 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DESK_LOCK                                                                                                  \
-    "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "           \
-    "/v1/jobs\", \"perAttemptTimeoutMs\": 2000, \"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": "      \
-    "[\"GATEWAY_TIMEOUT\", \"HTTP_429\", \"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", "     \
+#define DESK_LOCK                                                                                             \
+    "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "    \
+    "/v1/jobs\", \"perAttemptTimeoutMs\": 2000, \"maxAttempts\": 2, \"totalBudgetMs\": 2500, \"retryable\": " \
+    "[\"GATEWAY_TIMEOUT\", \"HTTP_429\", \"CONNECT_RESET\"], \"notRetryable\": [\"HTTP_400\", \"HTTP_401\", " \
     "\"HTTP_403\", \"HTTP_404\", \"HTTP_422\", \"HANDLER_5XX\"]}"
 
-#define MINIMAL "\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]"
+#define MINIMAL           \
+    "\"endpoint\":\"GET " \
+    "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]"
 
 static rf_policy *load_ok(const char *text) {
     rf_policy *p = NULL;
@@ -78,10 +80,11 @@ static void test_desk_lock_loads_with_defaults(void **state) {
 
 static void test_multi_route_inherits_field_by_field(void **state) {
     (void)state;
-    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
-                           "\"totalBudgetMs\":4000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":50,\"jitter\":\"none\"}},"
-                           "\"routes\":[{\"endpoint\":\"GET /v1/jobs/{id}\",\"maxAttempts\":4,\"backoff\":{\"maxMs\":400}},"
-                           "{\"endpoint\":\"POST /v1/jobs\",\"retryable\":[\"TIMEOUT\"],\"idempotencyRequired\":[]}]}");
+    rf_policy *p =
+        load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+                "\"totalBudgetMs\":4000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":50,\"jitter\":\"none\"}},"
+                "\"routes\":[{\"endpoint\":\"GET /v1/jobs/{id}\",\"maxAttempts\":4,\"backoff\":{\"maxMs\":400}},"
+                "{\"endpoint\":\"POST /v1/jobs\",\"retryable\":[\"TIMEOUT\"],\"idempotencyRequired\":[]}]}");
     assert_int_equal(rf_policy_route_count(p), 2);
     rf_route_view get, post;
     /* Routes are sorted by endpoint text: "GET …" before "POST …". */
@@ -127,10 +130,14 @@ static void test_digest_ignores_whitespace_order_comment_and_alias_spelling(void
 static void test_digest_changes_with_every_decision_number(void **state) {
     (void)state;
     static const char *variants[] = {
-        "{\"endpoint\":\"GET /a\",\"maxAttempts\":4,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}",
-        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1001,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}",
-        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5001,\"retryable\":[\"HTTP_503\"]}",
-        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_502\"]}",
+        "{\"endpoint\":\"GET "
+        "/a\",\"maxAttempts\":4,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}",
+        "{\"endpoint\":\"GET "
+        "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1001,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]}",
+        "{\"endpoint\":\"GET "
+        "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5001,\"retryable\":[\"HTTP_503\"]}",
+        "{\"endpoint\":\"GET "
+        "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_502\"]}",
         "{" MINIMAL ",\"minAttemptMs\":201}",
         "{" MINIMAL ",\"backoff\":{\"multiplier\":2.001}}",
         "{" MINIMAL ",\"backoff\":{\"jitter\":\"equal\"}}",
@@ -157,17 +164,23 @@ static void test_refusals_name_path_rule_and_value(void **state) {
     refused("{" MINIMAL "} x", "$", "trailing data");
     refused("{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps", "unknown key");
     refused("{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.maxAttempts", "from 1 to 10, got 11");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.maxAttempts", "no fraction");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.maxAttempts", "got a string");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.maxAttempts", "too large");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.perAttemptTimeoutMs", "got -1");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
             "$.totalBudgetMs", "at least perAttemptTimeoutMs (1000), got 500");
     refused("{\"endpoint\":\"GET /a\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.maxAttempts", "required");
@@ -186,15 +199,20 @@ static void test_refusals_name_path_rule_and_value(void **state) {
     refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
             "\"retryable\":[\"HTTP_503\",\"HTTP_503\"]}",
             "$.retryable[1]", "listed twice");
-    refused("{\"endpoint\":\"get /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"get "
+            "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.endpoint", "uppercase");
-    refused("{\"endpoint\":\"GET a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.endpoint", "start with '/'");
-    refused("{\"endpoint\":\"GET /a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.endpoint", "last segment");
-    refused("{\"endpoint\":\"GET /a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.endpoint", "empty path segment");
-    refused("{\"endpoint\":\"GET /a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+    refused("{\"endpoint\":\"GET "
+            "/a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
             "$.endpoint", "parameter");
     refused("{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method");
     refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter", "none, full, equal, decorrelated");
@@ -207,7 +225,8 @@ static void test_refusals_name_path_rule_and_value(void **state) {
     refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0}}", "$.retryBudget.tokenRatio", "from");
     refused("{\"version\":2,\"routes\":[{" MINIMAL "}]}", "$.version", "from 1 to 1, got 2");
     refused("{\"version\":1,\"routes\":[]}", "$.routes", "non-empty");
-    refused("{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint", "duplicates $.routes[0]");
+    refused("{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint",
+            "duplicates $.routes[0]");
     refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a/{x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
             "\"totalBudgetMs\":5000,\"retryable\":[]},{\"endpoint\":\"GET /a/{y}\",\"maxAttempts\":3,"
             "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}]}",
@@ -301,10 +320,11 @@ static void test_load_file_errors(void **state) {
 
 static void test_route_matching_prefers_the_most_specific(void **state) {
     (void)state;
-    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
-                           "\"totalBudgetMs\":1000,\"retryable\":[]},\"routes\":["
-                           "{\"endpoint\":\"GET /v1/*\"},{\"endpoint\":\"GET /v1/jobs/{id}\"},"
-                           "{\"endpoint\":\"GET /v1/jobs/latest\"},{\"endpoint\":\"GET /v1/jobs/*\"},{\"endpoint\":\"GET /\"}]}");
+    rf_policy *p =
+        load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+                "\"totalBudgetMs\":1000,\"retryable\":[]},\"routes\":["
+                "{\"endpoint\":\"GET /v1/*\"},{\"endpoint\":\"GET /v1/jobs/{id}\"},"
+                "{\"endpoint\":\"GET /v1/jobs/latest\"},{\"endpoint\":\"GET /v1/jobs/*\"},{\"endpoint\":\"GET /\"}]}");
     rf_route_view r;
     struct {
         const char *path, *want;
@@ -325,7 +345,8 @@ static void test_route_matching_prefers_the_most_specific(void **state) {
         }
         assert_true(idx >= 0);
         rf_policy_route(p, (size_t)idx, &r);
-        if (strcmp(r.endpoint, cases[i].want) != 0) fail_msg("%s matched %s, want %s", cases[i].path, r.endpoint, cases[i].want);
+        if (strcmp(r.endpoint, cases[i].want) != 0)
+            fail_msg("%s matched %s, want %s", cases[i].path, r.endpoint, cases[i].want);
     }
     assert_int_equal(rf_policy_match(p, "POST", 4, "/v1/jobs/7", 10), -1);
     rf_policy_free(p);

@@ -26,8 +26,7 @@
 
 static rf_retry_after_status ra(const char *value, int64_t now_ms, const char *date, int64_t *delay_ms) {
     *delay_ms = UNTOUCHED;
-    return rf_retry_after_parse(value, value ? strlen(value) : 0, now_ms, date, date ? strlen(date) : 0,
-                                delay_ms);
+    return rf_retry_after_parse(value, value ? strlen(value) : 0, now_ms, date, date ? strlen(date) : 0, delay_ms);
 }
 
 /* Asserts that Retry-After `value` (no Date, no clock needed) gives OK and `want_ms`. */
@@ -98,7 +97,10 @@ static void test_delay_seconds_respects_len(void **state) {
     assert_true(got == 3000);
     /* An embedded NUL inside len is an invalid byte, not the end of the value. */
     got = UNTOUCHED;
-    assert_int_equal(rf_retry_after_parse("3\0" "0", 3, 0, NULL, 0, &got), RF_RA_INVALID);
+    assert_int_equal(rf_retry_after_parse("3\0"
+                                          "0",
+                                          3, 0, NULL, 0, &got),
+                     RF_RA_INVALID);
     assert_true(got == UNTOUCHED);
     /* A NULL output pointer is allowed: the status alone is computed. */
     assert_int_equal(rf_retry_after_parse("3", 1, 0, NULL, 0, NULL), RF_RA_OK);
@@ -119,8 +121,8 @@ static void test_absent(void **state) {
 static void test_delay_seconds_invalid(void **state) {
     (void)state;
     static const char *const bad[] = {
-        "-1", "+3", "1.5", "3 4", "abc", "\xef\xbc\x93" /* U+FF13 FULLWIDTH DIGIT THREE */, "0x10", "3s",
-        "3\n", "\n3", "1e3", "3,", "\xd9\xa3" /* U+0663 ARABIC-INDIC DIGIT THREE */, "3\xc2\xa0" /* NBSP */,
+        "-1",  "+3",  "1.5", "3 4", "abc", "\xef\xbc\x93" /* U+FF13 FULLWIDTH DIGIT THREE */, "0x10",
+        "3s",  "3\n", "\n3", "1e3", "3,",  "\xd9\xa3" /* U+0663 ARABIC-INDIC DIGIT THREE */,  "3\xc2\xa0" /* NBSP */,
         "- 1", "\v3", "3\r",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -172,8 +174,7 @@ static void test_http_date_formats(void **state) {
     assert_date_ms("Wednesday, 06-Nov-94 08:49:37 GMT", 0, EXAMPLE_MS);
     assert_date_ms("Thu Nov  6 08:49:37 1994", 0, EXAMPLE_MS);
     /* Every long weekday name is recognised. */
-    static const char *const longs[] = {"Monday", "Tuesday", "Wednesday", "Thursday",
-                                        "Friday", "Saturday", "Sunday"};
+    static const char *const longs[] = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
     for (size_t i = 0; i < 7; i++) {
         char buf[64];
         strcpy(buf, longs[i]);
@@ -215,54 +216,54 @@ static void test_leap_years_and_seconds(void **state) {
 static void test_http_date_invalid(void **state) {
     (void)state;
     static const char *const bad[] = {
-        "Sun, 31 Apr 1994 08:49:37 GMT",   /* April has 30 days */
-        "Sun, 31 Jun 1994 08:49:37 GMT",   /* June has 30 days */
-        "Sun, 32 Jan 1994 08:49:37 GMT",   /* no month has 32 */
-        "Sun, 00 Nov 1994 08:49:37 GMT",   /* day 0 */
-        "Sun, 06 Nov 1994 24:00:00 GMT",   /* hour 24 */
-        "Sun, 06 Nov 1994 08:60:37 GMT",   /* minute 60 */
-        "Sun, 06 Nov 1994 08:49:61 GMT",   /* second 61 */
-        "Sun, 06 Nov 1994 08:49:37 UTC",   /* only "GMT" */
-        "Sun, 06 Nov 1994 08:49:37 +0000", /* no numeric zones */
-        "Sun, 06 Nov 1994 08:49:37 gmt",   /* case-sensitive */
-        "Sun, 06 Nov 1994 08:49:37",       /* zone missing */
-        "Sun, 06 nov 1994 08:49:37 GMT",   /* lowercase month */
-        "Sun, 06 NOV 1994 08:49:37 GMT",   /* uppercase month */
-        "sun, 06 Nov 1994 08:49:37 GMT",   /* lowercase weekday */
-        "Sux, 06 Nov 1994 08:49:37 GMT",   /* unknown weekday */
-        "Sun, 06 Nox 1994 08:49:37 GMT",   /* unknown month */
-        "Sun 06 Nov 1994 08:49:37 GMT",    /* missing comma */
-        "Sun,06 Nov 1994 08:49:37 GMT",    /* missing space */
-        "Sun,  06 Nov 1994 08:49:37 GMT",  /* extra space */
-        "Sun, 6 Nov 1994 08:49:37 GMT",    /* day is 2DIGIT in IMF-fixdate */
-        "Sun, 06 Nov 94 08:49:37 GMT",     /* year is 4DIGIT in IMF-fixdate */
-        "Sun, 06-Nov-1994 08:49:37 GMT",   /* dashes belong to RFC 850 */
-        "Sun, 06 Nov 1994 8:49:37 GMT",    /* hour is 2DIGIT */
-        "Sun, 06 Nov 1994 08.49.37 GMT",   /* colons */
-        "Sun, 06 Nov 1994 08:49:3x GMT",   /* non-digit */
-        "Sun, 06 Nov 19x4 08:49:37 GMT",   /* non-digit year */
-        "Sun, 06 Nov 1994 08:49:37 GMT x", /* trailing text */
-        "Sun, 06 Nov 1994 08:49:37 GMTT",  /* trailing text */
-        "Sun, 06 Nov 1994 08:49:37 GMT,",  /* trailing comma */
-        "Sunday, 06 Nov 1994 08:49:37 GMT",  /* long name in IMF-fixdate */
-        "Sun, 06-Nov-94 08:49:37 GMT",       /* short name in RFC 850 */
-        "Sundy, 06-Nov-94 08:49:37 GMT",     /* misspelt long name */
-        "Sunday, 06-Nov-94 08:49:37 UTC",    /* RFC 850 zone */
-        "Sunday, 06-Nov-1994 08:49:37 GMT",  /* RFC 850 year is 2DIGIT */
-        "Sunday, 31-Apr-94 08:49:37 GMT",    /* RFC 850 day range */
-        "Sunday, 29-Feb-01 00:00:00 GMT",    /* never a leap year when it ends in 01 */
-        "Sunday 06-Nov-94 08:49:37 GMT",     /* RFC 850 missing comma */
-        "Sunday, 06-nov-94 08:49:37 GMT",    /* RFC 850 lowercase month */
-        "Sun Nov  6 08:49:37 1994 GMT",      /* asctime has no zone */
-        "Sun Nov 6 08:49:37 1994",           /* asctime day is SP DIGIT or 2DIGIT */
-        "Sun Nov  0 08:49:37 1994",          /* day 0 */
-        "Sun Nov 31 08:49:37 1994",          /* November has 30 days */
-        "Sun Nov  6 24:49:37 1994",          /* hour 24 */
-        "Sun Nov  6 08:49:37 94",            /* asctime year is 4DIGIT */
-        "Sun, Nov  6 08:49:37 1994",         /* asctime has no comma */
-        "Sun Nov  6 08:49:37 1994\n",        /* only SP and HTAB are trimmed */
-        "Sun\xc2\xa0Nov  6 08:49:37 1994",   /* NBSP is not SP */
-        "2024-06-15T12:00:00Z",              /* ISO 8601 is not an HTTP-date */
+        "Sun, 31 Apr 1994 08:49:37 GMT",    /* April has 30 days */
+        "Sun, 31 Jun 1994 08:49:37 GMT",    /* June has 30 days */
+        "Sun, 32 Jan 1994 08:49:37 GMT",    /* no month has 32 */
+        "Sun, 00 Nov 1994 08:49:37 GMT",    /* day 0 */
+        "Sun, 06 Nov 1994 24:00:00 GMT",    /* hour 24 */
+        "Sun, 06 Nov 1994 08:60:37 GMT",    /* minute 60 */
+        "Sun, 06 Nov 1994 08:49:61 GMT",    /* second 61 */
+        "Sun, 06 Nov 1994 08:49:37 UTC",    /* only "GMT" */
+        "Sun, 06 Nov 1994 08:49:37 +0000",  /* no numeric zones */
+        "Sun, 06 Nov 1994 08:49:37 gmt",    /* case-sensitive */
+        "Sun, 06 Nov 1994 08:49:37",        /* zone missing */
+        "Sun, 06 nov 1994 08:49:37 GMT",    /* lowercase month */
+        "Sun, 06 NOV 1994 08:49:37 GMT",    /* uppercase month */
+        "sun, 06 Nov 1994 08:49:37 GMT",    /* lowercase weekday */
+        "Sux, 06 Nov 1994 08:49:37 GMT",    /* unknown weekday */
+        "Sun, 06 Nox 1994 08:49:37 GMT",    /* unknown month */
+        "Sun 06 Nov 1994 08:49:37 GMT",     /* missing comma */
+        "Sun,06 Nov 1994 08:49:37 GMT",     /* missing space */
+        "Sun,  06 Nov 1994 08:49:37 GMT",   /* extra space */
+        "Sun, 6 Nov 1994 08:49:37 GMT",     /* day is 2DIGIT in IMF-fixdate */
+        "Sun, 06 Nov 94 08:49:37 GMT",      /* year is 4DIGIT in IMF-fixdate */
+        "Sun, 06-Nov-1994 08:49:37 GMT",    /* dashes belong to RFC 850 */
+        "Sun, 06 Nov 1994 8:49:37 GMT",     /* hour is 2DIGIT */
+        "Sun, 06 Nov 1994 08.49.37 GMT",    /* colons */
+        "Sun, 06 Nov 1994 08:49:3x GMT",    /* non-digit */
+        "Sun, 06 Nov 19x4 08:49:37 GMT",    /* non-digit year */
+        "Sun, 06 Nov 1994 08:49:37 GMT x",  /* trailing text */
+        "Sun, 06 Nov 1994 08:49:37 GMTT",   /* trailing text */
+        "Sun, 06 Nov 1994 08:49:37 GMT,",   /* trailing comma */
+        "Sunday, 06 Nov 1994 08:49:37 GMT", /* long name in IMF-fixdate */
+        "Sun, 06-Nov-94 08:49:37 GMT",      /* short name in RFC 850 */
+        "Sundy, 06-Nov-94 08:49:37 GMT",    /* misspelt long name */
+        "Sunday, 06-Nov-94 08:49:37 UTC",   /* RFC 850 zone */
+        "Sunday, 06-Nov-1994 08:49:37 GMT", /* RFC 850 year is 2DIGIT */
+        "Sunday, 31-Apr-94 08:49:37 GMT",   /* RFC 850 day range */
+        "Sunday, 29-Feb-01 00:00:00 GMT",   /* never a leap year when it ends in 01 */
+        "Sunday 06-Nov-94 08:49:37 GMT",    /* RFC 850 missing comma */
+        "Sunday, 06-nov-94 08:49:37 GMT",   /* RFC 850 lowercase month */
+        "Sun Nov  6 08:49:37 1994 GMT",     /* asctime has no zone */
+        "Sun Nov 6 08:49:37 1994",          /* asctime day is SP DIGIT or 2DIGIT */
+        "Sun Nov  0 08:49:37 1994",         /* day 0 */
+        "Sun Nov 31 08:49:37 1994",         /* November has 30 days */
+        "Sun Nov  6 24:49:37 1994",         /* hour 24 */
+        "Sun Nov  6 08:49:37 94",           /* asctime year is 4DIGIT */
+        "Sun, Nov  6 08:49:37 1994",        /* asctime has no comma */
+        "Sun Nov  6 08:49:37 1994\n",       /* only SP and HTAB are trimmed */
+        "Sun\xc2\xa0Nov  6 08:49:37 1994",  /* NBSP is not SP */
+        "2024-06-15T12:00:00Z",             /* ISO 8601 is not an HTTP-date */
         "",
         "GMT",
     };
@@ -380,13 +381,11 @@ static void test_retry_after_date(void **state) {
     assert_ra_ok(EXAMPLE_IMF, ten_s_before, "yesterday", 10000);
     assert_ra_ok(EXAMPLE_IMF, ten_s_before, "Sun, 06 Nov 1994 08:49:07 UTC", 10000);
     int64_t got = UNTOUCHED;
-    assert_int_equal(rf_retry_after_parse(EXAMPLE_IMF, strlen(EXAMPLE_IMF), ten_s_before, NULL, 29, &got),
-                     RF_RA_OK);
+    assert_int_equal(rf_retry_after_parse(EXAMPLE_IMF, strlen(EXAMPLE_IMF), ten_s_before, NULL, 29, &got), RF_RA_OK);
     assert_true(got == 10000);
     /* date_len bounds the Date header: a truncated one does not parse, so the clock is used. */
     got = UNTOUCHED;
-    assert_int_equal(rf_retry_after_parse(EXAMPLE_IMF, strlen(EXAMPLE_IMF), ten_s_before, date, 28, &got),
-                     RF_RA_OK);
+    assert_int_equal(rf_retry_after_parse(EXAMPLE_IMF, strlen(EXAMPLE_IMF), ten_s_before, date, 28, &got), RF_RA_OK);
     assert_true(got == 10000);
 }
 

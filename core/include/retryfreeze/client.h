@@ -15,12 +15,12 @@ extern "C" {
 #endif
 
 /* What became of a logical request. X(C name, string). */
-#define RF_OUTCOMES(X)                                                                                     \
-    X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                     \
+#define RF_OUTCOMES(X)                                                                                    \
+    X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                    \
     X(RF_OUTCOME_TERMINAL, "terminal")   /* stopped on a non-retryable class (or by the caller's hook) */ \
-    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts */                                                \
-    X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */                \
-    X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                         \
+    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts */                                               \
+    X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */               \
+    X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                        \
     X(RF_OUTCOME_REFUSED, "refused")     /* no-route, unpinned-source, mutating-without-idempotency */
 
 typedef enum rf_outcome { RF_OUTCOMES(RF_X_ENUM2) RF_OUTCOME_COUNT } rf_outcome;
@@ -31,15 +31,15 @@ RF_API const char *rf_outcome_name(rf_outcome o);
 RF_API rf_outcome rf_outcome_of(rf_reason reason);
 
 typedef struct rf_client_options {
-    const rf_policy *policy; /* required; borrowed: must outlive the client */
-    const char *base_url;    /* required, "http://host:port" or "https://…"; request paths are appended */
-    rf_ledger *ledger;       /* optional, borrowed: one record per logical request */
+    const rf_policy *policy;    /* required; borrowed: must outlive the client */
+    const char *base_url;       /* required, "http://host:port" or "https://…"; request paths are appended */
+    rf_ledger *ledger;          /* optional, borrowed: one record per logical request */
     const char *const *headers; /* optional "Name: value" lines sent with every request */
     size_t n_headers;
-    uint64_t rng_seed;      /* jitter seed */
-    bool retry_budget;      /* use the lock's retryBudget (client-wide token bucket) */
-    bool follow_redirects;  /* default false: a 3xx is a success, returned as is */
-    size_t max_body_bytes;  /* response bodies over this fail the attempt; 0 = 16 MiB */
+    uint64_t rng_seed;     /* jitter seed */
+    bool retry_budget;     /* use the lock's retryBudget (client-wide token bucket) */
+    bool follow_redirects; /* default false: a 3xx is a success, returned as is */
+    size_t max_body_bytes; /* response bodies over this fail the attempt; 0 = 16 MiB */
 } rf_client_options;
 
 typedef struct rf_client rf_client;
@@ -52,9 +52,9 @@ RF_API rf_status rf_client_new(const rf_client_options *opts, rf_client **out, r
 RF_API void rf_client_free(rf_client *c);
 
 typedef struct rf_request {
-    const char *method;      /* required, e.g. "POST" */
-    const char *path;        /* required, starts with '/' */
-    const char *query;       /* optional, without '?' (already encoded) */
+    const char *method;         /* required, e.g. "POST" */
+    const char *path;           /* required, starts with '/' */
+    const char *query;          /* optional, without '?' (already encoded) */
     const char *const *headers; /* optional "Name: value" lines */
     size_t n_headers;
     const char *body; /* optional; replayed unchanged on every attempt */
@@ -67,10 +67,10 @@ typedef struct rf_try {
     char class_name[RF_CLASS_NAME_MAX];
     int status;
     rf_transport transport;
-    int64_t elapsed_ms; /* this attempt's time on the wire */
-    int64_t delay_ms;   /* slept before this attempt */
-    int64_t timeout_ms; /* the per-try timeout it ran with */
-    rf_reason reason;   /* the verdict after it */
+    int64_t elapsed_ms;   /* this attempt's time on the wire */
+    int64_t delay_ms;     /* slept before this attempt */
+    int64_t timeout_ms;   /* the per-try timeout it ran with */
+    rf_reason reason;     /* the verdict after it */
     char retry_after[64]; /* its Retry-After value (first occurrence), "" when absent */
     char error[128];      /* curl's message for a transport failure, "" otherwise */
 } rf_try;
@@ -78,8 +78,8 @@ typedef struct rf_try {
 #define RF_MAX_TRIES 16
 
 typedef struct rf_response {
-    int status;  /* of the last attempt, 0 when none was received */
-    bool ok;     /* outcome == success */
+    int status; /* of the last attempt, 0 when none was received */
+    bool ok;    /* outcome == success */
     rf_outcome outcome;
     rf_reason reason;
     int attempts;
@@ -90,7 +90,7 @@ typedef struct rf_response {
     size_t headers_len;
     size_t n_tries;
     rf_try tries[RF_MAX_TRIES];
-    const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
+    const char *route;      /* endpoint of the deciding route (owned by the policy), NULL when none */
     char ledger_error[256]; /* "" or why the ledger append failed (the request itself is unaffected) */
 } rf_response;
 

@@ -42,8 +42,8 @@ typedef struct rf_facts {
     size_t method_len;
     const char *path; /* "/v1/jobs/7?x=1"; required; query and fragment are ignored for routing */
     size_t path_len;
-    int status;             /* HTTP status 100..599, or 0 when none was received */
-    rf_transport transport; /* RF_TRANSPORT_OK when the exchange completed */
+    int status;              /* HTTP status 100..599, or 0 when none was received */
+    rf_transport transport;  /* RF_TRANSPORT_OK when the exchange completed */
     const char *retry_after; /* raw Retry-After field value (RFC 9110 §10.2.3), optional */
     size_t retry_after_len;
     const char *date; /* raw Date field value of the response, optional; makes HTTP-date delays skew-immune */
@@ -61,9 +61,9 @@ typedef struct rf_verdict {
     bool retry;
     rf_reason reason;
     char class_name[RF_CLASS_NAME_MAX]; /* the failure class, e.g. "HTTP_503", "TIMEOUT", "HTTP_200" */
-    int64_t delay_ms;   /* wait before the next attempt (0 when stopping) */
-    int64_t timeout_ms; /* per-try timeout of the next attempt: min(perAttemptTimeoutMs, time left after the
-                           delay); 0 when stopping */
+    int64_t delay_ms;                   /* wait before the next attempt (0 when stopping) */
+    int64_t timeout_ms;             /* per-try timeout of the next attempt: min(perAttemptTimeoutMs, time left after the
+                                       delay); 0 when stopping */
     rf_retry_after_use retry_after; /* what happened to the Retry-After header */
     long route;                     /* index of the deciding route, -1 when none */
 } rf_verdict;
@@ -82,8 +82,8 @@ typedef struct rf_retry_budget rf_retry_budget;
  * non-retryable failure leaves it) and a retry is throttled while tokens <= maxTokens / 2.
  * Returns RF_OK and fills *out, or RF_EINVAL for missing/invalid facts (err names the field).
  */
-RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
-                           rf_verdict *out, rf_error *err);
+RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
+                           rf_error *err);
 
 /* Budget for the next attempt, asked before starting it. */
 typedef struct rf_attempt_budget {
@@ -99,9 +99,8 @@ typedef struct rf_attempt_budget {
  * minAttemptMs is left before totalBudgetMs. Example (the desk's flat lock): attempts 0 → 2000 ms;
  * attempts 1 at 2000 ms → 500 ms; attempts 2 → max-attempts. RF_EINVAL on a negative count or elapsed.
  */
-RF_API rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path,
-                           size_t path_len, int attempts, int64_t elapsed_ms, rf_attempt_budget *out,
-                           rf_error *err);
+RF_API rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
+                           int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err);
 
 /*
  * The failure class token of (status, transport) into buf (RF_CLASS_NAME_MAX bytes): a transport outcome

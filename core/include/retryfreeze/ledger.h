@@ -34,11 +34,11 @@ extern "C" {
 
 /* One attempt of a logical request, as recorded in the ledger's "tries" array. */
 typedef struct rf_ledger_try {
-    const char *class_name; /* failure class token, e.g. "HTTP_503", "TIMEOUT" */
-    int status;             /* HTTP status, 0 when none was received */
-    int64_t elapsed_ms;     /* duration of this attempt on the wire */
-    int64_t delay_ms;       /* backoff slept before this attempt (0 for the first) */
-    const char *reason;     /* reason of the verdict taken after this attempt */
+    const char *class_name;  /* failure class token, e.g. "HTTP_503", "TIMEOUT" */
+    int status;              /* HTTP status, 0 when none was received */
+    int64_t elapsed_ms;      /* duration of this attempt on the wire */
+    int64_t delay_ms;        /* backoff slept before this attempt (0 for the first) */
+    const char *reason;      /* reason of the verdict taken after this attempt */
     const char *retry_after; /* the raw Retry-After value of this attempt's response, or NULL (JSON null) */
 } rf_ledger_try;
 
@@ -103,9 +103,9 @@ RF_API long rf_ledger_format(const rf_ledger_record *rec, char *buf, size_t cap,
 typedef struct rf_ledger_reader rf_ledger_reader;
 
 typedef enum rf_ledger_read_status {
-    RF_LEDGER_RECORD = 0, /* *rec holds the next record */
-    RF_LEDGER_END = 1,    /* no more lines */
-    RF_LEDGER_TORN = 2,   /* the last line has no newline and does not parse: a crash mid-write; stop */
+    RF_LEDGER_RECORD = 0,  /* *rec holds the next record */
+    RF_LEDGER_END = 1,     /* no more lines */
+    RF_LEDGER_TORN = 2,    /* the last line has no newline and does not parse: a crash mid-write; stop */
     RF_LEDGER_CORRUPT = 3, /* a line that does not parse, or lacks a required field (err: line, path) */
     RF_LEDGER_ERROR = 4    /* reading failed (err->message has strerror) or r/rec is NULL; stop */
 } rf_ledger_read_status;

@@ -58,8 +58,8 @@ RF_API bool rf_http_date_parse(const char *text, size_t len, int64_t now_ms, int
  * Precedence: ABSENT, then INVALID / TOO_LONG (malformed beats missing clock), then NO_CLOCK.
  * The result is uncapped: caps (retryAfter.maxMs) are policy, applied by rf_decide.
  */
-RF_API rf_retry_after_status rf_retry_after_parse(const char *value, size_t len, int64_t now_ms,
-                                                  const char *date, size_t date_len, int64_t *delay_ms);
+RF_API rf_retry_after_status rf_retry_after_parse(const char *value, size_t len, int64_t now_ms, const char *date,
+                                                  size_t date_len, int64_t *delay_ms);
 
 /* The stable name of a status: "absent", "ok", "invalid", "too-long", "no-clock"; "unknown" for any other
  * value. The string is static: never free it. */

@@ -16,32 +16,32 @@ extern "C" {
  * (../shared/DESIGN.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry), and the
  * last two are a retry verdict's and rf_budget's.
  */
-#define RF_REASONS(X)                                                                                      \
-    X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                                                     \
-    X(RF_REASON_NO_ROUTE, "no-route", 0)                                                                   \
-    X(RF_REASON_SUCCESS, "success", 0)                                                                     \
-    X(RF_REASON_MAX_ATTEMPTS, "max-attempts", 0)                                                           \
-    X(RF_REASON_STATUS_NOT_RETRYABLE, "status-not-retryable", 0)                                           \
-    X(RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY, "mutating-without-idempotency", 0)                           \
-    X(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, "retry-after-exceeds-budget", 0)                               \
-    X(RF_REASON_DEADLINE, "deadline", 0)                                                                   \
-    X(RF_REASON_RETRY_THROTTLED, "retry-throttled", 0)                                                     \
-    X(RF_REASON_STOPPED_BY_CALLER, "stopped-by-caller", 0)                                                 \
-    X(RF_REASON_PINNED_STATUS, "pinned-status", 1)                                                         \
+#define RF_REASONS(X)                                                            \
+    X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                           \
+    X(RF_REASON_NO_ROUTE, "no-route", 0)                                         \
+    X(RF_REASON_SUCCESS, "success", 0)                                           \
+    X(RF_REASON_MAX_ATTEMPTS, "max-attempts", 0)                                 \
+    X(RF_REASON_STATUS_NOT_RETRYABLE, "status-not-retryable", 0)                 \
+    X(RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY, "mutating-without-idempotency", 0) \
+    X(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, "retry-after-exceeds-budget", 0)     \
+    X(RF_REASON_DEADLINE, "deadline", 0)                                         \
+    X(RF_REASON_RETRY_THROTTLED, "retry-throttled", 0)                           \
+    X(RF_REASON_STOPPED_BY_CALLER, "stopped-by-caller", 0)                       \
+    X(RF_REASON_PINNED_STATUS, "pinned-status", 1)                               \
     X(RF_REASON_WITHIN_BUDGET, "within-budget", 1)
 
 #define RF_X_ENUM(name, str, retry) name,
 typedef enum rf_reason { RF_REASONS(RF_X_ENUM) RF_REASON_COUNT } rf_reason;
 
 /* What the transport observed about one attempt, apart from the status. X(C name, string). */
-#define RF_TRANSPORTS(X)                                                                                   \
-    X(RF_TRANSPORT_OK, "ok")                                                                               \
-    X(RF_TRANSPORT_TIMEOUT, "timeout")                                                                     \
-    X(RF_TRANSPORT_CONNECT_RESET, "connect-reset")                                                         \
-    X(RF_TRANSPORT_CONNECT_REFUSED, "connect-refused")                                                     \
-    X(RF_TRANSPORT_DNS, "dns")                                                                             \
-    X(RF_TRANSPORT_TLS, "tls")                                                                             \
-    X(RF_TRANSPORT_GOT_NOTHING, "got-nothing")                                                             \
+#define RF_TRANSPORTS(X)                               \
+    X(RF_TRANSPORT_OK, "ok")                           \
+    X(RF_TRANSPORT_TIMEOUT, "timeout")                 \
+    X(RF_TRANSPORT_CONNECT_RESET, "connect-reset")     \
+    X(RF_TRANSPORT_CONNECT_REFUSED, "connect-refused") \
+    X(RF_TRANSPORT_DNS, "dns")                         \
+    X(RF_TRANSPORT_TLS, "tls")                         \
+    X(RF_TRANSPORT_GOT_NOTHING, "got-nothing")         \
     X(RF_TRANSPORT_OTHER, "other")
 
 #define RF_X_ENUM2(name, str) name,
@@ -53,31 +53,31 @@ typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_tr
  * got-nothing → CONNECT_RESET (a connection closed before a response, Envoy's "reset"), connect-refused →
  * CONNECT_REFUSED, dns → DNS_FAILURE, tls → TLS_FAILURE, other (or ok without a status) → UNKNOWN.
  */
-#define RF_NAMED_CLASSES(X)                                                                                \
-    X(RF_CLASS_TIMEOUT, "TIMEOUT")                                                                         \
-    X(RF_CLASS_CONNECT_RESET, "CONNECT_RESET")                                                             \
-    X(RF_CLASS_CONNECT_REFUSED, "CONNECT_REFUSED")                                                         \
-    X(RF_CLASS_DNS_FAILURE, "DNS_FAILURE")                                                                 \
-    X(RF_CLASS_TLS_FAILURE, "TLS_FAILURE")                                                                 \
+#define RF_NAMED_CLASSES(X)                        \
+    X(RF_CLASS_TIMEOUT, "TIMEOUT")                 \
+    X(RF_CLASS_CONNECT_RESET, "CONNECT_RESET")     \
+    X(RF_CLASS_CONNECT_REFUSED, "CONNECT_REFUSED") \
+    X(RF_CLASS_DNS_FAILURE, "DNS_FAILURE")         \
+    X(RF_CLASS_TLS_FAILURE, "TLS_FAILURE")         \
     X(RF_CLASS_UNKNOWN, "UNKNOWN")
 
 typedef enum rf_named_class { RF_NAMED_CLASSES(RF_X_ENUM2) RF_NAMED_CLASS_COUNT } rf_named_class;
 
 /* Backoff jitter kinds (lock field backoff.jitter). */
-#define RF_JITTERS(X)                                                                                      \
-    X(RF_JITTER_NONE, "none")                                                                              \
-    X(RF_JITTER_FULL, "full")                                                                              \
-    X(RF_JITTER_EQUAL, "equal")                                                                            \
+#define RF_JITTERS(X)           \
+    X(RF_JITTER_NONE, "none")   \
+    X(RF_JITTER_FULL, "full")   \
+    X(RF_JITTER_EQUAL, "equal") \
     X(RF_JITTER_DECORRELATED, "decorrelated")
 
 typedef enum rf_jitter { RF_JITTERS(RF_X_ENUM2) RF_JITTER_COUNT } rf_jitter;
 
 /* What happened to a Retry-After header in a verdict. */
-#define RF_RETRY_AFTER_USES(X)                                                                             \
-    X(RF_RA_USE_ABSENT, "absent")           /* no header */                                                \
-    X(RF_RA_USE_HONORED, "honored")         /* valid and used as the delay */                              \
+#define RF_RETRY_AFTER_USES(X)                                                                                 \
+    X(RF_RA_USE_ABSENT, "absent")           /* no header */                                                    \
+    X(RF_RA_USE_HONORED, "honored")         /* valid and used as the delay */                                  \
     X(RF_RA_USE_IGNORED, "ignored-invalid") /* malformed (or an HTTP-date with no clock): treated as absent */ \
-    X(RF_RA_USE_NOT_HONORED, "not-honored") /* valid, but the route says retryAfter.honor = false */       \
+    X(RF_RA_USE_NOT_HONORED, "not-honored") /* valid, but the route says retryAfter.honor = false */           \
     X(RF_RA_USE_NOT_NEEDED, "not-needed")   /* present, but the verdict stopped before it mattered */
 
 typedef enum rf_retry_after_use { RF_RETRY_AFTER_USES(RF_X_ENUM2) RF_RA_USE_COUNT } rf_retry_after_use;
