@@ -255,7 +255,7 @@ describe("retryfreeze stats", function()
       .. '"requests":3,"successes":2,"failures":1,"terminal":1,"retried_successes":1,"attempts":4,'
       .. '"success_attempts":3,"retries":1,', out)
     assert.matches('"elapsed_ms":{"p50":5,"p95":9,"p99":9,"min":1,"max":9,"mean":5}', out, 1, true)
-    -- jsonline applies the key order at every depth, so "terminal" (a top-level key) comes first here too.
+    -- json.encode applies the key order at every depth, so "terminal" (a top-level key) comes first here too.
     assert.matches('"by_outcome":{"terminal":1,"success":2}', out, 1, true)
     assert.matches('"retried_classes":{"HTTP_503":1}', out, 1, true)
     assert.matches('"by_route":{"POST /v1/jobs":{"requests":3,', out, 1, true)

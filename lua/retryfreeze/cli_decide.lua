@@ -1,7 +1,7 @@
 --- `retryfreeze decide LOCK --method M --path P [facts…]`: one decision, printed as one JSON line.
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli_args"
-local jsonline = require "retryfreeze.jsonline"
+local json = require "retryfreeze.json"
 
 local M = {
   summary = "decide retry or stop for one attempt's facts; print the verdict as JSON",
@@ -46,7 +46,7 @@ function M.run(args, out, err)
     err:write("retryfreeze decide: ", msg, "\n")
     return 2
   end
-  out:write(jsonline.encode(verdict, order), "\n")
+  out:write(json.encode(verdict, order), "\n")
   return 0
 end
 

@@ -2,7 +2,6 @@
 --- free loopback port, runs examples/jobs_flow.lua through the real client under the pinned locks, writes
 --- demo-ledger.jsonl and prints what the ledger and the upstream say. Exit 1 if any keyed request executed
 --- twice or the ledger lost a request.
-local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli_args"
 local flow = require "retryfreeze.flow"
 local stats = require "retryfreeze.ledger_stats"
@@ -33,16 +32,6 @@ local function examples_dir(opt)
   return "examples"
 end
 
-local function upstream_stats(url)
-  local lock = rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
-    .. '"totalBudgetMs":2000,"retryable":[]}', "stats.lock")
-  local client <close> = rf.client{ policy = lock, base_url = url }
-  local r = client:request{ method = "GET", path = "/__stats" }
-  if not r.ok then return nil, "GET /__stats: " .. r.outcome .. " " .. r.reason end
-  local function num(key) return math.tointeger(tonumber(r.body:match('"' .. key .. '":(%d+)'))) end
-  return { requests = num("requests"), duplicate_executions = num("duplicate_executions") }
-end
-
 function M.run(args, out, err, bindir)
   local opts, pos = cli_args.parse(args, spec)
   if not opts or #pos > 0 then
@@ -61,7 +50,7 @@ function M.run(args, out, err, bindir)
   out:write(string.format("retryfreeze demo: %d requests against the fault-injecting upstream at %s\n", requests, up.url))
   out:write(string.format("faults: %s (seed %d)\n", faults, seed))
   local ok, flow_err = flow.run(dir .. "/jobs_flow.lua", { up.url, ledger_path, tostring(requests), tostring(seed) })
-  local server = ok and upstream_stats(up.url)
+  local server = ok and upstream.stats(up.url)
   up.stop()
   if not ok then
     err:write("retryfreeze demo: the flow failed: ", tostring(flow_err), "\n")

@@ -2,7 +2,7 @@
 --- for a lock's routes (retryfreeze.model), before any traffic is sent.
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli_args"
-local jsonline = require "retryfreeze.jsonline"
+local json = require "retryfreeze.json"
 local model = require "retryfreeze.model"
 
 local M = {
@@ -145,7 +145,7 @@ function M.run(args, out, err)
       end
       doc.models[i] = entry
     end
-    out:write(jsonline.encode(doc, { "lock", "digest", "layers", "failure_rate", "models", "max_attempts", "routes",
+    out:write(json.encode(doc, { "lock", "digest", "layers", "failure_rate", "models", "max_attempts", "routes",
       "prediction", "table", "p" }), "\n")
     return 0
   end

@@ -54,16 +54,6 @@ local function default_flow(policy, client)
   end
 end
 
-local function upstream_stats(url)
-  local lock = rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
-    .. '"totalBudgetMs":2000,"retryable":[]}', "stats.lock")
-  local probe <close> = rf.client{ policy = lock, base_url = url }
-  local r = probe:request{ method = "GET", path = "/__stats" }
-  if not r.ok then return nil end
-  return { requests = math.tointeger(tonumber(r.body:match('"requests":(%d+)'))),
-           duplicate_executions = math.tointeger(tonumber(r.body:match('"duplicate_executions":(%d+)'))) }
-end
-
 local function is_tty(stream_fd) return os.execute("test -t " .. stream_fd) == true end
 
 function M.run(args, out, err, bindir)
@@ -145,7 +135,7 @@ function M.run(args, out, err, bindir)
   if tty then err:write("\n") end
   client:close()
   ledger:close()
-  local server = upstream_stats(url)
+  local server = upstream.stats(url)
   if up then up.stop() end
   for _, e in ipairs(flow_errors) do err:write("retryfreeze soak: ", e, "\n") end
 

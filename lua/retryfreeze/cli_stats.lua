@@ -2,7 +2,7 @@
 --- retried-success ratio, attempts per success and per request, elapsed_ms percentiles, outcomes and reasons,
 --- by route — streamed in constant memory (retryfreeze.ledger_stats).
 local cli_args = require "retryfreeze.cli_args"
-local jsonline = require "retryfreeze.jsonline"
+local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 
 local M = {
@@ -45,7 +45,7 @@ function M.run(args, out, err)
     return 2
   end
   if opts.json then
-    out:write(jsonline.encode(s, M.json_order), "\n")
+    out:write(json.encode(s, M.json_order), "\n")
   else
     out:write(ledger_stats.render(s))
   end

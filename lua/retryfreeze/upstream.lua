@@ -40,4 +40,19 @@ function M.start(opts)
   return up
 end
 
+--- The upstream's counters, read with GET /__stats through a one-attempt client (loopback only).
+-- @param url string: the upstream's base URL
+-- @return {requests=, executions=, duplicate_executions=, keys=} (integers), or nil, why
+function M.stats(url)
+  local rf = require "retryfreeze"
+  local lock = assert(rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
+    .. '"totalBudgetMs":2000,"retryable":[]}', "stats.lock"))
+  local probe <close> = rf.client{ policy = lock, base_url = url }
+  local r = probe:request{ method = "GET", path = "/__stats" }
+  if not r.ok then return nil, "GET /__stats: " .. r.outcome .. " " .. r.reason end
+  local function num(key) return math.tointeger(tonumber(r.body:match('"' .. key .. '":(%d+)'))) end
+  return { requests = num("requests"), executions = num("executions"),
+           duplicate_executions = num("duplicate_executions"), keys = num("keys") }
+end
+
 return M
