@@ -153,6 +153,16 @@ describe("retryfreeze.spec assertions", function()
   end)
 end)
 
+describe("retryfreeze.spec misuse", function()
+  it("reports a fact the engine refuses at the assertion's line, as its argument #2", function()
+    local ok, err = pcall(function()
+      assert.retries(svc, { method = "GET", path = "/v1/jobs/1", code = 503 })
+    end)
+    assert.is_false(ok)
+    assert.matches("13%-assertions_spec%.lua:%d+: bad argument #2 to 'retries' %(unknown fact 'code'", err)
+  end)
+end)
+
 describe("examples/policy_spec.lua", function()
   it("runs green under busted", function()
     -- arg[-1] is this Lua interpreter and arg[0] busted itself; .busted supplies lpath/cpath from RF_BUILD_DIR.

@@ -61,8 +61,8 @@ function M.run(args, out, err, bindir)
   local dups = server and server.duplicate_executions or -1
   out:write(string.format("ledger: %s (%d requests, %d attempts)\n\n", ledger_path, s.requests, s.attempts))
   out:write(string.format("  %-24s %8d\n", "requests", s.requests))
-  out:write(string.format("  %-24s %8d  (%.1f%%)\n", "successes", s.successes, 100 * stats.ratio(s.successes, s.requests)))
-  out:write(string.format("  %-24s %8d  (%.1f%% of successes)\n", "retried successes", s.retried_successes,
+  out:write(string.format("  %-24s %8d  (%.2f%%)\n", "successes", s.successes, 100 * stats.ratio(s.successes, s.requests)))
+  out:write(string.format("  %-24s %8d  (%.2f%% of successes)\n", "retried successes", s.retried_successes,
     100 * stats.ratio(s.retried_successes, s.successes)))
   out:write(string.format("  %-24s %8.3f\n", "attempts per success", stats.ratio(s.success_attempts, s.successes)))
   out:write(string.format("  %-24s %8.3f\n", "attempts per request", stats.ratio(s.attempts, s.requests)))

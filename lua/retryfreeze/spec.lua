@@ -44,6 +44,15 @@ end
 -- @return verdict table
 function M.decide(policy, facts) return policy:decide(facts, rf.rng(M.SEED)) end
 
+-- M.decide for an assertion: a fact the engine refuses is reported at the user's assertion line, as the
+-- assertion's argument #2, not inside this module.
+local function decide_for(policy, facts, fname, level)
+  local ok, v = pcall(M.decide, policy, facts)
+  if ok then return v end
+  local why = tostring(v):match("^[^\n]-bad argument #%d+ to '[^']*' %((.*)%)$") or tostring(v)
+  error(string.format("bad argument #2 to '%s' (%s)", fname, why), level + 1)
+end
+
 -- Replaces the assertion's arguments with the strings its message shows, unformatted.
 local function show(arguments, ...)
   local n = select("#", ...)
@@ -63,7 +72,7 @@ local function retries(state, arguments, level)
   local policy, facts, msg = arguments[1], arguments[2], arguments[3]
   check_policy(policy, "retries", 1, level)
   check_table(facts, "retries", 2, "facts", level)
-  local v = M.decide(policy, facts)
+  local v = decide_for(policy, facts, "retries", level)
   show(arguments, decision_table.format_facts(facts), decision_table.format_verdict(v))
   set_message(state, msg)
   return v.retry == true
@@ -77,7 +86,7 @@ local function stops(state, arguments, level)
   if reason ~= nil and type(reason) ~= "string" then
     error("bad argument #3 to 'stops' (reason string expected, got " .. type(reason) .. ")", level + 1)
   end
-  local v = M.decide(policy, facts)
+  local v = decide_for(policy, facts, "stops", level)
   show(arguments, reason and "with reason " .. reason or "(any reason)", decision_table.format_facts(facts),
     decision_table.format_verdict(v))
   set_message(state, msg)
@@ -92,7 +101,7 @@ local function waits(state, arguments, level)
   if math.type(ms) ~= "integer" then
     error("bad argument #3 to 'waits' (integer milliseconds expected, got " .. tostring(ms) .. ")", level + 1)
   end
-  local v = M.decide(policy, facts)
+  local v = decide_for(policy, facts, "waits", level)
   show(arguments, tostring(ms), decision_table.format_facts(facts), decision_table.format_verdict(v))
   set_message(state, msg)
   return v.retry == true and v.delay_ms == ms
