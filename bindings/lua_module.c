@@ -5,6 +5,7 @@ int luaopen_retryfreeze_core(lua_State *L) {
     lua_newtable(L);
     rfl_open_policy(L);
     rfl_open_ledger(L);
+    rfl_open_ledger_tally(L);
     rfl_open_client(L);
     return 1;
 }

@@ -25,6 +25,7 @@ rf_ledger *rfl_check_ledger(lua_State *L, int idx);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);
+void rfl_open_ledger_tally(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
 

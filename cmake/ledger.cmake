@@ -4,6 +4,7 @@ target_sources(retryfreeze PRIVATE
   core/src/ledger_text.c
   core/src/ledger_ts.c
   core/src/ledger_format.c
+  core/src/ledger_fast.c
   core/src/ledger_parse.c
   core/src/ledger_write.c
   core/src/ledger_read.c

@@ -61,6 +61,14 @@ bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms);
  */
 char *rfi_ledger_format_line(const rf_ledger_record *rec, size_t *len, rf_status *status, rf_error *err);
 
+/* ---- ledger_fast.c ---- */
+
+/*
+ * Parses a line in exactly the writer's form, without allocating; on success rec's strings point into line,
+ * NUL-terminated in place. False (line untouched) for anything else: the strict parser then decides.
+ */
+bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec);
+
 /* ---- ledger_parse.c ---- */
 
 typedef enum rfi_ledger_parse_result {

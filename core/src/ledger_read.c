@@ -72,11 +72,12 @@ rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_err
 }
 
 /* Turns line number r->line (len bytes at line, newline excluded) into the caller's answer. */
-static rf_ledger_read_status answer(rf_ledger_reader *r, const char *line, size_t len, bool last, rf_ledger_record *rec,
+static rf_ledger_read_status answer(rf_ledger_reader *r, char *line, size_t len, bool last, rf_ledger_record *rec,
                                     rf_error *err) {
     char why[320];
     int column;
 
+    if (rfi_ledger_parse_fast(line, len, rec)) return RF_LEDGER_RECORD; /* the writer's own form: no tree */
     switch (rfi_ledger_parse_line(line, len, rec, &r->tree, why, sizeof why, &column)) {
     case RFI_LEDGER_PARSED: return RF_LEDGER_RECORD;
     case RFI_LEDGER_NOT_JSON:

@@ -126,59 +126,23 @@ local function finish(s)
   return r
 end
 
--- Streams one ledger into the per-route scopes; raises "path:line: corrupt ledger line: …" (unless
--- skip_corrupt) or "cannot open ledger …".
+-- Tallies one ledger into the per-route scopes (counted in C by core.ledger_tally, so a long ledger makes no
+-- Lua table per record); raises "path:line: corrupt ledger line: …" (unless skip_corrupt) or "cannot open
+-- ledger …".
 local function add_file(scopes, path, skip_corrupt, result)
-  local it, state = core.ledger_read(path, { skip_corrupt = skip_corrupt })
-  local bucket = M.bucket
-  local cur_route, s
-  for rec in it, state do
-    local route = rec.route
-    if route ~= cur_route then
-      s = scopes[route]
-      if not s then
-        s = new_scope()
-        scopes[route] = s
-      end
-      cur_route = route
-    end
-    local attempts, ms = rec.attempts, rec.elapsed_ms
-    s.requests = s.requests + 1
-    s.attempts = s.attempts + attempts
-    if attempts > 1 then
-      s.retries = s.retries + attempts - 1
-      local rc = s.retried_classes
-      for _, t in ipairs(rec.tries) do
-        if t.reason == "pinned-status" then rc[t.class] = (rc[t.class] or 0) + 1 end
-      end
-    end
-    if rec.ok then
-      s.successes = s.successes + 1
-      s.success_attempts = s.success_attempts + attempts
-      if attempts > 1 then s.retried_successes = s.retried_successes + 1 end
-    end
-    local o = s.outcomes[rec.outcome]
-    if not o then
-      o = {}
-      s.outcomes[rec.outcome] = o
-    end
-    local reason = rec.reason
-    o[reason] = (o[reason] or 0) + 1
-    s.elapsed_sum = s.elapsed_sum + ms
-    if ms < s.elapsed_min then s.elapsed_min = ms end
-    if ms > s.elapsed_max then s.elapsed_max = ms end
-    local b = bucket(ms) + 1
-    local h = s.hist
-    h[b] = (h[b] or 0) + 1
+  local tallied, info = core.ledger_tally(path, skip_corrupt)
+  for route, t in pairs(tallied) do
+    local s = scopes[route]
+    if s then merge(s, t) else scopes[route] = t end
   end
-  result.lines = result.lines + (state.lines or 0)
-  if state.torn then
-    result.torn[path] = state.torn
+  result.lines = result.lines + info.lines
+  if info.torn then
+    result.torn[path] = info.torn
     result.torn_lines = result.torn_lines + 1
   end
-  if state.corrupt and state.corrupt > 0 then
-    result.corrupt[path] = state.corrupt
-    result.corrupt_lines = result.corrupt_lines + state.corrupt
+  if info.corrupt > 0 then
+    result.corrupt[path] = info.corrupt
+    result.corrupt_lines = result.corrupt_lines + info.corrupt
   end
 end
 

@@ -1,0 +1,118 @@
+/*
+ * The fast path of the ledger reader: a single pass over a line in exactly the form the writer produces
+ * (fields in the writer's order, no spaces, strings of printable ASCII without escapes, plain integers).
+ * Every line it accepts, the strict parser (ledger_parse.c) accepts with the same record; anything else
+ * returns false and the strict parser decides, so what counts as corrupt does not change. No allocation:
+ * on success the strings are NUL-terminated in place, in the reader's buffer.
+ */
+#include "ledger_internal.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define MAX_STRINGS (6 + 3 * RF_LEDGER_MAX_TRIES)
+
+typedef struct cursor {
+    const char *p, *end;
+    size_t n_ends;
+    const char *ends[MAX_STRINGS]; /* closing quotes to overwrite with NUL once the whole line is accepted */
+} cursor;
+
+static bool lit(cursor *c, const char *s, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, s, n) != 0) return false;
+    c->p += n;
+    return true;
+}
+#define LIT(c, s) lit((c), (s), sizeof(s) - 1)
+
+/* A string of printable ASCII without '"' or '\\' up to the closing quote (the opening one is consumed). */
+static bool str(cursor *c, const char **out) {
+    const char *start = c->p;
+    while (c->p < c->end && *c->p != '"') {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch < 0x20 || ch > 0x7e || ch == '\\') return false;
+        c->p++;
+    }
+    if (c->p == c->end || c->n_ends == MAX_STRINGS) return false;
+    *out = start;
+    c->ends[c->n_ends++] = c->p;
+    c->p++;
+    return true;
+}
+
+/* '"'-prefixed string, or null when nullable. */
+static bool str_or_null(cursor *c, bool nullable, const char **out) {
+    if (nullable && LIT(c, "null")) {
+        *out = NULL;
+        return true;
+    }
+    return LIT(c, "\"") && str(c, out);
+}
+
+/* A plain JSON integer (no leading zeros, at most 16 digits) in [lo, hi]. */
+static bool integer(cursor *c, int64_t lo, int64_t hi, int64_t *out) {
+    bool neg = c->p < c->end && *c->p == '-';
+    if (neg) c->p++;
+    const char *start = c->p;
+    int64_t v = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9' && c->p - start < 16) v = v * 10 + (*c->p++ - '0');
+    size_t digits = (size_t)(c->p - start);
+    if (digits == 0 || (digits > 1 && *start == '0') || (c->p < c->end && *c->p >= '0' && *c->p <= '9')) return false;
+    if (neg) v = -v;
+    if (v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool int32(cursor *c, int *out) {
+    int64_t v;
+    if (!integer(c, INT_MIN, INT_MAX, &v)) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool int53(cursor *c, int64_t *out) {
+    return integer(c, -RFI_LEDGER_MAX_SAFE_INT, RFI_LEDGER_MAX_SAFE_INT, out);
+}
+
+static bool try_entry(cursor *c, rf_ledger_try *t) {
+    return LIT(c, "{\"class\":\"") && str(c, &t->class_name) && LIT(c, ",\"status\":") && int32(c, &t->status) &&
+           LIT(c, ",\"elapsed_ms\":") && int53(c, &t->elapsed_ms) && LIT(c, ",\"delay_ms\":") &&
+           int53(c, &t->delay_ms) && LIT(c, ",\"reason\":\"") && str(c, &t->reason) && LIT(c, ",\"retry_after\":") &&
+           str_or_null(c, true, &t->retry_after) && LIT(c, "}");
+}
+
+bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
+    cursor c = {.p = line, .end = line + len, .n_ends = 0};
+    const char *ts;
+    memset(rec, 0, sizeof *rec);
+    bool ok = LIT(&c, "{\"ts\":\"") && str(&c, &ts) && LIT(&c, ",\"route\":\"") && str(&c, &rec->route) &&
+              LIT(&c, ",\"method\":\"") && str(&c, &rec->method) && LIT(&c, ",\"path\":\"") && str(&c, &rec->path) &&
+              LIT(&c, ",\"key\":") && str_or_null(&c, true, &rec->key) && LIT(&c, ",\"policy\":\"") &&
+              str(&c, &rec->policy) && LIT(&c, ",\"attempts\":") && int32(&c, &rec->attempts) &&
+              LIT(&c, ",\"elapsed_ms\":") && int53(&c, &rec->elapsed_ms) && LIT(&c, ",\"outcome\":\"") &&
+              str(&c, &rec->outcome) && LIT(&c, ",\"reason\":\"") && str(&c, &rec->reason);
+    if (ok) {
+        if (LIT(&c, ",\"ok\":true"))
+            rec->ok = true;
+        else
+            ok = LIT(&c, ",\"ok\":false");
+    }
+    ok = ok && LIT(&c, ",\"status\":") && int32(&c, &rec->status) && LIT(&c, ",\"body_len\":") &&
+         int53(&c, &rec->body_len) && LIT(&c, ",\"tries\":[");
+    if (ok && !LIT(&c, "]")) {
+        do {
+            if (rec->n_tries == RF_LEDGER_MAX_TRIES || !try_entry(&c, &rec->tries[rec->n_tries])) return false;
+            rec->n_tries++;
+        } while (LIT(&c, ","));
+        ok = LIT(&c, "]");
+    }
+    ok = ok && LIT(&c, "}") && c.p == c.end;
+    /* ts: exactly the writer's format and a real date, as the strict parser demands. */
+    if (!ok || ts + RFI_LEDGER_TS_LEN != c.ends[0] || !rfi_ledger_ts_parse(ts, RFI_LEDGER_TS_LEN, &rec->ts_ms)) {
+        memset(rec, 0, sizeof *rec);
+        return false;
+    }
+    for (size_t i = 0; i < c.n_ends; i++) *(char *)c.ends[i] = '\0'; /* the line is accepted: terminate */
+    return true;
+}
