@@ -162,7 +162,9 @@ static void test_refusals_name_path_rule_and_value(void **state) {
     refused("", "$", "empty lock");
     refused("[]", "$", "must be a JSON object");
     refused("{" MINIMAL "} x", "$", "trailing data");
-    refused("{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps", "unknown key");
+    refused("{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps",
+            "unknown key \"maxAttemps\" (did you mean \"maxAttempts\"?");
+    refused("{" MINIMAL ",\"zzz\":2}", "$.zzz", "unknown key \"zzz\" (allowed here:");
     refused("{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key");
     refused("{\"endpoint\":\"GET "
             "/a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
@@ -191,7 +193,10 @@ static void test_refusals_name_path_rule_and_value(void **state) {
             "$.retryable[0]", "unknown failure class \"HTTP_999\"");
     refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
             "\"retryable\":[\"timeout\"]}",
-            "$.retryable[0]", "unknown failure class");
+            "$.retryable[0]", "unknown failure class \"timeout\" (did you mean \"TIMEOUT\"?");
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+            "\"retryable\":[\"CONNECTION_RESET\"]}",
+            "$.retryable[0]", "(did you mean \"CONNECT_RESET\"?");
     refused("{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both");
     refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
             "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",
