@@ -21,6 +21,5 @@ build = {
     RF_LUA_LMOD_DIR = "$(LUADIR)",
     RF_MODULE_STATIC = "ON",
     RF_ROCK = "ON",
-    LUA_INCDIR = "$(LUA_INCDIR)",
   },
 }
