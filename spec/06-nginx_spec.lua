@@ -59,6 +59,7 @@ local LOCK <const> = [[
     {"endpoint": "GET /throttle", "retryable": ["HTTP_429"]},
     {"endpoint": "GET /throttle-bare", "retryable": ["HTTP_429"]},
     {"endpoint": "GET /throttle-long", "retryable": ["HTTP_429"]},
+    {"endpoint": "GET /throttle-twice", "retryable": ["HTTP_429"]},
     {"endpoint": "GET /missing", "retryable": ["HTTP_5XX"]},
     {"endpoint": "GET /gateway", "maxAttempts": 3, "retryable": ["HTTP_502"]},
     {"endpoint": "GET /refused"},
@@ -105,6 +106,7 @@ http {
     location = /throttle { add_header Retry-After 1 always; return 429; }
     location = /throttle-bare { return 429; }
     location = /throttle-long { add_header Retry-After 30 always; return 429; }
+    location = /throttle-twice { add_header Retry-After 1 always; add_header Retry-After 2 always; return 429; }
     location = /missing { return 404; }
     location = /gateway { proxy_pass http://127.0.0.1:@DEAD@; proxy_connect_timeout 1s; }
     location = /moved { return 301 /ok; }
@@ -223,6 +225,13 @@ describe("rf.client against nginx", function()
     local r = client:request{ method = "HEAD", path = "/ok" }
     assert.same({ true, 200, "success", 1, "" }, { r.ok, r.status, r.outcome, r.attempts, r.body })
     assert.equal("3", r.headers["content-length"])
+  end)
+
+  it("uses the first of two Retry-After headers (issue 6 §3; docs/reasons.md)", function()
+    local r = client:request{ method = "GET", path = "/throttle-twice" }
+    assert.same({ "exhausted", 2 }, { r.outcome, r.attempts })
+    assert.equal("1", r.tries[1].retry_after)
+    assert.equal(1000, r.tries[2].delay_ms)
   end)
 
   it("returns nginx's 301 as a success without following it (follow_redirects defaults to false)", function()
