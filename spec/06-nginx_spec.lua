@@ -60,6 +60,9 @@ local LOCK <const> = [[
     {"endpoint": "GET /throttle-bare", "retryable": ["HTTP_429"]},
     {"endpoint": "GET /throttle-long", "retryable": ["HTTP_429"]},
     {"endpoint": "GET /throttle-twice", "retryable": ["HTTP_429"]},
+    {"endpoint": "GET /many-headers"},
+    {"endpoint": "GET /huge"},
+    {"endpoint": "GET /trickle", "perAttemptTimeoutMs": 500, "totalBudgetMs": 800, "retryable": ["TIMEOUT"]},
     {"endpoint": "GET /missing", "retryable": ["HTTP_5XX"]},
     {"endpoint": "GET /gateway", "maxAttempts": 3, "retryable": ["HTTP_502"]},
     {"endpoint": "GET /refused"},
@@ -83,6 +86,13 @@ local function closed_port(policy)
     if r.tries[1] and r.tries[1].transport == "connect-refused" then return port end
   end
   error("no closed loopback port found in 20 tries")
+end
+
+-- 1000 response headers X-H-1 … X-H-1000 (issue 6 §3).
+local function many_headers()
+  local h = {}
+  for i = 1, 1000 do h[i] = string.format("add_header X-H-%d v%d always;", i, i) end
+  return table.concat(h, " ")
 end
 
 local function nginx_conf(dir, port, dead_port)
@@ -112,9 +122,13 @@ http {
     location = /moved { return 301 /ok; }
     location = /drop { return 444; }
     location = /idle { keepalive_timeout 200ms; return 200 "idle\n"; }
+    location = /many-headers { @HEADERS@ return 200 "many\n"; }
+    location = /huge { alias @DIR@/huge.bin; default_type application/octet-stream; }
+    location = /trickle { alias @DIR@/huge.bin; limit_rate 2k; default_type application/octet-stream; }
   }
 }
-]]):gsub("@DIR@", dir):gsub("@PORT@", tostring(port)):gsub("@DEAD@", tostring(dead_port)))
+]]):gsub("@HEADERS@", many_headers()):gsub("@DIR@", dir):gsub("@PORT@", tostring(port))
+    :gsub("@DEAD@", tostring(dead_port)))
 end
 
 --- Starts nginx as a daemon on a random loopback port, retrying another port when the bind fails. nginx
@@ -127,6 +141,8 @@ local function start_nginx(dead_port)
   assert(dir and dir:match("^/tmp/rf%-nginx%.%w+$"), "mktemp -d failed")
   -- Workers may run as another user (nobody, when started as root): let them reach the temp paths.
   os.execute("chmod 755 " .. shell_quote(dir))
+  -- A 100 MB body for /huge and /trickle: a sparse file, so it costs no disk.
+  os.execute("truncate -s 100M " .. shell_quote(dir .. "/huge.bin") .. " && chmod 644 " .. shell_quote(dir .. "/huge.bin"))
   local conf = dir .. "/nginx.conf"
   local last
   for _ = 1, 5 do
@@ -225,6 +241,32 @@ describe("rf.client against nginx", function()
     local r = client:request{ method = "HEAD", path = "/ok" }
     assert.same({ true, 200, "success", 1, "" }, { r.ok, r.status, r.outcome, r.attempts, r.body })
     assert.equal("3", r.headers["content-length"])
+  end)
+
+  it("takes a response with 1000 headers", function()
+    local r = client:request{ method = "GET", path = "/many-headers" }
+    assert.same({ true, 200, "many\n" }, { r.ok, r.status, r.body })
+    assert.equal("v1", r.headers["x-h-1"])
+    assert.equal("v1000", r.headers["x-h-1000"])
+  end)
+
+  it("stops a 100 MB body at max_body_bytes with a clear error, without holding it in memory", function()
+    local small = rf.client{ policy = policy, base_url = ng.url, max_body_bytes = 1024 * 1024 }
+    local before = collectgarbage("count")
+    local r = small:request{ method = "GET", path = "/huge" }
+    small:close()
+    assert.same({ false, "terminal", "UNKNOWN", "other" }, { r.ok, r.outcome, r.tries[1].class, r.tries[1].transport })
+    assert.equal("response body over max_body_bytes (1048576)", r.tries[1].error)
+    assert.is_true(#r.body <= 1024 * 1024)
+    assert.is_true(collectgarbage("count") - before < 4 * 1024, "Lua memory grew by more than 4 MiB")
+  end)
+
+  it("ends a trickling (slow-loris) response at the per-try timeout and never outlives the deadline", function()
+    local r = client:request{ method = "GET", path = "/trickle" }
+    assert.is_false(r.ok)
+    assert.equal("TIMEOUT", r.tries[1].class)
+    assert.equal(500, r.tries[1].timeout_ms)
+    assert.is_true(r.elapsed_ms <= 800 + 50, "elapsed " .. r.elapsed_ms)
   end)
 
   it("uses the first of two Retry-After headers (issue 6 §3; docs/reasons.md)", function()
