@@ -9,7 +9,8 @@ enum srv_fault_kind {
     SRV_FAULT_STATUS,  /* an HTTP response with a status (ok = 200) */
     SRV_FAULT_TIMEOUT, /* stall for --stall-ms, then 200 */
     SRV_FAULT_RESET,   /* abort the connection with a TCP RST */
-    SRV_FAULT_EMPTY    /* close the connection without a response */
+    SRV_FAULT_EMPTY,   /* close the connection without a response */
+    SRV_FAULT_CUT      /* 200 announcing a 1000-byte body, then close after 100 bytes (scripts only) */
 };
 
 /* Probabilities are fixed point in parts per billion, so "0.1" is exact and sums are exact. */

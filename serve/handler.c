@@ -83,6 +83,24 @@ static enum MHD_Result reset_connection(struct MHD_Connection *conn) {
     return MHD_NO;
 }
 
+/* The body of a "cut" step: 100 of the 1000 bytes its Content-Length announces, then an error, on which
+ * libmicrohttpd closes the connection: the client sees a 200 that ends mid-body. */
+static ssize_t cut_body(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)cls;
+    if (pos >= 100) return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t n = (size_t)(100 - pos) < max ? (size_t)(100 - pos) : max;
+    memset(buf, 'x', n);
+    return (ssize_t)n;
+}
+
+static enum MHD_Result respond_cut(struct MHD_Connection *conn) {
+    struct MHD_Response *r = MHD_create_response_from_callback(1000, 100, cut_body, NULL, NULL);
+    if (r == NULL) return MHD_NO;
+    enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result play(struct srv_handler *h, struct MHD_Connection *conn, const struct srv_step *step,
                             uint64_t n) {
     char body[64], date[SRV_HTTPDATE_LEN + 1];
@@ -93,6 +111,7 @@ static enum MHD_Result play(struct srv_handler *h, struct MHD_Connection *conn, 
     switch (step->kind) {
     case SRV_FAULT_RESET: return reset_connection(conn);
     case SRV_FAULT_EMPTY: return MHD_NO;
+    case SRV_FAULT_CUT: return respond_cut(conn);
     case SRV_FAULT_TIMEOUT:
         if (srv_stop_sleep_ms(h->stop, h->stall_ms) != 0) return MHD_NO;
         break;

@@ -34,6 +34,8 @@
  *          timeout  stall --stall-ms, then 200 (the client should have given up by then)
  *          reset    abort the connection with a TCP RST (curl: exit 56)
  *          empty    close the connection without any response (curl: exit 52)
+ *          cut      200 with Content-Length 1000, then close after 100 bytes of body (curl: exit 18);
+ *                   it executes (the work was done, the answer was cut); scripts only
  *   PARAM: delay=MS               sleep MS (0..3600000) before the step; any step
  *          retry-after=VALUE      Retry-After: VALUE, verbatim (NNN and ok only). VALUE is bare text
  *                                 up to "," or ";" (may be invalid on purpose: "soon", "-5"), or a
@@ -59,9 +61,10 @@
  *   (libmicrohttpd adds it). Refusals (bad script 400, table full 503) are text/plain.
  *
  * SIDE EFFECTS AND STATS
- *   An attempt executes when the server decides to answer it 2xx; a timeout (stalled before the work
- *   started), reset and empty do not. Counted when decided, before any
+ *   An attempt executes when the server decides to answer it 2xx (a cut 200 included); a timeout
+ *   (stalled before the work started), reset and empty do not. Counted when decided, before any
  *   delay or stall. An execution of an Idempotency-Key that executed before is a duplicate.
+ *
  *   GET /__stats -> {"requests":N,"by_status":{"200":n,...,"reset":n,"empty":n,"timeout":n},
  *                    "executions":N,"duplicate_executions":N,"keys":N}
  *     requests: attempts (refused ones included); by_status: outcomes decided — the statuses seen,
@@ -117,9 +120,10 @@ static const char usage[] =
     "\n"
     "Request header X-Fault-Script: STEP,STEP,... plays one step per attempt of a sequence\n"
     "(the Idempotency-Key, else method + path + script), then 200 once used up.\n"
-    "  STEP  = NNN (200..599) | ok | timeout | reset | empty, then any of\n"
+    "  STEP  = NNN (200..599) | ok | timeout | reset | empty | cut, then any of\n"
     "          ;delay=MS  ;retry-after=VALUE (verbatim, or \"quoted\")  ;retry-after-date=N\n"
-    "  timeout stalls --stall-ms then 200; reset aborts with a TCP RST; empty closes unanswered.\n"
+    "  timeout stalls --stall-ms then 200; reset aborts with a TCP RST; empty closes unanswered;\n"
+    "  cut answers 200 with Content-Length 1000 and closes after 100 bytes (it executes).\n"
     "  e.g. X-Fault-Script: 503;retry-after=1,503,200\n"
     "\n"
     "Answers: 2xx {\"ok\":true,\"n\":N} (200 for every method); others {\"ok\":false,...}.\n"

@@ -2,7 +2,7 @@
  *
  *   script = step *( "," step )
  *   step   = name *( ";" param )          spaces around steps and params are ignored
- *   name   = 3DIGIT (200..599) / "ok" / "timeout" / "reset" / "empty"
+ *   name   = 3DIGIT (200..599) / "ok" / "timeout" / "reset" / "empty" / "cut"
  *   param  = "delay=" MS                  (0..3600000, any step)
  *          / "retry-after=" value         (status steps; sent verbatim)
  *          / "retry-after-date=" ["-"] N  (status steps; IMF-fixdate N seconds from now)
@@ -137,10 +137,12 @@ static int parse_step(struct cursor *c, struct srv_step *s) {
         s->kind = SRV_FAULT_RESET;
     else if (word_is(c, n, "empty"))
         s->kind = SRV_FAULT_EMPTY;
+    else if (word_is(c, n, "cut"))
+        s->kind = SRV_FAULT_CUT;
     else if (n == 3 && srv_parse_uint(c->p, 3, 599, &status) == 0 && status >= 200)
         s->status = (int)status;
     else
-        return fail(c, "unknown step (want 200..599, ok, timeout, reset or empty)");
+        return fail(c, "unknown step (want 200..599, ok, timeout, reset, empty or cut)");
     c->p += n;
     int seen_delay = 0;
     for (;;) {

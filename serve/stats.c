@@ -14,6 +14,7 @@ void srv_stats_count(struct srv_stats *st, enum srv_fault_kind kind, int status)
     case SRV_FAULT_TIMEOUT: st->timeouts++; break;
     case SRV_FAULT_RESET: st->resets++; break;
     case SRV_FAULT_EMPTY: st->empties++; break;
+    case SRV_FAULT_CUT: st->by_status[200]++; break; /* a 200 whose body the connection cut short */
     }
 }
 

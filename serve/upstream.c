@@ -38,7 +38,7 @@ static void random_step(struct srv_upstream *u, struct srv_step *out) {
  * to the request), so a client that reuses its idempotency key correctly never causes a duplicate; a
  * duplicate means a key reused across logical requests or a retry after a success. */
 static int executes(const struct srv_step *s) {
-    return s->kind == SRV_FAULT_STATUS && s->status >= 200 && s->status <= 299;
+    return (s->kind == SRV_FAULT_STATUS && s->status >= 200 && s->status <= 299) || s->kind == SRV_FAULT_CUT;
 }
 
 enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size_t len, int keyed, const char *script,

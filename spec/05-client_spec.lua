@@ -73,6 +73,14 @@ describe("rf.client against the fault-injecting upstream", function()
     assert.equal("CONNECT_RESET", r.tries[1].class)
   end)
 
+  it("treats a 200 whose body the connection cut as a connection failure, and retries it", function()
+    local r = post("cut,200")
+    assert.same({ true, 200, 2 }, { r.ok, r.status, r.attempts })
+    assert.same({ "CONNECT_RESET", "connect-reset", 200 }, { r.tries[1].class, r.tries[1].transport, r.tries[1].status })
+    assert.matches("transfer closed with 900 bytes remaining", r.tries[1].error)
+    assert.equal('{"ok":true,"n":2}', r.body) -- the cut attempt's partial body never reaches the response
+  end)
+
   it("times out an attempt at the per-try timeout and the retry gets only what is left", function()
     local r = post("timeout,200")
     assert.is_true(r.ok)

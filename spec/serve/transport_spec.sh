@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transport faults as a client sees them: reset (curl 56), empty (52), timeout (28), and a stalled
+# Transport faults as a client sees them: reset (curl 56), empty (52), cut (18), timeout (28), and a stalled
 # connection not blocking the others.
 . "$(dirname "$0")/lib.sh"
 start_server transport --stall-ms 5000
@@ -13,6 +13,10 @@ pass "reset: connection reset by peer (curl 56)"
 expect_eq "$(rc c -o /dev/null -H 'X-Fault-Script: empty' "$URL/e" 2>/dev/null)" 52 "curl exit on empty"
 expect_eq "$(rc c -o /dev/null -X PUT -d 'a=1' -H 'X-Fault-Script: empty' "$URL/e" 2>/dev/null)" 52 "curl exit on empty (PUT)"
 pass "empty: empty reply from server (curl 52)"
+
+expect_eq "$(rc c -o /dev/null -H 'X-Fault-Script: cut' "$URL/c" 2>/dev/null)" 18 "curl exit on cut"
+expect_eq "$(c -s -H 'X-Fault-Script: cut' "$URL/c2" 2>/dev/null | wc -c | tr -d ' ')" 100 "bytes before the cut"
+pass "cut: a 200 whose body stops after 100 of 1000 bytes (curl 18)"
 
 t0=$(date +%s%N)
 expect_eq "$(rc c -o /dev/null --max-time 1 -H 'X-Fault-Script: timeout' "$URL/t" 2>/dev/null)" 28 "curl exit on timeout"
