@@ -39,3 +39,21 @@ target_compile_options(test_budget_threads PRIVATE ${RF_WARNINGS})
 target_link_libraries(test_budget_threads PRIVATE retryfreeze PkgConfig::CMOCKA Threads::Threads)
 add_test(NAME c_test_budget_threads COMMAND test_budget_threads)
 set_tests_properties(c_test_budget_threads PROPERTIES LABELS "c")
+
+# The client under the failing allocator: its and the engine's sources linked in (so --wrap reaches their
+# allocations), libcurl's allocations through curl_global_init_mem, against the project's upstream.
+if(TARGET retryfreeze-serve)
+  get_target_property(rf_client_sources_for_alloc retryfreeze_client SOURCES)
+  add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_engine_sources} ${rf_client_sources_for_alloc})
+  target_include_directories(test_client_alloc PRIVATE core/include core/src)
+  target_compile_options(test_client_alloc PRIVATE ${RF_WARNINGS})
+  target_compile_definitions(test_client_alloc PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}"
+    RF_SERVE_PATH="$<TARGET_FILE:retryfreeze-serve>"
+    RF_LOCK_PATH="${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json")
+  target_link_options(test_client_alloc PRIVATE
+    "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup")
+  target_link_libraries(test_client_alloc PRIVATE PkgConfig::CURL PkgConfig::CJSON PkgConfig::CRYPTO m)
+  add_test(NAME c_test_client_alloc
+    COMMAND test_client_alloc $<TARGET_FILE:retryfreeze-serve> ${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json)
+  set_tests_properties(c_test_client_alloc PROPERTIES LABELS "c" TIMEOUT 300)
+endif()

@@ -129,6 +129,14 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
     return len;
 }
 
+/* Appends a copy of line to *list; on failure (out of memory) *list is left whole, for the caller to free. */
+static bool append_header(struct curl_slist **list, const char *line) {
+    struct curl_slist *next = curl_slist_append(*list, line);
+    if (next == NULL) return false;
+    *list = next;
+    return true;
+}
+
 rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request *req, rf_response *resp,
                         rf_attempt_hook hook, void *hook_ud, rf_error *err) {
     memset(f, 0, sizeof *f);
@@ -171,26 +179,23 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
     }
     size_t url_len = strlen(c->base_url) + strlen(req->path) + (req->query ? strlen(req->query) + 1 : 0) + 1;
     f->url = malloc(url_len);
-    struct curl_slist *h = NULL;
     bool ok = f->url != NULL;
     if (ok)
         snprintf(f->url, url_len, "%s%s%s%s", c->base_url, req->path, req->query ? "?" : "",
                  req->query ? req->query : "");
-    for (size_t i = 0; ok && i < c->n_headers; i++) ok = (h = curl_slist_append(f->headers = h, c->headers[i])) != NULL;
-    for (size_t i = 0; ok && i < req->n_headers; i++)
-        ok = (h = curl_slist_append(f->headers = h, req->headers[i])) != NULL;
+    for (size_t i = 0; ok && i < c->n_headers; i++) ok = append_header(&f->headers, c->headers[i]);
+    for (size_t i = 0; ok && i < req->n_headers; i++) ok = append_header(&f->headers, req->headers[i]);
     if (ok && req->idempotency_key) {
         size_t n = strlen(req->idempotency_key) + 18;
         char *line = malloc(n);
         ok = line != NULL;
         if (ok) {
             snprintf(line, n, "Idempotency-Key: %s", req->idempotency_key);
-            ok = (h = curl_slist_append(f->headers = h, line)) != NULL;
+            ok = append_header(&f->headers, line);
             free(line);
         }
     }
-    if (ok) ok = (h = curl_slist_append(f->headers = h, "Expect:")) != NULL; /* no 100-continue round trip */
-    f->headers = h;
+    if (ok) ok = append_header(&f->headers, "Expect:"); /* no 100-continue round trip */
     if (!ok) {
         snprintf(err->path, sizeof err->path, "request");
         snprintf(err->message, sizeof err->message, "out of memory");

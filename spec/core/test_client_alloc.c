@@ -1,0 +1,212 @@
+/*
+ * Failing allocator for the client (issue 6 §2): every allocation of one rf_client_new + rf_client_request +
+ * rf_client_free against the project's upstream is failed in turn, N = 1, 2, … until a run makes fewer than
+ * N allocations. Each run must end cleanly — RF_ENOMEM from rf_client_new, or a response (an allocation that
+ * fails inside libcurl is a transport failure, never a crash) — and leave no block behind.
+ *
+ * Allocations are caught as in test_alloc_failure.c: the client's and the engine's own through -Wl,--wrap,
+ * and libcurl's through curl_global_init_mem, all counted by the same allocator.
+ * Usage: test_client_alloc [PATH/TO/retryfreeze-serve [LOCK]]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "retryfreeze/client.h"
+
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void __real_free(void *p);
+char *__real_strdup(const char *s);
+void *__wrap_malloc(size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t size);
+void __wrap_free(void *p);
+char *__wrap_strdup(const char *s);
+
+static struct {
+    long fail_at; /* the 1-based allocation to fail; 0 = never */
+    long count;   /* allocations attempted since arm() */
+    bool failed;
+    long live; /* blocks handed out and not yet freed */
+} A;
+
+static bool should_fail(void) {
+    A.count++;
+    if (A.fail_at > 0 && A.count == A.fail_at) {
+        A.failed = true;
+        return true;
+    }
+    return false;
+}
+
+void *__wrap_malloc(size_t size) {
+    if (should_fail()) return NULL;
+    void *p = __real_malloc(size);
+    if (p) A.live++;
+    return p;
+}
+
+void *__wrap_calloc(size_t n, size_t size) {
+    if (should_fail()) return NULL;
+    void *p = __real_calloc(n, size);
+    if (p) A.live++;
+    return p;
+}
+
+void *__wrap_realloc(void *p, size_t size) {
+    if (should_fail()) return NULL;
+    void *q = __real_realloc(p, size);
+    if (q && !p) A.live++;
+    return q;
+}
+
+void __wrap_free(void *p) {
+    if (p) A.live--;
+    __real_free(p);
+}
+
+char *__wrap_strdup(const char *s) {
+    if (should_fail()) return NULL;
+    char *d = __real_strdup(s);
+    if (d) A.live++;
+    return d;
+}
+
+/* libcurl's allocator hooks (curl_global_init_mem) route through the wrapped functions above. */
+static void *hook_malloc(size_t size) { return __wrap_malloc(size); }
+static void hook_free(void *p) { __wrap_free(p); }
+static void *hook_realloc(void *p, size_t size) { return __wrap_realloc(p, size); }
+static char *hook_strdup(const char *s) { return __wrap_strdup(s); }
+static void *hook_calloc(size_t n, size_t size) { return __wrap_calloc(n, size); }
+
+static pid_t serve_pid;
+
+/* Starts retryfreeze-serve on a free loopback port; writes its base URL into url. */
+static int start_upstream(const char *program, char *url, size_t cap) {
+    int out[2];
+    if (pipe(out) != 0) return -1;
+    serve_pid = fork();
+    if (serve_pid < 0) return -1;
+    if (serve_pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        execl(program, program, "--port", "0", "--max-seconds", "120", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[128] = {0};
+    size_t n = 0;
+    while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') n++;
+    line[n] = '\0';
+    close(out[0]);
+    const char *port = strrchr(line, ':');
+    if (strncmp(line, "listening on 127.0.0.1:", 23) != 0 || port == NULL) return -1;
+    snprintf(url, cap, "http://127.0.0.1:%s", port + 1);
+    return 0;
+}
+
+#ifndef RF_SERVE_PATH
+#define RF_SERVE_PATH "build/bin/retryfreeze-serve"
+#endif
+#ifndef RF_LOCK_PATH
+#define RF_LOCK_PATH "examples/retry-budget.lock.json"
+#endif
+
+int main(int argc, char **argv) {
+    /* Without arguments (as .ci/run's valgrind pass runs every build/test_*): the build's own paths. */
+    const char *serve = argc > 1 ? argv[1] : RF_SERVE_PATH, *lock = argc > 2 ? argv[2] : RF_LOCK_PATH;
+    if (curl_global_init_mem(CURL_GLOBAL_DEFAULT, hook_malloc, hook_free, hook_realloc, hook_strdup, hook_calloc) !=
+        CURLE_OK) {
+        fprintf(stderr, "curl_global_init_mem failed\n");
+        return 1;
+    }
+    char url[64];
+    if (start_upstream(serve, url, sizeof url) != 0) {
+        fprintf(stderr, "cannot start %s\n", serve);
+        return 1;
+    }
+    rf_policy *policy = NULL;
+    rf_error err;
+    if (rf_policy_load_file(lock, &policy, &err) != RF_OK) {
+        fprintf(stderr, "%s: %s\n", err.path, err.message);
+        return 1;
+    }
+    const char *headers[] = {"X-Fault-Script: 504,200"};
+    long runs = 0, enomem = 0, responses = 0, ok_responses = 0;
+    int rc = 0;
+    /* RF_ALLOC_ONLY=N runs only fail point N (to look at one finding under valgrind). */
+    long only = getenv("RF_ALLOC_ONLY") ? atol(getenv("RF_ALLOC_ONLY")) : 0;
+    /* n = 0 is the calibration run: nothing fails, and its allocation count is how many points there are. */
+    long points = -1;
+    for (long n = only > 0 ? only : 0; points < 0 || n <= points; n++) {
+        char key[32];
+        snprintf(key, sizeof key, "alloc-%ld", n); /* a fresh sequence at the upstream for every run */
+        rf_request req = {.method = "POST",
+                          .path = "/v1/jobs",
+                          .body = "{}",
+                          .body_len = 2,
+                          .idempotency_key = key,
+                          .headers = headers,
+                          .n_headers = 1};
+        rf_client_options o = {.policy = policy, .base_url = url, .rng_seed = 1};
+        long live_before = A.live;
+        A.fail_at = n;
+        A.count = 0;
+        A.failed = false;
+        rf_client *c = NULL;
+        rf_status st = rf_client_new(&o, &c, &err);
+        if (st == RF_OK) {
+            rf_response r = {0};
+            st = rf_client_request(c, &req, NULL, NULL, &r, &err);
+            if (st == RF_OK) {
+                responses++;
+                if (r.ok) ok_responses++;
+            } else if (st == RF_ENOMEM) {
+                enomem++;
+            } else {
+                fprintf(stderr, "run %ld: rf_client_request returned %d (%s %s)\n", n, st, err.path, err.message);
+                rc = 1;
+            }
+            rf_response_clear(&r);
+            rf_client_free(c);
+        } else if (st == RF_ENOMEM) {
+            enomem++;
+        } else {
+            fprintf(stderr, "run %ld: rf_client_new returned %d (%s %s)\n", n, st, err.path, err.message);
+            rc = 1;
+        }
+        A.fail_at = 0;
+        if (A.live != live_before) {
+            fprintf(stderr, "run %ld: %ld blocks leaked\n", n, A.live - live_before);
+            rc = 1;
+        }
+        if (n == 0) {
+            points = A.count;
+            if (ok_responses != 1) {
+                fprintf(stderr, "the calibration run did not succeed\n");
+                rc = 1;
+            }
+            ok_responses = responses = 0;
+            continue;
+        }
+        runs++;
+        if (rc != 0 || only > 0) break;
+    }
+    rf_policy_free(policy);
+    kill(serve_pid, SIGTERM);
+    waitpid(serve_pid, NULL, 0);
+    curl_global_cleanup();
+    printf("client failing allocator: %ld allocation points, each failed in turn: %ld RF_ENOMEM, %ld responses "
+           "(%ld still successful), 0 leaks\n",
+           runs, enomem, responses, ok_responses);
+    printf("%ld passed, %d failed\n", rc == 0 ? runs : 0, rc == 0 ? 0 : 1);
+    return rc;
+}
