@@ -20,10 +20,11 @@
 enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_COUNT = 3 };
 
 typedef struct lclient {
-    rf_client *c;   /* NULL until created, and after close */
-    bool scheduled; /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
-    int anchor;     /* registry ref to {policy, ledger}, which rf_client borrows: alive even if debug.setuservalue
-                       drops the uservalues */
+    rf_client *c;            /* NULL until created, and after close */
+    bool scheduled;          /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
+    const rf_policy *policy; /* the client's policy, alive through anchor (for verdicts given to hooks) */
+    int anchor; /* registry ref to {policy, ledger}, which rf_client borrows: alive even if debug.setuservalue
+                   drops the uservalues */
 } lclient;
 
 #define PENDING_MT "retryfreeze.PendingRequest"
@@ -95,6 +96,7 @@ static int l_client_new(lua_State *L) {
     lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
     lc->scheduled = false;
+    lc->policy = NULL;
     lc->anchor = LUA_NOREF;
     luaL_setmetatable(L, CLIENT_MT);
     int ud = lua_gettop(L);
@@ -102,6 +104,7 @@ static int l_client_new(lua_State *L) {
     if (lua_getfield(L, 1, "policy") != LUA_TUSERDATA)
         return luaL_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
     o.policy = rfl_check_policy(L, -1);
+    lc->policy = o.policy;
     lua_setiuservalue(L, ud, UV_POLICY);
     lua_getfield(L, 1, "base_url");
     if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "rf.client: base_url must be a string");
@@ -316,9 +319,7 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
         return 0;
     }
     push_try(L, t);
-    lua_getiuservalue(L, h->client_idx, UV_POLICY);
-    rfl_push_verdict(L, -1, v);
-    lua_remove(L, -2);
+    rfl_push_verdict(L, ((lclient *)lua_touserdata(L, h->client_idx))->policy, v);
     if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
         if (lua_rawlen(L, h->errors_idx) == 0)
             lua_rawseti(L, h->errors_idx, 1);

@@ -114,22 +114,8 @@ static rf_rng *default_rng(lua_State *L) {
 
 /* ---- loading ------------------------------------------------------------------------------------ */
 
-/* The policy userdata's uservalue 1: its route endpoints as Lua strings (index = route + 1), made once at
- * load so a verdict's route field costs no string hashing. */
-static void cache_routes(lua_State *L, int ud, const rf_policy *p) {
-    size_t n = rf_policy_route_count(p);
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        rf_route_view rv;
-        rf_policy_route(p, i, &rv);
-        lua_pushstring(L, rv.endpoint);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    lua_setiuservalue(L, ud, 1);
-}
-
 static lpolicy *new_policy_ud(lua_State *L) {
-    lpolicy *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+    lpolicy *lp = lua_newuserdatauv(L, sizeof *lp, 0);
     lp->p = NULL; /* closed first: an error below never leaks */
     luaL_setmetatable(L, POLICY_MT);
     return lp;
@@ -145,7 +131,6 @@ static int l_load_string(lua_State *L) {
     rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", name);
     if (st != RF_OK) return push_load_error(L, name, &err);
-    cache_routes(L, lua_gettop(L), lp->p);
     return 1;
 }
 
@@ -157,7 +142,6 @@ static int l_load_file(lua_State *L) {
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", path);
     if (st != RF_OK) return push_load_error(L, path, &err);
-    cache_routes(L, lua_gettop(L), lp->p);
     return 1;
 }
 
@@ -168,14 +152,22 @@ static const char *const fact_keys[] = {"method",   "path",       "status",     
 
 /* Registry key (its address) of the per-state table {fact name = index in fact_keys}: one hash lookup per
  * fact instead of a string comparison against every name. */
-static const char fact_index_key = 0;
+static const char fact_index_key = 0, fact_names_key = 0;
+
+/* The fact names as the Lua strings of this state: short strings are interned in Lua 5.4, so a facts table's
+ * key is one of them exactly when its pointer is (a pointer comparison, no hashing). The table in the
+ * registry keeps the strings alive; the userdata holds their addresses. */
+#define N_FACTS 11
 
 static void make_fact_index(lua_State *L) {
-    lua_createtable(L, 0, 11);
+    const char **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
+    lua_createtable(L, N_FACTS, 0);
     for (int i = 0; fact_keys[i]; i++) {
-        lua_pushinteger(L, i);
-        lua_setfield(L, -2, fact_keys[i]);
+        lua_pushstring(L, fact_keys[i]);
+        ptrs[i] = lua_tostring(L, -1);
+        lua_rawseti(L, -2, i + 1);
     }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_names_key);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_index_key);
 }
 
@@ -211,16 +203,17 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
     memset(f, 0, sizeof *f);
     f->attempts = 1;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
-    int index = lua_gettop(L);
+    const char *const *names = lua_touserdata(L, -1); /* kept alive by the registry */
+    lua_pop(L, 1);
     lua_pushnil(L);
     while (lua_next(L, arg) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING)
             luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
         const char *k = lua_tostring(L, -2);
         size_t klen = 0;
-        lua_pushvalue(L, -2);
-        int which = lua_rawget(L, index) == LUA_TNUMBER ? (int)lua_tointeger(L, -1) : -1;
-        lua_pop(L, 1);
+        int which = -1;
+        for (int i = 0; i < N_FACTS; i++)
+            if (k == names[i]) which = i;
         switch (which) {
         case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
         case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
@@ -266,7 +259,6 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
         }
         lua_pop(L, 1);
     }
-    lua_pop(L, 1); /* the index table */
     if (f->method == NULL) luaL_argerror(L, arg, "facts.method is required");
     if (f->path == NULL) luaL_argerror(L, arg, "facts.path is required");
     if (f->now_ms == 0 && f->retry_after != NULL) {
@@ -330,22 +322,8 @@ static void push_class(lua_State *L, int cache, const rf_verdict *v) {
     }
 }
 
-/* The endpoint of route i of the policy userdata at idx, or NULL when idx holds no live policy. Never raises. */
-static const char *route_endpoint(lua_State *L, int idx, long i) {
-    lpolicy *lp = lua_touserdata(L, idx);
-    if (lp == NULL || !lua_getmetatable(L, idx)) return NULL;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
-    int same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-    rf_route_view rv;
-    if (!same || lp->p == NULL || i < 0 || rf_policy_route(lp->p, (size_t)i, &rv) != RF_OK) return NULL;
-    return rv.endpoint;
-}
-
-/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route}; policy_idx is
- * the stack index of the deciding policy's userdata (its cached route strings). */
-void rfl_push_verdict(lua_State *L, int policy_idx, const rf_verdict *v) {
-    policy_idx = lua_absindex(L, policy_idx);
+/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route} of policy p. */
+void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
     int cache = lua_gettop(L);
     lua_createtable(L, 0, 7);
@@ -361,20 +339,9 @@ void rfl_push_verdict(lua_State *L, int policy_idx, const rf_verdict *v) {
     set_cached(L, cache, STR_TIMEOUT);
     lua_rawgeti(L, cache, STR_RA_USE + (int)v->retry_after);
     set_cached(L, cache, STR_RA_KEY);
-    if (v->route >= 0) {
-        /* The cache is a uservalue, which debug.setuservalue can replace: use it only while it still holds the
-         * route's own endpoint; otherwise push the endpoint from the policy (never raise: hooks call this). */
-        int top = lua_gettop(L);
-        const char *endpoint = route_endpoint(L, policy_idx, v->route);
-        bool cached = endpoint != NULL && lua_getiuservalue(L, policy_idx, 1) == LUA_TTABLE &&
-                      lua_rawgeti(L, -1, (lua_Integer)v->route + 1) == LUA_TSTRING &&
-                      strcmp(lua_tostring(L, -1), endpoint) == 0;
-        if (cached) {
-            lua_remove(L, -2);
-        } else {
-            lua_settop(L, top);
-            lua_pushstring(L, endpoint);
-        }
+    rf_route_view rv;
+    if (v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK) {
+        lua_pushstring(L, rv.endpoint);
         set_cached(L, cache, STR_ROUTE);
     }
     lua_remove(L, cache);
@@ -393,7 +360,7 @@ static int l_decide(lua_State *L) {
     rf_error err;
     if (rf_decide(p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "facts.%s %s", err.path, err.message));
-    rfl_push_verdict(L, 1, &v);
+    rfl_push_verdict(L, p, &v);
     return 1;
 }
 

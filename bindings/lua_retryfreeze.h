@@ -18,8 +18,8 @@ int luaopen_retryfreeze_core(lua_State *L);
 const rf_policy *rfl_check_policy(lua_State *L, int idx);
 /* Reads a facts table (raw iteration; unknown keys raise, naming the key). */
 void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
-/* Pushes a verdict table; policy_idx is the stack index of the deciding policy's userdata. */
-void rfl_push_verdict(lua_State *L, int policy_idx, const rf_verdict *v);
+/* Pushes a verdict table of policy p. */
+void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
 /* The open ledger at idx, or raises. */
 rf_ledger *rfl_check_ledger(lua_State *L, int idx);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
