@@ -6,15 +6,7 @@ local floor = require "rf_bench_floor"
 local lock, iters = arg[1], math.tointeger(tonumber(arg[2] or "1000000"))
 local policy = assert(rf.load(lock))
 local rng = rf.rng(1)
-local mix = {
-  { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 1, elapsed_ms = 100 },
-  { method = "POST", path = "/v1/jobs", status = 500, idempotency_key = "k", attempts = 1, elapsed_ms = 100 },
-  { method = "POST", path = "/v1/jobs", status = 429, retry_after = "1", idempotency_key = "k", attempts = 1,
-    elapsed_ms = 100, now_ms = 784111777000 },
-  { method = "POST", path = "/v1/jobs", transport = "timeout", attempts = 1, elapsed_ms = 2000 },
-  { method = "POST", path = "/v1/jobs", status = 200, attempts = 1, elapsed_ms = 100 },
-  { method = "GET", path = "/v1/jobs", status = 503, attempts = 1, elapsed_ms = 100 },
-}
+local mix = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/decide_mix.lua")
 local n = #mix
 
 local function measure(fn)

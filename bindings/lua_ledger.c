@@ -69,35 +69,35 @@ static void set_str(lua_State *L, const char *k, const char *v) {
     lua_setfield(L, -2, k);
 }
 
-static void set_int(lua_State *L, const char *k, int64_t v) {
+void rfl_set_int(lua_State *L, const char *k, int64_t v) {
     lua_pushinteger(L, v);
     lua_setfield(L, -2, k);
 }
 
 static void push_record(lua_State *L, const rf_ledger_record *rec) {
     lua_createtable(L, 0, 15);
-    set_int(L, "ts_ms", rec->ts_ms);
+    rfl_set_int(L, "ts_ms", rec->ts_ms);
     set_str(L, "route", rec->route);
     set_str(L, "method", rec->method);
     set_str(L, "path", rec->path);
     set_str(L, "key", rec->key);
     set_str(L, "policy", rec->policy);
-    set_int(L, "attempts", rec->attempts);
-    set_int(L, "elapsed_ms", rec->elapsed_ms);
+    rfl_set_int(L, "attempts", rec->attempts);
+    rfl_set_int(L, "elapsed_ms", rec->elapsed_ms);
     set_str(L, "outcome", rec->outcome);
     set_str(L, "reason", rec->reason);
     lua_pushboolean(L, rec->ok);
     lua_setfield(L, -2, "ok");
-    set_int(L, "status", rec->status);
-    set_int(L, "body_len", rec->body_len);
+    rfl_set_int(L, "status", rec->status);
+    rfl_set_int(L, "body_len", rec->body_len);
     lua_createtable(L, (int)rec->n_tries, 0);
     for (size_t i = 0; i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
         lua_createtable(L, 0, 6);
         set_str(L, "class", t->class_name);
-        set_int(L, "status", t->status);
-        set_int(L, "elapsed_ms", t->elapsed_ms);
-        set_int(L, "delay_ms", t->delay_ms);
+        rfl_set_int(L, "status", t->status);
+        rfl_set_int(L, "elapsed_ms", t->elapsed_ms);
+        rfl_set_int(L, "delay_ms", t->delay_ms);
         set_str(L, "reason", t->reason);
         set_str(L, "retry_after", t->retry_after);
         lua_rawseti(L, -2, (lua_Integer)i + 1);

@@ -128,22 +128,17 @@ static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
     s->hist[bucket(rec->elapsed_ms)]++;
 }
 
-static void set_int(lua_State *L, const char *k, int64_t v) {
-    lua_pushinteger(L, v);
-    lua_setfield(L, -2, k);
-}
-
 static void push_scope(lua_State *L, const scope *s) {
     lua_createtable(L, 0, 12);
-    set_int(L, "requests", s->requests);
-    set_int(L, "successes", s->successes);
-    set_int(L, "retried_successes", s->retried_successes);
-    set_int(L, "attempts", s->attempts);
-    set_int(L, "success_attempts", s->success_attempts);
-    set_int(L, "retries", s->retries);
-    set_int(L, "elapsed_sum", s->elapsed_sum);
-    set_int(L, "elapsed_min", s->elapsed_min);
-    set_int(L, "elapsed_max", s->elapsed_max);
+    rfl_set_int(L, "requests", s->requests);
+    rfl_set_int(L, "successes", s->successes);
+    rfl_set_int(L, "retried_successes", s->retried_successes);
+    rfl_set_int(L, "attempts", s->attempts);
+    rfl_set_int(L, "success_attempts", s->success_attempts);
+    rfl_set_int(L, "retries", s->retries);
+    rfl_set_int(L, "elapsed_sum", s->elapsed_sum);
+    rfl_set_int(L, "elapsed_min", s->elapsed_min);
+    rfl_set_int(L, "elapsed_max", s->elapsed_max);
     lua_newtable(L);
     for (size_t i = 0; i < s->n_pairs; i++) {
         if (lua_getfield(L, -1, s->pairs[i].a) != LUA_TTABLE) {
@@ -152,12 +147,12 @@ static void push_scope(lua_State *L, const scope *s) {
             lua_pushvalue(L, -1);
             lua_setfield(L, -3, s->pairs[i].a);
         }
-        set_int(L, s->pairs[i].b, s->pairs[i].n);
+        rfl_set_int(L, s->pairs[i].b, s->pairs[i].n);
         lua_pop(L, 1);
     }
     lua_setfield(L, -2, "outcomes");
     lua_newtable(L);
-    for (size_t i = 0; i < s->n_classes; i++) set_int(L, s->classes[i].a, s->classes[i].n);
+    for (size_t i = 0; i < s->n_classes; i++) rfl_set_int(L, s->classes[i].a, s->classes[i].n);
     lua_setfield(L, -2, "retried_classes");
     lua_newtable(L);
     for (int b = 0; b < BUCKETS; b++) {
@@ -201,14 +196,14 @@ static int l_ledger_tally(lua_State *L) {
         lua_setfield(L, -2, t->scopes[i].route);
     }
     lua_createtable(L, 0, 3);
-    set_int(L, "lines", rf_ledger_reader_line(t->reader));
+    rfl_set_int(L, "lines", rf_ledger_reader_line(t->reader));
     if (torn)
-        set_int(L, "torn", torn);
+        rfl_set_int(L, "torn", torn);
     else {
         lua_pushboolean(L, 0);
         lua_setfield(L, -2, "torn");
     }
-    set_int(L, "corrupt", corrupt);
+    rfl_set_int(L, "corrupt", corrupt);
     lua_pushcfunction(L, l_tally_gc); /* free now rather than at the next collection */
     lua_pushvalue(L, ud);
     lua_call(L, 1, 0);

@@ -20,6 +20,8 @@ const rf_policy *rfl_check_policy(lua_State *L, int idx);
 void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
 /* Pushes a verdict table of policy p. */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
+/* t[k] = v for the table on top of the stack (a Lua integer). */
+void rfl_set_int(lua_State *L, const char *k, int64_t v);
 /* The open ledger at idx, or raises. */
 rf_ledger *rfl_check_ledger(lua_State *L, int idx);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
