@@ -57,7 +57,7 @@ end
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
--- A deterministic ledger in the writer's exact line format (core/src/ledger_format.c: every field, this
+-- A deterministic ledger in the writer's exact line format (core/src/ledger/ledger_format.c: every field, this
 -- order; tries entries class, status, elapsed_ms, delay_ms, reason, retry_after). The mix: 4 routes;
 -- 90% first-try successes, 5% successes after 1-2 retries, 2% terminal, 2% exhausted, 1% refused.
 local POLICY <const> = "sha256:af6eb1cd4b418a64b5123c7db12c9016026a6397e08fe4821afa6f28e6205289"

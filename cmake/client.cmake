@@ -1,9 +1,9 @@
 # The HTTP client: libretryfreeze_client = the engine + libcurl. A C program that only decides links
 # libretryfreeze alone.
 add_library(retryfreeze_client SHARED
-  core/src/client.c
-  core/src/client_flow.c
-  core/src/client_vocabulary.c
+  core/src/client/client.c
+  core/src/client/client_flow.c
+  core/src/client/client_vocabulary.c
 )
 target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>

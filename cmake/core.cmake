@@ -1,17 +1,17 @@
 # The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
 add_library(retryfreeze SHARED
-  core/src/version.c
-  core/src/error.c
-  core/src/vocabulary.c
-  core/src/failure_class.c
-  core/src/endpoint.c
-  core/src/lock_load.c
-  core/src/policy.c
-  core/src/rng.c
-  core/src/backoff.c
-  core/src/retry_budget.c
-  core/src/decide.c
-  core/src/retry_after.c
+  core/src/engine/version.c
+  core/src/engine/error.c
+  core/src/engine/vocabulary.c
+  core/src/engine/failure_class.c
+  core/src/engine/endpoint.c
+  core/src/engine/lock_load.c
+  core/src/engine/policy.c
+  core/src/engine/rng.c
+  core/src/engine/backoff.c
+  core/src/engine/retry_budget.c
+  core/src/engine/decide.c
+  core/src/engine/retry_after.c
 )
 target_include_directories(retryfreeze PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>

@@ -1,13 +1,13 @@
 # The attempt ledger: append-only JSONL (core/include/retryfreeze/ledger.h), part of libretryfreeze.
 target_sources(retryfreeze PRIVATE
-  core/src/ledger_error.c
-  core/src/ledger_text.c
-  core/src/ledger_ts.c
-  core/src/ledger_format.c
-  core/src/ledger_fast.c
-  core/src/ledger_parse.c
-  core/src/ledger_write.c
-  core/src/ledger_read.c
+  core/src/ledger/ledger_error.c
+  core/src/ledger/ledger_text.c
+  core/src/ledger/ledger_ts.c
+  core/src/ledger/ledger_format.c
+  core/src/ledger/ledger_fast.c
+  core/src/ledger/ledger_parse.c
+  core/src/ledger/ledger_write.c
+  core/src/ledger/ledger_read.c
 )
 
 rf_add_c_test(test_ledger spec/core/test_ledger.c)

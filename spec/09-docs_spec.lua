@@ -47,7 +47,7 @@ describe("README.md", function()
     local section = readme_section("Commands")
     local cli = require "retryfreeze.cli"
     for _, name in ipairs(cli.commands) do
-      local ok = pcall(require, "retryfreeze.cli_" .. name)
+      local ok = pcall(require, "retryfreeze.cli." .. name)
       if ok then assert.is_truthy(section:find("`" .. name, 1, true), "command " .. name .. " is not in README") end
     end
   end)

@@ -1,6 +1,6 @@
 -- `retryfreeze stats` and rf.ledger.stats (retryfreeze.ledger_stats): counts, ratios, percentiles, by route,
 -- several files, globs and rotated files, a torn last line, corrupt lines, --json; plus retryfreeze.glob.
--- Ledgers are written here in the writer's exact line format (core/src/ledger_format.c), and one through
+-- Ledgers are written here in the writer's exact line format (core/src/ledger/ledger_format.c), and one through
 -- the real client against the project's upstream.
 local rf = require "retryfreeze"
 local h = require "spec.helper"

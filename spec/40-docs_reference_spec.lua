@@ -348,9 +348,9 @@ describe("docs/lock.md", function()
 
     it("documents every message the loader can give", function()
       local formats = {}
-      for _, f in ipairs(c_format_args(read("core/src/lock_load.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
-      for _, f in ipairs(c_format_args(read("core/src/policy.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
-      for _, f in ipairs(c_format_args(read("core/src/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end
+      for _, f in ipairs(c_format_args(read("core/src/engine/lock_load.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
+      for _, f in ipairs(c_format_args(read("core/src/engine/policy.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
+      for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end
       assert.is_true(#formats >= 40)
       for _, fmt in ipairs(formats) do
         assert.is_truthy(refusals:find(format_pattern(fmt)),
@@ -439,7 +439,7 @@ describe("docs/reasons.md", function()
     local reason_str, outcome_str = {}, {}
     for _, e in ipairs(x_macro("core/include/retryfreeze/vocabulary.h", "RF_REASONS")) do reason_str[e[1]] = e[2] end
     for _, e in ipairs(x_macro("core/include/retryfreeze/client.h", "RF_OUTCOMES")) do outcome_str[e[1]] = e[2] end
-    local src = read("core/src/client_vocabulary.c")
+    local src = read("core/src/client/client_vocabulary.c")
     local body = assert(src:match("rf_outcome rf_outcome_of%(rf_reason reason%) (%b{})"))
     local mapped, pending = {}, {}
     for word, name in body:gmatch("(%a+) (RF_[%u_]+)") do
@@ -645,11 +645,12 @@ describe("docs/lua.md", function()
     end)
 
     it("names every module of lua/retryfreeze, as documented or internal", function()
-      local p = io.popen("ls lua/retryfreeze")
+      local p = io.popen("cd lua/retryfreeze && ls *.lua cli/*.lua")
       local listing = p:read("a")
       p:close()
-      for stem in listing:gmatch("([%w_]+)%.lua\n") do
-        local name = stem:match("^cli_") and stem ~= "cli_args" and "cli_<command>" or stem
+      for file in listing:gmatch("([%w_/]+)%.lua\n") do
+        local stem = file:gsub("/init$", ""):gsub("/", ".")
+        local name = stem:match("^cli%.") and stem ~= "cli.args" and "cli.<command>" or stem
         if stem ~= "init" then
           assert.is_truthy(top["`retryfreeze." .. name .. "`"] or doc:find("\n| `retryfreeze." .. name .. "` |", 1, true),
             "docs/lua.md does not name the module retryfreeze." .. stem)
@@ -678,7 +679,7 @@ describe("docs/cli.md", function()
 
   local commands = {}
   for _, name in ipairs(cli.commands) do
-    local ok, mod = pcall(require, "retryfreeze.cli_" .. name)
+    local ok, mod = pcall(require, "retryfreeze.cli." .. name)
     if ok then commands[name] = mod end
   end
 
@@ -707,7 +708,7 @@ describe("docs/cli.md", function()
       local documented = options_in((section:gsub("\n```.-\n```", "")))
       local accepted = options_in(mod.usage)
       -- The parser's own option table, in case the usage text forgets one.
-      for o in read("lua/retryfreeze/cli_" .. name .. ".lua"):gmatch('%["(%-%-[%w%-]+)"%]%s*=') do accepted[o] = true end
+      for o in read("lua/retryfreeze/cli/" .. name .. ".lua"):gmatch('%["(%-%-[%w%-]+)"%]%s*=') do accepted[o] = true end
       for o in pairs(accepted) do
         assert.is_true(documented[o] == true, "docs/cli.md: retryfreeze " .. name .. " does not document " .. o)
       end

@@ -1,5 +1,5 @@
 /*
- * The attempt ledger: append-only JSONL, one line per logical request (see ../shared/DESIGN.md).
+ * The attempt ledger: append-only JSONL, one line per logical request (see docs/design.md).
  * Writer: one write(2) per line on an O_APPEND descriptor, so lines from several processes never interleave.
  * Reader: streams lines in constant memory; a torn last line (a crash mid-write) is reported, not fatal; a
  * corrupt line anywhere else is an error naming its line number.

@@ -13,7 +13,7 @@ extern "C" {
 
 /*
  * Verdict reasons: X(C name, stable kebab-case string, retry?). Listed in the order rf_decide checks them
- * (../shared/DESIGN.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry), and the
+ * (docs/design.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry), and the
  * last two are a retry verdict's and rf_budget's.
  */
 #define RF_REASONS(X)                                                            \

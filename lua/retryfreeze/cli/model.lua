@@ -1,7 +1,7 @@
 --- `retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--json]`: the retry-storm arithmetic
 --- for a lock's routes (retryfreeze.model), before any traffic is sent.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
 local model = require "retryfreeze.model"
 

@@ -1,7 +1,7 @@
 --- `retryfreeze diff OLD NEW [--json] [--log FILE]`: classifies every change between two locks as widening,
 --- narrowing or neutral (retryfreeze.diff) and exits 1 when something widens, unless NEW's digest is the
 --- latest sign-off in the pairing log.
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local diff = require "retryfreeze.diff"
 local json = require "retryfreeze.json"
 local signoff = require "retryfreeze.signoff"

@@ -1,5 +1,5 @@
 --- The retryfreeze command line: dispatches subcommands. Exit codes: 0 ok, 1 a check failed,
---- 2 bad usage or bad input. Each subcommand lives in retryfreeze.cli_<name> and exports
+--- 2 bad usage or bad input. Each subcommand lives in retryfreeze.cli.<name> and exports
 --- {summary = "...", usage = "...", run = function(args, out, err, bindir) → exit code}; bindir is the
 --- directory of the running retryfreeze binary (where retryfreeze-serve lives).
 local rf = require "retryfreeze"
@@ -13,9 +13,9 @@ local commands <const> = { "check", "decide", "run", "demo", "serve", "stats", "
 M.commands = commands
 
 local function load_command(name)
-  local ok, mod = pcall(require, "retryfreeze.cli_" .. name)
+  local ok, mod = pcall(require, "retryfreeze.cli." .. name)
   if ok then return mod end
-  if tostring(mod):find("module 'retryfreeze.cli_" .. name .. "' not found", 1, true) then return nil end
+  if tostring(mod):find("module 'retryfreeze.cli." .. name .. "' not found", 1, true) then return nil end
   error(mod, 0)
 end
 

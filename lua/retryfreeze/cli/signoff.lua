@@ -1,7 +1,7 @@
 --- `retryfreeze signoff LOCK --by "NAMES" [--note TEXT] [--log FILE]`: appends one sign-off entry for the
 --- lock's digest to the pairing log (retryfreeze.signoff), with the diff against the previous sign-off.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local signoff = require "retryfreeze.signoff"
 
 local M = {

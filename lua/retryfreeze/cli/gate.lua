@@ -1,7 +1,7 @@
 --- `retryfreeze gate LEDGER… [options]`: applies thresholds to ledger stats for CI. Prints one summary line,
 --- then one line per breached threshold; exit 1 on a breach, 0 otherwise, 2 on bad usage or bad input.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local gate = require "retryfreeze.gate"
 local ledger_stats = require "retryfreeze.ledger_stats"
 

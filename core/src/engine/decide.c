@@ -1,5 +1,5 @@
 /*
- * rf_decide and rf_budget: the ordered checks of ../shared/DESIGN.md. No allocation, no I/O, no clock reads;
+ * rf_decide and rf_budget: the ordered checks of docs/design.md. No allocation, no I/O, no clock reads;
  * the policy is only read, the caller's retry budget is the only state touched.
  */
 #include "internal.h"

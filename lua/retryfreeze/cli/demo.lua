@@ -2,7 +2,7 @@
 --- free loopback port, runs examples/jobs_flow.lua through the real client under the pinned locks, writes
 --- demo-ledger.jsonl and prints what the ledger and the upstream say. Exit 1 if any keyed request executed
 --- twice or the ledger lost a request.
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local flow = require "retryfreeze.flow"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"

@@ -3,7 +3,7 @@
 --- effective policy. Exit 0 when valid (and every row passes), 1 when a row fails, 2 when the lock or the
 --- table is invalid or unreadable.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local decision_table = require "retryfreeze.decision_table"
 
 local M = {

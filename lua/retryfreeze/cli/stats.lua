@@ -1,7 +1,7 @@
 --- `retryfreeze stats LEDGER… [--json] [--skip-corrupt]`: requests, successes, terminal failure rate,
 --- retried-success ratio, attempts per success and per request, elapsed_ms percentiles, outcomes and reasons,
 --- by route — streamed in constant memory (retryfreeze.ledger_stats).
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 

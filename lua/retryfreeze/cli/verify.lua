@@ -2,7 +2,7 @@
 --- pairing log; otherwise prints "lock changed; pairing sign-off required" and the changes since the last
 --- signed digest, and exits 1. Meant as a CI step.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local diff = require "retryfreeze.diff"
 local signoff = require "retryfreeze.signoff"
 

@@ -1,6 +1,6 @@
 --- `retryfreeze decide LOCK --method M --path P [facts…]`: one decision, printed as one JSON line.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
 
 local M = {

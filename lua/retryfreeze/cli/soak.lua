@@ -2,7 +2,7 @@
 --- driving Lua coroutines), writes a ledger, prints its stats and applies gate thresholds. Exit 1 on a breach
 --- or a duplicate execution of a keyed request.
 local rf = require "retryfreeze"
-local cli_args = require "retryfreeze.cli_args"
+local cli_args = require "retryfreeze.cli.args"
 local gate = require "retryfreeze.gate"
 local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
