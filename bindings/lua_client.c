@@ -2,6 +2,12 @@
  * Lua binding of the HTTP client: rf.client{…} → "retryfreeze.Client", client:request{…}, client:all{…},
  * client:close(); rf.new_key(). Misuse (a bad argument, a closed client) raises; an HTTP or transport failure
  * is a response table, never an error.
+ *
+ * Lifetimes: everything C reads while a request runs is anchored by a Lua reference for that long — the
+ * policy and ledger by the client's registry anchor, each request's strings (method, path, query, body,
+ * idempotency key, header lines) by a keeper table on the stack or in a pending request's uservalue — so a
+ * hook or another flow that drops the request table and collects garbage changes nothing. A client is busy
+ * while its blocking request or client:all runs Lua hooks: every method called then raises (re-entrancy).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -22,6 +28,8 @@ enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_COUNT = 3 };
 typedef struct lclient {
     rf_client *c;            /* NULL until created, and after close */
     bool scheduled;          /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
+    bool busy;               /* inside rf_client_request/rf_client_all, whose hooks run Lua: no method may run */
+    int *ledger_users;       /* the ledger's use counter (rfl_ledger_use), released by close; NULL without one */
     const rf_policy *policy; /* the client's policy, alive through anchor (for verdicts given to hooks) */
     int anchor; /* registry ref to {policy, ledger}, which rf_client borrows: alive even if debug.setuservalue
                    drops the uservalues */
@@ -37,18 +45,25 @@ typedef struct lpending {
     const char *lines[64]; /* its header lines; the strings live in a table on the coroutine's stack */
 } lpending;
 
-static rf_client *check_open_client(lua_State *L, int idx) {
+#define BUSY_MESSAGE "client is busy (called from its own on_attempt hook)"
+
+/* The client at idx, or raises: not a client, closed, or busy (a method called from its own hook). */
+static lclient *check_client(lua_State *L, int idx) {
     lclient *lc = luaL_checkudata(L, idx, CLIENT_MT);
+    if (lc->busy) luaL_error(L, BUSY_MESSAGE);
+    return lc;
+}
+
+static rf_client *check_open_client(lua_State *L, int idx) {
+    lclient *lc = check_client(L, idx);
     if (lc->c == NULL) luaL_error(L, "attempt to use a closed client");
     return lc->c;
 }
 
-/* Collects a {Name = "value"} table at idx into "Name: value" strings kept in a Lua table on the stack
- * top (so they live as long as it does); fills lines[] (capacity cap) and returns the count. */
-static size_t header_lines(lua_State *L, int idx, const char *what, const char **lines, size_t cap) {
+/* Collects a {Name = "value"} table at idx into "Name: value" strings stored in the keeper table at index
+ * keep (so they live as long as it does); fills lines[] (capacity cap) and returns the count. */
+static size_t header_lines(lua_State *L, int idx, int keep, const char *what, const char **lines, size_t cap) {
     idx = lua_absindex(L, idx);
-    lua_newtable(L);
-    int keep = lua_gettop(L);
     size_t n = 0;
     if (lua_isnoneornil(L, idx)) return 0;
     if (lua_type(L, idx) != LUA_TTABLE)
@@ -60,7 +75,7 @@ static size_t header_lines(lua_State *L, int idx, const char *what, const char *
         if (n == cap) luaL_error(L, "%s: more than %d headers", what, (int)cap);
         lua_pushfstring(L, "%s: %s", lua_tostring(L, -2), lua_tostring(L, -1));
         lines[n++] = lua_tostring(L, -1);
-        lua_rawseti(L, keep, (lua_Integer)n);
+        lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
         lua_pop(L, 1);
     }
     return n;
@@ -96,6 +111,8 @@ static int l_client_new(lua_State *L) {
     lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
     lc->scheduled = false;
+    lc->busy = false;
+    lc->ledger_users = NULL;
     lc->policy = NULL;
     lc->anchor = LUA_NOREF;
     luaL_setmetatable(L, CLIENT_MT);
@@ -134,9 +151,10 @@ static int l_client_new(lua_State *L) {
     }
     lua_pop(L, 4);
     const char *lines[64];
+    lua_newtable(L); /* keeps the header lines until rf_client_new has copied them */
     lua_getfield(L, 1, "headers");
     o.headers = lines;
-    o.n_headers = header_lines(L, -1, "rf.client: headers", lines, 64);
+    o.n_headers = header_lines(L, -1, lua_gettop(L) - 1, "rf.client: headers", lines, 64);
     lua_createtable(L, 2, 0);
     lua_getiuservalue(L, ud, UV_POLICY);
     lua_rawseti(L, -2, 1);
@@ -147,16 +165,24 @@ static int l_client_new(lua_State *L) {
     rf_status st = rf_client_new(&o, &lc->c, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "rf.client: out of memory");
     if (st != RF_OK) return luaL_error(L, "rf.client: %s %s", err.path, err.message);
+    if (o.ledger != NULL) {
+        lua_getiuservalue(L, ud, UV_LEDGER);
+        lc->ledger_users = rfl_ledger_use(L, -1); /* ledger:close() is refused until this client closes */
+    }
     lua_settop(L, ud);
     return 1;
 }
 
+/* client:close(): frees the client and releases its policy and ledger. Safe twice; also __gc and __close.
+ * Raises while scheduled requests are in flight, or when called from the client's own hook. */
 static int l_client_close(lua_State *L) {
-    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lclient *lc = check_client(L, 1);
     if (lc->c != NULL && rf_client_pending(lc->c) > 0)
         return luaL_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
     rf_client_free(lc->c);
     lc->c = NULL;
+    if (lc->ledger_users != NULL) (*lc->ledger_users)--; /* the ledger userdata is alive: anchor still holds it */
+    lc->ledger_users = NULL;
     luaL_unref(L, LUA_REGISTRYINDEX, lc->anchor);
     lc->anchor = LUA_NOREF;
     return 0;
@@ -175,7 +201,9 @@ static int l_pending_gc(lua_State *L) {
 static const char *const request_keys[] = {"method",          "path",       "query", "headers", "body",
                                            "idempotency_key", "on_attempt", NULL};
 
-static const char *opt_string_field(lua_State *L, int idx, const char *key, size_t *len) {
+/* request[key] as a string (NULL when nil), stored in the keeper table at index keep: C reads it while the
+ * request runs, and a hook may drop it from the request table (issue 10: request strings mid-flight). */
+static const char *opt_string_field(lua_State *L, int idx, int keep, const char *key, size_t *len) {
     lua_getfield(L, idx, key);
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
@@ -183,33 +211,37 @@ static const char *opt_string_field(lua_State *L, int idx, const char *key, size
     }
     if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
     const char *s = lua_tolstring(L, -1, len);
-    lua_pop(L, 1); /* the string stays alive: the request table still references it */
+    lua_setfield(L, keep, key);
     return s;
 }
 
-/* Reads the request table at idx into *req; header strings are kept alive in a table pushed on the stack. */
+/* Reads the request table at idx into *req. Pushes one keeper table that holds every string *req points to
+ * (method, path, query, body, idempotency key, header lines): keep it alive for as long as *req is used. */
 static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
     check_keys(L, idx, request_keys, "request");
     memset(req, 0, sizeof *req);
+    lua_createtable(L, 0, 6);
+    int keep = lua_gettop(L);
     size_t len = 0;
-    req->method = opt_string_field(L, idx, "method", &len);
-    req->path = opt_string_field(L, idx, "path", &len);
+    req->method = opt_string_field(L, idx, keep, "method", &len);
+    req->path = opt_string_field(L, idx, keep, "path", &len);
     if (req->method == NULL || req->path == NULL) luaL_error(L, "request.method and request.path are required");
-    req->query = opt_string_field(L, idx, "query", &len);
-    req->body = opt_string_field(L, idx, "body", &req->body_len);
-    req->idempotency_key = opt_string_field(L, idx, "idempotency_key", &len);
+    req->query = opt_string_field(L, idx, keep, "query", &len);
+    req->body = opt_string_field(L, idx, keep, "body", &req->body_len);
+    req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len);
     lua_getfield(L, idx, "on_attempt");
     if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
     lua_pop(L, 1);
     lua_getfield(L, idx, "headers");
     req->headers = lines;
-    req->n_headers = header_lines(L, -1, "request.headers", lines, cap);
-    lua_remove(L, -2);
+    req->n_headers = header_lines(L, -1, keep, "request.headers", lines, cap);
+    lua_pop(L, 1);
 }
 
 static void push_try(lua_State *L, const rf_try *t) {
+    luaL_checkstack(L, 4, "push_try");
     lua_createtable(L, 0, 9);
     lua_pushstring(L, t->class_name);
     lua_setfield(L, -2, "class");
@@ -240,6 +272,7 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
     lua_newtable(L);
     const char *p = block, *end = block + len;
     while (p < end) {
+        luaL_checkstack(L, 6, "push_headers"); /* a name buffer, a key and a value per line */
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         if (eol == NULL) eol = end;
         const char *colon = memchr(p, ':', (size_t)(eol - p));
@@ -267,6 +300,7 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
 }
 
 static void push_response(lua_State *L, const rf_response *r) {
+    luaL_checkstack(L, 8, "push_response");
     lua_createtable(L, 0, 12);
     lua_pushinteger(L, r->status);
     lua_setfield(L, -2, "status");
@@ -286,6 +320,7 @@ static void push_response(lua_State *L, const rf_response *r) {
     lua_setfield(L, -2, "headers");
     lua_createtable(L, (int)r->n_tries, 0);
     for (size_t i = 0; i < r->n_tries; i++) {
+        luaL_checkstack(L, 2, "push_response: tries");
         push_try(L, &r->tries[i]);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
@@ -301,28 +336,44 @@ static void push_response(lua_State *L, const rf_response *r) {
 }
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
- * request has been cleaned up, so no curl state or memory is left behind. */
+ * request has been cleaned up, so no curl state or memory is left behind. Nothing here may raise (a raise
+ * would unwind through libcurl): the try and verdict tables are built inside the protected call. */
 typedef struct hook_ctx {
     lua_State *L;
     int client_idx;
-    int errors_idx; /* a table: [1] = the first error raised by a hook */
+    int errors_idx; /* a table with room for [1] = the first error raised by a hook */
     int fn_idx;     /* stack index of the request's on_attempt; 0: the client's, if any */
 } hook_ctx;
+
+/* Protected part of call_hook: (fn, try*, policy*, verdict*) → fn(try table, verdict table). */
+static int hook_trampoline(lua_State *L) {
+    const rf_try *t = lua_touserdata(L, 2);
+    const rf_policy *p = lua_touserdata(L, 3);
+    const rf_verdict *v = lua_touserdata(L, 4);
+    lua_settop(L, 1);
+    push_try(L, t);
+    rfl_push_verdict(L, p, v);
+    lua_call(L, 2, 1);
+    return 1;
+}
 
 static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     hook_ctx *h = ud;
     lua_State *L = h->L;
+    if (!lua_checkstack(L, 6)) return -1; /* no stack left: the hook cannot run, the request stops */
+    lua_pushcfunction(L, hook_trampoline);
     if (h->fn_idx)
         lua_pushvalue(L, h->fn_idx);
     else if (lua_getiuservalue(L, h->client_idx, UV_HOOK) != LUA_TFUNCTION) {
-        lua_pop(L, 1);
+        lua_pop(L, 2);
         return 0;
     }
-    push_try(L, t);
-    rfl_push_verdict(L, ((lclient *)lua_touserdata(L, h->client_idx))->policy, v);
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    lua_pushlightuserdata(L, (void *)(uintptr_t)t);
+    lua_pushlightuserdata(L, (void *)(uintptr_t)((lclient *)lua_touserdata(L, h->client_idx))->policy);
+    lua_pushlightuserdata(L, (void *)(uintptr_t)v);
+    if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
         if (lua_rawlen(L, h->errors_idx) == 0)
-            lua_rawseti(L, h->errors_idx, 1);
+            lua_rawseti(L, h->errors_idx, 1); /* the slot was made with the table: no allocation, no raise */
         else
             lua_pop(L, 1);
         return -1;
@@ -330,6 +381,28 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     int stop = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
     lua_pop(L, 1);
     return stop ? 1 : 0;
+}
+
+#define RESPONSES_MT "retryfreeze.Responses"
+
+/* Responses owned by a userdata, so that a raise while they are turned into tables frees their bodies. */
+typedef struct lresponses {
+    size_t n;
+    rf_response r[];
+} lresponses;
+
+static lresponses *new_responses(lua_State *L, size_t n) {
+    lresponses *rs = lua_newuserdatauv(L, sizeof *rs + sizeof rs->r[0] * (n ? n : 1), 0);
+    memset(rs, 0, sizeof *rs + sizeof rs->r[0] * (n ? n : 1));
+    rs->n = n;
+    luaL_setmetatable(L, RESPONSES_MT);
+    return rs;
+}
+
+static int l_responses_gc(lua_State *L) {
+    lresponses *rs = luaL_checkudata(L, 1, RESPONSES_MT);
+    for (size_t i = 0; i < rs->n; i++) rf_response_clear(&rs->r[i]);
+    return 0;
 }
 
 /* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
@@ -346,12 +419,14 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
 }
 
 /* Starts the request without blocking and yields its ticket (a light userdata) to the scheduler. */
-static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req) {
-    lpending *lp = lua_newuserdatauv(L, sizeof *lp, 1);
+static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
+    lpending *lp = lua_newuserdatauv(L, sizeof *lp, 2);
     memset(lp, 0, sizeof *lp);
     luaL_setmetatable(L, PENDING_MT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
+    lua_pushvalue(L, keep);
+    lua_setiuservalue(L, -2, 2); /* and so do the request's strings */
     int box = lua_gettop(L);
     lp->req = *req;
     memcpy(lp->lines, req->headers, req->n_headers * sizeof *lp->lines);
@@ -367,26 +442,29 @@ static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req) 
 static int l_request(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
     lclient *lc = lua_touserdata(L, 1);
+    lua_settop(L, 2);
     const char *lines[64];
     rf_request req;
-    read_request(L, 2, &req, lines, 64); /* pushes the header-lines keeper */
+    read_request(L, 2, &req, lines, 64); /* pushes the strings' keeper, at 3 */
     if (lc->scheduled && lua_isyieldable(L)) {
         lua_getfield(L, 2, "on_attempt");
         bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
         if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
         lua_pop(L, 2);
-        return request_scheduled(L, c, &req);
+        return request_scheduled(L, c, &req, 3);
     }
-    lua_newtable(L);
+    lua_createtable(L, 1, 0);
     int errors = lua_gettop(L);
     lua_getfield(L, 2, "on_attempt");
     int hook_idx = lua_isnil(L, -1) ? 0 : lua_gettop(L);
+    lresponses *rs = new_responses(L, 1);
     hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = hook_idx};
-    rf_response r = {0};
     rf_error err;
-    rf_status st = rf_client_request(c, &req, call_hook, &h, &r, &err);
-    if (st == RF_OK) push_response(L, &r);
-    rf_response_clear(&r);
+    lc->busy = true;
+    rf_status st = rf_client_request(c, &req, call_hook, &h, &rs->r[0], &err);
+    lc->busy = false;
+    if (st == RF_OK) push_response(L, &rs->r[0]);
+    rf_response_clear(&rs->r[0]);
     if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
@@ -399,34 +477,44 @@ static int l_request(lua_State *L) {
  * A request's own on_attempt is not supported here (use the client's). */
 static int l_all(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
+    lclient *lc = lua_touserdata(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 0 && n <= 10000, 2, "between 0 and 10000 requests");
+    if (rf_client_pending(c) > 0)
+        return luaL_error(L, "client:all: %d scheduled requests of this client are in flight",
+                          (int)rf_client_pending(c));
     rf_request *reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)(n ? n : 1), 0);
-    rf_response *resps = lua_newuserdatauv(L, sizeof *resps * (size_t)(n ? n : 1), 0);
     const char **lines = lua_newuserdatauv(L, sizeof *lines * 64 * (size_t)(n ? n : 1), 0);
-    memset(resps, 0, sizeof *resps * (size_t)(n ? n : 1));
+    lresponses *rs = new_responses(L, (size_t)n);
+    lua_createtable(L, (int)n, 0); /* the requests' string keepers: the stack stays flat however many */
+    int keepers = lua_gettop(L);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
         read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64);
-        lua_getfield(L, -2, "on_attempt");
-        if (!lua_isnil(L, -1)) return luaL_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
-        lua_pop(L, 1);
-        /* keep the request table and its header lines on the stack */
+        lua_rawseti(L, keepers, i);
+        if (lua_getfield(L, -1, "on_attempt") != LUA_TNIL)
+            return luaL_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
+        lua_pop(L, 2);
     }
-    lua_newtable(L);
+    lua_createtable(L, 1, 0);
     int errors = lua_gettop(L);
     hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = 0};
     rf_error err;
-    rf_status st = rf_client_all(c, reqs, (size_t)n, call_hook, &h, resps, &err);
+    lc->busy = true;
+    rf_status st = rf_client_all(c, reqs, (size_t)n, call_hook, &h, rs->r, &err);
+    lc->busy = false;
     if (st == RF_OK) {
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {
-            push_response(L, &resps[i]);
+            luaL_checkstack(L, 2, "client:all");
+            push_response(L, &rs->r[i]);
             lua_rawseti(L, -2, i + 1);
+            rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }
     }
-    for (lua_Integer i = 0; i < n; i++) rf_response_clear(&resps[i]);
+    for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
     if (st == RF_ENOMEM) return luaL_error(L, "client:all: out of memory");
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
@@ -453,6 +541,7 @@ static int l_run(lua_State *L) {
     size_t n = rf_client_run(c, (int)timeout, done, 256);
     lua_createtable(L, (int)n, 0);
     for (size_t i = 0; i < n; i++) {
+        luaL_checkstack(L, 2, "client:_run");
         lua_pushlightuserdata(L, done[i]);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
@@ -511,6 +600,12 @@ void rfl_open_client(lua_State *L) {
     lua_pushcfunction(L, l_client_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pushliteral(L, CLIENT_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, RESPONSES_MT);
+    lua_pushcfunction(L, l_responses_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, RESPONSES_MT);
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     luaL_newmetatable(L, PENDING_MT);

@@ -1,8 +1,8 @@
 /*
  * Lua binding of the ledger: rf.ledger.open(path [, {fsync = "none"|"line"}]) → "retryfreeze.Ledger" (or nil,
- * message), ledger:close(); rf.ledger.read(path) → iterator, state. The iterator yields record tables; a
- * torn last line ends the iteration and sets state.torn to its line number; a corrupt line raises an error
- * naming the file and line (state.skip_corrupt = true counts them in state.corrupt instead).
+ * message), ledger:close() (refused while a client uses the ledger); rf.ledger.read(path) → iterator, state. The
+ * iterator yields record tables; a torn last line ends the iteration and sets state.torn to its line number; a corrupt
+ * line raises an error naming the file and line (state.skip_corrupt = true counts them in state.corrupt instead).
  */
 #include "lua_retryfreeze.h"
 
@@ -13,6 +13,7 @@
 
 typedef struct lledger {
     rf_ledger *l;
+    int users; /* open clients writing to it (rfl_ledger_use): close is refused while > 0 */
 } lledger;
 
 typedef struct lreader {
@@ -23,6 +24,13 @@ rf_ledger *rfl_check_ledger(lua_State *L, int idx) {
     lledger *ll = luaL_checkudata(L, idx, LEDGER_MT);
     if (ll->l == NULL) luaL_error(L, "attempt to use a closed ledger");
     return ll->l;
+}
+
+int *rfl_ledger_use(lua_State *L, int idx) {
+    rfl_check_ledger(L, idx);
+    lledger *ll = lua_touserdata(L, idx);
+    ll->users++;
+    return &ll->users;
 }
 
 /* rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, "path: strerror". */
@@ -38,6 +46,7 @@ static int l_ledger_open(lua_State *L) {
     }
     lledger *ll = lua_newuserdatauv(L, sizeof *ll, 0);
     ll->l = NULL;
+    ll->users = 0;
     luaL_setmetatable(L, LEDGER_MT);
     rf_error err;
     if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) {
@@ -48,9 +57,15 @@ static int l_ledger_open(lua_State *L) {
     return 1;
 }
 
-/* ledger:close() → true, or nil, message (close(2) failed). Safe twice; also __gc and __close. */
+/* ledger:close() → true, or nil, message: close(2) failed, or open clients still write to the ledger (it
+ * stays open for them: close them first). Safe twice; also __close. */
 static int l_ledger_close(lua_State *L) {
     lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
+    if (ll->users > 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "ledger in use by %d open client(s): close them first", ll->users);
+        return 2;
+    }
     rf_error err;
     rf_status st = rf_ledger_close(ll->l, &err);
     ll->l = NULL;
@@ -61,6 +76,16 @@ static int l_ledger_close(lua_State *L) {
     }
     lua_pushboolean(L, 1);
     return 1;
+}
+
+/* __gc: a client anchors its ledger and releases it when closed, so users is 0 here unless the script broke
+ * the anchors with the debug library; then the descriptor is left open rather than closed under a user. */
+static int l_ledger_gc(lua_State *L) {
+    lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
+    rf_error err;
+    if (ll->users == 0) rf_ledger_close(ll->l, &err);
+    ll->l = NULL;
+    return 0;
 }
 
 static void set_str(lua_State *L, const char *k, const char *v) {
@@ -197,7 +222,7 @@ void rfl_open_ledger(lua_State *L) {
     lua_pushcfunction(L, l_ledger_close);
     lua_setfield(L, -2, "close");
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_ledger_close);
+    lua_pushcfunction(L, l_ledger_gc);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, l_ledger_close);
     lua_setfield(L, -2, "__close");

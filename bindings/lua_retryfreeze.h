@@ -24,6 +24,9 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
 void rfl_set_int(lua_State *L, const char *k, int64_t v);
 /* The open ledger at idx, or raises. */
 rf_ledger *rfl_check_ledger(lua_State *L, int idx);
+/* Marks the open ledger at idx (or raises) as used by one more client and returns its use counter: the
+ * client decrements it when it closes. ledger:close() is refused while the counter is above 0. */
+int *rfl_ledger_use(lua_State *L, int idx);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

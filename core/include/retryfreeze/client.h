@@ -112,9 +112,14 @@ typedef int (*rf_attempt_hook)(void *ud, const rf_try *t, const rf_verdict *v);
 RF_API rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
                                    rf_response *out, rf_error *err);
 
+/* Most requests rf_client_all keeps in flight at once; the rest wait for a free slot. */
+#define RF_ALL_CONCURRENCY 100
+
 /*
- * Runs n requests concurrently with curl multi (one easy handle each), each under its own attempt loop,
- * and fills out[0..n) in order. The hook (may be NULL) is called as for rf_client_request.
+ * Runs n requests concurrently with curl multi (one easy handle each, at most RF_ALL_CONCURRENCY in flight),
+ * each under its own attempt loop (its deadline counts from its own start), and fills out[0..n) in order.
+ * The hook (may be NULL) is called as for rf_client_request; once a hook fails no further request starts.
+ * RF_EINVAL also when requests started with rf_client_start are in flight on this client.
  */
 RF_API rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                                rf_response *out, rf_error *err);

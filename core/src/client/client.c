@@ -224,6 +224,8 @@ rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attem
         return fail(err, "", "client, requests and responses must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
+    /* rf_client_run reports every started request: requests started by the caller would be lost here. */
+    if (c->n_pending > 0) return fail(err, "client", "has started requests in flight (rf_client_start)");
     rf_pending **started = calloc(n ? n : 1, sizeof *started), *done[64];
     if (started == NULL) {
         fail(err, "client", "out of memory");
@@ -231,21 +233,31 @@ rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attem
     }
     rf_status st = RF_OK;
     size_t n_started = 0, n_done = 0;
-    for (; n_started < n; n_started++) {
-        st = rf_client_start(c, &reqs[n_started], hook, hook_ud, &out[n_started], &started[n_started], err);
-        if (st != RF_OK) {
-            char where[32];
-            snprintf(where, sizeof where, "[%zu].", n_started + 1);
-            memmove(err->path + strlen(where), err->path, sizeof err->path - strlen(where) - 1);
-            memcpy(err->path, where, strlen(where));
-            break;
+    bool hook_failed = false;
+    while (st == RF_OK && !hook_failed && n_done < n) {
+        /* A window of RF_ALL_CONCURRENCY requests in flight: an upstream's connection limit is not a failure
+         * class, and each request's deadline counts from its own start. */
+        while (n_started < n && n_started - n_done < RF_ALL_CONCURRENCY) {
+            st = rf_client_start(c, &reqs[n_started], hook, hook_ud, &out[n_started], &started[n_started], err);
+            if (st != RF_OK) {
+                char where[32];
+                snprintf(where, sizeof where, "[%zu].", n_started + 1);
+                memmove(err->path + strlen(where), err->path, sizeof err->path - strlen(where) - 1);
+                memcpy(err->path, where, strlen(where));
+                break;
+            }
+            n_started++;
         }
+        if (st != RF_OK) break;
+        size_t k = rf_client_run(c, 1000, done, 64);
+        for (size_t i = 0; i < k; i++) hook_failed = hook_failed || rf_pending_hook_failed(done[i]);
+        n_done += k;
     }
-    while (st == RF_OK && n_done < n) n_done += rf_client_run(c, 1000, done, 64);
     for (size_t i = 0; i < n_started; i++) {
         if (st == RF_OK && rf_pending_hook_failed(started[i])) st = fail(err, "on_attempt", "the attempt hook failed");
         rf_pending_free(started[i]);
     }
+    if (st == RF_OK && hook_failed) st = fail(err, "on_attempt", "the attempt hook failed");
     free(started);
     return st;
 }
