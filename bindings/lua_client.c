@@ -91,23 +91,30 @@ static const char *const client_keys[] = {
     "policy",       "base_url",         "ledger",         "headers",    "rng_seed",
     "retry_budget", "follow_redirects", "max_body_bytes", "on_attempt", NULL};
 
-static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
+static void check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more,
+                        const char *what) {
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         bool ok = false;
         for (int i = 0; k && allowed[i]; i++)
             if (strcmp(k, allowed[i]) == 0) ok = true;
+        for (int i = 0; k && more && more[i]; i++)
+            if (strcmp(k, more[i]) == 0) ok = true;
         if (!ok) luaL_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
+}
+
+static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
+    check_keys2(L, idx, allowed, NULL, what);
 }
 
 /* rf.client{policy=, base_url=, ledger=, headers=, rng_seed=, retry_budget=, follow_redirects=,
  *           max_body_bytes=, on_attempt=} → client. Raises on a bad option. */
 static int l_client_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    check_keys(L, 1, client_keys, "rf.client");
+    check_keys2(L, 1, client_keys, rfl_client_network_keys, "rf.client");
     lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
     lc->scheduled = false;
@@ -150,6 +157,7 @@ static int l_client_new(lua_State *L) {
         o.max_body_bytes = (size_t)lua_tointeger(L, -1);
     }
     lua_pop(L, 4);
+    rfl_read_client_network(L, 1, &o);
     const char *lines[64];
     lua_newtable(L); /* keeps the header lines until rf_client_new has copied them */
     lua_getfield(L, 1, "headers");

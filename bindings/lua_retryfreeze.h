@@ -27,6 +27,11 @@ rf_ledger *rfl_check_ledger(lua_State *L, int idx);
 /* Marks the open ledger at idx (or raises) as used by one more client and returns its use counter: the
  * client decrements it when it closes. ledger:close() is refused while the counter is above 0. */
 int *rfl_ledger_use(lua_State *L, int idx);
+/* The client's network options (lua_client_network.c): their names, and reading them into *o (raises on a
+ * bad value, naming the option). o is a struct rf_client_options. */
+struct rf_client_options;
+extern const char *const rfl_client_network_keys[];
+void rfl_read_client_network(lua_State *L, int idx, struct rf_client_options *o);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

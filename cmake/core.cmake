@@ -11,6 +11,7 @@ add_library(retryfreeze SHARED
   core/src/engine/backoff.c
   core/src/engine/retry_budget.c
   core/src/engine/decide.c
+  core/src/engine/redirect.c
   core/src/engine/retry_after.c
 )
 target_include_directories(retryfreeze PUBLIC
@@ -33,3 +34,4 @@ endfunction()
 rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
+rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

@@ -284,12 +284,14 @@ describe("rf.client against nginx", function()
   end)
 
   -- A regression test: the client's guard against libcurl's hidden resend used to abort the redirect's send.
+  -- Each hop is a try of its own and counts in attempts (issue 12: attempts = the requests nginx saw).
   it("follows nginx's 301 when follow_redirects = true", function()
     local follower = rf.client{ policy = policy, base_url = ng.url, follow_redirects = true, rng_seed = 7 }
     local r = follower:request{ method = "GET", path = "/moved" }
     follower:close()
-    assert.same({ true, 200, "success", 1, "ok\n" }, { r.ok, r.status, r.outcome, r.attempts, r.body })
-    assert.same({ "HTTP_200", "ok" }, { r.tries[1].class, r.tries[1].transport })
+    assert.same({ true, 200, "success", 2, "ok\n" }, { r.ok, r.status, r.outcome, r.attempts, r.body })
+    assert.same({ "HTTP_301", "ok", "redirect" }, { r.tries[1].class, r.tries[1].transport, r.tries[1].reason })
+    assert.same({ "HTTP_200", "ok", "success" }, { r.tries[2].class, r.tries[2].transport, r.tries[2].reason })
     assert.is_nil(r.headers.location) -- the headers are the final response's
     assert.equal("GET /moved", r.route)
   end)

@@ -38,7 +38,10 @@ typedef struct rf_client_options {
     size_t n_headers;
     uint64_t rng_seed;     /* jitter seed */
     bool retry_budget;     /* use the lock's retryBudget (client-wide token bucket) */
-    bool follow_redirects; /* default false: a 3xx is a success, returned as is */
+    bool follow_redirects; /* default false: a 3xx is a success, returned as is. true: 301/302/303/307/308 are
+                              followed by the client, one try per hop (RFC 9110 §15.4, see client_redirect.c) */
+    int max_redirects;     /* with follow_redirects: 3xx followed per attempt, 1..RF_MAX_REDIRECTS; 0 = 10. One
+                              more 3xx ends the request with class TOO_MANY_REDIRECTS (terminal) */
     size_t max_body_bytes; /* response bodies over this fail the attempt; 0 = 16 MiB */
 } rf_client_options;
 
@@ -75,14 +78,18 @@ typedef struct rf_try {
     char error[128];      /* curl's message for a transport failure, "" otherwise */
 } rf_try;
 
-#define RF_MAX_TRIES 16
+/* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
+ * request with class TOO_MANY_REDIRECTS. */
+#define RF_MAX_TRIES 32
+/* Largest max_redirects. */
+#define RF_MAX_REDIRECTS 30
 
 typedef struct rf_response {
     int status; /* of the last attempt, 0 when none was received */
     bool ok;    /* outcome == success */
     rf_outcome outcome;
     rf_reason reason;
-    int attempts;
+    int attempts;       /* HTTP requests sent: attempts plus followed redirects (the upstream's count) */
     int64_t elapsed_ms; /* whole request, first attempt start to the end, sleeps included */
     char *body;         /* last attempt's body, NUL-terminated; owned: freed by rf_response_clear */
     size_t body_len;

@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-/* Longest failure class token ("CONNECT_REFUSED") plus NUL. */
-#define RF_CLASS_NAME_MAX 16
+/* Longest failure class token ("TOO_MANY_REDIRECTS") plus NUL, rounded up. */
+#define RF_CLASS_NAME_MAX 24
 
 /* A seeded pseudo-random generator for jitter (xoshiro256**, seeded through splitmix64). Caller-owned, plain
  * data: the same seed gives the same sequence on every platform. Not thread-safe: one per thread or client. */
@@ -84,6 +84,21 @@ typedef struct rf_retry_budget rf_retry_budget;
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);
+
+/*
+ * The verdict on a 3xx response the client is about to follow (RFC 9110 §15.4). f holds the facts of the
+ * request that got the 3xx (status 300..399, its Retry-After and Date, elapsed_ms; attempts is not read);
+ * hops = redirects already followed in this attempt; max_redirects = the client's limit.
+ * - hops >= max_redirects: stop, class TOO_MANY_REDIRECTS, reason status-not-retryable (never retryable:
+ *   the same chain would loop again);
+ * - a valid Retry-After (RFC 9110 §10.2.3: on a 3xx, the minimum wait before the redirected request) is the
+ *   delay when the route honours it; over retryAfter.maxMs or the time left: retry-after-exceeds-budget;
+ * - less than minAttemptMs left after the delay: deadline;
+ * - else retry = true, reason redirect, delay_ms (0 without Retry-After) and the next hop's timeout_ms.
+ * An unknown route stops with no-route. RF_EINVAL for a non-3xx status or missing facts.
+ */
+RF_API rf_status rf_redirect_verdict(const rf_policy *p, const rf_facts *f, int hops, int max_redirects,
+                                     rf_verdict *out, rf_error *err);
 
 /* Budget for the next attempt, asked before starting it. */
 typedef struct rf_attempt_budget {

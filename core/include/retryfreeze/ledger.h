@@ -29,8 +29,9 @@ extern "C" {
 
 /* Longest ledger line the writer produces and the reader accepts, newline excluded. */
 #define RF_LEDGER_MAX_LINE (1024 * 1024)
-/* Most tries one record holds (maxAttempts is at most 10 in a lock). */
-#define RF_LEDGER_MAX_TRIES 16
+/* Most tries one record holds: RF_MAX_TRIES of the client (attempts, at most 10 in a lock, plus followed
+ * redirects). */
+#define RF_LEDGER_MAX_TRIES 32
 
 /* One attempt of a logical request, as recorded in the ledger's "tries" array. */
 typedef struct rf_ledger_try {

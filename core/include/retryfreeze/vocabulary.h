@@ -13,8 +13,10 @@ extern "C" {
 
 /*
  * Verdict reasons: X(C name, stable kebab-case string, retry?). Listed in the order rf_decide checks them
- * (docs/design.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry), and the
- * last two are a retry verdict's and rf_budget's.
+ * (docs/design.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry); pinned-status
+ * and transparent-retry are a retry verdict's (transparent-retry: a keyless mutating request retried because
+ * it never left, see rf_decide), within-budget is rf_budget's, and redirect is a followed 3xx
+ * (rf_redirect_verdict).
  */
 #define RF_REASONS(X)                                                            \
     X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                           \
@@ -28,7 +30,9 @@ extern "C" {
     X(RF_REASON_RETRY_THROTTLED, "retry-throttled", 0)                           \
     X(RF_REASON_STOPPED_BY_CALLER, "stopped-by-caller", 0)                       \
     X(RF_REASON_PINNED_STATUS, "pinned-status", 1)                               \
-    X(RF_REASON_WITHIN_BUDGET, "within-budget", 1)
+    X(RF_REASON_WITHIN_BUDGET, "within-budget", 1)                               \
+    X(RF_REASON_TRANSPARENT_RETRY, "transparent-retry", 1)                       \
+    X(RF_REASON_REDIRECT, "redirect", 1)
 
 #define RF_X_ENUM(name, str, retry) name,
 typedef enum rf_reason { RF_REASONS(RF_X_ENUM) RF_REASON_COUNT } rf_reason;
@@ -42,7 +46,9 @@ typedef enum rf_reason { RF_REASONS(RF_X_ENUM) RF_REASON_COUNT } rf_reason;
     X(RF_TRANSPORT_DNS, "dns")                         \
     X(RF_TRANSPORT_TLS, "tls")                         \
     X(RF_TRANSPORT_GOT_NOTHING, "got-nothing")         \
-    X(RF_TRANSPORT_OTHER, "other")
+    X(RF_TRANSPORT_OTHER, "other")                     \
+    X(RF_TRANSPORT_PROXY_REFUSED, "proxy-refused")     \
+    X(RF_TRANSPORT_TOO_MANY_REDIRECTS, "too-many-redirects")
 
 #define RF_X_ENUM2(name, str) name,
 typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_transport;
@@ -51,7 +57,9 @@ typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_tr
  * Named (non-HTTP) failure classes. HTTP classes are HTTP_<nnn> (100..599) and the families HTTP_4XX,
  * HTTP_5XX. X(C name, token). Transport outcome → class: timeout → TIMEOUT, connect-reset and
  * got-nothing → CONNECT_RESET (a connection closed before a response, Envoy's "reset"), connect-refused →
- * CONNECT_REFUSED, dns → DNS_FAILURE, tls → TLS_FAILURE, other (or ok without a status) → UNKNOWN.
+ * CONNECT_REFUSED, dns → DNS_FAILURE, tls → TLS_FAILURE, other (or ok without a status) → UNKNOWN,
+ * proxy-refused → PROXY_REFUSED (the configured proxy refused the connection: nothing reached the origin),
+ * too-many-redirects → TOO_MANY_REDIRECTS (the client's max_redirects was reached; never retryable).
  */
 #define RF_NAMED_CLASSES(X)                        \
     X(RF_CLASS_TIMEOUT, "TIMEOUT")                 \
@@ -59,7 +67,9 @@ typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_tr
     X(RF_CLASS_CONNECT_REFUSED, "CONNECT_REFUSED") \
     X(RF_CLASS_DNS_FAILURE, "DNS_FAILURE")         \
     X(RF_CLASS_TLS_FAILURE, "TLS_FAILURE")         \
-    X(RF_CLASS_UNKNOWN, "UNKNOWN")
+    X(RF_CLASS_UNKNOWN, "UNKNOWN")                 \
+    X(RF_CLASS_PROXY_REFUSED, "PROXY_REFUSED")     \
+    X(RF_CLASS_TOO_MANY_REDIRECTS, "TOO_MANY_REDIRECTS")
 
 typedef enum rf_named_class { RF_NAMED_CLASSES(RF_X_ENUM2) RF_NAMED_CLASS_COUNT } rf_named_class;
 

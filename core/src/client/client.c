@@ -28,6 +28,8 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
     const char *u = opts->base_url;
     if (u == NULL || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) || strpbrk(u, " \r\n") != NULL)
         return fail(err, "base_url", "must be an http:// or https:// URL without spaces");
+    if (opts->max_redirects < 0 || opts->max_redirects > RF_MAX_REDIRECTS)
+        return fail(err, "max_redirects", "must be 1..30 (0 = the default, 10)");
     char why[160];
     for (size_t i = 0; i < opts->n_headers; i++)
         if (!rfi_header_valid(opts->headers[i], why, sizeof why)) return fail(err, "headers", why);
@@ -37,6 +39,7 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
     c->policy = opts->policy;
     c->ledger = opts->ledger;
     c->follow_redirects = opts->follow_redirects;
+    c->max_redirects = opts->max_redirects ? opts->max_redirects : 10;
     c->max_body_bytes = opts->max_body_bytes ? opts->max_body_bytes : DEFAULT_MAX_BODY;
     rf_rng_seed(&c->rng, opts->rng_seed);
     size_t ulen = strlen(u);

@@ -211,30 +211,37 @@ static void flow_done(rfi_flow *f, rf_reason reason);
 
 bool rfi_flow_begin_attempt(rfi_flow *f) {
     const rf_request *req = f->req;
-    rf_attempt_budget b;
-    rf_error err;
-    int64_t elapsed = rfi_mono_ms() - f->start_ms;
-    if (rf_budget(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path), f->attempts, elapsed,
-                  &b, &err) != RF_OK ||
-        !b.allowed) {
-        flow_done(f, b.reason);
-        return false;
+    if (f->in_hop) { /* a followed redirect: rf_redirect_verdict gave its timeout */
+        f->timeout_ms = f->hop_timeout_ms;
+    } else {
+        rf_attempt_budget b;
+        rf_error err;
+        int64_t elapsed = rfi_mono_ms() - f->start_ms;
+        if (rf_budget(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path), f->attempts,
+                      elapsed, &b, &err) != RF_OK ||
+            !b.allowed) {
+            flow_done(f, b.reason);
+            return false;
+        }
+        f->timeout_ms = b.timeout_ms;
+        rfi_redirect_reset(f); /* a new attempt starts from the request itself */
     }
-    f->timeout_ms = b.timeout_ms;
+    const char *method = f->hop_method ? f->hop_method : req->method;
+    const char *body = f->hop_body ? req->body : NULL;
     buf_reset(&f->body);
     buf_reset(&f->head);
     f->has_retry_after = f->has_date = false;
     f->retry_after[0] = f->date[0] = f->errbuf[0] = '\0';
     CURL *e = f->easy;
     curl_easy_reset(e); /* keeps live connections; drops every option of the previous attempt */
-    curl_easy_setopt(e, CURLOPT_URL, f->url);
+    curl_easy_setopt(e, CURLOPT_URL, f->hop_url ? f->hop_url : f->url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)b.timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)b.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)f->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)f->timeout_ms);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, f->c->follow_redirects ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* the flow follows redirects itself: a try per hop */
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->hop_headers ? f->hop_headers : f->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -245,16 +252,16 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     curl_easy_setopt(e, CURLOPT_PREREQDATA, f);
     f->sends = f->responses = 0;
     f->resend_blocked = false;
-    if (strcmp(req->method, "GET") == 0 && req->body == NULL) {
+    if (strcmp(method, "GET") == 0 && body == NULL) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(req->method, "HEAD") == 0) {
+    } else if (strcmp(method, "HEAD") == 0) {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else {
-        if (req->body != NULL || strcmp(req->method, "POST") == 0) {
-            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(req->body ? req->body_len : 0));
-            curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+        if (body != NULL || strcmp(method, "POST") == 0) {
+            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? req->body_len : 0));
+            curl_easy_setopt(e, CURLOPT_POSTFIELDS, body ? body : "");
         }
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, req->method);
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     }
     f->attempt_start_ms = rfi_mono_ms();
     f->state = RFI_FLOW_IN_FLIGHT;
@@ -273,7 +280,10 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     if (resend_blocked) transport = RF_TRANSPORT_CONNECT_RESET; /* the reused connection died unanswered */
     if (status < 100 || status > 599) status = 0;
     int64_t now = rfi_mono_ms();
-    f->attempts++;
+    bool hop = f->in_hop; /* this request was a followed redirect, part of the current attempt */
+    f->in_hop = false;
+    if (!hop) f->attempts++;
+    f->requests++;
     rf_try *t = &r->tries[r->n_tries < RF_MAX_TRIES ? r->n_tries : RF_MAX_TRIES - 1];
     memset(t, 0, sizeof *t);
     t->status = (int)status;
@@ -292,7 +302,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     }
     if (r->n_tries < RF_MAX_TRIES) r->n_tries++;
     r->status = (int)status;
-    r->attempts = f->attempts;
+    r->attempts = f->requests;
 
     const rf_request *req = f->req;
     rf_facts facts = {.method = req->method,
@@ -311,7 +321,25 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
                       .now_ms = wall_ms()};
     rf_verdict v;
     rf_error err;
-    if (rf_decide(c->policy, &facts, &c->rng, c->budget, &v, &err) != RF_OK) {
+    char *location = NULL;
+    bool follow = c->follow_redirects && rc == CURLE_OK && transport == RF_TRANSPORT_OK &&
+                  rfi_redirect_status((int)status) &&
+                  curl_easy_getinfo(f->easy, CURLINFO_REDIRECT_URL, &location) == CURLE_OK && location != NULL;
+    if (follow) {
+        /* Hops stop at max_redirects, and where the tries array ends (RF_MAX_TRIES requests in all). */
+        int room = f->hops + (RF_MAX_TRIES - f->requests);
+        int max = c->max_redirects < room ? c->max_redirects : room;
+        if (rf_redirect_verdict(c->policy, &facts, f->hops, max, &v, &err) != RF_OK) {
+            v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE}; /* fail closed */
+            rf_classify((int)status, transport, v.class_name);
+        } else if (v.retry && !rfi_redirect_prepare(f, (int)status, location)) {
+            follow = false; /* not followable (not http/https): the 3xx is the answer */
+        } else if (strcmp(v.class_name, "TOO_MANY_REDIRECTS") == 0) {
+            t->transport = RF_TRANSPORT_TOO_MANY_REDIRECTS;
+            snprintf(t->error, sizeof t->error, "more than %d redirects (max_redirects)", max);
+        }
+    }
+    if (!follow && rf_decide(c->policy, &facts, &c->rng, c->budget, &v, &err) != RF_OK) {
         /* Facts built here are always valid; fail closed if that ever changes. */
         v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE};
         rf_classify((int)status, transport, v.class_name);
@@ -327,10 +355,16 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
             t->reason = v.reason;
         }
     }
-    if (!v.retry || f->attempts >= RF_MAX_TRIES) {
+    if (v.retry && f->requests >= RF_MAX_TRIES) { /* no room left for another try: fail closed */
+        v.retry = false;
+        v.reason = RF_REASON_MAX_ATTEMPTS;
+        t->reason = v.reason;
+    }
+    if (!v.retry) {
         flow_done(f, v.reason);
         return;
     }
+    f->hop_timeout_ms = v.timeout_ms;
     f->delay_ms = v.delay_ms;
     f->wake_ms = now + v.delay_ms;
     f->state = RFI_FLOW_WAITING;
@@ -388,6 +422,7 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
 }
 
 void rfi_flow_cleanup(rfi_flow *f) {
+    rfi_redirect_reset(f);
     free(f->url);
     f->url = NULL;
     curl_slist_free_all(f->headers);

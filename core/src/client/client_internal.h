@@ -22,6 +22,7 @@ struct rf_client {
     rf_rng rng;
     rf_retry_budget *budget; /* NULL without retry_budget */
     bool follow_redirects;
+    int max_redirects; /* followed 3xx per attempt, 1..RF_MAX_REDIRECTS */
     size_t max_body_bytes;
     CURLM *multi;             /* for started (asynchronous) requests; created on first use */
     struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
@@ -52,6 +53,15 @@ typedef struct rfi_flow {
     int sends;           /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
     int responses;       /* response status lines received in this attempt */
     bool resend_blocked; /* libcurl's own resend was aborted */
+    int requests;        /* HTTP requests sent so far (attempts + followed hops): the response's attempts */
+    /* The redirect being followed (client_redirect.c); all reset when an attempt starts from the top. */
+    char *hop_url;                  /* NULL: the request's own URL */
+    struct curl_slist *hop_headers; /* NULL: the request's own headers */
+    const char *hop_method;         /* NULL: the request's own method; else "GET" or "HEAD" (a literal) */
+    bool hop_body;                  /* the hop sends the request's body (if it has one) */
+    int hops;                       /* redirects followed in this attempt */
+    bool in_hop;                    /* the next request is a hop, not a new attempt */
+    int64_t hop_timeout_ms;         /* its per-try timeout, from rf_redirect_verdict */
 } rfi_flow;
 
 /* A started request: its flow, its own easy handle, its place in the client's list. */
@@ -73,6 +83,14 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
 bool rfi_flow_begin_attempt(rfi_flow *f);
 /* Records the finished attempt, asks rf_decide, and moves to WAITING (wake_ms) or DONE. */
 void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc);
+/* A status the flow follows when follow_redirects is on: 301, 302, 303, 307, 308 (RFC 9110 §15.4). */
+bool rfi_redirect_status(int status);
+/* Prepares the next hop to location (absolute, from CURLINFO_REDIRECT_URL) after a 3xx with this status:
+ * method, body, headers by RFC 9110 §15.4. False (nothing changed) when location is absent, not http(s), or
+ * memory ran out: the 3xx is then the response. */
+bool rfi_redirect_prepare(rfi_flow *f, int status, const char *location);
+/* Forgets the hop state: the next request is the request itself. */
+void rfi_redirect_reset(rfi_flow *f);
 /* Frees the flow's own resources (not the response). */
 void rfi_flow_cleanup(rfi_flow *f);
 

@@ -97,6 +97,8 @@ static unsigned transport_class(rf_transport t) {
     case RF_TRANSPORT_CONNECT_REFUSED: return RF_CLASS_CONNECT_REFUSED;
     case RF_TRANSPORT_DNS: return RF_CLASS_DNS_FAILURE;
     case RF_TRANSPORT_TLS: return RF_CLASS_TLS_FAILURE;
+    case RF_TRANSPORT_PROXY_REFUSED: return RF_CLASS_PROXY_REFUSED;
+    case RF_TRANSPORT_TOO_MANY_REDIRECTS: return RF_CLASS_TOO_MANY_REDIRECTS;
     default: return RF_CLASS_UNKNOWN;
     }
 }
@@ -129,6 +131,7 @@ static int status_verdict(const rfi_route *r, int status) {
 
 bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
     unsigned named = transport_class(transport);
+    if (named == RF_CLASS_TOO_MANY_REDIRECTS) return false; /* the same chain again would loop again */
     if (named == RF_NAMED_CLASS_COUNT) {
         if (status >= 100 && status <= 599) return status_verdict(r, status) > 0;
         named = RF_CLASS_UNKNOWN;

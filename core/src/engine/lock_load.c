@@ -242,12 +242,13 @@ static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set 
             char near[RF_CLASS_NAME_MAX], hint[64] = "";
             did_you_mean(s,
                          "HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, "
-                         "UNKNOWN, GATEWAY_TIMEOUT, HANDLER_5XX",
+                         "UNKNOWN, PROXY_REFUSED, TOO_MANY_REDIRECTS, GATEWAY_TIMEOUT, HANDLER_5XX",
                          near, sizeof near);
             if (near[0]) snprintf(hint, sizeof hint, "did you mean \"%s\"? ", near);
             rfi_fail(err, sub,
                      "unknown failure class \"%.40s\" (%sHTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, "
-                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, or the aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
+                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, PROXY_REFUSED, TOO_MANY_REDIRECTS, or the "
+                     "aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
                      s, hint);
             return false;
         }
@@ -504,6 +505,10 @@ static int parse_route_field(const cJSON *c, const char *path, spec *sp, rf_erro
     } else if (strcmp(k, "retryable") == 0) {
         memset(&sp->r.retryable, 0, sizeof sp->r.retryable);
         if (!parse_class_list(c, sub, &sp->r.retryable, err)) return -1;
+        if (sp->r.retryable.named & (1u << RF_CLASS_TOO_MANY_REDIRECTS)) {
+            rfi_fail(err, sub, "TOO_MANY_REDIRECTS cannot be retryable: the same redirect chain would loop again");
+            return -1;
+        }
         sp->has |= F_RETRYABLE;
     } else if (strcmp(k, "notRetryable") == 0) {
         memset(&sp->r.not_retryable, 0, sizeof sp->r.not_retryable);
