@@ -91,8 +91,7 @@ static const char *const client_keys[] = {
     "policy",       "base_url",         "ledger",         "headers",    "rng_seed",
     "retry_budget", "follow_redirects", "max_body_bytes", "on_attempt", NULL};
 
-static void check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more,
-                        const char *what) {
+static void check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more, const char *what) {
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;

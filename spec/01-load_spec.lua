@@ -81,8 +81,8 @@ describe("rf.load", function()
     assert.matches("^%d+%.%d+%.%d+$", rf.VERSION)
     assert.same({ "unpinned-source", "no-route", "success", "max-attempts", "status-not-retryable",
       "mutating-without-idempotency", "retry-after-exceeds-budget", "deadline", "retry-throttled", "stopped-by-caller",
-      "pinned-status", "within-budget" }, rf.reasons)
-    assert.same({ "ok", "timeout", "connect-reset", "connect-refused", "dns", "tls", "got-nothing", "other" },
-      rf.transports)
+      "pinned-status", "within-budget", "transparent-retry", "redirect" }, rf.reasons)
+    assert.same({ "ok", "timeout", "connect-reset", "connect-refused", "dns", "tls", "got-nothing", "other",
+      "proxy-refused", "too-many-redirects" }, rf.transports)
   end)
 end)

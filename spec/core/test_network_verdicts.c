@@ -11,9 +11,9 @@
 #include "retryfreeze/decide.h"
 #include <string.h>
 
-#define LOCK                                                                                                    \
-    "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"          \
-    "\"minAttemptMs\":100,\"retryable\":[\"HTTP_503\",\"PROXY_REFUSED\"],\"notRetryable\":[\"HTTP_4XX\"],"     \
+#define LOCK                                                                                               \
+    "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"      \
+    "\"minAttemptMs\":100,\"retryable\":[\"HTTP_503\",\"PROXY_REFUSED\"],\"notRetryable\":[\"HTTP_4XX\"]," \
     "\"retryAfter\":{\"honor\":true,\"maxMs\":3000}}"
 
 static rf_policy *load(const char *text) {

@@ -71,8 +71,8 @@ bool rfi_redirect_prepare(rfi_flow *f, int status, const char *location) {
         body = false;
     }
     char from[512], to[512];
-    bool same_origin = origin_of(f->url, from, sizeof from) && origin_of(location, to, sizeof to) &&
-                       strcmp(from, to) == 0;
+    bool same_origin =
+        origin_of(f->url, from, sizeof from) && origin_of(location, to, sizeof to) && strcmp(from, to) == 0;
     char *url = strdup(location);
     struct curl_slist *headers = NULL;
     bool ok = url != NULL;
@@ -80,8 +80,10 @@ bool rfi_redirect_prepare(rfi_flow *f, int status, const char *location) {
         if (!same_origin && (header_named(h->data, "Authorization") || header_named(h->data, "Cookie"))) continue;
         if (!body && strncasecmp(h->data, "Content-", 8) == 0) continue;
         struct curl_slist *next = curl_slist_append(headers, h->data);
-        if (next == NULL) ok = false;
-        else headers = next;
+        if (next == NULL)
+            ok = false;
+        else
+            headers = next;
     }
     if (!ok) { /* out of memory: the 3xx is returned as it is */
         free(url);
