@@ -1,22 +1,39 @@
 /*
- * core.ledger_tally(path, skip_corrupt) → scopes, info: the per-route counters of retryfreeze.ledger_stats,
- * gathered in C so that a large ledger costs no Lua table per record. It only counts; the statistics (ratios,
- * percentiles, merging) stay in lua/retryfreeze/ledger_stats.lua, whose histogram it fills (same buckets).
+ * core.ledger_tally(path, skip_corrupt[, timeline]) → scopes, info[, buckets]: the per-route counters of
+ * retryfreeze.ledger_stats, gathered in C so that a large ledger costs no Lua table per record. It only counts;
+ * the statistics (ratios, percentiles, merging) stay in lua/retryfreeze/ledger_stats.lua, whose histogram it
+ * fills (same buckets).
  * scopes = {[route] = {requests, successes, retried_successes, attempts, success_attempts, retries,
  *           elapsed_sum, elapsed_min, elapsed_max, outcomes = {[outcome] = {[reason] = n}},
- *           retried_classes = {[class] = n}, hist = {[bucket + 1] = n}}}
- * info = {lines = n, torn = false|line, corrupt = n}. Raises "path:line: corrupt ledger line: …" unless
- * skip_corrupt, or "cannot open/read ledger …". Memory is bounded by the number of distinct routes, outcome and
- * reason pairs and classes, never by the ledger's length.
+ *           retried_classes = {[class] = n}, hist = {[bucket + 1] = n},
+ *           by_attempts = {[attempts + 1] = n} (attempts 0..16), retry_after = {[use] = n} (see ra_use),
+ *           elapsed_le = {[i] = n}: requests with elapsed_ms in (LE_MS[i-2], LE_MS[i-1]], the last slot above
+ *           the last bound (RF_TALLY_LE_MS below; ledger_stats.lua's le_ms list must match it)}}
+ * info = {lines = n, torn = false|line, corrupt = n, ts_min = ms|nil, ts_max = ms|nil (the records' ts range)}.
+ * timeline (optional) = {origin_ms = integer, bucket_ms = integer > 0, buckets = 1..1024}: also counts every
+ * record, whatever its route, into the time bucket (ts_ms − origin_ms) // bucket_ms (clamped to the first and
+ * last), returned as buckets = {scope…} (one scope per bucket, in time order; route-independent).
+ * Raises "path:line: corrupt ledger line: …" unless skip_corrupt, or "cannot open/read ledger …". Memory is
+ * bounded by the number of distinct routes, outcome and reason pairs and classes (and the timeline's buckets),
+ * never by the ledger's length.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+
+#include "retryfreeze/retry_after.h"
+#include "retryfreeze/vocabulary.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define TALLY_MT "retryfreeze.LedgerTally"
 #define BUCKETS 3072 /* ledger_stats.lua: 128 exact buckets, then 64 per power of two up to 2^53 */
+#define MAX_TIMELINE 1024
+#define TS_LIMIT ((int64_t)253402300799999) /* the ledger's largest ts_ms (9999-12-31T23:59:59.999Z) */
+/* The OpenMetrics histogram's upper bounds (le) in ms: Prometheus' default buckets (5 ms .. 10 s) and two more,
+ * since a retried request with backoff easily takes longer than 10 s. Counted exactly, unlike the percentiles. */
+static const int64_t LE_MS[] = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000};
+#define N_LE (sizeof LE_MS / sizeof LE_MS[0])
 
 typedef struct named_count {
     char *a, *b; /* outcome and reason, or class and NULL */
@@ -29,12 +46,18 @@ typedef struct scope {
     int64_t elapsed_sum, elapsed_min, elapsed_max;
     named_count *pairs, *classes;
     size_t n_pairs, n_classes;
+    int64_t by_attempts[RF_LEDGER_MAX_TRIES + 1];
+    int64_t retry_after[RF_RA_USE_COUNT];
+    int64_t elapsed_le[N_LE + 1];
     int64_t hist[BUCKETS];
 } scope;
 
 typedef struct tally {
     scope *scopes;
     size_t n_scopes;
+    scope *timeline; /* NULL, or n_timeline scopes (route unused) */
+    size_t n_timeline;
+    int64_t origin_ms, bucket_ms;
     rf_ledger_reader *reader;
 } tally;
 
@@ -55,16 +78,23 @@ static void free_counts(named_count *c, size_t n) {
     free(c);
 }
 
+static void free_scopes(scope *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(s[i].route);
+        free_counts(s[i].pairs, s[i].n_pairs);
+        free_counts(s[i].classes, s[i].n_classes);
+    }
+    free(s);
+}
+
 static int l_tally_gc(lua_State *L) {
     tally *t = luaL_checkudata(L, 1, TALLY_MT);
-    for (size_t i = 0; i < t->n_scopes; i++) {
-        free(t->scopes[i].route);
-        free_counts(t->scopes[i].pairs, t->scopes[i].n_pairs);
-        free_counts(t->scopes[i].classes, t->scopes[i].n_classes);
-    }
-    free(t->scopes);
+    free_scopes(t->scopes, t->n_scopes);
     t->scopes = NULL;
     t->n_scopes = 0;
+    free_scopes(t->timeline, t->n_timeline);
+    t->timeline = NULL;
+    t->n_timeline = 0;
     rf_ledger_reader_close(t->reader);
     t->reader = NULL;
     return 0;
@@ -92,6 +122,13 @@ static void bump(lua_State *L, named_count **list, size_t *n, const char *a, con
     if (b) grown[*n - 1].b = dup_or_die(L, b);
 }
 
+/* A scope's start state: zero counts, min and max ready for the first value. */
+static void scope_init(scope *s) {
+    memset(s, 0, sizeof *s);
+    s->elapsed_min = INT64_MAX;
+    s->elapsed_max = INT64_MIN;
+}
+
 static scope *scope_for(lua_State *L, tally *t, const char *route) {
     for (size_t i = 0; i < t->n_scopes; i++)
         if (strcmp(t->scopes[i].route, route) == 0) return &t->scopes[i];
@@ -99,15 +136,50 @@ static scope *scope_for(lua_State *L, tally *t, const char *route) {
     if (grown == NULL) luaL_error(L, "out of memory tallying a ledger");
     t->scopes = grown;
     scope *s = &grown[t->n_scopes++];
-    memset(s, 0, sizeof *s);
-    s->elapsed_min = INT64_MAX;
-    s->elapsed_max = INT64_MIN;
+    scope_init(s);
     s->route = dup_or_die(L, route);
     return s;
 }
 
-static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
-    scope *s = scope_for(L, t, rec->route);
+/*
+ * What became of try i's Retry-After value (docs/reasons.md "Retry-After in a verdict"), told from the ledger
+ * alone, or -1 when the try had none. The ledger keeps the raw value, the verdict's reason and the next try's
+ * delay, not the verdict's retry_after, so:
+ *   invalid value (RFC 9110 §10.2.3: neither delay-seconds nor an HTTP-date)          → ignored-invalid
+ *   reason retry-after-exceeds-budget                                                  → honored
+ *   reason pinned-status (retried): the next try waited exactly delay-seconds × 1000,
+ *     or started within 1 s of the HTTP-date (the try ends are rebuilt from ts and the
+ *     durations; an HTTP-date has 1 s resolution)                                     → honored, else not-honored
+ *   any other reason (success, not retryable, deadline, …): the request stopped       → not-needed
+ * The engine calls a valid value "honored" even when a later check (deadline, throttling) stops the request;
+ * the ledger cannot tell whether the route honours Retry-After then, so such tries count as not-needed.
+ */
+static int ra_use(const rf_ledger_record *rec, size_t i) {
+    const rf_ledger_try *t = &rec->tries[i];
+    if (t->retry_after == NULL) return -1;
+    size_t len = strlen(t->retry_after);
+    int64_t delay = 0;
+    /* now_ms 0: a valid HTTP-date comes back as RF_RA_NO_CLOCK, which tells it from an invalid value. */
+    rf_retry_after_status st = rf_retry_after_parse(t->retry_after, len, 0, NULL, 0, &delay);
+    if (st == RF_RA_ABSENT) return -1;
+    if (st == RF_RA_INVALID) return RF_RA_USE_IGNORED;
+    if (strcmp(t->reason, "retry-after-exceeds-budget") == 0) return RF_RA_USE_HONORED;
+    if (strcmp(t->reason, "pinned-status") != 0 || i + 1 >= rec->n_tries) return RF_RA_USE_NOT_NEEDED;
+    const rf_ledger_try *next = &rec->tries[i + 1];
+    if (st == RF_RA_OK) return next->delay_ms == delay ? RF_RA_USE_HONORED : RF_RA_USE_NOT_HONORED;
+    if (st != RF_RA_NO_CLOCK) return RF_RA_USE_NOT_HONORED; /* too long, yet retried: the value was not used */
+    int64_t date_ms = 0;
+    if (!rf_http_date_parse(t->retry_after, len, rec->ts_ms, &date_ms)) return RF_RA_USE_NOT_HONORED;
+    int64_t next_start = rec->ts_ms; /* the record ends when its last try does */
+    for (size_t j = rec->n_tries; j-- > i + 1;) {
+        next_start -= rec->tries[j].elapsed_ms;
+        if (j > i + 1) next_start -= rec->tries[j].delay_ms;
+    }
+    int64_t off = next_start - date_ms;
+    return (off >= -1000 && off <= 1000) ? RF_RA_USE_HONORED : RF_RA_USE_NOT_HONORED;
+}
+
+static void add_to(lua_State *L, scope *s, const rf_ledger_record *rec) {
     s->requests++;
     s->attempts += rec->attempts;
     if (rec->attempts > 1) {
@@ -126,10 +198,36 @@ static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
     if (rec->elapsed_ms < s->elapsed_min) s->elapsed_min = rec->elapsed_ms;
     if (rec->elapsed_ms > s->elapsed_max) s->elapsed_max = rec->elapsed_ms;
     s->hist[bucket(rec->elapsed_ms)]++;
+    s->by_attempts[rec->attempts < 0 ? 0 : rec->attempts > RF_LEDGER_MAX_TRIES ? RF_LEDGER_MAX_TRIES : rec->attempts]++;
+    size_t le = 0;
+    while (le < N_LE && rec->elapsed_ms > LE_MS[le]) le++;
+    s->elapsed_le[le]++;
+    for (size_t i = 0; i < rec->n_tries; i++) {
+        int use = ra_use(rec, i);
+        if (use >= 0) s->retry_after[use]++;
+    }
+}
+
+static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
+    add_to(L, scope_for(L, t, rec->route), rec);
+    if (t->timeline == NULL) return;
+    int64_t off = rec->ts_ms - t->origin_ms;
+    int64_t idx = off < 0 ? 0 : off / t->bucket_ms;
+    if (idx >= (int64_t)t->n_timeline) idx = (int64_t)t->n_timeline - 1;
+    add_to(L, &t->timeline[idx], rec);
+}
+
+/* Pushes {[i] = counts[i - 1]} for the n counts (every slot, zeros included). */
+static void push_counts(lua_State *L, const int64_t *counts, size_t n) {
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushinteger(L, counts[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
 }
 
 static void push_scope(lua_State *L, const scope *s) {
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 15);
     rfl_set_int(L, "requests", s->requests);
     rfl_set_int(L, "successes", s->successes);
     rfl_set_int(L, "retried_successes", s->retried_successes);
@@ -161,16 +259,54 @@ static void push_scope(lua_State *L, const scope *s) {
         lua_rawseti(L, -2, b + 1);
     }
     lua_setfield(L, -2, "hist");
+    push_counts(L, s->by_attempts, RF_LEDGER_MAX_TRIES + 1);
+    lua_setfield(L, -2, "by_attempts");
+    push_counts(L, s->elapsed_le, N_LE + 1);
+    lua_setfield(L, -2, "elapsed_le");
+    lua_createtable(L, 0, RF_RA_USE_COUNT);
+    for (int u = 0; u < RF_RA_USE_COUNT; u++)
+        if (s->retry_after[u] > 0) rfl_set_int(L, rf_retry_after_use_name((rf_retry_after_use)u), s->retry_after[u]);
+    lua_setfield(L, -2, "retry_after");
+}
+
+/* Integer field k of the table at idx, in [lo, hi], or raises naming it. */
+static int64_t opt_field(lua_State *L, int idx, const char *k, int64_t lo, int64_t hi) {
+    lua_getfield(L, idx, k);
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || v < lo || v > hi)
+        luaL_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %I..%I)", k,
+                   (lua_Integer)lo, (lua_Integer)hi);
+    lua_pop(L, 1);
+    return v;
 }
 
 static int l_ledger_tally(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     bool skip = lua_toboolean(L, 2);
+    int64_t origin_ms = 0, bucket_ms = 1;
+    size_t n = 0;
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        origin_ms = opt_field(L, 3, "origin_ms", -TS_LIMIT, TS_LIMIT);
+        bucket_ms = opt_field(L, 3, "bucket_ms", 1, TS_LIMIT);
+        n = (size_t)opt_field(L, 3, "buckets", 1, MAX_TIMELINE);
+    }
+    lua_settop(L, 2);
     tally *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     luaL_setmetatable(L, TALLY_MT);
     int ud = lua_gettop(L); /* owns the counters: freed by __gc if anything below raises */
+    if (n > 0) {
+        t->origin_ms = origin_ms;
+        t->bucket_ms = bucket_ms;
+        t->timeline = malloc(n * sizeof *t->timeline);
+        if (t->timeline == NULL) return luaL_error(L, "out of memory tallying a ledger");
+        for (size_t i = 0; i < n; i++) scope_init(&t->timeline[i]);
+        t->n_timeline = n;
+    }
     rf_error err;
+    int64_t ts_min = INT64_MAX, ts_max = INT64_MIN;
     if (rf_ledger_reader_open(path, &t->reader, &err) != RF_OK) return luaL_error(L, "%s", err.message);
     int64_t corrupt = 0, torn = 0;
     for (;;) {
@@ -178,6 +314,8 @@ static int l_ledger_tally(lua_State *L) {
         rf_ledger_read_status st = rf_ledger_reader_next(t->reader, &rec, &err);
         if (st == RF_LEDGER_RECORD) {
             add(L, t, &rec);
+            if (rec.ts_ms < ts_min) ts_min = rec.ts_ms;
+            if (rec.ts_ms > ts_max) ts_max = rec.ts_ms;
         } else if (st == RF_LEDGER_CORRUPT) {
             if (!skip) return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             corrupt++;
@@ -195,8 +333,12 @@ static int l_ledger_tally(lua_State *L) {
         push_scope(L, &t->scopes[i]);
         lua_setfield(L, -2, t->scopes[i].route);
     }
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 5);
     rfl_set_int(L, "lines", rf_ledger_reader_line(t->reader));
+    if (ts_min <= ts_max) {
+        rfl_set_int(L, "ts_min", ts_min);
+        rfl_set_int(L, "ts_max", ts_max);
+    }
     if (torn)
         rfl_set_int(L, "torn", torn);
     else {
@@ -204,10 +346,19 @@ static int l_ledger_tally(lua_State *L) {
         lua_setfield(L, -2, "torn");
     }
     rfl_set_int(L, "corrupt", corrupt);
+    int results = 2;
+    if (t->timeline != NULL) {
+        lua_createtable(L, (int)t->n_timeline, 0);
+        for (size_t i = 0; i < t->n_timeline; i++) {
+            push_scope(L, &t->timeline[i]);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        results = 3;
+    }
     lua_pushcfunction(L, l_tally_gc); /* free now rather than at the next collection */
     lua_pushvalue(L, ud);
     lua_call(L, 1, 0);
-    return 2;
+    return results;
 }
 
 void rfl_open_ledger_tally(lua_State *L) {
@@ -219,4 +370,6 @@ void rfl_open_ledger_tally(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_ledger_tally);
     lua_setfield(L, -2, "ledger_tally");
+    push_counts(L, LE_MS, N_LE); /* core.ledger_le_ms: the bounds of elapsed_le, for ledger_stats.lua */
+    lua_setfield(L, -2, "ledger_le_ms");
 }

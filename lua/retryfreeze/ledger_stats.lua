@@ -43,10 +43,14 @@ function M.bucket_range(idx)
   return lo, lo + (1 << shift) - 1
 end
 
+--- The upper bounds (ms) of the exact elapsed_ms counts behind `elapsed_buckets` (and the OpenMetrics
+--- histogram): the C tally's list, so the two cannot differ.
+M.le_ms = core.ledger_le_ms
+
 local function new_scope()
   return { requests = 0, successes = 0, retried_successes = 0, attempts = 0, success_attempts = 0,
            retries = 0, elapsed_sum = 0, elapsed_min = math.maxinteger, elapsed_max = math.mininteger,
-           outcomes = {}, retried_classes = {}, hist = {} }
+           outcomes = {}, retried_classes = {}, hist = {}, by_attempts = {}, elapsed_le = {}, retry_after = {} }
 end
 
 -- Adds scope b's raw counters into a.
@@ -64,6 +68,10 @@ local function merge(a, b)
   end
   for class, n in pairs(b.retried_classes) do a.retried_classes[class] = (a.retried_classes[class] or 0) + n end
   for i, n in pairs(b.hist) do a.hist[i] = (a.hist[i] or 0) + n end
+  for _, k in ipairs({ "by_attempts", "elapsed_le", "retry_after" }) do
+    local into = a[k]
+    for i, n in pairs(b[k]) do into[i] = (into[i] or 0) + n end
+  end
 end
 
 --- Ratio that never divides by zero: a / b, or 0 when b is 0.
@@ -116,8 +124,17 @@ local function finish(s)
     attempts_per_request = M.ratio(s.attempts, s.requests),
     retry_ratio = M.ratio(s.retries, s.requests),
     by_outcome = by_outcome, by_reason = by_reason, reasons = reasons, retried_classes = s.retried_classes,
-    elapsed_ms = {},
+    elapsed_ms = {}, elapsed_ms_sum = s.elapsed_sum, by_attempts = {}, elapsed_buckets = {}, retry_after = {},
   }
+  for i, n in pairs(s.by_attempts) do
+    if n > 0 then r.by_attempts[tostring(i - 1)] = n end
+  end
+  local cum = 0
+  for i, le in ipairs(M.le_ms) do
+    cum = cum + (s.elapsed_le[i] or 0)
+    r.elapsed_buckets[i] = { le_ms = le, count = cum }
+  end
+  for use, n in pairs(s.retry_after) do r.retry_after[use] = n end
   if s.requests > 0 then
     local p = percentiles(s, { 0.50, 0.95, 0.99 })
     r.elapsed_ms = { p50 = p[1], p95 = p[2], p99 = p[3], min = s.elapsed_min, max = s.elapsed_max,
@@ -136,6 +153,8 @@ local function add_file(scopes, path, skip_corrupt, result)
     if s then merge(s, t) else scopes[route] = t end
   end
   result.lines = result.lines + info.lines
+  if info.ts_min and (result.ts_min_ms == nil or info.ts_min < result.ts_min_ms) then result.ts_min_ms = info.ts_min end
+  if info.ts_max and (result.ts_max_ms == nil or info.ts_max > result.ts_max_ms) then result.ts_max_ms = info.ts_max end
   if info.torn then
     result.torn[path] = info.torn
     result.torn_lines = result.torn_lines + 1
@@ -160,9 +179,14 @@ end
 --    (attempts of the successful requests), retries (attempts after the first), success_rate, terminal_rate
 --    (terminal / requests), retried_success_ratio (retried_successes / successes), attempts_per_success
 --    (success_attempts / successes), attempts_per_request, retry_ratio (retries / requests),
---    elapsed_ms = {p50, p95, p99, min, max, mean} (ms; empty when no requests), by_outcome = {[outcome] = n},
+--    elapsed_ms = {p50, p95, p99, min, max, mean} (ms; empty when no requests), elapsed_ms_sum (ms), by_outcome = {[outcome] = n},
 --    by_reason = {["outcome reason"] = n}, reasons = {[reason] = n},
---    retried_classes = {[class] = n: attempts of that failure class that were retried}}.
+--    retried_classes = {[class] = n: attempts of that failure class that were retried},
+--    by_attempts = {["n"] = requests that made n attempts (0..16)},
+--    elapsed_buckets = {{le_ms = bound, count = requests with elapsed_ms <= bound}…} (exact, cumulative,
+--      bounds M.le_ms), retry_after = {[use] = tries} (honored, ignored-invalid, not-honored, not-needed: what
+--      became of each try's Retry-After, told from the ledger as bindings/lua_ledger_tally.c says)}.
+--   The whole stats table also has ts_min_ms and ts_max_ms (the records' ts range; absent without records).
 --   A ratio whose denominator is 0 is 0.
 function M.stats(paths, opts)
   if type(paths) == "string" then paths = { paths } end
@@ -199,6 +223,36 @@ function M.stats(paths, opts)
   for k, v in pairs(result) do r[k] = v end
   r.by_route = by_route
   return r
+end
+
+--- The same statistics per time bucket, for charts over time: one more streamed pass over the ledgers, each
+--- record counted into the bucket of its ts (all routes together). Memory: one scope per bucket.
+-- @param paths string|array of strings: as for stats
+-- @param tl table: {origin_ms = integer (the first bucket's start, Unix ms), bucket_ms = integer > 0,
+--   buckets = 1..1024}; a record before the first bucket or after the last counts in that bucket
+-- @param opts table|nil: as for stats
+-- @return array of {start_ms = integer, …scope (as in stats, without by_route)}, one per bucket in time order;
+--   or nil, message as for stats
+function M.timeline(paths, tl, opts)
+  if type(paths) == "string" then paths = { paths } end
+  local files, why = glob.resolve(paths)
+  if not files then return nil, why end
+  local buckets = {}
+  for _, path in ipairs(files) do
+    local ok, err = pcall(function()
+      local _, _, scopes = core.ledger_tally(path, opts and opts.skip_corrupt or false, tl)
+      for i, t in ipairs(scopes) do
+        if buckets[i] then merge(buckets[i], t) else buckets[i] = t end
+      end
+    end)
+    if not ok then return nil, (tostring(err):gsub("^[^\n]-ledger_stats%.lua:%d+: ", "")) end
+  end
+  local out = {}
+  for i = 1, tl.buckets do
+    out[i] = finish(buckets[i] or new_scope())
+    out[i].start_ms = tl.origin_ms + (i - 1) * tl.bucket_ms
+  end
+  return out
 end
 
 --- Like stats, but raises instead of returning nil, message (used by `retryfreeze demo`).

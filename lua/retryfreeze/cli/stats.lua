@@ -4,27 +4,33 @@
 local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
+local openmetrics = require "retryfreeze.openmetrics"
 
 local M = {
   summary = "summarize ledgers: success, retried successes, attempts, latency, reasons, by route",
-  usage = "retryfreeze stats LEDGER… [--json] [--skip-corrupt]\n\n"
+  usage = "retryfreeze stats LEDGER… [--json | --format text|json|openmetrics] [--skip-corrupt]\n\n"
     .. "  Streams the ledgers (rotated files too: a quoted glob such as 'ledger.jsonl*' is expanded) and prints\n"
     .. "  requests, successes, terminal failure rate, retried-success ratio, attempts per success and per\n"
     .. "  request, p50/p95/p99 of elapsed_ms, outcomes and reasons with counts, and the same by route.\n"
-    .. "  --json          print everything as one JSON object instead\n"
+    .. "  --json          print everything as one JSON object instead (the same as --format json)\n"
+    .. "  --format F      text (the default), json, or openmetrics: metrics text for Prometheus (counters,\n"
+    .. "                  ratio gauges and a request-duration histogram in seconds, by route; ends in # EOF)\n"
     .. "  --skip-corrupt  count and skip corrupt lines (default: stop at the first, naming file and line)\n"
     .. "  A torn last line (a write cut short) is reported, never counted as a request.\n"
     .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
 }
 
-local spec <const> = { ["--json"] = "flag", ["--skip-corrupt"] = "flag" }
+local spec <const> = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag" }
+
+local formats <const> = { text = true, json = true, openmetrics = true }
 
 --- Key order of the JSON object (other keys follow, sorted).
 M.json_order = { "files", "lines", "torn", "torn_lines", "corrupt", "corrupt_lines", "requests", "successes",
   "failures", "terminal", "retried_successes", "attempts", "success_attempts", "retries", "success_rate",
   "terminal_rate", "retried_success_ratio", "attempts_per_success", "attempts_per_request", "retry_ratio",
-  "elapsed_ms", "p50", "p95", "p99", "min", "max", "mean", "by_outcome", "by_reason", "reasons",
-  "retried_classes", "by_route" }
+  "ts_min_ms", "ts_max_ms", "elapsed_ms", "p50", "p95", "p99", "min", "max", "mean", "elapsed_ms_sum", "elapsed_buckets",
+  "le_ms", "count", "by_attempts", "by_outcome", "by_reason", "reasons", "retried_classes", "retry_after",
+  "by_route" }
 
 --- Runs `retryfreeze stats`.
 -- @param args array of strings: the arguments after "stats"
@@ -36,6 +42,12 @@ function M.run(args, out, err)
     err:write("retryfreeze stats: ", opts and "expected at least one LEDGER" or pos, "\nusage: ", M.usage, "\n")
     return 2
   end
+  local format = opts.format or (opts.json and "json" or "text")
+  if not formats[format] or (opts.json and format ~= "json") then
+    err:write("retryfreeze stats: ", formats[format] and "--json contradicts --format " .. format
+      or "--format must be text, json or openmetrics, got '" .. format .. "'", "\nusage: ", M.usage, "\n")
+    return 2
+  end
   local s, why = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt })
   if not s then
     err:write("retryfreeze stats: ", why, "\n")
@@ -44,8 +56,10 @@ function M.run(args, out, err)
     end
     return 2
   end
-  if opts.json then
+  if format == "json" then
     out:write(json.encode(s, M.json_order), "\n")
+  elseif format == "openmetrics" then
+    out:write(openmetrics.render(s))
   else
     out:write(ledger_stats.render(s))
   end

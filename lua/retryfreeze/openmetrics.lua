@@ -1,0 +1,132 @@
+--- Ledger stats as metrics text for Prometheus (`retryfreeze stats --format openmetrics`): for node_exporter's
+--- textfile collector or a Pushgateway. Every number comes from retryfreeze.ledger_stats (the same as
+--- `stats --json`); this module only names and prints them.
+---
+--- Naming follows the Prometheus conventions (prometheus.io/docs/practices/naming): the prefix
+--- `retryfreeze_`, counters end in `_total`, durations are in seconds (base units), ratios end in `_ratio`.
+--- Every series carries a `route` label (the ledger's route; "(no route)" for requests no route matched), and
+--- no series sums the routes, so `sum by (…)` over routes never counts a request twice.
+---
+--- Format: the OpenMetrics 1.0 text layout (`# HELP`, `# TYPE`, `# UNIT`, samples, `# EOF` last), with one
+--- deliberate choice: a counter's `# HELP`/`# TYPE` lines name the sample (`retryfreeze_requests_total`),
+--- as the Prometheus text format 0.0.4 and `promtool check metrics` require, rather than the bare family name
+--- of the OpenMetrics spec. Prometheus' scrape parsers read both; node_exporter's textfile collector reads the
+--- 0.0.4 form and takes `# EOF` and `# UNIT` for comments.
+local ledger_stats = require "retryfreeze.ledger_stats"
+
+local M = {}
+
+-- Label values: backslash, double quote and line feed escaped (OpenMetrics §"Escaping").
+local function label_value(v)
+  return (tostring(v):gsub("[\\\"\n]", { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
+end
+
+-- {k1 = v1, …} in the given key order → `{k1="v1",…}`.
+local function labels(keys, values)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = k .. '="' .. label_value(values[i]) .. '"' end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
+-- A number as OpenMetrics wants it: integers as such, floats with enough digits to round-trip.
+local function number(x)
+  if math.type(x) == "integer" then return tostring(x) end
+  if x ~= x then return "NaN" end
+  if x == math.huge then return "+Inf" end
+  if x == -math.huge then return "-Inf" end
+  if x == math.floor(x) and math.abs(x) < 2 ^ 53 then return string.format("%d", x) end
+  local short = string.format("%.15g", x)
+  return tonumber(short) == x and short or string.format("%.17g", x)
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+-- The per-route counters and gauges: {name, type, help, field of the route's stats}.
+local simple <const> = {
+  { "retryfreeze_requests_total", "counter", "Logical requests in the ledger (one record each).", "requests" },
+  { "retryfreeze_successes_total", "counter", "Requests that ended ok.", "successes" },
+  { "retryfreeze_attempts_total", "counter", "Attempts sent on the wire.", "attempts" },
+  { "retryfreeze_retries_total", "counter", "Attempts after the first.", "retries" },
+  { "retryfreeze_retried_successes_total", "counter", "Successes that needed more than one attempt.",
+    "retried_successes" },
+  { "retryfreeze_terminal_failures_total", "counter",
+    "Requests stopped on a failure class the route does not retry (outcome terminal).", "terminal" },
+  { "retryfreeze_success_ratio", "gauge", "Successes / requests.", "success_rate" },
+  { "retryfreeze_retried_success_ratio", "gauge", "Retried successes / successes.", "retried_success_ratio" },
+  { "retryfreeze_terminal_ratio", "gauge", "Terminal failures / requests.", "terminal_rate" },
+  { "retryfreeze_attempts_per_success_ratio", "gauge", "Attempts of successful requests / successes.",
+    "attempts_per_success" },
+  { "retryfreeze_retries_per_request_ratio", "gauge", "Retries / requests.", "retry_ratio" },
+}
+
+--- Renders ledger stats as metrics text.
+-- @param s table: from ledger_stats.stats (the whole-input table, with by_route)
+-- @return string: the exposition, ending in "# EOF\n"
+function M.render(s)
+  local out = {}
+  local function line(...) out[#out + 1] = table.concat({ ... }) end
+  local routes = sorted_keys(s.by_route)
+  local function family(name, kind, help, unit)
+    line("# HELP ", name, " ", help)
+    line("# TYPE ", name, " ", kind)
+    if unit then line("# UNIT ", name, " ", unit) end
+  end
+  for _, m in ipairs(simple) do
+    family(m[1], m[2], m[3])
+    for _, route in ipairs(routes) do
+      line(m[1], labels({ "route" }, { ledger_stats.route_label(route) }), " ", number(s.by_route[route][m[4]]))
+    end
+  end
+
+  family("retryfreeze_outcomes_total", "counter", "Requests by final outcome and verdict reason.")
+  for _, route in ipairs(routes) do
+    local r = s.by_route[route]
+    for _, k in ipairs(sorted_keys(r.by_reason)) do
+      local outcome, reason = k:match("^(%S+) (.*)$")
+      line("retryfreeze_outcomes_total", labels({ "route", "outcome", "reason" },
+        { ledger_stats.route_label(route), outcome, reason }), " ", number(r.by_reason[k]))
+    end
+  end
+
+  family("retryfreeze_retried_attempts_total", "counter", "Attempts that were retried, by failure class.")
+  for _, route in ipairs(routes) do
+    local r = s.by_route[route]
+    for _, class in ipairs(sorted_keys(r.retried_classes)) do
+      line("retryfreeze_retried_attempts_total", labels({ "route", "class" },
+        { ledger_stats.route_label(route), class }), " ", number(r.retried_classes[class]))
+    end
+  end
+
+  family("retryfreeze_retry_after_total", "counter",
+    "Attempts whose response carried Retry-After, by what became of it (honored, ignored-invalid, ...).")
+  for _, route in ipairs(routes) do
+    local r = s.by_route[route]
+    for _, use in ipairs(sorted_keys(r.retry_after)) do
+      line("retryfreeze_retry_after_total", labels({ "route", "use" }, { ledger_stats.route_label(route), use }), " ",
+        number(r.retry_after[use]))
+    end
+  end
+
+  local h = "retryfreeze_request_duration_seconds"
+  family(h, "histogram", "Duration of whole requests (all attempts and backoff), from the ledger's elapsed_ms.",
+    "seconds")
+  for _, route in ipairs(routes) do
+    local r, label = s.by_route[route], ledger_stats.route_label(route)
+    for _, b in ipairs(r.elapsed_buckets) do
+      line(h, "_bucket", labels({ "route", "le" }, { label, number(b.le_ms / 1000) }), " ", number(b.count))
+    end
+    line(h, "_bucket", labels({ "route", "le" }, { label, "+Inf" }), " ", number(r.requests))
+    line(h, "_sum", labels({ "route" }, { label }), " ", number(r.elapsed_ms_sum / 1000))
+    line(h, "_count", labels({ "route" }, { label }), " ", number(r.requests))
+  end
+  line("# EOF")
+  out[#out + 1] = ""
+  return table.concat(out, "\n")
+end
+
+return M
