@@ -1,5 +1,5 @@
 /*
- * core.ledger_tally(path, skip_corrupt[, timeline]) → scopes, info[, buckets]: the per-route counters of
+ * core.ledger_tally(path, skip_corrupt[, timeline[, after_line]]) → scopes, info[, buckets]: the per-route counters of
  * retryfreeze.ledger_stats, gathered in C so that a large ledger costs no Lua table per record. It only counts;
  * the statistics (ratios, percentiles, merging) stay in lua/retryfreeze/ledger_stats.lua, whose histogram it
  * fills (same buckets).
@@ -16,6 +16,8 @@
  * Raises "path:line: corrupt ledger line: …" unless skip_corrupt, or "cannot open/read ledger …". Memory is
  * bounded by the number of distinct routes, outcome and reason pairs and classes (and the timeline's buckets),
  * never by the ledger's length.
+ * after_line (default 0): lines 1..after_line are read but neither counted nor judged (soak and demo summarize
+ * only the lines their run appended).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -292,6 +294,7 @@ static int l_ledger_tally(lua_State *L) {
         bucket_ms = opt_field(L, 3, "bucket_ms", 1, TS_LIMIT);
         n = (size_t)opt_field(L, 3, "buckets", 1, MAX_TIMELINE);
     }
+    lua_Integer after_line = luaL_optinteger(L, 4, 0);
     lua_settop(L, 2);
     tally *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
@@ -312,7 +315,9 @@ static int l_ledger_tally(lua_State *L) {
     for (;;) {
         rf_ledger_record rec;
         rf_ledger_read_status st = rf_ledger_reader_next(t->reader, &rec, &err);
-        if (st == RF_LEDGER_RECORD) {
+        if ((st == RF_LEDGER_RECORD || st == RF_LEDGER_CORRUPT) && rf_ledger_reader_line(t->reader) <= after_line) {
+            continue;
+        } else if (st == RF_LEDGER_RECORD) {
             add(L, t, &rec);
             if (rec.ts_ms < ts_min) ts_min = rec.ts_ms;
             if (rec.ts_ms > ts_max) ts_max = rec.ts_ms;

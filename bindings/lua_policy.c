@@ -533,11 +533,12 @@ static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {
 static int push_gate(lua_State *L, const rf_policy *p) {
     rf_gate_view g;
     if (!rf_policy_gate(p, &g)) return 0;
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     set_ratio(L, "max_retried_success", g.has_max_retried_success, g.max_retried_success_milli);
     set_ratio(L, "max_attempts_per_success", g.has_max_attempts_per_success, g.max_attempts_per_success_milli);
     set_ratio(L, "max_terminal_rate", g.has_max_terminal_rate, g.max_terminal_rate_milli);
     set_ratio(L, "max_retry_ratio", g.has_max_retry_ratio, g.max_retry_ratio_milli);
+    set_ratio(L, "min_success_rate", g.has_min_success_rate, g.min_success_rate_milli);
     if (g.has_min_successes) {
         lua_pushinteger(L, g.min_successes);
         lua_setfield(L, -2, "min_successes");

@@ -34,11 +34,16 @@ local function run_batches(client, make_request, n)
   return responses
 end
 
+-- Idempotency keys: one per logical request, the same on every attempt. A real flow takes rf.new_key();
+-- the demo derives them from the seed and the request number, because the seeded upstream draws each
+-- request's faults from its identity (the key), so the same seed gives the same counts run after run.
+local function demo_key(phase, i) return string.format("demo-%d-%s-%d", seed, phase, i) end
+
 -- 1. Submit jobs under the desk's lock: a keyed POST, the same key on every attempt.
 local jobs_client <close> = rf.client{ policy = desk, base_url = base_url, ledger = ledger, rng_seed = seed }
 local submit_n = requests * 2 // 3
-run_batches(jobs_client, function()
-  return { method = "POST", path = "/v1/jobs", body = '{"kind":"render"}', idempotency_key = rf.new_key(),
+run_batches(jobs_client, function(i)
+  return { method = "POST", path = "/v1/jobs", body = '{"kind":"render"}', idempotency_key = demo_key("submit", i),
            headers = { ["Content-Type"] = "application/json" } }
 end, submit_n)
 
@@ -49,5 +54,5 @@ run_batches(svc_client, function(i)
   local kind = i % 3
   if kind == 0 then return { method = "GET", path = "/v1/jobs/" .. i } end
   if kind == 1 then return { method = "GET", path = "/v1/queues", query = "page=" .. i } end
-  return { method = "DELETE", path = "/v1/jobs/" .. i, idempotency_key = rf.new_key() }
+  return { method = "DELETE", path = "/v1/jobs/" .. i, idempotency_key = demo_key("cancel", i) }
 end, requests - submit_n)

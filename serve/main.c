@@ -48,8 +48,9 @@
  *   Example: "503;retry-after=1,503,200" -> 503 (Retry-After: 1), 503, 200, then 200 ...
  *
  * RANDOM FAULTS: --faults "503=0.2,429=0.05,500=0.02,timeout=0.02,reset=0.01,empty=0.01,ra=1"
- *   Each attempt without a script draws once from a seeded xoshiro256** generator (one per server,
- *   under the server mutex): the same seed and the same order of requests give the same faults.
+ *   Each attempt without a script draws once from a xoshiro256** generator seeded from --seed, the
+ *   request's sequence identity (its Idempotency-Key, or method + path + script) and its attempt number in
+ *   that sequence: the same seed and the same requests give the same faults, in any arrival order.
  *   Tokens NAME=P with NAME one of NNN (200..599), timeout, reset, empty and P a decimal 0..1 with
  *   at most 9 decimals; the probabilities must sum to at most 1; the rest is 200. ra=N adds
  *   Retry-After: N to random 503 and 429 answers. Unknown or repeated tokens, bad numbers: exit 2.

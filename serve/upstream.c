@@ -9,7 +9,6 @@ int srv_upstream_init(struct srv_upstream *u, const struct srv_fault_spec *fault
     memset(u, 0, sizeof *u);
     u->faults = *faults;
     u->seed = seed;
-    srv_prng_seed(&u->prng, seed);
     if (srv_seq_init(&u->seqs, max_keys, max_key_bytes) != 0) return -1;
     if (pthread_mutex_init(&u->lock, NULL) != 0) {
         srv_seq_free(&u->seqs);
@@ -23,8 +22,21 @@ void srv_upstream_free(struct srv_upstream *u) {
     srv_seq_free(&u->seqs);
 }
 
-static void random_step(struct srv_upstream *u, struct srv_step *out) {
-    const struct srv_fault_rule *rule = srv_faults_pick(&u->faults, srv_prng_below(&u->prng, SRV_PPB));
+/* The draw of attempt n of sequence id: a generator seeded from the server's seed, the identity (FNV-1a) and
+ * n, so a request's faults do not depend on the order in which concurrent requests arrive. */
+static uint64_t draw(const struct srv_upstream *u, const char *id, size_t len, uint64_t n) {
+    uint64_t h = 14695981039346656037u; /* FNV-1a 64 offset basis */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)id[i];
+        h *= 1099511628211u; /* FNV-1a 64 prime */
+    }
+    struct srv_prng p;
+    srv_prng_seed(&p, u->seed ^ h ^ (n * 0x9E3779B97F4A7C15u));
+    return srv_prng_below(&p, SRV_PPB);
+}
+
+static void random_step(struct srv_upstream *u, const char *id, size_t len, uint64_t n, struct srv_step *out) {
+    const struct srv_fault_rule *rule = srv_faults_pick(&u->faults, draw(u, id, len, n));
     memset(out, 0, sizeof *out);
     out->kind = rule ? rule->kind : SRV_FAULT_STATUS;
     out->status = rule ? rule->status : 200;
@@ -53,7 +65,7 @@ enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size
     *n = ++seq->attempts;
     /* Past the script's end the answer is plain 200; the script's count is what tells us. */
     if (script == NULL)
-        random_step(u, out);
+        random_step(u, id, len, *n, out);
     else if (srv_script_parse(script, strlen(script), (size_t)(*n - 1), out, err, sizeof err) < (long)*n) {
         memset(out, 0, sizeof *out);
         out->kind = SRV_FAULT_STATUS;
@@ -85,7 +97,6 @@ int srv_upstream_stats_json(struct srv_upstream *u, char *out, size_t cap) {
 int srv_upstream_reset(struct srv_upstream *u) {
     pthread_mutex_lock(&u->lock);
     memset(&u->stats, 0, sizeof u->stats);
-    srv_prng_seed(&u->prng, u->seed);
     int rc = srv_seq_clear(&u->seqs);
     pthread_mutex_unlock(&u->lock);
     return rc;

@@ -1,4 +1,4 @@
-/* retryfreeze-serve: the server's shared state — sequences, stats, the seeded generator — behind
+/* retryfreeze-serve: the server's shared state — sequences, stats, the fault seed — behind
  * one mutex, so the outcome of an attempt and its counting happen as one step. */
 #ifndef SRV_UPSTREAM_H
 #define SRV_UPSTREAM_H
@@ -17,7 +17,6 @@ struct srv_upstream {
     pthread_mutex_t lock;
     struct srv_fault_spec faults; /* read-only after init */
     uint64_t seed;                /* read-only after init */
-    struct srv_prng prng;
     struct srv_seq_table seqs;
     struct srv_stats stats;
 };
@@ -33,7 +32,9 @@ enum srv_admit {
 };
 
 /* One attempt of the sequence id[0..len). script (NUL-terminated, already validated with
- * srv_script_parse) or, when NULL, one draw from the generator chooses the step. The attempt, its
+ * srv_script_parse) or, when NULL, one draw chooses the step: a generator seeded from the server's seed,
+ * the identity and the attempt number in its sequence, so the same requests get the same faults in any
+ * arrival order. The attempt, its
  * outcome and any execution are counted before returning, so a stalled or delayed answer has
  * already "executed" when a client gives up on it. */
 enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size_t len, int keyed, const char *script,
@@ -45,8 +46,9 @@ void srv_upstream_count_refusal(struct srv_upstream *u, int status);
 /* The /__stats JSON into out; returns its length or -1. */
 int srv_upstream_stats_json(struct srv_upstream *u, char *out, size_t cap);
 
-/* POST /__reset: forget sequences and stats, and reseed, so a run after a reset replays the same
- * random faults as a fresh server. Returns 0, or -1 when out of memory. */
+/* POST /__reset: forget sequences and stats, so a run after a reset replays the same random faults as a
+ * fresh server (the draws depend only on the seed, the identity and the attempt number). Returns 0, or -1 when out of
+ * memory. */
 int srv_upstream_reset(struct srv_upstream *u);
 
 #endif

@@ -342,3 +342,142 @@ describe("retryfreeze.glob", function()
     assert.same({ "l.jsonl", "l.jsonl.1", "l.jsonl.2", "l.jsonl.10" }, names)
   end)
 end)
+
+-- Issue 11, fault 9: soak and demo replaced an existing ledger, varied under a fixed seed, and soak's default
+-- faults never exercised the backoff.
+describe("soak and demo ledgers", function()
+  local function read_all(path)
+    local f = assert(io.open(path, "rb"))
+    local t = f:read("a")
+    f:close()
+    return t
+  end
+  local function eleven_lines()
+    local text = string.rep(ok1(7), 11)
+    return h.temp_file(text), text
+  end
+  local function counts(out)
+    -- The run's numbers, without the upstream's port.
+    return (out:gsub("http://127%.0%.0%.1:%d+", "URL"):gsub("client%-cpu=%d+us/request", ""))
+  end
+
+  it("demo appends to an existing ledger and reports only its own requests", function()
+    local path, before = eleven_lines()
+    local out, err, code = h.run_cli("demo", "--requests", "5", "--ledger", path)
+    assert.equal(0, code, err)
+    local after = read_all(path)
+    assert.equal(before, after:sub(1, #before))
+    local _, n = after:gsub("\n", "")
+    assert.equal(16, n)
+    assert.matches("(5 requests, %d+ attempts, appended after line 11)", out)
+    os.remove(path)
+  end)
+
+  it("soak appends to an existing ledger and reports only its own requests", function()
+    local path, before = eleven_lines()
+    local out, err, code = h.run_cli("soak", h.desk_lock, "--requests", "5", "--ledger", path)
+    assert.equal(0, code, err)
+    local after = read_all(path)
+    assert.equal(before, after:sub(1, #before))
+    local _, n = after:gsub("\n", "")
+    assert.equal(16, n)
+    assert.matches("ledger " .. path .. " (appended after line 11)\nrequests=5 ", out, 1, true)
+    os.remove(path)
+  end)
+
+  it("soak and demo refuse a ledger whose last line is torn, and leave it as it was", function()
+    local text = ok1(7) .. '{"ts":"2026-11-29T17:20:01.123Z","rou'
+    for _, cmd in ipairs({ { "demo", "--requests", "2" }, { "soak", h.desk_lock, "--requests", "2" } }) do
+      local path = h.temp_file(text)
+      cmd[#cmd + 1] = "--ledger"
+      cmd[#cmd + 1] = path
+      local out, err, code = h.run_cli(table.unpack(cmd))
+      assert.equal(2, code, cmd[1])
+      assert.equal("", out)
+      assert.matches(path .. ":2: the last line is torn", err, 1, true)
+      assert.equal(text, read_all(path))
+      os.remove(path)
+    end
+  end)
+
+  it("demo gives the same counts for the same seed", function()
+    local a, b = os.tmpname(), os.tmpname()
+    local out_a, _, code_a = h.run_cli("demo", "--requests", "60", "--seed", "3", "--ledger", a)
+    local out_b, _, code_b = h.run_cli("demo", "--requests", "60", "--seed", "3", "--ledger", b)
+    os.remove(a)
+    os.remove(b)
+    assert.same({ 0, 0 }, { code_a, code_b })
+    assert.equal(counts(out_a):gsub(a, "L"), counts(out_b):gsub(b, "L"))
+  end)
+
+  it("soak gives the same counts for the same seed, and its default faults exercise the backoff", function()
+    local a, b = os.tmpname(), os.tmpname()
+    local out_a, _, code_a = h.run_cli("soak", "examples/service.lock.json", "--requests", "150", "--seed", "5",
+      "--ledger", a)
+    local out_b, _, code_b = h.run_cli("soak", "examples/service.lock.json", "--requests", "150", "--seed", "5",
+      "--ledger", b)
+    assert.same({ 0, 0 }, { code_a, code_b })
+    assert.equal(counts(out_a):gsub(a, "L"), counts(out_b):gsub(b, "L"))
+    -- Retries after a 503 or 429 wait the lock's backoff: no Retry-After in the default faults.
+    local backoffs, retry_afters = 0, 0
+    local it, st = rf.ledger.read(a)
+    for rec in it, st do
+      for i = 2, #rec.tries do
+        if rec.tries[i].delay_ms > 0 then backoffs = backoffs + 1 end
+        if rec.tries[i - 1].retry_after ~= nil then retry_afters = retry_afters + 1 end
+      end
+    end
+    os.remove(a)
+    os.remove(b)
+    assert.is_true(backoffs > 5, "retries with a backoff delay: " .. backoffs)
+    assert.equal(0, retry_afters)
+  end)
+end)
+
+-- Issue 11, fault 8: a ledger written by the seed's Python harness was refused.
+describe("seed-harness ledger lines", function()
+  local HARNESS_OK <const> = '{"key": "k1", "attempts": 2, "elapsed_s": 0.41, "last": {"status": 200, "body_len": 12, '
+    .. '"verdict": "unknown"}, "ok": true}\n'
+  local HARNESS_FAIL <const> = '{"key": null, "attempts": 3, "elapsed_s": 1.2, "last": {"status": 503, '
+    .. '"body_len": 0, "verdict": "retry"}, "ok": false}\n'
+
+  it("are read line by line beside the writer's own lines, with the documented mapping", function()
+    local path = h.temp_file(HARNESS_OK .. ok1(20) .. HARNESS_FAIL .. ok_after_503(30))
+    local s = assert(ledger_stats.stats(path))
+    local it, st = rf.ledger.read(path)
+    local first = it(st)
+    os.remove(path)
+    assert.same({ 4, 3, 2, 0 }, { s.requests, s.successes, s.retried_successes, s.terminal })
+    local hs = s.by_route["(seed harness)"]
+    assert.same({ 2, 1, 5, 410, 1200 }, { hs.requests, hs.successes, hs.attempts, hs.elapsed_ms.min,
+      hs.elapsed_ms.max })
+    assert.same({ ["success success"] = 1, ["failed seed-harness"] = 1 }, hs.by_reason)
+    assert.same({ "(seed harness)", "k1", 2, 410, "success", "success", true, 200, 12, 0 }, { first.route, first.key,
+      first.attempts, first.elapsed_ms, first.outcome, first.reason, first.ok, first.status, first.body_len,
+      #first.tries })
+  end)
+
+  it("are gated like any ledger", function()
+    local path = h.temp_file(string.rep(HARNESS_OK, 60))
+    local out, _, code = h.run_cli("gate", path)
+    os.remove(path)
+    assert.equal(1, code)
+    assert.matches("^retried%-success=100%.00%% attempts/success=2%.00 .*\nbreach: retried%-success 100%.000%% > max "
+      .. "5%.000%% %(max%-retried%-success%)\nbreach: attempts/success 2%.000 > max 1%.300", out)
+  end)
+
+  it("are refused when malformed, naming the field", function()
+    for text, why in pairs({
+      [HARNESS_OK:gsub('"ok": true', '"ok": 1')] = 'field "$.ok" must be a boolean',
+      [HARNESS_OK:gsub(', "ok": true', '')] = 'missing field "$.ok" (a seed-harness line)',
+      [HARNESS_OK:gsub('"verdict"', '"x": 1, "verdict"')] = 'unknown field "$.last.x"',
+      [HARNESS_OK:gsub('0%.41', '-1')] = 'field "$.elapsed_s" must be a number of seconds',
+    }) do
+      local path = h.temp_file(ok1(5) .. text)
+      local s, err = ledger_stats.stats(path)
+      os.remove(path)
+      assert.is_nil(s)
+      assert.matches(path .. ":2: corrupt ledger line: " .. why, err, 1, true)
+    end
+  end)
+end)

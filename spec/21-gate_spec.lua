@@ -116,7 +116,6 @@ describe("retryfreeze gate", function()
 
   it("exits 2 on bad usage, no threshold, an unknown reason, bad input", function()
     local cases = {
-      { { "gate", jobs }, "no thresholds: give at least one --max-" },
       { { "gate", "--max-retried-success", "0.1" }, "expected at least one LEDGER" },
       { { "gate", jobs, "--max-retried-success", "x" }, "option --max-retried-success needs a number, got 'x'" },
       { { "gate", jobs, "--max-terminal-rate", "1.5" }, "--max-terminal-rate must be 0..1, got 1.5" },
@@ -159,11 +158,10 @@ describe("retryfreeze gate", function()
       .. "breach: 1 request ended with forbidden reason max-attempts (forbid-reason)\n", out)
     local no_gate = ledger('{"endpoint":"POST /v1/jobs","maxAttempts":2,"perAttemptTimeoutMs":1000,'
       .. '"totalBudgetMs":2000,"retryable":[]}')
-    local err
-    out, err, code = h.run_cli("gate", jobs, "--lock", no_gate)
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.matches(no_gate .. " has no gate thresholds and no option gives one", err, 1, true)
+    out, _, code = h.run_cli("gate", jobs, "--lock", no_gate)
+    assert.equal(0, code)
+    assert.equal(SUMMARY .. "thresholds: the seed's defaults (" .. no_gate .. " has no gate and no option gives a "
+      .. "threshold): max-retried-success 0.05, max-attempts-per-success 1.3, min-successes 50\n", out)
   end)
 end)
 
@@ -180,9 +178,144 @@ describe("retryfreeze.gate", function()
 
   it("passes a value equal to its maximum and breaches one above it", function()
     local s = assert(ledger_stats.stats(h.temp_file(JOBS)))
-    assert.same({ pass = true, skipped = false, breaches = {} }, gate.evaluate(s, { max_terminal_rate = 0.02 }))
+    assert.same({ pass = true, skipped = false, notes = {}, breaches = {} },
+      gate.evaluate(s, { max_terminal_rate = 0.02 }))
     local v = gate.evaluate(s, { max_terminal_rate = 0.0199 })
     assert.same({ false, { "breach: terminal 2.000% > max 1.990% (max-terminal-rate)" } }, { v.pass, v.breaches })
     assert.equal(SUMMARY, gate.summary(s) .. "\n")
+  end)
+end)
+
+-- Issue 11, fault 6: a total outage passed every gate.
+describe("retryfreeze gate sees outages", function()
+  local DEAD <const> = rep(10, line("GET /v1/jobs/{id}", 2, "exhausted", "max-attempts", false, 503))
+
+  it("fails ten exhausted requests with no success, even with only per-success thresholds", function()
+    local dead = ledger(DEAD)
+    local out, _, code = h.run_cli("gate", dead, "--max-terminal-rate", "0", "--max-retried-success", "0")
+    assert.equal(1, code)
+    assert.equal("retried-success=0.00% attempts/success=0.00 terminal=0.00% retries/request=1.000 successes=0 "
+      .. "requests=10\nbreach: 0 successes among 10 requests: an outage, never a skip (min-requests 10)\n", out)
+  end)
+
+  it("never turns zero successes into a passing skip under --min-successes", function()
+    local out, _, code = h.run_cli("gate", ledger(DEAD), "--min-successes", "50", "--max-retried-success", "0.05")
+    assert.equal(1, code)
+    assert.matches("\nskip: only 0 successes %(min%-successes 50%)\nbreach: 0 successes among 10 requests", out)
+  end)
+
+  it("fails the outage with the lock's gate and with the seed's defaults", function()
+    local lock = ledger('{"endpoint":"GET /v1/jobs/{id}","maxAttempts":2,"perAttemptTimeoutMs":1000,'
+      .. '"totalBudgetMs":2000,"retryable":["HTTP_503"],"gate":{"maxRetriedSuccess":0.05,"minSuccesses":50}}')
+    local _, _, code = h.run_cli("gate", ledger(DEAD), "--lock", lock)
+    assert.equal(1, code)
+    local out
+    out, _, code = h.run_cli("gate", ledger(DEAD))
+    assert.equal(1, code)
+    assert.matches("breach: 0 successes among 10 requests", out)
+  end)
+
+  it("--min-requests sets the sample from which zero successes is an outage", function()
+    local nine = ledger(rep(9, line("GET /v1/jobs/{id}", 2, "exhausted", "max-attempts", false, 503)))
+    local out, _, code = h.run_cli("gate", nine, "--max-retry-ratio", "5")
+    assert.equal(0, code)
+    assert.equal("retried-success=0.00% attempts/success=0.00 terminal=0.00% retries/request=1.000 successes=0 "
+      .. "requests=9\n", out)
+    out, _, code = h.run_cli("gate", nine, "--max-retry-ratio", "5", "--min-requests", "9")
+    assert.equal(1, code)
+    assert.matches("breach: 0 successes among 9 requests: an outage, never a skip %(min%-requests 9%)\n$", out)
+    _, _, code = h.run_cli("gate", nine, "--min-requests", "0")
+    assert.equal(2, code)
+  end)
+
+  it("--min-success-rate: successes / requests below R is a breach, judged below --min-successes too", function()
+    local jobs = ledger(JOBS)
+    local out, _, code = h.run_cli("gate", jobs, "--min-success-rate", "0.97")
+    assert.equal(0, code)
+    assert.equal(SUMMARY, out)
+    out, _, code = h.run_cli("gate", jobs, "--min-success-rate", "0.98", "--min-successes", "1000")
+    assert.equal(1, code)
+    assert.equal(SUMMARY .. "skip: only 97 successes (min-successes 1000)\n"
+      .. "breach: success 97.000% < min 98.000% (min-success-rate)\n", out)
+    local _, err
+    _, err, code = h.run_cli("gate", jobs, "--min-success-rate", "1.5")
+    assert.equal(2, code)
+    assert.matches("--min-success-rate must be 0..1, got 1.5", err, 1, true)
+  end)
+
+  it("reads gate.minSuccessRate from the lock (schema, canonical form, digest)", function()
+    local text = '{"endpoint":"GET /v1/jobs/{id}","maxAttempts":2,"perAttemptTimeoutMs":1000,"totalBudgetMs":2000,'
+      .. '"retryable":["HTTP_503"],"gate":{"minSuccessRate":0.98}}'
+    local p = assert(rf.load_string(text))
+    assert.equal(0.98, p.gate.min_success_rate)
+    assert.matches('"gate":{"forbidReasons":[],"minSuccessRate":0.98}', p:canonical_json(), 1, true)
+    assert.equal(p.digest, assert(rf.load_string(p:canonical_json())).digest)
+    local q = assert(rf.load_string((text:gsub("0%.98", "0.97"))))
+    assert.not_equal(p.digest, q.digest)
+    local _, why = rf.load_string((text:gsub("0%.98", "1.5")))
+    assert.matches("$.gate.minSuccessRate", why, 1, true)
+    local out, _, code = h.run_cli("gate", ledger(JOBS), "--lock", ledger(text))
+    assert.equal(1, code)
+    assert.equal(SUMMARY .. "breach: success 97.000% < min 98.000% (min-success-rate)\n", out)
+  end)
+
+  it("soak exits 1 when no request succeeds (--faults 503=1)", function()
+    local path = os.tmpname()
+    local out, _, code = h.run_cli("soak", h.desk_lock, "--requests", "5", "--concurrency", "5", "--faults",
+      "503=1", "--ledger", path)
+    os.remove(path)
+    assert.equal(1, code)
+    assert.matches("requests=5 successes=0 ", out, 1, true)
+    assert.matches("\nbreach: 0 successes among 5 requests\n", out, 1, true)
+  end)
+end)
+
+-- Issue 11, fault 8: the seed's gate ran with no options.
+describe("retryfreeze gate with no thresholds", function()
+  it("applies the seed's defaults and says so", function()
+    local out, _, code = h.run_cli("gate", ledger(JOBS))
+    assert.equal(0, code)
+    assert.equal(SUMMARY .. "thresholds: the seed's defaults (no option gives a threshold): max-retried-success "
+      .. "0.05, max-attempts-per-success 1.3, min-successes 50\n", out)
+    -- 6 of 60 successes retried (10%) breaches the seed's 5%; 1.1 attempts per success is within 1.3.
+    local retried = ledger(rep(54, line("POST /v1/jobs", 1, "success", "success", true, 200))
+      .. rep(6, line("POST /v1/jobs", 2, "success", "success", true, 200)))
+    out, _, code = h.run_cli("gate", retried)
+    assert.equal(1, code)
+    assert.matches("\nbreach: retried%-success 10%.000%% > max 5%.000%% %(max%-retried%-success%)\n$", out)
+    -- Below 50 successes the seed's gate skips, and says so.
+    out, _, code = h.run_cli("gate", ledger(rep(20, line("POST /v1/jobs", 3, "success", "success", true, 200))))
+    assert.equal(0, code)
+    assert.matches("\nskip: only 20 successes %(min%-successes 50%)\n$", out)
+  end)
+end)
+
+-- Issue 11, fault 7: a failure on the last attempt hid its class (real client, scripted upstream).
+describe("outcome by class", function()
+  local upstream = require "retryfreeze.upstream"
+
+  it("ends terminal when the last failure's class is not retryable, whatever the attempt count", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local policy = assert(rf.load_string('{"version":1,"defaults":{"perAttemptTimeoutMs":1000,"totalBudgetMs":3000,'
+      .. '"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":1,"jitter":"none"}},"routes":['
+      .. '{"endpoint":"GET /x/{i}","maxAttempts":2},{"endpoint":"GET /one/{i}","maxAttempts":1}]}'))
+    local path = os.tmpname()
+    local led = assert(rf.ledger.open(path))
+    local c = rf.client{ policy = policy, base_url = up.url, ledger = led }
+    local function get(p, script) return c:request{ method = "GET", path = p, headers = { ["X-Fault-Script"] = script } } end
+    local a, b, d, e = get("/x/1", "503,404"), get("/one/1", "404"), get("/x/2", "404"), get("/x/3", "503,503")
+    c:close()
+    led:close()
+    up.stop()
+    assert.same({ "terminal", "max-attempts", 2 }, { a.outcome, a.reason, a.attempts })
+    assert.same({ "terminal", "max-attempts", 1 }, { b.outcome, b.reason, b.attempts })
+    assert.same({ "terminal", "status-not-retryable", 1 }, { d.outcome, d.reason, d.attempts })
+    assert.same({ "exhausted", "max-attempts", 2 }, { e.outcome, e.reason, e.attempts })
+    local s = assert(ledger_stats.stats(path))
+    assert.same({ 4, 3, 0.75 }, { s.requests, s.terminal, s.terminal_rate })
+    local out, _, code = h.run_cli("gate", path, "--max-terminal-rate", "0.25")
+    os.remove(path)
+    assert.equal(1, code)
+    assert.matches("breach: terminal 75.000% > max 25.000% (max-terminal-rate)", out, 1, true)
   end)
 end)

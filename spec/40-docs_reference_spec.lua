@@ -252,7 +252,7 @@ describe("docs/lock.md", function()
       "backoff": {"baseMs": 100, "multiplier": 2, "maxMs": 1000}, "retryAfter": {"honor": true, "maxMs": 2000},
       "retryBudget": {"maxTokens": 10, "tokenRatio": 0.5},
       "gate": {"maxRetriedSuccess": 0.5, "maxAttemptsPerSuccess": 2, "maxTerminalRate": 0.5, "maxRetryRatio": 1,
-               "minSuccesses": 10}}]])
+               "minSuccessRate": 0.5, "minSuccesses": 10}}]])
     local old = assert(rf.load_string(json.encode(base)))
     local checked = 0
     for _, cells in ipairs(table_rows(fields, "field")) do

@@ -51,14 +51,15 @@ local set_fields <const> = {
   { "idempotencyRequired", function(r) return r.idempotency_required end, false },
 }
 
--- Gate thresholds (policy.gate, snake_case): lock spelling, key. For every one, larger is looser and an
--- absent threshold (not checked) is the loosest; minSuccesses absent counts as 0 (the gate always applies).
--- A gate added or removed as a whole is one change.
+-- Gate thresholds (policy.gate, snake_case): lock spelling, key, whether a larger value is looser (a
+-- maximum) or stricter (a minimum). An absent threshold (not checked) is the loosest; minSuccesses absent
+-- counts as 0 (the gate always applies). A gate added or removed as a whole is one change.
 local gate_fields <const> = {
-  { "gate.maxRetriedSuccess", "max_retried_success" },
-  { "gate.maxAttemptsPerSuccess", "max_attempts_per_success" },
-  { "gate.maxTerminalRate", "max_terminal_rate" },
-  { "gate.maxRetryRatio", "max_retry_ratio" },
+  { "gate.maxRetriedSuccess", "max_retried_success", true },
+  { "gate.maxAttemptsPerSuccess", "max_attempts_per_success", true },
+  { "gate.maxTerminalRate", "max_terminal_rate", true },
+  { "gate.maxRetryRatio", "max_retry_ratio", true },
+  { "gate.minSuccessRate", "min_success_rate", false },
 }
 
 local function change(kind, route, field, old, new, text)
@@ -218,7 +219,7 @@ local function compare_gate(a, b, out)
   for _, f in ipairs(gate_fields) do
     local va, vb = a[f[2]], b[f[2]]
     if va ~= vb then
-      local wider = vb == nil or (va ~= nil and vb > va)
+      local wider = vb == nil or (va ~= nil and (f[3] and vb > va or not f[3] and vb < va))
       out[#out + 1] = change(wider and "widening" or "narrowing", M.POLICY, f[1], va, vb)
     end
   end

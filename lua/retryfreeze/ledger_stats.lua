@@ -146,8 +146,8 @@ end
 -- Tallies one ledger into the per-route scopes (counted in C by core.ledger_tally, so a long ledger makes no
 -- Lua table per record); raises "path:line: corrupt ledger line: …" (unless skip_corrupt) or "cannot open
 -- ledger …".
-local function add_file(scopes, path, skip_corrupt, result)
-  local tallied, info = core.ledger_tally(path, skip_corrupt)
+local function add_file(scopes, path, skip_corrupt, result, after_line)
+  local tallied, info = core.ledger_tally(path, skip_corrupt, nil, after_line or 0)
   for route, t in pairs(tallied) do
     local s = scopes[route]
     if s then merge(s, t) else scopes[route] = t end
@@ -168,7 +168,9 @@ end
 --- Statistics over one or more ledgers, streamed in constant memory.
 -- @param paths string|array of strings: ledger files; a path that does not exist and holds a wildcard
 --   (`*`, `?`, `[…]`) is expanded as a glob (retryfreeze.glob), so "ledger.jsonl*" takes rotated files too
--- @param opts table|nil: {skip_corrupt = true} counts corrupt lines instead of stopping at the first
+-- @param opts table|nil: {skip_corrupt = true} counts corrupt lines instead of stopping at the first;
+--   {after_line = {[path] = n}} reads but does not count lines 1..n of that file (what a run appended is
+--   summarized apart from what the ledger held before)
 -- @return stats, or nil, message ("path:line: corrupt ledger line: …", "cannot open ledger …",
 --   "no file matches '…'"). stats:
 --   {files = {path…}, lines = n (lines read, torn and corrupt included), torn = {[path] = line},
@@ -207,7 +209,7 @@ function M.stats(paths, opts)
   local scopes = {}
   local result = { files = files, lines = 0, torn = {}, torn_lines = 0, corrupt = {}, corrupt_lines = 0 }
   for _, path in ipairs(files) do
-    local ok, err = pcall(add_file, scopes, path, skip, result)
+    local ok, err = pcall(add_file, scopes, path, skip, result, opts and opts.after_line and opts.after_line[path])
     if not ok then
       -- The binding raises with luaL_error, which prefixes the calling Lua line; the message already names
       -- the ledger file and line, so drop this module's position.
@@ -253,6 +255,39 @@ function M.timeline(paths, tl, opts)
     out[i].start_ms = tl.origin_ms + (i - 1) * tl.bucket_ms
   end
   return out
+end
+
+--- Prepares a ledger for a run that appends to it (soak, demo): how many lines it holds now, so that the run's
+--- own lines can be summarized apart (stats's after_line). A missing file holds 0 lines. Refuses a file whose
+--- last line has no newline (a torn write): appending would bury the torn line in the middle of the ledger.
+-- @param path string
+-- @return integer lines, or nil, message ("PATH: not a regular file", "PATH:N: the last line is torn …", or
+--   the I/O error)
+function M.lines_before_append(path)
+  local f, err, errno = io.open(path, "rb")
+  if not f then
+    if errno == 2 then return 0 end
+    return nil, err
+  end
+  local lines, last = 0, "\n"
+  while true do
+    local chunk, rerr = f:read(1 << 20)
+    if chunk == nil then
+      if rerr then
+        f:close()
+        return nil, path .. ": " .. tostring(rerr)
+      end
+      break
+    end
+    local _, n = chunk:gsub("\n", "")
+    lines, last = lines + n, chunk:sub(-1)
+  end
+  f:close()
+  if last ~= "\n" then
+    return nil, string.format("%s:%d: the last line is torn (no newline); the ledger is append-only, so this run "
+      .. "will not bury it: repair the file or choose another --ledger", path, lines + 1)
+  end
+  return lines
 end
 
 --- Like stats, but raises instead of returning nil, message (used by `retryfreeze demo`).

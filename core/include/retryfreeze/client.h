@@ -29,6 +29,15 @@ typedef enum rf_outcome { RF_OUTCOMES(RF_X_ENUM2) RF_OUTCOME_COUNT } rf_outcome;
 RF_API const char *rf_outcome_name(rf_outcome o);
 /* The outcome a stopping verdict's reason leads to (the mapping documented in RF_OUTCOMES). */
 RF_API rf_outcome rf_outcome_of(rf_reason reason);
+/*
+ * The outcome of a request that stopped with `reason` after a last failure whose class is (or is not)
+ * retryable on its route (rf_verdict.class_retryable). As rf_outcome_of, except that a request whose last
+ * failure's class is not retryable ends RF_OUTCOME_TERMINAL whatever the attempt count: a 404 on the last
+ * allowed attempt (reason max-attempts, which the engine checks first) is terminal, not exhausted. Success
+ * and the refusals (no-route, unpinned-source, mutating-without-idempotency) are unchanged.
+ * docs/reasons.md "Outcomes" is the one place the definitions are written down.
+ */
+RF_API rf_outcome rf_outcome_of_stop(rf_reason reason, bool class_retryable);
 
 typedef struct rf_client_options {
     const rf_policy *policy;    /* required; borrowed: must outlive the client */

@@ -66,6 +66,8 @@ typedef struct rf_verdict {
                                        delay); 0 when stopping */
     rf_retry_after_use retry_after; /* what happened to the Retry-After header */
     long route;                     /* index of the deciding route, -1 when none */
+    bool class_retryable;           /* the failure class is retryable on the deciding route (its retryable list
+                                       wins over notRetryable as in the lock); false for success and no route */
 } rf_verdict;
 
 typedef struct rf_retry_budget rf_retry_budget;

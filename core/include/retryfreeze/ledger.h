@@ -27,6 +27,14 @@
 extern "C" {
 #endif
 
+/*
+ * The route of a record read from a line of the seed's Python harness ({"key", "attempts", "elapsed_s",
+ * "last": {"status", "body_len", "verdict"}, "ok"}), which the reader accepts line by line beside its own
+ * form (docs/evidence.md "Seed-harness lines"): such a record has this route, empty method, path and policy,
+ * ts_ms 0, no tries, and outcome/reason success/success or failed/seed-harness.
+ */
+#define RF_LEDGER_HARNESS_ROUTE "(seed harness)"
+
 /* Longest ledger line the writer produces and the reader accepts, newline excluded. */
 #define RF_LEDGER_MAX_LINE (1024 * 1024)
 /* Most tries one record holds: RF_MAX_TRIES of the client (attempts, at most 10 in a lock, plus followed
@@ -125,7 +133,8 @@ RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out,
  * Corrupt: an empty line; bytes that are not JSON text (invalid UTF-8, NUL, raw control characters or
  * \u0000 in strings); a missing, unknown, duplicate or ill-typed field; a fractional or out-of-range integer;
  * a line longer than RF_LEDGER_MAX_LINE (skipped up to its newline). Only key and tries[].retry_after may be
- * null; retry_after may also be absent.
+ * null; retry_after may also be absent. A line with an "elapsed_s" field is read as a seed-harness line
+ * (RF_LEDGER_HARNESS_ROUTE), just as strictly.
  * The last line without a newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON
  * text (a crash mid-write). After RF_LEDGER_TORN or RF_LEDGER_END every call returns RF_LEDGER_END; after
  * RF_LEDGER_ERROR, RF_LEDGER_ERROR.

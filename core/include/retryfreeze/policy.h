@@ -111,6 +111,8 @@ typedef struct rf_gate_view {
     int64_t max_terminal_rate_milli; /* maxTerminalRate 0..1: terminal outcomes / requests */
     bool has_max_retry_ratio;
     int64_t max_retry_ratio_milli; /* maxRetryRatio 0..10: retries / requests */
+    bool has_min_success_rate;
+    int64_t min_success_rate_milli; /* minSuccessRate 0..1: successes / requests below it is a breach */
     bool has_min_successes;
     int64_t min_successes; /* minSuccesses 0..1000000000: below it the gate is skipped */
     size_t n_forbid_reasons;

@@ -203,6 +203,7 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
         return RF_ENOMEM;
     }
     f->start_ms = rfi_mono_ms();
+    f->last_class_retryable = true; /* no failure yet: nothing to blame on a class */
     f->state = RFI_FLOW_READY;
     return RF_OK;
 }
@@ -346,6 +347,8 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     }
     memcpy(t->class_name, v.class_name, sizeof t->class_name);
     t->reason = v.reason;
+    /* A followed redirect is no failure: its stops keep their own outcome (deadline, …). */
+    f->last_class_retryable = follow || v.class_retryable || v.reason == RF_REASON_SUCCESS;
     if (f->hook) {
         int h = f->hook(f->hook_ud, t, &v);
         if (h < 0) f->hook_failed = true;
@@ -376,7 +379,7 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
     rf_client *c = f->c;
     const rf_request *req = f->req;
     r->reason = reason;
-    r->outcome = rf_outcome_of(reason);
+    r->outcome = rf_outcome_of_stop(reason, f->last_class_retryable);
     r->ok = r->outcome == RF_OUTCOME_SUCCESS;
     r->elapsed_ms = rfi_mono_ms() - f->start_ms;
     long route = rf_policy_match(c->policy, req->method, strlen(req->method), req->path, strlen(req->path));

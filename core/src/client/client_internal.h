@@ -62,6 +62,7 @@ typedef struct rfi_flow {
     int hops;                       /* redirects followed in this attempt */
     bool in_hop;                    /* the next request is a hop, not a new attempt */
     int64_t hop_timeout_ms;         /* its per-try timeout, from rf_redirect_verdict */
+    bool last_class_retryable;      /* the last attempt's failure class is retryable (true before any failure) */
 } rfi_flow;
 
 /* A started request: its flow, its own easy handle, its place in the client's list. */

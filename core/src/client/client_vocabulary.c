@@ -22,6 +22,13 @@ rf_outcome rf_outcome_of(rf_reason reason) {
     }
 }
 
+rf_outcome rf_outcome_of_stop(rf_reason reason, bool class_retryable) {
+    rf_outcome o = rf_outcome_of(reason);
+    if (!class_retryable && (o == RF_OUTCOME_EXHAUSTED || o == RF_OUTCOME_DEADLINE || o == RF_OUTCOME_THROTTLED))
+        return RF_OUTCOME_TERMINAL;
+    return o;
+}
+
 /* libcurl's error codes (libcurl-errors(3)) and the socket errno behind them. */
 rf_transport rf_transport_from_curl(int curl_code, long os_errno) {
     switch ((CURLcode)curl_code) {

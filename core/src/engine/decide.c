@@ -62,6 +62,7 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         return RF_OK;
     }
     bool retryable = rfi_class_retryable(r, f->status, f->transport);
+    out->class_retryable = retryable;
     int64_t tokens = retryable ? rfi_retry_budget_add(budget, -1000) : -1;
     if (f->attempts >= r->max_attempts) {
         stop(out, RF_REASON_MAX_ATTEMPTS);

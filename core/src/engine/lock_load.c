@@ -423,6 +423,9 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
         } else if (strcmp(k, "maxRetryRatio") == 0) {
             if (!get_milli(c, sub, 0.0, 10.0, &v->max_retry_ratio_milli, err)) return false;
             v->has_max_retry_ratio = true;
+        } else if (strcmp(k, "minSuccessRate") == 0) {
+            if (!get_milli(c, sub, 0.0, 1.0, &v->min_success_rate_milli, err)) return false;
+            v->has_min_success_rate = true;
         } else if (strcmp(k, "minSuccesses") == 0) {
             if (!get_int(c, sub, 0, 1000000000, &v->min_successes, err)) return false;
             v->has_min_successes = true;
@@ -458,7 +461,7 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
         } else {
             return unknown_key(c, path,
                                "maxRetriedSuccess, maxAttemptsPerSuccess, maxTerminalRate, maxRetryRatio, "
-                               "minSuccesses, forbidReasons, $comment",
+                               "minSuccessRate, minSuccesses, forbidReasons, $comment",
                                err);
         }
     }

@@ -96,6 +96,7 @@ static bool add_gate(cJSON *root, const rfi_gate *g) {
            add_milli(o, "maxRetriedSuccess", v->has_max_retried_success, v->max_retried_success_milli) &&
            add_milli(o, "maxRetryRatio", v->has_max_retry_ratio, v->max_retry_ratio_milli) &&
            add_milli(o, "maxTerminalRate", v->has_max_terminal_rate, v->max_terminal_rate_milli) &&
+           add_milli(o, "minSuccessRate", v->has_min_success_rate, v->min_success_rate_milli) &&
            (!v->has_min_successes || cJSON_AddNumberToObject(o, "minSuccesses", (double)v->min_successes) != NULL);
 }
 

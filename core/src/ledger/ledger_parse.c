@@ -174,12 +174,81 @@ static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c) {
     return true;
 }
 
+/*
+ * A line of the seed's Python harness: {"key":…, "attempts":2, "elapsed_s":0.41,
+ * "last":{"status":200, "body_len":12, "verdict":"unknown"}, "ok":true}. Recognized by its "elapsed_s"
+ * field, line by line, so a file may mix both forms. Mapped as docs/evidence.md "Seed-harness lines" says:
+ * route RF_LEDGER_HARNESS_ROUTE, elapsed_ms = elapsed_s × 1000 rounded, status = last.status, body_len =
+ * last.body_len, outcome/reason success/success when ok, else failed/seed-harness (the harness does not
+ * record the failure class, so such a line is never counted as terminal), no tries. Strict like the rest:
+ * every field required, unknown fields refused.
+ */
+enum harness_field { H_KEY, H_ATTEMPTS, H_ELAPSED_S, H_LAST, H_OK, H_COUNT };
+static const char *const harness_fields[H_COUNT] = {"key", "attempts", "elapsed_s", "last", "ok"};
+enum harness_last_field { HL_STATUS, HL_BODY_LEN, HL_VERDICT, HL_COUNT };
+static const char *const harness_last_fields[HL_COUNT] = {"status", "body_len", "verdict"};
+
+static bool fill_harness(const cJSON *root, rf_ledger_record *rec, complaint *c) {
+    const cJSON *f[H_COUNT], *l[HL_COUNT];
+    const char *verdict;
+    int64_t attempts = 0;
+
+    if (!collect(root, harness_fields, H_COUNT, f, "$.", c)) {
+        return false;
+    }
+    for (size_t i = 0; i < H_COUNT; i++) {
+        if (!f[i]) {
+            return refuse(c, "missing field \"$.%s\" (a seed-harness line)", harness_fields[i]);
+        }
+    }
+    if (!cJSON_IsNumber(f[H_ELAPSED_S]) || !(f[H_ELAPSED_S]->valuedouble >= 0.0) ||
+        !(f[H_ELAPSED_S]->valuedouble * 1000.0 < (double)RFI_LEDGER_MAX_SAFE_INT)) {
+        return refuse(c, "field \"$.elapsed_s\" must be a number of seconds, 0 or more");
+    }
+    if (!cJSON_IsBool(f[H_OK])) {
+        return refuse(c, "field \"$.ok\" must be a boolean, got %s", type_name(f[H_OK]));
+    }
+    if (!cJSON_IsObject(f[H_LAST])) {
+        return refuse(c, "field \"$.last\" must be an object, got %s", type_name(f[H_LAST]));
+    }
+    if (!collect(f[H_LAST], harness_last_fields, HL_COUNT, l, "$.last.", c)) {
+        return false;
+    }
+    for (size_t i = 0; i < HL_COUNT; i++) {
+        if (!l[i]) {
+            return refuse(c, "missing field \"$.last.%s\" (a seed-harness line)", harness_last_fields[i]);
+        }
+    }
+    if (!want_int(f[H_ATTEMPTS], 0, RF_LEDGER_MAX_TRIES, "$.", "attempts", &attempts, c) ||
+        !want_string(f[H_KEY], true, "$.", "key", &rec->key, c) ||
+        !want_int32(l[HL_STATUS], "$.last.", "status", &rec->status, c) ||
+        !want_int53(l[HL_BODY_LEN], "$.last.", "body_len", &rec->body_len, c) ||
+        !want_string(l[HL_VERDICT], false, "$.last.", "verdict", &verdict, c)) {
+        return false;
+    }
+    rec->ts_ms = 0;
+    rec->route = RF_LEDGER_HARNESS_ROUTE;
+    rec->method = "";
+    rec->path = "";
+    rec->policy = "";
+    rec->attempts = (int)attempts;
+    rec->elapsed_ms = (int64_t)(f[H_ELAPSED_S]->valuedouble * 1000.0 + 0.5);
+    rec->ok = cJSON_IsTrue(f[H_OK]);
+    rec->outcome = rec->ok ? "success" : "failed";
+    rec->reason = rec->ok ? "success" : "seed-harness";
+    rec->n_tries = 0;
+    return true;
+}
+
 static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) {
     const cJSON *f[F_COUNT];
     const char *ts;
 
     if (!cJSON_IsObject(root)) {
         return refuse(c, "the line must be a JSON object, got %s", type_name(root));
+    }
+    if (cJSON_GetObjectItemCaseSensitive(root, "elapsed_s") != NULL) {
+        return fill_harness(root, rec, c);
     }
     if (!collect(root, record_fields, F_COUNT, f, "$.", c)) {
         return false;

@@ -13,8 +13,11 @@ local M = {
   summary = "run the demo: real HTTP flows under the pinned locks against a fault-injecting upstream",
   usage = "retryfreeze demo [--requests N] [--seed S] [--faults SPEC] [--ledger FILE] [--examples DIR]\n\n"
     .. "  Defaults: 300 requests, seed 7, faults " .. DEFAULT_FAULTS .. ",\n"
-    .. "  ledger demo-ledger.jsonl (replaced), examples from the project's examples/ folder.\n"
-    .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger.",
+    .. "  ledger demo-ledger.jsonl, examples from the project's examples/ folder. The run appends to the\n"
+    .. "  ledger (never truncates it) and reports only the lines it appended; a ledger whose last line is\n"
+    .. "  torn is refused. The same seed gives the same counts.\n"
+    .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
+    .. "  2 bad usage or a ledger it cannot append to.",
 }
 
 local spec <const> = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
@@ -41,7 +44,11 @@ function M.run(args, out, err, bindir)
   local requests, seed = opts.requests or 300, opts.seed or 7
   local ledger_path, faults = opts.ledger or "demo-ledger.jsonl", opts.faults or DEFAULT_FAULTS
   local dir = examples_dir(opts.examples)
-  os.remove(ledger_path)
+  local lines_before, lerr = stats.lines_before_append(ledger_path)
+  if not lines_before then
+    err:write("retryfreeze demo: ", lerr, "\n")
+    return 2
+  end
   local up, why = upstream.start{ bindir = bindir, faults = faults, seed = seed, stall_ms = 3000 }
   if not up then
     err:write("retryfreeze demo: ", why, "\n")
@@ -56,10 +63,11 @@ function M.run(args, out, err, bindir)
     err:write("retryfreeze demo: the flow failed: ", tostring(flow_err), "\n")
     return 1
   end
-  local s = stats.summarize({ ledger_path })
+  local s = stats.summarize({ ledger_path }, { after_line = { [ledger_path] = lines_before } })
   local sent_attempts = server and server.requests or -1
   local dups = server and server.duplicate_executions or -1
-  out:write(string.format("ledger: %s (%d requests, %d attempts)\n\n", ledger_path, s.requests, s.attempts))
+  out:write(string.format("ledger: %s (%d requests, %d attempts%s)\n\n", ledger_path, s.requests, s.attempts,
+    lines_before > 0 and string.format(", appended after line %d", lines_before) or ""))
   out:write(string.format("  %-24s %8d\n", "requests", s.requests))
   out:write(string.format("  %-24s %8d  (%.2f%%)\n", "successes", s.successes, 100 * stats.ratio(s.successes, s.requests)))
   out:write(string.format("  %-24s %8d  (%.2f%% of successes)\n", "retried successes", s.retried_successes,

@@ -8,34 +8,43 @@ local ledger_stats = require "retryfreeze.ledger_stats"
 local M = {
   summary = "fail (exit 1) when ledger stats breach thresholds: retried successes, attempts, terminal rate",
   usage = "retryfreeze gate LEDGER… [--max-retried-success R] [--max-attempts-per-success X]\n"
-    .. "                 [--max-terminal-rate R] [--max-retry-ratio X] [--min-successes N]\n"
-    .. "                 [--forbid-reason REASON]… [--route ROUTE] [--lock LOCK] [--skip-corrupt]\n\n"
+    .. "                 [--max-terminal-rate R] [--max-retry-ratio X] [--min-success-rate R]\n"
+    .. "                 [--min-successes N] [--min-requests N] [--forbid-reason REASON]… [--route ROUTE]\n"
+    .. "                 [--lock LOCK] [--skip-corrupt]\n\n"
     .. "  --max-retried-success R       retried successes / successes, 0..1 (0.05 = 5%)\n"
     .. "  --max-attempts-per-success X  attempts of successful requests / successes\n"
     .. "  --max-terminal-rate R         requests ending \"terminal\" (non-retryable class) / requests, 0..1\n"
     .. "  --max-retry-ratio X           retries (attempts after the first) / requests\n"
-    .. "  --min-successes N             fewer successes: print 'skip: only N successes', judge no ratio\n"
+    .. "  --min-success-rate R          successes / requests, 0..1: below R is a breach\n"
+    .. "  --min-successes N             fewer successes: print 'skip: only N successes' and judge no\n"
+    .. "                                per-success ratio (retried-success, attempts/success)\n"
+    .. "  --min-requests N              from N requests on (default " .. gate.DEFAULT_MIN_REQUESTS .. "), 0 successes is a breach\n"
+    .. "                                (an outage never skips)\n"
     .. "  --forbid-reason REASON        no request may end with REASON (repeatable; judged even when skipping)\n"
     .. "  --route ROUTE                 judge one route only, as the ledger names it (\"POST /v1/jobs\")\n"
     .. "  --lock LOCK                   take thresholds from the lock's \"gate\" object; options override\n"
     .. "                                its numbers and add to its forbidden reasons\n"
-    .. "  Exit 0 pass or skip, 1 a breach, 2 bad usage, no threshold at all, an unknown route or bad input.",
+    .. "  With no threshold from the lock or the options, the seed's defaults apply (and are printed):\n"
+    .. "  " .. gate.SEED_DEFAULTS_TEXT .. ".\n"
+    .. "  Exit 0 pass or skip, 1 a breach, 2 bad usage, an unknown route or bad input.",
 }
 
 local spec <const> = {
   ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
   ["--max-terminal-rate"] = "number", ["--max-retry-ratio"] = "number", ["--min-successes"] = "integer",
+  ["--min-success-rate"] = "number", ["--min-requests"] = "integer",
   ["--forbid-reason"] = "list", ["--route"] = "string", ["--lock"] = "string", ["--skip-corrupt"] = "flag",
 }
 
 local ranges <const> = {
   max_retried_success = { 0, 1 }, max_attempts_per_success = { 0, math.huge }, max_terminal_rate = { 0, 1 },
-  max_retry_ratio = { 0, math.huge },
+  max_retry_ratio = { 0, math.huge }, min_success_rate = { 0, 1 },
 }
 
 -- The command-line thresholds, or nil, message.
 local function overrides(opts)
-  local t = { min_successes = opts.min_successes, forbid_reasons = opts.forbid_reason }
+  local t = { min_successes = opts.min_successes, min_requests = opts.min_requests,
+    forbid_reasons = opts.forbid_reason }
   for _, k in ipairs(gate.numeric) do
     local v = opts[k]
     if v ~= nil then
@@ -48,6 +57,7 @@ local function overrides(opts)
     end
   end
   if t.min_successes and t.min_successes < 0 then return nil, "--min-successes must be 0 or more" end
+  if t.min_requests and t.min_requests < 1 then return nil, "--min-requests must be 1 or more" end
   local known = {}
   for _, r in ipairs(rf.reasons) do known[r] = true end
   for _, r in ipairs(t.forbid_reasons or {}) do
@@ -81,11 +91,7 @@ function M.run(args, out, err)
     end
     lock_gate = policy.gate
   end
-  local thresholds = gate.merge(lock_gate, cli)
-  if not gate.any(thresholds) then
-    return usage_error(opts.lock and (opts.lock .. " has no gate thresholds and no option gives one")
-      or "no thresholds: give at least one --max-… or --forbid-reason option, or --lock with a gate")
-  end
+  local thresholds, defaulted = gate.with_defaults(gate.merge(lock_gate, cli))
   local s, serr = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt })
   if not s then
     err:write("retryfreeze gate: ", serr, "\n")
@@ -109,9 +115,11 @@ function M.run(args, out, err)
   end
   local verdict = gate.evaluate(scope, thresholds)
   out:write(gate.summary(scope), opts.route and (" route=" .. opts.route) or "", "\n")
-  if verdict.skipped then
-    out:write(string.format("skip: only %d successes (min-successes %d)\n", scope.successes, thresholds.min_successes))
+  if defaulted then
+    out:write("thresholds: the seed's defaults (", opts.lock and (opts.lock .. " has no gate and no")
+      or "no", " option gives a threshold): ", gate.SEED_DEFAULTS_TEXT, "\n")
   end
+  for _, line in ipairs(verdict.notes) do out:write(line, "\n") end
   for _, line in ipairs(verdict.breaches) do out:write(line, "\n") end
   return verdict.pass and 0 or 1
 end

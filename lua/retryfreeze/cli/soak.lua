@@ -8,26 +8,35 @@ local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
 
+local M_DEFAULT_FAULTS <const> = "503=0.1,429=0.02,reset=0.01"
+
 local M = {
   summary = "drive concurrent flows through the real client; print ledger stats and apply the gate",
   usage = "retryfreeze soak LOCK [--requests N] [--concurrency C] [--faults SPEC] [--seed S] [--url URL]\n"
     .. "                 [--script FLOW.lua] [--ledger FILE] [--max-retry-ratio R] [--forbid-reason REASON]...\n"
     .. "                 [--max-retried-success R] [--max-attempts-per-success R] [--max-terminal-rate R]\n"
-    .. "                 [--min-successes N]\n\n"
-    .. "  Defaults: 1000 requests, concurrency 16, seed 1, faults 503=0.1,429=0.02,reset=0.01,ra=0, ledger\n"
-    .. "  soak-ledger.jsonl (replaced). Without --url the project's fault-injecting upstream runs on a free\n"
-    .. "  loopback port; a --url must be loopback (127.0.0.0/8, localhost, [::1]). --script FLOW.lua returns\n"
+    .. "                 [--min-success-rate R] [--min-successes N] [--min-requests N]\n\n"
+    .. "  Defaults: 1000 requests, concurrency 16, seed 1, faults " .. M_DEFAULT_FAULTS .. "\n"
+    .. "  (no Retry-After, so retries wait the lock's backoff), ledger soak-ledger.jsonl. The run appends to\n"
+    .. "  the ledger (never truncates it) and summarizes only the lines it appended; a ledger whose last line\n"
+    .. "  is torn is refused. Without --url the project's fault-injecting upstream runs on a free loopback\n"
+    .. "  port and each request draws its faults by its own identity, so the same seed gives the same counts;\n"
+    .. "  a --url must be loopback (127.0.0.0/8, localhost, [::1]). --script FLOW.lua returns\n"
     .. "  function(client, i) making requests with client:request. Thresholds not given on the command line\n"
-    .. "  come from the lock's gate object. Exit 0 ok, 1 a threshold breached or a duplicate execution,\n"
-    .. "  2 bad usage.",
+    .. "  come from the lock's gate object. Exit 0 ok, 1 a threshold breached, no success at all, or a\n"
+    .. "  duplicate execution, 2 bad usage.",
 }
 
 local spec <const> = {
   ["--requests"] = "integer", ["--concurrency"] = "integer", ["--faults"] = "string", ["--seed"] = "integer",
   ["--url"] = "string", ["--script"] = "string", ["--ledger"] = "string", ["--max-retry-ratio"] = "number",
   ["--forbid-reason"] = "list", ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
-  ["--max-terminal-rate"] = "number", ["--min-successes"] = "integer",
+  ["--max-terminal-rate"] = "number", ["--min-successes"] = "integer", ["--min-success-rate"] = "number",
+  ["--min-requests"] = "integer",
 }
+
+--- The default faults: retryable statuses without Retry-After, so a default soak exercises the backoff.
+M.DEFAULT_FAULTS = M_DEFAULT_FAULTS
 
 --- Is url's host a loopback address? (127.0.0.0/8, localhost, [::1])
 function M.is_loopback(url)
@@ -40,17 +49,16 @@ function M.is_loopback(url)
 end
 
 --- The default flow: one request per flow, round-robin over the lock's routes ({param} → the flow number,
---- a last "*" → "soak"); mutating methods carry a fresh idempotency key.
-local function default_flow(policy, client)
+--- a last "*" → "soak/<flow number>"). Every request carries an idempotency key "<prefix>-<flow number>" (a
+--- key on a GET changes no decision): the upstream draws a request's faults from its identity, so keys
+--- derived from the seed give the same counts for the same seed. Against a --url the prefix also holds a
+--- fresh random part, so two runs never share keys (that would count as duplicate executions).
+local function default_flow(policy, client, prefix)
   local routes = policy:routes()
   return function(i)
     local r = routes[(i - 1) % #routes + 1]
-    local path = r.pattern:gsub("{[%w_]+}", tostring(i)):gsub("/%*$", "/soak")
-    local key
-    for _, m in ipairs(r.idempotency_required) do
-      if m == r.method then key = rf.new_key() end
-    end
-    client:request{ method = r.method, path = path, idempotency_key = key }
+    local path = r.pattern:gsub("{[%w_]+}", tostring(i)):gsub("/%*$", "/soak/" .. i)
+    client:request{ method = r.method, path = path, idempotency_key = prefix .. "-" .. i }
   end
 end
 
@@ -81,6 +89,7 @@ function M.run(args, out, err, bindir)
     max_retry_ratio = opts.max_retry_ratio, max_retried_success = opts.max_retried_success,
     max_attempts_per_success = opts.max_attempts_per_success, max_terminal_rate = opts.max_terminal_rate,
     min_successes = opts.min_successes, forbid_reasons = opts.forbid_reason,
+    min_success_rate = opts.min_success_rate, min_requests = opts.min_requests,
   })
   for _, reason in ipairs(thresholds.forbid_reasons) do
     local known = false
@@ -91,12 +100,16 @@ function M.run(args, out, err, bindir)
     end
   end
   local ledger_path = opts.ledger or "soak-ledger.jsonl"
-  os.remove(ledger_path)
+  local lines_before, lerr = stats.lines_before_append(ledger_path)
+  if not lines_before then
+    err:write("retryfreeze soak: ", lerr, "\n")
+    return 2
+  end
   local up
   local url = opts.url
   if not url then
     up, why = upstream.start{ bindir = bindir, seed = seed, stall_ms = 10000,
-      faults = opts.faults or "503=0.1,429=0.02,reset=0.01,ra=0" }
+      faults = opts.faults or M.DEFAULT_FAULTS }
     if not up then
       err:write("retryfreeze soak: ", why, "\n")
       return 1
@@ -116,7 +129,7 @@ function M.run(args, out, err, bindir)
     end
     flow = function(i) made(client, i) end
   else
-    flow = default_flow(policy, client)
+    flow = default_flow(policy, client, string.format("soak-%d", seed) .. (opts.url and "-" .. rf.new_key() or ""))
   end
   local tty, done, flow_errors, t0 = is_tty(2), 0, {}, os.time()
   local clock0 = os.clock()
@@ -139,9 +152,9 @@ function M.run(args, out, err, bindir)
   if up then up.stop() end
   for _, e in ipairs(flow_errors) do err:write("retryfreeze soak: ", e, "\n") end
 
-  local s = stats.summarize({ ledger_path })
-  out:write(string.format("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s\n", n, failed, concurrency,
-    url, ledger_path))
+  local s = stats.summarize({ ledger_path }, { after_line = { [ledger_path] = lines_before } })
+  out:write(string.format("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s%s\n", n, failed,
+    concurrency, url, ledger_path, lines_before > 0 and string.format(" (appended after line %d)", lines_before) or ""))
   out:write(string.format("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f client-cpu=%.0fus/request\n",
     s.requests, s.successes, s.attempts, s.retries, s.retry_ratio, 1e6 * stats.ratio(cpu, s.requests)))
   out:write(gate.summary(s), "\n")
@@ -152,7 +165,11 @@ function M.run(args, out, err, bindir)
 
   local verdict = gate.evaluate(s, thresholds)
   local breaches = verdict.breaches
-  if verdict.skipped then out:write(string.format("skip: only %d successes\n", s.successes)) end
+  for _, note in ipairs(verdict.notes) do out:write(note, "\n") end
+  if s.successes == 0 and s.requests < (thresholds.min_requests or gate.DEFAULT_MIN_REQUESTS) then
+    -- Below min-requests the gate does not call it an outage; a soak that got no success at all still failed.
+    breaches[#breaches + 1] = string.format("breach: 0 successes among %d requests", s.requests)
+  end
   if failed > 0 then breaches[#breaches + 1] = string.format("breach: %d flows raised an error", failed) end
   if server == nil then
     out:write("duplicate check skipped: no /__stats at ", url, "\n")
