@@ -319,8 +319,9 @@ static int l_ledger_tally(lua_State *L) {
             continue;
         } else if (st == RF_LEDGER_RECORD) {
             add(L, t, &rec);
-            if (rec.ts_ms < ts_min) ts_min = rec.ts_ms;
-            if (rec.ts_ms > ts_max) ts_max = rec.ts_ms;
+            bool timed = strcmp(rec.route, RF_LEDGER_HARNESS_ROUTE) != 0; /* seed-harness lines carry no ts */
+            if (timed && rec.ts_ms < ts_min) ts_min = rec.ts_ms;
+            if (timed && rec.ts_ms > ts_max) ts_max = rec.ts_ms;
         } else if (st == RF_LEDGER_CORRUPT) {
             if (!skip) return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             corrupt++;
