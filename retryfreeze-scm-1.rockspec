@@ -1,6 +1,6 @@
 -- LuaRocks package: `luarocks --lua-version=5.4 make` builds with CMake and installs the Lua modules and the
 -- C module (linked against the static engine and client, so the rock needs no shared library of its own).
--- System packages needed: libcjson-dev, libcurl4-openssl-dev, libssl-dev, liblua5.4-dev, cmake, pkg-config.
+-- System packages needed: lua-argparse, libcjson-dev, libcurl4-openssl-dev, libssl-dev, liblua5.4-dev, cmake, pkg-config.
 rockspec_format = "3.0"
 package = "retryfreeze"
 version = "scm-1"

@@ -1,58 +1,127 @@
---- Command-line option parsing for the retryfreeze subcommands: "--name value" and "--name=value" forms,
---- typed by a spec table. Unknown options and missing values are usage errors (exit 2), never ignored.
+--- Command-line parsing for the retryfreeze subcommands, built on lua-argparse
+--- (https://github.com/mpeterv/argparse, Debian `lua-argparse`): typed options from a spec table, usage
+--- errors with "did you mean" for a mistyped option, and each command's generated `--help`.
+--- Options take "--name value" and "--name=value"; a value may start with '-' ("--now-ms -5").
+--- An unknown option, a missing or mistyped value, or a repeated single option is a usage error
+--- (the caller exits 2), never ignored.
+local argparse = require "argparse"
+
 local M = {}
 
---- @param args table: the arguments after the subcommand name
---- @param spec table: {["--name"] = "string"|"integer"|"flag"|"list"}
---- @return opts table (keys without the leading dashes, '-' → '_'), positionals table; or nil, message
-function M.parse(args, spec)
-  local opts, positionals = {}, {}
-  local i = 1
+-- How each option kind reads its value, and how --help names it.
+local kinds <const> = {
+  string = { argname = "<TEXT>", help = "text" },
+  integer = { argname = "<N>", help = "an integer" },
+  number = { argname = "<X>", help = "a number" },
+  list = { argname = "<TEXT>", help = "text; repeatable, each use adds one" },
+  flag = { help = "a flag (takes no value)" },
+}
+
+local function converter(name, kind)
+  if kind == "integer" then
+    return function(v)
+      local n = v:match("^%-?%d+$") and math.tointeger(tonumber(v))
+      if not n then return nil, string.format("option %s needs an integer, got '%s'", name, v) end
+      return n
+    end
+  elseif kind == "number" then
+    return function(v)
+      local n = tonumber(v)
+      if n == nil then return nil, string.format("option %s needs a number, got '%s'", name, v) end
+      return n
+    end
+  end
+  return nil
+end
+
+local function sorted_names(spec)
+  local names = {}
+  for name, kind in pairs(spec) do
+    if not kinds[kind] then error("retryfreeze.cli.args: option " .. name .. " has unknown kind " .. tostring(kind), 2) end
+    names[#names + 1] = name
+  end
+  table.sort(names)
+  return names
+end
+
+--- Builds the argparse parser of one command.
+-- @param name string: the command ("check")
+-- @param spec table: {["--name"] = "string"|"integer"|"number"|"flag"|"list"}
+-- @param usage string|nil: the command's usage text (its first paragraph is the synopsis, the rest the
+--   description), as the command module's `usage` field holds it
+-- @return an argparse parser whose result holds the options (keys without dashes, '-' → '_') and `args`, the
+--   positional arguments
+function M.parser(name, spec, usage)
+  local p = argparse("retryfreeze " .. name):add_help(false):help_max_width(110):help_description_margin(36)
+  if usage then
+    local synopsis, rest = usage:match("^(.-)\n\n(.*)$")
+    p:usage("usage: " .. (synopsis or usage))
+    if rest then p:description(rest) end
+  end
+  p:argument("args"):args("*"):hidden(true)
+  for _, opt in ipairs(sorted_names(spec)) do
+    local kind = spec[opt]
+    local target = opt:sub(3):gsub("%-", "_")
+    if kind == "flag" then
+      p:flag(opt):target(target):description(kinds.flag.help)
+    else
+      local o = p:option(opt):target(target):argname(kinds[kind].argname):description(kinds[kind].help)
+      local convert = converter(opt, kind)
+      if convert then o:convert(convert) end
+      if kind == "list" then o:count("*") end
+    end
+  end
+  p:flag("-h --help"):description("show this help and exit")
+  return p
+end
+
+--- The generated help of one command: its usage text, then every option with the value it takes.
+-- @param name string, spec table, usage string: as for M.parser
+-- @return string, ending in a newline
+function M.help(name, spec, usage)
+  return M.parser(name, spec, usage):get_help() .. "\n"
+end
+
+-- "--name value" → "--name=value" for the options that take a value, so that a value starting with '-'
+-- reads as the value, not as an option (argparse alone would take "-5" for an option).
+local function join_values(args, spec)
+  local joined, i = {}, 1
   while i <= #args do
     local a = args[i]
-    local name, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
-    name = name or a
     if a == "--" then
-      table.move(args, i + 1, #args, #positionals + 1, positionals)
+      table.move(args, i, #args, #joined + 1, joined)
       break
-    elseif name:sub(1, 2) == "--" then
-      local kind = spec[name]
-      if kind == nil then return nil, "unknown option " .. name end
-      local key = name:sub(3):gsub("%-", "_")
-      if kind == "flag" then
-        if inline then return nil, name .. " takes no value" end
-        opts[key] = true
-      else
-        local v = inline
-        if v == nil then
-          i = i + 1
-          v = args[i]
-          if v == nil then return nil, "option " .. name .. " needs a value" end
-        end
-        if kind == "integer" then
-          local n = math.tointeger(tonumber(v))
-          if n == nil or not v:match("^%-?%d+$") then
-            return nil, string.format("option %s needs an integer, got '%s'", name, v)
-          end
-          v = n
-        elseif kind == "number" then
-          local n = tonumber(v)
-          if n == nil then return nil, string.format("option %s needs a number, got '%s'", name, v) end
-          v = n
-        end
-        if kind == "list" then
-          opts[key] = opts[key] or {}
-          table.insert(opts[key], v)
-        else
-          opts[key] = v
-        end
-      end
-    else
-      positionals[#positionals + 1] = a
     end
-    i = i + 1
+    local kind = spec[a]
+    if kind and kind ~= "flag" and args[i + 1] ~= nil then
+      joined[#joined + 1] = a .. "=" .. args[i + 1]
+      i = i + 2
+    else
+      joined[#joined + 1] = a
+      i = i + 1
+    end
   end
-  return opts, positionals
+  return joined
+end
+
+--- Parses a command's arguments.
+-- @param args table: the arguments after the subcommand name
+-- @param spec table: {["--name"] = "string"|"integer"|"number"|"flag"|"list"}
+-- @return opts table (keys without the leading dashes, '-' → '_'; a list option is an array), positionals
+--   table; or nil, message (argparse's, with "Did you mean '--table'?" for a near miss)
+function M.parse(args, spec)
+  local ok, result = M.parser("", spec):pparse(join_values(args, spec))
+  if not ok then return nil, result end
+  local positionals = result.args
+  result.args = nil
+  if result.help then
+    result.help = nil
+    return nil, "--help is only accepted first (retryfreeze help COMMAND shows a command's help)"
+  end
+  for key, v in pairs(result) do
+    if type(v) == "table" and #v == 0 then result[key] = nil end -- a list option not given
+  end
+  return result, positionals
 end
 
 return M

@@ -18,6 +18,8 @@ local M = {
 }
 
 local spec <const> = { ["--table"] = "string", ["--seed"] = "integer" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 -- Reads, parses and runs the table: results, or nil, message.
 local function run_table(policy, opts)

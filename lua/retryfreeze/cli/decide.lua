@@ -17,6 +17,8 @@ local spec <const> = {
   ["--retry-after"] = "string", ["--date"] = "string", ["--attempts"] = "integer", ["--elapsed-ms"] = "integer",
   ["--idempotency-key"] = "string", ["--source"] = "string", ["--now-ms"] = "integer", ["--seed"] = "integer",
 }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 local order <const> = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "route" }
 

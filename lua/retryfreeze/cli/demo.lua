@@ -22,6 +22,8 @@ local M = {
 
 local spec <const> = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
   ["--ledger"] = "string", ["--examples"] = "string" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 --- The examples folder: --examples, else beside the source tree or the install tree of the Lua library.
 local function examples_dir(opt)

@@ -19,6 +19,8 @@ local M = {
 }
 
 local spec <const> = { ["--json"] = "flag", ["--log"] = "string" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 local function change_json(c)
   local t = { kind = c.kind, route = c.route, field = c.field, old = c.old, new = c.new, text = c.text,

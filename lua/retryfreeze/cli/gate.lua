@@ -35,6 +35,8 @@ local spec <const> = {
   ["--min-success-rate"] = "number", ["--min-requests"] = "integer",
   ["--forbid-reason"] = "list", ["--route"] = "string", ["--lock"] = "string", ["--skip-corrupt"] = "flag",
 }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 local ranges <const> = {
   max_retried_success = { 0, 1 }, max_attempts_per_success = { 0, math.huge }, max_terminal_rate = { 0, 1 },

@@ -22,6 +22,8 @@ local M = {
 
 local spec <const> = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--route"] = "string",
   ["--json"] = "flag" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 -- The routes to model: all, or the one --route names (an endpoint, or a request the policy matches).
 local function pick_routes(policy, wanted)

@@ -14,6 +14,8 @@ local M = {
 }
 
 local spec <const> = { ["--by"] = "string", ["--note"] = "string", ["--log"] = "string" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 --- Runs the subcommand.
 -- @param args table: the arguments after "signoff"; out, err: file handles

@@ -34,6 +34,8 @@ local spec <const> = {
   ["--max-terminal-rate"] = "number", ["--min-successes"] = "integer", ["--min-success-rate"] = "number",
   ["--min-requests"] = "integer",
 }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 --- The default faults: retryable statuses without Retry-After, so a default soak exercises the backoff.
 M.DEFAULT_FAULTS = M_DEFAULT_FAULTS

@@ -21,6 +21,8 @@ local M = {
 }
 
 local spec <const> = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 local formats <const> = { text = true, json = true, openmetrics = true }
 

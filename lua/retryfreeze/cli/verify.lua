@@ -17,6 +17,8 @@ local M = {
 }
 
 local spec <const> = { ["--log"] = "string" }
+--- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
+M.options = spec
 
 --- Runs the subcommand.
 -- @param args table: the arguments after "verify"; out, err: file handles
