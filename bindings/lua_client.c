@@ -268,6 +268,10 @@ static void push_try(lua_State *L, const rf_try *t) {
         lua_pushstring(L, t->retry_after);
         lua_setfield(L, -2, "retry_after");
     }
+    if (t->retry_after_header[0]) {
+        lua_pushstring(L, t->retry_after_header);
+        lua_setfield(L, -2, "retry_after_header");
+    }
     if (t->error[0]) {
         lua_pushstring(L, t->error);
         lua_setfield(L, -2, "error");

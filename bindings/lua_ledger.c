@@ -118,13 +118,14 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
     lua_createtable(L, (int)rec->n_tries, 0);
     for (size_t i = 0; i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
-        lua_createtable(L, 0, 6);
+        lua_createtable(L, 0, 7);
         set_str(L, "class", t->class_name);
         rfl_set_int(L, "status", t->status);
         rfl_set_int(L, "elapsed_ms", t->elapsed_ms);
         rfl_set_int(L, "delay_ms", t->delay_ms);
         set_str(L, "reason", t->reason);
         set_str(L, "retry_after", t->retry_after);
+        set_str(L, "retry_after_header", t->retry_after_header);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "tries");

@@ -147,8 +147,9 @@ static int l_load_file(lua_State *L) {
 
 /* ---- facts -------------------------------------------------------------------------------------- */
 
-static const char *const fact_keys[] = {"method",   "path",       "status",          "transport", "retry_after", "date",
-                                        "attempts", "elapsed_ms", "idempotency_key", "source",    "now_ms",      NULL};
+static const char *const fact_keys[] = {"method", "path",     "status",     "transport",       "retry_after",
+                                        "date",   "attempts", "elapsed_ms", "idempotency_key", "source",
+                                        "now_ms", "hints",    NULL};
 
 /* Registry key (its address) of the per-state table {fact name = index in fact_keys}: one hash lookup per
  * fact instead of a string comparison against every name. */
@@ -157,7 +158,7 @@ static const char fact_index_key = 0, fact_names_key = 0;
 /* The fact names as the Lua strings of this state: short strings are interned in Lua 5.4, so a facts table's
  * key is one of them exactly when its pointer is (a pointer comparison, no hashing). The table in the
  * registry keeps the strings alive; the userdata holds their addresses. */
-#define N_FACTS 11
+#define N_FACTS 12
 
 static void make_fact_index(lua_State *L) {
     const char **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
@@ -191,6 +192,36 @@ static const char *str_fact(lua_State *L, int arg, const char *key, size_t *len)
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be a string, got %s", key, luaL_typename(L, -1)));
     return lua_tolstring(L, -1, len);
+}
+
+/*
+ * facts.hints (the table on top): {[lowercase wait header name] = raw field value} into f->hints. A name that
+ * is not one of RF_WAIT_HEADERS (exactly, lowercase) raises like an unknown fact; a listed name the route does
+ * not read is refused by rf_decide. Iterated raw; the strings stay anchored by the facts table.
+ */
+static void read_hints(lua_State *L, int arg, rf_facts *f) {
+    if (lua_type(L, -1) != LUA_TTABLE)
+        luaL_argerror(
+            L, arg, lua_pushfstring(L, "facts.hints must be a table {[header] = value}, got %s", luaL_typename(L, -1)));
+    int t = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) {
+        size_t klen = 0;
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
+        rf_wait_header h;
+        if (k == NULL || rf_wait_header_parse_name(k, klen, &h) != 0 || strcmp(rf_wait_header_name(h), k) != 0)
+            luaL_argerror(L, arg,
+                          lua_pushfstring(L,
+                                          "unknown hint '%s' (hints are lowercase wait header names: retry-after, "
+                                          "retry-after-ms, x-ms-retry-after-ms, ratelimit-reset, ratelimit, "
+                                          "x-ratelimit-reset, grpc-retry-pushback-ms)",
+                                          k ? k : luaL_typename(L, -2)));
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_argerror(L, arg,
+                          lua_pushfstring(L, "facts.hints['%s'] must be a string, got %s", k, luaL_typename(L, -1)));
+        f->hints[h] = lua_tolstring(L, -1, &f->hint_lens[h]);
+        lua_pop(L, 1);
+    }
 }
 
 /*
@@ -249,19 +280,22 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
             break;
         case 9: f->source = str_fact(L, arg, k, &f->source_len); break;
         case 10: f->now_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
+        case 11: read_hints(L, arg, f); break;
         default:
             luaL_argerror(L, arg,
                           lua_pushfstring(L,
                                           "unknown fact '%s' (the engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
-                                          "idempotency_key, source, now_ms)",
+                                          "idempotency_key, source, now_ms, hints)",
                                           k));
         }
         lua_pop(L, 1);
     }
     if (f->method == NULL) luaL_argerror(L, arg, "facts.method is required");
     if (f->path == NULL) luaL_argerror(L, arg, "facts.path is required");
-    if (f->now_ms == 0 && f->retry_after != NULL) {
+    bool any_hint = f->retry_after != NULL;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) any_hint |= f->hints[h] != NULL;
+    if (f->now_ms == 0 && any_hint) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         f->now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -278,15 +312,19 @@ enum {
     STR_TIMEOUT,
     STR_RA_KEY,
     STR_ROUTE,
+    STR_RA_HEADER_KEY,
     STR_REASON = 10,
     STR_RA_USE = STR_REASON + RF_REASON_COUNT,
+    STR_WAIT_HEADER = STR_RA_USE + RF_RA_USE_COUNT,
     STR_CLASS_BASE = 100
 };
+_Static_assert(STR_WAIT_HEADER + RF_WAIT_HEADER_COUNT <= STR_CLASS_BASE, "string cache slots overlap");
 
 static void make_string_cache(lua_State *L) {
-    static const char *const keys[] = {"retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "route"};
-    lua_createtable(L, STR_RA_USE + RF_RA_USE_COUNT, 0);
-    for (int i = 0; i < 7; i++) {
+    static const char *const keys[] = {"retry",      "reason",      "class", "delay_ms",
+                                       "timeout_ms", "retry_after", "route", "retry_after_header"};
+    lua_createtable(L, STR_WAIT_HEADER + RF_WAIT_HEADER_COUNT, 0);
+    for (int i = 0; i < 8; i++) {
         lua_pushstring(L, keys[i]);
         lua_rawseti(L, -2, STR_RETRY + i);
     }
@@ -297,6 +335,10 @@ static void make_string_cache(lua_State *L) {
     for (int i = 0; i < RF_RA_USE_COUNT; i++) {
         lua_pushstring(L, rf_retry_after_use_name((rf_retry_after_use)i));
         lua_rawseti(L, -2, STR_RA_USE + i);
+    }
+    for (int i = 0; i < RF_WAIT_HEADER_COUNT; i++) {
+        lua_pushstring(L, rf_wait_header_name((rf_wait_header)i));
+        lua_rawseti(L, -2, STR_WAIT_HEADER + i);
     }
     lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
 }
@@ -322,11 +364,12 @@ static void push_class(lua_State *L, int cache, const rf_verdict *v) {
     }
 }
 
-/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, route} of policy p. */
+/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route}
+ * of policy p; retry_after_header (the wait header retry_after speaks of) only when one was present. */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
     int cache = lua_gettop(L);
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     lua_pushboolean(L, v->retry);
     set_cached(L, cache, STR_RETRY);
     lua_rawgeti(L, cache, STR_REASON + (int)v->reason);
@@ -339,6 +382,10 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
     set_cached(L, cache, STR_TIMEOUT);
     lua_rawgeti(L, cache, STR_RA_USE + (int)v->retry_after);
     set_cached(L, cache, STR_RA_KEY);
+    if (v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT) {
+        lua_rawgeti(L, cache, STR_WAIT_HEADER + v->retry_after_header);
+        set_cached(L, cache, STR_RA_HEADER_KEY);
+    }
     rf_route_view rv;
     if (v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK) {
         lua_pushstring(L, rv.endpoint);
@@ -479,12 +526,20 @@ static int l_routes(lua_State *L) {
         lua_pushstring(L, rf_jitter_name(r.backoff_jitter));
         lua_setfield(L, -2, "jitter");
         lua_setfield(L, -2, "backoff");
-        lua_createtable(L, 0, 2);
+        lua_createtable(L, 0, 3);
         lua_pushboolean(L, r.retry_after_honor);
         lua_setfield(L, -2, "honor");
         lua_pushinteger(L, r.retry_after_max_ms);
         lua_setfield(L, -2, "max_ms");
+        push_string_list(L, r.retry_after_headers, r.n_retry_after_headers);
+        lua_setfield(L, -2, "headers");
         lua_setfield(L, -2, "retry_after");
+        lua_createtable(L, 0, (int)r.n_class_limits);
+        for (size_t k = 0; k < r.n_class_limits; k++) {
+            lua_pushinteger(L, r.class_limit_values[k]);
+            lua_setfield(L, -2, r.class_limit_classes[k]);
+        }
+        lua_setfield(L, -2, "class_limits");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;
@@ -610,6 +665,37 @@ static int l_parse_retry_after(lua_State *L) {
     return 1;
 }
 
+/*
+ * core.parse_wait_header(name, value [, now_ms [, date]]) → delay_ms, or nil, why ("absent", "invalid",
+ * "too-long", "no-clock", "stop"). name: a lowercase wait header name (rf_wait_header_parse, retry_after.h);
+ * an unknown name raises. now_ms 0 or absent: the wall clock.
+ */
+static int l_parse_wait_header(lua_State *L) {
+    size_t nlen, len, dlen = 0;
+    const char *name = luaL_checklstring(L, 1, &nlen);
+    const char *v = luaL_checklstring(L, 2, &len);
+    lua_Integer now = luaL_optinteger(L, 3, 0);
+    const char *date = luaL_optlstring(L, 4, NULL, &dlen);
+    rf_wait_header h;
+    if (rf_wait_header_parse_name(name, nlen, &h) != 0 || strcmp(rf_wait_header_name(h), name) != 0)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "unknown wait header '%s'", name));
+    luaL_argcheck(L, now >= 0, 3, "now_ms must be >= 0");
+    if (now == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = (lua_Integer)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
+    int64_t delay = 0;
+    rf_retry_after_status st = rf_wait_header_parse(h, v, len, now, date, dlen, &delay);
+    if (st != RF_RA_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, rf_retry_after_status_name(st));
+        return 2;
+    }
+    lua_pushinteger(L, delay);
+    return 1;
+}
+
 static void push_names(lua_State *L, const char *(*name)(int), int count) {
     lua_createtable(L, count, 0);
     for (int i = 0; i < count; i++) {
@@ -621,6 +707,7 @@ static void push_names(lua_State *L, const char *(*name)(int), int count) {
 static const char *reason_at(int i) { return rf_reason_name((rf_reason)i); }
 static const char *transport_at(int i) { return rf_transport_name((rf_transport)i); }
 static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
+static const char *wait_header_at(int i) { return rf_wait_header_name((rf_wait_header)i); }
 
 void rfl_open_policy(lua_State *L) {
     make_fact_index(L);
@@ -657,6 +744,7 @@ void rfl_open_policy(lua_State *L) {
                                      {"load_file", l_load_file},
                                      {"rng", l_rng_new},
                                      {"parse_retry_after", l_parse_retry_after},
+                                     {"parse_wait_header", l_parse_wait_header},
                                      {"decide", l_decide},
                                      {"budget", l_budget},
                                      {NULL, NULL}};
@@ -667,6 +755,8 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "transports");
     push_names(L, jitter_at, RF_JITTER_COUNT);
     lua_setfield(L, -2, "jitters");
+    push_names(L, wait_header_at, RF_WAIT_HEADER_COUNT);
+    lua_setfield(L, -2, "wait_headers");
     lua_pushstring(L, rf_version());
     lua_setfield(L, -2, "VERSION");
 }

@@ -13,6 +13,10 @@ add_library(retryfreeze SHARED
   core/src/engine/decide.c
   core/src/engine/redirect.c
   core/src/engine/retry_after.c
+  core/src/engine/wait_headers.c
+  core/src/engine/wait_hints.c
+  core/src/engine/lock_wait_headers.c
+  core/src/engine/class_limits.c
 )
 target_include_directories(retryfreeze PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
@@ -32,6 +36,8 @@ function(rf_add_c_test name source)
 endfunction()
 
 rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
+rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
+rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
 rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

@@ -1,5 +1,7 @@
 /*
- * Fuzz target: Retry-After (rf_retry_after_parse) and HTTP-date (rf_http_date_parse) parsing.
+ * Fuzz target: Retry-After (rf_retry_after_parse), HTTP-date (rf_http_date_parse) and every other wait header
+ * parser (rf_wait_header_parse: retry-after-ms, x-ms-retry-after-ms, ratelimit-reset, ratelimit,
+ * x-ratelimit-reset, grpc-retry-pushback-ms), each fed the same value.
  * Input: VALUE [ NUL DATE [ NUL NOW_MS ] ] — the Retry-After field value, the response's Date header and the
  * local clock in decimal Unix ms. Without NOW_MS the value is tried with now_ms = 0 (no clock) and with a
  * fixed instant, so a plain seed file is simply a header value.
@@ -9,6 +11,10 @@
  *   - delay-seconds (trimmed 1*DIGIT) is exactly digits × 1000 ms, or too-long past int64 ms, whatever the clock;
  *   - an HTTP-date follows the contract of retry_after.h: invalid unless rf_http_date_parse accepts it, else
  *     max(0, at − Date) when Date parses, max(0, at − now) with a clock, no-clock otherwise;
+ *   - every wait header: a known status with a name, the delay written only on ok (and >= 0), deterministic,
+ *     the same status with a NULL delay pointer; and each header's own contract from retry_after.h: integer ms
+ *     (or too-long), delta-seconds × 1000, seconds up to 10^9 else a Unix timestamp against Date/now,
+ *     a RateLimit wait in whole seconds within an SF Integer, a pushback that is ok only for an int32 of digits;
  *   - an accepted HTTP-date lies in years 0000..9999 (plus a leap second; an RFC 850 two-digit year may
  *     resolve up to 10049 when the clock is past 9999), and printed back as IMF-fixdate it parses to the
  *     same instant.
@@ -141,6 +147,116 @@ static void check_retry_after(const char *v, size_t n, int64_t now_ms, const cha
              rf_retry_after_status_name(want), (long long)want_delay);
 }
 
+/* 1*DIGIT after trimming into *v: 1 ok, 0 not digits (or empty), -1 over max. */
+static int digits_value(const char *v, size_t n, int64_t max, int64_t *out) {
+    trim(&v, &n);
+    if (n == 0) return 0;
+    int64_t x = 0;
+    bool over = false;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9') return 0;
+        int d = v[i] - '0';
+        if (over || x > (max - d) / 10)
+            over = true;
+        else
+            x = x * 10 + d;
+    }
+    if (over) return -1;
+    *out = x;
+    return 1;
+}
+
+static void check_wait_header(rf_wait_header h, const char *v, size_t n, int64_t now_ms, const char *date,
+                              size_t dlen) {
+    int64_t delay = UNTOUCHED;
+    rf_retry_after_status st = rf_wait_header_parse(h, v, n, now_ms, date, dlen, &delay);
+    FZ_CHECK(st >= RF_RA_ABSENT && st <= RF_RA_STOP, "%s: status %d", rf_wait_header_name(h), (int)st);
+    FZ_CHECK(strcmp(rf_retry_after_status_name(st), "unknown") != 0, "status %d has no name", (int)st);
+    if (st == RF_RA_OK)
+        FZ_CHECK(delay >= 0, "%s: negative delay %lld", rf_wait_header_name(h), (long long)delay);
+    else
+        FZ_CHECK(delay == UNTOUCHED, "%s: status %s wrote a delay", rf_wait_header_name(h),
+                 rf_retry_after_status_name(st));
+    FZ_CHECK(rf_wait_header_parse(h, v, n, now_ms, date, dlen, NULL) == st, "%s: a NULL delay pointer changes it",
+             rf_wait_header_name(h));
+    int64_t again = UNTOUCHED;
+    FZ_CHECK(rf_wait_header_parse(h, v, n, now_ms, date, dlen, &again) == st && again == delay, "%s: not deterministic",
+             rf_wait_header_name(h));
+    const char *t = v;
+    size_t tn = n;
+    trim(&t, &tn);
+    int64_t x = 0;
+    int dv;
+    switch (h) {
+    case RF_WAIT_RETRY_AFTER: {
+        int64_t d2 = UNTOUCHED;
+        FZ_CHECK(st == rf_retry_after_parse(v, n, now_ms, date, dlen, &d2) && d2 == delay, "retry-after differs");
+        break;
+    }
+    case RF_WAIT_RETRY_AFTER_MS:
+    case RF_WAIT_X_MS_RETRY_AFTER_MS:
+    case RF_WAIT_RATELIMIT_RESET: {
+        const int64_t unit = h == RF_WAIT_RATELIMIT_RESET ? 1000 : 1;
+        dv = digits_value(v, n, INT64_MAX / unit, &x);
+        rf_retry_after_status want = tn == 0  ? RF_RA_ABSENT
+                                     : dv > 0 ? RF_RA_OK
+                                     : dv < 0 ? RF_RA_TOO_LONG
+                                              : RF_RA_INVALID;
+        FZ_CHECK(st == want && (st != RF_RA_OK || delay == x * unit), "%s \"%.*s\": %s %lld", rf_wait_header_name(h),
+                 (int)n, v, rf_retry_after_status_name(st), (long long)delay);
+        break;
+    }
+    case RF_WAIT_X_RATELIMIT_RESET:
+        dv = digits_value(v, n, INT64_MAX / 1000, &x);
+        if (tn == 0) {
+            FZ_CHECK(st == RF_RA_ABSENT, "x-ratelimit-reset: empty is not absent");
+        } else if (dv == 0) {
+            FZ_CHECK(st == RF_RA_INVALID, "x-ratelimit-reset \"%.*s\": not digits, yet %s", (int)n, v,
+                     rf_retry_after_status_name(st));
+        } else if (dv > 0 && x <= 1000000000) {
+            FZ_CHECK(st == RF_RA_OK && delay == x * 1000, "x-ratelimit-reset seconds %lld: %s %lld", (long long)x,
+                     rf_retry_after_status_name(st), (long long)delay);
+        } else if (dv < 0 || x > INT64_C(253402300799)) {
+            FZ_CHECK(st == RF_RA_TOO_LONG, "x-ratelimit-reset past 9999: %s", rf_retry_after_status_name(st));
+        } else {
+            int64_t base = 0;
+            bool have = date != NULL && rf_http_date_parse(date, dlen, now_ms, &base);
+            if (!have && now_ms <= 0) {
+                FZ_CHECK(st == RF_RA_NO_CLOCK, "x-ratelimit-reset without a clock: %s", rf_retry_after_status_name(st));
+            } else {
+                if (!have) base = now_ms;
+                int64_t want = x * 1000 > base ? x * 1000 - base : 0;
+                FZ_CHECK(st == RF_RA_OK && delay == want, "x-ratelimit-reset timestamp %lld: %s %lld, want %lld",
+                         (long long)x, rf_retry_after_status_name(st), (long long)delay, (long long)want);
+            }
+        }
+        break;
+    case RF_WAIT_RATELIMIT:
+        FZ_CHECK(st == RF_RA_ABSENT || st == RF_RA_OK || st == RF_RA_INVALID, "ratelimit: status %s",
+                 rf_retry_after_status_name(st));
+        if (st == RF_RA_OK)
+            FZ_CHECK(delay % 1000 == 0 && delay <= INT64_C(999999999999999000), "ratelimit: delay %lld",
+                     (long long)delay);
+        if (tn == 0) FZ_CHECK(st == RF_RA_ABSENT, "ratelimit: empty is not absent");
+        break;
+    case RF_WAIT_GRPC_RETRY_PUSHBACK_MS:
+        dv = digits_value(v, n, INT32_MAX, &x);
+        if (tn == 0)
+            FZ_CHECK(st == RF_RA_ABSENT, "pushback: empty is not absent");
+        else if (dv > 0)
+            FZ_CHECK(st == RF_RA_OK && delay == x, "pushback %lld: %s", (long long)x, rf_retry_after_status_name(st));
+        else
+            FZ_CHECK(st == RF_RA_STOP, "pushback \"%.*s\": A6 says stop, got %s", (int)n, v,
+                     rf_retry_after_status_name(st));
+        break;
+    default: FZ_CHECK(false, "header %d", (int)h);
+    }
+}
+
+static void check_wait_headers(const char *v, size_t n, int64_t now_ms, const char *date, size_t dlen) {
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) check_wait_header((rf_wait_header)h, v, n, now_ms, date, dlen);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -171,9 +287,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             now = now * 10 + (now_text[i] - '0');
         check_http_date(v, n, now);
         check_retry_after(v, n, now, date, dlen);
+        check_wait_headers(v, n, now, date, dlen);
     } else {
         check_retry_after(v, n, 0, date, dlen);
         check_retry_after(v, n, FIXED_NOW, date, dlen);
+        check_wait_headers(v, n, 0, date, dlen);
+        check_wait_headers(v, n, FIXED_NOW, date, dlen);
     }
     /* NULL value: absent, whatever the length says. */
     FZ_CHECK(rf_retry_after_parse(NULL, n, FIXED_NOW, date, dlen, NULL) == RF_RA_ABSENT, "NULL is not absent");

@@ -21,7 +21,8 @@ describe("rf.load", function()
     assert.same({ "HTTP_400", "HTTP_401", "HTTP_403", "HTTP_404", "HTTP_422", "HTTP_5XX" }, r.not_retryable)
     assert.same({ "DELETE", "PATCH", "POST" }, r.idempotency_required)
     assert.same({ base_ms = 100, multiplier = 2.0, max_ms = 10000, jitter = "full" }, r.backoff)
-    assert.same({ honor = true, max_ms = 120000 }, r.retry_after)
+    assert.same({ honor = true, max_ms = 120000, headers = { "retry-after" } }, r.retry_after)
+    assert.same({}, r.class_limits)
   end)
 
   it("returns nil and a message naming the file, JSON path, rule and value", function()
@@ -79,10 +80,12 @@ describe("rf.load", function()
 
   it("exposes VERSION and the vocabulary", function()
     assert.matches("^%d+%.%d+%.%d+$", rf.VERSION)
-    assert.same({ "unpinned-source", "no-route", "success", "max-attempts", "status-not-retryable",
-      "mutating-without-idempotency", "retry-after-exceeds-budget", "deadline", "retry-throttled", "stopped-by-caller",
-      "pinned-status", "within-budget", "transparent-retry", "redirect" }, rf.reasons)
+    assert.same({ "unpinned-source", "no-route", "success", "max-attempts", "class-limit", "status-not-retryable",
+      "mutating-without-idempotency", "server-pushback", "retry-after-exceeds-budget", "deadline", "retry-throttled",
+      "stopped-by-caller", "pinned-status", "within-budget", "transparent-retry", "redirect" }, rf.reasons)
     assert.same({ "ok", "timeout", "connect-reset", "connect-refused", "dns", "tls", "got-nothing", "other",
       "proxy-refused", "too-many-redirects" }, rf.transports)
+    assert.same({ "retry-after", "retry-after-ms", "x-ms-retry-after-ms", "ratelimit-reset", "ratelimit",
+      "x-ratelimit-reset", "grpc-retry-pushback-ms" }, rf.wait_headers)
   end)
 end)

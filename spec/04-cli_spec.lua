@@ -105,7 +105,34 @@ describe("retryfreeze decide", function()
       "--status", "429", "--retry-after", "1", "--idempotency-key", "k", "--elapsed-ms", "100")
     assert.equal(0, code)
     assert.equal('{"retry":true,"reason":"pinned-status","class":"HTTP_429","delay_ms":1000,"timeout_ms":1400,'
-      .. '"retry_after":"honored","route":"POST /v1/jobs"}\n', out)
+      .. '"retry_after":"honored","retry_after_header":"retry-after","route":"POST /v1/jobs"}\n', out)
+  end)
+
+  it("takes wait headers with --hint NAME=VALUE, and refuses one the route does not read", function()
+    local lock = h.temp_file([[{"endpoint": "GET /x", "maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+      "totalBudgetMs": 60000, "retryable": ["HTTP_429"],
+      "retryAfter": {"headers": ["grpc-retry-pushback-ms", "retry-after-ms", "ratelimit"]}}]])
+    local out, _, code = h.run_cli("decide", lock, "--method", "GET", "--path", "/x", "--status", "429",
+      "--hint", "retry-after-ms=250", "--hint", 'ratelimit="default";r=0;t=3')
+    assert.equal(0, code)
+    assert.equal('{"retry":true,"reason":"pinned-status","class":"HTTP_429","delay_ms":250,"timeout_ms":1000,'
+      .. '"retry_after":"honored","retry_after_header":"retry-after-ms","route":"GET /x"}\n', out)
+    out, _, code = h.run_cli("decide", lock, "--method", "GET", "--path", "/x", "--status", "429",
+      "--hint=grpc-retry-pushback-ms=-1")
+    assert.equal(0, code)
+    assert.matches('"retry":false,"reason":"server%-pushback".*"retry_after_header":"grpc%-retry%-pushback%-ms"', out)
+    local err
+    out, err, code = h.run_cli("decide", lock, "--method", "GET", "--path", "/x", "--status", "429",
+      "--hint", "retry-after=1")
+    assert.equal(2, code)
+    assert.equal("", out)
+    assert.matches("does not read retry%-after", err)
+    _, err, code = h.run_cli("decide", lock, "--method", "GET", "--path", "/x", "--hint", "x-wait=1")
+    assert.equal(2, code)
+    assert.matches("unknown header 'x%-wait'", err)
+    _, err, code = h.run_cli("decide", lock, "--method", "GET", "--path", "/x", "--hint", "retry-after-ms")
+    assert.equal(2, code)
+    assert.matches("%-%-hint needs NAME=VALUE", err)
   end)
 
   it("is deterministic with --seed", function()

@@ -7,10 +7,11 @@ local M = {}
 --- The library version ("MAJOR.MINOR.PATCH"), from CMake's project(VERSION).
 M.VERSION = core.VERSION
 
---- Stable reason strings, transport outcomes and jitter kinds, in the engine's order (copies).
+--- Stable reason strings, transport outcomes, jitter kinds and wait header names, in the engine's order (copies).
 M.reasons = core.reasons
 M.transports = core.transports
 M.jitters = core.jitters
+M.wait_headers = core.wait_headers
 
 local function check_pin(policy, source, opts)
   if opts == nil or opts.pin == nil then return policy end
@@ -55,6 +56,14 @@ M.rng = core.rng
 -- @param value string; now_ms integer|nil (Unix ms; default: the clock); date string|nil (the Date header)
 -- @return delay in ms (uncapped: caps are policy), or nil, why ("absent", "invalid", "too-long", "no-clock")
 M.parse_retry_after = core.parse_retry_after
+
+--- Parses one wait header's value by its own rule (docs/lock.md, retryAfter.headers).
+-- @param name string: a lowercase wait header name ("retry-after-ms", "ratelimit", "grpc-retry-pushback-ms", …);
+--   an unknown name raises
+-- @param value string; now_ms integer|nil (Unix ms; default: the clock); date string|nil (the Date header)
+-- @return delay in ms, or nil, why ("absent", "invalid", "too-long", "no-clock", "stop": gRPC pushback says
+--   do not retry)
+M.parse_wait_header = core.parse_wait_header
 
 --- An HTTP client under a policy (libcurl; see docs/lua.md for every option and field).
 -- rf.client{policy=, base_url=, ledger=, headers={Name="value"}, rng_seed=, retry_budget=true|false,

@@ -17,8 +17,8 @@ extern "C" {
 /* What became of a logical request. X(C name, string). */
 #define RF_OUTCOMES(X)                                                                                    \
     X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                    \
-    X(RF_OUTCOME_TERMINAL, "terminal")   /* stopped on a non-retryable class (or by the caller's hook) */ \
-    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts */                                               \
+    X(RF_OUTCOME_TERMINAL, "terminal")   /* non-retryable class, the caller's hook, or server-pushback */ \
+    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts, class-limit */                                  \
     X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */               \
     X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                        \
     X(RF_OUTCOME_REFUSED, "refused")     /* no-route, unpinned-source, mutating-without-idempotency */
@@ -79,12 +79,14 @@ typedef struct rf_try {
     char class_name[RF_CLASS_NAME_MAX];
     int status;
     rf_transport transport;
-    int64_t elapsed_ms;   /* this attempt's time on the wire */
-    int64_t delay_ms;     /* slept before this attempt */
-    int64_t timeout_ms;   /* the per-try timeout it ran with */
-    rf_reason reason;     /* the verdict after it */
-    char retry_after[64]; /* its Retry-After value (first occurrence), "" when absent */
-    char error[128];      /* curl's message for a transport failure, "" otherwise */
+    int64_t elapsed_ms;          /* this attempt's time on the wire */
+    int64_t delay_ms;            /* slept before this attempt */
+    int64_t timeout_ms;          /* the per-try timeout it ran with */
+    rf_reason reason;            /* the verdict after it */
+    char retry_after[256];       /* the raw value of its wait header (the one the verdict used, else the first
+                                    present of the route's retryAfter.headers), "" when none */
+    char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
+    char error[128];             /* curl's message for a transport failure, "" otherwise */
 } rf_try;
 
 /* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the

@@ -54,6 +54,11 @@ typedef struct rf_facts {
     const char *source;       /* where the policy came from; optional, but when given must be "pinned-map" */
     size_t source_len;
     int64_t now_ms; /* wall clock, Unix ms, for an HTTP-date Retry-After without a Date header; 0 = unknown */
+    /* Raw values of the wait headers (RF_WAIT_HEADERS), indexed by rf_wait_header; NULL or 0 length = absent.
+     * Only the headers the route lists in retryAfter.headers may be given (else RF_EINVAL, err "hints.<name>").
+     * hints[RF_WAIT_RETRY_AFTER] is the same field as retry_after: give it in one place only. */
+    const char *hints[RF_WAIT_HEADER_COUNT];
+    size_t hint_lens[RF_WAIT_HEADER_COUNT];
 } rf_facts;
 
 /* The verdict after one attempt. */
@@ -64,7 +69,9 @@ typedef struct rf_verdict {
     int64_t delay_ms;                   /* wait before the next attempt (0 when stopping) */
     int64_t timeout_ms;             /* per-try timeout of the next attempt: min(perAttemptTimeoutMs, time left after the
                                        delay); 0 when stopping */
-    rf_retry_after_use retry_after; /* what happened to the Retry-After header */
+    rf_retry_after_use retry_after; /* what happened to the route's wait header (Retry-After by default) */
+    int retry_after_header;         /* the rf_wait_header retry_after speaks of: the one used, else the first
+                                       present (invalid or not needed); -1 when none was present */
     long route;                     /* index of the deciding route, -1 when none */
     bool class_retryable;           /* the failure class is retryable on the deciding route (its retryable list
                                        wins over notRetryable as in the lock); false for success and no route */
@@ -74,15 +81,18 @@ typedef struct rf_retry_budget rf_retry_budget;
 
 /*
  * Decides retry or stop. Checks, in this order, each giving its reason (docs/reasons.md):
- *   unpinned-source, no-route, success (2xx/3xx), max-attempts, status-not-retryable,
- *   mutating-without-idempotency, retry-after-exceeds-budget, deadline, retry-throttled, else pinned-status.
- * delay_ms is the honored Retry-After when valid (never retry sooner than the server asked), else the
- * backoff for this attempt count; a Retry-After over retryAfter.maxMs or over the time left stops the
- * request. rng supplies jitter and may be NULL only when the route's jitter is "none" (else RF_EINVAL).
- * budget (may be NULL) is the client's retry budget: when the lock has retryBudget, this call records the
- * attempt's effect on it (gRPC A6: a retryable failure takes 1 token, a success adds tokenRatio, a
- * non-retryable failure leaves it) and a retry is throttled while tokens <= maxTokens / 2.
- * Returns RF_OK and fills *out, or RF_EINVAL for missing/invalid facts (err names the field).
+ *   unpinned-source, no-route, success (2xx/3xx), max-attempts, class-limit (classLimits: the failure's class
+ *   has a limit and attempts >= it), status-not-retryable, mutating-without-idempotency, server-pushback
+ *   (grpc-retry-pushback-ms says stop), retry-after-exceeds-budget, deadline, retry-throttled, else
+ *   pinned-status.
+ * The wait: the route's retryAfter.headers are read in order and the first present and valid one wins
+ * (rf_wait_header_parse). delay_ms is that wait when valid (never retry sooner than the server asked), else
+ * the backoff for this attempt count; a wait over retryAfter.maxMs or over the time left stops the request. rng
+ * supplies jitter and may be NULL only when the route's jitter is "none" (else RF_EINVAL). budget (may be NULL) is the
+ * client's retry budget: when the lock has retryBudget, this call records the attempt's effect on it (gRPC A6: a
+ * retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it) and a retry is
+ * throttled while tokens <= maxTokens / 2. Returns RF_OK and fills *out, or RF_EINVAL for missing/invalid facts (err
+ * names the field).
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);

@@ -9,7 +9,9 @@
  *   {"ts":"2026-11-29T17:20:01.123Z","route":"POST /v1/jobs","method":"POST","path":"/v1/jobs",
  *    "key":null,"policy":"sha256:…","attempts":2,"elapsed_ms":130,"outcome":"success","reason":"success",
  *    "ok":true,"status":200,"body_len":17,"tries":[{"class":"HTTP_503","status":503,"elapsed_ms":20,
- *    "delay_ms":0,"reason":"pinned-status","retry_after":"1"},…]}
+ *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after"},…]}
+ * retry_after_header is written only when set (a line without it reads as NULL), so lines without a wait
+ * header are byte-identical to those of earlier versions.
  * Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
@@ -43,12 +45,15 @@ extern "C" {
 
 /* One attempt of a logical request, as recorded in the ledger's "tries" array. */
 typedef struct rf_ledger_try {
-    const char *class_name;  /* failure class token, e.g. "HTTP_503", "TIMEOUT" */
-    int status;              /* HTTP status, 0 when none was received */
-    int64_t elapsed_ms;      /* duration of this attempt on the wire */
-    int64_t delay_ms;        /* backoff slept before this attempt (0 for the first) */
-    const char *reason;      /* reason of the verdict taken after this attempt */
-    const char *retry_after; /* the raw Retry-After value of this attempt's response, or NULL (JSON null) */
+    const char *class_name;         /* failure class token, e.g. "HTTP_503", "TIMEOUT" */
+    int status;                     /* HTTP status, 0 when none was received */
+    int64_t elapsed_ms;             /* duration of this attempt on the wire */
+    int64_t delay_ms;               /* backoff slept before this attempt (0 for the first) */
+    const char *reason;             /* reason of the verdict taken after this attempt */
+    const char *retry_after;        /* the raw value of this attempt's wait header (Retry-After by default), or NULL
+                                       (JSON null) */
+    const char *retry_after_header; /* which wait header retry_after came from ("retry-after", "retry-after-ms",
+                                       …; docs/lock.md#wait-headers), or NULL: the key is then not written */
 } rf_ledger_try;
 
 /*
@@ -132,9 +137,9 @@ RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out,
  * A corrupt line does not stop the reader: a later call continues with the next line (for --skip-corrupt).
  * Corrupt: an empty line; bytes that are not JSON text (invalid UTF-8, NUL, raw control characters or
  * \u0000 in strings); a missing, unknown, duplicate or ill-typed field; a fractional or out-of-range integer;
- * a line longer than RF_LEDGER_MAX_LINE (skipped up to its newline). Only key and tries[].retry_after may be
- * null; retry_after may also be absent. A line with an "elapsed_s" field is read as a seed-harness line
- * (RF_LEDGER_HARNESS_ROUTE), just as strictly.
+ * a line longer than RF_LEDGER_MAX_LINE (skipped up to its newline). Only key, tries[].retry_after and
+ * tries[].retry_after_header may be null; the last two may also be absent. A line with an "elapsed_s" field is
+ * read as a seed-harness line (RF_LEDGER_HARNESS_ROUTE), just as strictly.
  * The last line without a newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON
  * text (a crash mid-write). After RF_LEDGER_TORN or RF_LEDGER_END every call returns RF_LEDGER_END; after
  * RF_LEDGER_ERROR, RF_LEDGER_ERROR.

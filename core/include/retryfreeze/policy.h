@@ -75,6 +75,11 @@ typedef struct rf_route_view {
     rf_jitter backoff_jitter;
     bool retry_after_honor;
     int64_t retry_after_max_ms;
+    size_t n_retry_after_headers;
+    const char *const *retry_after_headers; /* retryAfter.headers: lowercase names, in the route's order */
+    size_t n_class_limits;
+    const char *const *class_limit_classes; /* classLimits: canonical class tokens, sorted */
+    const int *class_limit_values;          /* the limit of class_limit_classes[i], 1..max_attempts */
 } rf_route_view;
 
 /* Number of routes (1 for a flat lock). */

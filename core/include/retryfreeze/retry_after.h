@@ -6,6 +6,7 @@
 #define RETRYFREEZE_RETRY_AFTER_H
 
 #include "retryfreeze/common.h"
+#include "retryfreeze/vocabulary.h"
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -18,7 +19,8 @@ typedef enum rf_retry_after_status {
     RF_RA_OK = 1,       /* *delay_ms holds the delay, >= 0 */
     RF_RA_INVALID = 2,  /* neither delay-seconds nor a valid HTTP-date: treat the header as absent */
     RF_RA_TOO_LONG = 3, /* delay-seconds whose value does not fit in int64 milliseconds; never wraps */
-    RF_RA_NO_CLOCK = 4  /* an HTTP-date, but neither a valid Date header nor now_ms (> 0) to subtract */
+    RF_RA_NO_CLOCK = 4, /* an HTTP-date (or a Unix timestamp), but neither a valid Date nor now_ms (> 0) to subtract */
+    RF_RA_STOP = 5      /* grpc-retry-pushback-ms only: negative or malformed, which gRPC A6 reads as "do not retry" */
 } rf_retry_after_status;
 
 /*
@@ -61,7 +63,41 @@ RF_API bool rf_http_date_parse(const char *text, size_t len, int64_t now_ms, int
 RF_API rf_retry_after_status rf_retry_after_parse(const char *value, size_t len, int64_t now_ms, const char *date,
                                                   size_t date_len, int64_t *delay_ms);
 
-/* The stable name of a status: "absent", "ok", "invalid", "too-long", "no-clock"; "unknown" for any other
+/*
+ * Parses the value of one wait header (RF_WAIT_HEADERS in vocabulary.h), each by its own rule. Common to all:
+ * value/len is the raw field value (NULL or len 0: RF_RA_ABSENT); surrounding spaces and tabs are trimmed and
+ * only-whitespace is RF_RA_ABSENT; *delay_ms is set only on RF_RA_OK (>= 0, uncapped), untouched otherwise;
+ * "integer" means 1*DIGIT (no sign, fraction, inner space or exponent). Per header:
+ *   RF_WAIT_RETRY_AFTER     exactly rf_retry_after_parse (RFC 9110 §10.2.3).
+ *   RF_WAIT_RETRY_AFTER_MS, RF_WAIT_X_MS_RETRY_AFTER_MS
+ *                           integer milliseconds; past INT64_MAX is RF_RA_TOO_LONG; anything else INVALID
+ *                           (a fraction "1.5" too: the rule is integer ms, fail closed).
+ *   RF_WAIT_RATELIMIT_RESET integer delta-seconds (IETF httpapi RateLimit header fields, RateLimit-Reset),
+ *                           × 1000; past int64 ms is RF_RA_TOO_LONG.
+ *   RF_WAIT_RATELIMIT       an RFC 8941 structured-field List of service-limit Items (draft-ietf-httpapi-
+ *                           ratelimit-headers §4: `"default";r=0;t=30`). Every member needs r (non-negative
+ *                           Integer); t is optional (non-negative Integer, seconds). The delay is the largest t
+ *                           of the members with r=0 (an exhausted quota); when no exhausted member has a t the
+ *                           field asks for no wait: RF_RA_ABSENT. Malformed SF syntax, an inner list, a member
+ *                           without r, a negative or non-integer r or t: RF_RA_INVALID (the draft: "Malformed
+ *                           RateLimit header fields MUST be ignored"). A repeated parameter: the last wins (RFC
+ *                           8941 §4.2.3.2). Split fields arrive combined with ", " (RFC 9110 §5.3).
+ *   RF_WAIT_X_RATELIMIT_RESET
+ *                           integer; at most 10^9 it is seconds to wait (× 1000); over 10^9 it is a Unix
+ *                           timestamp in seconds (GitHub-style), and the delay is max(0, reset − Date) when the
+ *                           date parses (skew-immune, as for HTTP-dates), else max(0, reset − now_ms) when
+ *                           now_ms > 0, else RF_RA_NO_CLOCK. A timestamp past 9999-12-31 is RF_RA_TOO_LONG.
+ *   RF_WAIT_GRPC_RETRY_PUSHBACK_MS
+ *                           gRPC A6 pushback: a non-negative integer up to INT32_MAX (A6 carries it as an
+ *                           int32) is the delay in ms; a negative value or anything unparsable (a fraction,
+ *                           a sign "+", an overflow, letters) is RF_RA_STOP: the server asks not to retry.
+ * now_ms, date, date_len: as for rf_retry_after_parse (read by retry-after and x-ratelimit-reset only).
+ * An out-of-range h gives RF_RA_INVALID.
+ */
+RF_API rf_retry_after_status rf_wait_header_parse(rf_wait_header h, const char *value, size_t len, int64_t now_ms,
+                                                  const char *date, size_t date_len, int64_t *delay_ms);
+
+/* The stable name of a status: "absent", "ok", "invalid", "too-long", "no-clock", "stop"; "unknown" for any other
  * value. The string is static: never free it. */
 RF_API const char *rf_retry_after_status_name(rf_retry_after_status s);
 

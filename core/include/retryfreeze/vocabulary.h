@@ -23,8 +23,10 @@ extern "C" {
     X(RF_REASON_NO_ROUTE, "no-route", 0)                                         \
     X(RF_REASON_SUCCESS, "success", 0)                                           \
     X(RF_REASON_MAX_ATTEMPTS, "max-attempts", 0)                                 \
+    X(RF_REASON_CLASS_LIMIT, "class-limit", 0)                                   \
     X(RF_REASON_STATUS_NOT_RETRYABLE, "status-not-retryable", 0)                 \
     X(RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY, "mutating-without-idempotency", 0) \
+    X(RF_REASON_SERVER_PUSHBACK, "server-pushback", 0)                           \
     X(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, "retry-after-exceeds-budget", 0)     \
     X(RF_REASON_DEADLINE, "deadline", 0)                                         \
     X(RF_REASON_RETRY_THROTTLED, "retry-throttled", 0)                           \
@@ -92,17 +94,48 @@ typedef enum rf_jitter { RF_JITTERS(RF_X_ENUM2) RF_JITTER_COUNT } rf_jitter;
 
 typedef enum rf_retry_after_use { RF_RETRY_AFTER_USES(RF_X_ENUM2) RF_RA_USE_COUNT } rf_retry_after_use;
 
+/*
+ * Response headers a route may read for a server-requested wait (lock field retryAfter.headers, in the
+ * route's order: the first present and valid one wins). X(C name, lowercase field name). Each has its own
+ * parser (rf_wait_header_parse, retry_after.h; rules in docs/lock.md):
+ *   retry-after             RFC 9110 §10.2.3: delay-seconds or an HTTP-date
+ *   retry-after-ms          non-negative integer milliseconds (Azure, OpenAI-style APIs)
+ *   x-ms-retry-after-ms     the same, Azure's x-ms- spelling
+ *   ratelimit-reset         delta-seconds (IETF httpapi RateLimit header fields, drafts up to -06)
+ *   ratelimit               the structured-field List's t= parameter of exhausted (r=0) policies (same draft, -07+)
+ *   x-ratelimit-reset       seconds, or a Unix timestamp in seconds when the value is over 10^9 (GitHub-style)
+ *   grpc-retry-pushback-ms  gRPC A6 pushback: a non-negative integer is the delay, anything else means stop
+ */
+#define RF_WAIT_HEADERS(X)                                \
+    X(RF_WAIT_RETRY_AFTER, "retry-after")                 \
+    X(RF_WAIT_RETRY_AFTER_MS, "retry-after-ms")           \
+    X(RF_WAIT_X_MS_RETRY_AFTER_MS, "x-ms-retry-after-ms") \
+    X(RF_WAIT_RATELIMIT_RESET, "ratelimit-reset")         \
+    X(RF_WAIT_RATELIMIT, "ratelimit")                     \
+    X(RF_WAIT_X_RATELIMIT_RESET, "x-ratelimit-reset")     \
+    X(RF_WAIT_GRPC_RETRY_PUSHBACK_MS, "grpc-retry-pushback-ms")
+
+typedef enum rf_wait_header { RF_WAIT_HEADERS(RF_X_ENUM2) RF_WAIT_HEADER_COUNT } rf_wait_header;
+
 /* Strings for the enums above; "?" for an out-of-range value. */
 RF_API const char *rf_reason_name(rf_reason r);
 RF_API const char *rf_transport_name(rf_transport t);
 RF_API const char *rf_jitter_name(rf_jitter j);
 RF_API const char *rf_retry_after_use_name(rf_retry_after_use u);
+RF_API const char *rf_wait_header_name(rf_wait_header h);
 
 /*
  * Parses a transport outcome string ("ok", "timeout", …; exact, case-sensitive) of length len.
  * Returns 0 and sets *out, or -1 when the string is not one of RF_TRANSPORTS.
  */
 RF_API int rf_transport_parse(const char *s, size_t len, rf_transport *out);
+
+/*
+ * Parses a wait header name of length len, case-insensitively (field names are case-insensitive, RFC 9110
+ * §5.1): "Retry-After-Ms" → RF_WAIT_RETRY_AFTER_MS. Returns 0 and sets *out, or -1 when the name is not one of
+ * RF_WAIT_HEADERS.
+ */
+RF_API int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out);
 
 #ifdef __cplusplus
 }

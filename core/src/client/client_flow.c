@@ -1,7 +1,7 @@
 /*
  * The attempt state machine of one logical request: READY → (rf_budget) → IN_FLIGHT → (rf_decide) →
  * WAITING → READY … → DONE. The same machine serves the blocking rf_client_request and curl multi.
- * Every per-attempt value (body, headers, Retry-After, Date, curl options) is reset before each attempt,
+ * Every per-attempt value (body, headers, wait headers, Date, curl options) is reset before each attempt,
  * so nothing from attempt 1 leaks into attempt 2.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -109,6 +109,34 @@ static void header_value(const char *line, size_t len, size_t name_len, char *ou
     out[n] = '\0';
 }
 
+/* A wait header value that does not fit: invalid for every parser (and a stop for gRPC pushback, which A6
+ * gives to anything unparsable), never a truncated number. */
+#define HINT_TOO_LONG "(value over 255 bytes)"
+
+/* Records a wait header line: the first line of each header wins, except ratelimit, an RFC 8941 List whose
+ * lines are one list joined with ", " (RFC 9110 §5.3). */
+static void record_hint(rfi_flow *f, rf_wait_header h, const char *line, size_t len, size_t name_len) {
+    char *dst = f->hint[h];
+    const size_t cap = sizeof f->hint[h];
+    if (!f->has_hint[h]) {
+        if (len - name_len > cap) {
+            snprintf(dst, cap, "%s", HINT_TOO_LONG);
+        } else {
+            header_value(line, len, name_len, dst, cap);
+        }
+        f->has_hint[h] = true;
+        return;
+    }
+    if (h != RF_WAIT_RATELIMIT || strcmp(dst, HINT_TOO_LONG) == 0) return;
+    char more[256];
+    header_value(line, len, name_len, more, sizeof more);
+    size_t used = strlen(dst), add = strlen(more);
+    if (len - name_len > sizeof more || used + 2 + add >= cap)
+        snprintf(dst, cap, "%s", HINT_TOO_LONG);
+    else if (add > 0)
+        snprintf(dst + used, cap - used, "%s%s", used > 0 ? ", " : "", more);
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {
     rfi_flow *f = ud;
     size_t len = size * n;
@@ -116,11 +144,13 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
         f->responses++;
         /* A new response (after a 1xx or a followed redirect): forget the previous one's headers. */
         buf_reset(&f->head);
-        f->has_retry_after = f->has_date = false;
+        memset(f->has_hint, 0, sizeof f->has_hint);
+        f->has_date = false;
     }
-    if (!f->has_retry_after && len > 12 && strncasecmp(data, "Retry-After:", 12) == 0) {
-        header_value(data, len, 11, f->retry_after, sizeof f->retry_after); /* the first one wins */
-        f->has_retry_after = true;
+    const char *colon = memchr(data, ':', len);
+    rf_wait_header h;
+    if (colon != NULL && rf_wait_header_parse_name(data, (size_t)(colon - data), &h) == 0) {
+        record_hint(f, h, data, len, (size_t)(colon - data));
     } else if (!f->has_date && len > 5 && strncasecmp(data, "Date:", 5) == 0) {
         header_value(data, len, 4, f->date, sizeof f->date);
         f->has_date = true;
@@ -202,6 +232,15 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
         rfi_flow_cleanup(f);
         return RF_ENOMEM;
     }
+    long route = rf_policy_match(c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
+    rf_route_view rv;
+    if (route >= 0 && rf_policy_route(c->policy, (size_t)route, &rv) == RF_OK) {
+        for (size_t i = 0; i < rv.n_retry_after_headers; i++) {
+            rf_wait_header h;
+            if (rf_wait_header_parse_name(rv.retry_after_headers[i], strlen(rv.retry_after_headers[i]), &h) == 0)
+                f->reads[h] = true;
+        }
+    }
     f->start_ms = rfi_mono_ms();
     f->last_class_retryable = true; /* no failure yet: nothing to blame on a class */
     f->state = RFI_FLOW_READY;
@@ -231,8 +270,9 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     const char *body = f->hop_body ? req->body : NULL;
     buf_reset(&f->body);
     buf_reset(&f->head);
-    f->has_retry_after = f->has_date = false;
-    f->retry_after[0] = f->date[0] = f->errbuf[0] = '\0';
+    memset(f->has_hint, 0, sizeof f->has_hint);
+    f->has_date = false;
+    f->date[0] = f->errbuf[0] = '\0';
     CURL *e = f->easy;
     curl_easy_reset(e); /* keeps live connections; drops every option of the previous attempt */
     curl_easy_setopt(e, CURLOPT_URL, f->hop_url ? f->hop_url : f->url);
@@ -292,7 +332,6 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     t->elapsed_ms = now - f->attempt_start_ms;
     t->delay_ms = f->delay_ms;
     t->timeout_ms = f->timeout_ms;
-    snprintf(t->retry_after, sizeof t->retry_after, "%s", f->has_retry_after ? f->retry_after : "");
     if (rc != CURLE_OK) {
         if (f->body.overflow)
             snprintf(t->error, sizeof t->error, "response body over max_body_bytes (%zu)", f->body.max);
@@ -312,14 +351,18 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
                       .path_len = strlen(req->path),
                       .status = (int)status,
                       .transport = transport,
-                      .retry_after = f->has_retry_after ? f->retry_after : NULL,
-                      .retry_after_len = f->has_retry_after ? strlen(f->retry_after) : 0,
                       .date = f->has_date ? f->date : NULL,
                       .date_len = f->has_date ? strlen(f->date) : 0,
                       .attempts = f->attempts,
                       .elapsed_ms = now - f->start_ms,
                       .has_idempotency_key = req->idempotency_key != NULL,
                       .now_ms = wall_ms()};
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        if (f->reads[h] && f->has_hint[h]) {
+            facts.hints[h] = f->hint[h];
+            facts.hint_lens[h] = strlen(f->hint[h]);
+        }
+    }
     rf_verdict v;
     rf_error err;
     char *location = NULL;
@@ -349,6 +392,11 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     t->reason = v.reason;
     /* A followed redirect is no failure: its stops keep their own outcome (deadline, …). */
     f->last_class_retryable = follow || v.class_retryable || v.reason == RF_REASON_SUCCESS;
+    if (v.retry_after_header >= 0 && v.retry_after_header < RF_WAIT_HEADER_COUNT) {
+        snprintf(t->retry_after, sizeof t->retry_after, "%s", f->hint[v.retry_after_header]);
+        snprintf(t->retry_after_header, sizeof t->retry_after_header, "%s",
+                 rf_wait_header_name((rf_wait_header)v.retry_after_header));
+    }
     if (f->hook) {
         int h = f->hook(f->hook_ud, t, &v);
         if (h < 0) f->hook_failed = true;
@@ -417,7 +465,9 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
                                        .elapsed_ms = r->tries[i].elapsed_ms,
                                        .delay_ms = r->tries[i].delay_ms,
                                        .reason = rf_reason_name(r->tries[i].reason),
-                                       .retry_after = r->tries[i].retry_after[0] ? r->tries[i].retry_after : NULL};
+                                       .retry_after = r->tries[i].retry_after[0] ? r->tries[i].retry_after : NULL,
+                                       .retry_after_header =
+                                           r->tries[i].retry_after_header[0] ? r->tries[i].retry_after_header : NULL};
     }
     rf_error err;
     if (rf_ledger_append(c->ledger, &rec, &err) != RF_OK)

@@ -43,9 +43,13 @@ typedef struct rfi_flow {
     int64_t start_ms, attempt_start_ms, wake_ms, delay_ms, timeout_ms;
     int attempts;
     rfi_buf body, head;
-    char retry_after[64];
+    /* The wait headers of this attempt's response (first line of each; ratelimit's lines joined with ", "),
+     * and which of them the route reads (retryAfter.headers): only those become facts.hints. */
+    char hint[RF_WAIT_HEADER_COUNT][256];
+    bool has_hint[RF_WAIT_HEADER_COUNT];
+    bool reads[RF_WAIT_HEADER_COUNT];
     char date[64];
-    bool has_retry_after, has_date;
+    bool has_date;
     char errbuf[CURL_ERROR_SIZE];
     rf_attempt_hook hook;
     void *hook_ud;

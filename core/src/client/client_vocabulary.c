@@ -11,7 +11,8 @@ const char *rf_outcome_name(rf_outcome o) { return (unsigned)o < RF_OUTCOME_COUN
 rf_outcome rf_outcome_of(rf_reason reason) {
     switch (reason) {
     case RF_REASON_SUCCESS: return RF_OUTCOME_SUCCESS;
-    case RF_REASON_MAX_ATTEMPTS: return RF_OUTCOME_EXHAUSTED;
+    case RF_REASON_MAX_ATTEMPTS:
+    case RF_REASON_CLASS_LIMIT: return RF_OUTCOME_EXHAUSTED;
     case RF_REASON_DEADLINE:
     case RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET: return RF_OUTCOME_DEADLINE;
     case RF_REASON_RETRY_THROTTLED: return RF_OUTCOME_THROTTLED;

@@ -43,8 +43,10 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
     memset(out, 0, sizeof *out);
     rf_classify(f->status, f->transport, out->class_name);
     out->route = -1;
-    bool has_ra = f->retry_after != NULL && f->retry_after_len > 0;
-    out->retry_after = has_ra ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    out->retry_after = f->retry_after != NULL && f->retry_after_len > 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+        if (f->hints[h] != NULL && f->hint_lens[h] > 0) out->retry_after = RF_RA_USE_NOT_NEEDED;
+    out->retry_after_header = -1;
 
     if (f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map")) {
         stop(out, RF_REASON_UNPINNED_SOURCE);
@@ -56,6 +58,9 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         return RF_OK;
     }
     const rfi_route *r = &p->routes[out->route];
+    st = rfi_wait_hints_check(r, f, &out->retry_after_header, err);
+    if (st != RF_OK) return st;
+    out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
         rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget));
         stop(out, RF_REASON_SUCCESS);
@@ -68,6 +73,11 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         stop(out, RF_REASON_MAX_ATTEMPTS);
         return RF_OK;
     }
+    int class_limit = rfi_class_limit(r, f->status, f->transport);
+    if (class_limit > 0 && f->attempts >= class_limit) {
+        stop(out, RF_REASON_CLASS_LIMIT);
+        return RF_OK;
+    }
     if (!retryable) {
         stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
         return RF_OK;
@@ -78,23 +88,27 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
     }
     int64_t left = r->total_budget_ms - f->elapsed_ms;
     int64_t delay = -1;
-    if (has_ra) {
-        int64_t ra_ms = 0;
-        rf_retry_after_status ra =
-            rf_retry_after_parse(f->retry_after, f->retry_after_len, f->now_ms, f->date, f->date_len, &ra_ms);
-        if (ra == RF_RA_ABSENT) {
-            out->retry_after = RF_RA_USE_ABSENT; /* only spaces */
-        } else if (ra != RF_RA_OK && ra != RF_RA_TOO_LONG) {
+    if (out->retry_after_header >= 0) {
+        rfi_wait w;
+        rfi_wait_read(r, f, &w);
+        if (w.header >= 0) out->retry_after_header = w.header;
+        if (w.status == RF_RA_ABSENT) {
+            out->retry_after = RF_RA_USE_ABSENT; /* only spaces, or a RateLimit with no exhausted quota */
+        } else if (w.status != RF_RA_OK && w.status != RF_RA_TOO_LONG && w.status != RF_RA_STOP) {
             out->retry_after = RF_RA_USE_IGNORED;
         } else if (!r->retry_after_honor) {
             out->retry_after = RF_RA_USE_NOT_HONORED;
         } else {
             out->retry_after = RF_RA_USE_HONORED;
-            if (ra == RF_RA_TOO_LONG || ra_ms > r->retry_after_max_ms || ra_ms > left) {
+            if (w.status == RF_RA_STOP) { /* gRPC A6: a negative or malformed pushback means do not retry */
+                stop(out, RF_REASON_SERVER_PUSHBACK);
+                return RF_OK;
+            }
+            if (w.status == RF_RA_TOO_LONG || w.delay_ms > r->retry_after_max_ms || w.delay_ms > left) {
                 stop(out, RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET);
                 return RF_OK;
             }
-            delay = ra_ms;
+            delay = w.delay_ms;
         }
     }
     if (delay < 0) {

@@ -87,8 +87,7 @@ size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MA
     return n;
 }
 
-/* Transport outcome → named class; RF_NAMED_CLASS_COUNT for ok. */
-static unsigned transport_class(rf_transport t) {
+unsigned rfi_transport_class(rf_transport t) {
     switch (t) {
     case RF_TRANSPORT_OK: return RF_NAMED_CLASS_COUNT;
     case RF_TRANSPORT_TIMEOUT: return RF_CLASS_TIMEOUT;
@@ -105,7 +104,7 @@ static unsigned transport_class(rf_transport t) {
 
 /* On the decision path: formatted by hand, since snprintf costs more than the whole decision. */
 void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
-    unsigned named = transport_class(transport);
+    unsigned named = rfi_transport_class(transport);
     if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
         memcpy(buf, "HTTP_", 5);
         buf[5] = (char)('0' + status / 100);
@@ -130,7 +129,7 @@ static int status_verdict(const rfi_route *r, int status) {
 }
 
 bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
-    unsigned named = transport_class(transport);
+    unsigned named = rfi_transport_class(transport);
     if (named == RF_CLASS_TOO_MANY_REDIRECTS) return false; /* the same chain again would loop again */
     if (named == RF_NAMED_CLASS_COUNT) {
         if (status >= 100 && status <= 599) return status_verdict(r, status) > 0;

@@ -1,10 +1,13 @@
 /* Private structures and cross-file helpers of the engine (prefix rfi_). Never installed. */
+
 #ifndef RETRYFREEZE_INTERNAL_H
 #define RETRYFREEZE_INTERNAL_H
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
 #include <stdarg.h>
+
+struct cJSON; /* lock parsing helpers take cJSON nodes; the decision path never sees them */
 
 #define RFI_MAX_ENDPOINT 256
 #define RFI_MAX_METHOD 16
@@ -55,6 +58,14 @@ typedef struct rfi_route {
     rf_jitter jitter;
     bool retry_after_honor;
     int64_t retry_after_max_ms;
+    /* retryAfter.headers: the wait headers read, in order (wait_hints.c). */
+    size_t n_wait_headers;
+    rf_wait_header wait_headers[RF_WAIT_HEADER_COUNT];
+    /* classLimits (class_limits.c): attempts after which a failure of the class stops; 0 = no limit. */
+    bool has_class_limits;
+    uint8_t class_limit_status[600];
+    uint8_t class_limit_4xx, class_limit_5xx;
+    uint8_t class_limit_named[RF_NAMED_CLASS_COUNT];
     /* Views for rf_route_view, built at load. */
     size_t n_retryable_tokens, n_not_retryable_tokens;
     char retryable_tokens[RFI_MAX_CLASSES][RF_CLASS_NAME_MAX];
@@ -62,6 +73,11 @@ typedef struct rfi_route {
     const char *retryable_ptrs[RFI_MAX_CLASSES];
     const char *not_retryable_ptrs[RFI_MAX_CLASSES];
     const char *method_ptrs[RFI_MAX_METHODS];
+    const char *wait_header_ptrs[RF_WAIT_HEADER_COUNT];
+    size_t n_class_limit_tokens;
+    char class_limit_tokens[RFI_MAX_CLASSES][RF_CLASS_NAME_MAX]; /* sorted by strcmp */
+    const char *class_limit_ptrs[RFI_MAX_CLASSES];
+    int class_limit_values[RFI_MAX_CLASSES];
 } rfi_route;
 
 typedef struct rfi_gate {
@@ -98,6 +114,40 @@ bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char firs
 size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MAX], size_t cap);
 /* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family. */
 bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport);
+
+/* Transport outcome → named class index; RF_NAMED_CLASS_COUNT for ok (then the status decides). */
+unsigned rfi_transport_class(rf_transport t);
+
+/* Class limits (class_limits.c). */
+/* Parses the lock's classLimits object at path into r (limits 1..10; maxAttempts is checked by rfi_class_limits_check).
+ */
+bool rfi_class_limits_parse(const struct cJSON *obj, const char *path, rfi_route *r, rf_error *err);
+/* Refuses a limit over the route's maxAttempts; where is the route's JSON path. */
+bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err);
+/* Builds the sorted token view of the route's limits. */
+void rfi_class_limits_view(rfi_route *r);
+/* The limit for (status, transport) on route r, 0 when none: a specific status beats its family. */
+int rfi_class_limit(const rfi_route *r, int status, rf_transport transport);
+
+/* Wait headers on the decision path (wait_hints.c). */
+/* Parses retryAfter.headers (a cJSON array) at path into r. */
+bool rfi_wait_headers_parse(const struct cJSON *array, const char *path, rfi_route *r, rf_error *err);
+/* The route's default list: ["retry-after"]. */
+void rfi_wait_headers_default(rfi_route *r);
+/* True when the route's list is the default one. */
+bool rfi_wait_headers_is_default(const rfi_route *r);
+/*
+ * Refuses a hint the route does not read (err names "hints.<name>"), and a Retry-After given both as
+ * facts.retry_after and as hints[retry-after]. Sets *first_present to the first listed header with a value, or -1.
+ */
+rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, int *first_present, rf_error *err);
+/* What the route's wait headers say: the first present and valid one wins. */
+typedef struct rfi_wait {
+    int header;                   /* rf_wait_header that decided, or -1 when none was present */
+    rf_retry_after_status status; /* ABSENT (none present), OK, TOO_LONG, STOP, or INVALID/NO_CLOCK of the first */
+    int64_t delay_ms;             /* on OK */
+} rfi_wait;
+void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out);
 
 /* Endpoints (endpoint.c). */
 /* Parses "METHOD /pattern"; on failure writes why into msg. */

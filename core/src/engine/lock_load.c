@@ -32,7 +32,9 @@ enum {
     F_BACKOFF_MAX = 1 << 10,
     F_JITTER = 1 << 11,
     F_HONOR = 1 << 12,
-    F_RA_MAX = 1 << 13
+    F_RA_MAX = 1 << 13,
+    F_WAIT_HEADERS = 1 << 14,
+    F_CLASS_LIMITS = 1 << 15
 };
 
 typedef struct spec {
@@ -342,7 +344,7 @@ static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error
 static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
     char sub[PATH_CAP];
     if (!cJSON_IsObject(obj)) {
-        rfi_fail(err, path, "must be an object {honor, maxMs}, got %s", type_name(obj));
+        rfi_fail(err, path, "must be an object {honor, maxMs, headers}, got %s", type_name(obj));
         return false;
     }
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
@@ -353,10 +355,13 @@ static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_e
         } else if (strcmp(c->string, "maxMs") == 0) {
             if (!get_int(c, sub, 0, 3600000, &sp->r.retry_after_max_ms, err)) return false;
             sp->has |= F_RA_MAX;
+        } else if (strcmp(c->string, "headers") == 0) {
+            if (!rfi_wait_headers_parse(c, sub, &sp->r, err)) return false;
+            sp->has |= F_WAIT_HEADERS;
         } else if (strcmp(c->string, "$comment") == 0) {
             if (!comment_ok(c, path, err)) return false;
         } else {
-            return unknown_key(c, path, "honor, maxMs, $comment", err);
+            return unknown_key(c, path, "honor, maxMs, headers, $comment", err);
         }
     }
     return true;
@@ -471,7 +476,7 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
 
 #define ROUTE_KEYS                                                                                       \
     "endpoint, maxAttempts, perAttemptTimeoutMs, totalBudgetMs, minAttemptMs, retryable, notRetryable, " \
-    "idempotencyRequired, backoff, retryAfter, $comment"
+    "idempotencyRequired, backoff, retryAfter, classLimits, $comment"
 
 /*
  * One route field of obj's member c into sp. Returns 1 when c was a route field, 0 when it is not a route
@@ -524,6 +529,9 @@ static int parse_route_field(const cJSON *c, const char *path, spec *sp, rf_erro
         if (!parse_backoff(c, sub, sp, err)) return -1;
     } else if (strcmp(k, "retryAfter") == 0) {
         if (!parse_retry_after(c, sub, sp, err)) return -1;
+    } else if (strcmp(k, "classLimits") == 0) {
+        if (!rfi_class_limits_parse(c, sub, &sp->r, err)) return -1;
+        sp->has |= F_CLASS_LIMITS;
     } else if (strcmp(k, "$comment") == 0) {
         if (!cJSON_IsString(c)) {
             rfi_fail(err, sub, "must be a string, got %s", type_name(c));
@@ -556,6 +564,17 @@ static void inherit(spec *to, const spec *from) {
     if (take & F_JITTER) t->jitter = f->jitter;
     if (take & F_HONOR) t->retry_after_honor = f->retry_after_honor;
     if (take & F_RA_MAX) t->retry_after_max_ms = f->retry_after_max_ms;
+    if (take & F_WAIT_HEADERS) {
+        t->n_wait_headers = f->n_wait_headers;
+        memcpy(t->wait_headers, f->wait_headers, sizeof t->wait_headers);
+    }
+    if (take & F_CLASS_LIMITS) {
+        t->has_class_limits = f->has_class_limits;
+        memcpy(t->class_limit_status, f->class_limit_status, sizeof t->class_limit_status);
+        t->class_limit_4xx = f->class_limit_4xx;
+        t->class_limit_5xx = f->class_limit_5xx;
+        memcpy(t->class_limit_named, f->class_limit_named, sizeof t->class_limit_named);
+    }
     to->has |= take;
 }
 
@@ -603,6 +622,8 @@ static bool finish_route(spec *sp, rf_error *err) {
     if (!(sp->has & F_JITTER)) r->jitter = DEFAULT_JITTER;
     if (!(sp->has & F_HONOR)) r->retry_after_honor = true;
     if (!(sp->has & F_RA_MAX)) r->retry_after_max_ms = DEFAULT_RA_MAX_MS;
+    if (!(sp->has & F_WAIT_HEADERS)) rfi_wait_headers_default(r);
+    if (!rfi_class_limits_check(r, sp->where, err)) return false;
     if (r->backoff_base_ms > r->backoff_max_ms) {
         child_path(sub, sp->where, "backoff.baseMs");
         rfi_fail(err, sub, "must be at most backoff.maxMs (%lld), got %lld", (long long)r->backoff_max_ms,

@@ -33,10 +33,31 @@ static void build_views(rfi_route *r) {
     for (size_t i = 0; i < r->n_not_retryable_tokens; i++) r->not_retryable_ptrs[i] = r->not_retryable_tokens[i];
     qsort(r->methods, r->n_methods, sizeof r->methods[0], compare_methods);
     for (size_t i = 0; i < r->n_methods; i++) r->method_ptrs[i] = r->methods[i];
+    for (size_t i = 0; i < r->n_wait_headers; i++) r->wait_header_ptrs[i] = rf_wait_header_name(r->wait_headers[i]);
+    rfi_class_limits_view(r);
+}
+
+/* retryAfter.headers and classLimits are left out of the canonical form (the digest's input) at their defaults,
+ * so a lock written before they existed keeps its digest and its sign-offs; the pretty form shows them. */
+static bool add_wait_headers(cJSON *ra, const rfi_route *r, bool full) {
+    if (!full && rfi_wait_headers_is_default(r)) return true;
+    cJSON *h = string_array(r->wait_header_ptrs, r->n_wait_headers);
+    if (h != NULL && cJSON_AddItemToObject(ra, "headers", h)) return true;
+    cJSON_Delete(h);
+    return false;
+}
+
+static bool add_class_limits(cJSON *o, const rfi_route *r, bool full) {
+    if (!full && r->n_class_limit_tokens == 0) return true;
+    cJSON *limits = cJSON_AddObjectToObject(o, "classLimits");
+    if (limits == NULL) return false;
+    for (size_t i = 0; i < r->n_class_limit_tokens; i++)
+        if (!cJSON_AddNumberToObject(limits, r->class_limit_tokens[i], r->class_limit_values[i])) return false;
+    return true;
 }
 
 /* Keys in sorted order so the canonical text does not depend on the lock's key order. */
-static cJSON *route_json(const rfi_route *r) {
+static cJSON *route_json(const rfi_route *r, bool full) {
     cJSON *o = cJSON_CreateObject(), *backoff = cJSON_CreateObject(), *ra = cJSON_CreateObject();
     cJSON *idem = string_array(r->method_ptrs, r->n_methods);
     cJSON *not_retryable = string_array(r->not_retryable_ptrs, r->n_not_retryable_tokens);
@@ -46,11 +67,12 @@ static cJSON *route_json(const rfi_route *r) {
         !cJSON_AddStringToObject(backoff, "jitter", rf_jitter_name(r->jitter)) ||
         !cJSON_AddNumberToObject(backoff, "maxMs", (double)r->backoff_max_ms) ||
         !cJSON_AddNumberToObject(backoff, "multiplier", (double)r->backoff_multiplier_milli / 1000.0) ||
-        !cJSON_AddBoolToObject(ra, "honor", r->retry_after_honor) ||
+        !add_wait_headers(ra, r, full) || !cJSON_AddBoolToObject(ra, "honor", r->retry_after_honor) ||
         !cJSON_AddNumberToObject(ra, "maxMs", (double)r->retry_after_max_ms))
         goto fail;
     if (!cJSON_AddItemToObject(o, "backoff", backoff)) goto fail;
     backoff = NULL;
+    if (!add_class_limits(o, r, full)) goto fail;
     if (!cJSON_AddStringToObject(o, "endpoint", r->endpoint.text) ||
         !cJSON_AddItemToObject(o, "idempotencyRequired", idem))
         goto fail;
@@ -100,7 +122,7 @@ static bool add_gate(cJSON *root, const rfi_gate *g) {
            (!v->has_min_successes || cJSON_AddNumberToObject(o, "minSuccesses", (double)v->min_successes) != NULL);
 }
 
-static cJSON *policy_json(const rf_policy *p) {
+static cJSON *policy_json(const rf_policy *p, bool full) {
     cJSON *root = cJSON_CreateObject(), *routes = cJSON_CreateArray();
     if (root == NULL || routes == NULL) goto fail;
     if (!add_gate(root, &p->gate)) goto fail;
@@ -113,7 +135,7 @@ static cJSON *policy_json(const rf_policy *p) {
         goto fail;
     }
     for (size_t i = 0; i < p->n_routes; i++) {
-        cJSON *r = route_json(&p->routes[i]);
+        cJSON *r = route_json(&p->routes[i], full);
         if (r == NULL || !cJSON_AddItemToArray(routes, r)) {
             cJSON_Delete(r);
             goto fail;
@@ -144,9 +166,13 @@ static int compare_strings(const void *a, const void *b) {
 rf_status rfi_policy_finish(rf_policy *p, rf_error *err) {
     for (size_t i = 0; i < p->n_routes; i++) build_views(&p->routes[i]);
     qsort(p->gate.reason_ptrs, p->gate.view.n_forbid_reasons, sizeof p->gate.reason_ptrs[0], compare_strings);
-    cJSON *doc = policy_json(p);
+    cJSON *doc = policy_json(p, false);
     if (doc != NULL) {
         p->canonical = cJSON_PrintUnformatted(doc);
+        cJSON_Delete(doc);
+    }
+    doc = policy_json(p, true);
+    if (doc != NULL) {
         p->pretty = cJSON_Print(doc);
         cJSON_Delete(doc);
     }
@@ -199,6 +225,11 @@ rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
         .backoff_jitter = r->jitter,
         .retry_after_honor = r->retry_after_honor,
         .retry_after_max_ms = r->retry_after_max_ms,
+        .n_retry_after_headers = r->n_wait_headers,
+        .retry_after_headers = r->wait_header_ptrs,
+        .n_class_limits = r->n_class_limit_tokens,
+        .class_limit_classes = r->class_limit_ptrs,
+        .class_limit_values = r->class_limit_values,
     };
     return RF_OK;
 }

@@ -375,6 +375,7 @@ const char *rf_retry_after_status_name(rf_retry_after_status s) {
     case RF_RA_INVALID: return "invalid";
     case RF_RA_TOO_LONG: return "too-long";
     case RF_RA_NO_CLOCK: return "no-clock";
+    case RF_RA_STOP: return "stop";
     }
     return "unknown";
 }

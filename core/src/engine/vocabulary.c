@@ -10,6 +10,7 @@ static const char *const reason_names[] = {RF_REASONS(RF_X_STR3)};
 static const char *const transport_names[] = {RF_TRANSPORTS(RF_X_STR)};
 static const char *const jitter_names[] = {RF_JITTERS(RF_X_STR)};
 static const char *const retry_after_use_names[] = {RF_RETRY_AFTER_USES(RF_X_STR)};
+static const char *const wait_header_names[] = {RF_WAIT_HEADERS(RF_X_STR)};
 
 const char *rf_reason_name(rf_reason r) { return (unsigned)r < RF_REASON_COUNT ? reason_names[r] : "?"; }
 
@@ -26,6 +27,27 @@ int rf_transport_parse(const char *s, size_t len, rf_transport *out) {
     for (unsigned i = 0; i < RF_TRANSPORT_COUNT; i++) {
         if (strlen(transport_names[i]) == len && memcmp(transport_names[i], s, len) == 0) {
             *out = (rf_transport)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *rf_wait_header_name(rf_wait_header h) {
+    return (unsigned)h < RF_WAIT_HEADER_COUNT ? wait_header_names[h] : "?";
+}
+
+static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out) {
+    if (s == NULL || out == NULL) return -1;
+    for (unsigned i = 0; i < RF_WAIT_HEADER_COUNT; i++) {
+        const char *name = wait_header_names[i];
+        if (strlen(name) != len) continue;
+        size_t k = 0;
+        while (k < len && ascii_lower(s[k]) == name[k]) k++;
+        if (k == len) {
+            *out = (rf_wait_header)i;
             return 0;
         }
     }

@@ -79,7 +79,8 @@ static bool try_entry(cursor *c, rf_ledger_try *t) {
     return LIT(c, "{\"class\":\"") && str(c, &t->class_name) && LIT(c, ",\"status\":") && int32(c, &t->status) &&
            LIT(c, ",\"elapsed_ms\":") && int53(c, &t->elapsed_ms) && LIT(c, ",\"delay_ms\":") &&
            int53(c, &t->delay_ms) && LIT(c, ",\"reason\":\"") && str(c, &t->reason) && LIT(c, ",\"retry_after\":") &&
-           str_or_null(c, true, &t->retry_after) && LIT(c, "}");
+           str_or_null(c, true, &t->retry_after) &&
+           (!LIT(c, ",\"retry_after_header\":\"") || str(c, &t->retry_after_header)) && LIT(c, "}");
 }
 
 bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {

@@ -53,6 +53,7 @@ static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error 
     return check_string(t->class_name, false, prefix, "class", total, err) &&
            check_string(t->reason, false, prefix, "reason", total, err) &&
            check_string(t->retry_after, true, prefix, "retry_after", total, err) &&
+           check_string(t->retry_after_header, true, prefix, "retry_after_header", total, err) &&
            check_int(t->elapsed_ms, prefix, "elapsed_ms", err) && check_int(t->delay_ms, prefix, "delay_ms", err);
 }
 
@@ -129,7 +130,9 @@ static bool put_try(cJSON *tries, const rf_ledger_try *t) {
     }
     return put(obj, "class", cJSON_CreateString(t->class_name)) && put_int(obj, "status", t->status) &&
            put_int(obj, "elapsed_ms", t->elapsed_ms) && put_int(obj, "delay_ms", t->delay_ms) &&
-           put(obj, "reason", cJSON_CreateString(t->reason)) && put_string_or_null(obj, "retry_after", t->retry_after);
+           put(obj, "reason", cJSON_CreateString(t->reason)) &&
+           put_string_or_null(obj, "retry_after", t->retry_after) &&
+           (t->retry_after_header == NULL || put(obj, "retry_after_header", cJSON_CreateString(t->retry_after_header)));
 }
 
 static cJSON *build(const rf_ledger_record *rec) {

@@ -1,6 +1,6 @@
 /*
  * One ledger line (JSON text) into an rf_ledger_record. Strict, like the rest of the engine: every field the
- * writer writes is required (key and tries[].retry_after may be null, retry_after may also be absent), unknown
+ * writer writes is required (key and tries[].retry_after(_header) may be null, those two may also be absent), unknown
  * or duplicate fields are refused, integers must be integral and in range, ts must be the writer's format.
  * The record's strings point into the parsed cJSON tree, which the caller keeps alive.
  */
@@ -32,8 +32,9 @@ static const char *const record_fields[F_COUNT] = {"ts",     "route",    "method
                                                    "policy", "attempts", "elapsed_ms", "outcome", "reason",
                                                    "ok",     "status",   "body_len",   "tries"};
 
-enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_COUNT };
-static const char *const try_fields[T_COUNT] = {"class", "status", "elapsed_ms", "delay_ms", "reason", "retry_after"};
+enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_RETRY_AFTER_HEADER, T_COUNT };
+static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",        "delay_ms",
+                                                "reason", "retry_after", "retry_after_header"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -143,18 +144,21 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
     if (!collect(obj, try_fields, T_COUNT, f, prefix, c)) {
         return false;
     }
-    for (size_t i = 0; i < T_RETRY_AFTER; i++) { /* all but retry_after are required */
+    for (size_t i = 0; i < T_RETRY_AFTER; i++) { /* all but retry_after and retry_after_header are required */
         if (!f[i]) {
             return refuse(c, "missing field \"%s%s\"", prefix, try_fields[i]);
         }
     }
     t->retry_after = NULL;
+    t->retry_after_header = NULL;
     return want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
            want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
            want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
            want_int53(f[T_DELAY_MS], prefix, "delay_ms", &t->delay_ms, c) &&
            want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
-           (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c));
+           (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c)) &&
+           (!f[T_RETRY_AFTER_HEADER] ||
+            want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c));
 }
 
 static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c) {

@@ -7,8 +7,9 @@ local M = {
   summary = "decide retry or stop for one attempt's facts; print the verdict as JSON",
   usage = "retryfreeze decide LOCK --method M --path P [--status N] [--transport T] [--retry-after V]\n"
     .. "                   [--date HTTP-DATE] [--attempts N] [--elapsed-ms N] [--idempotency-key K]\n"
-    .. "                   [--source S] [--now-ms N] [--seed N]\n\n"
-    .. "  Prints {retry, reason, class, delay_ms, timeout_ms, retry_after, route} as one JSON line.\n"
+    .. "                   [--source S] [--now-ms N] [--hint NAME=VALUE]... [--seed N]\n\n"
+    .. "  Prints {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route} as one JSON\n"
+    .. "  line. --hint gives a wait header the route reads (retryAfter.headers), e.g. --hint retry-after-ms=250.\n"
     .. "  --seed fixes the jitter (default: random). Exit 0, or 2 on bad usage or an invalid lock.",
 }
 
@@ -16,16 +17,36 @@ local spec <const> = {
   ["--method"] = "string", ["--path"] = "string", ["--status"] = "integer", ["--transport"] = "string",
   ["--retry-after"] = "string", ["--date"] = "string", ["--attempts"] = "integer", ["--elapsed-ms"] = "integer",
   ["--idempotency-key"] = "string", ["--source"] = "string", ["--now-ms"] = "integer", ["--seed"] = "integer",
+  ["--hint"] = "list",
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
-local order <const> = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "route" }
+local order <const> = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "retry_after_header",
+  "route" }
+
+--- The --hint NAME=VALUE options as facts.hints; nil, message for a malformed or repeated one.
+local function hints_of(list)
+  if list == nil then return nil end
+  local hints = {}
+  for _, h in ipairs(list) do
+    local name, value = h:match("^([^=]+)=(.*)$")
+    if not name then return nil, "--hint needs NAME=VALUE, got '" .. h .. "'" end
+    if hints[name] ~= nil then return nil, "--hint " .. name .. " is given twice" end
+    hints[name] = value
+  end
+  return hints
+end
 
 function M.run(args, out, err)
   local opts, pos = cli_args.parse(args, spec)
   if not opts or #pos ~= 1 or not opts.method or not opts.path then
     err:write("retryfreeze decide: ", opts and "expected LOCK, --method and --path" or pos, "\nusage: ", M.usage, "\n")
+    return 2
+  end
+  local hints, bad = hints_of(opts.hint)
+  if bad then
+    err:write("retryfreeze decide: ", bad, "\nusage: ", M.usage, "\n")
     return 2
   end
   local policy, why = rf.load(pos[1])
@@ -36,7 +57,7 @@ function M.run(args, out, err)
   local facts = {
     method = opts.method, path = opts.path, status = opts.status, transport = opts.transport,
     retry_after = opts.retry_after, date = opts.date, attempts = opts.attempts, elapsed_ms = opts.elapsed_ms,
-    idempotency_key = opts.idempotency_key, source = opts.source, now_ms = opts.now_ms,
+    idempotency_key = opts.idempotency_key, source = opts.source, now_ms = opts.now_ms, hints = hints,
   }
   local rng = opts.seed and rf.rng(opts.seed) or nil
   local ok, verdict = pcall(policy.decide, policy, facts, rng)
@@ -44,6 +65,7 @@ function M.run(args, out, err)
     -- Say it in the command line's words: the option, not the binding's argument and fact key.
     local msg = tostring(verdict)
     msg = msg:match("^bad argument #%d+ to '[^']*' %((.*)%)$") or msg
+    msg = msg:gsub("facts%.hints", "--hint"):gsub("unknown hint", "--hint: unknown header")
     msg = msg:gsub("facts%.([%w_]+)", function(k) return "--" .. k:gsub("_", "-") end)
     err:write("retryfreeze decide: ", msg, "\n")
     return 2

@@ -1,0 +1,154 @@
+/*
+ * Per-class attempt limits (lock field classLimits, docs/lock.md): {"UNKNOWN": 2, "TIMEOUT": 3}. When the
+ * failure's class has a limit and the attempts made so far reach it, rf_decide stops with class-limit. This
+ * writes seed 004's "unknown: once, then stop" and urllib3's separate connect/read/status caps in a lock.
+ * A specific status beats its family (HTTP_503 over HTTP_5XX), as in the retryable lists; aliases expand
+ * (GATEWAY_TIMEOUT = TIMEOUT + HTTP_504, HANDLER_5XX = HTTP_5XX).
+ */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATH_CAP 256
+
+/* Sets limit on every member of one (alias-expanded) class token's set. */
+static void set_limits(rfi_route *r, const rfi_class_set *one, uint8_t limit) {
+    for (int s = 100; s <= 599; s++)
+        if ((one->status[s / 64] >> (s % 64)) & 1u) r->class_limit_status[s] = limit;
+    if (one->family4xx) r->class_limit_4xx = limit;
+    if (one->family5xx) r->class_limit_5xx = limit;
+    for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT; i++)
+        if (one->named & (1u << i)) r->class_limit_named[i] = limit;
+}
+
+bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf_error *err) {
+    if (!cJSON_IsObject(obj)) {
+        rfi_fail(err, path, "must be an object {class token: attempts}, e.g. {\"UNKNOWN\": 2}");
+        return false;
+    }
+    memset(r->class_limit_status, 0, sizeof r->class_limit_status);
+    r->class_limit_4xx = r->class_limit_5xx = 0;
+    memset(r->class_limit_named, 0, sizeof r->class_limit_named);
+    rfi_class_set seen = {0};
+    for (const cJSON *c = obj->child; c != NULL; c = c->next) {
+        char sub[PATH_CAP];
+        snprintf(sub, sizeof sub, "%s.%s", path, c->string);
+        if (strcmp(c->string, "$comment") == 0) {
+            if (!cJSON_IsString(c)) return rfi_fail(err, sub, "must be a string (a comment)"), false;
+            continue;
+        }
+        rfi_class_set one = {0};
+        if (!rfi_class_add_token(&one, c->string, strlen(c->string))) {
+            rfi_fail(err, sub,
+                     "unknown failure class \"%.40s\" (HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, "
+                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, or the aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
+                     c->string);
+            return false;
+        }
+        char dup[RF_CLASS_NAME_MAX];
+        if (rfi_class_overlap(&seen, &one, dup)) {
+            rfi_fail(err, sub, "class %s has two limits", dup);
+            return false;
+        }
+        rfi_class_add_token(&seen, c->string, strlen(c->string));
+        double v = cJSON_IsNumber(c) ? c->valuedouble : NAN;
+        if (!isfinite(v) || v != floor(v) || v < 1 || v > 10) {
+            rfi_fail(err, sub,
+                     "must be an integer from 1 to maxAttempts (at most 10): the attempts after which %s stops",
+                     c->string);
+            return false;
+        }
+        set_limits(r, &one, (uint8_t)v);
+    }
+    char tokens[RFI_MAX_CLASSES + 1][RF_CLASS_NAME_MAX];
+    if (rfi_class_tokens(&seen, tokens, RFI_MAX_CLASSES + 1) > RFI_MAX_CLASSES) {
+        rfi_fail(err, path, "more than %d failure classes", RFI_MAX_CLASSES);
+        return false;
+    }
+    r->has_class_limits = seen.family4xx || seen.family5xx || seen.named != 0;
+    for (size_t i = 0; i < 10; i++) r->has_class_limits |= seen.status[i] != 0;
+    return true;
+}
+
+/* Calls fn(token, limit) for each limit, in rfi_class_tokens order; stops early when fn returns false. */
+static bool each_limit(const rfi_route *r, bool (*fn)(void *, const char *, int), void *ud) {
+    char token[RF_CLASS_NAME_MAX];
+    for (int s = 100; s <= 599; s++) {
+        if (r->class_limit_status[s] == 0) continue;
+        snprintf(token, sizeof token, "HTTP_%d", s);
+        if (!fn(ud, token, r->class_limit_status[s])) return false;
+    }
+    if (r->class_limit_4xx && !fn(ud, "HTTP_4XX", r->class_limit_4xx)) return false;
+    if (r->class_limit_5xx && !fn(ud, "HTTP_5XX", r->class_limit_5xx)) return false;
+    static const char *const named[] = {
+#define RF_X_NAME(name, str) str,
+        RF_NAMED_CLASSES(RF_X_NAME)
+#undef RF_X_NAME
+    };
+    for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT; i++)
+        if (r->class_limit_named[i] && !fn(ud, named[i], r->class_limit_named[i])) return false;
+    return true;
+}
+
+typedef struct check_ctx {
+    const rfi_route *r;
+    const char *where;
+    rf_error *err;
+} check_ctx;
+
+static bool check_one(void *ud, const char *token, int limit) {
+    check_ctx *c = ud;
+    if (limit <= c->r->max_attempts) return true;
+    char sub[PATH_CAP];
+    snprintf(sub, sizeof sub, "%s.classLimits.%s", c->where, token);
+    rfi_fail(c->err, sub, "must be at most maxAttempts (%d), got %d", c->r->max_attempts, limit);
+    return false;
+}
+
+bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err) {
+    check_ctx c = {r, where, err};
+    return each_limit(r, check_one, &c);
+}
+
+static bool add_view(void *ud, const char *token, int limit) {
+    rfi_route *r = ud;
+    if (r->n_class_limit_tokens == RFI_MAX_CLASSES) return false;
+    snprintf(r->class_limit_tokens[r->n_class_limit_tokens], RF_CLASS_NAME_MAX, "%s", token);
+    r->class_limit_values[r->n_class_limit_tokens++] = limit;
+    return true;
+}
+
+void rfi_class_limits_view(rfi_route *r) {
+    r->n_class_limit_tokens = 0;
+    each_limit(r, add_view, r);
+    /* Sorted by token (insertion sort: at most RFI_MAX_CLASSES, once at load), so the canonical JSON's keys are. */
+    for (size_t i = 1; i < r->n_class_limit_tokens; i++) {
+        for (size_t j = i; j > 0 && strcmp(r->class_limit_tokens[j - 1], r->class_limit_tokens[j]) > 0; j--) {
+            char t[RF_CLASS_NAME_MAX];
+            memcpy(t, r->class_limit_tokens[j], sizeof t);
+            memcpy(r->class_limit_tokens[j], r->class_limit_tokens[j - 1], sizeof t);
+            memcpy(r->class_limit_tokens[j - 1], t, sizeof t);
+            int v = r->class_limit_values[j];
+            r->class_limit_values[j] = r->class_limit_values[j - 1];
+            r->class_limit_values[j - 1] = v;
+        }
+    }
+    for (size_t i = 0; i < r->n_class_limit_tokens; i++) r->class_limit_ptrs[i] = r->class_limit_tokens[i];
+}
+
+int rfi_class_limit(const rfi_route *r, int status, rf_transport transport) {
+    if (!r->has_class_limits) return 0;
+    unsigned named = rfi_transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT) {
+        if (status < 100 || status > 599) return r->class_limit_named[RF_CLASS_UNKNOWN];
+        if (r->class_limit_status[status]) return r->class_limit_status[status];
+        if (status >= 400 && status <= 499) return r->class_limit_4xx;
+        if (status >= 500) return r->class_limit_5xx;
+        return 0;
+    }
+    return r->class_limit_named[named];
+}

@@ -1,0 +1,65 @@
+/*
+ * A route's wait headers on the decision path: the facts' hints read in the order of the route's
+ * retryAfter.headers, the first present and valid header wins (docs/lock.md#wait-headers). Allocates nothing
+ * and touches no state; the parsers are in wait_headers.c and retry_after.c, the lock field in
+ * lock_wait_headers.c.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* The value of header h in the facts: retry-after may come as facts.retry_after or as hints[retry-after]. */
+static const char *hint_value(const rf_facts *f, rf_wait_header h, size_t *len) {
+    if (h == RF_WAIT_RETRY_AFTER && f->retry_after != NULL && f->retry_after_len > 0) {
+        *len = f->retry_after_len;
+        return f->retry_after;
+    }
+    *len = f->hint_lens[h];
+    return f->hints[h] != NULL && f->hint_lens[h] > 0 ? f->hints[h] : NULL;
+}
+
+static bool route_reads(const rfi_route *r, rf_wait_header h) {
+    for (size_t i = 0; i < r->n_wait_headers; i++)
+        if (r->wait_headers[i] == h) return true;
+    return false;
+}
+
+rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, int *first_present, rf_error *err) {
+    *first_present = -1;
+    if (f->retry_after != NULL && f->retry_after_len > 0 && f->hints[RF_WAIT_RETRY_AFTER] != NULL &&
+        f->hint_lens[RF_WAIT_RETRY_AFTER] > 0)
+        return rfi_fail(err, "hints.retry-after", "is given twice (as retry_after and in hints): give it once");
+    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        size_t len;
+        if (hint_value(f, (rf_wait_header)h, &len) == NULL || route_reads(r, (rf_wait_header)h)) continue;
+        return rfi_fail(err, h == RF_WAIT_RETRY_AFTER && f->retry_after != NULL ? "retry_after" : "hints",
+                        "the route \"%s\" does not read %s (retryAfter.headers lists the headers it reads)",
+                        r->endpoint.text, rf_wait_header_name((rf_wait_header)h));
+    }
+    for (size_t i = 0; i < r->n_wait_headers; i++) {
+        size_t len;
+        if (hint_value(f, r->wait_headers[i], &len) != NULL) {
+            *first_present = (int)r->wait_headers[i];
+            break;
+        }
+    }
+    return RF_OK;
+}
+
+void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out) {
+    *out = (rfi_wait){.header = -1, .status = RF_RA_ABSENT, .delay_ms = 0};
+    for (size_t i = 0; i < r->n_wait_headers; i++) {
+        const rf_wait_header h = r->wait_headers[i];
+        size_t len;
+        const char *v = hint_value(f, h, &len);
+        if (v == NULL) continue;
+        int64_t ms = 0;
+        const rf_retry_after_status st = rf_wait_header_parse(h, v, len, f->now_ms, f->date, f->date_len, &ms);
+        if (st == RF_RA_ABSENT) continue;
+        if (st == RF_RA_OK || st == RF_RA_TOO_LONG || st == RF_RA_STOP) {
+            *out = (rfi_wait){.header = (int)h, .status = st, .delay_ms = st == RF_RA_OK ? ms : 0};
+            return;
+        }
+        if (out->header < 0) *out = (rfi_wait){.header = (int)h, .status = st, .delay_ms = 0};
+    }
+}
