@@ -373,8 +373,14 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
         /* Hops stop at max_redirects, and where the tries array ends (RF_MAX_TRIES requests in all). */
         int room = f->hops + (RF_MAX_TRIES - f->requests);
         int max = c->max_redirects < room ? c->max_redirects : room;
-        if (rf_redirect_verdict(c->policy, &facts, f->hops, max, &v, &err) != RF_OK) {
-            v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE}; /* fail closed */
+        rf_facts hop_facts = facts; /* a 3xx's Retry-After counts whatever the route's wait headers are */
+        if (f->has_hint[RF_WAIT_RETRY_AFTER]) {
+            hop_facts.hints[RF_WAIT_RETRY_AFTER] = f->hint[RF_WAIT_RETRY_AFTER];
+            hop_facts.hint_lens[RF_WAIT_RETRY_AFTER] = strlen(f->hint[RF_WAIT_RETRY_AFTER]);
+        }
+        if (rf_redirect_verdict(c->policy, &hop_facts, f->hops, max, &v, &err) != RF_OK) {
+            v = (rf_verdict){
+                .retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE, .retry_after_header = -1}; /* fail closed */
             rf_classify((int)status, transport, v.class_name);
         } else if (v.retry && !rfi_redirect_prepare(f, (int)status, location)) {
             follow = false; /* not followable (not http/https): the 3xx is the answer */
@@ -385,7 +391,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     }
     if (!follow && rf_decide(c->policy, &facts, &c->rng, c->budget, &v, &err) != RF_OK) {
         /* Facts built here are always valid; fail closed if that ever changes. */
-        v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE};
+        v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE, .retry_after_header = -1};
         rf_classify((int)status, transport, v.class_name);
     }
     memcpy(t->class_name, v.class_name, sizeof t->class_name);

@@ -24,8 +24,16 @@ rf_status rf_redirect_verdict(const rf_policy *p, const rf_facts *f, int hops, i
     if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
     if (hops < 0 || max_redirects < 0) return rfi_fail(err, "hops", "hops and max_redirects must be >= 0");
     memset(out, 0, sizeof *out);
-    bool has_ra = f->retry_after != NULL && f->retry_after_len > 0;
+    /* Only Retry-After speaks of a redirect's wait; it may come as retry_after or as hints[retry-after]. */
+    const char *ra_value = f->retry_after;
+    size_t ra_len = f->retry_after_len;
+    if (ra_value == NULL || ra_len == 0) {
+        ra_value = f->hints[RF_WAIT_RETRY_AFTER];
+        ra_len = f->hint_lens[RF_WAIT_RETRY_AFTER];
+    }
+    bool has_ra = ra_value != NULL && ra_len > 0;
     out->retry_after = has_ra ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    out->retry_after_header = has_ra ? (int)RF_WAIT_RETRY_AFTER : -1;
     out->route = rf_policy_match(p, f->method, f->method_len, f->path, f->path_len);
     if (out->route < 0) {
         rf_classify(f->status, RF_TRANSPORT_OK, out->class_name);
@@ -43,8 +51,7 @@ rf_status rf_redirect_verdict(const rf_policy *p, const rf_facts *f, int hops, i
     int64_t delay = 0;
     if (has_ra) {
         int64_t ra_ms = 0;
-        rf_retry_after_status ra =
-            rf_retry_after_parse(f->retry_after, f->retry_after_len, f->now_ms, f->date, f->date_len, &ra_ms);
+        rf_retry_after_status ra = rf_retry_after_parse(ra_value, ra_len, f->now_ms, f->date, f->date_len, &ra_ms);
         if (ra == RF_RA_ABSENT) {
             out->retry_after = RF_RA_USE_ABSENT;
         } else if (ra != RF_RA_OK && ra != RF_RA_TOO_LONG) {
