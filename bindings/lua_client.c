@@ -629,4 +629,5 @@ void rfl_open_client(lua_State *L) {
     lua_setfield(L, -2, "client");
     lua_pushcfunction(L, l_new_key);
     lua_setfield(L, -2, "new_key");
+    rfl_open_client_network(L);
 }

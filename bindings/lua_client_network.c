@@ -1,13 +1,18 @@
 /*
- * The client's network options, read from the rf.client{…} table: redirects (max_redirects). Kept apart
- * from lua_client.c (lifetimes, requests) so the two evolve separately. Every string is copied by
- * rf_client_new; nothing here outlives the call.
+ * The client's network options, read from the rf.client{…} table: redirects (max_redirects), TLS (tls =
+ * {ca_file, ca_path, cert, key, key_password, verify}), proxy, connect_timeout_ms, user_agent and
+ * http_version. Kept apart from lua_client.c (lifetimes, requests) so the two evolve separately. The strings
+ * stay referenced by the options table for the whole of rf.client, and rf_client_new copies them.
  */
 #include "lua_retryfreeze.h"
 
 #include "retryfreeze/client.h"
+#include <string.h>
 
-const char *const rfl_client_network_keys[] = {"max_redirects", NULL};
+const char *const rfl_client_network_keys[] = {"max_redirects", "tls",          "proxy", "connect_timeout_ms",
+                                               "user_agent",    "http_version", NULL};
+
+static const char *const tls_keys[] = {"ca_file", "ca_path", "cert", "key", "key_password", "verify", NULL};
 
 /* An optional integer option in [lo, hi]; absent → false. Raises naming the option and the range. */
 static bool opt_int(lua_State *L, int idx, const char *key, lua_Integer lo, lua_Integer hi, lua_Integer *out) {
@@ -23,8 +28,78 @@ static bool opt_int(lua_State *L, int idx, const char *key, lua_Integer lo, lua_
     return true;
 }
 
+/* An optional string option without NUL bytes; NULL when absent. The table at idx keeps it alive. */
+static const char *opt_string(lua_State *L, int idx, const char *key, const char *what) {
+    int t = lua_getfield(L, idx, key);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (t != LUA_TSTRING) luaL_error(L, "rf.client: %s%s must be a string, got %s", what, key, luaL_typename(L, -1));
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    if (strlen(s) != len) luaL_error(L, "rf.client: %s%s must not contain a NUL byte", what, key);
+    lua_pop(L, 1);
+    return s;
+}
+
+static void read_tls(lua_State *L, int idx, rf_client_network *n) {
+    if (lua_getfield(L, idx, "tls") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (!lua_istable(L, -1)) luaL_error(L, "rf.client: tls must be a table, got %s", luaL_typename(L, -1));
+    int t = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        bool ok = false;
+        for (int i = 0; k && tls_keys[i]; i++)
+            if (strcmp(k, tls_keys[i]) == 0) ok = true;
+        if (!ok) luaL_error(L, "rf.client: tls: unknown option '%s'", k ? k : luaL_typename(L, -2));
+        lua_pop(L, 1);
+    }
+    n->tls_ca_file = opt_string(L, t, "ca_file", "tls.");
+    n->tls_ca_path = opt_string(L, t, "ca_path", "tls.");
+    n->tls_cert = opt_string(L, t, "cert", "tls.");
+    n->tls_key = opt_string(L, t, "key", "tls.");
+    n->tls_key_password = opt_string(L, t, "key_password", "tls.");
+    int v = lua_getfield(L, t, "verify");
+    if (v != LUA_TNIL && v != LUA_TBOOLEAN)
+        luaL_error(L, "rf.client: tls.verify must be a boolean, got %s", luaL_typename(L, -1));
+    n->tls_no_verify = v == LUA_TBOOLEAN && !lua_toboolean(L, -1); /* only an explicit false turns it off */
+    lua_pop(L, 2);
+}
+
 void rfl_read_client_network(lua_State *L, int idx, rf_client_options *o) {
     idx = lua_absindex(L, idx);
     lua_Integer v;
     if (opt_int(L, idx, "max_redirects", 1, RF_MAX_REDIRECTS, &v)) o->max_redirects = (int)v;
+    if (opt_int(L, idx, "connect_timeout_ms", 1, 600000, &v)) o->network.connect_timeout_ms = v;
+    read_tls(L, idx, &o->network);
+    o->network.proxy = opt_string(L, idx, "proxy", "");
+    o->network.user_agent = opt_string(L, idx, "user_agent", "");
+    const char *hv = opt_string(L, idx, "http_version", "");
+    if (hv == NULL || strcmp(hv, "1.1") == 0)
+        o->network.http_version = RF_HTTP_1_1;
+    else if (strcmp(hv, "2") == 0)
+        o->network.http_version = RF_HTTP_2;
+    else
+        luaL_error(L, "rf.client: http_version must be \"1.1\" or \"2\", got \"%s\"", hv);
+}
+
+/* rf.libcurl = {version = "7.88.1", ssl = "OpenSSL/3.0.2" or nil, http2 = bool}: what the client runs on
+ * (rf_client_runtime_info); `retryfreeze --version` prints it. */
+void rfl_open_client_network(lua_State *L) {
+    rf_client_runtime rt = rf_client_runtime_info();
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, rt.libcurl);
+    lua_setfield(L, -2, "version");
+    if (rt.ssl) {
+        lua_pushstring(L, rt.ssl);
+        lua_setfield(L, -2, "ssl");
+    }
+    lua_pushboolean(L, rt.http2);
+    lua_setfield(L, -2, "http2");
+    lua_setfield(L, -2, "libcurl");
 }

@@ -32,6 +32,8 @@ int *rfl_ledger_use(lua_State *L, int idx);
 struct rf_client_options;
 extern const char *const rfl_client_network_keys[];
 void rfl_read_client_network(lua_State *L, int idx, struct rf_client_options *o);
+/* Sets rf.libcurl (version, ssl, http2) in the module table on top of the stack. */
+void rfl_open_client_network(lua_State *L);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

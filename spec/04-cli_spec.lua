@@ -95,7 +95,9 @@ describe("retryfreeze check", function()
   it("prints the version", function()
     local out, _, code = h.run_cli("--version")
     assert.equal(0, code)
-    assert.equal("retryfreeze " .. require("retryfreeze").VERSION .. "\n", out)
+    local rf = require("retryfreeze")
+    assert.equal(("retryfreeze %s\nlibcurl %s%s, HTTP/2: %s\n"):format(rf.VERSION, rf.libcurl.version,
+      rf.libcurl.ssl and " " .. rf.libcurl.ssl or "", rf.libcurl.http2 and "yes" or "no"), out)
   end)
 end)
 

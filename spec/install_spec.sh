@@ -30,7 +30,7 @@ echo "ok: require \"retryfreeze\" from the prefix: $out"
 
 out=$(cd / && "$prefix/bin/retryfreeze" check "$prefix/share/retryfreeze/examples/retry-budget.lock.json")
 [[ $out == ok:* ]] || fail "retryfreeze check printed: $out"
-[[ $("$prefix/bin/retryfreeze" --version) == "retryfreeze $want" ]] || fail "--version disagrees with CMakeLists.txt"
+[[ $("$prefix/bin/retryfreeze" --version | head -n 1) == "retryfreeze $want" ]] || fail "--version disagrees with CMakeLists.txt"
 echo "ok: retryfreeze check and --version from the prefix"
 
 out=$(cd "$prefix" && "$prefix/bin/retryfreeze" demo --requests 30 --ledger "$prefix/demo.jsonl") || fail "demo from the prefix: $out"

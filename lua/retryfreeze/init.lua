@@ -13,6 +13,9 @@ M.transports = core.transports
 M.jitters = core.jitters
 M.wait_headers = core.wait_headers
 
+--- The libcurl the client runs on: {version = "7.88.1", ssl = "OpenSSL/…" or nil, http2 = bool}.
+M.libcurl = core.libcurl
+
 local function check_pin(policy, source, opts)
   if opts == nil or opts.pin == nil then return policy end
   if type(opts.pin) ~= "string" or not opts.pin:match("^sha256:%x+$") or #opts.pin ~= 71 then
@@ -67,8 +70,10 @@ M.parse_wait_header = core.parse_wait_header
 
 --- An HTTP client under a policy (libcurl; see docs/lua.md for every option and field).
 -- rf.client{policy=, base_url=, ledger=, headers={Name="value"}, rng_seed=, retry_budget=true|false,
---           follow_redirects=false, max_body_bytes=16 MiB, on_attempt=function(try, verdict)}
--- client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response
+--   max_redirects=, tls={ca_file=, ca_path=, cert=, key=, key_password=, verify=}, proxy=, connect_timeout_ms=,
+--   user_agent=, http_version="1.1"|"2", follow_redirects=false, max_body_bytes=16 MiB, on_attempt=function(try, verdict)}
+-- client:request{method=, path=, query=, headers=, body=, idempotency_key=, deadline_ms=, timeout_ms=,
+--   on_attempt=} → response
 --   {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]};
 --   outcome: success | terminal | exhausted | deadline | throttled | refused. An HTTP or transport failure is
 --   a response; misuse (a bad argument, a closed client) raises. on_attempt returning false stops early.

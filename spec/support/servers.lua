@@ -151,7 +151,7 @@ function M.tinyproxy()
     -- Wait (bounded) until it listens: a connect through it answers.
     local up = false
     for _ = 1, 50 do
-      if os.execute("exec 3<>/dev/tcp/127.0.0.1/" .. port .. " 2>/dev/null") then
+      if M.port_open(port) then
         up = true
         break
       end
@@ -177,11 +177,51 @@ function M.tinyproxy()
   return nil, "cannot start tinyproxy: " .. out
 end
 
+--- Starts `openssl s_server -www` on a random loopback port with the given extra arguments (certificates,
+--- -Verify …), in the background; a TLS server whose handshake rules are OpenSSL's own.
+-- @return {port=, stop=} or nil, message
+function M.s_server(args)
+  assert(M.openssl_bin, "openssl not installed")
+  local dir = M.temp_dir("net-sserver")
+  for _ = 1, 5 do
+    local port = math.random(20000, 32000)
+    if not M.port_open(port) then
+      os.execute(shell_quote(M.openssl_bin) .. " s_server -quiet -www -accept 127.0.0.1:" .. port .. " " .. args ..
+        " </dev/null >" .. shell_quote(dir .. "/out.log") .. " 2>&1 & echo $! > " .. shell_quote(dir .. "/pid"))
+      local pid = pid_in(dir .. "/pid")
+      for _ = 1, 50 do
+        if M.port_open(port) or M.read_file("/proc/" .. pid .. "/stat") == "" then break end
+        os.execute("sleep 0.05")
+      end
+      if M.port_open(port) then
+        local srv = { port = port }
+        function srv.stop()
+          if srv.stopped then return end
+          srv.stopped = true
+          os.execute("kill " .. pid .. " 2>/dev/null")
+          wait_gone(pid)
+          os.execute("rm -rf " .. shell_quote(dir))
+        end
+        return srv
+      end
+      os.execute("kill -9 " .. pid .. " 2>/dev/null")
+    end
+  end
+  local out = M.read_file(dir .. "/out.log")
+  os.execute("rm -rf " .. shell_quote(dir))
+  return nil, "cannot start openssl s_server: " .. out
+end
+
+--- Does a TCP connect to 127.0.0.1:port succeed? (bash's /dev/tcp)
+function M.port_open(port)
+  return os.execute("bash -c 'exec 3<>/dev/tcp/127.0.0.1/" .. math.tointeger(port) .. "' 2>/dev/null") == true
+end
+
 --- A loopback port nothing listens on right now (a connect is refused).
 function M.closed_port()
   for _ = 1, 50 do
     local port = math.random(20000, 32000)
-    if not os.execute("exec 3<>/dev/tcp/127.0.0.1/" .. port .. " 2>/dev/null") then return port end
+    if not M.port_open(port) then return port end
   end
   error("no closed loopback port found")
 end

@@ -56,6 +56,11 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
         c->n_headers++;
     }
     if (opts->retry_budget && (c->budget = rf_retry_budget_new(opts->policy)) == NULL) goto nomem;
+    rf_status nst = rfi_network_init(c, opts, err);
+    if (nst != RF_OK) {
+        rf_client_free(c);
+        return nst;
+    }
     *out = c;
     return RF_OK;
 nomem:
@@ -73,6 +78,7 @@ void rf_client_free(rf_client *c) {
     for (size_t i = 0; i < c->n_headers; i++) free(c->headers[i]);
     free(c->headers);
     free(c->base_url);
+    rfi_network_free(c);
     rf_retry_budget_free(c->budget);
     free(c);
     curl_global_cleanup();

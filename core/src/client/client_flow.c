@@ -278,7 +278,7 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     curl_easy_setopt(e, CURLOPT_URL, f->hop_url ? f->hop_url : f->url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)f->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)f->timeout_ms);
+    rfi_network_apply(f, e, f->timeout_ms); /* TLS, proxy, connect timeout, User-Agent, HTTP version */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* the flow follows redirects itself: a try per hop */
@@ -337,8 +337,10 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
             snprintf(t->error, sizeof t->error, "response body over max_body_bytes (%zu)", f->body.max);
         else if (resend_blocked)
             snprintf(t->error, sizeof t->error, "connection closed before a response (libcurl's own resend blocked)");
-        else
+        else {
             snprintf(t->error, sizeof t->error, "%.127s", f->errbuf[0] ? f->errbuf : curl_easy_strerror(rc));
+            transport = t->transport = rfi_network_refine(f, rc, transport, t->error, sizeof t->error);
+        }
     }
     if (r->n_tries < RF_MAX_TRIES) r->n_tries++;
     r->status = (int)status;

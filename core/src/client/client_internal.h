@@ -12,6 +12,14 @@ typedef struct rfi_buf {
     bool overflow;
 } rfi_buf;
 
+/* The client's network settings, owned copies (client_network.c). */
+typedef struct rfi_network {
+    char *ca_file, *ca_path, *cert, *key, *key_password, *proxy, *user_agent;
+    bool no_verify;
+    int64_t connect_timeout_ms; /* 0: the per-try timeout */
+    rf_http_version http_version;
+} rfi_network;
+
 struct rf_client {
     const rf_policy *policy;
     char *base_url;
@@ -24,6 +32,7 @@ struct rf_client {
     bool follow_redirects;
     int max_redirects; /* followed 3xx per attempt, 1..RF_MAX_REDIRECTS */
     size_t max_body_bytes;
+    rfi_network net;
     CURLM *multi;             /* for started (asynchronous) requests; created on first use */
     struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
     size_t n_pending;
@@ -67,6 +76,8 @@ typedef struct rfi_flow {
     bool in_hop;                    /* the next request is a hop, not a new attempt */
     int64_t hop_timeout_ms;         /* its per-try timeout, from rf_redirect_verdict */
     bool last_class_retryable;      /* the last attempt's failure class is retryable (true before any failure) */
+    char connected_ip[64];          /* the address of the last connection libcurl tried (CURLOPT_OPENSOCKETFUNCTION) */
+    int connected_port;
 } rfi_flow;
 
 /* A started request: its flow, its own easy handle, its place in the client's list. */
@@ -88,6 +99,15 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
 bool rfi_flow_begin_attempt(rfi_flow *f);
 /* Records the finished attempt, asks rf_decide, and moves to WAITING (wake_ms) or DONE. */
 void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc);
+/* Copies and checks opts->network into c->net (env CA variables resolved, the user agent built); prints the
+ * tls_no_verify warning. RF_EINVAL names the option; RF_ENOMEM. */
+rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error *err);
+void rfi_network_free(rf_client *c);
+/* Sets the network options on an easy handle for one request of flow f with per-try timeout timeout_ms. */
+void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms);
+/* Refines a failed request's transport outcome and error text (TLS: which verification failed, a TLS alert
+ * during the exchange; a refused connection to the proxy); error holds curl's message on entry. */
+rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport, char *error, size_t cap);
 /* A status the flow follows when follow_redirects is on: 301, 302, 303, 307, 308 (RFC 9110 §15.4). */
 bool rfi_redirect_status(int status);
 /* Prepares the next hop to location (absolute, from CURLINFO_REDIRECT_URL) after a 3xx with this status:

@@ -80,7 +80,9 @@ function M.main(argv)
     return 0
   end
   if name == "--version" then
-    io.stdout:write("retryfreeze ", rf.VERSION, "\n")
+    local curl = rf.libcurl
+    io.stdout:write("retryfreeze ", rf.VERSION, "\n", "libcurl ", curl.version, curl.ssl and (" " .. curl.ssl) or "",
+      ", HTTP/2: ", curl.http2 and "yes" or "no", "\n")
     return 0
   end
   local ok, parsed = top_parser():pparse({ name })

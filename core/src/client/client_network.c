@@ -1,0 +1,241 @@
+/*
+ * The client on real networks: TLS trust and client certificates, the proxy, the connect timeout, the
+ * User-Agent and the HTTP version, all through libcurl's own options (libcurl's CURLOPT_* manual pages);
+ * and the refinement of a failed request's transport outcome: which TLS check failed, and whether the
+ * connection the server refused was the proxy's.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "client_internal.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static rf_status bad(rf_error *err, const char *path, const char *msg) {
+    if (err) {
+        memset(err, 0, sizeof *err);
+        snprintf(err->path, sizeof err->path, "%s", path);
+        snprintf(err->message, sizeof err->message, "%s", msg);
+    }
+    return RF_EINVAL;
+}
+
+/* A copy of s (NULL stays NULL); *ok turns false when memory runs out. */
+static char *dup_or_null(const char *s, bool *ok) {
+    if (s == NULL) return NULL;
+    char *d = strdup(s);
+    if (d == NULL) *ok = false;
+    return d;
+}
+
+/* The environment variable's value when set and not empty, else NULL. */
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+static bool has_ctl(const char *s) {
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return true;
+    return false;
+}
+
+rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error *err) {
+    const rf_client_network *n = &opts->network;
+    if (n->connect_timeout_ms < 0 || n->connect_timeout_ms > 600000)
+        return bad(err, "connect_timeout_ms", "must be 1..600000 (0 = the per-try timeout)");
+    if (n->http_version != RF_HTTP_1_1 && n->http_version != RF_HTTP_2)
+        return bad(err, "http_version", "must be \"1.1\" or \"2\"");
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    if (n->http_version == RF_HTTP_2 && !(cv->features & CURL_VERSION_HTTP2))
+        return bad(err, "http_version", "\"2\" needs a libcurl built with HTTP/2 (nghttp2); this one has none");
+    if (has_ctl(n->user_agent)) return bad(err, "user_agent", "must not contain control characters (CR, LF, …)");
+    if (has_ctl(n->proxy)) return bad(err, "proxy", "must not contain control characters");
+    if ((n->tls_key || n->tls_key_password) && n->tls_cert == NULL)
+        return bad(err, "tls.key", "needs tls.cert (the client certificate it belongs to)");
+    bool ok = true;
+    rfi_network *net = &c->net;
+    /* The curl tool's order: an explicit option, then $CURL_CA_BUNDLE, then $SSL_CERT_FILE / $SSL_CERT_DIR. */
+    const char *ca_file = n->tls_ca_file ? n->tls_ca_file : env("CURL_CA_BUNDLE");
+    if (ca_file == NULL) ca_file = env("SSL_CERT_FILE");
+    const char *ca_path = n->tls_ca_path ? n->tls_ca_path : env("SSL_CERT_DIR");
+    net->ca_file = dup_or_null(ca_file, &ok);
+    net->ca_path = dup_or_null(ca_path, &ok);
+    net->cert = dup_or_null(n->tls_cert, &ok);
+    net->key = dup_or_null(n->tls_key, &ok);
+    net->key_password = dup_or_null(n->tls_key_password, &ok);
+    net->proxy = dup_or_null(n->proxy, &ok);
+    net->no_verify = n->tls_no_verify;
+    net->connect_timeout_ms = n->connect_timeout_ms;
+    net->http_version = n->http_version;
+    if (n->user_agent) {
+        net->user_agent = dup_or_null(n->user_agent, &ok);
+    } else {
+        char ua[128];
+        snprintf(ua, sizeof ua, "retryfreeze/%s libcurl/%s", rf_version(), cv->version);
+        net->user_agent = dup_or_null(ua, &ok);
+    }
+    if (!ok) {
+        if (err) {
+            memset(err, 0, sizeof *err);
+            snprintf(err->path, sizeof err->path, "client");
+            snprintf(err->message, sizeof err->message, "out of memory");
+        }
+        return RF_ENOMEM;
+    }
+    if (net->no_verify)
+        fprintf(stderr,
+                "retryfreeze: warning: TLS verification is off for the client of %s (tls.verify = false): "
+                "any certificate for any host is accepted\n",
+                c->base_url ? c->base_url : "?");
+    return RF_OK;
+}
+
+void rfi_network_free(rf_client *c) {
+    rfi_network *n = &c->net;
+    free(n->ca_file);
+    free(n->ca_path);
+    free(n->cert);
+    free(n->key);
+    if (n->key_password) memset(n->key_password, 0, strlen(n->key_password)); /* a secret: not left in the heap */
+    free(n->key_password);
+    free(n->proxy);
+    free(n->user_agent);
+    memset(n, 0, sizeof *n);
+}
+
+/* Records where libcurl connects (for telling a refusing proxy from a refusing origin), then opens the socket
+ * as libcurl would have (CURLOPT_OPENSOCKETFUNCTION). */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+    rfi_flow *f = ud;
+    (void)purpose;
+    f->connected_ip[0] = '\0';
+    f->connected_port = 0;
+    if (a->family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)&a->addr;
+        inet_ntop(AF_INET, &in->sin_addr, f->connected_ip, sizeof f->connected_ip);
+        f->connected_port = ntohs(in->sin_port);
+    } else if (a->family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)&a->addr;
+        inet_ntop(AF_INET6, &in6->sin6_addr, f->connected_ip, sizeof f->connected_ip);
+        f->connected_port = ntohs(in6->sin6_port);
+    }
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
+    const rfi_network *n = &f->c->net;
+    int64_t connect =
+        n->connect_timeout_ms > 0 && n->connect_timeout_ms < timeout_ms ? n->connect_timeout_ms : timeout_ms;
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, n->user_agent);
+    if (n->ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, n->ca_file);
+    if (n->ca_path) curl_easy_setopt(e, CURLOPT_CAPATH, n->ca_path);
+    if (n->cert) curl_easy_setopt(e, CURLOPT_SSLCERT, n->cert);
+    if (n->key) curl_easy_setopt(e, CURLOPT_SSLKEY, n->key);
+    if (n->key_password) curl_easy_setopt(e, CURLOPT_KEYPASSWD, n->key_password);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, n->no_verify ? 0L : 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, n->no_verify ? 0L : 2L);
+    if (n->proxy) curl_easy_setopt(e, CURLOPT_PROXY, n->proxy); /* else libcurl reads the environment */
+    if (n->http_version == RF_HTTP_2) {
+        bool tls = strncasecmp(f->url, "https://", 8) == 0;
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                         tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait for a connection to multiplex on, not a new one */
+    } else {
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    }
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
+    f->connected_ip[0] = '\0';
+    f->connected_port = 0;
+}
+
+/* The proxy that applies to url's scheme: the option, else the environment as libcurl reads it
+ * (http_proxy in lower case only, https_proxy/HTTPS_PROXY, all_proxy/ALL_PROXY). NULL: none. */
+static const char *proxy_for(const rf_client *c, const char *url) {
+    if (c->net.proxy) return c->net.proxy[0] ? c->net.proxy : NULL;
+    const char *p = strncasecmp(url, "https://", 8) == 0
+                        ? (env("https_proxy") ? env("https_proxy") : env("HTTPS_PROXY"))
+                        : env("http_proxy");
+    if (p == NULL) p = env("all_proxy") ? env("all_proxy") : env("ALL_PROXY");
+    return p;
+}
+
+/* The port of url (its scheme's default when none is written); 0 when it does not parse. */
+static int port_of(const char *url, const char *default_scheme) {
+    CURLU *u = curl_url();
+    char *port = NULL;
+    int n = 0;
+    if (u && curl_url_set(u, CURLUPART_URL, url, default_scheme ? CURLU_GUESS_SCHEME : 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+        n = atoi(port);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return n;
+}
+
+/* X.509 verification results (OpenSSL's X509_V_ERR_* numbers, from x509_vfy.h) the message names. */
+enum {
+    V_UNABLE_TO_GET_ISSUER = 2,
+    V_NOT_YET_VALID = 9,
+    V_EXPIRED = 10,
+    V_SELF_SIGNED = 18,
+    V_SELF_SIGNED_IN_CHAIN = 19,
+    V_UNABLE_TO_GET_ISSUER_LOCALLY = 20,
+    V_UNABLE_TO_VERIFY_LEAF = 21
+};
+
+rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport, char *error, size_t cap) {
+    char curl_msg[128];
+    snprintf(curl_msg, sizeof curl_msg, "%s", error);
+    if (transport == RF_TRANSPORT_TLS) {
+        long verify = 0;
+        curl_easy_getinfo(f->easy, CURLINFO_SSL_VERIFYRESULT, &verify);
+        const char *which = NULL;
+        if (verify == V_EXPIRED)
+            which = "certificate expired";
+        else if (verify == V_NOT_YET_VALID)
+            which = "certificate not yet valid";
+        else if (verify == V_UNABLE_TO_GET_ISSUER || verify == V_SELF_SIGNED || verify == V_SELF_SIGNED_IN_CHAIN ||
+                 verify == V_UNABLE_TO_GET_ISSUER_LOCALLY || verify == V_UNABLE_TO_VERIFY_LEAF)
+            which = "unknown CA (the issuer is not trusted: set tls.ca_file)";
+        else if (rc == CURLE_PEER_FAILED_VERIFICATION && (strstr(curl_msg, "subject name") || strstr(curl_msg, "host")))
+            which = "hostname mismatch (the certificate does not name this host)";
+        else if (rc == CURLE_SSL_CERTPROBLEM)
+            which = "client certificate or key unusable";
+        else if (strstr(curl_msg, "alert"))
+            which = "the server refused the handshake (a TLS alert)";
+        if (which) snprintf(error, cap, "TLS: %s: %s", which, curl_msg);
+        return transport;
+    }
+    if ((rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR) && strstr(curl_msg, "SSL") && strstr(curl_msg, "alert")) {
+        /* TLS 1.3 sends a server's rejection of the client certificate after the handshake, as an alert on
+         * the first read: a TLS failure, not a reset. */
+        const char *which = strstr(curl_msg, "certificate required") || strstr(curl_msg, "certificate")
+                                ? "client certificate required or rejected by the server"
+                                : "the server ended the session with a TLS alert";
+        snprintf(error, cap, "TLS: %s: %s", which, curl_msg);
+        return RF_TRANSPORT_TLS;
+    }
+    if (transport == RF_TRANSPORT_CONNECT_REFUSED) {
+        const char *url = f->hop_url ? f->hop_url : f->url;
+        const char *proxy = proxy_for(f->c, url);
+        if (proxy && f->connected_port > 0 &&
+            (f->connected_port != port_of(url, NULL) || f->connected_port == port_of(proxy, "http"))) {
+            snprintf(error, cap, "proxy refused the connection: %s", curl_msg);
+            return RF_TRANSPORT_PROXY_REFUSED;
+        }
+    }
+    return transport;
+}
+
+rf_client_runtime rf_client_runtime_info(void) {
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    return (rf_client_runtime){
+        .libcurl = cv->version, .ssl = cv->ssl_version, .http2 = (cv->features & CURL_VERSION_HTTP2) != 0};
+}
