@@ -1,8 +1,9 @@
 /*
  * Lua binding of the ledger: rf.ledger.open(path [, {fsync = "none"|"line"}]) → "retryfreeze.Ledger" (or nil,
  * message), ledger:close() (refused while a client uses the ledger); rf.ledger.read(path) → iterator, state. The
- * iterator yields record tables; a torn last line ends the iteration and sets state.torn to its line number; a corrupt
- * line raises an error naming the file and line (state.skip_corrupt = true counts them in state.corrupt instead).
+ * iterator yields record tables; a torn line (a write cut short) is skipped: state.torn holds the first one's line
+ * number, state.torn_lines their count; a corrupt line raises an error naming the file and line
+ * (state.skip_corrupt = true counts them in state.corrupt instead).
  */
 #include "lua_retryfreeze.h"
 
@@ -138,7 +139,8 @@ static int l_reader_close(lua_State *L) {
     return 0;
 }
 
-/* Iterator step: state is a table {reader = userdata, path = string, torn = false|line, corrupt = n, lines = n}. */
+/* Iterator step: state is a table {reader = userdata, path = string, torn = false|line, torn_lines = n,
+ * corrupt = n, lines = n}. */
 static int l_read_next(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_getfield(L, 1, "reader");
@@ -157,12 +159,18 @@ static int l_read_next(lua_State *L) {
         lua_setfield(L, 1, "lines");
         switch (st) {
         case RF_LEDGER_RECORD: push_record(L, &rec); return 1;
-        case RF_LEDGER_TORN:
-            lua_pushinteger(L, err.line);
-            lua_setfield(L, 1, "torn");
-            rf_ledger_reader_close(lr->r);
-            lr->r = NULL;
-            return 0;
+        case RF_LEDGER_TORN: /* a write cut short: noted, and the reader reads on */
+            lua_getfield(L, 1, "torn_lines");
+            lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+            lua_setfield(L, 1, "torn_lines");
+            lua_pop(L, 1);
+            lua_getfield(L, 1, "torn");
+            if (!lua_toboolean(L, -1)) {
+                lua_pushinteger(L, err.line);
+                lua_setfield(L, 1, "torn");
+            }
+            lua_pop(L, 1);
+            continue;
         case RF_LEDGER_CORRUPT:
             if (!skip) {
                 rf_ledger_reader_close(lr->r);
@@ -187,7 +195,8 @@ static int l_read_next(lua_State *L) {
 }
 
 /* rf.ledger.read(path [, {skip_corrupt = bool}]) → iterator, state (for rec in it, state do … end;
- * afterwards state.torn is false or the torn line's number, state.corrupt the skipped lines). Raises when
+ * afterwards state.torn is false or the first torn line's number, state.torn_lines how many, state.corrupt the
+ * skipped corrupt lines). Raises when
  * the file cannot be opened. */
 static int l_ledger_read(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
@@ -210,6 +219,8 @@ static int l_ledger_read(lua_State *L) {
     lua_setfield(L, -2, "path");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "torn");
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "torn_lines");
     lua_pushinteger(L, 0);
     lua_setfield(L, -2, "corrupt");
     lua_pushboolean(L, skip);

@@ -9,7 +9,8 @@
  *           by_attempts = {[attempts + 1] = n} (attempts 0..16), retry_after = {[use] = n} (see ra_use),
  *           elapsed_le = {[i] = n}: requests with elapsed_ms in (LE_MS[i-2], LE_MS[i-1]], the last slot above
  *           the last bound (RF_TALLY_LE_MS below; ledger_stats.lua's le_ms list must match it)}}
- * info = {lines = n, torn = false|line, corrupt = n, ts_min = ms|nil, ts_max = ms|nil (the records' ts range)}.
+ * info = {lines = n, torn = false|first torn line, torn_lines = n (torn lines are skipped), corrupt = n,
+ *         ts_min = ms|nil, ts_max = ms|nil (the records' ts range)}.
  * timeline (optional) = {origin_ms = integer, bucket_ms = integer > 0, buckets = 1..1024}: also counts every
  * record, whatever its route, into the time bucket (ts_ms − origin_ms) // bucket_ms (clamped to the first and
  * last), returned as buckets = {scope…} (one scope per bucket, in time order; route-independent).
@@ -311,7 +312,7 @@ static int l_ledger_tally(lua_State *L) {
     rf_error err;
     int64_t ts_min = INT64_MAX, ts_max = INT64_MIN;
     if (rf_ledger_reader_open(path, &t->reader, &err) != RF_OK) return luaL_error(L, "%s", err.message);
-    int64_t corrupt = 0, torn = 0;
+    int64_t corrupt = 0, torn = 0, torn_lines = 0;
     for (;;) {
         rf_ledger_record rec;
         rf_ledger_read_status st = rf_ledger_reader_next(t->reader, &rec, &err);
@@ -325,9 +326,9 @@ static int l_ledger_tally(lua_State *L) {
         } else if (st == RF_LEDGER_CORRUPT) {
             if (!skip) return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             corrupt++;
-        } else if (st == RF_LEDGER_TORN) {
-            torn = err.line;
-            break;
+        } else if (st == RF_LEDGER_TORN) { /* a write cut short: counted, and the reader reads on */
+            if (torn == 0) torn = err.line;
+            torn_lines++;
         } else if (st == RF_LEDGER_ERROR) {
             return luaL_error(L, "%s: cannot read ledger: %s", path, err.message);
         } else {
@@ -339,7 +340,7 @@ static int l_ledger_tally(lua_State *L) {
         push_scope(L, &t->scopes[i]);
         lua_setfield(L, -2, t->scopes[i].route);
     }
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     rfl_set_int(L, "lines", rf_ledger_reader_line(t->reader));
     if (ts_min <= ts_max) {
         rfl_set_int(L, "ts_min", ts_min);
@@ -351,6 +352,7 @@ static int l_ledger_tally(lua_State *L) {
         lua_pushboolean(L, 0);
         lua_setfield(L, -2, "torn");
     }
+    rfl_set_int(L, "torn_lines", torn_lines);
     rfl_set_int(L, "corrupt", corrupt);
     int results = 2;
     if (t->timeline != NULL) {

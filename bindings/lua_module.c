@@ -7,5 +7,6 @@ int luaopen_retryfreeze_core(lua_State *L) {
     rfl_open_ledger(L);
     rfl_open_ledger_tally(L);
     rfl_open_client(L);
+    rfl_open_input(L);
     return 1;
 }

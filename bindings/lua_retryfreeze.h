@@ -38,6 +38,8 @@ void rfl_open_client_network(lua_State *L);
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);
 void rfl_open_ledger_tally(lua_State *L);
+/* Adds core.read_file and the readers' size caps (lua_input.c). */
+void rfl_open_input(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
 

@@ -2,6 +2,7 @@
 add_library(retryfreeze SHARED
   core/src/engine/version.c
   core/src/engine/error.c
+  core/src/engine/input_file.c
   core/src/engine/vocabulary.c
   core/src/engine/failure_class.c
   core/src/engine/endpoint.c

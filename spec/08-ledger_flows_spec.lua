@@ -12,16 +12,24 @@ local function write(path, text)
 end
 
 describe("rf.ledger", function()
-  it("reports ENOSPC to the caller in the response, and the request itself still completes", function()
+  it("reports a failed append (a full disk) to the caller in the response, and the request still completes", function()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
-    local ledger = assert(rf.ledger.open("/dev/full"))
-    local c = rf.client{ policy = desk, base_url = up.url, ledger = ledger }
-    local r = c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() }
-    c:close()
-    ledger:close()
+    local path = os.tmpname()
+    local script = h.temp_file(string.format([[
+      local rf = require "retryfreeze"
+      local ledger = assert(rf.ledger.open(%q))
+      local c = rf.client{ policy = assert(rf.load(%q)), base_url = %q, ledger = ledger }
+      local r = c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() }
+      print(r.ok, r.ledger_error)
+    ]], path, h.desk_lock, up.url))
+    -- A file size limit of 0 blocks (SIGXFSZ ignored): every append fails as on a full disk, with EFBIG.
+    local p = io.popen("sh -c \"trap '' XFSZ; ulimit -f 0; exec " .. h.cli .. " run '" .. script .. "'\"")
+    local out = p:read("a")
+    p:close()
     up.stop()
-    assert.is_true(r.ok)
-    assert.matches("No space left on device", r.ledger_error)
+    os.remove(script)
+    os.remove(path)
+    assert.matches("^true\t[^\n]*cannot append to ledger [^\n]*: File too large\n$", out)
   end)
 
   it("returns nil and the reason when a ledger cannot be opened", function()
@@ -50,19 +58,26 @@ describe("rf.ledger", function()
     end
     assert.equal(3, n)
     assert.equal(4, st.torn)
-    -- the same bytes followed by a newline and another line: now a corrupt line 4, which is an error
+    -- the same bytes followed by a newline and another line (as a later writer terminates the fragment): still
+    -- torn, and the reader reads on
     local text = assert(io.open(path, "rb")):read("a")
     local first = text:match("^[^\n]*\n")
     write(path, text .. "\n" .. first)
+    n = 0
+    it, st = rf.ledger.read(path)
+    for _ in it, st do n = n + 1 end
+    assert.same({ 4, 4, 1, 5 }, { n, st.torn, st.torn_lines, st.lines })
+    -- a line that is no record's start is corrupt, which is an error
+    write(path, text .. "\nnot a record\n" .. first)
     it, st = rf.ledger.read(path)
     local ok, err = pcall(function() for _ in it, st do end end)
     assert.is_false(ok)
-    assert.matches(path:gsub("%p", "%%%0") .. ":4: corrupt ledger line", err)
+    assert.matches(path:gsub("%p", "%%%0") .. ":5: corrupt ledger line", err)
     -- skip_corrupt counts it instead
     n = 0
     it, st = rf.ledger.read(path, { skip_corrupt = true })
     for _ in it, st do n = n + 1 end
-    assert.same({ 4, 1 }, { n, st.corrupt })
+    assert.same({ 4, 1, 1 }, { n, st.corrupt, st.torn_lines })
     os.remove(path)
   end)
 end)

@@ -109,7 +109,8 @@ end
 --   {line = integer, facts = {fact → string|integer}, expect = {retry = boolean, reason = string|nil,
 --   delay_ms = integer|nil, timeout_ms = integer|nil}, note = string|nil};
 --   or nil, "name:LINE: message" for a malformed table (unknown, duplicate or missing column, wrong number of
---   cells, a non-integer in an integer column, expect not retry|stop, an unknown reason, no header, no rows)
+--   cells, a non-integer in an integer column, expect not retry|stop, an unknown reason, a NUL byte, no header,
+--   no rows)
 function M.parse(text, name)
   if type(text) ~= "string" then error("bad argument #1 to 'parse' (string expected, got " .. type(text) .. ")", 2) end
   name = name or "table"
@@ -118,6 +119,8 @@ function M.parse(text, name)
   for line in (text:sub(-1) == "\n" and text or text .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
     line = line:gsub("\r$", "")
+    local nul = line:find("\0", 1, true) -- C would read the cell only up to it: refuse, never cut
+    if nul then return nil, string.format("%s:%d: a NUL byte at column %d (text cells may not hold NUL)", name, n, nul) end
     if not (line:match("^%s*$") or line:match("^%s*#")) then -- not a blank line or a comment
       local value, why
       if columns == nil then

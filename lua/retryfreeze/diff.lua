@@ -7,6 +7,7 @@
 --- The engine decides; this module only reads the effective policy (policy:routes(), policy.gate and the
 --- canonical JSON) and policy:match() to find where a removed or added route's requests go.
 local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
 
 local M = {}
@@ -436,12 +437,15 @@ function M.load(source, opts)
     local err_file = os.tmpname()
     local quoted = "'" .. object:gsub("'", "'\\''") .. "'"
     local p = io.popen("git show " .. quoted .. " 2>" .. err_file, "r")
-    text = p:read("a")
+    text = p:read(core.LOCK_MAX_BYTES + 1) or "" -- the lock's cap: a larger blob is refused, never read whole
     local ok, _, code = p:close()
     local ef = io.open(err_file, "r")
     local err_text = ef and ef:read("a") or ""
     if ef then ef:close() end
     os.remove(err_file)
+    if #text > core.LOCK_MAX_BYTES then -- checked first: git was cut off by the closed pipe
+      return nil, string.format("%s: lock %s is over the %d byte limit", source, source, core.LOCK_MAX_BYTES)
+    end
     if not ok then
       err_text = err_text:gsub("%s+$", ""):gsub("\n", "; ")
       return nil, string.format("%s: git show failed (exit %s): %s", source, tostring(code),
@@ -451,11 +455,9 @@ function M.load(source, opts)
     if not policy then return nil, err end
     return policy, text
   end
-  local f, ferr = io.open(source, "rb")
-  if not f then return nil, ferr end
-  text = f:read("a")
-  f:close()
-  if text == nil then return nil, source .. ": cannot read" end
+  local ferr
+  text, ferr = core.read_file(source, core.LOCK_MAX_BYTES, "lock")
+  if not text then return nil, ferr end
   -- One read: the policy and the text (for comments) come from the same bytes.
   local policy, err = rf.load_string(text, source, opts)
   if not policy then return nil, err end

@@ -157,7 +157,7 @@ local function add_file(scopes, path, skip_corrupt, result, after_line)
   if info.ts_max and (result.ts_max_ms == nil or info.ts_max > result.ts_max_ms) then result.ts_max_ms = info.ts_max end
   if info.torn then
     result.torn[path] = info.torn
-    result.torn_lines = result.torn_lines + 1
+    result.torn_lines = result.torn_lines + info.torn_lines
   end
   if info.corrupt > 0 then
     result.corrupt[path] = info.corrupt
@@ -322,7 +322,7 @@ function M.render(s)
   line("ledgers: %d file%s, %d lines", #s.files, #s.files == 1 and "" or "s", s.lines)
   for _, path in ipairs(s.files) do
     if s.torn[path] then
-      line("torn last line: %s:%d (a write cut short; not counted as a request)", path, s.torn[path])
+      line("torn line: %s:%d (a write cut short; not counted as a request)", path, s.torn[path])
     end
     if s.corrupt[path] then line("corrupt lines skipped: %s: %d", path, s.corrupt[path]) end
   end

@@ -13,6 +13,7 @@
 --- Each entry is appended with one write(2) on an O_APPEND descriptor; an existing line is never rewritten.
 --- A last line without its newline is torn (an interrupted write): readers report it and ignore it.
 local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
 local diff = require "retryfreeze.diff"
 
@@ -83,7 +84,21 @@ local function check_entry(e, prev_digest)
   return nil
 end
 
---- Reads and checks a pairing log.
+-- The JSON path of the first key or string in v that holds a NUL character (escaped \u0000 or raw), or nil:
+-- C reads such a string only up to the NUL, so it is refused rather than cut.
+local function nul_at(v, path)
+  if type(v) == "string" then return v:find("\0", 1, true) and path or nil end
+  if type(v) ~= "table" then return nil end
+  for k, x in pairs(v) do
+    local sub = math.type(k) == "integer" and string.format("%s[%d]", path, k - 1) or path .. "." .. tostring(k)
+    if type(k) == "string" and k:find("\0", 1, true) then return (sub:gsub("%z", "\\u0000")) end
+    local at = nul_at(x, sub)
+    if at then return at end
+  end
+  return nil
+end
+
+--- Reads and checks a pairing log (at most core.LOG_MAX_BYTES, 16 MiB; a regular file only).
 -- @param path string
 -- @return log {path = path, entries = {entry…}, torn = false or the torn last line's number}, where each entry
 --   is the decoded object plus `line` (its 1-based line number); or nil, message, code with code
@@ -91,14 +106,11 @@ end
 --   (message "PATH:LINE: tampered entry: why" — not JSON, a missing or unknown field, a bad digest or date
 --   format, an empty line, or a "previous" that does not chain to the entry before)
 function M.read(path)
-  local f, err, errno = io.open(path, "rb")
-  if not f then
-    if errno == 2 then return nil, path .. ": no such file", "missing" end
+  local text, err, kind = core.read_file(path, core.LOG_MAX_BYTES, "pairing log")
+  if not text then
+    if kind == "missing" then return nil, path .. ": no such file", "missing" end
     return nil, err, "unreadable"
   end
-  local text, rerr = f:read("a")
-  f:close()
-  if text == nil then return nil, path .. ": " .. tostring(rerr), "unreadable" end
   local log = { path = path, entries = {}, torn = false }
   local n, prev, pos = 0, nil, 1
   while pos <= #text do
@@ -117,7 +129,8 @@ function M.read(path)
     elseif e == nil then
       why = "not valid JSON: " .. jerr
     else
-      why = check_entry(e, prev)
+      local at = nul_at(e, "$")
+      why = at and ("a NUL character in " .. at .. " (no string of an entry may hold NUL)") or check_entry(e, prev)
     end
     if why then return nil, string.format("%s:%d: tampered entry: %s", path, n, why), "tampered" end
     e.line = n
@@ -203,10 +216,9 @@ end
 function M.append(path, entry)
   local line = M.encode(entry) .. "\n"
   local lines = 0
-  local rf_ = io.open(path, "rb")
-  if rf_ then
-    local text = rf_:read("a")
-    rf_:close()
+  local text, rerr, kind = core.read_file(path, core.LOG_MAX_BYTES, "pairing log")
+  if not text and kind ~= "missing" then return nil, rerr end
+  if text then
     if text ~= "" and text:sub(-1) ~= "\n" then
       local _, count = text:gsub("\n", "")
       return nil, string.format("%s:%d: the last line is torn (no newline); the log is append-only, so remove "

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -637,20 +639,122 @@ static void test_longest_line(void **state) {
 
 /* ---- I/O errors ---- */
 
-static void test_disk_full(void **state) {
+/* Reads path expecting: a record, TORN at line 2 (naming the file), a record at line 3, the end. */
+static void expect_record_torn_record(const char *path) {
+    rf_error err = {0};
+    rf_ledger_record got, want = sample();
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_TORN, &err);
+    assert_int_equal(err.line, 2);
+    assert_string_equal(err.path, path);
+    assert_contains(err.message, "torn");
+    expect_next(r, &got, RF_LEDGER_RECORD, &err); /* the reader reads on */
+    assert_int_equal(rf_ledger_reader_line(r), 3);
+    assert_records_equal(&got, &want);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
+/* Issue 10 fault 10: after a crash mid-append, the next writer's first line was glued onto the fragment. */
+static void test_writer_terminates_a_torn_last_line(void **state) {
     (void)state;
+    const char *path = tmp_file("repair.jsonl");
+    char text[4096];
     rf_ledger_record rec = sample();
     rf_ledger *l = NULL;
     rf_error err = {0};
-    if (access("/dev/full", W_OK) != 0) {
-        skip();
-    }
-    assert_int_equal(rf_ledger_open("/dev/full", RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
-    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO);
-    assert_string_equal(err.path, "/dev/full");
-    assert_contains(err.message, "No space left on device");
-    assert_contains(err.message, "/dev/full");
+
+    snprintf(text, sizeof text, "%s\n%.150s", SAMPLE_LINE, SAMPLE_LINE); /* a crash mid-write */
+    write_bytes(path, text, strlen(text));
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(file_size(path), (long)strlen(text) + 1); /* one "\n", at open */
+    append_ok(l, &rec);
     assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    expect_record_torn_record(path);
+
+    /* A file that ends in a newline, or is empty, is left as it is. */
+    long size = file_size(path);
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    assert_int_equal(file_size(path), size);
+    write_bytes(path, "", 0);
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    assert_int_equal(file_size(path), 0);
+}
+
+/* A torn fragment in the middle (left by a writer older than the repair, then terminated) is TORN, not CORRUPT;
+ * a line that is not the start of a ledger line stays CORRUPT. */
+static void test_torn_fragment_in_the_middle(void **state) {
+    (void)state;
+    const char *path = tmp_file("middle.jsonl");
+    char text[4096];
+    snprintf(text, sizeof text, "%s\n%.200s\n%s\n", SAMPLE_LINE, SAMPLE_LINE, SAMPLE_LINE);
+    write_bytes(path, text, strlen(text));
+    expect_record_torn_record(path);
+    /* Cut inside a multi-byte character. */
+    snprintf(text, sizeof text, "%s\n{\"ts\":\"\xe2\x82\n%s\n", SAMPLE_LINE, SAMPLE_LINE);
+    write_bytes(path, text, strlen(text));
+    expect_record_torn_record(path);
+    expect_corrupt_middle("{\"ts\":\"2026\"} and more {", "not valid JSON");
+    expect_corrupt_middle("{\"other\":", "not valid JSON");
+}
+
+/* Sets the file size limit (RLIMIT_FSIZE), a full disk at a chosen byte; SIGXFSZ ignored, so write(2) is short
+ * or fails with EFBIG. */
+static void set_fsize_limit(rlim_t bytes) {
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &rl), 0);
+    rl.rlim_cur = bytes;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+/* A full disk cuts a line short; once space is back, the same writer terminates the fragment in the one write(2)
+ * of its next line, and a new writer does it at open. */
+static void test_full_disk_then_freed(void **state) {
+    (void)state;
+    const char *path = tmp_file("full.jsonl");
+    rf_ledger_record rec = sample();
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    struct rlimit saved;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 1 << 20) skip();
+    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
+
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &rec);
+    long one = file_size(path);
+    set_fsize_limit((rlim_t)one + 100); /* the disk fills 100 bytes into the second line */
+    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO);
+    assert_contains(err.message, "short write");
+    assert_int_equal(file_size(path), one + 100);
+    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO); /* still full: nothing written */
+    assert_int_equal(file_size(path), one + 100);
+    set_fsize_limit(saved.rlim_cur); /* space is back */
+    append_ok(l, &rec);
+    assert_int_equal(file_size(path), one + 100 + 1 + one); /* "\n" + the line, in one write */
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    expect_record_torn_record(path);
+
+    /* The same with a new writer after the full disk. */
+    l = NULL;
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &rec);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    path = tmp_file("full2.jsonl");
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &rec);
+    set_fsize_limit((rlim_t)one + 100);
+    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    set_fsize_limit(saved.rlim_cur);
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &rec);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    expect_record_torn_record(path);
+    signal(SIGXFSZ, old);
 }
 
 static void test_open_errors(void **state) {
@@ -659,19 +763,42 @@ static void test_open_errors(void **state) {
     rf_ledger_reader *r = (rf_ledger_reader *)&r;
     rf_error err = {0};
 
-    assert_int_equal(rf_ledger_open(tmp_dir, RF_LEDGER_FSYNC_NONE, &l, &err), RF_EIO);
+    assert_int_equal(rf_ledger_open(tmp_dir, RF_LEDGER_FSYNC_NONE, &l, &err), RF_EINVAL);
     assert_null(l);
     assert_string_equal(err.path, tmp_dir);
-    assert_contains(err.message, "Is a directory");
+    assert_contains(err.message, "is a directory, not a regular file");
 
     assert_int_equal(rf_ledger_open("/nonexistent-rf-dir/ledger.jsonl", RF_LEDGER_FSYNC_NONE, &l, &err), RF_EIO);
     assert_contains(err.message, "No such file or directory");
 
-    assert_int_equal(rf_ledger_reader_open(tmp_dir, &r, &err), RF_EIO);
+    assert_int_equal(rf_ledger_reader_open(tmp_dir, &r, &err), RF_EINVAL);
     assert_null(r);
-    assert_contains(err.message, "Is a directory");
+    assert_contains(err.message, "is a directory, not a regular file");
     assert_int_equal(rf_ledger_reader_open("/nonexistent-rf-dir/ledger.jsonl", &r, &err), RF_EIO);
     assert_contains(err.message, "No such file or directory");
+}
+
+/* Issue 10 fault 8: a FIFO blocked the reader (and a writer) forever; devices are no ledgers either. */
+static void test_regular_files_only(void **state) {
+    (void)state;
+    const char *fifo = tmp_file("ledger.fifo");
+    rf_ledger *l = NULL;
+    rf_ledger_reader *r = NULL;
+    rf_error err = {0};
+    alarm(20); /* a blocking open would hang the test: make it fail instead */
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(rf_ledger_reader_open(fifo, &r, &err), RF_EINVAL);
+    assert_null(r);
+    assert_string_equal(err.path, fifo);
+    assert_contains(err.message, "is a FIFO, not a regular file");
+    assert_int_equal(rf_ledger_open(fifo, RF_LEDGER_FSYNC_NONE, &l, &err), RF_EINVAL);
+    assert_null(l);
+    assert_contains(err.message, "is a FIFO, not a regular file");
+    assert_int_equal(rf_ledger_reader_open("/dev/zero", &r, &err), RF_EINVAL);
+    assert_contains(err.message, "is a character device, not a regular file");
+    assert_int_equal(rf_ledger_open("/dev/full", RF_LEDGER_FSYNC_NONE, &l, &err), RF_EINVAL);
+    assert_contains(err.message, "is a character device, not a regular file");
+    alarm(0);
 }
 
 static void test_read_only_file(void **state) {
@@ -802,7 +929,10 @@ int main(void) {
         cmocka_unit_test(test_too_many_tries_in_a_line),
         cmocka_unit_test(test_over_long_line),
         cmocka_unit_test(test_longest_line),
-        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_writer_terminates_a_torn_last_line),
+        cmocka_unit_test(test_torn_fragment_in_the_middle),
+        cmocka_unit_test(test_full_disk_then_freed),
+        cmocka_unit_test(test_regular_files_only),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_read_only_file),
         cmocka_unit_test(test_null_arguments),

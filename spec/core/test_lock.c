@@ -1,4 +1,5 @@
 /* Lock loading: the flat and multi-route forms, defaults, every refusal with its JSON path, the digest. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,9 +8,13 @@
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
+#include "retryfreeze/input.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define DESK_LOCK                                                                                             \
     "{\"$comment\": \"retry-budget.lock.json — bump only with pairing sign-off\", \"endpoint\": \"POST "    \
@@ -323,6 +328,104 @@ static void test_load_file_errors(void **state) {
     assert_non_null(strstr(err.message, "No such file"));
 }
 
+/* Like refused(), for text of explicit length (it may hold raw NUL bytes). */
+static void refused_n(const char *text, size_t len, const char *path, const char *needle) {
+    rf_policy *p = NULL;
+    rf_error err;
+    rf_status st = rf_policy_load_buffer(text, len, &p, &err);
+    if (st == RF_OK) {
+        rf_policy_free(p);
+        fail_msg("expected a refusal at %s", path);
+    }
+    assert_int_equal(st, RF_EINVAL);
+    assert_null(p);
+    assert_string_equal(err.path, path);
+    if (strstr(err.message, needle) == NULL) fail_msg("message \"%s\" lacks \"%s\"", err.message, needle);
+}
+
+#define FLAT_REST "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000"
+
+/* Issue 10 fault 7: cJSON ends strings at a NUL, so "maxAttempts\u0000 anything" used to load as maxAttempts. */
+static void test_nul_in_any_lock_string_is_refused_with_its_path(void **state) {
+    (void)state;
+    const char *nul = "contains a NUL character";
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\\u0000 anything\":10,\"maxAttempts\":3," FLAT_REST
+            ",\"retryable\":[\"HTTP_503\"]}",
+            "$.maxAttempts\\u0000 anything", nul);
+    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3," FLAT_REST ",\"retryable\":[\"HTTP_5XX\\u0000 except 503\"]}",
+            "$.retryable[0]", nul);
+    refused("{\"endpoint\":\"GET /a\\u0000/b\",\"maxAttempts\":3," FLAT_REST ",\"retryable\":[]}", "$.endpoint", nul);
+    refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"full\\u0000 and more\"}}", "$.backoff.jitter", nul);
+    refused("{" MINIMAL ",\"idempotencyRequired\":[\"POST\\u0000GET\"]}", "$.idempotencyRequired[0]", nul);
+    refused("{\"version\":1,\"routes\":[{" MINIMAL ",\"$comment\":\"x\\u0000\"}]}", "$.routes[0].$comment", nul);
+    /* Raw NUL bytes: in a key, in a value, and between tokens (cJSON skips them as whitespace). */
+    static const char raw_key[] =
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\0 x\":10,\"maxAttempts\":3," FLAT_REST ",\"retryable\":[]}";
+    refused_n(raw_key, sizeof raw_key - 1, "$.maxAttempts\\u0000 x", nul);
+    static const char raw_value[] = "{" MINIMAL ",\"backoff\":{\"jitter\":\"full\0x\"}}";
+    refused_n(raw_value, sizeof raw_value - 1, "$.backoff.jitter", nul);
+    static const char raw_between[] = "{" MINIMAL ",\0\"$comment\":\"x\"}";
+    refused_n(raw_between, sizeof raw_between - 1, "$", "NUL byte");
+    /* An escaped backslash followed by "u0000" is six ordinary characters, and noncharacters are text. */
+    rf_policy *p = load_ok("{" MINIMAL ",\"$comment\":\"C:\\\\u0000 \\ufdd0 \xef\xb7\x90\"}");
+    rf_policy_free(p);
+}
+
+/* Issue 10 faults 8 and 9: a FIFO blocked the loader forever; a device or a directory is no lock either. */
+static void test_load_file_takes_regular_files_only(void **state) {
+    (void)state;
+    alarm(20); /* a blocking open would hang the test: make it fail instead */
+    char dir[] = "/tmp/rf-test-lock-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "%s/lock.fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_file(fifo, &p, &err), RF_EINVAL);
+    assert_null(p);
+    assert_string_equal(err.path, fifo);
+    assert_non_null(strstr(err.message, "is a FIFO, not a regular file"));
+    assert_int_equal(rf_policy_load_file(dir, &p, &err), RF_EINVAL);
+    assert_non_null(strstr(err.message, "is a directory, not a regular file"));
+    assert_int_equal(rf_policy_load_file("/dev/zero", &p, &err), RF_EINVAL);
+    assert_non_null(strstr(err.message, "is a character device, not a regular file"));
+    /* A regular file over the cap: refused after reading cap + 1 bytes. */
+    char big[64];
+    snprintf(big, sizeof big, "%s/big.lock.json", dir);
+    FILE *f = fopen(big, "wb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, RF_LOCK_MAX_BYTES, SEEK_SET), 0);
+    assert_int_equal(fputc(' ', f), ' ');
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rf_policy_load_file(big, &p, &err), RF_EINVAL);
+    assert_non_null(strstr(err.message, "over the 1048576 byte limit"));
+    /* rf_input_read itself: exact length, NUL bytes kept, the cap exact. */
+    f = fopen(big, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("a\0b", 1, 3, f), 3);
+    assert_int_equal(fclose(f), 0);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(rf_input_read(big, 3, "table", &text, &len, &err), RF_OK);
+    assert_int_equal(len, 3);
+    assert_memory_equal(text, "a\0b", 4);
+    rf_input_free(text);
+    assert_int_equal(rf_input_read(big, 2, "table", &text, &len, &err), RF_EINVAL);
+    assert_null(text);
+    assert_non_null(strstr(err.message, "table"));
+    assert_non_null(strstr(err.message, "over the 2 byte limit"));
+    /* Writing: a FIFO without a reader is refused too, never waited on. */
+    int fd = -1;
+    assert_int_equal(rf_input_open(fifo, O_WRONLY | O_APPEND | O_CREAT, "ledger", &fd, &err), RF_EINVAL);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(err.message, "is a FIFO, not a regular file"));
+    assert_int_equal(unlink(fifo), 0);
+    assert_int_equal(unlink(big), 0);
+    assert_int_equal(rmdir(dir), 0);
+    alarm(0);
+}
+
 static void test_route_matching_prefers_the_most_specific(void **state) {
     (void)state;
     rf_policy *p =
@@ -369,6 +472,8 @@ int main(void) {
         cmocka_unit_test(test_bom_is_skipped_and_oversize_refused),
         cmocka_unit_test(test_buffer_need_not_be_nul_terminated),
         cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_nul_in_any_lock_string_is_refused_with_its_path),
+        cmocka_unit_test(test_load_file_takes_regular_files_only),
         cmocka_unit_test(test_route_matching_prefers_the_most_specific),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);

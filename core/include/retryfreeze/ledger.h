@@ -96,7 +96,8 @@ RF_API rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf
  * Formats rec as one JSON object line and appends it with a single write(2); with RF_LEDGER_FSYNC_LINE,
  * fsync(2) follows. A short write or an error (ENOSPC, EBADF, EIO…) returns RF_EIO with strerror in
  * err->message; a short write is reported as such (the reader will see a torn line). Never retries a
- * partial write (that could interleave with another process). err->path is the file for RF_EIO.
+ * partial write (that could interleave with another process). err->path is the file for RF_EIO. After a short
+ * write, the next append starts with the "\n" that ends the fragment, in the same single write(2).
  * RF_EINVAL (err->path names the field, e.g. "$.tries[1].reason"): NULL l or rec, a required string NULL or
  * not UTF-8, ts_ms out of range, an integer outside ±2^53, more than RF_LEDGER_MAX_TRIES tries, or a line
  * longer than RF_LEDGER_MAX_LINE. RF_ENOMEM. Nothing is written unless RF_OK or RF_EIO is returned.
@@ -119,14 +120,16 @@ typedef struct rf_ledger_reader rf_ledger_reader;
 typedef enum rf_ledger_read_status {
     RF_LEDGER_RECORD = 0,  /* *rec holds the next record */
     RF_LEDGER_END = 1,     /* no more lines */
-    RF_LEDGER_TORN = 2,    /* the last line has no newline and does not parse: a crash mid-write; stop */
+    RF_LEDGER_TORN = 2,    /* a write cut short (the last line without newline that does not parse, or a record's
+                              start ended by a later writer's "\n"); err names the line; read on */
     RF_LEDGER_CORRUPT = 3, /* a line that does not parse, or lacks a required field (err: line, path) */
     RF_LEDGER_ERROR = 4    /* reading failed (err->message has strerror) or r/rec is NULL; stop */
 } rf_ledger_read_status;
 
 /*
  * Opens path for streaming reads ("-" is not special); the caller closes it with rf_ledger_reader_close.
- * RF_EINVAL (NULL path or out), RF_EIO when it cannot be opened or is a directory, RF_ENOMEM.
+ * RF_EINVAL (NULL path or out; not a regular file — a FIFO, a device, a directory — refused without
+ * blocking, see rf_input_open), RF_EIO when it cannot be opened, RF_ENOMEM.
  * Memory: a fixed window of RF_LEDGER_MAX_LINE + 1 bytes plus the current record, whatever the file size.
  */
 RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_error *err);
@@ -141,8 +144,9 @@ RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out,
  * tries[].retry_after_header may be null; the last two may also be absent. A line with an "elapsed_s" field is
  * read as a seed-harness line (RF_LEDGER_HARNESS_ROUTE), just as strictly.
  * The last line without a newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON
- * text (a crash mid-write). After RF_LEDGER_TORN or RF_LEDGER_END every call returns RF_LEDGER_END; after
- * RF_LEDGER_ERROR, RF_LEDGER_ERROR.
+ * text (a crash mid-write). A line further up that is not JSON but starts as a record does ({"ts":") and never
+ * closes its object is RF_LEDGER_TORN too (a fragment a later writer ended); the next call reads on. After
+ * RF_LEDGER_END every call returns RF_LEDGER_END; after RF_LEDGER_ERROR, RF_LEDGER_ERROR.
  */
 RF_API rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err);
 

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "internal.h"
+#include "retryfreeze/input.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PATH_CAP 256
 
@@ -754,6 +756,141 @@ fail:
     return false;
 }
 
+/*
+ * NUL inside a lock string. cJSON returns strings NUL-terminated, so a key "maxAttempts\u0000 x" (or one with a
+ * raw NUL byte) would read as "maxAttempts". Before parsing, each NUL inside a string is replaced by a marker
+ * of the same length that the text does not otherwise contain: a raw NUL byte by the byte 0xFF (never part of
+ * UTF-8, RFC 3629), an escaped \u0000 by the escape of an unused noncharacter U+FDD0..U+FDEF (Unicode §23.7).
+ * After parsing, any key or string holding a marker is refused with its JSON path. A raw NUL outside strings
+ * (cJSON would skip it as whitespace) is refused at once. Offsets stay the same, so error positions hold.
+ */
+typedef struct nul_mask {
+    char *copy;         /* the masked text, or NULL when the text holds no NUL */
+    char raw_marker;    /* the byte that stands for a raw NUL */
+    char esc_utf8[4];   /* the UTF-8 (NUL-terminated) of the noncharacter standing for \u0000 */
+    size_t raw_outside; /* offset + 1 of a raw NUL outside strings, 0 if none */
+    bool unmaskable;    /* the text holds every candidate marker: refuse rather than guess */
+} nul_mask;
+
+static bool has_escape_of(const char *text, size_t len, unsigned cp) {
+    char hex[5];
+    snprintf(hex, sizeof hex, "%04x", cp);
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (text[i] == '\\' && text[i + 1] == 'u' && strncasecmp(text + i + 2, hex, 4) == 0) return true;
+    return false;
+}
+
+static void utf8_of(unsigned cp, char out[4]) { /* cp in U+0800..U+FFFF */
+    out[0] = (char)(0xE0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[2] = (char)(0x80 | (cp & 0x3F));
+    out[3] = '\0';
+}
+
+static bool contains(const char *text, size_t len, const char *needle, size_t n) {
+    for (size_t i = 0; i + n <= len; i++)
+        if (memcmp(text + i, needle, n) == 0) return true;
+    return false;
+}
+
+/* Fills m for text[0..len); m->copy is malloc'd when any NUL sits inside a string. False: out of memory. */
+static bool mask_nuls(const char *text, size_t len, nul_mask *m) {
+    memset(m, 0, sizeof *m);
+    bool in_string = false, any = false, any_raw = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (!in_string) {
+            if (c == '"') in_string = true;
+            if (c == '\0' && m->raw_outside == 0) m->raw_outside = i + 1;
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c == '\0') {
+            any = any_raw = true;
+        } else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 6 <= len && memcmp(text + i + 2, "0000", 4) == 0) any = true;
+            i++; /* the escaped character: `\"` does not end the string, `\\` is no escape */
+        }
+    }
+    if (!any) return true;
+    m->raw_marker = (char)0xFF;
+    if (any_raw && memchr(text, 0xFF, len) != NULL) m->unmaskable = true;
+    unsigned cp = 0xFDD0;
+    for (; cp <= 0xFDEF; cp++) {
+        utf8_of(cp, m->esc_utf8);
+        if (!contains(text, len, m->esc_utf8, 3) && !has_escape_of(text, len, cp)) break;
+    }
+    if (cp > 0xFDEF) m->unmaskable = true;
+    if (m->unmaskable) return true;
+    m->copy = malloc(len);
+    if (m->copy == NULL) return false;
+    memcpy(m->copy, text, len);
+    char esc[7];
+    snprintf(esc, sizeof esc, "\\u%04X", cp);
+    in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = m->copy[i];
+        if (!in_string) {
+            if (c == '"') in_string = true;
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c == '\0') {
+            m->copy[i] = m->raw_marker;
+        } else if (c == '\\' && i + 1 < len) {
+            if (m->copy[i + 1] == 'u' && i + 6 <= len && memcmp(m->copy + i + 2, "0000", 4) == 0) {
+                memcpy(m->copy + i, esc, 6);
+                i += 5;
+            } else {
+                i++;
+            }
+        }
+    }
+    return true;
+}
+
+/* Whether s holds a marker of m (a NUL of the original text). */
+static bool has_marker(const nul_mask *m, const char *s) {
+    return s != NULL && (strchr(s, m->raw_marker) != NULL || strstr(s, m->esc_utf8) != NULL);
+}
+
+/* s with each marker written as \u0000, cut to fit cap. */
+static void show_nuls(const nul_mask *m, const char *s, char *out, size_t cap) {
+    size_t o = 0;
+    for (const char *p = s; *p && o + 7 < cap; p++) {
+        if (*p == m->raw_marker || strncmp(p, m->esc_utf8, 3) == 0) {
+            memcpy(out + o, "\\u0000", 6);
+            o += 6;
+            if (*p != m->raw_marker) p += 2;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* The first key or string (document order) holding a NUL: refused with its JSON path. */
+static bool check_nuls(const nul_mask *m, const cJSON *node, const char *path, rf_error *err) {
+    char sub[PATH_CAP], shown[PATH_CAP];
+    if (cJSON_IsString(node) && has_marker(m, node->valuestring)) {
+        rfi_fail(err, path, "string contains a NUL character (\\u0000); lock strings may not hold NUL");
+        return false;
+    }
+    int i = 0;
+    for (const cJSON *c = node->child; c != NULL; c = c->next, i++) {
+        if (cJSON_IsObject(node)) {
+            show_nuls(m, c->string ? c->string : "?", shown, sizeof shown);
+            child_path(sub, path, shown);
+            if (has_marker(m, c->string)) {
+                rfi_fail(err, sub, "key contains a NUL character (\\u0000); lock strings may not hold NUL");
+                return false;
+            }
+        } else {
+            index_path(sub, path, i);
+        }
+        if (!check_nuls(m, c, sub, err)) return false;
+    }
+    return true;
+}
+
 static void line_col(const char *text, size_t upto, int *line, int *col) {
     *line = 1;
     *col = 1;
@@ -777,16 +914,29 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     if (len > RF_LOCK_MAX_BYTES)
         return rfi_fail(err, "$", "lock is %zu bytes, over the %d byte limit", len, RF_LOCK_MAX_BYTES);
     size_t skip = (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) ? 3 : 0; /* UTF-8 BOM: skipped */
+    nul_mask mask;
+    if (!mask_nuls(text, len, &mask)) return rfi_fail(err, "$", "out of memory"), RF_ENOMEM;
+    if (mask.raw_outside != 0) {
+        size_t at = mask.raw_outside - 1;
+        rfi_fail(err, "$", "a raw NUL byte at byte %zu: JSON text holds no NUL (RFC 8259 §2)", at);
+        if (err != NULL) line_col(text, at, &err->line, &err->column);
+        free(mask.copy);
+        return RF_EINVAL;
+    }
+    if (mask.unmaskable) /* no free marker to find the string by: refuse the whole lock */
+        return rfi_fail(err, "$", "a string contains a NUL character (\\u0000); lock strings may not hold NUL");
+    const char *src = mask.copy ? mask.copy : text; /* same length and offsets as text */
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text + skip, len - skip, &end, 0);
+    cJSON *root = cJSON_ParseWithLengthOpts(src + skip, len - skip, &end, 0);
     if (root == NULL) {
-        size_t at = end ? (size_t)(end - text) : skip;
+        size_t at = end ? (size_t)(end - src) : skip;
         if (at > len) at = len;
+        free(mask.copy);
         rfi_fail(err, "$", "malformed JSON near byte %zu", at);
         if (err != NULL) line_col(text, at, &err->line, &err->column);
         return RF_EINVAL;
     }
-    size_t used = (size_t)(end - text);
+    size_t used = (size_t)(end - src);
     while (used < len && (text[used] == ' ' || text[used] == '\t' || text[used] == '\n' || text[used] == '\r')) used++;
     rf_status st = RF_EINVAL;
     spec *specs = NULL;
@@ -804,6 +954,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
         rfi_fail(err, "$", "a lock must be a JSON object, got %s", type_name(root));
         goto done;
     }
+    if (mask.copy != NULL && !check_nuls(&mask, root, "$", err)) goto done;
     if (!check_duplicates(root, "$", err)) goto done;
     if (cJSON_GetObjectItemCaseSensitive(root, "routes") || cJSON_GetObjectItemCaseSensitive(root, "version")) {
         if (!load_multi(root, &specs, &n, &budget, &gate, &st, err)) goto done;
@@ -841,34 +992,17 @@ done:
     rf_policy_free(p);
     free(specs);
     cJSON_Delete(root);
+    free(mask.copy);
     return st;
 }
 
 rf_status rf_policy_load_file(const char *path, rf_policy **out, rf_error *err) {
     if (path == NULL || out == NULL) return rfi_fail(err, "", "path and out must not be NULL");
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        rfi_fail(err, path, "cannot open lock: %s", strerror(errno));
-        return RF_EIO;
-    }
-    char *buf = malloc(RF_LOCK_MAX_BYTES + 1);
-    if (buf == NULL) {
-        fclose(f);
-        rfi_fail(err, path, "out of memory");
-        return RF_ENOMEM;
-    }
-    size_t n = fread(buf, 1, RF_LOCK_MAX_BYTES + 1, f);
-    int failed = ferror(f);
-    fclose(f);
-    rf_status st;
-    if (failed) {
-        st = RF_EIO;
-        rfi_fail(err, path, "cannot read lock: %s", strerror(errno));
-    } else {
-        st = rf_policy_load_buffer(buf, n, out, err);
-        if (st != RF_OK && err != NULL && n > RF_LOCK_MAX_BYTES)
-            rfi_fail(err, path, "lock is over the %d byte limit", RF_LOCK_MAX_BYTES);
-    }
-    free(buf);
+    char *buf = NULL;
+    size_t n = 0;
+    rf_status st = rf_input_read(path, RF_LOCK_MAX_BYTES, "lock", &buf, &n, err);
+    if (st != RF_OK) return st;
+    st = rf_policy_load_buffer(buf, n, out, err);
+    rf_input_free(buf);
     return st;
 }

@@ -3,10 +3,13 @@
  * its newline), so memory stays constant whatever the file size. A line that fills the window without a
  * newline is over-long: reported as RF_LEDGER_CORRUPT, then skipped up to its newline. The last line of the
  * file without a newline is a record if it parses, RF_LEDGER_TORN if its bytes are not JSON (a crash
- * mid-write), and RF_LEDGER_CORRUPT if it is JSON but not a record.
+ * mid-write), and RF_LEDGER_CORRUPT if it is JSON but not a record. A line further up that is a record's
+ * start cut short (a fragment a later writer terminated, see ledger_write.c) is RF_LEDGER_TORN too, and the
+ * reader reads on.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ledger_internal.h"
+#include "retryfreeze/input.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,8 +33,6 @@ struct rf_ledger_reader {
 };
 
 rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_error *err) {
-    struct stat st;
-
     if (!path || !out) {
         rfi_ledger_error(err, path ? "out" : "path", 0, 0, "%s is NULL", path ? "out" : "path");
         return RF_EINVAL;
@@ -46,18 +47,12 @@ rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_err
         rfi_ledger_error(err, path, 0, 0, "out of memory opening ledger %s", path);
         return RF_ENOMEM;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int open_errno = errno;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-        close(fd); /* read(2) would fail with EISDIR on the first call: say it now */
-        fd = -1;
-        open_errno = EISDIR;
-    }
-    if (fd < 0) {
-        rfi_ledger_errno_error(err, path, open_errno, "cannot open ledger");
+    int fd;
+    rf_status st = rf_input_open(path, O_RDONLY, "ledger", &fd, err); /* regular files only: a FIFO never blocks */
+    if (st != RF_OK) {
         free(r);
         free(buf);
-        return RF_EIO;
+        return st;
     }
     memcpy(r->path, path, path_len + 1);
     r->fd = fd;
@@ -69,6 +64,35 @@ rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out, rf_err
     r->tree = NULL;
     *out = r;
     return RF_OK;
+}
+
+/*
+ * Whether a line that is not JSON is the start of a writer's line cut short: it begins as every record does
+ * ({"ts":"), and its outermost object never closes (brackets counted outside strings). A torn write leaves
+ * exactly that; anything else (text after a closed object, another opening) stays corrupt.
+ */
+static bool is_fragment(const char *line, size_t len) {
+    static const char head[] = "{\"ts\":\"";
+    if (len < sizeof head - 1 || memcmp(line, head, sizeof head - 1) != 0)
+        return len > 0 && len < sizeof head - 1 && memcmp(line, head, len) == 0;
+    int depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = line[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth <= 0) return false;
+        }
+    }
+    return depth > 0;
 }
 
 /* Turns line number r->line (len bytes at line, newline excluded) into the caller's answer. */
@@ -84,6 +108,12 @@ static rf_ledger_read_status answer(rf_ledger_reader *r, char *line, size_t len,
         if (last) {
             rfi_ledger_error(err, r->path, r->line, column,
                              "the last line has no newline and is %s: a write torn by a crash", why);
+            return RF_LEDGER_TORN;
+        }
+        if (is_fragment(line, len)) {
+            rfi_ledger_error(err, r->path, r->line, column,
+                             "torn line: the start of a record cut short (a crash or a full disk mid-append), "
+                             "ended by a later writer; skipped");
             return RF_LEDGER_TORN;
         }
         break;

@@ -6,20 +6,47 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ledger_internal.h"
+#include "retryfreeze/input.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct rf_ledger {
     int fd;
+    bool torn; /* the file may end in a fragment (a short write): the next line starts with "\n" */
     rf_ledger_fsync fsync_mode;
     char *line;      /* scratch buffer: the record plus '\n', reused across appends */
-    size_t line_cap; /* its size; never more than RF_LEDGER_MAX_LINE + 1 */
+    size_t line_cap; /* its size; RF_LEDGER_MAX_LINE + 1 for the longest line (+ 1 after a torn write) */
     char path[];     /* for error messages */
 };
+
+/*
+ * A file whose last byte is not a newline ends in a fragment: a writer killed mid-append, or a short write on
+ * a full disk. Appending to it would glue the next line onto the fragment and lose both, so the fragment is
+ * terminated first with one write(2) of "\n"; readers then report it as a torn line and read on.
+ */
+static rf_status terminate_torn_line(rf_ledger *l, rf_error *err) {
+    struct stat st;
+    char last;
+    if (fstat(l->fd, &st) != 0 || st.st_size == 0) return RF_OK;
+    ssize_t n;
+    do {
+        n = pread(l->fd, &last, 1, st.st_size - 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || last == '\n') return RF_OK;
+    do {
+        n = write(l->fd, "\n", 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) {
+        rfi_ledger_errno_error(err, l->path, n < 0 ? errno : EIO, "cannot terminate the torn last line of ledger");
+        return RF_EIO;
+    }
+    return RF_OK;
+}
 
 rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger **out, rf_error *err) {
     if (!path || !out) {
@@ -42,11 +69,18 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
     l->fsync_mode = fsync_mode;
     l->line = NULL;
     l->line_cap = 0;
-    l->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (l->fd < 0) {
-        rfi_ledger_errno_error(err, path, errno, "cannot open ledger");
+    l->torn = false;
+    l->fd = -1;
+    /* Regular files only: a FIFO without a reader is refused at once instead of blocking open(2). */
+    rf_status st = rf_input_open(path, O_RDWR | O_APPEND | O_CREAT, "ledger", &l->fd, err);
+    if (st == RF_EIO && errno == EACCES) /* write-only permission: append without the torn-line check */
+        st = rf_input_open(path, O_WRONLY | O_APPEND | O_CREAT, "ledger", &l->fd, err);
+    else if (st == RF_OK)
+        st = terminate_torn_line(l, err);
+    if (st != RF_OK) {
+        if (l->fd >= 0) close(l->fd);
         free(l);
-        return RF_EIO;
+        return st;
     }
     *out = l;
     return RF_OK;
@@ -85,29 +119,34 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     if (!json) {
         return status;
     }
-    if (!reserve(l, len + 1)) {
+    size_t lead = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
+    if (!reserve(l, lead + len + 1)) {
         cJSON_free(json);
         rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
         return RF_ENOMEM;
     }
-    memcpy(l->line, json, len);
-    l->line[len] = '\n';
+    l->line[0] = '\n';
+    memcpy(l->line + lead, json, len);
+    l->line[lead + len] = '\n';
     cJSON_free(json);
+    size_t total = lead + len + 1;
 
     ssize_t n;
     do { /* EINTR means nothing was written (a partial write returns its count), so retrying is safe */
-        n = write(l->fd, l->line, len + 1);
+        n = write(l->fd, l->line, total);
     } while (n < 0 && errno == EINTR);
     if (n < 0) {
         rfi_ledger_errno_error(err, l->path, errno, "cannot append to ledger");
         return RF_EIO;
     }
-    if ((size_t)n != len + 1) {
+    if ((size_t)n != total) {
+        if (n > 0) l->torn = !(lead == 1 && n == 1); /* only the "\n" went out: the old fragment ended, no new one */
         rfi_ledger_error(err, l->path, 0, 0,
                          "short write to ledger %s: %zd of %zu bytes written, the line is torn (disk full?)", l->path,
-                         n, len + 1);
+                         n, total);
         return RF_EIO;
     }
+    l->torn = false;
     if (l->fsync_mode == RF_LEDGER_FSYNC_LINE) {
         int rc;
         do {

@@ -3,6 +3,7 @@
 --- effective policy. Exit 0 when valid (and every row passes), 1 when a row fails, 2 when the lock or the
 --- table is invalid or unreadable.
 local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
 local cli_args = require "retryfreeze.cli.args"
 local decision_table = require "retryfreeze.decision_table"
 
@@ -23,10 +24,8 @@ M.options = spec
 
 -- Reads, parses and runs the table: results, or nil, message.
 local function run_table(policy, opts)
-  local f, ferr = io.open(opts.table, "rb")
-  if not f then return nil, ferr end
-  local text = f:read("a")
-  f:close()
+  local text, ferr = core.read_file(opts.table, core.TABLE_MAX_BYTES, "decision table")
+  if not text then return nil, ferr end
   local tbl, why = decision_table.parse(text, opts.table)
   if not tbl then return nil, "malformed table: " .. why end
   local results

@@ -99,7 +99,7 @@ function M.run(args, out, err)
     err:write("retryfreeze gate: ", serr, "\n")
     return 2
   end
-  for path, line in pairs(s.torn) do err:write("retryfreeze gate: note: torn last line ", path, ":", line, "\n") end
+  for path, line in pairs(s.torn) do err:write("retryfreeze gate: note: torn line ", path, ":", line, "\n") end
   if s.corrupt_lines > 0 then
     err:write("retryfreeze gate: note: ", s.corrupt_lines, " corrupt lines skipped\n")
   end

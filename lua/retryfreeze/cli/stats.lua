@@ -16,7 +16,7 @@ local M = {
     .. "  --format F      text (the default), json, or openmetrics: metrics text for Prometheus (counters,\n"
     .. "                  ratio gauges and a request-duration histogram in seconds, by route; ends in # EOF)\n"
     .. "  --skip-corrupt  count and skip corrupt lines (default: stop at the first, naming file and line)\n"
-    .. "  A torn last line (a write cut short) is reported, never counted as a request.\n"
+    .. "  A torn line (a write cut short) is reported and skipped, never counted as a request.\n"
     .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
 }
 

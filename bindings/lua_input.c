@@ -1,0 +1,83 @@
+/*
+ * core.read_file(path, cap [, what]) → text, or nil, message, kind: the one reader of whole input files for the
+ * Lua library (decision tables, pairing logs, locks read as text), over rf_input_read (retryfreeze/input.h):
+ * regular files only, never more than cap bytes. Also the caps: core.LOCK_MAX_BYTES, core.TABLE_MAX_BYTES,
+ * core.LOG_MAX_BYTES.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "lua_retryfreeze.h"
+#include "retryfreeze/input.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TEXT_MT "retryfreeze.InputText"
+
+/* The buffer rf_input_read returned, owned by a userdata until its bytes are a Lua string: if pushing the
+ * string raises (out of memory), __gc frees it. */
+typedef struct text_box {
+    char *text;
+} text_box;
+
+static int l_text_gc(lua_State *L) {
+    text_box *b = luaL_checkudata(L, 1, TEXT_MT);
+    rf_input_free(b->text);
+    b->text = NULL;
+    return 0;
+}
+
+/*
+ * core.read_file(path, cap [, what]): path a string without NUL bytes, cap a byte count ≥ 0, what the input's
+ * name in messages (default "file"). Returns the whole text (NUL bytes kept), or nil, message, kind where
+ * message names the file ("cannot open pairing log x: No such file or directory", "… it is a FIFO, not a
+ * regular file", "decision table x is over the 4194304 byte limit") and kind is "missing" (no such file),
+ * "refused" (not a regular file, or over the cap) or "unreadable" (another I/O error). Raises on a bad
+ * argument or when out of memory.
+ */
+static int l_read_file(lua_State *L) {
+    size_t path_len;
+    const char *path = luaL_checklstring(L, 1, &path_len);
+    lua_Integer cap = luaL_checkinteger(L, 2);
+    const char *what = luaL_optstring(L, 3, "file");
+    luaL_argcheck(L, cap >= 0, 2, "the cap must be at least 0");
+    if (strlen(path) != path_len) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "cannot open %s %s: the path contains a NUL byte", what, path);
+        lua_pushliteral(L, "refused");
+        return 3;
+    }
+    text_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->text = NULL;
+    luaL_setmetatable(L, TEXT_MT);
+    size_t len = 0;
+    rf_error err;
+    rf_status st = rf_input_read(path, (size_t)cap, what, &box->text, &len, &err);
+    if (st == RF_ENOMEM) return luaL_error(L, "%s", err.message);
+    if (st != RF_OK) {
+        struct stat sb;
+        bool missing = st == RF_EIO && stat(path, &sb) != 0 && errno == ENOENT;
+        lua_pushnil(L);
+        lua_pushstring(L, err.message);
+        lua_pushstring(L, missing ? "missing" : st == RF_EINVAL ? "refused" : "unreadable");
+        return 3;
+    }
+    lua_pushlstring(L, box->text, len);
+    rf_input_free(box->text);
+    box->text = NULL;
+    return 1;
+}
+
+void rfl_open_input(lua_State *L) {
+    luaL_newmetatable(L, TEXT_MT);
+    lua_pushcfunction(L, l_text_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, TEXT_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_read_file);
+    lua_setfield(L, -2, "read_file");
+    rfl_set_int(L, "LOCK_MAX_BYTES", RF_LOCK_MAX_BYTES);
+    rfl_set_int(L, "TABLE_MAX_BYTES", RF_TABLE_MAX_BYTES);
+    rfl_set_int(L, "LOG_MAX_BYTES", RF_LOG_MAX_BYTES);
+}
