@@ -49,9 +49,17 @@ static int memfile(const void *data, size_t size, char path[64]) {
 
 static bool same_str(const char *a, const char *b) { return (a == NULL) == (b == NULL) && (!a || !strcmp(a, b)); }
 
-static void check_same_record(const rf_ledger_record *a, const rf_ledger_record *b) {
+/* The writer redacts the path's query values: up to and including the first '?' the path is kept, and a path
+ * without '?' is kept whole. Exact equality (redacted == false) holds for a record that was written once. */
+static bool same_path(const char *a, const char *b, bool redacted) {
+    const char *q = strchr(a, '?');
+    if (!redacted || q == NULL) return strcmp(a, b) == 0;
+    return strncmp(a, b, (size_t)(q - a) + 1) == 0;
+}
+
+static void check_same_record(const rf_ledger_record *a, const rf_ledger_record *b, bool redacted) {
     FZ_CHECK(a->ts_ms == b->ts_ms && same_str(a->route, b->route) && same_str(a->method, b->method) &&
-                 same_str(a->path, b->path) && same_str(a->key, b->key) && same_str(a->policy, b->policy) &&
+                 same_path(a->path, b->path, redacted) && same_str(a->key, b->key) && same_str(a->policy, b->policy) &&
                  a->attempts == b->attempts && a->elapsed_ms == b->elapsed_ms && same_str(a->outcome, b->outcome) &&
                  same_str(a->reason, b->reason) && a->ok == b->ok && a->status == b->status &&
                  a->body_len == b->body_len && a->n_tries == b->n_tries,
@@ -65,11 +73,14 @@ static void check_same_record(const rf_ledger_record *a, const rf_ledger_record 
     }
 }
 
-/* Writes rec with rf_ledger_format and reads the line back with a second reader. */
-static void check_round_trip(const rf_ledger_record *rec, long line) {
+/* Writes rec with rf_ledger_format and reads the line back with a second reader; then once more from what was
+ * read back, which must come back exactly (the redaction of query values is idempotent). */
+static void check_round_trip(const rf_ledger_record *rec, long line, bool first) {
     rf_error err;
     memset(&err, 0, sizeof err);
     long len = rf_ledger_format(rec, line_buf, (size_t)RF_LEDGER_MAX_LINE + 1, &err);
+    /* Redaction may lengthen a path by up to 256 bytes: a line near the limit may then be refused as too long. */
+    if (len < 0 && first && strchr(rec->path, '?') != NULL && strcmp(err.path, "$") == 0) return;
     FZ_CHECK(len >= 0, "line %ld was read as a record, but the writer refuses it: %s: %s", line, err.path, err.message);
     line_buf[len] = '\n';
     char path[64];
@@ -80,7 +91,8 @@ static void check_round_trip(const rf_ledger_record *rec, long line) {
     rf_ledger_read_status st = rf_ledger_reader_next(r, &back, &err);
     FZ_CHECK(st == RF_LEDGER_RECORD, "the writer's line for line %ld does not read back (%d: %s)\n  %.*s", line,
              (int)st, err.message, (int)len, line_buf);
-    check_same_record(rec, &back);
+    check_same_record(rec, &back, first);
+    if (first) check_round_trip(&back, line, false);
     FZ_CHECK(rf_ledger_reader_next(r, &back, &err) == RF_LEDGER_END, "more than one line written");
     rf_ledger_reader_close(r);
     close(fd);
@@ -131,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK(line == answers, "answer %ld is for line %ld", answers, line);
         if (st == RF_LEDGER_RECORD) {
             check_record(&rec, line);
-            check_round_trip(&rec, line);
+            check_round_trip(&rec, line, true);
             continue;
         }
         FZ_CHECK(st == RF_LEDGER_CORRUPT || st == RF_LEDGER_TORN, "status %d", (int)st);

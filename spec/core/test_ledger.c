@@ -237,6 +237,32 @@ static void test_format_escapes_strings(void **state) {
     assert_contains(buf, "\"path\":\"/a\\\"b\\\\c\\u0001\\n\xc3\xa9\",");
 }
 
+/* Issue 10: a secret in the path's query (?api_key=SECRET) never reaches the ledger; the names stay. */
+static void test_format_redacts_query_values(void **state) {
+    (void)state;
+    static const struct {
+        const char *path, *recorded;
+    } cases[] = {
+        {"/echo/2?api_key=SECRET", "/echo/2?api_key=REDACTED"},
+        {"/a?x=1&token=abc&flag&&y=", "/a?x=REDACTED&token=REDACTED&REDACTED&&y=REDACTED"},
+        {"/a?", "/a?"},
+        {"/a?=v", "/a?=REDACTED"},
+        {"/a/b", "/a/b"},
+        {"/a?k=v?w=x", "/a?k=REDACTED"},
+        {"/a?b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b&b", "/a?REDACTED"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rf_ledger_record rec = sample();
+        char buf[2048], want[256];
+        rf_error err = {0};
+        rec.path = cases[i].path;
+        assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+        snprintf(want, sizeof want, "\"path\":\"%s\",", cases[i].recorded);
+        assert_contains(buf, want);
+        assert_null(strstr(buf, "SECRET"));
+    }
+}
+
 static void test_format_buffer_capacity(void **state) {
     (void)state;
     rf_ledger_record rec = sample();
@@ -277,8 +303,8 @@ static void test_round_trip(void **state) {
     }
     recs[2].elapsed_ms = MAX_SAFE;
     recs[2].body_len = -MAX_SAFE;
-    recs[2].path = "/q?a=\"1\"&b=\\\t\xe2\x82\xac\xf0\x9f\x98\x80";
-    recs[3] = sample(); /* refused before any attempt: no tries */
+    recs[2].path = "/q/a=\"1\"&b=\\\t\xe2\x82\xac\xf0\x9f\x98\x80"; /* no "?": nothing redacted */
+    recs[3] = sample();                                             /* refused before any attempt: no tries */
     recs[3].n_tries = 0;
     recs[3].attempts = 0;
     recs[3].ts_ms = 0;
@@ -916,6 +942,7 @@ int main(void) {
         cmocka_unit_test(test_format_key_null_and_timestamps),
         cmocka_unit_test(test_format_integers_stay_integers),
         cmocka_unit_test(test_format_escapes_strings),
+        cmocka_unit_test(test_format_redacts_query_values),
         cmocka_unit_test(test_format_buffer_capacity),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_append_keeps_earlier_lines),

@@ -4,12 +4,17 @@
  * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent).
  * Integers are emitted as raw number tokens ("%" PRId64): cJSON's own number printer goes through a double
  * and "%1.15g", which prints 1e15 as "1e+15" and 2^53 as "9.00719925474099e+15" (lossy).
+ * The path is recorded with every query value replaced by REDACTED (redacted_path): query strings carry
+ * secrets (?api_key=…), and the ledger stores none.
  */
 #include "ledger_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define REDACTED "REDACTED"
 
 static bool safe_int(int64_t v) { return v >= -RFI_LEDGER_MAX_SAFE_INT && v <= RFI_LEDGER_MAX_SAFE_INT; }
 
@@ -135,6 +140,51 @@ static bool put_try(cJSON *tries, const rf_ledger_try *t) {
            (t->retry_after_header == NULL || put(obj, "retry_after_header", cJSON_CreateString(t->retry_after_header)));
 }
 
+/*
+ * A malloc'd copy of path with each query value (after the first '?', the text after '=' in every
+ * '&'-separated part, or the whole part when it has no '=') replaced by REDACTED; names are kept, empty parts
+ * stay empty. "/a?api_key=SECRET&x" → "/a?api_key=REDACTED&REDACTED". A query of many tiny parts, which this
+ * would lengthen by more than 256 bytes, is recorded as one "?REDACTED". NULL when out of memory.
+ */
+static char *redacted_path(const char *path) {
+    size_t len = strlen(path);
+    const char *q = strchr(path, '?'), *end = path + len;
+    size_t cap = len + 1;
+    for (const char *p = q ? q + 1 : end; p < end;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *part_end = amp ? amp : end;
+        if (part_end > p) cap += sizeof REDACTED - 1;
+        p = part_end + 1;
+    }
+    size_t o = q ? (size_t)(q - path) + 1 : len;
+    bool whole = cap > len + 1 + 256;
+    if (whole) cap = o + sizeof REDACTED;
+    char *out = malloc(cap);
+    if (out == NULL) return NULL;
+    memcpy(out, path, o);
+    if (whole) {
+        memcpy(out + o, REDACTED, sizeof REDACTED);
+        return out;
+    }
+    for (const char *p = q ? q + 1 : end; p < end;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *part_end = amp ? amp : end;
+        if (part_end > p) {
+            const char *eq = memchr(p, '=', (size_t)(part_end - p));
+            if (eq != NULL) {
+                memcpy(out + o, p, (size_t)(eq - p) + 1);
+                o += (size_t)(eq - p) + 1;
+            }
+            memcpy(out + o, REDACTED, sizeof REDACTED - 1);
+            o += sizeof REDACTED - 1;
+        }
+        if (amp) out[o++] = '&';
+        p = part_end + 1;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 static cJSON *build(const rf_ledger_record *rec) {
     char ts[RFI_LEDGER_TS_LEN + 1];
     cJSON *root = cJSON_CreateObject();
@@ -146,13 +196,16 @@ static cJSON *build(const rf_ledger_record *rec) {
         return NULL;
     }
     rfi_ledger_ts_format(rec->ts_ms, ts);
-    bool ok = put(root, "ts", cJSON_CreateString(ts)) && put(root, "route", cJSON_CreateString(rec->route)) &&
-              put(root, "method", cJSON_CreateString(rec->method)) &&
-              put(root, "path", cJSON_CreateString(rec->path)) && put_string_or_null(root, "key", rec->key) &&
-              put(root, "policy", cJSON_CreateString(rec->policy)) && put_int(root, "attempts", rec->attempts) &&
-              put_int(root, "elapsed_ms", rec->elapsed_ms) && put(root, "outcome", cJSON_CreateString(rec->outcome)) &&
+    char *path = redacted_path(rec->path);
+    bool ok = path != NULL && put(root, "ts", cJSON_CreateString(ts)) &&
+              put(root, "route", cJSON_CreateString(rec->route)) &&
+              put(root, "method", cJSON_CreateString(rec->method)) && put(root, "path", cJSON_CreateString(path)) &&
+              put_string_or_null(root, "key", rec->key) && put(root, "policy", cJSON_CreateString(rec->policy)) &&
+              put_int(root, "attempts", rec->attempts) && put_int(root, "elapsed_ms", rec->elapsed_ms) &&
+              put(root, "outcome", cJSON_CreateString(rec->outcome)) &&
               put(root, "reason", cJSON_CreateString(rec->reason)) && put(root, "ok", cJSON_CreateBool(rec->ok)) &&
               put_int(root, "status", rec->status) && put_int(root, "body_len", rec->body_len);
+    free(path);
     if (ok) {
         ok = put(root, "tries", tries); /* from here on, root owns tries */
     } else {
