@@ -422,6 +422,9 @@ static int l_responses_gc(lua_State *L) {
 static int k_request(lua_State *L, int status, lua_KContext ctx) {
     (void)status;
     lpending *lp = lua_touserdata(L, (int)ctx);
+    if (!rf_pending_done(lp->p)) /* resumed by someone else: its response is not there yet */
+        return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
+                             "by retryfreeze.scheduler only)");
     push_response(L, &lp->resp);
     rf_pending_free(lp->p);
     lp->p = NULL;

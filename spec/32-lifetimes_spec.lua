@@ -143,6 +143,48 @@ describe("lifetimes and re-entrancy (issue 10)", function()
     end)
   end)
 
+  describe("scheduled flows", function()
+    it("a flow resumed by another flow before its response is ready raises; the others go on", function()
+      local out = clean(run_lua([[
+        local scheduler = require "retryfreeze.scheduler"
+        local c = rf.client{ policy = LOCK, base_url = URL }
+        local first
+        local errors = {}
+        local failed = scheduler.run(c, 3, 3, function(i)
+          if i == 1 then
+            first = coroutine.running()
+            c:request{ method = "GET", path = "/echo/1", headers = { ["X-Fault-Script"] = "200;delay=100" } }
+          elseif i == 2 then
+            print(coroutine.resume(first))
+          else
+            print(c:request{ method = "GET", path = "/echo/3" }.status)
+          end
+        end, function(i, ok, err) if not ok then errors[#errors + 1] = i .. " " .. tostring(err) end end)
+        print(failed, c:in_flight(), #errors)
+        c:close()
+      ]], up.url, 20))
+      -- Flow 1 died of that error; the scheduler reports it (resuming a dead flow) once its request is done.
+      assert.matches("^false\t[^\n]*resumed before its response was ready[^\n]*\n200\n1\t0\t1\n$", out)
+    end)
+
+    it("client:all inside a scheduled flow while other flows' requests are in flight raises", function()
+      local out = clean(run_lua([[
+        local scheduler = require "retryfreeze.scheduler"
+        local c = rf.client{ policy = LOCK, base_url = URL }
+        local msgs = {}
+        local failed = scheduler.run(c, 2, 2, function(i)
+          if i == 1 then
+            c:request{ method = "GET", path = "/echo/1", headers = { ["X-Fault-Script"] = "200;delay=100" } }
+          else
+            c:all{ { method = "GET", path = "/echo/2" } }
+          end
+        end, function(i, ok, err) if not ok then msgs[#msgs + 1] = i .. " " .. tostring(err) end end)
+        print(failed, table.concat(msgs, ";"))
+      ]], up.url, 20))
+      assert.matches("^1\t2 [^\n]*client:all: 1 scheduled requests of this client are in flight\n$", out)
+    end)
+  end)
+
   describe("a ledger a client holds", function()
     it("is not closed under the client: ledger:close() answers nil, why; the client keeps recording", function()
       local path = os.tmpname()

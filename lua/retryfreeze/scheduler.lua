@@ -2,6 +2,9 @@
 --- while its transfer is in flight; curl multi drives every transfer (no threads, no processes).
 local M = {}
 
+-- Flows resumed between two passes over the transfers (client:_run(0)).
+local PUMP_EVERY <const> = 8
+
 --- Runs `count` flows with at most `concurrency` in flight.
 -- @param client a retryfreeze client (its on_attempt hooks are not available inside scheduled flows)
 -- @param count integer: flows to run, flow(i) for i = 1..count
@@ -44,10 +47,19 @@ function M.run(client, count, concurrency, flow, on_done)
   local ok, err = pcall(function()
     while next_i <= count and client:in_flight() < concurrency do spawn() end
     while client:in_flight() > 0 do
-      for _, ticket in ipairs(client:_run(100)) do
-        local w = waiting[ticket]
-        waiting[ticket] = nil
+      local done = client:_run(100)
+      local k = 1
+      while done[k] do
+        local w = waiting[done[k]]
+        waiting[done[k]] = nil
         step(w[1], w[2])
+        -- Resuming flows runs Lua while other transfers wait: drive them between flows too, so that a
+        -- per-try timeout or a deadline is noticed when it passes, not after a whole batch of flows.
+        if k % PUMP_EVERY == 0 then
+          local more = client:_run(0)
+          table.move(more, 1, #more, #done + 1, done)
+        end
+        k = k + 1
       end
       while next_i <= count and client:in_flight() < concurrency do spawn() end
     end

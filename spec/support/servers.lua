@@ -76,8 +76,9 @@ local function pid_in(path) return math.tointeger(tonumber((M.read_file(path):ma
 --- Starts nginx with the server blocks servers(ports) returns, where ports is a list of n random ports;
 --- retries other ports when a bind fails. nginx binds before it daemonizes, so exit status 0 = listening.
 --- The access log (format "method uri request_length protocol connection") is at ng.access.
+--- opts: {worker_connections = 64}.
 -- @return {dir=, ports=, access=, stop=, log_lines=} or nil, message
-function M.nginx(n, servers)
+function M.nginx(n, servers, opts)
   assert(M.nginx_bin, "nginx not installed")
   local dir = M.temp_dir("net-nginx")
   local last
@@ -93,7 +94,7 @@ worker_processes 1;
 pid @DIR@/nginx.pid;
 lock_file @DIR@/nginx.lock;
 error_log @DIR@/error.log notice;
-events { worker_connections 64; }
+events { worker_connections @WC@; }
 http {
   log_format rf '$request_method $request_uri $request_length $server_protocol $connection $http_authorization|$http_cookie|$http_user_agent';
   access_log @DIR@/access.log rf;
@@ -104,7 +105,8 @@ http {
   scgi_temp_path @DIR@/scgi;
 @SERVERS@
 }
-]]):gsub("@SERVERS@", function() return servers(ports, dir) end):gsub("@DIR@", dir)))
+]]):gsub("@SERVERS@", function() return servers(ports, dir) end):gsub("@DIR@", dir)
+      :gsub("@WC@", tostring(math.tointeger(opts and opts.worker_connections or 64)))))
     local cmd = table.concat({ shell_quote(M.nginx_bin), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
       "2>" .. shell_quote(dir .. "/start.err") }, " ")
     if os.execute(cmd) then

@@ -195,6 +195,9 @@ RF_API size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, siz
 /* Requests started and not yet reported done. */
 RF_API size_t rf_client_pending(const rf_client *c);
 
+/* True once rf_client_run has reported the pending request done (its response is then complete). */
+RF_API bool rf_pending_done(const rf_pending *p);
+
 /* True when the pending request's hook reported an error. */
 RF_API bool rf_pending_hook_failed(const rf_pending *p);
 

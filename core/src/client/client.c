@@ -170,23 +170,30 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
     size_t n_done = 0;
     for (;;) {
         int64_t now = rfi_mono_ms(), next_wake = -1;
+        bool added = false;
         for (rf_pending *p = c->first, *next; p != NULL; p = next) {
             next = p->next;
             rfi_flow *f = &p->flow;
             if (f->state == RFI_FLOW_WAITING && f->wake_ms <= now) f->state = RFI_FLOW_READY;
             if (f->state == RFI_FLOW_READY && rfi_flow_begin_attempt(f)) {
                 curl_multi_add_handle(c->multi, f->easy);
-                p->in_multi = true;
+                p->in_multi = added = true;
             }
-            if (f->state == RFI_FLOW_WAITING && (next_wake < 0 || f->wake_ms < next_wake)) next_wake = f->wake_ms;
+            int64_t wake = f->state == RFI_FLOW_WAITING     ? f->wake_ms
+                           : f->state == RFI_FLOW_IN_FLIGHT ? f->attempt_start_ms + f->timeout_ms
+                                                            : -1;
+            if (wake >= 0 && (next_wake < 0 || wake < next_wake)) next_wake = wake;
             if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
                 p->reported = true;
                 unlink_pending(p);
                 done[n_done++] = p;
             }
         }
-        if (n_done > 0 || c->first == NULL) break;
         int running = 0;
+        if (n_done > 0 || c->first == NULL) {
+            if (added) curl_multi_perform(c->multi, &running); /* start them now: their timers run from here */
+            break;
+        }
         curl_multi_perform(c->multi, &running);
         CURLMsg *msg;
         int left;
@@ -204,8 +211,19 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
                 progressed = true;
             }
         }
-        if (progressed) continue;
+        /* libcurl checks a transfer's timer only when driven, and from when it first drove it: an attempt still
+         * in flight past its own per-try timeout (the caller was busy between calls) ends here, as a timeout.
+         * After the messages are drained, so no message can name a handle removed here. */
         now = rfi_mono_ms();
+        for (rf_pending *p = c->first; p != NULL; p = p->next) {
+            if (!p->in_multi || !rfi_flow_overdue(&p->flow, now)) continue;
+            curl_multi_remove_handle(c->multi, p->flow.easy);
+            p->in_multi = false;
+            p->flow.timed_out = true;
+            rfi_flow_end_attempt(&p->flow, CURLE_OPERATION_TIMEDOUT);
+            progressed = true;
+        }
+        if (progressed) continue;
         if (now >= until) break;
         int64_t wait = until - now;
         if (next_wake >= 0 && next_wake - now < wait) wait = next_wake - now < 0 ? 0 : next_wake - now;
@@ -215,6 +233,8 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
 }
 
 size_t rf_client_pending(const rf_client *c) { return c ? c->n_pending : 0; }
+
+bool rf_pending_done(const rf_pending *p) { return p && p->reported; }
 
 bool rf_pending_hook_failed(const rf_pending *p) { return p && p->flow.hook_failed; }
 

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "client_internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,8 +95,18 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
     return CURL_PREREQFUNC_OK;
 }
 
+bool rfi_flow_overdue(const rfi_flow *f, int64_t now_ms) {
+    return f->state == RFI_FLOW_IN_FLIGHT && now_ms >= f->attempt_start_ms + f->timeout_ms;
+}
+
+/* Stops reading a body once the per-try timeout has passed (issue 10: a large body at high concurrency read
+ * on past the deadline, because libcurl checks its timer only between reads); 0 aborts the transfer. */
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     rfi_flow *f = ud;
+    if (rfi_flow_overdue(f, rfi_mono_ms())) {
+        f->timed_out = true;
+        return 0;
+    }
     return buf_append(&f->body, data, size * n) ? size * n : 0; /* 0 aborts: over max_body_bytes */
 }
 
@@ -293,6 +304,7 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     curl_easy_setopt(e, CURLOPT_PREREQDATA, f);
     f->sends = f->responses = 0;
     f->resend_blocked = false;
+    f->timed_out = false;
     if (strcmp(method, "GET") == 0 && body == NULL) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(method, "HEAD") == 0) {
@@ -317,6 +329,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     curl_easy_getinfo(f->easy, CURLINFO_OS_ERRNO, &os_errno);
     rf_transport transport = rf_transport_from_curl((int)rc, os_errno);
     if (rc == CURLE_WRITE_ERROR && f->body.overflow) transport = RF_TRANSPORT_OTHER;
+    if (f->timed_out) transport = RF_TRANSPORT_TIMEOUT; /* cut by the client at its per-try timeout */
     bool resend_blocked = rc == CURLE_ABORTED_BY_CALLBACK && f->resend_blocked;
     if (resend_blocked) transport = RF_TRANSPORT_CONNECT_RESET; /* the reused connection died unanswered */
     if (status < 100 || status > 599) status = 0;
@@ -333,7 +346,9 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     t->delay_ms = f->delay_ms;
     t->timeout_ms = f->timeout_ms;
     if (rc != CURLE_OK) {
-        if (f->body.overflow)
+        if (f->timed_out)
+            snprintf(t->error, sizeof t->error, "per-try timeout of %" PRId64 " ms passed", f->timeout_ms);
+        else if (f->body.overflow)
             snprintf(t->error, sizeof t->error, "response body over max_body_bytes (%zu)", f->body.max);
         else if (resend_blocked)
             snprintf(t->error, sizeof t->error, "connection closed before a response (libcurl's own resend blocked)");

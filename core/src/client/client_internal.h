@@ -66,6 +66,7 @@ typedef struct rfi_flow {
     int sends;           /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
     int responses;       /* response status lines received in this attempt */
     bool resend_blocked; /* libcurl's own resend was aborted */
+    bool timed_out;      /* the client itself ended the attempt at its per-try timeout (rfi_flow_overdue) */
     int requests;        /* HTTP requests sent so far (attempts + followed hops): the response's attempts */
     /* The redirect being followed (client_redirect.c); all reset when an attempt starts from the top. */
     char *hop_url;                  /* NULL: the request's own URL */
@@ -116,6 +117,9 @@ bool rfi_redirect_status(int status);
 bool rfi_redirect_prepare(rfi_flow *f, int status, const char *location);
 /* Forgets the hop state: the next request is the request itself. */
 void rfi_redirect_reset(rfi_flow *f);
+/* True when an in-flight attempt has run past its per-try timeout (attempt start + timeout_ms): the caller
+ * ends it with rfi_flow_end_attempt(f, CURLE_OPERATION_TIMEDOUT) after marking it timed_out. */
+bool rfi_flow_overdue(const rfi_flow *f, int64_t now_ms);
 /* Frees the flow's own resources (not the response). */
 void rfi_flow_cleanup(rfi_flow *f);
 

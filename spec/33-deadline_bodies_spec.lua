@@ -1,0 +1,61 @@
+-- Issue 10 fault 11: at concurrency 100 with large response bodies arriving, no request outlives its
+-- deadline by more than 50 ms. A quarter of the flows fetch an 8 MiB body that nginx sends at 10 MB/s (it
+-- cannot arrive within the 300 ms per-try timeout); the client stops reading each body when its per-try
+-- timeout passes instead of reading on until libcurl next looks at its timer.
+local rf = require "retryfreeze"
+local scheduler = require "retryfreeze.scheduler"
+local servers = require "spec.support.servers"
+
+local BUDGET_MS <const> = 400
+local LOCK <const> = ([[{"version":1,"defaults":{"maxAttempts":2,"perAttemptTimeoutMs":300,"totalBudgetMs":%d,
+  "minAttemptMs":20,"retryable":["TIMEOUT"],"backoff":{"baseMs":5,"maxMs":10}},
+  "routes":[{"endpoint":"GET /big/*"},{"endpoint":"GET /small/*"}]}]]):format(BUDGET_MS)
+
+if not servers.nginx_bin then
+  describe("the deadline with large bodies", function() pending("nginx not installed (bash .ci/deps)") end)
+  return
+end
+
+describe("the deadline with large bodies at concurrency 100", function()
+  local ng
+
+  setup(function()
+    local err
+    ng, err = servers.nginx(1, function(ports, dir)
+      servers.sh("head -c 8388608 /dev/zero > " .. servers.shell_quote(dir .. "/big.bin"))
+      return table.concat({
+        "server {",
+        "  listen 127.0.0.1:" .. ports[1] .. " backlog=512;",
+        "  access_log off;",
+        "  location /big/ { alias " .. dir .. "/; try_files /big.bin =404; limit_rate 10m; }",
+        "  location /small/ { return 200 \"small\\n\"; }",
+        "}",
+      }, "\n")
+    end, { worker_connections = 512 })
+    assert(ng, err)
+  end)
+
+  teardown(function() if ng then ng.stop() end end)
+
+  it("400 flows, a quarter with 8 MiB bodies: none outlives totalBudgetMs + 50 ms", function()
+    local policy = assert(rf.load_string(LOCK, "33-deadline.lock"))
+    local client = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. ng.ports[1], rng_seed = 5,
+      max_body_bytes = 64 * 1024 * 1024 }
+    local worst, overruns, outcomes = 0, 0, {}
+    local failed = scheduler.run(client, 400, 100, function(i)
+      local big = i % 4 == 0
+      local r = client:request{ method = "GET", path = (big and "/big/" or "/small/") .. i }
+      if r.elapsed_ms > worst then worst = r.elapsed_ms end
+      if r.elapsed_ms > BUDGET_MS + 50 then overruns = overruns + 1 end
+      -- A big body never arrives in time: the second attempt ends at the deadline (or is the last one).
+      local key = big and ((r.outcome == "deadline" or r.reason == "max-attempts") and "big stopped in time"
+        or ("big " .. r.outcome .. " " .. r.reason .. " " .. r.tries[#r.tries].transport))
+        or ("small " .. r.outcome)
+      outcomes[key] = (outcomes[key] or 0) + 1
+    end)
+    client:close()
+    assert.equal(0, failed)
+    assert.equal(0, overruns, "worst " .. worst .. " ms")
+    assert.same({ ["small success"] = 300, ["big stopped in time"] = 100 }, outcomes)
+  end)
+end)
