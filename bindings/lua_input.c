@@ -2,7 +2,7 @@
  * core.read_file(path, cap [, what]) → text, or nil, message, kind: the one reader of whole input files for the
  * Lua library (decision tables, pairing logs, locks read as text), over rf_input_read (retryfreeze/input.h):
  * regular files only, never more than cap bytes. Also the caps: core.LOCK_MAX_BYTES, core.TABLE_MAX_BYTES,
- * core.LOG_MAX_BYTES.
+ * core.LOG_MAX_BYTES, core.SCRIPT_MAX_BYTES.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -80,4 +80,5 @@ void rfl_open_input(lua_State *L) {
     rfl_set_int(L, "LOCK_MAX_BYTES", RF_LOCK_MAX_BYTES);
     rfl_set_int(L, "TABLE_MAX_BYTES", RF_TABLE_MAX_BYTES);
     rfl_set_int(L, "LOG_MAX_BYTES", RF_LOG_MAX_BYTES);
+    rfl_set_int(L, "SCRIPT_MAX_BYTES", RF_SCRIPT_MAX_BYTES);
 }

@@ -385,17 +385,19 @@ describe("soak and demo ledgers", function()
     os.remove(path)
   end)
 
-  it("soak and demo refuse a ledger whose last line is torn, and leave it as it was", function()
+  it("soak and demo end a torn last line with a newline and append after it (issue 10 fault 10)", function()
     local text = ok1(7) .. '{"ts":"2026-11-29T17:20:01.123Z","rou'
     for _, cmd in ipairs({ { "demo", "--requests", "2" }, { "soak", h.desk_lock, "--requests", "2" } }) do
       local path = h.temp_file(text)
       cmd[#cmd + 1] = "--ledger"
       cmd[#cmd + 1] = path
       local out, err, code = h.run_cli(table.unpack(cmd))
-      assert.equal(2, code, cmd[1])
-      assert.equal("", out)
-      assert.matches(path .. ":2: the last line is torn", err, 1, true)
-      assert.equal(text, read_all(path))
+      assert.equal(0, code, cmd[1] .. ": " .. err)
+      assert.matches("appended after line 2)", out, 1, true)
+      local after = read_all(path)
+      assert.equal(text .. "\n", after:sub(1, #text + 1))
+      local s = assert(rf.ledger.stats(path))
+      assert.same({ 3, 1, { [path] = 2 } }, { s.requests, s.torn_lines, s.torn })
       os.remove(path)
     end
   end)

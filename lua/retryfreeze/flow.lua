@@ -1,10 +1,21 @@
 --- Running a flow script (a Lua file that uses require "retryfreeze") with an `arg` table as `lua` sets it.
+local core = require "retryfreeze.core"
+
 local M = {}
+
+--- Loads a flow script like loadfile, through core.read_file: a regular file of at most core.SCRIPT_MAX_BYTES
+--- (a FIFO or a device is refused at once instead of blocking the read).
+-- @return the chunk, or nil and a message
+function M.load(path)
+  local text, err = core.read_file(path, core.SCRIPT_MAX_BYTES, "script")
+  if not text then return nil, err end
+  return load(text, "@" .. path, "bt")
+end
 
 --- Runs the script at path with arguments args[1..n]; arg[0] is the script's path.
 -- @return true, or false and an error message (a script that fails to load or raises)
 function M.run(path, args)
-  local chunk, err = loadfile(path)
+  local chunk, err = M.load(path)
   if not chunk then return false, err end
   local arg_table = { [0] = path }
   table.move(args, 1, #args, 1, arg_table)

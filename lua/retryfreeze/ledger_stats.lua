@@ -258,36 +258,19 @@ function M.timeline(paths, tl, opts)
 end
 
 --- Prepares a ledger for a run that appends to it (soak, demo): how many lines it holds now, so that the run's
---- own lines can be summarized apart (stats's after_line). A missing file holds 0 lines. Refuses a file whose
---- last line has no newline (a torn write): appending would bury the torn line in the middle of the ledger.
+--- own lines can be summarized apart (stats's after_line). A missing file holds 0 lines. The lines are counted
+--- by the ledger reader (a regular file only: a FIFO or a device is refused, never read), a torn last line
+--- included: the writer ends it with a newline before its first line (rf.ledger.open), so the run's lines
+--- start after it.
 -- @param path string
--- @return integer lines, or nil, message ("PATH: not a regular file", "PATH:N: the last line is torn …", or
---   the I/O error)
+-- @return integer lines, or nil, message ("cannot open ledger PATH: it is a FIFO, not a regular file", or the
+--   I/O error)
 function M.lines_before_append(path)
-  local f, err, errno = io.open(path, "rb")
-  if not f then
-    if errno == 2 then return 0 end
-    return nil, err
-  end
-  local lines, last = 0, "\n"
-  while true do
-    local chunk, rerr = f:read(1 << 20)
-    if chunk == nil then
-      if rerr then
-        f:close()
-        return nil, path .. ": " .. tostring(rerr)
-      end
-      break
-    end
-    local _, n = chunk:gsub("\n", "")
-    lines, last = lines + n, chunk:sub(-1)
-  end
-  f:close()
-  if last ~= "\n" then
-    return nil, string.format("%s:%d: the last line is torn (no newline); the ledger is append-only, so this run "
-      .. "will not bury it: repair the file or choose another --ledger", path, lines + 1)
-  end
-  return lines
+  local ok, _, info = pcall(core.ledger_tally, path, true)
+  if ok then return info.lines end
+  local err = tostring(_)
+  if err:find(": No such file or directory$") then return 0 end
+  return nil, err
 end
 
 --- Like stats, but raises instead of returning nil, message (used by `retryfreeze demo`).

@@ -17,6 +17,8 @@ extern "C" {
  * A decision table (retryfreeze check --table): 4 MiB. A pairing log (verify, signoff, diff --log): 16 MiB. */
 #define RF_TABLE_MAX_BYTES (4 * 1024 * 1024)
 #define RF_LOG_MAX_BYTES (16 * 1024 * 1024)
+/* A Lua flow script (retryfreeze run, soak --script): 4 MiB. */
+#define RF_SCRIPT_MAX_BYTES (4 * 1024 * 1024)
 
 /*
  * Opens path with open(2) flags (O_RDONLY, or O_WRONLY|O_APPEND|O_CREAT; O_NONBLOCK, O_CLOEXEC and O_NOCTTY

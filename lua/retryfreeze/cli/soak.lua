@@ -122,7 +122,7 @@ function M.run(args, out, err, bindir)
   local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed, retry_budget = true }
   local flow
   if opts.script then
-    local chunk, load_err = loadfile(opts.script)
+    local chunk, load_err = require("retryfreeze.flow").load(opts.script)
     local made = chunk and chunk()
     if type(made) ~= "function" then
       err:write("retryfreeze soak: --script must return function(client, i): ", load_err or type(made), "\n")
