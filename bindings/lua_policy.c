@@ -569,6 +569,58 @@ static int l_match(lua_State *L) {
     return 1;
 }
 
+/* The index of the route whose endpoint is argument idx (exact spelling); raises when there is none. */
+static size_t route_by_endpoint(lua_State *L, const rf_policy *p, int idx) {
+    const char *endpoint = luaL_checkstring(L, idx);
+    size_t n = rf_policy_route_count(p);
+    for (size_t i = 0; i < n; i++) {
+        rf_route_view r;
+        if (rf_policy_route(p, i, &r) == RF_OK && strcmp(r.endpoint, endpoint) == 0) return i;
+    }
+    luaL_argerror(L, idx, lua_pushfstring(L, "no route '%s' in this policy", endpoint));
+    return 0;
+}
+
+/* policy:delay_window(endpoint, attempts) → lo_ms, hi_ms: the backoff window before the retry that follows
+ * attempt `attempts` (rf_backoff_window). */
+static int l_delay_window(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t route = route_by_endpoint(L, p, 2);
+    lua_Integer attempts = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, attempts >= 1 && attempts <= 1000, 3, "attempts must be 1..1000");
+    int64_t lo = 0, hi = 0;
+    rf_backoff_window(p, route, (int)attempts, &lo, &hi);
+    lua_pushinteger(L, lo);
+    lua_pushinteger(L, hi);
+    return 2;
+}
+
+/* policy:class_retryable(endpoint, {status=, transport=}) → whether the route retries that failure class
+ * (rf_policy_class_retryable). */
+static int l_class_retryable(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t route = route_by_endpoint(L, p, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    rf_transport t = RF_TRANSPORT_OK;
+    lua_Integer status = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 3) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        size_t len;
+        if (strcmp(k, "status") == 0)
+            status = int_fact(L, 3, k, 0, 599);
+        else if (strcmp(k, "transport") == 0) {
+            const char *s = str_fact(L, 3, k, &len);
+            if (rf_transport_parse(s, len, &t) != 0)
+                luaL_argerror(L, 3, lua_pushfstring(L, "unknown transport '%s'", s));
+        } else
+            luaL_argerror(L, 3, lua_pushfstring(L, "unknown key '%s' (status, transport)", k));
+        lua_pop(L, 1);
+    }
+    lua_pushboolean(L, rf_policy_class_retryable(p, route, (int)status, t));
+    return 1;
+}
+
 static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"budget", l_budget},
                                           {"classify", l_classify},
@@ -576,6 +628,8 @@ static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"effective_json", l_effective_json},
                                           {"canonical_json", l_canonical_json},
                                           {"match", l_match},
+                                          {"delay_window", l_delay_window},
+                                          {"class_retryable", l_class_retryable},
                                           {NULL, NULL}};
 
 static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {

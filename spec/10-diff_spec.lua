@@ -31,26 +31,22 @@ end
 
 local function jobs(t) return t.routes[1] end
 
--- One case per field: edit(t, old_or_new_value) and the two values; going a → b widens.
+-- One case per effect of the jobs route: edit(t, value) and the two values; going a → b widens.
 local cases = {
   { "maxAttempts", 2, 5, function(t, v) jobs(t).maxAttempts = v end },
   { "perAttemptTimeoutMs", 1000, 1500, function(t, v) jobs(t).perAttemptTimeoutMs = v end },
   { "totalBudgetMs", 4000, 6000, function(t, v) jobs(t).totalBudgetMs = v end },
   { "minAttemptMs", 200, 100, function(t, v) jobs(t).minAttemptMs = v end },
-  { "backoff.baseMs", 100, 50, function(t, v) jobs(t).backoff = { baseMs = v } end },
-  { "backoff.multiplier", 2, 1.5, function(t, v) jobs(t).backoff = { multiplier = v } end },
-  { "backoff.maxMs", 2000, 1000, function(t, v) jobs(t).backoff = { maxMs = v } end },
-  { "backoff.jitter", "equal", "none", function(t, v) jobs(t).backoff = { jitter = v } end },
-  { "backoff.jitter", "full", "equal", function(t, v) jobs(t).backoff = { jitter = v } end },
-  { "backoff.jitter", "decorrelated", "full", function(t, v) jobs(t).backoff = { jitter = v } end },
-  { "backoff.jitter", "decorrelated", "none", function(t, v) jobs(t).backoff = { jitter = v } end },
   { "retryAfter.honor", true, false, function(t, v) jobs(t).retryAfter = { honor = v } end },
   { "retryAfter.maxMs", 3000, 6000, function(t, v) jobs(t).retryAfter = { maxMs = v } end },
   { "retryBudget.maxTokens", 100, 200, function(t, v) t.retryBudget.maxTokens = v end, diff.POLICY },
   { "retryBudget.tokenRatio", 0.5, 1.25, function(t, v) t.retryBudget.tokenRatio = v end, diff.POLICY },
   { "gate.maxRetryRatio", 0.5, 0.75, function(t, v) t.gate.maxRetryRatio = v end, diff.POLICY },
   { "gate.minSuccesses", 10, 50, function(t, v) t.gate.minSuccesses = v end, diff.POLICY },
+  { "gate.minSuccessRate", 0.9, 0.5, function(t, v) t.gate.minSuccessRate = v end, diff.POLICY },
 }
+
+local function lines_of(ta, tb) return diff.lines(diff.compare(load(ta), load(tb))) end
 
 describe("diff.compare", function()
   for _, c in ipairs(cases) do
@@ -61,51 +57,134 @@ describe("diff.compare", function()
       edit(tb, b)
       local pa, pb = load(ta), load(tb)
       local fwd = diff.compare(pa, pb)
-      assert.equal(1, #fwd)
+      assert.equal(1, #fwd, table.concat(diff.lines(fwd), "\n"))
       assert.same({ kind = "widening", route = route, field = field, old = a, new = b }, {
         kind = fwd[1].kind, route = fwd[1].route, field = fwd[1].field, old = fwd[1].old, new = fwd[1].new })
       local back = diff.compare(pb, pa)
       assert.equal(1, #back)
-      assert.equal("narrowing", back[1].kind)
-      assert.equal(field, back[1].field)
-      assert.equal(b, back[1].old)
-      assert.equal(a, back[1].new)
+      assert.same({ "narrowing", field, b, a }, { back[1].kind, back[1].field, back[1].old, back[1].new })
     end)
   end
 
-  local set_cases = {
-    { "retryable", "HTTP_502", "widening", function(t) jobs(t).retryable = { "HTTP_503", "TIMEOUT", "HTTP_502" } end },
-    { "notRetryable", "HTTP_502", "narrowing", function(t) jobs(t).notRetryable = { "HTTP_500", "HTTP_502" } end },
-    { "idempotencyRequired", "PATCH", "narrowing",
-      function(t) jobs(t).idempotencyRequired = { "POST", "DELETE", "PATCH" } end },
-  }
-  for _, c in ipairs(set_cases) do
-    local field, member, kind, edit = c[1], c[2], c[3], c[4]
-    it(string.format("%s +%s is %s, and -%s the reverse", field, member, kind, member), function()
+  describe("delay windows per retry number", function()
+    it("an earlier window widens, a later one narrows (baseMs, multiplier, maxMs)", function()
+      local ta, tb = base(), base()
+      jobs(tb).backoff = { baseMs = 50 }
+      assert.same({ "WIDENING  POST /v1/jobs  backoff.baseMs 100 → 50: delay window retry 1 [50, 100] → [25, 50] ms, "
+        .. "retry 2 [100, 200] → [50, 100] ms" }, lines_of(ta, tb))
+      assert.same({ "NARROWING  POST /v1/jobs  backoff.baseMs 50 → 100: delay window retry 1 [25, 50] → [50, 100] ms, "
+        .. "retry 2 [50, 100] → [100, 200] ms" }, lines_of(tb, ta))
+      tb = base()
+      jobs(tb).backoff = { multiplier = 1.5 }
+      assert.same({ "WIDENING  POST /v1/jobs  backoff.multiplier 2 → 1.5: delay window retry 2 [100, 200] → [75, 150] "
+        .. "ms" }, lines_of(ta, tb))
+      tb = base()
+      jobs(tb).backoff = { maxMs = 150 }
+      assert.same({ "WIDENING  POST /v1/jobs  backoff.maxMs 2000 → 150: delay window retry 2 [100, 200] → [75, 150] ms" },
+        lines_of(ta, tb))
+      assert.same({ "NARROWING  POST /v1/jobs  backoff.maxMs 150 → 2000: delay window retry 2 [75, 150] → [100, 200] ms" },
+        lines_of(tb, ta))
+    end)
+
+    it("a maxMs no retry reaches changes no window: neutral, and said so", function()
       local tb = base()
-      edit(tb)
-      local pa, pb = load(base()), load(tb)
-      local fwd = diff.compare(pa, pb)
-      assert.equal(1, #fwd)
-      assert.equal(kind, fwd[1].kind)
-      assert.equal(field, fwd[1].field)
-      assert.is_nil(fwd[1].old)
-      assert.equal(member, fwd[1].new)
-      assert.equal(kind:upper() .. "  POST /v1/jobs  " .. field .. " +" .. member, diff.format(fwd[1]))
-      local back = diff.compare(pb, pa)
-      assert.equal(1, #back)
-      assert.equal(kind == "widening" and "narrowing" or "widening", back[1].kind)
-      assert.equal(member, back[1].old)
-      assert.is_nil(back[1].new)
-      assert.equal(field .. " -" .. member, back[1].text)
+      jobs(tb).backoff = { maxMs = 1000 }
+      assert.same({ "NEUTRAL  POST /v1/jobs  backoff.maxMs 2000 → 1000 (no request's backoff changes)" },
+        lines_of(base(), tb))
     end)
-  end
 
-  it("removing a class from notRetryable widens (list-level, fail closed)", function()
-    local tb = base()
-    jobs(tb).notRetryable = json.array()
-    local ch = diff.compare(load(base()), load(tb))
-    assert.same({ "WIDENING  POST /v1/jobs  notRetryable -HTTP_500" }, diff.lines(ch))
+    -- Issue 11, fault 2: with baseMs equal to maxMs, decorrelated gives the constant delay none gives.
+    it("judges jitter by the windows it gives, not by a rank", function()
+      local function with(jitter)
+        local t = base()
+        jobs(t).backoff = { baseMs = 1000, maxMs = 1000, jitter = jitter }
+        return t
+      end
+      local full_none = lines_of(with("full"), with("none"))
+      assert.same({ "WIDENING  POST /v1/jobs  backoff.jitter full → none: delay window retry 1 [0, 1000] → "
+        .. "[1000, 1000] ms, retry 2 [0, 1000] → [1000, 1000] ms" }, full_none)
+      assert.same({ "WIDENING  POST /v1/jobs  backoff.jitter full → decorrelated: delay window retry 1 [0, 1000] → "
+        .. "[1000, 1000] ms, retry 2 [0, 1000] → [1000, 1000] ms" }, lines_of(with("full"), with("decorrelated")))
+      assert.same({ "NEUTRAL  POST /v1/jobs  backoff.jitter \"decorrelated\" → \"none\" (no request's backoff changes)" },
+        lines_of(with("decorrelated"), with("none")))
+      -- Once the cap reaches maxMs, decorrelated is narrower than full: [min(baseMs, cap), maxMs] vs [0, maxMs].
+      local function capped(jitter)
+        local t = base()
+        jobs(t).backoff = { baseMs = 400, maxMs = 500, jitter = jitter }
+        return t
+      end
+      assert.same({ "WIDENING  POST /v1/jobs  backoff.jitter full → decorrelated: delay window retry 1 [0, 400] → "
+        .. "[400, 500] ms, retry 2 [0, 500] → [400, 500] ms" }, lines_of(capped("full"), capped("decorrelated")))
+    end)
+
+    it("policy:delay_window bounds every delay the engine draws (every jitter, retries 1..6)", function()
+      for _, jitter in ipairs({ "none", "full", "equal", "decorrelated" }) do
+        local p = assert(rf.load_string(json.encode({ endpoint = "GET /x", maxAttempts = 10, perAttemptTimeoutMs = 100,
+          totalBudgetMs = 3600000, retryable = { "HTTP_503" },
+          backoff = { baseMs = 30, multiplier = 1.7, maxMs = 400, jitter = jitter } })))
+        for attempts = 1, 6 do
+          local lo, hi = p:delay_window("GET /x", attempts)
+          local seen_lo, seen_hi = math.huge, -1
+          for seed = 1, 300 do
+            local v = p:decide({ method = "GET", path = "/x", status = 503, attempts = attempts, elapsed_ms = 0 },
+              rf.rng(seed))
+            assert.is_true(v.retry)
+            seen_lo, seen_hi = math.min(seen_lo, v.delay_ms), math.max(seen_hi, v.delay_ms)
+          end
+          assert.is_true(seen_lo >= lo and seen_hi <= hi, string.format("%s retry %d: [%d, %d] outside [%d, %d]",
+            jitter, attempts, seen_lo, seen_hi, lo, hi))
+          assert.is_true(seen_hi - seen_lo >= (hi - lo) * 0.8, jitter .. ": the window is wider than the draws")
+        end
+      end
+      assert.has_error(function() assert(rf.load("examples/service.lock.json")):delay_window("GET /nope", 1) end)
+    end)
+
+    it("a window that moves both ways (earlier start, more spread) is widening", function()
+      local ta, tb = base(), base()
+      jobs(ta).backoff = { jitter = "none" }
+      jobs(tb).backoff = { jitter = "full" }
+      local ch = diff.compare(load(ta), load(tb))
+      assert.same({ "widening", "backoff" }, { ch[1].kind, ch[1].field })
+    end)
+  end)
+
+  describe("classes and keys", function()
+    it("a new retryable class widens; removing it narrows", function()
+      local tb = base()
+      jobs(tb).retryable = { "HTTP_503", "TIMEOUT", "HTTP_502" }
+      assert.same({ "WIDENING  POST /v1/jobs  retryable +HTTP_502" }, lines_of(base(), tb))
+      assert.same({ "NARROWING  POST /v1/jobs  retryable -HTTP_502" }, lines_of(tb, base()))
+    end)
+
+    it("judges classes by what the engine retries: a family, and a notRetryable exception removed", function()
+      local ta, tb = base(), base()
+      jobs(ta).retryable = { "HTTP_5XX" }
+      jobs(tb).retryable = { "HTTP_5XX" }
+      jobs(tb).notRetryable = json.array()
+      assert.same({ "WIDENING  POST /v1/jobs  retryable +HTTP_500" }, lines_of(ta, tb))
+      local tc = base()
+      jobs(tc).retryable = { "HTTP_5XX", "TIMEOUT" }
+      assert.same({ "WIDENING  POST /v1/jobs  retryable +HTTP_501..HTTP_502, HTTP_504..HTTP_599" },
+        lines_of(base(), tc))
+    end)
+
+    it("a notRetryable entry for a class nobody retried changes no request: neutral", function()
+      local tb = base()
+      jobs(tb).notRetryable = { "HTTP_500", "HTTP_404" }
+      assert.same({ 'NEUTRAL  POST /v1/jobs  notRetryable ["HTTP_500"] → ["HTTP_404","HTTP_500"] (no request\'s '
+        .. "retryable changes)" }, lines_of(base(), tb))
+    end)
+
+    it("a dropped key requirement for the route's own method widens; one for another method is neutral", function()
+      local tb = base()
+      jobs(tb).idempotencyRequired = { "DELETE" }
+      assert.same({ "WIDENING  POST /v1/jobs  idempotency key required for retries: yes → no" }, lines_of(base(), tb))
+      assert.same({ "NARROWING  POST /v1/jobs  idempotency key required for retries: no → yes" }, lines_of(tb, base()))
+      local tc = base()
+      jobs(tc).idempotencyRequired = { "POST", "DELETE", "PATCH" }
+      assert.same({ 'NEUTRAL  POST /v1/jobs  idempotencyRequired ["DELETE","POST"] → ["DELETE","PATCH","POST"] (no '
+        .. "request's idempotencyRequired changes)" }, lines_of(base(), tc))
+    end)
   end)
 
   it("formats a change as KIND  ROUTE  field old → new", function()
@@ -114,8 +193,10 @@ describe("diff.compare", function()
     local ch = diff.compare(load(base()), load(tb))
     assert.same({ "WIDENING  POST /v1/jobs  maxAttempts 3 → 5" }, diff.lines(ch))
     assert.same({ widening = 1, narrowing = 0, neutral = 0 }, diff.summary(ch))
+    assert.equal("widening", diff.verdict(ch))
     assert.is_true(diff.widens(ch))
     assert.is_false(diff.widens(diff.compare(load(tb), load(base()))))
+    assert.equal("narrowing", diff.verdict(diff.compare(load(tb), load(base()))))
   end)
 
   it("a retry budget removed widens, added narrows", function()
@@ -149,38 +230,58 @@ describe("diff.compare", function()
   end)
 
   describe("routes", function()
-    it("a new route that retries widens; removing it narrows (its requests are refused)", function()
+    -- Issue 11, fault 1: a new, more specific route takes requests from a wider one.
+    it("a route that takes requests from a wider route is judged by what those requests get", function()
+      local svc = assert(rf.load("examples/service.lock.json"))
+      local f = assert(io.open("examples/service.lock.json"))
+      local doc = json.decode(f:read("a"))
+      f:close()
+      table.insert(doc.routes, { endpoint = "GET /v1/jobs/*", maxAttempts = 3 })
+      local shadowing = assert(rf.load_string(json.encode(doc)))
+      local ch = diff.compare(svc, shadowing)
+      assert.same({ 'WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*": '
+        .. "maxAttempts 2 → 3" }, diff.lines(ch))
+      assert.same({ "GET /v1/jobs", "GET /v1/jobs/{id}/…" }, ch[1].requests)
+      -- assert.not_widened (retryfreeze.spec) uses the same diff.
+      require "retryfreeze.spec"
+      assert.is_not.not_widened(svc, shadowing)
+      assert.has_error(function() assert.not_widened(svc, shadowing) end)
+      assert.not_widened(shadowing, svc)
+      -- The CLI exits 1 on it.
+      local path = h.temp_file(json.encode(doc))
+      local out, _, code = h.run_cli("diff", "examples/service.lock.json", path, "--log", "/nonexistent/log.jsonl")
+      os.remove(path)
+      assert.equal(1, code)
+      assert.matches('^WIDENING  GET /v1/jobs/%*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/%*": '
+        .. "maxAttempts 2 → 3\n", out)
+      assert.same({ 'NARROWING  GET /v1/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/jobs/*": '
+        .. "maxAttempts 3 → 2" }, diff.lines(diff.compare(shadowing, svc)))
+      -- The same route with maxAttempts 2 takes them with the same effects: neutral.
+      doc.routes[#doc.routes].maxAttempts = 2
+      assert.same({ 'NEUTRAL  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*" (the same '
+        .. "effects)" }, diff.lines(diff.compare(svc, assert(rf.load_string(json.encode(doc))))))
+    end)
+
+    it("a new route for requests no route matched widens; removing it narrows (its requests are refused)", function()
       local tb = base()
       table.insert(tb.routes, { endpoint = "PUT /v2/jobs/{id}", idempotencyRequired = json.array() })
       local pa, pb = load(base()), load(tb)
       local fwd = diff.compare(pa, pb)
-      assert.equal(1, #fwd)
-      assert.equal("widening", fwd[1].kind)
-      assert.equal("route", fwd[1].field)
-      assert.equal("no-route", fwd[1].old)
-      assert.equal("PUT /v2/jobs/{id}", fwd[1].new)
-      assert.equal("WIDENING  PUT /v2/jobs/{id}  route added; its requests were refused before (no-route); it "
-        .. "retries (maxAttempts 3, retryable HTTP_503, TIMEOUT)", diff.format(fwd[1]))
-      local back = diff.compare(pb, pa)
-      assert.same({ "NARROWING  PUT /v2/jobs/{id}  route removed; its requests are now refused (no-route)" },
-        diff.lines(back))
+      assert.same({ "WIDENING  PUT /v2/jobs/{id}  takes PUT /v2/jobs/{id} from no-route (refused before): "
+        .. "maxAttempts 3, retryable HTTP_503, TIMEOUT" }, diff.lines(fwd))
+      assert.same({ "widening", "route", "no-route", "PUT /v2/jobs/{id}" },
+        { fwd[1].kind, fwd[1].field, fwd[1].old, fwd[1].new })
+      assert.same({ 'NARROWING  PUT /v2/jobs/{id}  PUT /v2/jobs/{id} now refused (no-route); was "PUT /v2/jobs/{id}"' },
+        diff.lines(diff.compare(pb, pa)))
     end)
 
     it("a route removed so that its requests fall to a wider route widens; adding it back narrows", function()
       local tb = base()
       table.remove(tb.routes, 2) -- GET /v1/jobs/{id} (2 attempts); GET /v1/* allows 4
-      local pa, pb = load(base()), load(tb)
-      local fwd = diff.compare(pa, pb)
-      assert.equal(1, #fwd)
-      assert.equal("widening", fwd[1].kind)
-      assert.equal("GET /v1/jobs/{id}", fwd[1].old)
-      assert.equal("GET /v1/*", fwd[1].new)
-      assert.equal("WIDENING  GET /v1/jobs/{id}  route removed; its requests now go to GET /v1/* (maxAttempts 2 → 4)",
-        diff.format(fwd[1]))
-      assert.equal("maxAttempts", fwd[1].details[1].field)
-      local back = diff.compare(pb, pa)
-      assert.same({ "NARROWING  GET /v1/jobs/{id}  route added; its requests used to go to GET /v1/* "
-        .. "(maxAttempts 4 → 2)" }, diff.lines(back))
+      assert.same({ 'WIDENING  GET /v1/*  takes GET /v1/jobs/{id} from "GET /v1/jobs/{id}": maxAttempts 2 → 4' },
+        lines_of(base(), tb))
+      assert.same({ 'NARROWING  GET /v1/jobs/{id}  takes GET /v1/jobs/{id} from "GET /v1/*": maxAttempts 4 → 2' },
+        lines_of(tb, base()))
     end)
 
     it("a route removed in favour of an identical one is neutral", function()
@@ -188,7 +289,7 @@ describe("diff.compare", function()
       ta.routes[2].maxAttempts = 4
       table.remove(tb.routes, 2)
       local ch = diff.compare(load(ta), load(tb))
-      assert.same({ "NEUTRAL  GET /v1/jobs/{id}  route removed; its requests now go to GET /v1/* (identical rules)" },
+      assert.same({ 'NEUTRAL  GET /v1/*  takes GET /v1/jobs/{id} from "GET /v1/jobs/{id}" (the same effects)' },
         diff.lines(ch))
       assert.is_false(diff.widens(ch))
     end)
@@ -201,10 +302,17 @@ describe("diff.compare", function()
         .. "(path parameter renamed)" }, diff.lines(ch))
     end)
 
-    it("sample_path fills parameters and a final wildcard", function()
-      assert.equal("/v1/jobs/rf-sample/runs/rf-sample", diff.sample_path("/v1/jobs/{id}/runs/{run}"))
-      assert.equal("/v1/rf-sample", diff.sample_path("/v1/*"))
-      assert.equal("/v1/jobs", diff.sample_path("/v1/jobs"))
+    it("a lock field no effect covers fails closed as widening", function()
+      local saved = diff.effects
+      diff.effects = {}
+      local ok, lines = pcall(function()
+        local tb = base()
+        jobs(tb).maxAttempts = 2
+        return lines_of(base(), tb)
+      end)
+      diff.effects = saved
+      assert.is_true(ok, lines)
+      assert.same({ "WIDENING  POST /v1/jobs  maxAttempts 3 → 2 (not classified, so treated as widening)" }, lines)
     end)
   end)
 
@@ -259,11 +367,148 @@ describe("diff.compare", function()
     assert.equal("NARROWING  (policy)  retryBudget none → {maxTokens 100, tokenRatio 0.1}", lines[1])
     local found = {}
     for _, l in ipairs(lines) do found[l] = true end
-    assert.is_true(found["WIDENING  POST /v1/jobs  maxAttempts 2 → 3"])
+    assert.is_true(found["WIDENING  POST /v1/jobs  maxAttempts 2 → 3"], table.concat(lines, "\n"))
     assert.is_true(found["NARROWING  POST /v1/jobs  perAttemptTimeoutMs 2000 → 1000"])
-    assert.is_true(found["WIDENING  POST /v1/jobs  retryable +HTTP_503"])
-    assert.is_true(found["WIDENING  GET /v1/jobs/{id}  route added; its requests were refused before (no-route); "
-      .. "it retries (maxAttempts 4, retryable HTTP_429, HTTP_502, HTTP_503, HTTP_504, TIMEOUT, CONNECT_RESET)"])
+    assert.is_true(found["WIDENING  POST /v1/jobs  retryable +HTTP_502..HTTP_503"])
+    assert.is_true(found["WIDENING  GET /v1/jobs/{id}  takes GET /v1/jobs/{id} from no-route (refused before): "
+      .. "maxAttempts 4, retryable HTTP_429, HTTP_502, HTTP_503, HTTP_504, TIMEOUT, CONNECT_RESET"])
+  end)
+end)
+
+-- The property the diff promises: whenever some request gets more attempts, more time, a new retryable
+-- class, a dropped key requirement, or an earlier or narrower delay window, the diff says WIDENING. Random
+-- pairs of locks over a small alphabet of patterns, random requests; the oracle asks the engine directly.
+describe("diff property: a request that gains means WIDENING", function()
+  local METHODS <const> = { "GET", "POST" }
+  local PATTERNS <const> = { "/a", "/a/{id}", "/a/*", "/a/b", "/a/{id}/c", "/*", "/b/{x}", "/a/b/*" }
+  local SEGMENTS <const> = { "a", "b", "c", "7", "zz" }
+  local CLASSES <const> = { "HTTP_500", "HTTP_502", "HTTP_503", "HTTP_5XX", "HTTP_4XX", "HTTP_429", "TIMEOUT",
+    "CONNECT_RESET" }
+  local JITTERS <const> = { "none", "full", "equal", "decorrelated" }
+  local FAULTS <const> = { { status = 500 }, { status = 502 }, { status = 503 }, { status = 504 }, { status = 404 },
+    { status = 429 }, { transport = "timeout" }, { transport = "connect-reset" } }
+
+  local function pick(rng, list) return list[rng(#list)] end
+  local function subset(rng, list)
+    local out, seen = {}, {}
+    for _ = 1, rng(3) - 1 do
+      local c = pick(rng, list)
+      if not seen[c] then seen[c] = true; out[#out + 1] = c end
+    end
+    return #out > 0 and out or json.array()
+  end
+
+  local function random_lock(rng)
+    local routes, used = {}, {}
+    for _ = 1, rng(4) do
+      local ep = pick(rng, METHODS) .. " " .. pick(rng, PATTERNS)
+      if not used[ep] then
+        used[ep] = true
+        local budget = 500 * rng(8)
+        local per = math.min(budget, 250 * rng(4))
+        local base_ms = 50 * (rng(4) - 1)
+        local retryable = subset(rng, CLASSES)
+        local not_retryable = json.array()
+        for _, c in ipairs(subset(rng, CLASSES)) do
+          local dup = false
+          for _, r in ipairs(retryable) do dup = dup or r == c end
+          if not dup then not_retryable[#not_retryable + 1] = c end
+        end
+        routes[#routes + 1] = { endpoint = ep, maxAttempts = rng(4), perAttemptTimeoutMs = per, totalBudgetMs = budget,
+          minAttemptMs = math.min(per, 100 * (rng(3) - 1)), retryable = retryable, notRetryable = not_retryable,
+          idempotencyRequired = rng(2) == 1 and { "POST" } or json.array(),
+          backoff = { baseMs = base_ms, multiplier = pick(rng, { 1, 1.5, 2 }), maxMs = base_ms + 100 * (rng(3) - 1),
+            jitter = pick(rng, JITTERS) },
+          retryAfter = { honor = rng(2) == 1, maxMs = 1000 * rng(3) } }
+      end
+    end
+    return { version = 1, routes = routes }
+  end
+
+  -- A mutated copy: one or two fields of one route changed, a route added or one removed.
+  local function mutate(rng, t)
+    local c = json.decode(json.encode(t))
+    for _ = 1, rng(2) do
+      local what = rng(10)
+      local r = c.routes[rng(#c.routes)]
+      if what == 1 then r.maxAttempts = rng(4)
+      elseif what == 2 then r.totalBudgetMs = 500 * rng(8); r.perAttemptTimeoutMs = math.min(r.perAttemptTimeoutMs,
+        r.totalBudgetMs); r.minAttemptMs = math.min(r.minAttemptMs, r.perAttemptTimeoutMs)
+      elseif what == 3 then r.retryable = subset(rng, CLASSES); r.notRetryable = json.array()
+      elseif what == 4 then r.idempotencyRequired = rng(2) == 1 and { "POST" } or json.array()
+      elseif what == 5 then r.backoff.jitter = pick(rng, JITTERS)
+      elseif what == 6 then r.backoff.baseMs = 50 * (rng(4) - 1); r.backoff.maxMs = r.backoff.baseMs + 100 * (rng(3) - 1)
+      elseif what == 7 then r.retryAfter.honor = not r.retryAfter.honor; r.retryAfter.maxMs = 1000 * rng(3)
+      elseif what == 8 and #c.routes > 1 then table.remove(c.routes, rng(#c.routes))
+      elseif what == 9 then
+        local extra = random_lock(rng).routes[1]
+        local clash = false
+        for _, o in ipairs(c.routes) do clash = clash or o.endpoint:gsub("{[^}]*}", "{}") == extra.endpoint:gsub("{[^}]*}", "{}") end
+        if not clash then c.routes[#c.routes + 1] = extra end
+      else r.minAttemptMs = math.min(r.perAttemptTimeoutMs, 100 * (rng(3) - 1)) end
+    end
+    return c
+  end
+
+  -- What one request gets under a policy, asked of the engine.
+  local function effects(p, method, path)
+    local ep = p:match(method, path)
+    if not ep then return nil end
+    local r
+    for _, x in ipairs(p:routes()) do if x.endpoint == ep then r = x end end
+    local e = { attempts = r.max_attempts, per = r.per_attempt_timeout_ms, total = r.total_budget_ms,
+      min = r.min_attempt_ms, ra_honor = r.retry_after.honor, ra_max = r.retry_after.max_ms, classes = {},
+      key = false, windows = {} }
+    for _, m in ipairs(r.idempotency_required) do e.key = e.key or m == method end
+    for i, f in ipairs(FAULTS) do e.classes[i] = p:class_retryable(ep, f) end
+    for n = 1, r.max_attempts - 1 do e.windows[n] = { p:delay_window(ep, n) } end
+    return e
+  end
+
+  local function gains(a, b)
+    if b == nil then return false end
+    if a == nil then return true end
+    if b.attempts > a.attempts or b.per > a.per or b.total > a.total or b.min < a.min or b.ra_max > a.ra_max
+        or (a.ra_honor and not b.ra_honor) or (a.key and not b.key) then
+      return true
+    end
+    for i = 1, #FAULTS do if b.classes[i] and not a.classes[i] then return true end end
+    for n = 1, math.min(#a.windows, #b.windows) do
+      local lo_a, hi_a, lo_b, hi_b = a.windows[n][1], a.windows[n][2], b.windows[n][1], b.windows[n][2]
+      if lo_b < lo_a or hi_b - lo_b < hi_a - lo_a then return true end
+    end
+    return false
+  end
+
+  it("holds for 300 random lock pairs and 60 random requests each", function()
+    local seed = tonumber(os.getenv("RF_DIFF_PROPERTY_SEED") or "11")
+    local state = seed
+    local function rng(n) -- a small LCG: reproducible from the seed, whatever the Lua build
+      state = (state * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
+      return (state >> 33) % n + 1
+    end
+    local checked, gained = 0, 0
+    for case = 1, 300 do
+      local ta = random_lock(rng)
+      local tb = mutate(rng, ta)
+      local pa, pb = rf.load_string(json.encode(ta)), rf.load_string(json.encode(tb))
+      if pa and pb then
+        local widened = diff.widens(diff.compare(pa, pb))
+        for _ = 1, 60 do
+          local segs = {}
+          for i = 1, rng(5) - 1 do segs[i] = pick(rng, SEGMENTS) end
+          local method, path = pick(rng, METHODS), "/" .. table.concat(segs, "/")
+          if gains(effects(pa, method, path), effects(pb, method, path)) then
+            gained = gained + 1
+            assert(widened, string.format("seed %d case %d: %s %s gains, but the diff says %s:\n%s\n%s", seed, case,
+              method, path, diff.verdict(diff.compare(pa, pb)), json.encode(ta), json.encode(tb)))
+          end
+          checked = checked + 1
+        end
+      end
+    end
+    assert.is_true(checked >= 6000, "checked " .. checked)
+    assert.is_true(gained >= 200, "only " .. gained .. " requests gained: the generator is too tame")
   end)
 end)
 

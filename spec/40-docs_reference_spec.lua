@@ -247,9 +247,11 @@ describe("docs/lock.md", function()
 
   it("says which way each number widens, as retryfreeze diff judges it", function()
     local diff = require "retryfreeze.diff"
-    local base = json.decode([[{"endpoint": "GET /x", "maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+    -- maxAttempts 4 and maxMs 300: retries 1..3 have caps 100, 200 and 300 (capped from 400), so baseMs,
+    -- multiplier and maxMs each move a delay window (the diff judges windows, not fields).
+    local base = json.decode([[{"endpoint": "GET /x", "maxAttempts": 4, "perAttemptTimeoutMs": 1000,
       "totalBudgetMs": 4000, "minAttemptMs": 200, "retryable": ["HTTP_503"],
-      "backoff": {"baseMs": 100, "multiplier": 2, "maxMs": 1000}, "retryAfter": {"honor": true, "maxMs": 2000},
+      "backoff": {"baseMs": 100, "multiplier": 2, "maxMs": 300}, "retryAfter": {"honor": true, "maxMs": 2000},
       "retryBudget": {"maxTokens": 10, "tokenRatio": 0.5},
       "gate": {"maxRetriedSuccess": 0.5, "maxAttemptsPerSuccess": 2, "maxTerminalRate": 0.5, "maxRetryRatio": 1,
                "minSuccessRate": 0.5, "minSuccesses": 10}}]])

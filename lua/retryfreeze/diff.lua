@@ -1,25 +1,33 @@
---- Lock diff: compares two policies route by route and classifies every change as widening, narrowing or
---- neutral (docs/governance.md has the full table). Widening means a change that allows more attempts, more
---- time, more retryable classes or less protection for the upstream; narrowing is the reverse; neutral changes
---- no decision (a `$comment`, formatting, a renamed path parameter, a route removed in favour of an identical
---- one). A change this module cannot classify is reported as widening (fail closed).
+--- Lock diff by effect: judges a change by what requests get, not by which field moved.
 ---
---- The engine decides; this module only reads the effective policy (policy:routes(), policy.gate and the
---- canonical JSON) and policy:match() to find where a removed or added route's requests go.
+--- For every request shape a route of either lock can match (the paths a new, more specific route takes over
+--- from a wider one, and the requests no route matches included), it finds the route that decides it before
+--- and after (policy:match, the engine's own matcher) and compares the effects one by one: attempts, time,
+--- Retry-After, the key requirement of its method, the failure classes retried (policy:class_retryable, the
+--- engine's class check) and the delay window of every retry number (policy:delay_window, the engine's
+--- backoff and jitter). More of anything, a new retryable class, a dropped key requirement, or an earlier or
+--- less spread delay window is widening; a window that moves both ways is widening too (conservative). Every
+--- change names the requests that gain, e.g.
+---   WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*": maxAttempts 2 → 3
+--- Lock-wide sections (retryBudget, gate) are compared field by field. A change this module cannot classify
+--- is reported as widening (fail closed). docs/governance.md has the full rules.
+---
+--- Extending: M.effects is the table of per-request effects. A new lock field is either covered by an entry
+--- (its `covers` list) or, when it changes, reported as an unclassified widening.
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
 
 local M = {}
 
---- Jitter ranks, from least to most jittered: how widely the delay is spread for a backoff cap c —
---- none: exactly c; equal: [c/2, c]; full: [0, c]; decorrelated: [min(baseMs, c), min(maxMs, 3c)], which is
---- never earlier and never narrower than full. A lower rank is "less jittered", so a move down is widening:
---- retries from many clients line up in waves against the upstream (AWS, "Exponential Backoff and Jitter").
-M.jitter_rank = { none = 0, equal = 1, full = 2, decorrelated = 3 }
-
 --- The label used as `route` for changes that concern the whole lock (retryBudget, gate, comments).
 M.POLICY = "(policy)"
+
+--- How a request no route matches is named in change texts (the engine's reason: the request is refused).
+M.NO_ROUTE = "no-route"
+
+--- The most request shapes one comparison enumerates; past it the diff fails closed (one widening change).
+M.MAX_SHAPES = 20000
 
 local function show(v)
   if v == nil or v == json.null then return "none" end
@@ -27,30 +35,494 @@ local function show(v)
   return tostring(v)
 end
 
-local function greater_wider(a, b) return b > a end
-local function smaller_wider(a, b) return b < a end
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
 
--- Route scalar fields: lock spelling, accessor on a policy:routes() entry, "is b wider than a?".
-local scalar_fields <const> = {
-  { "maxAttempts", function(r) return r.max_attempts end, greater_wider },
-  { "perAttemptTimeoutMs", function(r) return r.per_attempt_timeout_ms end, greater_wider },
-  { "totalBudgetMs", function(r) return r.total_budget_ms end, greater_wider },
-  { "minAttemptMs", function(r) return r.min_attempt_ms end, smaller_wider },
-  { "backoff.baseMs", function(r) return r.backoff.base_ms end, smaller_wider },
-  { "backoff.multiplier", function(r) return r.backoff.multiplier end, smaller_wider },
-  { "backoff.maxMs", function(r) return r.backoff.max_ms end, smaller_wider },
-  { "backoff.jitter", function(r) return r.backoff.jitter end,
-    function(a, b) return M.jitter_rank[b] < M.jitter_rank[a] end },
-  { "retryAfter.honor", function(r) return r.retry_after.honor end, function(a, b) return a and not b end },
-  { "retryAfter.maxMs", function(r) return r.retry_after.max_ms end, greater_wider },
+local function change(kind, route, field, old, new, text)
+  return { kind = kind, route = route, field = field, old = old, new = new,
+    text = text or string.format("%s %s → %s", field, show(old), show(new)) }
+end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- Per-request effects
+-- ---------------------------------------------------------------------------------------------------------
+
+--- Comparators for M.effects: function(a, b) → "widening", "narrowing" or nil (the same effect).
+function M.more_is_wider(a, b)
+  if a == b then return nil end
+  return b > a and "widening" or "narrowing"
+end
+
+function M.less_is_wider(a, b)
+  if a == b then return nil end
+  return b < a and "widening" or "narrowing"
+end
+
+--- true → false widens (a protection dropped).
+function M.dropping_is_wider(a, b)
+  if a == b then return nil end
+  return (a and not b) and "widening" or "narrowing"
+end
+
+-- The failure classes a route can see: every non-success status and every transport failure.
+local class_probes
+local function probes()
+  if class_probes then return class_probes end
+  class_probes = {}
+  for s = 100, 199 do class_probes[#class_probes + 1] = { status = s } end
+  for s = 400, 599 do class_probes[#class_probes + 1] = { status = s } end
+  for _, t in ipairs(rf.transports) do
+    if t ~= "ok" then class_probes[#class_probes + 1] = { transport = t } end
+  end
+  return class_probes
+end
+
+-- The set of failure classes the route retries: {[class token] = true}, asked of the engine class by class.
+local function retryable_set(policy, endpoint)
+  local set = {}
+  for _, f in ipairs(probes()) do
+    if policy:class_retryable(endpoint, f) then set[policy:classify(f)] = true end
+  end
+  return set
+end
+
+-- "HTTP_500..HTTP_502, HTTP_504, TIMEOUT": statuses as ranges, then the named classes.
+local function class_list(set)
+  local statuses, named = {}, {}
+  for c in pairs(set) do
+    local n = tonumber(c:match("^HTTP_(%d%d%d)$"))
+    if n then statuses[#statuses + 1] = n else named[#named + 1] = c end
+  end
+  table.sort(statuses)
+  table.sort(named)
+  local parts, i = {}, 1
+  while i <= #statuses do
+    local j = i
+    while j < #statuses and statuses[j + 1] == statuses[j] + 1 do j = j + 1 end
+    parts[#parts + 1] = j > i and string.format("HTTP_%d..HTTP_%d", statuses[i], statuses[j])
+      or string.format("HTTP_%d", statuses[i])
+    i = j + 1
+  end
+  for _, c in ipairs(named) do parts[#parts + 1] = c end
+  return table.concat(parts, ", ")
+end
+
+local function set_diff(a, b)
+  local added, removed = {}, {}
+  for c in pairs(b) do if not a[c] then added[c] = true end end
+  for c in pairs(a) do if not b[c] then removed[c] = true end end
+  return added, removed
+end
+
+-- Delay windows {{lo, hi}, …} for retries 1 .. maxAttempts − 1.
+local function windows(policy, endpoint, r)
+  local w = {}
+  for n = 1, r.max_attempts - 1 do
+    local lo, hi = policy:delay_window(endpoint, n)
+    w[n] = { lo, hi }
+  end
+  return w
+end
+
+-- Per retry number present on both sides: widening when the window starts earlier or is less spread,
+-- narrowing when it starts later or is more spread and neither of the former; both at once is widening.
+local function compare_windows(a, b)
+  local kind
+  for n = 1, math.min(#a, #b) do
+    local lo_a, hi_a, lo_b, hi_b = a[n][1], a[n][2], b[n][1], b[n][2]
+    if lo_b < lo_a or hi_b - lo_b < hi_a - lo_a then return "widening" end
+    if lo_b > lo_a or hi_b - lo_b > hi_a - lo_a then kind = "narrowing" end
+  end
+  return kind
+end
+
+local function windows_text(a, b, prefix)
+  local parts = {}
+  for n = 1, math.min(#a, #b) do
+    if a[n][1] ~= b[n][1] or a[n][2] ~= b[n][2] then
+      parts[#parts + 1] = string.format("retry %d [%d, %d] → [%d, %d] ms", n, a[n][1], a[n][2], b[n][1], b[n][2])
+    end
+  end
+  return (prefix and prefix .. ": " or "") .. "delay window " .. table.concat(parts, ", ")
+end
+
+local backoff_fields <const> = { { "baseMs", "base_ms" }, { "multiplier", "multiplier" }, { "maxMs", "max_ms" },
+  { "jitter", "jitter" } }
+
+-- "backoff.jitter full → none, backoff.baseMs 100 → 50" between two route views, or nil.
+local function backoff_changes(ra, rb)
+  local parts = {}
+  for _, f in ipairs(backoff_fields) do
+    local a, b = ra.backoff[f[2]], rb.backoff[f[2]]
+    if a ~= b then parts[#parts + 1] = string.format("backoff.%s %s → %s", f[1], show(a), show(b)) end
+  end
+  return #parts > 0 and table.concat(parts, ", ") or nil
+end
+
+local function scalar(field, get, compare)
+  return { field = field, covers = { field },
+    value = function(_, _, r) return get(r) end, compare = compare,
+    text = function(a, b) return string.format("%s %s → %s", field, show(a), show(b)) end }
+end
+
+--- The per-request effects, in report order. Each entry:
+---   field    the name a change carries ("maxAttempts", "retryable", "backoff", …)
+---   covers   the lock fields (route-relative JSON paths) whose changes it judges
+---   value    function(policy, endpoint, route_view, method) → the effect on a request of that method
+---   compare  function(old_value, new_value) → "widening", "narrowing" or nil (no difference)
+---   text     function(old_value, new_value, old_route_view, new_route_view) → what changed, for people
+M.effects = {
+  scalar("maxAttempts", function(r) return r.max_attempts end, M.more_is_wider),
+  scalar("perAttemptTimeoutMs", function(r) return r.per_attempt_timeout_ms end, M.more_is_wider),
+  scalar("totalBudgetMs", function(r) return r.total_budget_ms end, M.more_is_wider),
+  scalar("minAttemptMs", function(r) return r.min_attempt_ms end, M.less_is_wider),
+  scalar("retryAfter.honor", function(r) return r.retry_after.honor end, M.dropping_is_wider),
+  scalar("retryAfter.maxMs", function(r) return r.retry_after.max_ms end, M.more_is_wider),
+  { field = "idempotencyRequired", covers = { "idempotencyRequired" },
+    value = function(_, _, r, method)
+      for _, m in ipairs(r.idempotency_required) do if m == method then return true end end
+      return false
+    end,
+    compare = M.dropping_is_wider,
+    text = function(a, b)
+      return string.format("idempotency key required for retries: %s → %s", a and "yes" or "no", b and "yes" or "no")
+    end },
+  { field = "retryable", covers = { "retryable", "notRetryable" },
+    value = function(policy, endpoint) return retryable_set(policy, endpoint) end,
+    compare = function(a, b)
+      local added, removed = set_diff(a, b)
+      if next(added) then return "widening" end
+      if next(removed) then return "narrowing" end
+      return nil
+    end,
+    text = function(a, b)
+      local added, removed = set_diff(a, b)
+      local parts = {}
+      if next(added) then parts[#parts + 1] = "+" .. class_list(added) end
+      if next(removed) then parts[#parts + 1] = "-" .. class_list(removed) end
+      return "retryable " .. table.concat(parts, " ")
+    end },
+  { field = "backoff", covers = { "backoff.baseMs", "backoff.multiplier", "backoff.maxMs", "backoff.jitter" },
+    value = function(policy, endpoint, r) return windows(policy, endpoint, r) end,
+    compare = compare_windows,
+    text = function(a, b, ra, rb) return windows_text(a, b, backoff_changes(ra, rb)) end },
 }
 
--- Route set fields: lock spelling, accessor, whether adding a member widens.
-local set_fields <const> = {
-  { "retryable", function(r) return r.retryable end, true },
-  { "notRetryable", function(r) return r.not_retryable end, false },
-  { "idempotencyRequired", function(r) return r.idempotency_required end, false },
-}
+-- ---------------------------------------------------------------------------------------------------------
+-- Request shapes
+-- ---------------------------------------------------------------------------------------------------------
+
+local FRESH <const> = "rf~" -- a segment no pattern names: it stands for "any other value"
+
+local function segments(pattern)
+  local s = {}
+  for seg in pattern:gmatch("[^/]+") do s[#s + 1] = seg end
+  return s
+end
+
+local function is_param(seg) return seg:match("^{.*}$") ~= nil end
+
+-- Every (method, path) whose routing can differ: each pattern of either lock, with each {param} and each
+-- segment after a "*" taken as every literal some pattern has at that depth, or as another value; a "*"
+-- also as no segment at all. Returns an array of {method, segs}, or nil when there would be more than
+-- M.MAX_SHAPES.
+local function request_shapes(routes)
+  local alphabet, depth = {}, 0
+  for _, r in ipairs(routes) do
+    local segs = segments(r.pattern)
+    depth = math.max(depth, #segs)
+    for d, seg in ipairs(segs) do
+      if not is_param(seg) and seg ~= "*" then
+        alphabet[d] = alphabet[d] or {}
+        alphabet[d][seg] = true
+      end
+    end
+  end
+  local choices_at = {}
+  local function choices(d)
+    if not choices_at[d] then
+      local c = sorted_keys(alphabet[d] or {})
+      c[#c + 1] = FRESH
+      choices_at[d] = c
+    end
+    return choices_at[d]
+  end
+  local out, seen, count = {}, {}, 0
+  local function emit(method, segs)
+    local key = method .. " /" .. table.concat(segs, "/")
+    if not seen[key] then
+      seen[key] = true
+      out[#out + 1] = { method = method, segs = table.move(segs, 1, #segs, 1, {}) }
+    end
+  end
+  local function expand(method, pattern_segs, d, segs, limit)
+    count = count + 1
+    if count > M.MAX_SHAPES then return false end
+    local seg = pattern_segs[d]
+    if seg == nil then
+      emit(method, segs)
+      return true
+    end
+    if seg == "*" then
+      emit(method, segs) -- the "*" matching no segment
+      for extra = 1, limit - d + 1 do
+        local function tail(k)
+          if k > extra then
+            emit(method, segs)
+            return true
+          end
+          for _, c in ipairs(choices(d + k - 1)) do
+            segs[#segs + 1] = c
+            count = count + 1
+            if count > M.MAX_SHAPES then return false end
+            local ok = tail(k + 1)
+            segs[#segs] = nil
+            if not ok then return false end
+          end
+          return true
+        end
+        if not tail(1) then return false end
+      end
+      return true
+    end
+    local options = is_param(seg) and choices(d) or { seg }
+    for _, c in ipairs(options) do
+      segs[#segs + 1] = c
+      local ok = expand(method, pattern_segs, d + 1, segs, limit)
+      segs[#segs] = nil
+      if not ok then return false end
+    end
+    return true
+  end
+  for _, r in ipairs(routes) do
+    if not expand(r.method, segments(r.pattern), 1, {}, depth + 1) then return nil end
+  end
+  return out
+end
+
+-- {["v1/jobs"] = "{id}", …}: the {param} some pattern has right after a literal prefix (params as "{}").
+local function param_names(routes)
+  local names = {}
+  for _, r in ipairs(routes) do
+    local prefix = {}
+    for _, seg in ipairs(segments(r.pattern)) do
+      local key = table.concat(prefix, "/")
+      if is_param(seg) then
+        names[key] = names[key] or seg
+        prefix[#prefix + 1] = "{}"
+      else
+        prefix[#prefix + 1] = seg
+      end
+    end
+  end
+  return names
+end
+
+-- A shape for people: literals as they are; another value as the {param} a pattern names at that place
+-- (the routes that take it first), else "…"; a run of "…" as one.
+local function display(method, segs, ro, rn, names)
+  local own = {}
+  for _, r in ipairs({ rn, ro }) do
+    if r then
+      for d, seg in ipairs(segments(r.pattern)) do
+        if is_param(seg) and own[d] == nil then own[d] = seg end
+      end
+    end
+  end
+  local parts, prefix = {}, {}
+  for d, seg in ipairs(segs) do
+    local shown = seg
+    if seg == FRESH then shown = own[d] or names[table.concat(prefix, "/")] or "…" end
+    prefix[#prefix + 1] = seg == FRESH and "{}" or seg
+    if not (shown == "…" and parts[#parts] == "…") then parts[#parts + 1] = shown end
+  end
+  return method .. " /" .. table.concat(parts, "/")
+end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- Comparing routes
+-- ---------------------------------------------------------------------------------------------------------
+
+local function by_endpoint(routes)
+  local t = {}
+  for _, r in ipairs(routes) do t[r.endpoint] = r end
+  return t
+end
+
+local function pattern_shape(endpoint) return (endpoint:gsub("{[^}]*}", "{}")) end
+
+local function decode_canonical(policy)
+  local doc, err = json.decode(policy:canonical_json())
+  if not doc then error("canonical JSON of " .. policy.digest .. " does not decode: " .. err) end
+  return doc
+end
+
+-- A canonical route object flattened to {["backoff.baseMs"] = "100", ["retryable"] = "[…]", …} (JSON texts).
+local function flatten(obj, prefix, out)
+  out = out or {}
+  for k, v in pairs(obj) do
+    local key = prefix .. k
+    if type(v) == "table" and getmetatable(v) ~= json.array_mt and v ~= json.null then
+      flatten(v, key .. ".", out)
+    elseif key ~= "endpoint" then
+      out[key] = json.encode(v)
+    end
+  end
+  return out
+end
+
+local function covered()
+  local t = {}
+  for _, e in ipairs(M.effects) do
+    for _, f in ipairs(e.covers) do t[f] = e.field end
+  end
+  return t
+end
+
+local function list_shapes(shapes)
+  local max <const> = 6
+  local t = {}
+  for i = 1, math.min(#shapes, max) do t[i] = shapes[i] end
+  local s = table.concat(t, ", ")
+  if #shapes > max then s = s .. string.format(" and %d more", #shapes - max) end
+  return s
+end
+
+local function describe_route(r)
+  local retries = r.max_attempts > 1 and #r.retryable > 0
+  return retries and string.format("maxAttempts %d, retryable %s", r.max_attempts, table.concat(r.retryable, ", "))
+    or string.format("maxAttempts %d, no retries", r.max_attempts)
+end
+
+-- The changes for one group of shapes that move from route `eo` (old) to `en` (new); nil means no route.
+local function compare_group(g, ctx, out)
+  local shapes = list_shapes(g.shapes)
+  if g.eo == nil then
+    local r = ctx.new_routes[g.en]
+    local c = change("widening", g.en, "route", M.NO_ROUTE, g.en, string.format(
+      "takes %s from %s (refused before): %s", shapes, M.NO_ROUTE, describe_route(r)))
+    c.requests = g.shapes
+    out[#out + 1] = c
+    return
+  end
+  if g.en == nil then
+    local c = change("narrowing", g.eo, "route", g.eo, M.NO_ROUTE, string.format(
+      "%s now refused (%s); was \"%s\"", shapes, M.NO_ROUTE, g.eo))
+    c.requests = g.shapes
+    out[#out + 1] = c
+    return
+  end
+  local ro, rn = ctx.old_routes[g.eo], ctx.new_routes[g.en]
+  local same = g.eo == g.en or (pattern_shape(g.eo) == pattern_shape(g.en) and ctx.new_routes[g.eo] == nil
+    and ctx.old_routes[g.en] == nil)
+  local prefix = same and "" or string.format("takes %s from \"%s\": ", shapes, g.eo)
+  local found = 0
+  if same and g.eo ~= g.en then
+    local c = change("neutral", g.en, "endpoint", g.eo, g.en, "endpoint " .. g.eo .. " → " .. g.en
+      .. " (path parameter renamed)")
+    out[#out + 1] = c
+  end
+  local judged = {}
+  for _, e in ipairs(M.effects) do
+    local a = e.value(ctx.old, g.eo, ro, g.method)
+    local b = e.value(ctx.new, g.en, rn, g.method)
+    local kind = e.compare(a, b)
+    if kind then
+      judged[e.field] = true
+      found = found + 1
+      local va, vb = a, b
+      if type(va) == "table" then va = nil end
+      if type(vb) == "table" then vb = nil end
+      local c = change(kind, g.en, e.field, va, vb, prefix .. e.text(a, b, ro, rn))
+      c.requests = g.shapes
+      out[#out + 1] = c
+    end
+  end
+  -- Lock fields that differ between the two routes but changed no effect: neutral when an effect covers
+  -- them (said once per field), widening when none does (fail closed).
+  local fa, fb = ctx.flat_old[g.eo], ctx.flat_new[g.en]
+  local keys = {}
+  for k in pairs(fa) do keys[k] = true end
+  for k in pairs(fb) do keys[k] = true end
+  for _, k in ipairs(sorted_keys(keys)) do
+    if fa[k] ~= fb[k] then
+      local effect = ctx.covered[k]
+      if effect == nil then
+        found = found + 1
+        out[#out + 1] = change("widening", g.en, k, fa[k], fb[k], prefix .. string.format(
+          "%s %s → %s (not classified, so treated as widening)", k, fa[k] or "none", fb[k] or "none"))
+      elseif same and not judged[effect] and not ctx.noted[g.en .. "\0" .. k] then
+        ctx.noted[g.en .. "\0" .. k] = true
+        found = found + 1
+        out[#out + 1] = change("neutral", g.en, k, fa[k], fb[k], string.format(
+          "%s %s → %s (no request's %s changes)", k, fa[k] or "none", fb[k] or "none", effect))
+      end
+    end
+  end
+  if not same and found == 0 then
+    local c = change("neutral", g.en, "route", g.eo, g.en, string.format("takes %s from \"%s\" (the same effects)",
+      shapes, g.eo))
+    c.requests = g.shapes
+    out[#out + 1] = c
+  end
+end
+
+-- Every route-level change: request shapes grouped by (method, old route, new route).
+local function compare_routes(old, new, out)
+  local ra, rb = old:routes(), new:routes()
+  local all = {}
+  table.move(ra, 1, #ra, 1, all)
+  table.move(rb, 1, #rb, #all + 1, all)
+  local shapes = request_shapes(all)
+  if shapes == nil then
+    out[#out + 1] = change("widening", M.POLICY, "routes", nil, nil, string.format(
+      "more than %d request shapes to compare (not classified, so treated as widening)", M.MAX_SHAPES))
+    return
+  end
+  local ctx = { old = old, new = new, old_routes = by_endpoint(ra), new_routes = by_endpoint(rb),
+    flat_old = {}, flat_new = {}, covered = covered(), noted = {}, names = param_names(all) }
+  for _, r in ipairs(decode_canonical(old).routes) do ctx.flat_old[r.endpoint] = flatten(r, "") end
+  for _, r in ipairs(decode_canonical(new).routes) do ctx.flat_new[r.endpoint] = flatten(r, "") end
+  local groups, order = {}, {}
+  for _, s in ipairs(shapes) do
+    local path = "/" .. table.concat(s.segs, "/")
+    local eo, en = old:match(s.method, path), new:match(s.method, path)
+    local key = s.method .. "\0" .. (eo or "") .. "\0" .. (en or "")
+    local same = eo ~= nil and eo == en
+    if (eo or en) then
+      local g = groups[key]
+      if not g then
+        g = { method = s.method, eo = eo, en = en, shapes = {}, seen = {}, same = same }
+        groups[key] = g
+        order[#order + 1] = g
+      end
+      local shown = display(s.method, s.segs, eo and ctx.old_routes[eo], en and ctx.new_routes[en], ctx.names)
+      if not g.seen[shown] then
+        g.seen[shown] = true
+        g.shapes[#g.shapes + 1] = shown
+      end
+    end
+  end
+  -- One group per route pair: a route's own requests first, then the ones it takes over, by label.
+  table.sort(order, function(x, y)
+    local lx, ly = x.en or x.eo, y.en or y.eo
+    if lx ~= ly then return lx < ly end
+    if x.same ~= y.same then return x.same end
+    return (x.eo or "") < (y.eo or "")
+  end)
+  for _, g in ipairs(order) do
+    table.sort(g.shapes)
+    compare_group(g, ctx, out)
+  end
+end
+
+-- ---------------------------------------------------------------------------------------------------------
+-- Lock-wide sections
+-- ---------------------------------------------------------------------------------------------------------
 
 -- Gate thresholds (policy.gate, snake_case): lock spelling, key, whether a larger value is looser (a
 -- maximum) or stricter (a minimum). An absent threshold (not checked) is the loosest; minSuccesses absent
@@ -63,117 +535,10 @@ local gate_fields <const> = {
   { "gate.minSuccessRate", "min_success_rate", false },
 }
 
-local function change(kind, route, field, old, new, text)
-  return { kind = kind, route = route, field = field, old = old, new = new,
-    text = text or string.format("%s %s → %s", field, show(old), show(new)) }
-end
-
 local function as_set(list)
   local s = {}
   for _, v in ipairs(list) do s[v] = true end
   return s
-end
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
-
--- Field-by-field changes between two routes a (before) and b (after), labelled with `label`.
-local function compare_routes(a, b, label)
-  local out = {}
-  for _, f in ipairs(scalar_fields) do
-    local name, get, wider = f[1], f[2], f[3]
-    local va, vb = get(a), get(b)
-    if va ~= vb then
-      out[#out + 1] = change(wider(va, vb) and "widening" or "narrowing", label, name, va, vb)
-    end
-  end
-  for _, f in ipairs(set_fields) do
-    local name, get, add_widens = f[1], f[2], f[3]
-    local sa, sb = as_set(get(a)), as_set(get(b))
-    for _, v in ipairs(sorted_keys(sa)) do
-      if not sb[v] then
-        out[#out + 1] = change(add_widens and "narrowing" or "widening", label, name, v, nil, name .. " -" .. v)
-      end
-    end
-    for _, v in ipairs(sorted_keys(sb)) do
-      if not sa[v] then
-        out[#out + 1] = change(add_widens and "widening" or "narrowing", label, name, nil, v, name .. " +" .. v)
-      end
-    end
-  end
-  return out
-end
-
-local function aggregate(changes)
-  local kind = "neutral"
-  for _, c in ipairs(changes) do
-    if c.kind == "widening" then return "widening" end
-    if c.kind == "narrowing" then kind = "narrowing" end
-  end
-  return kind
-end
-
-local function shape(route) return route.method .. " " .. route.pattern:gsub("{[^}]*}", "{}") end
-
---- A concrete path that a route's pattern matches: every `{param}` and a final `*` become "rf-sample".
--- @param pattern string: a route pattern such as "/v1/jobs/{id}" or "/v1/*"
--- @return string
-function M.sample_path(pattern)
-  return (pattern:gsub("{[^}]*}", "rf-sample"):gsub("%*$", "rf-sample"))
-end
-
-local function by_endpoint(routes)
-  local t = {}
-  for _, r in ipairs(routes) do t[r.endpoint] = r end
-  return t
-end
-
-local function retries(r) return r.max_attempts > 1 and #r.retryable > 0 end
-
-local function detail_text(sub)
-  local parts = {}
-  for i, c in ipairs(sub) do parts[i] = c.text end
-  return #parts > 0 and " (" .. table.concat(parts, "; ") .. ")" or " (identical rules)"
-end
-
--- A route present only in `old`: its requests now go wherever `new` matches its sample path.
-local function removed_route(r, new_policy, new_routes)
-  local home = new_policy:match(r.method, M.sample_path(r.pattern))
-  if home == nil then
-    return change("narrowing", r.endpoint, "route", r.endpoint, "no-route",
-      "route removed; its requests are now refused (no-route)")
-  end
-  local sub = compare_routes(r, new_routes[home], r.endpoint)
-  local c = change(aggregate(sub), r.endpoint, "route", r.endpoint, home,
-    "route removed; its requests now go to " .. home .. detail_text(sub))
-  c.details = sub
-  return c
-end
-
--- A route present only in `new`: its requests used to go wherever `old` matched its sample path.
-local function added_route(r, old_policy, old_routes)
-  local home = old_policy:match(r.method, M.sample_path(r.pattern))
-  if home == nil then
-    local what = retries(r) and string.format("it retries (maxAttempts %d, retryable %s)", r.max_attempts,
-      table.concat(r.retryable, ", ")) or string.format("maxAttempts %d", r.max_attempts)
-    return change("widening", r.endpoint, "route", "no-route", r.endpoint,
-      "route added; its requests were refused before (no-route); " .. what)
-  end
-  local sub = compare_routes(old_routes[home], r, r.endpoint)
-  local c = change(aggregate(sub), r.endpoint, "route", home, r.endpoint,
-    "route added; its requests used to go to " .. home .. detail_text(sub))
-  c.details = sub
-  return c
-end
-
-local function decode_canonical(policy)
-  local doc, err = json.decode(policy:canonical_json())
-  if not doc then error("canonical JSON of " .. policy.digest .. " does not decode: " .. err) end
-  return doc
 end
 
 local function compare_retry_budget(a, b, out)
@@ -301,16 +666,17 @@ local function check_policy(p, n)
   end
 end
 
---- Compares two policies and classifies every change.
+--- Compares two policies by effect and classifies every change.
 -- @param old policy: the signed-off or committed policy (from rf.load / rf.load_string)
 -- @param new policy: the proposed policy
 -- @param opts table|nil: {old_text = string, new_text = string} — the raw lock texts; with them, `$comment`
 --   edits and formatting-only edits are reported as neutral changes (a policy alone has no comments)
--- @return array of changes {kind = "widening"|"narrowing"|"neutral", route = "METHOD /pattern" or "(policy)",
---   field = lock spelling ("maxAttempts", "backoff.jitter", "retryable", "route", "retryBudget.maxTokens",
---   "$comment", …), old = value or nil, new = value or nil, text = "maxAttempts 2 → 5" [, details = the
---   field changes behind a route added or removed]}; values are integers, numbers, booleans or strings, set
---   members (retryable …) appear one per change with nil on the side that lacks them. Raises on a non-policy.
+-- @return array of changes {kind = "widening"|"narrowing"|"neutral", route = the endpoint that decides the
+--   requests now (or, for requests now refused, the one that did) or "(policy)", field = the effect or lock
+--   field ("maxAttempts", "retryable", "backoff", "idempotencyRequired", "route", "retryBudget.maxTokens",
+--   "$comment", …), old = value or nil, new = value or nil (scalars only), text = "maxAttempts 2 → 5" or
+--   "takes GET /v1/jobs from \"GET /v1/*\": maxAttempts 2 → 3" [, requests = the request shapes concerned]}.
+--   Raises on a non-policy.
 function M.compare(old, new, opts)
   check_policy(old, 1)
   check_policy(new, 2)
@@ -329,44 +695,11 @@ function M.compare(old, new, opts)
         k .. " changed (not classified, so treated as widening)")
     end
   end
-
-  local ra, rb = old:routes(), new:routes()
-  local by_a, by_b = by_endpoint(ra), by_endpoint(rb)
-  local canon_a, canon_b = {}, {}
-  for _, r in ipairs(doc_a.routes) do canon_a[r.endpoint] = r end
-  for _, r in ipairs(doc_b.routes) do canon_b[r.endpoint] = r end
-  local shapes_a, shapes_b, labels = {}, {}, {}
-  for _, r in ipairs(ra) do shapes_a[shape(r)] = r; labels[shape(r)] = r.endpoint end
-  for _, r in ipairs(rb) do shapes_b[shape(r)] = r; labels[shape(r)] = r.endpoint end
-  local order = sorted_keys(labels)
-  table.sort(order, function(x, y) return labels[x] < labels[y] end)
-  for _, s in ipairs(order) do
-    local a, b = shapes_a[s], shapes_b[s]
-    if a and b then
-      if a.endpoint ~= b.endpoint then
-        out[#out + 1] = change("neutral", b.endpoint, "endpoint", a.endpoint, b.endpoint,
-          "endpoint " .. a.endpoint .. " → " .. b.endpoint .. " (path parameter renamed)")
-      end
-      local sub = compare_routes(a, b, b.endpoint)
-      table.move(sub, 1, #sub, #out + 1, out)
-      local ja, jb = canon_a[a.endpoint], canon_b[b.endpoint]
-      ja.endpoint, jb.endpoint = nil, nil
-      if #sub == 0 and json.encode(ja) ~= json.encode(jb) then
-        out[#out + 1] = change("widening", b.endpoint, "route", json.encode(ja), json.encode(jb),
-          "rules changed (not classified, so treated as widening)")
-      end
-    elseif a then
-      out[#out + 1] = removed_route(a, new, by_b)
-    else
-      out[#out + 1] = added_route(b, old, by_a)
-    end
-  end
+  compare_routes(old, new, out)
 
   if old.digest ~= new.digest then
     local decided = false
-    for _, c in ipairs(out) do
-      decided = decided or c.kind ~= "neutral" or c.field == "endpoint" or c.field == "route"
-    end
+    for _, c in ipairs(out) do decided = decided or c.field ~= "$comment" end
     if not decided then
       out[#out + 1] = change("widening", M.POLICY, "digest", old.digest, new.digest,
         "digest changed but no rule difference was found (treated as widening)")
@@ -389,6 +722,15 @@ function M.summary(changes)
   local s = { widening = 0, narrowing = 0, neutral = 0 }
   for _, c in ipairs(changes) do s[c.kind] = s[c.kind] + 1 end
   return s
+end
+
+--- The overall verdict of a list of changes: "widening" when any change widens, else "narrowing" when any
+--- narrows, else "neutral".
+-- @param changes array from compare()
+-- @return string
+function M.verdict(changes)
+  local s = M.summary(changes)
+  return s.widening > 0 and "widening" or s.narrowing > 0 and "narrowing" or "neutral"
 end
 
 --- Whether any change widens.

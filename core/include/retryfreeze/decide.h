@@ -145,6 +145,20 @@ RF_API void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NA
 RF_API int64_t rf_backoff_ms(const rf_policy *p, size_t route, int attempts, rf_rng *rng);
 
 /*
+ * The window rf_backoff_ms draws from for the same route and attempts: every delay it can return lies in
+ * [*lo_ms, *hi_ms] (lo = hi for jitter none). The lock diff compares these windows per retry number
+ * (docs/governance.md). RF_EINVAL on a NULL argument or a bad route index.
+ */
+RF_API rf_status rf_backoff_window(const rf_policy *p, size_t route, int attempts, int64_t *lo_ms, int64_t *hi_ms);
+
+/*
+ * Whether route i retries the failure class of (status, transport) — the class check of rf_decide alone
+ * (retryable vs notRetryable, a specific status beating a family, aliases expanded), without the attempt
+ * count, the key or the time. False for a bad route index and for a success (2xx/3xx with transport ok).
+ */
+RF_API bool rf_policy_class_retryable(const rf_policy *p, size_t route, int status, rf_transport transport);
+
+/*
  * Creates the client-wide retry budget (gRPC A6 retryThrottling) for policy p, full (tokens = maxTokens).
  * Thread-safe: any number of threads may pass it to rf_decide concurrently (C11 atomics).
  * When the lock has no retryBudget the object is inert: rf_decide never throttles with it.

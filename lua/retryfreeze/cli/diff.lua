@@ -24,7 +24,8 @@ M.options = spec
 
 local function change_json(c)
   local t = { kind = c.kind, route = c.route, field = c.field, old = c.old, new = c.new, text = c.text,
-    line = diff.format(c) }
+    line = diff.format(c), requests = json.array() }
+  for i, r in ipairs(c.requests or {}) do t.requests[i] = r end
   if t.old == nil then t.old = json.null end
   if t.new == nil then t.new = json.null end
   return t
@@ -78,7 +79,8 @@ function M.run(args, out, err)
       changes = list, summary = diff.summary(changes),
       signed_off = signed and { date = signed.date, by = signed.by, log = log_path, line = signed.line } or json.null,
     }
-    out:write(json.encode(doc, { "kind", "route", "field", "old", "new", "text", "line", "from", "to", "summary",
+    out:write(json.encode(doc, { "kind", "route", "field", "old", "new", "text", "line", "requests", "from", "to",
+      "summary",
       "signed_off", "changes", "source", "digest", "widening", "narrowing", "neutral", "date", "by", "log" }), "\n")
   else
     for _, c in ipairs(changes) do out:write(diff.format(c), "\n") end
