@@ -205,8 +205,8 @@ static int l_pending_gc(lua_State *L) {
 
 /* ---- requests ----------------------------------------------------------------------------------- */
 
-static const char *const request_keys[] = {"method",          "path",       "query", "headers", "body",
-                                           "idempotency_key", "on_attempt", NULL};
+static const char *const request_keys[] = {"method",          "path",       "query",       "headers",    "body",
+                                           "idempotency_key", "on_attempt", "deadline_ms", "timeout_ms", NULL};
 
 /* request[key] as a string (NULL when nil), stored in the keeper table at index keep: C reads it while the
  * request runs, and a hook may drop it from the request table (issue 10: request strings mid-flight). */
@@ -238,6 +238,7 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     req->query = opt_string_field(L, idx, keep, "query", &len);
     req->body = opt_string_field(L, idx, keep, "body", &req->body_len);
     req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len);
+    rfl_read_request_limits(L, idx, req);
     lua_getfield(L, idx, "on_attempt");
     if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
     lua_pop(L, 1);

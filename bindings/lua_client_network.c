@@ -88,6 +88,21 @@ void rfl_read_client_network(lua_State *L, int idx, rf_client_options *o) {
         luaL_error(L, "rf.client: http_version must be \"1.1\" or \"2\", got \"%s\"", hv);
 }
 
+void rfl_read_request_limits(lua_State *L, int idx, rf_request *req) {
+    static const char *const keys[] = {"deadline_ms", "timeout_ms"};
+    for (int i = 0; i < 2; i++) {
+        if (lua_getfield(L, idx, keys[i]) != LUA_TNIL) {
+            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > 3600000)
+                luaL_error(L, "request.%s must be an integer 1..3600000 (ms)", keys[i]);
+            if (i == 0)
+                req->deadline_ms = lua_tointeger(L, -1);
+            else
+                req->timeout_ms = lua_tointeger(L, -1);
+        }
+        lua_pop(L, 1);
+    }
+}
+
 /* rf.libcurl = {version = "7.88.1", ssl = "OpenSSL/3.0.2" or nil, http2 = bool}: what the client runs on
  * (rf_client_runtime_info); `retryfreeze --version` prints it. */
 void rfl_open_client_network(lua_State *L) {

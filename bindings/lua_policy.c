@@ -147,9 +147,9 @@ static int l_load_file(lua_State *L) {
 
 /* ---- facts -------------------------------------------------------------------------------------- */
 
-static const char *const fact_keys[] = {"method", "path",     "status",     "transport",       "retry_after",
-                                        "date",   "attempts", "elapsed_ms", "idempotency_key", "source",
-                                        "now_ms", "hints",    NULL};
+static const char *const fact_keys[] = {
+    "method",          "path",   "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
+    "idempotency_key", "source", "now_ms", "hints",     "not_sent",    NULL};
 
 /* Registry key (its address) of the per-state table {fact name = index in fact_keys}: one hash lookup per
  * fact instead of a string comparison against every name. */
@@ -158,7 +158,7 @@ static const char fact_index_key = 0, fact_names_key = 0;
 /* The fact names as the Lua strings of this state: short strings are interned in Lua 5.4, so a facts table's
  * key is one of them exactly when its pointer is (a pointer comparison, no hashing). The table in the
  * registry keeps the strings alive; the userdata holds their addresses. */
-#define N_FACTS 12
+#define N_FACTS 13
 
 static void make_fact_index(lua_State *L) {
     const char **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
@@ -261,7 +261,8 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
                 luaL_argerror(L, arg,
                               lua_pushfstring(L,
                                               "facts.transport must be one of ok, timeout, connect-reset, "
-                                              "connect-refused, dns, tls, got-nothing, other; got '%s'",
+                                              "connect-refused, dns, tls, got-nothing, other, proxy-refused, "
+                                              "too-many-redirects; got '%s'",
                                               t));
             break;
         }
@@ -281,12 +282,18 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
         case 9: f->source = str_fact(L, arg, k, &f->source_len); break;
         case 10: f->now_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
         case 11: read_hints(L, arg, f); break;
+        case 12:
+            if (lua_type(L, -1) != LUA_TBOOLEAN)
+                luaL_argerror(L, arg,
+                              lua_pushfstring(L, "facts.not_sent must be a boolean, got %s", luaL_typename(L, -1)));
+            f->not_sent = lua_toboolean(L, -1);
+            break;
         default:
             luaL_argerror(L, arg,
                           lua_pushfstring(L,
                                           "unknown fact '%s' (the engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
-                                          "idempotency_key, source, now_ms, hints)",
+                                          "idempotency_key, source, now_ms, hints, not_sent)",
                                           k));
         }
         lua_pop(L, 1);

@@ -32,6 +32,9 @@ int *rfl_ledger_use(lua_State *L, int idx);
 struct rf_client_options;
 extern const char *const rfl_client_network_keys[];
 void rfl_read_client_network(lua_State *L, int idx, struct rf_client_options *o);
+/* Reads request.deadline_ms and request.timeout_ms (integers >= 1, ms) into *req (a struct rf_request). */
+struct rf_request;
+void rfl_read_request_limits(lua_State *L, int idx, struct rf_request *req);
 /* Sets rf.libcurl (version, ssl, http2) in the module table on top of the stack. */
 void rfl_open_client_network(lua_State *L);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */

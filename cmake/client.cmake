@@ -5,6 +5,7 @@ add_library(retryfreeze_client SHARED
   core/src/client/client_flow.c
   core/src/client/client_redirect.c
   core/src/client/client_network.c
+  core/src/client/client_limits.c
   core/src/client/client_vocabulary.c
 )
 target_include_directories(retryfreeze_client PUBLIC

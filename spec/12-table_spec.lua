@@ -98,8 +98,8 @@ describe("retryfreeze check --table", function()
     { "an empty expect", tsv(row("method", "path", "expect"), row("GET", "/", "")),
       "2: expect is required (retry or stop)" },
     { "facts the engine refuses", tsv(row("method", "path", "transport", "expect"), row("GET", "/", "warp", "stop")),
-      "2: facts.transport must be one of ok, timeout, connect-reset, connect-refused, dns, tls, got-nothing, other; "
-      .. "got 'warp'" },
+      "2: facts.transport must be one of ok, timeout, connect-reset, connect-refused, dns, tls, got-nothing, other, "
+      .. "proxy-refused, too-many-redirects; got 'warp'" },
     { "no rows", tsv("# only a header", row("method", "path", "expect")), "2: no rows" },
     { "nothing at all", tsv("# nothing"), "1: no header row" },
   }

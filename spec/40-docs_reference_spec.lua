@@ -223,7 +223,7 @@ describe("docs/lock.md", function()
     route[#route + 1] = "$comment"
     assert.same(sorted(contexts.route), sorted(route))
     assert.same(sorted(contexts.route), sorted(contexts.defaults))
-    local flat = { "retryBudget", "gate", "version", "defaults", "routes" }
+    local flat = { "retryBudget", "gate", "transparentRetry", "version", "defaults", "routes" }
     table.move(route, 1, #route, #flat + 1, flat)
     assert.same(sorted(contexts.flat), sorted(flat))
     for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "gate" }) do

@@ -103,6 +103,9 @@ typedef struct rf_request {
     const char *body; /* optional; replayed unchanged on every attempt */
     size_t body_len;
     const char *idempotency_key; /* optional; sent as Idempotency-Key, the same value on every attempt */
+    int64_t deadline_ms; /* optional (0 = the lock's): this request's total budget, at most the route's totalBudgetMs
+                            (larger is RF_EINVAL naming the lock's limit) */
+    int64_t timeout_ms;  /* optional (0 = the lock's): its per-try timeout, at most perAttemptTimeoutMs */
 } rf_request;
 
 /* One attempt, as returned to the caller and written to the ledger. */

@@ -54,6 +54,9 @@ typedef struct rf_facts {
     const char *source;       /* where the policy came from; optional, but when given must be "pinned-map" */
     size_t source_len;
     int64_t now_ms; /* wall clock, Unix ms, for an HTTP-date Retry-After without a Date header; 0 = unknown */
+    bool not_sent;  /* the transport knows no byte of the request was sent (libcurl's request size 0): makes a
+                       TLS_FAILURE a failure that never left (CONNECT_REFUSED, PROXY_REFUSED and DNS_FAILURE always are)
+                     */
     /* Raw values of the wait headers (RF_WAIT_HEADERS), indexed by rf_wait_header; NULL or 0 length = absent.
      * Only the headers the route lists in retryAfter.headers may be given (else RF_EINVAL, err "hints.<name>").
      * hints[RF_WAIT_RETRY_AFTER] is the same field as retry_after: give it in one place only. */

@@ -82,6 +82,13 @@ typedef struct rf_route_view {
     const int *class_limit_values;          /* the limit of class_limit_classes[i], 1..max_attempts */
 } rf_route_view;
 
+/*
+ * The lock's transparentRetry (default true): a retry of a request that never left (CONNECT_REFUSED,
+ * PROXY_REFUSED, DNS_FAILURE, a TLS failure before any byte of the request) needs no idempotency key (see
+ * rf_decide). False for NULL.
+ */
+RF_API bool rf_policy_transparent_retry(const rf_policy *p);
+
 /* Number of routes (1 for a flat lock). */
 RF_API size_t rf_policy_route_count(const rf_policy *p);
 

@@ -218,6 +218,8 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
             return RF_EINVAL;
         }
     }
+    rf_status lst = rfi_limits_init(f, err);
+    if (lst != RF_OK) return lst;
     size_t url_len = strlen(c->base_url) + strlen(req->path) + (req->query ? strlen(req->query) + 1 : 0) + 1;
     f->url = malloc(url_len);
     bool ok = f->url != NULL;
@@ -263,18 +265,18 @@ static void flow_done(rfi_flow *f, rf_reason reason);
 bool rfi_flow_begin_attempt(rfi_flow *f) {
     const rf_request *req = f->req;
     if (f->in_hop) { /* a followed redirect: rf_redirect_verdict gave its timeout */
-        f->timeout_ms = f->hop_timeout_ms;
+        f->timeout_ms = rfi_limits_timeout(f, f->hop_timeout_ms);
     } else {
         rf_attempt_budget b;
         rf_error err;
-        int64_t elapsed = rfi_mono_ms() - f->start_ms;
+        int64_t elapsed = rfi_limits_elapsed(f, rfi_mono_ms() - f->start_ms);
         if (rf_budget(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path), f->attempts,
                       elapsed, &b, &err) != RF_OK ||
             !b.allowed) {
             flow_done(f, b.reason);
             return false;
         }
-        f->timeout_ms = b.timeout_ms;
+        f->timeout_ms = rfi_limits_timeout(f, b.timeout_ms);
         rfi_redirect_reset(f); /* a new attempt starts from the request itself */
     }
     const char *method = f->hop_method ? f->hop_method : req->method;
@@ -334,6 +336,8 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     if (resend_blocked) transport = RF_TRANSPORT_CONNECT_RESET; /* the reused connection died unanswered */
     if (status < 100 || status > 599) status = 0;
     int64_t now = rfi_mono_ms();
+    long request_size = 0; /* bytes of the request libcurl sent (reset at every transfer's start) */
+    curl_easy_getinfo(f->easy, CURLINFO_REQUEST_SIZE, &request_size);
     bool hop = f->in_hop; /* this request was a followed redirect, part of the current attempt */
     f->in_hop = false;
     if (!hop) f->attempts++;
@@ -371,7 +375,8 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
                       .date = f->has_date ? f->date : NULL,
                       .date_len = f->has_date ? strlen(f->date) : 0,
                       .attempts = f->attempts,
-                      .elapsed_ms = now - f->start_ms,
+                      .elapsed_ms = rfi_limits_elapsed(f, now - f->start_ms),
+                      .not_sent = rc != CURLE_OK && request_size == 0, /* no byte of the request went out */
                       .has_idempotency_key = req->idempotency_key != NULL,
                       .now_ms = wall_ms()};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {

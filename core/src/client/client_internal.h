@@ -77,6 +77,8 @@ typedef struct rfi_flow {
     bool in_hop;                    /* the next request is a hop, not a new attempt */
     int64_t hop_timeout_ms;         /* its per-try timeout, from rf_redirect_verdict */
     bool last_class_retryable;      /* the last attempt's failure class is retryable (true before any failure) */
+    int64_t elapsed_shift_ms;       /* totalBudgetMs - the request's deadline_ms (client_limits.c); 0: none */
+    int64_t req_timeout_ms;         /* the request's timeout_ms; 0: the lock's */
     char connected_ip[64];          /* the address of the last connection libcurl tried (CURLOPT_OPENSOCKETFUNCTION) */
     int connected_port;
 } rfi_flow;
@@ -109,6 +111,11 @@ void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms);
 /* Refines a failed request's transport outcome and error text (TLS: which verification failed, a TLS alert
  * during the exchange; a refused connection to the proxy); error holds curl's message on entry. */
 rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport, char *error, size_t cap);
+/* Per-request limits (client_limits.c): checks deadline_ms and timeout_ms against the route (RF_EINVAL names
+ * the lock's limit when one is wider); the elapsed time the engine is told; the per-try timeout narrowed. */
+rf_status rfi_limits_init(rfi_flow *f, rf_error *err);
+int64_t rfi_limits_elapsed(const rfi_flow *f, int64_t elapsed_ms);
+int64_t rfi_limits_timeout(const rfi_flow *f, int64_t timeout_ms);
 /* A status the flow follows when follow_redirects is on: 301, 302, 303, 307, 308 (RFC 9110 §15.4). */
 bool rfi_redirect_status(int status);
 /* Prepares the next hop to location (absolute, from CURLINFO_REDIRECT_URL) after a 3xx with this status:

@@ -10,6 +10,13 @@ static bool str_is(const char *s, size_t len, const char *lit) {
     return s != NULL && strlen(lit) == len && memcmp(s, lit, len) == 0;
 }
 
+/* No byte of the request reached the server: the connection was refused (by the origin or the proxy), the
+ * name did not resolve, or TLS failed before the request was sent (the transport says so: not_sent). */
+static bool never_left(const rf_facts *f) {
+    return f->transport == RF_TRANSPORT_CONNECT_REFUSED || f->transport == RF_TRANSPORT_PROXY_REFUSED ||
+           f->transport == RF_TRANSPORT_DNS || (f->transport == RF_TRANSPORT_TLS && f->not_sent);
+}
+
 static bool method_requires_key(const rfi_route *r, const char *method, size_t len) {
     for (size_t i = 0; i < r->n_methods; i++)
         if (str_is(method, len, r->methods[i])) return true;
@@ -82,7 +89,10 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
         return RF_OK;
     }
-    if (!f->has_idempotency_key && method_requires_key(r, f->method, f->method_len)) {
+    /* A request that never left cannot have been acted on: its retry needs no key (transparentRetry). */
+    bool needs_key = !f->has_idempotency_key && method_requires_key(r, f->method, f->method_len);
+    bool transparent = needs_key && !p->transparent_retry_off && never_left(f);
+    if (needs_key && !transparent) {
         stop(out, RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY);
         return RF_OK;
     }
@@ -124,7 +134,7 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         return RF_OK;
     }
     out->retry = true;
-    out->reason = RF_REASON_PINNED_STATUS;
+    out->reason = transparent ? RF_REASON_TRANSPARENT_RETRY : RF_REASON_PINNED_STATUS;
     out->delay_ms = delay;
     out->timeout_ms = left - delay < r->per_attempt_timeout_ms ? left - delay : r->per_attempt_timeout_ms;
     return RF_OK;

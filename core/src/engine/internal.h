@@ -91,6 +91,7 @@ struct rf_policy {
     size_t n_routes;
     rfi_route *routes; /* sorted by endpoint text */
     bool has_retry_budget;
+    bool transparent_retry_off; /* the lock's transparentRetry: false */
     int64_t budget_max_tokens_milli;
     int64_t budget_token_ratio_milli;
     char *canonical;

@@ -641,8 +641,20 @@ static bool finish_route(spec *sp, rf_error *err) {
     return true;
 }
 
+/* transparentRetry: a boolean, true by default (docs/lock.md): retries of requests that never left skip the
+ * idempotency-key requirement. */
+static bool parse_transparent(const cJSON *c, bool *off, rf_error *err) {
+    if (!cJSON_IsBool(c)) {
+        rfi_fail(err, "$.transparentRetry", "must be true or false, got %s", type_name(c));
+        return false;
+    }
+    *off = cJSON_IsFalse(c);
+    return true;
+}
+
 /* The flat form: the whole document is one route (plus $comment and retryBudget). */
-static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate *gate, rf_error *err) {
+static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate *gate, bool *transparent_off,
+                      rf_error *err) {
     snprintf(sp->where, PATH_CAP, "$");
     char sub[PATH_CAP];
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
@@ -657,15 +669,21 @@ static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate 
             if (!parse_gate(c, "$.gate", gate, err)) return false;
             continue;
         }
+        if (strcmp(c->string, "transparentRetry") == 0) {
+            if (!parse_transparent(c, transparent_off, err)) return false;
+            continue;
+        }
         int r = parse_route_field(c, "$", sp, err);
         if (r < 0) return false;
-        if (r == 0) return unknown_key(c, "$", ROUTE_KEYS ", retryBudget, gate (or version/defaults/routes)", err);
+        if (r == 0)
+            return unknown_key(c, "$", ROUTE_KEYS ", retryBudget, gate, transparentRetry (or version/defaults/routes)",
+                               err);
     }
     return finish_route(sp, err);
 }
 
 static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rfi_gate *gate,
-                       rf_status *st, rf_error *err) {
+                       bool *transparent_off, rf_status *st, rf_error *err) {
     char sub[PATH_CAP];
     const cJSON *version = NULL, *defaults = NULL, *routes = NULL;
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
@@ -681,10 +699,12 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
             if (!parse_retry_budget(c, "$.retryBudget", budget, err)) return false;
         } else if (strcmp(c->string, "gate") == 0) {
             if (!parse_gate(c, "$.gate", gate, err)) return false;
+        } else if (strcmp(c->string, "transparentRetry") == 0) {
+            if (!parse_transparent(c, transparent_off, err)) return false;
         } else if (strcmp(c->string, "$comment") == 0) {
             if (!cJSON_IsString(c)) return rfi_fail(err, "$.$comment", "must be a string, got %s", type_name(c)), false;
         } else {
-            return unknown_key(c, "$", "version, defaults, routes, retryBudget, gate, $comment", err);
+            return unknown_key(c, "$", "version, defaults, routes, retryBudget, gate, transparentRetry, $comment", err);
         }
     }
     int64_t v;
@@ -944,6 +964,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     budget_cfg budget = {0};
     rfi_gate gate;
     memset(&gate, 0, sizeof gate);
+    bool transparent_off = false;
     rf_policy *p = NULL;
     if (used < len) {
         rfi_fail(err, "$", "trailing data after the JSON value at byte %zu", used);
@@ -957,7 +978,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     if (mask.copy != NULL && !check_nuls(&mask, root, "$", err)) goto done;
     if (!check_duplicates(root, "$", err)) goto done;
     if (cJSON_GetObjectItemCaseSensitive(root, "routes") || cJSON_GetObjectItemCaseSensitive(root, "version")) {
-        if (!load_multi(root, &specs, &n, &budget, &gate, &st, err)) goto done;
+        if (!load_multi(root, &specs, &n, &budget, &gate, &transparent_off, &st, err)) goto done;
     } else {
         specs = calloc(1, sizeof *specs);
         if (specs == NULL) {
@@ -966,7 +987,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
             goto done;
         }
         n = 1;
-        if (!load_flat(root, specs, &budget, &gate, err)) goto done;
+        if (!load_flat(root, specs, &budget, &gate, &transparent_off, err)) goto done;
     }
     p = calloc(1, sizeof *p);
     if (p != NULL) p->routes = calloc(n, sizeof *p->routes);
@@ -982,6 +1003,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     p->budget_max_tokens_milli = budget.max_tokens_milli;
     p->budget_token_ratio_milli = budget.ratio_milli;
     p->gate = gate;
+    p->transparent_retry_off = transparent_off;
     p->gate.view.forbid_reasons = p->gate.reason_ptrs;
     st = rfi_policy_finish(p, err);
     if (st == RF_OK) {

@@ -143,6 +143,11 @@ static cJSON *policy_json(const rf_policy *p, bool full) {
     }
     if (!cJSON_AddItemToObject(root, "routes", routes)) goto fail;
     routes = NULL;
+    /* transparentRetry: left out of the canonical form at its default (true), so locks written before the field
+     * keep their digest; the full (pretty) form always shows it. */
+    if ((full || p->transparent_retry_off) &&
+        !cJSON_AddBoolToObject(root, "transparentRetry", !p->transparent_retry_off))
+        goto fail;
     if (!cJSON_AddNumberToObject(root, "version", 1)) goto fail;
     return root;
 fail:
@@ -198,6 +203,8 @@ void rf_policy_free(rf_policy *p) {
 }
 
 const char *rf_policy_digest(const rf_policy *p) { return p ? p->digest : NULL; }
+
+bool rf_policy_transparent_retry(const rf_policy *p) { return p != NULL && !p->transparent_retry_off; }
 const char *rf_policy_canonical_json(const rf_policy *p) { return p ? p->canonical : NULL; }
 const char *rf_policy_pretty_json(const rf_policy *p) { return p ? p->pretty : NULL; }
 size_t rf_policy_route_count(const rf_policy *p) { return p ? p->n_routes : 0; }
