@@ -76,6 +76,19 @@ describe("transparent retries (requests that never left)", function()
       assert.equal("status-not-retryable", decide(p, { transport = "connect-refused" }).reason)
     end)
 
+    it("is classified by diff: turning it on is widening, off is narrowing", function()
+      local diff = require "retryfreeze.diff"
+      local off = assert(rf.load_string(lock_with('"transparentRetry": false')))
+      local on = assert(rf.load_string(lock_with('"transparentRetry": true')))
+      local changes = diff.compare(off, on)
+      assert.equal(1, #changes)
+      assert.same({ "widening", "(policy)", "transparentRetry", false, true },
+        { changes[1].kind, changes[1].route, changes[1].field, changes[1].old, changes[1].new })
+      changes = diff.compare(policy, off)
+      assert.same({ "narrowing", "transparentRetry" }, { changes[1].kind, changes[1].field })
+      assert.equal(0, #diff.compare(policy, on))
+    end)
+
     it("is a lock field: boolean only, left out of the digest at its default, printed in the effective policy", function()
       local on = assert(rf.load_string(lock_with('"transparentRetry": true')))
       local off = assert(rf.load_string(lock_with('"transparentRetry": false')))

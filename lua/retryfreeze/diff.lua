@@ -9,7 +9,7 @@
 --- less spread delay window is widening; a window that moves both ways is widening too (conservative). Every
 --- change names the requests that gain, e.g.
 ---   WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*": maxAttempts 2 → 3
---- Lock-wide sections (retryBudget, gate) are compared field by field. A change this module cannot classify
+--- Lock-wide sections (retryBudget, gate, transparentRetry) are compared field by field. A change this module cannot classify
 --- is reported as widening (fail closed). docs/governance.md has the full rules.
 ---
 --- Extending: M.effects is the table of per-request effects. A new lock field is either covered by an entry
@@ -562,6 +562,16 @@ local function compare_retry_budget(a, b, out)
   end
 end
 
+-- transparentRetry (absent from the canonical form at its default, true): turning it on lets keyless requests
+-- that never left be retried, so false → true is widening.
+local function compare_transparent(a, b, out)
+  local on_a, on_b = a ~= false, b ~= false
+  if on_a == on_b then return end
+  out[#out + 1] = change(on_b and "widening" or "narrowing", M.POLICY, "transparentRetry", on_a, on_b,
+    on_b and "transparentRetry false → true (keyless requests that never left are retried)"
+      or "transparentRetry true → false (keyless requests that never left are no longer retried)")
+end
+
 local function gate_desc(g)
   local parts = {}
   for _, f in ipairs(gate_fields) do
@@ -686,11 +696,13 @@ function M.compare(old, new, opts)
 
   compare_retry_budget(doc_a.retryBudget, doc_b.retryBudget, out)
   compare_gate(old.gate, new.gate, out)
+  compare_transparent(doc_a.transparentRetry, doc_b.transparentRetry, out)
   for _, k in ipairs(sorted_keys(doc_a)) do
     if doc_b[k] == nil then doc_b[k] = json.null end
   end
   for _, k in ipairs(sorted_keys(doc_b)) do
-    if k ~= "routes" and k ~= "retryBudget" and k ~= "gate" and json.encode(doc_a[k]) ~= json.encode(doc_b[k]) then
+    if k ~= "routes" and k ~= "retryBudget" and k ~= "gate" and k ~= "transparentRetry"
+      and json.encode(doc_a[k]) ~= json.encode(doc_b[k]) then
       out[#out + 1] = change("widening", M.POLICY, k, json.encode(doc_a[k] or json.null), json.encode(doc_b[k]),
         k .. " changed (not classified, so treated as widening)")
     end
