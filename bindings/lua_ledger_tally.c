@@ -13,7 +13,8 @@
  *         ts_min = ms|nil, ts_max = ms|nil (the records' ts range)}.
  * timeline (optional) = {origin_ms = integer, bucket_ms = integer > 0, buckets = 1..1024}: also counts every
  * record, whatever its route, into the time bucket (ts_ms − origin_ms) // bucket_ms (clamped to the first and
- * last), returned as buckets = {scope…} (one scope per bucket, in time order; route-independent).
+ * last), returned as buckets = {scope…} (one scope per bucket, in time order; route-independent). Seed-harness
+ * lines (RF_LEDGER_HARNESS_ROUTE) carry no ts and go in no bucket.
  * Raises "path:line: corrupt ledger line: …" unless skip_corrupt, or "cannot open/read ledger …". Memory is
  * bounded by the number of distinct routes, outcome and reason pairs and classes (and the timeline's buckets),
  * never by the ledger's length.
@@ -213,7 +214,7 @@ static void add_to(lua_State *L, scope *s, const rf_ledger_record *rec) {
 
 static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
     add_to(L, scope_for(L, t, rec->route), rec);
-    if (t->timeline == NULL) return;
+    if (t->timeline == NULL || strcmp(rec->route, RF_LEDGER_HARNESS_ROUTE) == 0) return; /* no ts: in no bucket */
     int64_t off = rec->ts_ms - t->origin_ms;
     int64_t idx = off < 0 ? 0 : off / t->bucket_ms;
     if (idx >= (int64_t)t->n_timeline) idx = (int64_t)t->n_timeline - 1;

@@ -39,7 +39,9 @@ set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)
 # owns its LIBDIR and treats every file there as a Lua C module.
 option(RF_ROCK "Install only the Lua modules (for LuaRocks)" OFF)
 install(TARGETS retryfreeze_lua_module LIBRARY DESTINATION ${RF_LUA_CMOD_DIR}/retryfreeze)
-install(DIRECTORY lua/retryfreeze DESTINATION ${RF_LUA_LMOD_DIR} FILES_MATCHING PATTERN "*.lua")
+# The report's vendored chart library (minified JavaScript and its licences) goes beside the Lua modules.
+install(DIRECTORY lua/retryfreeze DESTINATION ${RF_LUA_LMOD_DIR} FILES_MATCHING PATTERN "*.lua"
+        PATTERN "vendor/vega/*.min.js" PATTERN "vendor/vega/LICENSE.*")
 if(RF_ROCK)
   return()
 endif()

@@ -36,4 +36,10 @@ echo "ok: retryfreeze check and --version from the prefix"
 out=$(cd "$prefix" && "$prefix/bin/retryfreeze" demo --requests 30 --ledger "$prefix/demo.jsonl") || fail "demo from the prefix: $out"
 [[ $out == *"duplicate executions            0"* ]] || fail "demo from the prefix printed: $out"
 echo "ok: retryfreeze demo from the prefix (examples from share/retryfreeze/examples)"
+
+out=$(cd "$prefix" && "$prefix/bin/retryfreeze" report "$prefix/demo.jsonl" -o "$prefix/report.html") ||
+  fail "report from the prefix: $out"
+grep -q 'vega-lite' "$prefix/report.html" && test -f "$prefix/share/lua/5.4/retryfreeze/vendor/vega/LICENSE.vega" ||
+  fail "the report from the prefix lacks the inlined chart library or its licence"
+echo "ok: retryfreeze report from the prefix (the chart library installed beside the modules)"
 echo "1 passed, 0 failed"

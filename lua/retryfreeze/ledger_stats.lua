@@ -228,11 +228,12 @@ function M.stats(paths, opts)
 end
 
 --- The same statistics per time bucket, for charts over time: one more streamed pass over the ledgers, each
---- record counted into the bucket of its ts (all routes together). Memory: one scope per bucket.
+--- record counted into the bucket of its ts (all routes together; seed-harness lines, which carry no ts, in
+--- none). Memory: one scope per bucket.
 -- @param paths string|array of strings: as for stats
 -- @param tl table: {origin_ms = integer (the first bucket's start, Unix ms), bucket_ms = integer > 0,
 --   buckets = 1..1024}; a record before the first bucket or after the last counts in that bucket
--- @param opts table|nil: as for stats
+-- @param opts table|nil: as for stats (skip_corrupt, after_line)
 -- @return array of {start_ms = integer, …scope (as in stats, without by_route)}, one per bucket in time order;
 --   or nil, message as for stats
 function M.timeline(paths, tl, opts)
@@ -242,7 +243,8 @@ function M.timeline(paths, tl, opts)
   local buckets = {}
   for _, path in ipairs(files) do
     local ok, err = pcall(function()
-      local _, _, scopes = core.ledger_tally(path, opts and opts.skip_corrupt or false, tl)
+      local _, _, scopes = core.ledger_tally(path, opts and opts.skip_corrupt or false, tl,
+        opts and opts.after_line and opts.after_line[path] or 0)
       for i, t in ipairs(scopes) do
         if buckets[i] then merge(buckets[i], t) else buckets[i] = t end
       end

@@ -11,17 +11,19 @@ local DEFAULT_FAULTS <const> = "503=0.06,504=0.05,429=0.04,500=0.02,timeout=0.01
 
 local M = {
   summary = "run the demo: real HTTP flows under the pinned locks against a fault-injecting upstream",
-  usage = "retryfreeze demo [--requests N] [--seed S] [--faults SPEC] [--ledger FILE] [--examples DIR]\n\n"
+  usage = "retryfreeze demo [--requests N] [--seed S] [--faults SPEC] [--ledger FILE] [--examples DIR]\n"
+    .. "                 [--report FILE]\n\n"
     .. "  Defaults: 300 requests, seed 7, faults " .. DEFAULT_FAULTS .. ",\n"
     .. "  ledger demo-ledger.jsonl, examples from the project's examples/ folder. The run appends to the\n"
     .. "  ledger (never truncates it) and reports only the lines it appended; a ledger whose last line is\n"
     .. "  torn is refused. The same seed gives the same counts.\n"
+    .. "  --report FILE also writes the HTML report of the lines this run appended (as `retryfreeze report`).\n"
     .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
     .. "  2 bad usage or a ledger it cannot append to.",
 }
 
 local spec <const> = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
-  ["--ledger"] = "string", ["--examples"] = "string" }
+  ["--ledger"] = "string", ["--examples"] = "string", ["--report"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
@@ -99,6 +101,15 @@ function M.run(args, out, err, bindir)
     err:write(string.format("retryfreeze demo: FAIL: the ledger counts %d attempts, the upstream saw %d\n",
       s.attempts, sent_attempts))
     failed = true
+  end
+  if opts.report then
+    local written, rerr = require("retryfreeze.report").write(opts.report, { ledger_path },
+      { title = "retryfreeze demo", after_line = { [ledger_path] = lines_before } })
+    if not written then
+      err:write("retryfreeze demo: --report: ", rerr, "\n")
+      return 2
+    end
+    out:write("\nreport: ", opts.report, "\n")
   end
   return failed and 1 or 0
 end

@@ -8,7 +8,7 @@ local cli_args = require "retryfreeze.cli.args"
 
 local M = {}
 
-local commands <const> = { "check", "decide", "run", "demo", "serve", "stats", "gate", "soak", "model", "diff",
+local commands <const> = { "check", "decide", "run", "demo", "serve", "stats", "gate", "report", "soak", "model", "diff",
   "signoff", "verify" }
 
 --- The subcommand names, in help order (a name whose module is absent is skipped).

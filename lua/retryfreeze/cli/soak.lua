@@ -15,7 +15,7 @@ local M = {
   usage = "retryfreeze soak LOCK [--requests N] [--concurrency C] [--faults SPEC] [--seed S] [--url URL]\n"
     .. "                 [--script FLOW.lua] [--ledger FILE] [--max-retry-ratio R] [--forbid-reason REASON]...\n"
     .. "                 [--max-retried-success R] [--max-attempts-per-success R] [--max-terminal-rate R]\n"
-    .. "                 [--min-success-rate R] [--min-successes N] [--min-requests N]\n\n"
+    .. "                 [--min-success-rate R] [--min-successes N] [--min-requests N] [--report FILE]\n\n"
     .. "  Defaults: 1000 requests, concurrency 16, seed 1, faults " .. M_DEFAULT_FAULTS .. "\n"
     .. "  (no Retry-After, so retries wait the lock's backoff), ledger soak-ledger.jsonl. The run appends to\n"
     .. "  the ledger (never truncates it) and summarizes only the lines it appended; a ledger whose last line\n"
@@ -24,7 +24,8 @@ local M = {
     .. "  a --url must be loopback (127.0.0.0/8, localhost, [::1]). --script FLOW.lua returns\n"
     .. "  function(client, i) making requests with client:request. Thresholds not given on the command line\n"
     .. "  come from the lock's gate object. Exit 0 ok, 1 a threshold breached, no success at all, or a\n"
-    .. "  duplicate execution, 2 bad usage.",
+    .. "  duplicate execution, 2 bad usage. --report FILE also writes the HTML report of this run's ledger lines\n"
+    .. "  (as `retryfreeze report`, judged with the same thresholds).",
 }
 
 local spec <const> = {
@@ -32,7 +33,7 @@ local spec <const> = {
   ["--url"] = "string", ["--script"] = "string", ["--ledger"] = "string", ["--max-retry-ratio"] = "number",
   ["--forbid-reason"] = "list", ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
   ["--max-terminal-rate"] = "number", ["--min-successes"] = "integer", ["--min-success-rate"] = "number",
-  ["--min-requests"] = "integer",
+  ["--min-requests"] = "integer", ["--report"] = "string",
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
@@ -179,6 +180,16 @@ function M.run(args, out, err, bindir)
     breaches[#breaches + 1] = string.format("breach: %d duplicate executions of keyed requests", server.duplicate_executions)
   end
   for _, b in ipairs(breaches) do out:write(b, "\n") end
+  if opts.report then
+    local written, rerr = require("retryfreeze.report").write(opts.report, { ledger_path },
+      { lock = pos[1], thresholds = thresholds, title = "retryfreeze soak: " .. pos[1],
+        after_line = { [ledger_path] = lines_before } })
+    if not written then
+      err:write("retryfreeze soak: --report: ", rerr, "\n")
+      return 2
+    end
+    out:write("report: ", opts.report, "\n")
+  end
   return #breaches > 0 and 1 or 0
 end
 

@@ -1,0 +1,448 @@
+--- The HTML report of ledgers (`retryfreeze report`, `soak --report`, `demo --report`): one self-contained file
+--- with the gate verdict, the summary line, charts over time and by route, and the worst routes.
+---
+--- Numbers: all from retryfreeze.ledger_stats (the same code as `stats --json`), in two streamed passes over
+--- the ledgers: `stats` (whole input and by route; it also finds the time range), then `timeline` (the same
+--- scope per time bucket). Memory is one scope per route and per time bucket, whatever the ledgers' length.
+--- Verdict: retryfreeze.gate's merge, evaluate and summary, with the lock's thresholds.
+---
+--- Charts: Vega-Lite compiled to Vega in the page and drawn as SVG. The minified builds are inlined from
+--- lua/retryfreeze/vendor/vega/ (pinned npm versions with their licences; revendor.sh fetches them again), so
+--- the file opens offline. A Content-Security-Policy of default-src 'none' forbids the page any fetch.
+local gate = require "retryfreeze.gate"
+local json = require "retryfreeze.json"
+local ledger_stats = require "retryfreeze.ledger_stats"
+
+local M = {}
+
+--- Time-bucket widths the report picks from (ms): round numbers a reader recognises.
+M.bucket_steps = { 1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000, 600000, 900000, 1800000, 3600000,
+  7200000, 10800000, 21600000, 43200000, 86400000, 172800000, 604800000, 2592000000, 31536000000 }
+
+--- Routes the worst-routes table lists at most.
+M.table_rows = 20
+
+--- The time buckets for a ts range: the smallest width from M.bucket_steps that needs at most `target`
+--- buckets, aligned to a multiple of that width.
+-- @param ts_min, ts_max integer Unix ms (ts_min <= ts_max)
+-- @param target integer: the most buckets wanted (default 60)
+-- @return {origin_ms, bucket_ms, buckets}
+function M.buckets_for(ts_min, ts_max, target)
+  target = target or 60
+  local width = M.bucket_steps[#M.bucket_steps]
+  for _, step in ipairs(M.bucket_steps) do
+    if (ts_max // step) - (ts_min // step) + 1 <= target then
+      width = step
+      break
+    end
+  end
+  local origin = ts_min // width * width
+  return { origin_ms = origin, bucket_ms = width, buckets = math.max(1, (ts_max - origin) // width + 1) }
+end
+
+--- The folder of the vendored chart library (beside this module, in the source or the install tree).
+-- @return string path, or nil, message
+function M.vendor_dir()
+  local here = package.searchpath("retryfreeze.report", package.path)
+  if not here then return nil, "cannot locate retryfreeze/report.lua on package.path" end
+  return (here:gsub("report%.lua$", "vendor/vega"))
+end
+
+local function read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local function null_if(cond, v) if cond then return json.null end return v end
+
+-- The gate part, judged as `retryfreeze gate` judges: the given thresholds (soak passes its own), else the
+-- lock's gate, else the seed's defaults (gate.with_defaults), then gate.evaluate.
+local function verdict_of(s, policy, given)
+  local thresholds, defaulted = given, false
+  if not thresholds then
+    thresholds, defaulted = gate.with_defaults(gate.merge(policy and policy.gate or nil, nil))
+  end
+  local v = gate.evaluate(s, thresholds)
+  local state = (not v.pass) and "breach" or (v.skipped and "skip" or "pass")
+  local text = ({ pass = "no threshold breached", breach = #v.breaches .. " threshold"
+    .. (#v.breaches == 1 and "" or "s") .. " breached", skip = "not every threshold could be judged" })[state]
+  local shown = {}
+  for _, k in ipairs(gate.numeric) do
+    if thresholds[k] ~= nil then shown[#shown + 1] = { name = (k:gsub("_", "-")), value = thresholds[k] } end
+  end
+  for _, k in ipairs({ "min_successes", "min_requests" }) do
+    if thresholds[k] then shown[#shown + 1] = { name = (k:gsub("_", "-")), value = thresholds[k] } end
+  end
+  for _, r in ipairs(thresholds.forbid_reasons or {}) do shown[#shown + 1] = { name = "forbid-reason", value = r } end
+  local source = given and "the run's" or defaulted and "the seed's defaults (no gate in the lock, or no --lock)"
+    or "the lock's gate"
+  return { state = state, text = text, breaches = v.breaches, notes = v.notes, thresholds = shown, source = source }
+end
+
+-- The lock part: its digest and, from the pairing log, whether that digest is the latest sign-off.
+local function lock_of(lock_path, policy, log_path)
+  local signoff = require "retryfreeze.signoff"
+  local out = { path = lock_path, digest = policy.digest }
+  log_path = log_path or signoff.default_log(lock_path)
+  out.log = log_path
+  local log, err, code = signoff.read(log_path)
+  if not log then
+    out.signoff = { state = code == "missing" and "no-log" or "error", text = err }
+    return out
+  end
+  local r = signoff.verify(policy, log)
+  if r.ok then
+    out.signoff = { state = "signed", text = string.format("signed off on %s by %s (%s line %d)", r.latest.date,
+      r.latest.by, log_path, r.latest.line) }
+  elseif r.latest then
+    out.signoff = { state = "unsigned", text = string.format("%s: the latest sign-off (%s, %s by %s) is of %s",
+      signoff.CHANGED_MESSAGE, r.latest.date, r.latest.by == nil and "?" or r.latest.by, log_path, r.latest.digest) }
+  else
+    out.signoff = { state = "unsigned", text = signoff.CHANGED_MESSAGE .. ": " .. log_path .. " has no entries" }
+  end
+  return out
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+--- Computes everything the report shows.
+-- @param paths array of strings: ledgers (globs as for ledger_stats.stats)
+-- @param opts table|nil: {lock = path|nil, log = pairing log path|nil (default: beside the lock),
+--   title = string|nil, skip_corrupt = boolean, buckets = integer (most time buckets, default 60),
+--   thresholds = table|nil (gate thresholds as gate.merge returns them; default: the lock's gate),
+--   after_line = {[path] = n}|nil (lines 1..n of that file are not counted: a soak's or demo's own run)}
+-- @return model table (plain data: what render shows; `data` is what the charts get), or nil, message
+--   (an unreadable or corrupt ledger, an invalid lock, a tampered pairing log is shown, not an error)
+function M.build(paths, opts)
+  opts = opts or {}
+  local policy
+  if opts.lock then
+    local rf = require "retryfreeze"
+    local why
+    policy, why = rf.load(opts.lock)
+    if not policy then return nil, "invalid lock: " .. why end
+  end
+  local sopts = { skip_corrupt = opts.skip_corrupt or false, after_line = opts.after_line }
+  local s, err = ledger_stats.stats(paths, sopts)
+  if not s then return nil, err end
+  local timeline = {}
+  local tl
+  if s.ts_min_ms then
+    tl = M.buckets_for(s.ts_min_ms, s.ts_max_ms, opts.buckets)
+    timeline, err = ledger_stats.timeline(s.files, tl, sopts)
+    if not timeline then return nil, err end
+  end
+
+  local data = { timeline = {}, attempts = {}, outcomes = {}, reasons = {}, retry_after = {}, routes = {} }
+  for i, b in ipairs(timeline) do
+    local none, no_ok = b.requests == 0, b.successes == 0
+    data.timeline[i] = { t = b.start_ms, requests = b.requests,
+      retried_success_ratio = null_if(no_ok, b.retried_success_ratio),
+      attempts_per_success = null_if(no_ok, b.attempts_per_success),
+      terminal_rate = null_if(none, b.terminal_rate),
+      p50 = null_if(none, b.elapsed_ms.p50), p95 = null_if(none, b.elapsed_ms.p95),
+      p99 = null_if(none, b.elapsed_ms.p99) }
+  end
+  local max_attempts = 1
+  for k in pairs(s.by_attempts) do max_attempts = math.max(max_attempts, math.tointeger(k)) end
+  for n = 0, max_attempts do
+    data.attempts[#data.attempts + 1] = { attempts = n, requests = s.by_attempts[tostring(n)] or 0 }
+  end
+  local routes = sorted_keys(s.by_route)
+  for _, route in ipairs(routes) do
+    local r, label = s.by_route[route], ledger_stats.route_label(route)
+    for _, outcome in ipairs(sorted_keys(r.by_outcome)) do
+      data.outcomes[#data.outcomes + 1] = { route = label, outcome = outcome, requests = r.by_outcome[outcome] }
+    end
+    for _, reason in ipairs(sorted_keys(r.reasons)) do
+      data.reasons[#data.reasons + 1] = { route = label, reason = reason, requests = r.reasons[reason] }
+    end
+    for _, use in ipairs(sorted_keys(r.retry_after)) do
+      data.retry_after[#data.retry_after + 1] = { route = label, use = use, tries = r.retry_after[use] }
+    end
+  end
+  -- Worst routes first: the highest retried-success ratio, then the most retried successes, then the name.
+  table.sort(routes, function(a, b)
+    local ra, rb = s.by_route[a], s.by_route[b]
+    if ra.retried_success_ratio ~= rb.retried_success_ratio then
+      return ra.retried_success_ratio > rb.retried_success_ratio
+    end
+    if ra.retried_successes ~= rb.retried_successes then return ra.retried_successes > rb.retried_successes end
+    return a < b
+  end)
+  for i = 1, math.min(#routes, M.table_rows) do
+    local r = s.by_route[routes[i]]
+    data.routes[i] = { route = ledger_stats.route_label(routes[i]), requests = r.requests, successes = r.successes,
+      retried_successes = r.retried_successes, retried_success_ratio = r.retried_success_ratio,
+      attempts_per_success = r.attempts_per_success, terminal = r.terminal, terminal_rate = r.terminal_rate,
+      p99 = r.elapsed_ms.p99 or json.null }
+  end
+
+  return {
+    title = opts.title or "retryfreeze report",
+    generated = os.date("!%Y-%m-%dT%H:%M:%SZ"),
+    stats = s,
+    summary = gate.summary(s),
+    verdict = verdict_of(s, policy, opts.thresholds),
+    lock = policy and lock_of(opts.lock, policy, opts.log) or nil,
+    buckets = tl,
+    routes_total = #routes,
+    data = data,
+  }
+end
+
+local function html(s)
+  return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
+    ["'"] = "&#39;" }))
+end
+
+local function pct(x) return string.format("%.2f%%", 100 * x) end
+
+local function duration(ms)
+  local units = { { 86400000, "d" }, { 3600000, "h" }, { 60000, "min" }, { 1000, "s" } }
+  for _, u in ipairs(units) do
+    if ms >= u[1] and ms % u[1] == 0 then return string.format("%d %s", ms // u[1], u[2]) end
+  end
+  return string.format("%d ms", ms)
+end
+
+local STYLE <const> = [[
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
+main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
+.meta{color:#57606a;font-size:13px}
+.verdict{border-radius:8px;padding:12px 16px;margin:16px 0;border:1px solid}
+.verdict.pass{background:#e6f4ea;border-color:#8cc79b}.verdict.breach{background:#fde8e8;border-color:#e39a9a}
+.verdict.skip{background:#fff6dd;border-color:#e3c46f}
+.verdict strong{font-size:18px;text-transform:uppercase;margin-right:10px}
+pre{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;overflow-x:auto;margin:6px 0}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:14px}
+figure{background:#fff;border:1px solid #d0d7de;border-radius:8px;margin:0;padding:10px 12px;overflow-x:auto}
+figcaption{font-weight:600;margin-bottom:6px}
+table{border-collapse:collapse;background:#fff;width:100%}
+th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right}th{background:#eef1f4}
+td:first-child,th:first-child{text-align:left}
+.bad{color:#b42318}.ok{color:#137333}
+footer{margin-top:28px;color:#57606a;font-size:12px}
+]]
+
+-- The page script: compiles each Vega-Lite spec and draws it as SVG, then records what it drew (and any error)
+-- in #rf-render-status, which a person can read and a test can check.
+local SCRIPT <const> = [[
+(function () {
+  var data = JSON.parse(document.getElementById('rf-data').textContent);
+  var time = {field: 't', type: 'temporal', title: 'time (UTC)', scale: {type: 'utc'}};
+  var w = 470, h = 170;
+  function overTime(field, title, format) {
+    return {data: {values: data.timeline}, width: w, height: h,
+      mark: {type: 'line', point: true, interpolate: 'monotone'},
+      encoding: {x: time, y: {field: field, type: 'quantitative', title: title, axis: format ? {format: format} : {}},
+        tooltip: [{field: 't', type: 'temporal', title: 'bucket start (UTC)', format: '%Y-%m-%d %H:%M:%S',
+          scale: {type: 'utc'}}, {field: field, type: 'quantitative', title: title, format: format || ',.3f'},
+          {field: 'requests', type: 'quantitative'}]}};
+  }
+  function byRoute(values, color, title) {
+    return {data: {values: values}, width: w, height: {step: 26}, mark: 'bar',
+      encoding: {y: {field: 'route', type: 'nominal', title: null, sort: 'ascending'},
+        x: {field: 'requests', type: 'quantitative', stack: 'zero', title: 'requests'},
+        color: {field: color, type: 'nominal', title: title},
+        tooltip: [{field: 'route'}, {field: color}, {field: 'requests', type: 'quantitative'}]}};
+  }
+  var charts = {
+    'chart-requests': {data: {values: data.timeline}, width: w, height: h, mark: {type: 'area', line: true,
+        interpolate: 'step-after', opacity: 0.6},
+      encoding: {x: time, y: {field: 'requests', type: 'quantitative', title: 'requests per bucket'}}},
+    'chart-retried': overTime('retried_success_ratio', 'retried successes / successes', '.1%'),
+    'chart-attempts-per-success': overTime('attempts_per_success', 'attempts per success', '.2f'),
+    'chart-terminal': overTime('terminal_rate', 'terminal / requests', '.1%'),
+    'chart-attempts-hist': {data: {values: data.attempts}, width: w, height: h, mark: 'bar',
+      encoding: {x: {field: 'attempts', type: 'ordinal', title: 'attempts per request', axis: {labelAngle: 0}},
+        y: {field: 'requests', type: 'quantitative', title: 'requests'},
+        tooltip: [{field: 'attempts'}, {field: 'requests', type: 'quantitative'}]}},
+    'chart-latency': {data: {values: data.timeline}, width: w, height: h,
+      transform: [{fold: ['p50', 'p95', 'p99'], as: ['percentile', 'ms']}],
+      mark: {type: 'line', point: true},
+      encoding: {x: time, y: {field: 'ms', type: 'quantitative', title: 'elapsed_ms'},
+        color: {field: 'percentile', type: 'nominal', title: null, sort: ['p50', 'p95', 'p99']},
+        tooltip: [{field: 'percentile'}, {field: 'ms', type: 'quantitative'}]}},
+    'chart-outcomes': byRoute(data.outcomes, 'outcome', 'outcome'),
+    'chart-reasons': byRoute(data.reasons, 'reason', 'final reason'),
+    'chart-retry-after': {data: {values: data.retry_after}, width: w, height: h, mark: 'bar',
+      encoding: {x: {field: 'use', type: 'nominal', title: 'Retry-After', axis: {labelAngle: 0},
+          sort: ['honored', 'not-honored', 'ignored-invalid', 'not-needed']},
+        y: {field: 'tries', type: 'quantitative', stack: 'zero', title: 'attempts with a Retry-After'},
+        color: {field: 'route', type: 'nominal', title: 'route'},
+        tooltip: [{field: 'route'}, {field: 'use'}, {field: 'tries', type: 'quantitative'}]}}
+  };
+  var status = {charts: {}, errors: window.__rfErrors, resources: []};
+  var ids = Object.keys(charts);
+  var jobs = ids.map(function (id) {
+    var el = document.getElementById(id);
+    var spec = charts[id];
+    spec.$schema = 'https://vega.github.io/schema/vega-lite/v6.json';
+    spec.config = {font: 'system-ui, sans-serif', view: {stroke: null},
+      legend: {orient: 'bottom', direction: 'horizontal', columns: 4, labelLimit: 220}};
+    var view = new vega.View(vega.parse(vegaLite.compile(spec).spec), {renderer: 'svg', container: el,
+      hover: true});
+    return view.runAsync().then(function () {
+      var svg = el.querySelector('svg');
+      status.charts[id] = {svg: !!svg, marks: svg ? svg.querySelectorAll('g.role-mark > *').length : 0,
+        width: svg ? svg.getBoundingClientRect().width : 0};
+    });
+  });
+  Promise.all(jobs).catch(function (e) {
+    window.__rfErrors.push(String(e && e.stack || e));
+    console.error(e);
+  }).then(function () {
+    // Anything the page loaded besides itself (there must be nothing: everything is inlined).
+    status.resources = performance.getEntriesByType('resource').map(function (e) { return e.name; });
+    var out = document.getElementById('rf-render-status');
+    var drawn = ids.filter(function (id) { return status.charts[id] && status.charts[id].marks > 0; }).length;
+    out.textContent = JSON.stringify(status);
+    out.setAttribute('data-drawn', String(drawn));
+    out.setAttribute('data-charts', String(ids.length));
+    document.getElementById('rf-drawn').textContent = drawn + ' of ' + ids.length + ' charts drawn';
+    document.body.setAttribute('data-rendered', 'true');
+  });
+})();
+]]
+
+local charts <const> = {
+  { "chart-requests", "Requests over time" },
+  { "chart-retried", "Retried-success ratio over time" },
+  { "chart-attempts-per-success", "Attempts per success over time" },
+  { "chart-terminal", "Terminal rate over time" },
+  { "chart-latency", "elapsed_ms p50 / p95 / p99 over time" },
+  { "chart-attempts-hist", "Attempts per request" },
+  { "chart-outcomes", "Outcomes by route" },
+  { "chart-reasons", "Final reasons by route" },
+  { "chart-retry-after", "Retry-After use" },
+}
+
+--- Renders a model (from M.build) as one self-contained HTML page.
+-- @param model table
+-- @return string HTML, or nil, message (the vendored chart library is missing)
+function M.render(model)
+  local dir, derr = M.vendor_dir()
+  if not dir then return nil, derr end
+  local libs = {}
+  for _, name in ipairs({ "vega.min.js", "vega-lite.min.js" }) do
+    local text, err = read_file(dir .. "/" .. name)
+    if not text then return nil, "the report's chart library is missing: " .. tostring(err) end
+    -- Inlined: no source map to fetch, and no "</script" to end the element early.
+    libs[#libs + 1] = (text:gsub("\n//# sourceMappingURL=[^\n]*%s*$", "\n"):gsub("</(script)", "<\\/%1"))
+  end
+  local s, v = model.stats, model.verdict
+  local out = {}
+  local function w(...) for _, x in ipairs({ ... }) do out[#out + 1] = x end end
+  w('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
+    '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; script-src \'unsafe-inline\' ',
+    '\'unsafe-eval\'; style-src \'unsafe-inline\'; img-src data:">\n',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">\n<meta name="generator" content="retryfreeze ',
+    html(require("retryfreeze").VERSION), '">\n<title>', html(model.title), '</title>\n<style>', STYLE, '</style>\n',
+    '<script>window.__rfErrors = [];\n',
+    'window.addEventListener("error", function (e) { window.__rfErrors.push(String(e.message || e.type)); }, true);\n',
+    'document.addEventListener("securitypolicyviolation", function (e) { ',
+    'window.__rfErrors.push("blocked " + e.blockedURI); });\n</script>\n</head>\n<body>\n<main>\n')
+  w('<h1>', html(model.title), '</h1>\n<div class="meta">generated ', html(model.generated), ' from ')
+  local files = {}
+  for i, f in ipairs(s.files) do files[i] = "<code>" .. html(f) .. "</code>" end
+  w(table.concat(files, ", "), string.format(" — %d lines", s.lines))
+  if s.ts_min_ms then
+    w(string.format(", %s to %s UTC", os.date("!%Y-%m-%d %H:%M:%S", s.ts_min_ms // 1000),
+      os.date("!%Y-%m-%d %H:%M:%S", s.ts_max_ms // 1000)))
+  end
+  if model.buckets then w(", buckets of ", duration(model.buckets.bucket_ms)) end
+  w('</div>\n')
+  for path, line in pairs(s.torn) do
+    w('<div class="meta">torn last line ', html(path), ':', line, ' (a write cut short; not counted)</div>\n')
+  end
+  if s.corrupt_lines > 0 then
+    w('<div class="meta bad">', s.corrupt_lines, ' corrupt lines skipped</div>\n')
+  end
+
+  w('<section class="verdict ', v.state, '" id="verdict" data-state="', v.state, '"><strong>gate: ', html(v.state),
+    '</strong>', html(v.text), '\n<pre id="summary">', html(model.summary), '</pre>\n')
+  for _, n in ipairs(v.notes) do w('<div class="note">', html(n), '</div>\n') end
+  for _, b in ipairs(v.breaches) do w('<div class="bad breach">', html(b), '</div>\n') end
+  local parts = {}
+  for i, t in ipairs(v.thresholds) do parts[i] = html(t.name .. " " .. tostring(t.value)) end
+  w('<div class="meta">thresholds (', html(v.source), '): ', table.concat(parts, ", "), '</div>\n')
+  w('</section>\n')
+
+  if model.lock then
+    local l = model.lock
+    w('<section id="lock"><h2>Lock</h2>\n<div><code>', html(l.path), '</code> digest <code id="lock-digest">',
+      html(l.digest), '</code></div>\n<div id="signoff" data-state="', html(l.signoff.state), '" class="',
+      l.signoff.state == "signed" and "ok" or "bad", '">', html(l.signoff.text), '</div>\n</section>\n')
+  end
+
+  w('<h2>Over time and by route</h2>\n<div class="grid">\n')
+  for _, c in ipairs(charts) do
+    w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
+  end
+  w('</div>\n')
+
+  w('<h2>Worst routes by retried-success ratio</h2>\n<table id="worst-routes">\n<thead><tr><th>route</th>',
+    '<th>requests</th><th>successes</th><th>retried successes</th><th>retried-success ratio</th>',
+    '<th>attempts per success</th><th>terminal</th><th>terminal rate</th><th>p99 ms</th></tr></thead>\n<tbody>\n')
+  for _, r in ipairs(model.data.routes) do
+    local function num(field, shown)
+      return string.format('<td data-field="%s" data-value="%s">%s</td>', field, json.encode(r[field]), html(shown))
+    end
+    w('<tr data-route="', html(r.route), '"><td>', html(r.route), '</td>', num("requests", r.requests),
+      num("successes", r.successes), num("retried_successes", r.retried_successes),
+      num("retried_success_ratio", pct(r.retried_success_ratio)),
+      num("attempts_per_success", string.format("%.3f", r.attempts_per_success)), num("terminal", r.terminal),
+      num("terminal_rate", pct(r.terminal_rate)), num("p99", r.p99 == json.null and "–" or r.p99), '</tr>\n')
+  end
+  w('</tbody></table>\n')
+  if model.routes_total > #model.data.routes then
+    w('<div class="meta">', #model.data.routes, ' of ', model.routes_total, ' routes shown</div>\n')
+  end
+
+  w('<footer>retryfreeze report: numbers from the same code as <code>retryfreeze stats --json</code>; charts by ',
+    'Vega-Lite and Vega (BSD-3-Clause, University of Washington Interactive Data Lab), inlined. ',
+    '<span id="rf-drawn">charts not drawn (scripts disabled?)</span>\n',
+    '<pre id="rf-render-status" data-drawn="0"></pre></footer>\n</main>\n')
+  -- "<" escaped inside the JSON, so no data can end the script element.
+  w('<script type="application/json" id="rf-data">', (json.encode(model.data):gsub("<", "\\u003c")), '</script>\n')
+  for _, lib in ipairs(libs) do w('<script>', lib, '</script>\n') end
+  w('<script>', SCRIPT, '</script>\n</body>\n</html>\n')
+  return table.concat(out)
+end
+
+--- Builds and writes the report of ledgers to a file (written whole to a temporary file, then renamed).
+-- @param out_path string; paths, opts: as for M.build
+-- @return model, or nil, message
+function M.write(out_path, paths, opts)
+  local model, err = M.build(paths, opts)
+  if not model then return nil, err end
+  local page, rerr = M.render(model)
+  if not page then return nil, rerr end
+  local tmp = out_path .. ".tmp"
+  local f, ferr = io.open(tmp, "wb")
+  if not f then return nil, "cannot write the report: " .. tostring(ferr) end
+  local ok, werr = f:write(page)
+  local cok, cerr = f:close()
+  if not ok or not cok then
+    os.remove(tmp)
+    return nil, "cannot write the report: " .. tostring(werr or cerr)
+  end
+  local rok, rnerr = os.rename(tmp, out_path)
+  if not rok then
+    os.remove(tmp)
+    return nil, "cannot write the report: " .. tostring(rnerr)
+  end
+  return model
+end
+
+return M

@@ -1,0 +1,251 @@
+-- `retryfreeze report`: the HTML report of a generated ledger, rendered by headless Chromium (Debian chromium)
+-- with the network disabled (a proxy on a closed port, every host name unresolvable, no background
+-- networking). The page records what it drew in #rf-render-status once its charts have rendered; Chromium's
+-- --dump-dom gives the DOM after that, and --enable-logging=stderr prints every console message, so the spec
+-- checks: no console message, no error, no resource loaded, every chart drew marks, and the summary line and
+-- the worst-routes table equal `stats --json` of the same ledger. A screenshot goes to BUILD/report-screenshot.png.
+local h = require "spec.helper"
+local gen = require "spec.ledger_gen"
+local json = require "retryfreeze.json"
+
+local build_dir = os.getenv("RF_BUILD_DIR") or "build"
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local text = f:read("a")
+  f:close()
+  return text
+end
+
+local tmp = os.tmpname()
+os.remove(tmp)
+assert(os.execute("mkdir -p " .. q(tmp)))
+teardown(function() os.execute("rm -rf " .. q(tmp)) end)
+
+--- Runs headless Chromium on a local file with the network disabled and a fresh profile.
+-- @param file string: absolute path of the page
+-- @param mode string: "--dump-dom" or "--screenshot=PATH"
+-- @return stdout, stderr (Chromium's log: console messages appear as "INFO:CONSOLE")
+local function chromium(file, mode)
+  local profile = tmp .. "/profile-" .. math.random(1 << 30)
+  local err_path = tmp .. "/chromium.err"
+  -- env -u: under the sanitized CI run, LD_PRELOAD holds libasan, which is not meant for the browser.
+  local cmd = table.concat({ "env -u LD_PRELOAD -u ASAN_OPTIONS timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic",
+    "--no-first-run --disable-background-networking --disable-component-update --disable-sync",
+    "--user-data-dir=" .. q(profile), "--proxy-server=http://127.0.0.1:9", q("--host-resolver-rules=MAP * ~NOTFOUND"),
+    "--enable-logging=stderr --v=0 --virtual-time-budget=15000 --hide-scrollbars --window-size=1280,2700",
+    mode, q("file://" .. file), "2>" .. q(err_path) }, " ")
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  local err = read(err_path)
+  os.execute("rm -rf " .. q(profile))
+  return out, err
+end
+
+local function console_lines(log)
+  local lines = {}
+  for l in log:gmatch("[^\n]+") do
+    if l:find(":CONSOLE", 1, true) then lines[#lines + 1] = l end
+  end
+  return lines
+end
+
+local function html_unescape(s)
+  return (s:gsub("&quot;", '"'):gsub("&#39;", "'"):gsub("&lt;", "<"):gsub("&gt;", ">"):gsub("&amp;", "&"))
+end
+
+describe("retryfreeze report", function()
+  local ledger = tmp .. "/ledger.jsonl"
+  local page = tmp .. "/report.html"
+  local abs_page
+
+  setup(function()
+    gen.generate(ledger, 20000, { seed = 11 })
+    local out, err, code = h.run_cli("report", ledger, "-o", page, "--lock", h.desk_lock, "--title", "Spec <report>")
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.truthy(out:find("^report: " .. page:gsub("%p", "%%%0") .. " %(20000 requests, gate %a+%)\n"))
+    local p = io.popen("readlink -f " .. q(page))
+    abs_page = p:read("l")
+    p:close()
+  end)
+
+  it("writes one file that needs nothing else", function()
+    local text = read(page)
+    assert.truthy(text:find('content="default-src \'none\';', 1, true), "a CSP forbidding every fetch")
+    assert.falsy(text:find("<link", 1, true))
+    assert.falsy(text:find("<script[^>]-src="))
+    assert.falsy(text:find("<img", 1, true))
+    assert.falsy(text:find("sourceMappingURL", 1, true))
+    assert.truthy(text:find("<title>Spec &lt;report&gt;</title>", 1, true))
+    -- the charts' library is inlined, byte for byte (the vendored minified builds)
+    assert.truthy(text:find(read("lua/retryfreeze/vendor/vega/vega.min.js"), 1, true))
+  end)
+
+  it("renders offline in headless Chromium: no console message, every chart drawn, the numbers of stats --json",
+    function()
+      local dom, log = chromium(abs_page, "--dump-dom")
+      assert.same({}, console_lines(log))
+      local attrs, body = dom:match('<pre id="rf%-render%-status"([^>]*)>(.-)</pre>')
+      assert.truthy(attrs, "no render status in the DOM")
+      local status = assert(json.decode(html_unescape(body)))
+      assert.same({}, status.errors)
+      assert.same({}, status.resources)
+      assert.equal('data-drawn="9" data-charts="9"', attrs:match("data%-drawn=\"%d+\" data%-charts=\"%d+\""))
+      local n = 0
+      for id, c in pairs(status.charts) do
+        n = n + 1
+        assert.is_true(c.svg, id)
+        assert.is_true(c.marks > 0, id .. " drew no mark")
+        assert.is_true(c.width > 100, id .. " has no width")
+      end
+      assert.equal(9, n)
+
+      local s = assert(json.decode((h.run_cli("stats", "--json", ledger))))
+      local summary = html_unescape(assert(dom:match('<pre id="summary">(.-)</pre>')))
+      local rs, aps, term, rpr, ok, req = summary:match("^retried%-success=([%d.]+)%% attempts/success=([%d.]+) "
+        .. "terminal=([%d.]+)%% retries/request=([%d.]+) successes=(%d+) requests=(%d+)$")
+      assert.truthy(rs, summary)
+      assert.equal(string.format("%.2f", 100 * s.retried_success_ratio), rs)
+      assert.equal(string.format("%.2f", s.attempts_per_success), aps)
+      assert.equal(string.format("%.2f", 100 * s.terminal_rate), term)
+      assert.equal(string.format("%.3f", s.retry_ratio), rpr)
+      assert.equal(s.successes, tonumber(ok))
+      assert.equal(20000, tonumber(req))
+      assert.equal(s.requests, tonumber(req))
+
+      -- The table: every route, worst retried-success ratio first, each number equal to stats --json.
+      local rows, prev = 0, math.huge
+      for route, cells in dom:gmatch('<tr data%-route="([^"]*)">(.-)</tr>') do
+        route = html_unescape(route)
+        local r = assert(s.by_route[route == "(no route)" and "" or route], route)
+        rows = rows + 1
+        local fields = 0
+        for field, value in cells:gmatch('data%-field="([%w_]+)" data%-value="([^"]*)"') do
+          fields = fields + 1
+          local want = field == "p99" and r.elapsed_ms.p99 or r[field]
+          assert.equal(want, tonumber(value), route .. " " .. field)
+        end
+        assert.equal(8, fields)
+        assert.is_true(r.retried_success_ratio <= prev)
+        prev = r.retried_success_ratio
+      end
+      local routes = 0
+      for _ in pairs(s.by_route) do routes = routes + 1 end
+      assert.equal(routes, rows)
+      assert.equal(5, rows)
+    end)
+
+  it("saves a screenshot of the rendered page", function()
+    local shot = build_dir .. "/report-screenshot.png"
+    os.remove(shot)
+    local _, log = chromium(abs_page, "--screenshot=" .. q(shot))
+    assert.same({}, console_lines(log))
+    local png = read(shot)
+    assert.equal("\137PNG\r\n\26\n", png:sub(1, 8))
+    assert.is_true(#png > 50000, "a screenshot of " .. #png .. " bytes is too small to show the charts")
+  end)
+
+  it("would see a console message or a blocked load (the check can fail)", function()
+    local bad = tmp .. "/bad.html"
+    local f = assert(io.open(bad, "wb"))
+    f:write('<!DOCTYPE html><html><body><script>console.error("boom-from-page")</script></body></html>')
+    f:close()
+    local _, log = chromium(bad, "--dump-dom")
+    local lines = console_lines(log)
+    assert.equal(1, #lines)
+    assert.truthy(lines[1]:find('"boom-from-page"', 1, true))
+  end)
+
+  it("shows the lock's digest and its sign-off from the pairing log", function()
+    local text = read(page)
+    local rf = require "retryfreeze"
+    assert.truthy(text:find('<code id="lock-digest">' .. assert(rf.load(h.desk_lock)).digest .. "</code>", 1, true))
+    assert.truthy(text:find('<div id="signoff" data-state="', 1, true))
+  end)
+
+  it("without a gate in the lock, judges with the seed's defaults, as gate --lock does", function()
+    local gout, _, gcode = h.run_cli("gate", ledger, "--lock", h.desk_lock)
+    assert.truthy(gout:find("the seed's defaults", 1, true))
+    local text = read(page)
+    assert.truthy(text:find('data-state="' .. (gcode == 1 and "breach" or "pass") .. '"', 1, true))
+    local n = 0
+    for line in gout:gmatch("(breach: [^\n]*)") do
+      n = n + 1
+      assert.truthy(text:find('<div class="bad breach">' .. line:gsub("&", "&amp;"):gsub(">", "&gt;")
+        :gsub("<", "&lt;") .. "</div>", 1, true), line)
+    end
+    assert.equal(gcode == 1, n > 0)
+    assert.truthy(text:find("thresholds (the seed&#39;s defaults", 1, true))
+  end)
+
+  it("judges with the lock's gate thresholds, as gate --lock does", function()
+    local lock = tmp .. "/gated.lock.json"
+    local doc = assert(json.decode(read(h.desk_lock)))
+    doc.gate = { maxRetriedSuccess = 0.01 }
+    local f = assert(io.open(lock, "wb"))
+    f:write(json.encode(doc))
+    f:close()
+    local gated = tmp .. "/gated.html"
+    local out, err, code = h.run_cli("report", ledger, "-o", gated, "--lock", lock)
+    assert.equal("", err)
+    assert.equal(0, code)
+    assert.truthy(out:find("gate breach", 1, true))
+    local gout, _, gcode = h.run_cli("gate", ledger, "--lock", lock)
+    assert.equal(1, gcode)
+    local text = read(gated)
+    assert.truthy(text:find('data-state="breach"', 1, true))
+    for line in gout:gmatch("(breach: [^\n]*)") do
+      assert.truthy(text:find('<div class="bad breach">' .. line:gsub("&", "&amp;"):gsub(">", "&gt;")
+        :gsub("<", "&lt;") .. "</div>", 1, true), line)
+    end
+    assert.truthy(text:find('<pre id="summary">' .. gout:match("^([^\n]*)"):gsub("&", "&amp;") .. "</pre>", 1, true))
+  end)
+
+  it("refuses bad usage, a missing ledger and a corrupt line, naming them", function()
+    local _, err, code = h.run_cli("report", ledger)
+    assert.equal(2, code)
+    assert.truthy(err:find("-o FILE is required", 1, true))
+    _, err, code = h.run_cli("report", "-o", tmp .. "/x.html")
+    assert.equal(2, code)
+    assert.truthy(err:find("expected at least one LEDGER", 1, true))
+    _, err, code = h.run_cli("report", ledger, "-o", tmp .. "/x.html", "--log", "p.jsonl")
+    assert.equal(2, code)
+    assert.truthy(err:find("--log needs --lock", 1, true))
+    _, err, code = h.run_cli("report", tmp .. "/missing.jsonl", "-o", tmp .. "/x.html")
+    assert.equal(2, code)
+    assert.truthy(err:find("missing.jsonl", 1, true))
+    local corrupt = h.temp_file(gen.line{ ts_ms = 0, route = "GET /a", method = "GET", path = "/a", attempts = 1,
+      elapsed_ms = 1, outcome = "success", reason = "success", ok = true, status = 200,
+      tries = { { "HTTP_200", 200, 1, 0, "success" } } } .. "{not json}\n")
+    _, err, code = h.run_cli("report", corrupt, "-o", tmp .. "/x.html")
+    os.remove(corrupt)
+    assert.equal(2, code)
+    assert.truthy(err:find(":2: corrupt ledger line", 1, true))
+    assert.is_nil(io.open(tmp .. "/x.html"))
+  end)
+
+  it("is written by soak --report and demo --report for their ledgers", function()
+    local soak_ledger, soak_page = tmp .. "/soak.jsonl", tmp .. "/soak.html"
+    local out, err, code = h.run_cli("soak", h.desk_lock, "--requests", "120", "--ledger", soak_ledger,
+      "--report", soak_page, "--max-retried-success", "1")
+    assert.equal(0, code, err)
+    assert.truthy(out:find("report: " .. soak_page .. "\n", 1, true))
+    local text = read(soak_page)
+    local summary = h.run_cli("gate", soak_ledger, "--max-retried-success", "1"):match("^([^\n]*)")
+    assert.truthy(text:find('<pre id="summary">' .. summary .. "</pre>", 1, true))
+    assert.truthy(text:find('data-state="pass"', 1, true))
+    assert.truthy(text:find("max-retried-success 1", 1, true))
+
+    local demo_ledger, demo_page = tmp .. "/demo.jsonl", tmp .. "/demo.html"
+    out, err, code = h.run_cli("demo", "--requests", "40", "--ledger", demo_ledger, "--report", demo_page)
+    assert.equal(0, code, err)
+    assert.truthy(out:find("report: " .. demo_page .. "\n", 1, true))
+    local s = assert(json.decode((h.run_cli("stats", "--json", demo_ledger))))
+    assert.equal(40, s.requests)
+    assert.truthy(read(demo_page):find(string.format("successes=%d requests=40</pre>", s.successes), 1, true))
+  end)
+end)
