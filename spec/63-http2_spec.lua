@@ -1,0 +1,128 @@
+-- HTTP/2 (issue 12): http_version = "2" against nginx's http2 listeners, over TLS (ALPN) and in clear text
+-- (h2c with prior knowledge); client:all multiplexes its requests as streams of one connection. nginx's
+-- access log ($server_protocol, $connection) is the witness.
+local rf = require "retryfreeze"
+local servers = require "spec.support.servers"
+
+local LOCK <const> = [[
+{"endpoint": "GET /*", "maxAttempts": 2, "perAttemptTimeoutMs": 3000, "totalBudgetMs": 6000, "retryable": []}
+]]
+
+if not (servers.nginx_bin and servers.openssl_bin) then
+  describe("HTTP/2", function() pending("nginx or openssl not installed (bash .ci/deps)") end)
+  return
+end
+
+describe("HTTP/2 against nginx", function()
+  local policy, ng, certs, h2s, h2c
+
+  setup(function()
+    policy = assert(rf.load_string(LOCK, "63.lock"))
+    certs = servers.temp_dir("net-certs")
+    servers.make_certs(certs)
+    local err
+    ng, err = servers.nginx(2, function(ports)
+      return table.concat({
+        ("server { listen 127.0.0.1:%d ssl http2; ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key; " ..
+          "location / { return 200 \"h2\\n\"; } }"):format(ports[1], certs, certs),
+        ("server { listen 127.0.0.1:%d http2; location / { return 200 \"h2c\\n\"; } }"):format(ports[2]),
+      }, "\n")
+    end)
+    assert(ng, err)
+    h2s = "https://127.0.0.1:" .. ng.ports[1]
+    h2c = "http://127.0.0.1:" .. ng.ports[2]
+  end)
+
+  teardown(function()
+    if ng then ng.stop() end
+    if certs then os.execute("rm -rf " .. servers.shell_quote(certs)) end
+  end)
+
+  -- The log lines for a path once `want` of them are written: {protocol, connection}.
+  local function seen(path, want)
+    local out
+    for _ = 1, 100 do
+      out = {}
+      for _, line in ipairs(ng.log_lines()) do
+        local uri, proto, conn = line:match("^%S+ (%S+) %d+ (%S+) (%d+)")
+        if uri == path then out[#out + 1] = { protocol = proto, connection = conn } end
+      end
+      if #out >= want then break end
+      os.execute("sleep 0.02")
+    end
+    return out
+  end
+
+  local function client(base, version)
+    return rf.client{ policy = policy, base_url = base, rng_seed = 1, http_version = version,
+      tls = { ca_file = certs .. "/ca.pem" } }
+  end
+
+  it("is available in this libcurl, and --version says so", function()
+    assert.is_true(rf.libcurl.http2, "this libcurl has no HTTP/2 (nghttp2): the specs below cannot run")
+    local h = require "spec.helper"
+    local out = h.run_cli("--version")
+    assert.matches("HTTP/2: yes", out, 1, true)
+  end)
+
+  it("speaks HTTP/2 over TLS when asked (ALPN)", function()
+    local c = client(h2s, "2")
+    local r = c:request{ method = "GET", path = "/tls-h2" }
+    c:close()
+    assert.same({ true, 200, "h2\n" }, { r.ok, r.status, r.body })
+    assert.equal("HTTP/2.0", seen("/tls-h2", 1)[1].protocol)
+  end)
+
+  it("stays on HTTP/1.1 by default, even where the server offers h2", function()
+    local c = client(h2s)
+    local r = c:request{ method = "GET", path = "/tls-default" }
+    c:close()
+    assert.equal(200, r.status)
+    assert.equal("HTTP/1.1", seen("/tls-default", 1)[1].protocol)
+  end)
+
+  it("speaks h2c (prior knowledge) over http://", function()
+    local c = client(h2c, "2")
+    local r = c:request{ method = "GET", path = "/clear-h2" }
+    c:close()
+    assert.same({ true, 200, "h2c\n" }, { r.ok, r.status, r.body })
+    assert.equal("HTTP/2.0", seen("/clear-h2", 1)[1].protocol)
+  end)
+
+  it("multiplexes client:all on one connection", function()
+    local c = client(h2s, "2")
+    local reqs = {}
+    for i = 1, 20 do reqs[i] = { method = "GET", path = "/mux" } end
+    local rs = c:all(reqs)
+    c:close()
+    for i = 1, 20 do assert.same({ true, 200 }, { rs[i].ok, rs[i].status }) end
+    local lines = seen("/mux", 20)
+    assert.equal(20, #lines)
+    local conns = {}
+    for _, l in ipairs(lines) do
+      assert.equal("HTTP/2.0", l.protocol)
+      conns[l.connection] = true
+    end
+    local n = 0
+    for _ in pairs(conns) do n = n + 1 end
+    assert.equal(1, n)
+  end)
+
+  it("opens one connection per request on HTTP/1.1 in client:all (the contrast)", function()
+    local c = client(h2s)
+    local reqs = {}
+    for i = 1, 5 do reqs[i] = { method = "GET", path = "/no-mux" } end
+    c:all(reqs)
+    c:close()
+    local conns, n = {}, 0
+    for _, l in ipairs(seen("/no-mux", 5)) do
+      if not conns[l.connection] then n = n + 1 end
+      conns[l.connection] = true
+    end
+    assert.is_true(n > 1, "HTTP/1.1 requests in parallel need their own connections")
+  end)
+
+  it("refuses any other http_version", function()
+    assert.has_error(function() client(h2s, "3") end, 'rf.client: http_version must be "1.1" or "2", got "3"')
+  end)
+end)
