@@ -101,6 +101,33 @@ static enum MHD_Result respond_cut(struct MHD_Connection *conn) {
     return ret;
 }
 
+/* A step's answer: respond() plus the step's header= and header-epoch= lines, in script order. */
+static enum MHD_Result respond_step(struct MHD_Connection *conn, unsigned status, const char *body, const char *ra,
+                                    const struct srv_step *step) {
+    size_t len = bodiless(status) ? 0 : strlen(body);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    if (r == NULL) return MHD_NO;
+    const char *bad = NULL;
+    if (len > 0 && MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") != MHD_YES)
+        bad = MHD_HTTP_HEADER_CONTENT_TYPE;
+    if (bad == NULL && ra != NULL && MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra) != MHD_YES)
+        bad = MHD_HTTP_HEADER_RETRY_AFTER;
+    for (int i = 0; bad == NULL && i < step->n_headers; i++) {
+        const struct srv_header *hd = &step->headers[i];
+        char epoch[32];
+        if (hd->epoch) snprintf(epoch, sizeof epoch, "%lld", (long long)time(NULL) + hd->epoch_offset_s);
+        if (MHD_add_response_header(r, hd->name, hd->epoch ? epoch : hd->value) != MHD_YES) bad = hd->name;
+    }
+    if (bad != NULL) {
+        MHD_destroy_response(r);
+        fprintf(stderr, "retryfreeze-serve: libmicrohttpd refused header %s\n", bad);
+        return respond(conn, 500, "text/plain", "libmicrohttpd refused a header\n", NULL, NULL);
+    }
+    enum MHD_Result ok = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result play(struct srv_handler *h, struct MHD_Connection *conn, const struct srv_step *step,
                             uint64_t n) {
     char body[64], date[SRV_HTTPDATE_LEN + 1];
@@ -128,6 +155,7 @@ static enum MHD_Result play(struct srv_handler *h, struct MHD_Connection *conn, 
         snprintf(body, sizeof body, "{\"ok\":true,\"n\":%" PRIu64 "}", n);
     else
         snprintf(body, sizeof body, "{\"ok\":false,\"status\":%u,\"n\":%" PRIu64 "}", status, n);
+    if (step->n_headers > 0) return respond_step(conn, status, body, ra, step);
     return respond(conn, status, "application/json", body, ra ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
 }
 

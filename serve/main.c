@@ -44,6 +44,14 @@
  *                                 (libmicrohttpd refuses an empty header value)
  *          retry-after-date=N     Retry-After: the IMF-fixdate N seconds from now; N may be
  *                                 negative (a date in the past); NNN and ok only
+ *          header=NAME:VALUE      the response header NAME: VALUE, verbatim (NNN and ok only), for the wait
+ *                                 signals a client may read (retry-after-ms, ratelimit, grpc-retry-pushback-ms,
+ *                                 …). Quote the whole NAME:VALUE to hold "," or ";". Up to 4 per step (with
+ *                                 header-epoch); the same NAME twice sends two field lines. Not a header the
+ *                                 server sets itself (Content-Length, Content-Type, Transfer-Encoding,
+ *                                 Connection, Date), nor Retry-After (use retry-after=)
+ *          header-epoch=NAME:N    the header NAME: the Unix time N seconds from now, in seconds (N may be
+ *                                 negative), as x-ratelimit-reset sends it
  *   A script that does not parse: 400 text/plain naming the problem, and a log line.
  *   Example: "503;retry-after=1,503,200" -> 503 (Retry-After: 1), 503, 200, then 200 ...
  *
@@ -123,6 +131,7 @@ static const char usage[] =
     "(the Idempotency-Key, else method + path + script), then 200 once used up.\n"
     "  STEP  = NNN (200..599) | ok | timeout | reset | empty | cut, then any of\n"
     "          ;delay=MS  ;retry-after=VALUE (verbatim, or \"quoted\")  ;retry-after-date=N\n"
+    "          ;header=NAME:VALUE (a response header, verbatim; up to 4)  ;header-epoch=NAME:N (Unix s)\n"
     "  timeout stalls --stall-ms then 200; reset aborts with a TCP RST; empty closes unanswered;\n"
     "  cut answers 200 with Content-Length 1000 and closes after 100 bytes (it executes).\n"
     "  e.g. X-Fault-Script: 503;retry-after=1,503,200\n"

@@ -62,6 +62,19 @@ get "$TMP/h" -H 'X-Fault-Script: ok;retry-after=3' "$URL/r4" >/dev/null
 expect_eq "$(header Retry-After "$TMP/h")" "3" "Retry-After on ok"
 pass "retry-after=RAW is sent verbatim"
 
+# header=NAME:VALUE sends any wait signal verbatim (twice: two field lines); header-epoch=NAME:N a Unix time.
+get "$TMP/h" -H 'X-Fault-Script: 429;header=retry-after-ms:150;header="ratelimit:\"a\";r=0;t=1";header=ratelimit:b,ok' \
+  "$URL/w1" >/dev/null
+expect_eq "$(header retry-after-ms "$TMP/h")" 150 "header=retry-after-ms"
+expect_eq "$(grep -ci '^ratelimit:' "$TMP/h")" 2 "two ratelimit field lines"
+grep -qi '^ratelimit: "a";r=0;t=1' "$TMP/h" || fail "quoted header value: $(cat "$TMP/h")"
+get "$TMP/h" -H 'X-Fault-Script: 503;header=grpc-retry-pushback-ms:-1;header-epoch=x-ratelimit-reset:-100' "$URL/w2" \
+  >/dev/null
+expect_eq "$(header grpc-retry-pushback-ms "$TMP/h")" -1 "header=grpc-retry-pushback-ms"
+now=$(date +%s)
+expect_between "$(header x-ratelimit-reset "$TMP/h")" $((now - 102)) $((now - 98)) "header-epoch=x-ratelimit-reset:-100"
+pass "header= and header-epoch= send wait signals"
+
 # delay=MS holds the answer back.
 t=$(c -o /dev/null -w '%{time_total}' -H 'X-Fault-Script: 503;delay=400' "$URL/slow")
 expect_between "$(awk -v t="$t" 'BEGIN { printf "%d", t * 1000 }')" 380 4000 "ms for delay=400"
@@ -86,7 +99,9 @@ pass "request bodies accepted"
 
 # A script that does not parse: 400 naming the problem.
 for bad in '503;bogus=1' '50' '503,' 'reset;retry-after=1' '503;retry-after=' '503;delay=x' \
-  '100' '503;retry-after="open'; do
+  '100' '503;retry-after="open' '503;header=date:1' '503;header=retry-after:1' '503;header=a b:1' \
+  '503;header=nocolon' 'timeout;header=a:1' '503;header-epoch=x:soon' \
+  '503;header=a:1;header=a:1;header=a:1;header=a:1;header=a:1'; do
   expect_eq "$(get "$TMP/h" -H "X-Fault-Script: $bad" "$URL/bad")" 400 "bad script '$bad'"
   grep -q '^bad X-Fault-Script: ' "$TMP/body" || fail "400 body for '$bad': $(cat "$TMP/body")"
 done
