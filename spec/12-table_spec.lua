@@ -82,7 +82,12 @@ describe("retryfreeze check --table", function()
   local malformed = {
     { "an unknown column", tsv(row("method", "path", "expect", "body"), row("GET", "/", "stop", "x")),
       '1: unknown column "body" (facts: method, path, status, transport, retry_after, date, attempts, elapsed_ms, '
-      .. "idempotency_key, source, now_ms; expected: expect, reason, delay_ms, timeout_ms; note)" },
+      .. "idempotency_key, source, now_ms, hint:NAME for a wait header NAME; expected: expect, reason, delay_ms, "
+      .. "timeout_ms, retry_after_header; note)" },
+    { "an unknown hint column", tsv(row("method", "path", "expect", "hint:x-wait"), row("GET", "/", "stop", "1")),
+      '1: unknown column "hint:x-wait" (facts: method, path, status, transport, retry_after, date, attempts, '
+      .. "elapsed_ms, idempotency_key, source, now_ms, hint:NAME for a wait header NAME; expected: expect, reason, "
+      .. "delay_ms, timeout_ms, retry_after_header; note)" },
     { "a duplicate column", tsv(row("method", "path", "expect", "path")), '1: column "path" appears twice' },
     { "no expect column", tsv(row("method", "path")), '1: the header has no "expect" column' },
     { "a short row", tsv("# c", row("method", "path", "expect"), row("GET", "/")),
@@ -148,6 +153,44 @@ describe("retryfreeze.decision_table", function()
     assert.is_true(D >= 0 and D <= 100) -- full jitter over the desk lock's 100 ms first cap
   end)
 
+  it("reads hint:NAME columns as facts.hints and checks retry_after_header", function()
+    local lock = h.temp_file([[{"endpoint": "GET /x", "maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+      "totalBudgetMs": 60000, "retryable": ["HTTP_429", "HTTP_503"],
+      "backoff": {"baseMs": 100, "multiplier": 1, "maxMs": 100, "jitter": "none"},
+      "retryAfter": {"headers": ["grpc-retry-pushback-ms", "retry-after-ms", "ratelimit", "retry-after"]}}]])
+    local text = tsv(row("note", "method", "path", "status", "hint:retry-after-ms", "hint:ratelimit",
+        "hint:grpc-retry-pushback-ms", "retry_after", "expect", "reason", "delay_ms", "retry_after_header"),
+      row("ms wins", "GET", "/x", "429", "250", "", "", "1", "retry", "pinned-status", "250", "retry-after-ms"),
+      row("exhausted quota", "GET", "/x", "429", "", '"d";r=0;t=2', "", "", "retry", "", "2000", "ratelimit"),
+      row("pushback stop", "GET", "/x", "503", "", "", "-1", "", "stop", "server-pushback", "",
+        "grpc-retry-pushback-ms"),
+      row("nothing", "GET", "/x", "503", "", "", "", "", "retry", "", "100", ""))
+    local t = assert(dt.parse(text, "hints.tsv"))
+    assert.same({ ["retry-after-ms"] = "250" }, t.rows[1].facts.hints)
+    assert.is_nil(t.rows[4].facts.hints)
+    local res = assert(dt.run(assert(rf.load(lock)), t))
+    assert.same({ 4, 0 }, { res.passed, res.failed })
+    -- A header the verdict does not name is a mismatch, shown on the failure's lines.
+    local bad = tsv(row("method", "path", "status", "hint:retry-after-ms", "expect", "retry_after_header"),
+      row("GET", "/x", "429", "250", "retry", "ratelimit"))
+    local path = h.temp_file(bad)
+    local out, _, code = h.run_cli("check", lock, "--table", path)
+    assert.equal(1, code)
+    assert.matches("FAIL %(retry_after_header differ%)\n  facts:    method=GET path=/x status=429 "
+      .. "hint:retry%-after%-ms=250\n  expected: retry retry_after_header=ratelimit\n  actual:   retry pinned%-status "
+      .. "delay_ms=250 timeout_ms=1000 class=HTTP_429 retry_after=honored retry_after_header=retry%-after%-ms", out)
+    -- A hint the route does not read: the table is malformed (exit 2), naming the line.
+    local unread = h.temp_file(tsv(row("method", "path", "hint:x-ratelimit-reset", "expect"), row("GET", "/x", "1",
+      "stop")))
+    local _, err
+    _, err, code = h.run_cli("check", lock, "--table", unread)
+    assert.equal(2, code)
+    assert.matches(":2: facts.hints the route \"GET /x\" does not read x%-ratelimit%-reset", err)
+    os.remove(path)
+    os.remove(unread)
+    os.remove(lock)
+  end)
+
   it("formats facts and verdicts", function()
     assert.equal('method=POST path=/v1/jobs status=429 retry_after="Wed, 21 Oct 2015 07:28:00 GMT" attempts=1',
       dt.format_facts({ attempts = 1, method = "POST", path = "/v1/jobs", status = 429,
@@ -158,5 +201,10 @@ describe("retryfreeze.decision_table", function()
     assert.equal("stop no-route class=HTTP_504 retry_after=absent route=none", dt.format_verdict({ retry = false,
       reason = "no-route", class = "HTTP_504", delay_ms = 0, timeout_ms = 0, retry_after = "absent" }))
     assert.equal("stop max-attempts", dt.format_expect({ retry = false, reason = "max-attempts" }))
+    assert.equal('method=GET path=/x hint:retry-after-ms=250 hint:ratelimit="\\"d\\";r=0;t=2"',
+      dt.format_facts({ method = "GET", path = "/x", hints = { ratelimit = '"d";r=0;t=2', ["retry-after-ms"] = "250" } }))
+    assert.equal("stop server-pushback class=HTTP_503 retry_after=honored retry_after_header=grpc-retry-pushback-ms "
+      .. "route=GET /x", dt.format_verdict({ retry = false, reason = "server-pushback", class = "HTTP_503",
+      retry_after = "honored", retry_after_header = "grpc-retry-pushback-ms", route = "GET /x" }))
   end)
 end)

@@ -55,6 +55,38 @@ describe("retryfreeze.spec assertions", function()
     end)
   end)
 
+  describe("facts with hints (the route's wait headers)", function()
+    local hinted = assert(rf.load_string([[{"endpoint": "GET /x", "maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+      "totalBudgetMs": 60000, "retryable": ["HTTP_429", "UNKNOWN"], "classLimits": {"UNKNOWN": 2},
+      "retryAfter": {"headers": ["grpc-retry-pushback-ms", "x-ratelimit-reset"]}}]]))
+    local get_429 = { method = "GET", path = "/x", status = 429, now_ms = 1700000000000 }
+
+    it("waits and stops by them", function()
+      assert.waits(hinted, { method = "GET", path = "/x", status = 429, hints = { ["grpc-retry-pushback-ms"] = "40" } },
+        40)
+      assert.waits(hinted, { method = "GET", path = "/x", status = 429, now_ms = 1700000000000,
+        hints = { ["x-ratelimit-reset"] = "1700000002" } }, 2000)
+      assert.stops(hinted, { method = "GET", path = "/x", status = 429, hints = { ["grpc-retry-pushback-ms"] = "-1" } },
+        "server-pushback")
+      assert.stops(hinted, { method = "GET", path = "/x", transport = "other", attempts = 2 }, "class-limit")
+      assert.retries(hinted, { method = "GET", path = "/x", transport = "other", attempts = 1 })
+    end)
+
+    it("show them in a failure message", function()
+      get_429.hints = { ["grpc-retry-pushback-ms"] = "-1" }
+      fails_with(function() assert.retries(hinted, get_429) end,
+        "Expected the policy to retry.\nFacts: method=GET path=/x status=429 now_ms=1700000000000 "
+        .. "hint:grpc-retry-pushback-ms=-1\nVerdict: stop server-pushback class=HTTP_429 retry_after=honored "
+        .. "retry_after_header=grpc-retry-pushback-ms route=GET /x")
+    end)
+
+    it("raise on a hint the route does not read (misuse, not a failure)", function()
+      assert.has_error(function()
+        assert.retries(hinted, { method = "GET", path = "/x", status = 429, hints = { ["retry-after-ms"] = "1" } })
+      end)
+    end)
+  end)
+
   describe("failure messages show the facts and the verdict", function()
     it("retries", function()
       fails_with(function() assert.retries(svc, post_500) end,

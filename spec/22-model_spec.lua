@@ -3,6 +3,7 @@
 -- p = 0.1…0.9, route selection, and the engine's own decisions agreeing with the model.
 local rf = require "retryfreeze"
 local h = require "spec.helper"
+local json = require "retryfreeze.json"
 local model = require "retryfreeze.model"
 
 local function near(expected, actual, tol)
@@ -148,6 +149,38 @@ describe("retryfreeze model", function()
     near(1.39 / 0.973, tonumber(prediction:match('"attempts_per_success":([^,]+)')))
     local _, rows = out:match('"table":(%b[])'):gsub('"worst_case":3', "")
     assert.equal(9, rows)
+  end)
+
+  it("accounts for class limits: --class takes each route's attempts for that class from the engine", function()
+    local lock = h.temp_file([[{"version": 1, "defaults": {"perAttemptTimeoutMs": 1000, "totalBudgetMs": 60000,
+      "retryable": ["HTTP_503", "UNKNOWN", "TIMEOUT"]}, "routes": [
+      {"endpoint": "GET /a/{id}", "maxAttempts": 4, "classLimits": {"UNKNOWN": 2, "HTTP_5XX": 3}},
+      {"endpoint": "POST /b/*", "maxAttempts": 3}]}]])
+    local out, _, code = h.run_cli("model", lock)
+    assert.equal(0, code)
+    assert.matches("note: GET /a/{id} limits classes (classLimits): HTTP_5XX at most 3, UNKNOWN at most 2 of its 4 "
+      .. "attempts; --class C models one class\n", out, 1, true)
+    out, _, code = h.run_cli("model", lock, "--class", "UNKNOWN", "--failure-rate", "0.5")
+    assert.equal(0, code)
+    assert.matches("assumes: every failed attempt is of class UNKNOWN and fails independently", out, 1, true)
+    assert.matches("note: GET /a/{id}: a UNKNOWN failure gets 2 of its 4 attempts (class-limit)\n", out, 1, true)
+    -- 2 attempts at p = 0.5: 1 + 0.5 = 1.50 per request, 75% success.
+    assert.matches("attempts for UNKNOWN 2: GET /a/{id}\n  at p = 0.5:\n    attempts per request       1.50\n"
+      .. "    success probability        75.00%\n", out, 1, true)
+    assert.matches("attempts for UNKNOWN 3: POST /b/*\n", out, 1, true)
+    -- A specific status under a family limit: HTTP_503 gets the HTTP_5XX limit; both routes then make 3.
+    local doc = json.decode((h.run_cli("model", lock, "--class", "HTTP_503", "--json")))
+    assert.equal("HTTP_503", doc.class)
+    assert.equal(1, #doc.models)
+    assert.same({ 3, { "GET /a/{id}", "POST /b/*" } }, { doc.models[1].max_attempts, doc.models[1].routes })
+    -- A class the route does not retry: 1 attempt.
+    out = h.run_cli("model", lock, "--class", "HTTP_404")
+    assert.matches("attempts for HTTP_404 1: GET /a/{id}, POST /b/*\n", out, 1, true)
+    local err
+    _, err, code = h.run_cli("model", lock, "--class", "HTTP_5XX")
+    assert.equal(2, code)
+    assert.matches("--class must be a failure class a verdict can have", err, 1, true)
+    os.remove(lock)
   end)
 
   it("exits 2 on bad usage, an invalid lock or an unknown route", function()

@@ -241,6 +241,31 @@ describe("docs/lock.md", function()
     end
   end)
 
+  it("lists exactly the engine's wait headers (RF_WAIT_HEADERS), in its order, and the loader's list agrees", function()
+    local section = assert(sub["Wait headers"], "docs/lock.md has no '### Wait headers' under '## Fields'")
+    assert.same(rf.wait_headers, first_column(section, "header"))
+    local src = read("core/include/retryfreeze/vocabulary.h")
+    local body = assert(src:match("#define RF_WAIT_HEADERS%(X%)(.-[^\\])\n"), "no RF_WAIT_HEADERS")
+    local from_macro = {}
+    for name in body:gmatch('X%([%w_]+,%s*"([^"]+)"%)') do from_macro[#from_macro + 1] = name end
+    assert.same(rf.wait_headers, from_macro)
+    local _, err = rf.load_string(B:sub(1, -2) .. ', "retryAfter": {"headers": ["nope"]}}')
+    local listed = assert(err:match("%(supported: (.*)%)$"), err)
+    assert.same(rf.wait_headers, split_list(listed))
+  end)
+
+  it("documents classLimits and retryAfter.headers with the defaults the loader applies", function()
+    local p = assert(rf.load_string(B))
+    local r = p:routes()[1]
+    assert.same({ "retry-after" }, r.retry_after.headers)
+    assert.same({}, r.class_limits)
+    local route_rows, ra_rows = {}, {}
+    for _, cells in ipairs(table_rows(sub["Route fields"], "field")) do route_rows[code(cells[1])] = cells end
+    for _, cells in ipairs(table_rows(sub["retryAfter"], "field")) do ra_rows[code(cells[1])] = cells end
+    assert.is_truthy(route_rows.classLimits[3]:find("`{}`", 1, true))
+    assert.is_truthy(ra_rows["retryAfter.headers"][3]:find('`["retry-after"]`', 1, true))
+  end)
+
   it("lists exactly the engine's jitter kinds", function()
     assert.same(sorted(rf.jitters), sorted(first_column(sub["backoff"], "jitter")))
   end)

@@ -3,8 +3,9 @@
 --- Format (docs/governance.md): tab-separated UTF-8 text. Lines whose first non-blank character is '#' and
 --- blank lines are ignored. The first other line is the header: it names the columns, each at most once —
 ---   facts:    method, path (both required), status, transport, retry_after, date, attempts, elapsed_ms,
----             idempotency_key, source, now_ms
----   expected: expect (required: "retry" or "stop"), reason, delay_ms, timeout_ms
+---             idempotency_key, source, now_ms, and hint:NAME for each wait header NAME of rf.wait_headers
+---             (facts.hints[NAME]: "hint:retry-after-ms", "hint:ratelimit", …; docs/lock.md#wait-headers)
+---   expected: expect (required: "retry" or "stop"), reason, delay_ms, timeout_ms, retry_after_header
 ---   note:     free text, printed with a failing row, never decided on
 --- Every row has exactly as many cells as the header. An empty cell is an absent fact or an unchecked
 --- expectation. Integer columns (status, attempts, elapsed_ms, now_ms, delay_ms, timeout_ms) take decimal digits
@@ -23,8 +24,12 @@ M.DEFAULT_SEED = 1
 M.FACT_COLUMNS = { "method", "path", "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
   "idempotency_key", "source", "now_ms" }
 
+--- Hint columns: "hint:" .. a wait header name, one per rf.wait_headers, in the engine's order.
+M.HINT_COLUMNS = {}
+for i, name in ipairs(rf.wait_headers) do M.HINT_COLUMNS[i] = "hint:" .. name end
+
 --- Expectation columns.
-M.EXPECT_COLUMNS = { "expect", "reason", "delay_ms", "timeout_ms" }
+M.EXPECT_COLUMNS = { "expect", "reason", "delay_ms", "timeout_ms", "retry_after_header" }
 
 local integer_columns <const> = { status = true, attempts = true, elapsed_ms = true, now_ms = true,
   delay_ms = true, timeout_ms = true }
@@ -36,6 +41,7 @@ local function set_of(list)
 end
 
 local fact_set <const> = set_of(M.FACT_COLUMNS)
+local hint_set <const> = set_of(M.HINT_COLUMNS)
 local expect_set <const> = set_of(M.EXPECT_COLUMNS)
 local reason_set <const> = set_of(rf.reasons)
 
@@ -50,9 +56,9 @@ local function parse_header(line)
   local columns, seen = {}, {}
   for i, cell in ipairs(split_tabs(line)) do
     local col = cell:match("^%s*(.-)%s*$")
-    if not (fact_set[col] or expect_set[col] or col == "note") then
-      return nil, string.format("unknown column \"%s\" (facts: %s; expected: %s; note)", col,
-        table.concat(M.FACT_COLUMNS, ", "), table.concat(M.EXPECT_COLUMNS, ", "))
+    if not (fact_set[col] or hint_set[col] or expect_set[col] or col == "note") then
+      return nil, string.format("unknown column \"%s\" (facts: %s, hint:NAME for a wait header NAME; expected: %s; "
+        .. "note)", col, table.concat(M.FACT_COLUMNS, ", "), table.concat(M.EXPECT_COLUMNS, ", "))
     end
     if seen[col] then return nil, string.format("column \"%s\" appears twice", col) end
     seen[col] = true
@@ -82,6 +88,9 @@ local function parse_row(line, n, columns)
       end
       if fact_set[col] then
         row.facts[col] = v
+      elseif hint_set[col] then
+        row.facts.hints = row.facts.hints or {}
+        row.facts.hints[col:sub(6)] = v
       elseif col == "expect" then
         if v ~= "retry" and v ~= "stop" then
           return nil, string.format("expect must be retry or stop, got \"%s\"", v)
@@ -106,8 +115,9 @@ end
 -- @param text string: the TSV text
 -- @param name string|nil: the table's name in messages (default "table")
 -- @return table {name = name, columns = {header names…}, rows = {row…}} where a row is
---   {line = integer, facts = {fact → string|integer}, expect = {retry = boolean, reason = string|nil,
---   delay_ms = integer|nil, timeout_ms = integer|nil}, note = string|nil};
+--   {line = integer, facts = {fact → string|integer, hints = {[name] = string}|nil}, expect = {retry = boolean,
+--   reason = string|nil, delay_ms = integer|nil, timeout_ms = integer|nil, retry_after_header = string|nil},
+--   note = string|nil};
 --   or nil, "name:LINE: message" for a malformed table (unknown, duplicate or missing column, wrong number of
 --   cells, a non-integer in an integer column, expect not retry|stop, an unknown reason, a NUL byte, no header,
 --   no rows)
@@ -144,16 +154,22 @@ local function quote(v)
   return v
 end
 
---- Facts as one line: "method=POST path=/v1/jobs status=504 attempts=1" (known keys in column order, then any
---- others sorted; values with spaces, quotes or '=' are quoted).
+--- Facts as one line: "method=POST path=/v1/jobs status=504 attempts=1 hint:retry-after-ms=250" (known keys in
+--- column order, then the hints in rf.wait_headers order, then any others sorted; values with spaces, quotes
+--- or '=' are quoted).
 -- @param facts table
 -- @return string
 function M.format_facts(facts)
-  local parts, seen = {}, {}
+  local parts, seen = {}, { hints = true }
   for _, k in ipairs(M.FACT_COLUMNS) do
     if facts[k] ~= nil then parts[#parts + 1] = k .. "=" .. quote(facts[k]) end
     seen[k] = true
   end
+  local hints = type(facts.hints) == "table" and facts.hints or {}
+  for _, name in ipairs(rf.wait_headers) do
+    if hints[name] ~= nil then parts[#parts + 1] = "hint:" .. name .. "=" .. quote(hints[name]) end
+  end
+  if facts.hints ~= nil and type(facts.hints) ~= "table" then seen.hints = nil end
   local rest = {}
   for k in pairs(facts) do
     if not seen[k] then rest[#rest + 1] = tostring(k) end
@@ -164,13 +180,15 @@ function M.format_facts(facts)
 end
 
 --- A verdict as one line: "retry pinned-status delay_ms=88 timeout_ms=2000 class=HTTP_504 retry_after=absent
---- route=POST /v1/jobs" (stop verdicts omit delay_ms and timeout_ms, which are 0).
+--- route=POST /v1/jobs" (stop verdicts omit delay_ms and timeout_ms, which are 0; retry_after_header=NAME follows
+--- retry_after when the verdict names a wait header).
 -- @param v table: a verdict from policy:decide
 -- @return string
 function M.format_verdict(v)
   local s = (v.retry and "retry " or "stop ") .. tostring(v.reason)
   if v.retry then s = s .. string.format(" delay_ms=%d timeout_ms=%d", v.delay_ms, v.timeout_ms) end
   s = s .. " class=" .. tostring(v.class) .. " retry_after=" .. tostring(v.retry_after)
+  if v.retry_after_header then s = s .. " retry_after_header=" .. v.retry_after_header end
   return s .. " route=" .. (v.route or "none")
 end
 
@@ -182,6 +200,7 @@ function M.format_expect(e)
   if e.reason then s = s .. " " .. e.reason end
   if e.delay_ms then s = s .. " delay_ms=" .. e.delay_ms end
   if e.timeout_ms then s = s .. " timeout_ms=" .. e.timeout_ms end
+  if e.retry_after_header then s = s .. " retry_after_header=" .. e.retry_after_header end
   return s
 end
 
@@ -190,8 +209,9 @@ end
 -- @param tbl table from parse()
 -- @param opts table|nil: {seed = integer} (default M.DEFAULT_SEED)
 -- @return results {passed = n, failed = n, rows = {{row = row, verdict = verdict, ok = boolean,
---   mismatches = {"retry"|"reason"|"delay_ms"|"timeout_ms", …}}…}}; or nil, "name:LINE: message" when the
---   engine refuses a row's facts (e.g. an unknown transport)
+--   mismatches = {"retry"|"reason"|"delay_ms"|"timeout_ms"|"retry_after_header", …}}…}}; or nil,
+--   "name:LINE: message" when the engine refuses a row's facts (an unknown transport, a hint the route does
+--   not read)
 function M.run(policy, tbl, opts)
   local seed = opts and opts.seed or M.DEFAULT_SEED
   local results = { passed = 0, failed = 0, rows = {} }
@@ -203,7 +223,7 @@ function M.run(policy, tbl, opts)
     end
     local e, mismatches = row.expect, {}
     if v.retry ~= e.retry then mismatches[#mismatches + 1] = "retry" end
-    for _, k in ipairs({ "reason", "delay_ms", "timeout_ms" }) do
+    for _, k in ipairs({ "reason", "delay_ms", "timeout_ms", "retry_after_header" }) do
       if e[k] ~= nil and v[k] ~= e[k] then mismatches[#mismatches + 1] = k end
     end
     local pass = #mismatches == 0

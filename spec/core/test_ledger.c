@@ -180,6 +180,54 @@ static void test_format_known_record(void **state) {
     assert_string_equal(buf, SAMPLE_LINE);
 }
 
+/* tries[].retry_after_header: written after retry_after only when set, read back by the fast and the general
+ * parser (any key order), absent in older lines, and refused when it is not a string. */
+static void test_retry_after_header(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.tries[0].retry_after = "250";
+    rec.tries[0].retry_after_header = "retry-after-ms";
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf, "\"reason\":\"pinned-status\",\"retry_after\":\"250\","
+                                "\"retry_after_header\":\"retry-after-ms\"},"));
+    assert_non_null(strstr(buf, "\"reason\":\"success\",\"retry_after\":null}]}")); /* unset: not written */
+    /* The same try with its keys in another order goes through the general parser. */
+    char reordered[4096];
+    snprintf(reordered, sizeof reordered, "%s\n%s\n", buf,
+             "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+             "\"key\":null,\"policy\":\"sha256:0123abcd\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"terminal\",\"reason\":\"server-pushback\",\"ok\":false,\"status\":503,\"body_len\":0,\"tries\":"
+             "[{\"retry_after_header\":\"grpc-retry-pushback-ms\",\"class\":\"HTTP_503\",\"status\":503,"
+             "\"elapsed_ms\":5,\"delay_ms\":0,\"reason\":\"server-pushback\",\"retry_after\":\"-1\"}]}");
+    const char *path = tmp_file("hint.jsonl");
+    write_bytes(path, reordered, strlen(reordered));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    assert_string_equal(got.tries[0].retry_after_header, "retry-after-ms");
+    assert_null(got.tries[1].retry_after_header);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_string_equal(got.tries[0].retry_after_header, "grpc-retry-pushback-ms");
+    assert_string_equal(got.tries[0].retry_after, "-1");
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    /* Not a string: corrupt, naming the field. */
+    const char *bad = "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":"
+                      "\"/x\",\"key\":null,\"policy\":\"sha256:0\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+                      "\"terminal\",\"reason\":\"success\",\"ok\":false,\"status\":503,\"body_len\":0,\"tries\":"
+                      "[{\"class\":\"HTTP_503\",\"status\":503,\"elapsed_ms\":5,\"delay_ms\":0,\"reason\":"
+                      "\"success\",\"retry_after\":\"1\",\"retry_after_header\":7}]}\n";
+    write_bytes(path, bad, strlen(bad));
+    r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+    assert_non_null(strstr(err.message, "retry_after_header"));
+    rf_ledger_reader_close(r);
+    unlink(path);
+}
+
 static void test_format_key_null_and_timestamps(void **state) {
     (void)state;
     static const struct {
@@ -939,6 +987,7 @@ static void test_refused_values(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format_known_record),
+        cmocka_unit_test(test_retry_after_header),
         cmocka_unit_test(test_format_key_null_and_timestamps),
         cmocka_unit_test(test_format_integers_stay_integers),
         cmocka_unit_test(test_format_escapes_strings),

@@ -1,5 +1,7 @@
---- `retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--json]`: the retry-storm arithmetic
---- for a lock's routes (retryfreeze.model), before any traffic is sent.
+--- `retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--class C] [--json]`: the retry-storm
+--- arithmetic for a lock's routes (retryfreeze.model), before any traffic is sent. With --class, each route's
+--- attempts for failures of that class come from the engine itself (classLimits, retryable): no rule is
+--- re-implemented here.
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
@@ -7,7 +9,7 @@ local model = require "retryfreeze.model"
 
 local M = {
   summary = "predict attempts per request and per success from a lock (independent failures, nested layers)",
-  usage = "retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--json]\n\n"
+  usage = "retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--class C] [--json]\n\n"
     .. "  For independent failures with probability p per attempt: expected attempts per request, success\n"
     .. "  probability, attempts per success and the worst case, for each route's maxAttempts, and a table\n"
     .. "  over p = 0.1…0.9. Assumes every failure is of a retryable class and nothing stops a request\n"
@@ -16,12 +18,14 @@ local M = {
     .. "  --failure-rate p  detail one failure rate, 0..1\n"
     .. "  --layers L        the same policy at L nested layers (1..16, default 1): worst case maxAttempts^L\n"
     .. "  --route R         one route: its endpoint (\"POST /v1/jobs\") or a request (\"GET /v1/jobs/42\")\n"
+    .. "  --class C         failures of one class (HTTP_503, TIMEOUT, UNKNOWN, …): each route's attempts are\n"
+    .. "                    what the engine allows that class (its classLimits entry, or 1 when not retryable)\n"
     .. "  --json            print the predictions as one JSON object\n"
     .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
 }
 
 local spec <const> = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--route"] = "string",
-  ["--json"] = "flag" }
+  ["--class"] = "string", ["--json"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
@@ -44,15 +48,57 @@ local function pick_routes(policy, wanted)
   return nil, "no route matches '" .. wanted .. "' (routes: " .. table.concat(names, ", ") .. ")"
 end
 
--- Routes grouped by maxAttempts (the model depends on nothing else), fewest attempts first.
+-- The transport facts of a named class (docs/reasons.md#transport-outcomes); HTTP_nnn is a status.
+local named_transport <const> = { TIMEOUT = "timeout", CONNECT_RESET = "connect-reset",
+  CONNECT_REFUSED = "connect-refused", DNS_FAILURE = "dns", TLS_FAILURE = "tls", UNKNOWN = "other",
+  PROXY_REFUSED = "proxy-refused", TOO_MANY_REDIRECTS = "too-many-redirects" }
+
+-- Facts whose failure class is `class`, checked with the engine's own classifier; or nil, message.
+local function class_facts(policy, class)
+  local status = class:match("^HTTP_(%d%d%d)$")
+  local facts = status and { status = math.tointeger(tonumber(status)) } or { transport = named_transport[class] }
+  if (facts.status == nil and facts.transport == nil) or (facts.status and (facts.status < 100 or facts.status > 599))
+    or policy:classify(facts) ~= class then
+    return nil, "--class must be a failure class a verdict can have (HTTP_<100..599>, TIMEOUT, CONNECT_RESET, "
+      .. "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, …), got '" .. class .. "'"
+  end
+  return facts
+end
+
+-- A request path that reaches the route's pattern: {param} → "1", a trailing "*" → nothing.
+local function sample_path(pattern)
+  local path = pattern:gsub("{[%w_]+}", "1"):gsub("/%*$", "")
+  return path == "" and "/" or path
+end
+
+-- The attempts the engine allows one request whose every attempt fails with `facts`' class: the first attempt
+-- count after which the verdict stops on max-attempts, class-limit or status-not-retryable (a deadline or
+-- Retry-After stop is outside the model: it only lowers the numbers).
+local function class_attempts(policy, r, facts)
+  local path = sample_path(r.pattern)
+  if policy:match(r.method, path) ~= r.endpoint then return r.max_attempts end
+  for a = 1, r.max_attempts do
+    local f = { method = r.method, path = path, attempts = a, idempotency_key = true, elapsed_ms = 0,
+      status = facts.status, transport = facts.transport }
+    local v = policy:decide(f, rf.rng(1))
+    if v.reason == "max-attempts" or v.reason == "class-limit" or v.reason == "status-not-retryable" then
+      return a, v.reason
+    end
+  end
+  return r.max_attempts
+end
+
+-- Routes grouped by their attempts per request (maxAttempts, or with --class what the engine allows that
+-- class; the model depends on nothing else), fewest attempts first.
 local function groups_of(routes)
   local by_n, ns = {}, {}
   for _, r in ipairs(routes) do
-    local g = by_n[r.max_attempts]
+    local n = r.model_attempts or r.max_attempts
+    local g = by_n[n]
     if not g then
-      g = { max_attempts = r.max_attempts, routes = {} }
-      by_n[r.max_attempts] = g
-      ns[#ns + 1] = r.max_attempts
+      g = { max_attempts = n, routes = {} }
+      by_n[n] = g
+      ns[#ns + 1] = n
     end
     g.routes[#g.routes + 1] = r.endpoint
   end
@@ -68,8 +114,9 @@ end
 local function pct(x) return string.format("%.2f%%", 100 * x) end
 local function num(x) return x == math.huge and "inf" or string.format("%.2f", x) end
 
-local function render(out, g, layers, p)
-  out:write(string.format("maxAttempts %d: %s\n", g.max_attempts, table.concat(g.routes, ", ")))
+local function render(out, g, layers, p, class)
+  out:write(string.format("%s %d: %s\n", class and ("attempts for " .. class) or "maxAttempts", g.max_attempts,
+    table.concat(g.routes, ", ")))
   if p then
     local m = model.predict{ max_attempts = g.max_attempts, p = p, layers = layers }
     out:write(string.format("  at p = %s:\n", string.format("%.4g", p)))
@@ -136,9 +183,16 @@ function M.run(args, out, err)
     err:write("retryfreeze model: ", rerr, "\n")
     return 2
   end
+  local class = opts.class
+  if class then
+    local facts, cerr = class_facts(policy, class)
+    if not facts then return usage_error(cerr) end
+    for _, r in ipairs(routes) do r.model_attempts, r.model_reason = class_attempts(policy, r, facts) end
+  end
   local groups = groups_of(routes)
   if opts.json then
-    local doc = { lock = pos[1], digest = policy.digest, layers = layers, failure_rate = p, models = {} }
+    local doc = { lock = pos[1], digest = policy.digest, layers = layers, failure_rate = p, class = class,
+      models = {} }
     for i, g in ipairs(groups) do
       local entry = { max_attempts = g.max_attempts, routes = g.routes, table = {} }
       if p then entry.prediction = json_safe(model.predict{ max_attempts = g.max_attempts, p = p, layers = layers }) end
@@ -147,23 +201,34 @@ function M.run(args, out, err)
       end
       doc.models[i] = entry
     end
-    out:write(json.encode(doc, { "lock", "digest", "layers", "failure_rate", "models", "max_attempts", "routes",
-      "prediction", "table", "p" }), "\n")
+    out:write(json.encode(doc, { "lock", "digest", "layers", "failure_rate", "class", "models", "max_attempts",
+      "routes", "prediction", "table", "p" }), "\n")
     return 0
   end
   out:write(string.format("model: %s (%s)%s\n", pos[1], policy.digest,
     layers > 1 and string.format(", the same policy at %d nested layers", layers) or ""))
-  out:write("assumes: every failed attempt is of a retryable class and fails independently with probability p;\n"
+  out:write("assumes: every failed attempt is of ", class and "class " .. class or "a retryable class",
+    " and fails independently with probability p;\n"
     .. "  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
     .. "  (each of those only lowers the real numbers)\n")
   for _, r in ipairs(routes) do
     if #r.retryable == 0 then
       out:write(string.format("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint))
     end
+    local limits = {}
+    for c, limit in pairs(r.class_limits) do limits[#limits + 1] = string.format("%s at most %d", c, limit) end
+    table.sort(limits)
+    if #limits > 0 and not class then
+      out:write(string.format("note: %s limits classes (classLimits): %s of its %d attempts; --class C models "
+        .. "one class\n", r.endpoint, table.concat(limits, ", "), r.max_attempts))
+    elseif class and r.model_attempts ~= r.max_attempts then
+      out:write(string.format("note: %s: a %s failure gets %d of its %d attempts (%s)\n", r.endpoint, class,
+        r.model_attempts, r.max_attempts, r.model_reason))
+    end
   end
   for _, g in ipairs(groups) do
     out:write("\n")
-    render(out, g, layers, p)
+    render(out, g, layers, p, class)
   end
   return 0
 end
