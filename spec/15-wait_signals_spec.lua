@@ -55,6 +55,22 @@ describe("wait headers against the fault-injecting upstream", function()
     return r.elapsed_ms - wire
   end
 
+  --- Runs the request up to 3 times (a fresh path each time, so the upstream replays the script) until the wait
+  --- is within TOLERANCE_MS of want. Never waiting less than asked is checked on every run; the upper bound on
+  --- the best run, since a loaded machine can only add to a sleep (the noise is one-sided), never shorten it.
+  local function within(path, script, want, check)
+    local best, r
+    for i = 1, 3 do
+      r = get(path .. (i > 1 and "-" .. i or ""), script)
+      check(r)
+      local w = waited(r)
+      assert.is_true(w >= want - 1, path .. ": waited " .. w .. " ms, less than the " .. want .. " ms asked")
+      best = math.min(best or w, w)
+      if best - want <= TOLERANCE_MS then return r end
+    end
+    error(path .. ": waited at best " .. best .. " ms, want " .. want .. " ± " .. TOLERANCE_MS)
+  end
+
   local cases = {
     { "retry-after-ms", "150", "429;header=retry-after-ms:150,ok", 150 },
     { "x-ms-retry-after-ms", "220", "429;header=x-ms-retry-after-ms:220,ok", 220 },
@@ -75,34 +91,34 @@ describe("wait headers against the fault-injecting upstream", function()
   for _, case in ipairs(cases) do
     local name, value, script, want = case[1], case[2], case[3], case[4]
     it("waits what " .. name .. ": " .. value .. " asks (" .. want .. " ms), and the ledger names it", function()
-      local r = get("/w/" .. name, script)
-      assert.same({ true, "success", 2 }, { r.ok, r.outcome, r.attempts })
-      assert.same({ name, value, "pinned-status" }, { r.tries[1].retry_after_header, r.tries[1].retry_after,
-        r.tries[1].reason })
-      assert.equal(want, r.tries[2].delay_ms)
-      local w = waited(r)
-      assert.is_true(math.abs(w - want) <= TOLERANCE_MS, name .. ": waited " .. w .. " ms, want " .. want)
+      local r = within("/w/" .. name, script, want, function(r)
+        assert.same({ true, "success", 2 }, { r.ok, r.outcome, r.attempts })
+        assert.same({ name, value, "pinned-status" }, { r.tries[1].retry_after_header, r.tries[1].retry_after,
+          r.tries[1].reason })
+        assert.equal(want, r.tries[2].delay_ms)
+      end)
       local rec = last_record()
-      assert.equal("/w/" .. name, rec.path)
+      assert.equal("GET /w/*", r.route)
+      assert.equal("GET /w/*", rec.route)
+      assert.equal("/w/" .. name, (rec.path:gsub("%-%d$", "")))
       assert.same({ name, value }, { rec.tries[1].retry_after_header, rec.tries[1].retry_after })
       assert.equal(want, rec.tries[2].delay_ms)
     end)
   end
 
   it("waits 0 for an x-ratelimit-reset Unix timestamp in the past", function()
-    local r = get("/w/epoch-past", "429;header-epoch=x-ratelimit-reset:-100,ok")
-    assert.same({ true, 2, "x-ratelimit-reset", 0 }, { r.ok, r.attempts, r.tries[1].retry_after_header,
-      r.tries[2].delay_ms })
-    assert.is_true(waited(r) <= TOLERANCE_MS, "waited " .. waited(r) .. " ms")
-    assert.is_true(tonumber(r.tries[1].retry_after) > 1000000000)
+    within("/w/epoch-past", "429;header-epoch=x-ratelimit-reset:-100,ok", 0, function(r)
+      assert.same({ true, 2, "x-ratelimit-reset", 0 }, { r.ok, r.attempts, r.tries[1].retry_after_header,
+        r.tries[2].delay_ms })
+      assert.is_true(tonumber(r.tries[1].retry_after) > 1000000000)
+    end)
   end)
 
   it("falls back to the backoff (700 ms) when no header is valid", function()
-    local r = get("/w/none-valid", "429;header=retry-after-ms:soon,ok")
-    assert.same({ true, 2, "retry-after-ms", "soon", 700 }, { r.ok, r.attempts, r.tries[1].retry_after_header,
-      r.tries[1].retry_after, r.tries[2].delay_ms })
-    local w = waited(r)
-    assert.is_true(math.abs(w - 700) <= TOLERANCE_MS, "waited " .. w .. " ms")
+    within("/w/none-valid", "429;header=retry-after-ms:soon,ok", 700, function(r)
+      assert.same({ true, 2, "retry-after-ms", "soon", 700 }, { r.ok, r.attempts, r.tries[1].retry_after_header,
+        r.tries[1].retry_after, r.tries[2].delay_ms })
+    end)
   end)
 
   it("stops on a negative gRPC pushback (A6: do not retry): server-pushback, terminal", function()
