@@ -576,6 +576,16 @@ static int l_match(lua_State *L) {
     return 1;
 }
 
+/* core.sha256(text) → "sha256:<64 lowercase hex>" (rf_sha256): the pairing log's entry hashes. */
+static int l_sha256(lua_State *L) {
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    char out[RF_SHA256_TEXT_LEN + 1];
+    if (rf_sha256(text, len, out) != RF_OK) return luaL_error(L, "sha256 failed (libcrypto)");
+    lua_pushstring(L, out);
+    return 1;
+}
+
 /* The index of the route whose endpoint is argument idx (exact spelling); raises when there is none. */
 static size_t route_by_endpoint(lua_State *L, const rf_policy *p, int idx) {
     const char *endpoint = luaL_checkstring(L, idx);
@@ -808,6 +818,7 @@ void rfl_open_policy(lua_State *L) {
                                      {"parse_wait_header", l_parse_wait_header},
                                      {"decide", l_decide},
                                      {"budget", l_budget},
+                                     {"sha256", l_sha256},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
     push_names(L, reason_at, RF_REASON_COUNT);

@@ -1,13 +1,18 @@
--- The pairing log: `retryfreeze signoff` / `verify`, retryfreeze.signoff, and pinned loads.
+-- The pairing log: `retryfreeze signoff` / `verify`, retryfreeze.signoff, and pinned loads. The log verifies
+-- itself (every entry's hash, the chain, each stored policy against its digest), is shared by several locks,
+-- and passes a lock that is signed off or only narrowed since (issue 11, faults 3-5).
 local h = require "spec.helper"
 local rf = require "retryfreeze"
 local json = require "retryfreeze.json"
 local signoff = require "retryfreeze.signoff"
+local _ -- the unused first result of h.run_cli
 
 local lock_v1 = '{"endpoint":"POST /v1/jobs","maxAttempts":2,"perAttemptTimeoutMs":2000,"totalBudgetMs":2500,'
   .. '"retryable":["HTTP_504"]}'
-local lock_v2 = lock_v1:gsub('"maxAttempts":2', '"maxAttempts":4')
-local lock_v3 = lock_v1:gsub('"totalBudgetMs":2500', '"totalBudgetMs":2200')
+local lock_v2 = lock_v1:gsub('"maxAttempts":2', '"maxAttempts":4') -- widens
+local lock_v3 = lock_v1:gsub('"totalBudgetMs":2500', '"totalBudgetMs":2200') -- narrows
+local other_v1 = '{"endpoint":"GET /v1/jobs/{id}","maxAttempts":3,"perAttemptTimeoutMs":500,"totalBudgetMs":2000,'
+  .. '"retryable":["HTTP_503"]}'
 
 local function read(path)
   local f = io.open(path, "rb")
@@ -29,288 +34,307 @@ local function lines_of(text)
   return t
 end
 
+local function digest_of(text) return assert(rf.load_string(text)).digest end
+
 describe("sign-off", function()
-  local dir, lock, log
+  local dir, lock, other, log
 
   before_each(function()
     dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p '" .. dir .. "'"))
-    lock, log = dir .. "/jobs.lock.json", dir .. "/pairing-log.jsonl"
+    lock, other, log = dir .. "/jobs.lock.json", dir .. "/reads.lock.json", dir .. "/pairing-log.jsonl"
     write(lock, lock_v1)
+    write(other, other_v1)
   end)
 
   after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
 
-  local function digest() return assert(rf.load(lock)).digest end
+  local function sign(path, ...)
+    local out, err, code = h.run_cli("signoff", path, ...)
+    assert.equal(0, code, err)
+    return out
+  end
 
-  describe("round trip", function()
-    it("verify fails without a log, signoff creates it, verify passes", function()
-      local out, err, code = h.run_cli("verify", lock)
-      assert.equal(1, code)
-      assert.equal("", err)
-      assert.equal("lock changed; pairing sign-off required\n  no sign-off exists: " .. log .. " not found\n"
-        .. "  lock:   " .. lock .. " " .. digest() .. "\n", out)
-
-      out, err, code = h.run_cli("signoff", lock, "--by", "Ana Ruiz & Bo Chen", "--note", "first lock")
-      assert.equal("", err)
-      assert.equal(0, code)
-      assert.equal("signed off " .. digest() .. " by Ana Ruiz & Bo Chen (" .. log .. " line 1)\n", out)
-
-      out, err, code = h.run_cli("verify", lock)
-      assert.equal("", err)
-      assert.equal(0, code)
-      assert.matches("^signed off: " .. lock:gsub("%p", "%%%0") .. " " .. digest() .. " on %d%d%d%d%-%d%d%-%d%dT"
-        .. "%d%d:%d%d:%d%dZ by Ana Ruiz & Bo Chen %(" .. log:gsub("%p", "%%%0") .. " line 1%)\n$", out)
-    end)
-
-    it("writes one JSON line per entry with date, digest, by, note, previous and changes", function()
-      assert.equal(0, select(3, h.run_cli("signoff", lock, "--by", "Ana", "--note", "first")))
-      local first = digest()
-      write(lock, lock_v2)
-      assert.equal(0, select(3, h.run_cli("signoff", lock, "--by", "Ana & Bo")))
-      local lines = lines_of(assert(read(log)))
-      assert.equal(2, #lines)
-      local e1, e2 = assert(json.decode(lines[1])), assert(json.decode(lines[2]))
-      assert.matches("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$", e1.date)
-      assert.equal(first, e1.digest)
-      assert.equal("Ana", e1.by)
-      assert.equal("first", e1.note)
-      assert.equal(json.null, e1.previous)
-      assert.same({ widening = 0, narrowing = 0, neutral = 0, lines = json.array() }, e1.changes)
-      assert.equal(digest(), e2.digest)
-      assert.equal("", e2.note)
-      assert.equal(first, e2.previous)
-      assert.same(json.array({ "WIDENING  POST /v1/jobs  maxAttempts 2 → 4" }), e2.changes.lines)
-      assert.equal(1, e2.changes.widening)
-      assert.equal(0, e2.changes.narrowing)
-      -- the stored policy reloads to the signed digest
-      assert.equal(digest(), assert(signoff.signed_policy(e2)).digest)
-      assert.matches('^{"date":"[^"]+","digest":"sha256:%x+","by":"Ana & Bo","note":"","previous":"sha256:%x+",'
-        .. '"changes":{"widening":1,"narrowing":0,"neutral":0,"lines":%[', lines[2])
-    end)
-
-    it("signoff prints the changes since the previous sign-off; an existing line is never rewritten", function()
-      h.run_cli("signoff", lock, "--by", "Ana")
-      local before = read(log)
-      write(lock, lock_v3)
-      local out, _, code = h.run_cli("signoff", lock, "--by", "Bo", "--log", log)
-      assert.equal(0, code)
-      assert.matches("^signed off sha256:%x+ by Bo %(.* line 2%)\nchanges since sha256:%x+: 0 widening, 1 narrowing, "
-        .. "0 neutral\nNARROWING  POST /v1/jobs  totalBudgetMs 2500 → 2200\n$", out)
-      local after = read(log)
-      assert.equal(before, after:sub(1, #before))
-    end)
-
-    it("verify lists the changes since the last signed digest and exits 1", function()
-      h.run_cli("signoff", lock, "--by", "Ana")
-      local signed = digest()
-      write(lock, lock_v2)
-      local out, _, code = h.run_cli("verify", lock)
-      assert.equal(1, code)
-      local l = lines_of(out)
-      assert.equal("lock changed; pairing sign-off required", l[1])
-      assert.equal("  lock:   " .. lock .. " " .. digest(), l[2])
-      assert.matches("^  signed: " .. signed .. " on %S+ by Ana %(.* line 1%)$", l[3])
-      assert.equal("WIDENING  POST /v1/jobs  maxAttempts 2 → 4", l[4])
-      assert.equal(4, #l)
-    end)
-
-    it("a rolled-back lock is not the latest sign-off", function()
-      h.run_cli("signoff", lock, "--by", "Ana")
-      write(lock, lock_v2)
-      h.run_cli("signoff", lock, "--by", "Ana")
-      write(lock, lock_v1)
-      local out, _, code = h.run_cli("verify", lock)
-      assert.equal(1, code)
-      assert.matches("this digest was signed off earlier %(.* line 1%) but is not the latest sign%-off", out)
-      assert.matches("\nNARROWING  POST /v1/jobs  maxAttempts 4 → 2\n$", out)
-    end)
-
-    it("--log chooses another log", function()
-      local other = dir .. "/other.jsonl"
-      assert.equal(0, select(3, h.run_cli("signoff", lock, "--by", "Ana", "--log", other)))
-      assert.is_nil(read(log))
-      assert.equal(1, select(3, h.run_cli("verify", lock)))
-      assert.equal(0, select(3, h.run_cli("verify", lock, "--log", other)))
-    end)
-
-    it("signoff needs --by and a valid lock", function()
-      local _, err, code = h.run_cli("signoff", lock)
+  describe("signers", function()
+    it("needs two distinct names, given as --by twice or as \"A & B\"", function()
+      local out, err, code = h.run_cli("signoff", lock, "--by", "Ana Ruiz")
       assert.equal(2, code)
-      assert.matches("^retryfreeze signoff: %-%-by \"NAMES\" is required\n", err)
-      write(lock, '{"endpoint":"POST /v1/jobs"}')
-      _, err, code = h.run_cli("signoff", lock, "--by", "Ana")
+      assert.equal("", out)
+      assert.matches('a pairing sign-off needs two distinct names (--by "A" --by "B" or "A & B"), got only '
+        .. '"Ana Ruiz"; sign alone with --solo (recorded as such)', err, 1, true)
+      _, err, code = h.run_cli("signoff", lock, "--by", "Ana Ruiz & ana ruiz")
       assert.equal(2, code)
-      assert.matches("^retryfreeze signoff: invalid lock: ", err)
+      assert.matches("got only \"Ana Ruiz\"", err, 1, true)
       assert.is_nil(read(log))
+      out = sign(lock, "--by", "Ana Ruiz", "--by", "Bo Chen")
+      assert.matches("^signed off jobs%.lock%.json sha256:%x+ by Ana Ruiz & Bo Chen %(.*pairing%-log%.jsonl line 1%)\n$",
+        out)
+      sign(lock, "--by", "Ana Ruiz & Bo Chen")
+      local entries = assert(signoff.read(log)).entries
+      assert.same({ "Ana Ruiz", "Bo Chen" }, entries[1].by)
+      assert.same({ "Ana Ruiz", "Bo Chen" }, entries[2].by)
+      assert.same({ false, false }, { entries[1].solo, entries[2].solo })
+    end)
+
+    it("--solo signs alone and is recorded; --solo with two names is refused", function()
+      local out = sign(lock, "--by", "Ana Ruiz", "--solo")
+      assert.matches("by Ana Ruiz %(solo%)", out)
+      local e = assert(signoff.read(log)).entries[1]
+      assert.same({ { "Ana Ruiz" }, true }, { e.by, e.solo })
+      local _, err, code = h.run_cli("signoff", lock, "--by", "Ana & Bo", "--solo")
+      assert.equal(2, code)
+      assert.matches("--solo signs alone, but --by names 2 people", err, 1, true)
+      _, err, code = h.run_cli("signoff", lock)
+      assert.equal(2, code)
+      assert.matches("--by NAME is required", err, 1, true)
+    end)
+
+    it("a hand-written entry with one signer and solo false is tampered", function()
+      sign(lock, "--by", "Ana", "--by", "Bo")
+      local e = assert(signoff.read(log)).entries[1]
+      e.by = json.array({ "Ana" })
+      local line = signoff.encode(e)
+      write(log, line .. "\n")
+      local _, err, code = h.run_cli("verify", lock)
+      assert.equal(2, code)
+      assert.matches(':1: tampered entry: "by" has one name but "solo" is false', err, 1, true)
     end)
   end)
 
-  describe("a tampered log", function()
-    local function signed_log()
-      h.run_cli("signoff", lock, "--by", "Ana")
+  describe("entries", function()
+    it("name the lock relative to the log, carry its canonical policy and chain to the line before", function()
+      sign(lock, "--by", "Ana & Bo", "--note", "first")
+      sign(other, "--by", "Ana & Bo")
       write(lock, lock_v2)
-      h.run_cli("signoff", lock, "--by", "Bo")
-      return lines_of(read(log))
-    end
+      local out = sign(lock, "--by", "Ana & Bo")
+      assert.matches("changes since sha256:%x+ %(line 1%): 1 widening, 0 narrowing, 0 neutral\n"
+        .. "WIDENING  POST /v1/jobs  maxAttempts 2 → 4\n$", out)
+      local text = read(log)
+      local raw = lines_of(text)
+      assert.equal(3, #raw)
+      local l = assert(signoff.read(log))
+      local e1, e2, e3 = l.entries[1], l.entries[2], l.entries[3]
+      assert.same({ "jobs.lock.json", "reads.lock.json", "jobs.lock.json" }, { e1.lock, e2.lock, e3.lock })
+      assert.equal(assert(rf.load_string(lock_v1)):canonical_json(), e1.policy)
+      assert.equal(digest_of(lock_v1), e1.digest)
+      assert.equal(json.null, e1.previous)
+      assert.equal(e1.entry, e2.previous)
+      assert.equal(e2.entry, e3.previous)
+      assert.equal(signoff.sha256(raw[1]:match('^(.*),"entry":"sha256:%x+"}$') .. "}"), e1.entry)
+      assert.matches('^{"date":"%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ","lock":"jobs%.lock%.json","digest":"sha256:%x+",'
+        .. '"policy":"{.*}","by":%["Ana","Bo"%],"solo":false,"note":"first","changes":{"widening":0,"narrowing":0,'
+        .. '"neutral":0,"lines":%[%]},"previous":null,"entry":"sha256:%x+"}$', raw[1])
+      assert.same({ 1, 0, 0, { "WIDENING  POST /v1/jobs  maxAttempts 2 → 4" } }, { e3.changes.widening,
+        e3.changes.narrowing, e3.changes.neutral, e3.changes.lines })
+      -- A lock in a subfolder, signed into a log above it, is named by its relative path.
+      assert(os.execute("mkdir -p '" .. dir .. "/api'"))
+      write(dir .. "/api/x.lock.json", other_v1)
+      sign(dir .. "/api/x.lock.json", "--by", "Ana & Bo", "--log", log)
+      assert.equal("api/x.lock.json", signoff.latest(assert(signoff.read(log))).lock)
+      assert.equal("api/x.lock.json", signoff.lock_name(dir .. "/api/./x.lock.json", log))
+      assert.equal("../jobs.lock.json", signoff.lock_name(lock, dir .. "/api/log.jsonl"))
+    end)
 
-    local function expect_tampered(text, line, why)
-      write(log, text)
+    it("records the widening of a route that takes requests from a wider one (issue 11, fault 1)", function()
+      local svc = dir .. "/service.lock.json"
+      local text = assert(read("examples/service.lock.json"))
+      write(svc, text)
+      sign(svc, "--by", "Ana & Bo")
+      local doc = json.decode(text)
+      table.insert(doc.routes, { endpoint = "GET /v1/jobs/*", maxAttempts = 3 })
+      write(svc, json.encode(doc))
+      local out = sign(svc, "--by", "Ana & Bo")
+      assert.matches("1 widening, 0 narrowing, 0 neutral\nWIDENING  GET /v1/jobs/%*  takes GET /v1/jobs", out)
+      assert.equal(1, signoff.latest(assert(signoff.read(log))).changes.widening)
+    end)
+  end)
+
+  describe("verify", function()
+    it("passes a signed lock and fails an unsigned widening with the changes", function()
+      sign(lock, "--by", "Ana & Bo")
       local out, err, code = h.run_cli("verify", lock)
-      assert.equal(2, code)
+      assert.equal("", err)
+      assert.equal(0, code)
+      assert.matches("^log verified: .*pairing%-log%.jsonl, 1 entry, every hash and stored policy checked\n"
+        .. "signed off: jobs%.lock%.json sha256:%x+ on %S+ by Ana & Bo %(.*line 1%)\n$", out)
+      write(lock, lock_v2)
+      out, _, code = h.run_cli("verify", lock)
+      assert.equal(1, code)
+      assert.matches("\nlock changed; pairing sign%-off required\n  lock:   .*\n  signed: sha256:%x+ on %S+ by Ana & Bo "
+        .. "%(.*line 1%)\nWIDENING  POST /v1/jobs  maxAttempts 2 → 4\n$", out)
+      sign(lock, "--by", "Ana & Bo")
+      _, _, code = h.run_cli("verify", lock)
+      assert.equal(0, code)
+    end)
+
+    -- Fault 5: only widening needs a sign-off.
+    it("passes a narrowing-only change since the last sign-off, and says so", function()
+      sign(lock, "--by", "Ana & Bo")
+      write(lock, lock_v3)
+      local out, _, code = h.run_cli("verify", lock)
+      assert.equal(0, code)
+      assert.matches("\nnot widened: jobs%.lock%.json sha256:%x+ is not signed off, but every change since its last "
+        .. "sign%-off %(.*line 1, sha256:%x+%) is narrowing or neutral\nNARROWING  POST /v1/jobs  totalBudgetMs 2500 "
+        .. "→ 2200\n$", out)
+      -- A rollback to an earlier, wider signed version is judged against the latest sign-off: widening.
+      sign(lock, "--by", "Ana & Bo")
+      write(lock, lock_v1)
+      out, _, code = h.run_cli("verify", lock)
+      assert.equal(1, code)
+      assert.matches("this digest was signed off earlier %(.*line 1%) but is not the latest sign%-off", out)
+    end)
+
+    -- Fault 4: two locks in one folder share the log without breaking each other.
+    it("keeps locks that share a log apart", function()
+      sign(lock, "--by", "Ana & Bo")
+      sign(other, "--by", "Ana & Bo")
+      local _, _, code = h.run_cli("verify", lock)
+      assert.equal(0, code)
+      _, _, code = h.run_cli("verify", other)
+      assert.equal(0, code)
+      write(lock, lock_v2)
+      sign(lock, "--by", "Ana & Bo")
+      local out
+      out, _, code = h.run_cli("verify", other)
+      assert.equal(0, code, out)
+      assert.matches("signed off: reads%.lock%.json", out)
+      -- A lock the log never signed.
+      local third = dir .. "/third.lock.json"
+      write(third, lock_v3)
+      out, _, code = h.run_cli("verify", third)
+      assert.equal(1, code)
+      assert.matches("no sign%-off exists for third%.lock%.json in ", out)
+    end)
+
+    it("a missing log exits 1", function()
+      local out, _, code = h.run_cli("verify", lock)
+      assert.equal(1, code)
+      assert.matches("no sign%-off exists: .* not found", out)
+    end)
+  end)
+
+  -- Fault 3: the log did not verify its own entries.
+  describe("a tampered log", function()
+    local function tamper(edit)
+      os.remove(log)
+      sign(lock, "--by", "Ana & Bo")
+      sign(other, "--by", "Ana & Bo")
+      local raw = lines_of(read(log))
+      edit(raw)
+      write(log, table.concat(raw, "\n") .. "\n")
+      local out, err, code = h.run_cli("verify", lock)
       assert.equal("", out)
-      assert.equal("retryfreeze verify: " .. log .. ":" .. line .. ": tampered entry: " .. why .. "\n", err)
-      out, err, code = h.run_cli("signoff", lock, "--by", "Eve")
-      assert.equal("", out)
       assert.equal(2, code)
-      assert.equal("retryfreeze signoff: " .. log .. ":" .. line .. ": tampered entry: " .. why .. "\n", err)
-      assert.equal(text, read(log))
+      return err
     end
 
-    it("not valid JSON", function()
-      local l = signed_log()
-      expect_tampered(l[1] .. "\n" .. l[2]:sub(1, -2) .. "\n", 2, "not valid JSON: byte " .. #l[2]
-        .. ": unexpected end of text")
+    it("an entry's digest set to a widened lock's digest: its own hash no longer matches", function()
+      local wide = digest_of(lock_v2)
+      local err = tamper(function(raw) raw[2] = raw[2]:gsub('"digest":"sha256:%x+"', '"digest":"' .. wide .. '"') end)
+      assert.matches(":2: tampered entry: the line hashes to sha256:%x+, not to its \"entry\" sha256:%x+ %(the line "
+        .. "was edited%)", err)
     end)
 
-    it("a missing field", function()
-      local l = signed_log()
-      expect_tampered(l[1]:gsub('"by":"Ana",', "") .. "\n" .. l[2] .. "\n", 1, 'missing field "by"')
+    it("the digest and the entry hash both rewritten: the stored policy does not hash to the digest", function()
+      local wide = digest_of(lock_v2)
+      local err = tamper(function(raw)
+        local line = raw[1]:gsub('"digest":"sha256:%x+"', '"digest":"' .. wide .. '"')
+        local head = line:match('^(.*),"entry":"sha256:%x+"}$')
+        raw[1] = head .. ',"entry":"' .. signoff.sha256(head .. "}") .. '"}'
+      end)
+      assert.matches(':1: tampered entry: "policy" does not match "digest": the stored policy\'s digest is sha256:%x+, '
+        .. "not " .. wide, err)
     end)
 
-    it("an unknown field", function()
-      local l = signed_log()
-      expect_tampered(l[1]:gsub('^{', '{"approved":true,') .. "\n", 1, 'unknown field "approved"')
+    it("a whole entry rewritten consistently breaks the next line's previous", function()
+      local err = tamper(function(raw)
+        local e = assert(json.decode(raw[1]))
+        local p = assert(rf.load_string(lock_v2))
+        e.policy, e.digest = p:canonical_json(), p.digest
+        raw[1] = signoff.encode(e)
+      end)
+      assert.matches(':2: tampered entry: "previous" is sha256:%x+ but the line before hashes to sha256:%x+', err)
     end)
 
-    it("a bad digest format", function()
-      local l = signed_log()
-      expect_tampered(l[1] .. "\n" .. l[2]:gsub('"digest":"sha256:(%x+)"', '"digest":"sha256:%1ff"') .. "\n", 2,
-        'bad digest format (expected "sha256:<64 lowercase hex>")')
+    it("a deleted first line, a swapped order, an empty line, an unknown field, bad JSON", function()
+      assert.matches(':1: tampered entry: "previous" is sha256:%x+ but the line before hashes to null',
+        tamper(function(raw) table.remove(raw, 1) end))
+      assert.matches(":1: tampered entry: ", tamper(function(raw) raw[1], raw[2] = raw[2], raw[1] end))
+      assert.matches(":2: tampered entry: empty line", tamper(function(raw) table.insert(raw, 2, "") end))
+      assert.matches(':1: tampered entry: unknown field "x"', tamper(function(raw) raw[1] = raw[1]:gsub("^{", '{"x":1,') end))
+      assert.matches(":1: tampered entry: not valid JSON", tamper(function(raw) raw[1] = raw[1]:sub(1, -3) end))
     end)
 
-    it("a bad date", function()
-      local l = signed_log()
-      expect_tampered(l[1]:gsub('"date":"[^"]+"', '"date":"yesterday"') .. "\n", 1,
-        'bad date (expected UTC RFC 3339 "YYYY-MM-DDTHH:MM:SSZ")')
-    end)
-
-    it("an entry removed from the middle breaks the chain", function()
-      local l = signed_log()
-      local first = l[1]:match('"digest":"(sha256:%x+)"')
-      local d0 = string.rep("0", 64)
-      local forged = l[1]:gsub('"digest":"sha256:%x+"', '"digest":"sha256:' .. d0 .. '"')
-      expect_tampered(forged .. "\n" .. l[2] .. "\n", 2, '"previous" is ' .. first
-        .. " but the entry before it signed sha256:" .. d0)
-    end)
-
-    it("an empty line", function()
-      local l = signed_log()
-      expect_tampered(l[1] .. "\n\n" .. l[2] .. "\n", 2, "empty line")
+    it("an entry in the old, unchained format is refused with the way out", function()
+      write(log, '{"date":"2026-11-29T17:55:29Z","digest":"' .. digest_of(lock_v1) .. '","by":"A & B","note":"",'
+        .. '"previous":null,"changes":{"widening":0,"narrowing":0,"neutral":0,"lines":[]}}\n')
+      local _, err, code = h.run_cli("verify", lock)
+      assert.equal(2, code)
+      assert.matches('missing field "lock" (an entry in the old, unchained format: sign the locks again into a new log)',
+        err, 1, true)
     end)
   end)
 
   describe("a torn last line", function()
-    it("verify reports it and ignores it", function()
-      h.run_cli("signoff", lock, "--by", "Ana")
+    it("is ignored by verify and refused by signoff", function()
+      sign(lock, "--by", "Ana & Bo")
       local text = read(log)
-      write(log, text .. '{"date":"2025-01-01T00:00:00Z","digest":"sha256:ab')
+      write(log, text .. '{"date":"2026-')
       local out, err, code = h.run_cli("verify", lock)
-      assert.equal(0, code)
-      assert.equal("retryfreeze verify: " .. log .. ":2: torn last line ignored\n", err)
-      assert.matches("^signed off: ", out)
-    end)
-
-    it("a complete entry without its newline is torn too", function()
-      h.run_cli("signoff", lock, "--by", "Ana")
-      local first = read(log)
-      write(lock, lock_v2)
-      h.run_cli("signoff", lock, "--by", "Bo")
-      local both = read(log)
-      write(log, both:sub(1, -2))
-      local out, err, code = h.run_cli("verify", lock)
-      assert.equal(1, code)
-      assert.equal("retryfreeze verify: " .. log .. ":2: torn last line ignored\n", err)
-      assert.matches("^lock changed; pairing sign%-off required\n", out)
-      assert.truthy(#first < #both)
-    end)
-
-    it("signoff refuses to append after it, and leaves the log as it was", function()
-      h.run_cli("signoff", lock, "--by", "Ana")
-      local torn = read(log) .. '{"date":'
-      write(log, torn)
-      local _, err, code = h.run_cli("signoff", lock, "--by", "Bo")
+      assert.equal(0, code, out)
+      assert.matches(":2: torn last line ignored", err)
+      _, err, code = h.run_cli("signoff", lock, "--by", "Ana & Bo")
       assert.equal(2, code)
-      assert.equal("retryfreeze signoff: " .. log .. ":2: the last line is torn (no newline); the log is "
-        .. "append-only, so remove the partial line by hand before signing off\n", err)
-      assert.equal(torn, read(log))
+      assert.matches(":2: the last line is torn", err)
+      assert.equal(text .. '{"date":"2026-', read(log))
     end)
   end)
 
-  describe("a log without entries", function()
-    it("verify exits 1 saying no sign-off exists", function()
+  describe("--base git:REV", function()
+    if not os.execute("git --version >/dev/null 2>&1") then
+      pending("git is not installed")
+      return
+    end
+    local function git(cmd)
+      assert(os.execute("cd '" .. dir .. "' && git -c user.name=t -c user.email=t@example.com " .. cmd
+        .. " >/dev/null 2>&1"), cmd)
+    end
+
+    it("passes when the committed log is a prefix, fails when an entry was rewritten or removed", function()
+      git("init -q .")
+      git("commit -q --allow-empty -m empty")
+      -- No log at HEAD yet: nothing to compare, the check passes.
+      sign(lock, "--by", "Ana & Bo")
+      local out, err, code = h.run_cli("verify", lock, "--base", "git:HEAD")
+      assert.equal(0, code, err)
+      assert.matches("\nlog at HEAD is a prefix %(0 lines kept, 1 added%)\n", out)
+      git("add -A && git -c user.name=t -c user.email=t@example.com commit -q -m signed")
+      sign(other, "--by", "Ana & Bo")
+      out, err, code = h.run_cli("verify", lock, "--base", "git:HEAD")
+      assert.equal(0, code, err)
+      assert.matches("log at HEAD is a prefix %(1 line kept, 1 added%)", out)
+      -- The whole log rewritten consistently (a forged history) verifies alone, but not against HEAD.
+      local e = assert(signoff.read(log)).entries
+      e[1].note = "rewritten"
+      local first = signoff.encode(e[1])
+      e[2].previous = first:match('"entry":"(sha256:%x+)"}$')
+      write(log, first .. "\n" .. signoff.encode(e[2]) .. "\n")
+      _, _, code = h.run_cli("verify", lock)
+      assert.equal(0, code)
+      _, err, code = h.run_cli("verify", lock, "--base", "git:HEAD")
+      assert.equal(2, code)
+      assert.matches("the log at HEAD is not a prefix of this one: line 1 differs from the base log's", err, 1, true)
       write(log, "")
-      local out, _, code = h.run_cli("verify", lock)
-      assert.equal(1, code)
-      assert.equal("lock changed; pairing sign-off required\n  no sign-off exists: " .. log .. " has no entries\n"
-        .. "  lock:   " .. lock .. " " .. digest() .. "\n", out)
-    end)
-  end)
-
-  describe("the library", function()
-    it("read reports a missing log with the code 'missing'", function()
-      local log_, err, code = signoff.read(dir .. "/none.jsonl")
-      assert.is_nil(log_)
-      assert.equal(dir .. "/none.jsonl: no such file", err)
-      assert.equal("missing", code)
-    end)
-
-    it("default_log is beside the lock", function()
-      assert.equal("examples/pairing-log.jsonl", signoff.default_log("examples/service.lock.json"))
-      assert.equal("pairing-log.jsonl", signoff.default_log("service.lock.json"))
-      assert.equal("/pairing-log.jsonl", signoff.default_log("/x.lock.json"))
-    end)
-
-    it("entry, append, read and verify compose", function()
-      local policy = assert(rf.load(lock))
-      local e = signoff.entry(policy, { by = "Ana", date = "2025-03-04T05:06:07Z" })
-      assert.equal(1, signoff.append(log, e))
-      local l = assert(signoff.read(log))
-      assert.equal(1, #l.entries)
-      assert.is_false(l.torn)
-      assert.equal("2025-03-04T05:06:07Z", l.entries[1].date)
-      assert.equal(1, l.entries[1].line)
-      local r = signoff.verify(policy, l)
-      assert.is_true(r.ok)
-      local p2 = assert(rf.load_string(lock_v2))
-      r = signoff.verify(p2, l)
-      assert.is_false(r.ok)
-      assert.equal("maxAttempts", r.changes[1].field)
-      assert.has_error(function() signoff.entry(policy, { by = " " }) end,
-        "bad argument #2 to 'entry' (by = \"NAMES\" is required)")
-    end)
-
-    it("appends with one write(2) on an O_APPEND descriptor", function()
-      if not os.execute("command -v strace >/dev/null 2>&1") then
-        pending("strace is not installed")
-        return
-      end
-      h.run_cli("signoff", lock, "--by", "Ana")
-      local trace = dir .. "/trace"
-      local cli = h.cli
-      local cmd = string.format("strace -f -e trace=openat,write -o '%s' '%s' signoff '%s' --by Bo >/dev/null 2>&1",
-        trace, cli, lock)
-      assert.is_true(os.execute(cmd))
-      local t = read(trace)
-      local fd = t:match('openat%([^\n]*pairing%-log%.jsonl", O_WRONLY|O_CREAT|O_APPEND[^\n]*= (%d+)')
-      assert.truthy(fd)
-      local writes = 0
-      for n in t:gmatch("write%(" .. fd .. ", [^\n]*= (%d+)") do
-        writes = writes + 1
-        assert.equal(#lines_of(read(log))[2] + 1, tonumber(n))
-      end
-      assert.equal(1, writes)
+      _, err, code = h.run_cli("verify", lock, "--base", "git:HEAD")
+      assert.equal(2, code)
+      assert.matches("lines were deleted", err, 1, true)
+      _, err, code = h.run_cli("verify", lock, "--base", "git:no-such-rev")
+      assert.equal(2, code)
+      assert.matches("git:no%-such%-rev: git show failed", err)
+      _, err, code = h.run_cli("verify", lock, "--base", "HEAD")
+      assert.equal(2, code)
+      assert.matches("--base must be git:REV", err, 1, true)
     end)
   end)
 end)
@@ -341,10 +365,13 @@ describe("pinned load", function()
 end)
 
 describe("the project's own sign-off (the CI step)", function()
-  it("retryfreeze verify examples/service.lock.json exits 0", function()
-    local out, err, code = h.run_cli("verify", "examples/service.lock.json")
-    assert.equal("", err)
-    assert.equal(0, code, out)
-    assert.matches("^signed off: examples/service%.lock%.json sha256:%x+ on ", out)
-  end)
+  -- Fault 4: the example locks share examples/pairing-log.jsonl; both verify.
+  for _, lock in ipairs({ "examples/retry-budget.lock.json", "examples/service.lock.json" }) do
+    it("retryfreeze verify " .. lock .. " exits 0", function()
+      local out, err, code = h.run_cli("verify", lock)
+      assert.equal("", err)
+      assert.equal(0, code, out)
+      assert.matches("\nsigned off: " .. lock:match("[^/]+$"):gsub("%p", "%%%0") .. " sha256:%x+ on ", out)
+    end)
+  end
 end)

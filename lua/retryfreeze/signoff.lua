@@ -1,17 +1,25 @@
---- The pairing log: an append-only JSONL file of sign-offs, one entry per line (docs/governance.md).
+--- The pairing log: an append-only, hash-chained JSONL file of sign-offs that verifies itself, shared by any
+--- number of locks (docs/governance.md "The pairing log").
 ---
---- An entry is one JSON object on one line, with exactly these keys:
+--- An entry is one JSON object on one line, with exactly these keys, in this order:
 ---   date      "YYYY-MM-DDTHH:MM:SSZ" (UTC, RFC 3339)
----   digest    the signed lock's digest, "sha256:<64 lowercase hex>"
----   by        who signed (a non-empty string, e.g. "Ana Ruiz & Bo Chen")
+---   lock      the signed lock's path relative to the log's directory ("service.lock.json", "api/x.lock.json")
+---   digest    the signed policy's digest, "sha256:<64 lowercase hex>"
+---   policy    the signed policy's canonical JSON, as a string: `verify` reloads it and recomputes `digest`
+---   by        the signers' names, an array of distinct non-empty strings: two or more, or one with solo
+---   solo      true when one person signed alone (`signoff --solo`), else false
 ---   note      free text ("" when none was given)
----   previous  the digest of the entry before it, or null for the first entry (a broken chain is tampering)
----   changes   {widening = n, narrowing = n, neutral = n, lines = ["WIDENING  POST /v1/jobs  maxAttempts 2 → 5", …]}:
----             the diff against the previous signed-off policy
----   policy    (optional) the signed policy's canonical JSON, as a string, so that `verify` can list what
----             changed since without the old file
+---   changes   {widening = n, narrowing = n, neutral = n, lines = [...]}: the diff against this lock's
+---             previous signed version in the log (zeros and [] for its first)
+---   previous  the `entry` hash of the line before, or null on the first line (the chain)
+---   entry     "sha256:<hex>" of the line's own text up to this member, with "}" appended (written last)
+--- The entry hash covers every byte before it, so editing any field of any line breaks that line's hash, and
+--- rewriting the hash as well breaks the next line's `previous`; `verify --base git:REV` also checks that the
+--- log committed at REV is a prefix of today's, so a rewritten tail is caught against history.
 --- Each entry is appended with one write(2) on an O_APPEND descriptor; an existing line is never rewritten.
 --- A last line without its newline is torn (an interrupted write): readers report it and ignore it.
+--- The log records approvals; it is not a signature: anyone who can write the file can append an entry,
+--- which is why it is committed and reviewed with the lock.
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
@@ -22,11 +30,24 @@ local M = {}
 --- The log's file name when none is given: beside the lock.
 M.DEFAULT_NAME = "pairing-log.jsonl"
 
---- The message `verify` prints when the lock's digest is not the latest signed-off one.
+--- The message `verify` prints when the lock needs a new sign-off.
 M.CHANGED_MESSAGE = "lock changed; pairing sign-off required"
 
-local entry_keys <const> = { "date", "digest", "by", "note", "previous", "changes", "policy" }
+--- The entry keys, in the order they are written.
+M.KEYS = { "date", "lock", "digest", "policy", "by", "solo", "note", "changes", "previous", "entry" }
+
 local change_keys <const> = { widening = true, narrowing = true, neutral = true, lines = true }
+
+--- sha256 of a string as "sha256:<64 lowercase hex>" (libcrypto, through the engine).
+-- @param text string
+-- @return string
+function M.sha256(text) return core.sha256(text) end
+
+local function dirname(path)
+  local dir = path:match("^(.*)/[^/]*$")
+  if dir == nil then return "." end
+  return dir == "" and "/" or dir
+end
 
 --- The default log path for a lock: pairing-log.jsonl in the lock's directory.
 -- @param lock_path string
@@ -37,51 +58,67 @@ function M.default_log(lock_path)
   return (dir == "" and "/" or dir .. "/") .. M.DEFAULT_NAME
 end
 
+local cwd_cache
+local function cwd()
+  if cwd_cache == nil then
+    local p = io.popen("pwd -P 2>/dev/null")
+    cwd_cache = p and p:read("l") or os.getenv("PWD") or "."
+    if p then p:close() end
+  end
+  return cwd_cache
+end
+
+-- An absolute path with "." and ".." resolved lexically (symbolic links are not followed).
+local function absolute(path)
+  if path:sub(1, 1) ~= "/" then path = cwd() .. "/" .. path end
+  local parts = {}
+  for seg in path:gmatch("[^/]+") do
+    if seg == ".." then
+      parts[#parts] = nil
+    elseif seg ~= "." then
+      parts[#parts + 1] = seg
+    end
+  end
+  return "/" .. table.concat(parts, "/")
+end
+
+--- The lock's path relative to the log's directory, as entries name it ("service.lock.json", "../x.lock.json").
+-- @param lock_path string: as given on the command line
+-- @param log_path string
+-- @return string
+function M.lock_name(lock_path, log_path)
+  local lock, dir = absolute(lock_path), absolute(dirname(log_path))
+  local a, b = {}, {}
+  for seg in lock:gmatch("[^/]+") do a[#a + 1] = seg end
+  for seg in dir:gmatch("[^/]+") do b[#b + 1] = seg end
+  local i = 1
+  while i <= #a - 1 and i <= #b and a[i] == b[i] do i = i + 1 end
+  local out = {}
+  for _ = i, #b do out[#out + 1] = ".." end
+  for k = i, #a do out[#out + 1] = a[k] end
+  return table.concat(out, "/")
+end
+
 local function is_digest(s) return type(s) == "string" and #s == 71 and s:match("^sha256:[0-9a-f]+$") ~= nil end
-
 local function is_count(n) return math.type(n) == "integer" and n >= 0 end
+local function is_object(t) return type(t) == "table" and getmetatable(t) ~= json.array_mt and t ~= json.null end
 
--- Validates one decoded entry; returns nil or a message.
-local function check_entry(e, prev_digest)
-  if type(e) ~= "table" or getmetatable(e) == json.array_mt or e == json.null then return "not a JSON object" end
-  local allowed = {}
-  for _, k in ipairs(entry_keys) do allowed[k] = true end
-  for k in pairs(e) do
-    if not allowed[k] then return string.format("unknown field \"%s\"", k) end
+--- The signers from --by values: each value may hold several names separated by "&" or ","; names are
+--- trimmed; the same name twice (ignoring case) is one signer.
+-- @param values array of strings
+-- @return array of names (first spelling kept, in order)
+function M.signers(values)
+  local names, seen = {}, {}
+  for _, v in ipairs(values or {}) do
+    for name in (v .. "&"):gmatch("([^&,]*)[&,]") do
+      name = name:match("^%s*(.-)%s*$")
+      if name ~= "" and not seen[name:lower()] then
+        seen[name:lower()] = true
+        names[#names + 1] = name
+      end
+    end
   end
-  for _, k in ipairs(entry_keys) do
-    if e[k] == nil and k ~= "policy" then return string.format("missing field \"%s\"", k) end
-  end
-  if type(e.date) ~= "string" or not e.date:match("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$") then
-    return "bad date (expected UTC RFC 3339 \"YYYY-MM-DDTHH:MM:SSZ\")"
-  end
-  if not is_digest(e.digest) then return "bad digest format (expected \"sha256:<64 lowercase hex>\")" end
-  if type(e.by) ~= "string" or e.by:match("^%s*$") then return "bad \"by\" (expected the signers' names)" end
-  if type(e.note) ~= "string" then return "bad \"note\" (expected a string)" end
-  if e.previous ~= json.null and not is_digest(e.previous) then
-    return "bad \"previous\" (expected a digest or null)"
-  end
-  local expected = prev_digest or json.null
-  if e.previous ~= expected then
-    return string.format("\"previous\" is %s but the entry before it signed %s", tostring(e.previous),
-      tostring(expected))
-  end
-  local c = e.changes
-  if type(c) ~= "table" or getmetatable(c) == json.array_mt or c == json.null then
-    return "bad \"changes\" (expected an object)"
-  end
-  for k in pairs(c) do
-    if not change_keys[k] then return string.format("unknown field \"changes.%s\"", k) end
-  end
-  for _, k in ipairs({ "widening", "narrowing", "neutral" }) do
-    if not is_count(c[k]) then return string.format("bad \"changes.%s\" (expected a count)", k) end
-  end
-  if getmetatable(c.lines) ~= json.array_mt then return "bad \"changes.lines\" (expected an array of strings)" end
-  for _, l in ipairs(c.lines) do
-    if type(l) ~= "string" then return "bad \"changes.lines\" (expected an array of strings)" end
-  end
-  if e.policy ~= nil and type(e.policy) ~= "string" then return "bad \"policy\" (expected canonical JSON text)" end
-  return nil
+  return names
 end
 
 -- The JSON path of the first key or string in v that holds a NUL character (escaped \u0000 or raw), or nil:
@@ -98,21 +135,103 @@ local function nul_at(v, path)
   return nil
 end
 
---- Reads and checks a pairing log (at most core.LOG_MAX_BYTES, 16 MiB; a regular file only).
--- @param path string
--- @return log {path = path, entries = {entry…}, torn = false or the torn last line's number}, where each entry
---   is the decoded object plus `line` (its 1-based line number); or nil, message, code with code
---   "missing" (no such file: message "PATH: no such file"), "unreadable" (another I/O error) or "tampered"
---   (message "PATH:LINE: tampered entry: why" — not JSON, a missing or unknown field, a bad digest or date
---   format, an empty line, or a "previous" that does not chain to the entry before)
-function M.read(path)
-  local text, err, kind = core.read_file(path, core.LOG_MAX_BYTES, "pairing log")
-  if not text then
-    if kind == "missing" then return nil, path .. ": no such file", "missing" end
-    return nil, err, "unreadable"
+-- Validates one decoded entry's shape; returns nil or a message.
+local function check_shape(e)
+  if not is_object(e) then return "not a JSON object" end
+  local allowed = {}
+  for _, k in ipairs(M.KEYS) do allowed[k] = true end
+  for k in pairs(e) do
+    if not allowed[k] then return string.format("unknown field \"%s\"", k) end
   end
-  local log = { path = path, entries = {}, torn = false }
-  local n, prev, pos = 0, nil, 1
+  for _, k in ipairs(M.KEYS) do
+    if e[k] == nil then
+      return string.format("missing field \"%s\"%s", k, (k == "lock" or k == "entry") and
+        " (an entry in the old, unchained format: sign the locks again into a new log)" or "")
+    end
+  end
+  if type(e.date) ~= "string" or not e.date:match("^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$") then
+    return "bad date (expected UTC RFC 3339 \"YYYY-MM-DDTHH:MM:SSZ\")"
+  end
+  if type(e.lock) ~= "string" or e.lock == "" or e.lock:sub(1, 1) == "/" or e.lock:find("[%z\n]") then
+    return "bad \"lock\" (expected the lock's path relative to the log)"
+  end
+  if not is_digest(e.digest) then return "bad digest format (expected \"sha256:<64 lowercase hex>\")" end
+  if type(e.policy) ~= "string" then return "bad \"policy\" (expected the canonical JSON text)" end
+  if getmetatable(e.by) ~= json.array_mt or #e.by == 0 then return "bad \"by\" (expected an array of names)" end
+  local seen = {}
+  for _, n in ipairs(e.by) do
+    if type(n) ~= "string" or n:match("^%s*$") then return "bad \"by\" (expected an array of names)" end
+    if seen[n:lower()] then return string.format("\"by\" names %q twice", n) end
+    seen[n:lower()] = true
+  end
+  if type(e.solo) ~= "boolean" then return "bad \"solo\" (expected true or false)" end
+  if not e.solo and #e.by < 2 then return "\"by\" has one name but \"solo\" is false (two signers are required)" end
+  if e.solo and #e.by ~= 1 then return "\"solo\" is true but \"by\" has more than one name" end
+  if type(e.note) ~= "string" then return "bad \"note\" (expected a string)" end
+  local c = e.changes
+  if not is_object(c) then return "bad \"changes\" (expected an object)" end
+  for k in pairs(c) do
+    if not change_keys[k] then return string.format("unknown field \"changes.%s\"", k) end
+  end
+  for _, k in ipairs({ "widening", "narrowing", "neutral" }) do
+    if not is_count(c[k]) then return string.format("bad \"changes.%s\" (expected a count)", k) end
+  end
+  if getmetatable(c.lines) ~= json.array_mt then return "bad \"changes.lines\" (expected an array of strings)" end
+  for _, l in ipairs(c.lines) do
+    if type(l) ~= "string" then return "bad \"changes.lines\" (expected an array of strings)" end
+  end
+  if e.previous ~= json.null and not is_digest(e.previous) then return "bad \"previous\" (expected a hash or null)" end
+  if not is_digest(e.entry) then return "bad \"entry\" (expected \"sha256:<64 lowercase hex>\")" end
+  return nil
+end
+
+--- The entry hash of a line: sha256 of its text up to the `"entry"` member, with "}" appended.
+-- @param line string: one log line without its newline
+-- @return hash string, or nil when the line does not end with the `,"entry":"sha256:…"}` member
+function M.entry_hash(line)
+  local head = line:match('^(.*),"entry":"sha256:[0-9a-f]+"}%s*$')
+  if head == nil then return nil end
+  return M.sha256(head .. "}")
+end
+
+--- Reloads the policy an entry signed, from its canonical JSON.
+-- @param entry table from read() (or entry())
+-- @return policy, or nil, message (it does not load, or its digest is not the entry's `digest`)
+function M.signed_policy(entry)
+  if type(entry.policy) ~= "string" then return nil, "the entry stores no policy" end
+  local name = "sign-off " .. tostring(entry.digest)
+  local p, err = rf.load_string(entry.policy, name)
+  if not p then
+    -- Absent optional sections are spelled null in the canonical JSON; a lock omits them.
+    local text = entry.policy:gsub('^{"gate":null,', "{"):gsub('^{"retryBudget":null,', "{")
+    p, err = rf.load_string(text, name)
+  end
+  if not p then return nil, err end
+  if p.digest ~= entry.digest then
+    return nil, string.format("the stored policy's digest is %s, not %s", p.digest, tostring(entry.digest))
+  end
+  return p
+end
+
+--- Reads a pairing log and verifies every entry: its shape, its own hash, the chain, and that its stored
+--- policy loads and has the digest it claims.
+-- @param path string
+-- @param opts table|nil: {text = string} to check this text instead of reading path (verify --base)
+-- @return log {path, text, entries = {entry…}, torn = false or the torn last line's number}, each entry the
+--   decoded object plus `line` (1-based) and `raw` (its text); or nil, message, code with code "missing" ("PATH:
+--   no such file"), "unreadable" or "tampered" ("PATH:LINE: tampered entry: why")
+function M.read(path, opts)
+  local text = opts and opts.text
+  if text == nil then
+    local err, kind
+    text, err, kind = core.read_file(path, core.LOG_MAX_BYTES, "pairing log")
+    if not text then
+      if kind == "missing" then return nil, path .. ": no such file", "missing" end
+      return nil, err, "unreadable"
+    end
+  end
+  local log = { path = path, text = text, entries = {}, torn = false }
+  local n, prev, pos = 0, json.null, 1
   while pos <= #text do
     n = n + 1
     local nl = text:find("\n", pos, true)
@@ -130,101 +249,120 @@ function M.read(path)
       why = "not valid JSON: " .. jerr
     else
       local at = nul_at(e, "$")
-      why = at and ("a NUL character in " .. at .. " (no string of an entry may hold NUL)") or check_entry(e, prev)
+      why = at and ("a NUL character in " .. at .. " (no string of an entry may hold NUL)") or check_shape(e)
+    end
+    if not why then
+      local h = M.entry_hash(line)
+      if h == nil then
+        why = "\"entry\" is not the last member"
+      elseif h ~= e.entry then
+        why = string.format("the line hashes to %s, not to its \"entry\" %s (the line was edited)", h, e.entry)
+      elseif e.previous ~= prev then
+        why = string.format("\"previous\" is %s but the line before hashes to %s (a line was removed, inserted "
+          .. "or rewritten)", tostring(e.previous == json.null and "null" or e.previous),
+          tostring(prev == json.null and "null (no line before)" or prev))
+      else
+        local _, perr = M.signed_policy(e)
+        if perr then why = "\"policy\" does not match \"digest\": " .. perr end
+      end
     end
     if why then return nil, string.format("%s:%d: tampered entry: %s", path, n, why), "tampered" end
-    e.line = n
-    prev = e.digest
+    e.line, e.raw = n, line
+    prev = e.entry
     log.entries[#log.entries + 1] = e
   end
   return log
 end
 
---- The latest sign-off of a log.
+--- The latest entry of a log, or of one lock in it.
 -- @param log table from read()
--- @return entry or nil when the log has none
-function M.latest(log) return log.entries[#log.entries] end
-
---- Reloads the policy an entry signed, from its stored canonical JSON.
--- @param entry table from read() (or entry())
--- @return policy, or nil, message (no policy stored, it does not load, or its digest differs from the entry's:
---   the lock schema changed since, or the entry was edited)
-function M.signed_policy(entry)
-  if type(entry.policy) ~= "string" then return nil, "the entry stores no policy" end
-  local name = "sign-off " .. entry.digest
-  local p, err = rf.load_string(entry.policy, name)
-  if not p then
-    -- Absent optional sections are spelled null in the canonical JSON; a lock omits them.
-    local text = entry.policy:gsub('^{"gate":null,', "{"):gsub('^{"retryBudget":null,', "{")
-    p, err = rf.load_string(text, name)
+-- @param lock string|nil: the lock's name in the log (M.lock_name); nil for any lock
+-- @return entry or nil
+function M.latest(log, lock)
+  for i = #log.entries, 1, -1 do
+    local e = log.entries[i]
+    if lock == nil or e.lock == lock then return e end
   end
-  if not p then return nil, err end
-  if p.digest ~= entry.digest then
-    return nil, string.format("the stored policy's digest is %s, not %s", p.digest, entry.digest)
-  end
-  return p
+  return nil
 end
 
---- Builds a new entry for `policy`, with the diff against the latest sign-off of `log`.
+local function utc_now() return os.date("!%Y-%m-%dT%H:%M:%SZ") end
+
+--- Builds a new entry for `policy`, with the diff against the lock's latest sign-off in `log`.
 -- @param policy policy: the lock being signed
--- @param opts table: {by = "NAMES" (required, non-empty), note = string|nil, log = log from read() or nil
+-- @param opts table: {lock = the lock's name in the log (required), by = array of names (required: two
+--   distinct, or exactly one with solo = true), solo = boolean, note = string|nil, log = log from read() or nil
 --   for a new log, date = "YYYY-MM-DDTHH:MM:SSZ"|nil (default: now, UTC)}
--- @return entry table (keys as in the module comment); raises on a missing `by`
+-- @return entry table without `entry` (M.encode adds it); or nil, message for too few signers
 function M.entry(policy, opts)
-  if type(opts) ~= "table" or type(opts.by) ~= "string" or opts.by:match("^%s*$") then
-    error("bad argument #2 to 'entry' (by = \"NAMES\" is required)", 2)
+  if type(opts) ~= "table" or type(opts.lock) ~= "string" or type(opts.by) ~= "table" then
+    error("bad argument #2 to 'entry' (lock = NAME and by = {names} are required)", 2)
   end
-  local latest = opts.log and M.latest(opts.log)
+  local by = M.signers(opts.by)
+  if #by == 0 then return nil, "--by NAME is required" end
+  if opts.solo and #by ~= 1 then
+    return nil, string.format("--solo signs alone, but --by names %d people", #by)
+  end
+  if not opts.solo and #by < 2 then
+    return nil, string.format("a pairing sign-off needs two distinct names (--by \"A\" --by \"B\" or \"A & B\"), "
+      .. "got %s; sign alone with --solo (recorded as such)", #by == 1 and ("only \"" .. by[1] .. "\"") or "none")
+  end
+  local latest = opts.log and M.latest(opts.log, opts.lock)
   local changes = { widening = 0, narrowing = 0, neutral = 0, lines = json.array() }
   if latest then
     local old, err = M.signed_policy(latest)
-    if old then
-      local list = diff.compare(old, policy)
-      local s = diff.summary(list)
-      changes.widening, changes.narrowing, changes.neutral = s.widening, s.narrowing, s.neutral
-      for i, l in ipairs(diff.lines(list)) do changes.lines[i] = l end
-    else
-      changes.lines[1] = "changes since " .. latest.digest .. " unknown: " .. err
-    end
+    if not old then error("a verified log holds an entry that does not load: " .. err) end
+    local list = diff.compare(old, policy)
+    local s = diff.summary(list)
+    changes.widening, changes.narrowing, changes.neutral = s.widening, s.narrowing, s.neutral
+    for i, l in ipairs(diff.lines(list)) do changes.lines[i] = l end
   end
+  local last = opts.log and M.latest(opts.log)
   return {
-    date = opts.date or os.date("!%Y-%m-%dT%H:%M:%SZ"),
+    date = opts.date or utc_now(),
+    lock = opts.lock,
     digest = policy.digest,
-    by = opts.by,
-    note = opts.note or "",
-    previous = latest and latest.digest or json.null,
-    changes = changes,
     policy = policy:canonical_json(),
+    by = json.array(by),
+    solo = opts.solo and true or false,
+    note = opts.note or "",
+    changes = changes,
+    previous = last and last.entry or json.null,
   }
 end
 
---- Encodes an entry as its log line (without the newline).
+--- Encodes an entry as its log line (without the newline), computing its `entry` hash.
 -- @param entry table from entry()
 -- @return string
 function M.encode(entry)
   local e = {}
-  for _, k in ipairs(entry_keys) do e[k] = entry[k] end
-  return json.encode(e, { "date", "digest", "by", "note", "previous", "changes", "policy", "widening", "narrowing",
-    "neutral", "lines" })
+  for _, k in ipairs(M.KEYS) do
+    if k ~= "entry" then e[k] = entry[k] end
+  end
+  local order = {}
+  for _, k in ipairs(M.KEYS) do order[#order + 1] = k end
+  for _, k in ipairs({ "widening", "narrowing", "neutral", "lines" }) do order[#order + 1] = k end
+  local head = json.encode(e, order)
+  assert(head:sub(-1) == "}" and head:sub(-2) ~= "{}", "an entry encodes as a JSON object")
+  return head:sub(1, -2) .. ',"entry":"' .. M.sha256(head) .. '"}'
 end
 
 --- Appends an entry to a log with one write(2) on an O_APPEND descriptor (the file is created if missing).
 --- Refuses a log whose last line is torn: appending would bury the torn line in the middle of the log.
 -- @param path string
--- @param entry table from entry()
+-- @param line string from encode()
 -- @return the new entry's line number, or nil, message
-function M.append(path, entry)
-  local line = M.encode(entry) .. "\n"
+function M.append(path, line)
+  line = line .. "\n"
   local lines = 0
   local text, rerr, kind = core.read_file(path, core.LOG_MAX_BYTES, "pairing log")
   if not text and kind ~= "missing" then return nil, rerr end
   if text then
+    local _, count = text:gsub("\n", "")
     if text ~= "" and text:sub(-1) ~= "\n" then
-      local _, count = text:gsub("\n", "")
       return nil, string.format("%s:%d: the last line is torn (no newline); the log is append-only, so remove "
         .. "the partial line by hand before signing off", path, count + 1)
     end
-    local _, count = text:gsub("\n", "")
     lines = count
   end
   local f, err = io.open(path, "ab")
@@ -238,36 +376,86 @@ function M.append(path, entry)
   return lines + 1
 end
 
---- Checks a policy against a log: signed off only when its digest is the latest entry's.
+--- Checks a policy against a verified log.
 -- @param policy policy
 -- @param log table from read()
--- @return result {ok = boolean, latest = entry|nil, changes = array from diff.compare (empty when ok or when no
---   policy is stored), changes_error = message|nil (why the changes could not be listed), older = entry|nil
---   (an earlier entry that signed this same digest, when the latest did not)}
-function M.verify(policy, log)
-  local latest = M.latest(log)
-  local result = { ok = false, latest = latest, changes = {} }
-  if latest == nil then
-    result.changes_error = "the log has no sign-off"
-    return result
-  end
+-- @param lock string: the lock's name in the log (M.lock_name)
+-- @return result {ok = boolean, status = "signed" (the digest is the lock's latest sign-off) | "not-widened"
+--   (every change since the latest sign-off is narrowing or neutral) | "widened" | "unsigned" (no entry for
+--   this lock), latest = entry|nil, changes = array from diff.compare (against latest; empty when signed),
+--   older = entry|nil (an earlier entry of this lock that signed this same digest)}
+function M.verify(policy, log, lock)
+  local latest = M.latest(log, lock)
+  local result = { ok = false, status = "unsigned", latest = latest, changes = {} }
+  if latest == nil then return result end
   if latest.digest == policy.digest then
-    result.ok = true
+    result.ok, result.status = true, "signed"
     return result
   end
-  for i = #log.entries - 1, 1, -1 do
-    if log.entries[i].digest == policy.digest then
-      result.older = log.entries[i]
+  for i = #log.entries, 1, -1 do
+    local e = log.entries[i]
+    if e.lock == lock and e.digest == policy.digest and e ~= latest then
+      result.older = e
       break
     end
   end
-  local old, err = M.signed_policy(latest)
-  if old then
-    result.changes = diff.compare(old, policy)
+  local old = assert(M.signed_policy(latest)) -- read() verified it
+  result.changes = diff.compare(old, policy)
+  if diff.widens(result.changes) then
+    result.status = "widened"
   else
-    result.changes_error = err
+    result.ok, result.status = true, "not-widened"
   end
   return result
+end
+
+--- Checks that a log committed earlier is a prefix of the log now: nothing deleted or rewritten.
+-- @param base_text string: the log's text at the base revision ("" when it did not exist)
+-- @param log table from read()
+-- @return true, or nil, message naming the first line that differs
+function M.check_prefix(base_text, log)
+  if log.text:sub(1, #base_text) == base_text then return true end
+  local n, pos = 0, 1
+  while true do
+    local a_end = base_text:find("\n", pos, true) or #base_text + 1
+    local b_end = log.text:find("\n", pos, true) or #log.text + 1
+    n = n + 1
+    if base_text:sub(pos, a_end) ~= log.text:sub(pos, b_end) then
+      if pos > #log.text then
+        return nil, string.format("the base log has %d or more lines but this one ends before line %d (lines were "
+          .. "deleted)", n, n)
+      end
+      return nil, string.format("line %d differs from the base log's (an entry was rewritten or removed)", n)
+    end
+    pos = a_end + 1
+  end
+end
+
+--- Reads a log file as committed at a git revision: `git -C DIR show REV:./NAME`, run in the log's directory.
+-- @param rev string: the revision (not starting with "-")
+-- @param log_path string
+-- @return text ("" when the log did not exist at REV), or nil, message (git's own error)
+function M.git_text(rev, log_path)
+  if rev == "" or rev:sub(1, 1) == "-" or rev:find("[%z\n:]") then
+    return nil, "git:" .. rev .. ": expected git:REV (REV not empty, not starting with '-', without ':')"
+  end
+  local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+  local dir, name = dirname(log_path), log_path:match("([^/]*)$")
+  local err_file = os.tmpname()
+  local p = io.popen("git -C " .. q(dir) .. " show " .. q(rev .. ":./" .. name) .. " 2>" .. err_file, "r")
+  local text = p:read("a")
+  local ok, _, code = p:close()
+  local ef = io.open(err_file, "r")
+  local err_text = ef and ef:read("a") or ""
+  if ef then ef:close() end
+  os.remove(err_file)
+  if ok then return text end
+  if err_text:find("does not exist in", 1, true) or err_text:find("exists on disk, but not in", 1, true) then
+    return ""
+  end
+  err_text = err_text:gsub("%s+$", ""):gsub("\n", "; ")
+  return nil, string.format("git:%s: git show failed (exit %s): %s", rev, tostring(code),
+    err_text ~= "" and err_text or "no output")
 end
 
 return M

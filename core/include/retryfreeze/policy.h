@@ -38,6 +38,16 @@ RF_API rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy *
  */
 RF_API rf_status rf_policy_load_file(const char *path, rf_policy **out, rf_error *err);
 
+/* Length of "sha256:" + 64 lowercase hex digits, the form of a digest (without the NUL). */
+#define RF_SHA256_TEXT_LEN 71
+
+/*
+ * "sha256:<64 lowercase hex>" of data[0..len) into out (libcrypto's SHA-256, the digest's hash), for the
+ * pairing log's entry hashes. RF_EINVAL on a NULL out (or NULL data with len > 0), RF_ENOMEM when libcrypto
+ * fails.
+ */
+RF_API rf_status rf_sha256(const void *data, size_t len, char out[RF_SHA256_TEXT_LEN + 1]);
+
 /* Frees a policy; NULL is a no-op. */
 RF_API void rf_policy_free(rf_policy *p);
 

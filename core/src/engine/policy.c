@@ -156,12 +156,22 @@ fail:
     return NULL;
 }
 
-static bool sha256_hex(const char *text, char out[65]) {
+static bool sha256_hex_len(const void *data, size_t len, char out[65]) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
-    if (!EVP_Digest(text, strlen(text), md, &md_len, EVP_sha256(), NULL) || md_len != 32) return false;
+    if (!EVP_Digest(data, len, md, &md_len, EVP_sha256(), NULL) || md_len != 32) return false;
     for (unsigned i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
     return true;
+}
+
+static bool sha256_hex(const char *text, char out[65]) { return sha256_hex_len(text, strlen(text), out); }
+
+rf_status rf_sha256(const void *data, size_t len, char out[RF_SHA256_TEXT_LEN + 1]) {
+    char hex[65];
+    if ((data == NULL && len > 0) || out == NULL) return RF_EINVAL;
+    if (!sha256_hex_len(data == NULL ? "" : data, len, hex)) return RF_ENOMEM;
+    snprintf(out, RF_SHA256_TEXT_LEN + 1, "sha256:%s", hex);
+    return RF_OK;
 }
 
 static int compare_strings(const void *a, const void *b) {

@@ -12,7 +12,7 @@ local M = {
     .. "  Compares two locks route by route and prints one line per change:\n"
     .. "    WIDENING  POST /v1/jobs  maxAttempts 2 → 5\n"
     .. "  OLD (or NEW) may be git:REV:PATH to read a committed version with `git show REV:PATH`.\n"
-    .. "  Exit 0 when nothing widens, or when NEW's digest is the latest sign-off in the pairing log\n"
+    .. "  Exit 0 when nothing widens, or when NEW's digest is its lock's latest sign-off in the pairing log\n"
     .. "  (--log, default pairing-log.jsonl beside NEW); 1 when something widens without sign-off;\n"
     .. "  2 on bad usage, an unreadable or invalid lock, a failing git, or a tampered log.\n"
     .. "  --json prints one JSON object: {from, to, summary, signed_off, changes}.",
@@ -66,7 +66,15 @@ function M.run(args, out, err)
       if log and log.torn then
         err:write(string.format("retryfreeze diff: %s:%d: torn last line ignored\n", log_path, log.torn))
       end
-      local latest = log and signoff.latest(log)
+      -- Signed: NEW's digest is its lock's latest sign-off (for a git: NEW, the latest of any lock).
+      local lock = not pos[2]:match("^git:") and signoff.lock_name(pos[2], log_path) or nil
+      local latest = log and signoff.latest(log, lock)
+      if lock == nil and log then
+        for i = #log.entries, 1, -1 do
+          local e = log.entries[i]
+          if e.digest == new.digest and signoff.latest(log, e.lock) == e then latest = e break end
+        end
+      end
       if latest and latest.digest == new.digest then signed = latest end
     end
   end
@@ -77,7 +85,8 @@ function M.run(args, out, err)
     local doc = {
       from = { source = pos[1], digest = old.digest }, to = { source = pos[2], digest = new.digest },
       changes = list, summary = diff.summary(changes),
-      signed_off = signed and { date = signed.date, by = signed.by, log = log_path, line = signed.line } or json.null,
+      signed_off = signed and { date = signed.date, by = table.concat(signed.by, " & "), log = log_path,
+        line = signed.line } or json.null,
     }
     out:write(json.encode(doc, { "kind", "route", "field", "old", "new", "text", "line", "requests", "from", "to",
       "summary",
@@ -87,7 +96,7 @@ function M.run(args, out, err)
     if #changes == 0 then out:write("no changes (", new.digest, ")\n") end
     if signed then
       out:write(string.format("widening signed off: %s on %s by %s (%s line %d)\n", new.digest, signed.date,
-        signed.by, log_path, signed.line))
+        table.concat(signed.by, " & "), log_path, signed.line))
     elseif widens then
       out:write("widening without sign-off: ", new.digest, " is not the latest sign-off",
         log_path and " in " .. log_path or "", "\n")
