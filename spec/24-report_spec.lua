@@ -165,6 +165,8 @@ describe("retryfreeze report", function()
     local rf = require "retryfreeze"
     assert.truthy(text:find('<code id="lock-digest">' .. assert(rf.load(h.desk_lock)).digest .. "</code>", 1, true))
     assert.truthy(text:find('<div id="signoff" data-state="', 1, true))
+    -- The desk lock is signed off in examples/pairing-log.jsonl, which it shares with the service lock.
+    assert.truthy(text:find('<div id="signoff" data-state="signed"', 1, true))
   end)
 
   it("without a gate in the lock, judges with the seed's defaults, as gate --lock does", function()

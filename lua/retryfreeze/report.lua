@@ -93,15 +93,20 @@ local function lock_of(lock_path, policy, log_path)
     out.signoff = { state = code == "missing" and "no-log" or "error", text = err }
     return out
   end
-  local r = signoff.verify(policy, log)
-  if r.ok then
+  local r = signoff.verify(policy, log, signoff.lock_name(lock_path, log_path))
+  local function signers(e) return table.concat(e.by, " & ") .. (e.solo and " (solo)" or "") end
+  if r.status == "signed" then
     out.signoff = { state = "signed", text = string.format("signed off on %s by %s (%s line %d)", r.latest.date,
-      r.latest.by, log_path, r.latest.line) }
+      signers(r.latest), log_path, r.latest.line) }
+  elseif r.status == "not-widened" then
+    out.signoff = { state = "signed", text = string.format("not widened since the sign-off of %s by %s (%s line %d):"
+      .. " every change since is narrowing or neutral", r.latest.date, signers(r.latest), log_path, r.latest.line) }
   elseif r.latest then
     out.signoff = { state = "unsigned", text = string.format("%s: the latest sign-off (%s, %s by %s) is of %s",
-      signoff.CHANGED_MESSAGE, r.latest.date, r.latest.by == nil and "?" or r.latest.by, log_path, r.latest.digest) }
+      signoff.CHANGED_MESSAGE, r.latest.date, log_path, signers(r.latest), r.latest.digest) }
   else
-    out.signoff = { state = "unsigned", text = signoff.CHANGED_MESSAGE .. ": " .. log_path .. " has no entries" }
+    out.signoff = { state = "unsigned", text = signoff.CHANGED_MESSAGE .. ": " .. log_path .. " has no sign-off of "
+      .. signoff.lock_name(lock_path, log_path) }
   end
   return out
 end
