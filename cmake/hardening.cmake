@@ -7,9 +7,11 @@
 #   - test_budget_threads: one retry budget shared by 8 deciding threads (.ci/tsan builds it with TSan).
 find_package(Threads REQUIRED)
 
-set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read)
+set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz_response_head)
+# The client's pure response-head reader is private to libretryfreeze_client: its target compiles it in.
+set(fuzz_response_head_sources core/src/client/response_head.c)
 foreach(t IN LISTS RF_FUZZ_TARGETS)
-  add_executable(${t}_replay fuzz/${t}.c fuzz/replay_main.c)
+  add_executable(${t}_replay fuzz/${t}.c fuzz/replay_main.c ${${t}_sources})
   target_compile_options(${t}_replay PRIVATE ${RF_WARNINGS})
   target_compile_definitions(${t}_replay PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
   target_link_libraries(${t}_replay PRIVATE retryfreeze)

@@ -110,61 +110,13 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     return buf_append(&f->body, data, size * n) ? size * n : 0; /* 0 aborts: over max_body_bytes */
 }
 
-/* Copies a header's value (after "Name:"), trimmed of spaces/tabs and the line end, into out. */
-static void header_value(const char *line, size_t len, size_t name_len, char *out, size_t cap) {
-    const char *v = line + name_len + 1, *end = line + len;
-    while (v < end && (*v == ' ' || *v == '\t')) v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) end--;
-    size_t n = (size_t)(end - v) < cap - 1 ? (size_t)(end - v) : cap - 1;
-    memcpy(out, v, n);
-    out[n] = '\0';
-}
-
-/* A wait header value that does not fit: invalid for every parser (and a stop for gRPC pushback, which A6
- * gives to anything unparsable), never a truncated number. */
-#define HINT_TOO_LONG "(value over 255 bytes)"
-
-/* Records a wait header line: the first line of each header wins, except ratelimit, an RFC 8941 List whose
- * lines are one list joined with ", " (RFC 9110 §5.3). */
-static void record_hint(rfi_flow *f, rf_wait_header h, const char *line, size_t len, size_t name_len) {
-    char *dst = f->hint[h];
-    const size_t cap = sizeof f->hint[h];
-    if (!f->has_hint[h]) {
-        if (len - name_len > cap) {
-            snprintf(dst, cap, "%s", HINT_TOO_LONG);
-        } else {
-            header_value(line, len, name_len, dst, cap);
-        }
-        f->has_hint[h] = true;
-        return;
-    }
-    if (h != RF_WAIT_RATELIMIT || strcmp(dst, HINT_TOO_LONG) == 0) return;
-    char more[256];
-    header_value(line, len, name_len, more, sizeof more);
-    size_t used = strlen(dst), add = strlen(more);
-    if (len - name_len > sizeof more || used + 2 + add >= cap)
-        snprintf(dst, cap, "%s", HINT_TOO_LONG);
-    else if (add > 0)
-        snprintf(dst + used, cap - used, "%s%s", used > 0 ? ", " : "", more);
-}
-
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {
     rfi_flow *f = ud;
     size_t len = size * n;
-    if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+    if (rfi_response_head_line(&f->rh, data, len)) {
         f->responses++;
-        /* A new response (after a 1xx or a followed redirect): forget the previous one's headers. */
+        /* A new response (after a 1xx or a followed redirect): the previous one's headers are forgotten. */
         buf_reset(&f->head);
-        memset(f->has_hint, 0, sizeof f->has_hint);
-        f->has_date = false;
-    }
-    const char *colon = memchr(data, ':', len);
-    rf_wait_header h;
-    if (colon != NULL && rf_wait_header_parse_name(data, (size_t)(colon - data), &h) == 0) {
-        record_hint(f, h, data, len, (size_t)(colon - data));
-    } else if (!f->has_date && len > 5 && strncasecmp(data, "Date:", 5) == 0) {
-        header_value(data, len, 4, f->date, sizeof f->date);
-        f->has_date = true;
     }
     buf_append(&f->head, data, len); /* a header block over the cap is cut; the attempt goes on */
     return len;
@@ -283,9 +235,8 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     const char *body = f->hop_body ? req->body : NULL;
     buf_reset(&f->body);
     buf_reset(&f->head);
-    memset(f->has_hint, 0, sizeof f->has_hint);
-    f->has_date = false;
-    f->date[0] = f->errbuf[0] = '\0';
+    rfi_response_head_reset(&f->rh);
+    f->errbuf[0] = '\0';
     CURL *e = f->easy;
     curl_easy_reset(e); /* keeps live connections; drops every option of the previous attempt */
     curl_easy_setopt(e, CURLOPT_URL, f->hop_url ? f->hop_url : f->url);
@@ -372,17 +323,17 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
                       .path_len = strlen(req->path),
                       .status = (int)status,
                       .transport = transport,
-                      .date = f->has_date ? f->date : NULL,
-                      .date_len = f->has_date ? strlen(f->date) : 0,
+                      .date = f->rh.has_date ? f->rh.date : NULL,
+                      .date_len = f->rh.has_date ? strlen(f->rh.date) : 0,
                       .attempts = f->attempts,
                       .elapsed_ms = rfi_limits_elapsed(f, now - f->start_ms),
                       .not_sent = rc != CURLE_OK && request_size == 0, /* no byte of the request went out */
                       .has_idempotency_key = req->idempotency_key != NULL,
                       .now_ms = wall_ms()};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
-        if (f->reads[h] && f->has_hint[h]) {
-            facts.hints[h] = f->hint[h];
-            facts.hint_lens[h] = strlen(f->hint[h]);
+        if (f->reads[h] && f->rh.has_hint[h]) {
+            facts.hints[h] = f->rh.hint[h];
+            facts.hint_lens[h] = strlen(f->rh.hint[h]);
         }
     }
     rf_verdict v;
@@ -396,9 +347,9 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
         int room = f->hops + (RF_MAX_TRIES - f->requests);
         int max = c->max_redirects < room ? c->max_redirects : room;
         rf_facts hop_facts = facts; /* a 3xx's Retry-After counts whatever the route's wait headers are */
-        if (f->has_hint[RF_WAIT_RETRY_AFTER]) {
-            hop_facts.hints[RF_WAIT_RETRY_AFTER] = f->hint[RF_WAIT_RETRY_AFTER];
-            hop_facts.hint_lens[RF_WAIT_RETRY_AFTER] = strlen(f->hint[RF_WAIT_RETRY_AFTER]);
+        if (f->rh.has_hint[RF_WAIT_RETRY_AFTER]) {
+            hop_facts.hints[RF_WAIT_RETRY_AFTER] = f->rh.hint[RF_WAIT_RETRY_AFTER];
+            hop_facts.hint_lens[RF_WAIT_RETRY_AFTER] = strlen(f->rh.hint[RF_WAIT_RETRY_AFTER]);
         }
         if (rf_redirect_verdict(c->policy, &hop_facts, f->hops, max, &v, &err) != RF_OK) {
             v = (rf_verdict){
@@ -421,7 +372,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     /* A followed redirect is no failure: its stops keep their own outcome (deadline, …). */
     f->last_class_retryable = follow || v.class_retryable || v.reason == RF_REASON_SUCCESS;
     if (v.retry_after_header >= 0 && v.retry_after_header < RF_WAIT_HEADER_COUNT) {
-        snprintf(t->retry_after, sizeof t->retry_after, "%s", f->hint[v.retry_after_header]);
+        snprintf(t->retry_after, sizeof t->retry_after, "%s", f->rh.hint[v.retry_after_header]);
         snprintf(t->retry_after_header, sizeof t->retry_after_header, "%s",
                  rf_wait_header_name((rf_wait_header)v.retry_after_header));
     }

@@ -3,6 +3,7 @@
 #define RETRYFREEZE_CLIENT_INTERNAL_H
 
 #include "retryfreeze/client.h"
+#include "response_head.h"
 #include <curl/curl.h>
 
 /* A growable byte buffer with a hard cap: an append past the cap fails and marks the buffer. */
@@ -52,13 +53,10 @@ typedef struct rfi_flow {
     int64_t start_ms, attempt_start_ms, wake_ms, delay_ms, timeout_ms;
     int attempts;
     rfi_buf body, head;
-    /* The wait headers of this attempt's response (first line of each; ratelimit's lines joined with ", "),
-     * and which of them the route reads (retryAfter.headers): only those become facts.hints. */
-    char hint[RF_WAIT_HEADER_COUNT][256];
-    bool has_hint[RF_WAIT_HEADER_COUNT];
+    /* The wait headers and Date of this attempt's response (response_head.h), and which wait headers the
+     * route reads (retryAfter.headers): only those become facts.hints. */
+    rfi_response_head rh;
     bool reads[RF_WAIT_HEADER_COUNT];
-    char date[64];
-    bool has_date;
     char errbuf[CURL_ERROR_SIZE];
     rf_attempt_hook hook;
     void *hook_ud;
