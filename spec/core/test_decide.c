@@ -429,6 +429,85 @@ static void test_invalid_facts_are_refused(void **state) {
     rf_policy_free(p);
 }
 
+/* rf_backoff_window: the exact windows of the lock schema, every draw inside them (the lock diff's input). */
+static void test_backoff_window(void **state) {
+    (void)state;
+    static const struct {
+        const char *jitter;
+        int64_t lo[4], hi[4]; /* attempts 1..4: caps 100, 200, 400 (capped from 800 at maxMs 400)... */
+    } want[] = {
+        {"none", {100, 200, 400, 400}, {100, 200, 400, 400}},
+        {"full", {0, 0, 0, 0}, {100, 200, 400, 400}},
+        {"equal", {50, 100, 200, 200}, {100, 200, 400, 400}},
+        {"decorrelated", {100, 100, 100, 100}, {300, 400, 400, 400}},
+    };
+    for (size_t j = 0; j < 4; j++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+                 "\"retryable\":[],\"backoff\":{\"baseMs\":100,\"multiplier\":2,\"maxMs\":400,\"jitter\":\"%s\"}}",
+                 want[j].jitter);
+        rf_policy *p = load(text);
+        rf_rng rng;
+        rf_rng_seed(&rng, 3);
+        for (int a = 1; a <= 4; a++) {
+            int64_t lo = -1, hi = -1;
+            assert_int_equal(rf_backoff_window(p, 0, a, &lo, &hi), RF_OK);
+            assert_int_equal(lo, want[j].lo[a - 1]);
+            assert_int_equal(hi, want[j].hi[a - 1]);
+            for (int k = 0; k < 200; k++) {
+                int64_t d = rf_backoff_ms(p, 0, a, &rng);
+                if (d < lo || d > hi)
+                    fail_msg("%s attempts %d: %lld outside [%lld, %lld]", want[j].jitter, a, (long long)d,
+                             (long long)lo, (long long)hi);
+            }
+        }
+        int64_t lo, hi;
+        assert_int_equal(rf_backoff_window(p, 1, 1, &lo, &hi), RF_EINVAL);
+        assert_int_equal(rf_backoff_window(p, 0, 1, NULL, &hi), RF_EINVAL);
+        rf_policy_free(p);
+    }
+}
+
+/* rf_policy_class_retryable: the class check alone, specific beating family, without attempts or keys. */
+static void test_class_retryable(void **state) {
+    (void)state;
+    rf_policy *p = load(DESK_LOCK); /* retryable: GATEWAY_TIMEOUT, 429, CONNECT_RESET; notRetryable: 4xx list, 5XX */
+    assert_true(rf_policy_class_retryable(p, 0, 504, RF_TRANSPORT_OK));
+    assert_true(rf_policy_class_retryable(p, 0, 429, RF_TRANSPORT_OK));
+    assert_true(rf_policy_class_retryable(p, 0, 0, RF_TRANSPORT_TIMEOUT));
+    assert_true(rf_policy_class_retryable(p, 0, 0, RF_TRANSPORT_GOT_NOTHING));
+    assert_false(rf_policy_class_retryable(p, 0, 500, RF_TRANSPORT_OK));
+    assert_false(rf_policy_class_retryable(p, 0, 503, RF_TRANSPORT_OK));
+    assert_false(rf_policy_class_retryable(p, 0, 404, RF_TRANSPORT_OK));
+    assert_false(rf_policy_class_retryable(p, 0, 200, RF_TRANSPORT_OK)); /* a success is no failure class */
+    assert_false(rf_policy_class_retryable(p, 0, 0, RF_TRANSPORT_DNS));
+    assert_false(rf_policy_class_retryable(p, 1, 504, RF_TRANSPORT_OK)); /* no route 1 */
+    assert_false(rf_policy_class_retryable(NULL, 0, 504, RF_TRANSPORT_OK));
+    /* The verdict says the same about its own class. */
+    rf_verdict v = decide(p, (fact_spec){.status = 404, .attempts = 2, .key = true});
+    assert_verdict(v, false, "max-attempts", "HTTP_404");
+    assert_false(v.class_retryable);
+    v = decide(p, (fact_spec){.status = 504, .attempts = 2, .key = true});
+    assert_verdict(v, false, "max-attempts", "HTTP_504");
+    assert_true(v.class_retryable);
+    rf_policy_free(p);
+}
+
+/* rf_sha256: the pairing log's entry hash (FIPS 180-2 test vectors). */
+static void test_sha256(void **state) {
+    (void)state;
+    char out[RF_SHA256_TEXT_LEN + 1];
+    assert_int_equal(rf_sha256("abc", 3, out), RF_OK);
+    assert_string_equal(out, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_int_equal(rf_sha256(NULL, 0, out), RF_OK);
+    assert_string_equal(out, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    assert_int_equal(rf_sha256("a\0b", 3, out), RF_OK); /* every byte counts, NUL included */
+    assert_string_not_equal(out, "sha256:ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
+    assert_int_equal(rf_sha256(NULL, 1, out), RF_EINVAL);
+    assert_int_equal(rf_sha256("x", 1, NULL), RF_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desk_checks),
@@ -440,6 +519,9 @@ int main(void) {
         cmocka_unit_test(test_backoff_saturates_and_jitter_is_seeded),
         cmocka_unit_test(test_retry_budget_tokens),
         cmocka_unit_test(test_invalid_facts_are_refused),
+        cmocka_unit_test(test_backoff_window),
+        cmocka_unit_test(test_class_retryable),
+        cmocka_unit_test(test_sha256),
     };
     return cmocka_run_group_tests_name("decide", tests, NULL, NULL);
 }
