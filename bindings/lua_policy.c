@@ -612,6 +612,39 @@ static int l_delay_window(lua_State *L) {
     return 2;
 }
 
+/* The {status=, transport=} table at idx (as policy:classify reads it) into *status and *t. */
+static void read_class_facts(lua_State *L, int idx, lua_Integer *status, rf_transport *t) {
+    luaL_checktype(L, idx, LUA_TTABLE);
+    *t = RF_TRANSPORT_OK;
+    *status = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        size_t len;
+        if (strcmp(k, "status") == 0)
+            *status = int_fact(L, idx, k, 0, 599);
+        else if (strcmp(k, "transport") == 0) {
+            const char *s = str_fact(L, idx, k, &len);
+            if (rf_transport_parse(s, len, t) != 0)
+                luaL_argerror(L, idx, lua_pushfstring(L, "unknown transport '%s'", s));
+        } else
+            luaL_argerror(L, idx, lua_pushfstring(L, "unknown key '%s' (status, transport)", k));
+        lua_pop(L, 1);
+    }
+}
+
+/* policy:class_attempts(endpoint, {status=, transport=}) → the most attempts the route gives a request whose
+ * failures are of that class: min(maxAttempts, its classLimits entry) (rf_policy_class_attempts). */
+static int l_class_attempts(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t route = route_by_endpoint(L, p, 2);
+    lua_Integer status;
+    rf_transport t;
+    read_class_facts(L, 3, &status, &t);
+    lua_pushinteger(L, rf_policy_class_attempts(p, route, (int)status, t));
+    return 1;
+}
+
 /* policy:class_retryable(endpoint, {status=, transport=}) → whether the route retries that failure class
  * (rf_policy_class_retryable). */
 static int l_class_retryable(lua_State *L) {
@@ -647,6 +680,7 @@ static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"match", l_match},
                                           {"delay_window", l_delay_window},
                                           {"class_retryable", l_class_retryable},
+                                          {"class_attempts", l_class_attempts},
                                           {NULL, NULL}};
 
 static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {

@@ -378,6 +378,56 @@ end)
 -- The property the diff promises: whenever some request gets more attempts, more time, a new retryable
 -- class, a dropped key requirement, or an earlier or narrower delay window, the diff says WIDENING. Random
 -- pairs of locks over a small alphabet of patterns, random requests; the oracle asks the engine directly.
+describe("diff.compare: class limits and wait headers, by effect", function()
+  local function lines(edit_old, edit_new)
+    local a, b = base(), base()
+    if edit_old then edit_old(a) end
+    if edit_new then edit_new(b) end
+    return diff.lines(diff.compare(load(a), load(b)))
+  end
+
+  it("a class limit added or lowered narrows, raised or removed widens, as the engine applies it", function()
+    assert.same({ "NARROWING  GET /v1/*  attempts by class (classLimits): TIMEOUT 4 → 2" },
+      lines(nil, function(t) t.routes[3].classLimits = { TIMEOUT = 2 } end))
+    assert.same({ "WIDENING  GET /v1/*  attempts by class (classLimits): TIMEOUT 2 → 4" },
+      lines(function(t) t.routes[3].classLimits = { TIMEOUT = 2 } end, nil))
+    assert.same({ "WIDENING  GET /v1/*  attempts by class (classLimits): TIMEOUT 2 → 3" },
+      lines(function(t) t.routes[3].classLimits = { TIMEOUT = 2 } end,
+        function(t) t.routes[3].classLimits = { TIMEOUT = 3 } end))
+    -- A specific status beating its family with a higher limit: HTTP_503 gains although a limit was added.
+    assert.same({ "WIDENING  GET /v1/*  attempts by class (classLimits): HTTP_503 2 → 3" },
+      lines(function(t) t.routes[3].classLimits = { HTTP_5XX = 2 } end,
+        function(t) t.routes[3].classLimits = { HTTP_5XX = 2, HTTP_503 = 3 } end))
+    -- Defaults reach every route that does not set its own (GET /v1/jobs/{id} has maxAttempts 2: neutral).
+    assert.same({ "NARROWING  GET /v1/*  attempts by class (classLimits): HTTP_503 4 → 2",
+      "NEUTRAL  GET /v1/jobs/{id}  classLimits.HTTP_503 none → 2 (no request's classLimits changes)",
+      "NARROWING  POST /v1/jobs  attempts by class (classLimits): HTTP_503 3 → 2" },
+      lines(nil, function(t) t.defaults.classLimits = { HTTP_503 = 2 } end))
+    -- A limit on a class the route does not retry, or equal to maxAttempts, changes nothing a request gets.
+    local neutral = lines(nil, function(t) t.routes[3].classLimits = { HTTP_404 = 1, TIMEOUT = 4 } end)
+    for _, l in ipairs(neutral) do assert.matches("^NEUTRAL", l) end
+    -- maxAttempts under a limit: judged once, by maxAttempts.
+    assert.same({ "WIDENING  GET /v1/*  maxAttempts 4 → 5" },
+      lines(function(t) t.routes[3].classLimits = { TIMEOUT = 2 } end,
+        function(t) t.routes[3].classLimits = { TIMEOUT = 2 }; t.routes[3].maxAttempts = 5 end))
+  end)
+
+  it("any change to retryAfter.headers widens: added, removed or moved", function()
+    local two = function(t) t.routes[3].retryAfter = { honor = true, maxMs = 3000,
+      headers = { "retry-after-ms", "retry-after" } } end
+    assert.same({ "WIDENING  GET /v1/*  retryAfter.headers [retry-after] → [retry-after-ms, retry-after]" },
+      lines(nil, two))
+    assert.same({ "WIDENING  GET /v1/*  retryAfter.headers [retry-after-ms, retry-after] → [retry-after]" },
+      lines(two, nil))
+    assert.same({ "WIDENING  GET /v1/*  retryAfter.headers [retry-after-ms, retry-after] → [retry-after, retry-after-ms]" },
+      lines(two, function(t) t.routes[3].retryAfter = { honor = true, maxMs = 3000,
+        headers = { "retry-after", "retry-after-ms" } } end))
+    -- Writing the default out, or in another case, changes nothing.
+    assert.same({}, lines(nil, function(t) t.routes[3].retryAfter = { honor = true, maxMs = 3000,
+      headers = { "Retry-After" } } end))
+  end)
+end)
+
 describe("diff property: a request that gains means WIDENING", function()
   local METHODS <const> = { "GET", "POST" }
   local PATTERNS <const> = { "/a", "/a/{id}", "/a/*", "/a/b", "/a/{id}/c", "/*", "/b/{x}", "/a/b/*" }
@@ -429,7 +479,7 @@ describe("diff property: a request that gains means WIDENING", function()
   local function mutate(rng, t)
     local c = json.decode(json.encode(t))
     for _ = 1, rng(2) do
-      local what = rng(10)
+      local what = rng(12)
       local r = c.routes[rng(#c.routes)]
       if what == 1 then r.maxAttempts = rng(4)
       elseif what == 2 then r.totalBudgetMs = 500 * rng(8); r.perAttemptTimeoutMs = math.min(r.perAttemptTimeoutMs,
@@ -445,6 +495,12 @@ describe("diff property: a request that gains means WIDENING", function()
         local clash = false
         for _, o in ipairs(c.routes) do clash = clash or o.endpoint:gsub("{[^}]*}", "{}") == extra.endpoint:gsub("{[^}]*}", "{}") end
         if not clash then c.routes[#c.routes + 1] = extra end
+      elseif what == 11 then -- class limits (an overlap or a limit over maxAttempts makes no lock: skipped)
+        r.classLimits = {}
+        for _ = 1, rng(3) - 1 do r.classLimits[pick(rng, CLASSES)] = rng(r.maxAttempts) end
+      elseif what == 12 then
+        local headers = subset(rng, rf.wait_headers)
+        r.retryAfter.headers = #headers > 0 and headers or { "retry-after" }
       else r.minAttemptMs = math.min(r.perAttemptTimeoutMs, 100 * (rng(3) - 1)) end
     end
     return c
@@ -460,7 +516,11 @@ describe("diff property: a request that gains means WIDENING", function()
       min = r.min_attempt_ms, ra_honor = r.retry_after.honor, ra_max = r.retry_after.max_ms, classes = {},
       key = false, windows = {} }
     for _, m in ipairs(r.idempotency_required) do e.key = e.key or m == method end
-    for i, f in ipairs(FAULTS) do e.classes[i] = p:class_retryable(ep, f) end
+    e.caps, e.headers = {}, table.concat(r.retry_after.headers, ",")
+    for i, f in ipairs(FAULTS) do
+      e.classes[i] = p:class_retryable(ep, f)
+      e.caps[i] = p:class_attempts(ep, f)
+    end
     for n = 1, r.max_attempts - 1 do e.windows[n] = { p:delay_window(ep, n) } end
     return e
   end
@@ -473,6 +533,8 @@ describe("diff property: a request that gains means WIDENING", function()
       return true
     end
     for i = 1, #FAULTS do if b.classes[i] and not a.classes[i] then return true end end
+    for i = 1, #FAULTS do if a.classes[i] and b.classes[i] and b.caps[i] > a.caps[i] then return true end end
+    if a.headers ~= b.headers then return true end
     for n = 1, math.min(#a.windows, #b.windows) do
       local lo_a, hi_a, lo_b, hi_b = a.windows[n][1], a.windows[n][2], b.windows[n][1], b.windows[n][2]
       if lo_b < lo_a or hi_b - lo_b < hi_a - lo_a then return true end

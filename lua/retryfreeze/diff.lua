@@ -210,6 +210,58 @@ M.effects = {
     value = function(policy, endpoint, r) return windows(policy, endpoint, r) end,
     compare = compare_windows,
     text = function(a, b, ra, rb) return windows_text(a, b, backoff_changes(ra, rb)) end },
+  -- Any change to the wait headers a route reads widens: a header added (anywhere in the list) can stand in
+  -- for a longer Retry-After or for the backoff with a shorter wait; a header removed or moved later can drop
+  -- a longer wait, a stop (grpc-retry-pushback-ms) or a retry-after-exceeds-budget stop.
+  { field = "retryAfter.headers", covers = { "retryAfter.headers" },
+    value = function(_, _, r) return table.concat(r.retry_after.headers, ", ") end,
+    compare = function(a, b) return a ~= b and "widening" or nil end,
+    text = function(a, b) return string.format("retryAfter.headers [%s] → [%s]", a, b) end },
+  -- classLimits, by effect: for every class the route retries on both sides, the attempts it gets
+  -- (policy:class_attempts, the engine's own min(maxAttempts, limit)). Only classes a limit holds below
+  -- maxAttempts on either side are compared, so a maxAttempts change is judged once, by its own row.
+  { field = "classLimits", covers = { "classLimits" },
+    value = function(policy, endpoint, r)
+      local v = { max = r.max_attempts, caps = {}, retried = retryable_set(policy, endpoint) }
+      for _, f in ipairs(probes()) do
+        local n = policy:class_attempts(endpoint, f)
+        if n < r.max_attempts then v.caps[policy:classify(f)] = n end
+      end
+      return v
+    end,
+    compare = function(a, b)
+      local kind
+      for _, caps in ipairs({ a.caps, b.caps }) do
+        for c in pairs(caps) do
+          if a.retried[c] and b.retried[c] then
+            local na, nb = a.caps[c] or a.max, b.caps[c] or b.max
+            if nb > na then return "widening" end
+            if nb < na then kind = "narrowing" end
+          end
+        end
+      end
+      return kind
+    end,
+    text = function(a, b)
+      local moves, order = {}, {}
+      for _, caps in ipairs({ a.caps, b.caps }) do
+        for c in pairs(caps) do
+          local na, nb = a.caps[c] or a.max, b.caps[c] or b.max
+          if a.retried[c] and b.retried[c] and na ~= nb then
+            local key = na .. " → " .. nb
+            if not moves[key] then
+              moves[key] = {}
+              order[#order + 1] = key
+            end
+            moves[key][c] = true
+          end
+        end
+      end
+      table.sort(order)
+      local parts = {}
+      for _, key in ipairs(order) do parts[#parts + 1] = class_list(moves[key]) .. " " .. key end
+      return "attempts by class (classLimits): " .. table.concat(parts, ", ")
+    end },
 }
 
 -- ---------------------------------------------------------------------------------------------------------
@@ -450,7 +502,7 @@ local function compare_group(g, ctx, out)
   for k in pairs(fb) do keys[k] = true end
   for _, k in ipairs(sorted_keys(keys)) do
     if fa[k] ~= fb[k] then
-      local effect = ctx.covered[k]
+      local effect = ctx.covered[k] or ctx.covered[k:match("^([^.]+)%.") or ""] -- classLimits.<class>
       if effect == nil then
         found = found + 1
         out[#out + 1] = change("widening", g.en, k, fa[k], fb[k], prefix .. string.format(

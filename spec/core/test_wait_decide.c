@@ -195,6 +195,14 @@ static void test_class_limits(void **state) {
     f = facts(502, 3);
     v = decide_ok(p, &f);
     assert_int_equal(v.reason, RF_REASON_CLASS_LIMIT); /* before status-not-retryable */
+    /* rf_policy_class_attempts: min(maxAttempts, limit), a specific status beating its family. */
+    assert_int_equal(rf_policy_class_attempts(p, 0, 0, RF_TRANSPORT_OTHER), 2);
+    assert_int_equal(rf_policy_class_attempts(p, 0, 503, RF_TRANSPORT_OK), 4);
+    assert_int_equal(rf_policy_class_attempts(p, 0, 502, RF_TRANSPORT_OK), 3);
+    assert_int_equal(rf_policy_class_attempts(p, 0, 0, RF_TRANSPORT_TIMEOUT), 4);
+    assert_int_equal(rf_policy_class_attempts(p, 0, 429, RF_TRANSPORT_OK), 4);
+    assert_int_equal(rf_policy_class_attempts(p, 1, 503, RF_TRANSPORT_OK), 0); /* no route 1 */
+    assert_int_equal(rf_policy_class_attempts(NULL, 0, 503, RF_TRANSPORT_OK), 0);
     /* No limit for TIMEOUT: maxAttempts only. */
     f = facts(0, 3);
     f.transport = RF_TRANSPORT_TIMEOUT;

@@ -162,6 +162,14 @@ RF_API rf_status rf_backoff_window(const rf_policy *p, size_t route, int attempt
 RF_API bool rf_policy_class_retryable(const rf_policy *p, size_t route, int status, rf_transport transport);
 
 /*
+ * The most attempts route i gives a request whose failures are all of the class of (status, transport):
+ * min(maxAttempts, its classLimits entry), a specific status's limit beating its family's (docs/lock.md).
+ * Whether the class is retryable at all is rf_policy_class_retryable's question, not this one's. 0 for a bad
+ * route index or transport.
+ */
+RF_API int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_transport transport);
+
+/*
  * Creates the client-wide retry budget (gRPC A6 retryThrottling) for policy p, full (tokens = maxTokens).
  * Thread-safe: any number of threads may pass it to rf_decide concurrently (C11 atomics).
  * When the lock has no retryBudget the object is inert: rf_decide never throttles with it.

@@ -152,3 +152,10 @@ int rfi_class_limit(const rfi_route *r, int status, rf_transport transport) {
     }
     return r->class_limit_named[named];
 }
+
+int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_transport transport) {
+    if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return 0;
+    const rfi_route *r = &p->routes[route];
+    int limit = rfi_class_limit(r, status, transport);
+    return limit > 0 && limit < r->max_attempts ? limit : r->max_attempts;
+}
