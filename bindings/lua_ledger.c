@@ -101,6 +101,7 @@ void rfl_set_int(lua_State *L, const char *k, int64_t v) {
 }
 
 static void push_record(lua_State *L, const rf_ledger_record *rec) {
+    luaL_checkstack(L, 6, "ledger record"); /* a record, its tries, a try, a key and a value */
     lua_createtable(L, 0, 15);
     rfl_set_int(L, "ts_ms", rec->ts_ms);
     set_str(L, "route", rec->route);

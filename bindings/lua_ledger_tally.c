@@ -231,6 +231,7 @@ static void push_counts(lua_State *L, const int64_t *counts, size_t n) {
 }
 
 static void push_scope(lua_State *L, const scope *s) {
+    luaL_checkstack(L, 6, "ledger stats"); /* a scope, a nested table, its entry, a key and a value */
     lua_createtable(L, 0, 15);
     rfl_set_int(L, "requests", s->requests);
     rfl_set_int(L, "successes", s->successes);

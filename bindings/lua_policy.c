@@ -374,6 +374,7 @@ static void push_class(lua_State *L, int cache, const rf_verdict *v) {
 /* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route}
  * of policy p; retry_after_header (the wait header retry_after speaks of) only when one was present. */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
+    luaL_checkstack(L, 4, "verdict");
     lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
     int cache = lua_gettop(L);
     lua_createtable(L, 0, 8);
@@ -500,6 +501,7 @@ static int l_routes(lua_State *L) {
     size_t n = rf_policy_route_count(p);
     lua_createtable(L, (int)n, 0);
     for (size_t i = 0; i < n; i++) {
+        luaL_checkstack(L, 6, "policy:routes"); /* a route, a nested list, a key and a value */
         rf_route_view r;
         rf_policy_route(p, i, &r);
         lua_createtable(L, 0, 16);

@@ -37,6 +37,14 @@ add_test(NAME busted COMMAND ${LUA54} ${BUSTED} --output=plainTerminal WORKING_D
 set_tests_properties(busted PROPERTIES LABELS "lua"
   ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
 
+# The randomized misuse harness (spec/harness/misuse.lua), a short run; .ci/run runs it longer under ASan.
+if(TARGET retryfreeze-serve)
+  add_test(NAME misuse_short COMMAND ${LUA54} ${CMAKE_SOURCE_DIR}/spec/harness/misuse.lua
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(misuse_short PROPERTIES LABELS "lua" TIMEOUT 120
+    ENVIRONMENT "RF_MISUSE_SECONDS=4;RF_BUILD_DIR=${CMAKE_BINARY_DIR};RF_SERVE=$<TARGET_FILE:retryfreeze-serve>")
+endif()
+
 # examples/embed_host.c: a C program embedding Lua and the module, run as a test.
 add_executable(embed_host examples/embed_host.c $<TARGET_OBJECTS:retryfreeze_lua>)
 target_compile_options(embed_host PRIVATE ${RF_WARNINGS})
