@@ -302,6 +302,24 @@ describe("diff.compare", function()
         .. "(path parameter renamed)" }, diff.lines(ch))
     end)
 
+    it("an effect added to diff.effects judges a field by its effect; \"x.*\" covers the fields under x", function()
+      local saved = diff.effects
+      diff.effects = table.move(saved, 1, #saved, 1, {})
+      diff.effects[#diff.effects + 1] = { field = "classLimits", covers = { "classLimits.*" },
+        value = function(_, _, r) return r.class_limits and r.class_limits.TIMEOUT or r.max_attempts end,
+        compare = diff.more_is_wider, text = function(a, b) return "TIMEOUT attempts " .. a .. " → " .. b end }
+      local ok, lines = pcall(function()
+        local ta, tb = base(), base()
+        jobs(ta).classLimits = { TIMEOUT = 2 }
+        jobs(tb).classLimits = { TIMEOUT = 3 }
+        return { lines_of(ta, tb), lines_of(tb, ta) }
+      end)
+      diff.effects = saved
+      assert.is_true(ok, lines)
+      assert.same({ { "WIDENING  POST /v1/jobs  TIMEOUT attempts 2 → 3" },
+        { "NARROWING  POST /v1/jobs  TIMEOUT attempts 3 → 2" } }, lines)
+    end)
+
     it("a lock field no effect covers fails closed as widening", function()
       local saved = diff.effects
       diff.effects = {}

@@ -171,7 +171,8 @@ end
 
 --- The per-request effects, in report order. Each entry:
 ---   field    the name a change carries ("maxAttempts", "retryable", "backoff", …)
----   covers   the lock fields (route-relative JSON paths) whose changes it judges
+---   covers   the lock fields (route-relative JSON paths) whose changes it judges; "x.*" covers every field
+---            under x (an object such as classLimits flattens to "classLimits.TIMEOUT", …)
 ---   value    function(policy, endpoint, route_view, method) → the effect on a request of that method
 ---   compare  function(old_value, new_value) → "widening", "narrowing" or nil (no difference)
 ---   text     function(old_value, new_value, old_route_view, new_route_view) → what changed, for people
@@ -427,12 +428,23 @@ local function flatten(obj, prefix, out)
   return out
 end
 
+-- The effect that covers a flattened lock field: an exact `covers` entry, or one ending in ".*" that covers
+-- every field under it ("classLimits.*" covers "classLimits.TIMEOUT").
 local function covered()
-  local t = {}
+  local exact, prefixes = {}, {}
   for _, e in ipairs(M.effects) do
-    for _, f in ipairs(e.covers) do t[f] = e.field end
+    for _, f in ipairs(e.covers) do
+      local prefix = f:match("^(.*)%.%*$")
+      if prefix then prefixes[#prefixes + 1] = { prefix .. ".", e.field } else exact[f] = e.field end
+    end
   end
-  return t
+  return setmetatable({}, { __index = function(_, k)
+    if exact[k] then return exact[k] end
+    for _, p in ipairs(prefixes) do
+      if k:sub(1, #p[1]) == p[1] then return p[2] end
+    end
+    return nil
+  end })
 end
 
 local function list_shapes(shapes)
