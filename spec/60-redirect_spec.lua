@@ -262,6 +262,23 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
       assert.equal(11, #since(m, 11))
     end)
 
+    it("holds the largest max_redirects (30): 31 tries in the response and in the ledger", function()
+      local path = os.tmpname()
+      local ledger = assert(rf.ledger.open(path))
+      local c = client{ max_redirects = 30, ledger = ledger }
+      local m = mark()
+      local r = c:request{ method = "GET", path = "/loop" }
+      c:close()
+      ledger:close()
+      assert.same({ "terminal", 31, 31, "TOO_MANY_REDIRECTS" }, { r.outcome, r.attempts, #r.tries, r.tries[31].class })
+      assert.equal(31, #since(m, 31))
+      local last
+      local it_, st = rf.ledger.read(path)
+      for rec in it_, st do last = rec end
+      os.remove(path)
+      assert.same({ 31, 31 }, { last.attempts, #last.tries })
+    end)
+
     it("ends a POST 307 loop after max_redirects + 1 requests, each with its body", function()
       local c = client{ max_redirects = 5 }
       local m = mark()

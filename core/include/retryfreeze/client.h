@@ -141,8 +141,10 @@ typedef struct rf_response {
     char *headers; /* last attempt's response header block ("Name: value\r\n" lines); owned */
     size_t headers_len;
     size_t n_tries;
-    rf_try tries[RF_MAX_TRIES];
-    const char *route;      /* endpoint of the deciding route (owned by the policy), NULL when none */
+    rf_try *tries;     /* n_tries tries, one per HTTP request (attempts and followed redirects), at most RF_MAX_TRIES;
+                          owned: freed by rf_response_clear (allocated as they come, so a response costs what it
+                          used) */
+    const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
     char ledger_error[256]; /* "" or why the ledger append failed (the request itself is unaffected) */
 } rf_response;
 

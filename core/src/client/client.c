@@ -90,6 +90,7 @@ int64_t rf_client_retry_tokens_milli(const rf_client *c) {
 
 void rf_response_clear(rf_response *r) {
     if (r == NULL) return;
+    free(r->tries);
     free(r->body);
     free(r->headers);
     memset(r, 0, sizeof *r);
@@ -243,6 +244,11 @@ void rf_pending_free(rf_pending *p) {
     if (!p->reported) unlink_pending(p);
     if (p->in_multi) curl_multi_remove_handle(p->c->multi, p->flow.easy);
     curl_easy_cleanup(p->flow.easy);
+    if (p->flow.state != RFI_FLOW_DONE) { /* abandoned: its response is left as it was given, owning nothing */
+        free(p->flow.resp->tries);
+        p->flow.resp->tries = NULL;
+        p->flow.resp->n_tries = 0;
+    }
     rfi_flow_cleanup(&p->flow);
     free(p);
 }

@@ -206,6 +206,14 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
                 f->reads[h] = true;
         }
     }
+    resp->tries = malloc(4 * sizeof *resp->tries); /* grown by room_for_another_try, up to RF_MAX_TRIES */
+    if (resp->tries == NULL) {
+        snprintf(err->path, sizeof err->path, "request");
+        snprintf(err->message, sizeof err->message, "out of memory");
+        rfi_flow_cleanup(f);
+        return RF_ENOMEM;
+    }
+    f->tries_cap = 4;
     f->start_ms = rfi_mono_ms();
     f->last_class_retryable = true; /* no failure yet: nothing to blame on a class */
     f->state = RFI_FLOW_READY;
@@ -274,6 +282,20 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     return true;
 }
 
+/* Makes room in the response for the try of one more request; false at RF_MAX_TRIES or when memory runs out.
+ * Called after the hook, so no try pointer is held across the realloc. */
+static bool room_for_another_try(rfi_flow *f) {
+    rf_response *r = f->resp;
+    if (f->requests >= RF_MAX_TRIES) return false;
+    if (r->n_tries < f->tries_cap) return true;
+    size_t cap = f->tries_cap * 2 < RF_MAX_TRIES ? f->tries_cap * 2 : RF_MAX_TRIES;
+    rf_try *more = realloc(r->tries, cap * sizeof *more);
+    if (more == NULL) return false;
+    r->tries = more;
+    f->tries_cap = cap;
+    return true;
+}
+
 void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     rf_client *c = f->c;
     rf_response *r = f->resp;
@@ -293,7 +315,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     f->in_hop = false;
     if (!hop) f->attempts++;
     f->requests++;
-    rf_try *t = &r->tries[r->n_tries < RF_MAX_TRIES ? r->n_tries : RF_MAX_TRIES - 1];
+    rf_try *t = &r->tries[r->n_tries < f->tries_cap ? r->n_tries : f->tries_cap - 1]; /* room is made before */
     memset(t, 0, sizeof *t);
     t->status = (int)status;
     t->transport = transport;
@@ -312,7 +334,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
             transport = t->transport = rfi_network_refine(f, rc, transport, t->error, sizeof t->error);
         }
     }
-    if (r->n_tries < RF_MAX_TRIES) r->n_tries++;
+    if (r->n_tries < f->tries_cap) r->n_tries++;
     r->status = (int)status;
     r->attempts = f->requests;
 
@@ -385,7 +407,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
             t->reason = v.reason;
         }
     }
-    if (v.retry && f->requests >= RF_MAX_TRIES) { /* no room left for another try: fail closed */
+    if (v.retry && !room_for_another_try(f)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */
         v.retry = false;
         v.reason = RF_REASON_MAX_ATTEMPTS;
         t->reason = v.reason;

@@ -65,6 +65,7 @@ typedef struct rfi_flow {
     int responses;       /* response status lines received in this attempt */
     bool resend_blocked; /* libcurl's own resend was aborted */
     bool timed_out;      /* the client itself ended the attempt at its per-try timeout (rfi_flow_overdue) */
+    size_t tries_cap;    /* room in resp->tries */
     int requests;        /* HTTP requests sent so far (attempts + followed hops): the response's attempts */
     /* The redirect being followed (client_redirect.c); all reset when an attempt starts from the top. */
     char *hop_url;                  /* NULL: the request's own URL */
