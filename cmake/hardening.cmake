@@ -7,14 +7,21 @@
 #   - test_budget_threads: one retry budget shared by 8 deciding threads (.ci/tsan builds it with TSan).
 find_package(Threads REQUIRED)
 
-set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz_response_head)
+set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz_response_head
+  fuzz_pairing_log fuzz_decision_table)
 # The client's pure response-head reader is private to libretryfreeze_client: its target compiles it in.
 set(fuzz_response_head_sources core/src/client/response_head.c)
+# The Lua readers' targets embed Lua 5.4 with the binding (retryfreeze.core) linked in.
+set(fuzz_pairing_log_sources $<TARGET_OBJECTS:retryfreeze_lua>)
+set(fuzz_pairing_log_libs retryfreeze_client PkgConfig::LUA)
+set(fuzz_decision_table_sources $<TARGET_OBJECTS:retryfreeze_lua>)
+set(fuzz_decision_table_libs retryfreeze_client PkgConfig::LUA)
 foreach(t IN LISTS RF_FUZZ_TARGETS)
   add_executable(${t}_replay fuzz/${t}.c fuzz/replay_main.c ${${t}_sources})
   target_compile_options(${t}_replay PRIVATE ${RF_WARNINGS})
-  target_compile_definitions(${t}_replay PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
-  target_link_libraries(${t}_replay PRIVATE retryfreeze)
+  target_compile_definitions(${t}_replay PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples"
+    RF_LUA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/lua")
+  target_link_libraries(${t}_replay PRIVATE retryfreeze ${${t}_libs})
   set(inputs "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${t}")
   if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}")
     list(APPEND inputs "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}")
