@@ -160,6 +160,31 @@ describe("retryfreeze report", function()
     assert.truthy(lines[1]:find('"boom-from-page"', 1, true))
   end)
 
+  it("charts the numbers of stats: the time buckets add up, attempts and Retry-After by route match", function()
+    local data = assert(json.decode(read(page):match('<script type="application/json" id="rf%-data">(.-)</script>')))
+    local s = assert(json.decode((h.run_cli("stats", "--json", ledger))))
+    local total, retried = 0, 0
+    for _, b in ipairs(data.timeline) do
+      total = total + b.requests
+      if b.retried_success_ratio ~= json.null then assert.is_true(b.retried_success_ratio >= 0) end
+    end
+    assert.equal(s.requests, total)
+    assert.equal(36, #data.timeline) -- 6 hours in 10-minute buckets
+    for _, a in ipairs(data.attempts) do
+      assert.equal(s.by_attempts[tostring(a.attempts)] or 0, a.requests)
+    end
+    for _, r in ipairs(data.retry_after) do
+      retried = retried + r.tries
+      assert.equal(s.by_route[r.route].retry_after[r.use], r.tries)
+    end
+    local want = 0
+    for _, n in pairs(s.retry_after) do want = want + n end
+    assert.equal(want, retried)
+    for _, o in ipairs(data.outcomes) do
+      assert.equal(s.by_route[o.route == "(no route)" and "" or o.route].by_outcome[o.outcome], o.requests)
+    end
+  end)
+
   it("shows the lock's digest and its sign-off from the pairing log", function()
     local text = read(page)
     local rf = require "retryfreeze"
@@ -167,6 +192,19 @@ describe("retryfreeze report", function()
     assert.truthy(text:find('<div id="signoff" data-state="', 1, true))
     -- The desk lock is signed off in examples/pairing-log.jsonl, which it shares with the service lock.
     assert.truthy(text:find('<div id="signoff" data-state="signed"', 1, true))
+    -- signed off in a fresh pairing log: the page says so; without a log, it says that too
+    local log = tmp .. "/pairing-log.jsonl"
+    local _, err, code = h.run_cli("signoff", h.desk_lock, "--by", "Ana & Bo", "--log", log)
+    assert.equal(0, code, err)
+    local signed = tmp .. "/signed.html"
+    _, err, code = h.run_cli("report", ledger, "-o", signed, "--lock", h.desk_lock, "--log", log)
+    assert.equal(0, code, err)
+    text = read(signed)
+    assert.truthy(text:find('<div id="signoff" data-state="signed" class="ok">signed off on ', 1, true))
+    assert.truthy(text:find("by Ana &amp; Bo (" .. log .. " line 1)", 1, true))
+    _, err, code = h.run_cli("report", ledger, "-o", signed, "--lock", h.desk_lock, "--log", tmp .. "/none.jsonl")
+    assert.equal(0, code, err)
+    assert.truthy(read(signed):find('<div id="signoff" data-state="no-log" class="bad">', 1, true))
   end)
 
   it("without a gate in the lock, judges with the seed's defaults, as gate --lock does", function()
@@ -249,5 +287,28 @@ describe("retryfreeze report", function()
     local s = assert(json.decode((h.run_cli("stats", "--json", demo_ledger))))
     assert.equal(40, s.requests)
     assert.truthy(read(demo_page):find(string.format("successes=%d requests=40</pre>", s.successes), 1, true))
+  end)
+end)
+
+describe("retryfreeze.report.buckets_for", function()
+  local report = require "retryfreeze.report"
+  local T0 <const> = 1795910400000 -- 2026-11-29T00:00:00Z
+
+  it("picks the smallest round width that gives at most 60 buckets, aligned to it", function()
+    assert.same({ origin_ms = T0, bucket_ms = 1000, buckets = 1 }, report.buckets_for(T0 + 10, T0 + 10))
+    assert.same({ origin_ms = T0, bucket_ms = 1000, buckets = 60 }, report.buckets_for(T0, T0 + 59999))
+    assert.same({ origin_ms = T0, bucket_ms = 2000, buckets = 31 }, report.buckets_for(T0, T0 + 60000))
+    assert.same({ origin_ms = T0, bucket_ms = 600000, buckets = 36 }, report.buckets_for(T0 + 5, T0 + 6 * 3600000 - 1))
+    assert.same({ origin_ms = T0 - 86400000, bucket_ms = 86400000, buckets = 32 },
+      report.buckets_for(T0 - 3600000, T0 + 30 * 86400000))
+    assert.same({ origin_ms = T0 - 2 * 86400000, bucket_ms = 172800000, buckets = 47 },
+      report.buckets_for(T0 - 3600000, T0 + 90 * 86400000))
+  end)
+
+  it("stays within the bucket limit for a span of centuries", function()
+    local b = report.buckets_for(0, 253402300799999)
+    assert.is_true(b.buckets <= 60)
+    assert.equal(0, b.bucket_ms % 31536000000)
+    assert.is_true(b.origin_ms <= 0 and b.origin_ms + b.buckets * b.bucket_ms > 253402300799999)
   end)
 end)

@@ -26,15 +26,19 @@ M.table_rows = 20
 --- buckets, aligned to a multiple of that width.
 -- @param ts_min, ts_max integer Unix ms (ts_min <= ts_max)
 -- @param target integer: the most buckets wanted (default 60)
--- @return {origin_ms, bucket_ms, buckets}
+-- @return {origin_ms, bucket_ms, buckets} (buckets <= target)
 function M.buckets_for(ts_min, ts_max, target)
   target = target or 60
-  local width = M.bucket_steps[#M.bucket_steps]
+  local width
   for _, step in ipairs(M.bucket_steps) do
     if (ts_max // step) - (ts_min // step) + 1 <= target then
       width = step
       break
     end
+  end
+  if not width then -- a span of centuries (a stray ts): whole multiples of the largest step
+    local largest = M.bucket_steps[#M.bucket_steps]
+    width = ((ts_max - ts_min) // (target - 1) // largest + 1) * largest
   end
   local origin = ts_min // width * width
   return { origin_ms = origin, bucket_ms = width, buckets = math.max(1, (ts_max - origin) // width + 1) }
@@ -395,6 +399,9 @@ function M.render(model)
     w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
   end
   w('</div>\n')
+  if #model.data.retry_after == 0 then
+    w('<div class="meta">Retry-After use: no attempt in these ledgers carried a Retry-After header.</div>\n')
+  end
 
   w('<h2>Worst routes by retried-success ratio</h2>\n<table id="worst-routes">\n<thead><tr><th>route</th>',
     '<th>requests</th><th>successes</th><th>retried successes</th><th>retried-success ratio</th>',
