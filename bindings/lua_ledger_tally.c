@@ -145,35 +145,61 @@ static scope *scope_for(lua_State *L, tally *t, const char *route) {
     return s;
 }
 
+/* The integer value of x-ratelimit-reset as a Unix time in ms (its "timestamp" form), or false. */
+static bool reset_epoch_ms(const char *v, int64_t *out) {
+    while (*v == ' ' || *v == '\t') v++;
+    int64_t n = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (n > 253402300799) return false; /* past 9999-12-31 */
+        n = n * 10 + (*p - '0');
+    }
+    while (*p == ' ' || *p == '\t') p++;
+    if (p == v || *p != '\0') return false;
+    *out = n * 1000;
+    return true;
+}
+
 /*
- * What became of try i's Retry-After value (docs/reasons.md "Retry-After in a verdict"), told from the ledger
- * alone, or -1 when the try had none. The ledger keeps the raw value, the verdict's reason and the next try's
- * delay, not the verdict's retry_after, so:
- *   invalid value (RFC 9110 §10.2.3: neither delay-seconds nor an HTTP-date)          → ignored-invalid
- *   reason retry-after-exceeds-budget                                                  → honored
- *   reason pinned-status (retried): the next try waited exactly delay-seconds × 1000,
- *     or started within 1 s of the HTTP-date (the try ends are rebuilt from ts and the
- *     durations; an HTTP-date has 1 s resolution)                                     → honored, else not-honored
- *   any other reason (success, not retryable, deadline, …): the request stopped       → not-needed
+ * What became of try i's wait header (docs/reasons.md "Retry-After in a verdict"), told from the ledger alone,
+ * or -1 when the try had none. The ledger keeps the raw value and which header it came from
+ * (retry_after_header: retry-after when absent), the verdict's reason and the next try's delay, not the
+ * verdict's retry_after, so, with the value read by that header's own rule (rf_wait_header_parse):
+ *   - an invalid value (for Retry-After, RFC 9110 §10.2.3: neither delay-seconds nor an HTTP-date):
+ *     ignored-invalid;
+ *   - reason retry-after-exceeds-budget or server-pushback (the value stopped the request): honored;
+ *   - reason pinned-status (retried): honored when the next try waited exactly the delay, or, for a date
+ *     (an HTTP-date, an x-ratelimit-reset timestamp), started within 1 s of it (the try ends are rebuilt
+ *     from ts and the durations; such dates have 1 s resolution); else not-honored;
+ *   - any other reason (success, not retryable, deadline, …): the request stopped: not-needed.
  * The engine calls a valid value "honored" even when a later check (deadline, throttling) stops the request;
- * the ledger cannot tell whether the route honours Retry-After then, so such tries count as not-needed.
+ * the ledger cannot tell whether the route honours the header then, so such tries count as not-needed.
  */
 static int ra_use(const rf_ledger_record *rec, size_t i) {
     const rf_ledger_try *t = &rec->tries[i];
     if (t->retry_after == NULL) return -1;
+    rf_wait_header h = RF_WAIT_RETRY_AFTER;
+    if (t->retry_after_header != NULL &&
+        rf_wait_header_parse_name(t->retry_after_header, strlen(t->retry_after_header), &h) != 0)
+        return -1; /* a header this build does not know: not judged */
     size_t len = strlen(t->retry_after);
     int64_t delay = 0;
-    /* now_ms 0: a valid HTTP-date comes back as RF_RA_NO_CLOCK, which tells it from an invalid value. */
-    rf_retry_after_status st = rf_retry_after_parse(t->retry_after, len, 0, NULL, 0, &delay);
+    /* now_ms 0: a valid date comes back as RF_RA_NO_CLOCK, which tells it from an invalid value. */
+    rf_retry_after_status st = rf_wait_header_parse(h, t->retry_after, len, 0, NULL, 0, &delay);
     if (st == RF_RA_ABSENT) return -1;
     if (st == RF_RA_INVALID) return RF_RA_USE_IGNORED;
-    if (strcmp(t->reason, "retry-after-exceeds-budget") == 0) return RF_RA_USE_HONORED;
-    if (strcmp(t->reason, "pinned-status") != 0 || i + 1 >= rec->n_tries) return RF_RA_USE_NOT_NEEDED;
+    if (strcmp(t->reason, rf_reason_name(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET)) == 0 ||
+        strcmp(t->reason, rf_reason_name(RF_REASON_SERVER_PUSHBACK)) == 0)
+        return RF_RA_USE_HONORED;
+    if (strcmp(t->reason, rf_reason_name(RF_REASON_PINNED_STATUS)) != 0 || i + 1 >= rec->n_tries)
+        return RF_RA_USE_NOT_NEEDED;
     const rf_ledger_try *next = &rec->tries[i + 1];
     if (st == RF_RA_OK) return next->delay_ms == delay ? RF_RA_USE_HONORED : RF_RA_USE_NOT_HONORED;
-    if (st != RF_RA_NO_CLOCK) return RF_RA_USE_NOT_HONORED; /* too long, yet retried: the value was not used */
+    if (st != RF_RA_NO_CLOCK) return RF_RA_USE_NOT_HONORED; /* too long or a stop, yet retried: not used */
     int64_t date_ms = 0;
-    if (!rf_http_date_parse(t->retry_after, len, rec->ts_ms, &date_ms)) return RF_RA_USE_NOT_HONORED;
+    bool dated = h == RF_WAIT_RETRY_AFTER ? rf_http_date_parse(t->retry_after, len, rec->ts_ms, &date_ms)
+                                          : reset_epoch_ms(t->retry_after, &date_ms);
+    if (!dated) return RF_RA_USE_NOT_HONORED;
     int64_t next_start = rec->ts_ms; /* the record ends when its last try does */
     for (size_t j = rec->n_tries; j-- > i + 1;) {
         next_start -= rec->tries[j].elapsed_ms;

@@ -202,6 +202,24 @@ describe("stats fields behind the metrics and the report", function()
     assert.same(s.retry_after, s.by_route["POST /v1/jobs"].retry_after)
   end)
 
+  it("reads each wait header by its own rule: ms, delta-seconds, a reset timestamp, a gRPC pushback", function()
+    local function via(header, value, delay, ts_ms)
+      return rec{ ts_ms = ts_ms, attempts = 2, elapsed_ms = 10 + delay, outcome = "success", reason = "success",
+        ok = true, status = 200, tries = { { "HTTP_429", 429, 5, 0, "pinned-status", value, header },
+          { "HTTP_200", 200, 5, delay, "success" } } }
+    end
+    local reset_s = (T0 + 120000) // 1000
+    local text = via("retry-after-ms", "1500", 1500) -- 1500 ms waited: honored
+      .. via("retry-after-ms", "1500", 1500000) -- read as seconds it would match; it is ms: not-honored
+      .. via("ratelimit-reset", "2", 2000) -- delta-seconds: honored
+      .. via("x-ratelimit-reset", tostring(reset_s), 4000, reset_s * 1000 + 5) -- started at the reset time
+      .. via("retry-after-ms", "1.5", 100) -- a fraction is invalid for an integer-ms header
+      .. rec{ attempts = 1, elapsed_ms = 5, outcome = "refused", reason = "server-pushback", ok = false, status = 503,
+        tries = { { "HTTP_503", 503, 5, 0, "server-pushback", "-1", "grpc-retry-pushback-ms" } } } -- honored stop
+    local s = assert(stats(ledger(text)))
+    assert.same({ honored = 4, ["not-honored"] = 1, ["ignored-invalid"] = 1 }, s.retry_after)
+  end)
+
   it("splits the same numbers over time buckets", function()
     local path = ledger(rec{ ts_ms = T0 + 10, attempts = 1, elapsed_ms = 4, outcome = "success", reason = "success",
       ok = true, status = 200, tries = { { "HTTP_200", 200, 4, 0, "success" } } }

@@ -26,12 +26,14 @@ function M.http_date(ms)
 end
 
 --- One ledger line (with its newline). r: {ts_ms, route, method, path, key (string|nil), attempts, elapsed_ms,
---- outcome, reason, ok, status, tries = {{class, status, elapsed_ms, delay_ms, reason, retry_after|nil}…}}
+--- outcome, reason, ok, status, tries = {{class, status, elapsed_ms, delay_ms, reason, retry_after|nil,
+--- retry_after_header|nil (the wait header the value came from; written only when given)}…}}
 function M.line(r)
   local tries = {}
   for i, t in ipairs(r.tries or {}) do
-    tries[i] = string.format('{"class":"%s","status":%d,"elapsed_ms":%d,"delay_ms":%d,"reason":"%s","retry_after":%s}',
-      t[1], t[2], t[3], t[4], t[5], t[6] and ('"' .. t[6] .. '"') or "null")
+    tries[i] = string.format('{"class":"%s","status":%d,"elapsed_ms":%d,"delay_ms":%d,"reason":"%s","retry_after":%s%s}',
+      t[1], t[2], t[3], t[4], t[5], t[6] and ('"' .. t[6] .. '"') or "null",
+      t[7] and (',"retry_after_header":"' .. t[7] .. '"') or "")
   end
   return string.format('{"ts":"%s","route":"%s","method":"%s","path":"%s","key":%s,"policy":"%s","attempts":%d,'
     .. '"elapsed_ms":%d,"outcome":"%s","reason":"%s","ok":%s,"status":%d,"body_len":%d,"tries":[%s]}\n',
