@@ -657,6 +657,7 @@ describe("retryfreeze diff", function()
     local c = doc.changes[1]
     assert.same({ "widening", "POST /v1/jobs", "maxAttempts", 3, 5, "WIDENING  POST /v1/jobs  maxAttempts 3 → 5" },
       { c.kind, c.route, c.field, c.old, c.new, c.line })
+    assert.same({ "POST /v1/jobs" }, c.requests)
   end)
 
   it("exits 2 on an invalid lock and on bad usage", function()
