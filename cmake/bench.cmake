@@ -3,6 +3,11 @@ add_executable(bench_decide bench/bench_decide.c)
 target_compile_options(bench_decide PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_decide PRIVATE retryfreeze)
 
+# ns per wait header parse vs Retry-After delay-seconds, and rf_decide walking seven wait headers vs one.
+add_executable(bench_wait_headers bench/bench_wait_headers.c)
+target_compile_options(bench_wait_headers PRIVATE ${RF_WARNINGS})
+target_link_libraries(bench_wait_headers PRIVATE retryfreeze)
+
 add_library(rf_bench_floor MODULE bench/lua_floor.c)
 target_include_directories(rf_bench_floor PRIVATE ${LUA_INCLUDE_DIRS})
 set_target_properties(rf_bench_floor PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
@@ -15,7 +20,7 @@ target_link_libraries(bench_client PRIVATE retryfreeze_client retryfreeze PkgCon
 
 add_custom_target(bench
   COMMAND bash ${CMAKE_SOURCE_DIR}/bench/run ${CMAKE_BINARY_DIR}
-  DEPENDS bench_decide bench_client rf_bench_floor retryfreeze_lua_module
+  DEPENDS bench_decide bench_wait_headers bench_client rf_bench_floor retryfreeze_lua_module
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} VERBATIM)
 if(TARGET retryfreeze-serve)
   add_dependencies(bench retryfreeze-serve) # bench/run skips the client bench without it

@@ -326,6 +326,44 @@ static void test_gate_and_budget_lock(void **state) {
     fail_each_allocation("gate and retry budget", op_load_buffer, &t, RAN_OK, false);
 }
 
+/* retryAfter.headers and classLimits (issue 13): loaded under every allocation failure, and rf_decide reading
+ * hints and applying a class limit allocates nothing at all. */
+#define SIGNALS_LOCK                                                                                        \
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":9000,"   \
+    "\"retryable\":[\"HTTP_429\",\"UNKNOWN\"],\"classLimits\":{\"UNKNOWN\":2,\"GATEWAY_TIMEOUT\":1},"       \
+    "\"retryAfter\":{\"headers\":[\"grpc-retry-pushback-ms\",\"ratelimit\",\"retry-after\"]}},\"routes\":[" \
+    "{\"endpoint\":\"GET /a\"},{\"endpoint\":\"GET /b\",\"classLimits\":{\"HTTP_5XX\":2}}]}"
+
+static void test_signals_lock_and_decide(void **state) {
+    (void)state;
+    text_arg t = {SIGNALS_LOCK, strlen(SIGNALS_LOCK)};
+    fail_each_allocation("wait headers and class limits", op_load_buffer, &t, RAN_OK, false);
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(SIGNALS_LOCK, strlen(SIGNALS_LOCK), &p, &err), RF_OK);
+    rf_facts f = {.method = "GET",
+                  .method_len = 3,
+                  .path = "/a",
+                  .path_len = 2,
+                  .status = 429,
+                  .attempts = 1,
+                  .now_ms = INT64_C(1700000000000)};
+    f.hints[RF_WAIT_RATELIMIT] = "\"a\";r=0;t=2, \"b\";r=1;t=9";
+    f.hint_lens[RF_WAIT_RATELIMIT] = strlen(f.hints[RF_WAIT_RATELIMIT]);
+    f.hints[RF_WAIT_RETRY_AFTER] = "Sun, 06 Nov 1994 08:49:37 GMT";
+    f.hint_lens[RF_WAIT_RETRY_AFTER] = strlen(f.hints[RF_WAIT_RETRY_AFTER]);
+    rf_verdict v;
+    long before = A.count;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_OK);
+    assert_int_equal(v.delay_ms, 2000);
+    f.transport = RF_TRANSPORT_OTHER;
+    f.attempts = 2;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_OK);
+    assert_int_equal(v.reason, RF_REASON_CLASS_LIMIT);
+    assert_int_equal(A.count, before); /* no allocation on the decision path */
+    rf_policy_free(p);
+}
+
 static void test_bom_lock(void **state) {
     (void)state;
     static const char text[] = "\xEF\xBB\xBF" DESK_LOCK;
@@ -401,6 +439,7 @@ int main(void) {
         cmocka_unit_test_setup(test_flat_lock, disarmed),
         cmocka_unit_test_setup(test_multi_route_lock, disarmed),
         cmocka_unit_test_setup(test_gate_and_budget_lock, disarmed),
+        cmocka_unit_test_setup(test_signals_lock_and_decide, disarmed),
         cmocka_unit_test_setup(test_bom_lock, disarmed),
         cmocka_unit_test_setup(test_refused_lock, disarmed),
         cmocka_unit_test_setup(test_load_file, disarmed),
