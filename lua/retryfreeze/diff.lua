@@ -221,7 +221,7 @@ M.effects = {
   -- classLimits, by effect: for every class the route retries on both sides, the attempts it gets
   -- (policy:class_attempts, the engine's own min(maxAttempts, limit)). Only classes a limit holds below
   -- maxAttempts on either side are compared, so a maxAttempts change is judged once, by its own row.
-  { field = "classLimits", covers = { "classLimits" },
+  { field = "classLimits", covers = { "classLimits.*" },
     value = function(policy, endpoint, r)
       local v = { max = r.max_attempts, caps = {}, retried = retryable_set(policy, endpoint) }
       for _, f in ipairs(probes()) do
@@ -514,7 +514,7 @@ local function compare_group(g, ctx, out)
   for k in pairs(fb) do keys[k] = true end
   for _, k in ipairs(sorted_keys(keys)) do
     if fa[k] ~= fb[k] then
-      local effect = ctx.covered[k] or ctx.covered[k:match("^([^.]+)%.") or ""] -- classLimits.<class>
+      local effect = ctx.covered[k]
       if effect == nil then
         found = found + 1
         out[#out + 1] = change("widening", g.en, k, fa[k], fb[k], prefix .. string.format(
