@@ -195,6 +195,20 @@ describe("TLS against nginx with a private CA", function()
     assert.matches("tls.verify = false", err, 1, true)
   end)
 
+  it("refuses a CA file, CA directory, certificate or key that cannot be read, naming the option", function()
+    assert.has_error(function() get{ base_url = https(1), tls = { ca_file = certs .. "/nope.pem" } } end,
+      "rf.client: tls.ca_file " .. certs .. "/nope.pem: No such file or directory")
+    assert.has_error(function() get{ base_url = https(1), tls = { ca_path = certs .. "/ca.pem" } } end,
+      "rf.client: tls.ca_path " .. certs .. "/ca.pem: not a directory")
+    assert.has_error(function() get{ base_url = https(1), tls = { cert = certs } } end,
+      "rf.client: tls.cert " .. certs .. ": not a regular file")
+    local _, err = child({ CURL_CA_BUNDLE = certs .. "/missing.pem" }, ([[
+      local p = assert(rf.load_string(%q))
+      rf.client{ policy = p, base_url = "https://127.0.0.1:1", rng_seed = 1 }
+    ]]):format(LOCK))
+    assert.matches("rf.client: CURL_CA_BUNDLE " .. certs:gsub("%p", "%%%0") .. "/missing.pem: No such file", err)
+  end)
+
   it("refuses a bad tls table", function()
     assert.has_error(function() get{ base_url = https(1), tls = { verify = "no" } } end,
       "rf.client: tls.verify must be a boolean, got string")

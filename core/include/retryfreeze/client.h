@@ -52,7 +52,9 @@ typedef enum rf_http_version {
  * TLS follows libcurl (CURLOPT_CAINFO, CURLOPT_CAPATH, CURLOPT_SSLCERT, CURLOPT_SSLKEY, CURLOPT_KEYPASSWD) and
  * the curl tool's environment: without tls_ca_file, $CURL_CA_BUNDLE, then $SSL_CERT_FILE; without
  * tls_ca_path, $SSL_CERT_DIR. The proxy: without `proxy`, libcurl's environment variables http_proxy,
- * HTTPS_PROXY/https_proxy, ALL_PROXY/all_proxy and NO_PROXY/no_proxy (libcurl-env(3)).
+ * HTTPS_PROXY/https_proxy, ALL_PROXY/all_proxy and NO_PROXY/no_proxy (libcurl-env(3)). rf_client_new refuses
+ * (RF_EINVAL, err->path the option or the environment variable) a CA file, CA directory, certificate or key
+ * that cannot be read.
  */
 typedef struct rf_client_network {
     const char *tls_ca_file;      /* PEM file of trusted CAs */

@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static rf_status bad(rf_error *err, const char *path, const char *msg) {
@@ -44,6 +46,22 @@ static bool has_ctl(const char *s) {
     return false;
 }
 
+/* RF_EINVAL naming `what` when path (if given) is not a readable file (or directory, for dir). */
+static rf_status check_file(rf_error *err, const char *what, const char *path, bool dir) {
+    if (path == NULL) return RF_OK;
+    struct stat st;
+    char msg[sizeof err->message];
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
+        snprintf(msg, sizeof msg, "%.200s: %s", path, strerror(errno));
+        return bad(err, what, msg);
+    }
+    if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+        snprintf(msg, sizeof msg, "%.200s: not a %s", path, dir ? "directory" : "regular file");
+        return bad(err, what, msg);
+    }
+    return RF_OK;
+}
+
 rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error *err) {
     const rf_client_network *n = &opts->network;
     if (n->connect_timeout_ms < 0 || n->connect_timeout_ms > 600000)
@@ -60,9 +78,18 @@ rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error
     bool ok = true;
     rfi_network *net = &c->net;
     /* The curl tool's order: an explicit option, then $CURL_CA_BUNDLE, then $SSL_CERT_FILE / $SSL_CERT_DIR. */
+    const char *ca_file_from = n->tls_ca_file          ? "tls.ca_file"
+                               : env("CURL_CA_BUNDLE") ? "CURL_CA_BUNDLE"
+                                                       : "SSL_CERT_FILE";
     const char *ca_file = n->tls_ca_file ? n->tls_ca_file : env("CURL_CA_BUNDLE");
     if (ca_file == NULL) ca_file = env("SSL_CERT_FILE");
     const char *ca_path = n->tls_ca_path ? n->tls_ca_path : env("SSL_CERT_DIR");
+    /* A path that cannot be read is a configuration error now, not a TLS_FAILURE on every request later. */
+    rf_status st = check_file(err, ca_file_from, ca_file, false);
+    if (st == RF_OK) st = check_file(err, n->tls_ca_path ? "tls.ca_path" : "SSL_CERT_DIR", ca_path, true);
+    if (st == RF_OK) st = check_file(err, "tls.cert", n->tls_cert, false);
+    if (st == RF_OK) st = check_file(err, "tls.key", n->tls_key, false);
+    if (st != RF_OK) return st;
     net->ca_file = dup_or_null(ca_file, &ok);
     net->ca_path = dup_or_null(ca_path, &ok);
     net->cert = dup_or_null(n->tls_cert, &ok);
@@ -187,7 +214,9 @@ enum {
     V_SELF_SIGNED = 18,
     V_SELF_SIGNED_IN_CHAIN = 19,
     V_UNABLE_TO_GET_ISSUER_LOCALLY = 20,
-    V_UNABLE_TO_VERIFY_LEAF = 21
+    V_UNABLE_TO_VERIFY_LEAF = 21,
+    V_HOSTNAME_MISMATCH = 62,
+    V_IP_MISMATCH = 64
 };
 
 rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport, char *error, size_t cap) {
@@ -204,7 +233,9 @@ rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport
         else if (verify == V_UNABLE_TO_GET_ISSUER || verify == V_SELF_SIGNED || verify == V_SELF_SIGNED_IN_CHAIN ||
                  verify == V_UNABLE_TO_GET_ISSUER_LOCALLY || verify == V_UNABLE_TO_VERIFY_LEAF)
             which = "unknown CA (the issuer is not trusted: set tls.ca_file)";
-        else if (rc == CURLE_PEER_FAILED_VERIFICATION && (strstr(curl_msg, "subject name") || strstr(curl_msg, "host")))
+        else if (verify == V_HOSTNAME_MISMATCH || verify == V_IP_MISMATCH ||
+                 (rc == CURLE_PEER_FAILED_VERIFICATION &&
+                  (strstr(curl_msg, "subject name") || strstr(curl_msg, "host"))))
             which = "hostname mismatch (the certificate does not name this host)";
         else if (rc == CURLE_SSL_CERTPROBLEM)
             which = "client certificate or key unusable";
