@@ -207,6 +207,13 @@ describe("TLS against nginx with a private CA", function()
       rf.client{ policy = p, base_url = "https://127.0.0.1:1", rng_seed = 1 }
     ]]):format(LOCK))
     assert.matches("rf.client: CURL_CA_BUNDLE " .. certs:gsub("%p", "%%%0") .. "/missing.pem: No such file", err)
+    -- An http client is not refused for the environment's TLS settings.
+    local out = child({ CURL_CA_BUNDLE = certs .. "/missing.pem" }, ([[
+      local p = assert(rf.load_string(%q))
+      rf.client{ policy = p, base_url = "http://127.0.0.1:1", rng_seed = 1 }
+      io.write("created")
+    ]]):format(LOCK))
+    assert.equal("created", out)
   end)
 
   it("refuses a bad tls table", function()

@@ -85,8 +85,11 @@ rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error
     if (ca_file == NULL) ca_file = env("SSL_CERT_FILE");
     const char *ca_path = n->tls_ca_path ? n->tls_ca_path : env("SSL_CERT_DIR");
     /* A path that cannot be read is a configuration error now, not a TLS_FAILURE on every request later. */
-    rf_status st = check_file(err, ca_file_from, ca_file, false);
-    if (st == RF_OK) st = check_file(err, n->tls_ca_path ? "tls.ca_path" : "SSL_CERT_DIR", ca_path, true);
+    /* The environment's paths only matter to an https client: an http one is not refused for them. */
+    bool https = strncasecmp(opts->base_url, "https://", 8) == 0;
+    rf_status st = n->tls_ca_file || https ? check_file(err, ca_file_from, ca_file, false) : RF_OK;
+    if (st == RF_OK && (n->tls_ca_path || https))
+        st = check_file(err, n->tls_ca_path ? "tls.ca_path" : "SSL_CERT_DIR", ca_path, true);
     if (st == RF_OK) st = check_file(err, "tls.cert", n->tls_cert, false);
     if (st == RF_OK) st = check_file(err, "tls.key", n->tls_key, false);
     if (st != RF_OK) return st;
