@@ -81,8 +81,8 @@ local function verdict_of(s, policy, given)
     if thresholds[k] then shown[#shown + 1] = { name = (k:gsub("_", "-")), value = thresholds[k] } end
   end
   for _, r in ipairs(thresholds.forbid_reasons or {}) do shown[#shown + 1] = { name = "forbid-reason", value = r } end
-  local source = given and "the run's" or defaulted and "the seed's defaults (no gate in the lock, or no --lock)"
-    or "the lock's gate"
+  local source = given and "the run's" or defaulted and (policy and "the seed's defaults, as the lock has no gate"
+    or "the seed's defaults, as no --lock was given") or "the lock's gate"
   return { state = state, text = text, breaches = v.breaches, notes = v.notes, thresholds = shown, source = source }
 end
 
