@@ -7,6 +7,8 @@
  * Phase 2: a writer appending in a loop is killed with SIGKILL after ~50 ms, then half a line is appended
  *          raw, as a crash mid-write leaves it. Every whole line must read as a record, in order, and the
  *          last as RF_LEDGER_TORN.
+ * Phase 3: writers killed at seeded moments, each on a fresh file; phase 4: a full tmpfs, then space freed;
+ * phase 5: writers killed in turn on one file, every fragment ended by the next writer (see each phase).
  * Files go into a fresh directory under DIR (default $TMPDIR or /tmp), removed at the end. Exit status 0
  * on success, 1 with a message on stderr otherwise. Prints the appends per second of phase 1.
  */
@@ -317,12 +319,14 @@ static int phase3(const char *file) {
 }
 
 /* Phase 4 (issue 6): a ledger on a 16 KiB tmpfs. Appends until the disk is full: the failure says "No space
- * left on device" and every line before it reads back whole. Skipped (and said so) where tmpfs cannot be
- * mounted (not root, or no CAP_SYS_ADMIN). */
+ * left on device" and every line before it reads back whole. Then (issue 10) space is freed (a 4 KiB filler
+ * file removed) and a new writer appends: it ends the torn line first, so its record reads back whole after
+ * it. Skipped (and said so) where tmpfs cannot be mounted (not root, or no CAP_SYS_ADMIN). */
 static int phase4(void) {
-    char mnt[600], file[700];
+    char mnt[600], file[700], filler[700];
     snprintf(mnt, sizeof mnt, "%s/tiny", dir);
     snprintf(file, sizeof file, "%s/ledger.jsonl", mnt);
+    snprintf(filler, sizeof filler, "%s/filler", mnt);
     if (mkdir(mnt, 0700) != 0) return fail("mkdir %s: %s", mnt, strerror(errno));
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=16k") != 0) {
         printf("phase 4: skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
@@ -333,6 +337,10 @@ static int phase4(void) {
     rf_error err = {0};
     int rc = 0;
     long ok = 0;
+    static const char block[4096];
+    int ffd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (ffd < 0 || write(ffd, block, sizeof block) != (ssize_t)sizeof block || close(ffd) != 0)
+        return fail("phase 4: filler: %s", strerror(errno));
     if (rf_ledger_open(file, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK) {
         rc = fail("%s", err.message);
     } else {
@@ -361,18 +369,125 @@ static int phase4(void) {
                 rf_ledger_reader_close(r);
             }
             /* A short write leaves a torn last line, which the reader reports; nothing else is lost. */
-            if (records != ok || (st != RF_LEDGER_END && st != RF_LEDGER_TORN))
+            bool torn = st == RF_LEDGER_TORN;
+            if (records != ok || (st != RF_LEDGER_END && !torn))
                 rc = fail("after ENOSPC: %ld of %ld lines read back, then status %d", records, ok, (int)st);
-            else
-                printf("phase 4: a full 16 KiB tmpfs after %ld lines, reported as \"%s\"; all %ld read back%s\n", ok,
-                       append_error, records,
-                       st == RF_LEDGER_TORN ? ", then the short write reported as a torn last line" : "");
+            /* The disk is freed; a new writer appends one line after ending the fragment. */
+            rf_ledger_record after = record("/f0/after");
+            if (rc == 0 && (unlink(filler) != 0 || rf_ledger_open(file, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK ||
+                            rf_ledger_append(l, &after, &err) != RF_OK || rf_ledger_close(l, &err) != RF_OK))
+                rc = fail("after freeing space: %s", err.message);
+            long records2 = 0, torn2 = 0;
+            if (rc == 0 && rf_ledger_reader_open(file, &r, &err) == RF_OK) {
+                while ((st = rf_ledger_reader_next(r, &rec, &err)) != RF_LEDGER_END) {
+                    if (st == RF_LEDGER_RECORD)
+                        records2++;
+                    else if (st == RF_LEDGER_TORN)
+                        torn2++;
+                    else
+                        break;
+                }
+                rf_ledger_reader_close(r);
+                if (st != RF_LEDGER_END || records2 != ok + 1 || torn2 != (torn ? 1 : 0))
+                    rc = fail("after freeing space: %ld records and %ld torn lines (status %d)", records2, torn2,
+                              (int)st);
+            }
+            if (rc == 0)
+                printf("phase 4: a full 16 KiB tmpfs after %ld lines, reported as \"%s\"; all %ld read back%s; "
+                       "space freed, a new writer %s, its line read back whole\n",
+                       ok, append_error, records, torn ? ", then the short write reported as a torn last line" : "",
+                       torn ? "ended the torn line (repaired) before appending" : "appended");
         }
     }
     unlink(file);
+    unlink(filler);
     umount(mnt);
     rmdir(mnt);
     return rc;
+}
+
+/*
+ * Phase 5 (issue 10): KILLS writers in turn on ONE ledger, each killed with SIGKILL at a seeded moment. After
+ * each kill, when the file ends in a whole line, a part of a line is appended raw, as a kill inside write(2)
+ * leaves it; the next writer must end that fragment before its first line. At the end every line is a whole
+ * record (each writer's in order) or a torn line, the torn lines are exactly the fragments, and nothing is
+ * corrupt: no record was glued onto a fragment and lost.
+ */
+static int phase5(const char *file) {
+    unsigned seed = 777;
+    long fragments = 0, killed_mid_write = 0;
+    unlink(file);
+    for (int k = 1; k <= KILLS; k++) {
+        int ready[2];
+        char byte, prefix[16];
+        if (pipe(ready) != 0) return fail("pipe: %s", strerror(errno));
+        snprintf(prefix, sizeof prefix, "r%d", k);
+        pid_t pid = fork();
+        if (pid < 0) return fail("fork: %s", strerror(errno));
+        if (pid == 0) {
+            close(ready[0]);
+            alarm(20);
+            writer(file, prefix, -1, ready[1]);
+        }
+        close(ready[1]);
+        if (read(ready[0], &byte, 1) != 1) return fail("phase 5, kill %d: the writer never appended", k);
+        close(ready[0]);
+        seed = seed * 1103515245u + 12345u;
+        struct timespec pause = {0, (long)(1 + (seed >> 16) % 10) * 1000000L}; /* 1..10 ms */
+        nanosleep(&pause, NULL);
+        kill(pid, SIGKILL);
+        int status;
+        if (waitpid(pid, &status, 0) < 0 || !WIFSIGNALED(status)) return fail("phase 5, kill %d: no SIGKILL", k);
+        int fd = open(file, O_RDWR | O_APPEND);
+        struct stat st;
+        char last = '\n';
+        if (fd < 0 || fstat(fd, &st) != 0) return fail("phase 5: %s: %s", file, strerror(errno));
+        if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1) return fail("phase 5: pread failed");
+        if (last == '\n') { /* the kill fell between two writes: leave the fragment a kill inside one leaves */
+            char line[RF_LEDGER_MAX_LINE > 4096 ? 4096 : RF_LEDGER_MAX_LINE];
+            rf_ledger_record rec = record("/torn/0");
+            rf_error err = {0};
+            long len = rf_ledger_format(&rec, line, sizeof line, &err);
+            if (len < 0) return fail("phase 5: %s", err.message);
+            size_t cut = 1 + (seed >> 8) % (size_t)(len - 1); /* 1 .. len-1 bytes of the line */
+            if (write(fd, line, cut) != (ssize_t)cut) return fail("phase 5: write: %s", strerror(errno));
+        } else {
+            killed_mid_write++;
+        }
+        fragments++;
+        close(fd);
+    }
+    /* The last fragment is ended by one more writer, then the whole file is read. */
+    pid_t pid = fork();
+    if (pid == 0) writer(file, "r0", 1, -1);
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail("phase 5: the last writer failed");
+    rf_ledger_reader *r = NULL;
+    rf_error err = {0};
+    rf_ledger_record rec;
+    if (rf_ledger_reader_open(file, &r, &err) != RF_OK) return fail("%s", err.message);
+    long records = 0, torn = 0, next[KILLS + 1] = {0};
+    rf_ledger_read_status st;
+    while ((st = rf_ledger_reader_next(r, &rec, &err)) != RF_LEDGER_END) {
+        if (st == RF_LEDGER_TORN) {
+            torn++;
+            continue;
+        }
+        long n, i;
+        if (st != RF_LEDGER_RECORD || !parse_path(rec.path, 'r', &n, &i) || n < 0 || n > KILLS || i != next[n])
+            return fail("phase 5: line %ld is neither a whole record in order nor torn (status %d: %s)",
+                        rf_ledger_reader_line(r), (int)st, st == RF_LEDGER_RECORD ? rec.path : err.message);
+        next[n]++;
+        records++;
+    }
+    rf_ledger_reader_close(r);
+    unlink(file);
+    if (torn != fragments) return fail("phase 5: %ld torn lines for %ld fragments", torn, fragments);
+    printf("phase 5: %d writers killed with SIGKILL on one ledger: %ld torn lines repaired by the next writer "
+           "(%ld cut by the kill itself) and reported, %ld whole records read on, 0 lost or corrupt\n",
+           KILLS, fragments, killed_mid_write, records);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -393,6 +508,7 @@ int main(int argc, char **argv) {
     }
     if (rc == 0) rc = phase3(file3);
     if (rc == 0) rc = phase4();
+    if (rc == 0) rc = phase5(file3);
     unlink(file1);
     unlink(file2);
     unlink(file3);
