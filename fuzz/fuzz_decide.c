@@ -1,5 +1,6 @@
 /*
- * Fuzz target: rf_decide (and rf_budget, rf_backoff_ms) over random facts against a fixed set of locks: the
+ * Fuzz target: rf_decide (and rf_budget, rf_backoff_ms) over random facts (wait header hints included) against a
+ * fixed set of locks (one reading every wait header, with class limits): the
  * two example locks (read from RF_EXAMPLES_DIR) and the edge locks below. One input is a sequence of
  * decisions that share one rf_retry_budget per lock, so throttling is reached too.
  * Invariants, for every verdict (decide.h and README "Reasons"):
@@ -15,6 +16,9 @@
  *     exactly as gRPC A6 says (−1 for a retryable failure, +tokenRatio for a success, else unchanged);
  *   - more elapsed time never widens: a retry at elapsed e2 is also a retry at any e1 < e2 (same RNG state);
  *   - the same facts and seed give the same verdict;
+ *   - a retry stays under its class's own limit (rf_policy_class_attempts, classLimits); the verdict's
+ *     retry_after_header is one the route lists and the facts carry, and server-pushback comes only from
+ *     grpc-retry-pushback-ms;
  *   - rf_budget: an allowed attempt has 1 ≤ timeout_ms ≤ perAttemptTimeoutMs and ends by the deadline;
  *   - rf_backoff_ms is in [0, backoff.maxMs] for every attempt count up to INT_MAX.
  */
@@ -52,9 +56,33 @@ static const char *const edge_locks[] = {
     "/v1/jobs\"},"
     "{\"endpoint\":\"PUT /v1/jobs\"},{\"endpoint\":\"DELETE /v1/jobs\"},{\"endpoint\":\"GET /v1/jobs\"}],"
     "\"retryBudget\":{\"maxTokens\":1000,\"tokenRatio\":1000}}",
+    /* Every wait header a route may read, and per-class attempt limits (a status over its family, an alias). */
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+    "\"retryable\":[\"HTTP_5XX\",\"HTTP_429\",\"TIMEOUT\",\"UNKNOWN\"],\"idempotencyRequired\":[],"
+    "\"classLimits\":{\"UNKNOWN\":2,\"HTTP_5XX\":3,\"HTTP_503\":4,\"GATEWAY_TIMEOUT\":1},"
+    "\"retryAfter\":{\"maxMs\":30000,\"headers\":[\"grpc-retry-pushback-ms\",\"retry-after-ms\","
+    "\"x-ms-retry-after-ms\",\"ratelimit\",\"ratelimit-reset\",\"x-ratelimit-reset\",\"retry-after\"]}},"
+    "\"routes\":[{\"endpoint\":\"POST /v1/jobs\"},{\"endpoint\":\"GET /v1/*\",\"retryAfter\":{\"honor\":false,"
+    "\"headers\":[\"ratelimit\",\"retry-after\"]}}]}",
 };
 
-#define MAX_LOCKS 8
+/* Values for the wait headers other than Retry-After (retry_afters serves all of them too). */
+static const char *const hint_values[] = {"250",
+                                          "0",
+                                          "-1",
+                                          "2147483648",
+                                          "1.5",
+                                          " 80 ",
+                                          "\"a\";r=0;t=3",
+                                          "\"a\";r=0;t=3, \"b\";r=0;t=9",
+                                          "\"a\";r=1;t=3",
+                                          "a;t=-1",
+                                          "1700000060",
+                                          "1600000000",
+                                          "1000000000",
+                                          "250, 300"};
+
+#define MAX_LOCKS 9
 static rf_policy *locks[MAX_LOCKS];
 static size_t n_locks;
 
@@ -212,6 +240,31 @@ static void check_verdict(const rf_policy *p, const rf_facts *f, const rf_verdic
                 (f->source_len == 10 && memcmp(f->source, "pinned-map", 10) == 0),
             "an unpinned source retried");
     CHECK_V(!(f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399), "a success retried");
+    CHECK_V(f->attempts < rf_policy_class_attempts(p, (size_t)v->route, f->status, f->transport),
+            "retry after attempt %d past the class's own limit %d", f->attempts,
+            rf_policy_class_attempts(p, (size_t)v->route, f->status, f->transport));
+}
+
+/* A verdict's wait header: one the route reads and the facts carry; a pushback stop only from a pushback. */
+static void check_wait_header(const rf_policy *p, const rf_facts *f, const rf_verdict *v) {
+    CHECK_V(v->retry_after_header >= -1 && v->retry_after_header < RF_WAIT_HEADER_COUNT, "retry_after_header %d",
+            v->retry_after_header);
+    if (v->reason == RF_REASON_SERVER_PUSHBACK)
+        CHECK_V(v->retry_after_header == RF_WAIT_GRPC_RETRY_PUSHBACK_MS && !v->retry, "server-pushback from header %d",
+                v->retry_after_header);
+    if (v->retry_after_header < 0 || v->route < 0) {
+        CHECK_V(v->retry_after == RF_RA_USE_ABSENT || v->retry_after == RF_RA_USE_NOT_NEEDED,
+                "retry_after %s without a header", rf_retry_after_use_name(v->retry_after));
+        return;
+    }
+    rf_route_view r;
+    FZ_CHECK(rf_policy_route(p, (size_t)v->route, &r) == RF_OK, "route view");
+    const char *name = rf_wait_header_name((rf_wait_header)v->retry_after_header);
+    CHECK_V(in_list(r.retry_after_headers, r.n_retry_after_headers, name, strlen(name)),
+            "verdict names %s, which the route does not read", name);
+    bool given = f->hints[v->retry_after_header] != NULL && f->hint_lens[v->retry_after_header] > 0;
+    if (v->retry_after_header == RF_WAIT_RETRY_AFTER) given |= f->retry_after != NULL && f->retry_after_len > 0;
+    CHECK_V(given, "verdict names %s, which the facts do not carry", name);
 }
 
 static void check_budget_call(const rf_policy *p, const rf_facts *f) {
@@ -277,6 +330,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         f->retry_after =
             pick_string(&in, retry_afters, sizeof retry_afters / sizeof retry_afters[0], &f->retry_after_len, true);
         f->date = pick_string(&in, dates, sizeof dates / sizeof dates[0], &f->date_len, true);
+        uint8_t hint_mask = fz_u8(&in); /* bit h: give hints[h] (a route that does not read it refuses the facts) */
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+            if (!((hint_mask >> h) & 1)) continue;
+            if (fz_u8(&in) & 1)
+                f->hints[h] =
+                    pick_string(&in, hint_values, sizeof hint_values / sizeof hint_values[0], &f->hint_lens[h], true);
+            else
+                f->hints[h] = pick_string(&in, retry_afters, sizeof retry_afters / sizeof retry_afters[0],
+                                          &f->hint_lens[h], true);
+        }
         uint64_t seed = fz_uint(&in, 8);
         bool no_rng = (fz_u8(&in) & 7) == 0;
 
@@ -297,6 +360,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         rf_verdict *v = &plain;
         check_verdict(p, f, v);
+        check_wait_header(p, f, v);
         FZ_CHECK(rf_decide(p, f, no_rng ? NULL : &rng1, NULL, &again, &err) == RF_OK && same_verdict(&plain, &again),
                  "the same facts and seed give a different verdict");
 
@@ -334,8 +398,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         (long long)after, (long long)ratio_milli);
                 break;
             case RF_REASON_MAX_ATTEMPTS:
-                CHECK_V(after == before || after == taken, "tokens %lld -> %lld on max-attempts", (long long)before,
-                        (long long)after);
+            case RF_REASON_CLASS_LIMIT:
+                CHECK_V(after == before || after == taken, "tokens %lld -> %lld on %s", (long long)before,
+                        (long long)after, rf_reason_name(budgeted.reason));
                 break;
             default:
                 CHECK_V(after == taken, "tokens %lld -> %lld on a retryable failure (%s)", (long long)before,
