@@ -306,6 +306,21 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
       end
     end)
 
+    it("follows and limits redirects the same way in scheduled flows (retryfreeze.scheduler)", function()
+      local scheduler = require "retryfreeze.scheduler"
+      local c = client{ max_redirects = 2 }
+      local m = mark()
+      local got = {}
+      local failed = scheduler.run(c, 4, 2, function(i)
+        local r = c:request{ method = "GET", path = i % 2 == 1 and "/loop" or "/r/303" }
+        got[i] = { r.attempts, r.tries[#r.tries].class }
+      end)
+      c:close()
+      assert.equal(0, failed)
+      assert.same({ { 3, "TOO_MANY_REDIRECTS" }, { 2, "HTTP_200" }, { 3, "TOO_MANY_REDIRECTS" }, { 2, "HTTP_200" } }, got)
+      assert.equal(10, #since(m, 10))
+    end)
+
     it("counts hops the same way in client:all", function()
       local c = client{ max_redirects = 2 }
       local m = mark()

@@ -76,6 +76,18 @@ describe("transparent retries (requests that never left)", function()
       assert.equal("status-not-retryable", decide(p, { transport = "connect-refused" }).reason)
     end)
 
+    it("is reachable from the CLI: retryfreeze decide --not-sent", function()
+      local h = require "spec.helper"
+      local path = h.temp_file(LOCK)
+      local out, _, code = h.run_cli("decide", path, "--method", "POST", "--path", "/jobs", "--transport", "tls",
+        "--not-sent", "--seed", "1")
+      local out2 = h.run_cli("decide", path, "--method", "POST", "--path", "/jobs", "--transport", "tls", "--seed", "1")
+      os.remove(path)
+      assert.equal(0, code)
+      assert.matches('"reason":"transparent-retry"', out, 1, true)
+      assert.matches('"reason":"mutating-without-idempotency"', out2, 1, true)
+    end)
+
     it("is classified by diff: turning it on is widening, off is narrowing", function()
       local diff = require "retryfreeze.diff"
       local off = assert(rf.load_string(lock_with('"transparentRetry": false')))

@@ -7,7 +7,7 @@ local M = {
   summary = "decide retry or stop for one attempt's facts; print the verdict as JSON",
   usage = "retryfreeze decide LOCK --method M --path P [--status N] [--transport T] [--retry-after V]\n"
     .. "                   [--date HTTP-DATE] [--attempts N] [--elapsed-ms N] [--idempotency-key K]\n"
-    .. "                   [--source S] [--now-ms N] [--hint NAME=VALUE]... [--seed N]\n\n"
+    .. "                   [--source S] [--now-ms N] [--hint NAME=VALUE]... [--not-sent] [--seed N]\n\n"
     .. "  Prints {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route} as one JSON\n"
     .. "  line. --hint gives a wait header the route reads (retryAfter.headers), e.g. --hint retry-after-ms=250.\n"
     .. "  --seed fixes the jitter (default: random). Exit 0, or 2 on bad usage or an invalid lock.",
@@ -17,7 +17,7 @@ local spec <const> = {
   ["--method"] = "string", ["--path"] = "string", ["--status"] = "integer", ["--transport"] = "string",
   ["--retry-after"] = "string", ["--date"] = "string", ["--attempts"] = "integer", ["--elapsed-ms"] = "integer",
   ["--idempotency-key"] = "string", ["--source"] = "string", ["--now-ms"] = "integer", ["--seed"] = "integer",
-  ["--hint"] = "list",
+  ["--hint"] = "list", ["--not-sent"] = "flag",
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
@@ -58,6 +58,7 @@ function M.run(args, out, err)
     method = opts.method, path = opts.path, status = opts.status, transport = opts.transport,
     retry_after = opts.retry_after, date = opts.date, attempts = opts.attempts, elapsed_ms = opts.elapsed_ms,
     idempotency_key = opts.idempotency_key, source = opts.source, now_ms = opts.now_ms, hints = hints,
+    not_sent = opts.not_sent and true or nil,
   }
   local rng = opts.seed and rf.rng(opts.seed) or nil
   local ok, verdict = pcall(policy.decide, policy, facts, rng)
