@@ -154,7 +154,11 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
         inet_ntop(AF_INET6, &in6->sin6_addr, f->connected_ip, sizeof f->connected_ip);
         f->connected_port = ntohs(in6->sin6_port);
     }
+#ifdef SOCK_CLOEXEC
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol); /* not inherited by a host's children */
+#else
     return socket(a->family, a->socktype, a->protocol);
+#endif
 }
 
 void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
