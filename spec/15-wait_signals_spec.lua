@@ -14,7 +14,8 @@ local LOCK <const> = [[{
   "routes": [
     {"endpoint": "GET /w/*", "retryAfter": {"maxMs": 5000, "headers": ["grpc-retry-pushback-ms", "retry-after-ms",
       "x-ms-retry-after-ms", "ratelimit", "ratelimit-reset", "x-ratelimit-reset", "retry-after"]}},
-    {"endpoint": "GET /limited", "classLimits": {"HTTP_503": 2}}
+    {"endpoint": "GET /limited", "classLimits": {"HTTP_503": 2}},
+    {"endpoint": "GET /ms-only/*", "retryAfter": {"headers": ["retry-after-ms"]}}
   ]}]]
 
 local TOLERANCE_MS <const> = 20
@@ -55,13 +56,14 @@ describe("wait headers against the fault-injecting upstream", function()
     return r.elapsed_ms - wire
   end
 
-  --- Runs the request up to 3 times (a fresh path each time, so the upstream replays the script) until the wait
+  --- Runs the request up to 3 times (a fresh path each time, path/2 and path/3, so the upstream replays the
+  --- script; the routes end in "*") until the wait
   --- is within TOLERANCE_MS of want. Never waiting less than asked is checked on every run; the upper bound on
   --- the best run, since a loaded machine can only add to a sleep (the noise is one-sided), never shorten it.
   local function within(path, script, want, check)
     local best, r
     for i = 1, 3 do
-      r = get(path .. (i > 1 and "-" .. i or ""), script)
+      r = get(path .. (i > 1 and "/" .. i or ""), script)
       check(r)
       local w = waited(r)
       assert.is_true(w >= want - 1, path .. ": waited " .. w .. " ms, less than the " .. want .. " ms asked")
@@ -100,7 +102,7 @@ describe("wait headers against the fault-injecting upstream", function()
       local rec = last_record()
       assert.equal("GET /w/*", r.route)
       assert.equal("GET /w/*", rec.route)
-      assert.equal("/w/" .. name, (rec.path:gsub("%-%d$", "")))
+      assert.equal("/w/" .. name, (rec.path:gsub("/%d$", "")))
       assert.same({ name, value }, { rec.tries[1].retry_after_header, rec.tries[1].retry_after })
       assert.equal(want, rec.tries[2].delay_ms)
     end)
@@ -118,6 +120,14 @@ describe("wait headers against the fault-injecting upstream", function()
     within("/w/none-valid", "429;header=retry-after-ms:soon,ok", 700, function(r)
       assert.same({ true, 2, "retry-after-ms", "soon", 700 }, { r.ok, r.attempts, r.tries[1].retry_after_header,
         r.tries[1].retry_after, r.tries[2].delay_ms })
+    end)
+  end)
+
+  it("never reads a header the route does not list: Retry-After on a route that reads only retry-after-ms", function()
+    within("/ms-only", "429;retry-after=3,ok", 700, function(r)
+      assert.same({ true, 2, 700 }, { r.ok, r.attempts, r.tries[2].delay_ms })
+      assert.is_nil(r.tries[1].retry_after)
+      assert.is_nil(r.tries[1].retry_after_header)
     end)
   end)
 
