@@ -139,10 +139,11 @@ static int l_client_new(lua_State *L) {
     if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
     lua_setiuservalue(L, ud, UV_HOOK);
     lua_getfield(L, 1, "rng_seed");
+    lua_Integer seed = 0, max_body = 0;
     if (lua_isnil(L, -1))
         o.rng_seed = os_random64();
-    else if (lua_isinteger(L, -1))
-        o.rng_seed = (uint64_t)lua_tointeger(L, -1);
+    else if (rfl_tointeger_exact(L, -1, &seed))
+        o.rng_seed = (uint64_t)seed;
     else
         return luaL_error(L, "rf.client: rng_seed must be an integer");
     lua_getfield(L, 1, "retry_budget");
@@ -151,9 +152,9 @@ static int l_client_new(lua_State *L) {
     o.follow_redirects = lua_toboolean(L, -1);
     lua_getfield(L, 1, "max_body_bytes");
     if (!lua_isnil(L, -1)) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
+        if (!rfl_tointeger_exact(L, -1, &max_body) || max_body < 1)
             return luaL_error(L, "rf.client: max_body_bytes must be a positive integer");
-        o.max_body_bytes = (size_t)lua_tointeger(L, -1);
+        o.max_body_bytes = (size_t)max_body;
     }
     lua_pop(L, 4);
     rfl_read_client_network(L, 1, &o);
@@ -417,23 +418,24 @@ static int l_responses_gc(lua_State *L) {
     return 0;
 }
 
-/* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
- * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
-/* Continuation of a scheduled request: the scheduler resumed the flow once the request was done. */
+/* Starts the request without blocking and yields (ticket, box) to the scheduler: the ticket (a light userdata)
+ * names the transfer in client:_run's results, the box (a userdata the scheduler keeps while the flow waits)
+ * holds the response and anchors the client and the request's strings (the keeper at index keep). The scheduler
+ * resumes the flow with client:_finish(box), so client:request returns the response. A plain lua_yield (no
+ * continuation) works alike in Lua 5.1, LuaJIT, 5.2, 5.3 and 5.4. */
+#if LUA_VERSION_NUM >= 503
+/* Continuation (Lua 5.3+): the flow was resumed. Only the scheduler's resume, with client:_finish(box)'s
+ * response, is valid; any other resume raises in the flow. */
 static int k_request(lua_State *L, int status, lua_KContext ctx) {
     (void)status;
-    lpending *lp = lua_touserdata(L, (int)ctx);
-    if (!rf_pending_done(lp->p)) /* resumed by someone else: its response is not there yet */
+    const lpending *lp = lua_touserdata(L, (int)ctx);
+    if (lp->p != NULL) /* not finished: resumed by someone else */
         return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
                              "by retryfreeze.scheduler only)");
-    push_response(L, &lp->resp);
-    rf_pending_free(lp->p);
-    lp->p = NULL;
-    rf_response_clear(&lp->resp);
-    return 1;
+    return 1; /* the response the scheduler passed to resume */
 }
+#endif
 
-/* Starts the request without blocking and yields its ticket (a light userdata) to the scheduler. */
 static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
     lpending *lp = lua_newuserdatauv(L, sizeof *lp, 2);
     memset(lp, 0, sizeof *lp);
@@ -451,9 +453,32 @@ static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, 
     if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
     if (st != RF_OK) return luaL_error(L, "client:request: %s %s", err.path, err.message);
     lua_pushlightuserdata(L, lp->p);
-    return lua_yieldk(L, 1, (lua_KContext)box, k_request);
+    lua_pushvalue(L, box);
+#if LUA_VERSION_NUM >= 503
+    return lua_yieldk(L, 2, (lua_KContext)box, k_request);
+#else
+    return lua_yield(L, 2); /* 5.1, LuaJIT: no continuation; resume's values are client:request's results */
+#endif
 }
 
+/* client:_finish(box) → the response of a scheduled request that client:_run reported done; frees its transfer.
+ * Raises when the box is not done (or already finished). */
+static int l_finish(lua_State *L) {
+    check_open_client(L, 1);
+    lpending *lp = luaL_checkudata(L, 2, PENDING_MT);
+    if (lp->p == NULL) return luaL_error(L, "client:_finish: this request was already finished");
+    if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
+        return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
+                             "by retryfreeze.scheduler only)");
+    push_response(L, &lp->resp);
+    rf_pending_free(lp->p);
+    lp->p = NULL;
+    rf_response_clear(&lp->resp);
+    return 1;
+}
+
+/* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
+ * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
 static int l_request(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
     lclient *lc = lua_touserdata(L, 1);
@@ -550,7 +575,7 @@ static int l_set_scheduled(lua_State *L) {
 /* client:_run(timeout_ms) → array of tickets (light userdata) of scheduled requests now done. */
 static int l_run(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
-    lua_Integer timeout = luaL_checkinteger(L, 2);
+    lua_Integer timeout = rfl_checkinteger(L, 2);
     luaL_argcheck(L, timeout >= 0 && timeout <= 60000, 2, "timeout_ms must be 0..60000");
     rf_pending *done[256];
     size_t n = rf_client_run(c, (int)timeout, done, 256);
@@ -603,6 +628,7 @@ void rfl_open_client(lua_State *L) {
                                        {"in_flight", l_in_flight},
                                        {"_set_scheduled", l_set_scheduled},
                                        {"_run", l_run},
+                                       {"_finish", l_finish},
                                        {"close", l_client_close},
                                        {NULL, NULL}};
     luaL_newmetatable(L, CLIENT_MT);

@@ -21,9 +21,10 @@ static bool opt_int(lua_State *L, int idx, const char *key, lua_Integer lo, lua_
         lua_pop(L, 1);
         return false;
     }
-    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < lo || lua_tointeger(L, -1) > hi)
+    lua_Integer v = 0;
+    if (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi)
         luaL_error(L, "rf.client: %s must be an integer %d..%d", key, (int)lo, (int)hi);
-    *out = lua_tointeger(L, -1);
+    *out = v;
     lua_pop(L, 1);
     return true;
 }

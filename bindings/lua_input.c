@@ -38,7 +38,7 @@ static int l_text_gc(lua_State *L) {
 static int l_read_file(lua_State *L) {
     size_t path_len;
     const char *path = luaL_checklstring(L, 1, &path_len);
-    lua_Integer cap = luaL_checkinteger(L, 2);
+    lua_Integer cap = rfl_checkinteger(L, 2);
     const char *what = luaL_optstring(L, 3, "file");
     luaL_argcheck(L, cap >= 0, 2, "the cap must be at least 0");
     if (strlen(path) != path_len) {

@@ -303,11 +303,11 @@ static void push_scope(lua_State *L, const scope *s) {
 /* Integer field k of the table at idx, in [lo, hi], or raises naming it. */
 static int64_t opt_field(lua_State *L, int idx, const char *k, int64_t lo, int64_t hi) {
     lua_getfield(L, idx, k);
-    int isnum = 0;
-    lua_Integer v = lua_tointegerx(L, -1, &isnum);
-    if (!isnum || v < lo || v > hi)
-        luaL_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %I..%I)", k,
-                   (lua_Integer)lo, (lua_Integer)hi);
+    lua_Integer v = 0;
+    if (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi) {
+        const char *los = rfl_pushint(L, (lua_Integer)lo), *his = rfl_pushint(L, (lua_Integer)hi);
+        luaL_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %s..%s)", k, los, his);
+    }
     lua_pop(L, 1);
     return v;
 }

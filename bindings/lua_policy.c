@@ -74,7 +74,7 @@ static int push_load_error(lua_State *L, const char *source, const rf_error *err
 
 /* core.rng(seed) → Rng. seed: an integer (the same seed gives the same jitter). */
 static int l_rng_new(lua_State *L) {
-    lua_Integer seed = luaL_checkinteger(L, 1);
+    lua_Integer seed = rfl_checkinteger(L, 1);
     rf_rng *rng = lua_newuserdatauv(L, sizeof *rng, 0);
     rf_rng_seed(rng, (uint64_t)seed);
     luaL_setmetatable(L, RNG_MT);
@@ -84,7 +84,7 @@ static int l_rng_new(lua_State *L) {
 /* rng:between(lo, hi) → a uniform integer in [lo, hi]. */
 static int l_rng_between(lua_State *L) {
     rf_rng *rng = luaL_checkudata(L, 1, RNG_MT);
-    lua_Integer lo = luaL_checkinteger(L, 2), hi = luaL_checkinteger(L, 3);
+    lua_Integer lo = rfl_checkinteger(L, 2), hi = rfl_checkinteger(L, 3);
     luaL_argcheck(L, lo <= hi, 3, "hi must be >= lo");
     luaL_argcheck(L, lo >= 0 && hi >= 0, 2, "bounds must be >= 0");
     lua_pushinteger(L, rf_rng_between(rng, lo, hi));
@@ -174,16 +174,22 @@ static void make_fact_index(lua_State *L) {
 
 static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
     bool is_status = strcmp(key, "status") == 0;
-    int isnum = 0;
-    lua_Integer v = lua_tointegerx(L, -1, &isnum);
-    if (!isnum || lua_type(L, -1) != LUA_TNUMBER) {
+    lua_Integer v = 0;
+    if (!rfl_tointeger_exact(L, -1, &v)) {
+        if (lua_type(L, -1) == LUA_TNUMBER && RFL_DOUBLES_ONLY)
+            luaL_argerror(L, arg,
+                          lua_pushfstring(L, "facts.%s must be an integer in -(2^53-1)..2^53-1, got %f", key,
+                                          lua_tonumber(L, -1)));
         luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be an integer, got %s", key, luaL_typename(L, -1)));
     }
     if (is_status && (v < 0 || v > 599)) {
-        luaL_argerror(L, arg, lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %I", v));
+        luaL_argerror(
+            L, arg,
+            lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %s", rfl_pushint(L, v)));
     }
     if (v < lo || v > hi) {
-        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %I..%I, got %I", key, lo, hi, v));
+        const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi), *vs = rfl_pushint(L, v);
+        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %s..%s, got %s", key, los, his, vs));
     }
     return v;
 }
@@ -753,7 +759,7 @@ static int l_policy_tostring(lua_State *L) {
 static int l_parse_retry_after(lua_State *L) {
     size_t len, dlen = 0;
     const char *v = luaL_checklstring(L, 1, &len);
-    lua_Integer now = luaL_optinteger(L, 2, 0);
+    lua_Integer now = lua_isnoneornil(L, 2) ? 0 : rfl_checkinteger(L, 2);
     const char *date = luaL_optlstring(L, 3, NULL, &dlen);
     luaL_argcheck(L, now >= 0, 2, "now_ms must be >= 0");
     if (now == 0) {

@@ -5,8 +5,7 @@
 #include "retryfreeze/decide.h"
 #include "retryfreeze/ledger.h"
 #include "retryfreeze/policy.h"
-#include <lauxlib.h>
-#include <lua.h>
+#include "lua_compat.h"
 
 /* The only exported symbol of the module: require "retryfreeze.core". */
 #if defined(__GNUC__)

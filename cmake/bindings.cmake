@@ -2,7 +2,7 @@
 # tree: bin/retryfreeze, lib/lua/5.4/retryfreeze/core.so; the Lua library stays in the source tree's lua/.
 set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_ledger.c
   bindings/lua_ledger_tally.c bindings/lua_client.c
-  bindings/lua_client_network.c bindings/lua_input.c)
+  bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c)
 
 add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
 target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
@@ -12,15 +12,98 @@ target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client) # 
 # The module links the shared libraries, or with RF_MODULE_STATIC (the rockspec) the static ones, so that a
 # rock's core.so needs no libretryfreeze*.so beside it.
 option(RF_MODULE_STATIC "Link the Lua module against the static libraries" OFF)
-add_library(retryfreeze_lua_module MODULE $<TARGET_OBJECTS:retryfreeze_lua>)
-if(RF_MODULE_STATIC)
-  target_link_libraries(retryfreeze_lua_module PRIVATE retryfreeze_client_static retryfreeze_static)
-else()
-  target_link_libraries(retryfreeze_lua_module PRIVATE retryfreeze_client retryfreeze)
+
+# RF_LUA: the Lua versions to build the module for, a list of 5.1, 5.2, 5.3, 5.4 and luajit (LuaJIT 2.1);
+# e.g. -DRF_LUA="5.4;5.1;luajit". On Lua 5.1/5.2 and LuaJIT, Debian's lua-compat53 (compat-5.3.h) supplies the
+# Lua 5.3 C API. The CLI and embed_host stay on Lua 5.4. Build tree: lib/lua/<version>/retryfreeze/core.so
+# (luajit under lib/lua/luajit). RF_LUA_INCDIR (the rockspec passes $(LUA_INCDIR)) builds for the Lua whose
+# lua.h is there instead, its version read from the header.
+# The default, auto, is 5.4 plus LuaJIT and 5.1 when their pkg-config files are there, so that every build
+# also runs the specs under them (ctest label lua_versions).
+set(RF_LUA "auto" CACHE STRING "Lua versions to build the module for: 5.1, 5.2, 5.3, 5.4, luajit (a list), or auto")
+if(RF_LUA STREQUAL "auto")
+  set(RF_LUA "5.4")
+  pkg_check_modules(RF_HAS_LUAJIT QUIET luajit)
+  pkg_check_modules(RF_HAS_LUA51 QUIET lua5.1)
+  if(RF_HAS_LUAJIT_FOUND)
+    list(APPEND RF_LUA luajit)
+  endif()
+  if(RF_HAS_LUA51_FOUND)
+    list(APPEND RF_LUA 5.1)
+  endif()
+  message(STATUS "retryfreeze: RF_LUA=auto builds the module for ${RF_LUA}")
 endif()
-set_target_properties(retryfreeze_lua_module PROPERTIES
-  PREFIX "" OUTPUT_NAME core
-  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/lua/5.4/retryfreeze)
+set(RF_LUA_INCDIR "" CACHE PATH "Build the module for the Lua whose lua.h is here (LuaRocks), not RF_LUA")
+if(RF_LUA_INCDIR)
+  file(STRINGS "${RF_LUA_INCDIR}/lua.h" rf_vnum REGEX "^#define[ \t]+LUA_VERSION_NUM[ \t]+[0-9]+")
+  string(REGEX MATCH "[0-9]+$" rf_vnum "${rf_vnum}")
+  if(EXISTS "${RF_LUA_INCDIR}/luajit.h")
+    set(RF_LUA luajit)
+  elseif(rf_vnum MATCHES "^50([1-4])$")
+    set(RF_LUA "5.${CMAKE_MATCH_1}")
+  else()
+    message(FATAL_ERROR "RF_LUA_INCDIR=${RF_LUA_INCDIR}: no Lua 5.1-5.4 lua.h there")
+  endif()
+endif()
+set(RF_LUA_MODULES "") # module targets, one per version
+foreach(v IN LISTS RF_LUA)
+  if(v STREQUAL "luajit")
+    set(pc luajit)
+    set(abi 5.1)
+  elseif(v MATCHES "^5\\.[1-4]$")
+    string(REPLACE "." "" vv ${v})
+    set(pc "lua${v};lua${vv};lua-${v}")
+    set(abi ${v})
+  else()
+    message(FATAL_ERROR "RF_LUA: unknown Lua version '${v}' (want 5.1, 5.2, 5.3, 5.4 or luajit)")
+  endif()
+  string(REPLACE "." "" tag "${v}")
+  if(RF_LUA_INCDIR)
+    set(LUA${tag}_INCLUDE_DIRS ${RF_LUA_INCDIR})
+  elseif(NOT v STREQUAL "5.4")
+    pkg_search_module(LUA${tag} IMPORTED_TARGET ${pc})
+    if(NOT LUA${tag}_FOUND)
+      message(FATAL_ERROR "RF_LUA=${v}: no pkg-config file for Lua ${v} (${pc}); install its -dev package")
+    endif()
+  endif()
+  if(v STREQUAL "5.4" AND NOT RF_LUA_INCDIR)
+    set(objects retryfreeze_lua) # the CLI's objects serve the 5.4 module too
+  else()
+    set(objects retryfreeze_lua_${tag})
+    set(srcs ${RF_LUA_BINDING_SOURCES})
+    set(incs ${LUA${tag}_INCLUDE_DIRS})
+    if(v MATCHES "^5\\.[12]$|luajit")
+      find_path(RF_COMPAT53_DIR_${abi} compat-5.3.h PATHS ${LUA${tag}_INCLUDE_DIRS} PATH_SUFFIXES lua${abi}
+                NO_CACHE)
+      if(NOT RF_COMPAT53_DIR_${abi})
+        message(FATAL_ERROR "RF_LUA=${v}: compat-5.3.h not found (Debian: lua-compat53-dev)")
+      endif()
+      list(APPEND srcs ${RF_COMPAT53_DIR_${abi}}/compat-5.3.c) # compiled once, prefixed compat53_*
+      list(APPEND incs ${RF_COMPAT53_DIR_${abi}}) # after the Lua's own dir: its lua.h wins
+      set_source_files_properties(${RF_COMPAT53_DIR_${abi}}/compat-5.3.c PROPERTIES COMPILE_OPTIONS "-w")
+    endif()
+    add_library(${objects} OBJECT ${srcs})
+    target_compile_options(${objects} PRIVATE ${RF_WARNINGS})
+    target_compile_definitions(${objects} PRIVATE COMPAT53_PREFIX=compat53)
+    target_include_directories(${objects} SYSTEM PRIVATE ${incs}) # third-party headers: their warnings are not ours
+    target_include_directories(${objects} PRIVATE bindings)
+    target_link_libraries(${objects} PRIVATE retryfreeze retryfreeze_client)
+  endif()
+  set(mod retryfreeze_lua_module_${tag})
+  if(v STREQUAL "5.4")
+    set(mod retryfreeze_lua_module)
+  endif()
+  add_library(${mod} MODULE $<TARGET_OBJECTS:${objects}>)
+  if(RF_MODULE_STATIC)
+    target_link_libraries(${mod} PRIVATE retryfreeze_client_static retryfreeze_static)
+  else()
+    target_link_libraries(${mod} PRIVATE retryfreeze_client retryfreeze)
+  endif()
+  set_target_properties(${mod} PROPERTIES PREFIX "" OUTPUT_NAME core
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/lua/${v}/retryfreeze)
+  set_property(TARGET ${mod} PROPERTY RF_LUA_ABI ${abi})
+  list(APPEND RF_LUA_MODULES ${mod})
+endforeach()
 
 add_executable(retryfreeze_cli bindings/cli_main.c $<TARGET_OBJECTS:retryfreeze_lua>)
 target_compile_options(retryfreeze_cli PRIVATE ${RF_WARNINGS})
@@ -34,7 +117,7 @@ set_target_properties(retryfreeze_cli PROPERTIES
 find_program(LUA54 NAMES lua5.4 REQUIRED)
 find_program(BUSTED NAMES busted REQUIRED)
 add_test(NAME busted COMMAND ${LUA54} ${BUSTED} --output=plainTerminal WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(busted PROPERTIES LABELS "lua"
+set_tests_properties(busted PROPERTIES LABELS "lua" RESOURCE_LOCK busted_suite
   ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
 
 # The randomized misuse harness (spec/harness/misuse.lua), a short run; .ci/run runs it longer under ASan.
@@ -52,3 +135,32 @@ target_link_libraries(embed_host PRIVATE retryfreeze_client retryfreeze PkgConfi
 add_test(NAME embed_host COMMAND embed_host ${CMAKE_SOURCE_DIR}/lua ${CMAKE_SOURCE_DIR}/examples/retry-budget.lock.json)
 set_tests_properties(embed_host PROPERTIES LABELS "c"
   PASS_REGULAR_EXPRESSION "^sha256:[0-9a-f]+ true pinned-status delay_ms=1000 timeout_ms=1400\n$")
+
+# The busted specs under the other Lua versions of RF_LUA (label lua_versions): the whole suite under LuaJIT,
+# the engine's specs (load, decide, immutability, hostile scripts, JSON, stats) under Lua 5.1, 5.2 and 5.3.
+set(RF_ENGINE_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua
+  spec/14-json_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua)
+foreach(v IN LISTS RF_LUA)
+  if(v STREQUAL "5.4")
+    continue()
+  endif()
+  string(REPLACE "." "" tag "${v}")
+  if(v STREQUAL "luajit")
+    find_program(RF_LUAJIT NAMES luajit)
+    set(interp ${RF_LUAJIT})
+    set(specs "")
+  else()
+    find_program(RF_LUA${tag}_BIN NAMES lua${v})
+    set(interp ${RF_LUA${tag}_BIN})
+    set(specs ${RF_ENGINE_SPECS})
+  endif()
+  if(NOT interp)
+    message(STATUS "retryfreeze: no interpreter for Lua ${v}: its busted test is not registered")
+    continue()
+  endif()
+  add_test(NAME busted_${v} COMMAND ${interp} ${BUSTED} --output=plainTerminal ${specs}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # RESOURCE_LOCK: the suites time requests against deadlines; two at once on two cores would skew them.
+  set_tests_properties(busted_${v} PROPERTIES LABELS "lua;lua_versions" TIMEOUT 300 RESOURCE_LOCK busted_suite
+    ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
+endforeach()

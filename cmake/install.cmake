@@ -4,8 +4,14 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(RF_LUA_CMOD_DIR "${CMAKE_INSTALL_LIBDIR}/lua/5.4" CACHE PATH "Where the Lua C module goes (retryfreeze/core.so)")
-set(RF_LUA_LMOD_DIR "${CMAKE_INSTALL_DATADIR}/lua/5.4" CACHE PATH "Where the Lua modules go (retryfreeze/*.lua)")
+# One module per Lua of RF_LUA, each under its ABI's directories (LuaJIT's is 5.1's). With a single Lua,
+# RF_LUA_CMOD_DIR/RF_LUA_LMOD_DIR may name the directories (LuaRocks passes its LIBDIR and LUADIR).
+set(RF_LUA_CMOD_DIR "" CACHE PATH "Where the Lua C module goes (retryfreeze/core.so); default lib/lua/<abi>")
+set(RF_LUA_LMOD_DIR "" CACHE PATH "Where the Lua modules go (retryfreeze/*.lua); default share/lua/<abi>")
+list(LENGTH RF_LUA_MODULES rf_n_lua)
+if(rf_n_lua GREATER 1 AND (RF_LUA_CMOD_DIR OR RF_LUA_LMOD_DIR))
+  message(FATAL_ERROR "RF_LUA_CMOD_DIR/RF_LUA_LMOD_DIR name one directory: build for one Lua (RF_LUA) with them")
+endif()
 
 # Static twins of the shared libraries, built from the same sources.
 get_target_property(rf_core_sources retryfreeze SOURCES)
@@ -28,7 +34,9 @@ set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_
 
 # Installed programs and the module find the shared libraries relative to themselves.
 set_target_properties(retryfreeze_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-set_target_properties(retryfreeze_lua_module PROPERTIES INSTALL_RPATH "$ORIGIN/../../../../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../../..")
+foreach(mod IN LISTS RF_LUA_MODULES)
+  set_target_properties(${mod} PROPERTIES INSTALL_RPATH "$ORIGIN/../../../../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../../..")
+endforeach()
 set_target_properties(retryfreeze_client PROPERTIES INSTALL_RPATH "$ORIGIN")
 
 # A test installs into a temporary prefix and uses the result as a new user would.
@@ -38,10 +46,28 @@ set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)
 # A rock (retryfreeze-scm-1.rockspec sets RF_ROCK) installs only the Lua modules and the C module: LuaRocks
 # owns its LIBDIR and treats every file there as a Lua C module.
 option(RF_ROCK "Install only the Lua modules (for LuaRocks)" OFF)
-install(TARGETS retryfreeze_lua_module LIBRARY DESTINATION ${RF_LUA_CMOD_DIR}/retryfreeze)
-# The report's vendored chart library (minified JavaScript and its licences) goes beside the Lua modules.
-install(DIRECTORY lua/retryfreeze DESTINATION ${RF_LUA_LMOD_DIR} FILES_MATCHING PATTERN "*.lua"
-        PATTERN "vendor/vega/*.min.js" PATTERN "vendor/vega/LICENSE.*")
+set(rf_abis_done "")
+foreach(mod IN LISTS RF_LUA_MODULES)
+  get_target_property(abi ${mod} RF_LUA_ABI)
+  if(abi IN_LIST rf_abis_done)
+    # 5.1 and luajit share lib/lua/5.1: the first listed is installed there (either loads in both).
+    message(STATUS "retryfreeze: ${mod} not installed: another module already goes to lib/lua/${abi}")
+    continue()
+  endif()
+  list(APPEND rf_abis_done ${abi})
+  set(cmod "${RF_LUA_CMOD_DIR}")
+  set(lmod "${RF_LUA_LMOD_DIR}")
+  if(NOT cmod)
+    set(cmod "${CMAKE_INSTALL_LIBDIR}/lua/${abi}")
+  endif()
+  if(NOT lmod)
+    set(lmod "${CMAKE_INSTALL_DATADIR}/lua/${abi}")
+  endif()
+  install(TARGETS ${mod} LIBRARY DESTINATION ${cmod}/retryfreeze)
+  # The report's vendored chart library (minified JavaScript and its licences) goes beside the Lua modules.
+  install(DIRECTORY lua/retryfreeze DESTINATION ${lmod} FILES_MATCHING PATTERN "*.lua"
+          PATTERN "vendor/vega/*.min.js" PATTERN "vendor/vega/LICENSE.*")
+endforeach()
 if(RF_ROCK)
   return()
 endif()

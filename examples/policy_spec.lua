@@ -1,13 +1,13 @@
 -- A user's busted spec for examples/service.lock.json: it pins what the jobs service's retry policy does, in
 -- the words of the people who signed it. Run it from the project root:
---   lua5.4 /usr/bin/busted examples/policy_spec.lua   (Debian: plain `busted` may run Lua 5.1)
+--   lua5.4 /usr/bin/busted examples/policy_spec.lua   (or luajit /usr/bin/busted …: any Lua 5.1–5.4)
 -- (the project's .busted supplies lpath/cpath; in your own project point them at retryfreeze's install).
 -- The assertions decide with a jitter RNG seeded with 1, as `retryfreeze decide --seed 1` does.
 local rf = require "retryfreeze"
 local signoff = require "retryfreeze.signoff"
 require "retryfreeze.spec" -- registers assert.retries, stops, waits, budget_allows, not_widened
 
-local LOCK <const> = "examples/service.lock.json"
+local LOCK = "examples/service.lock.json"
 
 describe("the jobs service's retry policy", function()
   local policy = assert(rf.load(LOCK))

@@ -38,7 +38,7 @@ end
 
 -- The lock under test: one route per nginx location, each with values the assertions can pin exactly.
 -- jitter "none" makes every backoff delay equal to its cap (baseMs × multiplier^(n−1)).
-local LOCK <const> = [[
+local LOCK = [[
 {
   "$comment": "06-nginx_spec: one route per nginx location",
   "version": 1,

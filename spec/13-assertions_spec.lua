@@ -199,9 +199,8 @@ describe("examples/policy_spec.lua", function()
   it("runs green under busted", function()
     -- arg[-1] is this Lua interpreter and arg[0] busted itself; .busted supplies lpath/cpath from RF_BUILD_DIR.
     local lua, busted = arg and arg[-1] or "lua5.4", arg and arg[0] or "busted"
-    local p = io.popen(string.format("'%s' '%s' --output=json examples/policy_spec.lua 2>&1", lua, busted))
-    local out = p:read("a")
-    local _, _, code = p:close()
+    local out, err, code = h.sh(string.format("'%s' '%s' --output=json examples/policy_spec.lua", lua, busted))
+    out = out .. err
     local doc = json.decode(out:match("^.-({.*})%s*$") or "")
     assert.truthy(doc, out:sub(1, 2000))
     local problems = {}

@@ -1,5 +1,6 @@
 -- retryfreeze.json: the strict decoder and the encoder the governance files use.
 local json = require "retryfreeze.json"
+local h = require "spec.helper"
 
 describe("retryfreeze.json", function()
   describe("decode", function()
@@ -11,7 +12,7 @@ describe("retryfreeze.json", function()
       assert.equal(2.5, v.a[3])
       assert.equal(-0.015, v.a[4])
       assert.equal(1000.0, v.a[5])
-      assert.equal("float", math.type(v.a[5]))
+      if h.has_integers then assert.equal("float", math.type(v.a[5])) end -- Lua 5.1/LuaJIT: doubles only
       assert.is_true(v.a[6])
       assert.is_false(v.a[7])
       assert.equal(json.null, v.a[8])
@@ -28,8 +29,13 @@ describe("retryfreeze.json", function()
     end)
 
     it("keeps integers that fit and makes floats of the rest", function()
-      assert.equal(math.maxinteger, json.decode("9223372036854775807"))
-      assert.equal("float", math.type(json.decode("9223372036854775808")))
+      if h.has_integers then
+        assert.equal(math.maxinteger, json.decode("9223372036854775807"))
+        assert.equal("float", math.type(json.decode("9223372036854775808")))
+      else -- doubles only: integers are exact up to 2^53 - 1
+        assert.equal(2 ^ 53 - 1, json.decode("9007199254740991"))
+        assert.equal(-(2 ^ 53 - 1), json.decode("-9007199254740991"))
+      end
     end)
 
     local bad = {

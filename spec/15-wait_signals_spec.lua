@@ -6,7 +6,7 @@ local rf = require "retryfreeze"
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
 
-local LOCK <const> = [[{
+local LOCK = [[{
   "version": 1,
   "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 2000, "totalBudgetMs": 20000,
     "retryable": ["HTTP_429", "HTTP_503"],
@@ -18,7 +18,7 @@ local LOCK <const> = [[{
     {"endpoint": "GET /ms-only/*", "retryAfter": {"headers": ["retry-after-ms"]}}
   ]}]]
 
-local TOLERANCE_MS <const> = 20
+local TOLERANCE_MS = 20
 
 describe("wait headers against the fault-injecting upstream", function()
   local up, ledger_path, ledger, client, policy

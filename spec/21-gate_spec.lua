@@ -5,7 +5,7 @@ local h = require "spec.helper"
 local gate = require "retryfreeze.gate"
 local ledger_stats = require "retryfreeze.ledger_stats"
 
-local POLICY <const> = "sha256:" .. string.rep("cd", 32)
+local POLICY = "sha256:" .. string.rep("cd", 32)
 
 --- One ledger line in the writer's exact format; tries are generated from attempts (failures of class
 --- `class` that were retried, then the final attempt).
@@ -40,11 +40,11 @@ end)
 -- 100 requests on "POST /v1/jobs": 94 first-try successes, 3 successes after one retry, 2 terminal 500s,
 -- 1 exhausted after 2 attempts. successes 97, retried 3 (3.09%), attempts of successes 100 (1.03 per
 -- success), terminal 2%, retries 4 (0.040 per request).
-local JOBS <const> = rep(94, line("POST /v1/jobs", 1, "success", "success", true, 200))
+local JOBS = rep(94, line("POST /v1/jobs", 1, "success", "success", true, 200))
   .. rep(3, line("POST /v1/jobs", 2, "success", "success", true, 200))
   .. rep(2, line("POST /v1/jobs", 1, "terminal", "status-not-retryable", false, 500))
   .. line("POST /v1/jobs", 2, "exhausted", "max-attempts", false, 503)
-local SUMMARY <const> = "retried-success=3.09% attempts/success=1.03 terminal=2.00% retries/request=0.040 "
+local SUMMARY = "retried-success=3.09% attempts/success=1.03 terminal=2.00% retries/request=0.040 "
   .. "successes=97 requests=100\n"
 
 describe("retryfreeze gate", function()
@@ -188,7 +188,7 @@ end)
 
 -- Issue 11, fault 6: a total outage passed every gate.
 describe("retryfreeze gate sees outages", function()
-  local DEAD <const> = rep(10, line("GET /v1/jobs/{id}", 2, "exhausted", "max-attempts", false, 503))
+  local DEAD = rep(10, line("GET /v1/jobs/{id}", 2, "exhausted", "max-attempts", false, 503))
 
   it("fails ten exhausted requests with no success, even with only per-success thresholds", function()
     local dead = ledger(DEAD)

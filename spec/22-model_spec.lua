@@ -10,7 +10,7 @@ local function near(expected, actual, tol)
   assert.is_true(math.abs(expected - actual) <= (tol or 1e-12), string.format("%.15g vs %.15g", expected, actual))
 end
 
-local THREE <const> = '{"endpoint":"POST /v1/jobs","maxAttempts":3,"perAttemptTimeoutMs":1000,"totalBudgetMs":60000,'
+local THREE = '{"endpoint":"POST /v1/jobs","maxAttempts":3,"perAttemptTimeoutMs":1000,"totalBudgetMs":60000,'
   .. '"retryable":["HTTP_503"]}'
 
 describe("model.predict", function()

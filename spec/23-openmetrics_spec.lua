@@ -5,7 +5,7 @@ local h = require "spec.helper"
 local gen = require "spec.ledger_gen"
 local json = require "retryfreeze.json"
 
-local T0 <const> = 1795910400000 -- 2026-11-29T00:00:00Z
+local T0 = 1795910400000 -- 2026-11-29T00:00:00Z
 
 local cleanup = {}
 teardown(function()
@@ -146,7 +146,7 @@ describe("retryfreeze stats --format openmetrics", function()
       end
       for _, bk in ipairs(r.elapsed_buckets) do
         assert.equal(tostring(bk.count), get("retryfreeze_request_duration_seconds_bucket",
-          ',le="' .. (bk.le_ms / 1000 == math.floor(bk.le_ms / 1000) and string.format("%d", bk.le_ms // 1000)
+          ',le="' .. (bk.le_ms / 1000 == math.floor(bk.le_ms / 1000) and string.format("%d", math.floor(bk.le_ms / 1000))
             or tostring(bk.le_ms / 1000)) .. '"'))
       end
     end
@@ -208,7 +208,7 @@ describe("stats fields behind the metrics and the report", function()
         ok = true, status = 200, tries = { { "HTTP_429", 429, 5, 0, "pinned-status", value, header },
           { "HTTP_200", 200, 5, delay, "success" } } }
     end
-    local reset_s = (T0 + 120000) // 1000
+    local reset_s = math.floor((T0 + 120000) / 1000)
     local text = via("retry-after-ms", "1500", 1500) -- 1500 ms waited: honored
       .. via("retry-after-ms", "1500", 1500000) -- read as seconds it would match; it is ms: not-honored
       .. via("ratelimit-reset", "2", 2000) -- delta-seconds: honored

@@ -29,7 +29,7 @@ teardown(function() os.execute("rm -rf " .. q(tmp)) end)
 -- @param mode string: "--dump-dom" or "--screenshot=PATH"
 -- @return stdout, stderr (Chromium's log: console messages appear as "INFO:CONSOLE")
 local function chromium(file, mode)
-  local profile = tmp .. "/profile-" .. math.random(1 << 30)
+  local profile = tmp .. "/profile-" .. math.random(2 ^ 30)
   local err_path = tmp .. "/chromium.err"
   -- env -u: under the sanitized CI run, LD_PRELOAD holds libasan, which is not meant for the browser.
   local cmd = table.concat({ "env -u LD_PRELOAD -u ASAN_OPTIONS timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic",
@@ -292,7 +292,7 @@ end)
 
 describe("retryfreeze.report.buckets_for", function()
   local report = require "retryfreeze.report"
-  local T0 <const> = 1795910400000 -- 2026-11-29T00:00:00Z
+  local T0 = 1795910400000 -- 2026-11-29T00:00:00Z
 
   it("picks the smallest round width that gives at most 60 buckets, aligned to it", function()
     assert.same({ origin_ms = T0, bucket_ms = 1000, buckets = 1 }, report.buckets_for(T0 + 10, T0 + 10))

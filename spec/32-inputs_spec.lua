@@ -12,15 +12,7 @@ local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 local function run(...)
   local args = {}
   for i, a in ipairs({ ... }) do args[i] = q(a) end
-  local err_file = os.tmpname()
-  local p = io.popen("timeout 20 " .. h.cli .. " " .. table.concat(args, " ") .. " 2>" .. err_file)
-  local out = p:read("a")
-  local _, _, code = p:close()
-  local f = io.open(err_file)
-  local err = f:read("a")
-  f:close()
-  os.remove(err_file)
-  return out, err, code
+  return h.sh("timeout 20 " .. h.cli .. " " .. table.concat(args, " "))
 end
 
 local function write(path, text)

@@ -6,11 +6,11 @@
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
 
-local build <const> = os.getenv("RF_BUILD_DIR") or "build"
-local env <const> = string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s/lib/lua/5.4/?.so;;' ", build)
+local build = os.getenv("RF_BUILD_DIR") or "build"
+local env = string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s/lib/lua/5.4/?.so;;' ", build)
 
 -- A lock for the echo routes of retryfreeze-serve: 3 attempts on a 503, short delays.
-local LOCK <const> = [[{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,
+local LOCK = [[{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,
   "retryable":["HTTP_503"],"backoff":{"baseMs":5,"maxMs":10}},
   "routes":[{"endpoint":"GET /echo/*"},{"endpoint":"POST /echo/*","idempotencyRequired":[]}]}]]
 
@@ -20,15 +20,8 @@ local function run_lua(source, url, timeout_s)
   local prelude = string.format("local rf = require 'retryfreeze'; local URL = %q; local LOCK = assert(rf.load_string(%q)); ",
     url or "http://127.0.0.1:9", LOCK)
   local path = h.temp_file(prelude .. source)
-  local err_path = os.tmpname()
-  local p = io.popen(string.format("%s timeout %d lua5.4 '%s' 2>'%s'", env, timeout_s or 60, path, err_path))
-  local out = p:read("a")
-  local _, _, code = p:close()
-  local f = io.open(err_path)
-  local err = f:read("a")
-  f:close()
+  local out, err, code = h.sh(string.format("%s timeout %d lua5.4 '%s'", env, timeout_s or 60, path))
   os.remove(path)
-  os.remove(err_path)
   return out, err, code
 end
 
@@ -40,7 +33,7 @@ local function clean(out, err, code)
   return out
 end
 
-local BUSY <const> = "client is busy %(called from its own on_attempt hook%)"
+local BUSY = "client is busy %(called from its own on_attempt hook%)"
 
 describe("lifetimes and re-entrancy (issue 10)", function()
   local up
@@ -227,7 +220,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   describe("request strings dropped mid-flight", function()
     -- The strings are made at run time (constants would stay anchored by the chunk), long enough not to be
     -- interned, and the churn after collectgarbage() reuses their memory.
-    local REQUEST <const> = [[
+    local REQUEST = [[
       local suffix = ("p"):rep(48) .. os.time()
       local req = { method = "POST", path = "/echo/" .. suffix, body = ("b"):rep(5000) .. os.time(),
         idempotency_key = "key-" .. ("k"):rep(48) .. os.time() .. TAG, query = "q=" .. ("v"):rep(48) .. os.time(),

@@ -6,8 +6,8 @@ local rf = require "retryfreeze"
 local scheduler = require "retryfreeze.scheduler"
 local servers = require "spec.support.servers"
 
-local BUDGET_MS <const> = 400
-local LOCK <const> = ([[{"version":1,"defaults":{"maxAttempts":2,"perAttemptTimeoutMs":300,"totalBudgetMs":%d,
+local BUDGET_MS = 400
+local LOCK = ([[{"version":1,"defaults":{"maxAttempts":2,"perAttemptTimeoutMs":300,"totalBudgetMs":%d,
   "minAttemptMs":20,"retryable":["TIMEOUT"],"backoff":{"baseMs":5,"maxMs":10}},
   "routes":[{"endpoint":"GET /big/*"},{"endpoint":"GET /small/*"}]}]]):format(BUDGET_MS)
 

@@ -6,7 +6,7 @@
 local rf = require "retryfreeze"
 local servers = require "spec.support.servers"
 
-local LOCK <const> = [[
+local LOCK = [[
 {
   "version": 1,
   "defaults": {
@@ -101,7 +101,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     return rf.client(opts)
   end
 
-  local BODY <const> = "payload"
+  local BODY = "payload"
 
   -- RFC 9110 §15.4.2–15.4.9: what the second hop must be.
   local function expected(status, method)

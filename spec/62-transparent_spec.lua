@@ -6,7 +6,7 @@
 local rf = require "retryfreeze"
 local servers = require "spec.support.servers"
 
-local LOCK <const> = [[
+local LOCK = [[
 {
   "version": 1,
   "defaults": {

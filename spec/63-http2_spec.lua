@@ -4,7 +4,7 @@
 local rf = require "retryfreeze"
 local servers = require "spec.support.servers"
 
-local LOCK <const> = [[
+local LOCK = [[
 {"endpoint": "GET /*", "maxAttempts": 2, "perAttemptTimeoutMs": 3000, "totalBudgetMs": 6000, "retryable": []}
 ]]
 

@@ -5,7 +5,7 @@
 -- and present on a stopping verdict, terminal and exhausted requests, and no-route refusals.
 local M = {}
 
-local POLICY <const> = "sha256:" .. string.rep("ab", 32)
+local POLICY = "sha256:" .. string.rep("ab", 32)
 
 --- The routes of a generated ledger and the share of their requests that succeed at the first try.
 M.routes = {
@@ -17,12 +17,12 @@ M.routes = {
 
 --- RFC 3339 UTC with milliseconds, as the ledger writes ts.
 function M.rfc3339(ms)
-  return os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000) .. string.format(".%03dZ", ms % 1000)
+  return os.date("!%Y-%m-%dT%H:%M:%S", math.floor(ms / 1000)) .. string.format(".%03dZ", ms % 1000)
 end
 
 --- IMF-fixdate (RFC 9110 §5.6.7) of a whole second.
 function M.http_date(ms)
-  return os.date("!%a, %d %b %Y %H:%M:%S GMT", ms // 1000)
+  return os.date("!%a, %d %b %Y %H:%M:%S GMT", math.floor(ms / 1000))
 end
 
 --- One ledger line (with its newline). r: {ts_ms, route, method, path, key (string|nil), attempts, elapsed_ms,
@@ -49,12 +49,12 @@ local function retried(start, class, status, e1, e2, delay, ra)
 end
 
 -- The failure shapes, chosen uniformly once a request is not a first-try success.
-local shapes <const> = {
+local shapes = {
   function(s, e1, e2) return retried(s, "HTTP_503", 503, e1, e2, 1000, "1") end, -- honored
   function(s, e1, e2) return retried(s, "HTTP_503", 503, e1, e2, 150, "2") end, -- not honored (backoff used)
   function(s, e1, e2) return retried(s, "HTTP_429", 429, e1, e2, 100, "soon") end, -- ignored-invalid
   function(s, e1, e2) -- an HTTP-date, honored: the second attempt starts at that second
-    local date = (s + e1 + 1500) // 1000 * 1000 + 1000
+    local date = math.floor((s + e1 + 1500) / 1000) * 1000 + 1000
     local r = retried(s, "HTTP_503", 503, e1, e2, date - (s + e1), M.http_date(date))
     return r
   end,
@@ -86,16 +86,16 @@ local shapes <const> = {
 function M.generate(path, n, opts)
   opts = opts or {}
   local rng_state = opts.seed or 1
-  local function random() -- a small LCG: the same ledger on every Lua version
-    rng_state = (rng_state * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
-    return (rng_state >> 11) / (1 << 52)
+  local function random() -- Park-Miller (MINSTD): exact in doubles, so the same ledger on every Lua and LuaJIT
+    rng_state = rng_state * 48271 % 2147483647
+    return rng_state / 2147483647
   end
   local start, span = opts.start_ms or 1795910400000, opts.span_ms or 6 * 3600 * 1000
   local no_route_every = opts.no_route_every or 200
   local f = assert(io.open(path, "wb"))
   local buf = {}
   for i = 1, n do
-    local s = start + (i - 1) * span // n
+    local s = start + math.floor((i - 1) * span / n)
     local route = M.routes[math.floor(random() * #M.routes) + 1]
     local incident = i > n * 0.4 and i <= n * 0.55
     local e1 = math.floor(-math.log(1 - random()) * 40) + 1

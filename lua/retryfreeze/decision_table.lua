@@ -13,6 +13,7 @@
 ---
 --- Each row is decided with a fresh jitter RNG seeded with the same seed (default 1), so a row's delay_ms does
 --- not depend on the rows before it and the same table always gives the same delays.
+local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 
 local M = {}
@@ -31,7 +32,7 @@ for i, name in ipairs(rf.wait_headers) do M.HINT_COLUMNS[i] = "hint:" .. name en
 --- Expectation columns.
 M.EXPECT_COLUMNS = { "expect", "reason", "delay_ms", "timeout_ms", "retry_after_header" }
 
-local integer_columns <const> = { status = true, attempts = true, elapsed_ms = true, now_ms = true,
+local integer_columns = { status = true, attempts = true, elapsed_ms = true, now_ms = true,
   delay_ms = true, timeout_ms = true }
 
 local function set_of(list)
@@ -40,10 +41,10 @@ local function set_of(list)
   return s
 end
 
-local fact_set <const> = set_of(M.FACT_COLUMNS)
-local hint_set <const> = set_of(M.HINT_COLUMNS)
-local expect_set <const> = set_of(M.EXPECT_COLUMNS)
-local reason_set <const> = set_of(rf.reasons)
+local fact_set = set_of(M.FACT_COLUMNS)
+local hint_set = set_of(M.HINT_COLUMNS)
+local expect_set = set_of(M.EXPECT_COLUMNS)
+local reason_set = set_of(rf.reasons)
 
 local function split_tabs(line)
   local cells = {}

@@ -14,6 +14,7 @@
 ---
 --- Extending: M.effects is the table of per-request effects. A new lock field is either covered by an entry
 --- (its `covers` list) or, when it changes, reported as an unclassified widening.
+local math, table, utf8 = require("retryfreeze.compat").math, require("retryfreeze.compat").table, require("retryfreeze.compat").utf8
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
@@ -150,7 +151,7 @@ local function windows_text(a, b, prefix)
   return (prefix and prefix .. ": " or "") .. "delay window " .. table.concat(parts, ", ")
 end
 
-local backoff_fields <const> = { { "baseMs", "base_ms" }, { "multiplier", "multiplier" }, { "maxMs", "max_ms" },
+local backoff_fields = { { "baseMs", "base_ms" }, { "multiplier", "multiplier" }, { "maxMs", "max_ms" },
   { "jitter", "jitter" } }
 
 -- "backoff.jitter full → none, backoff.baseMs 100 → 50" between two route views, or nil.
@@ -269,7 +270,7 @@ M.effects = {
 -- Request shapes
 -- ---------------------------------------------------------------------------------------------------------
 
-local FRESH <const> = "rf~" -- a segment no pattern names: it stands for "any other value"
+local FRESH = "rf~" -- a segment no pattern names: it stands for "any other value"
 
 local function segments(pattern)
   local s = {}
@@ -448,7 +449,7 @@ local function covered()
 end
 
 local function list_shapes(shapes)
-  local max <const> = 6
+  local max = 6
   local t = {}
   for i = 1, math.min(#shapes, max) do t[i] = shapes[i] end
   local s = table.concat(t, ", ")
@@ -591,7 +592,7 @@ end
 -- Gate thresholds (policy.gate, snake_case): lock spelling, key, whether a larger value is looser (a
 -- maximum) or stricter (a minimum). An absent threshold (not checked) is the loosest; minSuccesses absent
 -- counts as 0 (the gate always applies). A gate added or removed as a whole is one change.
-local gate_fields <const> = {
+local gate_fields = {
   { "gate.maxRetriedSuccess", "max_retried_success", true },
   { "gate.maxAttemptsPerSuccess", "max_attempts_per_success", true },
   { "gate.maxTerminalRate", "max_terminal_rate", true },
@@ -852,19 +853,24 @@ function M.load(source, opts)
     if not object:find(":", 1, true) or object:sub(1, 1) == "-" or object:find("[%z\n]") then
       return nil, source .. ": expected git:REV:PATH (REV not starting with '-')"
     end
-    local err_file = os.tmpname()
+    local err_file, code_file = os.tmpname(), os.tmpname()
     local quoted = "'" .. object:gsub("'", "'\\''") .. "'"
-    local p = io.popen("git show " .. quoted .. " 2>" .. err_file, "r")
+    -- The exit code through a file: popen's close() does not return it on Lua 5.1 and LuaJIT.
+    local p = io.popen("git show " .. quoted .. " 2>" .. err_file .. "; echo $? >" .. code_file, "r")
     text = p:read(core.LOCK_MAX_BYTES + 1) or "" -- the lock's cap: a larger blob is refused, never read whole
-    local ok, _, code = p:close()
+    p:close()
     local ef = io.open(err_file, "r")
-    local err_text = ef and ef:read("a") or ""
+    local err_text = ef and ef:read("*a") or ""
     if ef then ef:close() end
+    local cf = io.open(code_file, "r")
+    local code = cf and tonumber(cf:read("*l")) or -1
+    if cf then cf:close() end
     os.remove(err_file)
+    os.remove(code_file)
     if #text > core.LOCK_MAX_BYTES then -- checked first: git was cut off by the closed pipe
       return nil, string.format("%s: lock %s is over the %d byte limit", source, source, core.LOCK_MAX_BYTES)
     end
-    if not ok then
+    if code ~= 0 then
       err_text = err_text:gsub("%s+$", ""):gsub("\n", "; ")
       return nil, string.format("%s: git show failed (exit %s): %s", source, tostring(code),
         err_text ~= "" and err_text or "no output")

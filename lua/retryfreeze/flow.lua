@@ -1,4 +1,5 @@
 --- Running a flow script (a Lua file that uses require "retryfreeze") with an `arg` table as `lua` sets it.
+local table = require("retryfreeze.compat").table
 local core = require "retryfreeze.core"
 
 local M = {}

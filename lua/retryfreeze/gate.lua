@@ -18,7 +18,7 @@
 local M = {}
 
 --- The threshold names that hold numbers, in the order breaches are reported.
-local NUMERIC <const> = { "max_retried_success", "max_attempts_per_success", "max_terminal_rate", "max_retry_ratio",
+local NUMERIC = { "max_retried_success", "max_attempts_per_success", "max_terminal_rate", "max_retry_ratio",
   "min_success_rate" }
 M.numeric = NUMERIC
 
@@ -98,7 +98,7 @@ function M.summary(s)
     s.retry_ratio, s.successes, s.requests)
 end
 
-local checks <const> = {
+local checks = {
   max_retried_success = { field = "retried_success_ratio", label = "retried-success", percent = true },
   max_attempts_per_success = { field = "attempts_per_success", label = "attempts/success" },
   max_terminal_rate = { field = "terminal_rate", label = "terminal", percent = true },

@@ -5,6 +5,7 @@
 --- Directories are listed with LuaFileSystem when it is installed, otherwise with `ls -1a` (the directory
 --- name single-quoted, never the pattern: the shell sees no wildcard). The `ls` lister cannot represent a
 --- file name containing a newline; lfs can.
+local table = require("retryfreeze.compat").table
 local M = {}
 
 local has_lfs, lfs = pcall(require, "lfs")

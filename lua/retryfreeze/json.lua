@@ -4,6 +4,7 @@
 --- Numbers without a fraction or exponent that fit a Lua integer decode as integers, all others as floats.
 --- JSON null decodes to the sentinel `json.null` (so an object keeps its key); arrays decode to sequences
 --- marked with `json.array_mt`, so they encode back as arrays even when empty.
+local math, table, utf8 = require("retryfreeze.compat").math, require("retryfreeze.compat").table, require("retryfreeze.compat").utf8
 local M = {}
 
 --- The value JSON null decodes to (and encodes from). Compare with `==`.
@@ -12,13 +13,16 @@ M.null = setmetatable({}, { __name = "json.null", __tostring = function() return
 --- Metatable marking a table as a JSON array (decoded arrays carry it; `json.array(t)` sets it).
 M.array_mt = { __name = "json.array" }
 
-local max_depth <const> = 128
+local max_depth = 128
+-- Where a string's plain run ends: a quote, a backslash or a control character (Lua 5.1 and LuaJIT need %z
+-- for the NUL byte in a pattern; 5.2+ take it literally).
+local STRING_STOP = _VERSION == "Lua 5.1" and '["\\%z\1-\31]' or '["\\\0-\31]'
 
-local literals <const> = { ["true"] = true, ["false"] = false, null = M.null }
+local literals = { ["true"] = true, ["false"] = false, null = M.null }
 
-local encode_escapes <const> = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+local encode_escapes = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
 
-local escapes <const> = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r",
+local escapes = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r",
   t = "\t" }
 
 --- Decodes one JSON text.
@@ -37,7 +41,7 @@ function M.decode(text)
     local parts, start = {}, pos + 1
     local i = start
     while true do
-      local j = text:find('["\\\0-\31]', i)
+      local j = text:find(STRING_STOP, i)
       if j == nil then fail("unterminated string", pos) end
       local c = text:sub(j, j)
       parts[#parts + 1] = text:sub(i, j - 1)
@@ -58,7 +62,7 @@ function M.decode(text)
             local lo = text:match("^\\u(%x%x%x%x)", i)
             lo = lo and tonumber(lo, 16)
             if not lo or lo < 0xDC00 or lo > 0xDFFF then fail("unpaired surrogate in \\u escape", j) end
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+            cp = 0x10000 + (cp - 0xD800) * 1024 + (lo - 0xDC00)
             i = i + 6
           elseif cp >= 0xDC00 and cp <= 0xDFFF then
             fail("unpaired surrogate in \\u escape", j)

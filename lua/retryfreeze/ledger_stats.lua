@@ -8,13 +8,18 @@
 --- exact below 128 ms and within 1/128 (0.78 %) of the true nearest-rank value above. At most 3 072
 --- buckets per route (values up to 2^53 − 1), whatever the ledger's length.
 -- The binding directly, not "retryfreeze": init.lua requires this module for rf.ledger.stats.
+local math = require("retryfreeze.compat").math
 local core = require "retryfreeze.core"
 local glob = require "retryfreeze.glob"
 
 local M = {}
 
-local EXACT <const> = 128 -- values below this have a bucket each
-local SUB <const> = 64 -- buckets per power of two above EXACT (EXACT = 2 × SUB)
+local EXACT = 128 -- values below this have a bucket each
+local SUB = 64 -- buckets per power of two above EXACT (EXACT = 2 × SUB)
+
+-- 2^n as an integer (no bit operators: the module also runs on Lua 5.1 and LuaJIT, where numbers are doubles,
+-- exact up to 2^53).
+local function pow2(n) return math.floor(2 ^ n) end
 
 --- The histogram bucket (0-based) of a duration in ms; negative values count as 0.
 -- @param v integer ms
@@ -24,12 +29,12 @@ function M.bucket(v)
     if v < 0 then return 0 end
     return v
   end
-  local e, t = 7, v >> 8
+  local e, t = 7, math.floor(v / 256)
   while t > 0 do
     e = e + 1
-    t = t >> 1
+    t = math.floor(t / 2)
   end
-  return EXACT + (e - 7) * SUB + (v >> (e - 6)) - SUB
+  return EXACT + (e - 7) * SUB + math.floor(v / pow2(e - 6)) - SUB
 end
 
 --- The inclusive range of durations a bucket holds.
@@ -37,10 +42,10 @@ end
 -- @return lo, hi integers (ms)
 function M.bucket_range(idx)
   if idx < EXACT then return idx, idx end
-  local octave, sub = (idx - EXACT) // SUB, (idx - EXACT) % SUB
+  local octave, sub = math.floor((idx - EXACT) / SUB), (idx - EXACT) % SUB
   local shift = octave + 1
-  local lo = (SUB + sub) << shift
-  return lo, lo + (1 << shift) - 1
+  local lo = (SUB + sub) * pow2(shift)
+  return lo, lo + pow2(shift) - 1
 end
 
 --- The upper bounds (ms) of the exact elapsed_ms counts behind `elapsed_buckets` (and the OpenMetrics
@@ -92,7 +97,7 @@ local function percentiles(s, qs)
       k = k + 1
     end
     local lo, hi = M.bucket_range(idx[k] - 1)
-    local v = (lo + hi) // 2
+    local v = math.floor((lo + hi) / 2)
     if v < s.elapsed_min then v = s.elapsed_min end
     if v > s.elapsed_max then v = s.elapsed_max end
     out[#out + 1] = v

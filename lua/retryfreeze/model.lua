@@ -18,6 +18,7 @@
 ---   layered expected            = E(q0)·E(q1)·…·E(q(L−1)), q0 = p, q(i+1) = q(i)^n: the attempts that reach the
 ---                                 innermost service per user request (layer i's call fails with q(i))
 ---   layered success             = 1 − q(L−1)^n = 1 − p^(n^L)
+local math = require("retryfreeze.compat").math
 local M = {}
 
 local function expected_attempts(p, n)

@@ -12,6 +12,7 @@
 --- as the Prometheus text format 0.0.4 and `promtool check metrics` require, rather than the bare family name
 --- of the OpenMetrics spec. Prometheus' scrape parsers read both; node_exporter's textfile collector reads the
 --- 0.0.4 form and takes `# EOF` and `# UNIT` for comments.
+local math = require("retryfreeze.compat").math
 local ledger_stats = require "retryfreeze.ledger_stats"
 
 local M = {}
@@ -47,7 +48,7 @@ local function sorted_keys(t)
 end
 
 -- The per-route counters and gauges: {name, type, help, field of the route's stats}.
-local simple <const> = {
+local simple = {
   { "retryfreeze_requests_total", "counter", "Logical requests in the ledger (one record each).", "requests" },
   { "retryfreeze_successes_total", "counter", "Requests that ended ok.", "successes" },
   { "retryfreeze_attempts_total", "counter", "Attempts sent on the wire.", "attempts" },

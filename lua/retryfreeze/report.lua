@@ -9,6 +9,7 @@
 --- Charts: Vega-Lite compiled to Vega in the page and drawn as SVG. The minified builds are inlined from
 --- lua/retryfreeze/vendor/vega/ (pinned npm versions with their licences; revendor.sh fetches them again), so
 --- the file opens offline. A Content-Security-Policy of default-src 'none' forbids the page any fetch.
+local math = require("retryfreeze.compat").math
 local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
@@ -31,17 +32,17 @@ function M.buckets_for(ts_min, ts_max, target)
   target = target or 60
   local width
   for _, step in ipairs(M.bucket_steps) do
-    if (ts_max // step) - (ts_min // step) + 1 <= target then
+    if math.floor(ts_max / step) - math.floor(ts_min / step) + 1 <= target then
       width = step
       break
     end
   end
   if not width then -- a span of centuries (a stray ts): whole multiples of the largest step
     local largest = M.bucket_steps[#M.bucket_steps]
-    width = ((ts_max - ts_min) // (target - 1) // largest + 1) * largest
+    width = (math.floor(math.floor((ts_max - ts_min) / (target - 1)) / largest) + 1) * largest
   end
-  local origin = ts_min // width * width
-  return { origin_ms = origin, bucket_ms = width, buckets = math.max(1, (ts_max - origin) // width + 1) }
+  local origin = math.floor(ts_min / width) * width
+  return { origin_ms = origin, bucket_ms = width, buckets = math.max(1, math.floor((ts_max - origin) / width) + 1) }
 end
 
 --- The folder of the vendored chart library (beside this module, in the source or the install tree).
@@ -55,7 +56,7 @@ end
 local function read_file(path)
   local f, err = io.open(path, "rb")
   if not f then return nil, err end
-  local text = f:read("a")
+  local text = f:read("*a")
   f:close()
   return text
 end
@@ -218,12 +219,12 @@ local function pct(x) return string.format("%.2f%%", 100 * x) end
 local function duration(ms)
   local units = { { 86400000, "d" }, { 3600000, "h" }, { 60000, "min" }, { 1000, "s" } }
   for _, u in ipairs(units) do
-    if ms >= u[1] and ms % u[1] == 0 then return string.format("%d %s", ms // u[1], u[2]) end
+    if ms >= u[1] and ms % u[1] == 0 then return string.format("%d %s", math.floor(ms / u[1]), u[2]) end
   end
   return string.format("%d ms", ms)
 end
 
-local STYLE <const> = [[
+local STYLE = [[
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#f6f7f9}
 main{max-width:1180px;margin:0 auto;padding:20px 24px 40px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
@@ -245,7 +246,7 @@ footer{margin-top:28px;color:#57606a;font-size:12px}
 
 -- The page script: compiles each Vega-Lite spec and draws it as SVG, then records what it drew (and any error)
 -- in #rf-render-status, which a person can read and a test can check.
-local SCRIPT <const> = [[
+local SCRIPT = [[
 (function () {
   var data = JSON.parse(document.getElementById('rf-data').textContent);
   var time = {field: 't', type: 'temporal', title: 'time (UTC)', scale: {type: 'utc'}};
@@ -324,7 +325,7 @@ local SCRIPT <const> = [[
 })();
 ]]
 
-local charts <const> = {
+local charts = {
   { "chart-requests", "Requests over time" },
   { "chart-retried", "Retried-success ratio over time" },
   { "chart-attempts-per-success", "Attempts per success over time" },
@@ -366,8 +367,8 @@ function M.render(model)
   for i, f in ipairs(s.files) do files[i] = "<code>" .. html(f) .. "</code>" end
   w(table.concat(files, ", "), string.format(" — %d lines", s.lines))
   if s.ts_min_ms then
-    w(string.format(", %s to %s UTC", os.date("!%Y-%m-%d %H:%M:%S", s.ts_min_ms // 1000),
-      os.date("!%Y-%m-%d %H:%M:%S", s.ts_max_ms // 1000)))
+    w(string.format(", %s to %s UTC", os.date("!%Y-%m-%d %H:%M:%S", math.floor(s.ts_min_ms / 1000)),
+      os.date("!%Y-%m-%d %H:%M:%S", math.floor(s.ts_max_ms / 1000))))
   end
   if model.buckets then w(", buckets of ", duration(model.buckets.bucket_ms)) end
   w('</div>\n')

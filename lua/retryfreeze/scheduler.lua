@@ -1,9 +1,10 @@
 --- Runs many flows concurrently on one thread: each flow is a coroutine, and client:request inside it yields
 --- while its transfer is in flight; curl multi drives every transfer (no threads, no processes).
+local math = require("retryfreeze.compat").math
 local M = {}
 
 -- Flows resumed between two passes over the transfers (client:_run(0)).
-local PUMP_EVERY <const> = 8
+local PUMP_EVERY = 8
 
 --- Runs `count` flows with at most `concurrency` in flight.
 -- @param client a retryfreeze client (its on_attempt hooks are not available inside scheduled flows)
@@ -15,7 +16,7 @@ local PUMP_EVERY <const> = 8
 function M.run(client, count, concurrency, flow, on_done)
   assert(math.type(count) == "integer" and count >= 0, "count must be an integer >= 0")
   assert(math.type(concurrency) == "integer" and concurrency >= 1, "concurrency must be an integer >= 1")
-  local waiting = {} -- ticket (light userdata) → {co, i}
+  local waiting = {} -- ticket (light userdata) → {co, i, box}
   local next_i, failed = 1, 0
 
   local function finish(i, ok, err)
@@ -23,14 +24,14 @@ function M.run(client, count, concurrency, flow, on_done)
     if on_done then on_done(i, ok, err) end
   end
 
-  local function step(co, i)
-    local ok, ticket = coroutine.resume(co)
+  local function step(co, i, resp)
+    local ok, ticket, box = coroutine.resume(co, resp)
     if not ok then
       finish(i, false, ticket)
     elseif coroutine.status(co) == "dead" then
       finish(i, true)
     elseif type(ticket) == "userdata" then
-      waiting[ticket] = { co, i }
+      waiting[ticket] = { co, i, box }
       return
     else
       finish(i, false, "flow " .. i .. " yielded something other than a request")
@@ -52,7 +53,7 @@ function M.run(client, count, concurrency, flow, on_done)
       while done[k] do
         local w = waiting[done[k]]
         waiting[done[k]] = nil
-        step(w[1], w[2])
+        step(w[1], w[2], client:_finish(w[3]))
         -- Resuming flows runs Lua while other transfers wait: drive them between flows too, so that a
         -- per-try timeout or a deadline is noticed when it passes, not after a whole batch of flows.
         if k % PUMP_EVERY == 0 then

@@ -20,6 +20,7 @@
 --- A last line without its newline is torn (an interrupted write): readers report it and ignore it.
 --- The log records approvals; it is not a signature: anyone who can write the file can append an entry,
 --- which is why it is committed and reviewed with the lock.
+local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
@@ -36,7 +37,7 @@ M.CHANGED_MESSAGE = "lock changed; pairing sign-off required"
 --- The entry keys, in the order they are written.
 M.KEYS = { "date", "lock", "digest", "policy", "by", "solo", "note", "changes", "previous", "entry" }
 
-local change_keys <const> = { widening = true, narrowing = true, neutral = true, lines = true }
+local change_keys = { widening = true, narrowing = true, neutral = true, lines = true }
 
 --- sha256 of a string as "sha256:<64 lowercase hex>" (libcrypto, through the engine).
 -- @param text string
@@ -62,7 +63,7 @@ local cwd_cache
 local function cwd()
   if cwd_cache == nil then
     local p = io.popen("pwd -P 2>/dev/null")
-    cwd_cache = p and p:read("l") or os.getenv("PWD") or "."
+    cwd_cache = p and p:read("*l") or os.getenv("PWD") or "."
     if p then p:close() end
   end
   return cwd_cache
@@ -441,15 +442,21 @@ function M.git_text(rev, log_path)
   end
   local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
   local dir, name = dirname(log_path), log_path:match("([^/]*)$")
-  local err_file = os.tmpname()
-  local p = io.popen("git -C " .. q(dir) .. " show " .. q(rev .. ":./" .. name) .. " 2>" .. err_file, "r")
-  local text = p:read("a")
-  local ok, _, code = p:close()
+  local err_file, code_file = os.tmpname(), os.tmpname()
+  -- The exit code through a file: popen's close() does not return it on Lua 5.1 and LuaJIT.
+  local p = io.popen("git -C " .. q(dir) .. " show " .. q(rev .. ":./" .. name) .. " 2>" .. err_file
+    .. "; echo $? >" .. code_file, "r")
+  local text = p:read("*a")
+  p:close()
   local ef = io.open(err_file, "r")
-  local err_text = ef and ef:read("a") or ""
+  local err_text = ef and ef:read("*a") or ""
   if ef then ef:close() end
+  local cf = io.open(code_file, "r")
+  local code = cf and tonumber(cf:read("*l")) or -1
+  if cf then cf:close() end
   os.remove(err_file)
-  if ok then return text end
+  os.remove(code_file)
+  if code == 0 then return text end
   if err_text:find("does not exist in", 1, true) or err_text:find("exists on disk, but not in", 1, true) then
     return ""
   end

@@ -16,6 +16,7 @@
 --- matches `retryfreeze decide --seed 1` and `retryfreeze check --table`.
 --- Misuse (a policy argument that is not a policy, facts that are not a table, an unknown fact key) raises an
 --- error rather than failing the assertion.
+local math = require("retryfreeze.compat").math
 local assert = require "luassert"
 local say = require "say"
 local rf = require "retryfreeze"

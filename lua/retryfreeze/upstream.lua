@@ -1,4 +1,5 @@
 --- The project's fault-injecting upstream (retryfreeze-serve) as a child process on a free loopback port.
+local math = require("retryfreeze.compat").math
 local M = {}
 
 local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
@@ -23,8 +24,8 @@ function M.start(opts)
   -- `exec` keeps the shell's pid, so the first line is the server's own pid.
   args[#args + 1] = "2>>" .. shell_quote(opts.log or "/dev/null")
   local p = io.popen("echo $$; exec " .. table.concat(args, " "), "r")
-  local pid = math.tointeger(tonumber(p:read("l") or ""))
-  local line = p:read("l") or ""
+  local pid = math.tointeger(tonumber(p:read("*l") or ""))
+  local line = p:read("*l") or ""
   local port = math.tointeger(tonumber(line:match("^listening on 127%.0%.0%.1:(%d+)$") or ""))
   if not pid or not port then
     p:close()
@@ -47,8 +48,9 @@ function M.stats(url)
   local rf = require "retryfreeze"
   local lock = assert(rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
     .. '"totalBudgetMs":2000,"retryable":[]}', "stats.lock"))
-  local probe <close> = rf.client{ policy = lock, base_url = url }
+  local probe = rf.client{ policy = lock, base_url = url }
   local r = probe:request{ method = "GET", path = "/__stats" }
+  probe:close()
   if not r.ok then return nil, "GET /__stats: " .. r.outcome .. " " .. r.reason end
   local function num(key) return math.tointeger(tonumber(r.body:match('"' .. key .. '":(%d+)'))) end
   return { requests = num("requests"), executions = num("executions"),

@@ -4,12 +4,13 @@
 --- Options take "--name value" and "--name=value"; a value may start with '-' ("--now-ms -5").
 --- An unknown option, a missing or mistyped value, or a repeated single option is a usage error
 --- (the caller exits 2), never ignored.
+local math, table = require("retryfreeze.compat").math, require("retryfreeze.compat").table
 local argparse = require "argparse"
 
 local M = {}
 
 -- How each option kind reads its value, and how --help names it.
-local kinds <const> = {
+local kinds = {
   string = { argname = "<TEXT>", help = "text" },
   integer = { argname = "<N>", help = "an integer" },
   number = { argname = "<X>", help = "a number" },

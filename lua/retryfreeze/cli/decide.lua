@@ -13,7 +13,7 @@ local M = {
     .. "  --seed fixes the jitter (default: random). Exit 0, or 2 on bad usage or an invalid lock.",
 }
 
-local spec <const> = {
+local spec = {
   ["--method"] = "string", ["--path"] = "string", ["--status"] = "integer", ["--transport"] = "string",
   ["--retry-after"] = "string", ["--date"] = "string", ["--attempts"] = "integer", ["--elapsed-ms"] = "integer",
   ["--idempotency-key"] = "string", ["--source"] = "string", ["--now-ms"] = "integer", ["--seed"] = "integer",
@@ -22,7 +22,7 @@ local spec <const> = {
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
-local order <const> = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "retry_after_header",
+local order = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "retry_after_header",
   "route" }
 
 --- The --hint NAME=VALUE options as facts.hints; nil, message for a malformed or repeated one.

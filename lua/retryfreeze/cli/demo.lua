@@ -7,7 +7,7 @@ local flow = require "retryfreeze.flow"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
 
-local DEFAULT_FAULTS <const> = "503=0.06,504=0.05,429=0.04,500=0.02,timeout=0.01,reset=0.02,empty=0.01,ra=1"
+local DEFAULT_FAULTS = "503=0.06,504=0.05,429=0.04,500=0.02,timeout=0.01,reset=0.02,empty=0.01,ra=1"
 
 local M = {
   summary = "run the demo: real HTTP flows under the pinned locks against a fault-injecting upstream",
@@ -22,7 +22,7 @@ local M = {
     .. "  2 bad usage or a ledger it cannot append to.",
 }
 
-local spec <const> = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
+local spec = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
   ["--ledger"] = "string", ["--examples"] = "string", ["--report"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec

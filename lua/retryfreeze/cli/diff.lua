@@ -18,7 +18,7 @@ local M = {
     .. "  --json prints one JSON object: {from, to, summary, signed_off, changes}.",
 }
 
-local spec <const> = { ["--json"] = "flag", ["--log"] = "string" }
+local spec = { ["--json"] = "flag", ["--log"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 

@@ -29,7 +29,7 @@ local M = {
     .. "  Exit 0 pass or skip, 1 a breach, 2 bad usage, an unknown route or bad input.",
 }
 
-local spec <const> = {
+local spec = {
   ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
   ["--max-terminal-rate"] = "number", ["--max-retry-ratio"] = "number", ["--min-successes"] = "integer",
   ["--min-success-rate"] = "number", ["--min-requests"] = "integer",
@@ -38,7 +38,7 @@ local spec <const> = {
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
-local ranges <const> = {
+local ranges = {
   max_retried_success = { 0, 1 }, max_attempts_per_success = { 0, math.huge }, max_terminal_rate = { 0, 1 },
   max_retry_ratio = { 0, math.huge }, min_success_rate = { 0, 1 },
 }

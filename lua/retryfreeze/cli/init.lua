@@ -2,13 +2,14 @@
 --- 2 bad usage or bad input. Each subcommand lives in retryfreeze.cli.<name> and exports
 --- {summary = "...", usage = "...", run = function(args, out, err, bindir) → exit code}; bindir is the
 --- directory of the running retryfreeze binary (where retryfreeze-serve lives).
+local table = require("retryfreeze.compat").table
 local argparse = require "argparse"
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 
 local M = {}
 
-local commands <const> = { "check", "decide", "run", "demo", "serve", "stats", "gate", "report", "soak", "model", "diff",
+local commands = { "check", "decide", "run", "demo", "serve", "stats", "gate", "report", "soak", "model", "diff",
   "signoff", "verify" }
 
 --- The subcommand names, in help order (a name whose module is absent is skipped).
@@ -17,7 +18,7 @@ M.commands = commands
 --- The commands of the dispatcher itself (no module of their own).
 M.builtins = { "help" }
 
-local known <const> = {}
+local known = {}
 for _, name in ipairs(commands) do known[name] = true end
 
 local function load_command(name)

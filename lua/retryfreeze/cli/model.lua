@@ -2,6 +2,7 @@
 --- arithmetic for a lock's routes (retryfreeze.model), before any traffic is sent. With --class, each route's
 --- attempts for failures of that class come from the engine itself (classLimits, retryable): no rule is
 --- re-implemented here.
+local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
@@ -24,7 +25,7 @@ local M = {
     .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
 }
 
-local spec <const> = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--route"] = "string",
+local spec = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--route"] = "string",
   ["--class"] = "string", ["--json"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
@@ -49,7 +50,7 @@ local function pick_routes(policy, wanted)
 end
 
 -- The transport facts of a named class (docs/reasons.md#transport-outcomes); HTTP_nnn is a status.
-local named_transport <const> = { TIMEOUT = "timeout", CONNECT_RESET = "connect-reset",
+local named_transport = { TIMEOUT = "timeout", CONNECT_RESET = "connect-reset",
   CONNECT_REFUSED = "connect-refused", DNS_FAILURE = "dns", TLS_FAILURE = "tls", UNKNOWN = "other",
   PROXY_REFUSED = "proxy-refused", TOO_MANY_REDIRECTS = "too-many-redirects" }
 

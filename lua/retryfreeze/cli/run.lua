@@ -1,4 +1,5 @@
 --- `retryfreeze run FLOW.lua [args…]`: runs a flow script with retryfreeze loaded.
+local table = require("retryfreeze.compat").table
 local flow = require "retryfreeze.flow"
 
 local M = {

@@ -17,7 +17,7 @@ local M = {
     .. "  Exit 0 signed, 2 on bad usage, too few signers, an invalid lock, or a tampered or torn log.",
 }
 
-local spec <const> = { ["--by"] = "list", ["--solo"] = "flag", ["--note"] = "string", ["--log"] = "string" }
+local spec = { ["--by"] = "list", ["--solo"] = "flag", ["--note"] = "string", ["--log"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 

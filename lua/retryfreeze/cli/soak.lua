@@ -8,7 +8,7 @@ local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
 
-local M_DEFAULT_FAULTS <const> = "503=0.1,429=0.02,reset=0.01"
+local M_DEFAULT_FAULTS = "503=0.1,429=0.02,reset=0.01"
 
 local M = {
   summary = "drive concurrent flows through the real client; print ledger stats and apply the gate",
@@ -28,7 +28,7 @@ local M = {
     .. "  (as `retryfreeze report`, judged with the same thresholds).",
 }
 
-local spec <const> = {
+local spec = {
   ["--requests"] = "integer", ["--concurrency"] = "integer", ["--faults"] = "string", ["--seed"] = "integer",
   ["--url"] = "string", ["--script"] = "string", ["--ledger"] = "string", ["--max-retry-ratio"] = "number",
   ["--forbid-reason"] = "list", ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
@@ -141,7 +141,7 @@ function M.run(args, out, err, bindir)
     if not ok and #flow_errors < 3 then flow_errors[#flow_errors + 1] = string.format("flow %d: %s", i, flow_err) end
     if tty and (done % 50 == 0 or done == n) then
       local width = 30
-      local filled = done * width // n
+      local filled = math.floor(done * width / n)
       local secs = math.max(os.time() - t0, 1)
       err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled), string.rep(".", width - filled),
         done, n, done / secs))

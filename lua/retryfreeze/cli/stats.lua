@@ -20,11 +20,11 @@ local M = {
     .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
 }
 
-local spec <const> = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag" }
+local spec = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
-local formats <const> = { text = true, json = true, openmetrics = true }
+local formats = { text = true, json = true, openmetrics = true }
 
 --- Key order of the JSON object (other keys follow, sorted).
 M.json_order = { "files", "lines", "torn", "torn_lines", "corrupt", "corrupt_lines", "requests", "successes",

@@ -21,7 +21,7 @@ local M = {
     .. "  a tampered log, or a base that is not a prefix. A torn last line is reported and ignored.",
 }
 
-local spec <const> = { ["--log"] = "string", ["--base"] = "string" }
+local spec = { ["--log"] = "string", ["--base"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
