@@ -42,6 +42,9 @@ void rfl_open_ledger(lua_State *L);
 void rfl_open_ledger_tally(lua_State *L);
 /* Adds core.read_file and the readers' size caps (lua_input.c). */
 void rfl_open_input(lua_State *L);
+/* Add json_codec (lua_json.c, cJSON) and glob (lua_glob.c, glob(3)) to the module table on top of the stack. */
+void rfl_open_json(lua_State *L);
+void rfl_open_glob(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
 

@@ -2,12 +2,13 @@
 # tree: bin/retryfreeze, lib/lua/5.4/retryfreeze/core.so; the Lua library stays in the source tree's lua/.
 set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_ledger.c
   bindings/lua_ledger_tally.c bindings/lua_client.c
-  bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c)
+  bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c bindings/lua_json.c
+  bindings/lua_glob.c)
 
 add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
 target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
 target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
-target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client) # for the include directories
+target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON) # for the include directories
 
 # The module links the shared libraries, or with RF_MODULE_STATIC (the rockspec) the static ones, so that a
 # rock's core.so needs no libretryfreeze*.so beside it.
@@ -87,7 +88,7 @@ foreach(v IN LISTS RF_LUA)
     target_compile_definitions(${objects} PRIVATE COMPAT53_PREFIX=compat53)
     target_include_directories(${objects} SYSTEM PRIVATE ${incs}) # third-party headers: their warnings are not ours
     target_include_directories(${objects} PRIVATE bindings)
-    target_link_libraries(${objects} PRIVATE retryfreeze retryfreeze_client)
+    target_link_libraries(${objects} PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON)
   endif()
   set(mod retryfreeze_lua_module_${tag})
   if(v STREQUAL "5.4")
@@ -99,6 +100,7 @@ foreach(v IN LISTS RF_LUA)
   else()
     target_link_libraries(${mod} PRIVATE retryfreeze_client retryfreeze)
   endif()
+  target_link_libraries(${mod} PRIVATE PkgConfig::CJSON) # retryfreeze.json decodes with cJSON
   set_target_properties(${mod} PROPERTIES PREFIX "" OUTPUT_NAME core
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/lua/${v}/retryfreeze)
   set_property(TARGET ${mod} PROPERTY RF_LUA_ABI ${abi})
@@ -109,7 +111,7 @@ add_executable(retryfreeze_cli bindings/cli_main.c $<TARGET_OBJECTS:retryfreeze_
 target_compile_options(retryfreeze_cli PRIVATE ${RF_WARNINGS})
 target_include_directories(retryfreeze_cli PRIVATE bindings)
 target_compile_definitions(retryfreeze_cli PRIVATE RF_BUILD_LUA_DIR="${CMAKE_SOURCE_DIR}/lua")
-target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA)
+target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON)
 set_target_properties(retryfreeze_cli PROPERTIES
   OUTPUT_NAME retryfreeze RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
@@ -131,7 +133,7 @@ endif()
 # examples/embed_host.c: a C program embedding Lua and the module, run as a test.
 add_executable(embed_host examples/embed_host.c $<TARGET_OBJECTS:retryfreeze_lua>)
 target_compile_options(embed_host PRIVATE ${RF_WARNINGS})
-target_link_libraries(embed_host PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA)
+target_link_libraries(embed_host PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON)
 add_test(NAME embed_host COMMAND embed_host ${CMAKE_SOURCE_DIR}/lua ${CMAKE_SOURCE_DIR}/examples/retry-budget.lock.json)
 set_tests_properties(embed_host PROPERTIES LABELS "c"
   PASS_REGULAR_EXPRESSION "^sha256:[0-9a-f]+ true pinned-status delay_ms=1000 timeout_ms=1400\n$")

@@ -28,6 +28,7 @@ target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJE
 target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO)
 target_link_libraries(retryfreeze_client_static PRIVATE PkgConfig::CURL)
 target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+target_link_libraries(retryfreeze_lua_static PRIVATE PkgConfig::CJSON)
 set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
 set_target_properties(retryfreeze_client_static PROPERTIES OUTPUT_NAME retryfreeze_client)
 set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
@@ -98,7 +99,8 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/retryfreezeConfigVersion.cm
 install(FILES ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake ${CMAKE_BINARY_DIR}/retryfreezeConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
 
-# pkg-config: the engine, the client and the Lua binding (for programs that embed Lua and the module).
+# pkg-config: the engine, the client and the Lua binding (for programs that embed Lua and the module). The
+# binding calls cJSON itself (retryfreeze.json), so libcjson is a public requirement.
 file(WRITE ${CMAKE_BINARY_DIR}/retryfreeze.pc.in [=[
 prefix=${pcfiledir}/../..
 libdir=${prefix}/@CMAKE_INSTALL_LIBDIR@
@@ -107,7 +109,8 @@ includedir=${prefix}/@CMAKE_INSTALL_INCLUDEDIR@
 Name: retryfreeze
 Description: Retry decisions from a pinned policy and transport facts (engine, libcurl client, Lua binding)
 Version: @PROJECT_VERSION@
-Requires.private: libcjson libcrypto libcurl
+Requires: libcjson
+Requires.private: libcrypto libcurl
 Libs: -L${libdir} -lretryfreeze_lua -lretryfreeze_client -lretryfreeze
 Cflags: -I${includedir}
 ]=])

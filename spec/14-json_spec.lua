@@ -1,4 +1,4 @@
--- retryfreeze.json: the strict decoder and the encoder the governance files use.
+-- retryfreeze.json: cJSON (through the binding) with the checks the governance files need around it.
 local json = require "retryfreeze.json"
 local h = require "spec.helper"
 
@@ -11,8 +11,8 @@ describe("retryfreeze.json", function()
       assert.equal(-2, v.a[2])
       assert.equal(2.5, v.a[3])
       assert.equal(-0.015, v.a[4])
-      assert.equal(1000.0, v.a[5])
-      if h.has_integers then assert.equal("float", math.type(v.a[5])) end -- Lua 5.1/LuaJIT: doubles only
+      assert.equal(1000, v.a[5]) -- integral and exact: an integer, however it is written
+      if h.has_integers then assert.equal("integer", math.type(v.a[5])) end -- Lua 5.1/LuaJIT: doubles only
       assert.is_true(v.a[6])
       assert.is_false(v.a[7])
       assert.equal(json.null, v.a[8])
@@ -28,46 +28,53 @@ describe("retryfreeze.json", function()
       assert.equal("raw → UTF-8 and DEL \127", json.decode('"raw → UTF-8 and DEL \127"'))
     end)
 
-    it("keeps integers that fit and makes floats of the rest", function()
-      if h.has_integers then
-        assert.equal(math.maxinteger, json.decode("9223372036854775807"))
-        assert.equal("float", math.type(json.decode("9223372036854775808")))
-      else -- doubles only: integers are exact up to 2^53 - 1
-        assert.equal(2 ^ 53 - 1, json.decode("9007199254740991"))
-        assert.equal(-(2 ^ 53 - 1), json.decode("-9007199254740991"))
+    it("makes integers of integral numbers below 2^53 (RFC 8259 §6) and floats of the rest", function()
+      assert.equal(9007199254740991, json.decode("9007199254740991"))
+      assert.equal(-9007199254740991, json.decode("-9007199254740991"))
+      if h.has_integers then -- Lua 5.1/LuaJIT have doubles only
+        assert.equal("integer", math.type(json.decode("-9007199254740991")))
+        assert.equal("float", math.type(json.decode("9007199254740992")))
+        assert.equal("float", math.type(json.decode("9223372036854775807")))
+        assert.equal("float", math.type(json.decode("2.5")))
       end
     end)
 
+    -- cJSON names the byte where it stopped; the checks around it name the byte or the JSON path.
     local bad = {
       { "", "byte 1: unexpected end of text" },
       { "   ", "byte 4: unexpected end of text" },
-      { "01", "byte 1: bad number" },
-      { "1.", "byte 1: bad number" },
-      { "1e", "byte 1: bad number" },
-      { "-", "byte 1: bad number" },
-      { ".5", "byte 1: unexpected character '.'" },
-      { "+1", "byte 1: unexpected character '+'" },
-      { "1e999", "byte 1: number out of range" },
-      { "NaN", "byte 1: unexpected character 'N'" },
-      { "nul", "byte 1: unexpected character 'n'" },
-      { "[1,]", "byte 4: unexpected character ']'" },
-      { "[1 2]", "byte 4: expected ',' or ']'" },
-      { "[1", "byte 3: unexpected end of text" },
-      { '{"a":1,}', "byte 8: expected a string key" },
-      { '{"a" 1}', "byte 6: expected ':'" },
-      { '{"a":1 "b":2}', "byte 8: expected ',' or '}'" },
-      { '{"a":1,"a":2}', 'byte 8: duplicate key "a"' },
-      { "{a:1}", "byte 2: expected a string key" },
-      { '"abc', "byte 1: unterminated string" },
-      { '"a\nb"', "byte 3: control character in string" },
-      { '"\\x"', "byte 2: bad escape '\\x'" },
-      { '"\\u12"', "byte 2: bad \\u escape" },
-      { '"\\ud800"', "byte 2: unpaired surrogate in \\u escape" },
-      { '"\\udc00"', "byte 2: unpaired surrogate in \\u escape" },
+      { "1e", "byte 2: trailing data after the JSON value" },
+      { "-", "byte 1: not valid JSON (RFC 8259)" },
+      { ".5", "byte 1: not valid JSON (RFC 8259)" },
+      { "+1", "byte 1: not valid JSON (RFC 8259)" },
+      { "1e999", "$: number out of range" },
+      { "[1, 1e999]", "$[1]: number out of range" },
+      { "NaN", "byte 1: not valid JSON (RFC 8259)" },
+      { "nul", "byte 1: not valid JSON (RFC 8259)" },
+      { "[1,]", "byte 4: not valid JSON (RFC 8259)" },
+      { "[1 2]", "byte 4: not valid JSON (RFC 8259)" },
+      { "[1", "byte 2: not valid JSON (RFC 8259)" },
+      { '{"a":1,}', "byte 8: not valid JSON (RFC 8259)" },
+      { '{"a" 1}', "byte 6: not valid JSON (RFC 8259)" },
+      { '{"a":1 "b":2}', "byte 8: not valid JSON (RFC 8259)" },
+      { '{"a":1,"a":2}', '$.a: duplicate key "a"' },
+      { '{"a":{"b":[1,{"b":1,"b":2}]}}', '$.a.b[1].b: duplicate key "b"' },
+      { "{a:1}", "byte 3: not valid JSON (RFC 8259)" },
+      { '"abc', "byte 2: not valid JSON (RFC 8259)" },
+      { '"\\x"', "byte 2: not valid JSON (RFC 8259)" },
+      { '"\\u12"', "byte 2: not valid JSON (RFC 8259)" },
+      { '"\\ud800"', "byte 2: not valid JSON (RFC 8259)" },
       { "1 2", "byte 3: trailing data after the JSON value" },
       { "{} x", "byte 4: trailing data after the JSON value" },
-      { "// c\n1", "byte 1: unexpected character '/'" },
-      { string.rep("[", 129) .. string.rep("]", 129), "byte 129: nesting deeper than 128" },
+      { "// c\n1", "byte 1: not valid JSON (RFC 8259)" },
+      -- the checks around cJSON: NUL bytes and \u0000 escapes, control characters cJSON would skip
+      { "1\0", "byte 2: NUL byte (JSON text holds none)" },
+      { '{"a\0b":1}', "byte 4: NUL byte (JSON text holds none)" },
+      { '["a\\u0000b"]', "byte 4: \\u0000 escape (a NUL in a string is refused)" },
+      { '["a\\\\\\u0000"]', "byte 6: \\u0000 escape (a NUL in a string is refused)" },
+      { "\1 1", "byte 1: control character" },
+      { string.rep("[", 129) .. string.rep("]", 129), "nesting deeper than 128" },
+      { string.rep("[", 5000), "byte 1001: not valid JSON (RFC 8259)" },
     }
     for _, b in ipairs(bad) do
       it(string.format("refuses %q with its position", b[1]:sub(1, 20)), function()
@@ -76,6 +83,13 @@ describe("retryfreeze.json", function()
         assert.equal(b[2], err)
       end)
     end
+
+    it("keeps an escaped backslash before u0000 and nesting of 128", function()
+      assert.equal("a\\u0000", json.decode('"a\\\\u0000"'))
+      local v = assert(json.decode(string.rep("[", 128) .. string.rep("]", 128)))
+      for _ = 1, 127 do v = v[1] end
+      assert.same({}, v)
+    end)
 
     it("raises on a non-string", function()
       assert.has_error(function() json.decode(nil) end, "bad argument #1 to 'decode' (string expected, got nil)")
@@ -111,6 +125,10 @@ describe("retryfreeze.json", function()
       assert.has_error(function() json.encode(0 / 0) end, "cannot encode a non-finite number")
       assert.has_error(function() json.encode({ [true] = 1 }) end, "cannot encode a non-string object key")
       assert.has_error(function() json.encode(print) end, "cannot encode a function")
+      assert.has_error(function() json.encode("a\0b") end, "cannot encode a string holding a NUL byte")
+      local cycle = {}
+      cycle.self = cycle
+      assert.has_error(function() json.encode(cycle) end, "cannot encode nesting deeper than 128 (a cycle?)")
     end)
   end)
 end)
