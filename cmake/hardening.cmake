@@ -11,11 +11,11 @@ set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz
   fuzz_pairing_log fuzz_decision_table)
 # The client's pure response-head reader is private to libretryfreeze_client: its target compiles it in.
 set(fuzz_response_head_sources core/src/client/response_head.c)
-# The Lua readers' targets embed Lua 5.4 with the binding (retryfreeze.core) linked in.
+# The Lua readers' targets embed Lua 5.4 with the binding (retryfreeze.core) linked in; the binding calls cJSON.
 set(fuzz_pairing_log_sources $<TARGET_OBJECTS:retryfreeze_lua>)
-set(fuzz_pairing_log_libs retryfreeze_client PkgConfig::LUA)
+set(fuzz_pairing_log_libs retryfreeze_client PkgConfig::LUA PkgConfig::CJSON)
 set(fuzz_decision_table_sources $<TARGET_OBJECTS:retryfreeze_lua>)
-set(fuzz_decision_table_libs retryfreeze_client PkgConfig::LUA)
+set(fuzz_decision_table_libs retryfreeze_client PkgConfig::LUA PkgConfig::CJSON)
 foreach(t IN LISTS RF_FUZZ_TARGETS)
   add_executable(${t}_replay fuzz/${t}.c fuzz/replay_main.c ${${t}_sources})
   target_compile_options(${t}_replay PRIVATE ${RF_WARNINGS})
