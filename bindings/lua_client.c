@@ -348,6 +348,10 @@ static void push_response(lua_State *L, const rf_response *r) {
     }
 }
 
+void rfl_push_try(lua_State *L, const rf_try *t) { push_try(L, t); }
+
+void rfl_push_response(lua_State *L, const rf_response *r) { push_response(L, r); }
+
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
  * request has been cleaned up, so no curl state or memory is left behind. Nothing here may raise (a raise
  * would unwind through libcurl): the try and verdict tables are built inside the protected call. */

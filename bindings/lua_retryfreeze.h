@@ -2,6 +2,7 @@
 #ifndef RETRYFREEZE_LUA_H
 #define RETRYFREEZE_LUA_H
 
+#include "retryfreeze/client.h"
 #include "retryfreeze/decide.h"
 #include "retryfreeze/ledger.h"
 #include "retryfreeze/policy.h"
@@ -36,6 +37,13 @@ struct rf_request;
 void rfl_read_request_limits(lua_State *L, int idx, struct rf_request *req);
 /* Sets rf.libcurl (version, ssl, http2) in the module table on top of the stack. */
 void rfl_open_client_network(lua_State *L);
+/* Pushes a try table {class, status, transport, elapsed_ms, delay_ms, timeout_ms, reason [, retry_after,
+ * retry_after_header, error]} and a response table {status, ok, outcome, reason, attempts, elapsed_ms, body,
+ * headers, tries, route [, ledger_error]}: the shapes client:request returns (lua_client.c). */
+void rfl_push_try(lua_State *L, const rf_try *t);
+void rfl_push_response(lua_State *L, const rf_response *r);
+/* Registers core.step, core.retry_budget and core.wall_ms (lua_step.c). */
+void rfl_open_step(lua_State *L);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

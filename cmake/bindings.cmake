@@ -3,7 +3,7 @@
 set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_ledger.c
   bindings/lua_ledger_tally.c bindings/lua_client.c
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c bindings/lua_json.c
-  bindings/lua_glob.c)
+  bindings/lua_glob.c bindings/lua_step.c)
 
 add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
 target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
@@ -141,7 +141,7 @@ set_tests_properties(embed_host PROPERTIES LABELS "c"
 # The busted specs under the other Lua versions of RF_LUA (label lua_versions): the whole suite under LuaJIT,
 # the engine's specs (load, decide, immutability, hostile scripts, JSON, stats) under Lua 5.1, 5.2 and 5.3.
 set(RF_ENGINE_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua
-  spec/14-json_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua)
+  spec/14-json_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua spec/34-io_flow_spec.lua)
 foreach(v IN LISTS RF_LUA)
   if(v STREQUAL "5.4")
     continue()

@@ -3,6 +3,7 @@
 add_library(retryfreeze_client SHARED
   core/src/client/client.c
   core/src/client/client_flow.c
+  core/src/client/attempt_step.c
   core/src/client/response_head.c
   core/src/client/client_redirect.c
   core/src/client/client_network.c

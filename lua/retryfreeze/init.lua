@@ -80,6 +80,13 @@ M.parse_wait_header = core.parse_wait_header
 -- client:all{req, …} → responses in order (concurrent, curl multi). client:close() (also <close>, __gc).
 M.client = core.client
 
+--- One logical request driven by the host's transport: rf.flow(policy, request, io) → the response table of
+--- client:request, with the same outcomes, reasons, tries and ledger line (docs/embedding.md).
+M.flow = require("retryfreeze.io_flow").flow
+
+--- A retry budget (gRPC A6 retryThrottling) for rf.flow's io.retry_budget: rf.retry_budget(policy).
+M.retry_budget = core.retry_budget
+
 --- A random idempotency key: a UUID v4 from the OS CSPRNG.
 M.new_key = core.new_key
 

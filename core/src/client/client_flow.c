@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "client_internal.h"
+#include "retryfreeze/attempt_step.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -384,29 +385,19 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
             snprintf(t->error, sizeof t->error, "more than %d redirects (max_redirects)", max);
         }
     }
-    if (!follow && rf_decide(c->policy, &facts, &c->rng, c->budget, &v, &err) != RF_OK) {
-        /* Facts built here are always valid; fail closed if that ever changes. */
-        v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE, .retry_after_header = -1};
-        rf_classify((int)status, transport, v.class_name);
-    }
-    memcpy(t->class_name, v.class_name, sizeof t->class_name);
-    t->reason = v.reason;
-    /* A followed redirect is no failure: its stops keep their own outcome (deadline, …). */
-    f->last_class_retryable = follow || v.class_retryable || v.reason == RF_REASON_SUCCESS;
-    if (v.retry_after_header >= 0 && v.retry_after_header < RF_WAIT_HEADER_COUNT) {
-        snprintf(t->retry_after, sizeof t->retry_after, "%s", f->rh.hint[v.retry_after_header]);
-        snprintf(t->retry_after_header, sizeof t->retry_after_header, "%s",
-                 rf_wait_header_name((rf_wait_header)v.retry_after_header));
-    }
-    if (f->hook) {
-        int h = f->hook(f->hook_ud, t, &v);
-        if (h < 0) f->hook_failed = true;
-        if (h != 0 && v.retry) {
-            v.retry = false; /* the hook narrows: a retry may become a stop, never the reverse */
-            v.reason = RF_REASON_STOPPED_BY_CALLER;
-            t->reason = v.reason;
+    if (!follow) {
+        f->last_class_retryable = rf_step_verdict(c->policy, &facts, &c->rng, c->budget, t, &v);
+    } else { /* a followed redirect is no failure: its stops keep their own outcome (deadline, …) */
+        memcpy(t->class_name, v.class_name, sizeof t->class_name);
+        t->reason = v.reason;
+        f->last_class_retryable = true;
+        if (v.retry_after_header >= 0 && v.retry_after_header < RF_WAIT_HEADER_COUNT) {
+            snprintf(t->retry_after, sizeof t->retry_after, "%s", f->rh.hint[v.retry_after_header]);
+            snprintf(t->retry_after_header, sizeof t->retry_after_header, "%s",
+                     rf_wait_header_name((rf_wait_header)v.retry_after_header));
         }
     }
+    if (rf_step_narrow(f->hook, f->hook_ud, t, &v) < 0) f->hook_failed = true;
     if (v.retry && !room_for_another_try(f)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */
         v.retry = false;
         v.reason = RF_REASON_MAX_ATTEMPTS;
@@ -422,18 +413,9 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     f->state = RFI_FLOW_WAITING;
 }
 
-/* Moves the body and headers into the response and appends the ledger record. */
+/* Moves the body and headers into the response; rf_step_finish sets the outcome and appends the ledger record. */
 static void flow_done(rfi_flow *f, rf_reason reason) {
     rf_response *r = f->resp;
-    rf_client *c = f->c;
-    const rf_request *req = f->req;
-    r->reason = reason;
-    r->outcome = rf_outcome_of_stop(reason, f->last_class_retryable);
-    r->ok = r->outcome == RF_OUTCOME_SUCCESS;
-    r->elapsed_ms = rfi_mono_ms() - f->start_ms;
-    long route = rf_policy_match(c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
-    rf_route_view rv;
-    r->route = route >= 0 && rf_policy_route(c->policy, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;
     r->body = f->body.data ? f->body.data : calloc(1, 1);
     r->body_len = f->body.data ? f->body.len : 0;
     r->headers = f->head.data ? f->head.data : calloc(1, 1);
@@ -441,38 +423,8 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
     f->body = (rfi_buf){0};
     f->head = (rfi_buf){0};
     f->state = RFI_FLOW_DONE;
-    if (c->ledger == NULL) return;
-    rf_ledger_record rec = {.ts_ms = 0};
-    rec.ts_ms = 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    rec.ts_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    rec.route = r->route ? r->route : "";
-    rec.method = req->method;
-    rec.path = req->path;
-    rec.key = req->idempotency_key;
-    rec.policy = rf_policy_digest(c->policy);
-    rec.attempts = r->attempts;
-    rec.elapsed_ms = r->elapsed_ms;
-    rec.outcome = rf_outcome_name(r->outcome);
-    rec.reason = rf_reason_name(r->reason);
-    rec.ok = r->ok;
-    rec.status = r->status;
-    rec.body_len = (int64_t)r->body_len;
-    rec.n_tries = r->n_tries;
-    for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
-        rec.tries[i] = (rf_ledger_try){.class_name = r->tries[i].class_name,
-                                       .status = r->tries[i].status,
-                                       .elapsed_ms = r->tries[i].elapsed_ms,
-                                       .delay_ms = r->tries[i].delay_ms,
-                                       .reason = rf_reason_name(r->tries[i].reason),
-                                       .retry_after = r->tries[i].retry_after[0] ? r->tries[i].retry_after : NULL,
-                                       .retry_after_header =
-                                           r->tries[i].retry_after_header[0] ? r->tries[i].retry_after_header : NULL};
-    }
-    rf_error err;
-    if (rf_ledger_append(c->ledger, &rec, &err) != RF_OK)
-        snprintf(r->ledger_error, sizeof r->ledger_error, "%.60s: %.190s", err.path, err.message);
+    rf_step_finish(f->c->policy, f->req, reason, f->last_class_retryable, rfi_mono_ms() - f->start_ms, wall_ms(),
+                   f->c->ledger, r);
 }
 
 void rfi_flow_cleanup(rfi_flow *f) {

@@ -1,0 +1,349 @@
+/*
+ * Lua binding of the transport-free attempt loop (retryfreeze/attempt_step.h), for rf.flow
+ * (lua/retryfreeze/io_flow.lua): core.step(policy, request, opts) → "retryfreeze.Step" with step:begin,
+ * step:after and step:finish; core.retry_budget(policy) → "retryfreeze.RetryBudget"; core.wall_ms().
+ * The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing and the ledger record all run in
+ * attempt_step.c, as for client:request.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "lua_retryfreeze.h"
+
+#include "retryfreeze/attempt_step.h"
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define STEP_MT "retryfreeze.Step"
+#define BUDGET_MT "retryfreeze.RetryBudget"
+#define RNG_MT "retryfreeze.Rng"
+
+/* User values of a step: everything its C state points into stays alive as long as the step. */
+enum { SUV_POLICY = 1, SUV_KEEP = 2, SUV_LEDGER = 3, SUV_RNG = 4, SUV_BUDGET = 5, SUV_COUNT = 5 };
+
+typedef struct lstep {
+    rf_step s;
+    rf_request req;   /* method, path, key: strings kept in the SUV_KEEP table */
+    rf_response resp; /* freed by __gc (rf_response_clear) */
+    rf_ledger *ledger;
+    rf_rng *rng;
+    rf_rng own_rng; /* when opts.rng is absent: seeded from the OS */
+    rf_retry_budget *budget;
+    bool began, finished;
+} lstep;
+
+typedef struct lbudget {
+    rf_retry_budget *b;
+} lbudget;
+
+static int64_t wall_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* core.wall_ms() → Unix time in ms (CLOCK_REALTIME). */
+static int l_wall_ms(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)wall_now_ms());
+    return 1;
+}
+
+/* core.retry_budget(policy) → a retry budget (gRPC A6 retryThrottling) for the policy's retryBudget, full; inert
+ * when the lock has none. Shared by every rf.flow given it (io.retry_budget): one per nginx worker, say. */
+static int l_budget_new(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    lbudget *lb = lua_newuserdatauv(L, sizeof *lb, 1);
+    lb->b = NULL;
+    luaL_setmetatable(L, BUDGET_MT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1); /* the policy outlives its budget */
+    lb->b = rf_retry_budget_new(p);
+    if (lb->b == NULL) return luaL_error(L, "rf.retry_budget: out of memory");
+    return 1;
+}
+
+static int l_budget_gc(lua_State *L) {
+    lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
+    rf_retry_budget_free(lb->b);
+    lb->b = NULL;
+    return 0;
+}
+
+/* budget:tokens() → the tokens left (a number), or nil when the lock has no retryBudget. */
+static int l_budget_tokens(lua_State *L) {
+    lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
+    int64_t t = lb->b ? rf_retry_budget_tokens_milli(lb->b) : -1;
+    if (t < 0) return 0;
+    lua_pushnumber(L, (lua_Number)t / 1000.0);
+    return 1;
+}
+
+/* request[key] as a string kept in the keeper table at keep; NULL when nil. Raises on another type. */
+static const char *keep_string(lua_State *L, int req, int keep, const char *key, bool required) {
+    lua_getfield(L, req, key);
+    if (lua_isnil(L, -1) && !required) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "rf.flow: request.%s must be a string, got %s", key, luaL_typename(L, -1));
+    const char *s = lua_tostring(L, -1);
+    lua_setfield(L, keep, key);
+    return s;
+}
+
+/* core.step(policy, request, opts) → step. request: {method=, path=, idempotency_key=, …} (other keys are the
+ * host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at now_ms. */
+static int l_step_new(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_Integer now = rfl_checkinteger(L, 4);
+    lstep *ls = lua_newuserdatauv(L, sizeof *ls, SUV_COUNT);
+    memset(ls, 0, sizeof *ls);
+    luaL_setmetatable(L, STEP_MT);
+    int ud = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, ud, SUV_POLICY);
+    lua_newtable(L);
+    int keep = lua_gettop(L);
+    ls->req.method = keep_string(L, 2, keep, "method", true);
+    ls->req.path = keep_string(L, 2, keep, "path", true);
+    ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
+    if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
+        return luaL_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
+    lua_setiuservalue(L, ud, SUV_KEEP);
+    if (lua_getfield(L, 3, "ledger") != LUA_TNIL) ls->ledger = rfl_check_ledger(L, -1);
+    lua_setiuservalue(L, ud, SUV_LEDGER);
+    if (lua_getfield(L, 3, "rng") != LUA_TNIL) {
+        ls->rng = luaL_testudata(L, -1, RNG_MT);
+        if (ls->rng == NULL)
+            return luaL_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
+    } else {
+        uint64_t seed = 0;
+        if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)wall_now_ms();
+        rf_rng_seed(&ls->own_rng, seed);
+        ls->rng = &ls->own_rng;
+    }
+    lua_setiuservalue(L, ud, SUV_RNG);
+    if (lua_getfield(L, 3, "retry_budget") != LUA_TNIL) {
+        lbudget *lb = luaL_testudata(L, -1, BUDGET_MT);
+        if (lb == NULL)
+            return luaL_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
+                              luaL_typename(L, -1));
+        ls->budget = lb->b;
+    }
+    lua_setiuservalue(L, ud, SUV_BUDGET);
+    rf_error err;
+    rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
+    if (st == RF_ENOMEM) return luaL_error(L, "rf.flow: out of memory");
+    if (st != RF_OK) return luaL_error(L, "rf.flow: request.%s %s", err.path, err.message);
+    lua_settop(L, ud);
+    return 1;
+}
+
+static lstep *check_step(lua_State *L) {
+    lstep *ls = luaL_checkudata(L, 1, STEP_MT);
+    if (ls->finished) luaL_error(L, "rf.flow: this request has already finished");
+    return ls;
+}
+
+/* step:begin(now_ms) → the attempt's per-try timeout_ms, or nil, reason (the request stops). */
+static int l_step_begin(lua_State *L) {
+    lstep *ls = check_step(L);
+    int64_t timeout = 0;
+    rf_reason stop;
+    if (!rf_step_begin(&ls->s, rfl_checkinteger(L, 2), &timeout, &stop)) {
+        lua_pushnil(L);
+        lua_pushstring(L, rf_reason_name(stop));
+        return 2;
+    }
+    ls->began = true;
+    lua_pushinteger(L, (lua_Integer)timeout);
+    return 1;
+}
+
+static bool parse_transport(const char *name, rf_transport *out) {
+    for (int t = 0; t < RF_TRANSPORT_COUNT; t++) {
+        if (strcmp(name, rf_transport_name((rf_transport)t)) == 0) {
+            *out = (rf_transport)t;
+            return true;
+        }
+    }
+    return false;
+}
+
+typedef struct step_hook {
+    lua_State *L;
+    const rf_policy *policy;
+    int fn;     /* stack index of the hook */
+    int errors; /* stack index of a table: [1] = the hook's error */
+} step_hook;
+
+static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
+    step_hook *h = ud;
+    lua_State *L = h->L;
+    luaL_checkstack(L, 4, "rf.flow: on_attempt");
+    lua_pushvalue(L, h->fn);
+    rfl_push_try(L, t);
+    rfl_push_verdict(L, h->policy, v);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        lua_rawseti(L, h->errors, 1);
+        return -1;
+    }
+    int stop = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return stop ? 1 : 0;
+}
+
+/* step:after(result, now_ms, wall_ms [, on_attempt]) → true, delay_ms (wait, then step:begin), or false, reason
+ * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}. */
+static int l_step_after(lua_State *L) {
+    lstep *ls = check_step(L);
+    if (!ls->began) return luaL_error(L, "rf.flow: step:after without step:begin");
+    ls->began = false;
+    luaL_checktype(L, 2, LUA_TTABLE);
+    rf_step_result res = {.now_ms = rfl_checkinteger(L, 3), .wall_ms = rfl_checkinteger(L, 4)};
+    lua_settop(L, 5);
+    if (!lua_isnil(L, 5)) luaL_checktype(L, 5, LUA_TFUNCTION);
+    lua_Integer status = 0;
+    lua_getfield(L, 2, "status");
+    if (!lua_isnil(L, -1) &&
+        (!rfl_tointeger_exact(L, -1, &status) || status < 0 || status > 599 || (status > 0 && status < 100)))
+        return luaL_error(L, "rf.flow: io.send's result.status must be 0 or 100..599, got %s", luaL_typename(L, -1));
+    res.status = (int)status;
+    lua_getfield(L, 2, "transport");
+    if (lua_isnil(L, -1))
+        res.transport = status > 0 ? RF_TRANSPORT_OK : RF_TRANSPORT_OTHER;
+    else if (lua_type(L, -1) != LUA_TSTRING || !parse_transport(lua_tostring(L, -1), &res.transport))
+        return luaL_error(L, "rf.flow: io.send's result.transport must be one of rf.transports, got %s",
+                          lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    if (res.transport == RF_TRANSPORT_OK && status == 0)
+        return luaL_error(L, "rf.flow: io.send's result has transport \"ok\" but no status");
+    lua_getfield(L, 2, "not_sent");
+    res.not_sent = lua_toboolean(L, -1);
+    lua_getfield(L, 2, "error");
+    res.error = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    /* Wait headers and Date, by case-insensitive name; the first one a table iteration meets wins. */
+    if (lua_getfield(L, 2, "headers") == LUA_TTABLE) {
+        int hdrs = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, hdrs) != 0) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+                const char *name = lua_tostring(L, -2), *value = lua_tostring(L, -1);
+                if (strcasecmp(name, "date") == 0 && res.date == NULL) res.date = value;
+                for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++)
+                    if (res.hints[w] == NULL && strcasecmp(name, rf_wait_header_name((rf_wait_header)w)) == 0)
+                        res.hints[w] = value; /* alive: the headers table stays on the stack */
+            }
+            lua_pop(L, 1);
+        }
+    } else if (!lua_isnil(L, -1)) {
+        return luaL_error(L, "rf.flow: io.send's result.headers must be a table, got %s", luaL_typename(L, -1));
+    }
+    lua_createtable(L, 1, 0);
+    step_hook h = {.L = L, .policy = ls->s.policy, .fn = 5, .errors = lua_gettop(L)};
+    int hook_rc = 0;
+    int64_t delay = 0;
+    rf_reason stop;
+    bool retry = rf_step_after(&ls->s, &res, ls->rng, ls->budget, lua_isnil(L, 5) ? NULL : call_step_hook, &h, &hook_rc,
+                               &delay, &stop);
+    lua_pushboolean(L, retry);
+    if (retry)
+        lua_pushinteger(L, (lua_Integer)delay);
+    else
+        lua_pushstring(L, rf_reason_name(stop));
+    if (hook_rc < 0) {
+        lua_rawgeti(L, h.errors, 1);
+        return 3;
+    }
+    return 2;
+}
+
+/* step:finish(reason, now_ms, wall_ms [, body [, headers]]) → the response table (client:request's shape); the
+ * ledger record is appended here. body: the last attempt's body (a string); headers: its {name = value}. */
+static int l_step_finish(lua_State *L) {
+    lstep *ls = check_step(L);
+    const char *reason_name = luaL_checkstring(L, 2);
+    rf_reason reason = RF_REASON_COUNT;
+    for (int r = 0; r < RF_REASON_COUNT; r++)
+        if (strcmp(reason_name, rf_reason_name((rf_reason)r)) == 0) reason = (rf_reason)r;
+    luaL_argcheck(L, reason != RF_REASON_COUNT, 2, "a reason from rf.reasons");
+    int64_t now = rfl_checkinteger(L, 3), wall = rfl_checkinteger(L, 4);
+    size_t body_len = 0;
+    const char *body = luaL_optlstring(L, 5, "", &body_len);
+    lua_newtable(L); /* the header block's lines, joined below */
+    int lines = lua_gettop(L);
+    int n = 0;
+    if (lua_type(L, 6) == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, 6) != 0) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+                lua_pushfstring(L, "%s: %s\r\n", lua_tostring(L, -2), lua_tostring(L, -1));
+                lua_rawseti(L, lines, ++n);
+            }
+            lua_pop(L, 1);
+        }
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, lines, i);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    size_t head_len = 0;
+    const char *head = lua_tolstring(L, -1, &head_len);
+    rf_response *r = &ls->resp;
+    r->body = malloc(body_len + 1);
+    r->headers = malloc(head_len + 1);
+    if (r->body == NULL || r->headers == NULL) return luaL_error(L, "rf.flow: out of memory");
+    memcpy(r->body, body, body_len);
+    r->body[body_len] = '\0';
+    r->body_len = body_len;
+    memcpy(r->headers, head, head_len);
+    r->headers[head_len] = '\0';
+    r->headers_len = head_len;
+    ls->finished = true;
+    rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
+    rfl_push_response(L, r);
+    rf_response_clear(r);
+    return 1;
+}
+
+static int l_step_gc(lua_State *L) {
+    lstep *ls = luaL_checkudata(L, 1, STEP_MT);
+    rf_response_clear(&ls->resp);
+    ls->finished = true;
+    return 0;
+}
+
+void rfl_open_step(lua_State *L) {
+    static const luaL_Reg step_methods[] = {
+        {"begin", l_step_begin}, {"after", l_step_after}, {"finish", l_step_finish}, {NULL, NULL}};
+    luaL_newmetatable(L, STEP_MT);
+    luaL_newlib(L, step_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_step_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, STEP_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    static const luaL_Reg budget_methods[] = {{"tokens", l_budget_tokens}, {NULL, NULL}};
+    luaL_newmetatable(L, BUDGET_MT);
+    luaL_newlib(L, budget_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_budget_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, BUDGET_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_step_new);
+    lua_setfield(L, -2, "step");
+    lua_pushcfunction(L, l_budget_new);
+    lua_setfield(L, -2, "retry_budget");
+    lua_pushcfunction(L, l_wall_ms);
+    lua_setfield(L, -2, "wall_ms");
+}

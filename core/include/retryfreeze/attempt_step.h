@@ -1,0 +1,85 @@
+/*
+ * The attempt loop without a transport: what one logical request does around each attempt, whoever sends it.
+ * The libcurl client (core/src/client/client_flow.c) and the Lua binding's rf.flow (a host's own I/O: nginx
+ * cosockets, luv, a coroutine loop) both run these functions, so the rules exist once:
+ *   before an attempt: rf_budget (the per-try timeout, or a stop: deadline, max-attempts, …);
+ *   after it: facts → rf_decide → verdict (rf_step_verdict), the caller's hook may narrow it (rf_step_narrow);
+ *   at the end: outcome, route and the ledger record (rf_step_finish).
+ * rf_step bundles them into a step machine for hosts that bring their own transport. Part of
+ * libretryfreeze_client; no libcurl call in it. Times: _ms, monotonic unless named wall.
+ */
+#ifndef RETRYFREEZE_ATTEMPT_STEP_H
+#define RETRYFREEZE_ATTEMPT_STEP_H
+
+#include "retryfreeze/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The verdict after one attempt: rf_decide on facts (fail closed: a decide error is a stop with
+ * status-not-retryable), and the try's class, reason and wait header (the one the verdict used) filled in.
+ * Returns whether the failure class is retryable on its route (or the attempt succeeded): what
+ * rf_outcome_of_stop needs at the end.
+ */
+RF_API bool rf_step_verdict(const rf_policy *p, const rf_facts *facts, rf_rng *rng, rf_retry_budget *budget, rf_try *t,
+                            rf_verdict *v);
+
+/*
+ * Calls hook (may be NULL) with the try and the verdict; a hook that returns non-zero turns a retry into a stop
+ * with reason stopped-by-caller (narrowing only: a stop never becomes a retry). Returns the hook's value (0 when
+ * there is none; < 0: the hook failed).
+ */
+RF_API int rf_step_narrow(rf_attempt_hook hook, void *hook_ud, rf_try *t, rf_verdict *v);
+
+/*
+ * Ends request req: r->reason, outcome (rf_outcome_of_stop), ok, elapsed_ms and route; then, with a ledger,
+ * appends its record (wall_ms its timestamp; r->status, body_len and tries as they are), a failure going to
+ * r->ledger_error. r->body_len must be set before.
+ */
+RF_API void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason, bool last_class_retryable,
+                           int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger, rf_response *r);
+
+/* What the host's transport observed for one attempt. Strings are borrowed for the call. */
+typedef struct rf_step_result {
+    int status;                              /* 100..599, or 0 when no response came */
+    rf_transport transport;                  /* RF_TRANSPORT_OK when a response came */
+    const char *hints[RF_WAIT_HEADER_COUNT]; /* raw wait header values (NULL: absent); only those the route
+                                                reads (retryAfter.headers) are used */
+    const char *date;                        /* the Date header, or NULL */
+    bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
+    const char *error;                       /* the transport's message, or NULL */
+    int64_t now_ms;                          /* monotonic time at the attempt's end */
+    int64_t wall_ms;                         /* Unix time in ms (for HTTP-date Retry-After) */
+} rf_step_result;
+
+/* One logical request driven by a host. Fill with rf_step_init; the request and response outlive it. */
+typedef struct rf_step {
+    const rf_policy *policy;
+    const rf_request *req;
+    rf_response *resp; /* its tries array (RF_MAX_TRIES) is allocated by rf_step_init, freed by rf_response_clear */
+    bool reads[RF_WAIT_HEADER_COUNT]; /* the wait headers the route reads */
+    int64_t start_ms, attempt_start_ms, delay_ms, timeout_ms;
+    int attempts;
+    bool last_class_retryable, done;
+} rf_step;
+
+/* Starts request req at now_ms. RF_EINVAL names a missing method or path (err->path); RF_ENOMEM. */
+RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
+                              rf_error *err);
+/* Before an attempt at now_ms: true and *timeout_ms (the per-try timeout, rf_budget), or false and *stop (the
+ * request ends: call rf_step_end_request). */
+RF_API bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop);
+/* After the attempt: records its try, decides, lets the hook narrow. true and *delay_ms: wait that long, then
+ * rf_step_begin again; false and *stop: the request ends. *hook_rc is the hook's value (< 0: it failed). */
+RF_API bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget,
+                          rf_attempt_hook hook, void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop);
+/* Ends the request with reason stop at now_ms (monotonic) and wall_ms: rf_step_finish with the tries so far. */
+RF_API void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

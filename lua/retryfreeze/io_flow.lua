@@ -1,0 +1,88 @@
+--- rf.flow: one logical request's attempt loop, driven by the host's own transport (nginx cosockets, luv,
+--- cqueues, a coroutine loop, a test's fake). It never blocks by itself: every wait is io.sleep. The rules —
+--- per-try timeout, verdict, the hook's narrowing, outcome and ledger line — run in C (core.step, the
+--- transport-free attempt loop client:request also runs), so both give the same response and ledger line.
+local core = require "retryfreeze.core"
+
+local M = {}
+
+local request_keys = { method = true, path = true, query = true, headers = true, body = true, idempotency_key = true }
+local io_keys = { send = true, sleep = true, now_ms = true, wall_ms = true, ledger = true, rng = true,
+                  on_attempt = true, retry_budget = true }
+
+local function check_keys(t, allowed, what)
+  for k in pairs(t) do
+    if not allowed[k] then error("rf.flow: " .. what .. ": unknown key '" .. tostring(k) .. "'", 3) end
+  end
+end
+
+local function now(io)
+  local ms = io.now_ms()
+  if type(ms) ~= "number" then error("rf.flow: io.now_ms() must return a number of milliseconds", 3) end
+  return math.floor(ms)
+end
+
+--- Runs request under policy with the host's I/O.
+-- @param policy a policy from rf.load
+-- @param request {method=, path=, query=, headers={Name="value"}, body=, idempotency_key=}
+-- @param io {send=function(attempt) → {status=, transport=, headers=, body=, error=, not_sent=},
+--   sleep=function(ms), now_ms=function() → ms (monotonic), wall_ms=function() → Unix ms (default: the clock),
+--   ledger=, rng=rf.rng(seed), on_attempt=function(try, verdict) → false stops, retry_budget=rf.retry_budget(p)}.
+--   attempt = {number=, method=, path=, query=, headers= (with Idempotency-Key), body=, timeout_ms=}.
+-- @return the response table of client:request: {status, ok, outcome, reason, attempts, elapsed_ms, body,
+--   headers, tries, route [, ledger_error]}. Misuse raises; so does an error raised by io.send or io.sleep.
+function M.flow(policy, request, io)
+  if type(request) ~= "table" then error("rf.flow: request must be a table", 2) end
+  if type(io) ~= "table" then error("rf.flow: io must be a table", 2) end
+  check_keys(request, request_keys, "request")
+  check_keys(io, io_keys, "io")
+  for _, f in ipairs({ "send", "sleep", "now_ms" }) do
+    if type(io[f]) ~= "function" then error("rf.flow: io." .. f .. " must be a function", 2) end
+  end
+  if io.on_attempt ~= nil and type(io.on_attempt) ~= "function" then
+    error("rf.flow: io.on_attempt must be a function", 2)
+  end
+  local wall = io.wall_ms or core.wall_ms
+  local step = core.step(policy, request, { ledger = io.ledger, rng = io.rng, retry_budget = io.retry_budget },
+    now(io))
+  local headers = {}
+  for name, value in pairs(request.headers or {}) do
+    if type(name) ~= "string" or type(value) ~= "string" then
+      error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
+    end
+    if name:lower() == "idempotency-key" then
+      error("rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header", 2)
+    end
+    headers[name] = value
+  end
+  if request.idempotency_key then headers["Idempotency-Key"] = request.idempotency_key end
+  local last, number = nil, 0
+  local reason
+  while true do
+    local timeout_ms, stop = step:begin(now(io))
+    if not timeout_ms then
+      reason = stop
+      break
+    end
+    number = number + 1
+    local attempt_headers = {}
+    for k, v in pairs(headers) do attempt_headers[k] = v end -- a fresh copy: the host may change its own
+    local res = io.send({ number = number, method = request.method, path = request.path, query = request.query,
+                          headers = attempt_headers, body = request.body, timeout_ms = timeout_ms })
+    if type(res) ~= "table" then error("rf.flow: io.send must return a table, got " .. type(res), 2) end
+    last = res
+    local retry, x, hook_err = step:after(res, now(io), math.floor(wall()), io.on_attempt)
+    if hook_err ~= nil then
+      step:finish(x, now(io), math.floor(wall()), res.body, res.headers)
+      error(hook_err, 0)
+    end
+    if not retry then
+      reason = x
+      break
+    end
+    if x > 0 then io.sleep(x) end
+  end
+  return step:finish(reason, now(io), math.floor(wall()), last and last.body, last and last.headers)
+end
+
+return M

@@ -1,0 +1,180 @@
+-- rf.flow (issue 14): one request's attempt loop driven by the host's I/O. A fake io (no network, a virtual
+-- clock) drives every outcome; the same scripted responses through client:request (retryfreeze-serve) and
+-- through rf.flow give ledger lines that differ only in times.
+local h = require "spec.helper"
+local rf = require "retryfreeze"
+local upstream = require "retryfreeze.upstream"
+
+local JOBS = "examples/retry-budget.lock.json" -- POST /v1/jobs: 2 attempts, 2500 ms, retries 504, 429, resets
+
+--- A fake io: send answers from script (one table per attempt) and advances the clock by each step's
+--- took_ms (default 10); sleep advances it by the delay. Records what was sent and slept.
+local function fake_io(script, extra)
+  local io = { clock = 1000, sent = {}, slept = {} }
+  local t = {
+    send = function(attempt)
+      io.sent[#io.sent + 1] = attempt
+      local step = script[#io.sent] or error("the script has no step " .. #io.sent)
+      io.clock = io.clock + (step.took_ms or 10)
+      return { status = step.status, transport = step.transport, headers = step.headers, body = step.body }
+    end,
+    sleep = function(ms) io.slept[#io.slept + 1] = ms; io.clock = io.clock + ms end,
+    now_ms = function() return io.clock end,
+    wall_ms = function() return 1795910400000 + io.clock end,
+    rng = rf.rng(1),
+  }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t, io
+end
+
+describe("rf.flow with a fake io", function()
+  local policy = assert(rf.load(JOBS))
+  local post = { method = "POST", path = "/v1/jobs", idempotency_key = "k1" }
+
+  it("success after a retry: Retry-After honoured through io.sleep, one key on every attempt", function()
+    local io, seen = fake_io({ { status = 429, headers = { ["Retry-After"] = "1" } }, { status = 200, body = "done" } })
+    local r = rf.flow(policy, post, io)
+    assert.same({ "success", "success", true, 2, 200, "done" }, { r.outcome, r.reason, r.ok, r.attempts, r.status, r.body })
+    assert.same({ 1000 }, seen.slept)
+    assert.equal("k1", seen.sent[1].headers["Idempotency-Key"])
+    assert.equal("k1", seen.sent[2].headers["Idempotency-Key"])
+    assert.same({ 1, 2 }, { seen.sent[1].number, seen.sent[2].number })
+    assert.equal(2000, seen.sent[1].timeout_ms) -- perAttemptTimeoutMs
+    assert.equal(2500 - 1010, seen.sent[2].timeout_ms) -- the time left before the deadline
+    assert.equal(1020, r.elapsed_ms)
+    assert.same({ "HTTP_429", "pinned-status", "1", "retry-after" },
+      { r.tries[1].class, r.tries[1].reason, r.tries[1].retry_after, r.tries[1].retry_after_header })
+    assert.same({ "HTTP_200", 1000 }, { r.tries[2].class, r.tries[2].delay_ms })
+    assert.equal("POST /v1/jobs", r.route)
+  end)
+
+  it("terminal: a class the lock does not retry", function()
+    local io, seen = fake_io({ { status = 500 } })
+    local r = rf.flow(policy, post, io)
+    assert.same({ "terminal", "status-not-retryable", 1 }, { r.outcome, r.reason, r.attempts })
+    assert.equal(1, #seen.sent)
+  end)
+
+  it("exhausted: maxAttempts 504s", function()
+    local r = rf.flow(policy, post, (fake_io({ { status = 504 }, { status = 504 } })))
+    assert.same({ "exhausted", "max-attempts", 2 }, { r.outcome, r.reason, r.attempts })
+  end)
+
+  it("deadline: a Retry-After beyond the budget, and an attempt that used the whole budget", function()
+    local r = rf.flow(policy, post, (fake_io({ { status = 429, headers = { ["retry-after"] = "10" } } })))
+    assert.same({ "deadline", "retry-after-exceeds-budget", 1 }, { r.outcome, r.reason, r.attempts })
+    r = rf.flow(policy, post, (fake_io({ { transport = "timeout", took_ms = 2500 } })))
+    assert.same({ "deadline", 1, "TIMEOUT", "timeout" }, { r.outcome, r.attempts, r.tries[1].class, r.tries[1].transport })
+  end)
+
+  it("refused: no route (nothing is sent), and a POST without an idempotency key", function()
+    local io, seen = fake_io({})
+    local r = rf.flow(policy, { method = "GET", path = "/elsewhere" }, io)
+    assert.same({ "refused", "no-route", 0, false }, { r.outcome, r.reason, r.attempts, r.ok })
+    assert.equal(0, #seen.sent)
+    io, seen = fake_io({ { status = 504 }, { status = 200 } })
+    r = rf.flow(policy, { method = "POST", path = "/v1/jobs" }, io)
+    assert.equal(1, #seen.sent) -- keyless: sent once, never retried
+    assert.is_nil(seen.sent[1].headers["Idempotency-Key"])
+    assert.same({ "refused", "mutating-without-idempotency" }, { r.outcome, r.reason })
+  end)
+
+  it("throttled: a drained io.retry_budget stops the retry", function()
+    local lock = assert(rf.load_string('{"endpoint":"POST /v1/jobs","maxAttempts":3,"perAttemptTimeoutMs":1000,'
+      .. '"totalBudgetMs":5000,"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":2},'
+      .. '"retryBudget":{"maxTokens":2,"tokenRatio":0.1}}'))
+    local budget = rf.retry_budget(lock)
+    assert.equal(2, budget:tokens())
+    local outcomes = {}
+    for i = 1, 4 do
+      local r = rf.flow(lock, { method = "POST", path = "/v1/jobs", idempotency_key = "k" .. i },
+        (fake_io({ { status = 503 }, { status = 503 }, { status = 503 } }, { retry_budget = budget })))
+      outcomes[#outcomes + 1] = r.outcome .. " " .. r.reason
+    end
+    assert.equal("throttled retry-throttled", outcomes[#outcomes])
+  end)
+
+  it("stopped by the caller: io.on_attempt returning false narrows a retry to a stop", function()
+    local calls = {}
+    local io = fake_io({ { status = 504 }, { status = 200 } }, {
+      on_attempt = function(try, verdict)
+        calls[#calls + 1] = try.class .. " " .. tostring(verdict.retry)
+        return false
+      end })
+    local r = rf.flow(policy, post, io)
+    assert.same({ "terminal", "stopped-by-caller", 1 }, { r.outcome, r.reason, r.attempts })
+    assert.same({ "HTTP_504 true" }, calls)
+  end)
+
+  it("an error in io.on_attempt is raised after the request was recorded", function()
+    local path = os.tmpname()
+    local ledger = assert(rf.ledger.open(path))
+    local fio = fake_io({ { status = 504 } }, { ledger = ledger, on_attempt = function() error("hook broke") end })
+    assert.has_error(function() rf.flow(policy, post, fio) end, "hook broke")
+    ledger:close()
+    local f = assert(io.open(path))
+    local text = f:read("*a")
+    f:close()
+    os.remove(path)
+    assert.equal(1, select(2, text:gsub("\n", "")))
+    assert.matches('"outcome":"terminal","reason":"stopped%-by%-caller"', text)
+  end)
+
+  it("refuses misuse with a clear error", function()
+    assert.has_error(function() rf.flow(policy, post, { send = print, sleep = print }) end,
+      "rf.flow: io.now_ms must be a function")
+    assert.has_error(function() rf.flow(policy, { method = "POST", path = "/v1/jobs", bogus = 1 }, (fake_io({}))) end,
+      "rf.flow: request: unknown key 'bogus'")
+    assert.has_error(function()
+      rf.flow(policy, post, (fake_io({ { status = 200, transport = "carrier-pigeon" } })))
+    end)
+    assert.has_error(function()
+      rf.flow(policy, { method = "POST", path = "/v1/jobs", headers = { ["Idempotency-Key"] = "x" } }, (fake_io({})))
+    end, "rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header")
+  end)
+end)
+
+describe("rf.flow and client:request", function()
+  local up
+  setup(function() up = assert(upstream.start{ bindir = h.bindir, max_seconds = 120 }) end)
+  teardown(function() if up then up.stop() end end)
+
+  -- Times differ between a real and a fake transport; everything else must be the same bytes.
+  local function shape(line)
+    return (line:gsub('"ts":"[^"]*"', '"ts":""'):gsub('"elapsed_ms":%d+', '"elapsed_ms":0'))
+  end
+
+  local function last_line(path)
+    local f = assert(io.open(path))
+    local text = f:read("*a")
+    f:close()
+    return text:match("([^\n]*)\n$")
+  end
+
+  for _, case in ipairs({
+    { "504,200", { { status = 504 }, { status = 200 } } },
+    { "429;retry-after=1,200", { { status = 429, headers = { ["Retry-After"] = "1" } }, { status = 200 } } },
+    { "500", { { status = 500 } } },
+    { "504,504", { { status = 504 }, { status = 504 } } },
+  }) do
+    it("write the same ledger line for " .. case[1], function()
+      local policy = assert(rf.load(JOBS))
+      local a, b = os.tmpname(), os.tmpname()
+      local la, lb = assert(rf.ledger.open(a)), assert(rf.ledger.open(b))
+      local client = rf.client{ policy = policy, base_url = up.url, ledger = la, rng_seed = 1 }
+      local rc = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = "k-" .. case[1],
+                                 headers = { ["X-Fault-Script"] = case[1] } }
+      client:close()
+      for _, step in ipairs(case[2]) do step.body = rc.body end -- the same body length
+      local io = fake_io(case[2], { ledger = lb })
+      local rflow = rf.flow(policy, { method = "POST", path = "/v1/jobs", idempotency_key = "k-" .. case[1] }, io)
+      la:close()
+      lb:close()
+      assert.same({ rc.outcome, rc.reason, rc.attempts, rc.status, #rc.tries },
+        { rflow.outcome, rflow.reason, rflow.attempts, rflow.status, #rflow.tries })
+      assert.equal(shape(last_line(a)), shape(last_line(b)))
+      os.remove(a)
+      os.remove(b)
+    end)
+  end
+end)
