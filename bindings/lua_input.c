@@ -35,13 +35,20 @@ static int l_text_gc(lua_State *L) {
  * "refused" (not a regular file, or over the cap) or "unreadable" (another I/O error). Raises on a bad
  * argument or when out of memory.
  */
+const char *rfl_check_path(lua_State *L, int idx, bool *nul) {
+    size_t len;
+    const char *path = luaL_checklstring(L, idx, &len);
+    *nul = strlen(path) != len;
+    return path;
+}
+
 static int l_read_file(lua_State *L) {
-    size_t path_len;
-    const char *path = luaL_checklstring(L, 1, &path_len);
+    bool nul;
+    const char *path = rfl_check_path(L, 1, &nul);
     lua_Integer cap = rfl_checkinteger(L, 2);
     const char *what = luaL_optstring(L, 3, "file");
     luaL_argcheck(L, cap >= 0, 2, "the cap must be at least 0");
-    if (strlen(path) != path_len) {
+    if (nul) {
         lua_pushnil(L);
         lua_pushfstring(L, "cannot open %s %s: the path contains a NUL byte", what, path);
         lua_pushliteral(L, "refused");

@@ -36,7 +36,13 @@ int *rfl_ledger_use(lua_State *L, int idx) {
 
 /* rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, "path: strerror". */
 static int l_ledger_open(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    bool nul;
+    const char *path = rfl_check_path(L, 1, &nul);
+    if (nul) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "cannot open ledger %s: the path contains a NUL byte", path);
+        return 2;
+    }
     rf_ledger_fsync mode = RF_LEDGER_FSYNC_NONE;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
@@ -200,7 +206,9 @@ static int l_read_next(lua_State *L) {
  * skipped corrupt lines). Raises when
  * the file cannot be opened. */
 static int l_ledger_read(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    bool nul;
+    const char *path = rfl_check_path(L, 1, &nul);
+    if (nul) return luaL_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
     bool skip = false;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);

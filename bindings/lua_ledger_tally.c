@@ -313,7 +313,9 @@ static int64_t opt_field(lua_State *L, int idx, const char *k, int64_t lo, int64
 }
 
 static int l_ledger_tally(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    bool nul;
+    const char *path = rfl_check_path(L, 1, &nul);
+    if (nul) return luaL_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
     bool skip = lua_toboolean(L, 2);
     int64_t origin_ms = 0, bucket_ms = 1;
     size_t n = 0;

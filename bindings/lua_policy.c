@@ -136,7 +136,13 @@ static int l_load_string(lua_State *L) {
 
 /* core.load_file(path) → policy, or nil, "path: $.json.path: message". */
 static int l_load_file(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
+    bool nul;
+    const char *path = rfl_check_path(L, 1, &nul);
+    if (nul) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: cannot open lock %s: the path contains a NUL byte", path, path);
+        return 2;
+    }
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
@@ -596,11 +602,13 @@ static int l_sha256(lua_State *L) {
 
 /* The index of the route whose endpoint is argument idx (exact spelling); raises when there is none. */
 static size_t route_by_endpoint(lua_State *L, const rf_policy *p, int idx) {
-    const char *endpoint = luaL_checkstring(L, idx);
+    size_t len;
+    const char *endpoint = luaL_checklstring(L, idx, &len);
     size_t n = rf_policy_route_count(p);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* by length too: "POST /x\0…" is no route's spelling */
         rf_route_view r;
-        if (rf_policy_route(p, i, &r) == RF_OK && strcmp(r.endpoint, endpoint) == 0) return i;
+        if (rf_policy_route(p, i, &r) == RF_OK && strlen(r.endpoint) == len && strcmp(r.endpoint, endpoint) == 0)
+            return i;
     }
     luaL_argerror(L, idx, lua_pushfstring(L, "no route '%s' in this policy", endpoint));
     return 0;

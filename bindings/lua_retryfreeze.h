@@ -48,6 +48,9 @@ void rfl_open_step(lua_State *L);
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);
 void rfl_open_ledger_tally(lua_State *L);
+/* The string argument idx as a file path (raises unless a string). *nul is set when it holds a NUL byte: C
+ * would open a shorter path, so the caller refuses it (lua_input.c). */
+const char *rfl_check_path(lua_State *L, int idx, bool *nul);
 /* Adds core.read_file and the readers' size caps (lua_input.c). */
 void rfl_open_input(lua_State *L);
 /* Add json_codec (lua_json.c, cJSON) and glob (lua_glob.c, glob(3)) to the module table on top of the stack. */

@@ -149,6 +149,28 @@ describe("input paths take regular files only", function()
   end)
 end)
 
+describe("a path with a NUL byte is refused, never cut at the NUL", function()
+  it("by rf.load, rf.ledger.open, rf.ledger.read and rf.ledger.stats", function()
+    local p, err = rf.load(h.desk_lock .. "\0.extra")
+    assert.is_nil(p)
+    assert.matches("contains a NUL byte", err)
+    local ledger = dir .. "/nul-path.jsonl"
+    write(ledger, "")
+    local l
+    l, err = rf.ledger.open(ledger .. "\0.x")
+    assert.is_nil(l)
+    assert.matches("contains a NUL byte", err)
+    assert.has_error(function() rf.ledger.read(ledger .. "\0.x") end)
+    local ok, why = pcall(rf.ledger.read, ledger .. "\0.x")
+    assert.is_false(ok)
+    assert.matches("contains a NUL byte", why)
+    local s
+    s, err = rf.ledger.stats(ledger .. "\0.x")
+    assert.is_nil(s)
+    assert.matches("contains a NUL byte", err)
+  end)
+end)
+
 describe("a NUL inside a string is refused where it is", function()
   it("in a lock key or value, escaped or raw", function()
     local base = '"endpoint":"GET /a","perAttemptTimeoutMs":100,"totalBudgetMs":1000'
