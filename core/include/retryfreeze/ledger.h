@@ -1,8 +1,13 @@
 /*
  * The attempt ledger: append-only JSONL, one line per logical request (see docs/design.md).
  * Writer: one write(2) per line on an O_APPEND descriptor, so lines from several processes never interleave.
- * Reader: streams lines in constant memory; a torn last line (a crash mid-write) is reported, not fatal; a
- * corrupt line anywhere else is an error naming its line number.
+ * Repair: a writer that opens a file whose last byte is not a newline first ends the fragment with one
+ * write(2) of "\n", and after its own short write it starts its next line with "\n" (in that line's single
+ * write), so a new line is never glued onto a fragment. Writers hold an exclusive flock(2) around each write
+ * and around that check, so a line another writer is still copying into the file is never taken for a
+ * fragment.
+ * Reader: streams lines in constant memory; a torn line (a crash or a full disk mid-write) is reported, not
+ * fatal, and the reader reads on; a corrupt line is an error naming its line number.
  * Never stores a body or a header value other than Retry-After.
  *
  * Line format (JSON, UTF-8, fields always in this order, all present):
@@ -86,9 +91,12 @@ typedef enum rf_ledger_fsync { RF_LEDGER_FSYNC_NONE = 0, RF_LEDGER_FSYNC_LINE = 
 typedef struct rf_ledger rf_ledger;
 
 /*
- * Opens (creating with mode 0644 if needed) a ledger for appending, O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC.
- * On success *out is set; the caller closes it with rf_ledger_close. Errors: RF_EINVAL (NULL path),
- * RF_EIO (open failed: err->message has strerror, err->path the file), RF_ENOMEM.
+ * Opens (creating with mode 0644 if needed) a ledger for appending, O_RDWR|O_APPEND|O_CREAT|O_CLOEXEC (O_WRONLY
+ * when only writing is permitted, without the torn-line check) through rf_input_open (retryfreeze/input.h):
+ * a regular file only. When the file's last byte is not a newline (a torn line), one "\n" is written first.
+ * On success *out is set; the caller closes it with rf_ledger_close. Errors: RF_EINVAL (NULL path; not a
+ * regular file: "cannot open ledger PATH: it is a FIFO, not a regular file"), RF_EIO (open failed, or the torn
+ * line could not be ended: err->message has strerror, err->path the file), RF_ENOMEM.
  */
 RF_API rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger **out, rf_error *err);
 

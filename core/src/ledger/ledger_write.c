@@ -5,6 +5,7 @@
  * write(2) could land after another process's line and splice two records together.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* flock(2) */
 #include "ledger_internal.h"
 #include "retryfreeze/input.h"
 
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +27,16 @@ struct rf_ledger {
 };
 
 /*
+ * Writers of one file take an exclusive flock(2) around each write(2) (and around the check below): a reader
+ * of the last byte could otherwise see another process's line half copied into the file (the kernel updates
+ * the size page by page while it copies) and "repair" it into an empty line. A lock that cannot be had (a file
+ * system without flock) is done without: the append itself stays one write(2) on O_APPEND either way.
+ */
+static void lock_file(int fd, int op) {
+    while (flock(fd, op) != 0 && errno == EINTR) {}
+}
+
+/*
  * A file whose last byte is not a newline ends in a fragment: a writer killed mid-append, or a short write on
  * a full disk. Appending to it would glue the next line onto the fragment and lose both, so the fragment is
  * terminated first with one write(2) of "\n"; readers then report it as a torn line and read on.
@@ -32,20 +44,25 @@ struct rf_ledger {
 static rf_status terminate_torn_line(rf_ledger *l, rf_error *err) {
     struct stat st;
     char last;
-    if (fstat(l->fd, &st) != 0 || st.st_size == 0) return RF_OK;
-    ssize_t n;
-    do {
-        n = pread(l->fd, &last, 1, st.st_size - 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1 || last == '\n') return RF_OK;
-    do {
-        n = write(l->fd, "\n", 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) {
-        rfi_ledger_errno_error(err, l->path, n < 0 ? errno : EIO, "cannot terminate the torn last line of ledger");
-        return RF_EIO;
+    rf_status status = RF_OK;
+    lock_file(l->fd, LOCK_EX);
+    ssize_t n = 0;
+    if (fstat(l->fd, &st) == 0 && st.st_size > 0) {
+        do {
+            n = pread(l->fd, &last, 1, st.st_size - 1);
+        } while (n < 0 && errno == EINTR);
     }
-    return RF_OK;
+    if (n == 1 && last != '\n') {
+        do {
+            n = write(l->fd, "\n", 1);
+        } while (n < 0 && errno == EINTR);
+        if (n != 1) {
+            rfi_ledger_errno_error(err, l->path, n < 0 ? errno : EIO, "cannot terminate the torn last line of ledger");
+            status = RF_EIO;
+        }
+    }
+    lock_file(l->fd, LOCK_UN);
+    return status;
 }
 
 rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger **out, rf_error *err) {
@@ -73,7 +90,7 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
     l->fd = -1;
     /* Regular files only: a FIFO without a reader is refused at once instead of blocking open(2). */
     rf_status st = rf_input_open(path, O_RDWR | O_APPEND | O_CREAT, "ledger", &l->fd, err);
-    if (st == RF_EIO && errno == EACCES) /* write-only permission: append without the torn-line check */
+    if (st == RF_EIO) /* no read permission (a write-only file): append without the torn-line check */
         st = rf_input_open(path, O_WRONLY | O_APPEND | O_CREAT, "ledger", &l->fd, err);
     else if (st == RF_OK)
         st = terminate_torn_line(l, err);
@@ -132,9 +149,13 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     size_t total = lead + len + 1;
 
     ssize_t n;
+    lock_file(l->fd, LOCK_EX);
     do { /* EINTR means nothing was written (a partial write returns its count), so retrying is safe */
         n = write(l->fd, l->line, total);
     } while (n < 0 && errno == EINTR);
+    int write_errno = errno;
+    lock_file(l->fd, LOCK_UN);
+    errno = write_errno;
     if (n < 0) {
         rfi_ledger_errno_error(err, l->path, errno, "cannot append to ledger");
         return RF_EIO;
