@@ -4,4 +4,5 @@ max_line_length = 150
 files["spec/**/*_spec.lua"] = { std = "+busted" }
 files["examples/policy_spec.lua"] = { std = "+busted" }
 files["spec/helper.lua"] = { globals = { "rf_spec_helper" } }
+files["examples/nginx/*.lua"] = { globals = { "ngx" } } -- lua-nginx-module's API table
 exclude_files = { "build*/**", ".luarocks/**" }

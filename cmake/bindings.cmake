@@ -166,3 +166,15 @@ foreach(v IN LISTS RF_LUA)
   set_tests_properties(busted_${v} PROPERTIES LABELS "lua;lua_versions" TIMEOUT 300 RESOURCE_LOCK busted_suite
     ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
 endforeach()
+
+# nginx with lua-nginx-module (LuaJIT) in front of retryfreeze-serve, every request through rf.flow
+# (examples/nginx): 200 requests with curl, ~6 s. Needs the LuaJIT module (RF_LUA), nginx and the Lua module.
+find_program(RF_NGINX nginx PATHS /usr/sbin)
+if("luajit" IN_LIST RF_LUA AND RF_NGINX AND EXISTS /usr/lib/nginx/modules/ngx_http_lua_module.so
+   AND TARGET retryfreeze-serve)
+  add_test(NAME nginx_lua COMMAND ${LUA54} ${CMAKE_SOURCE_DIR}/spec/nginx_lua_check.lua ${CMAKE_BINARY_DIR}
+           ${CMAKE_SOURCE_DIR})
+  set_tests_properties(nginx_lua PROPERTIES LABELS "nginx_lua;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
+else()
+  message(STATUS "retryfreeze: ctest nginx_lua not registered (needs RF_LUA with luajit, nginx, libnginx-mod-http-lua)")
+endif()

@@ -1,0 +1,105 @@
+--- An nginx (lua-nginx-module, LuaJIT) handler that proxies to an upstream through rf.flow: each attempt is
+--- one HTTP/1.1 exchange on a cosocket (ngx.socket.tcp) bounded by the attempt's per-try timeout, waits are
+--- ngx.sleep, the lock is loaded once per worker (init_worker_by_lua*), and every request is one ledger line.
+--- Per-worker state: each nginx worker has its own policy object, ledger descriptor, jitter RNG and retry
+--- budget; a retry budget throttles the retries of one worker only (a fleet-wide budget needs shared state).
+local rf = require "retryfreeze"
+
+local M = {}
+
+local worker -- {policy=, ledger=, rng=, budget=, host=, port=}
+
+--- Called from init_worker_by_lua_block: loads the lock (a bad lock stops the worker with its error), opens
+--- the ledger, and makes this worker's RNG and retry budget.
+-- @param opts {lock=path, ledger=path, upstream_host=, upstream_port=}
+function M.init_worker(opts)
+  local policy = assert(rf.load(opts.lock))
+  local ledger = assert(rf.ledger.open(opts.ledger))
+  worker = { policy = policy, ledger = ledger, rng = rf.rng(ngx.worker.pid()), budget = rf.retry_budget(policy),
+             host = opts.upstream_host, port = opts.upstream_port }
+end
+
+-- Transport outcomes (rf.transports) of cosocket errors.
+local function transport_of(err)
+  if err == "timeout" then return "timeout" end
+  if err:find("refused", 1, true) then return "connect-refused" end
+  if err:find("reset", 1, true) or err == "closed" then return "connect-reset" end
+  return "other"
+end
+
+-- One attempt on a fresh connection: the request line, the headers and the body; the response's status,
+-- headers and body (Content-Length or up to the close). Every socket operation is bounded by timeout_ms.
+local function send(attempt)
+  local sock = ngx.socket.tcp()
+  sock:settimeouts(attempt.timeout_ms, attempt.timeout_ms, attempt.timeout_ms)
+  local deadline = ngx.now() * 1000 + attempt.timeout_ms
+  local ok, err = sock:connect(worker.host, worker.port)
+  if not ok then return { transport = transport_of(err), error = err, not_sent = true } end
+  local lines = { attempt.method .. " " .. attempt.path .. (attempt.query and ("?" .. attempt.query) or "")
+                  .. " HTTP/1.1", "Host: " .. worker.host, "Connection: close" }
+  for name, value in pairs(attempt.headers) do lines[#lines + 1] = name .. ": " .. value end
+  local body = attempt.body or ""
+  if body ~= "" or attempt.method == "POST" or attempt.method == "PUT" then
+    lines[#lines + 1] = "Content-Length: " .. #body
+  end
+  local _, serr = sock:send(table.concat(lines, "\r\n") .. "\r\n\r\n" .. body)
+  if serr then
+    sock:close()
+    return { transport = transport_of(serr), error = serr }
+  end
+  local status_line, rerr = sock:receive("*l")
+  if not status_line then
+    sock:close()
+    return { transport = rerr == "closed" and "got-nothing" or transport_of(rerr), error = rerr }
+  end
+  local status = tonumber(status_line:match("^HTTP/1%.%d (%d%d%d)"))
+  local headers, length = {}, nil
+  while true do
+    local line, herr = sock:receive("*l")
+    if not line then
+      sock:close()
+      return { transport = transport_of(herr), error = herr }
+    end
+    if line == "" then break end
+    local name, value = line:match("^([^:]+):%s*(.-)%s*$")
+    if name then
+      name = name:lower()
+      if headers[name] == nil then headers[name] = value end
+      if name == "content-length" then length = tonumber(value) end
+    end
+  end
+  local remaining = deadline - ngx.now() * 1000
+  if remaining < 1 then remaining = 1 end
+  sock:settimeouts(remaining, remaining, remaining)
+  local resp_body, berr, partial
+  if length then resp_body, berr, partial = sock:receive(length) else resp_body, berr, partial = sock:receive("*a") end
+  sock:close()
+  if not resp_body then return { transport = transport_of(berr), error = berr, status = 0, body = partial } end
+  return { status = status, transport = "ok", headers = headers, body = resp_body }
+end
+
+--- content_by_lua_block: proxies this request to the upstream through rf.flow and answers with the last
+--- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts.
+function M.handle()
+  ngx.req.read_body()
+  local key = ngx.req.get_headers()["idempotency-key"]
+  local request = { method = ngx.req.get_method(), path = ngx.var.uri, query = ngx.var.args, body = ngx.req.get_body_data(),
+                    idempotency_key = type(key) == "string" and key or nil, headers = {} }
+  local script = ngx.req.get_headers()["x-fault-script"] -- the test upstream's fault script, passed through
+  if type(script) == "string" then request.headers["X-Fault-Script"] = script end
+  local r = rf.flow(worker.policy, request, {
+    send = send,
+    sleep = function(ms) ngx.sleep(ms / 1000) end,
+    now_ms = function() ngx.update_time(); return ngx.now() * 1000 end,
+    ledger = worker.ledger,
+    rng = worker.rng,
+    retry_budget = worker.budget,
+  })
+  ngx.status = r.status > 0 and r.status or 502
+  ngx.header["X-Retryfreeze-Outcome"] = r.outcome
+  ngx.header["X-Retryfreeze-Reason"] = r.reason
+  ngx.header["X-Retryfreeze-Attempts"] = tostring(r.attempts)
+  ngx.print(r.body)
+end
+
+return M

@@ -1,0 +1,151 @@
+-- ctest nginx_lua: nginx with lua-nginx-module (LuaJIT) in front of retryfreeze-serve, every request through
+-- rf.flow (examples/nginx). 200 requests with curl (20 at a time), then: the upstream saw exactly the attempts
+-- the ledger records; keyed POSTs kept one key on every attempt (a "503,200" script succeeds in 2 attempts only
+-- when the retry carries the first attempt's key); keyless POSTs were sent once; Retry-After was honoured;
+-- no request outlived the lock's totalBudgetMs + 50 ms; nginx's error log holds no Lua error.
+-- Usage: lua5.4 spec/nginx_lua_check.lua BUILD_DIR SOURCE_DIR
+local build, src = arg[1], arg[2]
+package.path = src .. "/lua/?.lua;" .. src .. "/lua/?/init.lua;" .. package.path
+package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
+local rf = require "retryfreeze"
+local upstream = require "retryfreeze.upstream"
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  return out
+end
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local failures = 0
+local function check(ok, what)
+  print((ok and "ok: " or "FAIL: ") .. what)
+  if not ok then failures = failures + 1 end
+end
+
+local dir = sh("mktemp -d /tmp/rf-nginx-lua.XXXXXX"):gsub("%s+$", "")
+local lock_path = src .. "/examples/nginx/proxy.lock.json"
+local policy = assert(rf.load(lock_path))
+local budget_ms = policy:routes()[1].total_budget_ms
+local up = assert(upstream.start{ bindir = build .. "/bin", stall_ms = 2000, max_seconds = 300,
+                                  faults = "503=0.1,429=0.03,timeout=0.03,reset=0.03,ra=1" })
+-- A free loopback port: the first of 50 random ones nothing answers on.
+local port = tonumber(sh([[bash -c 'for p in $(shuf -i 20000-60000 -n 50); do ]]
+  .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
+local conf = assert(io.open(src .. "/examples/nginx/nginx.conf.in")):read("a")
+local ledger = dir .. "/ledger.jsonl"
+conf = conf:gsub("@(%u[%u_]*)@", { DIR = dir, SRC = src, CPATH = build .. "/lib/lua/luajit", LOCK = lock_path,
+  LEDGER = ledger, UPSTREAM_PORT = tostring(up.port), PORT = tostring(port) })
+-- Started as root, nginx's workers run as nobody: they must be able to write the ledger and the log.
+os.execute("chmod 0777 " .. q(dir) .. " && touch " .. q(ledger) .. " && chmod 0666 " .. q(ledger))
+local f = assert(io.open(dir .. "/nginx.conf", "w"))
+f:write(conf)
+f:close()
+local nginx_pid = tonumber(sh("cd " .. q(dir) .. " && (nginx -p " .. q(dir) .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
+local started = false
+for _ = 1, 100 do
+  if sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" .. port .. "/items/warmup 2>/dev/null") ~= "000" then
+    started = true
+    break
+  end
+  os.execute("sleep 0.1")
+end
+check(started, "nginx with the Lua module answers on 127.0.0.1:" .. port)
+
+-- 200 requests: 60 keyed "503,200", 30 keyed "429;retry-after=1,200", 30 keyless "503,200", 80 GETs with the
+-- upstream's random faults. Each line: kind method path key script ("-" for none); 20 curls at a time.
+local lines = {}
+local run_id = tostring(os.time())
+for i = 1, 200 do
+  if i <= 60 then
+    lines[#lines + 1] = "keyed POST /v1/jobs k" .. run_id .. "-" .. i .. " 503,200"
+  elseif i <= 90 then
+    lines[#lines + 1] = "ra POST /v1/jobs r" .. run_id .. "-" .. i .. " 429;retry-after=1,200"
+  elseif i <= 120 then
+    lines[#lines + 1] = "keyless POST /v1/jobs - 503,200"
+  else
+    lines[#lines + 1] = "get GET /items/" .. i .. " - -"
+  end
+end
+local list = dir .. "/requests.txt"
+f = assert(io.open(list, "w"))
+f:write(table.concat(lines, "\n"), "\n")
+f:close()
+local worker_sh = dir .. "/one.sh"
+f = assert(io.open(worker_sh, "w"))
+f:write([[
+kind=$1 method=$2 path=$3 key=$4 script=$5
+set --
+[ "$key" != - ] && set -- "$@" -H "Idempotency-Key: $key"
+[ "$script" != - ] && set -- "$@" -H "X-Fault-Script: $script"
+[ "$method" = POST ] && set -- "$@" -X POST -d "x=1"
+curl -s -o /dev/null -D - -w 'TOTAL %{time_total}\n' "$@" "http://127.0.0.1:]] .. port .. [[$path" | tr -d '\r' |
+  awk -v k="$kind" '/^X-Retryfreeze-Outcome:/{o=$2} /^X-Retryfreeze-Attempts:/{a=$2} /^TOTAL/{print k, o, a, $2}'
+]])
+f:close()
+local results = sh("xargs -P 20 -L 1 bash " .. q(worker_sh) .. " < " .. q(list))
+os.execute("kill " .. nginx_pid)
+os.execute("sleep 0.5")
+local stats = assert(upstream.stats(up.url))
+up.stop()
+
+local by_kind, n_results, overrun = {}, 0, 0
+for line in results:gmatch("[^\n]+") do
+  local kind, outcome, attempts, total = line:match("^(%a+) (%a+) (%d+) ([%d.]+)")
+  if kind then
+    n_results = n_results + 1
+    by_kind[kind] = by_kind[kind] or {}
+    table.insert(by_kind[kind], { outcome = outcome, attempts = tonumber(attempts) })
+    if tonumber(total) * 1000 > budget_ms + 50 then overrun = overrun + 1 end
+  end
+end
+check(n_results == 200, "200 responses carry the flow's outcome (got " .. n_results .. ")")
+check(overrun == 0, "no request outlived totalBudgetMs " .. budget_ms .. " + 50 ms at the client (" .. overrun .. " did)")
+
+local records, attempts_sum, ledger_overrun = {}, 0, 0
+for rec in rf.ledger.read(ledger) do
+  records[#records + 1] = rec
+  attempts_sum = attempts_sum + rec.attempts
+  if rec.elapsed_ms > budget_ms + 50 then ledger_overrun = ledger_overrun + 1 end
+end
+-- The warm-up GETs went through the flow too: the ledger has every request nginx served.
+check(#records >= 200, "the ledger holds a line per request (" .. #records .. ")")
+check(stats.requests == attempts_sum, -- /__stats is not an attempt: the upstream does not count it
+  "the upstream saw exactly the attempts the ledger records (" .. stats.requests .. " vs " .. attempts_sum .. ")")
+check(ledger_overrun == 0, "no ledger line has elapsed_ms over the budget + 50 ms")
+check(stats.duplicate_executions == 0, "no key executed twice upstream")
+
+local keyed_ok = 0
+for _, r in ipairs(by_kind.keyed or {}) do if r.outcome == "success" and r.attempts == 2 then keyed_ok = keyed_ok + 1 end end
+check(keyed_ok == 60, "keyed POSTs kept one key on every attempt: 60 of 60 '503,200' succeeded on attempt 2 (" .. keyed_ok .. ")")
+local once = 0
+for _, r in ipairs(by_kind.keyless or {}) do if r.attempts == 1 then once = once + 1 end end
+check(once == 30, "keyless POSTs were sent once (" .. once .. " of 30)")
+local honoured, ra_seen = 0, 0
+for _, rec in ipairs(records) do
+  for i, t in ipairs(rec.tries) do
+    if t.retry_after and rec.tries[i + 1] then
+      ra_seen = ra_seen + 1
+      local wait = rf.parse_retry_after(t.retry_after)
+      if wait and rec.tries[i + 1].delay_ms >= wait then honoured = honoured + 1 end
+    end
+  end
+end
+check(ra_seen >= 30 and honoured == ra_seen, "Retry-After honoured before every retry that followed one (" ..
+  honoured .. " of " .. ra_seen .. ")")
+local log = assert(io.open(dir .. "/error.log")):read("a")
+local lua_errors = 0
+for line in log:gmatch("[^\n]+") do
+  -- Lua errors: an aborted handler, a runtime error, a failed init_worker; and any alert or crit. The
+  -- injected resets' "recv() failed (104: …)" lines are nginx logging the upstream's faults, not Lua errors.
+  local lua_error = line:find("lua entry thread aborted", 1, true) or line:find("runtime error", 1, true)
+    or line:find("_by_lua", 1, true) and line:find("%[error%]") or line:find("%[alert%]") or line:find("%[crit%]")
+  if lua_error then
+    lua_errors = lua_errors + 1
+    if lua_errors <= 5 then print("  " .. line) end
+  end
+end
+check(lua_errors == 0, "nginx's error log holds no Lua error (" .. lua_errors .. ")")
+if failures == 0 then os.execute("rm -rf " .. q(dir)) else print("  kept: " .. dir) end
+print(failures == 0 and "nginx_lua: all checks passed" or ("nginx_lua: " .. failures .. " checks failed"))
+os.exit(failures == 0 and 0 or 1)
