@@ -23,7 +23,7 @@
 #define CLIENT_MT "retryfreeze.Client"
 
 /* Uservalues of a client userdata: what it borrows must stay alive as long as it does. */
-enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_COUNT = 3 };
+enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_BUDGET = 4, UV_COUNT = 4 };
 
 typedef struct lclient {
     rf_client *c;            /* NULL until created, and after close */
@@ -31,8 +31,9 @@ typedef struct lclient {
     bool busy;               /* inside rf_client_request/rf_client_all, whose hooks run Lua: no method may run */
     int *ledger_users;       /* the ledger's use counter (rfl_ledger_use), released by close; NULL without one */
     const rf_policy *policy; /* the client's policy, alive through anchor (for verdicts given to hooks) */
-    int anchor; /* registry ref to {policy, ledger}, which rf_client borrows: alive even if debug.setuservalue
-                   drops the uservalues */
+    int anchor;              /* registry ref to {policy, ledger, retry budget}, which rf_client borrows: alive even if
+                                debug.setuservalue drops the uservalues */
+    struct lbudget *budget;  /* a rf.retry_budget this client uses (marked in use until close), or NULL */
 } lclient;
 
 #define PENDING_MT "retryfreeze.PendingRequest"
@@ -121,6 +122,7 @@ static int l_client_new(lua_State *L) {
     lc->ledger_users = NULL;
     lc->policy = NULL;
     lc->anchor = LUA_NOREF;
+    lc->budget = NULL;
     luaL_setmetatable(L, CLIENT_MT);
     int ud = lua_gettop(L);
     rf_client_options o = {0};
@@ -146,8 +148,31 @@ static int l_client_new(lua_State *L) {
         o.rng_seed = (uint64_t)seed;
     else
         return luaL_error(L, "rf.client: rng_seed must be an integer");
-    lua_getfield(L, 1, "retry_budget");
-    o.retry_budget = lua_toboolean(L, -1);
+    lua_getfield(L, 1, "retry_budget"); /* true, a rf.retry_budget, or its options {redis=, timeout_ms=} */
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "redis");
+        bool has_redis = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (!has_redis) return luaL_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}");
+        lua_pushcfunction(L, rfl_retry_budget_new); /* rf.retry_budget(policy, opts) */
+        lua_getiuservalue(L, ud, UV_POLICY);
+        lua_pushvalue(L, -3);
+        lua_call(L, 2, 1);
+        lua_replace(L, -2);
+    }
+    if (lua_type(L, -1) == LUA_TUSERDATA) {
+        lc->budget = rfl_retry_budget_acquire(L, -1, &o.budget);
+        lua_pushvalue(L, -1);
+        lua_setiuservalue(L, ud, UV_BUDGET);
+    } else if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
+        o.retry_budget = lua_toboolean(L, -1);
+        if (o.retry_budget && !rf_policy_retry_budget(o.policy, NULL, NULL))
+            return luaL_error(
+                L, "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
+    } else {
+        return luaL_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}, got %s",
+                          luaL_typename(L, -1));
+    }
     lua_getfield(L, 1, "follow_redirects");
     o.follow_redirects = lua_toboolean(L, -1);
     lua_getfield(L, 1, "max_body_bytes");
@@ -168,6 +193,8 @@ static int l_client_new(lua_State *L) {
     lua_rawseti(L, -2, 1);
     lua_getiuservalue(L, ud, UV_LEDGER);
     lua_rawseti(L, -2, 2);
+    lua_getiuservalue(L, ud, UV_BUDGET);
+    lua_rawseti(L, -2, 3);
     lc->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
@@ -191,6 +218,8 @@ static int l_client_close(lua_State *L) {
     lc->c = NULL;
     if (lc->ledger_users != NULL) (*lc->ledger_users)--; /* the ledger userdata is alive: anchor still holds it */
     lc->ledger_users = NULL;
+    rfl_retry_budget_release(lc->budget);
+    lc->budget = NULL;
     luaL_unref(L, LUA_REGISTRYINDEX, lc->anchor);
     lc->anchor = LUA_NOREF;
     return 0;
@@ -341,6 +370,10 @@ static void push_response(lua_State *L, const rf_response *r) {
     if (r->route) {
         lua_pushstring(L, r->route);
         lua_setfield(L, -2, "route");
+    }
+    if (r->budget != RF_BUDGET_NONE) {
+        lua_pushstring(L, rf_budget_source_name(r->budget));
+        lua_setfield(L, -2, "budget");
     }
     if (r->ledger_error[0]) {
         lua_pushstring(L, r->ledger_error);

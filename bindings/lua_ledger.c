@@ -34,7 +34,8 @@ int *rfl_ledger_use(lua_State *L, int idx) {
     return &ll->users;
 }
 
-/* rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, "path: strerror". */
+/* rf.ledger.open(path [, {fsync = "none"|"line", host = "name"}]) → ledger, or nil, "path: strerror".
+ * host is written on every line (default: this machine's hostname; "" writes none). Raises on a bad option. */
 static int l_ledger_open(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
@@ -44,12 +45,16 @@ static int l_ledger_open(lua_State *L) {
         return 2;
     }
     rf_ledger_fsync mode = RF_LEDGER_FSYNC_NONE;
+    const char *host = NULL;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         lua_getfield(L, 2, "fsync");
         static const char *const modes[] = {"none", "line", NULL};
         mode = (rf_ledger_fsync)luaL_checkoption(L, -1, "none", modes);
-        lua_pop(L, 1);
+        lua_getfield(L, 2, "host"); /* stays on the stack (anchored) until the ledger has copied it */
+        if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+            return luaL_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
+        host = lua_tostring(L, -1);
     }
     lledger *ll = lua_newuserdatauv(L, sizeof *ll, 0);
     ll->l = NULL;
@@ -60,6 +65,11 @@ static int l_ledger_open(lua_State *L) {
         lua_pushnil(L);
         lua_pushfstring(L, "%s", err.message);
         return 2;
+    }
+    if (host != NULL && rf_ledger_set_host(ll->l, host, &err) != RF_OK) {
+        rf_ledger_close(ll->l, NULL);
+        ll->l = NULL;
+        return luaL_error(L, "rf.ledger.open: %s", err.message);
     }
     return 1;
 }
@@ -137,6 +147,8 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "tries");
+    set_str(L, "host", rec->host);
+    set_str(L, "budget", rec->budget);
 }
 
 static int l_reader_close(lua_State *L) {

@@ -1,6 +1,7 @@
 /*
- * core.ledger_tally(path, skip_corrupt[, timeline[, after_line]]) → scopes, info[, buckets]: the per-route counters of
- * retryfreeze.ledger_stats, gathered in C so that a large ledger costs no Lua table per record. It only counts;
+ * core.ledger_tally(path, skip_corrupt[, timeline[, after_line[, by]]]) → scopes, info[, buckets]: the per-route
+ * counters of retryfreeze.ledger_stats (per host with by = "host": the ledger's "host" field, "" for lines without
+ * one), gathered in C so that a large ledger costs no Lua table per record. It only counts;
  * the statistics (ratios, percentiles, merging) stay in lua/retryfreeze/ledger_stats.lua, whose histogram it
  * fills (same buckets).
  * scopes = {[route] = {requests, successes, retried_successes, attempts, success_attempts, retries,
@@ -57,6 +58,7 @@ typedef struct scope {
 } scope;
 
 typedef struct tally {
+    bool by_host; /* scopes per host (the ledger's "host" field) instead of per route */
     scope *scopes;
     size_t n_scopes;
     scope *timeline; /* NULL, or n_timeline scopes (route unused) */
@@ -239,7 +241,7 @@ static void add_to(lua_State *L, scope *s, const rf_ledger_record *rec) {
 }
 
 static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
-    add_to(L, scope_for(L, t, rec->route), rec);
+    add_to(L, scope_for(L, t, t->by_host ? (rec->host ? rec->host : "") : rec->route), rec);
     if (t->timeline == NULL || strcmp(rec->route, RF_LEDGER_HARNESS_ROUTE) == 0) return; /* no ts: in no bucket */
     int64_t off = rec->ts_ms - t->origin_ms;
     int64_t idx = off < 0 ? 0 : off / t->bucket_ms;
@@ -326,9 +328,12 @@ static int l_ledger_tally(lua_State *L) {
         n = (size_t)opt_field(L, 3, "buckets", 1, MAX_TIMELINE);
     }
     lua_Integer after_line = luaL_optinteger(L, 4, 0);
+    static const char *const groupings[] = {"route", "host", NULL};
+    bool by_host = luaL_checkoption(L, 5, "route", groupings) == 1;
     lua_settop(L, 2);
     tally *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
+    t->by_host = by_host;
     luaL_setmetatable(L, TALLY_MT);
     int ud = lua_gettop(L); /* owns the counters: freed by __gc if anything below raises */
     if (n > 0) {

@@ -6,6 +6,7 @@ int luaopen_retryfreeze_core(lua_State *L) {
     rfl_open_policy(L);
     rfl_open_ledger(L);
     rfl_open_ledger_tally(L);
+    rfl_open_retry_budget(L);
     rfl_open_client(L);
     rfl_open_step(L);
     rfl_open_input(L);

@@ -411,6 +411,10 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
         lua_pushstring(L, rv.endpoint);
         set_cached(L, cache, STR_ROUTE);
     }
+    if (v->budget != RF_BUDGET_NONE) { /* only when a retry budget took part */
+        lua_pushstring(L, rf_budget_source_name(v->budget));
+        lua_setfield(L, -2, "budget");
+    }
     lua_remove(L, cache);
 }
 
@@ -705,6 +709,23 @@ static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {
     lua_setfield(L, -2, key);
 }
 
+/* policy.retry_budget → a fresh {max_tokens, token_ratio [, shared = name]} (the lock's retryBudget), or nil. */
+static int push_retry_budget(lua_State *L, const rf_policy *p) {
+    int64_t max_milli, ratio_milli;
+    if (!rf_policy_retry_budget(p, &max_milli, &ratio_milli)) return 0;
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)(max_milli / 1000));
+    lua_setfield(L, -2, "max_tokens");
+    lua_pushnumber(L, (lua_Number)ratio_milli / 1000.0);
+    lua_setfield(L, -2, "token_ratio");
+    const char *shared = rf_policy_retry_budget_shared(p);
+    if (shared != NULL) {
+        lua_pushstring(L, shared);
+        lua_setfield(L, -2, "shared");
+    }
+    return 1;
+}
+
 /* policy.gate → a fresh table of the lock's gate thresholds (snake_case keys), or nil when it has none. */
 static int push_gate(lua_State *L, const rf_policy *p) {
     rf_gate_view g;
@@ -733,6 +754,7 @@ static int l_policy_index(lua_State *L) {
         return 1;
     }
     if (strcmp(k, "gate") == 0) return push_gate(L, p);
+    if (strcmp(k, "retry_budget") == 0) return push_retry_budget(L, p);
     if (strcmp(k, "route_count") == 0) {
         lua_pushinteger(L, (lua_Integer)rf_policy_route_count(p));
         return 1;

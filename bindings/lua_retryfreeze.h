@@ -42,8 +42,16 @@ void rfl_open_client_network(lua_State *L);
  * headers, tries, route [, ledger_error]}: the shapes client:request returns (lua_client.c). */
 void rfl_push_try(lua_State *L, const rf_try *t);
 void rfl_push_response(lua_State *L, const rf_response *r);
-/* Registers core.step, core.retry_budget and core.wall_ms (lua_step.c). */
+/* Registers core.step and core.wall_ms (lua_step.c). */
 void rfl_open_step(lua_State *L);
+/* A retry budget (rf.retry_budget) at idx, open: marks it used by one more client (budget:close() then raises)
+ * and sets *out; rfl_retry_budget_release undoes it when the client closes. Raises when idx is no open budget. */
+struct lbudget;
+struct lbudget *rfl_retry_budget_acquire(lua_State *L, int idx, rf_retry_budget **out);
+void rfl_retry_budget_release(struct lbudget *lb);
+void rfl_open_retry_budget(lua_State *L);
+/* rf.retry_budget(policy [, opts]) as a lua_CFunction (for rf.client's retry_budget = {redis=…}). */
+int rfl_retry_budget_new(lua_State *L);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

@@ -1,7 +1,8 @@
 /*
  * Lua binding of the transport-free attempt loop (retryfreeze/attempt_step.h), for rf.flow
  * (lua/retryfreeze/io_flow.lua): core.step(policy, request, opts) → "retryfreeze.Step" with step:begin,
- * step:after and step:finish; core.retry_budget(policy) → "retryfreeze.RetryBudget"; core.wall_ms().
+ * step:after and step:finish; core.wall_ms(). Retry budgets (io.retry_budget) are rf.retry_budget's
+ * (lua_retry_budget.c).
  * The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing and the ledger record all run in
  * attempt_step.c, as for client:request.
  */
@@ -17,7 +18,6 @@
 #include <time.h>
 
 #define STEP_MT "retryfreeze.Step"
-#define BUDGET_MT "retryfreeze.RetryBudget"
 #define RNG_MT "retryfreeze.Rng"
 
 /* User values of a step: everything its C state points into stays alive as long as the step. */
@@ -31,12 +31,9 @@ typedef struct lstep {
     rf_rng *rng;
     rf_rng own_rng; /* when opts.rng is absent: seeded from the OS */
     rf_retry_budget *budget;
+    struct lbudget *budget_use; /* io.retry_budget marked in use (budget:close() raises) until finish or __gc */
     bool began, finished;
 } lstep;
-
-typedef struct lbudget {
-    rf_retry_budget *b;
-} lbudget;
 
 static int64_t wall_now_ms(void) {
     struct timespec ts;
@@ -47,36 +44,6 @@ static int64_t wall_now_ms(void) {
 /* core.wall_ms() → Unix time in ms (CLOCK_REALTIME). */
 static int l_wall_ms(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)wall_now_ms());
-    return 1;
-}
-
-/* core.retry_budget(policy) → a retry budget (gRPC A6 retryThrottling) for the policy's retryBudget, full; inert
- * when the lock has none. Shared by every rf.flow given it (io.retry_budget): one per nginx worker, say. */
-static int l_budget_new(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
-    lbudget *lb = lua_newuserdatauv(L, sizeof *lb, 1);
-    lb->b = NULL;
-    luaL_setmetatable(L, BUDGET_MT);
-    lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1); /* the policy outlives its budget */
-    lb->b = rf_retry_budget_new(p);
-    if (lb->b == NULL) return luaL_error(L, "rf.retry_budget: out of memory");
-    return 1;
-}
-
-static int l_budget_gc(lua_State *L) {
-    lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
-    rf_retry_budget_free(lb->b);
-    lb->b = NULL;
-    return 0;
-}
-
-/* budget:tokens() → the tokens left (a number), or nil when the lock has no retryBudget. */
-static int l_budget_tokens(lua_State *L) {
-    lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
-    int64_t t = lb->b ? rf_retry_budget_tokens_milli(lb->b) : -1;
-    if (t < 0) return 0;
-    lua_pushnumber(L, (lua_Number)t / 1000.0);
     return 1;
 }
 
@@ -129,11 +96,10 @@ static int l_step_new(lua_State *L) {
     }
     lua_setiuservalue(L, ud, SUV_RNG);
     if (lua_getfield(L, 3, "retry_budget") != LUA_TNIL) {
-        lbudget *lb = luaL_testudata(L, -1, BUDGET_MT);
-        if (lb == NULL)
+        if (lua_type(L, -1) != LUA_TUSERDATA)
             return luaL_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
                               luaL_typename(L, -1));
-        ls->budget = lb->b;
+        ls->budget_use = rfl_retry_budget_acquire(L, -1, &ls->budget);
     }
     lua_setiuservalue(L, ud, SUV_BUDGET);
     rf_error err;
@@ -308,6 +274,8 @@ static int l_step_finish(lua_State *L) {
     r->headers_len = head_len;
     ls->finished = true;
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
+    rfl_retry_budget_release(ls->budget_use);
+    ls->budget_use = NULL;
     rfl_push_response(L, r);
     rf_response_clear(r);
     return 1;
@@ -317,6 +285,8 @@ static int l_step_gc(lua_State *L) {
     lstep *ls = luaL_checkudata(L, 1, STEP_MT);
     rf_response_clear(&ls->resp);
     ls->finished = true;
+    rfl_retry_budget_release(ls->budget_use);
+    ls->budget_use = NULL;
     return 0;
 }
 
@@ -331,19 +301,8 @@ void rfl_open_step(lua_State *L) {
     lua_pushliteral(L, STEP_MT);
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
-    static const luaL_Reg budget_methods[] = {{"tokens", l_budget_tokens}, {NULL, NULL}};
-    luaL_newmetatable(L, BUDGET_MT);
-    luaL_newlib(L, budget_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_budget_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, BUDGET_MT);
-    lua_setfield(L, -2, "__metatable");
-    lua_pop(L, 1);
     lua_pushcfunction(L, l_step_new);
     lua_setfield(L, -2, "step");
-    lua_pushcfunction(L, l_budget_new);
-    lua_setfield(L, -2, "retry_budget");
     lua_pushcfunction(L, l_wall_ms);
     lua_setfield(L, -2, "wall_ms");
 }

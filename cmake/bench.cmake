@@ -37,3 +37,10 @@ add_executable(bench_multi bench/bench_multi.c)
 target_compile_options(bench_multi PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_multi PRIVATE PkgConfig::CURL)
 add_dependencies(bench bench_multi)
+
+# bench/bench_budget_redis.c: a decision with the retry budget in Redis vs the process's own (bench/run
+# starts a redis-server on a free loopback port; skipped without one).
+add_executable(bench_budget_redis bench/bench_budget_redis.c)
+target_compile_options(bench_budget_redis PRIVATE ${RF_WARNINGS})
+target_link_libraries(bench_budget_redis PRIVATE retryfreeze_client retryfreeze)
+add_dependencies(bench bench_budget_redis)

@@ -3,7 +3,7 @@
 set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_ledger.c
   bindings/lua_ledger_tally.c bindings/lua_client.c
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c bindings/lua_json.c
-  bindings/lua_glob.c bindings/lua_step.c)
+  bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c)
 
 add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
 target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})

@@ -9,10 +9,19 @@ add_library(retryfreeze_client SHARED
   core/src/client/client_network.c
   core/src/client/client_limits.c
   core/src/client/client_vocabulary.c
+  core/src/client/retry_budget_redis.c
 )
 target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
   $<INSTALL_INTERFACE:include>)
 target_compile_options(retryfreeze_client PRIVATE ${RF_WARNINGS})
-target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL)
+target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
 set_target_properties(retryfreeze_client PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+
+# The shared retry budget's store: semantics with a fake store, and 8 threads on one bucket in a real Redis
+# (started by the test; skipped without redis-server). .ci/tsan runs it under ThreadSanitizer.
+add_executable(test_retry_budget_store spec/core/test_retry_budget_store.c)
+target_compile_options(test_retry_budget_store PRIVATE ${RF_WARNINGS})
+target_link_libraries(test_retry_budget_store PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA Threads::Threads)
+add_test(NAME c_test_retry_budget_store COMMAND test_retry_budget_store)
+set_tests_properties(c_test_retry_budget_store PROPERTIES LABELS "c" TIMEOUT 60)

@@ -26,7 +26,7 @@ foreach(t retryfreeze_static retryfreeze_client_static retryfreeze_lua_static)
 endforeach()
 target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
 target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO)
-target_link_libraries(retryfreeze_client_static PRIVATE PkgConfig::CURL)
+target_link_libraries(retryfreeze_client_static PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
 target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
 target_link_libraries(retryfreeze_lua_static PRIVATE PkgConfig::CJSON)
 set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
@@ -110,7 +110,7 @@ Name: retryfreeze
 Description: Retry decisions from a pinned policy and transport facts (engine, libcurl client, Lua binding)
 Version: @PROJECT_VERSION@
 Requires: libcjson
-Requires.private: libcrypto libcurl
+Requires.private: libcrypto libcurl hiredis
 Libs: -L${libdir} -lretryfreeze_lua -lretryfreeze_client -lretryfreeze
 Cflags: -I${includedir}
 ]=])

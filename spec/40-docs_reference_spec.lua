@@ -184,6 +184,7 @@ describe("docs/lock.md", function()
     backoff = allowed(with('"backoff": {"zzz": 1}')),
     retryAfter = allowed(with('"retryAfter": {"zzz": 1}')),
     retryBudget = allowed(with('"retryBudget": {"zzz": 1}')),
+    ["retryBudget.shared"] = allowed(with('"retryBudget": {"maxTokens": 1, "tokenRatio": 1, "shared": {"zzz": 1}}')),
     gate = allowed(with('"gate": {"zzz": 1}')),
   }
   local fields = assert(top["Fields"], "docs/lock.md has no '## Fields'")
@@ -194,7 +195,7 @@ describe("docs/lock.md", function()
     for _, ctx in ipairs({ "flat", "multi", "defaults", "route" }) do
       for _, k in ipairs(contexts[ctx]) do accepted[k] = true end
     end
-    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "gate" }) do
+    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "retryBudget.shared", "gate" }) do
       for _, k in ipairs(contexts[obj]) do accepted[k == "$comment" and k or obj .. "." .. k] = true end
     end
     local documented = {}
@@ -227,7 +228,19 @@ describe("docs/lock.md", function()
     table.move(route, 1, #route, #flat + 1, flat)
     assert.same(sorted(contexts.flat), sorted(flat))
     for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "gate" }) do
-      local list = names(obj, obj .. ".")
+      local list, nested = {}, {} -- a nested object's keys (retryBudget.shared.name) sit in its parent's table
+      for _, n in ipairs(names(obj, obj .. ".")) do
+        local parent, key = n:match("^(.-)%.([^.]+)$")
+        if parent then
+          nested[parent] = nested[parent] or { "$comment" }
+          table.insert(nested[parent], key)
+        else
+          list[#list + 1] = n
+        end
+      end
+      for parent, keys in pairs(nested) do
+        assert.same(sorted(assert(contexts[obj .. "." .. parent], obj .. "." .. parent)), sorted(keys))
+      end
       list[#list + 1] = "$comment"
       assert.same(sorted(contexts[obj]), sorted(list))
     end

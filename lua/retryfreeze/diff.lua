@@ -624,6 +624,15 @@ local function compare_retry_budget(a, b, out)
         out[#out + 1] = change(b[k] > a[k] and "widening" or "narrowing", M.POLICY, "retryBudget." .. k, a[k], b[k])
       end
     end
+    -- A fleet-wide bucket throttles more than one per process: adding it narrows; removing it, or renaming it
+    -- (a fresh, full bucket that no process has drawn on yet), widens.
+    local name_a, name_b = a.shared and a.shared.name, b.shared and b.shared.name
+    if name_a ~= name_b then
+      local kind = name_b == nil and "widening" or name_a == nil and "narrowing" or "widening"
+      out[#out + 1] = change(kind, M.POLICY, "retryBudget.shared.name", name_a, name_b,
+        "retryBudget.shared " .. (name_a or "none (one bucket per process)") .. " → "
+          .. (name_b or "none (one bucket per process)"))
+    end
   end
 end
 

@@ -84,7 +84,12 @@ M.client = core.client
 --- client:request, with the same outcomes, reasons, tries and ledger line (docs/embedding.md).
 M.flow = require("retryfreeze.io_flow").flow
 
---- A retry budget (gRPC A6 retryThrottling) for rf.flow's io.retry_budget: rf.retry_budget(policy).
+--- A retry budget (gRPC A6 retryThrottling) that clients and flows can share; needs the lock's retryBudget.
+-- rf.retry_budget(policy) keeps the bucket in this process; rf.retry_budget(policy, {redis = "redis://host:
+-- port/db", timeout_ms = 20, idle_ttl_ms = 3600000}) keeps it in Redis under retryBudget.shared.name, shared by
+-- every process of a fleet; a decision waits at most timeout_ms for Redis, then uses the local bucket
+-- (verdict.budget = "local-fallback"). budget:tokens(), budget:is_shared(), budget:close().
+-- Pass it as rf.client{…, retry_budget = budget}; rf.client{…, retry_budget = {redis = …}} makes one.
 M.retry_budget = core.retry_budget
 
 --- A random idempotency key: a UUID v4 from the OS CSPRNG.

@@ -151,8 +151,8 @@ end
 -- Tallies one ledger into the per-route scopes (counted in C by core.ledger_tally, so a long ledger makes no
 -- Lua table per record); raises "path:line: corrupt ledger line: …" (unless skip_corrupt) or "cannot open
 -- ledger …".
-local function add_file(scopes, path, skip_corrupt, result, after_line)
-  local tallied, info = core.ledger_tally(path, skip_corrupt, nil, after_line or 0)
+local function add_file(scopes, path, skip_corrupt, result, after_line, by)
+  local tallied, info = core.ledger_tally(path, skip_corrupt, nil, after_line or 0, by)
   for route, t in pairs(tallied) do
     local s = scopes[route]
     if s then merge(s, t) else scopes[route] = t end
@@ -176,6 +176,8 @@ end
 -- @param opts table|nil: {skip_corrupt = true} counts corrupt lines instead of stopping at the first;
 --   {after_line = {[path] = n}} reads but does not count lines 1..n of that file (what a run appended is
 --   summarized apart from what the ledger held before)
+--   {by = "host"} groups by the ledger's host field (by_host = {[host] = scope}, "" for lines without a
+--   host) instead of by route (by_route, the default)
 -- @return stats, or nil, message ("path:line: corrupt ledger line: …", "cannot open ledger …",
 --   "no file matches '…'"). stats:
 --   {files = {path…}, lines = n (lines read, torn and corrupt included), torn = {[path] = line},
@@ -211,10 +213,15 @@ function M.stats(paths, opts)
   local files, why = glob.resolve(paths)
   if not files then return nil, why end
   local skip = opts and opts.skip_corrupt or false
+  local by = opts and opts.by or "route"
+  if by ~= "route" and by ~= "host" then
+    error("bad argument #2 to 'stats' (by must be \"route\" or \"host\", got " .. tostring(by) .. ")", 2)
+  end
   local scopes = {}
   local result = { files = files, lines = 0, torn = {}, torn_lines = 0, corrupt = {}, corrupt_lines = 0 }
   for _, path in ipairs(files) do
-    local ok, err = pcall(add_file, scopes, path, skip, result, opts and opts.after_line and opts.after_line[path])
+    local ok, err = pcall(add_file, scopes, path, skip, result, opts and opts.after_line and opts.after_line[path],
+      by)
     if not ok then
       -- The binding raises with luaL_error, which prefixes the calling Lua line; the message already names
       -- the ledger file and line, so drop this module's position.
@@ -228,7 +235,7 @@ function M.stats(paths, opts)
   end
   local r = finish(total)
   for k, v in pairs(result) do r[k] = v end
-  r.by_route = by_route
+  r["by_" .. by] = by_route
   return r
 end
 
@@ -342,14 +349,16 @@ function M.render(s)
     end
   end
   line("")
-  line("  %-28s %9s %9s %9s %9s %9s %8s %8s %8s", "route", "requests", "success", "terminal", "retried-ok",
-    "att/ok", "p50", "p95", "p99")
-  local routes = {}
-  for r in pairs(s.by_route) do routes[#routes + 1] = r end
-  table.sort(routes)
-  for _, route in ipairs(routes) do
-    local r = s.by_route[route]
-    line("  %-28s %9d %9s %9s %9s %9.3f %8d %8d %8d", M.route_label(route), r.requests, pct(r.success_rate),
+  local by, label = s.by_route, M.route_label
+  if s.by_host then by, label = s.by_host, function(h) return h == "" and "(no host)" or h end end
+  line("  %-28s %9s %9s %9s %9s %9s %8s %8s %8s", s.by_host and "host" or "route", "requests", "success",
+    "terminal", "retried-ok", "att/ok", "p50", "p95", "p99")
+  local keys = {}
+  for k in pairs(by) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    local r = by[key]
+    line("  %-28s %9d %9s %9s %9s %9.3f %8d %8d %8d", label(key), r.requests, pct(r.success_rate),
       pct(r.terminal_rate), pct(r.retried_success_ratio), r.attempts_per_success, r.elapsed_ms.p50,
       r.elapsed_ms.p95, r.elapsed_ms.p99)
   end

@@ -38,7 +38,9 @@ function M.start(opts)
     os.execute("kill " .. pid .. " 2>/dev/null")
     p:close()
   end
-  return up
+  -- A caller that raises before stop() must not leave the server running: closing the pipe alone (at exit)
+  -- would wait for it. Finalizers run in reverse order of creation, so this one runs before the pipe's.
+  return setmetatable(up, { __gc = up.stop })
 end
 
 --- The upstream's counters, read with GET /__stats through a one-attempt client (loopback only).

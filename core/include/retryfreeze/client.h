@@ -79,6 +79,8 @@ typedef struct rf_client_options {
     size_t n_headers;
     uint64_t rng_seed;         /* jitter seed */
     bool retry_budget;         /* use the lock's retryBudget (client-wide token bucket) */
+    rf_retry_budget *budget;   /* optional, borrowed (must outlive the client): use this budget instead, e.g. a
+                                  shared one from rf_retry_budget_redis_new, or one several clients share */
     bool follow_redirects;     /* default false: a 3xx is a success, returned as is. true: 301/302/303/307/308 are
                                   followed by the client, one try per hop (RFC 9110 §15.4, see client_redirect.c) */
     int max_redirects;         /* with follow_redirects: 3xx followed per attempt, 1..RF_MAX_REDIRECTS; 0 = 10. One
@@ -122,6 +124,7 @@ typedef struct rf_try {
     char retry_after[256];       /* the raw value of its wait header (the one the verdict used, else the first
                                     present of the route's retryAfter.headers), "" when none */
     char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
+    rf_budget_source budget;     /* the retry budget the verdict after it used (none, local, shared, local-fallback) */
     char error[128];             /* curl's message for a transport failure, "" otherwise */
 } rf_try;
 
@@ -147,7 +150,8 @@ typedef struct rf_response {
                           owned: freed by rf_response_clear (allocated as they come, so a response costs what it
                           used) */
     const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
-    char ledger_error[256]; /* "" or why the ledger append failed (the request itself is unaffected) */
+    rf_budget_source budget; /* the retry budget the request used; local-fallback if any decision fell back */
+    char ledger_error[256];  /* "" or why the ledger append failed (the request itself is unaffected) */
 } rf_response;
 
 /* Frees what a response owns and zeroes it; safe on a zeroed response and twice. */

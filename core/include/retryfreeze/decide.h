@@ -78,6 +78,7 @@ typedef struct rf_verdict {
     long route;                     /* index of the deciding route, -1 when none */
     bool class_retryable;           /* the failure class is retryable on the deciding route (its retryable list
                                        wins over notRetryable as in the lock); false for success and no route */
+    rf_budget_source budget;        /* which retry budget this verdict used: none, local, shared, local-fallback */
 } rf_verdict;
 
 typedef struct rf_retry_budget rf_retry_budget;
@@ -177,8 +178,31 @@ RF_API int rf_policy_class_attempts(const rf_policy *p, size_t route, int status
  */
 RF_API rf_retry_budget *rf_retry_budget_new(const rf_policy *p);
 RF_API void rf_retry_budget_free(rf_retry_budget *b);
-/* Current tokens × 1000 (0..maxTokens × 1000); -1 for an inert budget. */
+/* Current tokens × 1000 (0..maxTokens × 1000) of the local bucket; -1 for an inert budget. */
 RF_API int64_t rf_retry_budget_tokens_milli(const rf_retry_budget *b);
+
+/*
+ * A shared token store: the same token bucket held for a whole fleet (gRPC A6 semantics, kept by a server
+ * such as Redis: see retryfreeze/retry_budget_redis.h). add applies delta_milli to the shared bucket,
+ * clamped to [0, max_milli] (a bucket the store has not seen starts full, at max_milli), and sets
+ * *tokens_milli to the new count; it returns false when the store could not answer (down, slow), and must
+ * then have waited no longer than its own timeout. free releases ctx (may be NULL). Both must be
+ * thread-safe when the budget is shared between threads.
+ */
+typedef struct rf_retry_budget_store {
+    bool (*add)(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli);
+    void (*free)(void *ctx);
+    void *ctx;
+} rf_retry_budget_store;
+
+/*
+ * Puts the budget's bucket in a shared store: from now on rf_decide applies each attempt's effect there
+ * (verdict budget "shared"). When store->add fails, the decision uses and updates this budget's local
+ * bucket instead (verdict budget "local-fallback"): a store outage never means unlimited retries. The budget
+ * takes ownership of store->ctx (freed by rf_retry_budget_free). RF_EINVAL when the budget is inert (the lock
+ * has no retryBudget), already has a store, or store/add is NULL.
+ */
+RF_API rf_status rf_retry_budget_set_store(rf_retry_budget *b, const rf_retry_budget_store *store, rf_error *err);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,8 @@
  *    "ok":true,"status":200,"body_len":17,"tries":[{"class":"HTTP_503","status":503,"elapsed_ms":20,
  *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after"},…]}
  * retry_after_header is written only when set (a line without it reads as NULL), so lines without a wait
- * header are byte-identical to those of earlier versions.
+ * header are byte-identical to those of earlier versions. After tries come, only when set, "host":"web-3"
+ * (a writer writes its host on every line) and "budget":"shared" (which retry budget the request used).
  * Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
@@ -84,6 +85,9 @@ typedef struct rf_ledger_record {
     int64_t body_len;
     size_t n_tries;
     rf_ledger_try tries[RF_LEDGER_MAX_TRIES];
+    /* Optional, written after tries only when set (older lines have neither): */
+    const char *host;   /* who wrote the line; rf_ledger_append fills in the ledger's host when NULL */
+    const char *budget; /* the retry budget the request used: "local", "shared", "local-fallback"; NULL = none */
 } rf_ledger_record;
 
 typedef enum rf_ledger_fsync { RF_LEDGER_FSYNC_NONE = 0, RF_LEDGER_FSYNC_LINE = 1 } rf_ledger_fsync;
@@ -111,6 +115,16 @@ RF_API rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf
  * longer than RF_LEDGER_MAX_LINE. RF_ENOMEM. Nothing is written unless RF_OK or RF_EIO is returned.
  */
 RF_API rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err);
+
+/* Longest host name a ledger records. */
+#define RF_LEDGER_MAX_HOST 255
+
+/*
+ * Sets the host written on each of l's lines whose record has no host of its own. A new ledger starts with
+ * this machine's name (gethostname(2)); "" writes no host field. RF_EINVAL: NULL l or host, a host over
+ * RF_LEDGER_MAX_HOST bytes or not printable ASCII.
+ */
+RF_API rf_status rf_ledger_set_host(rf_ledger *l, const char *host, rf_error *err);
 
 /* Closes the descriptor and frees l (always, even on error); NULL is a no-op. Returns RF_EIO if close(2)
  * reported an error. */

@@ -119,6 +119,15 @@ RF_API long rf_policy_match(const rf_policy *p, const char *method, size_t metho
  */
 RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli);
 
+/* Longest retryBudget.shared.name. */
+#define RF_SHARED_BUDGET_NAME_MAX 64
+
+/*
+ * The name of the fleet-wide bucket the lock's retry budget lives in (lock field retryBudget.shared.name,
+ * docs/lock.md), or NULL when the budget is the process's own (or the lock has none). Valid while p lives.
+ */
+RF_API const char *rf_policy_retry_budget_shared(const rf_policy *p);
+
 /*
  * The lock's optional "gate" object: thresholds `retryfreeze gate` and `soak` apply to ledger stats, kept in
  * the reviewed file beside the budget they judge. Ratios are × 1000 (3 decimal places in the lock); a

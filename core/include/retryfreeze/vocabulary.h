@@ -116,6 +116,14 @@ typedef enum rf_retry_after_use { RF_RETRY_AFTER_USES(RF_X_ENUM2) RF_RA_USE_COUN
     X(RF_WAIT_GRPC_RETRY_PUSHBACK_MS, "grpc-retry-pushback-ms")
 
 typedef enum rf_wait_header { RF_WAIT_HEADERS(RF_X_ENUM2) RF_WAIT_HEADER_COUNT } rf_wait_header;
+/* Which retry budget a verdict used (verdict field budget, ledger field "budget"). */
+#define RF_BUDGET_SOURCES(X)                                                                            \
+    X(RF_BUDGET_NONE, "none")     /* no budget, or the verdict did not touch it (no route, unpinned) */ \
+    X(RF_BUDGET_LOCAL, "local")   /* the process's own token bucket */                                  \
+    X(RF_BUDGET_SHARED, "shared") /* the fleet's bucket in a shared store (Redis) */                    \
+    X(RF_BUDGET_LOCAL_FALLBACK, "local-fallback") /* the shared store did not answer in time */
+
+typedef enum rf_budget_source { RF_BUDGET_SOURCES(RF_X_ENUM2) RF_BUDGET_SOURCE_COUNT } rf_budget_source;
 
 /* Strings for the enums above; "?" for an out-of-range value. */
 RF_API const char *rf_reason_name(rf_reason r);
@@ -123,6 +131,7 @@ RF_API const char *rf_transport_name(rf_transport t);
 RF_API const char *rf_jitter_name(rf_jitter j);
 RF_API const char *rf_retry_after_use_name(rf_retry_after_use u);
 RF_API const char *rf_wait_header_name(rf_wait_header h);
+RF_API const char *rf_budget_source_name(rf_budget_source s);
 
 /*
  * Parses a transport outcome string ("ok", "timeout", …; exact, case-sensitive) of length len.

@@ -18,6 +18,7 @@ bool rf_step_verdict(const rf_policy *p, const rf_facts *facts, rf_rng *rng, rf_
     }
     memcpy(t->class_name, v->class_name, sizeof t->class_name);
     t->reason = v->reason;
+    t->budget = v->budget;
     t->retry_after[0] = t->retry_after_header[0] = '\0';
     if (v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT &&
         facts->hints[v->retry_after_header] != NULL) {
@@ -49,6 +50,9 @@ void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason,
     long route = rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path));
     rf_route_view rv;
     r->route = route >= 0 && rf_policy_route(p, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;
+    r->budget = RF_BUDGET_NONE; /* the worst of its verdicts': none < local < shared < local-fallback */
+    for (size_t i = 0; i < r->n_tries; i++)
+        if (r->tries[i].budget > r->budget) r->budget = r->tries[i].budget;
     if (ledger == NULL) return;
     rf_ledger_record rec = {.ts_ms = wall_ms};
     rec.route = r->route ? r->route : "";
@@ -64,6 +68,7 @@ void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason,
     rec.status = r->status;
     rec.body_len = (int64_t)r->body_len;
     rec.n_tries = r->n_tries;
+    rec.budget = r->budget != RF_BUDGET_NONE ? rf_budget_source_name(r->budget) : NULL;
     for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
         const rf_try *t = &r->tries[i];
         rec.tries[i] = (rf_ledger_try){.class_name = t->class_name,

@@ -55,7 +55,12 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
         if (c->headers[i] == NULL) goto nomem;
         c->n_headers++;
     }
-    if (opts->retry_budget && (c->budget = rf_retry_budget_new(opts->policy)) == NULL) goto nomem;
+    if (opts->budget != NULL) {
+        c->budget = opts->budget;
+    } else if (opts->retry_budget) {
+        if ((c->budget = rf_retry_budget_new(opts->policy)) == NULL) goto nomem;
+        c->owns_budget = true;
+    }
     rf_status nst = rfi_network_init(c, opts, err);
     if (nst != RF_OK) {
         rf_client_free(c);
@@ -79,7 +84,7 @@ void rf_client_free(rf_client *c) {
     free(c->headers);
     free(c->base_url);
     rfi_network_free(c);
-    rf_retry_budget_free(c->budget);
+    if (c->owns_budget) rf_retry_budget_free(c->budget);
     free(c);
     curl_global_cleanup();
 }

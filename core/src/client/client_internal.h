@@ -30,6 +30,7 @@ struct rf_client {
     CURL *easy; /* reused for sequential requests: keep-alive */
     rf_rng rng;
     rf_retry_budget *budget; /* NULL without retry_budget */
+    bool owns_budget;        /* false when the caller passed its own (options.budget) */
     bool follow_redirects;
     int max_redirects; /* followed 3xx per attempt, 1..RF_MAX_REDIRECTS */
     size_t max_body_bytes;

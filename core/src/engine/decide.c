@@ -69,13 +69,13 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
     if (st != RF_OK) return st;
     out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
-        rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget));
+        rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
         stop(out, RF_REASON_SUCCESS);
         return RF_OK;
     }
     bool retryable = rfi_class_retryable(r, f->status, f->transport);
     out->class_retryable = retryable;
-    int64_t tokens = retryable ? rfi_retry_budget_add(budget, -1000) : -1;
+    int64_t tokens = retryable ? rfi_retry_budget_add(budget, -1000, &out->budget) : -1;
     if (f->attempts >= r->max_attempts) {
         stop(out, RF_REASON_MAX_ATTEMPTS);
         return RF_OK;

@@ -94,6 +94,7 @@ struct rf_policy {
     bool transparent_retry_off; /* the lock's transparentRetry: false */
     int64_t budget_max_tokens_milli;
     int64_t budget_token_ratio_milli;
+    char budget_shared_name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* retryBudget.shared.name, "" when absent */
     char *canonical;
     char *pretty;
     char digest[7 + 64 + 1];
@@ -165,7 +166,7 @@ bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b);
 int64_t rfi_backoff(const rfi_route *r, int attempts, rf_rng *rng);
 
 /* Retry budget internals (retry_budget.c). */
-int64_t rfi_retry_budget_add(rf_retry_budget *b, int64_t delta_milli);
+int64_t rfi_retry_budget_add(rf_retry_budget *b, int64_t delta_milli, rf_budget_source *source);
 bool rfi_retry_budget_throttled(const rf_retry_budget *b, int64_t tokens_milli);
 int64_t rfi_retry_budget_ratio(const rf_retry_budget *b);
 

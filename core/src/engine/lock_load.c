@@ -372,7 +372,47 @@ static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_e
 typedef struct budget_cfg {
     bool present;
     int64_t max_tokens_milli, ratio_milli;
+    char shared_name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* "" = the bucket is the process's own */
 } budget_cfg;
+
+/* retryBudget.shared = {name}: the bucket a fleet shares in a store (docs/lock.md). The name becomes part of a
+ * store key, so it is 1..64 of [A-Za-z0-9._-]. */
+static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
+    char sub[PATH_CAP];
+    if (!cJSON_IsObject(obj)) {
+        rfi_fail(err, path, "must be an object {name}, got %s", type_name(obj));
+        return false;
+    }
+    bool has_name = false;
+    for (const cJSON *c = obj->child; c != NULL; c = c->next) {
+        child_path(sub, path, c->string);
+        if (strcmp(c->string, "name") == 0) {
+            const char *s;
+            size_t len;
+            if (!get_string(c, sub, &s, &len, err)) return false;
+            if (len == 0 || len > RF_SHARED_BUDGET_NAME_MAX ||
+                strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                          "0123456789._-") != len) {
+                rfi_fail(err, sub,
+                         "must be 1..%d characters of A-Z a-z 0-9 . _ - (it names a shared bucket), got \"%s\"",
+                         RF_SHARED_BUDGET_NAME_MAX, s);
+                return false;
+            }
+            memcpy(b->shared_name, s, len + 1);
+            has_name = true;
+        } else if (strcmp(c->string, "$comment") == 0) {
+            if (!comment_ok(c, path, err)) return false;
+        } else {
+            return unknown_key(c, path, "name, $comment", err);
+        }
+    }
+    if (!has_name) {
+        child_path(sub, path, "name");
+        rfi_fail(err, sub, "is required in retryBudget.shared (no default)");
+        return false;
+    }
+    return true;
+}
 
 /* gRPC A6 retryThrottling: maxTokens in (0, 1000], tokenRatio > 0 with at most 3 decimal places. */
 static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
@@ -392,10 +432,12 @@ static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b
         } else if (strcmp(c->string, "tokenRatio") == 0) {
             if (!get_milli(c, sub, 0.001, 1000.0, &b->ratio_milli, err)) return false;
             has_ratio = true;
+        } else if (strcmp(c->string, "shared") == 0) {
+            if (!parse_shared_budget(c, sub, b, err)) return false;
         } else if (strcmp(c->string, "$comment") == 0) {
             if (!comment_ok(c, path, err)) return false;
         } else {
-            return unknown_key(c, path, "maxTokens, tokenRatio, $comment", err);
+            return unknown_key(c, path, "maxTokens, tokenRatio, shared, $comment", err);
         }
     }
     if (!has_max || !has_ratio) {
@@ -1002,6 +1044,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     p->has_retry_budget = budget.present;
     p->budget_max_tokens_milli = budget.max_tokens_milli;
     p->budget_token_ratio_milli = budget.ratio_milli;
+    memcpy(p->budget_shared_name, budget.shared_name, sizeof p->budget_shared_name);
     p->gate = gate;
     p->transparent_retry_off = transparent_off;
     p->gate.view.forbid_reasons = p->gate.reason_ptrs;

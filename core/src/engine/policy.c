@@ -131,6 +131,10 @@ static cJSON *policy_json(const rf_policy *p, bool full) {
         if (b == NULL || !cJSON_AddNumberToObject(b, "maxTokens", (double)(p->budget_max_tokens_milli / 1000)) ||
             !cJSON_AddNumberToObject(b, "tokenRatio", (double)p->budget_token_ratio_milli / 1000.0))
             goto fail;
+        if (p->budget_shared_name[0] != '\0') {
+            cJSON *s = cJSON_AddObjectToObject(b, "shared");
+            if (s == NULL || !cJSON_AddStringToObject(s, "name", p->budget_shared_name)) goto fail;
+        }
     } else if (!cJSON_AddNullToObject(root, "retryBudget")) {
         goto fail;
     }
@@ -273,6 +277,10 @@ bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {
     }
     *out = p->gate.view;
     return true;
+}
+
+const char *rf_policy_retry_budget_shared(const rf_policy *p) {
+    return p != NULL && p->has_retry_budget && p->budget_shared_name[0] != '\0' ? p->budget_shared_name : NULL;
 }
 
 bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli) {

@@ -11,6 +11,7 @@ static const char *const transport_names[] = {RF_TRANSPORTS(RF_X_STR)};
 static const char *const jitter_names[] = {RF_JITTERS(RF_X_STR)};
 static const char *const retry_after_use_names[] = {RF_RETRY_AFTER_USES(RF_X_STR)};
 static const char *const wait_header_names[] = {RF_WAIT_HEADERS(RF_X_STR)};
+static const char *const budget_source_names[] = {RF_BUDGET_SOURCES(RF_X_STR)};
 
 const char *rf_reason_name(rf_reason r) { return (unsigned)r < RF_REASON_COUNT ? reason_names[r] : "?"; }
 
@@ -20,6 +21,10 @@ const char *rf_jitter_name(rf_jitter j) { return (unsigned)j < RF_JITTER_COUNT ?
 
 const char *rf_retry_after_use_name(rf_retry_after_use u) {
     return (unsigned)u < RF_RA_USE_COUNT ? retry_after_use_names[u] : "?";
+}
+
+const char *rf_budget_source_name(rf_budget_source s) {
+    return (unsigned)s < RF_BUDGET_SOURCE_COUNT ? budget_source_names[s] : "?";
 }
 
 int rf_transport_parse(const char *s, size_t len, rf_transport *out) {

@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <string.h>
 
-#define MAX_STRINGS (6 + 3 * RF_LEDGER_MAX_TRIES)
+#define MAX_STRINGS (8 + 3 * RF_LEDGER_MAX_TRIES)
 
 typedef struct cursor {
     const char *p, *end;
@@ -108,6 +108,8 @@ bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
         } while (LIT(&c, ","));
         ok = LIT(&c, "]");
     }
+    if (ok && LIT(&c, ",\"host\":\"")) ok = str(&c, &rec->host);
+    if (ok && LIT(&c, ",\"budget\":\"")) ok = str(&c, &rec->budget);
     ok = ok && LIT(&c, "}") && c.p == c.end;
     /* ts: exactly the writer's format and a real date, as the strict parser demands. */
     if (!ok || ts + RFI_LEDGER_TS_LEN != c.ends[0] || !rfi_ledger_ts_parse(ts, RFI_LEDGER_TS_LEN, &rec->ts_ms)) {

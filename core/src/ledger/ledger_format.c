@@ -1,6 +1,7 @@
 /*
  * A ledger record as one JSON line. Fields always appear in this order, every one of them present:
  *   ts, route, method, path, key, policy, attempts, elapsed_ms, outcome, reason, ok, status, body_len, tries
+ * then, only when set, host and budget.
  * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent).
  * Integers are emitted as raw number tokens ("%" PRId64): cJSON's own number printer goes through a double
  * and "%1.15g", which prints 1e15 as "1e+15" and 2^53 as "9.00719925474099e+15" (lossy).
@@ -79,6 +80,8 @@ static bool check_record(const rf_ledger_record *rec, rf_error *err) {
         !check_string(rec->policy, false, "$.", "policy", &total, err) ||
         !check_string(rec->outcome, false, "$.", "outcome", &total, err) ||
         !check_string(rec->reason, false, "$.", "reason", &total, err) ||
+        !check_string(rec->host, true, "$.", "host", &total, err) ||
+        !check_string(rec->budget, true, "$.", "budget", &total, err) ||
         !check_int(rec->elapsed_ms, "$.", "elapsed_ms", err) || !check_int(rec->body_len, "$.", "body_len", err)) {
         return false;
     }
@@ -214,6 +217,8 @@ static cJSON *build(const rf_ledger_record *rec) {
     for (size_t i = 0; ok && i < rec->n_tries; i++) {
         ok = put_try(tries, &rec->tries[i]);
     }
+    if (ok && rec->host) ok = put(root, "host", cJSON_CreateString(rec->host));
+    if (ok && rec->budget) ok = put(root, "budget", cJSON_CreateString(rec->budget));
     if (!ok) {
         cJSON_Delete(root);
         return NULL;

@@ -26,11 +26,14 @@ enum record_field {
     F_STATUS,
     F_BODY_LEN,
     F_TRIES,
+    F_REQUIRED, /* the fields above are required; host and budget came later and are optional */
+    F_HOST = F_REQUIRED,
+    F_BUDGET,
     F_COUNT
 };
-static const char *const record_fields[F_COUNT] = {"ts",     "route",    "method",     "path",    "key",
-                                                   "policy", "attempts", "elapsed_ms", "outcome", "reason",
-                                                   "ok",     "status",   "body_len",   "tries"};
+static const char *const record_fields[F_COUNT] = {"ts",       "route",      "method",  "path",   "key", "policy",
+                                                   "attempts", "elapsed_ms", "outcome", "reason", "ok",  "status",
+                                                   "body_len", "tries",      "host",    "budget"};
 
 enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_RETRY_AFTER_HEADER, T_COUNT };
 static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",        "delay_ms",
@@ -257,7 +260,7 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
     if (!collect(root, record_fields, F_COUNT, f, "$.", c)) {
         return false;
     }
-    for (size_t i = 0; i < F_COUNT; i++) {
+    for (size_t i = 0; i < F_REQUIRED; i++) {
         if (!f[i]) {
             return refuse(c, "missing field \"$.%s\"", record_fields[i]);
         }
@@ -285,7 +288,9 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
            want_string(f[F_OUTCOME], false, "$.", "outcome", &rec->outcome, c) &&
            want_string(f[F_REASON], false, "$.", "reason", &rec->reason, c) &&
            want_int32(f[F_STATUS], "$.", "status", &rec->status, c) &&
-           want_int53(f[F_BODY_LEN], "$.", "body_len", &rec->body_len, c) && fill_tries(f[F_TRIES], rec, c);
+           want_int53(f[F_BODY_LEN], "$.", "body_len", &rec->body_len, c) && fill_tries(f[F_TRIES], rec, c) &&
+           (!f[F_HOST] || want_string(f[F_HOST], false, "$.", "host", &rec->host, c)) &&
+           (!f[F_BUDGET] || want_string(f[F_BUDGET], false, "$.", "budget", &rec->budget, c));
 }
 
 rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,

@@ -23,7 +23,8 @@ struct rf_ledger {
     rf_ledger_fsync fsync_mode;
     char *line;      /* scratch buffer: the record plus '\n', reused across appends */
     size_t line_cap; /* its size; RF_LEDGER_MAX_LINE + 1 for the longest line (+ 1 after a torn write) */
-    char path[];     /* for error messages */
+    char host[RF_LEDGER_MAX_HOST + 1]; /* written on lines whose record has no host; "" = none */
+    char path[];                       /* for error messages */
 };
 
 /*
@@ -99,7 +100,30 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
         free(l);
         return st;
     }
+    if (gethostname(l->host, sizeof l->host) != 0) l->host[0] = '\0';
+    l->host[sizeof l->host - 1] = '\0';
     *out = l;
+    return RF_OK;
+}
+
+static bool host_ok(const char *host, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)host[i] < 0x21 || (unsigned char)host[i] > 0x7e) return false;
+    return true;
+}
+
+rf_status rf_ledger_set_host(rf_ledger *l, const char *host, rf_error *err) {
+    if (!l || !host) {
+        rfi_ledger_error(err, l ? "host" : "l", 0, 0, "%s is NULL", l ? "host" : "l");
+        return RF_EINVAL;
+    }
+    size_t len = strlen(host);
+    if (len > RF_LEDGER_MAX_HOST || !host_ok(host, len)) {
+        rfi_ledger_error(err, "host", 0, 0, "host must be at most %d bytes of printable ASCII without spaces",
+                         RF_LEDGER_MAX_HOST);
+        return RF_EINVAL;
+    }
+    memcpy(l->host, host, len + 1);
     return RF_OK;
 }
 
@@ -131,6 +155,12 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     if (!l) {
         rfi_ledger_error(err, "l", 0, 0, "l is NULL");
         return RF_EINVAL;
+    }
+    rf_ledger_record with_host;
+    if (rec && !rec->host && l->host[0]) {
+        with_host = *rec;
+        with_host.host = l->host;
+        rec = &with_host;
     }
     char *json = rfi_ledger_format_line(rec, &len, &status, err);
     if (!json) {

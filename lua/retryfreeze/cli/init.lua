@@ -10,7 +10,7 @@ local cli_args = require "retryfreeze.cli.args"
 local M = {}
 
 local commands = { "check", "decide", "run", "demo", "serve", "stats", "gate", "report", "soak", "model", "diff",
-  "signoff", "verify" }
+  "signoff", "verify", "budget" }
 
 --- The subcommand names, in help order (a name whose module is absent is skipped).
 M.commands = commands

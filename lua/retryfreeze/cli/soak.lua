@@ -120,7 +120,8 @@ function M.run(args, out, err, bindir)
     url = up.url
   end
   local ledger = assert(rf.ledger.open(ledger_path))
-  local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed, retry_budget = true }
+  local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed,
+    retry_budget = policy.retry_budget ~= nil }
   local flow
   if opts.script then
     local chunk, load_err = require("retryfreeze.flow").load(opts.script)

@@ -8,7 +8,7 @@ local openmetrics = require "retryfreeze.openmetrics"
 
 local M = {
   summary = "summarize ledgers: success, retried successes, attempts, latency, reasons, by route",
-  usage = "retryfreeze stats LEDGER… [--json | --format text|json|openmetrics] [--skip-corrupt]\n\n"
+  usage = "retryfreeze stats LEDGER… [--json | --format text|json|openmetrics] [--skip-corrupt] [--by route|host]\n\n"
     .. "  Streams the ledgers (rotated files too: a quoted glob such as 'ledger.jsonl*' is expanded) and prints\n"
     .. "  requests, successes, terminal failure rate, retried-success ratio, attempts per success and per\n"
     .. "  request, p50/p95/p99 of elapsed_ms, outcomes and reasons with counts, and the same by route.\n"
@@ -16,11 +16,12 @@ local M = {
     .. "  --format F      text (the default), json, or openmetrics: metrics text for Prometheus (counters,\n"
     .. "                  ratio gauges and a request-duration histogram in seconds, by route; ends in # EOF)\n"
     .. "  --skip-corrupt  count and skip corrupt lines (default: stop at the first, naming file and line)\n"
+    .. "  --by host       group by the host that wrote each line (ledgers from a fleet) instead of by route\n"
     .. "  A torn line (a write cut short) is reported and skipped, never counted as a request.\n"
     .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
 }
 
-local spec = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag" }
+local spec = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag", ["--by"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
@@ -32,7 +33,7 @@ M.json_order = { "files", "lines", "torn", "torn_lines", "corrupt", "corrupt_lin
   "terminal_rate", "retried_success_ratio", "attempts_per_success", "attempts_per_request", "retry_ratio",
   "ts_min_ms", "ts_max_ms", "elapsed_ms", "p50", "p95", "p99", "min", "max", "mean", "elapsed_ms_sum", "elapsed_buckets",
   "le_ms", "count", "by_attempts", "by_outcome", "by_reason", "reasons", "retried_classes", "retry_after",
-  "by_route" }
+  "by_route", "by_host" }
 
 --- Runs `retryfreeze stats`.
 -- @param args array of strings: the arguments after "stats"
@@ -50,7 +51,15 @@ function M.run(args, out, err)
       or "--format must be text, json or openmetrics, got '" .. format .. "'", "\nusage: ", M.usage, "\n")
     return 2
   end
-  local s, why = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt })
+  if opts.by ~= nil and opts.by ~= "route" and opts.by ~= "host" then
+    err:write("retryfreeze stats: --by must be route or host, got '", opts.by, "'\n")
+    return 2
+  end
+  if opts.by == "host" and format == "openmetrics" then -- metrics carry a route label; a host is a scrape target
+    err:write("retryfreeze stats: --by host goes with --format text or json (OpenMetrics are labelled by route)\n")
+    return 2
+  end
+  local s, why = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt, by = opts.by })
   if not s then
     err:write("retryfreeze stats: ", why, "\n")
     if why:find("corrupt ledger line", 1, true) then

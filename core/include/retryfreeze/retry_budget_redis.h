@@ -1,0 +1,56 @@
+/*
+ * A retry budget shared by a fleet: the lock's retryBudget (gRPC A6 retryThrottling) kept in Redis, so that
+ * 40 processes draw on one bucket instead of 40. Each decision that touches the budget runs one server-side
+ * script (EVALSHA) that adds the attempt's effect and returns the new count atomically: a retryable failure
+ * takes 1 token, a success adds tokenRatio, the count stays in [0, maxTokens] in thousandths (no float drift),
+ * and a retry is throttled while tokens <= maxTokens / 2 — exactly the local budget's rule (rf_decide).
+ *
+ * When Redis is down or slow, a decision waits at most timeout_ms and then uses the process's own bucket
+ * (verdict and ledger say "local-fallback"): an outage never means unlimited retries. After a failure the
+ * next connection attempt waits a backoff (100 ms doubling to 5 s), during which decisions fall back at once.
+ *
+ * Part of libretryfreeze_client (links hiredis). Thread-safe: one budget may serve many threads and clients.
+ */
+#ifndef RETRYFREEZE_RETRY_BUDGET_REDIS_H
+#define RETRYFREEZE_RETRY_BUDGET_REDIS_H
+
+#include "retryfreeze/decide.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Default and largest wait for Redis in one decision, and the default idle expiry of a bucket's key. */
+#define RF_REDIS_BUDGET_TIMEOUT_MS 20
+#define RF_REDIS_BUDGET_TIMEOUT_MAX_MS 10000
+#define RF_REDIS_BUDGET_TTL_MS 3600000
+
+typedef struct rf_redis_budget_options {
+    const char *url;     /* required: "redis://[:password@]host[:port][/db]"; port 6379 and db 0 by default */
+    int64_t timeout_ms;  /* the longest one decision waits for Redis (connect + script), 1..10000; 0 = 20 */
+    int64_t idle_ttl_ms; /* the bucket's key expires after this long without a decision; 0 = 1 hour */
+} rf_redis_budget_options;
+
+/*
+ * Creates policy p's retry budget with its bucket in Redis under the key "retryfreeze:budget:<name>", where
+ * name is the lock's retryBudget.shared.name. Nothing is sent yet: the first decision connects. A bucket
+ * Redis has not seen (or that expired) starts full. Free with rf_retry_budget_free.
+ * RF_EINVAL (err names the option): the lock has no retryBudget or no retryBudget.shared, a malformed URL,
+ * timeout_ms or idle_ttl_ms out of range. RF_ENOMEM.
+ */
+RF_API rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_options *o, rf_retry_budget **out,
+                                           rf_error *err);
+
+/*
+ * Reads bucket `name` without changing it: *tokens_milli (-1 when Redis holds no such key: a new bucket,
+ * or one expired while idle) and *ttl_ms (its remaining idle expiry, -1 when absent). For
+ * `retryfreeze budget show`. RF_EINVAL for a bad URL or name, RF_EIO when Redis cannot be reached within
+ * timeout_ms (err->message says why).
+ */
+RF_API rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t timeout_ms,
+                                            int64_t *tokens_milli, int64_t *ttl_ms, rf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

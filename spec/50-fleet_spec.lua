@@ -1,0 +1,373 @@
+-- A retry budget shared by a fleet (gRPC A6 retryThrottling kept in Redis) and ledgers from many hosts.
+-- Real parts: redis-server on a free loopback port (no persistence) and the project's fault-injecting
+-- upstream, both started here and stopped in teardown. Without redis-server the specs are pending.
+local rf = require "retryfreeze"
+local h = require "spec.helper"
+local upstream = require "retryfreeze.upstream"
+local redis_server = require "spec.redis_server"
+
+-- maxTokens 10, tokenRatio 0.1: a bucket allows exactly 4 retries while everything fails (tokens 9, 8, 7, 6
+-- are > maxTokens/2; at 5 every further retry is throttled, and nothing succeeds to refill it).
+local function lock_text(name)
+  return ([[{"version": 1,
+  "defaults": {"maxAttempts": 5, "perAttemptTimeoutMs": 1000, "totalBudgetMs": 3000,
+               "retryable": ["HTTP_503"], "notRetryable": ["HTTP_4XX"],
+               "backoff": {"baseMs": 1, "multiplier": 1, "maxMs": 1, "jitter": "none"}},
+  "routes": [{"endpoint": "GET /storm"}, {"endpoint": "GET /ok"}],
+  "retryBudget": {"maxTokens": 10, "tokenRatio": 0.1, "shared": {"name": "@NAME@"}}}]]):gsub("@NAME@", name)
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function now_ms()
+  local p = io.popen("date +%s%3N")
+  local v = tonumber(p:read("*l"))
+  p:close()
+  return v
+end
+
+describe("retryBudget.shared in the lock", function()
+  it("is part of the effective policy and its digest", function()
+    local a = assert(rf.load_string(lock_text("jobs-api")))
+    local b = assert(rf.load_string(lock_text("jobs-api-2")))
+    assert.not_equal(a.digest, b.digest)
+    assert.truthy(a:canonical_json():find('"shared":{"name":"jobs-api"}', 1, true))
+    assert.same({ max_tokens = 10, token_ratio = 0.1, shared = "jobs-api" }, a.retry_budget)
+    assert.is_nil(assert(rf.load(h.desk_lock)).retry_budget)
+  end)
+
+  it("refuses a bad name, an unknown key and a missing name, naming the JSON path", function()
+    local _, err = rf.load_string(lock_text("bad name"))
+    assert.matches("$.retryBudget.shared.name: must be 1..64 characters", err, 1, true)
+    _, err = rf.load_string((lock_text("x"):gsub('"name": "x"', '"nmae": "x"')))
+    assert.matches("$.retryBudget.shared.nmae", err, 1, true)
+    _, err = rf.load_string((lock_text("x"):gsub('"name": "x"', '')))
+    assert.matches("$.retryBudget.shared.name: is required", err, 1, true)
+    _, err = rf.load_string((lock_text("x"):gsub('"name": "x"', '"name": "' .. ("n"):rep(65) .. '"')))
+    assert.matches("$.retryBudget.shared.name: must be 1..64", err, 1, true)
+  end)
+
+  it("rf.retry_budget with redis needs retryBudget.shared, and rf.client needs a retryBudget", function()
+    local plain = assert(rf.load_string('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,'
+      .. '"totalBudgetMs":500,"retryable":["HTTP_503"],"retryBudget":{"maxTokens":10,"tokenRatio":0.1}}'))
+    assert.has_error(function() rf.retry_budget(plain, { redis = "redis://127.0.0.1:1/0" }) end,
+      "rf.retry_budget: retryBudget.shared the lock has no retryBudget.shared {name}: a shared budget needs the "
+        .. "bucket's name in the lock")
+    local none = assert(rf.load_string('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,'
+      .. '"totalBudgetMs":500,"retryable":["HTTP_503"]}'))
+    assert.has_error(function() rf.client{ policy = none, base_url = "http://127.0.0.1:1", retry_budget = true } end,
+      "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}")
+    local shared = assert(rf.load_string(lock_text("x")))
+    assert.has_error(function() rf.retry_budget(shared, { redis = "http://127.0.0.1:1" }) end,
+      "rf.retry_budget: url must start with redis://")
+    assert.has_error(function() rf.retry_budget(shared, { redis = "redis://h:1/0", timeout_ms = 0 }) end,
+      "rf.retry_budget: timeout_ms must be an integer number of milliseconds in 1..10000")
+    assert.has_error(function() rf.retry_budget(shared, { redis = "redis://h:1/0", tiemout_ms = 5 }) end,
+      "rf.retry_budget: unknown option 'tiemout_ms'")
+  end)
+
+  it("a budget in use by an open client cannot be closed; after the client closes it can", function()
+    local policy = assert(rf.load_string(lock_text("x")))
+    local budget = rf.retry_budget(policy)
+    local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", retry_budget = budget }
+    assert.has_error(function() budget:close() end, "cannot close a retry budget that 1 open client(s) use")
+    c:close()
+    budget:close()
+    assert.has_error(function() budget:tokens() end, "attempt to use a closed retry budget")
+  end)
+end)
+
+describe("a retry budget shared through Redis", function()
+  local srv, up, dir, lock_file
+  local skip = not redis_server.available()
+
+  setup(function()
+    if skip then return end
+    srv = assert(redis_server.start({ debug = true }))
+    up = assert(upstream.start({ bindir = h.bindir, faults = "503=1" }))
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    lock_file = dir .. "/storm.lock.json"
+  end)
+
+  teardown(function()
+    if srv then srv.stop("KILL") end
+    if up then up.stop() end
+    if dir then os.execute("rm -rf '" .. dir .. "'") end
+  end)
+
+  local function it_redis(name, fn)
+    if skip then pending(name .. " (no redis-server)") else it(name, fn) end
+  end
+
+  --- Runs `procs` processes of spec/fleet/storm_worker.lua at once; returns the upstream's request count.
+  local function storm(name, redis_url, procs, per_proc)
+    write(lock_file, lock_text(name))
+    local before = assert(upstream.stats(up.url)).requests
+    -- The workers run Lua 5.4 whatever runs this spec (the suite also runs under LuaJIT).
+    local env = "LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='" .. (os.getenv("RF_BUILD_DIR") or "build")
+      .. "/lib/lua/5.4/?.so;;' "
+    local handles = {}
+    for i = 1, procs do
+      handles[i] = io.popen(env .. "lua5.4 spec/fleet/storm_worker.lua '" .. lock_file .. "' " .. up.url .. " "
+        .. redis_url .. " " .. per_proc .. " 2>&1")
+    end
+    local shared, fallback = 0, 0
+    for i = 1, procs do
+      local out = handles[i]:read("a")
+      assert(handles[i]:close(), out)
+      local s, f = out:match("^done %d+ %d+ (%d+) (%d+)")
+      assert(s, out)
+      shared, fallback = shared + tonumber(s), fallback + tonumber(f)
+    end
+    return assert(upstream.stats(up.url)).requests - before, shared, fallback
+  end
+
+  it_redis("8 processes draw on one bucket: the fleet retries what one bucket allows, 8x less than local budgets",
+    function()
+      local procs, per = 8, 20
+      local sent_shared, shared, fallback = storm("storm-shared", srv.url, procs, per)
+      local sent_local = storm("storm-local", "local", procs, per)
+      local retries_shared, retries_local = sent_shared - procs * per, sent_local - procs * per
+      print(string.format("\nstorm: 8 processes x 20 requests at 503=1: retries with one shared bucket %d, "
+        .. "with 8 local buckets %d", retries_shared, retries_local))
+      -- One bucket: exactly 4 retries (the script runs atomically in Redis, so concurrent processes cannot
+      -- both take the last token); 8 local buckets: 4 each.
+      assert.equal(4, retries_shared)
+      assert.equal(8 * 4, retries_local)
+      assert.equal(procs * per, shared)
+      assert.equal(0, fallback)
+      -- The bucket in Redis: 10 tokens − 160 failures, clamped at 0, with the idle expiry set.
+      assert.equal("0", srv.cli("GET", "retryfreeze:budget:storm-shared"):match("%d+"))
+      assert.truthy(tonumber(srv.cli("PTTL", "retryfreeze:budget:storm-shared")) > 3000000)
+    end)
+
+  it_redis("`retryfreeze budget show` reads the shared bucket", function()
+    srv.cli("SET", "retryfreeze:budget:shown", "7500", "PX", "60000")
+    local out, err, code = h.run_cli("budget", "show", "shown", "--redis", srv.url)
+    assert.equal(0, code, err)
+    assert.matches("^shown tokens 7%.5 idle expiry in %d+ ms\n$", out)
+    out, err, code = h.run_cli("budget", "show", "absent", "--redis", srv.url)
+    assert.equal(0, code, err)
+    assert.equal("absent: no bucket in Redis (new, or expired while idle: it starts full)\n", out)
+    out, err, code = h.run_cli("budget", "show", "x", "--redis", "redis://127.0.0.1:1/0")
+    assert.equal(1, code)
+    assert.equal("", out)
+    assert.matches("cannot connect to redis 127.0.0.1:1", err, 1, true)
+    out, err, code = h.run_cli("budget", "show", "bad name", "--redis", srv.url)
+    assert.equal(2, code)
+    assert.equal("", out)
+    assert.matches("name must be 1..64 characters", err, 1, true)
+  end)
+
+  it_redis("a slow Redis: no decision waits more than timeout_ms, each says local-fallback", function()
+    local policy = assert(rf.load_string(lock_text("slow")))
+    local c = rf.client{ policy = policy, base_url = up.url, rng_seed = 1,
+      retry_budget = { redis = srv.url, timeout_ms = 20 } }
+    local warm = c:request{ method = "GET", path = "/storm" } -- connects and loads the script
+    assert.equal("shared", warm.budget)
+    -- DEBUG SLEEP blocks the whole server for 1.5 s, from another connection.
+    os.execute("redis-cli -p " .. srv.port .. " debug sleep 1.5 >/dev/null 2>&1 &")
+    os.execute("sleep 0.2")
+    local t0 = now_ms()
+    local r = c:request{ method = "GET", path = "/storm" }
+    local took = now_ms() - t0
+    assert.equal("local-fallback", r.budget)
+    for _, t in ipairs(r.tries) do assert.is_true(t.elapsed_ms < 200) end
+    -- 5 attempts at most, each decision bounded by 20 ms (+ scheduling slack); never the 1.5 s sleep.
+    assert.is_true(took < 600, "the request took " .. took .. " ms")
+    c:close()
+    os.execute("sleep 1.5")
+  end)
+
+  it_redis("Redis killed mid-run: requests fall back at once; after a restart the shared bucket is used again",
+    function()
+      local policy = assert(rf.load_string(lock_text("restart")))
+      local c = rf.client{ policy = policy, base_url = up.url, rng_seed = 1,
+        retry_budget = { redis = srv.url, timeout_ms = 50 } }
+      assert.equal("shared", c:request{ method = "GET", path = "/storm" }.budget)
+      local port = srv.port
+      srv.stop("KILL")
+      for _ = 1, 5 do
+        local r = c:request{ method = "GET", path = "/storm" }
+        assert.equal("local-fallback", r.budget)
+        assert.is_true(r.elapsed_ms <= 3000 + 50, "elapsed " .. r.elapsed_ms)
+      end
+      srv = assert(redis_server.start({ port = port, debug = true }))
+      local budget
+      local deadline = now_ms() + 8000 -- reconnection backs off 100 ms doubling to 5 s
+      repeat
+        budget = c:request{ method = "GET", path = "/storm" }.budget
+        if budget ~= "shared" then os.execute("sleep 0.1") end
+      until budget == "shared" or now_ms() > deadline
+      assert.equal("shared", budget)
+      c:close()
+    end)
+end)
+
+describe("ledgers from many hosts", function()
+  it("each line carries the writing host (default: the hostname) and stats --by host groups by it", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    local p = io.popen("hostname")
+    local hostname = p:read("l")
+    p:close()
+    local policy = assert(rf.load(h.desk_lock))
+    local function write_ledger(path, host, n)
+      local l = assert(rf.ledger.open(path, host and { host = host } or nil))
+      local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", ledger = l }
+      for _ = 1, n do c:request{ method = "GET", path = "/unrouted" } end
+      c:close()
+      l:close()
+    end
+    write_ledger(dir .. "/a.jsonl", "web-1", 3)
+    write_ledger(dir .. "/b.jsonl", "web-2", 2)
+    write_ledger(dir .. "/c.jsonl", nil, 1)
+    assert.truthy(read(dir .. "/a.jsonl"):find('],"host":"web-1"}\n', 1, true))
+    local seen = {}
+    for rec in rf.ledger.read(dir .. "/c.jsonl") do seen[#seen + 1] = rec.host end
+    assert.same({ hostname }, seen)
+    local s = assert(rf.ledger.stats({ dir .. "/a.jsonl", dir .. "/b.jsonl", dir .. "/c.jsonl" }, { by = "host" }))
+    assert.equal(3, s.by_host["web-1"].requests)
+    assert.equal(2, s.by_host["web-2"].requests)
+    assert.equal(1, s.by_host[hostname].requests)
+    assert.is_nil(s.by_route)
+    local out, err, code = h.run_cli("stats", dir .. "/a.jsonl", dir .. "/b.jsonl", "--by", "host")
+    assert.equal(0, code, err)
+    assert.matches("\n  host +requests", out)
+    assert.matches("\n  web%-1 +3 ", out)
+    assert.matches("\n  web%-2 +2 ", out)
+    local _, err2, code2 = h.run_cli("stats", dir .. "/a.jsonl", "--by", "hots")
+    assert.equal(2, code2)
+    assert.equal("retryfreeze stats: --by must be route or host, got 'hots'\n", err2)
+    assert.has_error(function() rf.ledger.open(dir .. "/d.jsonl", { host = "has space" }) end,
+      "rf.ledger.open: host must be at most 255 bytes of printable ASCII without spaces")
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("a line without host (an older ledger) still reads, and counts under no host", function()
+    local path = h.temp_file('{"ts":"2026-11-29T17:20:01.123Z","route":"GET /a","method":"GET","path":"/a",'
+      .. '"key":null,"policy":"sha256:00","attempts":1,"elapsed_ms":5,"outcome":"success","reason":"success",'
+      .. '"ok":true,"status":200,"body_len":2,"tries":[]}\n')
+    local s = assert(rf.ledger.stats(path, { by = "host" }))
+    assert.equal(1, s.by_host[""].requests)
+    os.remove(path)
+  end)
+end)
+
+-- docs/fleet.md's recipe, run as written: examples/fleet/shipper.conf on two "hosts" (two rsyslogd, each
+-- following its own ledger folder) and examples/fleet/collector.conf (one rsyslogd merging what they send),
+-- then stats --by host and gate over the merged file. Paths and ports are substituted; nothing else.
+describe("shipping ledgers with rsyslog (docs/fleet.md)", function()
+  local have = os.execute("command -v rsyslogd >/dev/null 2>&1")
+  local function it_rsyslog(name, fn)
+    if have then it(name, fn) else pending(name .. " (no rsyslogd)") end
+  end
+
+  local function count_lines(path)
+    local f = io.open(path, "rb")
+    if not f then return 0 end
+    local n = select(2, f:read("a"):gsub("\n", ""))
+    f:close()
+    return n
+  end
+
+  local function rsyslogd(conf_text, dir, name)
+    local conf, pid, log = dir .. "/" .. name .. ".conf", dir .. "/" .. name .. ".pid", dir .. "/" .. name .. ".log"
+    write(conf, conf_text)
+    os.execute("rsyslogd -n -f '" .. conf .. "' -i '" .. pid .. "' >'" .. log .. "' 2>&1 &")
+    return { pid = pid, log = log }
+  end
+
+  local function stop(d)
+    os.execute("kill $(cat '" .. d.pid .. "' 2>/dev/null) 2>/dev/null")
+  end
+
+  it_rsyslog("two hosts' ledgers arrive merged, line for line, and gate by host", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'/host1 '" .. dir .. "'/host2 '" .. dir .. "'/central '"
+      .. dir .. "'/ship1 '" .. dir .. "'/ship2"))
+    local merged = dir .. "/merged.jsonl"
+    local collector, port
+    for _ = 1, 10 do
+      port = math.random(46000, 52000)
+      local text = read("examples/fleet/collector.conf"):gsub("/var/spool/rsyslog%-ledgers", dir .. "/central")
+        :gsub("/srv/ledgers/merged%.jsonl", merged):gsub("10514", tostring(port)):gsub("0%.0%.0%.0", "127.0.0.1")
+      collector = rsyslogd(text, dir, "collector")
+      os.execute("sleep 0.5")
+      if not read(collector.log):find("Could not create tcp listener", 1, true) then break end
+      stop(collector)
+    end
+    local shippers = {}
+    for i = 1, 2 do
+      local text = read("examples/fleet/shipper.conf"):gsub("/var/spool/rsyslog%-shipper", dir .. "/ship" .. i)
+        :gsub("/var/log/retryfreeze/%*%.jsonl", dir .. "/host" .. i .. "/*.jsonl")
+        :gsub("collector%.internal", "127.0.0.1"):gsub("10514", tostring(port))
+      shippers[i] = rsyslogd(text, dir, "shipper" .. i)
+    end
+    -- Each host writes its ledger through the client (a refused port: every request ends in one attempt).
+    local policy = assert(rf.load(h.desk_lock))
+    for i, n in ipairs({ 30, 20 }) do
+      local l = assert(rf.ledger.open(dir .. "/host" .. i .. "/ledger.jsonl", { host = "web-" .. i }))
+      local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", ledger = l }
+      for _ = 1, n do c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() } end
+      c:close()
+      l:close()
+    end
+    local deadline = now_ms() + 15000
+    while count_lines(merged) < 50 and now_ms() < deadline do os.execute("sleep 0.2") end
+    for _, d in ipairs(shippers) do stop(d) end
+    stop(collector)
+    assert.equal(50, count_lines(merged), read(collector.log) .. read(shippers[1].log))
+    -- Line for line: the merged file holds exactly the lines the hosts wrote.
+    local want = {}
+    for i = 1, 2 do
+      for line in read(dir .. "/host" .. i .. "/ledger.jsonl"):gmatch("[^\n]+") do want[#want + 1] = line end
+    end
+    local got = {}
+    for line in read(merged):gmatch("[^\n]+") do got[#got + 1] = line end
+    table.sort(want)
+    table.sort(got)
+    assert.same(want, got)
+    local out, err, code = h.run_cli("stats", merged, "--by", "host")
+    assert.equal(0, code, err)
+    assert.matches("\n  web%-1 +30 ", out)
+    assert.matches("\n  web%-2 +20 ", out)
+    -- Every request failed (connect refused): the gate over the merged ledger must fail.
+    local _, _, gate_code = h.run_cli("gate", merged, "--max-terminal-rate", "0.05")
+    assert.equal(1, gate_code)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
+
+describe("diff of retryBudget.shared", function()
+  local diff = require "retryfreeze.diff"
+  local function kinds(a, b)
+    local list = {}
+    for _, c in ipairs(diff.compare(assert(rf.load_string(a)), assert(rf.load_string(b)))) do
+      if c.field:match("^retryBudget") then list[#list + 1] = c.kind .. " " .. c.field end
+    end
+    return list
+  end
+  local own = lock_text("x"):gsub(',%s*"shared": {"name": "x"}', "")
+  it("adding a shared bucket narrows; removing or renaming it widens", function()
+    assert.same({ "narrowing retryBudget.shared.name" }, kinds(own, lock_text("jobs")))
+    assert.same({ "widening retryBudget.shared.name" }, kinds(lock_text("jobs"), own))
+    assert.same({ "widening retryBudget.shared.name" }, kinds(lock_text("jobs"), lock_text("jobs-2")))
+    assert.same({}, kinds(lock_text("jobs"), lock_text("jobs")))
+  end)
+end)

@@ -1,0 +1,272 @@
+/*
+ * The retry budget's shared store (rf_retry_budget_set_store) and its Redis implementation
+ * (rf_retry_budget_redis_new):
+ *   - a store that answers decides: verdict budget "shared", throttled by the store's count, local bucket
+ *     untouched; a store that fails: "local-fallback", the local bucket takes the attempt; ownership: the
+ *     store's ctx is freed exactly once by rf_retry_budget_free; an inert budget or a second store: RF_EINVAL;
+ *   - 8 threads share one Redis budget (a real redis-server on a free loopback port, started here): exactly
+ *     the 4 retries one bucket allows across all threads, every verdict "shared". Skipped without
+ *     redis-server. .ci/tsan runs this file under ThreadSanitizer.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "retryfreeze/retry_budget_redis.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOCK(shared)                                                                                          \
+    "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000," \
+    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"             \
+    "\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.5" shared "}}"
+
+static rf_policy *load(const char *text) {
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_OK);
+    return p;
+}
+
+static rf_verdict decide(const rf_policy *p, rf_retry_budget *b, int status, int attempts) {
+    rf_facts f = {.method = "GET",
+                  .method_len = 3,
+                  .path = "/v1/jobs",
+                  .path_len = 8,
+                  .status = status,
+                  .transport = RF_TRANSPORT_OK,
+                  .attempts = attempts};
+    rf_verdict v;
+    rf_error err;
+    assert_int_equal(rf_decide(p, &f, NULL, b, &v, &err), RF_OK);
+    return v;
+}
+
+typedef struct fake_store {
+    bool answer;    /* false: behave as an unreachable store */
+    int64_t tokens; /* the shared count */
+    int calls, frees;
+} fake_store;
+
+static bool fake_add(void *ctx, int64_t delta, int64_t max, int64_t *tokens) {
+    fake_store *s = ctx;
+    s->calls++;
+    if (!s->answer) return false;
+    s->tokens += delta;
+    if (s->tokens < 0) s->tokens = 0;
+    if (s->tokens > max) s->tokens = max;
+    *tokens = s->tokens;
+    return true;
+}
+
+static void fake_free(void *ctx) { ((fake_store *)ctx)->frees++; }
+
+static void test_store_decides_and_falls_back(void **state) {
+    (void)state;
+    rf_policy *p = load(LOCK(""));
+    rf_retry_budget *b = rf_retry_budget_new(p);
+    fake_store fs = {.answer = true, .tokens = 6000};
+    rf_retry_budget_store store = {.add = fake_add, .free = fake_free, .ctx = &fs};
+    rf_error err;
+    assert_int_equal(rf_retry_budget_set_store(b, &store, &err), RF_OK);
+
+    rf_verdict v = decide(p, b, 503, 1); /* shared 6 → 5: at maxTokens / 2, throttled */
+    assert_false(v.retry);
+    assert_int_equal(v.reason, RF_REASON_RETRY_THROTTLED);
+    assert_int_equal(v.budget, RF_BUDGET_SHARED);
+    assert_int_equal(fs.tokens, 5000);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 10000); /* the local bucket did not move */
+
+    v = decide(p, b, 200, 1); /* a success adds tokenRatio to the shared bucket */
+    assert_int_equal(v.budget, RF_BUDGET_SHARED);
+    assert_int_equal(fs.tokens, 5500);
+
+    fs.answer = false; /* unreachable: the local bucket (full) decides, and says so */
+    v = decide(p, b, 503, 1);
+    assert_true(v.retry);
+    assert_int_equal(v.budget, RF_BUDGET_LOCAL_FALLBACK);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 9000);
+    assert_int_equal(fs.tokens, 5500);
+
+    v = decide(p, b, 404, 1); /* a non-retryable failure leaves every bucket alone */
+    assert_int_equal(v.budget, RF_BUDGET_NONE);
+    assert_int_equal(fs.calls, 3);
+
+    assert_int_equal(rf_retry_budget_set_store(b, &store, &err), RF_EINVAL); /* one store per budget */
+    assert_string_equal(err.message, "the budget already has a shared store");
+    rf_retry_budget_free(b);
+    assert_int_equal(fs.frees, 1);
+    rf_policy_free(p);
+}
+
+static void test_store_needs_a_budget(void **state) {
+    (void)state;
+    rf_policy *p = load("{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+                        "\"totalBudgetMs\":500,\"retryable\":[\"HTTP_503\"]}");
+    rf_retry_budget *b = rf_retry_budget_new(p);
+    fake_store fs = {.answer = true};
+    rf_retry_budget_store store = {.add = fake_add, .free = fake_free, .ctx = &fs};
+    rf_error err;
+    assert_int_equal(rf_retry_budget_set_store(b, &store, &err), RF_EINVAL);
+    assert_string_equal(err.path, "retryBudget");
+    rf_retry_budget_free(b);
+    assert_int_equal(fs.frees, 0); /* not taken, not freed */
+
+    rf_retry_budget *shared = NULL;
+    rf_redis_budget_options o = {.url = "redis://127.0.0.1:1/0"};
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &shared, &err), RF_EINVAL);
+    assert_string_equal(err.path, "retryBudget.shared");
+    rf_policy_free(p);
+
+    p = load(LOCK(",\"shared\":{\"name\":\"t\"}"));
+    o.url = "redis://127.0.0.1:99999/0";
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &shared, &err), RF_EINVAL);
+    assert_string_equal(err.message, "has a port that is not 1..65535");
+    o.url = "redis://127.0.0.1:6379/0";
+    o.timeout_ms = 10001;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &shared, &err), RF_EINVAL);
+    assert_string_equal(err.path, "timeout_ms");
+    rf_policy_free(p);
+}
+
+/* ---- 8 threads, one bucket in a real Redis -------------------------------------------------------- */
+
+#define THREADS 8
+#define ROUNDS 200
+
+static int redis_port;
+static char redis_dir[64];
+
+static bool redis_answers(int port) {
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "redis-cli -p %d ping 2>/dev/null | grep -q PONG", port);
+    return system(cmd) == 0;
+}
+
+/* Starts redis-server on a free loopback port without persistence; 0 when none is installed. */
+static int start_redis(void) {
+    if (system("command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1") != 0) return 0;
+    snprintf(redis_dir, sizeof redis_dir, "/tmp/rf-redis-XXXXXX");
+    if (mkdtemp(redis_dir) == NULL) return 0;
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    for (int tries = 0; tries < 20; tries++) {
+        int port = 33000 + rand() % 12000;
+        if (redis_answers(port)) continue; /* someone else's */
+        char cmd[512];
+        snprintf(cmd, sizeof cmd,
+                 "redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no --dir %s "
+                 "--pidfile %s/redis.pid --daemonize yes --logfile %s/redis.log >/dev/null 2>&1",
+                 port, redis_dir, redis_dir, redis_dir);
+        if (system(cmd) != 0) continue;
+        for (int i = 0; i < 100; i++) {
+            if (redis_answers(port)) return port;
+            nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
+        }
+    }
+    return 0;
+}
+
+static void stop_redis(void) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "kill $(cat %s/redis.pid) 2>/dev/null; sleep 0.1; rm -rf %s", redis_dir, redis_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not stop redis in %s\n", redis_dir);
+}
+
+typedef struct worker {
+    const rf_policy *p;
+    rf_retry_budget *b;
+    pthread_barrier_t *start;
+    long retried, throttled, shared, other;
+} worker;
+
+static void *fail_loop(void *arg) {
+    worker *w = arg;
+    pthread_barrier_wait(w->start);
+    for (int i = 0; i < ROUNDS; i++) {
+        rf_facts f = {.method = "GET",
+                      .method_len = 3,
+                      .path = "/v1/jobs",
+                      .path_len = 8,
+                      .status = 503,
+                      .transport = RF_TRANSPORT_OK,
+                      .attempts = 1};
+        rf_verdict v;
+        rf_error err;
+        if (rf_decide(w->p, &f, NULL, w->b, &v, &err) != RF_OK) {
+            w->other++;
+            continue;
+        }
+        if (v.budget == RF_BUDGET_SHARED) w->shared++;
+        if (v.retry)
+            w->retried++;
+        else if (v.reason == RF_REASON_RETRY_THROTTLED)
+            w->throttled++;
+        else
+            w->other++;
+    }
+    return NULL;
+}
+
+static void test_threads_share_one_redis_bucket(void **state) {
+    (void)state;
+    if (redis_port == 0) {
+        skip();
+    }
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"threads\"}"));
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", redis_port);
+    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    worker w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.p = p, .b = b, .start = &start};
+        pthread_create(&t[i], NULL, fail_loop, &w[i]);
+    }
+    long retried = 0, throttled = 0, shared = 0, other = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        retried += w[i].retried;
+        throttled += w[i].throttled;
+        shared += w[i].shared;
+        other += w[i].other;
+    }
+    pthread_barrier_destroy(&start);
+    /* One bucket of 10 tokens: the decisions that left 9, 8, 7, 6 tokens retried; every other one throttled. */
+    assert_int_equal(retried, 4);
+    assert_int_equal(throttled, THREADS * ROUNDS - 4);
+    assert_int_equal(shared, THREADS * ROUNDS);
+    assert_int_equal(other, 0);
+    int64_t tokens = -2, ttl = -2;
+    assert_int_equal(rf_retry_budget_redis_peek(url, "threads", 1000, &tokens, &ttl, &err), RF_OK);
+    assert_int_equal(tokens, 0);
+    assert_true(ttl > 0 && ttl <= RF_REDIS_BUDGET_TTL_MS);
+    assert_int_equal(rf_retry_budget_redis_peek(url, "never-used", 1000, &tokens, &ttl, &err), RF_OK);
+    assert_int_equal(tokens, -1);
+    rf_retry_budget_free(b);
+    rf_policy_free(p);
+}
+
+int main(void) {
+    redis_port = start_redis();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_decides_and_falls_back),
+        cmocka_unit_test(test_store_needs_a_budget),
+        cmocka_unit_test(test_threads_share_one_redis_bucket),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    if (redis_port) stop_redis();
+    return failed;
+}
