@@ -379,6 +379,38 @@ static void test_round_trip(void **state) {
     rf_ledger_reader_close(r);
 }
 
+/* Every line names its writer: the machine's hostname by default, the host set by rf_ledger_set_host, or
+ * the record's own; "" writes no host field. A host with a space or control character is refused. */
+static void test_host_written(void **state) {
+    (void)state;
+    const char *path = tmp_file("host.jsonl");
+    rf_ledger_record rec = sample();
+    rf_error err = {0};
+    char host[RF_LEDGER_MAX_HOST + 1] = "";
+    assert_int_equal(gethostname(host, sizeof host - 1), 0);
+    rf_ledger *l = NULL;
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &rec); /* the hostname */
+    assert_int_equal(rf_ledger_set_host(l, "web-1", &err), RF_OK);
+    append_ok(l, &rec);
+    rec.host = "from-record";
+    append_ok(l, &rec);
+    assert_int_equal(rf_ledger_set_host(l, "has space", &err), RF_EINVAL);
+    assert_int_equal(rf_ledger_set_host(l, "tab\there", &err), RF_EINVAL);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    rf_ledger_reader *r = NULL;
+    assert_int_equal(rf_ledger_reader_open(path, &r, &err), RF_OK);
+    const char *want[] = {host, "web-1", "from-record"};
+    for (int i = 0; i < 3; i++) {
+        rf_ledger_record got;
+        assert_int_equal(rf_ledger_reader_next(r, &got, &err), RF_LEDGER_RECORD);
+        assert_non_null(got.host);
+        assert_string_equal(got.host, want[i]);
+        assert_null(got.budget);
+    }
+    rf_ledger_reader_close(r);
+}
+
 /* Appending reopens and appends; nothing is truncated. */
 static void test_append_keeps_earlier_lines(void **state) {
     (void)state;
@@ -389,6 +421,7 @@ static void test_append_keeps_earlier_lines(void **state) {
     for (int round = 0; round < 3; round++) {
         rf_ledger *l = NULL;
         assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+        assert_int_equal(rf_ledger_set_host(l, "", &err), RF_OK); /* exactly SAMPLE_LINE: no host field */
         append_ok(l, &rec);
         assert_int_equal(rf_ledger_close(l, &err), RF_OK);
     }
@@ -693,6 +726,7 @@ static void test_longest_line(void **state) {
     rec.path = long_path;
 
     assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_set_host(l, "", &err), RF_OK); /* the line is exactly what rf_ledger_format gave */
     append_ok(l, &rec);
     long_path[path_len] = 'p'; /* one byte more */
     long_path[path_len + 1] = '\0';
@@ -995,6 +1029,7 @@ int main(void) {
         cmocka_unit_test(test_format_buffer_capacity),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_append_keeps_earlier_lines),
+        cmocka_unit_test(test_host_written),
         cmocka_unit_test(test_many_lines_cross_the_window),
         cmocka_unit_test(test_torn_last_line),
         cmocka_unit_test(test_last_line_without_newline_that_parses),
