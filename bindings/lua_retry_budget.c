@@ -15,7 +15,7 @@
 struct lbudget {
     rf_retry_budget *b; /* NULL until created, and after close */
     bool shared;        /* kept in Redis */
-    int users;          /* open clients using it: budget:close() is refused while > 0 */
+    int users;          /* open clients and running flows using it: budget:close() is refused while > 0 */
 };
 typedef struct lbudget lbudget;
 
@@ -117,11 +117,12 @@ static int l_retry_budget_is_shared(lua_State *L) {
 }
 
 /* budget:close() and __close: frees the bucket (and the Redis connection); safe twice. Raises while an open
- * client uses the budget (close the clients first). A client anchors its budget, so the budget is never
- * collected before the clients using it. */
+ * client or a running rf.flow uses the budget (close the clients first). Both anchor the budget, so it is never
+ * collected before them. */
 static int l_retry_budget_close(lua_State *L) {
     lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
-    if (lb->users > 0) return luaL_error(L, "cannot close a retry budget that %d open client(s) use", lb->users);
+    if (lb->users > 0)
+        return luaL_error(L, "cannot close a retry budget that %d open clients or running flows use", lb->users);
     rf_retry_budget_free(lb->b);
     lb->b = NULL;
     return 0;

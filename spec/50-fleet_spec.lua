@@ -81,10 +81,31 @@ describe("retryBudget.shared in the lock", function()
     local policy = assert(rf.load_string(lock_text("x")))
     local budget = rf.retry_budget(policy)
     local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", retry_budget = budget }
-    assert.has_error(function() budget:close() end, "cannot close a retry budget that 1 open client(s) use")
+    assert.has_error(function() budget:close() end, "cannot close a retry budget that 1 open clients or running flows use")
     c:close()
     budget:close()
     assert.has_error(function() budget:tokens() end, "attempt to use a closed retry budget")
+  end)
+
+  it("a budget a running rf.flow uses cannot be closed from its io; after the flow it can", function()
+    local policy = assert(rf.load_string(lock_text("x")))
+    local budget = rf.retry_budget(policy)
+    local refusals = {}
+    local r = rf.flow(policy, { method = "GET", path = "/storm" }, {
+      send = function() return { status = 503, transport = "ok", headers = {} } end,
+      sleep = function()
+        local ok, err = pcall(budget.close, budget)
+        refusals[#refusals + 1] = not ok and err or "closed"
+      end,
+      now_ms = function() return 0 end, retry_budget = budget,
+    })
+    -- Four retries (tokens 9, 8, 7, 6), then maxAttempts; every close attempt in between was refused.
+    assert.same({ "exhausted", 5 }, { r.outcome, r.attempts })
+    assert.equal(4, #refusals)
+    for _, e in ipairs(refusals) do
+      assert.matches("cannot close a retry budget that 1 open clients or running flows use", e, 1, true)
+    end
+    budget:close()
   end)
 end)
 
@@ -153,6 +174,28 @@ describe("a retry budget shared through Redis", function()
       assert.equal("0", srv.cli("GET", "retryfreeze:budget:storm-shared"):match("%d+"))
       assert.truthy(tonumber(srv.cli("PTTL", "retryfreeze:budget:storm-shared")) > 3000000)
     end)
+
+  it_redis("rf.flow draws on the same shared bucket through io.retry_budget", function()
+    local policy = assert(rf.load_string(lock_text("flow")))
+    local budget = rf.retry_budget(policy, { redis = srv.url, timeout_ms = 200 })
+    local path = os.tmpname()
+    local ledger = assert(rf.ledger.open(path, { host = "edge-1" }))
+    local answers, clock = { 503, 200 }, 0
+    local r = rf.flow(policy, { method = "GET", path = "/storm" }, {
+      send = function() clock = clock + 5; return { status = table.remove(answers, 1), transport = "ok", headers = {} } end,
+      sleep = function(ms) clock = clock + ms end,
+      now_ms = function() return clock end,
+      ledger = ledger, retry_budget = budget,
+    })
+    ledger:close()
+    assert.same({ true, 2, "shared" }, { r.ok, r.attempts, r.budget })
+    assert.truthy(read(path):find('"host":"edge-1","budget":"shared"}\n', 1, true))
+    -- 10 − 1 (the 503) + 0.1 (the success) = 9.1 tokens, in thousandths, in Redis.
+    assert.equal("9100", srv.cli("GET", "retryfreeze:budget:flow"):match("%d+"))
+    budget:close() -- the finished flow no longer holds it
+    assert.has_error(function() budget:tokens() end, "attempt to use a closed retry budget")
+    os.remove(path)
+  end)
 
   it_redis("`retryfreeze budget show` reads the shared bucket", function()
     srv.cli("SET", "retryfreeze:budget:shown", "7500", "PX", "60000")
