@@ -1,0 +1,141 @@
+/*
+ * The client's concurrent paths against the project's upstream (issue 10): rf_client_all keeps at most
+ * RF_ALL_CONCURRENCY requests in flight (600 requests to an upstream that takes 512 connections all succeed),
+ * refuses to run beside requests started with rf_client_start (whose completions it would swallow), and
+ * rf_pending_done says when a started request has been reported.
+ * Usage: test_client_flow [PATH/TO/retryfreeze-serve]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "retryfreeze/client.h"
+#include "retryfreeze/policy.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifndef RF_SERVE_PATH
+#define RF_SERVE_PATH "build/bin/retryfreeze-serve"
+#endif
+
+static const char *serve_program = RF_SERVE_PATH;
+static pid_t serve_pid = -1;
+static char base_url[64];
+static rf_policy *policy;
+
+static const char LOCK[] = "{\"endpoint\": \"GET /echo/{i}\", \"maxAttempts\": 2, \"perAttemptTimeoutMs\": 5000,"
+                           " \"totalBudgetMs\": 10000, \"retryable\": [\"HTTP_503\"]}";
+
+/* Starts retryfreeze-serve on a free loopback port and loads the lock. */
+static int setup(void **state) {
+    (void)state;
+    int out[2];
+    if (pipe(out) != 0) return -1;
+    serve_pid = fork();
+    if (serve_pid < 0) return -1;
+    if (serve_pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        execl(serve_program, serve_program, "--port", "0", "--max-seconds", "120", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[128] = {0};
+    size_t n = 0;
+    while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') n++;
+    line[n] = '\0';
+    close(out[0]);
+    const char *port = strrchr(line, ':');
+    if (strncmp(line, "listening on 127.0.0.1:", 23) != 0 || port == NULL) return -1;
+    snprintf(base_url, sizeof base_url, "http://127.0.0.1:%s", port + 1);
+    rf_error err;
+    return rf_policy_load_buffer(LOCK, sizeof LOCK - 1, &policy, &err) == RF_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    rf_policy_free(policy);
+    if (serve_pid > 0) {
+        kill(serve_pid, SIGTERM);
+        waitpid(serve_pid, NULL, 0);
+    }
+    return 0;
+}
+
+static rf_client *new_client(void) {
+    rf_client_options o = {.policy = policy, .base_url = base_url, .rng_seed = 1};
+    rf_client *c = NULL;
+    rf_error err;
+    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    return c;
+}
+
+/* More requests than the upstream takes connections (512): the window keeps each one from being refused. */
+static void test_all_keeps_a_window(void **state) {
+    (void)state;
+    enum { N = 600 };
+    static rf_request reqs[N];
+    static char paths[N][32];
+    static rf_response out[N];
+    for (size_t i = 0; i < N; i++) {
+        snprintf(paths[i], sizeof paths[i], "/echo/%zu", i);
+        reqs[i] = (rf_request){.method = "GET", .path = paths[i]};
+    }
+    rf_client *c = new_client();
+    rf_error err;
+    assert_int_equal(rf_client_all(c, reqs, N, NULL, NULL, out, &err), RF_OK);
+    size_t ok = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (out[i].status == 200 && out[i].attempts == 1) ok++;
+        rf_response_clear(&out[i]);
+    }
+    assert_int_equal(ok, N);
+    rf_client_free(c);
+}
+
+/* rf_client_all beside a started request would report (and drop) that request's completion: refused. */
+static void test_all_refused_beside_started_requests(void **state) {
+    (void)state;
+    rf_client *c = new_client();
+    rf_request req = {.method = "GET", .path = "/echo/1"};
+    rf_response started_resp = {0}, all_resp = {0};
+    rf_pending *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_client_start(c, &req, NULL, NULL, &started_resp, &p, &err), RF_OK);
+    assert_false(rf_pending_done(p));
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rf_client_all(c, &req, 1, NULL, NULL, &all_resp, &err), RF_EINVAL);
+    assert_string_equal(err.path, "client");
+    assert_string_equal(err.message, "has started requests in flight (rf_client_start)");
+    /* the started request is untouched and finishes */
+    rf_pending *done[4];
+    size_t n = 0;
+    for (int i = 0; i < 50 && n == 0; i++) n = rf_client_run(c, 100, done, 4);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(done[0], p);
+    assert_true(rf_pending_done(p));
+    assert_int_equal(started_resp.status, 200);
+    rf_pending_free(p);
+    rf_response_clear(&started_resp);
+    /* with nothing started any more, client:all runs */
+    assert_int_equal(rf_client_all(c, &req, 1, NULL, NULL, &all_resp, &err), RF_OK);
+    assert_int_equal(all_resp.status, 200);
+    rf_response_clear(&all_resp);
+    rf_client_free(c);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) serve_program = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_all_keeps_a_window),
+        cmocka_unit_test(test_all_refused_beside_started_requests),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
