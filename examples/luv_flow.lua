@@ -8,7 +8,6 @@ local rf = require "retryfreeze"
 local lock, port, count, ledger_path = arg[1], tonumber(arg[2]), tonumber(arg[3]), arg[4]
 local policy = assert(rf.load(lock))
 local ledger = assert(rf.ledger.open(ledger_path))
-local budget = rf.retry_budget(policy)
 
 local function now_ms() return math.floor(uv.hrtime() / 1e6) end
 
@@ -68,7 +67,7 @@ for i = 1, count do
   coroutine.wrap(function()
     local key = (i % 3 ~= 0) and rf.new_key() or nil
     local r = rf.flow(policy, { method = "POST", path = "/v1/jobs", idempotency_key = key, body = "job " .. i },
-      { send = send, sleep = sleep, now_ms = now_ms, ledger = ledger, retry_budget = budget })
+      { send = send, sleep = sleep, now_ms = now_ms, ledger = ledger })
     outcomes[r.outcome] = (outcomes[r.outcome] or 0) + 1
     done = done + 1
   end)()

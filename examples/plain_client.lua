@@ -5,7 +5,7 @@ local rf = require "retryfreeze"
 local lock, url, count, ledger_path = arg[1], arg[2], tonumber(arg[3]), arg[4]
 local policy = assert(rf.load(lock))
 local ledger = assert(rf.ledger.open(ledger_path))
-local client = rf.client{ policy = policy, base_url = url, ledger = ledger, retry_budget = true }
+local client = rf.client{ policy = policy, base_url = url, ledger = ledger }
 local outcomes = {}
 for i = 1, count do
   local r = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), body = "job " .. i }
