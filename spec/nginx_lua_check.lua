@@ -29,26 +29,36 @@ local policy = assert(rf.load(lock_path))
 local budget_ms = policy:routes()[1].total_budget_ms
 local up = assert(upstream.start{ bindir = build .. "/bin", stall_ms = 2000, max_seconds = 300,
                                   faults = "503=0.1,429=0.03,timeout=0.03,reset=0.03,ra=1" })
--- A free loopback port: the first of 50 random ones nothing answers on.
-local port = tonumber(sh([[bash -c 'for p in $(shuf -i 20000-60000 -n 50); do ]]
-  .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
-local conf = assert(io.open(src .. "/examples/nginx/nginx.conf.in")):read("a")
+-- A free loopback port below the ephemeral range (32768..60999), so that no outgoing connection holds it; if
+-- nginx still cannot bind it (another test took it meanwhile), another port, up to 5 times.
+local function pick_port()
+  return tonumber(sh([[bash -c 'for p in $(shuf -i 20000-32000 -n 50); do ]]
+    .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
+end
+local conf_in = assert(io.open(src .. "/examples/nginx/nginx.conf.in")):read("a")
 local ledger = dir .. "/ledger.jsonl"
-conf = conf:gsub("@(%u[%u_]*)@", { DIR = dir, SRC = src, CPATH = build .. "/lib/lua/luajit", LOCK = lock_path,
-  LEDGER = ledger, UPSTREAM_PORT = tostring(up.port), PORT = tostring(port) })
 -- Started as root, nginx's workers run as nobody: they must be able to write the ledger and the log.
 os.execute("chmod 0777 " .. q(dir) .. " && touch " .. q(ledger) .. " && chmod 0666 " .. q(ledger))
-local f = assert(io.open(dir .. "/nginx.conf", "w"))
-f:write(conf)
-f:close()
-local nginx_pid = tonumber(sh("cd " .. q(dir) .. " && (nginx -p " .. q(dir) .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
+local port, nginx_pid
 local started = false
-for _ = 1, 100 do
-  if sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" .. port .. "/items/warmup 2>/dev/null") ~= "000" then
-    started = true
-    break
+for _ = 1, 5 do
+  port = pick_port()
+  local conf = conf_in:gsub("@(%u[%u_]*)@", { DIR = dir, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    LOCK = lock_path, LEDGER = ledger, UPSTREAM_PORT = tostring(up.port), PORT = tostring(port) })
+  local f = assert(io.open(dir .. "/nginx.conf", "w"))
+  f:write(conf)
+  f:close()
+  nginx_pid = tonumber(sh("cd " .. q(dir) .. " && (nginx -p " .. q(dir) .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
+  for _ = 1, 100 do
+    if sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" .. port .. "/items/warmup 2>/dev/null") ~= "000" then
+      started = true
+      break
+    end
+    if sh("kill -0 " .. nginx_pid .. " 2>/dev/null && echo alive") == "" then break end -- it could not bind
+    os.execute("sleep 0.1")
   end
-  os.execute("sleep 0.1")
+  if started then break end
+  os.execute("kill " .. nginx_pid .. " 2>/dev/null; sleep 0.2")
 end
 check(started, "nginx with the Lua module answers on 127.0.0.1:" .. port)
 
@@ -68,7 +78,7 @@ for i = 1, 200 do
   end
 end
 local list = dir .. "/requests.txt"
-f = assert(io.open(list, "w"))
+local f = assert(io.open(list, "w"))
 f:write(table.concat(lines, "\n"), "\n")
 f:close()
 local worker_sh = dir .. "/one.sh"
