@@ -2,7 +2,8 @@
 --- one HTTP/1.1 exchange on a cosocket (ngx.socket.tcp) bounded by the attempt's per-try timeout, waits are
 --- ngx.sleep, the lock is loaded once per worker (init_worker_by_lua*), and every request is one ledger line.
 --- Per-worker state: each nginx worker has its own policy object, ledger descriptor, jitter RNG and retry
---- budget; a retry budget throttles the retries of one worker only (a fleet-wide budget needs shared state).
+--- budget; a retry budget throttles the retries of one worker only. For one bucket across workers and hosts,
+--- give the lock retryBudget.shared and use rf.retry_budget(policy, {redis = URL}) here (docs/fleet.md).
 local rf = require "retryfreeze"
 
 local M = {}
@@ -15,7 +16,9 @@ local worker -- {policy=, ledger=, rng=, budget=, host=, port=}
 function M.init_worker(opts)
   local policy = assert(rf.load(opts.lock))
   local ledger = assert(rf.ledger.open(opts.ledger))
-  worker = { policy = policy, ledger = ledger, rng = rf.rng(ngx.worker.pid()), budget = rf.retry_budget(policy),
+  -- A retry budget only when the lock has one (rf.retry_budget refuses a lock without retryBudget).
+  local budget = policy.retry_budget and rf.retry_budget(policy) or nil
+  worker = { policy = policy, ledger = ledger, rng = rf.rng(ngx.worker.pid()), budget = budget,
              host = opts.upstream_host, port = opts.upstream_port }
 end
 

@@ -326,7 +326,7 @@ rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t 
         snprintf(why, sizeof why, "redis GET %s failed: %s", key, g && g->str ? g->str : c->errstr);
         st = fail(err, RF_EIO, "url", "%s", why);
     }
-    *ttl_ms = reply_ok(x, REDIS_REPLY_INTEGER) && x->integer >= 0 ? x->integer : -1;
+    *ttl_ms = (x != NULL && x->type == REDIS_REPLY_INTEGER && x->integer >= 0) ? x->integer : -1;
     if (g) freeReplyObject(g);
     if (x) freeReplyObject(x);
     redisFree(c);
