@@ -32,7 +32,9 @@ typedef struct lstep {
     rf_rng own_rng; /* when opts.rng is absent: seeded from the OS */
     rf_retry_budget *budget;
     struct lbudget *budget_use; /* io.retry_budget marked in use (budget:close() raises) until finish or __gc */
+    int *ledger_users;          /* io.ledger's use counter (rfl_ledger_use): ledger:close() refused until finish/__gc */
     bool began, finished;
+    bool busy; /* step:after's hook runs: finish/after/begin would free or rewrite the tries rf_step_after uses */
 } lstep;
 
 static int64_t wall_now_ms(void) {
@@ -82,7 +84,10 @@ static int l_step_new(lua_State *L) {
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
         return luaL_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
     lua_setiuservalue(L, ud, SUV_KEEP);
-    if (lua_getfield(L, 3, "ledger") != LUA_TNIL) ls->ledger = rfl_check_ledger(L, -1);
+    if (lua_getfield(L, 3, "ledger") != LUA_TNIL) {
+        ls->ledger = rfl_check_ledger(L, -1);
+        ls->ledger_users = rfl_ledger_use(L, -1); /* ledger:close() mid-flow is refused, as for a client */
+    }
     lua_setiuservalue(L, ud, SUV_LEDGER);
     if (lua_getfield(L, 3, "rng") != LUA_TNIL) {
         ls->rng = luaL_testudata(L, -1, RNG_MT);
@@ -110,8 +115,17 @@ static int l_step_new(lua_State *L) {
     return 1;
 }
 
+/* Releases what the step marked in use (its ledger and retry budget): at finish and __gc. */
+static void release_uses(lstep *ls) {
+    if (ls->ledger_users != NULL) (*ls->ledger_users)--; /* the ledger userdata is alive: SUV_LEDGER holds it */
+    ls->ledger_users = NULL;
+    rfl_retry_budget_release(ls->budget_use);
+    ls->budget_use = NULL;
+}
+
 static lstep *check_step(lua_State *L) {
     lstep *ls = luaL_checkudata(L, 1, STEP_MT);
+    if (ls->busy) luaL_error(L, "rf.flow: step is busy (called from its own on_attempt hook)");
     if (ls->finished) luaL_error(L, "rf.flow: this request has already finished");
     return ls;
 }
@@ -151,7 +165,7 @@ typedef struct step_hook {
 static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     step_hook *h = ud;
     lua_State *L = h->L;
-    luaL_checkstack(L, 4, "rf.flow: on_attempt");
+    if (!lua_checkstack(L, 4)) return -1; /* no raise here: the step's busy flag must be cleared by the caller */
     lua_pushvalue(L, h->fn);
     rfl_push_try(L, t);
     rfl_push_verdict(L, h->policy, v);
@@ -214,8 +228,10 @@ static int l_step_after(lua_State *L) {
     int hook_rc = 0;
     int64_t delay = 0;
     rf_reason stop;
+    ls->busy = true; /* the hook may call back into this step: check_step refuses until rf_step_after returns */
     bool retry = rf_step_after(&ls->s, &res, ls->rng, ls->budget, lua_isnil(L, 5) ? NULL : call_step_hook, &h, &hook_rc,
                                &delay, &stop);
+    ls->busy = false;
     lua_pushboolean(L, retry);
     if (retry)
         lua_pushinteger(L, (lua_Integer)delay);
@@ -274,8 +290,7 @@ static int l_step_finish(lua_State *L) {
     r->headers_len = head_len;
     ls->finished = true;
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
-    rfl_retry_budget_release(ls->budget_use);
-    ls->budget_use = NULL;
+    release_uses(ls);
     rfl_push_response(L, r);
     rf_response_clear(r);
     return 1;
@@ -285,8 +300,7 @@ static int l_step_gc(lua_State *L) {
     lstep *ls = luaL_checkudata(L, 1, STEP_MT);
     rf_response_clear(&ls->resp);
     ls->finished = true;
-    rfl_retry_budget_release(ls->budget_use);
-    ls->budget_use = NULL;
+    release_uses(ls);
     return 0;
 }
 

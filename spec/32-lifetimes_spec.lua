@@ -194,7 +194,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
         c:close()
         print(l:close())
       ]], path), up.url, 20))
-      assert.equal("nil\tledger in use by 1 open client(s): close them first\n200\tnil\ntrue\n", out)
+      assert.equal("nil\tledger in use by 1 open client(s) or unfinished flow(s): close or finish them first\n200\tnil\ntrue\n", out)
       local n = 0
       for line in io.lines(path) do
         n = n + 1

@@ -1,0 +1,93 @@
+-- Faults a security review found in core.step (bindings/lua_step.c, behind rf.flow) and the binding's string
+-- arguments. Each case runs in a child interpreter (Lua 5.4 and LuaJIT), so a crash fails one test instead of
+-- killing busted; under .ci/run the children inherit the sanitizer preload, and a sanitizer report fails.
+local h = require "spec.helper"
+
+local build = os.getenv("RF_BUILD_DIR") or "build"
+local runtimes = { { "lua5.4", "5.4" }, { "luajit", "luajit" } }
+
+--- Runs Lua source in a child `lua` with the module on its paths; returns stdout, stderr, exit code.
+local function run(lua, dir, source)
+  local env = string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s/lib/lua/%s/?.so;;' ", build, dir)
+  local path = h.temp_file("local rf = require 'retryfreeze'; local core = require 'retryfreeze.core'; " .. source)
+  local out, err, code = h.sh(string.format("%s timeout 60 %s '%s'", env, lua, path))
+  os.remove(path)
+  return out, err, code
+end
+
+--- Asserts a clean child exit (no crash, no sanitizer report) and returns its stdout.
+local function clean(out, err, code)
+  assert.equal(0, code, "exit " .. tostring(code) .. ", stderr:\n" .. err)
+  assert.not_matches("Sanitizer", err)
+  assert.not_matches("runtime error", err)
+  return out
+end
+
+for _, rt in ipairs(runtimes) do
+  local lua, dir = rt[1], rt[2]
+  local has = os.execute("test -f " .. build .. "/lib/lua/" .. dir .. "/retryfreeze/core.so")
+  local describe_or_pending = (has == true or has == 0) and describe or pending
+
+  describe_or_pending("core.step faults under " .. lua, function()
+    it("F1: ledger:close() while rf.flow runs is refused; the flow records its line", function()
+      local ledger = os.tmpname()
+      local out = clean(run(lua, dir, string.format([[
+        local p = assert(rf.load("examples/service.lock.json"))
+        local led = assert(rf.ledger.open(%q))
+        local closed, why
+        local r = rf.flow(p, { method = "GET", path = "/v1/jobs/1" }, { ledger = led, sleep = function() end,
+          now_ms = function() return 0 end,
+          send = function() closed, why = led:close() return { status = 200 } end })
+        print(closed, why, r.status, r.ledger_error)
+        print(led:close())
+      ]], ledger)))
+      local lines = 0
+      for _ in io.lines(ledger) do lines = lines + 1 end
+      os.remove(ledger)
+      assert.equal("nil\tledger in use by 1 open client(s) or unfinished flow(s): close or finish them first\t200\tnil\n"
+        .. "true\n", out)
+      assert.equal(1, lines)
+    end)
+
+    it("F1: a step dropped unfinished releases its ledger when collected", function()
+      local ledger = os.tmpname()
+      local out = clean(run(lua, dir, string.format([[
+        local p = assert(rf.load("examples/service.lock.json"))
+        local led = assert(rf.ledger.open(%q))
+        local step = core.step(p, { method = "GET", path = "/v1/jobs/1" }, { ledger = led }, 0)
+        print(led:close())
+        step = nil
+        collectgarbage(); collectgarbage()
+        print(led:close())
+      ]], ledger)))
+      os.remove(ledger)
+      assert.equal("nil\tledger in use by 1 open client(s) or unfinished flow(s): close or finish them first\ntrue\n", out)
+    end)
+
+    it("F2: step:finish, step:after and step:begin from inside step:after's hook raise 'step is busy'", function()
+      local out = clean(run(lua, dir, [[
+        local p = assert(rf.load("examples/retry-budget.lock.json"))
+        for _, call in ipairs { "finish", "after", "begin" } do
+          local step = core.step(p, { method = "POST", path = "/v1/jobs", idempotency_key = "k" }, {}, 0)
+          step:begin(0)
+          local ok, err
+          local retry, reason, hook_err = step:after({ status = 429 }, 10, 0, function()
+            if call == "finish" then ok, err = pcall(step.finish, step, "success", 10, 0)
+            elseif call == "after" then ok, err = pcall(step.after, step, { status = 200 }, 10, 0)
+            else ok, err = pcall(step.begin, step, 10) end
+            return false
+          end)
+          print(call, ok, (tostring(err):gsub("^.-: ", "")), retry, reason, hook_err)
+          local r = step:finish(reason, 20, 0)
+          print(r.outcome, r.attempts, #r.tries)
+        end
+      ]]))
+      local busy = "step is busy (called from its own on_attempt hook)"
+      local want = ""
+      for _, call in ipairs { "finish", "after", "begin" } do
+        want = want .. call .. "\tfalse\t" .. busy .. "\tfalse\tstopped-by-caller\tnil\n" .. "terminal\t1\t1\n"
+      end
+      assert.equal(want, out)
+    end)
+  end)
+end
