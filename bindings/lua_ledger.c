@@ -80,7 +80,8 @@ static int l_ledger_close(lua_State *L) {
     lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
     if (ll->users > 0) {
         lua_pushnil(L);
-        lua_pushfstring(L, "ledger in use by %d open client(s) or unfinished flow(s): close or finish them first", ll->users);
+        lua_pushfstring(L, "ledger in use by %d open client(s) or unfinished flow(s): close or finish them first",
+                        ll->users);
         return 2;
     }
     rf_error err;
