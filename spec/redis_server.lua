@@ -1,5 +1,7 @@
 -- A real redis-server for the specs: started on a free loopback port with no persistence (no RDB, no AOF),
 -- its files in a temporary directory, stopped (SIGKILL-able mid-test) by the spec that started it.
+-- A port where something already answers is skipped, and the server that answers is checked to be ours (its
+-- process id against our pid file), so a spec never uses, or kills, another run's Redis.
 -- Without redis-server the caller gets nil, why and marks its specs pending.
 local M = {}
 
@@ -7,9 +9,17 @@ local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'
 
 local function sh(cmd)
   local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
+  local out = p:read("*a")
   local ok = p:close()
   return ok, out
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
 end
 
 --- Is redis-server on PATH?
@@ -17,7 +27,12 @@ function M.available()
   return (sh("command -v redis-server && command -v redis-cli"))
 end
 
---- Starts redis-server on a random free loopback port (another port when the bind fails).
+local function answers(port)
+  local _, out = sh("redis-cli -p " .. port .. " ping")
+  return out:match("PONG") ~= nil
+end
+
+--- Starts redis-server on a random free loopback port (another port when it is taken or the bind fails).
 -- @param opts table|nil: {port = n} to reuse a port (a restart); {debug = true} allows DEBUG SLEEP
 -- @return {port=, url=, pid=, cli=function(...) → output, stop=function(signal)} or nil, why
 function M.start(opts)
@@ -25,38 +40,44 @@ function M.start(opts)
   local dir = os.tmpname()
   os.remove(dir)
   assert(os.execute("mkdir -p " .. shell_quote(dir)))
+  local pidfile = dir .. "/redis.pid"
   for _ = 1, 20 do
     local port = opts.port or math.random(33000, 45000)
-    local args = {
-      "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "''", "--appendonly", "no",
-      "--dir", shell_quote(dir), "--logfile", shell_quote(dir .. "/redis.log"), "--daemonize", "no",
-      "--enable-debug-command", opts.debug and "yes" or "no",
-    }
-    os.execute(table.concat(args, " ") .. " >/dev/null 2>&1 &")
-    -- The shell backgrounds redis; find it by its port and wait until it answers PING (at most 5 s).
-    for _ = 1, 100 do
-      local ok, out = sh("redis-cli -p " .. port .. " ping")
-      if ok and out:match("PONG") then
-        local _, pid = sh("redis-cli -p " .. port .. " info server | sed -n 's/^process_id:\\([0-9]*\\).*/\\1/p'")
-        local srv = { port = port, url = "redis://127.0.0.1:" .. port .. "/0", pid = tonumber(pid), dir = dir }
-        function srv.cli(...)
-          local a = {}
-          for i, v in ipairs({ ... }) do a[i] = shell_quote(v) end
-          local _, o = sh("redis-cli -p " .. port .. " " .. table.concat(a, " "))
-          return o
-        end
-        function srv.stop(signal)
-          if srv.pid then os.execute("kill -" .. (signal or "TERM") .. " " .. srv.pid .. " 2>/dev/null") end
-          for _ = 1, 100 do -- until the port is closed
-            local up = sh("redis-cli -p " .. port .. " ping")
-            if not up then break end
-            os.execute("sleep 0.05")
+    if not answers(port) then
+      os.remove(pidfile)
+      local args = {
+        "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "''", "--appendonly", "no",
+        "--dir", shell_quote(dir), "--logfile", shell_quote(dir .. "/redis.log"), "--daemonize", "yes",
+        "--pidfile", shell_quote(pidfile), "--enable-debug-command", opts.debug and "yes" or "no",
+      }
+      os.execute(table.concat(args, " ") .. " >/dev/null 2>&1")
+      for _ = 1, 100 do -- until it answers (at most 5 s)
+        local mine = tonumber((read_file(pidfile) or ""):match("%d+"))
+        if mine and answers(port) then
+          local _, info = sh("redis-cli -p " .. port .. " info server")
+          if tonumber(info:match("process_id:(%d+)")) ~= mine then -- someone else's took the port first
+            os.execute("kill " .. mine .. " 2>/dev/null")
+            break
           end
-          srv.pid = nil
+          local srv = { port = port, url = "redis://127.0.0.1:" .. port .. "/0", pid = mine, dir = dir }
+          function srv.cli(...)
+            local a = {}
+            for i, v in ipairs({ ... }) do a[i] = shell_quote(v) end
+            local _, o = sh("redis-cli -p " .. port .. " " .. table.concat(a, " "))
+            return o
+          end
+          function srv.stop(signal)
+            if srv.pid then os.execute("kill -" .. (signal or "TERM") .. " " .. srv.pid .. " 2>/dev/null") end
+            for _ = 1, 100 do -- until the port is closed
+              if not answers(port) then break end
+              os.execute("sleep 0.05")
+            end
+            srv.pid = nil
+          end
+          return srv
         end
-        return srv
+        os.execute("sleep 0.05")
       end
-      os.execute("sleep 0.05")
     end
     if opts.port then break end
   end
