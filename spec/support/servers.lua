@@ -139,8 +139,9 @@ end
 function M.tinyproxy()
   assert(M.tinyproxy_bin, "tinyproxy not installed")
   local dir = M.temp_dir("net-proxy")
-  for _ = 1, 5 do
+  for _ = 1, 10 do
     local port = math.random(20000, 32000)
+    while M.port_open(port) do port = math.random(20000, 32000) end -- taken: another run's server
     local conf = dir .. "/tinyproxy.conf"
     M.write_file(conf, table.concat({
       "Port " .. port, "Listen 127.0.0.1", "Timeout 10", "MaxClients 20",
@@ -160,7 +161,9 @@ function M.tinyproxy()
       if M.read_file("/proc/" .. pid .. "/stat") == "" then break end
       os.execute("sleep 0.05")
     end
-    if up then
+    -- Still alive: the listener is ours (a tinyproxy that could not bind exits at once).
+    os.execute("sleep 0.1")
+    if up and M.read_file("/proc/" .. pid .. "/stat") ~= "" then
       local px = { port = port, url = "http://127.0.0.1:" .. port, log = dir .. "/tinyproxy.log" }
       function px.log_text() return M.read_file(px.log) end
       function px.stop()
