@@ -74,7 +74,12 @@ static size_t header_lines(lua_State *L, int idx, int keep, const char *what, co
         if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "%s must map header names (strings) to values (strings)", what);
         if (n == cap) luaL_error(L, "%s: more than %d headers", what, (int)cap);
-        lua_pushfstring(L, "%s: %s", lua_tostring(L, -2), lua_tostring(L, -1));
+        size_t nlen = 0, vlen = 0;
+        const char *name = lua_tolstring(L, -2, &nlen), *value = lua_tolstring(L, -1, &vlen);
+        if (memchr(name, '\0', nlen) != NULL || memchr(value, '\0', vlen) != NULL)
+            luaL_error(L, "%s: header %s must not contain a NUL byte (C would cut the string there)", what,
+                       memchr(name, '\0', nlen) != NULL ? "names" : "values");
+        lua_pushfstring(L, "%s: %s", name, value);
         lines[n++] = lua_tostring(L, -1);
         lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
         lua_pop(L, 1);
@@ -133,7 +138,7 @@ static int l_client_new(lua_State *L) {
     lua_setiuservalue(L, ud, UV_POLICY);
     lua_getfield(L, 1, "base_url");
     if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "rf.client: base_url must be a string");
-    o.base_url = lua_tostring(L, -1);
+    o.base_url = rfl_tostring_nonul(L, -1, "rf.client: base_url");
     lua_getfield(L, 1, "ledger");
     if (!lua_isnil(L, -1)) o.ledger = rfl_check_ledger(L, -1);
     lua_setiuservalue(L, ud, UV_LEDGER);
@@ -248,6 +253,8 @@ static const char *opt_string_field(lua_State *L, int idx, int keep, const char 
     }
     if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
     const char *s = lua_tolstring(L, -1, len);
+    if (strcmp(key, "body") != 0 && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
+        luaL_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
     lua_setfield(L, keep, key);
     return s;
 }

@@ -42,6 +42,14 @@ const char *rfl_check_path(lua_State *L, int idx, bool *nul) {
     return path;
 }
 
+const char *rfl_tostring_nonul(lua_State *L, int idx, const char *what) {
+    size_t len = 0;
+    const char *s = lua_tolstring(L, idx, &len);
+    if (s != NULL && memchr(s, '\0', len) != NULL)
+        luaL_error(L, "%s must not contain a NUL byte (C would cut the string there)", what);
+    return s;
+}
+
 static int l_read_file(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);

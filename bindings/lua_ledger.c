@@ -54,7 +54,7 @@ static int l_ledger_open(lua_State *L) {
         lua_getfield(L, 2, "host"); /* stays on the stack (anchored) until the ledger has copied it */
         if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
             return luaL_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
-        host = lua_tostring(L, -1);
+        host = rfl_tostring_nonul(L, -1, "rf.ledger.open: host");
     }
     lledger *ll = lua_newuserdatauv(L, sizeof *ll, 0);
     ll->l = NULL;

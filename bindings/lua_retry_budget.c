@@ -74,7 +74,7 @@ int rfl_retry_budget_new(lua_State *L) {
         lua_getfield(L, 2, "redis");
         if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
             return luaL_error(L, "rf.retry_budget: redis must be a URL string (redis://host:port/db)");
-        url = lua_tostring(L, -1); /* anchored by the options table during this call */
+        url = rfl_tostring_nonul(L, -1, "rf.retry_budget: redis"); /* anchored by the options table during this call */
         lua_pop(L, 1);
         o.timeout_ms = opt_ms(L, 2, "timeout_ms", 1, RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
         o.idle_ttl_ms = opt_ms(L, 2, "idle_ttl_ms", 1, 2147483647);
@@ -141,8 +141,10 @@ static int l_retry_budget_gc(lua_State *L) {
  * not hold), ttl_ms (integer, or nil) | nil, message when Redis cannot be reached. Raises on a bad name or URL.
  */
 static int l_retry_budget_peek(lua_State *L) {
-    const char *url = luaL_checkstring(L, 1);
-    const char *name = luaL_checkstring(L, 2);
+    luaL_checkstring(L, 1);
+    luaL_checkstring(L, 2);
+    const char *url = rfl_tostring_nonul(L, 1, "retry_budget_peek: url");
+    const char *name = rfl_tostring_nonul(L, 2, "retry_budget_peek: name");
     lua_Integer timeout = luaL_optinteger(L, 3, 1000);
     int64_t tokens = -1, ttl = -1;
     rf_error err;

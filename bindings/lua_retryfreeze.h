@@ -59,6 +59,9 @@ void rfl_open_ledger_tally(lua_State *L);
 /* The string argument idx as a file path (raises unless a string). *nul is set when it holds a NUL byte: C
  * would open a shorter path, so the caller refuses it (lua_input.c). */
 const char *rfl_check_path(lua_State *L, int idx, bool *nul);
+/* The string at idx (lua_tolstring: NULL unless a string or number); raises "<what> must not contain a NUL byte"
+ * when it holds one: C reads it up to its first NUL, so "key\0a" and "key\0b" would become the same "key". */
+const char *rfl_tostring_nonul(lua_State *L, int idx, const char *what);
 /* Adds core.read_file and the readers' size caps (lua_input.c). */
 void rfl_open_input(lua_State *L);
 /* Add json_codec (lua_json.c, cJSON) and glob (lua_glob.c, glob(3)) to the module table on top of the stack. */

@@ -58,7 +58,10 @@ static const char *keep_string(lua_State *L, int req, int keep, const char *key,
     }
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_error(L, "rf.flow: request.%s must be a string, got %s", key, luaL_typename(L, -1));
-    const char *s = lua_tostring(L, -1);
+    size_t len = 0;
+    const char *s = lua_tolstring(L, -1, &len);
+    if (memchr(s, '\0', len) != NULL)
+        luaL_error(L, "rf.flow: request.%s must not contain a NUL byte (C would cut the string there)", key);
     lua_setfield(L, keep, key);
     return s;
 }

@@ -89,5 +89,48 @@ for _, rt in ipairs(runtimes) do
       end
       assert.equal(want, out)
     end)
+
+    it("F6: a string with a NUL byte is refused, naming the field (the body stays binary-safe)", function()
+      local out = clean(run(lua, dir, [[
+        local p = assert(rf.load("examples/service.lock.json"))
+        local function try(f) local ok, err = pcall(f) print(ok, (tostring(err):gsub("^[^:]*:%d+: ", ""))) end
+        local c = rf.client{ policy = p, base_url = "http://127.0.0.1:9" }
+        local base = { method = "GET", path = "/v1/jobs/1", idempotency_key = "order-1" }
+        for _, f in ipairs { "method", "path", "query", "idempotency_key" } do
+          local r = {}
+          for k, v in pairs(base) do r[k] = v end
+          r[f] = (r[f] or "q") .. "\0a"
+          try(function() return c:request(r) end)
+        end
+        try(function() return c:request{ method = "GET", path = "/v1/jobs/1", headers = { ["X-A\0b"] = "1" } } end)
+        try(function() return c:request{ method = "GET", path = "/v1/jobs/1", headers = { ["X-A"] = "1\0b" } } end)
+        try(function() return rf.client{ policy = p, base_url = "http://127.0.0.1:9\0.evil" } end)
+        try(function() return rf.client{ policy = p, base_url = "http://127.0.0.1:9", headers = { ["X"] = "\0" } } end)
+        try(function() return rf.ledger.open(os.tmpname(), { host = "web-1\0x" }) end)
+        try(function() return core.step(p, { method = "GET", path = "/v1/jobs/1", idempotency_key = "order-1\0b" }, {}, 0) end)
+        try(function() return core.step(p, { method = "GET", path = "/v1/jobs/1\0x" }, {}, 0) end)
+        try(function() return rf.flow(p, { method = "GET\0", path = "/v1/jobs/1" },
+          { send = function() return { status = 200 } end, sleep = function() end, now_ms = function() return 0 end }) end)
+        local r = rf.flow(p, { method = "POST", path = "/v1/jobs", body = "a\0b", idempotency_key = "k" },
+          { send = function(req) return { status = 200, body = req.body } end, sleep = function() end,
+            now_ms = function() return 0 end })
+        print(r.status, #r.body)
+      ]]))
+      local nul = "must not contain a NUL byte (C would cut the string there)"
+      assert.equal(table.concat({
+        "false\trequest.method " .. nul,
+        "false\trequest.path " .. nul,
+        "false\trequest.query " .. nul,
+        "false\trequest.idempotency_key " .. nul,
+        "false\trequest.headers: header names " .. nul,
+        "false\trequest.headers: header values " .. nul,
+        "false\trf.client: base_url " .. nul,
+        "false\trf.client: headers: header values " .. nul,
+        "false\trf.ledger.open: host " .. nul,
+        "false\trf.flow: request.idempotency_key " .. nul,
+        "false\trf.flow: request.path " .. nul,
+        "false\trf.flow: request.method " .. nul,
+        "200\t3", "" }, "\n"), out)
+    end)
   end)
 end
