@@ -11,6 +11,7 @@
 
 #include "retryfreeze/attempt_step.h"
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -49,6 +50,21 @@ static int l_wall_ms(lua_State *L) {
     return 1;
 }
 
+/* The clock reading at arg (ms): an integer in 0..2^53-1 (exact in a double, as under LuaJIT), or raises naming its source
+ * (io.now_ms or io.wall_ms). Elapsed times are differences of these readings: bounding them keeps that
+ * arithmetic far from int64 overflow, whatever a host's clock returns. */
+static int64_t clock_arg(lua_State *L, int arg, const char *what) {
+    if (lua_type(L, arg) == LUA_TNUMBER) { /* the range first: LuaJIT's numbers are doubles */
+        lua_Number n = lua_tonumber(L, arg);
+        if (!(n >= 0 && n <= 9007199254740991.0)) {
+            char got[48];
+            snprintf(got, sizeof got, "%.0f", (double)n);
+            luaL_error(L, "rf.flow: %s must return milliseconds in 0..2^53-1, got %s", what, got);
+        }
+    }
+    return (int64_t)rfl_checkinteger(L, arg);
+}
+
 /* request[key] as a string kept in the keeper table at keep; NULL when nil. Raises on another type. */
 static const char *keep_string(lua_State *L, int req, int keep, const char *key, bool required) {
     lua_getfield(L, req, key);
@@ -72,7 +88,7 @@ static int l_step_new(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
-    lua_Integer now = rfl_checkinteger(L, 4);
+    int64_t now = clock_arg(L, 4, "io.now_ms");
     lstep *ls = lua_newuserdatauv(L, sizeof *ls, SUV_COUNT);
     memset(ls, 0, sizeof *ls);
     luaL_setmetatable(L, STEP_MT);
@@ -138,7 +154,7 @@ static int l_step_begin(lua_State *L) {
     lstep *ls = check_step(L);
     int64_t timeout = 0;
     rf_reason stop;
-    if (!rf_step_begin(&ls->s, rfl_checkinteger(L, 2), &timeout, &stop)) {
+    if (!rf_step_begin(&ls->s, clock_arg(L, 2, "io.now_ms"), &timeout, &stop)) {
         lua_pushnil(L);
         lua_pushstring(L, rf_reason_name(stop));
         return 2;
@@ -186,9 +202,9 @@ static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
 static int l_step_after(lua_State *L) {
     lstep *ls = check_step(L);
     if (!ls->began) return luaL_error(L, "rf.flow: step:after without step:begin");
-    ls->began = false;
     luaL_checktype(L, 2, LUA_TTABLE);
-    rf_step_result res = {.now_ms = rfl_checkinteger(L, 3), .wall_ms = rfl_checkinteger(L, 4)};
+    rf_step_result res = {.now_ms = clock_arg(L, 3, "io.now_ms"), .wall_ms = clock_arg(L, 4, "io.wall_ms")};
+    ls->began = false;
     lua_settop(L, 5);
     if (!lua_isnil(L, 5)) luaL_checktype(L, 5, LUA_TFUNCTION);
     lua_Integer status = 0;
@@ -256,7 +272,7 @@ static int l_step_finish(lua_State *L) {
     for (int r = 0; r < RF_REASON_COUNT; r++)
         if (strcmp(reason_name, rf_reason_name((rf_reason)r)) == 0) reason = (rf_reason)r;
     luaL_argcheck(L, reason != RF_REASON_COUNT, 2, "a reason from rf.reasons");
-    int64_t now = rfl_checkinteger(L, 3), wall = rfl_checkinteger(L, 4);
+    int64_t now = clock_arg(L, 3, "io.now_ms"), wall = clock_arg(L, 4, "io.wall_ms");
     size_t body_len = 0;
     const char *body = luaL_optlstring(L, 5, "", &body_len);
     lua_newtable(L); /* the header block's lines, joined below */

@@ -132,5 +132,43 @@ for _, rt in ipairs(runtimes) do
         "false\trf.flow: request.method " .. nul,
         "200\t3", "" }, "\n"), out)
     end)
+
+    it("F5: clock readings outside 0..2^53-1 raise naming io.now_ms or io.wall_ms; no overflow in the step", function()
+      local out = clean(run(lua, dir, [[
+        local p = assert(rf.load("examples/retry-budget.lock.json"))
+        local function try(f) local ok, err = pcall(f) print(ok, (tostring(err):gsub("^[^:]*:%d+: ", ""))) end
+        local big = 9007199254740991 -- 2^53-1
+        local function flow(clocks)
+          local i = 0
+          return rf.flow(p, { method = "POST", path = "/v1/jobs", idempotency_key = "k" }, {
+            send = function() return { status = 429 } end, sleep = function() end,
+            now_ms = function() i = i + 1 return clocks[i] end })
+        end
+        try(function() return flow { -1 } end)
+        try(function() return flow { 0, big + 1 } end)
+        try(function() return flow { math.mininteger or -2^63, math.maxinteger or 2^63 } end)
+        try(function() return core.step(p, { method = "GET", path = "/v1/jobs" }, {}, -1) end)
+        local step = core.step(p, { method = "POST", path = "/v1/jobs", idempotency_key = "k" }, {}, big)
+        try(function() return step:begin(-1) end)
+        print(step:begin(0))
+        try(function() return step:after({ status = 429 }, 0, -5) end)
+        local retry, delay = step:after({ status = 429 }, big, big)
+        print(retry, math.type and math.type(delay) or type(delay))
+        local r = step:finish("stopped-by-caller", 0, big)
+        print(r.elapsed_ms, string.format("%.0f", r.tries[1].elapsed_ms))
+      ]]))
+      local range = "must return milliseconds in 0..2^53-1, got "
+      local int = lua == "lua5.4" and "integer" or "number"
+      assert.equal(table.concat({
+        "false\trf.flow: io.now_ms " .. range .. "-1",
+        "false\trf.flow: io.now_ms " .. range .. "9007199254740992",
+        "false\trf.flow: io.now_ms " .. range .. "-9223372036854775808",
+        "false\trf.flow: io.now_ms " .. range .. "-1",
+        "false\trf.flow: io.now_ms " .. range .. "-1",
+        "2000", -- the per-try timeout: the clock went backwards, so 0 ms have elapsed
+        "false\trf.flow: io.wall_ms " .. range .. "-5",
+        "true\t" .. int,
+        "0\t9007199254740991", "" }, "\n"), out)
+    end)
   end)
 end

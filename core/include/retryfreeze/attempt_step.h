@@ -65,6 +65,8 @@ typedef struct rf_step {
     bool last_class_retryable, done;
 } rf_step;
 
+/* Elapsed times are differences of the host's now_ms readings, computed without overflow: a reading earlier
+ * than the start counts 0 ms, a difference beyond INT64_MAX counts INT64_MAX. */
 /* Starts request req at now_ms. RF_EINVAL names a missing method or path (err->path); RF_ENOMEM. */
 RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                               rf_error *err);

@@ -116,12 +116,20 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
     return RF_OK;
 }
 
+/* now_ms - since_ms for the host's clock readings, without signed overflow: 0 when the clock went backwards,
+ * INT64_MAX when the difference does not fit (a host may pass any int64; C11 §6.5p5 makes overflow undefined). */
+static int64_t elapsed_between(int64_t since_ms, int64_t now_ms) {
+    if (now_ms <= since_ms) return 0;
+    uint64_t d = (uint64_t)now_ms - (uint64_t)since_ms; /* exact: both in int64, now > since */
+    return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
+}
+
 bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop) {
     const rf_request *req = s->req;
     rf_attempt_budget b;
     rf_error err;
     if (s->done || rf_budget(s->policy, req->method, strlen(req->method), req->path, strlen(req->path), s->attempts,
-                             now_ms - s->start_ms, &b, &err) != RF_OK) {
+                             elapsed_between(s->start_ms, now_ms), &b, &err) != RF_OK) {
         *stop = RF_REASON_NO_ROUTE;
         return false;
     }
@@ -145,7 +153,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
     memset(t, 0, sizeof *t);
     t->status = status;
     t->transport = res->transport;
-    t->elapsed_ms = res->now_ms - s->attempt_start_ms;
+    t->elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms);
     t->delay_ms = s->delay_ms;
     t->timeout_ms = s->timeout_ms;
     if (res->error) snprintf(t->error, sizeof t->error, "%.127s", res->error);
@@ -161,7 +169,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
                       .date = res->date,
                       .date_len = res->date ? strlen(res->date) : 0,
                       .attempts = s->attempts,
-                      .elapsed_ms = res->now_ms - s->start_ms,
+                      .elapsed_ms = elapsed_between(s->start_ms, res->now_ms),
                       .not_sent = res->not_sent,
                       .has_idempotency_key = req->idempotency_key != NULL,
                       .now_ms = res->wall_ms};
@@ -190,5 +198,5 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
 
 void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger) {
     s->done = true;
-    rf_step_finish(s->policy, s->req, stop, s->last_class_retryable, now_ms - s->start_ms, wall_ms, ledger, s->resp);
+    rf_step_finish(s->policy, s->req, stop, s->last_class_retryable, elapsed_between(s->start_ms, now_ms), wall_ms, ledger, s->resp);
 }
