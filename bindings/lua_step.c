@@ -50,8 +50,8 @@ static int l_wall_ms(lua_State *L) {
     return 1;
 }
 
-/* The clock reading at arg (ms): an integer in 0..2^53-1 (exact in a double, as under LuaJIT), or raises naming its source
- * (io.now_ms or io.wall_ms). Elapsed times are differences of these readings: bounding them keeps that
+/* The clock reading at arg (ms): an integer in 0..2^53-1 (exact in a double, as under LuaJIT), or raises naming its
+ * source (io.now_ms or io.wall_ms). Elapsed times are differences of these readings: bounding them keeps that
  * arithmetic far from int64 overflow, whatever a host's clock returns. */
 static int64_t clock_arg(lua_State *L, int arg, const char *what) {
     if (lua_type(L, arg) == LUA_TNUMBER) { /* the range first: LuaJIT's numbers are doubles */

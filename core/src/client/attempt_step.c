@@ -198,5 +198,6 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
 
 void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger) {
     s->done = true;
-    rf_step_finish(s->policy, s->req, stop, s->last_class_retryable, elapsed_between(s->start_ms, now_ms), wall_ms, ledger, s->resp);
+    rf_step_finish(s->policy, s->req, stop, s->last_class_retryable, elapsed_between(s->start_ms, now_ms), wall_ms,
+                   ledger, s->resp);
 }
