@@ -34,6 +34,8 @@ typedef struct lstep {
     rf_retry_budget *budget;
     struct lbudget *budget_use; /* io.retry_budget marked in use (budget:close() raises) until finish or __gc */
     int *ledger_users;          /* io.ledger's use counter (rfl_ledger_use): ledger:close() refused until finish/__gc */
+    int anchor; /* registry ref to {policy, keep, ledger, rng, budget}: the user values can be replaced from Lua
+                   (debug.setuservalue), this ref cannot; released at finish and __gc */
     bool began, finished;
     bool busy; /* step:after's hook runs: finish/after/begin would free or rewrite the tries rf_step_after uses */
 } lstep;
@@ -91,6 +93,7 @@ static int l_step_new(lua_State *L) {
     int64_t now = clock_arg(L, 4, "io.now_ms");
     lstep *ls = lua_newuserdatauv(L, sizeof *ls, SUV_COUNT);
     memset(ls, 0, sizeof *ls);
+    ls->anchor = LUA_NOREF;
     luaL_setmetatable(L, STEP_MT);
     int ud = lua_gettop(L);
     lua_pushvalue(L, 1);
@@ -126,6 +129,12 @@ static int l_step_new(lua_State *L) {
         ls->budget_use = rfl_retry_budget_acquire(L, -1, &ls->budget);
     }
     lua_setiuservalue(L, ud, SUV_BUDGET);
+    lua_createtable(L, SUV_COUNT, 0);
+    for (int i = 1; i <= SUV_COUNT; i++) {
+        lua_getiuservalue(L, ud, i);
+        lua_rawseti(L, -2, i);
+    }
+    ls->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     rf_error err;
     rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "rf.flow: out of memory");
@@ -134,8 +143,10 @@ static int l_step_new(lua_State *L) {
     return 1;
 }
 
-/* Releases what the step marked in use (its ledger and retry budget): at finish and __gc. */
-static void release_uses(lstep *ls) {
+/* Releases what the step marked in use (its ledger and retry budget) and its anchor: at finish and __gc. */
+static void release_uses(lua_State *L, lstep *ls) {
+    luaL_unref(L, LUA_REGISTRYINDEX, ls->anchor);
+    ls->anchor = LUA_NOREF;
     if (ls->ledger_users != NULL) (*ls->ledger_users)--; /* the ledger userdata is alive: SUV_LEDGER holds it */
     ls->ledger_users = NULL;
     rfl_retry_budget_release(ls->budget_use);
@@ -309,7 +320,7 @@ static int l_step_finish(lua_State *L) {
     r->headers_len = head_len;
     ls->finished = true;
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
-    release_uses(ls);
+    release_uses(L, ls);
     rfl_push_response(L, r);
     rf_response_clear(r);
     return 1;
@@ -319,7 +330,7 @@ static int l_step_gc(lua_State *L) {
     lstep *ls = luaL_checkudata(L, 1, STEP_MT);
     rf_response_clear(&ls->resp);
     ls->finished = true;
-    release_uses(ls);
+    release_uses(L, ls);
     return 0;
 }
 

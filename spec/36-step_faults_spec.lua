@@ -170,5 +170,34 @@ for _, rt in ipairs(runtimes) do
         "true\t" .. int,
         "0\t9007199254740991", "" }, "\n"), out)
     end)
+
+    if lua == "lua5.4" then -- LuaJIT has no debug.setuservalue
+      it("F4: what a step uses stays anchored when a script replaces its user values", function()
+        local out = clean(run(lua, dir, [[
+          local led = assert(rf.ledger.open(os.tmpname()))
+          local weak = setmetatable({}, { __mode = "k" })
+          local step
+          do
+            local p = assert(rf.load("examples/service.lock.json"))
+            step = core.step(p, { method = "GET", path = "/v1/jobs/1" },
+              { ledger = led, rng = rf.rng(7), retry_budget = rf.retry_budget(p) }, 0)
+          end
+          for i = 1, 5 do
+            weak[debug.getuservalue(step, i)] = i
+            debug.setuservalue(step, nil, i)
+          end
+          collectgarbage(); collectgarbage()
+          local alive = 0
+          for _ in pairs(weak) do alive = alive + 1 end
+          print(alive)
+          print(step:begin(0))
+          print(step:after({ status = 503 }, 10, 0))
+          local r = step:finish("stopped-by-caller", 20, 0)
+          print(r.attempts, r.outcome)
+          print(led:close())
+        ]]))
+        assert.matches("^5\n1000\ntrue\t%d+\n1\tterminal\ntrue\n$", out)
+      end)
+    end
   end)
 end
