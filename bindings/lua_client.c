@@ -521,6 +521,34 @@ static int l_finish(lua_State *L) {
     return 1;
 }
 
+/* Blocking requests (client:request, client:all) nest when a hook starts another one: each level is C stack
+ * (libcurl, the hook's pcall). Lua 5.4 stops near 200 C levels with "C stack overflow", LuaJIT does not and the
+ * process dies on SIGSEGV near 1250. The depth is kept per Lua state (all its coroutines share one C stack) in
+ * the registry, under the address of nesting_key, and a request deeper than MAX_NESTED_REQUESTS is refused. */
+#define MAX_NESTED_REQUESTS 32
+static const char nesting_key = 0;
+
+/* Adds delta to the nesting depth and returns the new depth. */
+static lua_Integer nesting_add(lua_State *L, lua_Integer delta) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &nesting_key);
+    lua_Integer depth = lua_tointeger(L, -1) + delta;
+    lua_pop(L, 1);
+    lua_pushinteger(L, depth);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &nesting_key);
+    return depth;
+}
+
+/* Enters one more blocking request, or raises when MAX_NESTED_REQUESTS are already running (what: the method). */
+static void nesting_enter(lua_State *L, const char *what) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &nesting_key);
+    lua_Integer depth = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (depth >= MAX_NESTED_REQUESTS)
+        luaL_error(L, "%s: more than %d requests nested in on_attempt hooks: refused before the C stack runs out", what,
+                   MAX_NESTED_REQUESTS);
+    nesting_add(L, 1);
+}
+
 /* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
  * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
 static int l_request(lua_State *L) {
@@ -544,9 +572,11 @@ static int l_request(lua_State *L) {
     lresponses *rs = new_responses(L, 1);
     hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = hook_idx};
     rf_error err;
+    nesting_enter(L, "client:request");
     lc->busy = true;
     rf_status st = rf_client_request(c, &req, call_hook, &h, &rs->r[0], &err);
     lc->busy = false;
+    nesting_add(L, -1);
     if (st == RF_OK) push_response(L, &rs->r[0]);
     rf_response_clear(&rs->r[0]);
     if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
@@ -586,9 +616,11 @@ static int l_all(lua_State *L) {
     int errors = lua_gettop(L);
     hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = 0};
     rf_error err;
+    nesting_enter(L, "client:all");
     lc->busy = true;
     rf_status st = rf_client_all(c, reqs, (size_t)n, call_hook, &h, rs->r, &err);
     lc->busy = false;
+    nesting_add(L, -1);
     if (st == RF_OK) {
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {

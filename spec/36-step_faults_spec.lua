@@ -199,5 +199,29 @@ for _, rt in ipairs(runtimes) do
         assert.matches("^5\n1000\ntrue\t%d+\n1\tterminal\ntrue\n$", out)
       end)
     end
+
+    it("F3: client:request nested in on_attempt hooks is refused beyond 32 levels, without a crash", function()
+      local out = clean(run(lua, dir, [[
+        local p = assert(rf.load("examples/service.lock.json"))
+        local deepest = 0
+        local function go(depth)
+          deepest = math.max(deepest, depth)
+          local c = rf.client{ policy = p, base_url = "http://127.0.0.1:9" }
+          return c:request{ method = "GET", path = "/v1/jobs/1", on_attempt = function() go(depth + 1) end }
+        end
+        local ok, err = pcall(go, 1)
+        print(ok, deepest, (tostring(err):match("client:request: more than 32 requests nested in on_attempt hooks")))
+        -- the depth is back at 0: 32 nested levels run again
+        deepest = 0
+        local function go32(depth)
+          deepest = math.max(deepest, depth)
+          local c = rf.client{ policy = p, base_url = "http://127.0.0.1:9" }
+          return c:request{ method = "GET", path = "/v1/jobs/1",
+            on_attempt = function() if depth < 32 then go32(depth + 1) end return false end }
+        end
+        print(go32(1).outcome, deepest)
+      ]]))
+      assert.equal("false\t33\tclient:request: more than 32 requests nested in on_attempt hooks\nterminal\t32\n", out)
+    end)
   end)
 end
