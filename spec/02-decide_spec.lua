@@ -85,6 +85,24 @@ describe("policy:decide", function()
   end)
 end)
 
+-- Issue 17: a lowercase method was decided as a silent no-route.
+describe("a lowercase method", function()
+  local policy = assert(rf.load(h.desk_lock))
+  it("is refused with the reason, not decided as no-route", function()
+    local why = "method must be uppercase, got \"get\": methods are case-sensitive (RFC 9110 §9.1) and a "
+      .. "lock's routes name them in uppercase, so no route could match"
+    local ok, err = pcall(policy.decide, policy, { method = "get", path = "/v1/jobs", status = 503 })
+    assert.is_false(ok)
+    assert.matches("(facts." .. why .. ")", err, 1, true)
+    ok, err = pcall(policy.budget, policy, { method = "Post", path = "/v1/jobs" })
+    assert.is_false(ok)
+    assert.matches('method must be uppercase, got "Post"', err, 1, true)
+    local _, cli_err, code = h.run_cli("decide", h.desk_lock, "--method", "get", "--path", "/v1/jobs")
+    assert.equal(2, code)
+    assert.equal("retryfreeze decide: --" .. why .. "\n", cli_err)
+  end)
+end)
+
 describe("policy:budget and policy:classify", function()
   local desk = assert(rf.load(h.desk_lock))
 

@@ -164,6 +164,13 @@ describe("rf.client against the fault-injecting upstream", function()
     assert.is_true(os.time() - t0 <= 2, "the two 1 s waits overlapped")
   end)
 
+  it("refuses retry_budget = true when the lock has no retryBudget, instead of ignoring it", function()
+    assert.has_error(function() rf.client{ policy = desk, base_url = "http://127.0.0.1:1", retry_budget = true } end,
+      "rf.client: retry_budget is true, but the lock has no retryBudget to take the budget from")
+    local c = rf.client{ policy = desk, base_url = "http://127.0.0.1:1", retry_budget = false }
+    c:close()
+  end)
+
   it("raises on misuse: bad arguments, raw Idempotency-Key, a closed client", function()
     assert.has_error(function() client:request{ path = "/v1/jobs" } end)
     assert.has_error(function() client:request{ method = "POST", path = "/v1/jobs", bogus = 1 } end,

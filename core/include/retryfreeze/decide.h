@@ -38,7 +38,7 @@ RF_API int64_t rf_rng_between(rf_rng *rng, int64_t lo, int64_t hi);
  * a NULL pointer or 0 length means absent. The engine never sees a body.
  */
 typedef struct rf_facts {
-    const char *method; /* "POST"; required */
+    const char *method; /* "POST"; required, uppercase (a lowercase letter: RF_EINVAL, RFC 9110 §9.1) */
     size_t method_len;
     const char *path; /* "/v1/jobs/7?x=1"; required; query and fragment are ignored for routing */
     size_t path_len;

@@ -30,6 +30,10 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
         return fail(err, "base_url", "must be an http:// or https:// URL without spaces");
     if (opts->max_redirects < 0 || opts->max_redirects > RF_MAX_REDIRECTS)
         return fail(err, "max_redirects", "must be 1..30 (0 = the default, 10)");
+    /* Asked for a budget the lock does not define: refused, not silently inert (the caller would believe
+     * retries are throttled when nothing throttles them). */
+    if (opts->retry_budget && !rf_policy_retry_budget(opts->policy, NULL, NULL))
+        return fail(err, "retry_budget", "is true, but the lock has no retryBudget to take the budget from");
     char why[160];
     for (size_t i = 0; i < opts->n_headers; i++)
         if (!rfi_header_valid(opts->headers[i], why, sizeof why)) return fail(err, "headers", why);

@@ -23,8 +23,21 @@ static bool method_requires_key(const rfi_route *r, const char *method, size_t l
     return false;
 }
 
+/* A method with a lowercase letter can match no route (a lock names methods in uppercase and methods are
+ * case-sensitive, RFC 9110 §9.1): refused with that reason rather than decided as a silent no-route. */
+static rf_status check_method_case(const char *m, size_t len, rf_error *err) {
+    for (size_t i = 0; i < len; i++)
+        if (m[i] >= 'a' && m[i] <= 'z')
+            return rfi_fail(err, "method",
+                            "must be uppercase, got \"%.*s\": methods are case-sensitive (RFC 9110 §9.1) and a lock's "
+                            "routes name them in uppercase, so no route could match",
+                            (int)(len > 16 ? 16 : len), m);
+    return RF_OK;
+}
+
 static rf_status check_facts(const rf_facts *f, rf_error *err) {
     if (f->method == NULL || f->method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
+    if (check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     if (f->path == NULL || f->path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
     if (f->status != 0 && (f->status < 100 || f->status > 599))
         return rfi_fail(err, "status", "must be 0 (none received) or 100..599, got %d", f->status);
@@ -144,6 +157,7 @@ rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, c
                     int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err) {
     if (p == NULL || out == NULL) return rfi_fail(err, "", "policy and out must not be NULL");
     if (method == NULL || method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
+    if (check_method_case(method, method_len, err) != RF_OK) return RF_EINVAL;
     if (path == NULL || path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
     if (attempts < 0) return rfi_fail(err, "attempts", "must be >= 0 (attempts made so far), got %d", attempts);
     if (elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)elapsed_ms);
