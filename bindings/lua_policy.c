@@ -383,13 +383,11 @@ static void push_class(lua_State *L, int cache, const rf_verdict *v) {
     }
 }
 
-/* Pushes the verdict table {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route}
- * of policy p; retry_after_header (the wait header retry_after speaks of) only when one was present. */
-void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
-    luaL_checkstack(L, 4, "verdict");
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
-    int cache = lua_gettop(L);
-    lua_createtable(L, 0, 8);
+/* Sets the verdict fields {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route}
+ * of policy p into the table on top of the stack; cache is the string cache's index. retry_after_header (the
+ * wait header retry_after speaks of) and route only when present; with clear_absent, an absent one is set to
+ * nil, so that a reused table keeps nothing from an earlier verdict. */
+static void set_verdict_fields(lua_State *L, int cache, const rf_policy *p, const rf_verdict *v, bool clear_absent) {
     lua_pushboolean(L, v->retry);
     set_cached(L, cache, STR_RETRY);
     lua_rawgeti(L, cache, STR_REASON + (int)v->reason);
@@ -405,25 +403,54 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
     if (v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT) {
         lua_rawgeti(L, cache, STR_WAIT_HEADER + v->retry_after_header);
         set_cached(L, cache, STR_RA_HEADER_KEY);
+    } else if (clear_absent) {
+        lua_pushnil(L);
+        set_cached(L, cache, STR_RA_HEADER_KEY);
     }
     rf_route_view rv;
     if (v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK) {
-        lua_pushstring(L, rv.endpoint);
+        lua_pushstring(L, rv.endpoint); /* interned: no allocation while the previous verdict holds it */
+        set_cached(L, cache, STR_ROUTE);
+    } else if (clear_absent) {
+        lua_pushnil(L);
         set_cached(L, cache, STR_ROUTE);
     }
     if (v->budget != RF_BUDGET_NONE) { /* only when a retry budget took part */
         lua_pushstring(L, rf_budget_source_name(v->budget));
         lua_setfield(L, -2, "budget");
+    } else if (clear_absent) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, "budget");
     }
+}
+
+/* Pushes the verdict table of policy p (the fields of set_verdict_fields). */
+void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
+    luaL_checkstack(L, 4, "verdict");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    int cache = lua_gettop(L);
+    lua_createtable(L, 0, 8);
+    set_verdict_fields(L, cache, p, v, false);
     lua_remove(L, cache);
 }
 
 /* ---- policy methods ----------------------------------------------------------------------------- */
 
-/* policy:decide(facts [, rng]) → verdict table. Raises on bad facts (argument errors name the key). */
+/* policy:decide(facts [, rng] [, out]) → verdict table. Raises on bad facts (argument errors name the key).
+ * With out (a table, as the second or third argument), the verdict's fields are written into out, which is
+ * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. */
 static int l_decide(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
-    rf_rng *rng = lua_isnoneornil(L, 3) ? NULL : check_ud(L, 3, &rng_mt_key, RNG_MT);
+    int rng_arg = 3, out = 0;
+    if (lua_type(L, 3) == LUA_TTABLE) {
+        out = 3;
+        rng_arg = 4;
+        luaL_argcheck(L, lua_isnone(L, 4), 4, "decide(facts, out) takes no rng after out: decide(facts, rng, out)");
+    } else if (!lua_isnoneornil(L, 4)) {
+        luaL_checktype(L, 4, LUA_TTABLE);
+        out = 4;
+    }
+    rf_rng *rng = lua_isnoneornil(L, rng_arg) ? NULL : check_ud(L, rng_arg, &rng_mt_key, RNG_MT);
     rf_facts f;
     rfl_read_facts(L, 2, &f);
     if (rng == NULL) rng = default_rng(L);
@@ -431,7 +458,15 @@ static int l_decide(lua_State *L) {
     rf_error err;
     if (rf_decide(p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "facts.%s %s", err.path, err.message));
-    rfl_push_verdict(L, p, &v);
+    if (out == 0) {
+        rfl_push_verdict(L, p, &v);
+        return 1;
+    }
+    luaL_checkstack(L, 4, "verdict");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    int cache = lua_gettop(L);
+    lua_pushvalue(L, out);
+    set_verdict_fields(L, cache, p, &v, true);
     return 1;
 }
 

@@ -116,3 +116,21 @@ Cflags: -I${includedir}
 ]=])
 configure_file(${CMAKE_BINARY_DIR}/retryfreeze.pc.in ${CMAKE_BINARY_DIR}/retryfreeze.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/retryfreeze.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# `cmake --build build --target uninstall` removes every file the last `cmake --install` of this build tree
+# wrote (CMake records them in install_manifest.txt); directories it created are left.
+file(WRITE ${CMAKE_BINARY_DIR}/cmake_uninstall.cmake [=[
+set(manifest "${CMAKE_CURRENT_LIST_DIR}/install_manifest.txt")
+if(NOT EXISTS "${manifest}")
+  message(FATAL_ERROR "no ${manifest}: nothing was installed from this build tree (run cmake --install first)")
+endif()
+file(STRINGS "${manifest}" files)
+foreach(f IN LISTS files)
+  if(EXISTS "${f}" OR IS_SYMLINK "${f}")
+    message(STATUS "Removing ${f}")
+    file(REMOVE "${f}")
+  endif()
+endforeach()
+]=])
+add_custom_target(uninstall COMMAND ${CMAKE_COMMAND} -P ${CMAKE_BINARY_DIR}/cmake_uninstall.cmake
+  COMMENT "Removing the files of install_manifest.txt")

@@ -42,4 +42,9 @@ out=$(cd "$prefix" && "$prefix/bin/retryfreeze" report "$prefix/demo.jsonl" -o "
 grep -q 'vega-lite' "$prefix/report.html" && test -f "$prefix/share/lua/5.4/retryfreeze/vendor/vega/LICENSE.vega" ||
   fail "the report from the prefix lacks the inlined chart library or its licence"
 echo "ok: retryfreeze report from the prefix (the chart library installed beside the modules)"
+cmake --build "$build" --target uninstall >/dev/null || fail "the uninstall target failed"
+while IFS= read -r f; do
+  [[ -e $f || -L $f ]] && fail "uninstall left $f"
+done <"$build/install_manifest.txt"
+echo "ok: the uninstall target removed every installed file"
 echo "1 passed, 0 failed"
