@@ -85,45 +85,6 @@ describe("policy:decide", function()
   end)
 end)
 
-describe("policy.has_retry_budget", function()
-  it("says whether the lock has retryBudget", function()
-    assert.is_false(assert(rf.load(h.desk_lock)).has_retry_budget)
-    assert.is_true(assert(rf.load("examples/service.lock.json")).has_retry_budget)
-  end)
-end)
-
--- Issue 17: the allocation-free call form.
-describe("policy:decide(facts, out)", function()
-  local policy = assert(rf.load(h.desk_lock))
-
-  it("fills and returns the caller's table with what the table-returning form gives", function()
-    local out = {}
-    local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1", attempts = 1 }
-    local got = policy:decide(facts, rf.rng(7), out)
-    assert.equal(out, got)
-    assert.same(policy:decide(facts, rf.rng(7)), out)
-    assert.is_true(out.retry)
-    assert.equal("POST /v1/jobs", out.route)
-    assert.equal(out, policy:decide(facts, out))
-  end)
-
-  it("leaves nothing of an earlier verdict in a reused table", function()
-    local out = {}
-    policy:decide({ method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1" }, rf.rng(1), out)
-    assert.equal("POST /v1/jobs", out.route)
-    policy:decide({ method = "GET", path = "/nowhere", status = 503 }, rf.rng(1), out)
-    assert.same(policy:decide({ method = "GET", path = "/nowhere", status = 503 }, rf.rng(1)), out)
-    assert.is_nil(out.route)
-    assert.equal("no-route", out.reason)
-  end)
-
-  it("raises on an out that is no table, or an rng after out", function()
-    local facts = { method = "GET", path = "/v1/jobs" }
-    assert.has_error(function() policy:decide(facts, rf.rng(1), "x") end)
-    assert.has_error(function() policy:decide(facts, {}, rf.rng(1)) end)
-  end)
-end)
-
 -- Issue 17: a lowercase method was decided as a silent no-route.
 describe("a lowercase method", function()
   local policy = assert(rf.load(h.desk_lock))

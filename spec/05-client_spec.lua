@@ -166,7 +166,7 @@ describe("rf.client against the fault-injecting upstream", function()
 
   it("refuses retry_budget = true when the lock has no retryBudget, instead of ignoring it", function()
     assert.has_error(function() rf.client{ policy = desk, base_url = "http://127.0.0.1:1", retry_budget = true } end,
-      "rf.client: retry_budget is true, but the lock has no retryBudget to take the budget from")
+      "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}")
     local c = rf.client{ policy = desk, base_url = "http://127.0.0.1:1", retry_budget = false }
     c:close()
   end)
