@@ -436,17 +436,14 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
 
 /* ---- policy methods ----------------------------------------------------------------------------- */
 
-/* policy:decide(facts [, rng] [, out]) → verdict table. Raises on bad facts (argument errors name the key).
- * With out (a table, as the second or third argument), the verdict's fields are written into out, which is
- * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. */
+/* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
+ * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
+ * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
+ * stays the second argument only, so a table posing as an rng is refused, never taken for out. */
 static int l_decide(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
     int rng_arg = 3, out = 0;
-    if (lua_type(L, 3) == LUA_TTABLE) {
-        out = 3;
-        rng_arg = 4;
-        luaL_argcheck(L, lua_isnone(L, 4), 4, "decide(facts, out) takes no rng after out: decide(facts, rng, out)");
-    } else if (!lua_isnoneornil(L, 4)) {
+    if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
         out = 4;
     }
