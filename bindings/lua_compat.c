@@ -41,7 +41,7 @@ int rfl_setiuservalue(lua_State *L, int idx, int n) {
 }
 #endif
 
-#if LUA_VERSION_NUM < 502 && !defined(LUAJIT_VERSION_NUM)
+#if LUA_VERSION_NUM < 503 && !defined(LUAJIT_VERSION_NUM)
 int rfl_isyieldable(lua_State *L) {
     int main = lua_pushthread(L);
     lua_pop(L, 1);

@@ -32,8 +32,8 @@ int rfl_setiuservalue(lua_State *L, int idx, int n);
 #define lua_setiuservalue rfl_setiuservalue
 #endif
 
-#if LUA_VERSION_NUM < 502 && !defined(LUAJIT_VERSION_NUM)
-/* Lua 5.1 has no lua_isyieldable: a coroutine (not the main thread) may yield from a C function it called. */
+#if LUA_VERSION_NUM < 503 && !defined(LUAJIT_VERSION_NUM)
+/* Lua 5.1 and 5.2 have no lua_isyieldable: a coroutine (not the main thread) may yield from a C function it called. */
 int rfl_isyieldable(lua_State *L);
 #define lua_isyieldable rfl_isyieldable
 #endif
