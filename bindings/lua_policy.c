@@ -510,25 +510,33 @@ static int l_budget(lua_State *L) {
 }
 
 /* policy:classify{status=, transport=} → class token such as "HTTP_503" or "TIMEOUT". */
-static int l_classify(lua_State *L) {
-    rfl_check_policy(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    rf_transport t = RF_TRANSPORT_OK;
-    lua_Integer status = 0;
+/* Reads a {status=, transport=} table at arg (absent keys: status 0, transport "ok"); any other key raises
+ * "unknown <what> '<key>' (status, transport)". */
+static void read_status_transport(lua_State *L, int arg, const char *what, lua_Integer *status, rf_transport *t) {
+    luaL_checktype(L, arg, LUA_TTABLE);
+    *t = RF_TRANSPORT_OK;
+    *status = 0;
     lua_pushnil(L);
-    while (lua_next(L, 2) != 0) {
+    while (lua_next(L, arg) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         size_t len;
         if (strcmp(k, "status") == 0)
-            status = int_fact(L, 2, k, 0, 599);
+            *status = int_fact(L, arg, k, 0, 599);
         else if (strcmp(k, "transport") == 0) {
-            const char *s = str_fact(L, 2, k, &len);
-            if (rf_transport_parse(s, len, &t) != 0)
-                luaL_argerror(L, 2, lua_pushfstring(L, "unknown transport '%s'", s));
+            const char *s = str_fact(L, arg, k, &len);
+            if (rf_transport_parse(s, len, t) != 0)
+                luaL_argerror(L, arg, lua_pushfstring(L, "unknown transport '%s'", s));
         } else
-            luaL_argerror(L, 2, lua_pushfstring(L, "unknown classify key '%s' (status, transport)", k));
+            luaL_argerror(L, arg, lua_pushfstring(L, "unknown %s '%s' (status, transport)", what, k));
         lua_pop(L, 1);
     }
+}
+
+static int l_classify(lua_State *L) {
+    rfl_check_policy(L, 1);
+    rf_transport t;
+    lua_Integer status;
+    read_status_transport(L, 2, "classify key", &status, &t);
     char buf[RF_CLASS_NAME_MAX];
     rf_classify((int)status, t, buf);
     lua_pushstring(L, buf);
@@ -702,23 +710,9 @@ static int l_class_attempts(lua_State *L) {
 static int l_class_retryable(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
     size_t route = route_by_endpoint(L, p, 2);
-    luaL_checktype(L, 3, LUA_TTABLE);
-    rf_transport t = RF_TRANSPORT_OK;
-    lua_Integer status = 0;
-    lua_pushnil(L);
-    while (lua_next(L, 3) != 0) {
-        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        size_t len;
-        if (strcmp(k, "status") == 0)
-            status = int_fact(L, 3, k, 0, 599);
-        else if (strcmp(k, "transport") == 0) {
-            const char *s = str_fact(L, 3, k, &len);
-            if (rf_transport_parse(s, len, &t) != 0)
-                luaL_argerror(L, 3, lua_pushfstring(L, "unknown transport '%s'", s));
-        } else
-            luaL_argerror(L, 3, lua_pushfstring(L, "unknown key '%s' (status, transport)", k));
-        lua_pop(L, 1);
-    }
+    rf_transport t;
+    lua_Integer status;
+    read_status_transport(L, 3, "key", &status, &t);
     lua_pushboolean(L, rf_policy_class_retryable(p, route, (int)status, t));
     return 1;
 }
