@@ -672,27 +672,6 @@ static int l_delay_window(lua_State *L) {
     return 2;
 }
 
-/* The {status=, transport=} table at idx (as policy:classify reads it) into *status and *t. */
-static void read_class_facts(lua_State *L, int idx, lua_Integer *status, rf_transport *t) {
-    luaL_checktype(L, idx, LUA_TTABLE);
-    *t = RF_TRANSPORT_OK;
-    *status = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-        size_t len;
-        if (strcmp(k, "status") == 0)
-            *status = int_fact(L, idx, k, 0, 599);
-        else if (strcmp(k, "transport") == 0) {
-            const char *s = str_fact(L, idx, k, &len);
-            if (rf_transport_parse(s, len, t) != 0)
-                luaL_argerror(L, idx, lua_pushfstring(L, "unknown transport '%s'", s));
-        } else
-            luaL_argerror(L, idx, lua_pushfstring(L, "unknown key '%s' (status, transport)", k));
-        lua_pop(L, 1);
-    }
-}
-
 /* policy:class_attempts(endpoint, {status=, transport=}) → the most attempts the route gives a request whose
  * failures are of that class: min(maxAttempts, its classLimits entry) (rf_policy_class_attempts). */
 static int l_class_attempts(lua_State *L) {
@@ -700,7 +679,7 @@ static int l_class_attempts(lua_State *L) {
     size_t route = route_by_endpoint(L, p, 2);
     lua_Integer status;
     rf_transport t;
-    read_class_facts(L, 3, &status, &t);
+    read_status_transport(L, 3, "key", &status, &t);
     lua_pushinteger(L, rf_policy_class_attempts(p, route, (int)status, t));
     return 1;
 }
