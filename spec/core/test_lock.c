@@ -282,6 +282,72 @@ static void test_gate_object(void **state) {
     rf_policy_free(none);
 }
 
+/* Every gate threshold: its range, its kind (3-decimal number or integer), its exact refusal text and path, and
+ * where an accepted value lands in rf_gate_view. */
+static void test_gate_thresholds_each_name_their_range(void **state) {
+    (void)state;
+    static const struct {
+        const char *lock, *path, *message;
+    } bad[] = {
+        {"\"maxRetriedSuccess\":1.5", "$.gate.maxRetriedSuccess", "must be a number from 0 to 1, got 1.5"},
+        {"\"maxRetriedSuccess\":\"x\"", "$.gate.maxRetriedSuccess",
+         "must be a finite number from 0 to 1, got a string"},
+        {"\"maxRetriedSuccess\":0.0001", "$.gate.maxRetriedSuccess", "must have at most 3 decimal places, got 0.0001"},
+        {"\"maxAttemptsPerSuccess\":0.5", "$.gate.maxAttemptsPerSuccess", "must be a number from 1 to 10, got 0.5"},
+        {"\"maxAttemptsPerSuccess\":null", "$.gate.maxAttemptsPerSuccess",
+         "must be a finite number from 1 to 10, got null"},
+        {"\"maxTerminalRate\":-0.1", "$.gate.maxTerminalRate",
+         "must be a number from 0 to 1, got -0.10000000000000001"},
+        {"\"maxTerminalRate\":true", "$.gate.maxTerminalRate", "must be a finite number from 0 to 1, got a boolean"},
+        {"\"maxRetryRatio\":10.5", "$.gate.maxRetryRatio", "must be a number from 0 to 10, got 10.5"},
+        {"\"maxRetryRatio\":[]", "$.gate.maxRetryRatio", "must be a finite number from 0 to 10, got an array"},
+        {"\"minSuccessRate\":2", "$.gate.minSuccessRate", "must be a number from 0 to 1, got 2"},
+        {"\"minSuccessRate\":0.12345", "$.gate.minSuccessRate", "must have at most 3 decimal places, got 0.12345"},
+        {"\"minSuccesses\":-1", "$.gate.minSuccesses", "must be an integer from 0 to 1000000000, got -1"},
+        {"\"minSuccesses\":1.5", "$.gate.minSuccesses", "must be an integer (no fraction), got 1.5"},
+        {"\"minSuccesses\":\"10\"", "$.gate.minSuccesses", "must be an integer from 0 to 1000000000, got a string"},
+        {"\"minSuccesses\":1000000001", "$.gate.minSuccesses",
+         "must be an integer from 0 to 1000000000, got 1000000001"},
+        {"\"forbidReasons\":\"deadline\"", "$.gate.forbidReasons", "must be an array of reasons, got a string"},
+        {"\"minSuccess\":1", "$.gate.minSuccess",
+         "unknown key \"minSuccess\" (did you mean \"minSuccesses\"? allowed here: maxRetriedSuccess, "
+         "maxAttemptsPerSuccess, maxTerminalRate, maxRetryRatio, minSuccessRate, minSuccesses, forbidReasons, "
+         "$comment)"},
+    };
+    char text[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "{" MINIMAL ",\"gate\":{%s}}", bad[i].lock);
+        rf_policy *p = NULL;
+        rf_error err;
+        assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_EINVAL);
+        assert_null(p);
+        assert_string_equal(err.path, bad[i].path);
+        assert_string_equal(err.message, bad[i].message);
+    }
+    rf_policy *p = load_ok("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1,\"maxAttemptsPerSuccess\":10,"
+                           "\"maxTerminalRate\":0.001,\"maxRetryRatio\":9.999,\"minSuccessRate\":0,"
+                           "\"minSuccesses\":1000000000}}");
+    rf_gate_view g;
+    assert_true(rf_policy_gate(p, &g));
+    assert_true(g.has_max_retried_success && g.has_max_attempts_per_success && g.has_max_terminal_rate &&
+                g.has_max_retry_ratio && g.has_min_success_rate && g.has_min_successes);
+    assert_int_equal(g.max_retried_success_milli, 1000);
+    assert_int_equal(g.max_attempts_per_success_milli, 10000);
+    assert_int_equal(g.max_terminal_rate_milli, 1);
+    assert_int_equal(g.max_retry_ratio_milli, 9999);
+    assert_int_equal(g.min_success_rate_milli, 0);
+    assert_int_equal(g.min_successes, 1000000000);
+    assert_int_equal(g.n_forbid_reasons, 0);
+    rf_policy_free(p);
+    p = load_ok("{" MINIMAL ",\"gate\":{\"maxRetryRatio\":0.25}}");
+    assert_true(rf_policy_gate(p, &g));
+    assert_true(g.has_max_retry_ratio);
+    assert_false(g.has_max_retried_success || g.has_max_attempts_per_success || g.has_max_terminal_rate ||
+                 g.has_min_success_rate || g.has_min_successes);
+    assert_int_equal(g.max_retry_ratio_milli, 250);
+    rf_policy_free(p);
+}
+
 static void test_malformed_json_reports_line_and_column(void **state) {
     (void)state;
     const char *text = "{\n  \"endpoint\": \"GET /a\",\n  \"maxAttempts\": ,\n}";
@@ -468,6 +534,7 @@ int main(void) {
         cmocka_unit_test(test_digest_changes_with_every_decision_number),
         cmocka_unit_test(test_refusals_name_path_rule_and_value),
         cmocka_unit_test(test_gate_object),
+        cmocka_unit_test(test_gate_thresholds_each_name_their_range),
         cmocka_unit_test(test_malformed_json_reports_line_and_column),
         cmocka_unit_test(test_bom_is_skipped_and_oversize_refused),
         cmocka_unit_test(test_buffer_need_not_be_nul_terminated),

@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +450,26 @@ static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b
     return true;
 }
 
+/* The gate's numeric thresholds (docs/lock.md): a number with at most 3 decimal places (stored × 1000) or an
+ * integer, in [lo, hi], stored at `value` with its presence flag at `has` in rf_gate_view. */
+static const struct gate_threshold {
+    const char *key;
+    bool integer;
+    double lo, hi;
+    size_t value, has;
+} gate_thresholds[] = {
+#define GATE_MILLI(key, lo, hi, field) \
+    { key, false, lo, hi, offsetof(rf_gate_view, field##_milli), offsetof(rf_gate_view, has_##field) }
+    GATE_MILLI("maxRetriedSuccess", 0.0, 1.0, max_retried_success),
+    GATE_MILLI("maxAttemptsPerSuccess", 1.0, 10.0, max_attempts_per_success),
+    GATE_MILLI("maxTerminalRate", 0.0, 1.0, max_terminal_rate),
+    GATE_MILLI("maxRetryRatio", 0.0, 10.0, max_retry_ratio),
+    GATE_MILLI("minSuccessRate", 0.0, 1.0, min_success_rate),
+#undef GATE_MILLI
+    {"minSuccesses", true, 0, 1000000000, offsetof(rf_gate_view, min_successes),
+     offsetof(rf_gate_view, has_min_successes)},
+};
+
 /* The gate object: thresholds over ledger stats (docs/lock.md). Every field optional; unknown keys refused. */
 static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error *err) {
     char sub[PATH_CAP];
@@ -460,24 +481,15 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
         child_path(sub, path, c->string);
         const char *k = c->string;
-        if (strcmp(k, "maxRetriedSuccess") == 0) {
-            if (!get_milli(c, sub, 0.0, 1.0, &v->max_retried_success_milli, err)) return false;
-            v->has_max_retried_success = true;
-        } else if (strcmp(k, "maxAttemptsPerSuccess") == 0) {
-            if (!get_milli(c, sub, 1.0, 10.0, &v->max_attempts_per_success_milli, err)) return false;
-            v->has_max_attempts_per_success = true;
-        } else if (strcmp(k, "maxTerminalRate") == 0) {
-            if (!get_milli(c, sub, 0.0, 1.0, &v->max_terminal_rate_milli, err)) return false;
-            v->has_max_terminal_rate = true;
-        } else if (strcmp(k, "maxRetryRatio") == 0) {
-            if (!get_milli(c, sub, 0.0, 10.0, &v->max_retry_ratio_milli, err)) return false;
-            v->has_max_retry_ratio = true;
-        } else if (strcmp(k, "minSuccessRate") == 0) {
-            if (!get_milli(c, sub, 0.0, 1.0, &v->min_success_rate_milli, err)) return false;
-            v->has_min_success_rate = true;
-        } else if (strcmp(k, "minSuccesses") == 0) {
-            if (!get_int(c, sub, 0, 1000000000, &v->min_successes, err)) return false;
-            v->has_min_successes = true;
+        const struct gate_threshold *t = NULL;
+        for (size_t i = 0; i < sizeof gate_thresholds / sizeof gate_thresholds[0] && t == NULL; i++)
+            if (strcmp(k, gate_thresholds[i].key) == 0) t = &gate_thresholds[i];
+        if (t != NULL) {
+            int64_t *value = (int64_t *)(void *)((char *)v + t->value);
+            if (!(t->integer ? get_int(c, sub, (int64_t)t->lo, (int64_t)t->hi, value, err)
+                             : get_milli(c, sub, t->lo, t->hi, value, err)))
+                return false;
+            *(bool *)(void *)((char *)v + t->has) = true;
         } else if (strcmp(k, "forbidReasons") == 0) {
             if (!cJSON_IsArray(c)) {
                 rfi_fail(err, sub, "must be an array of reasons, got %s", type_name(c));
