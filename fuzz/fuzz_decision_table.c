@@ -10,7 +10,7 @@
  */
 #include "fuzz_lua.h"
 
-static const char check[] =
+const char fz_lua_check[] =
     "local rf = require 'retryfreeze'\n"
     "local core = require 'retryfreeze.core'\n"
     "local dt = require 'retryfreeze.decision_table'\n"
@@ -44,19 +44,3 @@ static const char check[] =
     "    if not r.ok and type(dt.format_failure(r, 't')) ~= 'string' then fail('format_failure') end\n"
     "  end\n"
     "end\n";
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    if (fz_L == NULL) fz_lua_do(check);
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (fz_L == NULL) LLVMFuzzerInitialize(NULL, NULL);
-    char path[64];
-    int fd = fz_memfile(data, size, path);
-    fz_lua_call("fz_check", path, data, size);
-    close(fd);
-    return 0;
-}

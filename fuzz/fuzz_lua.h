@@ -2,6 +2,8 @@
  * Shared by the fuzz targets of the Lua readers (fuzz_pairing_log, fuzz_decision_table): one Lua 5.4 state
  * per process with the library from the source tree (RF_LUA_DIR) and the binding linked in (package.preload),
  * a memfd for the input (the readers take a path, as the CLI gives them), and a call that must not raise.
+ * It holds the targets' entry points too: a target is its Lua source, fz_lua_check, which defines the global
+ * function fz_check(path, bytes) and checks its invariants there (FZ_LOCK names the lock to check against).
  * Header-only, like fuzz.h, so each target builds as a libFuzzer target and as a corpus replayer.
  */
 #ifndef RF_FUZZ_LUA_H
@@ -73,6 +75,26 @@ static void fz_lua_call(const char *name, const char *path, const uint8_t *data,
     lua_settop(L, 0);
     /* Garbage from one input must not pile up: a step each time, a full cycle now and then. */
     lua_gc(L, ++fz_runs % 256 == 0 ? LUA_GCCOLLECT : LUA_GCSTEP, 0);
+}
+
+/* The including target's Lua source (a chunk defining fz_check); run once at start-up. */
+extern const char fz_lua_check[];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    if (fz_L == NULL) fz_lua_do(fz_lua_check);
+    return 0;
+}
+
+/* One input: written to a memfd, and fz_check(path, bytes) called on it. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (fz_L == NULL) LLVMFuzzerInitialize(NULL, NULL);
+    char path[64];
+    int fd = fz_memfile(data, size, path);
+    fz_lua_call("fz_check", path, data, size);
+    close(fd);
+    return 0;
 }
 
 #endif

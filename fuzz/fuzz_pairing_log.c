@@ -10,7 +10,7 @@
  */
 #include "fuzz_lua.h"
 
-static const char check[] =
+const char fz_lua_check[] =
     "local rf = require 'retryfreeze'\n"
     "local signoff = require 'retryfreeze.signoff'\n"
     "local json = require 'retryfreeze.json'\n"
@@ -44,19 +44,3 @@ static const char check[] =
     "  local ok = { signed = true, ['not-widened'] = true, widened = true, unsigned = true }\n"
     "  if type(r) ~= 'table' or not ok[r.status] then fail('verify status %s', tostring(r and r.status)) end\n"
     "end\n";
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    if (fz_L == NULL) fz_lua_do(check);
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (fz_L == NULL) LLVMFuzzerInitialize(NULL, NULL);
-    char path[64];
-    int fd = fz_memfile(data, size, path);
-    fz_lua_call("fz_check", path, data, size);
-    close(fd);
-    return 0;
-}
