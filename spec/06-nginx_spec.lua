@@ -5,22 +5,12 @@
 -- directly gives a transport failure (connect-refused). nginx's access log is the witness of how many
 -- attempts really went out. Without nginx the specs are pending (set RF_NGINX to a binary elsewhere).
 local rf = require "retryfreeze"
+local helper = require "spec.helper"
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shell_quote, write_file = helper.shell_quote, helper.write_file
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+--- The text of a file, "" where there is none (a process gone from /proc, a log not written yet).
+local function read_file(path) return helper.try_read_file(path) or "" end
 
 --- The nginx binary: $RF_NGINX, else the first of nginx on PATH, /usr/sbin/nginx, /usr/local/sbin/nginx.
 local function find_nginx()

@@ -4,12 +4,7 @@ local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
 
 local desk = assert(rf.load(h.desk_lock))
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local write = h.write_file
 
 describe("rf.ledger", function()
   it("reports a failed append (a full disk) to the caller in the response, and the request still completes", function()

@@ -14,19 +14,7 @@ local lock_v3 = lock_v1:gsub('"totalBudgetMs":2500', '"totalBudgetMs":2200') -- 
 local other_v1 = '{"endpoint":"GET /v1/jobs/{id}","maxAttempts":3,"perAttemptTimeoutMs":500,"totalBudgetMs":2000,'
   .. '"retryable":["HTTP_503"]}'
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local read, write = h.try_read_file, h.write_file -- read: nil where the log is not (yet) written
 
 local function lines_of(text)
   local t = {}

@@ -47,19 +47,7 @@ local function no_route(ms)
     reason = "no-route", ok = false, status = 0 }
 end
 
-local function temp_dir()
-  local p = os.tmpname()
-  os.remove(p)
-  assert(os.execute("mkdir -p '" .. p .. "'"))
-  return p
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-  return path
-end
+local temp_dir, write = h.temp_dir, h.write_file
 
 local cleanup = {}
 local function ledger(text)

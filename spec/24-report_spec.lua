@@ -10,18 +10,9 @@ local json = require "retryfreeze.json"
 
 local build_dir = os.getenv("RF_BUILD_DIR") or "build"
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q, read = h.shell_quote, h.read_file
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local tmp = os.tmpname()
-os.remove(tmp)
-assert(os.execute("mkdir -p " .. q(tmp)))
+local tmp = h.temp_dir()
 teardown(function() os.execute("rm -rf " .. q(tmp)) end)
 
 --- Runs headless Chromium on a local file with the network disabled and a fresh profile.

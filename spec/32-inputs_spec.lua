@@ -6,7 +6,7 @@ local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
 local upstream = require "retryfreeze.upstream"
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q, write, read = h.shell_quote, h.write_file, h.read_file
 
 --- Runs the CLI under `timeout 20` (a reader that blocks on a FIFO fails instead of hanging busted).
 local function run(...)
@@ -15,25 +15,8 @@ local function run(...)
   return h.sh("timeout 20 " .. h.cli .. " " .. table.concat(args, " "))
 end
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 local dir
-setup(function()
-  dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. q(dir)))
-end)
+setup(function() dir = h.temp_dir() end)
 teardown(function() os.execute("rm -rf " .. q(dir)) end)
 
 describe("input paths take regular files only", function()

@@ -4,6 +4,7 @@
 -- timeout passes instead of reading on until libcurl next looks at its timer.
 local rf = require "retryfreeze"
 local scheduler = require "retryfreeze.scheduler"
+local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local BUDGET_MS = 400
@@ -22,7 +23,7 @@ describe("the deadline with large bodies at concurrency 100", function()
   setup(function()
     local err
     ng, err = servers.nginx(1, function(ports, dir)
-      servers.sh("head -c 8388608 /dev/zero > " .. servers.shell_quote(dir .. "/big.bin"))
+      servers.sh("head -c 8388608 /dev/zero > " .. h.shell_quote(dir .. "/big.bin"))
       return table.concat({
         "server {",
         "  listen 127.0.0.1:" .. ports[1] .. " backlog=512;",

@@ -5,6 +5,7 @@ local rf = require "retryfreeze"
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
 local redis_server = require "spec.redis_server"
+local write, read = h.write_file, h.read_file
 
 -- maxTokens 10, tokenRatio 0.1: a bucket allows exactly 4 retries while everything fails (tokens 9, 8, 7, 6
 -- are > maxTokens/2; at 5 every further retry is throttled, and nothing succeeds to refill it).
@@ -15,19 +16,6 @@ local function lock_text(name)
                "backoff": {"baseMs": 1, "multiplier": 1, "maxMs": 1, "jitter": "none"}},
   "routes": [{"endpoint": "GET /storm"}, {"endpoint": "GET /ok"}],
   "retryBudget": {"maxTokens": 10, "tokenRatio": 0.1, "shared": {"name": "@NAME@"}}}]]):gsub("@NAME@", name)
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
 end
 
 local function now_ms()

@@ -5,6 +5,7 @@
 -- proxy as PROXY_REFUSED, the User-Agent, and connect_timeout_ms. Environment variables are set for a child
 -- Lua process only (the spec's own environment stays as it was).
 local rf = require "retryfreeze"
+local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local LOCK = [[
@@ -37,16 +38,16 @@ local function child(env, snippet)
     "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY" }) do
     prefix[#prefix + 1] = "-u " .. name
   end
-  for k, v in pairs(env) do prefix[#prefix + 1] = k .. "=" .. servers.shell_quote(v) end
+  for k, v in pairs(env) do prefix[#prefix + 1] = k .. "=" .. h.shell_quote(v) end
   local err_file = os.tmpname()
   local script = os.tmpname()
-  servers.write_file(script, 'local rf = require "retryfreeze"\n' .. snippet)
+  h.write_file(script, 'local rf = require "retryfreeze"\n' .. snippet)
   local cmd = table.concat(prefix, " ") .. " LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=" ..
-    servers.shell_quote(build .. "/lib/lua/5.4/?.so;;") .. " lua5.4 " .. script .. " 2>" .. err_file
+    h.shell_quote(build .. "/lib/lua/5.4/?.so;;") .. " lua5.4 " .. script .. " 2>" .. err_file
   local p = io.popen(cmd)
   local out = p:read("a")
   p:close()
-  local err = servers.read_file(err_file)
+  local err = h.read_file(err_file)
   os.remove(err_file)
   os.remove(script)
   return out, err
@@ -80,7 +81,7 @@ describe("TLS against nginx with a private CA", function()
 
   teardown(function()
     if ng then ng.stop() end
-    if certs then os.execute("rm -rf " .. servers.shell_quote(certs)) end
+    if certs then os.execute("rm -rf " .. h.shell_quote(certs)) end
   end)
 
   local function get(opts, path)
@@ -99,7 +100,7 @@ describe("TLS against nginx with a private CA", function()
   it("trusts a CA directory given as tls.ca_path (c_rehash layout)", function()
     local dir = certs .. "/hashed"
     os.execute("mkdir -p " .. dir .. " && cp " .. certs .. "/ca.pem " .. dir .. "/ && " ..
-      servers.shell_quote(servers.openssl_bin) .. " rehash " .. dir .. " 2>/dev/null")
+      h.shell_quote(servers.openssl_bin) .. " rehash " .. dir .. " 2>/dev/null")
     local r = get{ base_url = https(1), tls = { ca_path = dir, ca_file = certs .. "/other-ca.pem" } }
     assert.same({ true, 200 }, { r.ok, r.status })
   end)

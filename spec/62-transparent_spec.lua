@@ -4,6 +4,7 @@
 -- is not. The lock's transparentRetry: false turns it off. And per-request deadline_ms / timeout_ms, which
 -- may only narrow the lock.
 local rf = require "retryfreeze"
+local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local LOCK = [[
@@ -77,7 +78,6 @@ describe("transparent retries (requests that never left)", function()
     end)
 
     it("is reachable from the CLI: retryfreeze decide --not-sent", function()
-      local h = require "spec.helper"
       local path = h.temp_file(LOCK)
       local out, _, code = h.run_cli("decide", path, "--method", "POST", "--path", "/jobs", "--transport", "tls",
         "--not-sent", "--seed", "1")
@@ -197,7 +197,7 @@ describe("transparent retries (requests that never left)", function()
 
     teardown(function()
       if ng then ng.stop() end
-      if certs then os.execute("rm -rf " .. servers.shell_quote(certs)) end
+      if certs then os.execute("rm -rf " .. h.shell_quote(certs)) end
     end)
 
     local function settled_count(path, want)

@@ -2,6 +2,7 @@
 -- (h2c with prior knowledge); client:all multiplexes its requests as streams of one connection. nginx's
 -- access log ($server_protocol, $connection) is the witness.
 local rf = require "retryfreeze"
+local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local LOCK = [[
@@ -35,7 +36,7 @@ describe("HTTP/2 against nginx", function()
 
   teardown(function()
     if ng then ng.stop() end
-    if certs then os.execute("rm -rf " .. servers.shell_quote(certs)) end
+    if certs then os.execute("rm -rf " .. h.shell_quote(certs)) end
   end)
 
   -- The log lines for a path once `want` of them are written: {protocol, connection}.
@@ -60,7 +61,6 @@ describe("HTTP/2 against nginx", function()
 
   it("is available in this libcurl, and --version says so", function()
     assert.is_true(rf.libcurl.http2, "this libcurl has no HTTP/2 (nghttp2): the specs below cannot run")
-    local h = require "spec.helper"
     local out = h.run_cli("--version")
     assert.matches("HTTP/2: yes", out, 1, true)
   end)

@@ -45,13 +45,41 @@ function M.run_cli(...)
   return M.sh(M.cli .. " " .. table.concat(args, " "))
 end
 
---- Writes text to a fresh temporary file and returns its path.
-function M.temp_file(text)
-  local path = os.tmpname()
+--- Quotes s (any value, through tostring) as one word for a POSIX shell: single quotes, a ' inside as '\''.
+function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+--- The whole of the file at path, or nil and io.open's reason when it cannot be opened (not there yet: a log a
+--- server has not written, a file a command should not have made).
+function M.try_read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+--- The whole of the file at path; raises with io.open's reason (which names the path) when it cannot be opened.
+function M.read_file(path) return assert(M.try_read_file(path)) end
+
+--- Writes text to the file at path (binary, replacing what was there) and returns path; raises when it cannot.
+function M.write_file(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)
   f:close()
   return path
+end
+
+--- Writes text to a fresh temporary file and returns its path.
+function M.temp_file(text) return M.write_file(os.tmpname(), text) end
+
+--- Makes a fresh empty directory /tmp/rf-TAG.XXXXXX (mktemp -d: mode 700, a name no other run has) and returns
+--- its path; the caller removes it. tag: a word naming the user (default "spec").
+function M.temp_dir(tag)
+  local p = io.popen("mktemp -d " .. M.shell_quote("/tmp/rf-" .. (tag or "spec") .. ".XXXXXX"))
+  local dir = p:read("*l")
+  p:close()
+  assert(dir and dir:match("^/tmp/rf%-"), "mktemp -d failed")
+  return dir
 end
 
 package.loaded["spec.helper"] = M

@@ -3,23 +3,16 @@
 -- A port where something already answers is skipped, and the server that answers is checked to be ours (its
 -- process id against our pid file), so a spec never uses, or kills, another run's Redis.
 -- Without redis-server the caller gets nil, why and marks its specs pending.
+local h = require "spec.helper"
 local M = {}
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shell_quote = h.shell_quote
 
 local function sh(cmd)
   local p = io.popen(cmd .. " 2>&1")
   local out = p:read("*a")
   local ok = p:close()
   return ok, out
-end
-
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
 end
 
 --- Is redis-server on PATH?
@@ -37,9 +30,7 @@ end
 -- @return {port=, url=, pid=, cli=function(...) → output, stop=function(signal)} or nil, why
 function M.start(opts)
   opts = opts or {}
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p " .. shell_quote(dir)))
+  local dir = h.temp_dir("redis")
   local pidfile = dir .. "/redis.pid"
   for _ = 1, 20 do
     local port = opts.port or math.random(33000, 45000)
@@ -52,7 +43,7 @@ function M.start(opts)
       }
       os.execute(table.concat(args, " ") .. " >/dev/null 2>&1")
       for _ = 1, 100 do -- until it answers (at most 5 s)
-        local mine = tonumber((read_file(pidfile) or ""):match("%d+"))
+        local mine = tonumber((h.try_read_file(pidfile) or ""):match("%d+"))
         if mine and answers(port) then
           local _, info = sh("redis-cli -p " .. port .. " info server")
           if tonumber(info:match("process_id:(%d+)")) ~= mine then -- someone else's took the port first

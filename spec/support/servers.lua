@@ -2,40 +2,26 @@
 -- stopped by the spec's teardown: nginx (a generated config), tinyproxy (a forward proxy), and certificates
 -- made with the openssl CLI (a private CA, server certificates good, for the wrong host and expired, a
 -- client certificate). Ports are drawn from 20000..32000, below Linux's ephemeral range (32768..60999).
+local h = require "spec.helper"
 local M = {}
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-M.shell_quote = shell_quote
+local shell_quote = h.shell_quote
 
-function M.read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-function M.write_file(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+--- The text of a file, "" where there is none (a process gone from /proc, a log or pid file not written yet).
+local function text_of(path) return h.try_read_file(path) or "" end
 
 --- Runs a shell command; raises with its stderr when it fails.
 function M.sh(cmd)
   local err = os.tmpname()
   local ok = os.execute("(" .. cmd .. ") >/dev/null 2>" .. shell_quote(err))
-  local msg = M.read_file(err)
+  local msg = text_of(err)
   os.remove(err)
   if not ok then error("command failed: " .. cmd .. "\n" .. msg, 2) end
 end
 
---- A fresh directory under /tmp (mode 755: nginx workers may run as another user).
+--- A fresh directory /tmp/rf-TAG.XXXXXX, mode 755: nginx workers may run as another user.
 function M.temp_dir(tag)
-  local p = io.popen("mktemp -d /tmp/rf-" .. tag .. ".XXXXXX")
-  local dir = p:read("l")
-  p:close()
-  assert(dir and dir:match("^/tmp/rf%-"), "mktemp -d failed")
+  local dir = h.temp_dir(tag)
   os.execute("chmod 755 " .. shell_quote(dir))
   return dir
 end
@@ -64,14 +50,14 @@ M.openssl_bin = M.find_binary("RF_OPENSSL", { "openssl" }, { "/usr/bin/openssl" 
 local function wait_gone(pid)
   if not pid then return end
   for _ = 1, 100 do
-    local stat = M.read_file("/proc/" .. pid .. "/stat")
+    local stat = text_of("/proc/" .. pid .. "/stat")
     if stat == "" or stat:match("^%d+ %b() Z") then break end
     os.execute("sleep 0.05")
   end
   os.execute("kill -9 " .. pid .. " 2>/dev/null")
 end
 
-local function pid_in(path) return math.tointeger(tonumber((M.read_file(path):match("%d+")) or "")) end
+local function pid_in(path) return math.tointeger(tonumber((text_of(path):match("%d+")) or "")) end
 
 --- Starts nginx with the server blocks servers(ports) returns, where ports is a list of n random ports;
 --- retries other ports when a bind fails. nginx binds before it daemonizes, so exit status 0 = listening.
@@ -89,7 +75,7 @@ function M.nginx(n, servers, opts)
       if not seen[p] then seen[p], ports[#ports + 1] = true, p end
     end
     local conf = dir .. "/nginx.conf"
-    M.write_file(conf, (([[
+    h.write_file(conf, (([[
 worker_processes 1;
 pid @DIR@/nginx.pid;
 lock_file @DIR@/nginx.lock;
@@ -113,7 +99,7 @@ http {
       local ng = { dir = dir, ports = ports, access = dir .. "/access.log" }
       function ng.log_lines()
         local lines = {}
-        for line in M.read_file(ng.access):gmatch("[^\n]+") do lines[#lines + 1] = line end
+        for line in text_of(ng.access):gmatch("[^\n]+") do lines[#lines + 1] = line end
         return lines
       end
       function ng.stop()
@@ -127,7 +113,7 @@ http {
       end
       return ng
     end
-    last = M.read_file(dir .. "/start.err")
+    last = text_of(dir .. "/start.err")
     if not last:find("Address already in use", 1, true) then break end
   end
   os.execute("rm -rf " .. shell_quote(dir))
@@ -143,7 +129,7 @@ function M.tinyproxy()
     local port = math.random(20000, 32000)
     while M.port_open(port) do port = math.random(20000, 32000) end -- taken: another run's server
     local conf = dir .. "/tinyproxy.conf"
-    M.write_file(conf, table.concat({
+    h.write_file(conf, table.concat({
       "Port " .. port, "Listen 127.0.0.1", "Timeout 10", "MaxClients 20",
       "LogFile \"" .. dir .. "/tinyproxy.log\"", "LogLevel Info", "PidFile \"" .. dir .. "/tinyproxy.pid\"",
       "Allow 127.0.0.1", "DisableViaHeader Yes", "" }, "\n"))
@@ -158,14 +144,14 @@ function M.tinyproxy()
         up = true
         break
       end
-      if M.read_file("/proc/" .. pid .. "/stat") == "" then break end
+      if text_of("/proc/" .. pid .. "/stat") == "" then break end
       os.execute("sleep 0.05")
     end
     -- Still alive: the listener is ours (a tinyproxy that could not bind exits at once).
     os.execute("sleep 0.1")
-    if up and M.read_file("/proc/" .. pid .. "/stat") ~= "" then
+    if up and text_of("/proc/" .. pid .. "/stat") ~= "" then
       local px = { port = port, url = "http://127.0.0.1:" .. port, log = dir .. "/tinyproxy.log" }
-      function px.log_text() return M.read_file(px.log) end
+      function px.log_text() return text_of(px.log) end
       function px.stop()
         if px.stopped then return end
         px.stopped = true
@@ -177,7 +163,7 @@ function M.tinyproxy()
     end
     os.execute("kill -9 " .. pid .. " 2>/dev/null")
   end
-  local out = M.read_file(dir .. "/out.log")
+  local out = text_of(dir .. "/out.log")
   os.execute("rm -rf " .. shell_quote(dir))
   return nil, "cannot start tinyproxy: " .. out
 end
@@ -195,7 +181,7 @@ function M.s_server(args)
         " </dev/null >" .. shell_quote(dir .. "/out.log") .. " 2>&1 & echo $! > " .. shell_quote(dir .. "/pid"))
       local pid = pid_in(dir .. "/pid")
       for _ = 1, 50 do
-        if M.port_open(port) or M.read_file("/proc/" .. pid .. "/stat") == "" then break end
+        if M.port_open(port) or text_of("/proc/" .. pid .. "/stat") == "" then break end
         os.execute("sleep 0.05")
       end
       if M.port_open(port) then
@@ -212,7 +198,7 @@ function M.s_server(args)
       os.execute("kill -9 " .. pid .. " 2>/dev/null")
     end
   end
-  local out = M.read_file(dir .. "/out.log")
+  local out = text_of(dir .. "/out.log")
   os.execute("rm -rf " .. shell_quote(dir))
   return nil, "cannot start openssl s_server: " .. out
 end
@@ -245,7 +231,7 @@ function M.make_certs(dir)
   local function leaf(name, cn, san, ext_usage, days)
     M.sh(o .. " req -newkey rsa:2048 -nodes -keyout " .. q(name .. ".key") .. " -out " .. q(name .. ".csr") ..
       " -subj " .. shell_quote("/CN=" .. cn))
-    M.write_file(dir .. "/" .. name .. ".ext", "subjectAltName=" .. san .. "\nextendedKeyUsage=" .. ext_usage .. "\n")
+    h.write_file(dir .. "/" .. name .. ".ext", "subjectAltName=" .. san .. "\nextendedKeyUsage=" .. ext_usage .. "\n")
     M.sh(o .. " x509 -req -in " .. q(name .. ".csr") .. " -CA " .. q("ca.pem") .. " -CAkey " .. q("ca.key") ..
       " -CAcreateserial -out " .. q(name .. ".pem") .. " -days " .. (days or 30) .. " -extfile " .. q(name .. ".ext"))
   end
@@ -256,9 +242,9 @@ function M.make_certs(dir)
   -- An expired certificate: `openssl ca` takes explicit start and end dates.
   M.sh(o .. " req -newkey rsa:2048 -nodes -keyout " .. q("expired.key") .. " -out " .. q("expired.csr") ..
     " -subj /CN=127.0.0.1")
-  M.write_file(dir .. "/index.txt", "")
-  M.write_file(dir .. "/serial", "1000\n")
-  M.write_file(dir .. "/ca.cnf", table.concat({
+  h.write_file(dir .. "/index.txt", "")
+  h.write_file(dir .. "/serial", "1000\n")
+  h.write_file(dir .. "/ca.cnf", table.concat({
     "[ca]", "default_ca = rf", "[rf]", "dir = " .. dir, "database = $dir/index.txt", "serial = $dir/serial",
     "new_certs_dir = $dir", "certificate = $dir/ca.pem", "private_key = $dir/ca.key", "default_md = sha256",
     "policy = any", "copy_extensions = none", "x509_extensions = leaf", "[any]", "commonName = supplied",
