@@ -480,7 +480,10 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
 }
 #endif
 
-static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
+/* Starts *req without blocking: pushes (ticket, box) — the ticket a light userdata naming the transfer in
+ * client:_run's results, the box a userdata that owns the response and anchors the client (at 1) and the
+ * request's strings (the keeper at index keep) until it is finished or collected. Raises on a refused request. */
+static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep) {
     lpending *lp = lua_newuserdatauv(L, sizeof *lp, 2);
     memset(lp, 0, sizeof *lp);
     luaL_setmetatable(L, PENDING_MT);
@@ -494,31 +497,56 @@ static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, 
     lp->req.headers = lp->lines;
     rf_error err;
     rf_status st = rf_client_start(c, &lp->req, NULL, NULL, &lp->resp, &lp->p, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
-    if (st != RF_OK) return luaL_error(L, "client:request: %s %s", err.path, err.message);
+    if (st == RF_ENOMEM) luaL_error(L, "client:request: out of memory");
+    if (st != RF_OK) luaL_error(L, "client:request: %s %s", err.path, err.message);
     lua_pushlightuserdata(L, lp->p);
     lua_pushvalue(L, box);
+}
+
+static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
+    start_request(L, c, req, keep);
 #if LUA_VERSION_NUM >= 503
+    int box = lua_gettop(L) - 2; /* under the ticket and the box's copy, which are yielded */
     return lua_yieldk(L, 2, (lua_KContext)box, k_request);
 #else
     return lua_yield(L, 2); /* 5.1, LuaJIT: no continuation; resume's values are client:request's results */
 #endif
 }
 
-/* client:_finish(box) → the response of a scheduled request that client:_run reported done; frees its transfer.
- * Raises when the box is not done (or already finished). */
+/* client:_finish(box [, want]) → the response of a scheduled request that client:_run reported done; frees its
+ * transfer. With want == false nothing is returned and no response table is built (a caller that never reads
+ * it: soak's default flow). Raises when the box is not done (or already finished). */
 static int l_finish(lua_State *L) {
     check_open_client(L, 1);
     lpending *lp = luaL_checkudata(L, 2, PENDING_MT);
+    bool want = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
     if (lp->p == NULL) return luaL_error(L, "client:_finish: this request was already finished");
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
         return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
                              "by retryfreeze.scheduler only)");
-    push_response(L, &lp->resp);
+    if (want) push_response(L, &lp->resp);
     rf_pending_free(lp->p);
     lp->p = NULL;
     rf_response_clear(&lp->resp);
-    return 1;
+    return want ? 1 : 0;
+}
+
+/* client:_start(request) → ticket, box: starts a request without a coroutine (retryfreeze.scheduler's
+ * run_requests); client:_run reports the ticket when it is done, client:_finish(box[, want]) ends it. The box
+ * anchors the client and the request's strings; dropping it abandons the transfer (no ledger line). Raises as
+ * client:request does for a bad request, and when an on_attempt hook would apply (not available here). */
+static int l_start(lua_State *L) {
+    rf_client *c = check_open_client(L, 1);
+    lua_settop(L, 2);
+    const char *lines[64];
+    rf_request req;
+    read_request(L, 2, &req, lines, 64); /* pushes the strings' keeper, at 3 */
+    lua_getfield(L, 2, "on_attempt");
+    bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
+    if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
+    lua_pop(L, 2);
+    start_request(L, c, &req, 3);
+    return 2;
 }
 
 /* Blocking requests (client:request, client:all) nest when a hook starts another one: each level is C stack
@@ -705,6 +733,7 @@ void rfl_open_client(lua_State *L) {
                                        {"_set_scheduled", l_set_scheduled},
                                        {"_run", l_run},
                                        {"_finish", l_finish},
+                                       {"_start", l_start},
                                        {"close", l_client_close},
                                        {NULL, NULL}};
     luaL_newmetatable(L, CLIENT_MT);

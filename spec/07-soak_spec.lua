@@ -57,6 +57,95 @@ describe("retryfreeze.scheduler", function()
   end)
 end)
 
+describe("retryfreeze.scheduler.run_requests", function()
+  local LOCK = '{"endpoint":"GET /x/{i}","maxAttempts":2,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,'
+    .. '"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":2}}'
+
+  -- The ledger records of a run, by path: {outcome, attempts, statuses of the tries, key}.
+  local function records(path)
+    local by_path, n = {}, 0
+    local it, st = rf.ledger.read(path)
+    for rec in it, st do
+      local statuses = {}
+      for k, t in ipairs(rec.tries) do statuses[k] = t.status end
+      by_path[rec.path] = { rec.outcome, rec.attempts, table.concat(statuses, ","), rec.key }
+      n = n + 1
+    end
+    return by_path, n
+  end
+
+  it("sends one request per flow, retries as the lock says, and writes the same ledger as run", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local p = assert(rf.load_string(LOCK))
+    local function soak_with(run, key_prefix)
+      local path = os.tmpname()
+      local l = assert(rf.ledger.open(path))
+      local c = rf.client{ policy = p, base_url = up.url, ledger = l }
+      local req = { method = "GET" } -- one table for every flow: the client keeps its own references
+      local function request(i)
+        req.path, req.idempotency_key = "/x/" .. i, key_prefix .. i
+        req.headers = { ["X-Fault-Script"] = i % 3 == 0 and "503,503" or i % 3 == 1 and "503,200" or "200" }
+        return req
+      end
+      local max_in_flight, done = 0, {}
+      local failed = run(c, 30, 4, function(i)
+        max_in_flight = math.max(max_in_flight, c:in_flight())
+        return request(i)
+      end, function(i, ok) done[#done + 1] = ok and i or -i end)
+      assert.equal(0, c:in_flight())
+      c:close()
+      l:close()
+      local recs, n = records(path)
+      os.remove(path)
+      return failed, recs, n, max_in_flight, #done
+    end
+    local failed, recs, n, max_in_flight, n_done = soak_with(scheduler.run_requests, "rr-")
+    local flow_failed, flow_recs = soak_with(function(c, count, conc, request, on_done)
+      return scheduler.run(c, count, conc, function(i) c:request(request(i)) end, on_done)
+    end, "run-")
+    up.stop()
+    assert.same({ 0, 30, 30 }, { failed, n, n_done })
+    assert.is_true(max_in_flight <= 3, "in flight before a start: " .. max_in_flight) -- below concurrency 4
+    assert.same({ "success", 2, "503,200", "rr-1" }, recs["/x/1"])
+    assert.same({ "success", 1, "200", "rr-2" }, recs["/x/2"])
+    assert.same({ "failure", 2, "503,503", "rr-3" }, { recs["/x/3"][1] == "success" and "success" or "failure",
+      recs["/x/3"][2], recs["/x/3"][3], recs["/x/3"][4] })
+    assert.equal(0, flow_failed)
+    for i = 1, 30 do
+      local a, b = recs["/x/" .. i], flow_recs["/x/" .. i]
+      assert.same({ a[1], a[2], a[3] }, { b[1], b[2], b[3] }, "flow " .. i)
+    end
+  end)
+
+  it("reports a request function that raises and a refused request as failed flows, and runs the others", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url }
+    local errors, oks = {}, 0
+    local failed = scheduler.run_requests(c, 10, 3, function(i)
+      if i == 2 then error("request two broke") end
+      if i == 5 then return { method = "GET", path = "no-slash" } end
+      return { method = "GET", path = "/x/" .. i }
+    end, function(i, ok, err) if ok then oks = oks + 1 else errors[i] = err end end)
+    c:close()
+    up.stop()
+    assert.same({ 2, 8 }, { failed, oks })
+    assert.matches("request two broke", errors[2])
+    assert.matches("path must start with '/'", errors[5])
+  end)
+
+  it("refuses a client with an on_attempt hook, as scheduled flows do", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url, on_attempt = function() end }
+    local msg
+    local failed = scheduler.run_requests(c, 1, 1, function() return { method = "GET", path = "/x/1" } end,
+      function(_, _, err) msg = err end)
+    c:close()
+    up.stop()
+    assert.equal(1, failed)
+    assert.matches("on_attempt is not available in scheduled flows", msg)
+  end)
+end)
+
 describe("retryfreeze soak", function()
   local ledger = os.tmpname()
   teardown(function() os.remove(ledger) end)

@@ -97,7 +97,8 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   describe("re-entrancy: a client method called from the client's own hook raises", function()
     for _, call in ipairs({ "c:close()", "c:all{ { method = 'GET', path = '/echo/2' } }",
       "c:request{ method = 'GET', path = '/echo/3' }", "c:retry_tokens()", "c:in_flight()",
-      "do local x <close> = c end", "c:_run(0)", "c:_set_scheduled(true)" }) do
+      "do local x <close> = c end", "c:_run(0)", "c:_set_scheduled(true)",
+      "c:_start{ method = 'GET', path = '/echo/4' }" }) do
       it(call, function()
         local out = clean(run_lua(string.format([[
           local c
@@ -137,6 +138,33 @@ describe("lifetimes and re-entrancy (issue 10)", function()
         print(pcall(c.request, c, { method = "GET", path = "/echo/1" }))
       ]], up.url, 20))
       assert.matches("^false\t[^\n]*" .. BUSY .. "\nfalse\t[^\n]*attempt to use a closed client\n$", out)
+    end)
+  end)
+
+  describe("requests started without a coroutine (client:_start, scheduler.run_requests)", function()
+    it("a dropped box abandons its transfer; a box outlives the request table and its strings", function()
+      local out = clean(run_lua([[
+        local c = rf.client{ policy = LOCK, base_url = URL }
+        do -- started, then dropped and collected while in flight
+          c:_start{ method = "GET", path = "/echo/dropped", headers = { ["X-Fault-Script"] = "200;delay=200" } }
+        end
+        collectgarbage() collectgarbage()
+        print(c:in_flight())
+        local req = { method = "POST", path = "/echo/" .. ("p"):rep(3), body = ("b"):rep(100), idempotency_key = "k" .. 1 }
+        local ticket, box = c:_start(req)
+        req.path, req.body, req.idempotency_key, req = nil, nil, nil, nil
+        collectgarbage() collectgarbage()
+        print(pcall(c._finish, c, box)) -- not reported yet
+        print(pcall(c.close, c))
+        local done
+        repeat done = c:_run(100) until done[1] == ticket
+        print(select("#", c:_finish(box, false)), c:in_flight())
+        print(pcall(c._finish, c, box))
+        c:close()
+        print(tostring(c))
+      ]], up.url, 20))
+      assert.matches("^0\nfalse\t[^\n]*resumed before its response was ready[^\n]*\nfalse\t[^\n]*1 requests in "
+        .. "flight\n0\t0\nfalse\t[^\n]*already finished\nretryfreeze.Client %(closed%)\n$", out)
     end)
   end)
 

@@ -131,11 +131,81 @@ static void test_all_refused_beside_started_requests(void **state) {
     rf_client_free(c);
 }
 
+/* Runs started request p until rf_client_run reports it (at most 5 s). */
+static void run_until_done(rf_client *c, rf_pending *p) {
+    rf_pending *done[4];
+    size_t n = 0;
+    for (int i = 0; i < 50 && n == 0; i++) n = rf_client_run(c, 100, done, 4);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(done[0], p);
+}
+
+/* Started requests reuse the easy handles of finished ones: nothing of a request (its POST body, its headers,
+ * its method) reaches the next one on the same handle. The first request's X-Fault-Script answers 503; a
+ * second request on the reused handle that still sent it would get 503 too (its own identity, the script's
+ * first step). */
+static void test_reused_handle_carries_nothing_over(void **state) {
+    (void)state;
+    static const char lock[] = "{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":5000,"
+                               "\"totalBudgetMs\":10000,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /echo/*\"},"
+                               "{\"endpoint\":\"POST /echo/*\",\"idempotencyRequired\":[]}]}";
+    rf_policy *pol = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &pol, &err), RF_OK);
+    rf_client_options o = {.policy = pol, .base_url = base_url, .rng_seed = 1};
+    rf_client *c = NULL;
+    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    const char *lines[] = {"X-Fault-Script: 503,503"};
+    rf_request first = {.method = "POST",
+                        .path = "/echo/reuse-1",
+                        .body = "payload",
+                        .body_len = 7,
+                        .headers = lines,
+                        .n_headers = 1,
+                        .idempotency_key = "reuse-key-1"};
+    rf_request second = {.method = "GET", .path = "/echo/reuse-2"};
+    rf_response r1 = {0}, r2 = {0};
+    rf_pending *p = NULL;
+    assert_int_equal(rf_client_start(c, &first, NULL, NULL, &r1, &p, &err), RF_OK);
+    run_until_done(c, p);
+    rf_pending_free(p);
+    assert_int_equal(r1.status, 503);
+    assert_int_equal(rf_client_start(c, &second, NULL, NULL, &r2, &p, &err), RF_OK);
+    run_until_done(c, p);
+    rf_pending_free(p);
+    assert_int_equal(r2.status, 200);
+    assert_int_equal(r2.attempts, 1);
+    rf_response_clear(&r1);
+    rf_response_clear(&r2);
+    rf_client_free(c);
+    rf_policy_free(pol);
+}
+
+/* A reported request may be freed after its client (its handle went back to the client when it was reported):
+ * no use after free (ASan, valgrind). */
+static void test_reported_request_outlives_its_client(void **state) {
+    (void)state;
+    rf_client *c = new_client();
+    rf_request req = {.method = "GET", .path = "/echo/outlives"};
+    rf_response r = {0};
+    rf_pending *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_client_start(c, &req, NULL, NULL, &r, &p, &err), RF_OK);
+    run_until_done(c, p);
+    rf_client_free(c);
+    assert_true(rf_pending_done(p));
+    rf_pending_free(p);
+    assert_int_equal(r.status, 200);
+    rf_response_clear(&r);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) serve_program = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_keeps_a_window),
         cmocka_unit_test(test_all_refused_beside_started_requests),
+        cmocka_unit_test(test_reused_handle_carries_nothing_over),
+        cmocka_unit_test(test_reported_request_outlives_its_client),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

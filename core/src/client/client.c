@@ -84,6 +84,8 @@ void rf_client_free(rf_client *c) {
     while (c->first) rf_pending_free(c->first); /* abandoned started requests */
     if (c->multi) curl_multi_cleanup(c->multi);
     if (c->easy) curl_easy_cleanup(c->easy);
+    for (size_t i = 0; i < c->n_idle; i++) curl_easy_cleanup(c->idle[i]);
+    free(c->idle);
     for (size_t i = 0; i < c->n_headers; i++) free(c->headers[i]);
     free(c->headers);
     free(c->base_url);
@@ -132,6 +134,21 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     return RF_OK;
 }
 
+/* Keeps an easy handle no transfer uses for the next started request (or frees it when memory runs out). */
+static void release_easy(rf_client *c, CURL *easy) {
+    if (c->n_idle == c->idle_cap) {
+        size_t cap = c->idle_cap ? 2 * c->idle_cap : 16;
+        CURL **more = realloc(c->idle, cap * sizeof *more);
+        if (more == NULL) {
+            curl_easy_cleanup(easy);
+            return;
+        }
+        c->idle = more;
+        c->idle_cap = cap;
+    }
+    c->idle[c->n_idle++] = easy;
+}
+
 rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
                           rf_pending **pending, rf_error *err) {
     if (c == NULL || req == NULL || out == NULL || pending == NULL)
@@ -140,14 +157,14 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     if (err == NULL) err = &local;
     if (c->multi == NULL && (c->multi = curl_multi_init()) == NULL) goto nomem;
     rf_pending *p = calloc(1, sizeof *p);
-    CURL *easy = p ? curl_easy_init() : NULL;
+    CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : curl_easy_init();
     if (easy == NULL) {
         free(p);
         goto nomem;
     }
     rf_status st = rfi_flow_init(&p->flow, c, easy, req, out, hook, hook_ud, err);
     if (st != RF_OK) {
-        curl_easy_cleanup(easy);
+        release_easy(c, easy);
         free(p);
         return st;
     }
@@ -196,6 +213,11 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
             if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
                 p->reported = true;
                 unlink_pending(p);
+                /* Its transfers are over (the flow is DONE, its handle out of the multi): the handle goes back
+                 * to the client now, so a reported request never needs its client again (it may be freed
+                 * after the client, rf_pending_free). */
+                release_easy(c, f->easy);
+                f->easy = NULL;
                 done[n_done++] = p;
             }
         }

@@ -38,6 +38,11 @@ struct rf_client {
     CURLM *multi;             /* for started (asynchronous) requests; created on first use */
     struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
     size_t n_pending;
+    /* Easy handles of finished started requests, reused by the next rf_client_start: curl_easy_init and
+     * curl_easy_cleanup per request cost more than the request itself on a fast upstream. Each attempt
+     * resets every option (curl_easy_reset in rfi_flow_begin_attempt), so nothing carries over. */
+    CURL **idle;
+    size_t n_idle, idle_cap;
 };
 
 typedef enum rfi_flow_state { RFI_FLOW_READY, RFI_FLOW_WAITING, RFI_FLOW_IN_FLIGHT, RFI_FLOW_DONE } rfi_flow_state;

@@ -56,12 +56,31 @@ end
 --- key on a GET changes no decision): the upstream draws a request's faults from its identity, so keys
 --- derived from the seed give the same counts for the same seed. Against a --url the prefix also holds a
 --- fresh random part, so two runs never share keys (that would count as duplicate executions).
-local function default_flow(policy, client, prefix)
-  local routes = policy:routes()
+--- Returns function(i) → flow i's request table, for scheduler.run_requests (nothing reads the responses).
+--- Each route's path is a format string made once ("/v1/jobs/%d"), and each route's request table is reused
+--- (the client keeps its own references to the strings it sends).
+function M.default_requests(policy, prefix)
+  local routes, made = policy:routes(), {}
+  for k, r in ipairs(routes) do
+    local fmt, params = r.pattern:gsub("%%", "%%%%"):gsub("{[%w_]+}", "%%d")
+    local tail
+    fmt, tail = fmt:gsub("/%*$", "/soak/%%d")
+    local n, args = params + tail, {}
+    made[k] = { fmt = fmt, n = n, args = args, req = { method = r.method } }
+  end
+  local key_prefix = prefix .. "-"
   return function(i)
-    local r = routes[(i - 1) % #routes + 1]
-    local path = r.pattern:gsub("{[%w_]+}", tostring(i)):gsub("/%*$", "/soak/" .. i)
-    client:request{ method = r.method, path = path, idempotency_key = prefix .. "-" .. i }
+    local m = made[(i - 1) % #made + 1]
+    local path
+    if m.n == 1 then
+      path = string.format(m.fmt, i)
+    else
+      for a = 1, m.n do m.args[a] = i end
+      path = string.format(m.fmt, table.unpack(m.args, 1, m.n))
+    end
+    local req = m.req
+    req.path, req.idempotency_key = path, key_prefix .. i
+    return req
   end
 end
 
@@ -132,20 +151,28 @@ function M.run(args, out, err, bindir)
       return 2
     end
     flow = function(i) made(client, i) end
-  else
-    flow = default_flow(policy, client, string.format("soak-%d", seed) .. (opts.url and "-" .. rf.new_key() or ""))
   end
+  local requests = not flow and M.default_requests(policy, string.format("soak-%d", seed)
+    .. (opts.url and "-" .. rf.new_key() or ""))
   local tty, done, flow_errors, t0 = is_tty(2), 0, {}, os.time()
   local clock0 = os.clock()
-  local failed = scheduler.run(client, n, concurrency, flow, function(i, ok, flow_err)
+  -- The progress bar is redrawn at most every PROGRESS_EVERY flows and every PROGRESS_SECONDS of CPU, not per
+  -- flow: a redraw is a formatted write to the terminal, dearer than a fast request.
+  local PROGRESS_EVERY, PROGRESS_SECONDS, drawn_at = 64, 0.1, -1
+  local run = flow and scheduler.run or scheduler.run_requests
+  local failed = run(client, n, concurrency, flow or requests, function(i, ok, flow_err)
     done = done + 1
     if not ok and #flow_errors < 3 then flow_errors[#flow_errors + 1] = string.format("flow %d: %s", i, flow_err) end
-    if tty and (done % 50 == 0 or done == n) then
-      local width = 30
-      local filled = math.floor(done * width / n)
-      local secs = math.max(os.time() - t0, 1)
-      err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled), string.rep(".", width - filled),
-        done, n, done / secs))
+    if tty and (done % PROGRESS_EVERY == 0 or done == n) then
+      local now = os.clock()
+      if done == n or now - drawn_at >= PROGRESS_SECONDS then
+        drawn_at = now
+        local width = 30
+        local filled = math.floor(done * width / n)
+        local secs = math.max(os.time() - t0, 1)
+        err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled),
+          string.rep(".", width - filled), done, n, done / secs))
+      end
     end
   end)
   local cpu = os.clock() - clock0
