@@ -182,6 +182,25 @@ local OPS = {
       check_response(c:request(new_request(next_n())))
     end, function() collectgarbage("step") end)
   end,
+  run_requests = function() -- started without coroutines: the request table reused, mutated, its strings dropped
+    local c = some_client()
+    if not c then return end
+    local shared = new_request(next_n())
+    scheduler.run_requests(c, math.random(1, 12), math.random(1, 6), function()
+      local what = math.random(8)
+      if what == 1 then error("request function raised")
+      elseif what == 2 then c:close()
+      elseif what == 3 then return { method = "GET" } -- a bad request: refused
+      elseif what == 4 then
+        local fresh = new_request(next_n())
+        for k in pairs(shared) do shared[k] = nil end
+        for k, v in pairs(fresh) do shared[k] = v end
+        collectgarbage()
+      elseif what == 5 then return new_request(next_n())
+      end
+      return shared
+    end, function() if math.random() < 0.3 then collectgarbage() end end)
+  end,
 }
 local OP_NAMES = {}
 for name in pairs(OPS) do OP_NAMES[#OP_NAMES + 1] = name end
