@@ -6,25 +6,12 @@
 -- attempts really went out. Without nginx the specs are pending (set RF_NGINX to a binary elsewhere).
 local rf = require "retryfreeze"
 local helper = require "spec.helper"
+local servers = require "spec.support.servers"
 
-local shell_quote, write_file = helper.shell_quote, helper.write_file
+local shell_quote = helper.shell_quote
 
 --- The text of a file, "" where there is none (a process gone from /proc, a log not written yet).
 local function read_file(path) return helper.try_read_file(path) or "" end
-
---- The nginx binary: $RF_NGINX, else the first of nginx on PATH, /usr/sbin/nginx, /usr/local/sbin/nginx.
-local function find_nginx()
-  local env = os.getenv("RF_NGINX")
-  if env and env ~= "" then return os.execute("test -x " .. shell_quote(env)) and env or nil end
-  local p = io.popen("command -v nginx 2>/dev/null")
-  local found = p:read("l")
-  p:close()
-  if found and found ~= "" then return found end
-  for _, cand in ipairs({ "/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx" }) do
-    if os.execute("test -x " .. shell_quote(cand)) then return cand end
-  end
-  return nil
-end
 
 -- The lock under test: one route per nginx location, each with values the assertions can pin exactly.
 -- jitter "none" makes every backoff delay equal to its cap (baseMs × multiplier^(n−1)).
@@ -61,7 +48,7 @@ local LOCK = [[
 }
 ]]
 
-local nginx = find_nginx()
+local nginx = servers.nginx_bin
 
 -- Ports are drawn from 20000..32000, below Linux's ephemeral range (32768..60999), so no outgoing connection
 -- or `--port 0` server takes them meanwhile.
@@ -121,56 +108,14 @@ http {
     :gsub("@DEAD@", tostring(dead_port)))
 end
 
---- Starts nginx as a daemon on a random loopback port, retrying another port when the bind fails. nginx
---- binds before it daemonizes, so a zero exit status means the port is listening.
--- @return {dir=, port=, url=, conf=, stop=function} or nil, message
+--- Starts nginx on a random loopback port other than dead_port, with a 100 MB body for /huge and /trickle (a
+--- sparse file, so it costs no disk).
+-- @return {dir=, port=, url=, conf=, pid=, stop=function} or nil, message
 local function start_nginx(dead_port)
-  local p = io.popen("mktemp -d /tmp/rf-nginx.XXXXXX")
-  local dir = p:read("l")
-  p:close()
-  assert(dir and dir:match("^/tmp/rf%-nginx%.%w+$"), "mktemp -d failed")
-  -- Workers may run as another user (nobody, when started as root): let them reach the temp paths.
-  os.execute("chmod 755 " .. shell_quote(dir))
-  -- A 100 MB body for /huge and /trickle: a sparse file, so it costs no disk.
-  os.execute("truncate -s 100M " .. shell_quote(dir .. "/huge.bin") .. " && chmod 644 " .. shell_quote(dir .. "/huge.bin"))
-  local conf = dir .. "/nginx.conf"
-  local last
-  for _ = 1, 5 do
-    local port = math.random(20000, 32000)
-    if port ~= dead_port then
-      write_file(conf, nginx_conf(dir, port, dead_port))
-      local cmd = table.concat({ shell_quote(nginx), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
-        "2>" .. shell_quote(dir .. "/start.err") }, " ")
-      if os.execute(cmd) then
-        local ng = { dir = dir, port = port, conf = conf, url = "http://127.0.0.1:" .. port }
-        function ng.pid()
-          return math.tointeger(tonumber((read_file(dir .. "/nginx.pid"):match("%d+")) or ""))
-        end
-        function ng.stop()
-          if ng.stopped then return end
-          ng.stopped = true
-          local pid = ng.pid()
-          os.execute(table.concat({ shell_quote(nginx), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
-            "-s stop 2>/dev/null" }, " "))
-          if pid then
-            -- Bounded wait for the master to exit (a zombie awaiting its reaper counts as gone).
-            for _ = 1, 100 do
-              local stat = read_file("/proc/" .. pid .. "/stat")
-              if stat == "" or stat:match("^%d+ %b() Z") then break end
-              os.execute("sleep 0.05")
-            end
-            os.execute("kill -9 " .. pid .. " 2>/dev/null")
-          end
-          os.execute("rm -rf " .. shell_quote(dir))
-        end
-        return ng
-      end
-      last = read_file(dir .. "/start.err")
-      if not last:find("Address already in use", 1, true) then break end
-    end
-  end
-  os.execute("rm -rf " .. shell_quote(dir))
-  return nil, "cannot start nginx: " .. (last or "?")
+  return servers.nginx_with(1, function(ports, dir)
+    os.execute("truncate -s 100M " .. shell_quote(dir .. "/huge.bin") .. " && chmod 644 " .. shell_quote(dir .. "/huge.bin"))
+    return nginx_conf(dir, ports[1], dead_port)
+  end, { tag = "nginx", avoid = dead_port })
 end
 
 if not nginx then
@@ -195,7 +140,7 @@ describe("rf.client against nginx", function()
     -- Readiness: a 200 means a worker is serving (the master wrote its pid file before starting it).
     local r = client:request{ method = "GET", path = "/ok" }
     assert(r.ok, "nginx did not answer /ok: " .. tostring(r.reason) .. " " .. read_file(ng.dir .. "/error.log"))
-    assert(ng.pid(), "nginx wrote no pid file")
+    assert(ng.pid, "nginx wrote no pid file")
   end)
 
   -- Lines in nginx's access log (matching `needle` if given), sentinels excluded. nginx writes a request's

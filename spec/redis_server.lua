@@ -4,6 +4,7 @@
 -- process id against our pid file), so a spec never uses, or kills, another run's Redis.
 -- Without redis-server the caller gets nil, why and marks its specs pending.
 local h = require "spec.helper"
+local servers = require "spec.support.servers"
 local M = {}
 
 local shell_quote = h.shell_quote
@@ -30,49 +31,33 @@ end
 -- @return {port=, url=, pid=, cli=function(...) → output, stop=function(signal)} or nil, why
 function M.start(opts)
   opts = opts or {}
-  local dir = h.temp_dir("redis")
+  local dir = servers.temp_dir("redis")
   local pidfile = dir .. "/redis.pid"
-  for _ = 1, 20 do
-    local port = opts.port or math.random(33000, 45000)
-    if not answers(port) then
-      os.remove(pidfile)
+  local srv, err = servers.start{ name = "redis-server", dir = dir, tries = 20, port = opts.port,
+    range = { 33000, 45000 }, pid_file = pidfile, log = dir .. "/redis.log",
+    answers = function(ports) return answers(ports[1]) end,
+    -- Our pid answers: someone else's server that took the port first does not.
+    ours = function(pid, ports)
+      local _, info = sh("redis-cli -p " .. ports[1] .. " info server")
+      return tonumber(info:match("process_id:(%d+)")) == pid
+    end,
+    launch = function(ports)
       local args = {
-        "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "''", "--appendonly", "no",
+        "redis-server", "--port", ports[1], "--bind", "127.0.0.1", "--save", "''", "--appendonly", "no",
         "--dir", shell_quote(dir), "--logfile", shell_quote(dir .. "/redis.log"), "--daemonize", "yes",
         "--pidfile", shell_quote(pidfile), "--enable-debug-command", opts.debug and "yes" or "no",
       }
       os.execute(table.concat(args, " ") .. " >/dev/null 2>&1")
-      for _ = 1, 100 do -- until it answers (at most 5 s)
-        local mine = tonumber((h.try_read_file(pidfile) or ""):match("%d+"))
-        if mine and answers(port) then
-          local _, info = sh("redis-cli -p " .. port .. " info server")
-          if tonumber(info:match("process_id:(%d+)")) ~= mine then -- someone else's took the port first
-            os.execute("kill " .. mine .. " 2>/dev/null")
-            break
-          end
-          local srv = { port = port, url = "redis://127.0.0.1:" .. port .. "/0", pid = mine, dir = dir }
-          function srv.cli(...)
-            local a = {}
-            for i, v in ipairs({ ... }) do a[i] = shell_quote(v) end
-            local _, o = sh("redis-cli -p " .. port .. " " .. table.concat(a, " "))
-            return o
-          end
-          function srv.stop(signal)
-            if srv.pid then os.execute("kill -" .. (signal or "TERM") .. " " .. srv.pid .. " 2>/dev/null") end
-            for _ = 1, 100 do -- until the port is closed
-              if not answers(port) then break end
-              os.execute("sleep 0.05")
-            end
-            srv.pid = nil
-          end
-          return srv
-        end
-        os.execute("sleep 0.05")
-      end
-    end
-    if opts.port then break end
+    end }
+  if not srv then return nil, err end
+  srv.url = "redis://127.0.0.1:" .. srv.port .. "/0"
+  function srv.cli(...)
+    local a = {}
+    for i, v in ipairs({ ... }) do a[i] = shell_quote(v) end
+    local _, o = sh("redis-cli -p " .. srv.port .. " " .. table.concat(a, " "))
+    return o
   end
-  return nil, "redis-server did not start (see " .. dir .. "/redis.log)"
+  return srv
 end
 
 return M

@@ -1,7 +1,9 @@
 -- Real servers for the network specs, each started on free loopback ports in its own temporary directory and
--- stopped by the spec's teardown: nginx (a generated config), tinyproxy (a forward proxy), and certificates
--- made with the openssl CLI (a private CA, server certificates good, for the wrong host and expired, a
--- client certificate). Ports are drawn from 20000..32000, below Linux's ephemeral range (32768..60999).
+-- stopped by the spec's teardown: nginx (a generated config), tinyproxy (a forward proxy), openssl s_server,
+-- and certificates made with the openssl CLI (a private CA, server certificates good, for the wrong host and
+-- expired, a client certificate). M.start is what every server shares (free ports, the wait until it answers,
+-- the check that the answer is ours, the stop); spec/redis_server.lua uses it too. Ports are drawn from
+-- 20000..32000, below Linux's ephemeral range (32768..60999).
 local h = require "spec.helper"
 local M = {}
 
@@ -42,16 +44,22 @@ function M.find_binary(env_name, names, paths)
   return nil
 end
 
-M.nginx_bin = M.find_binary("RF_NGINX", { "nginx" }, { "/usr/sbin/nginx", "/usr/local/sbin/nginx" })
+M.nginx_bin = M.find_binary("RF_NGINX", { "nginx" },
+  { "/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx" })
 M.tinyproxy_bin = M.find_binary("RF_TINYPROXY", { "tinyproxy" }, { "/usr/bin/tinyproxy", "/usr/sbin/tinyproxy" })
 M.openssl_bin = M.find_binary("RF_OPENSSL", { "openssl" }, { "/usr/bin/openssl" })
 
---- Waits (bounded) for a process to exit; a zombie counts as gone. Then kills it for certain.
+--- Does the process run? A zombie (exited, awaiting its reaper) does not.
+local function alive(pid)
+  local stat = text_of("/proc/" .. pid .. "/stat")
+  return stat ~= "" and not stat:match("^%d+ %b() Z")
+end
+
+--- Waits (bounded) for a process to exit. Then kills it for certain.
 local function wait_gone(pid)
   if not pid then return end
   for _ = 1, 100 do
-    local stat = text_of("/proc/" .. pid .. "/stat")
-    if stat == "" or stat:match("^%d+ %b() Z") then break end
+    if not alive(pid) then break end
     os.execute("sleep 0.05")
   end
   os.execute("kill -9 " .. pid .. " 2>/dev/null")
@@ -59,23 +67,122 @@ end
 
 local function pid_in(path) return math.tointeger(tonumber((text_of(path):match("%d+")) or "")) end
 
---- Starts nginx with the server blocks servers(ports) returns, where ports is a list of n random ports;
---- retries other ports when a bind fails. nginx binds before it daemonizes, so exit status 0 = listening.
+--- Runs cmd in the background of a shell with its output in log; returns the pid it runs as (whatever the user).
+function M.spawn(cmd, log, dir)
+  os.execute(cmd .. " >" .. shell_quote(log) .. " 2>&1 & echo $! > " .. shell_quote(dir .. "/spawn.pid"))
+  return pid_in(dir .. "/spawn.pid")
+end
+
+--- Starts a server on free loopback ports in its own directory and returns it once it answers there and the
+--- answer is from the process started here: a port where something already answers is skipped, and a start
+--- that fails on its ports (a bind lost to another run) is tried on others. The server's own parts, in s:
+---   name: for messages; dir: its directory (removed by stop, and when no start succeeds);
+---   ports (1), tries (5), range ({20000, 32000}: below Linux's ephemeral range 32768..60999), avoid (a port
+---   never drawn), port (a fixed port, tried once);
+---   launch(ports) → pid | nil, why, again: starts it and gives the pid that will serve, or why it did not start
+---     and whether other ports may help (default: they may);
+---   pid_file: a daemon's pid file, read while waiting where launch gives no pid;
+---   answers(ports): it answers (default: a TCP connect to ports[1] succeeds);
+---   ours(pid, ports): the answer is from pid (default: pid still runs a moment later — a server that lost the
+---     bind exits at once);
+---   log: the file whose text says why, when no start succeeded.
+-- @return {name=, dir=, ports=, port=, pid=, stop=function(signal)} (stop: the signal, default TERM, then a
+--   bounded wait until the process is gone, then the directory removed; a second stop does nothing) or nil, why
+function M.start(s)
+  local range = s.range or { 20000, 32000 }
+  local answers = s.answers or function(ports) return M.port_open(ports[1]) end
+  local ours = s.ours or function(pid)
+    os.execute("sleep 0.1")
+    return alive(pid)
+  end
+  local why
+  for _ = 1, s.port and 1 or (s.tries or 5) do
+    local ports, taken = {}, {}
+    while #ports < (s.ports or 1) do
+      local p = s.port or math.random(range[1], range[2])
+      if not taken[p] and p ~= s.avoid then taken[p], ports[#ports + 1] = true, p end
+    end
+    local open = false
+    for _, p in ipairs(ports) do open = open or M.port_open(p) end -- another run's server
+    if not open then
+      if s.pid_file then os.remove(s.pid_file) end
+      local pid, err, again = s.launch(ports)
+      why = err
+      if pid or not err then
+        local up = false
+        for _ = 1, 100 do -- until it answers (at most 5 s) or its process is gone
+          pid = pid or (s.pid_file and pid_in(s.pid_file))
+          if pid and answers(ports) then
+            up = true
+            break
+          end
+          if pid and not alive(pid) then break end
+          os.execute("sleep 0.05")
+        end
+        if up and ours(pid, ports) then
+          local srv = { name = s.name, dir = s.dir, ports = ports, port = ports[1], pid = pid }
+          function srv.stop(signal)
+            if srv.stopped then return end
+            srv.stopped = true
+            os.execute("kill -" .. (signal or "TERM") .. " " .. pid .. " 2>/dev/null")
+            wait_gone(pid)
+            os.execute("rm -rf " .. shell_quote(s.dir))
+          end
+          return srv
+        end
+        if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+      elseif again == false then
+        break
+      end
+    end
+  end
+  why = why or (s.log and text_of(s.log)) or "?"
+  os.execute("rm -rf " .. shell_quote(s.dir))
+  return nil, "cannot start " .. s.name .. ": " .. why
+end
+
+--- Starts nginx with the nginx.conf conf_of(ports, dir) returns, where ports is a list of n free loopback ports.
+--- nginx binds before it daemonizes, so a zero exit status means it listens; a failed bind is retried on other
+--- ports. opts: {tag = "net-nginx" (its directory's name), avoid = a port never drawn}.
+-- @return {dir=, ports=, port=, pid=, conf=, url=, access=, log_lines=, stop=} or nil, message
+function M.nginx_with(n, conf_of, opts)
+  assert(M.nginx_bin, "nginx not installed")
+  opts = opts or {}
+  local dir = M.temp_dir(opts.tag or "net-nginx")
+  local conf = dir .. "/nginx.conf"
+  local function nginx(args) return table.concat({ shell_quote(M.nginx_bin), "-p", shell_quote(dir .. "/"), "-c",
+      shell_quote(conf), args }, " ")
+  end
+  local ng, err = M.start{ name = "nginx", dir = dir, ports = n, avoid = opts.avoid, pid_file = dir .. "/nginx.pid",
+    answers = function() return true end,
+    launch = function(ports)
+      h.write_file(conf, conf_of(ports, dir))
+      if os.execute(nginx("2>" .. shell_quote(dir .. "/start.err"))) then return nil end
+      local why = text_of(dir .. "/start.err")
+      return nil, why, why:find("Address already in use", 1, true) ~= nil
+    end }
+  if not ng then return nil, err end
+  ng.conf, ng.url, ng.access = conf, "http://127.0.0.1:" .. ng.port, dir .. "/access.log"
+  local stop = ng.stop
+  function ng.stop() -- nginx's own stop (a graceful master), then the common wait and clean-up
+    if not ng.stopped then os.execute(nginx("-s stop 2>/dev/null")) end
+    stop()
+  end
+  function ng.log_lines()
+    local lines = {}
+    for line in text_of(ng.access):gmatch("[^\n]+") do lines[#lines + 1] = line end
+    return lines
+  end
+  return ng
+end
+
+--- Starts nginx with the server blocks servers(ports, dir) returns, where ports is a list of n random ports.
 --- The access log (format "method uri request_length protocol connection") is at ng.access.
 --- opts: {worker_connections = 64}.
 -- @return {dir=, ports=, access=, stop=, log_lines=} or nil, message
 function M.nginx(n, servers, opts)
-  assert(M.nginx_bin, "nginx not installed")
-  local dir = M.temp_dir("net-nginx")
-  local last
-  for _ = 1, 5 do
-    local ports, seen = {}, {}
-    while #ports < n do
-      local p = math.random(20000, 32000)
-      if not seen[p] then seen[p], ports[#ports + 1] = true, p end
-    end
-    local conf = dir .. "/nginx.conf"
-    h.write_file(conf, (([[
+  return M.nginx_with(n, function(ports, dir)
+    return (([[
 worker_processes 1;
 pid @DIR@/nginx.pid;
 lock_file @DIR@/nginx.lock;
@@ -92,80 +199,29 @@ http {
 @SERVERS@
 }
 ]]):gsub("@SERVERS@", function() return servers(ports, dir) end):gsub("@DIR@", dir)
-      :gsub("@WC@", tostring(math.tointeger(opts and opts.worker_connections or 64)))))
-    local cmd = table.concat({ shell_quote(M.nginx_bin), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
-      "2>" .. shell_quote(dir .. "/start.err") }, " ")
-    if os.execute(cmd) then
-      local ng = { dir = dir, ports = ports, access = dir .. "/access.log" }
-      function ng.log_lines()
-        local lines = {}
-        for line in text_of(ng.access):gmatch("[^\n]+") do lines[#lines + 1] = line end
-        return lines
-      end
-      function ng.stop()
-        if ng.stopped then return end
-        ng.stopped = true
-        local pid = pid_in(dir .. "/nginx.pid")
-        os.execute(table.concat({ shell_quote(M.nginx_bin), "-p", shell_quote(dir .. "/"), "-c", shell_quote(conf),
-          "-s stop 2>/dev/null" }, " "))
-        wait_gone(pid)
-        os.execute("rm -rf " .. shell_quote(dir))
-      end
-      return ng
-    end
-    last = text_of(dir .. "/start.err")
-    if not last:find("Address already in use", 1, true) then break end
-  end
-  os.execute("rm -rf " .. shell_quote(dir))
-  return nil, "cannot start nginx: " .. (last or "?")
+      :gsub("@WC@", tostring(math.tointeger(opts and opts.worker_connections or 64))))
+  end)
 end
 
 --- Starts tinyproxy as a forward proxy on a random loopback port, logging every request (LogLevel Info).
--- @return {port=, url=, log=, stop=} or nil, message
+-- @return {port=, url=, log=, log_text=, stop=} or nil, message
 function M.tinyproxy()
   assert(M.tinyproxy_bin, "tinyproxy not installed")
   local dir = M.temp_dir("net-proxy")
-  for _ = 1, 10 do
-    local port = math.random(20000, 32000)
-    while M.port_open(port) do port = math.random(20000, 32000) end -- taken: another run's server
-    local conf = dir .. "/tinyproxy.conf"
-    h.write_file(conf, table.concat({
-      "Port " .. port, "Listen 127.0.0.1", "Timeout 10", "MaxClients 20",
-      "LogFile \"" .. dir .. "/tinyproxy.log\"", "LogLevel Info", "PidFile \"" .. dir .. "/tinyproxy.pid\"",
-      "Allow 127.0.0.1", "DisableViaHeader Yes", "" }, "\n"))
-    -- Foreground (-d) in the background of a shell, so the pid is ours whatever the user.
-    os.execute(shell_quote(M.tinyproxy_bin) .. " -d -c " .. shell_quote(conf) .. " >" ..
-      shell_quote(dir .. "/out.log") .. " 2>&1 & echo $! > " .. shell_quote(dir .. "/shell.pid"))
-    local pid = pid_in(dir .. "/shell.pid")
-    -- Wait (bounded) until it listens: a connect through it answers.
-    local up = false
-    for _ = 1, 50 do
-      if M.port_open(port) then
-        up = true
-        break
-      end
-      if text_of("/proc/" .. pid .. "/stat") == "" then break end
-      os.execute("sleep 0.05")
-    end
-    -- Still alive: the listener is ours (a tinyproxy that could not bind exits at once).
-    os.execute("sleep 0.1")
-    if up and text_of("/proc/" .. pid .. "/stat") ~= "" then
-      local px = { port = port, url = "http://127.0.0.1:" .. port, log = dir .. "/tinyproxy.log" }
-      function px.log_text() return text_of(px.log) end
-      function px.stop()
-        if px.stopped then return end
-        px.stopped = true
-        os.execute("kill " .. pid .. " 2>/dev/null")
-        wait_gone(pid)
-        os.execute("rm -rf " .. shell_quote(dir))
-      end
-      return px
-    end
-    os.execute("kill -9 " .. pid .. " 2>/dev/null")
-  end
-  local out = text_of(dir .. "/out.log")
-  os.execute("rm -rf " .. shell_quote(dir))
-  return nil, "cannot start tinyproxy: " .. out
+  local px, err = M.start{ name = "tinyproxy", dir = dir, tries = 10, log = dir .. "/out.log",
+    launch = function(ports)
+      local conf = dir .. "/tinyproxy.conf"
+      h.write_file(conf, table.concat({
+        "Port " .. ports[1], "Listen 127.0.0.1", "Timeout 10", "MaxClients 20",
+        "LogFile \"" .. dir .. "/tinyproxy.log\"", "LogLevel Info", "PidFile \"" .. dir .. "/tinyproxy.pid\"",
+        "Allow 127.0.0.1", "DisableViaHeader Yes", "" }, "\n"))
+      -- Foreground (-d), so the pid is the server's own.
+      return M.spawn(shell_quote(M.tinyproxy_bin) .. " -d -c " .. shell_quote(conf), dir .. "/out.log", dir)
+    end }
+  if not px then return nil, err end
+  px.url, px.log = "http://127.0.0.1:" .. px.port, dir .. "/tinyproxy.log"
+  function px.log_text() return text_of(px.log) end
+  return px
 end
 
 --- Starts `openssl s_server -www` on a random loopback port with the given extra arguments (certificates,
@@ -174,33 +230,11 @@ end
 function M.s_server(args)
   assert(M.openssl_bin, "openssl not installed")
   local dir = M.temp_dir("net-sserver")
-  for _ = 1, 5 do
-    local port = math.random(20000, 32000)
-    if not M.port_open(port) then
-      os.execute(shell_quote(M.openssl_bin) .. " s_server -quiet -www -accept 127.0.0.1:" .. port .. " " .. args ..
-        " </dev/null >" .. shell_quote(dir .. "/out.log") .. " 2>&1 & echo $! > " .. shell_quote(dir .. "/pid"))
-      local pid = pid_in(dir .. "/pid")
-      for _ = 1, 50 do
-        if M.port_open(port) or text_of("/proc/" .. pid .. "/stat") == "" then break end
-        os.execute("sleep 0.05")
-      end
-      if M.port_open(port) then
-        local srv = { port = port }
-        function srv.stop()
-          if srv.stopped then return end
-          srv.stopped = true
-          os.execute("kill " .. pid .. " 2>/dev/null")
-          wait_gone(pid)
-          os.execute("rm -rf " .. shell_quote(dir))
-        end
-        return srv
-      end
-      os.execute("kill -9 " .. pid .. " 2>/dev/null")
-    end
-  end
-  local out = text_of(dir .. "/out.log")
-  os.execute("rm -rf " .. shell_quote(dir))
-  return nil, "cannot start openssl s_server: " .. out
+  return M.start{ name = "openssl s_server", dir = dir, log = dir .. "/out.log",
+    launch = function(ports)
+      return M.spawn(shell_quote(M.openssl_bin) .. " s_server -quiet -www -accept 127.0.0.1:" .. ports[1] .. " " ..
+        args .. " </dev/null", dir .. "/out.log", dir)
+    end }
 end
 
 --- Does a TCP connect to 127.0.0.1:port succeed? (bash's /dev/tcp)
