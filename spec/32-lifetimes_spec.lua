@@ -6,8 +6,6 @@
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
 
-local build = os.getenv("RF_BUILD_DIR") or "build"
-local env = string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s/lib/lua/5.4/?.so;;' ", build)
 
 -- A lock for the echo routes of retryfreeze-serve: 3 attempts on a 503, short delays.
 local LOCK = [[{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,
@@ -19,19 +17,10 @@ local LOCK = [[{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":20
 local function run_lua(source, url, timeout_s)
   local prelude = string.format("local rf = require 'retryfreeze'; local URL = %q; local LOCK = assert(rf.load_string(%q)); ",
     url or "http://127.0.0.1:9", LOCK)
-  local path = h.temp_file(prelude .. source)
-  local out, err, code = h.sh(string.format("%s timeout %d lua5.4 '%s'", env, timeout_s or 60, path))
-  os.remove(path)
-  return out, err, code
+  return h.run_lua(prelude .. source, { timeout_s = timeout_s })
 end
 
---- Asserts a clean child exit (no crash, no sanitizer report, no hang) and returns its stdout.
-local function clean(out, err, code)
-  assert.equal(0, code, "exit " .. tostring(code) .. ", stderr:\n" .. err)
-  assert.not_matches("Sanitizer", err)
-  assert.not_matches("runtime error", err)
-  return out
-end
+local clean = h.clean_exit -- no crash, no sanitizer report, no hang
 
 local BUSY = "client is busy %(called from its own on_attempt hook%)"
 

@@ -28,7 +28,7 @@ describe("docs/embedding.md examples", function()
 
   for _, rt in ipairs(runtimes) do
     local lua, dir = rt[1], rt[2]
-    local env = string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s/lib/lua/%s/?.so;;' ", build, dir)
+    local env = h.lua_env(dir)
     local has_runtime = os.execute("test -f " .. build .. "/lib/lua/" .. dir .. "/retryfreeze/core.so")
     local it_or_pending = (has_runtime == true or has_runtime == 0) and it or pending
 

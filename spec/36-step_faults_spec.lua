@@ -8,20 +8,11 @@ local runtimes = { { "lua5.4", "5.4" }, { "luajit", "luajit" } }
 
 --- Runs Lua source in a child `lua` with the module on its paths; returns stdout, stderr, exit code.
 local function run(lua, dir, source)
-  local env = string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s/lib/lua/%s/?.so;;' ", build, dir)
-  local path = h.temp_file("local rf = require 'retryfreeze'; local core = require 'retryfreeze.core'; " .. source)
-  local out, err, code = h.sh(string.format("%s timeout 60 %s '%s'", env, lua, path))
-  os.remove(path)
-  return out, err, code
+  return h.run_lua("local rf = require 'retryfreeze'; local core = require 'retryfreeze.core'; " .. source,
+    { lua = lua, dir = dir })
 end
 
---- Asserts a clean child exit (no crash, no sanitizer report) and returns its stdout.
-local function clean(out, err, code)
-  assert.equal(0, code, "exit " .. tostring(code) .. ", stderr:\n" .. err)
-  assert.not_matches("Sanitizer", err)
-  assert.not_matches("runtime error", err)
-  return out
-end
+local clean = h.clean_exit -- no crash, no sanitizer report
 
 for _, rt in ipairs(runtimes) do
   local lua, dir = rt[1], rt[2]

@@ -126,8 +126,7 @@ describe("a retry budget shared through Redis", function()
     write(lock_file, lock_text(name))
     local before = assert(upstream.stats(up.url)).requests
     -- The workers run Lua 5.4 whatever runs this spec (the suite also runs under LuaJIT).
-    local env = "LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='" .. (os.getenv("RF_BUILD_DIR") or "build")
-      .. "/lib/lua/5.4/?.so;;' "
+    local env = h.lua_env("5.4")
     local handles = {}
     for i = 1, procs do
       handles[i] = io.popen(env .. "lua5.4 spec/fleet/storm_worker.lua '" .. lock_file .. "' " .. up.url .. " "

@@ -28,8 +28,6 @@ if not (servers.nginx_bin and servers.openssl_bin) then
   return
 end
 
-local build = os.getenv("RF_BUILD_DIR") or "build"
-
 --- Runs a Lua snippet in a child lua5.4 with the given environment variables, and none of the TLS and
 --- proxy variables this machine may have set; returns stdout, stderr.
 local function child(env, snippet)
@@ -42,8 +40,7 @@ local function child(env, snippet)
   local err_file = os.tmpname()
   local script = os.tmpname()
   h.write_file(script, 'local rf = require "retryfreeze"\n' .. snippet)
-  local cmd = table.concat(prefix, " ") .. " LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=" ..
-    h.shell_quote(build .. "/lib/lua/5.4/?.so;;") .. " lua5.4 " .. script .. " 2>" .. err_file
+  local cmd = table.concat(prefix, " ") .. " " .. h.lua_env("5.4") .. "lua5.4 " .. script .. " 2>" .. err_file
   local p = io.popen(cmd)
   local out = p:read("a")
   p:close()

@@ -17,6 +17,37 @@ M.desk_lock = "examples/retry-budget.lock.json"
 --- The CLI under test: $RF_CLI (set by ctest), else ./build/bin/retryfreeze.
 M.cli = os.getenv("RF_CLI") or "build/bin/retryfreeze"
 
+--- The build tree under test: $RF_BUILD_DIR (set by ctest), else ./build.
+M.build_dir = os.getenv("RF_BUILD_DIR") or "build"
+
+--- The environment a child Lua needs to load the module from this tree: a shell prefix setting LUA_PATH to
+--- lua/ and LUA_CPATH to the build's module for runtime `dir` ("5.4", "5.1", "luajit"…; default "5.4").
+function M.lua_env(dir)
+  return string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=%s ",
+    M.shell_quote(M.build_dir .. "/lib/lua/" .. (dir or "5.4") .. "/?.so;;"))
+end
+
+--- Runs Lua source in a child interpreter with the module on its paths (a crash there fails one test instead
+--- of killing busted). opts: {lua = "lua5.4" (the interpreter), dir = "5.4" (see lua_env), timeout_s = 60}.
+--- Returns stdout, stderr and the exit code (124 when the timeout killed it).
+function M.run_lua(source, opts)
+  opts = opts or {}
+  local path = M.temp_file(source)
+  local out, err, code = M.sh(string.format("%stimeout %d %s %s", M.lua_env(opts.dir), opts.timeout_s or 60,
+    opts.lua or "lua5.4", M.shell_quote(path)))
+  os.remove(path)
+  return out, err, code
+end
+
+--- Asserts a clean child exit (code 0, no sanitizer report on stderr) and returns its stdout.
+function M.clean_exit(out, err, code)
+  local luassert = require "luassert" -- busted's assert
+  luassert.equal(0, code, "exit " .. tostring(code) .. ", stderr:\n" .. err)
+  luassert.not_matches("Sanitizer", err)
+  luassert.not_matches("runtime error", err)
+  return out
+end
+
 --- The build's bin/ folder (retryfreeze-serve lives there).
 M.bindir = M.cli:match("^(.*)/[^/]*$") or "."
 
