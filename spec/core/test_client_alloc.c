@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "serve_child.h"
+
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t size);
@@ -87,32 +89,6 @@ static void *hook_realloc(void *p, size_t size) { return __wrap_realloc(p, size)
 static char *hook_strdup(const char *s) { return __wrap_strdup(s); }
 static void *hook_calloc(size_t n, size_t size) { return __wrap_calloc(n, size); }
 
-static pid_t serve_pid;
-
-/* Starts retryfreeze-serve on a free loopback port; writes its base URL into url. */
-static int start_upstream(const char *program, char *url, size_t cap) {
-    int out[2];
-    if (pipe(out) != 0) return -1;
-    serve_pid = fork();
-    if (serve_pid < 0) return -1;
-    if (serve_pid == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        execl(program, program, "--port", "0", "--max-seconds", "120", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char line[128] = {0};
-    size_t n = 0;
-    while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') n++;
-    line[n] = '\0';
-    close(out[0]);
-    const char *port = strrchr(line, ':');
-    if (strncmp(line, "listening on 127.0.0.1:", 23) != 0 || port == NULL) return -1;
-    snprintf(url, cap, "http://127.0.0.1:%s", port + 1);
-    return 0;
-}
-
 #ifndef RF_SERVE_PATH
 #define RF_SERVE_PATH "build/bin/retryfreeze-serve"
 #endif
@@ -129,7 +105,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     char url[64];
-    if (start_upstream(serve, url, sizeof url) != 0) {
+    pid_t serve_pid = serve_child_start(serve, url, sizeof url);
+    if (serve_pid < 0) {
         fprintf(stderr, "cannot start %s\n", serve);
         return 1;
     }
@@ -201,8 +178,7 @@ int main(int argc, char **argv) {
         if (rc != 0 || only > 0) break;
     }
     rf_policy_free(policy);
-    kill(serve_pid, SIGTERM);
-    waitpid(serve_pid, NULL, 0);
+    serve_child_stop(serve_pid);
     curl_global_cleanup();
     printf("client failing allocator: %ld allocation points, each failed in turn: %ld RF_ENOMEM, %ld responses "
            "(%ld still successful), 0 leaks\n",

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "serve_child.h"
+
 #ifndef RF_SERVE_PATH
 #define RF_SERVE_PATH "build/bin/retryfreeze-serve"
 #endif
@@ -36,25 +38,8 @@ static const char LOCK[] = "{\"endpoint\": \"GET /echo/{i}\", \"maxAttempts\": 2
 /* Starts retryfreeze-serve on a free loopback port and loads the lock. */
 static int setup(void **state) {
     (void)state;
-    int out[2];
-    if (pipe(out) != 0) return -1;
-    serve_pid = fork();
+    serve_pid = serve_child_start(serve_program, base_url, sizeof base_url);
     if (serve_pid < 0) return -1;
-    if (serve_pid == 0) {
-        dup2(out[1], 1);
-        close(out[0]);
-        execl(serve_program, serve_program, "--port", "0", "--max-seconds", "120", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char line[128] = {0};
-    size_t n = 0;
-    while (n < sizeof line - 1 && read(out[0], line + n, 1) == 1 && line[n] != '\n') n++;
-    line[n] = '\0';
-    close(out[0]);
-    const char *port = strrchr(line, ':');
-    if (strncmp(line, "listening on 127.0.0.1:", 23) != 0 || port == NULL) return -1;
-    snprintf(base_url, sizeof base_url, "http://127.0.0.1:%s", port + 1);
     rf_error err;
     return rf_policy_load_buffer(LOCK, sizeof LOCK - 1, &policy, &err) == RF_OK ? 0 : -1;
 }
@@ -62,10 +47,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     rf_policy_free(policy);
-    if (serve_pid > 0) {
-        kill(serve_pid, SIGTERM);
-        waitpid(serve_pid, NULL, 0);
-    }
+    serve_child_stop(serve_pid);
     return 0;
 }
 
