@@ -173,22 +173,35 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
     }
     rf_status lst = rfi_limits_init(f, err);
     if (lst != RF_OK) return lst;
-    size_t url_len = strlen(c->base_url) + strlen(req->path) + (req->query ? strlen(req->query) + 1 : 0) + 1;
-    f->url = malloc(url_len);
+    /* base_url + path [+ "?" + query], copied piece by piece (this runs once per request: no printf). */
+    size_t base_len = strlen(c->base_url), path_len = strlen(req->path),
+           query_len = req->query ? strlen(req->query) : 0;
+    f->url = malloc(base_len + path_len + (req->query ? query_len + 1 : 0) + 1);
     bool ok = f->url != NULL;
-    if (ok)
-        snprintf(f->url, url_len, "%s%s%s%s", c->base_url, req->path, req->query ? "?" : "",
-                 req->query ? req->query : "");
+    if (ok) {
+        char *u = f->url;
+        memcpy(u, c->base_url, base_len);
+        memcpy(u += base_len, req->path, path_len);
+        u += path_len;
+        if (req->query) {
+            *u++ = '?';
+            memcpy(u, req->query, query_len);
+            u += query_len;
+        }
+        *u = '\0';
+    }
     for (size_t i = 0; ok && i < c->n_headers; i++) ok = append_header(&f->headers, c->headers[i]);
     for (size_t i = 0; ok && i < req->n_headers; i++) ok = append_header(&f->headers, req->headers[i]);
     if (ok && req->idempotency_key) {
-        size_t n = strlen(req->idempotency_key) + 18;
-        char *line = malloc(n);
+        static const char name[] = "Idempotency-Key: ";
+        size_t key_len = strlen(req->idempotency_key), n = sizeof name + key_len; /* sizeof counts the NUL */
+        char small[256], *line = n <= sizeof small ? small : malloc(n);           /* curl_slist_append copies it */
         ok = line != NULL;
         if (ok) {
-            snprintf(line, n, "Idempotency-Key: %s", req->idempotency_key);
+            memcpy(line, name, sizeof name - 1);
+            memcpy(line + sizeof name - 1, req->idempotency_key, key_len + 1);
             ok = append_header(&f->headers, line);
-            free(line);
+            if (line != small) free(line);
         }
     }
     if (ok) ok = append_header(&f->headers, "Expect:"); /* no 100-continue round trip */
