@@ -49,16 +49,9 @@ end
 
 local temp_dir, write = h.temp_dir, h.write_file
 
-local cleanup = {}
-local function ledger(text)
-  local p = h.temp_file(text)
-  cleanup[#cleanup + 1] = p
-  return p
-end
-
-teardown(function()
-  for _, p in ipairs(cleanup) do os.execute("rm -rf '" .. p .. "'") end
-end)
+local scratch = h.scratch()
+local ledger = scratch.file
+teardown(scratch.remove)
 
 -- 10 requests: elapsed 1..10 ms on "POST /v1/jobs": 6 first-try successes, 2 successes after a 503,
 -- 1 terminal 500, 1 exhausted after 3 × 504; and one no-route refusal (0 attempts, 7 ms).
@@ -143,7 +136,7 @@ describe("rf.ledger.stats", function()
 
   it("sums several files and expands a glob over rotated files in natural order", function()
     local dir = temp_dir()
-    cleanup[#cleanup + 1] = dir
+    scratch.track(dir)
     write(dir .. "/ledger.jsonl", ok1(1) .. ok1(2))
     write(dir .. "/ledger.jsonl.1", ok_after_503(3))
     write(dir .. "/ledger.jsonl.2", terminal500(4))
@@ -195,7 +188,7 @@ describe("rf.ledger.stats", function()
     local upstream = require "retryfreeze.upstream"
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
     local path = os.tmpname()
-    cleanup[#cleanup + 1] = path
+    scratch.track(path)
     local led = assert(rf.ledger.open(path))
     local client = rf.client{ policy = assert(rf.load(h.desk_lock)), base_url = up.url, ledger = led, rng_seed = 1 }
     local function post(script)
@@ -273,7 +266,7 @@ describe("retryfreeze stats", function()
 
   it("expands a quoted glob and refuses one that matches nothing", function()
     local dir = temp_dir()
-    cleanup[#cleanup + 1] = dir
+    scratch.track(dir)
     write(dir .. "/l.jsonl", ok1(1))
     write(dir .. "/l.jsonl.1", ok1(2) .. ok1(3))
     local out, _, code = h.run_cli("stats", dir .. "/l.jsonl*")
@@ -307,7 +300,7 @@ describe("retryfreeze.glob", function()
 
   it("expands with glob(3): across directories, skipping dot files, sets and escapes, no shell", function()
     local dir = temp_dir()
-    cleanup[#cleanup + 1] = dir
+    scratch.track(dir)
     assert(os.execute("mkdir -p '" .. dir .. "/a' '" .. dir .. "/b' '" .. dir .. "/.c'"))
     for _, p in ipairs({ "a/l.jsonl", "a/l.jsonl.1", "b/l.jsonl", ".c/l.jsonl", "a/.l.jsonl", "b/it's.jsonl",
       "b/$(touch x).jsonl", "b/*.jsonl" }) do

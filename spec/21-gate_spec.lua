@@ -27,15 +27,9 @@ end
 
 local function rep(n, text) return string.rep(text, n) end
 
-local cleanup = {}
-local function ledger(text)
-  local p = h.temp_file(text)
-  cleanup[#cleanup + 1] = p
-  return p
-end
-teardown(function()
-  for _, p in ipairs(cleanup) do os.remove(p) end
-end)
+local scratch = h.scratch()
+local ledger = scratch.file
+teardown(scratch.remove)
 
 -- 100 requests on "POST /v1/jobs": 94 first-try successes, 3 successes after one retry, 2 terminal 500s,
 -- 1 exhausted after 2 attempts. successes 97, retried 3 (3.09%), attempts of successes 100 (1.03 per
@@ -127,12 +121,7 @@ describe("retryfreeze gate", function()
       { { "gate", jobs, "--lock", "/nonexistent.lock.json", "--max-retried-success", "0.1" },
         "retryfreeze gate: invalid lock: " },
     }
-    for _, c in ipairs(cases) do
-      local out, err, code = h.run_cli(table.unpack(c[1]))
-      assert.equal(2, code, table.concat(c[1], " "))
-      assert.equal("", out)
-      assert.matches(c[2], err, 1, true)
-    end
+    h.assert_usage_errors(cases)
   end)
 
   it("takes thresholds from the lock's gate object; options override its numbers and add reasons", function()

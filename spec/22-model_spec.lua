@@ -192,11 +192,6 @@ describe("retryfreeze model", function()
       { { "model", "/nonexistent.lock.json" }, "retryfreeze model: invalid lock: " },
       { { "model", three, "--route", "GET /v2/x" }, "no route matches 'GET /v2/x' (routes: POST /v1/jobs)" },
     }
-    for _, c in ipairs(cases) do
-      local out, err, code = h.run_cli(table.unpack(c[1]))
-      assert.equal(2, code, table.concat(c[1], " "))
-      assert.equal("", out)
-      assert.matches(c[2], err, 1, true)
-    end
+    h.assert_usage_errors(cases)
   end)
 end)

@@ -7,16 +7,9 @@ local json = require "retryfreeze.json"
 
 local T0 = 1795910400000 -- 2026-11-29T00:00:00Z
 
-local cleanup = {}
-teardown(function()
-  for _, p in ipairs(cleanup) do os.remove(p) end
-end)
-
-local function ledger(text)
-  local p = h.temp_file(text)
-  cleanup[#cleanup + 1] = p
-  return p
-end
+local scratch = h.scratch()
+local ledger = scratch.file
+teardown(scratch.remove)
 
 local function rec(r)
   r.ts_ms = r.ts_ms or T0
@@ -110,7 +103,7 @@ describe("retryfreeze stats --format openmetrics", function()
 
   it("passes promtool check metrics and equals stats --json on a generated ledger", function()
     local path = os.tmpname()
-    cleanup[#cleanup + 1] = path
+    scratch.track(path)
     gen.generate(path, 5000, { seed = 3 })
     local out, err, code = h.run_cli("stats", "--format", "openmetrics", path)
     assert.equal("", err)

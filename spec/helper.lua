@@ -103,6 +103,35 @@ end
 --- Writes text to a fresh temporary file and returns its path.
 function M.temp_file(text) return M.write_file(os.tmpname(), text) end
 
+--- Scratch files a spec removes at its end: scratch.file(text) writes text to a fresh temporary file and returns its
+--- path; scratch.track(path) adds a path the spec made itself (a file or a directory); scratch.remove() removes them
+--- all (give it to teardown).
+function M.scratch()
+  local paths, scratch = {}, {}
+  function scratch.track(path)
+    paths[#paths + 1] = path
+    return path
+  end
+  function scratch.file(text) return scratch.track(M.temp_file(text)) end
+  function scratch.remove()
+    for _, p in ipairs(paths) do os.execute("rm -rf " .. M.shell_quote(p)) end
+    paths = {}
+  end
+  return scratch
+end
+
+--- Asserts that each CLI call in cases fails as bad usage: exit code 2, nothing on stdout, and stderr holding the
+--- case's text. cases: a list of {{argument, …}, text}.
+function M.assert_usage_errors(cases)
+  local luassert = require "luassert" -- busted's assert
+  for _, c in ipairs(cases) do
+    local out, err, code = M.run_cli(table.unpack(c[1]))
+    luassert.equal(2, code, table.concat(c[1], " "))
+    luassert.equal("", out)
+    luassert.matches(c[2], err, 1, true)
+  end
+end
+
 --- Makes a fresh empty directory /tmp/rf-TAG.XXXXXX (mktemp -d: mode 700, a name no other run has) and returns
 --- its path; the caller removes it. tag: a word naming the user (default "spec").
 function M.temp_dir(tag)
