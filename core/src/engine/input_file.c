@@ -6,9 +6,9 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "retryfreeze/input.h"
+#include "internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,26 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-input_error(rf_error *err, const char *path, const char *fmt, ...);
-
-static void input_error(rf_error *err, const char *path, const char *fmt, ...) {
-    if (err == NULL) return;
-    memset(err, 0, sizeof *err);
-    snprintf(err->path, sizeof err->path, "%s", path ? path : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-}
-
 static void errno_error(rf_error *err, const char *path, const char *doing, const char *what, int errnum) {
     char text[128];
     if (strerror_r(errnum, text, sizeof text) != 0) snprintf(text, sizeof text, "error %d", errnum);
-    input_error(err, path, "cannot %s %s %s: %s", doing, what, path, text);
+    rfi_fail(err, path, "cannot %s %s %s: %s", doing, what, path, text);
 }
 
 /* "a FIFO", "a directory", …: what a non-regular file is, in words. */
@@ -51,7 +35,7 @@ static const char *kind_name(mode_t mode) {
 
 rf_status rf_input_open(const char *path, int flags, const char *what, int *fd, rf_error *err) {
     if (path == NULL || fd == NULL || what == NULL) {
-        input_error(err, "", "path, what and fd must not be NULL");
+        rfi_fail(err, "", "path, what and fd must not be NULL");
         return RF_EINVAL;
     }
     *fd = -1;
@@ -64,8 +48,7 @@ rf_status rf_input_open(const char *path, int flags, const char *what, int *fd, 
         struct stat st;
         /* ENXIO: a FIFO opened for writing without a reader; EISDIR: a directory opened for writing. */
         if ((e == ENXIO || e == EISDIR) && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-            input_error(err, path, "cannot open %s %s: it is %s, not a regular file", what, path,
-                        kind_name(st.st_mode));
+            rfi_fail(err, path, "cannot open %s %s: it is %s, not a regular file", what, path, kind_name(st.st_mode));
             return RF_EINVAL;
         }
         errno_error(err, path, "open", what, e);
@@ -80,7 +63,7 @@ rf_status rf_input_open(const char *path, int flags, const char *what, int *fd, 
     }
     if (!S_ISREG(st.st_mode)) {
         close(f);
-        input_error(err, path, "cannot open %s %s: it is %s, not a regular file", what, path, kind_name(st.st_mode));
+        rfi_fail(err, path, "cannot open %s %s: it is %s, not a regular file", what, path, kind_name(st.st_mode));
         return RF_EINVAL;
     }
     int fl = fcntl(f, F_GETFL);
@@ -91,7 +74,7 @@ rf_status rf_input_open(const char *path, int flags, const char *what, int *fd, 
 
 rf_status rf_input_read(const char *path, size_t cap, const char *what, char **text, size_t *len, rf_error *err) {
     if (text == NULL || len == NULL) {
-        input_error(err, path, "text and len must not be NULL");
+        rfi_fail(err, path, "text and len must not be NULL");
         return RF_EINVAL;
     }
     *text = NULL;
@@ -135,13 +118,13 @@ rf_status rf_input_read(const char *path, size_t cap, const char *what, char **t
     }
     if (buf == NULL) {
         close(fd);
-        input_error(err, path, "out of memory reading %s %s", what, path);
+        rfi_fail(err, path, "out of memory reading %s %s", what, path);
         return RF_ENOMEM;
     }
     close(fd);
     if (used > cap) {
         free(buf);
-        input_error(err, path, "%s %s is over the %zu byte limit", what, path, cap);
+        rfi_fail(err, path, "%s %s is over the %zu byte limit", what, path, cap);
         return RF_EINVAL;
     }
     buf[used] = '\0';
