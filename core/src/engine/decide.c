@@ -19,7 +19,7 @@ static bool never_left(const rf_facts *f) {
 
 static bool method_requires_key(const rfi_route *r, const char *method, size_t len) {
     for (size_t i = 0; i < r->n_methods; i++)
-        if (str_is(method, len, r->methods[i])) return true;
+        if (r->method_lens[i] == len && memcmp(method, r->methods[i], len) == 0) return true;
     return false;
 }
 
@@ -35,9 +35,9 @@ static rf_status check_method_case(const char *m, size_t len, rf_error *err) {
     return RF_OK;
 }
 
-static rf_status check_facts(const rf_facts *f, rf_error *err) {
+/* The facts' fields in the order their refusals take; the method's case is checked by the caller (rf_decide). */
+static rf_status check_fields(const rf_facts *f, rf_error *err) {
     if (f->method == NULL || f->method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
-    if (check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     if (f->path == NULL || f->path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
     if (f->status != 0 && (f->status < 100 || f->status > 599))
         return rfi_fail(err, "status", "must be 0 (none received) or 100..599, got %d", f->status);
@@ -45,6 +45,20 @@ static rf_status check_facts(const rf_facts *f, rf_error *err) {
     if (f->attempts < 1) return rfi_fail(err, "attempts", "must be >= 1 (attempts made so far), got %d", f->attempts);
     if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
     return RF_OK;
+}
+
+/*
+ * check_fields, then the method's case, refused before any other field. The case costs a loop over the method, so
+ * rf_decide runs it only where nothing proves it: a matched route does (a lock's methods are uppercase letters,
+ * rfi_method_valid, and the match compares every byte), so only a refusal here, an unpinned source and no route
+ * need it, before the verdict is written.
+ */
+static rf_status check_facts(const rf_facts *f, rf_error *err) {
+    rf_status st = check_fields(f, err);
+    if (st != RF_OK && f->method != NULL && f->method_len > 0 &&
+        check_method_case(f->method, f->method_len, err) != RF_OK)
+        return RF_EINVAL;
+    return st;
 }
 
 static rf_verdict *stop(rf_verdict *v, rf_reason reason) {
@@ -60,25 +74,27 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
     if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
     rf_status st = check_facts(f, err);
     if (st != RF_OK) return st;
+    const bool unpinned = f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map");
+    const long route = unpinned ? -1 : rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len);
+    if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     memset(out, 0, sizeof *out);
     rf_classify(f->status, f->transport, out->class_name);
     out->route = -1;
-    out->retry_after = f->retry_after != NULL && f->retry_after_len > 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
-    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++)
-        if (f->hints[h] != NULL && f->hint_lens[h] > 0) out->retry_after = RF_RA_USE_NOT_NEEDED;
+    const uint32_t present = rfi_wait_hints_present(f);
+    out->retry_after = present != 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
     out->retry_after_header = -1;
 
-    if (f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map")) {
+    if (unpinned) {
         stop(out, RF_REASON_UNPINNED_SOURCE);
         return RF_OK;
     }
-    out->route = rf_policy_match(p, f->method, f->method_len, f->path, f->path_len);
+    out->route = route;
     if (out->route < 0) {
         stop(out, RF_REASON_NO_ROUTE);
         return RF_OK;
     }
     const rfi_route *r = &p->routes[out->route];
-    st = rfi_wait_hints_check(r, f, &out->retry_after_header, err);
+    st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
     if (st != RF_OK) return st;
     out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
@@ -162,7 +178,7 @@ rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, c
     if (attempts < 0) return rfi_fail(err, "attempts", "must be >= 0 (attempts made so far), got %d", attempts);
     if (elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)elapsed_ms);
     *out = (rf_attempt_budget){.allowed = false, .timeout_ms = 0, .reason = RF_REASON_NO_ROUTE, .route = -1};
-    out->route = rf_policy_match(p, method, method_len, path, path_len);
+    out->route = rfi_policy_match(p, method, method_len, path, path_len);
     if (out->route < 0) return RF_OK;
     const rfi_route *r = &p->routes[out->route];
     int64_t left = r->total_budget_ms - elapsed_ms;

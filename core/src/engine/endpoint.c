@@ -130,11 +130,6 @@ static bool bytes_equal(const char *a, const char *b, size_t n) {
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
                         uint64_t *score) {
     if (e->method_len != method_len || !bytes_equal(e->method, method, method_len)) return false;
-    const char *q = memchr(path, '?', path_len);
-    if (q != NULL) path_len = (size_t)(q - path);
-    const char *h = memchr(path, '#', path_len);
-    if (h != NULL) path_len = (size_t)(h - path);
-    if (path_len == 0 || path[0] != '/') return false;
     if (e->literal_only) { /* the common case: one comparison of the whole path */
         if (path_len != e->pattern_len || memcmp(path, e->pattern, path_len) != 0) return false;
         *score = e->literal_score;

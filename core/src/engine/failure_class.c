@@ -102,20 +102,23 @@ unsigned rfi_transport_class(rf_transport t) {
     }
 }
 
+/* The named tokens padded to the buffer's size, so rf_classify copies a constant number of bytes. */
+#define RF_X_PADDED(name, str) str,
+static const char named_padded[][RF_CLASS_NAME_MAX] = {RF_NAMED_CLASSES(RF_X_PADDED)};
+#undef RF_X_PADDED
+
 /* On the decision path: formatted by hand, since snprintf costs more than the whole decision. */
 void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
     unsigned named = rfi_transport_class(transport);
     if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
-        memcpy(buf, "HTTP_", 5);
-        buf[5] = (char)('0' + status / 100);
-        buf[6] = (char)('0' + status / 10 % 10);
-        buf[7] = (char)('0' + status % 10);
-        buf[8] = '\0';
+        const unsigned s = (unsigned)status, hundreds = s / 100, rest = s - hundreds * 100, tens = rest / 10;
+        const char text[9] = {
+            'H', 'T', 'T', 'P', '_', (char)('0' + hundreds), (char)('0' + tens), (char)('0' + rest - tens * 10), '\0'};
+        memcpy(buf, text, sizeof text);
         return;
     }
     if (named == RF_NAMED_CLASS_COUNT) named = RF_CLASS_UNKNOWN;
-    size_t len = strlen(named_tokens[named]);
-    memcpy(buf, named_tokens[named], len + 1);
+    memcpy(buf, named_padded[named], RF_CLASS_NAME_MAX);
 }
 
 /* +1 retryable, -1 not retryable, 0 not mentioned. */

@@ -7,6 +7,16 @@
 #include "retryfreeze/policy.h"
 #include <stdarg.h>
 
+/* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case), or
+ * inline a small helper the compiler would call. */
+#if defined(__GNUC__)
+#define RFI_NOINLINE __attribute__((noinline))
+#define RFI_INLINE inline __attribute__((always_inline))
+#else
+#define RFI_NOINLINE
+#define RFI_INLINE inline
+#endif
+
 struct cJSON; /* lock parsing helpers take cJSON nodes; the decision path never sees them */
 
 #define RFI_MAX_ENDPOINT 256
@@ -61,6 +71,10 @@ typedef struct rfi_route {
     /* retryAfter.headers: the wait headers read, in order (wait_hints.c). */
     size_t n_wait_headers;
     rf_wait_header wait_headers[RF_WAIT_HEADER_COUNT];
+    /* Derived at load for the decision path (policy.c): bit h set when the route reads wait header h, and the
+     * length of each idempotencyRequired method. */
+    uint32_t wait_reads;
+    uint8_t method_lens[RFI_MAX_METHODS];
     /* classLimits (class_limits.c): attempts after which a failure of the class stops; 0 = no limit. */
     bool has_class_limits;
     uint8_t class_limit_status[600];
@@ -86,10 +100,19 @@ typedef struct rfi_gate {
     const char *reason_ptrs[RF_REASON_COUNT];
 } rfi_gate;
 
+/* What route matching reads first, one compact entry per route (rfi_route is kilobytes: scanning these instead
+ * touches one cache line per few routes). Built at load by rfi_policy_finish. */
+typedef struct rfi_route_key {
+    uint16_t pattern_len;
+    uint8_t method_len;
+    bool literal_only;
+} rfi_route_key;
+
 struct rf_policy {
     rfi_gate gate;
     size_t n_routes;
-    rfi_route *routes; /* sorted by endpoint text */
+    rfi_route *routes;                        /* sorted by endpoint text */
+    rfi_route_key route_keys[RFI_MAX_ROUTES]; /* route_keys[i] describes routes[i] */
     bool has_retry_budget;
     bool transparent_retry_off; /* the lock's transparentRetry: false */
     int64_t budget_max_tokens_milli;
@@ -140,9 +163,13 @@ void rfi_wait_headers_default(rfi_route *r);
 bool rfi_wait_headers_is_default(const rfi_route *r);
 /*
  * Refuses a hint the route does not read (err names "hints.<name>"), and a Retry-After given both as
- * facts.retry_after and as hints[retry-after]. Sets *first_present to the first listed header with a value, or -1.
+ * facts.retry_after and as hints[retry-after]. present is rfi_wait_hints_present(f). Sets *first_present to the
+ * first listed header with a value, or -1.
  */
-rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, int *first_present, rf_error *err);
+rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, uint32_t present, int *first_present,
+                               rf_error *err);
+/* Bit h set when the facts carry a value for wait header h (retry_after counts as RF_WAIT_RETRY_AFTER). */
+uint32_t rfi_wait_hints_present(const rf_facts *f);
 /* What the route's wait headers say: the first present and valid one wins. */
 typedef struct rfi_wait {
     int header;                   /* rf_wait_header that decided, or -1 when none was present */
@@ -156,7 +183,8 @@ void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out);
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap);
 /* Valid HTTP method token as this project accepts it: 1..16 uppercase ASCII letters. */
 bool rfi_method_valid(const char *s, size_t len);
-/* Does the endpoint match method+path? On a match, sets *score: higher is more specific (rf_policy_match). */
+/* Does the endpoint match method+path? path is already cut before any '?' or '#', non-empty and starts with
+ * '/' (rfi_policy_match does that once per call). On a match, sets *score: higher is more specific. */
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
                         uint64_t *score);
 /* Two endpoints that match exactly the same requests ("/a/{x}" and "/a/{y}"). */
@@ -169,6 +197,9 @@ int64_t rfi_backoff(const rfi_route *r, int attempts, rf_rng *rng);
 int64_t rfi_retry_budget_add(rf_retry_budget *b, int64_t delta_milli, rf_budget_source *source);
 bool rfi_retry_budget_throttled(const rf_retry_budget *b, int64_t tokens_milli);
 int64_t rfi_retry_budget_ratio(const rf_retry_budget *b);
+
+/* rf_policy_match without the NULL checks, for rf_decide and rf_budget (p, method and path are not NULL). */
+long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len);
 
 /* Canonical form and digest (policy.c). */
 rf_status rfi_policy_finish(rf_policy *p, rf_error *err);

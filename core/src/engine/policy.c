@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,18 @@ static void build_views(rfi_route *r) {
     for (size_t i = 0; i < r->n_methods; i++) r->method_ptrs[i] = r->methods[i];
     for (size_t i = 0; i < r->n_wait_headers; i++) r->wait_header_ptrs[i] = rf_wait_header_name(r->wait_headers[i]);
     rfi_class_limits_view(r);
+}
+
+/* What the decision path reads instead of recomputing per call: the route's wait headers as a bit mask, the
+ * methods' lengths, and the compact route key rfi_policy_match scans. */
+static void build_fast_fields(rf_policy *p, size_t i) {
+    rfi_route *r = &p->routes[i];
+    r->wait_reads = 0;
+    for (size_t k = 0; k < r->n_wait_headers; k++) r->wait_reads |= 1u << r->wait_headers[k];
+    for (size_t k = 0; k < r->n_methods; k++) r->method_lens[k] = (uint8_t)strlen(r->methods[k]);
+    p->route_keys[i] = (rfi_route_key){.pattern_len = r->endpoint.pattern_len,
+                                       .method_len = r->endpoint.method_len,
+                                       .literal_only = r->endpoint.literal_only};
 }
 
 /* retryAfter.headers and classLimits are left out of the canonical form (the digest's input) at their defaults,
@@ -183,7 +196,10 @@ static int compare_strings(const void *a, const void *b) {
 }
 
 rf_status rfi_policy_finish(rf_policy *p, rf_error *err) {
-    for (size_t i = 0; i < p->n_routes; i++) build_views(&p->routes[i]);
+    for (size_t i = 0; i < p->n_routes; i++) {
+        build_views(&p->routes[i]);
+        build_fast_fields(p, i);
+    }
     qsort(p->gate.reason_ptrs, p->gate.view.n_forbid_reasons, sizeof p->gate.reason_ptrs[0], compare_strings);
     cJSON *doc = policy_json(p, false);
     if (doc != NULL) {
@@ -255,18 +271,93 @@ rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
     return RF_OK;
 }
 
-long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
-    if (p == NULL || method == NULL || path == NULL) return -1;
+static uint64_t load8(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static uint32_t load4(const char *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Equal bytes, for the short strings of route matching (a call to memcmp costs more than these compares): whole
+ * words, the last word overlapping the one before it. */
+static RFI_INLINE bool same_bytes(const char *a, const char *b, size_t n) {
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load8(a + i) != load8(b + i)) return false;
+        return load8(a + n - 8) == load8(b + n - 8);
+    }
+    if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+/* The length of path before any '?' or '#' (query and fragment do not route). */
+static size_t routed_len(const char *path, size_t len) {
+    size_t n = 0;
+    while (n < len && path[n] != '?' && path[n] != '#') n++;
+    return n;
+}
+
+/* Does the all-literal route i match? The path starts with its pattern and ends there or continues with '?' or '#'
+ * (a pattern holds neither), so no scan of the path is needed. */
+static RFI_INLINE bool literal_match(const rf_policy *p, size_t i, const char *method, size_t method_len,
+                                     const char *path, size_t path_len) {
+    const size_t n = p->route_keys[i].pattern_len;
+    const rfi_endpoint *e = &p->routes[i].endpoint;
+    return path_len >= n && (path_len == n || path[n] == '?' || path[n] == '#') && same_bytes(e->pattern, path, n) &&
+           same_bytes(e->method, method, method_len);
+}
+
+/* rfi_policy_match from route `from` on, once a route with a {param} or "*" has the method's length. */
+static RFI_NOINLINE long match_from(const rf_policy *p, size_t from, const char *method, size_t method_len,
+                                    const char *path, size_t path_len) {
+    const size_t cut = routed_len(path, path_len);
     long best = -1;
     uint64_t best_score = 0, score = 0;
-    for (size_t i = 0; i < p->n_routes; i++) {
-        if (!rfi_endpoint_match(&p->routes[i].endpoint, method, method_len, path, path_len, &score)) continue;
+    for (size_t i = from; i < p->n_routes; i++) {
+        const rfi_route_key *k = &p->route_keys[i];
+        if (k->method_len != method_len) continue;
+        if (k->literal_only) {
+            if (literal_match(p, i, method, method_len, path, path_len)) return (long)i;
+            continue;
+        }
+        if (cut == 0 || path[0] != '/' ||
+            !rfi_endpoint_match(&p->routes[i].endpoint, method, method_len, path, cut, &score))
+            continue;
         if (best < 0 || score > best_score) {
             best = (long)i;
             best_score = score;
         }
     }
     return best;
+}
+
+/*
+ * Each route's compact key rejects on the method length before any byte is compared. An all-literal route that
+ * matches is the most specific match there can be (a literal segment outranks a {param} and a "*", and endpoints
+ * of the same shape are refused at load), so it ends the search. Otherwise the highest score wins, the first route
+ * on a tie. The loop here handles the all-literal routes of a lock (the common case); match_from takes over at the
+ * first route with a pattern.
+ */
+long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
+    for (size_t i = 0; i < p->n_routes; i++) {
+        const rfi_route_key *k = &p->route_keys[i];
+        if (k->method_len != method_len) continue;
+        if (!k->literal_only) return match_from(p, i, method, method_len, path, path_len);
+        if (literal_match(p, i, method, method_len, path, path_len)) return (long)i;
+    }
+    return -1;
+}
+
+long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
+    if (p == NULL || method == NULL || path == NULL) return -1;
+    return rfi_policy_match(p, method, method_len, path, path_len);
 }
 
 bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {

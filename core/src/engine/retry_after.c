@@ -86,35 +86,33 @@ static uint32_t pack3(const unsigned char *p) {
 
 #define PACK3(a, b, c) ((uint32_t)(a) | ((uint32_t)(b) << 8) | ((uint32_t)(c) << 16))
 
-/* Month number 1..12 of a case-sensitive three-letter name ("Jan"), or 0. */
+/* Month number 1..12 of a case-sensitive three-letter name ("Jan"), or 0. The first letter picks the candidates. */
 static int month_number(const unsigned char *p) {
-    static const uint32_t names[12] = {
-        PACK3('J', 'a', 'n'), PACK3('F', 'e', 'b'), PACK3('M', 'a', 'r'), PACK3('A', 'p', 'r'),
-        PACK3('M', 'a', 'y'), PACK3('J', 'u', 'n'), PACK3('J', 'u', 'l'), PACK3('A', 'u', 'g'),
-        PACK3('S', 'e', 'p'), PACK3('O', 'c', 't'), PACK3('N', 'o', 'v'), PACK3('D', 'e', 'c'),
-    };
     const uint32_t v = pack3(p);
-    for (int i = 0; i < 12; i++) {
-        if (names[i] == v) {
-            return i + 1;
-        }
+    switch (p[0]) {
+    case 'J': return v == PACK3('J', 'a', 'n') ? 1 : v == PACK3('J', 'u', 'n') ? 6 : v == PACK3('J', 'u', 'l') ? 7 : 0;
+    case 'F': return v == PACK3('F', 'e', 'b') ? 2 : 0;
+    case 'M': return v == PACK3('M', 'a', 'r') ? 3 : v == PACK3('M', 'a', 'y') ? 5 : 0;
+    case 'A': return v == PACK3('A', 'p', 'r') ? 4 : v == PACK3('A', 'u', 'g') ? 8 : 0;
+    case 'S': return v == PACK3('S', 'e', 'p') ? 9 : 0;
+    case 'O': return v == PACK3('O', 'c', 't') ? 10 : 0;
+    case 'N': return v == PACK3('N', 'o', 'v') ? 11 : 0;
+    case 'D': return v == PACK3('D', 'e', 'c') ? 12 : 0;
+    default: return 0;
     }
-    return 0;
 }
 
 /* Weekday index 0..6 (Mon..Sun) of a case-sensitive three-letter name ("Mon"), or -1. */
 static int weekday_index(const unsigned char *p) {
-    static const uint32_t names[7] = {
-        PACK3('M', 'o', 'n'), PACK3('T', 'u', 'e'), PACK3('W', 'e', 'd'), PACK3('T', 'h', 'u'),
-        PACK3('F', 'r', 'i'), PACK3('S', 'a', 't'), PACK3('S', 'u', 'n'),
-    };
     const uint32_t v = pack3(p);
-    for (int i = 0; i < 7; i++) {
-        if (names[i] == v) {
-            return i;
-        }
+    switch (p[0]) {
+    case 'M': return v == PACK3('M', 'o', 'n') ? 0 : -1;
+    case 'T': return v == PACK3('T', 'u', 'e') ? 1 : v == PACK3('T', 'h', 'u') ? 3 : -1;
+    case 'W': return v == PACK3('W', 'e', 'd') ? 2 : -1;
+    case 'F': return v == PACK3('F', 'r', 'i') ? 4 : -1;
+    case 'S': return v == PACK3('S', 'a', 't') ? 5 : v == PACK3('S', 'u', 'n') ? 6 : -1;
+    default: return -1;
     }
-    return -1;
 }
 
 /*
