@@ -1,12 +1,34 @@
--- N calls of policy:decide, or of the binding's floor, over the same 6-fact mix as bench_lua.lua; nothing
--- timed. bench/lua_instructions.sh runs it under callgrind at two N and divides the difference, which gives
--- instructions per call, repeatable on a busy machine where nanoseconds are not.
--- Usage: lua5.4 bench/bench_lua_calls.lua decide|floor N LOCK
+-- N calls of one variant of bench_lua.lua over the same 6-fact mix; nothing timed. bench/lua_instructions.sh
+-- runs it under callgrind at two N and divides the difference, which gives instructions per call, repeatable
+-- on a busy machine where nanoseconds are not.
+-- Usage: lua5.4 bench/bench_lua_calls.lua decide|floor|out|seed N LOCK
+--   decide: policy:decide(facts, rng)        floor: the binding's floor (bench/lua_floor.c)
+--   out:    policy:decide(facts, rng, out)   seed:  the pure-Lua port of the seed's classifier
 local rf = require "retryfreeze"
 local floor = require "rf_bench_floor"
 local mode, iters, lock = arg[1], math.tointeger(tonumber(arg[2])), arg[3]
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local policy = assert(rf.load(lock))
 local rng = rf.rng(1)
-local mix = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/decide_mix.lua")
-local fn = mode == "floor" and floor.decide or policy.decide
-for i = 1, iters do fn(policy, mix[i % #mix + 1], rng) end
+local mix = dofile(here .. "/decide_mix.lua")
+local n = #mix
+if mode == "seed" then
+  local route = policy:routes()[1]
+  local seed_decide = dofile(here .. "/seed_classifier.lua").new({
+    retryable = route.retryable,
+    not_retryable = route.not_retryable,
+    max_attempts = route.max_attempts,
+    base_ms = route.backoff.base_ms,
+    max_ms = route.backoff.max_ms,
+    seed = 1,
+  })
+  for i = 1, iters do seed_decide(mix[i % n + 1]) end
+elseif mode == "out" then
+  local out, decide = {}, policy.decide
+  for i = 1, iters do decide(policy, mix[i % n + 1], rng, out) end
+elseif mode == "decide" or mode == "floor" then
+  local fn = mode == "floor" and floor.decide or policy.decide
+  for i = 1, iters do fn(policy, mix[i % n + 1], rng) end
+else
+  error("usage: bench_lua_calls.lua decide|floor|out|seed N LOCK")
+end

@@ -49,18 +49,6 @@ int rfl_isyieldable(lua_State *L) {
 }
 #endif
 
-bool rfl_tointeger_exact(lua_State *L, int idx, lua_Integer *out) {
-    if (lua_type(L, idx) != LUA_TNUMBER) return false;
-    int isnum = 0;
-    lua_Integer v = lua_tointegerx(L, idx, &isnum);
-    if (!isnum || v > RFL_INT_EXACT || v < -RFL_INT_EXACT) return false;
-#if LUA_VERSION_NUM < 503
-    if ((lua_Number)v != lua_tonumber(L, idx)) return false; /* a double that is not that integer */
-#endif
-    *out = v;
-    return true;
-}
-
 lua_Integer rfl_checkinteger(lua_State *L, int arg) {
     lua_Integer v = 0;
     if (rfl_tointeger_exact(L, arg, &v)) return v;

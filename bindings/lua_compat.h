@@ -51,8 +51,18 @@ int rfl_isyieldable(lua_State *L);
 #endif
 
 /* The number at idx as an exact integer: true and *out, or false (not a number, not integral, or beyond
- * ±RFL_INT_EXACT where the Lua has only doubles). */
-bool rfl_tointeger_exact(lua_State *L, int idx, lua_Integer *out);
+ * ±RFL_INT_EXACT where the Lua has only doubles). Inline: policy:decide reads several per call. */
+static inline bool rfl_tointeger_exact(lua_State *L, int idx, lua_Integer *out) {
+    if (lua_type(L, idx) != LUA_TNUMBER) return false;
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isnum);
+    if (!isnum || v > RFL_INT_EXACT || v < -RFL_INT_EXACT) return false;
+#if LUA_VERSION_NUM < 503
+    if ((lua_Number)v != lua_tonumber(L, idx)) return false; /* a double that is not that integer */
+#endif
+    *out = v;
+    return true;
+}
 /* luaL_checkinteger that also refuses what a double cannot hold exactly (raises naming the argument). */
 lua_Integer rfl_checkinteger(lua_State *L, int arg);
 /* Pushes a formatted message for the integer v (lua_pushfstring has %I only from Lua 5.3). */

@@ -29,7 +29,7 @@ static const char policy_mt_key = 0, rng_mt_key = 0, strings_key = 0;
 
 /* luaL_checkudata with a pointer-keyed fast path; raises the usual "X expected" error otherwise. */
 static void *check_ud(lua_State *L, int idx, const void *mt_key, const char *tname) {
-    void *p = lua_touserdata(L, idx);
+    void *p = lua_type(L, idx) == LUA_TUSERDATA ? lua_touserdata(L, idx) : NULL;
     if (p != NULL && lua_getmetatable(L, idx)) {
         lua_rawgetp(L, LUA_REGISTRYINDEX, mt_key);
         int same = lua_rawequal(L, -1, -2);
@@ -156,16 +156,15 @@ static int l_load_file(lua_State *L) {
 static const char *const fact_keys[] = {
     "method",          "path",   "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
     "idempotency_key", "source", "now_ms", "hints",     "not_sent",    NULL};
-
-/* Registry key (its address) of the per-state table {fact name = index in fact_keys}: one hash lookup per
- * fact instead of a string comparison against every name. */
-static const char fact_index_key = 0, fact_names_key = 0;
-
-/* The fact names as the Lua strings of this state: short strings are interned in Lua 5.4, so a facts table's
- * key is one of them exactly when its pointer is (a pointer comparison, no hashing). The table in the
- * registry keeps the strings alive; the userdata holds their addresses. */
 #define N_FACTS 13
 
+/* Registry keys (their addresses) of the fact name index (a userdata of N_FACTS string pointers) and of the
+ * table that keeps those strings alive. */
+static const char fact_index_key = 0, fact_names_key = 0;
+
+/* The fact names as the Lua strings of this state: short strings are interned (every Lua 5.1–5.4, LuaJIT), so
+ * a facts table's key is one of them exactly when its pointer is: a pointer comparison, no hashing. The table
+ * in the registry keeps the strings alive; the userdata holds their addresses (compared, never dereferenced). */
 static void make_fact_index(lua_State *L) {
     const char **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
     lua_createtable(L, N_FACTS, 0);
@@ -178,8 +177,22 @@ static void make_fact_index(lua_State *L) {
     lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_index_key);
 }
 
-static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
-    bool is_status = strcmp(key, "status") == 0;
+/* The fact name pointers held by the full userdata at idx, or NULL when idx holds anything else. */
+static const char *const *fact_names_at(lua_State *L, int idx) {
+    if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != N_FACTS * sizeof(const char *)) return NULL;
+    return lua_touserdata(L, idx);
+}
+
+static const char *const *registry_fact_names(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
+    const char *const *names = fact_names_at(L, -1); /* kept alive by the registry */
+    lua_pop(L, 1);
+    if (names == NULL) luaL_error(L, "retryfreeze.core: the registry's fact index was replaced");
+    return names;
+}
+
+/* int_fact's errors: the value on top is not an integer in lo..hi. */
+static lua_Integer int_fact_error(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
     lua_Integer v = 0;
     if (!rfl_tointeger_exact(L, -1, &v)) {
         if (lua_type(L, -1) == LUA_TNUMBER && RFL_DOUBLES_ONLY)
@@ -188,16 +201,20 @@ static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer 
                                           lua_tonumber(L, -1)));
         luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be an integer, got %s", key, luaL_typename(L, -1)));
     }
-    if (is_status && (v < 0 || v > 599)) {
+    if (strcmp(key, "status") == 0 && (v < 0 || v > 599)) {
         luaL_argerror(
             L, arg,
             lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %s", rfl_pushint(L, v)));
     }
-    if (v < lo || v > hi) {
-        const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi), *vs = rfl_pushint(L, v);
-        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %s..%s, got %s", key, los, his, vs));
-    }
-    return v;
+    const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi), *vs = rfl_pushint(L, v);
+    return luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %s..%s, got %s", key, los, his, vs));
+}
+
+/* The integer on top, in lo..hi; raises naming facts.<key> otherwise. */
+static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
+    lua_Integer v = 0;
+    if (rfl_tointeger_exact(L, -1, &v) && v >= lo && v <= hi) return v;
+    return int_fact_error(L, arg, key, lo, hi);
 }
 
 static const char *str_fact(lua_State *L, int arg, const char *key, size_t *len) {
@@ -237,26 +254,24 @@ static void read_hints(lua_State *L, int arg, rf_facts *f) {
 }
 
 /*
- * Reads the facts table at arg into *f. Iterates raw (lua_next), so metamethods on the table cannot inject
- * facts; any key other than fact_keys raises, naming it (the engine reads transport facts only: no body).
- * String pointers stay valid while the table is on the stack.
+ * Reads the facts table at arg into *f; names: the fact name index (make_fact_index). Iterates raw (lua_next),
+ * so metamethods on the table cannot inject facts; any key other than fact_keys raises, naming it (the engine
+ * reads transport facts only: no body). One walk visits each present key once, which is cheaper than a raw
+ * lookup of all 13 names, and it is the only way to see the unknown keys. String pointers stay valid while the
+ * table is on the stack.
  */
-void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
+static void read_facts(lua_State *L, int arg, const char *const *names, rf_facts *f) {
     luaL_checktype(L, arg, LUA_TTABLE);
     memset(f, 0, sizeof *f);
     f->attempts = 1;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
-    const char *const *names = lua_touserdata(L, -1); /* kept alive by the registry */
-    lua_pop(L, 1);
     lua_pushnil(L);
     while (lua_next(L, arg) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING)
             luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
         const char *k = lua_tostring(L, -2);
         size_t klen = 0;
-        int which = -1;
-        for (int i = 0; i < N_FACTS; i++)
-            if (k == names[i]) which = i;
+        int which = 0;
+        while (which < N_FACTS && names[which] != k) which++;
         switch (which) {
         case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
         case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
@@ -321,31 +336,41 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f) {
     }
 }
 
-/* The per-state string cache (registry, pointer key): verdict field names at [1..7], reason names at
- * [STR_REASON + reason], Retry-After use names at [STR_RA_USE + use]. Built once in rfl_open_policy. */
+void rfl_read_facts(lua_State *L, int arg, rf_facts *f) { read_facts(L, arg, registry_fact_names(L), f); }
+
+/* ---- verdicts ----------------------------------------------------------------------------------- */
+
+/* The verdict's keys, in the order of the decide closure's key upvalues and of the string cache's slots. */
+enum { K_RETRY, K_REASON, K_CLASS, K_DELAY, K_TIMEOUT, K_RA, K_RA_HEADER, K_ROUTE, K_BUDGET, N_VERDICT_KEYS };
+
+/* The per-state string cache (a table; registry, pointer key; also an upvalue of decide): the verdict's key
+ * names at [STR_KEY + K_*], and the strings a verdict's values take, so that a verdict interns nothing:
+ * reason names, Retry-After use names, wait header names, budget source names, and the class names, filled on
+ * first use (HTTP_<status> at STR_CLASS_HTTP + status, the named classes at STR_CLASS_NAMED + i). */
 enum {
-    STR_RETRY = 1,
-    STR_REASON_KEY,
-    STR_CLASS,
-    STR_DELAY,
-    STR_TIMEOUT,
-    STR_RA_KEY,
-    STR_ROUTE,
-    STR_RA_HEADER_KEY,
-    STR_REASON = 10,
+    STR_KEY = 1,
+    STR_REASON = STR_KEY + N_VERDICT_KEYS,
     STR_RA_USE = STR_REASON + RF_REASON_COUNT,
     STR_WAIT_HEADER = STR_RA_USE + RF_RA_USE_COUNT,
-    STR_CLASS_BASE = 100
+    STR_BUDGET = STR_WAIT_HEADER + RF_WAIT_HEADER_COUNT,
+    STR_CLASS_HTTP = 100,
+    STR_CLASS_NAMED = STR_CLASS_HTTP + 600
 };
-_Static_assert(STR_WAIT_HEADER + RF_WAIT_HEADER_COUNT <= STR_CLASS_BASE, "string cache slots overlap");
+_Static_assert(STR_BUDGET + RF_BUDGET_SOURCE_COUNT <= STR_CLASS_HTTP, "string cache slots overlap");
+
+#define RF_X_CLASS_NAME(name, str) str,
+static const char *const named_classes[] = {RF_NAMED_CLASSES(RF_X_CLASS_NAME)};
+
+/* The verdict's keys (K_*), as docs/lua.md's Verdict table names them. */
+static const char *const verdict_key_names[] = {
+    "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "retry_after_header", "route", "budget"};
+_Static_assert(sizeof verdict_key_names / sizeof *verdict_key_names == N_VERDICT_KEYS, "one name per verdict key");
 
 static void make_string_cache(lua_State *L) {
-    static const char *const keys[] = {"retry",      "reason",      "class", "delay_ms",
-                                       "timeout_ms", "retry_after", "route", "retry_after_header"};
-    lua_createtable(L, STR_WAIT_HEADER + RF_WAIT_HEADER_COUNT, 0);
-    for (int i = 0; i < 8; i++) {
-        lua_pushstring(L, keys[i]);
-        lua_rawseti(L, -2, STR_RETRY + i);
+    lua_createtable(L, STR_BUDGET + RF_BUDGET_SOURCE_COUNT, 0);
+    for (int i = 0; i < N_VERDICT_KEYS; i++) {
+        lua_pushstring(L, verdict_key_names[i]);
+        lua_rawseti(L, -2, STR_KEY + i);
     }
     for (int i = 0; i < RF_REASON_COUNT; i++) {
         lua_pushstring(L, rf_reason_name((rf_reason)i));
@@ -359,112 +384,192 @@ static void make_string_cache(lua_State *L) {
         lua_pushstring(L, rf_wait_header_name((rf_wait_header)i));
         lua_rawseti(L, -2, STR_WAIT_HEADER + i);
     }
+    for (int i = 0; i < RF_BUDGET_SOURCE_COUNT; i++) {
+        lua_pushstring(L, rf_budget_source_name((rf_budget_source)i));
+        lua_rawseti(L, -2, STR_BUDGET + i);
+    }
     lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
 }
 
-/* t[cache[key]] = value on top; t is at -3 after the key and value are pushed. */
-static void set_cached(lua_State *L, int cache, int key) {
-    lua_rawgeti(L, cache, key);
-    lua_insert(L, -2);
-    lua_rawset(L, -3);
-}
-
-/* Pushes the class name, cached per status (HTTP_nnn) in the string cache at STR_CLASS_BASE + status. */
-static void push_class(lua_State *L, int cache, const rf_verdict *v) {
-    int slot = 0;
-    if (v->class_name[0] == 'H' && v->class_name[5] >= '1' && v->class_name[5] <= '5' && v->class_name[8] == '\0')
-        slot = STR_CLASS_BASE + atoi(v->class_name + 5);
-    if (slot && lua_rawgeti(L, cache, slot) == LUA_TSTRING) return;
-    if (slot) lua_pop(L, 1);
-    lua_pushstring(L, v->class_name);
-    if (slot) {
+/* Pushes cache[slot], or text when cache (0: none) has no string there; with remember, text is stored there
+ * for the next time. A cache replaced through the debug library costs speed, never a wrong string type. */
+static void push_cached(lua_State *L, int cache, int slot, const char *text, bool remember) {
+    if (cache != 0) {
+        if (lua_rawgeti(L, cache, slot) == LUA_TSTRING) return;
+        lua_pop(L, 1);
+    }
+    lua_pushstring(L, text);
+    if (remember && cache != 0) {
         lua_pushvalue(L, -1);
         lua_rawseti(L, cache, slot);
     }
 }
 
-/* Sets the verdict fields {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route}
- * of policy p into the table on top of the stack; cache is the string cache's index. retry_after_header (the
- * wait header retry_after speaks of) and route only when present; with clear_absent, an absent one is set to
- * nil, so that a reused table keeps nothing from an earlier verdict. */
-static void set_verdict_fields(lua_State *L, int cache, const rf_policy *p, const rf_verdict *v, bool clear_absent) {
+/* The string cache slot of a class name: HTTP_<nnn> by its status, a named class by its index; 0 if neither. */
+static int class_slot(const char *c) {
+    if (c[0] == 'H' && c[4] == '_' && c[5] >= '1' && c[5] <= '5' && c[6] >= '0' && c[6] <= '9' && c[7] >= '0' &&
+        c[7] <= '9' && c[8] == '\0' && memcmp(c, "HTTP", 4) == 0)
+        return STR_CLASS_HTTP + (c[5] - '0') * 100 + (c[6] - '0') * 10 + (c[7] - '0');
+    for (int i = 0; i < RF_NAMED_CLASS_COUNT; i++)
+        if (strcmp(c, named_classes[i]) == 0) return STR_CLASS_NAMED + i;
+    return 0;
+}
+
+/* Where set_verdict_fields finds the key strings: the decide closure's upvalues from `first` on, or, with
+ * first == 0, the string cache. */
+typedef struct key_source {
+    int first;
+    int cache; /* the string cache's index, 0 when there is none */
+} key_source;
+
+static void push_key(lua_State *L, const key_source *ks, int k) {
+    if (ks->first != 0)
+        lua_pushvalue(L, lua_upvalueindex(ks->first + k));
+    else
+        push_cached(L, ks->cache, STR_KEY + k, verdict_key_names[k], false);
+}
+
+/*
+ * Sets the verdict fields {retry, reason, class, delay_ms, timeout_ms, retry_after, retry_after_header, route,
+ * budget} of policy p into the table on top of the stack, raw; ks: where the key strings are. retry_after_header,
+ * route and budget only when present; with clear_absent, an absent one is set to nil, so that a reused table
+ * keeps nothing from an earlier verdict. Every string comes from the cache: the common verdict interns nothing.
+ */
+static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_policy *p, const rf_verdict *v,
+                               bool clear_absent) {
+    int t = lua_gettop(L), cache = ks->cache;
+    push_key(L, ks, K_RETRY);
     lua_pushboolean(L, v->retry);
-    set_cached(L, cache, STR_RETRY);
-    lua_rawgeti(L, cache, STR_REASON + (int)v->reason);
-    set_cached(L, cache, STR_REASON_KEY);
-    push_class(L, cache, v);
-    set_cached(L, cache, STR_CLASS);
+    lua_rawset(L, t);
+    push_key(L, ks, K_REASON);
+    push_cached(L, cache, STR_REASON + (int)v->reason, rf_reason_name(v->reason), false);
+    lua_rawset(L, t);
+    push_key(L, ks, K_CLASS);
+    int slot = class_slot(v->class_name);
+    if (slot != 0)
+        push_cached(L, cache, slot, v->class_name, true);
+    else
+        lua_pushstring(L, v->class_name);
+    lua_rawset(L, t);
+    push_key(L, ks, K_DELAY);
     lua_pushinteger(L, v->delay_ms);
-    set_cached(L, cache, STR_DELAY);
+    lua_rawset(L, t);
+    push_key(L, ks, K_TIMEOUT);
     lua_pushinteger(L, v->timeout_ms);
-    set_cached(L, cache, STR_TIMEOUT);
-    lua_rawgeti(L, cache, STR_RA_USE + (int)v->retry_after);
-    set_cached(L, cache, STR_RA_KEY);
-    if (v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT) {
-        lua_rawgeti(L, cache, STR_WAIT_HEADER + v->retry_after_header);
-        set_cached(L, cache, STR_RA_HEADER_KEY);
-    } else if (clear_absent) {
-        lua_pushnil(L);
-        set_cached(L, cache, STR_RA_HEADER_KEY);
+    lua_rawset(L, t);
+    push_key(L, ks, K_RA);
+    push_cached(L, cache, STR_RA_USE + (int)v->retry_after, rf_retry_after_use_name(v->retry_after), false);
+    lua_rawset(L, t);
+    bool has_header = v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT;
+    if (has_header || clear_absent) {
+        push_key(L, ks, K_RA_HEADER);
+        if (has_header)
+            push_cached(L, cache, STR_WAIT_HEADER + v->retry_after_header,
+                        rf_wait_header_name((rf_wait_header)v->retry_after_header), false);
+        else
+            lua_pushnil(L);
+        lua_rawset(L, t);
     }
     rf_route_view rv;
-    if (v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK) {
-        lua_pushstring(L, rv.endpoint); /* interned: no allocation while the previous verdict holds it */
-        set_cached(L, cache, STR_ROUTE);
-    } else if (clear_absent) {
-        lua_pushnil(L);
-        set_cached(L, cache, STR_ROUTE);
+    bool has_route = v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK;
+    if (has_route || clear_absent) {
+        push_key(L, ks, K_ROUTE);
+        if (has_route)
+            lua_pushstring(L, rv.endpoint); /* interned: no allocation while the previous verdict holds it */
+        else
+            lua_pushnil(L);
+        lua_rawset(L, t);
     }
-    if (v->budget != RF_BUDGET_NONE) { /* only when a retry budget took part */
-        lua_pushstring(L, rf_budget_source_name(v->budget));
-        lua_setfield(L, -2, "budget");
-    } else if (clear_absent) {
-        lua_pushnil(L);
-        lua_setfield(L, -2, "budget");
+    bool has_budget = v->budget != RF_BUDGET_NONE; /* only when a retry budget took part */
+    if (has_budget || clear_absent) {
+        push_key(L, ks, K_BUDGET);
+        if (has_budget)
+            push_cached(L, cache, STR_BUDGET + (int)v->budget, rf_budget_source_name(v->budget), false);
+        else
+            lua_pushnil(L);
+        lua_rawset(L, t);
     }
 }
 
 /* Pushes the verdict table of policy p (the fields of set_verdict_fields). */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
-    luaL_checkstack(L, 4, "verdict");
+    luaL_checkstack(L, 5, "verdict");
     lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
-    int cache = lua_gettop(L);
+    key_source ks = {0, lua_type(L, -1) == LUA_TTABLE ? lua_gettop(L) : 0};
     lua_createtable(L, 0, 8);
-    set_verdict_fields(L, cache, p, v, false);
-    lua_remove(L, cache);
+    set_verdict_fields(L, &ks, p, v, false);
+    lua_remove(L, -2);
 }
 
 /* ---- policy methods ----------------------------------------------------------------------------- */
+
+/* The upvalues of the decide closures (policy.decide and core.decide): what every call needs, one indexed
+ * read away instead of a registry lookup each (make_decide). */
+enum {
+    UV_POLICY_MT = 1,
+    UV_RNG_MT,
+    UV_STRINGS,
+    UV_FACT_NAMES,
+    UV_KEYS,
+    N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1
+};
+
+/* The full userdata at idx when its metatable is the one at upvalue mt_up; else luaL_checkudata's answer
+ * (an upvalue replaced through the debug library only costs this fast path). A light userdata is refused
+ * outright: it has no metatable of its own, only the one shared by all light userdata. */
+static void *check_ud_up(lua_State *L, int idx, int mt_up, const char *tname) {
+    if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
+        int same = lua_rawequal(L, -1, lua_upvalueindex(mt_up));
+        lua_pop(L, 1);
+        if (same) return lua_touserdata(L, idx);
+    }
+    if (lua_type(L, idx) == LUA_TLIGHTUSERDATA)
+        luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got light userdata", tname));
+    return luaL_checkudata(L, idx, tname);
+}
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
  * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
  * stays the second argument only, so a table posing as an rng is refused, never taken for out. */
 static int l_decide(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
-    int rng_arg = 3, out = 0;
-    if (!lua_isnoneornil(L, 4)) {
+    lpolicy *lp = check_ud_up(L, 1, UV_POLICY_MT, POLICY_MT);
+    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    const rf_policy *p = lp->p;
+    int out = 0;
+    if (lua_type(L, 4) > LUA_TNIL) {
         luaL_checktype(L, 4, LUA_TTABLE);
         out = 4;
     }
-    rf_rng *rng = lua_isnoneornil(L, rng_arg) ? NULL : check_ud(L, rng_arg, &rng_mt_key, RNG_MT);
+    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_ud_up(L, 3, UV_RNG_MT, RNG_MT);
+    const char *const *names = fact_names_at(L, lua_upvalueindex(UV_FACT_NAMES));
     rf_facts f;
-    rfl_read_facts(L, 2, &f);
+    read_facts(L, 2, names != NULL ? names : registry_fact_names(L), &f);
     if (rng == NULL) rng = default_rng(L);
     rf_verdict v;
     rf_error err;
     if (rf_decide(p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "facts.%s %s", err.path, err.message));
-    if (out == 0) {
-        rfl_push_verdict(L, p, &v);
-        return 1;
-    }
-    luaL_checkstack(L, 4, "verdict");
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
-    int cache = lua_gettop(L);
-    lua_pushvalue(L, out);
-    set_verdict_fields(L, cache, p, &v, true);
+    key_source ks = {UV_KEYS,
+                     lua_type(L, lua_upvalueindex(UV_STRINGS)) == LUA_TTABLE ? lua_upvalueindex(UV_STRINGS) : 0};
+    if (out == 0)
+        lua_createtable(L, 0, 8);
+    else
+        lua_pushvalue(L, out);
+    set_verdict_fields(L, &ks, p, &v, out != 0);
     return 1;
+}
+
+/* Pushes a decide closure with its upvalues (UV_*); the metatables and caches must exist. */
+static void push_decide(lua_State *L) {
+    luaL_checkstack(L, N_DECIDE_UPVALUES + 1, "decide");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    int strings = lua_gettop(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
+    for (int k = 0; k < N_VERDICT_KEYS; k++) lua_rawgeti(L, strings, STR_KEY + k);
+    lua_pushcclosure(L, l_decide, N_DECIDE_UPVALUES);
 }
 
 /* policy:budget{method=, path=, attempts=, elapsed_ms=} → {allowed, timeout_ms, reason, route}. */
@@ -860,11 +965,24 @@ static const char *wait_header_at(int i) { return rf_wait_header_name((rf_wait_h
 void rfl_open_policy(lua_State *L) {
     make_fact_index(L);
     make_string_cache(L);
+    luaL_newmetatable(L, RNG_MT);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_rng_between);
+    lua_setfield(L, -2, "between");
+    lua_setfield(L, -2, "__index");
+    lua_pushliteral(L, RNG_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+
     luaL_newmetatable(L, POLICY_MT);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
     luaL_newlibtable(L, policy_methods);
     luaL_setfuncs(L, policy_methods, 0);
+    push_decide(L); /* replaces the plain entry: decide carries its upvalues */
+    lua_setfield(L, -2, "decide");
     lua_pushcclosure(L, l_policy_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_policy_newindex);
@@ -874,17 +992,6 @@ void rfl_open_policy(lua_State *L) {
     lua_pushcfunction(L, l_policy_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pushliteral(L, POLICY_MT);
-    lua_setfield(L, -2, "__metatable");
-    lua_pop(L, 1);
-
-    luaL_newmetatable(L, RNG_MT);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, l_rng_between);
-    lua_setfield(L, -2, "between");
-    lua_setfield(L, -2, "__index");
-    lua_pushliteral(L, RNG_MT);
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
 
@@ -898,6 +1005,8 @@ void rfl_open_policy(lua_State *L) {
                                      {"sha256", l_sha256},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
+    push_decide(L);
+    lua_setfield(L, -2, "decide");
     push_names(L, reason_at, RF_REASON_COUNT);
     lua_setfield(L, -2, "reasons");
     push_names(L, transport_at, RF_TRANSPORT_COUNT);

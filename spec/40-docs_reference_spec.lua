@@ -635,7 +635,7 @@ describe("docs/lua.md", function()
   it("documents every key of the tables the binding reads and builds", function()
     local shapes = {
       facts = c_array(policy_src, "fact_keys"),
-      verdict = c_array(c_function(policy_src, "make_string_cache"), "keys"),
+      verdict = c_array(policy_src, "verdict_key_names"),
       budget = c_table_keys(c_function(policy_src, "l_budget")),
       route = c_table_keys(c_function(policy_src, "l_routes")),
       gate = c_table_keys(c_function(policy_src, "push_gate")),
