@@ -50,7 +50,7 @@ typedef struct lpending {
 
 /* The client at idx, or raises: not a client, closed, or busy (a method called from its own hook). */
 static lclient *check_client(lua_State *L, int idx) {
-    lclient *lc = luaL_checkudata(L, idx, CLIENT_MT);
+    lclient *lc = rfl_checkudata(L, idx, CLIENT_MT);
     if (lc->busy) luaL_error(L, BUSY_MESSAGE);
     return lc;
 }
@@ -231,7 +231,7 @@ static int l_client_close(lua_State *L) {
 }
 
 static int l_pending_gc(lua_State *L) {
-    lpending *lp = luaL_checkudata(L, 1, PENDING_MT);
+    lpending *lp = rfl_checkudata(L, 1, PENDING_MT);
     rf_pending_free(lp->p); /* an abandoned flow: its transfer is dropped */
     lp->p = NULL;
     rf_response_clear(&lp->resp);
@@ -457,7 +457,7 @@ static lresponses *new_responses(lua_State *L, size_t n) {
 }
 
 static int l_responses_gc(lua_State *L) {
-    lresponses *rs = luaL_checkudata(L, 1, RESPONSES_MT);
+    lresponses *rs = rfl_checkudata(L, 1, RESPONSES_MT);
     for (size_t i = 0; i < rs->n; i++) rf_response_clear(&rs->r[i]);
     return 0;
 }
@@ -518,7 +518,7 @@ static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, 
  * it: soak's default flow). Raises when the box is not done (or already finished). */
 static int l_finish(lua_State *L) {
     check_open_client(L, 1);
-    lpending *lp = luaL_checkudata(L, 2, PENDING_MT);
+    lpending *lp = rfl_checkudata(L, 2, PENDING_MT);
     bool want = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
     if (lp->p == NULL) return luaL_error(L, "client:_finish: this request was already finished");
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
@@ -720,7 +720,7 @@ static int l_new_key(lua_State *L) {
 }
 
 static int l_client_tostring(lua_State *L) {
-    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
     lua_pushstring(L, lc->c ? "retryfreeze.Client" : "retryfreeze.Client (closed)");
     return 1;
 }

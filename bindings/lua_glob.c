@@ -10,7 +10,7 @@
 
 /* The glob_t lives in a userdata with a __gc, so a Lua error while copying the names frees it. */
 static int glob_gc(lua_State *L) {
-    glob_t *g = luaL_checkudata(L, 1, GLOB_MT);
+    glob_t *g = rfl_checkudata(L, 1, GLOB_MT);
     if (g->gl_pathv != NULL) globfree(g);
     g->gl_pathv = NULL;
     return 0;

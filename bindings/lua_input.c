@@ -21,7 +21,7 @@ typedef struct text_box {
 } text_box;
 
 static int l_text_gc(lua_State *L) {
-    text_box *b = luaL_checkudata(L, 1, TEXT_MT);
+    text_box *b = rfl_checkudata(L, 1, TEXT_MT);
     rf_input_free(b->text);
     b->text = NULL;
     return 0;

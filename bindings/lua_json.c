@@ -24,7 +24,7 @@ typedef struct {
 } tree_box;
 
 static int box_gc(lua_State *L) {
-    tree_box *b = luaL_checkudata(L, 1, BOX_MT);
+    tree_box *b = rfl_checkudata(L, 1, BOX_MT);
     cJSON_Delete(b->root);
     b->root = NULL;
     return 0;

@@ -22,7 +22,7 @@ typedef struct lreader {
 } lreader;
 
 rf_ledger *rfl_check_ledger(lua_State *L, int idx) {
-    lledger *ll = luaL_checkudata(L, idx, LEDGER_MT);
+    lledger *ll = rfl_checkudata(L, idx, LEDGER_MT);
     if (ll->l == NULL) luaL_error(L, "attempt to use a closed ledger");
     return ll->l;
 }
@@ -77,7 +77,7 @@ static int l_ledger_open(lua_State *L) {
 /* ledger:close() → true, or nil, message: close(2) failed, or open clients still write to the ledger (it
  * stays open for them: close them first). Safe twice; also __close. */
 static int l_ledger_close(lua_State *L) {
-    lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
+    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
     if (ll->users > 0) {
         lua_pushnil(L);
         lua_pushfstring(L, "ledger in use by %d open client(s) or unfinished flow(s): close or finish them first",
@@ -99,7 +99,7 @@ static int l_ledger_close(lua_State *L) {
 /* __gc: a client anchors its ledger and releases it when closed, so users is 0 here unless the script broke
  * the anchors with the debug library; then the descriptor is left open rather than closed under a user. */
 static int l_ledger_gc(lua_State *L) {
-    lledger *ll = luaL_checkudata(L, 1, LEDGER_MT);
+    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
     rf_error err;
     if (ll->users == 0) rf_ledger_close(ll->l, &err);
     ll->l = NULL;
@@ -153,7 +153,7 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
 }
 
 static int l_reader_close(lua_State *L) {
-    lreader *lr = luaL_checkudata(L, 1, READER_MT);
+    lreader *lr = rfl_checkudata(L, 1, READER_MT);
     rf_ledger_reader_close(lr->r);
     lr->r = NULL;
     return 0;
@@ -164,7 +164,7 @@ static int l_reader_close(lua_State *L) {
 static int l_read_next(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_getfield(L, 1, "reader");
-    lreader *lr = luaL_checkudata(L, -1, READER_MT);
+    lreader *lr = rfl_checkudata(L, -1, READER_MT);
     lua_getfield(L, 1, "path");
     const char *path = lua_tostring(L, -1);
     lua_getfield(L, 1, "skip_corrupt");

@@ -94,7 +94,7 @@ static void free_scopes(scope *s, size_t n) {
 }
 
 static int l_tally_gc(lua_State *L) {
-    tally *t = luaL_checkudata(L, 1, TALLY_MT);
+    tally *t = rfl_checkudata(L, 1, TALLY_MT);
     free_scopes(t->scopes, t->n_scopes);
     t->scopes = NULL;
     t->n_scopes = 0;

@@ -29,14 +29,13 @@ static const char policy_mt_key = 0, rng_mt_key = 0, strings_key = 0;
 
 /* luaL_checkudata with a pointer-keyed fast path; raises the usual "X expected" error otherwise. */
 static void *check_ud(lua_State *L, int idx, const void *mt_key, const char *tname) {
-    void *p = lua_type(L, idx) == LUA_TUSERDATA ? lua_touserdata(L, idx) : NULL;
-    if (p != NULL && lua_getmetatable(L, idx)) {
+    if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
         lua_rawgetp(L, LUA_REGISTRYINDEX, mt_key);
         int same = lua_rawequal(L, -1, -2);
         lua_pop(L, 2);
-        if (same) return p;
+        if (same) return lua_touserdata(L, idx);
     }
-    return luaL_checkudata(L, idx, tname);
+    return rfl_checkudata(L, idx, tname);
 }
 
 const rf_policy *rfl_check_policy(lua_State *L, int idx) {
@@ -83,7 +82,7 @@ static int l_rng_new(lua_State *L) {
 
 /* rng:between(lo, hi) → a uniform integer in [lo, hi]. */
 static int l_rng_between(lua_State *L) {
-    rf_rng *rng = luaL_checkudata(L, 1, RNG_MT);
+    rf_rng *rng = rfl_checkudata(L, 1, RNG_MT);
     lua_Integer lo = rfl_checkinteger(L, 2), hi = rfl_checkinteger(L, 3);
     luaL_argcheck(L, lo <= hi, 3, "hi must be >= lo");
     luaL_argcheck(L, lo >= 0 && hi >= 0, 2, "bounds must be >= 0");
@@ -514,18 +513,15 @@ enum {
     N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1
 };
 
-/* The full userdata at idx when its metatable is the one at upvalue mt_up; else luaL_checkudata's answer
- * (an upvalue replaced through the debug library only costs this fast path). A light userdata is refused
- * outright: it has no metatable of its own, only the one shared by all light userdata. */
+/* check_ud with the metatable at upvalue mt_up instead of a registry lookup (an upvalue replaced through the
+ * debug library only costs this fast path). */
 static void *check_ud_up(lua_State *L, int idx, int mt_up, const char *tname) {
     if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
         int same = lua_rawequal(L, -1, lua_upvalueindex(mt_up));
         lua_pop(L, 1);
         if (same) return lua_touserdata(L, idx);
     }
-    if (lua_type(L, idx) == LUA_TLIGHTUSERDATA)
-        luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got light userdata", tname));
-    return luaL_checkudata(L, idx, tname);
+    return rfl_checkudata(L, idx, tname);
 }
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
@@ -879,14 +875,14 @@ static int l_policy_newindex(lua_State *L) {
 }
 
 static int l_policy_gc(lua_State *L) {
-    lpolicy *lp = luaL_checkudata(L, 1, POLICY_MT);
+    lpolicy *lp = rfl_checkudata(L, 1, POLICY_MT);
     rf_policy_free(lp->p);
     lp->p = NULL;
     return 0;
 }
 
 static int l_policy_tostring(lua_State *L) {
-    lpolicy *lp = luaL_checkudata(L, 1, POLICY_MT);
+    lpolicy *lp = rfl_checkudata(L, 1, POLICY_MT);
     if (lp->p == NULL)
         lua_pushstring(L, "retryfreeze.Policy (freed)");
     else

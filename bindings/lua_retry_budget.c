@@ -20,7 +20,7 @@ struct lbudget {
 typedef struct lbudget lbudget;
 
 static rf_retry_budget *check_open(lua_State *L, int idx) {
-    lbudget *lb = luaL_checkudata(L, idx, BUDGET_MT);
+    lbudget *lb = rfl_checkudata(L, idx, BUDGET_MT);
     if (lb->b == NULL) luaL_error(L, "attempt to use a closed retry budget");
     return lb->b;
 }
@@ -120,7 +120,7 @@ static int l_retry_budget_is_shared(lua_State *L) {
  * client or a running rf.flow uses the budget (close the clients first). Both anchor the budget, so it is never
  * collected before them. */
 static int l_retry_budget_close(lua_State *L) {
-    lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
+    lbudget *lb = rfl_checkudata(L, 1, BUDGET_MT);
     if (lb->users > 0)
         return luaL_error(L, "cannot close a retry budget that %d open clients or running flows use", lb->users);
     rf_retry_budget_free(lb->b);
@@ -130,7 +130,7 @@ static int l_retry_budget_close(lua_State *L) {
 
 /* __gc: unreachable, so no open client uses it (clients anchor their budget). */
 static int l_retry_budget_gc(lua_State *L) {
-    lbudget *lb = luaL_checkudata(L, 1, BUDGET_MT);
+    lbudget *lb = rfl_checkudata(L, 1, BUDGET_MT);
     rf_retry_budget_free(lb->b);
     lb->b = NULL;
     return 0;

@@ -112,7 +112,7 @@ static int l_step_new(lua_State *L) {
     }
     lua_setiuservalue(L, ud, SUV_LEDGER);
     if (lua_getfield(L, 3, "rng") != LUA_TNIL) {
-        ls->rng = luaL_testudata(L, -1, RNG_MT);
+        ls->rng = rfl_testudata(L, -1, RNG_MT);
         if (ls->rng == NULL)
             return luaL_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
     } else {
@@ -154,7 +154,7 @@ static void release_uses(lua_State *L, lstep *ls) {
 }
 
 static lstep *check_step(lua_State *L) {
-    lstep *ls = luaL_checkudata(L, 1, STEP_MT);
+    lstep *ls = rfl_checkudata(L, 1, STEP_MT);
     if (ls->busy) luaL_error(L, "rf.flow: step is busy (called from its own on_attempt hook)");
     if (ls->finished) luaL_error(L, "rf.flow: this request has already finished");
     return ls;
@@ -327,7 +327,7 @@ static int l_step_finish(lua_State *L) {
 }
 
 static int l_step_gc(lua_State *L) {
-    lstep *ls = luaL_checkudata(L, 1, STEP_MT);
+    lstep *ls = rfl_checkudata(L, 1, STEP_MT);
     rf_response_clear(&ls->resp);
     ls->finished = true;
     release_uses(L, ls);

@@ -271,6 +271,63 @@ describe("a hostile script cannot change a decision", function()
       decides_as_locked()
     end)
 
+    it("a light userdata given one of the module's metatables is refused by every method, not read", function()
+      -- debug.setmetatable on a light userdata sets the one metatable all light userdata share; the
+      -- registry's keys are light userdata. A check by metatable alone (luaL_checkudata) would take one for a
+      -- policy, an rng, a ledger or a client, and read memory that is no such object.
+      local out, err, code = run_child([[
+local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
+local p = assert(rf.load("examples/retry-budget.lock.json"))
+local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1" }
+local ledger_path = os.tmpname()
+local ledger = assert(rf.ledger.open(ledger_path))
+local client = rf.client{ policy = p, base_url = "http://127.0.0.1:9" }
+local light
+for k in pairs(debug.getregistry()) do
+  if type(k) == "userdata" and debug.getmetatable(k) == nil then light = k end
+end
+assert(light, "no light userdata in the registry")
+local checked = 0
+local function refused(mt, name, fn, ...)
+  debug.setmetatable(light, mt)
+  local ok, why = pcall(fn, ...)
+  debug.setmetatable(light, nil)
+  assert(not ok, name .. " accepted a light userdata")
+  if debug.getinfo(fn, "S").what == "C" then
+    assert(tostring(why):find("light userdata", 1, true), name .. ": " .. tostring(why))
+    checked = checked + 1
+  end
+end
+local policy_methods = { "decide", "budget", "classify", "routes", "effective_json", "canonical_json", "match",
+                         "delay_window", "class_retryable", "class_attempts" }
+for _, ud in ipairs({ p, rf.rng(1), ledger, client }) do
+  local mt = debug.getmetatable(ud)
+  local methods = {}
+  if type(mt.__index) == "table" then
+    for name, fn in pairs(mt.__index) do methods[name] = fn end
+  else
+    for _, name in ipairs(policy_methods) do methods[name] = ud[name] end
+  end
+  for _, meta in ipairs({ "__index", "__gc", "__close", "__tostring", "__len" }) do
+    if type(mt[meta]) == "function" then methods[meta] = mt[meta] end
+  end
+  for name, fn in pairs(methods) do
+    if type(fn) == "function" then refused(mt, name, fn, light, facts) end
+  end
+end
+local pmt = debug.getmetatable(p)
+refused(pmt, "core.decide", core.decide, light, facts)
+refused(debug.getmetatable(rf.rng(1)), "decide's rng", p.decide, p, facts, light)
+client:close()
+ledger:close()
+os.remove(ledger_path)
+print("refused", checked > 20)
+]])
+      assert.equal("refused\ttrue\n", out, err)
+      assert.equal(0, code)
+    end)
+
     it("debug.setuservalue with a wrong value neither crashes nor changes a verdict", function()
       local out, err, code = run_child([[
 local rf = require "retryfreeze"
