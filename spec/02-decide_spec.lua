@@ -101,6 +101,26 @@ describe("a lowercase method", function()
     assert.equal(2, code)
     assert.equal("retryfreeze decide: --" .. why .. "\n", cli_err)
   end)
+
+  -- Its siblings: the client read an uninitialized reason (a garbage outcome such as unpinned-source), and rf.flow
+  -- (rf_step_init) stopped with a silent no-route. Both are refused before any attempt, with the engine's words.
+  it("is refused by client:request and rf.flow before any attempt", function()
+    local why = 'method must be uppercase, got "post": methods are case-sensitive (RFC 9110 §9.1)'
+    local client = rf.client({ policy = policy, base_url = "http://127.0.0.1:9" })
+    local ok, err = pcall(client.request, client, { method = "post", path = "/v1/jobs" })
+    client:close()
+    assert.is_false(ok)
+    assert.matches("client:request: " .. why, err, 1, true)
+    local sent = 0
+    ok, err = pcall(rf.flow, policy, { method = "post", path = "/v1/jobs" }, {
+      send = function() sent = sent + 1; return { status = 200 } end,
+      sleep = function() end,
+      now_ms = function() return 0 end,
+    })
+    assert.is_false(ok)
+    assert.matches("rf.flow: request." .. why, err, 1, true)
+    assert.equal(0, sent)
+  end)
 end)
 
 describe("policy:budget and policy:classify", function()

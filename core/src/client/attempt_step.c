@@ -86,6 +86,8 @@ void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason,
 
 rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                        rf_error *err) {
+    rf_error local;
+    if (err == NULL) err = &local;
     memset(s, 0, sizeof *s);
     memset(resp, 0, sizeof *resp);
     if (req->method == NULL || req->method[0] == '\0' || req->path == NULL || req->path[0] != '/') {
@@ -93,6 +95,11 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
         snprintf(err->message, sizeof err->message, "is required (a path starts with '/')");
         return RF_EINVAL;
     }
+    /* The engine's own checks of method and path (a lowercase letter: RFC 9110 §9.1), so a request no route could
+     * match is refused with the reason here instead of stopping as a silent no-route at rf_step_begin. */
+    rf_attempt_budget probe;
+    if (rf_budget(p, req->method, strlen(req->method), req->path, strlen(req->path), 0, 0, &probe, err) != RF_OK)
+        return RF_EINVAL;
     s->policy = p;
     s->req = req;
     s->resp = resp;

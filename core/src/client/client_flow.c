@@ -154,6 +154,12 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
         snprintf(err->message, sizeof err->message, "must start with '/' and contain no spaces, CR, LF or '#'");
         return RF_EINVAL;
     }
+    /* The engine's own checks of method and path (a lowercase letter: RFC 9110 §9.1): refused with the reason before
+     * any attempt, never decided as a no-route. */
+    rf_attempt_budget probe;
+    if (rf_budget(c->policy, req->method, strlen(req->method), req->path, strlen(req->path), 0, 0, &probe, err) !=
+        RF_OK)
+        return RF_EINVAL;
     if (req->query && strpbrk(req->query, " \r\n#") != NULL) {
         snprintf(err->path, sizeof err->path, "query");
         snprintf(err->message, sizeof err->message, "must be encoded: no spaces, CR, LF or '#'");
@@ -241,7 +247,7 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     if (f->in_hop) { /* a followed redirect: rf_redirect_verdict gave its timeout */
         f->timeout_ms = rfi_limits_timeout(f, f->hop_timeout_ms);
     } else {
-        rf_attempt_budget b;
+        rf_attempt_budget b = {.reason = RF_REASON_NO_ROUTE}; /* fail closed should rf_budget ever refuse */
         rf_error err;
         int64_t elapsed = rfi_limits_elapsed(f, rfi_mono_ms() - f->start_ms);
         if (rf_budget(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path), f->attempts,
