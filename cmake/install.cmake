@@ -25,10 +25,12 @@ foreach(t retryfreeze_static retryfreeze_client_static retryfreeze_lua_static)
   target_compile_options(${t} PRIVATE ${RF_WARNINGS})
 endforeach()
 target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
-target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO)
-target_link_libraries(retryfreeze_client_static PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
+# Each static library names the one below it, so a consumer links one target (docs/c-api.md "Linking").
+target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
+target_link_libraries(retryfreeze_client_static PUBLIC retryfreeze_static
+                      PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
 target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
-target_link_libraries(retryfreeze_lua_static PRIVATE PkgConfig::CJSON)
+target_link_libraries(retryfreeze_lua_static PUBLIC retryfreeze_client_static PRIVATE PkgConfig::CJSON)
 set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
 set_target_properties(retryfreeze_client_static PROPERTIES OUTPUT_NAME retryfreeze_client)
 set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
@@ -84,13 +86,27 @@ if(TARGET retryfreeze-serve)
   install(TARGETS retryfreeze-serve RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(FILES examples/retry-budget.lock.json examples/service.lock.json examples/jobs_flow.lua
-              examples/refund_flow.lua examples/embed_host.c
+              examples/refund_flow.lua examples/embed_host.c examples/decide_host.c
         DESTINATION ${CMAKE_INSTALL_DATADIR}/retryfreeze/examples)
 
 install(EXPORT retryfreezeTargets NAMESPACE retryfreeze:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
+# The static targets' link interfaces name PkgConfig::CJSON, ::CRYPTO, ::CURL, ::HIREDIS and Threads::Threads: the
+# config defines them when it can (quietly: a consumer of the shared targets needs none of their -dev packages; a
+# consumer of a static target without them gets CMake's "target not found" naming the missing one).
 file(WRITE ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake.in [=[
 @PACKAGE_INIT@
-include(CMakeFindDependencyMacro)
+find_package(PkgConfig QUIET)
+find_package(Threads QUIET)
+if(PKG_CONFIG_FOUND)
+  foreach(rf_dep CJSON=libcjson CRYPTO=libcrypto CURL=libcurl HIREDIS=hiredis)
+    string(REPLACE "=" ";" rf_dep "${rf_dep}")
+    list(GET rf_dep 0 rf_var)
+    list(GET rf_dep 1 rf_module)
+    if(NOT TARGET PkgConfig::${rf_var})
+      pkg_check_modules(${rf_var} QUIET IMPORTED_TARGET ${rf_module})
+    endif()
+  endforeach()
+endif()
 include("${CMAKE_CURRENT_LIST_DIR}/retryfreezeTargets.cmake")
 ]=])
 configure_package_config_file(${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake.in

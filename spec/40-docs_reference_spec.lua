@@ -779,6 +779,161 @@ describe("docs/cli.md", function()
 end)
 
 -- ---------------------------------------------------------------------------------------------------------
+-- docs/c-api.md
+-- ---------------------------------------------------------------------------------------------------------
+
+--- A header's code: comments removed (so a stale name in a comment proves nothing).
+local function c_code(src)
+  return (src:gsub("/%*.-%*/", " "):gsub("//[^\n]*", ""))
+end
+
+--- A prototype in one canonical spelling: whitespace collapsed, none inside the parentheses' edges.
+local function prototype(text)
+  return (text:gsub("%s+", " "):gsub("%( ", "("):gsub(" %)", ")"):match("^%s*(.-)%s*$"))
+end
+
+--- The RF_API declarations of a header's code: {name = prototype without RF_API}, and the names in order.
+local function rf_api_functions(code_text)
+  local lines, in_directive = {}, false -- preprocessor lines and their continuations left out (#define RF_API …)
+  for line in (code_text .. "\n"):gmatch("(.-)\n") do
+    if line:match("^%s*#") then in_directive = true end
+    if not in_directive then lines[#lines + 1] = line end
+    in_directive = in_directive and line:match("\\%s*$") ~= nil
+  end
+  local body = table.concat(lines, "\n")
+  local funcs, order = {}, {}
+  for decl in body:gmatch("RF_API%s+([^;]+);") do
+    local name = assert(decl:match("([%w_]+)%s*%("), decl)
+    funcs[name] = prototype(decl)
+    order[#order + 1] = name
+  end
+  return funcs, order
+end
+
+--- Every identifier-like word inside an inline code span of text, fenced blocks left out.
+local function inline_code_words(text)
+  local words = {}
+  local unfenced = text:gsub("\n```[^\n]*\n.-\n```", "\n")
+  for span in unfenced:gmatch("`([^`\n]+)`") do
+    for w in span:gmatch("[%a_][%w_]*") do words[w] = true end
+  end
+  return words
+end
+
+describe("docs/c-api.md", function()
+  local doc = read("docs/c-api.md")
+  local top = sections(doc, "##")
+  local header_dir = "core/include/retryfreeze/"
+  local listing = io.popen("cd " .. header_dir .. " && ls *.h")
+  local header_names = {}
+  for name in listing:read("a"):gmatch("([%w_]+%.h)\n") do header_names[#header_names + 1] = name end
+  listing:close()
+  assert.is_true(#header_names >= 10)
+  local code_of, all_code = {}, {}
+  for _, name in ipairs(header_names) do
+    code_of[name] = c_code(read(header_dir .. name))
+    all_code[#all_code + 1] = code_of[name]
+  end
+  all_code = table.concat(all_code, "\n")
+
+  it("documents every RF_API function under its header with the header's prototype, and no other", function()
+    local count = 0
+    for _, header in ipairs(header_names) do
+      local declared = rf_api_functions(code_of[header])
+      local section = assert(top["`retryfreeze/" .. header .. "`"], "docs/c-api.md has no '## `retryfreeze/" .. header .. "`'")
+      local documented = {}
+      local subs, order = sections(section, "###")
+      for _, title in ipairs(order) do
+        local names = {}
+        for name in title:gmatch("`([%w_]+)`") do names[#names + 1] = name end
+        assert.is_true(#names > 0, "'### " .. title .. "' names no function")
+        local block = assert(subs[title]:match("\n```c\n(.-)\n```"), "'### " .. title .. "' has no ```c prototype block")
+        local protos = {}
+        for decl in block:gmatch("([^;]+);") do
+          protos[assert(decl:match("([%w_]+)%s*%("), decl)] = prototype(decl)
+        end
+        assert.same(sorted(names), sorted(keys_of(protos)), "'### " .. title .. "': the heading and its prototypes")
+        for _, name in ipairs(names) do
+          assert.is_nil(documented[name], name .. " is documented twice")
+          assert.is_not_nil(declared[name], "docs/c-api.md documents " .. name .. " under " .. header
+            .. ", which declares no such RF_API function")
+          assert.equal(declared[name], protos[name], name .. ": the prototype in docs/c-api.md differs from " .. header)
+          documented[name] = true
+        end
+      end
+      for name in pairs(declared) do
+        assert.is_true(documented[name] == true, header .. " declares " .. name .. ", which docs/c-api.md does not document")
+        count = count + 1
+      end
+    end
+    assert.is_true(count >= 80, "only " .. count .. " RF_API functions found: is the header parser broken?")
+    for title in pairs(top) do
+      local h = title:match("^`retryfreeze/([%w_]+%.h)`$")
+      if h then assert.is_not_nil(code_of[h], "docs/c-api.md has a section for " .. h .. ", which is no header") end
+    end
+  end)
+
+  it("names no rf_ or RF_ identifier the headers lack", function()
+    local known = {}
+    for w in all_code:gmatch("[%a_][%w_]*") do known[w] = true end
+    local n = 0
+    for w in pairs(inline_code_words(doc)) do
+      if w:match("^rf_") or w:match("^RF_") then
+        n = n + 1
+        assert.is_true(known[w] == true, "docs/c-api.md names " .. w .. ", which no public header defines")
+      end
+    end
+    assert.is_true(n >= 150)
+  end)
+
+  it("names every public type, macro and plain enumerator", function()
+    local words = inline_code_words(doc)
+    local required = {}
+    for name in all_code:gmatch("#define%s+(RF_[%w_]+)") do required[name] = true end
+    for name in all_code:gmatch("}%s*(rf_[%w_]+)%s*;") do required[name] = true end
+    for name in all_code:gmatch("typedef%s+struct%s+[%w_]+%s+(rf_[%w_]+)%s*;") do required[name] = true end
+    for name in all_code:gmatch("typedef[^;{]-%(%*%s*(rf_[%w_]+)%)") do required[name] = true end
+    for body in all_code:gmatch("typedef%s+enum%s+[%w_]+%s*(%b{})") do
+      if not body:find("(", 1, true) then -- an X-macro enum's constants are tabled in reasons.md and lock.md
+        for name in body:gmatch("(RF_[%u%d_]+)%s*[=,}]") do required[name] = true end
+      end
+    end
+    assert.is_true(required.rf_policy and required.rf_attempt_hook and required.RF_LEDGER_FSYNC_LINE
+      and required.RF_MAX_TRIES and required.rf_error)
+    for name in pairs(required) do
+      assert.is_true(words[name] == true, "docs/c-api.md does not name the public " .. name)
+    end
+  end)
+
+  it("names exactly the CMake package, targets and pkg-config module the install exports", function()
+    local install = read("cmake/install.cmake")
+    local list = assert(install:match("install%(TARGETS%s+([^)]-)%s+EXPORT%s+retryfreezeTargets"),
+      "cmake/install.cmake exports no retryfreezeTargets")
+    local namespace = assert(install:match("install%(EXPORT retryfreezeTargets NAMESPACE ([%w_]+::)"))
+    local exported = {}
+    for t in list:gmatch("[%w_]+") do exported[namespace .. t] = true end
+    local named = {}
+    for t in doc:gmatch("(" .. namespace:gsub("%p", "%%%0") .. "[%w_]+)") do named[t] = true end
+    assert.same(keys_of(exported), keys_of(named))
+    local linking = assert(top["Linking"], "docs/c-api.md has no '## Linking'")
+    local targets_table = {}
+    for _, cells in ipairs(table_rows(linking, "target")) do targets_table[#targets_table + 1] = code(cells[1]) end
+    assert.same(keys_of(exported), sorted(targets_table))
+    -- The package name (retryfreezeConfig.cmake) and the pkg-config module with its libraries.
+    local package = assert(install:match("%${CMAKE_BINARY_DIR}/([%w_]+)Config%.cmake%.in"))
+    assert.is_truthy(doc:find("find_package(" .. package .. " ", 1, true), "docs/c-api.md has no find_package(" .. package)
+    local pc_name = assert(install:match("\nName: ([%w_]+)\n"))
+    assert.is_truthy(doc:find("pkg-config --cflags --libs " .. pc_name, 1, true))
+    local pc_libs = assert(install:match("\nLibs: ([^\n]+)\n"))
+    assert.is_truthy(doc:find("`Libs: " .. pc_libs .. "`", 1, true), "docs/c-api.md does not quote the .pc's Libs: " .. pc_libs)
+    for _, field in ipairs({ "Requires", "Requires.private" }) do
+      local value = assert(install:match("\n" .. field:gsub("%p", "%%%0") .. ": ([^\n]+)\n"))
+      assert.is_truthy(doc:find("`" .. field .. ": " .. value .. "`", 1, true), "docs/c-api.md does not quote " .. field)
+    end
+  end)
+end)
+
+-- ---------------------------------------------------------------------------------------------------------
 -- Links between the docs
 -- ---------------------------------------------------------------------------------------------------------
 
@@ -788,7 +943,7 @@ local function slug(title)
 end
 
 describe("the reference docs' links", function()
-  for _, file in ipairs({ "lock", "reasons", "lua", "cli" }) do
+  for _, file in ipairs({ "lock", "reasons", "lua", "cli", "c-api" }) do
     it("resolve in docs/" .. file .. ".md", function()
       local text = read("docs/" .. file .. ".md")
       for target, anchor in text:gmatch("%]%(([%w_%-%.]*)#([^)]+)%)") do

@@ -22,6 +22,31 @@ out=$("$prefix/embed_host" "$prefix/share/lua/5.4" "$prefix/share/retryfreeze/ex
 [[ $out =~ ^sha256:[0-9a-f]+\ true\ pinned-status\ delay_ms=1000\ timeout_ms=1400$ ]] || fail "embed_host printed: $out"
 echo "ok: embed_host built with pkg-config: $out"
 
+# docs/c-api.md's examples, as written there: decide_host.c (the engine alone) with pkg-config, and with the
+# page's find_package CMakeLists.txt against the shared target and against the static one.
+want_decide='first attempt timeout_ms=2000; after HTTP_429: retry pinned-status delay_ms=1000 timeout_ms=1400'
+lock="$prefix/share/retryfreeze/examples/retry-budget.lock.json"
+cc -std=c11 "$prefix/share/retryfreeze/examples/decide_host.c" $(pkg-config --cflags --libs retryfreeze) \
+  -Wl,-rpath,"$prefix/lib" -o "$prefix/decide_host"
+out=$("$prefix/decide_host" "$lock")
+[[ $out == "$want_decide" ]] || fail "decide_host (pkg-config) printed: $out"
+for target in retryfreeze retryfreeze_static; do
+  consumer="$prefix/consumer-$target"
+  mkdir -p "$consumer"
+  cp "$prefix/share/retryfreeze/examples/decide_host.c" "$consumer/"
+  sed -n '/^```cmake$/,/^```$/p' "$src/docs/c-api.md" | sed '1d;$d' |
+    sed "s/PRIVATE retryfreeze::retryfreeze)/PRIVATE retryfreeze::$target)/" >"$consumer/CMakeLists.txt"
+  grep -q "retryfreeze::$target)" "$consumer/CMakeLists.txt" || fail "docs/c-api.md has no find_package example"
+  cmake -S "$consumer" -B "$consumer/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null ||
+    fail "find_package(retryfreeze) failed for retryfreeze::$target"
+  cmake --build "$consumer/build" >/dev/null || fail "decide_host did not build against retryfreeze::$target"
+  out=$("$consumer/build/decide_host" "$lock")
+  [[ $out == "$want_decide" ]] || fail "decide_host (retryfreeze::$target) printed: $out"
+done
+readelf -d "$prefix/consumer-retryfreeze_static/build/decide_host" | grep -q 'NEEDED.*libretryfreeze' &&
+  fail "decide_host linked against retryfreeze::retryfreeze_static needs a shared libretryfreeze"
+echo "ok: decide_host built with pkg-config and with find_package (shared and static targets): $out"
+
 out=$(cd / && LUA_PATH="$prefix/share/lua/5.4/?.lua;$prefix/share/lua/5.4/?/init.lua" \
   LUA_CPATH="$prefix/lib/lua/5.4/?.so" lua5.4 -e 'local rf = require "retryfreeze"; print(rf.VERSION)')
 want=$(sed -n 's/^project(retryfreeze VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")

@@ -21,7 +21,7 @@ extern "C" {
  * The verdict after one attempt: rf_decide on facts (fail closed: a decide error is a stop with
  * status-not-retryable), and the try's class, reason and wait header (the one the verdict used) filled in.
  * Returns whether the failure class is retryable on its route (or the attempt succeeded): what
- * rf_outcome_of_stop needs at the end.
+ * rf_outcome_of_stop needs at the end. p, facts, t and v must not be NULL; rng and budget as for rf_decide.
  */
 RF_API bool rf_step_verdict(const rf_policy *p, const rf_facts *facts, rf_rng *rng, rf_retry_budget *budget, rf_try *t,
                             rf_verdict *v);
@@ -35,8 +35,8 @@ RF_API int rf_step_narrow(rf_attempt_hook hook, void *hook_ud, rf_try *t, rf_ver
 
 /*
  * Ends request req: r->reason, outcome (rf_outcome_of_stop), ok, elapsed_ms and route; then, with a ledger,
- * appends its record (wall_ms its timestamp; r->status, body_len and tries as they are), a failure going to
- * r->ledger_error. r->body_len must be set before.
+ * appends its record (wall_ms its Unix-ms timestamp; r->status, body_len and tries as they are), a failure going
+ * to r->ledger_error (never to the caller). r->body_len must be set before. ledger may be NULL.
  */
 RF_API void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason, bool last_class_retryable,
                            int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger, rf_response *r);
@@ -67,14 +67,19 @@ typedef struct rf_step {
 
 /* Elapsed times are differences of the host's now_ms readings, computed without overflow: a reading earlier
  * than the start counts 0 ms, a difference beyond INT64_MAX counts INT64_MAX. */
-/* Starts request req at now_ms. RF_EINVAL names a missing method or path (err->path); RF_ENOMEM. */
+/* Starts request req at now_ms (the host's monotonic clock). p, req and resp are borrowed and must outlive the step;
+ * *resp is overwritten (zeroed or cleared before) and owns its tries until rf_response_clear. RF_EINVAL (err->path
+ * "method" or "path"): a missing method or one with a lowercase letter (RFC 9110 §9.1, as rf_budget), a path not
+ * starting with '/'. RF_ENOMEM. err may be NULL. One thread at a time per step. */
 RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                               rf_error *err);
 /* Before an attempt at now_ms: true and *timeout_ms (the per-try timeout, rf_budget), or false and *stop (the
  * request ends: call rf_step_end_request). */
 RF_API bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop);
-/* After the attempt: records its try, decides, lets the hook narrow. true and *delay_ms: wait that long, then
- * rf_step_begin again; false and *stop: the request ends. *hook_rc is the hook's value (< 0: it failed). */
+/* After the attempt: records its try, decides (rf_step_verdict; only the wait headers the route reads are passed
+ * on), lets the hook narrow (rf_step_narrow). true and *delay_ms: wait that long, then rf_step_begin again; false
+ * and *stop: the request ends. *hook_rc is the hook's value (< 0: it failed). hook_rc, delay_ms and stop must not
+ * be NULL. */
 RF_API bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget,
                           rf_attempt_hook hook, void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop);
 /* Ends the request with reason stop at now_ms (monotonic) and wall_ms: rf_step_finish with the tries so far. */

@@ -92,10 +92,15 @@ typedef struct rf_client_options {
 typedef struct rf_client rf_client;
 
 /*
- * Creates a client with one reused curl easy handle (keep-alive; TLS verification on). RF_EINVAL names a
- * missing or malformed option (a header without ':' or with CR/LF). Free with rf_client_free.
+ * Creates a client with one reused curl easy handle (keep-alive; TLS verification on). RF_EINVAL (err->path the
+ * option) names a missing or malformed option: no policy, a base_url that is not http(s)://, max_redirects out of
+ * range, retry_budget true while the lock has no retryBudget, a header without ':' or with CR/LF, a network option
+ * out of range or a TLS file that cannot be read. RF_ENOMEM. Free with rf_client_free. One thread at a time per
+ * client; curl_global_init, which this calls, is thread-safe from libcurl 7.84.0.
  */
 RF_API rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error *err);
+/* Frees the client, its curl handles, its own retry budget and any started request not yet freed (abandoned, no
+ * ledger line). Borrowed objects (policy, ledger, budget) stay the caller's. NULL is a no-op. */
 RF_API void rf_client_free(rf_client *c);
 
 typedef struct rf_request {
@@ -166,8 +171,11 @@ typedef int (*rf_attempt_hook)(void *ud, const rf_try *t, const rf_verdict *v);
 
 /*
  * Runs one logical request to completion: attempts, sleeps, the ledger record. An HTTP or transport failure
- * is a response (RF_OK), never an error. RF_EINVAL: a bad request (missing method/path, a header with CR/LF,
- * an Idempotency-Key given as a raw header) or a hook error; RF_ENOMEM. *out must be zeroed or cleared.
+ * is a response (RF_OK), never an error; the caller clears it with rf_response_clear. RF_EINVAL (err->path the
+ * field): a bad request (missing method, a method with a lowercase letter, a path not starting with '/', spaces,
+ * CR, LF or '#' in the path or query, a header with CR/LF, an Idempotency-Key given as a raw header, deadline_ms or
+ * timeout_ms over the lock's) or a hook error ("on_attempt"); RF_ENOMEM. *out must be zeroed or cleared (it is
+ * overwritten).
  */
 RF_API rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
                                    rf_response *out, rf_error *err);

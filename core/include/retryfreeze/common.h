@@ -35,6 +35,8 @@ typedef enum rf_status {
  *          or an argument name; "" when there is no better location.
  * message: what rule was broken and the offending value, in one sentence.
  * line, column: 1-based position in the input text for parse errors, 0 when not known.
+ * Every function that takes an rf_error * accepts NULL (the report is then dropped); after RF_OK its contents
+ * are unspecified. docs/c-api.md documents every public function: errors, ownership, thread safety.
  */
 typedef struct rf_error {
     char path[256];
@@ -43,7 +45,8 @@ typedef struct rf_error {
     int column;
 } rf_error;
 
-/* The library version "MAJOR.MINOR.PATCH"; defined once, in CMakeLists.txt (project VERSION). */
+/* The library version "MAJOR.MINOR.PATCH"; defined once, in CMakeLists.txt (project VERSION). A static string:
+ * never free it. Thread-safe. */
 RF_API const char *rf_version(void);
 
 #ifdef __cplusplus

@@ -26,11 +26,12 @@ typedef struct rf_rng {
     uint64_t s[4];
 } rf_rng;
 
-/* Seeds *rng from a 64-bit seed. */
+/* Seeds the caller's *rng from a 64-bit seed (splitmix64); NULL is a no-op. */
 RF_API void rf_rng_seed(rf_rng *rng, uint64_t seed);
-/* The next 64 random bits. */
+/* The next 64 random bits (xoshiro256**). rng must be seeded and not NULL. */
 RF_API uint64_t rf_rng_next(rf_rng *rng);
-/* A uniform integer in [lo, hi] (inclusive, unbiased); lo when hi <= lo. */
+/* A uniform integer in [lo, hi] (inclusive, unbiased: Lemire's multiply-shift with rejection); lo when hi <= lo or
+ * rng is NULL. */
 RF_API int64_t rf_rng_between(rf_rng *rng, int64_t lo, int64_t hi);
 
 /*
@@ -95,8 +96,11 @@ typedef struct rf_retry_budget rf_retry_budget;
  * supplies jitter and may be NULL only when the route's jitter is "none" (else RF_EINVAL). budget (may be NULL) is the
  * client's retry budget: when the lock has retryBudget, this call records the attempt's effect on it (gRPC A6: a
  * retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it) and a retry is
- * throttled while tokens <= maxTokens / 2. Returns RF_OK and fills *out, or RF_EINVAL for missing/invalid facts (err
- * names the field).
+ * throttled while tokens <= maxTokens / 2. Returns RF_OK and fills *out, or RF_EINVAL (*out unspecified, err->path
+ * names the field): p, f or out NULL; method missing or with a lowercase letter (RFC 9110 §9.1: no route could
+ * match); path missing; status not 0 or 100..599; transport out of range; attempts < 1; elapsed_ms < 0; a hint the
+ * route does not read; rng NULL for a jittered route (the budget may already be charged for this attempt).
+ * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);
@@ -128,7 +132,8 @@ typedef struct rf_attempt_budget {
  * May another attempt start? attempts = attempts made so far (0 before the first); elapsed_ms since the first
  * attempt started. Refused with max-attempts when attempts >= maxAttempts, with deadline when less than
  * minAttemptMs is left before totalBudgetMs. Example (the desk's flat lock): attempts 0 → 2000 ms;
- * attempts 1 at 2000 ms → 500 ms; attempts 2 → max-attempts. RF_EINVAL on a negative count or elapsed.
+ * attempts 1 at 2000 ms → 500 ms; attempts 2 → max-attempts. RF_EINVAL (err->path the argument): p or out NULL,
+ * a missing method or one with a lowercase letter (RFC 9110 §9.1), a missing path, a negative count or elapsed.
  */
 RF_API rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
                            int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err);
@@ -171,14 +176,17 @@ RF_API bool rf_policy_class_retryable(const rf_policy *p, size_t route, int stat
 RF_API int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_transport transport);
 
 /*
- * Creates the client-wide retry budget (gRPC A6 retryThrottling) for policy p, full (tokens = maxTokens).
- * Thread-safe: any number of threads may pass it to rf_decide concurrently (C11 atomics).
- * When the lock has no retryBudget the object is inert: rf_decide never throttles with it.
- * Free with rf_retry_budget_free. Returns NULL when allocation fails.
+ * Creates the client-wide retry budget (gRPC A6 retryThrottling) for policy p, full (tokens = maxTokens). It copies
+ * the configuration, so p may be freed before it. Thread-safe: any number of threads may pass it to rf_decide
+ * concurrently (C11 atomics). When the lock has no retryBudget (or p is NULL) the object is inert: rf_decide never
+ * throttles with it. Free with rf_retry_budget_free. Returns NULL when allocation fails.
  */
 RF_API rf_retry_budget *rf_retry_budget_new(const rf_policy *p);
+/* Frees b and, when it has a shared store, the store's ctx (store->free). NULL is a no-op. Only once no thread,
+ * client or rf_step uses it. */
 RF_API void rf_retry_budget_free(rf_retry_budget *b);
-/* Current tokens × 1000 (0..maxTokens × 1000) of the local bucket; -1 for an inert budget. */
+/* Current tokens × 1000 (0..maxTokens × 1000) of the local bucket, read atomically; -1 for an inert or NULL budget.
+ * With a shared store this is the fallback bucket, not the fleet's. */
 RF_API int64_t rf_retry_budget_tokens_milli(const rf_retry_budget *b);
 
 /*
@@ -199,8 +207,9 @@ typedef struct rf_retry_budget_store {
  * Puts the budget's bucket in a shared store: from now on rf_decide applies each attempt's effect there
  * (verdict budget "shared"). When store->add fails, the decision uses and updates this budget's local
  * bucket instead (verdict budget "local-fallback"): a store outage never means unlimited retries. The budget
- * takes ownership of store->ctx (freed by rf_retry_budget_free). RF_EINVAL when the budget is inert (the lock
- * has no retryBudget), already has a store, or store/add is NULL.
+ * takes ownership of store->ctx (freed by rf_retry_budget_free; on an error the caller keeps it); *store is copied.
+ * RF_EINVAL when the budget is inert (the lock has no retryBudget), already has a store, or b/store/add is NULL.
+ * Not thread-safe: set the store before the budget is shared.
  */
 RF_API rf_status rf_retry_budget_set_store(rf_retry_budget *b, const rf_retry_budget_store *store, rf_error *err);
 

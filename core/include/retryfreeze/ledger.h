@@ -172,7 +172,7 @@ RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out,
  */
 RF_API rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err);
 
-/* The 1-based number of the line last returned. */
+/* The 1-based number of the line last returned; 0 before the first and for NULL. */
 RF_API long rf_ledger_reader_line(const rf_ledger_reader *r);
 
 /* Closes and frees; NULL is a no-op. */

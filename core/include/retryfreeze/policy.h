@@ -48,18 +48,21 @@ RF_API rf_status rf_policy_load_file(const char *path, rf_policy **out, rf_error
  */
 RF_API rf_status rf_sha256(const void *data, size_t len, char out[RF_SHA256_TEXT_LEN + 1]);
 
-/* Frees a policy; NULL is a no-op. */
+/* Frees a policy and every string and view it handed out; NULL is a no-op. Only after every user (thread, client,
+ * rf_step) is done: they borrow it. A retry budget copies what it needs and may outlive it. */
 RF_API void rf_policy_free(rf_policy *p);
 
 /*
  * "sha256:<64 lowercase hex>" over rf_policy_canonical_json. Whitespace, key order, $comment and alias
- * spelling do not change it; any value that changes a decision does. Owned by the policy.
+ * spelling do not change it; any value that changes a decision does (docs/governance.md). Owned by the policy, valid
+ * until rf_policy_free; NULL for a NULL policy.
  */
 RF_API const char *rf_policy_digest(const rf_policy *p);
 
 /*
  * The effective policy (defaults applied, aliases expanded, lists sorted, routes sorted by endpoint) as
- * compact canonical JSON (the digest's input) or indented for people. Both owned by the policy.
+ * compact canonical JSON (the digest's input) or indented for people. Both owned by the policy, valid until
+ * rf_policy_free; NULL for a NULL policy.
  */
 RF_API const char *rf_policy_canonical_json(const rf_policy *p);
 RF_API const char *rf_policy_pretty_json(const rf_policy *p);
@@ -99,23 +102,27 @@ typedef struct rf_route_view {
  */
 RF_API bool rf_policy_transparent_retry(const rf_policy *p);
 
-/* Number of routes (1 for a flat lock). */
+/* Number of routes (1 for a flat lock); 0 for NULL. */
 RF_API size_t rf_policy_route_count(const rf_policy *p);
 
-/* Fills *out for route i (0-based, in canonical order). RF_EINVAL when i is out of range. */
+/* Fills the caller's *out for route i (0-based, in canonical order: sorted by endpoint). Every pointer in *out is
+ * owned by the policy and valid until rf_policy_free. RF_EINVAL (no rf_error) when p or out is NULL or i is out of
+ * range. */
 RF_API rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out);
 
 /*
  * The route that decides method + path (path's query "?…" and fragment are ignored): the most specific
  * matching route — at the first differing segment a literal beats a {param}, a {param} beats a trailing
- * "*" segment. Returns its index, or -1 when no route matches (the decision is then "no-route").
+ * "*" segment (docs/lock.md). Methods compare exactly (case-sensitive, RFC 9110 §9.1). Returns its index, or -1
+ * when no route matches (the decision is then "no-route") or an argument is NULL. No allocation.
  */
 RF_API long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path,
                             size_t path_len);
 
 /*
  * The client-wide retry budget of the lock (gRPC A6 retryThrottling), if it has one: true and the
- * configuration in thousandths of a token; false when the lock sets none (retries are then never throttled).
+ * configuration in thousandths of a token into the out pointers that are not NULL; false when the lock sets none
+ * (retries are then never throttled) or p is NULL.
  */
 RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli);
 

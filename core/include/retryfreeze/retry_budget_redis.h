@@ -28,7 +28,7 @@ extern "C" {
 typedef struct rf_redis_budget_options {
     const char *url;     /* required: "redis://[:password@]host[:port][/db]"; port 6379 and db 0 by default */
     int64_t timeout_ms;  /* the longest one decision waits for Redis (connect + script), 1..10000; 0 = 20 */
-    int64_t idle_ttl_ms; /* the bucket's key expires after this long without a decision; 0 = 1 hour */
+    int64_t idle_ttl_ms; /* the bucket's key expires after this long without a decision, up to 30 days; 0 = 1 hour */
 } rf_redis_budget_options;
 
 /*
@@ -44,8 +44,9 @@ RF_API rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_bu
 /*
  * Reads bucket `name` without changing it: *tokens_milli (-1 when Redis holds no such key: a new bucket,
  * or one expired while idle) and *ttl_ms (its remaining idle expiry, -1 when absent). For
- * `retryfreeze budget show`. RF_EINVAL for a bad URL or name, RF_EIO when Redis cannot be reached within
- * timeout_ms (err->message says why).
+ * `retryfreeze budget show`. timeout_ms: 1..RF_REDIS_BUDGET_TIMEOUT_MAX_MS. One connection, closed before
+ * returning. RF_EINVAL for NULL out pointers, a bad URL, a name that is not 1..64 characters of A-Z a-z 0-9 . _ -,
+ * or timeout_ms out of range; RF_EIO when Redis cannot be reached within timeout_ms (err->message says why).
  */
 RF_API rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t timeout_ms,
                                             int64_t *tokens_milli, int64_t *ttl_ms, rf_error *err);

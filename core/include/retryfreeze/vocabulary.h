@@ -125,7 +125,8 @@ typedef enum rf_wait_header { RF_WAIT_HEADERS(RF_X_ENUM2) RF_WAIT_HEADER_COUNT }
 
 typedef enum rf_budget_source { RF_BUDGET_SOURCES(RF_X_ENUM2) RF_BUDGET_SOURCE_COUNT } rf_budget_source;
 
-/* Strings for the enums above; "?" for an out-of-range value. */
+/* The stable strings of the enums above (the X-macro lists); "?" for an out-of-range value. Static strings: never
+ * free them. Thread-safe. */
 RF_API const char *rf_reason_name(rf_reason r);
 RF_API const char *rf_transport_name(rf_transport t);
 RF_API const char *rf_jitter_name(rf_jitter j);
@@ -135,14 +136,14 @@ RF_API const char *rf_budget_source_name(rf_budget_source s);
 
 /*
  * Parses a transport outcome string ("ok", "timeout", …; exact, case-sensitive) of length len.
- * Returns 0 and sets *out, or -1 when the string is not one of RF_TRANSPORTS.
+ * Returns 0 and sets *out, or -1 (*out untouched) when the string is not one of RF_TRANSPORTS or s/out is NULL.
  */
 RF_API int rf_transport_parse(const char *s, size_t len, rf_transport *out);
 
 /*
  * Parses a wait header name of length len, case-insensitively (field names are case-insensitive, RFC 9110
  * §5.1): "Retry-After-Ms" → RF_WAIT_RETRY_AFTER_MS. Returns 0 and sets *out, or -1 when the name is not one of
- * RF_WAIT_HEADERS.
+ * RF_WAIT_HEADERS or s/out is NULL.
  */
 RF_API int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out);
 
