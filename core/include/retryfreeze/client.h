@@ -207,7 +207,8 @@ RF_API rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt
 /*
  * Drives the started requests for at most timeout_ms (0: one non-blocking pass), sleeping in curl_multi_poll
  * while nothing is due. Writes up to cap finished requests into done[] and returns how many; each is reported
- * once. Returns 0 at once when nothing is started.
+ * once; its curl handle goes back to the client for reuse, its rf_pending stays the caller's to free. Returns 0 at
+ * once when nothing is started.
  */
 RF_API size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap);
 
@@ -220,7 +221,9 @@ RF_API bool rf_pending_done(const rf_pending *p);
 /* True when the pending request's hook reported an error. */
 RF_API bool rf_pending_hook_failed(const rf_pending *p);
 
-/* Frees a pending request; if it has not finished it is abandoned (its transfer is removed, no ledger line). */
+/* Frees a pending request; if it has not been reported done it is abandoned (its transfer is removed, no ledger
+ * line) and must be freed before rf_client_free (which abandons every unreported one). One reported done no longer
+ * needs its client: the caller frees it, before or after rf_client_free. NULL is a no-op. */
 RF_API void rf_pending_free(rf_pending *p);
 
 /* The client's retry budget tokens × 1000, or -1 when it has none. */
