@@ -154,12 +154,15 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
         snprintf(err->message, sizeof err->message, "must start with '/' and contain no spaces, CR, LF or '#'");
         return RF_EINVAL;
     }
-    /* The engine's own checks of method and path (a lowercase letter: RFC 9110 §9.1): refused with the reason before
-     * any attempt, never decided as a no-route. */
-    rf_attempt_budget probe;
-    if (rf_budget(c->policy, req->method, strlen(req->method), req->path, strlen(req->path), 0, 0, &probe, err) !=
-        RF_OK)
-        return RF_EINVAL;
+    /* A lowercase letter in the method can match no route (RFC 9110 §9.1): refused before any attempt in the engine's
+     * words (rf_budget's check says why), never stopped as a silent no-route. Only such a method pays the call. */
+    for (const char *m = req->method; *m != '\0'; m++) {
+        if (*m >= 'a' && *m <= 'z') {
+            rf_attempt_budget refused;
+            rf_budget(c->policy, req->method, strlen(req->method), req->path, strlen(req->path), 0, 0, &refused, err);
+            return RF_EINVAL;
+        }
+    }
     if (req->query && strpbrk(req->query, " \r\n#") != NULL) {
         snprintf(err->path, sizeof err->path, "query");
         snprintf(err->message, sizeof err->message, "must be encoded: no spaces, CR, LF or '#'");
