@@ -1,10 +1,12 @@
 /*
  * The baseline for `retryfreeze soak`: a plain libcurl multi loop sending the same requests with the same
  * concurrency and keep-alive (each finished easy handle is reused for the next request; connections stay in
- * the multi's pool), no policy, no ledger. "The same requests" means the same bytes: GET /v1/jobs/<i>, i = 1..N,
- * with the headers soak's client sends — User-Agent "retryfreeze/<version> libcurl/<version>" and, when KEY_PREFIX
- * is given, "Idempotency-Key: <KEY_PREFIX>-<i>" — and the same 5 s per-request timeout. Prints requests per
- * second and CPU microseconds per request of the loop (getrusage); bench/bench_soak.sh times the whole process.
+ * the multi's pool), no policy, no ledger. "The same requests" means the same bytes and the same libcurl
+ * settings: GET /v1/jobs/<i>, i = 1..N, with the headers soak's client sends (User-Agent "retryfreeze/<version>
+ * libcurl/<version>"; with KEY_PREFIX, "Idempotency-Key: <KEY_PREFIX>-<i>"), a 5 s per-request timeout and
+ * CURLOPT_NOSIGNAL (without it libcurl swaps the SIGPIPE handler around every call: about 5 rt_sigaction calls
+ * per request that soak does not make). Prints requests per second and CPU microseconds per request of the loop
+ * (getrusage); bench/bench_soak.sh times the whole process.
  * Usage: bench_multi BASE_URL REQUESTS CONCURRENCY [KEY_PREFIX [USER_AGENT]]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -46,6 +48,7 @@ static void start(CURLM *multi, slot *s, const char *base, long i) {
     curl_easy_setopt(s->easy, CURLOPT_URL, url);
     curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L); /* as soak's client: no SIGPIPE handler swapped per call */
     if (user_agent) curl_easy_setopt(s->easy, CURLOPT_USERAGENT, user_agent);
     curl_slist_free_all(s->headers);
     s->headers = NULL;
