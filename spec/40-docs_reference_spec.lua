@@ -793,14 +793,19 @@ local function prototype(text)
 end
 
 --- The RF_API declarations of a header's code: {name = prototype without RF_API}, and the names in order.
-local function rf_api_functions(code_text)
-  local lines, in_directive = {}, false -- preprocessor lines and their continuations left out (#define RF_API …)
-  for line in (code_text .. "\n"):gmatch("(.-)\n") do
+--- Text without its preprocessor lines and their continuations (#define RF_API …, the X-macro lists).
+local function without_directives(text)
+  local lines, in_directive = {}, false
+  for line in (text .. "\n"):gmatch("(.-)\n") do
     if line:match("^%s*#") then in_directive = true end
     if not in_directive then lines[#lines + 1] = line end
     in_directive = in_directive and line:match("\\%s*$") ~= nil
   end
-  local body = table.concat(lines, "\n")
+  return table.concat(lines, "\n")
+end
+
+local function rf_api_functions(code_text)
+  local body = without_directives(code_text)
   local funcs, order = {}, {}
   for decl in body:gmatch("RF_API%s+([^;]+);") do
     local name = assert(decl:match("([%w_]+)%s*%("), decl)
@@ -870,6 +875,22 @@ describe("docs/c-api.md", function()
     for title in pairs(top) do
       local h = title:match("^`retryfreeze/([%w_]+%.h)`$")
       if h then assert.is_not_nil(code_of[h], "docs/c-api.md has a section for " .. h .. ", which is no header") end
+    end
+  end)
+
+  -- The house rule: every public C function has a doc comment. One comment may head a group of declarations on
+  -- consecutive lines (the _name functions); anything else between a comment and its declaration breaks the tie.
+  it("finds a doc comment above every RF_API declaration in the headers", function()
+    for _, header in ipairs(header_names) do
+      local src = without_directives(read(header_dir .. header))
+      local prev_end
+      for start, decl, stop in src:gmatch("()RF_API%s+([^;]+);()") do
+        local before = src:sub(prev_end or 1, start - 1)
+        local commented = before:match("%*/%s*$") ~= nil
+        local grouped = prev_end ~= nil and before:match("^%s*$") ~= nil and select(2, before:gsub("\n", "")) <= 1
+        assert.is_true(commented or grouped, header .. ": " .. decl:match("([%w_]+)%s*%(") .. " has no doc comment")
+        prev_end = stop
+      end
     end
   end)
 

@@ -235,6 +235,7 @@ typedef struct rf_client_runtime {
     const char *ssl;     /* "OpenSSL/3.0.11", NULL without TLS support */
     bool http2;          /* RF_HTTP_2 is available */
 } rf_client_runtime;
+/* The libcurl in use, by value; its strings stay valid for the process. Thread-safe. */
 RF_API rf_client_runtime rf_client_runtime_info(void);
 
 /* Maps a CURLcode and the OS errno of a failed transfer to a transport outcome (exposed for tests). */
