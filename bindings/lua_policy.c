@@ -162,29 +162,41 @@ static const char *const fact_keys[] = {
 static const char fact_index_key = 0, fact_names_key = 0;
 
 /* The fact names as the Lua strings of this state: short strings are interned (every Lua 5.1–5.4, LuaJIT), so
- * a facts table's key is one of them exactly when its pointer is: a pointer comparison, no hashing. The table
- * in the registry keeps the strings alive; the userdata holds their addresses (compared, never dereferenced). */
+ * a facts table's key is one of them exactly when its identity is: a pointer comparison, no hashing. The table
+ * in the registry keeps the strings alive; the userdata holds their identities (compared, never dereferenced). */
+/* The identity of a string key at idx, NULL for anything else. Lua 5.4's lua_topointer gives a string's object
+ * (one call instead of lua_type and lua_tostring); elsewhere the interned text's address serves. A light
+ * userdata's address could only equal it if C code made it so: the key is compared, never dereferenced. */
+#if LUA_VERSION_NUM >= 504
+#define fact_key_id(L, idx) lua_topointer((L), (idx))
+#else
+static const void *fact_key_id(lua_State *L, int idx) {
+    return lua_type(L, idx) == LUA_TSTRING ? (const void *)lua_tostring(L, idx) : NULL;
+}
+#endif
+
 static void make_fact_index(lua_State *L) {
-    const char **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
+    const void **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
     lua_createtable(L, N_FACTS, 0);
     for (int i = 0; fact_keys[i]; i++) {
         lua_pushstring(L, fact_keys[i]);
-        ptrs[i] = lua_tostring(L, -1);
+        ptrs[i] = fact_key_id(L, -1);
         lua_rawseti(L, -2, i + 1);
     }
     lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_names_key);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_index_key);
 }
 
-/* The fact name pointers held by the full userdata at idx, or NULL when idx holds anything else. */
-static const char *const *fact_names_at(lua_State *L, int idx) {
-    if (lua_type(L, idx) != LUA_TUSERDATA || lua_rawlen(L, idx) != N_FACTS * sizeof(const char *)) return NULL;
-    return lua_touserdata(L, idx);
+/* The fact name identities held by the full userdata at idx, or NULL when idx holds anything else (a light
+ * userdata's length is 0). */
+static const void *const *fact_names_at(lua_State *L, int idx) {
+    const void *const *names = lua_touserdata(L, idx);
+    return names != NULL && lua_rawlen(L, idx) == N_FACTS * sizeof *names ? names : NULL;
 }
 
-static const char *const *registry_fact_names(lua_State *L) {
+static const void *const *registry_fact_names(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
-    const char *const *names = fact_names_at(L, -1); /* kept alive by the registry */
+    const void *const *names = fact_names_at(L, -1); /* kept alive by the registry */
     lua_pop(L, 1);
     if (names == NULL) luaL_error(L, "retryfreeze.core: the registry's fact index was replaced");
     return names;
@@ -210,13 +222,13 @@ static lua_Integer int_fact_error(lua_State *L, int arg, const char *key, lua_In
 }
 
 /* The integer on top, in lo..hi; raises naming facts.<key> otherwise. */
-static lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
+static inline lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
     lua_Integer v = 0;
     if (rfl_tointeger_exact(L, -1, &v) && v >= lo && v <= hi) return v;
     return int_fact_error(L, arg, key, lo, hi);
 }
 
-static const char *str_fact(lua_State *L, int arg, const char *key, size_t *len) {
+static inline const char *str_fact(lua_State *L, int arg, const char *key, size_t *len) {
     if (lua_type(L, -1) != LUA_TSTRING)
         luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be a string, got %s", key, luaL_typename(L, -1)));
     return lua_tolstring(L, -1, len);
@@ -259,18 +271,17 @@ static void read_hints(lua_State *L, int arg, rf_facts *f) {
  * lookup of all 13 names, and it is the only way to see the unknown keys. String pointers stay valid while the
  * table is on the stack.
  */
-static void read_facts(lua_State *L, int arg, const char *const *names, rf_facts *f) {
+static void read_facts(lua_State *L, int arg, const void *const *names, rf_facts *f) {
     luaL_checktype(L, arg, LUA_TTABLE);
     memset(f, 0, sizeof *f);
     f->attempts = 1;
     lua_pushnil(L);
     while (lua_next(L, arg) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
-        const char *k = lua_tostring(L, -2);
-        size_t klen = 0;
+        const void *id = fact_key_id(L, -2);
         int which = 0;
-        while (which < N_FACTS && names[which] != k) which++;
+        while (which < N_FACTS && names[which] != id) which++;
+        const char *k = which < N_FACTS ? fact_keys[which] : NULL;
+        size_t klen = 0;
         switch (which) {
         case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
         case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
@@ -315,6 +326,9 @@ static void read_facts(lua_State *L, int arg, const char *const *names, rf_facts
             f->not_sent = lua_toboolean(L, -1);
             break;
         default:
+            if (lua_type(L, -2) != LUA_TSTRING)
+                luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
+            k = lua_tostring(L, -2);
             luaL_argerror(L, arg,
                           lua_pushfstring(L,
                                           "unknown fact '%s' (the engine reads transport facts only: method, "
@@ -436,29 +450,29 @@ static void push_key(lua_State *L, const key_source *ks, int k) {
  */
 static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_policy *p, const rf_verdict *v,
                                bool clear_absent) {
-    int t = lua_gettop(L), cache = ks->cache;
+    int cache = ks->cache; /* each field: key and value pushed above the table, then a raw set at -3 */
     push_key(L, ks, K_RETRY);
     lua_pushboolean(L, v->retry);
-    lua_rawset(L, t);
+    lua_rawset(L, -3);
     push_key(L, ks, K_REASON);
     push_cached(L, cache, STR_REASON + (int)v->reason, rf_reason_name(v->reason), false);
-    lua_rawset(L, t);
+    lua_rawset(L, -3);
     push_key(L, ks, K_CLASS);
     int slot = class_slot(v->class_name);
     if (slot != 0)
         push_cached(L, cache, slot, v->class_name, true);
     else
         lua_pushstring(L, v->class_name);
-    lua_rawset(L, t);
+    lua_rawset(L, -3);
     push_key(L, ks, K_DELAY);
     lua_pushinteger(L, v->delay_ms);
-    lua_rawset(L, t);
+    lua_rawset(L, -3);
     push_key(L, ks, K_TIMEOUT);
     lua_pushinteger(L, v->timeout_ms);
-    lua_rawset(L, t);
+    lua_rawset(L, -3);
     push_key(L, ks, K_RA);
     push_cached(L, cache, STR_RA_USE + (int)v->retry_after, rf_retry_after_use_name(v->retry_after), false);
-    lua_rawset(L, t);
+    lua_rawset(L, -3);
     bool has_header = v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT;
     if (has_header || clear_absent) {
         push_key(L, ks, K_RA_HEADER);
@@ -467,7 +481,7 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
                         rf_wait_header_name((rf_wait_header)v->retry_after_header), false);
         else
             lua_pushnil(L);
-        lua_rawset(L, t);
+        lua_rawset(L, -3);
     }
     rf_route_view rv;
     bool has_route = v->route >= 0 && rf_policy_route(p, (size_t)v->route, &rv) == RF_OK;
@@ -477,7 +491,7 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
             lua_pushstring(L, rv.endpoint); /* interned: no allocation while the previous verdict holds it */
         else
             lua_pushnil(L);
-        lua_rawset(L, t);
+        lua_rawset(L, -3);
     }
     bool has_budget = v->budget != RF_BUDGET_NONE; /* only when a retry budget took part */
     if (has_budget || clear_absent) {
@@ -486,7 +500,7 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
             push_cached(L, cache, STR_BUDGET + (int)v->budget, rf_budget_source_name(v->budget), false);
         else
             lua_pushnil(L);
-        lua_rawset(L, t);
+        lua_rawset(L, -3);
     }
 }
 
@@ -514,14 +528,16 @@ enum {
 };
 
 /* check_ud with the metatable at upvalue mt_up instead of a registry lookup (an upvalue replaced through the
- * debug library only costs this fast path). */
+ * debug library only costs this fast path). Pushes one value (the metatable, or nil), which decide leaves
+ * there: a pop per check saved. */
 static void *check_ud_up(lua_State *L, int idx, int mt_up, const char *tname) {
     if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
-        int same = lua_rawequal(L, -1, lua_upvalueindex(mt_up));
+        if (lua_rawequal(L, -1, lua_upvalueindex(mt_up))) return lua_touserdata(L, idx);
         lua_pop(L, 1);
-        if (same) return lua_touserdata(L, idx);
     }
-    return rfl_checkudata(L, idx, tname);
+    void *p = rfl_checkudata(L, idx, tname);
+    lua_pushnil(L);
+    return p;
 }
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
@@ -529,16 +545,17 @@ static void *check_ud_up(lua_State *L, int idx, int mt_up, const char *tname) {
  * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
  * stays the second argument only, so a table posing as an rng is refused, never taken for out. */
 static int l_decide(lua_State *L) {
+    lua_settop(L, 4); /* the arguments at 1..4 (absent ones nil), whatever check_ud_up leaves above them */
     lpolicy *lp = check_ud_up(L, 1, UV_POLICY_MT, POLICY_MT);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     const rf_policy *p = lp->p;
-    int out = 0;
-    if (lua_type(L, 4) > LUA_TNIL) {
-        luaL_checktype(L, 4, LUA_TTABLE);
+    int out = 0, out_type = lua_type(L, 4);
+    if (out_type > LUA_TNIL) {
+        if (out_type != LUA_TTABLE) luaL_checktype(L, 4, LUA_TTABLE); /* raises the usual message */
         out = 4;
     }
     rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_ud_up(L, 3, UV_RNG_MT, RNG_MT);
-    const char *const *names = fact_names_at(L, lua_upvalueindex(UV_FACT_NAMES));
+    const void *const *names = fact_names_at(L, lua_upvalueindex(UV_FACT_NAMES));
     rf_facts f;
     read_facts(L, 2, names != NULL ? names : registry_fact_names(L), &f);
     if (rng == NULL) rng = default_rng(L);

@@ -18,6 +18,29 @@ describe("policy:decide", function()
       retry_after = "absent", route = "POST /v1/jobs" }, v)
   end)
 
+  it("returns a new table holding only the verdict, with or without an rng and out, and touches nothing else", function()
+    local mt_keys = {}
+    for k in pairs(debug.getmetatable(desk)) do mt_keys[#mt_keys + 1] = k end
+    table.sort(mt_keys)
+    local facts = { method = "POST", path = "/v1/jobs", status = 500, idempotency_key = "k1" }
+    local want = { retry = false, reason = "status-not-retryable", class = "HTTP_500", delay_ms = 0, timeout_ms = 0,
+      retry_after = "absent", route = "POST /v1/jobs" }
+    local a, b = desk:decide(facts), desk:decide(facts, rf.rng(1))
+    assert.same(want, a)
+    assert.same(want, b)
+    assert.are_not.equal(a, b)
+    assert.same(want, desk:decide(facts, nil, nil))
+    local out = { stale = true }
+    assert.equal(out, desk:decide(facts, rf.rng(1), out))
+    want.stale = true
+    assert.same(want, out)
+    assert.same({ method = "POST", path = "/v1/jobs", status = 500, idempotency_key = "k1" }, facts)
+    local after = {}
+    for k in pairs(debug.getmetatable(desk)) do after[#after + 1] = k end
+    table.sort(after)
+    assert.same(mt_keys, after)
+  end)
+
   it("never retries a handler 500 or a POST without a key", function()
     assert.equal("status-not-retryable", desk:decide({ method = "POST", path = "/v1/jobs", status = 500 }).reason)
     assert.equal("mutating-without-idempotency",
