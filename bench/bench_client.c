@@ -1,7 +1,7 @@
 /*
  * Requests per second through the client against a plain libcurl easy loop (one reused handle, the same
- * URL, the same GET), all against the same loopback upstream in the same run; and ledger appends per second
- * against a raw write(2) of the same pre-formatted line. Prints ratios.
+ * URL, the same GET), all against the same loopback upstream in the same run. Prints ratios. (Ledger appends
+ * against a raw write(2): bench/bench_ledger.c.)
  *
  * Variants, interleaved request by request (the order rotating) so that any drift of the machine or the
  * upstream hits them alike; each request is timed on its own:
@@ -13,7 +13,7 @@
  * to other processes taking the CPU); both as ratios to plain libcurl. RF_BENCH_VERBOSE=1 adds per-round
  * means and p10/p50/p90/p99/max on stderr.
  *
- * Usage: bench_client BASE_URL [LUA_SCRIPT [rounds [requests_per_round [appends]]]]
+ * Usage: bench_client BASE_URL [LUA_SCRIPT [rounds [requests_per_round]]]
  *   BASE_URL    the project's upstream, e.g. http://127.0.0.1:PORT (retryfreeze-serve answers 200 to all)
  *   LUA_SCRIPT  bench/bench_client.lua, or "-" to leave out the Lua variant; `require "retryfreeze"` must
  *               resolve through LUA_PATH / LUA_CPATH
@@ -24,7 +24,6 @@
 #include "retryfreeze/policy.h"
 
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -155,92 +154,17 @@ static char *temp_path(void) {
     return path;
 }
 
-/* ---- ledger appends ------------------------------------------------------------------------------ */
-
-static void bench_ledger(long n, const char *digest) {
-    rf_ledger_record rec = {.ts_ms = 1795886401123,
-                            .route = "POST /v1/jobs",
-                            .method = "POST",
-                            .path = "/v1/jobs",
-                            .key = "0b5c2f7e-3f1a-4c2b-9d7e-6a1f2e3d4c5b",
-                            .policy = digest,
-                            .attempts = 2,
-                            .elapsed_ms = 130,
-                            .outcome = "success",
-                            .reason = "success",
-                            .ok = true,
-                            .status = 200,
-                            .body_len = 17,
-                            .n_tries = 2};
-    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
-                                   .status = 503,
-                                   .elapsed_ms = 20,
-                                   .delay_ms = 0,
-                                   .reason = "pinned-status",
-                                   .retry_after = "1"};
-    rec.tries[1] = (rf_ledger_try){.class_name = "HTTP_200",
-                                   .status = 200,
-                                   .elapsed_ms = 10,
-                                   .delay_ms = 1000,
-                                   .reason = "success",
-                                   .retry_after = NULL};
-    rf_error err;
-    char line[4096];
-    long len = rf_ledger_format(&rec, line, sizeof line - 1, &err);
-    if (len < 0) die("rf_ledger_format failed", err.message);
-    line[len] = '\n';
-    size_t line_len = (size_t)len + 1;
-
-    char *raw_path = temp_path(), *ledger_path = temp_path();
-    double raw_best = 1e30, append_best = 1e30;
-    for (int round = 0; round < 3; round++) {
-        /* Baseline: the same line, already formatted, one write(2) each on an O_APPEND descriptor. */
-        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
-        if (fd < 0) die("open failed", raw_path);
-        double t0 = now_s();
-        for (long i = 0; i < n; i++)
-            if (write(fd, line, line_len) != (ssize_t)line_len) die("write failed", raw_path);
-        double raw = now_s() - t0;
-        close(fd);
-
-        if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
-        rf_ledger *l = NULL;
-        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
-            die("rf_ledger_open failed", err.message);
-        t0 = now_s();
-        for (long i = 0; i < n; i++)
-            if (rf_ledger_append(l, &rec, &err) != RF_OK) die("rf_ledger_append failed", err.message);
-        double app = now_s() - t0;
-        rf_ledger_close(l, &err);
-        if (raw < raw_best) raw_best = raw;
-        if (app < append_best) append_best = app;
-    }
-    unlink(raw_path);
-    unlink(ledger_path);
-    free(raw_path);
-    free(ledger_path);
-    printf("ledger: %ld appends, best of 3, fsync none, a %zu-byte line (2 tries)\n", n, line_len);
-    printf("  rf_ledger_append   %9.0f appends/s  %6.2f us each\n", (double)n / append_best,
-           append_best / (double)n * 1e6);
-    printf("  raw write(2)       %9.0f writes/s   %6.2f us each  (the same line pre-formatted, O_APPEND)\n",
-           (double)n / raw_best, raw_best / (double)n * 1e6);
-    printf("  append / raw       %9.2f x time per line (formatting + validation over the bare write)\n",
-           append_best / raw_best);
-}
-
 /* ---- main ---------------------------------------------------------------------------------------- */
 
 enum { V_PLAIN, V_C, V_LUA, V_LEDGER, V_COUNT };
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 6)
-        die("usage: bench_client BASE_URL [LUA_SCRIPT|- [rounds [requests_per_round [appends]]]]", NULL);
+    if (argc < 2 || argc > 5) die("usage: bench_client BASE_URL [LUA_SCRIPT|- [rounds [requests_per_round]]]", NULL);
     const char *base = argv[1];
     const char *script = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
     int rounds = argc > 3 ? atoi(argv[3]) : 7;
     long n = argc > 4 ? atol(argv[4]) : 2000;
-    long appends = argc > 5 ? atol(argv[5]) : 100000;
-    if (rounds < 1 || rounds > MAX_ROUNDS || n < 1 || appends < 1) die("bad rounds, requests or appends", NULL);
+    if (rounds < 1 || rounds > MAX_ROUNDS || n < 1) die("bad rounds or requests", NULL);
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     rf_policy *policy = NULL;
@@ -343,7 +267,6 @@ int main(int argc, char **argv) {
     free(ledger_path);
     curl_easy_cleanup(p.easy);
 
-    bench_ledger(appends, rf_policy_digest(policy));
     rf_policy_free(policy);
     curl_global_cleanup();
     return 0;

@@ -8,19 +8,24 @@ add_executable(bench_wait_headers bench/bench_wait_headers.c)
 target_compile_options(bench_wait_headers PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_wait_headers PRIVATE retryfreeze)
 
+# A ledger append (rf_ledger_append) vs a raw write(2) of the same line, same file system, same run.
+add_executable(bench_ledger bench/bench_ledger.c)
+target_compile_options(bench_ledger PRIVATE ${RF_WARNINGS})
+target_link_libraries(bench_ledger PRIVATE retryfreeze)
+
 add_library(rf_bench_floor MODULE bench/lua_floor.c)
 target_include_directories(rf_bench_floor PRIVATE ${LUA_INCLUDE_DIRS})
 set_target_properties(rf_bench_floor PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 
 # Requests/s through rf_client_request and client:request (bench/bench_client.lua in an embedded Lua state)
-# vs a plain libcurl easy loop against the same loopback upstream; ledger appends/s vs a raw write(2).
+# vs a plain libcurl easy loop against the same loopback upstream.
 add_executable(bench_client bench/bench_client.c)
 target_compile_options(bench_client PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_client PRIVATE retryfreeze_client retryfreeze PkgConfig::CURL PkgConfig::LUA)
 
 add_custom_target(bench
   COMMAND bash ${CMAKE_SOURCE_DIR}/bench/run ${CMAKE_BINARY_DIR}
-  DEPENDS bench_decide bench_wait_headers bench_client rf_bench_floor retryfreeze_lua_module
+  DEPENDS bench_decide bench_wait_headers bench_ledger bench_client rf_bench_floor retryfreeze_lua_module
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} VERBATIM)
 if(TARGET retryfreeze-serve)
   add_dependencies(bench retryfreeze-serve) # bench/run skips the client bench without it

@@ -3,9 +3,10 @@
  * Writer: one write(2) per line on an O_APPEND descriptor, so lines from several processes never interleave.
  * Repair: a writer that opens a file whose last byte is not a newline first ends the fragment with one
  * write(2) of "\n", and after its own short write it starts its next line with "\n" (in that line's single
- * write), so a new line is never glued onto a fragment. Writers hold an exclusive flock(2) around each write
- * and around that check, so a line another writer is still copying into the file is never taken for a
- * fragment.
+ * write), so a new line is never glued onto a fragment. The check holds an exclusive flock(2) (one checker at a
+ * time) and takes a last byte for a fragment only when the file has not grown once the writes in progress have
+ * ended, so a line another writer is still copying into the file is never taken for a fragment; appends take no
+ * lock (docs/reliability.md, "Crash and load tests of the ledger").
  * Reader: streams lines in constant memory; a torn line (a crash or a full disk mid-write) is reported, not
  * fatal, and the reader reads on; a corrupt line is an error naming its line number.
  * Never stores a body or a header value other than Retry-After.

@@ -55,11 +55,11 @@ bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms);
 /* ---- ledger_format.c ---- */
 
 /*
- * Validates rec and formats it as one JSON object (no newline). Returns a NUL-terminated string of *len
- * bytes that the caller frees with cJSON_free, or NULL with *status (RF_EINVAL naming the field in
- * err->path as "$.field", or RF_ENOMEM) and err filled.
+ * Validates rec and formats it as one JSON object (no newline, no NUL) into buf[0..cap) when it fits; *len is
+ * the line's length whether it fits or not (call again with a larger buffer). Allocates nothing. RF_EINVAL
+ * naming the field in err->path as "$.field" (or a line over RF_LEDGER_MAX_LINE) with err filled.
  */
-char *rfi_ledger_format_line(const rf_ledger_record *rec, size_t *len, rf_status *status, rf_error *err);
+rf_status rfi_ledger_format_into(const rf_ledger_record *rec, char *buf, size_t cap, size_t *len, rf_error *err);
 
 /* ---- ledger_fast.c ---- */
 

@@ -2,7 +2,8 @@
  * The ledger writer: one write(2) per line on an O_APPEND descriptor. With O_APPEND the kernel moves the
  * offset to the end and writes in one step, so lines appended by several processes (or several rf_ledger
  * objects) never interleave on a local file system. A partial write is reported, never completed: a second
- * write(2) could land after another process's line and splice two records together.
+ * write(2) could land after another process's line and splice two records together. The line is formatted
+ * into a buffer the ledger keeps, so an append allocates nothing once a line of its size was written.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* flock(2) */
@@ -28,32 +29,54 @@ struct rf_ledger {
 };
 
 /*
- * Writers of one file take an exclusive flock(2) around each write(2) (and around the check below): a reader
- * of the last byte could otherwise see another process's line half copied into the file (the kernel updates
- * the size page by page while it copies) and "repair" it into an empty line. A lock that cannot be had (a file
- * system without flock) is done without: the append itself stays one write(2) on O_APPEND either way.
+ * Writers that check a file's last byte (at open) hold an exclusive flock(2) meanwhile, so two of them never
+ * both end the same fragment. Appends take no lock: each is one write(2) on O_APPEND (issue 17: a lock around
+ * every append cost as much as the write itself). A lock that cannot be had (a file system without flock) is
+ * done without.
  */
 static void lock_file(int fd, int op) {
     while (flock(fd, op) != 0 && errno == EINTR) {}
 }
 
+/* The last byte of the file and its size; false when empty or unreadable. */
+static bool last_byte(int fd, off_t *size, char *last) {
+    struct stat st;
+    ssize_t n = 0;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0) return false;
+    do {
+        n = pread(fd, last, 1, st.st_size - 1);
+    } while (n < 0 && errno == EINTR);
+    *size = st.st_size;
+    return n == 1;
+}
+
+/* Rounds of "the file grew while it was checked" after which the check gives up (see terminate_torn_line). */
+#define TORN_CHECK_ROUNDS 64
+
 /*
  * A file whose last byte is not a newline ends in a fragment: a writer killed mid-append, or a short write on
  * a full disk. Appending to it would glue the next line onto the fragment and lose both, so the fragment is
  * terminated first with one write(2) of "\n"; readers then report it as a torn line and read on.
+ * Another writer's line still being copied into the file looks the same for a moment (the kernel grows the
+ * size page by page as it copies), and ending it would add an empty line. So a non-newline last byte is
+ * taken for a fragment only when the file has not grown once every write in progress has ended: a write(2)
+ * of zero bytes waits for those, because on Linux's local file systems (ext4, xfs, btrfs, tmpfs) a write holds
+ * the inode's write lock for its whole copy, even one of zero bytes; the same lock is what makes an O_APPEND
+ * write land whole. A file that keeps growing through TORN_CHECK_ROUNDS checks is left alone: it is being
+ * appended to, and a fragment in it has been built upon already.
  */
 static rf_status terminate_torn_line(rf_ledger *l, rf_error *err) {
-    struct stat st;
-    char last;
     rf_status status = RF_OK;
     lock_file(l->fd, LOCK_EX);
-    ssize_t n = 0;
-    if (fstat(l->fd, &st) == 0 && st.st_size > 0) {
+    for (int round = 0; round < TORN_CHECK_ROUNDS; round++) {
+        off_t size = 0, grown = 0;
+        char last = '\n';
+        if (!last_byte(l->fd, &size, &last) || last == '\n') break;
+        ssize_t n;
         do {
-            n = pread(l->fd, &last, 1, st.st_size - 1);
+            n = write(l->fd, "", 0); /* returns once no write(2) is copying into the file */
         } while (n < 0 && errno == EINTR);
-    }
-    if (n == 1 && last != '\n') {
+        if (!last_byte(l->fd, &grown, &last) || grown != size) continue; /* a line was still coming in */
         do {
             n = write(l->fd, "\n", 1);
         } while (n < 0 && errno == EINTR);
@@ -61,6 +84,7 @@ static rf_status terminate_torn_line(rf_ledger *l, rf_error *err) {
             rfi_ledger_errno_error(err, l->path, n < 0 ? errno : EIO, "cannot terminate the torn last line of ledger");
             status = RF_EIO;
         }
+        break;
     }
     lock_file(l->fd, LOCK_UN);
     return status;
@@ -162,30 +186,28 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
         with_host.host = l->host;
         rec = &with_host;
     }
-    char *json = rfi_ledger_format_line(rec, &len, &status, err);
-    if (!json) {
+    size_t lead = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
+    /* Formatted straight into the scratch buffer; only a line longer than any before needs a second pass. */
+    size_t room = l->line_cap > lead + 1 ? l->line_cap - lead - 1 : 0;
+    status = rfi_ledger_format_into(rec, room ? l->line + lead : NULL, room, &len, err);
+    if (status != RF_OK) {
         return status;
     }
-    size_t lead = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
-    if (!reserve(l, lead + len + 1)) {
-        cJSON_free(json);
-        rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
-        return RF_ENOMEM;
+    if (len > room) {
+        if (!reserve(l, lead + len + 1)) {
+            rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
+            return RF_ENOMEM;
+        }
+        rfi_ledger_format_into(rec, l->line + lead, len, &len, err);
     }
-    l->line[0] = '\n';
-    memcpy(l->line + lead, json, len);
+    if (lead) l->line[0] = '\n';
     l->line[lead + len] = '\n';
-    cJSON_free(json);
     size_t total = lead + len + 1;
 
     ssize_t n;
-    lock_file(l->fd, LOCK_EX);
     do { /* EINTR means nothing was written (a partial write returns its count), so retrying is safe */
         n = write(l->fd, l->line, total);
     } while (n < 0 && errno == EINTR);
-    int write_errno = errno;
-    lock_file(l->fd, LOCK_UN);
-    errno = write_errno;
     if (n < 0) {
         rfi_ledger_errno_error(err, l->path, errno, "cannot append to ledger");
         return RF_EIO;

@@ -1,0 +1,143 @@
+/*
+ * A ledger append against a raw write(2) of the same line, in the same run, on the same file system: N
+ * records through rf_ledger_append (formatting, validation, the single write) against N write(2) calls of the
+ * same bytes, formatted once beforehand, on an O_APPEND descriptor of a file in the same directory. Rounds
+ * alternate the two; each side's best round counts (on a shared machine the slowest rounds measure the
+ * neighbours). Prints the time per line of each and a "ratio:" line for bench/run's summary (issue 17's
+ * target: an append at most 2x the raw write).
+ * Usage: bench_ledger [appends per round [rounds]]; the files go to $TMPDIR (default /tmp) and are removed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "retryfreeze/ledger.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TARGET_RATIO 2.0
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "bench_ledger: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+/* A fresh empty file under $TMPDIR (default /tmp); the caller unlinks and frees it. */
+static char *temp_path(void) {
+    const char *dir = getenv("TMPDIR");
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/rf-bench-ledger.XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(tmpl);
+    if (fd < 0) die("mkstemp failed", tmpl);
+    close(fd);
+    char *path = malloc(strlen(tmpl) + 1);
+    if (path == NULL) die("out of memory", NULL);
+    strcpy(path, tmpl);
+    return path;
+}
+
+static long positive_arg(const char *s, const char *what) {
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < 1) {
+        fprintf(stderr, "bench_ledger: %s must be a positive integer, got \"%s\"\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 3) die("usage: bench_ledger [appends per round [rounds]]", NULL);
+    long n = argc > 1 ? positive_arg(argv[1], "appends per round") : 20000;
+    int rounds = argc > 2 ? (int)positive_arg(argv[2], "rounds") : 5;
+    /* A typical line: a POST that succeeded on its second attempt after a 503 with Retry-After. */
+    rf_ledger_record rec = {.ts_ms = 1795886401123,
+                            .route = "POST /v1/jobs",
+                            .method = "POST",
+                            .path = "/v1/jobs",
+                            .key = "0b5c2f7e-3f1a-4c2b-9d7e-6a1f2e3d4c5b",
+                            .policy = "sha256:4f6c1e0b9d2a7c5e8f3b6a1d0c9e2f7a5b8d3c6e1f4a7b0d9c2e5f8a3b6c1d4e",
+                            .attempts = 2,
+                            .elapsed_ms = 130,
+                            .outcome = "success",
+                            .reason = "success",
+                            .ok = true,
+                            .status = 200,
+                            .body_len = 17,
+                            .n_tries = 2,
+                            .host = "web-3"};
+    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
+                                   .status = 503,
+                                   .elapsed_ms = 20,
+                                   .delay_ms = 0,
+                                   .reason = "pinned-status",
+                                   .retry_after = "1",
+                                   .retry_after_header = "retry-after"};
+    rec.tries[1] = (rf_ledger_try){.class_name = "HTTP_200",
+                                   .status = 200,
+                                   .elapsed_ms = 10,
+                                   .delay_ms = 1000,
+                                   .reason = "success",
+                                   .retry_after = NULL};
+    rf_error err;
+    char line[4096];
+    long len = rf_ledger_format(&rec, line, sizeof line - 1, &err);
+    if (len < 0) die("rf_ledger_format failed", err.message);
+    line[len] = '\n';
+    size_t line_len = (size_t)len + 1;
+
+    char *raw_path = temp_path(), *ledger_path = temp_path();
+    double raw_best = 1e30, append_best = 1e30;
+    for (int round = 0; round < rounds; round++) {
+        /* Baseline: the same line, already formatted, one write(2) each on an O_APPEND descriptor. */
+        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
+        if (fd < 0) die("open failed", raw_path);
+        double t0 = now_s();
+        for (long i = 0; i < n; i++)
+            if (write(fd, line, line_len) != (ssize_t)line_len) die("write failed", raw_path);
+        double raw = now_s() - t0;
+        close(fd);
+
+        if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
+        rf_ledger *l = NULL;
+        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
+            die("rf_ledger_open failed", err.message);
+        t0 = now_s();
+        for (long i = 0; i < n; i++)
+            if (rf_ledger_append(l, &rec, &err) != RF_OK) die("rf_ledger_append failed", err.message);
+        double app = now_s() - t0;
+        if (rf_ledger_close(l, &err) != RF_OK) die("rf_ledger_close failed", err.message);
+        if (raw < raw_best) raw_best = raw;
+        if (app < append_best) append_best = app;
+    }
+    /* Both files must hold the same bytes: the bench compares equal work. */
+    FILE *a = fopen(raw_path, "rb"), *b = fopen(ledger_path, "rb");
+    if (a == NULL || b == NULL) die("cannot reopen the bench files", NULL);
+    for (int ca = 0, cb = 0; ca != EOF || cb != EOF;)
+        if ((ca = fgetc(a)) != (cb = fgetc(b))) die("the ledger file differs from the raw file", ledger_path);
+    fclose(a);
+    fclose(b);
+    unlink(raw_path);
+    unlink(ledger_path);
+    free(raw_path);
+    free(ledger_path);
+
+    double ratio = append_best / raw_best;
+    printf("ledger: %ld appends per round, best of %d rounds, fsync none, a %zu-byte line (2 tries)\n", n, rounds,
+           line_len);
+    printf("  rf_ledger_append   %9.0f appends/s  %6.2f us each\n", (double)n / append_best,
+           append_best / (double)n * 1e6);
+    printf("  raw write(2)       %9.0f writes/s   %6.2f us each  (the same line pre-formatted, O_APPEND)\n",
+           (double)n / raw_best, raw_best / (double)n * 1e6);
+    printf("ratio: ledger append vs raw write(2): %.2fx (target <= %.0fx) %s\n", ratio, TARGET_RATIO,
+           ratio <= TARGET_RATIO ? "met" : "NOT MET");
+    return 0;
+}
