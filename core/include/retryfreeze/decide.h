@@ -59,7 +59,8 @@ typedef struct rf_facts {
                        TLS_FAILURE a failure that never left (CONNECT_REFUSED, PROXY_REFUSED and DNS_FAILURE always are)
                      */
     /* Raw values of the wait headers (RF_WAIT_HEADERS), indexed by rf_wait_header; NULL or 0 length = absent.
-     * Only the headers the route lists in retryAfter.headers may be given (else RF_EINVAL, err "hints.<name>").
+     * Only the headers the route lists in retryAfter.headers may be given (else RF_EINVAL, err->path "hints", or
+     * "retry_after" for a retry_after the route does not read; the message names the header).
      * hints[RF_WAIT_RETRY_AFTER] is the same field as retry_after: give it in one place only. */
     const char *hints[RF_WAIT_HEADER_COUNT];
     size_t hint_lens[RF_WAIT_HEADER_COUNT];
