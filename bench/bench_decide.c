@@ -20,7 +20,7 @@ static double now_ns(void) {
 }
 
 #define N_FACTS 8
-#define ROUNDS 7
+#define ROUNDS 25
 #define TARGET_NS 30.0
 
 int main(int argc, char **argv) {
@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_decide LOCK [iterations]\n");
         return 2;
     }
-    long iters = argc > 2 ? atol(argv[2]) : 1000000;
+    long iters = argc > 2 ? atol(argv[2]) : 200000;
     if (iters < 1) {
         fprintf(stderr, "bench_decide: iterations must be a positive number, got \"%s\"\n", argv[2]);
         return 2;

@@ -56,8 +56,8 @@ static long positive_arg(const char *s, const char *what) {
 
 int main(int argc, char **argv) {
     if (argc > 3) die("usage: bench_ledger [appends per round [rounds]]", NULL);
-    long n = argc > 1 ? positive_arg(argv[1], "appends per round") : 20000;
-    int rounds = argc > 2 ? (int)positive_arg(argv[2], "rounds") : 5;
+    long n = argc > 1 ? positive_arg(argv[1], "appends per round") : 10000;
+    int rounds = argc > 2 ? (int)positive_arg(argv[2], "rounds") : 11;
     /* A typical line: a POST that succeeded on its second attempt after a 503 with Retry-After. */
     rf_ledger_record rec = {.ts_ms = 1795886401123,
                             .route = "POST /v1/jobs",
