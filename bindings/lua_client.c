@@ -42,8 +42,9 @@ typedef struct lclient {
 typedef struct lpending {
     rf_pending *p; /* NULL once collected */
     rf_response resp;
-    rf_request req;        /* copied here: the flow keeps pointing at it while the coroutine is suspended */
-    const char *lines[64]; /* its header lines; the strings live in a table on the coroutine's stack */
+    rf_request req;      /* copied here: the flow keeps pointing at it while the coroutine is suspended */
+    const char *lines[]; /* its header lines (as many as it has: a small box stays a small allocation); the
+                            strings live in the keeper table, its second uservalue */
 } lpending;
 
 #define BUSY_MESSAGE "client is busy (called from its own on_attempt hook)"
@@ -484,8 +485,9 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
  * client:_run's results, the box a userdata that owns the response and anchors the client (at 1) and the
  * request's strings (the keeper at index keep) until it is finished or collected. Raises on a refused request. */
 static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep) {
-    lpending *lp = lua_newuserdatauv(L, sizeof *lp, 2);
-    memset(lp, 0, sizeof *lp);
+    size_t size = sizeof(lpending) + req->n_headers * sizeof(const char *);
+    lpending *lp = lua_newuserdatauv(L, size, 2);
+    memset(lp, 0, size);
     luaL_setmetatable(L, PENDING_MT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
