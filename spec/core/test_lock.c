@@ -348,6 +348,52 @@ static void test_gate_thresholds_each_name_their_range(void **state) {
     rf_policy_free(p);
 }
 
+/* Each nested object of the lock: its refusal when it is not an object, of a non-string $comment and of an unknown
+ * key, each with its exact text and JSON path. */
+static void test_objects_refuse_other_shapes_comments_and_keys(void **state) {
+    (void)state;
+#define MULTI(rest) "{\"version\":1,\"routes\":[{" MINIMAL "}]" rest "}"
+    static const struct {
+        const char *lock, *path, *message;
+    } bad[] = {
+        {"{" MINIMAL ",\"backoff\":1}", "$.backoff",
+         "must be an object {baseMs, multiplier, maxMs, jitter}, got a number"},
+        {"{" MINIMAL ",\"retryAfter\":[]}", "$.retryAfter", "must be an object {honor, maxMs, headers}, got an array"},
+        {"{" MINIMAL ",\"retryBudget\":\"x\"}", "$.retryBudget",
+         "must be an object {maxTokens, tokenRatio}, got a string"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1,\"shared\":true}}", "$.retryBudget.shared",
+         "must be an object {name}, got a boolean"},
+        {"{" MINIMAL ",\"gate\":5}", "$.gate", "must be an object of gate thresholds, got a number"},
+        {MULTI(",\"defaults\":[]"), "$.defaults", "must be an object of route fields, got an array"},
+        {"{" MINIMAL ",\"retryAfter\":{\"$comment\":[]}}", "$.retryAfter.$comment", "must be a string, got an array"},
+        {"{" MINIMAL ",\"retryBudget\":{\"$comment\":1,\"maxTokens\":1,\"tokenRatio\":1}}", "$.retryBudget.$comment",
+         "must be a string, got a number"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1,\"shared\":{\"$comment\":{}}}}",
+         "$.retryBudget.shared.$comment", "must be a string, got an object"},
+        {MULTI(",\"$comment\":false"), "$.$comment", "must be a string, got a boolean"},
+        {"{" MINIMAL ",\"backoff\":{\"base\":1}}", "$.backoff.base",
+         "unknown key \"base\" (allowed here: baseMs, multiplier, maxMs, jitter, $comment)"},
+        {"{" MINIMAL ",\"retryAfter\":{\"honour\":true}}", "$.retryAfter.honour",
+         "unknown key \"honour\" (did you mean \"honor\"? allowed here: honor, maxMs, headers, $comment)"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1,\"ratio\":1}}", "$.retryBudget.ratio",
+         "unknown key \"ratio\" (allowed here: maxTokens, tokenRatio, shared, $comment)"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1,\"shared\":{\"nam\":\"a\"}}}",
+         "$.retryBudget.shared.nam", "unknown key \"nam\" (did you mean \"name\"? allowed here: name, $comment)"},
+        {MULTI(",\"gates\":{}"), "$.gates",
+         "unknown key \"gates\" (did you mean \"gate\"? allowed here: version, defaults, routes, retryBudget, gate, "
+         "transparentRetry, $comment)"},
+    };
+#undef MULTI
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rf_policy *p = NULL;
+        rf_error err;
+        assert_int_equal(rf_policy_load_buffer(bad[i].lock, strlen(bad[i].lock), &p, &err), RF_EINVAL);
+        assert_null(p);
+        assert_string_equal(err.path, bad[i].path);
+        assert_string_equal(err.message, bad[i].message);
+    }
+}
+
 static void test_malformed_json_reports_line_and_column(void **state) {
     (void)state;
     const char *text = "{\n  \"endpoint\": \"GET /a\",\n  \"maxAttempts\": ,\n}";
@@ -535,6 +581,7 @@ int main(void) {
         cmocka_unit_test(test_refusals_name_path_rule_and_value),
         cmocka_unit_test(test_gate_object),
         cmocka_unit_test(test_gate_thresholds_each_name_their_range),
+        cmocka_unit_test(test_objects_refuse_other_shapes_comments_and_keys),
         cmocka_unit_test(test_malformed_json_reports_line_and_column),
         cmocka_unit_test(test_bom_is_skipped_and_oversize_refused),
         cmocka_unit_test(test_buffer_need_not_be_nul_terminated),

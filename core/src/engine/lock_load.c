@@ -230,6 +230,19 @@ static bool unknown_key(const cJSON *key_item, const char *path, const char *all
     return false;
 }
 
+/* A member no field of its object took: "$comment" (free text, checked to be a string) or an unknown key
+ * (refused, naming the keys allowed there). */
+static bool other_member(const cJSON *c, const char *path, const char *allowed, rf_error *err) {
+    return strcmp(c->string, "$comment") == 0 ? comment_ok(c, path, err) : unknown_key(c, path, allowed, err);
+}
+
+/* obj must be a JSON object; shape says what it holds ("{honor, maxMs, headers}", "of gate thresholds"). */
+static bool is_object(const cJSON *obj, const char *path, const char *shape, rf_error *err) {
+    if (cJSON_IsObject(obj)) return true;
+    rfi_fail(err, path, "must be an object %s, got %s", shape, type_name(obj));
+    return false;
+}
+
 static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set *set, rf_error *err) {
     char sub[PATH_CAP];
     if (!cJSON_IsArray(item)) {
@@ -306,10 +319,7 @@ static bool parse_methods(const cJSON *item, const char *path, rfi_route *r, rf_
 
 static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
     char sub[PATH_CAP];
-    if (!cJSON_IsObject(obj)) {
-        rfi_fail(err, path, "must be an object {baseMs, multiplier, maxMs, jitter}, got %s", type_name(obj));
-        return false;
-    }
+    if (!is_object(obj, path, "{baseMs, multiplier, maxMs, jitter}", err)) return false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
         child_path(sub, path, c->string);
         const char *k = c->string;
@@ -335,10 +345,8 @@ static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error
             }
             sp->r.jitter = (rf_jitter)found;
             sp->has |= F_JITTER;
-        } else if (strcmp(k, "$comment") == 0) {
-            if (!comment_ok(c, path, err)) return false;
-        } else {
-            return unknown_key(c, path, "baseMs, multiplier, maxMs, jitter, $comment", err);
+        } else if (!other_member(c, path, "baseMs, multiplier, maxMs, jitter, $comment", err)) {
+            return false;
         }
     }
     return true;
@@ -346,10 +354,7 @@ static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error
 
 static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
     char sub[PATH_CAP];
-    if (!cJSON_IsObject(obj)) {
-        rfi_fail(err, path, "must be an object {honor, maxMs, headers}, got %s", type_name(obj));
-        return false;
-    }
+    if (!is_object(obj, path, "{honor, maxMs, headers}", err)) return false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
         child_path(sub, path, c->string);
         if (strcmp(c->string, "honor") == 0) {
@@ -361,10 +366,8 @@ static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_e
         } else if (strcmp(c->string, "headers") == 0) {
             if (!rfi_wait_headers_parse(c, sub, &sp->r, err)) return false;
             sp->has |= F_WAIT_HEADERS;
-        } else if (strcmp(c->string, "$comment") == 0) {
-            if (!comment_ok(c, path, err)) return false;
-        } else {
-            return unknown_key(c, path, "honor, maxMs, headers, $comment", err);
+        } else if (!other_member(c, path, "honor, maxMs, headers, $comment", err)) {
+            return false;
         }
     }
     return true;
@@ -380,10 +383,7 @@ typedef struct budget_cfg {
  * store key, so it is 1..64 of [A-Za-z0-9._-]. */
 static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
     char sub[PATH_CAP];
-    if (!cJSON_IsObject(obj)) {
-        rfi_fail(err, path, "must be an object {name}, got %s", type_name(obj));
-        return false;
-    }
+    if (!is_object(obj, path, "{name}", err)) return false;
     bool has_name = false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
         child_path(sub, path, c->string);
@@ -401,10 +401,8 @@ static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *
             }
             memcpy(b->shared_name, s, len + 1);
             has_name = true;
-        } else if (strcmp(c->string, "$comment") == 0) {
-            if (!comment_ok(c, path, err)) return false;
-        } else {
-            return unknown_key(c, path, "name, $comment", err);
+        } else if (!other_member(c, path, "name, $comment", err)) {
+            return false;
         }
     }
     if (!has_name) {
@@ -418,10 +416,7 @@ static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *
 /* gRPC A6 retryThrottling: maxTokens in (0, 1000], tokenRatio > 0 with at most 3 decimal places. */
 static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
     char sub[PATH_CAP];
-    if (!cJSON_IsObject(obj)) {
-        rfi_fail(err, path, "must be an object {maxTokens, tokenRatio}, got %s", type_name(obj));
-        return false;
-    }
+    if (!is_object(obj, path, "{maxTokens, tokenRatio}", err)) return false;
     bool has_max = false, has_ratio = false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
         child_path(sub, path, c->string);
@@ -435,10 +430,8 @@ static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b
             has_ratio = true;
         } else if (strcmp(c->string, "shared") == 0) {
             if (!parse_shared_budget(c, sub, b, err)) return false;
-        } else if (strcmp(c->string, "$comment") == 0) {
-            if (!comment_ok(c, path, err)) return false;
-        } else {
-            return unknown_key(c, path, "maxTokens, tokenRatio, shared, $comment", err);
+        } else if (!other_member(c, path, "maxTokens, tokenRatio, shared, $comment", err)) {
+            return false;
         }
     }
     if (!has_max || !has_ratio) {
@@ -473,10 +466,7 @@ static const struct gate_threshold {
 /* The gate object: thresholds over ledger stats (docs/lock.md). Every field optional; unknown keys refused. */
 static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error *err) {
     char sub[PATH_CAP];
-    if (!cJSON_IsObject(obj)) {
-        rfi_fail(err, path, "must be an object of gate thresholds, got %s", type_name(obj));
-        return false;
-    }
+    if (!is_object(obj, path, "of gate thresholds", err)) return false;
     rf_gate_view *v = &g->view;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
         child_path(sub, path, c->string);
@@ -517,13 +507,11 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
                 }
                 g->reason_ptrs[v->n_forbid_reasons++] = rf_reason_name((rf_reason)found);
             }
-        } else if (strcmp(k, "$comment") == 0) {
-            if (!comment_ok(c, path, err)) return false;
-        } else {
-            return unknown_key(c, path,
-                               "maxRetriedSuccess, maxAttemptsPerSuccess, maxTerminalRate, maxRetryRatio, "
-                               "minSuccessRate, minSuccesses, forbidReasons, $comment",
-                               err);
+        } else if (!other_member(c, path,
+                                 "maxRetriedSuccess, maxAttemptsPerSuccess, maxTerminalRate, maxRetryRatio, "
+                                 "minSuccessRate, minSuccesses, forbidReasons, $comment",
+                                 err)) {
+            return false;
         }
     }
     g->present = true;
@@ -755,10 +743,9 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
             if (!parse_gate(c, "$.gate", gate, err)) return false;
         } else if (strcmp(c->string, "transparentRetry") == 0) {
             if (!parse_transparent(c, transparent_off, err)) return false;
-        } else if (strcmp(c->string, "$comment") == 0) {
-            if (!cJSON_IsString(c)) return rfi_fail(err, "$.$comment", "must be a string, got %s", type_name(c)), false;
-        } else {
-            return unknown_key(c, "$", "version, defaults, routes, retryBudget, gate, transparentRetry, $comment", err);
+        } else if (!other_member(c, "$", "version, defaults, routes, retryBudget, gate, transparentRetry, $comment",
+                                 err)) {
+            return false;
         }
     }
     int64_t v;
@@ -768,8 +755,7 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
     memset(&defaults_spec, 0, sizeof defaults_spec);
     snprintf(defaults_spec.where, PATH_CAP, "$.defaults");
     if (defaults != NULL) {
-        if (!cJSON_IsObject(defaults))
-            return rfi_fail(err, "$.defaults", "must be an object of route fields, got %s", type_name(defaults)), false;
+        if (!is_object(defaults, "$.defaults", "of route fields", err)) return false;
         for (const cJSON *c = defaults->child; c != NULL; c = c->next) {
             if (strcmp(c->string, "endpoint") == 0) {
                 child_path(sub, "$.defaults", "endpoint");
