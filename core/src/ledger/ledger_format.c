@@ -75,7 +75,7 @@ static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error 
 }
 
 /* Everything that can make a record unwritable, checked before any allocation. */
-static bool check_record(const rf_ledger_record *rec, rf_error *err) {
+static bool check_record(const rf_ledger_record *rec, const char *host, rf_error *err) {
     size_t total = 0;
 
     if (rec->ts_ms < 0 || rec->ts_ms > RFI_LEDGER_TS_MAX_MS) {
@@ -91,7 +91,7 @@ static bool check_record(const rf_ledger_record *rec, rf_error *err) {
         !check_string(rec->policy, false, -1, "policy", &total, err) ||
         !check_string(rec->outcome, false, -1, "outcome", &total, err) ||
         !check_string(rec->reason, false, -1, "reason", &total, err) ||
-        !check_string(rec->host, true, -1, "host", &total, err) ||
+        !check_string(host, true, -1, "host", &total, err) ||
         !check_string(rec->budget, true, -1, "budget", &total, err) ||
         !check_int(rec->elapsed_ms, -1, "elapsed_ms", err) || !check_int(rec->body_len, -1, "body_len", err)) {
         return false;
@@ -256,7 +256,7 @@ static void put_try(out *o, const rf_ledger_try *t) {
 }
 
 /* The line of a checked record into buf[0..cap) when it fits; returns its length either way. */
-static size_t emit(const rf_ledger_record *rec, char *buf, size_t cap) {
+static size_t emit(const rf_ledger_record *rec, const char *host, char *buf, size_t cap) {
     out o = {buf, cap, 0};
     char ts[RFI_LEDGER_TS_LEN + 1];
     rfi_ledger_ts_format(rec->ts_ms, ts);
@@ -293,9 +293,9 @@ static size_t emit(const rf_ledger_record *rec, char *buf, size_t cap) {
         put_try(&o, &rec->tries[i]);
     }
     PUT(&o, "]");
-    if (rec->host) {
+    if (host) {
         PUT(&o, ",\"host\":");
-        put_string(&o, rec->host);
+        put_string(&o, host);
     }
     if (rec->budget) {
         PUT(&o, ",\"budget\":");
@@ -305,15 +305,17 @@ static size_t emit(const rf_ledger_record *rec, char *buf, size_t cap) {
     return o.len;
 }
 
-rf_status rfi_ledger_format_into(const rf_ledger_record *rec, char *buf, size_t cap, size_t *len, rf_error *err) {
+rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, char *buf, size_t cap, size_t *len,
+                                 rf_error *err) {
     if (!rec) {
         rfi_ledger_error(err, "rec", 0, 0, "rec is NULL");
         return RF_EINVAL;
     }
-    if (!check_record(rec, err)) {
+    if (rec->host) host = rec->host;
+    if (!check_record(rec, host, err)) {
         return RF_EINVAL;
     }
-    *len = emit(rec, buf, cap);
+    *len = emit(rec, host, buf, cap);
     if (*len > RF_LEDGER_MAX_LINE) {
         rfi_ledger_error(err, "$", 0, 0, "the record is %zu bytes as JSON, more than RF_LEDGER_MAX_LINE (%d)", *len,
                          RF_LEDGER_MAX_LINE);
@@ -330,14 +332,14 @@ long rf_ledger_format(const rf_ledger_record *rec, char *buf, size_t cap, rf_err
         return -1;
     }
     /* Measured first: buf is left untouched when the line does not fit. */
-    if (rfi_ledger_format_into(rec, NULL, 0, &len, err) != RF_OK) {
+    if (rfi_ledger_format_into(rec, NULL, NULL, 0, &len, err) != RF_OK) {
         return -1;
     }
     if (len >= cap) {
         rfi_ledger_error(err, "buf", 0, 0, "the record needs %zu bytes with its NUL, buf has %zu", len + 1, cap);
         return -1;
     }
-    emit(rec, buf, cap);
+    emit(rec, rec->host, buf, cap);
     buf[len] = '\0';
     return (long)len;
 }

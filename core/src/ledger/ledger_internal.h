@@ -56,10 +56,12 @@ bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms);
 
 /*
  * Validates rec and formats it as one JSON object (no newline, no NUL) into buf[0..cap) when it fits; *len is
- * the line's length whether it fits or not (call again with a larger buffer). Allocates nothing. RF_EINVAL
- * naming the field in err->path as "$.field" (or a line over RF_LEDGER_MAX_LINE) with err filled.
+ * the line's length whether it fits or not (call again with a larger buffer). host (may be NULL) is written
+ * when rec->host is NULL. Allocates nothing. RF_EINVAL naming the field in err->path as "$.field" (or a line
+ * over RF_LEDGER_MAX_LINE) with err filled.
  */
-rf_status rfi_ledger_format_into(const rf_ledger_record *rec, char *buf, size_t cap, size_t *len, rf_error *err);
+rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, char *buf, size_t cap, size_t *len,
+                                 rf_error *err);
 
 /* ---- ledger_fast.c ---- */
 

@@ -180,16 +180,11 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
         rfi_ledger_error(err, "l", 0, 0, "l is NULL");
         return RF_EINVAL;
     }
-    rf_ledger_record with_host;
-    if (rec && !rec->host && l->host[0]) {
-        with_host = *rec;
-        with_host.host = l->host;
-        rec = &with_host;
-    }
+    const char *host = l->host[0] ? l->host : NULL; /* written when the record has no host of its own */
     size_t lead = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
     /* Formatted straight into the scratch buffer; only a line longer than any before needs a second pass. */
     size_t room = l->line_cap > lead + 1 ? l->line_cap - lead - 1 : 0;
-    status = rfi_ledger_format_into(rec, room ? l->line + lead : NULL, room, &len, err);
+    status = rfi_ledger_format_into(rec, host, room ? l->line + lead : NULL, room, &len, err);
     if (status != RF_OK) {
         return status;
     }
@@ -198,7 +193,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
             rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
             return RF_ENOMEM;
         }
-        rfi_ledger_format_into(rec, l->line + lead, len, &len, err);
+        rfi_ledger_format_into(rec, host, l->line + lead, len, &len, err);
     }
     if (lead) l->line[0] = '\n';
     l->line[lead + len] = '\n';
