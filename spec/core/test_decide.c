@@ -393,6 +393,37 @@ static void test_retry_budget_tokens(void **state) {
     rf_policy_free(p);
 }
 
+/* A refused call has no effect: rng NULL on a jittered route is RF_EINVAL, and the retry budget is not charged
+ * for an attempt the caller will decide again (it was charged before the rng check). */
+static void test_refusal_leaves_budget(void **state) {
+    (void)state;
+    rf_policy *p =
+        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+             "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"full\"},"
+             "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
+    rf_retry_budget *b = rf_retry_budget_new(p);
+    assert_non_null(b);
+    rf_facts f = {.method = "GET", .method_len = 3, .path = "/a", .path_len = 2, .status = 503, .attempts = 1};
+    rf_verdict v;
+    rf_error err;
+    assert_int_equal(rf_decide(p, &f, NULL, b, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "rng");
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 4000);
+    /* The same attempt decided again with an rng is charged once. */
+    rf_rng rng;
+    rf_rng_seed(&rng, 7);
+    assert_int_equal(rf_decide(p, &f, &rng, b, &v, &err), RF_OK);
+    assert_true(v.retry);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 3000);
+    /* A stop needs no rng and is charged: max-attempts on a retryable failure takes its token. */
+    f.attempts = 5;
+    assert_int_equal(rf_decide(p, &f, NULL, b, &v, &err), RF_OK);
+    assert_string_equal(rf_reason_name(v.reason), "max-attempts");
+    assert_int_equal(rf_retry_budget_tokens_milli(b), 2000);
+    rf_retry_budget_free(b);
+    rf_policy_free(p);
+}
+
 static void test_invalid_facts_are_refused(void **state) {
     (void)state;
     rf_policy *p = load(PINNED_LOCK);
@@ -518,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_backoff_saturates_and_jitter_is_seeded),
         cmocka_unit_test(test_retry_budget_tokens),
+        cmocka_unit_test(test_refusal_leaves_budget),
         cmocka_unit_test(test_invalid_facts_are_refused),
         cmocka_unit_test(test_backoff_window),
         cmocka_unit_test(test_class_retryable),

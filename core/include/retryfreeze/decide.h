@@ -100,7 +100,8 @@ typedef struct rf_retry_budget rf_retry_budget;
  * throttled while tokens <= maxTokens / 2. Returns RF_OK and fills *out, or RF_EINVAL (*out unspecified, err->path
  * names the field): p, f or out NULL; method missing or with a lowercase letter (RFC 9110 §9.1: no route could
  * match); path missing; status not 0 or 100..599; transport out of range; attempts < 1; elapsed_ms < 0; a hint the
- * route does not read; rng NULL for a jittered route (the budget may already be charged for this attempt).
+ * route does not read; rng NULL for a jittered route that needs a backoff. A refusal has no effect: the budget is
+ * charged only when the call returns RF_OK.
  * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,

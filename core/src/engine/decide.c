@@ -69,42 +69,11 @@ static rf_verdict *stop(rf_verdict *v, rf_reason reason) {
     return v;
 }
 
-rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
-                    rf_error *err) {
-    if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
-    rf_status st = check_facts(f, err);
-    if (st != RF_OK) return st;
-    const bool unpinned = f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map");
-    const long route = unpinned ? -1 : rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len);
-    if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
-    memset(out, 0, sizeof *out);
-    rf_classify(f->status, f->transport, out->class_name);
-    out->route = -1;
-    const uint32_t present = rfi_wait_hints_present(f);
-    out->retry_after = present != 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
-    out->retry_after_header = -1;
-
-    if (unpinned) {
-        stop(out, RF_REASON_UNPINNED_SOURCE);
-        return RF_OK;
-    }
-    out->route = route;
-    if (out->route < 0) {
-        stop(out, RF_REASON_NO_ROUTE);
-        return RF_OK;
-    }
-    const rfi_route *r = &p->routes[out->route];
-    st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
-    if (st != RF_OK) return st;
-    out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
-    if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
-        rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
-        stop(out, RF_REASON_SUCCESS);
-        return RF_OK;
-    }
-    bool retryable = rfi_class_retryable(r, f->status, f->transport);
+/* The verdict on a failure of a matched route, in the documented order, without touching the retry budget
+ * (rf_decide charges it once this has not refused). RF_EINVAL only for a missing rng on a jittered backoff. */
+static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf_facts *f, rf_rng *rng, bool retryable,
+                                rf_verdict *out, rf_error *err) {
     out->class_retryable = retryable;
-    int64_t tokens = retryable ? rfi_retry_budget_add(budget, -1000, &out->budget) : -1;
     if (f->attempts >= r->max_attempts) {
         stop(out, RF_REASON_MAX_ATTEMPTS);
         return RF_OK;
@@ -158,14 +127,54 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         stop(out, RF_REASON_DEADLINE);
         return RF_OK;
     }
-    if (rfi_retry_budget_throttled(budget, tokens)) {
-        stop(out, RF_REASON_RETRY_THROTTLED);
-        return RF_OK;
-    }
     out->retry = true;
     out->reason = transparent ? RF_REASON_TRANSPARENT_RETRY : RF_REASON_PINNED_STATUS;
     out->delay_ms = delay;
     out->timeout_ms = left - delay < r->per_attempt_timeout_ms ? left - delay : r->per_attempt_timeout_ms;
+    return RF_OK;
+}
+
+rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
+                    rf_error *err) {
+    if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
+    rf_status st = check_facts(f, err);
+    if (st != RF_OK) return st;
+    const bool unpinned = f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map");
+    const long route = unpinned ? -1 : rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len);
+    if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
+    memset(out, 0, sizeof *out);
+    rf_classify(f->status, f->transport, out->class_name);
+    out->route = -1;
+    const uint32_t present = rfi_wait_hints_present(f);
+    out->retry_after = present != 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    out->retry_after_header = -1;
+
+    if (unpinned) {
+        stop(out, RF_REASON_UNPINNED_SOURCE);
+        return RF_OK;
+    }
+    out->route = route;
+    if (out->route < 0) {
+        stop(out, RF_REASON_NO_ROUTE);
+        return RF_OK;
+    }
+    const rfi_route *r = &p->routes[out->route];
+    st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
+    if (st != RF_OK) return st;
+    out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
+        rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
+        stop(out, RF_REASON_SUCCESS);
+        return RF_OK;
+    }
+    const bool retryable = rfi_class_retryable(r, f->status, f->transport);
+    st = decide_failure(p, r, f, rng, retryable, out, err);
+    if (st != RF_OK) return st; /* refused: no effect, the budget is not charged */
+    /* gRPC A6: every retryable failure takes a token, whatever the verdict; a retry is throttled at half. */
+    if (retryable) {
+        int64_t tokens = rfi_retry_budget_add(budget, -1000, &out->budget);
+        if (out->retry && rfi_retry_budget_throttled(budget, tokens)) stop(out, RF_REASON_RETRY_THROTTLED);
+    }
     return RF_OK;
 }
 
