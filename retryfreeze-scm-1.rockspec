@@ -1,8 +1,13 @@
--- LuaRocks package: `luarocks --lua-version=5.4 make` (or 5.3, 5.1; LuaJIT uses 5.1's) builds with CMake for
--- the Lua whose headers LuaRocks names (RF_LUA_INCDIR) and installs the Lua modules and the C module (linked
--- against the static engine and client, so the rock needs no shared library of its own).
--- System packages needed: lua-argparse, libcjson-dev, libcurl4-openssl-dev, libssl-dev, liblua5.4-dev, cmake,
--- pkg-config; for Lua 5.1/5.2/LuaJIT also lua-compat53-dev (the Lua 5.3 C API) and lua-compat53 (its Lua half).
+-- LuaRocks package: `luarocks --lua-version=5.4 make` (or 5.3, 5.2, 5.1; LuaJIT uses 5.1's) builds with CMake,
+-- without tests or benchmarks (RF_TESTS=OFF, RF_BENCH=OFF), only the C module for the Lua whose headers
+-- LuaRocks names (RF_LUA_INCDIR), linked against the static engine and client so that the rock needs no shared
+-- library of its own. It installs the Lua modules, the C module and the `retryfreeze` command (a Lua script run
+-- by the tree's Lua, bindings/cli_main.lua; `demo`, `serve` and `soak` need retryfreeze-serve from a CMake
+-- build, named by $RF_SERVE).
+-- System packages needed: cmake, pkg-config, gcc, make, libcjson-dev, libcurl4-openssl-dev, libssl-dev,
+-- libhiredis-dev and the Lua's headers (liblua5.4-dev, ...); for Lua 5.1/5.2/LuaJIT also lua-compat53-dev (the
+-- Lua 5.3 C API) and lua-compat53 (its Lua half). The argparse rock may come from Debian's lua-argparse
+-- (.ci/rock declares it provided, offline).
 rockspec_format = "3.0"
 package = "retryfreeze"
 version = "scm-1"
@@ -13,7 +18,7 @@ description = {
     .. "(*.lock.json) and transport facts alone, with Lua bindings (5.1-5.4, LuaJIT) and a libcurl client.",
   license = "MIT",
 }
-dependencies = { "lua >= 5.1, < 5.5" }
+dependencies = { "lua >= 5.1, < 5.5", "argparse >= 0.7" } -- argparse: the CLI's parser (0.7: summary, help)
 build = {
   type = "cmake",
   variables = {
@@ -24,5 +29,10 @@ build = {
     RF_LUA_INCDIR = "$(LUA_INCDIR)",
     RF_MODULE_STATIC = "ON",
     RF_ROCK = "ON",
+    RF_TESTS = "OFF",
+    RF_BENCH = "OFF",
+  },
+  install = {
+    bin = { retryfreeze = "bindings/cli_main.lua" },
   },
 }

@@ -5,14 +5,23 @@ set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c bindings/lua_json.c
   bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c)
 
-add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
-target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
-target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
-target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON) # for the include directories
+# The binding compiled against Lua 5.4 for the `retryfreeze` command (and the 5.4 module, embed_host, the fuzz
+# targets); a rock compiles it only for LuaRocks' Lua, below.
+if(NOT RF_ROCK)
+  add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
+  target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
+  target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+  target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON) # for the include directories
+endif()
 
 # The module links the shared libraries, or with RF_MODULE_STATIC (the rockspec) the static ones, so that a
 # rock's core.so needs no libretryfreeze*.so beside it.
 option(RF_MODULE_STATIC "Link the Lua module against the static libraries" OFF)
+if(RF_MODULE_STATIC)
+  set(rf_module_libs retryfreeze_client_static retryfreeze_static) # defined in cmake/install.cmake
+else()
+  set(rf_module_libs retryfreeze_client retryfreeze)
+endif()
 
 # RF_LUA: the Lua versions to build the module for, a list of 5.1, 5.2, 5.3, 5.4 and luajit (LuaJIT 2.1);
 # e.g. -DRF_LUA="5.4;5.1;luajit". On Lua 5.1/5.2 and LuaJIT, Debian's lua-compat53 (compat-5.3.h) supplies the
@@ -61,13 +70,13 @@ foreach(v IN LISTS RF_LUA)
   string(REPLACE "." "" tag "${v}")
   if(RF_LUA_INCDIR)
     set(LUA${tag}_INCLUDE_DIRS ${RF_LUA_INCDIR})
-  elseif(NOT v STREQUAL "5.4")
+  elseif(NOT TARGET retryfreeze_lua OR NOT v STREQUAL "5.4")
     pkg_search_module(LUA${tag} IMPORTED_TARGET ${pc})
     if(NOT LUA${tag}_FOUND)
       message(FATAL_ERROR "RF_LUA=${v}: no pkg-config file for Lua ${v} (${pc}); install its -dev package")
     endif()
   endif()
-  if(v STREQUAL "5.4" AND NOT RF_LUA_INCDIR)
+  if(v STREQUAL "5.4" AND NOT RF_LUA_INCDIR AND TARGET retryfreeze_lua)
     set(objects retryfreeze_lua) # the CLI's objects serve the 5.4 module too
   else()
     set(objects retryfreeze_lua_${tag})
@@ -88,25 +97,25 @@ foreach(v IN LISTS RF_LUA)
     target_compile_definitions(${objects} PRIVATE COMPAT53_PREFIX=compat53)
     target_include_directories(${objects} SYSTEM PRIVATE ${incs}) # third-party headers: their warnings are not ours
     target_include_directories(${objects} PRIVATE bindings)
-    target_link_libraries(${objects} PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON)
+    target_link_libraries(${objects} PRIVATE ${rf_module_libs} PkgConfig::CJSON) # for the include directories
   endif()
   set(mod retryfreeze_lua_module_${tag})
   if(v STREQUAL "5.4")
     set(mod retryfreeze_lua_module)
   endif()
   add_library(${mod} MODULE $<TARGET_OBJECTS:${objects}>)
-  if(RF_MODULE_STATIC)
-    target_link_libraries(${mod} PRIVATE retryfreeze_client_static retryfreeze_static)
-  else()
-    target_link_libraries(${mod} PRIVATE retryfreeze_client retryfreeze)
-  endif()
-  target_link_libraries(${mod} PRIVATE PkgConfig::CJSON) # retryfreeze.json decodes with cJSON
+  target_link_libraries(${mod} PRIVATE ${rf_module_libs} PkgConfig::CJSON) # retryfreeze.json decodes with cJSON
   set_target_properties(${mod} PROPERTIES PREFIX "" OUTPUT_NAME core
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib/lua/${v}/retryfreeze)
   set_property(TARGET ${mod} PROPERTY RF_LUA_ABI ${abi})
   list(APPEND RF_LUA_MODULES ${mod})
 endforeach()
 
+# The `retryfreeze` command: a C host embedding Lua 5.4 with the binding linked in. A rock installs
+# bindings/cli_main.lua instead, run by LuaRocks' own Lua.
+if(RF_ROCK)
+  return()
+endif()
 add_executable(retryfreeze_cli bindings/cli_main.c $<TARGET_OBJECTS:retryfreeze_lua>)
 target_compile_options(retryfreeze_cli PRIVATE ${RF_WARNINGS})
 target_include_directories(retryfreeze_cli PRIVATE bindings)
@@ -115,6 +124,9 @@ target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_client retryfreeze Pkg
 set_target_properties(retryfreeze_cli PROPERTIES
   OUTPUT_NAME retryfreeze RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
+if(NOT RF_TESTS)
+  return()
+endif()
 # busted specs (spec/*_spec.lua) against this build: .busted reads RF_BUILD_DIR for its cpath.
 find_program(LUA54 NAMES lua5.4 REQUIRED)
 find_program(BUSTED NAMES busted REQUIRED)

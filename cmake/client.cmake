@@ -18,6 +18,10 @@ target_compile_options(retryfreeze_client PRIVATE ${RF_WARNINGS})
 target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
 set_target_properties(retryfreeze_client PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 
+if(NOT RF_TESTS)
+  return()
+endif()
+
 # The shared retry budget's store: semantics with a fake store, and 8 threads on one bucket in a real Redis
 # (started by the test; skipped without redis-server). .ci/tsan runs it under ThreadSanitizer.
 add_executable(test_retry_budget_store spec/core/test_retry_budget_store.c)

@@ -18,8 +18,15 @@ get_target_property(rf_core_sources retryfreeze SOURCES)
 add_library(retryfreeze_static STATIC ${rf_core_sources})
 get_target_property(rf_client_sources retryfreeze_client SOURCES)
 add_library(retryfreeze_client_static STATIC ${rf_client_sources})
-add_library(retryfreeze_lua_static STATIC ${RF_LUA_BINDING_SOURCES})
-foreach(t retryfreeze_static retryfreeze_client_static retryfreeze_lua_static)
+set(rf_static_libs retryfreeze_static retryfreeze_client_static)
+if(NOT RF_ROCK) # the binding as a static library, for C programs embedding Lua 5.4 (a rock has no Lua 5.4)
+  add_library(retryfreeze_lua_static STATIC ${RF_LUA_BINDING_SOURCES})
+  target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+  target_link_libraries(retryfreeze_lua_static PUBLIC retryfreeze_client_static PRIVATE PkgConfig::CJSON)
+  set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
+  list(APPEND rf_static_libs retryfreeze_lua_static)
+endif()
+foreach(t IN LISTS rf_static_libs)
   target_include_directories(${t} PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
                                          $<INSTALL_INTERFACE:include>)
   target_compile_options(${t} PRIVATE ${RF_WARNINGS})
@@ -29,26 +36,32 @@ target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJE
 target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
 target_link_libraries(retryfreeze_client_static PUBLIC retryfreeze_static
                       PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
-target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
-target_link_libraries(retryfreeze_lua_static PUBLIC retryfreeze_client_static PRIVATE PkgConfig::CJSON)
 set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
 set_target_properties(retryfreeze_client_static PROPERTIES OUTPUT_NAME retryfreeze_client)
-set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
 
-# Installed programs and the module find the shared libraries relative to themselves.
-set_target_properties(retryfreeze_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+# Installed programs and the module find the shared libraries relative to themselves (a RUNPATH of $ORIGIN/...),
+# so an install under any prefix needs no ldconfig and no LD_LIBRARY_PATH; spec/install_spec.sh checks it.
+if(TARGET retryfreeze_cli)
+  set_target_properties(retryfreeze_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+endif()
 foreach(mod IN LISTS RF_LUA_MODULES)
   set_target_properties(${mod} PROPERTIES INSTALL_RPATH "$ORIGIN/../../../../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../../..")
 endforeach()
 set_target_properties(retryfreeze_client PROPERTIES INSTALL_RPATH "$ORIGIN")
 
 # A test installs into a temporary prefix and uses the result as a new user would.
-add_test(NAME install_tree COMMAND bash ${CMAKE_SOURCE_DIR}/spec/install_spec.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
-set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)
+if(RF_TESTS)
+  add_test(NAME install_tree COMMAND bash ${CMAKE_SOURCE_DIR}/spec/install_spec.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(install_tree PROPERTIES LABELS "install" TIMEOUT 300)
+endif()
 
 # A rock (retryfreeze-scm-1.rockspec sets RF_ROCK) installs only the Lua modules and the C module: LuaRocks
-# owns its LIBDIR and treats every file there as a Lua C module.
-option(RF_ROCK "Install only the Lua modules (for LuaRocks)" OFF)
+# owns its LIBDIR and treats every file there as a Lua C module. The rockspec installs the `retryfreeze`
+# command itself (build.install.bin: bindings/cli_main.lua). The shared libraries are built only if the module
+# links them (RF_MODULE_STATIC=OFF).
+if(RF_ROCK)
+  set_target_properties(retryfreeze retryfreeze_client PROPERTIES EXCLUDE_FROM_ALL ON)
+endif()
 set(rf_abis_done "")
 foreach(mod IN LISTS RF_LUA_MODULES)
   get_target_property(abi ${mod} RF_LUA_ABI)

@@ -10,6 +10,9 @@ target_sources(retryfreeze PRIVATE
   core/src/ledger/ledger_read.c
 )
 
+if(NOT RF_TESTS)
+  return()
+endif()
 rf_add_c_test(test_ledger spec/core/test_ledger.c)
 
 # Several processes appending to one file, then a writer killed mid-stream (see the file's header).

@@ -1,11 +1,5 @@
-# retryfreeze-serve: the fault-injecting test upstream (libmicrohttpd). A test tool only: it never
-# links libretryfreeze and is not installed with what users embed.
-if(NOT MHD_FOUND)
-  message(STATUS "libmicrohttpd not found: retryfreeze-serve and its tests are skipped")
-  return()
-endif()
-
-find_package(Threads REQUIRED)
+# retryfreeze-serve: the fault-injecting upstream (libmicrohttpd) of `retryfreeze demo`, `serve` and `soak`
+# and of the tests. It never links libretryfreeze. Built in every CMake build (the demo needs it), not in a rock.
 
 add_executable(retryfreeze-serve
   serve/main.c
@@ -27,6 +21,9 @@ set_target_properties(retryfreeze-serve PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CM
 
 # Shell specs drive the real server with the curl CLI; each starts its own server on a free port
 # with --max-seconds as a safety net and kills it on exit.
+if(NOT RF_TESTS)
+  return()
+endif()
 find_program(RF_CURL_CLI curl)
 find_program(RF_BASH bash)
 if(RF_CURL_CLI AND RF_BASH)

@@ -15,6 +15,22 @@ readelf -d "$prefix/lib/libretryfreeze.so" | grep -q 'SONAME.*libretryfreeze.so.
 test -f "$prefix/include/retryfreeze/decide.h" || fail "no headers"
 test -f "$prefix/lib/cmake/retryfreeze/retryfreezeConfig.cmake" || fail "no CMake package config"
 
+# Every installed program and module that needs a libretryfreeze*.so finds it inside the prefix through its
+# RUNPATH ($ORIGIN-relative), with no LD_LIBRARY_PATH and no ldconfig.
+n=0
+while IFS= read -r f; do
+  readelf -d "$f" 2>/dev/null | grep -q 'NEEDED.*libretryfreeze' || continue
+  readelf -d "$f" | grep -Eq '(RUNPATH|RPATH).*\$ORIGIN' || fail "$f has no \$ORIGIN RUNPATH"
+  libs=$(env -u LD_LIBRARY_PATH ldd "$f" | grep 'libretryfreeze')
+  [[ $libs != *"not found"* ]] || fail "$f: $libs"
+  while IFS= read -r l; do
+    [[ $l == *"=> $prefix/"* ]] || fail "$f resolves a library outside the prefix: $l"
+  done <<<"$libs"
+  n=$((n + 1))
+done < <(find "$prefix" -type f \( -path '*/bin/*' -o -name '*.so*' \))
+[[ $n -ge 3 ]] || fail "only $n installed files link libretryfreeze (want the CLI, the client library, the module)"
+echo "ok: $n installed files find libretryfreeze*.so in the prefix through their RUNPATH"
+
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -std=c11 "$prefix/share/retryfreeze/examples/embed_host.c" $(pkg-config --cflags --libs retryfreeze lua5.4) \
   -Wl,-rpath,"$prefix/lib" -o "$prefix/embed_host"
