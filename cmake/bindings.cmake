@@ -153,7 +153,7 @@ set_tests_properties(embed_host PROPERTIES LABELS "c"
 # The busted specs under the other Lua versions of RF_LUA (label lua_versions): the whole suite under LuaJIT,
 # the engine's specs (load, decide, immutability, hostile scripts, JSON, stats) under Lua 5.1, 5.2 and 5.3.
 set(RF_ENGINE_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua
-  spec/14-json_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua spec/34-io_flow_spec.lua)
+  spec/14-json_spec.lua spec/16-compat_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua spec/34-io_flow_spec.lua)
 foreach(v IN LISTS RF_LUA)
   if(v STREQUAL "5.4")
     continue()

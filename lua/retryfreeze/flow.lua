@@ -4,13 +4,16 @@ local core = require "retryfreeze.core"
 
 local M = {}
 
+-- Lua 5.1 (LuaJIT too) loads a string with loadstring; 5.2+ has only load, which 5.1 gives a function alone.
+local load_string = _VERSION == "Lua 5.1" and loadstring or load -- luacheck: ignore 113
+
 --- Loads a flow script like loadfile, through core.read_file: a regular file of at most core.SCRIPT_MAX_BYTES
 --- (a FIFO or a device is refused at once instead of blocking the read).
 -- @return the chunk, or nil and a message
 function M.load(path)
   local text, err = core.read_file(path, core.SCRIPT_MAX_BYTES, "script")
   if not text then return nil, err end
-  return load(text, "@" .. path, "bt")
+  return load_string(text, "@" .. path)
 end
 
 --- Runs the script at path with arguments args[1..n]; arg[0] is the script's path.

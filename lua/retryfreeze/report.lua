@@ -9,7 +9,8 @@
 --- Charts: Vega-Lite compiled to Vega in the page and drawn as SVG. The minified builds are inlined from
 --- lua/retryfreeze/vendor/vega/ (pinned npm versions with their licences; revendor.sh fetches them again), so
 --- the file opens offline. A Content-Security-Policy of default-src 'none' forbids the page any fetch.
-local math = require("retryfreeze.compat").math
+local compat = require "retryfreeze.compat"
+local math = compat.math
 local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
@@ -48,7 +49,7 @@ end
 --- The folder of the vendored chart library (beside this module, in the source or the install tree).
 -- @return string path, or nil, message
 function M.vendor_dir()
-  local here = package.searchpath("retryfreeze.report", package.path)
+  local here = compat.searchpath("retryfreeze.report", package.path)
   if not here then return nil, "cannot locate retryfreeze/report.lua on package.path" end
   return (here:gsub("report%.lua$", "vendor/vega"))
 end

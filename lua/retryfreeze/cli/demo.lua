@@ -3,6 +3,7 @@
 --- demo-ledger.jsonl and prints what the ledger and the upstream say. Exit 1 if any keyed request executed
 --- twice or the ledger lost a request.
 local cli_args = require "retryfreeze.cli.args"
+local compat = require "retryfreeze.compat"
 local flow = require "retryfreeze.flow"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
@@ -30,9 +31,9 @@ M.options = spec
 --- The examples folder: --examples, else beside the source tree or the install tree of the Lua library.
 local function examples_dir(opt)
   if opt then return opt end
-  local src = package.searchpath("retryfreeze", package.path) or ""
+  local src = compat.searchpath("retryfreeze", package.path) or ""
   for _, candidate in ipairs({ src:gsub("lua/retryfreeze/init%.lua$", "examples"), "examples",
-                               src:gsub("lua/5%.4/retryfreeze/init%.lua$", "retryfreeze/examples") }) do
+                               src:gsub("lua/5%.%d/retryfreeze/init%.lua$", "retryfreeze/examples") }) do
     local f = io.open(candidate .. "/jobs_flow.lua")
     if f then f:close() return candidate end
   end
@@ -43,6 +44,11 @@ function M.run(args, out, err, bindir)
   local opts, pos = cli_args.parse(args, spec)
   if not opts or #pos > 0 then
     err:write("retryfreeze demo: ", pos and ("unexpected argument " .. pos[1]) or "", "\nusage: ", M.usage, "\n")
+    return 2
+  end
+  if _VERSION ~= "Lua 5.4" then -- the command runs on every Lua a rock is built for; the demo's flow does not
+    err:write("retryfreeze demo: the demo runs examples/jobs_flow.lua, a Lua 5.4 script (<close>, <const>), ",
+      "and this command runs on ", _VERSION, ": use a Lua 5.4 build (luarocks --lua-version=5.4 make)\n")
     return 2
   end
   local requests, seed = opts.requests or 300, opts.seed or 7
