@@ -573,8 +573,87 @@ static int l_decide(lua_State *L) {
     return 1;
 }
 
-/* Pushes a decide closure with its upvalues (UV_*); the metatables and caches must exist. */
-static void push_decide(lua_State *L) {
+/* An optional string argument of decide_values: NULL (and *len 0) for nil or none. */
+static const char *opt_str_arg(lua_State *L, int arg, const char *name, size_t *len) {
+    *len = 0;
+    int t = lua_type(L, arg);
+    if (t <= LUA_TNIL) return NULL;
+    if (t != LUA_TSTRING)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a string or nil, got %s", name, luaL_typename(L, arg)));
+    return lua_tolstring(L, arg, len);
+}
+
+/* An integer argument of decide_values in lo..hi; def when nil or none and def >= lo; raises naming it. */
+static lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi, lua_Integer def) {
+    lua_Integer v = 0;
+    if (def >= lo && lua_type(L, arg) <= LUA_TNIL) return def;
+    if (rfl_tointeger_exact(L, arg, &v) && v >= lo && v <= hi) return v;
+    if (lua_type(L, arg) != LUA_TNUMBER)
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer, got %s", name, luaL_typename(L, arg)));
+    const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi);
+    return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer in %s..%s", name, los, his));
+}
+
+/*
+ * policy:decide_values(method, path, status, transport, attempts, elapsed_ms, has_key, rng [, retry_after
+ * [, date [, now_ms]]]) → retry, reason, delay_ms, timeout_ms, class. The same decision as policy:decide
+ * (rf_decide, docs/reasons.md), with the common facts as arguments and the verdict as values: no table in or
+ * out, nothing allocated (the strings come from the string cache), for the hottest loops. Arguments: method
+ * and path strings (required); status 0 (none received) or 100..599; transport a transport name or nil (ok);
+ * attempts >= 1 (nil: 1); elapsed_ms >= 0 (nil: 0); has_key a boolean (the request carries an idempotency
+ * key); rng an rf.rng or nil (the per-state RNG); retry_after and date the raw header values or nil; now_ms
+ * (nil: the clock, read only when retry_after is given). The facts it cannot take (source, hints, not_sent)
+ * are absent, as when a facts table leaves them out: use policy:decide for those. Raises naming the argument.
+ */
+static int l_decide_values(lua_State *L) {
+    lua_settop(L, 12); /* the arguments at 1..12 (absent ones nil), whatever check_ud_up leaves above them */
+    lpolicy *lp = check_ud_up(L, 1, UV_POLICY_MT, POLICY_MT);
+    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    rf_facts f;
+    memset(&f, 0, sizeof f);
+    f.method = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &f.method_len) : NULL;
+    if (f.method == NULL) luaL_argerror(L, 2, "method must be a string");
+    f.path = lua_type(L, 3) == LUA_TSTRING ? lua_tolstring(L, 3, &f.path_len) : NULL;
+    if (f.path == NULL) luaL_argerror(L, 3, "path must be a string");
+    f.status = (int)int_arg(L, 4, "status", 0, 599, -1);
+    if (f.status != 0 && f.status < 100) luaL_argerror(L, 4, "status must be 0 (none received) or 100..599");
+    size_t tlen = 0;
+    const char *t = opt_str_arg(L, 5, "transport", &tlen);
+    if (t != NULL && rf_transport_parse(t, tlen, &f.transport) != 0)
+        luaL_argerror(L, 5, lua_pushfstring(L, "unknown transport '%s'", t));
+    f.attempts = (int)int_arg(L, 6, "attempts", 1, 1000000, 1);
+    f.elapsed_ms = int_arg(L, 7, "elapsed_ms", 0, INT64_MAX / 4, 0);
+    if (lua_type(L, 8) != LUA_TBOOLEAN) luaL_argerror(L, 8, "has_key must be a boolean");
+    f.has_idempotency_key = lua_toboolean(L, 8);
+    rf_rng *rng = lua_type(L, 9) <= LUA_TNIL ? default_rng(L) : check_ud_up(L, 9, UV_RNG_MT, RNG_MT);
+    f.retry_after = opt_str_arg(L, 10, "retry_after", &f.retry_after_len);
+    f.date = opt_str_arg(L, 11, "date", &f.date_len);
+    f.now_ms = int_arg(L, 12, "now_ms", 0, INT64_MAX / 4, 0);
+    if (f.now_ms == 0 && f.retry_after != NULL) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        f.now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
+    rf_verdict v;
+    rf_error err;
+    if (rf_decide(lp->p, &f, rng, NULL, &v, &err) != RF_OK)
+        return luaL_error(L, "decide_values: %s %s", err.path, err.message);
+    int cache = lua_type(L, lua_upvalueindex(UV_STRINGS)) == LUA_TTABLE ? lua_upvalueindex(UV_STRINGS) : 0;
+    lua_pushboolean(L, v.retry);
+    push_cached(L, cache, STR_REASON + (int)v.reason, rf_reason_name(v.reason), false);
+    lua_pushinteger(L, v.delay_ms);
+    lua_pushinteger(L, v.timeout_ms);
+    int slot = class_slot(v.class_name);
+    if (slot != 0)
+        push_cached(L, cache, slot, v.class_name, true);
+    else
+        lua_pushstring(L, v.class_name);
+    return 5;
+}
+
+/* Pushes the decide closure fn (l_decide or l_decide_values) with its upvalues (UV_*); the metatables and caches
+ * must exist. */
+static void push_decide(lua_State *L, lua_CFunction fn) {
     luaL_checkstack(L, N_DECIDE_UPVALUES + 1, "decide");
     lua_rawgetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
@@ -582,7 +661,7 @@ static void push_decide(lua_State *L) {
     int strings = lua_gettop(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
     for (int k = 0; k < N_VERDICT_KEYS; k++) lua_rawgeti(L, strings, STR_KEY + k);
-    lua_pushcclosure(L, l_decide, N_DECIDE_UPVALUES);
+    lua_pushcclosure(L, fn, N_DECIDE_UPVALUES);
 }
 
 /* policy:budget{method=, path=, attempts=, elapsed_ms=} → {allowed, timeout_ms, reason, route}. */
@@ -815,6 +894,7 @@ static int l_class_retryable(lua_State *L) {
 }
 
 static const luaL_Reg policy_methods[] = {{"decide", l_decide},
+                                          {"decide_values", l_decide_values},
                                           {"budget", l_budget},
                                           {"classify", l_classify},
                                           {"routes", l_routes},
@@ -994,8 +1074,10 @@ void rfl_open_policy(lua_State *L) {
     lua_rawsetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
     luaL_newlibtable(L, policy_methods);
     luaL_setfuncs(L, policy_methods, 0);
-    push_decide(L); /* replaces the plain entry: decide carries its upvalues */
+    push_decide(L, l_decide); /* replaces the plain entry: decide carries its upvalues */
     lua_setfield(L, -2, "decide");
+    push_decide(L, l_decide_values); /* the same */
+    lua_setfield(L, -2, "decide_values");
     lua_pushcclosure(L, l_policy_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_policy_newindex);
@@ -1018,7 +1100,7 @@ void rfl_open_policy(lua_State *L) {
                                      {"sha256", l_sha256},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
-    push_decide(L);
+    push_decide(L, l_decide);
     lua_setfield(L, -2, "decide");
     push_names(L, reason_at, RF_REASON_COUNT);
     lua_setfield(L, -2, "reasons");

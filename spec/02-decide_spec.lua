@@ -234,3 +234,57 @@ describe("facts.hints", function()
     assert.matches("facts.hints.retry-after is given twice", err, 1, true)
   end)
 end)
+
+describe("policy:decide_values", function()
+  local desk = assert(rf.load(h.desk_lock))
+  local service = assert(rf.load("examples/service.lock.json"))
+
+  -- Every fact it takes, across outcomes: each must give decide's verdict, delays drawn from the same seed.
+  local cases = {
+    { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 1, elapsed_ms = 100 },
+    { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 3, elapsed_ms = 100 },
+    { method = "POST", path = "/v1/jobs", status = 500, idempotency_key = "k" },
+    { method = "POST", path = "/v1/jobs", status = 429, retry_after = "1", idempotency_key = "k", now_ms = 784111777000 },
+    { method = "POST", path = "/v1/jobs", status = 503, retry_after = "Sun, 06 Nov 1994 08:49:39 GMT",
+      date = "Sun, 06 Nov 1994 08:49:37 GMT", idempotency_key = "k", now_ms = 784111777000 },
+    { method = "POST", path = "/v1/jobs", status = 503, retry_after = "86400", idempotency_key = "k", now_ms = 1 },
+    { method = "POST", path = "/v1/jobs", transport = "timeout", attempts = 1, elapsed_ms = 2000 },
+    { method = "POST", path = "/v1/jobs", transport = "connect-refused", status = 0, elapsed_ms = 5 },
+    { method = "POST", path = "/v1/jobs", status = 503, idempotency_key = "k", elapsed_ms = 99999 },
+    { method = "POST", path = "/v1/jobs", status = 200 },
+    { method = "GET", path = "/v1/jobs", status = 503 },
+  }
+
+  it("gives decide's verdict: retry, reason, delay_ms, timeout_ms and class", function()
+    for _, p in ipairs({ desk, service }) do
+      for i, f in ipairs(cases) do
+        local want = p:decide(f, rf.rng(i))
+        local retry, reason, delay_ms, timeout_ms, class = p:decide_values(f.method, f.path, f.status or 0,
+          f.transport, f.attempts, f.elapsed_ms, f.idempotency_key ~= nil, rf.rng(i), f.retry_after, f.date, f.now_ms)
+        assert.same({ want.retry, want.reason, want.delay_ms, want.timeout_ms, want.class },
+          { retry, reason, delay_ms, timeout_ms, class }, "case " .. i)
+      end
+    end
+  end)
+
+  it("raises naming the argument", function()
+    local function err(...)
+      local ok, e = pcall(desk.decide_values, desk, ...)
+      assert.is_false(ok)
+      return e
+    end
+    assert.matches("#2 .*method must be a string", err(nil, "/v1/jobs", 503, nil, 1, 0, true))
+    assert.matches("#3 .*path must be a string", err("POST", 7, 503, nil, 1, 0, true))
+    assert.matches("#4 .*status must be an integer, got nil", err("POST", "/v1/jobs", nil, nil, 1, 0, true))
+    assert.matches("#4 .*status must be 0 %(none received%) or 100..599", err("POST", "/v1/jobs", 42, nil, 1, 0, true))
+    assert.matches("#4 .*status must be an integer in 0..599", err("POST", "/v1/jobs", 600, nil, 1, 0, true))
+    assert.matches("#5 .*unknown transport 'bogus'", err("POST", "/v1/jobs", 0, "bogus", 1, 0, true))
+    assert.matches("#6 .*attempts must be an integer in 1..1000000", err("POST", "/v1/jobs", 503, nil, 0, 0, true))
+    assert.matches("#7 .*elapsed_ms must be an integer", err("POST", "/v1/jobs", 503, nil, 1, 1.5, true))
+    assert.matches("#8 .*has_key must be a boolean", err("POST", "/v1/jobs", 503, nil, 1, 0, "k"))
+    assert.matches("#9 .*retryfreeze.Rng expected", err("POST", "/v1/jobs", 503, nil, 1, 0, true, {}))
+    assert.matches("#10 .*retry_after must be a string or nil", err("POST", "/v1/jobs", 503, nil, 1, 0, true, nil, 5))
+    assert.matches("method must be uppercase", err("post", "/v1/jobs", 503, nil, 1, 0, true))
+    assert.matches("retryfreeze.Policy expected", select(2, pcall(desk.decide_values, {}, "POST", "/x", 503)))
+  end)
+end)
