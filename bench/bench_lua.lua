@@ -19,15 +19,7 @@ local mix = dofile(here .. "/decide_mix.lua")
 local n = #mix
 
 -- The baseline, built from the same lock's first route.
-local route = policy:routes()[1]
-local seed_decide = dofile(here .. "/seed_classifier.lua").new({
-  retryable = route.retryable,
-  not_retryable = route.not_retryable,
-  max_attempts = route.max_attempts,
-  base_ms = route.backoff.base_ms,
-  max_ms = route.backoff.max_ms,
-  seed = 1,
-})
+local seed_decide = dofile(here .. "/seed_classifier.lua").for_route(policy:routes()[1], 1)
 
 local out = {}
 local decide, decide_values, floor_decide, floor_out = policy.decide, policy.decide_values, floor.decide,

@@ -14,15 +14,7 @@ local rng = rf.rng(1)
 local mix = dofile(here .. "/decide_mix.lua")
 local n = #mix
 if mode == "seed" then
-  local route = policy:routes()[1]
-  local seed_decide = dofile(here .. "/seed_classifier.lua").new({
-    retryable = route.retryable,
-    not_retryable = route.not_retryable,
-    max_attempts = route.max_attempts,
-    base_ms = route.backoff.base_ms,
-    max_ms = route.backoff.max_ms,
-    seed = 1,
-  })
+  local seed_decide = dofile(here .. "/seed_classifier.lua").for_route(policy:routes()[1], 1)
   for i = 1, iters do seed_decide(mix[i % n + 1]) end
 elseif mode == "out" then
   local out, decide = {}, policy.decide

@@ -7,11 +7,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-static int l_floor_decide(lua_State *L) {
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, 2) != 0) lua_pop(L, 1);
-    lua_createtable(L, 0, 7);
+/* The fields of a verdict (the shape policy:decide gives) set into the table on top. */
+static void set_verdict_fields(lua_State *L) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "retry");
     lua_pushliteral(L, "pinned-status");
@@ -26,6 +23,14 @@ static int l_floor_decide(lua_State *L) {
     lua_setfield(L, -2, "retry_after");
     lua_pushliteral(L, "POST /v1/jobs");
     lua_setfield(L, -2, "route");
+}
+
+static int l_floor_decide(lua_State *L) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 2) != 0) lua_pop(L, 1);
+    lua_createtable(L, 0, 7);
+    set_verdict_fields(L);
     return 1;
 }
 
@@ -35,20 +40,7 @@ static int l_floor_decide_out(lua_State *L) {
     lua_pushnil(L);
     while (lua_next(L, 2) != 0) lua_pop(L, 1);
     lua_pushvalue(L, 4);
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "retry");
-    lua_pushliteral(L, "pinned-status");
-    lua_setfield(L, -2, "reason");
-    lua_pushliteral(L, "HTTP_504");
-    lua_setfield(L, -2, "class");
-    lua_pushinteger(L, 0);
-    lua_setfield(L, -2, "delay_ms");
-    lua_pushinteger(L, 0);
-    lua_setfield(L, -2, "timeout_ms");
-    lua_pushliteral(L, "absent");
-    lua_setfield(L, -2, "retry_after");
-    lua_pushliteral(L, "POST /v1/jobs");
-    lua_setfield(L, -2, "route");
+    set_verdict_fields(L);
     return 1;
 }
 

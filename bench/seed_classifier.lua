@@ -88,4 +88,10 @@ function M.new(opts)
   end
 end
 
+--- The classifier for a route of policy:routes() (its classes, max_attempts and backoff), seeded with seed.
+function M.for_route(route, seed)
+  return M.new({ retryable = route.retryable, not_retryable = route.not_retryable, max_attempts = route.max_attempts,
+    base_ms = route.backoff.base_ms, max_ms = route.backoff.max_ms, seed = seed })
+end
+
 return M
