@@ -11,6 +11,8 @@ set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz
   fuzz_pairing_log fuzz_decision_table)
 # The client's pure response-head reader is private to libretryfreeze_client: its target compiles it in.
 set(fuzz_response_head_sources core/src/client/response_head.c)
+# fuzz_ledger_read checks the writer's lines with cJSON as well as with the ledger's own reader.
+set(fuzz_ledger_read_libs PkgConfig::CJSON)
 # The Lua readers' targets embed Lua 5.4 with the binding (retryfreeze.core) linked in; the binding calls cJSON.
 set(fuzz_pairing_log_sources $<TARGET_OBJECTS:retryfreeze_lua>)
 set(fuzz_pairing_log_libs retryfreeze_client PkgConfig::LUA PkgConfig::CJSON)

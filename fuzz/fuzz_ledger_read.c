@@ -10,13 +10,16 @@
  *   - a record has every required string, at most RF_LEDGER_MAX_TRIES tries, and each try its class and
  *     reason;
  *   - what the reader accepts the writer can write: rf_ledger_format of the record succeeds, and reading
- *     that line back gives the same record (a field-by-field comparison).
+ *     that line back gives the same record (a field-by-field comparison);
+ *   - the writer's line is JSON to cJSON too, with the same strings: the writer escapes by hand (for speed) and
+ *     the reader has a fast path of its own, so neither may be the only judge of the other.
  */
 #define _GNU_SOURCE
 #include "fuzz.h"
 
 #include "retryfreeze/ledger.h"
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -73,6 +76,34 @@ static void check_same_record(const rf_ledger_record *a, const rf_ledger_record 
     }
 }
 
+/* The string member name of obj equals want (NULL: the member is absent or null). */
+static bool json_str_is(const cJSON *obj, const char *name, const char *want) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, name);
+    if (want == NULL) return m == NULL || cJSON_IsNull(m);
+    return cJSON_IsString(m) && strcmp(m->valuestring, want) == 0;
+}
+
+/* line[0..len) parsed by cJSON: one object whose strings are rec's (the path is redacted, so left out). */
+static void check_cjson_agrees(const rf_ledger_record *rec, const char *line, long len) {
+    const char *end = NULL;
+    cJSON *obj = cJSON_ParseWithLengthOpts(line, (size_t)len, &end, 0);
+    FZ_CHECK(obj != NULL && cJSON_IsObject(obj) && end == line + len, "cJSON does not read the writer's line\n  %.*s",
+             (int)len, line);
+    FZ_CHECK(json_str_is(obj, "route", rec->route) && json_str_is(obj, "method", rec->method) &&
+                 json_str_is(obj, "key", rec->key) && json_str_is(obj, "policy", rec->policy) &&
+                 json_str_is(obj, "outcome", rec->outcome) && json_str_is(obj, "reason", rec->reason),
+             "cJSON reads other strings from the writer's line\n  %.*s", (int)len, line);
+    const cJSON *tries = cJSON_GetObjectItemCaseSensitive(obj, "tries");
+    FZ_CHECK(cJSON_IsArray(tries) && (size_t)cJSON_GetArraySize(tries) == rec->n_tries, "cJSON: tries");
+    for (size_t i = 0; i < rec->n_tries; i++) {
+        const cJSON *t = cJSON_GetArrayItem(tries, (int)i);
+        FZ_CHECK(json_str_is(t, "class", rec->tries[i].class_name) && json_str_is(t, "reason", rec->tries[i].reason) &&
+                     json_str_is(t, "retry_after", rec->tries[i].retry_after),
+                 "cJSON reads other strings in try %zu\n  %.*s", i, (int)len, line);
+    }
+    cJSON_Delete(obj);
+}
+
 /* Writes rec with rf_ledger_format and reads the line back with a second reader; then once more from what was
  * read back, which must come back exactly (the redaction of query values is idempotent). */
 static void check_round_trip(const rf_ledger_record *rec, long line, bool first) {
@@ -82,6 +113,7 @@ static void check_round_trip(const rf_ledger_record *rec, long line, bool first)
     /* Redaction may lengthen a path by up to 256 bytes: a line near the limit may then be refused as too long. */
     if (len < 0 && first && strchr(rec->path, '?') != NULL && strcmp(err.path, "$") == 0) return;
     FZ_CHECK(len >= 0, "line %ld was read as a record, but the writer refuses it: %s: %s", line, err.path, err.message);
+    check_cjson_agrees(rec, line_buf, len);
     line_buf[len] = '\n';
     char path[64];
     int fd = memfile(line_buf, (size_t)len + 1, path);
