@@ -37,7 +37,10 @@ local function pick_port()
 end
 local conf_in = assert(io.open(src .. "/examples/nginx/nginx.conf.in")):read("a")
 local ledger = dir .. "/ledger.jsonl"
--- Started as root, nginx's workers run as nobody: they must be able to write the ledger and the log.
+-- Started as root, nginx's workers run as nobody unless told otherwise. They read the source and build trees,
+-- which may sit under a 0700 folder (a clone in /root or in a mktemp -d folder), so as root the workers run as
+-- root (`user root root;`, set below); the ledger and the log stay writable for any worker user anyway.
+local as_root = sh("id -u"):gsub("%s+$", "") == "0"
 os.execute("chmod 0777 " .. q(dir) .. " && touch " .. q(ledger) .. " && chmod 0666 " .. q(ledger))
 local port, nginx_pid
 local started = false
@@ -45,6 +48,7 @@ for _ = 1, 5 do
   port = pick_port()
   local conf = conf_in:gsub("@(%u[%u_]*)@", { DIR = dir, SRC = src, CPATH = build .. "/lib/lua/luajit",
     LOCK = lock_path, LEDGER = ledger, UPSTREAM_PORT = tostring(up.port), PORT = tostring(port) })
+  if as_root then conf = "user root root;\n" .. conf end
   local f = assert(io.open(dir .. "/nginx.conf", "w"))
   f:write(conf)
   f:close()
