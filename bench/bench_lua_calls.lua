@@ -19,8 +19,8 @@ if mode == "seed" then
 elseif mode == "out" then
   local out, decide = {}, policy.decide
   for i = 1, iters do decide(policy, mix[i % n + 1], rng, out) end
-elseif mode == "values" then
-  local decide_values = policy.decide_values
+elseif mode == "values" or mode == "values_floor" then
+  local decide_values = mode == "values" and policy.decide_values or floor.values
   for i = 1, iters do
     local f = mix[i % n + 1]
     decide_values(policy, f.method, f.path, f.status or 0, f.transport, f.attempts, f.elapsed_ms,

@@ -44,6 +44,17 @@ static int l_floor_decide_out(lua_State *L) {
     return 1;
 }
 
+/* The floor of policy:decide_values: the same arguments in, five values out (the strings are arguments: nothing
+ * interned), nothing checked or decided. */
+static int l_floor_values(lua_State *L) {
+    lua_pushboolean(L, 1);
+    lua_pushvalue(L, 2);
+    lua_pushinteger(L, 0);
+    lua_pushinteger(L, 0);
+    lua_pushvalue(L, 3);
+    return 5;
+}
+
 __attribute__((visibility("default"))) int luaopen_rf_bench_floor(lua_State *L);
 
 int luaopen_rf_bench_floor(lua_State *L) {
@@ -52,5 +63,7 @@ int luaopen_rf_bench_floor(lua_State *L) {
     lua_setfield(L, -2, "decide");
     lua_pushcfunction(L, l_floor_decide_out);
     lua_setfield(L, -2, "decide_out");
+    lua_pushcfunction(L, l_floor_values);
+    lua_setfield(L, -2, "values");
     return 1;
 }

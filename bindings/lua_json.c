@@ -148,6 +148,9 @@ static size_t refused_byte(const char *s, size_t len, const char **why) {
 static int l_decode(lua_State *L) {
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
+    /* debug.setupvalue may have replaced the array metatable; lua_setmetatable must never get a non-table. */
+    if (lua_type(L, UV_ARRAY_MT) != LUA_TTABLE)
+        return luaL_error(L, "retryfreeze.json: the array metatable was replaced (debug.setupvalue)");
     const char *why = NULL;
     size_t at = refused_byte(text, len, &why);
     if (at != 0) {

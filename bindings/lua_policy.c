@@ -517,36 +517,23 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
 /* ---- policy methods ----------------------------------------------------------------------------- */
 
 /* The upvalues of the decide closures (policy.decide and core.decide): what every call needs, one indexed
- * read away instead of a registry lookup each (make_decide). */
+ * read away instead of a registry lookup each (push_decide). debug.setupvalue can replace any of them, so none
+ * vouches for an object: the metatables an argument is checked against come from the registry (check_ud), and
+ * each upvalue is type-checked where it is read (a replaced one only costs its fast path). */
 enum {
-    UV_POLICY_MT = 1,
-    UV_RNG_MT,
-    UV_STRINGS,
+    UV_STRINGS = 1,
     UV_FACT_NAMES,
     UV_KEYS,
     N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1
 };
-
-/* check_ud with the metatable at upvalue mt_up instead of a registry lookup (an upvalue replaced through the
- * debug library only costs this fast path). Pushes one value (the metatable, or nil), which decide leaves
- * there: a pop per check saved. */
-static void *check_ud_up(lua_State *L, int idx, int mt_up, const char *tname) {
-    if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
-        if (lua_rawequal(L, -1, lua_upvalueindex(mt_up))) return lua_touserdata(L, idx);
-        lua_pop(L, 1);
-    }
-    void *p = rfl_checkudata(L, idx, tname);
-    lua_pushnil(L);
-    return p;
-}
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
  * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
  * stays the second argument only, so a table posing as an rng is refused, never taken for out. */
 static int l_decide(lua_State *L) {
-    lua_settop(L, 4); /* the arguments at 1..4 (absent ones nil), whatever check_ud_up leaves above them */
-    lpolicy *lp = check_ud_up(L, 1, UV_POLICY_MT, POLICY_MT);
+    lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
+    lpolicy *lp = check_ud(L, 1, &policy_mt_key, POLICY_MT);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     const rf_policy *p = lp->p;
     int out = 0, out_type = lua_type(L, 4);
@@ -554,7 +541,7 @@ static int l_decide(lua_State *L) {
         if (out_type != LUA_TTABLE) luaL_checktype(L, 4, LUA_TTABLE); /* raises the usual message */
         out = 4;
     }
-    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_ud_up(L, 3, UV_RNG_MT, RNG_MT);
+    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_ud(L, 3, &rng_mt_key, RNG_MT);
     const void *const *names = fact_names_at(L, lua_upvalueindex(UV_FACT_NAMES));
     rf_facts f;
     read_facts(L, 2, names != NULL ? names : registry_fact_names(L), &f);
@@ -606,8 +593,8 @@ static lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer 
  * are absent, as when a facts table leaves them out: use policy:decide for those. Raises naming the argument.
  */
 static int l_decide_values(lua_State *L) {
-    lua_settop(L, 12); /* the arguments at 1..12 (absent ones nil), whatever check_ud_up leaves above them */
-    lpolicy *lp = check_ud_up(L, 1, UV_POLICY_MT, POLICY_MT);
+    lua_settop(L, 12); /* the arguments at 1..12, absent ones nil */
+    lpolicy *lp = check_ud(L, 1, &policy_mt_key, POLICY_MT);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     rf_facts f;
     memset(&f, 0, sizeof f);
@@ -625,7 +612,7 @@ static int l_decide_values(lua_State *L) {
     f.elapsed_ms = int_arg(L, 7, "elapsed_ms", 0, INT64_MAX / 4, 0);
     if (lua_type(L, 8) != LUA_TBOOLEAN) luaL_argerror(L, 8, "has_key must be a boolean");
     f.has_idempotency_key = lua_toboolean(L, 8);
-    rf_rng *rng = lua_type(L, 9) <= LUA_TNIL ? default_rng(L) : check_ud_up(L, 9, UV_RNG_MT, RNG_MT);
+    rf_rng *rng = lua_type(L, 9) <= LUA_TNIL ? default_rng(L) : check_ud(L, 9, &rng_mt_key, RNG_MT);
     f.retry_after = opt_str_arg(L, 10, "retry_after", &f.retry_after_len);
     f.date = opt_str_arg(L, 11, "date", &f.date_len);
     f.now_ms = int_arg(L, 12, "now_ms", 0, INT64_MAX / 4, 0);
@@ -655,8 +642,6 @@ static int l_decide_values(lua_State *L) {
  * must exist. */
 static void push_decide(lua_State *L, lua_CFunction fn) {
     luaL_checkstack(L, N_DECIDE_UPVALUES + 1, "decide");
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
     int strings = lua_gettop(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
@@ -962,6 +947,9 @@ static int l_policy_index(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)rf_policy_route_count(p));
         return 1;
     }
+    /* The method table is the closure's upvalue: debug.setupvalue may have put another value there. */
+    if (lua_type(L, lua_upvalueindex(1)) != LUA_TTABLE)
+        return luaL_error(L, "retryfreeze: the policy's method table was replaced (debug.setupvalue)");
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1));
     return 1;

@@ -328,6 +328,75 @@ print("refused", checked > 20)
       assert.equal(0, code)
     end)
 
+    it("debug.setupvalue on the module's C functions neither crashes nor lets an impostor through", function()
+      -- A C function that keeps a metatable or a table as an upvalue must not trust it: debug.setupvalue can put
+      -- any value there, and with debug.setmetatable an io file then wears the replaced "metatable" (a
+      -- segmentation fault before the fix, in decide, decide_values and the policy's __index).
+      local out, err, code = run_child([[
+local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
+local p = assert(rf.load("examples/retry-budget.lock.json"))
+local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1", attempts = 1,
+                elapsed_ms = 300 }
+local rng = rf.rng(7)
+local want = p:decide(facts, rf.rng(7))
+local ledger_path = os.tmpname()
+local ledger = assert(rf.ledger.open(ledger_path))
+local null, array_mt = setmetatable({}, {}), {}
+local decode, encode = core.json_codec(null, array_mt)
+-- Every C function with upvalues the module hands out.
+local found, seen = {}, {}
+local function collect(v, depth)
+  if seen[v] or depth > 3 then return end
+  seen[v] = true
+  if type(v) == "function" then
+    if debug.getinfo(v, "S").what == "C" and debug.getupvalue(v, 1) ~= nil then found[#found + 1] = v end
+  elseif type(v) == "table" then
+    for _, x in pairs(v) do collect(x, depth + 1) end
+  end
+end
+collect(rf, 0)
+collect(core, 0)
+collect({ decode, encode, p.decide, p.decide_values }, 0)
+for _, ud in ipairs({ p, rng, ledger }) do collect(debug.getmetatable(ud), 0) end
+local forged = {}
+local stdout_mt = debug.getmetatable(io.stdout)
+local values = { false, 5, "x", {}, forged, io.stdout }
+local calls = {
+  { io.stdout, facts }, { io.stdout, facts, io.stdout }, { p, facts, io.stdout }, { p, facts, rng, {} },
+  { io.stdout, "POST", "/v1/jobs", 504, nil, 1, 1, true, io.stdout },
+  { p, "POST", "/v1/jobs", 504, nil, 1, 1, true, io.stdout }, { p, "decide" }, { io.stdout, "decide" },
+  { '{"a":[1,2],"b":null}' }, { { 1, 2 } }, { setmetatable({ 1 }, array_mt) },
+}
+debug.setmetatable(io.stdout, forged)
+local tried = 0
+for _, fn in ipairs(found) do
+  local i = 1
+  while true do
+    local name, original = debug.getupvalue(fn, i)
+    if name == nil then break end
+    for _, value in ipairs(values) do
+      debug.setupvalue(fn, i, value)
+      for _, args in ipairs(calls) do
+        pcall(fn, table.unpack(args, 1, 9))
+        tried = tried + 1
+      end
+    end
+    debug.setupvalue(fn, i, original)
+    i = i + 1
+  end
+end
+debug.setmetatable(io.stdout, stdout_mt)
+local v = p:decide(facts, rf.rng(7))
+assert(v.retry == want.retry and v.reason == want.reason and v.delay_ms == want.delay_ms, "the verdict changed")
+ledger:close()
+os.remove(ledger_path)
+print(#found >= 5, tried > 1000)
+]], true)
+      assert.equal("true\ttrue\n", out, err)
+      assert.equal(0, code)
+    end)
+
     it("debug.setuservalue with a wrong value neither crashes nor changes a verdict", function()
       local out, err, code = run_child([[
 local rf = require "retryfreeze"
