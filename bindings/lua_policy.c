@@ -520,12 +520,7 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
  * read away instead of a registry lookup each (push_decide). debug.setupvalue can replace any of them, so none
  * vouches for an object: the metatables an argument is checked against come from the registry (check_ud), and
  * each upvalue is type-checked where it is read (a replaced one only costs its fast path). */
-enum {
-    UV_STRINGS = 1,
-    UV_FACT_NAMES,
-    UV_KEYS,
-    N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1
-};
+enum { UV_STRINGS = 1, UV_FACT_NAMES, UV_KEYS, N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1 };
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
