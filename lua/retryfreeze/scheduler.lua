@@ -6,6 +6,23 @@ local M = {}
 -- Flows resumed between two passes over the transfers (client:_run(0)).
 local PUMP_EVERY = 8
 
+-- Waits up to 100 ms for transfers to finish and calls on_each(ticket) for each finished one, in order.
+-- on_each runs Lua (a flow, an on_done callback) while the other transfers wait: every PUMP_EVERY tickets
+-- they are driven again (client:_run(0)), and what finished meanwhile joins the list, so that a per-try
+-- timeout or a deadline is noticed when it passes, not after a whole batch of flows.
+local function drain(client, on_each)
+  local done = client:_run(100)
+  local k = 1
+  while done[k] do
+    on_each(done[k])
+    if k % PUMP_EVERY == 0 then
+      local more = client:_run(0)
+      table.move(more, 1, #more, #done + 1, done)
+    end
+    k = k + 1
+  end
+end
+
 --- Runs `count` flows with at most `concurrency` in flight.
 -- @param client a retryfreeze client (its on_attempt hooks are not available inside scheduled flows)
 -- @param count integer: flows to run, flow(i) for i = 1..count
@@ -44,24 +61,17 @@ function M.run(client, count, concurrency, flow, on_done)
     step(coroutine.create(function() flow(i) end), i)
   end
 
+  local function resume(ticket)
+    local w = waiting[ticket]
+    waiting[ticket] = nil
+    step(w[1], w[2], client:_finish(w[3]))
+  end
+
   client:_set_scheduled(true)
   local ok, err = pcall(function()
     while next_i <= count and client:in_flight() < concurrency do spawn() end
     while client:in_flight() > 0 do
-      local done = client:_run(100)
-      local k = 1
-      while done[k] do
-        local w = waiting[done[k]]
-        waiting[done[k]] = nil
-        step(w[1], w[2], client:_finish(w[3]))
-        -- Resuming flows runs Lua while other transfers wait: drive them between flows too, so that a
-        -- per-try timeout or a deadline is noticed when it passes, not after a whole batch of flows.
-        if k % PUMP_EVERY == 0 then
-          local more = client:_run(0)
-          table.move(more, 1, #more, #done + 1, done)
-        end
-        k = k + 1
-      end
+      drain(client, resume)
       while next_i <= count and client:in_flight() < concurrency do spawn() end
     end
   end)
@@ -107,22 +117,16 @@ function M.run_requests(client, count, concurrency, request, on_done)
     end
   end
 
+  local function finished(ticket)
+    local box, i = boxes[ticket], flow_of[ticket]
+    boxes[ticket], flow_of[ticket] = nil, nil
+    client:_finish(box, false)
+    finish(i, true)
+  end
+
   while next_i <= count and client:in_flight() < concurrency do start() end
   while client:in_flight() > 0 do
-    local done = client:_run(100)
-    local k = 1
-    while done[k] do
-      local ticket = done[k]
-      local box, i = boxes[ticket], flow_of[ticket]
-      boxes[ticket], flow_of[ticket] = nil, nil
-      client:_finish(box, false)
-      finish(i, true)
-      if k % PUMP_EVERY == 0 then -- on_done runs Lua while other transfers wait (as in run)
-        local more = client:_run(0)
-        table.move(more, 1, #more, #done + 1, done)
-      end
-      k = k + 1
-    end
+    drain(client, finished)
     while next_i <= count and client:in_flight() < concurrency do start() end
   end
   return failed
