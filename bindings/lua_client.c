@@ -121,7 +121,7 @@ static void check_keys(lua_State *L, int idx, const char *const *allowed, const 
 static int l_client_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     check_keys2(L, 1, client_keys, rfl_client_network_keys, "rf.client");
-    lclient *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
+    lclient *lc = rfl_newobject(L, sizeof *lc, UV_COUNT, CLIENT_MT);
     lc->c = NULL;
     lc->scheduled = false;
     lc->busy = false;
@@ -129,7 +129,6 @@ static int l_client_new(lua_State *L) {
     lc->policy = NULL;
     lc->anchor = LUA_NOREF;
     lc->budget = NULL;
-    luaL_setmetatable(L, CLIENT_MT);
     int ud = lua_gettop(L);
     rf_client_options o = {0};
     if (lua_getfield(L, 1, "policy") != LUA_TUSERDATA)
@@ -427,7 +426,7 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
         return 0;
     }
     lua_pushlightuserdata(L, (void *)(uintptr_t)t);
-    lua_pushlightuserdata(L, (void *)(uintptr_t)((lclient *)lua_touserdata(L, h->client_idx))->policy);
+    lua_pushlightuserdata(L, (void *)(uintptr_t)((lclient *)rfl_checkudata(L, h->client_idx, CLIENT_MT))->policy);
     lua_pushlightuserdata(L, (void *)(uintptr_t)v);
     if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
         if (lua_rawlen(L, h->errors_idx) == 0)
@@ -450,10 +449,9 @@ typedef struct lresponses {
 } lresponses;
 
 static lresponses *new_responses(lua_State *L, size_t n) {
-    lresponses *rs = lua_newuserdatauv(L, sizeof *rs + sizeof rs->r[0] * (n ? n : 1), 0);
+    lresponses *rs = rfl_newobject(L, sizeof *rs + sizeof rs->r[0] * (n ? n : 1), 0, RESPONSES_MT);
     memset(rs, 0, sizeof *rs + sizeof rs->r[0] * (n ? n : 1));
     rs->n = n;
-    luaL_setmetatable(L, RESPONSES_MT);
     return rs;
 }
 
@@ -473,7 +471,7 @@ static int l_responses_gc(lua_State *L) {
  * response, is valid; any other resume raises in the flow. */
 static int k_request(lua_State *L, int status, lua_KContext ctx) {
     (void)status;
-    const lpending *lp = lua_touserdata(L, (int)ctx);
+    const lpending *lp = rfl_checkudata(L, (int)ctx, PENDING_MT);
     if (lp->p != NULL) /* not finished: resumed by someone else */
         return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
                              "by retryfreeze.scheduler only)");
@@ -486,9 +484,8 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
  * request's strings (the keeper at index keep) until it is finished or collected. Raises on a refused request. */
 static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep) {
     size_t size = sizeof(lpending) + req->n_headers * sizeof(const char *);
-    lpending *lp = lua_newuserdatauv(L, size, 2);
+    lpending *lp = rfl_newobject(L, size, 2, PENDING_MT);
     memset(lp, 0, size);
-    luaL_setmetatable(L, PENDING_MT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
     lua_pushvalue(L, keep);
@@ -583,7 +580,7 @@ static void nesting_enter(lua_State *L, const char *what) {
  * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
 static int l_request(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
-    lclient *lc = lua_touserdata(L, 1);
+    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
     lua_settop(L, 2);
     const char *lines[64];
     rf_request req;
@@ -621,7 +618,7 @@ static int l_request(lua_State *L) {
  * A request's own on_attempt is not supported here (use the client's). */
 static int l_all(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
-    lclient *lc = lua_touserdata(L, 1);
+    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     lua_Integer n = luaL_len(L, 2);
@@ -673,7 +670,7 @@ static int l_all(lua_State *L) {
  * yields instead of blocking. */
 static int l_set_scheduled(lua_State *L) {
     check_open_client(L, 1);
-    lclient *lc = lua_touserdata(L, 1);
+    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
     lc->scheduled = lua_toboolean(L, 2);
     return 0;
 }

@@ -61,16 +61,6 @@ lua_Integer rfl_checkinteger(lua_State *L, int arg) {
     return luaL_checkinteger(L, arg); /* raises the standard type error */
 }
 
-void *rfl_testudata(lua_State *L, int idx, const char *tname) {
-    return lua_type(L, idx) == LUA_TUSERDATA ? luaL_testudata(L, idx, tname) : NULL;
-}
-
-void *rfl_checkudata(lua_State *L, int idx, const char *tname) {
-    if (lua_type(L, idx) == LUA_TLIGHTUSERDATA)
-        luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got light userdata", tname));
-    return luaL_checkudata(L, idx, tname);
-}
-
 const char *rfl_pushint(lua_State *L, lua_Integer v) {
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRId64, (int64_t)v);

@@ -65,11 +65,6 @@ static inline bool rfl_tointeger_exact(lua_State *L, int idx, lua_Integer *out) 
 }
 /* luaL_checkinteger that also refuses what a double cannot hold exactly (raises naming the argument). */
 lua_Integer rfl_checkinteger(lua_State *L, int arg);
-/* luaL_testudata and luaL_checkudata that also refuse a light userdata. All light userdata share one metatable,
- * which debug.setmetatable can make one of ours; the luaL_ functions would then hand out a pointer to memory that
- * is no such object. rfl_checkudata raises "TNAME expected, got light userdata"; rfl_testudata returns NULL. */
-void *rfl_testudata(lua_State *L, int idx, const char *tname);
-void *rfl_checkudata(lua_State *L, int idx, const char *tname);
 /* Pushes a formatted message for the integer v (lua_pushfstring has %I only from Lua 5.3). */
 const char *rfl_pushint(lua_State *L, lua_Integer v);
 

@@ -28,9 +28,8 @@ static int l_glob(lua_State *L) {
     size_t len;
     const char *pattern = luaL_checklstring(L, 1, &len);
     luaL_argcheck(L, strlen(pattern) == len, 1, "pattern holds a NUL byte");
-    glob_t *g = lua_newuserdatauv(L, sizeof *g, 0);
+    glob_t *g = rfl_newobject(L, sizeof *g, 0, GLOB_MT);
     memset(g, 0, sizeof *g);
-    luaL_setmetatable(L, GLOB_MT);
     int rc = glob(pattern, 0, glob_errfunc, g);
     if (rc == GLOB_NOMATCH) {
         lua_newtable(L);

@@ -62,9 +62,8 @@ static int l_read_file(lua_State *L) {
         lua_pushliteral(L, "refused");
         return 3;
     }
-    text_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    text_box *box = rfl_newobject(L, sizeof *box, 0, TEXT_MT);
     box->text = NULL;
-    luaL_setmetatable(L, TEXT_MT);
     size_t len = 0;
     rf_error err;
     rf_status st = rf_input_read(path, (size_t)cap, what, &box->text, &len, &err);

@@ -31,9 +31,8 @@ static int box_gc(lua_State *L) {
 }
 
 static tree_box *push_box(lua_State *L) {
-    tree_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    tree_box *b = rfl_newobject(L, sizeof *b, 0, BOX_MT);
     b->root = NULL;
-    luaL_setmetatable(L, BOX_MT);
     return b;
 }
 

@@ -29,7 +29,7 @@ rf_ledger *rfl_check_ledger(lua_State *L, int idx) {
 
 int *rfl_ledger_use(lua_State *L, int idx) {
     rfl_check_ledger(L, idx);
-    lledger *ll = lua_touserdata(L, idx);
+    lledger *ll = rfl_checkudata(L, idx, LEDGER_MT);
     ll->users++;
     return &ll->users;
 }
@@ -56,10 +56,9 @@ static int l_ledger_open(lua_State *L) {
             return luaL_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
         host = rfl_tostring_nonul(L, -1, "rf.ledger.open: host");
     }
-    lledger *ll = lua_newuserdatauv(L, sizeof *ll, 0);
+    lledger *ll = rfl_newobject(L, sizeof *ll, 0, LEDGER_MT);
     ll->l = NULL;
     ll->users = 0;
-    luaL_setmetatable(L, LEDGER_MT);
     rf_error err;
     if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) {
         lua_pushnil(L);
@@ -231,9 +230,8 @@ static int l_ledger_read(lua_State *L) {
     }
     lua_pushcfunction(L, l_read_next);
     lua_createtable(L, 0, 6);
-    lreader *lr = lua_newuserdatauv(L, sizeof *lr, 0);
+    lreader *lr = rfl_newobject(L, sizeof *lr, 0, READER_MT);
     lr->r = NULL;
-    luaL_setmetatable(L, READER_MT);
     rf_error err;
     if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return luaL_error(L, "%s", err.message);
     lua_setfield(L, -2, "reader");

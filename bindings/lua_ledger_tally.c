@@ -331,10 +331,9 @@ static int l_ledger_tally(lua_State *L) {
     static const char *const groupings[] = {"route", "host", NULL};
     bool by_host = luaL_checkoption(L, 5, "route", groupings) == 1;
     lua_settop(L, 2);
-    tally *t = lua_newuserdatauv(L, sizeof *t, 0);
+    tally *t = rfl_newobject(L, sizeof *t, 0, TALLY_MT);
     memset(t, 0, sizeof *t);
     t->by_host = by_host;
-    luaL_setmetatable(L, TALLY_MT);
     int ud = lua_gettop(L); /* owns the counters: freed by __gc if anything below raises */
     if (n > 0) {
         t->origin_ms = origin_ms;

@@ -9,6 +9,9 @@
 #include "lua_retryfreeze.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,27 +22,38 @@
 #define RNG_MT "retryfreeze.Rng"
 #define DEFAULT_RNG_KEY "retryfreeze.default_rng"
 
+/* The tags of the three objects every decision checks (rfl_object_tag), computed once (tags_once) instead of
+ * hashing the type name per call; read-only after. */
+static uint64_t policy_tag, rng_tag, decider_tag;
+static pthread_once_t tags_once = PTHREAD_ONCE_INIT;
+
 typedef struct lpolicy {
     rf_policy *p; /* NULL until loaded, and after __gc */
 } lpolicy;
 
-/* Registry keys (their addresses) of the metatables and of the string cache: lua_rawgetp finds them without
- * the string hashing and comparing that luaL_checkudata's lua_getfield(registry, name) costs per call. */
-static const char policy_mt_key = 0, rng_mt_key = 0, strings_key = 0;
+/* The registry key (its address) of the string cache. */
+static const char strings_key = 0;
 
-/* luaL_checkudata with a pointer-keyed fast path; raises the usual "X expected" error otherwise. */
-static void *check_ud(lua_State *L, int idx, const void *mt_key, const char *tname) {
-    if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
-        lua_rawgetp(L, LUA_REGISTRYINDEX, mt_key);
-        int same = lua_rawequal(L, -1, -2);
-        lua_pop(L, 2);
-        if (same) return lua_touserdata(L, idx);
-    }
-    return rfl_checkudata(L, idx, tname);
+/* The policy, rng or decider object at idx (lua_object.h), or a raised "… expected" naming argument idx. */
+static lpolicy *check_lpolicy(lua_State *L, int idx) {
+    lpolicy *lp = rfl_testobject(L, idx, policy_tag);
+    return lp != NULL ? lp : rfl_checkudata(L, idx, POLICY_MT);
+}
+
+static rf_rng *check_rng(lua_State *L, int idx) {
+    rf_rng *r = rfl_testobject(L, idx, rng_tag);
+    return r != NULL ? r : rfl_checkudata(L, idx, RNG_MT);
+}
+
+/* Pushes a new rng userdata seeded with seed; returns its state. */
+static rf_rng *push_rng(lua_State *L, uint64_t seed) {
+    rf_rng *r = rfl_newobject(L, sizeof *r, 0, RNG_MT);
+    rf_rng_seed(r, seed);
+    return r;
 }
 
 const rf_policy *rfl_check_policy(lua_State *L, int idx) {
-    lpolicy *lp = check_ud(L, idx, &policy_mt_key, POLICY_MT);
+    lpolicy *lp = check_lpolicy(L, idx);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     return lp->p;
 }
@@ -73,16 +87,13 @@ static int push_load_error(lua_State *L, const char *source, const rf_error *err
 
 /* core.rng(seed) → Rng. seed: an integer (the same seed gives the same jitter). */
 static int l_rng_new(lua_State *L) {
-    lua_Integer seed = rfl_checkinteger(L, 1);
-    rf_rng *rng = lua_newuserdatauv(L, sizeof *rng, 0);
-    rf_rng_seed(rng, (uint64_t)seed);
-    luaL_setmetatable(L, RNG_MT);
+    push_rng(L, (uint64_t)rfl_checkinteger(L, 1));
     return 1;
 }
 
 /* rng:between(lo, hi) → a uniform integer in [lo, hi]. */
 static int l_rng_between(lua_State *L) {
-    rf_rng *rng = rfl_checkudata(L, 1, RNG_MT);
+    rf_rng *rng = check_rng(L, 1);
     lua_Integer lo = rfl_checkinteger(L, 2), hi = rfl_checkinteger(L, 3);
     luaL_argcheck(L, lo <= hi, 3, "hi must be >= lo");
     luaL_argcheck(L, lo >= 0 && hi >= 0, 2, "bounds must be >= 0");
@@ -90,23 +101,20 @@ static int l_rng_between(lua_State *L) {
     return 1;
 }
 
-/* The per-state RNG used when decide gets none: seeded once from the OS (getrandom). */
+/* The per-state RNG used when decide gets none: seeded once from the OS (getrandom), kept in the registry.
+ * Leaves nothing on the stack. */
 static rf_rng *default_rng(lua_State *L) {
-    if (lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY) == LUA_TUSERDATA) {
-        rf_rng *rng = lua_touserdata(L, -1);
-        lua_pop(L, 1);
-        return rng;
-    }
+    lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
+    rf_rng *r = rfl_testobject(L, -1, rng_tag);
     lua_pop(L, 1);
+    if (r != NULL) return r; /* alive: the registry holds it */
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30);
     }
-    rf_rng *rng = lua_newuserdatauv(L, sizeof *rng, 0);
-    rf_rng_seed(rng, seed);
-    luaL_setmetatable(L, RNG_MT);
+    rf_rng *rng = push_rng(L, seed);
     lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
     return rng;
 }
@@ -114,9 +122,8 @@ static rf_rng *default_rng(lua_State *L) {
 /* ---- loading ------------------------------------------------------------------------------------ */
 
 static lpolicy *new_policy_ud(lua_State *L) {
-    lpolicy *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+    lpolicy *lp = rfl_newobject(L, sizeof *lp, 0, POLICY_MT);
     lp->p = NULL; /* closed first: an error below never leaks */
-    luaL_setmetatable(L, POLICY_MT);
     return lp;
 }
 
@@ -518,8 +525,8 @@ void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
 
 /* The upvalues of the decide closures (policy.decide and core.decide): what every call needs, one indexed
  * read away instead of a registry lookup each (push_decide). debug.setupvalue can replace any of them, so none
- * vouches for an object: the metatables an argument is checked against come from the registry (check_ud), and
- * each upvalue is type-checked where it is read (a replaced one only costs its fast path). */
+ * vouches for an object (objects are known by their tags, lua_object.h), and each upvalue is type-checked where
+ * it is read (a replaced one only costs its fast path). */
 enum { UV_STRINGS = 1, UV_FACT_NAMES, UV_KEYS, N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1 };
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
@@ -528,7 +535,7 @@ enum { UV_STRINGS = 1, UV_FACT_NAMES, UV_KEYS, N_DECIDE_UPVALUES = UV_KEYS + N_V
  * stays the second argument only, so a table posing as an rng is refused, never taken for out. */
 static int l_decide(lua_State *L) {
     lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
-    lpolicy *lp = check_ud(L, 1, &policy_mt_key, POLICY_MT);
+    lpolicy *lp = check_lpolicy(L, 1);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     const rf_policy *p = lp->p;
     int out = 0, out_type = lua_type(L, 4);
@@ -536,7 +543,7 @@ static int l_decide(lua_State *L) {
         if (out_type != LUA_TTABLE) luaL_checktype(L, 4, LUA_TTABLE); /* raises the usual message */
         out = 4;
     }
-    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_ud(L, 3, &rng_mt_key, RNG_MT);
+    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_rng(L, 3);
     const void *const *names = fact_names_at(L, lua_upvalueindex(UV_FACT_NAMES));
     rf_facts f;
     read_facts(L, 2, names != NULL ? names : registry_fact_names(L), &f);
@@ -555,8 +562,8 @@ static int l_decide(lua_State *L) {
     return 1;
 }
 
-/* An optional string argument of decide_values: NULL (and *len 0) for nil or none. */
-static const char *opt_str_arg(lua_State *L, int arg, const char *name, size_t *len) {
+/* An optional string argument of decide_values and a decider: NULL (and *len 0) for nil or none. */
+static inline const char *opt_str_arg(lua_State *L, int arg, const char *name, size_t *len) {
     *len = 0;
     int t = lua_type(L, arg);
     if (t <= LUA_TNIL) return NULL;
@@ -565,8 +572,9 @@ static const char *opt_str_arg(lua_State *L, int arg, const char *name, size_t *
     return lua_tolstring(L, arg, len);
 }
 
-/* An integer argument of decide_values in lo..hi; def when nil or none and def >= lo; raises naming it. */
-static lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi, lua_Integer def) {
+/* int_arg's slow path: def for nil or none (when def >= lo), the value when exact and in lo..hi, else raises. */
+static __attribute__((noinline)) lua_Integer int_arg_slow(lua_State *L, int arg, const char *name, lua_Integer lo,
+                                                          lua_Integer hi, lua_Integer def) {
     lua_Integer v = 0;
     if (def >= lo && lua_type(L, arg) <= LUA_TNIL) return def;
     if (rfl_tointeger_exact(L, arg, &v) && v >= lo && v <= hi) return v;
@@ -574,6 +582,68 @@ static lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer 
         luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer, got %s", name, luaL_typename(L, arg)));
     const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi);
     return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer in %s..%s", name, los, his));
+}
+
+/* An integer argument in lo..hi; def when nil or none and def >= lo (def < lo: required); raises naming it.
+ * A numeric string is refused, never converted. Two API calls for an integer (lua_tointegerx, then the type
+ * that tells a number from a numeric string), since this runs several times per decision. */
+static inline lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi,
+                                  lua_Integer def) {
+#if LUA_VERSION_NUM >= 503
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, arg, &isnum);
+    if (isnum && v >= lo && v <= hi && lua_type(L, arg) == LUA_TNUMBER) return v;
+#endif
+    return int_arg_slow(L, arg, name, lo, hi, def);
+}
+
+/* An optional integer argument (nil or none: def): the type first, since it is mostly absent. */
+static inline lua_Integer opt_int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi,
+                                      lua_Integer def) {
+    return lua_type(L, arg) <= LUA_TNIL ? def : int_arg(L, arg, name, lo, hi, def);
+}
+
+/* The wall clock in Unix ms: the now_ms an HTTP-date Retry-After is measured from when the caller gives none. */
+static int64_t wall_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads the per-attempt arguments decide_values and a decider share into f: status, transport, attempts and
+ * elapsed_ms at a..a+3, retry_after, date and now_ms at w..w+2 (the shapes of policy:decide_values). Raises
+ * naming the argument by its position. */
+static void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
+    f->status = (int)int_arg(L, a, "status", 0, 599, -1);
+    if (f->status != 0 && f->status < 100) luaL_argerror(L, a, "status must be 0 (none received) or 100..599");
+    if (lua_type(L, a + 1) > LUA_TNIL) {
+        size_t tlen = 0;
+        const char *t = opt_str_arg(L, a + 1, "transport", &tlen);
+        if (rf_transport_parse(t, tlen, &f->transport) != 0)
+            luaL_argerror(L, a + 1, lua_pushfstring(L, "unknown transport '%s'", t));
+    }
+    f->attempts = (int)int_arg(L, a + 2, "attempts", 1, 1000000, 1);
+    f->elapsed_ms = int_arg(L, a + 3, "elapsed_ms", 0, INT64_MAX / 4, 0);
+    f->retry_after = opt_str_arg(L, w, "retry_after", &f->retry_after_len);
+    f->date = opt_str_arg(L, w + 1, "date", &f->date_len);
+    f->now_ms = opt_int_arg(L, w + 2, "now_ms", 0, INT64_MAX / 4, 0);
+    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = wall_now_ms();
+}
+
+/* Pushes a verdict as decide_values' five values, retry, reason, delay_ms, timeout_ms, class, the strings from
+ * the string cache at index cache (0: none, or an upvalue that is not a table); returns 5. */
+static int push_verdict_values(lua_State *L, int cache, const rf_verdict *v) {
+    if (cache != 0 && lua_type(L, cache) != LUA_TTABLE) cache = 0; /* an upvalue debug.setupvalue replaced */
+    lua_pushboolean(L, v->retry);
+    push_cached(L, cache, STR_REASON + (int)v->reason, rf_reason_name(v->reason), false);
+    lua_pushinteger(L, v->delay_ms);
+    lua_pushinteger(L, v->timeout_ms);
+    int slot = class_slot(v->class_name);
+    if (slot != 0)
+        push_cached(L, cache, slot, v->class_name, true);
+    else
+        lua_pushstring(L, v->class_name);
+    return 5;
 }
 
 /*
@@ -589,7 +659,7 @@ static lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer 
  */
 static int l_decide_values(lua_State *L) {
     lua_settop(L, 12); /* the arguments at 1..12, absent ones nil */
-    lpolicy *lp = check_ud(L, 1, &policy_mt_key, POLICY_MT);
+    lpolicy *lp = check_lpolicy(L, 1);
     if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
     rf_facts f;
     memset(&f, 0, sizeof f);
@@ -597,40 +667,121 @@ static int l_decide_values(lua_State *L) {
     if (f.method == NULL) luaL_argerror(L, 2, "method must be a string");
     f.path = lua_type(L, 3) == LUA_TSTRING ? lua_tolstring(L, 3, &f.path_len) : NULL;
     if (f.path == NULL) luaL_argerror(L, 3, "path must be a string");
-    f.status = (int)int_arg(L, 4, "status", 0, 599, -1);
-    if (f.status != 0 && f.status < 100) luaL_argerror(L, 4, "status must be 0 (none received) or 100..599");
-    size_t tlen = 0;
-    const char *t = opt_str_arg(L, 5, "transport", &tlen);
-    if (t != NULL && rf_transport_parse(t, tlen, &f.transport) != 0)
-        luaL_argerror(L, 5, lua_pushfstring(L, "unknown transport '%s'", t));
-    f.attempts = (int)int_arg(L, 6, "attempts", 1, 1000000, 1);
-    f.elapsed_ms = int_arg(L, 7, "elapsed_ms", 0, INT64_MAX / 4, 0);
     if (lua_type(L, 8) != LUA_TBOOLEAN) luaL_argerror(L, 8, "has_key must be a boolean");
     f.has_idempotency_key = lua_toboolean(L, 8);
-    rf_rng *rng = lua_type(L, 9) <= LUA_TNIL ? default_rng(L) : check_ud(L, 9, &rng_mt_key, RNG_MT);
-    f.retry_after = opt_str_arg(L, 10, "retry_after", &f.retry_after_len);
-    f.date = opt_str_arg(L, 11, "date", &f.date_len);
-    f.now_ms = int_arg(L, 12, "now_ms", 0, INT64_MAX / 4, 0);
-    if (f.now_ms == 0 && f.retry_after != NULL) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        f.now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    rf_rng *rng = lua_type(L, 9) <= LUA_TNIL ? default_rng(L) : check_rng(L, 9);
+    read_attempt_args(L, 4, 10, &f);
     rf_verdict v;
     rf_error err;
     if (rf_decide(lp->p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_error(L, "decide_values: %s %s", err.path, err.message);
-    int cache = lua_type(L, lua_upvalueindex(UV_STRINGS)) == LUA_TTABLE ? lua_upvalueindex(UV_STRINGS) : 0;
-    lua_pushboolean(L, v.retry);
-    push_cached(L, cache, STR_REASON + (int)v.reason, rf_reason_name(v.reason), false);
-    lua_pushinteger(L, v.delay_ms);
-    lua_pushinteger(L, v.timeout_ms);
-    int slot = class_slot(v.class_name);
-    if (slot != 0)
-        push_cached(L, cache, slot, v.class_name, true);
-    else
-        lua_pushstring(L, v.class_name);
-    return 5;
+    return push_verdict_values(L, lua_upvalueindex(UV_STRINGS), &v);
+}
+
+/* ---- a request's decider (policy:decider) ----------------------------------------------------------- */
+
+#define DECIDER_MT "retryfreeze.Decider"
+
+/*
+ * The state of one request's decider: the request's method, path and key presence, bound once (base; method and
+ * path point into text), and the policy and rng it decides with. Those two userdata stay alive through a registry
+ * reference (anchor) until this state's __gc, not through the closure's upvalues, which debug.setupvalue could
+ * replace; __gc clears lp and rng, so that a state resurrected by another finalizer refuses instead of reading
+ * freed memory.
+ */
+typedef struct ldecider {
+    lpolicy *lp;
+    rf_rng *rng;
+    int anchor;
+    rf_facts base;
+    char text[]; /* method NUL path NUL */
+} ldecider;
+
+static int l_decider_gc(lua_State *L) {
+    ldecider *d = rfl_checkudata(L, 1, DECIDER_MT);
+    luaL_unref(L, LUA_REGISTRYINDEX, d->anchor);
+    d->anchor = LUA_NOREF;
+    d->lp = NULL;
+    d->rng = NULL;
+    return 0;
+}
+
+/*
+ * decide(status, transport, attempts, elapsed_ms [, retry_after [, date [, now_ms]]]) → retry, reason,
+ * delay_ms, timeout_ms, class: the closure policy:decider returns. The arguments and values are
+ * policy:decide_values' from status on, with the method, path, key presence and rng bound; the decision is
+ * rf_decide's. Raises naming the argument; raises "decider is closed" after its state was collected.
+ */
+static int l_decider_call(lua_State *L) {
+    ldecider *d = rfl_testobject(L, lua_upvalueindex(1), decider_tag);
+    if (d == NULL) return luaL_error(L, "retryfreeze: this decider's state was replaced (debug.setupvalue)");
+    if (d->lp == NULL || d->lp->p == NULL) return luaL_error(L, "retryfreeze: decider is closed");
+    rf_facts f = d->base;
+    read_attempt_args(L, 1, 5, &f);
+    rf_verdict v;
+    rf_error err;
+    if (rf_decide(d->lp->p, &f, d->rng, NULL, &v, &err) != RF_OK)
+        return luaL_error(L, "decider: %s %s", err.path, err.message);
+    return push_verdict_values(L, lua_upvalueindex(2), &v);
+}
+
+/*
+ * policy:decider(method, path, has_key [, rng]) → decide: one request's decider, the way Envoy keeps a retry
+ * state per request. The method and path are copied and routed by every call as policy:decide routes them (a
+ * method or path no route matches decides no-route each time); has_key is a boolean, the request carries an
+ * idempotency key; rng an rf.rng (nil: the per-state RNG). decide(status, transport, attempts, elapsed_ms
+ * [, retry_after [, date [, now_ms]]]) then decides each attempt with no table in or out and nothing allocated.
+ * The policy and rng stay alive while the decider does. Raises naming a bad argument; a lowercase method raises
+ * as rf_decide refuses it (RFC 9110 §9.1).
+ */
+static int l_decider(lua_State *L) {
+    lua_settop(L, 5);
+    rfl_check_policy(L, 1);
+    size_t mlen = 0, plen = 0;
+    const char *method = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &mlen) : NULL;
+    if (method == NULL) return luaL_argerror(L, 2, "method must be a string");
+    const char *path = lua_type(L, 3) == LUA_TSTRING ? lua_tolstring(L, 3, &plen) : NULL;
+    if (path == NULL) return luaL_argerror(L, 3, "path must be a string");
+    if (lua_type(L, 4) != LUA_TBOOLEAN) return luaL_argerror(L, 4, "has_key must be a boolean");
+    if (mlen > 4096 || plen > 1048576) return luaL_argerror(L, mlen > 4096 ? 2 : 3, "too long");
+    ldecider *d = rfl_newobject(L, sizeof *d + mlen + plen + 2, 0, DECIDER_MT);
+    d->anchor = LUA_NOREF;
+    memcpy(d->text, method, mlen);
+    d->text[mlen] = '\0';
+    memcpy(d->text + mlen + 1, path, plen);
+    d->text[mlen + 1 + plen] = '\0';
+    d->base.method = d->text;
+    d->base.method_len = mlen;
+    d->base.path = d->text + mlen + 1;
+    d->base.path_len = plen;
+    d->base.has_idempotency_key = lua_toboolean(L, 4);
+    lua_createtable(L, 2, 0); /* the anchor: {policy, rng} */
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, 1);
+    rf_rng *rng;
+    if (lua_type(L, 5) <= LUA_TNIL) {
+        rng = default_rng(L);
+        lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
+    } else {
+        rng = check_rng(L, 5);
+        lua_pushvalue(L, 5);
+    }
+    lua_rawseti(L, -2, 2);
+    /* A lowercase method: refused now, as rf_decide refuses it, rather than at the first attempt. */
+    rf_facts probe = d->base;
+    probe.status = 200;
+    probe.attempts = 1;
+    rf_verdict v;
+    rf_error err;
+    rf_rng scratch = *rng;
+    if (rf_decide(check_lpolicy(L, 1)->p, &probe, &scratch, NULL, &v, &err) != RF_OK)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "%s %s", err.path, err.message));
+    d->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    d->lp = check_lpolicy(L, 1);
+    d->rng = rng;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    lua_pushcclosure(L, l_decider_call, 2);
+    return 1;
 }
 
 /* Pushes the decide closure fn (l_decide or l_decide_values) with its upvalues (UV_*); the metatables and caches
@@ -875,6 +1026,7 @@ static int l_class_retryable(lua_State *L) {
 
 static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"decide_values", l_decide_values},
+                                          {"decider", l_decider},
                                           {"budget", l_budget},
                                           {"classify", l_classify},
                                           {"routes", l_routes},
@@ -955,14 +1107,14 @@ static int l_policy_newindex(lua_State *L) {
 }
 
 static int l_policy_gc(lua_State *L) {
-    lpolicy *lp = rfl_checkudata(L, 1, POLICY_MT);
+    lpolicy *lp = check_lpolicy(L, 1);
     rf_policy_free(lp->p);
     lp->p = NULL;
     return 0;
 }
 
 static int l_policy_tostring(lua_State *L) {
-    lpolicy *lp = rfl_checkudata(L, 1, POLICY_MT);
+    lpolicy *lp = check_lpolicy(L, 1);
     if (lp->p == NULL)
         lua_pushstring(L, "retryfreeze.Policy (freed)");
     else
@@ -1038,12 +1190,17 @@ static const char *transport_at(int i) { return rf_transport_name((rf_transport)
 static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
 static const char *wait_header_at(int i) { return rf_wait_header_name((rf_wait_header)i); }
 
+static void init_tags(void) {
+    policy_tag = rfl_object_tag(POLICY_MT);
+    rng_tag = rfl_object_tag(RNG_MT);
+    decider_tag = rfl_object_tag(DECIDER_MT);
+}
+
 void rfl_open_policy(lua_State *L) {
+    pthread_once(&tags_once, init_tags);
     make_fact_index(L);
     make_string_cache(L);
     luaL_newmetatable(L, RNG_MT);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &rng_mt_key);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, l_rng_between);
     lua_setfield(L, -2, "between");
@@ -1052,9 +1209,14 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
 
+    luaL_newmetatable(L, DECIDER_MT);
+    lua_pushcfunction(L, l_decider_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, DECIDER_MT);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+
     luaL_newmetatable(L, POLICY_MT);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &policy_mt_key);
     luaL_newlibtable(L, policy_methods);
     luaL_setfuncs(L, policy_methods, 0);
     push_decide(L, l_decide); /* replaces the plain entry: decide carries its upvalues */

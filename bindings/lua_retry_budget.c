@@ -27,7 +27,7 @@ static rf_retry_budget *check_open(lua_State *L, int idx) {
 
 lbudget *rfl_retry_budget_acquire(lua_State *L, int idx, rf_retry_budget **out) {
     *out = check_open(L, idx);
-    lbudget *lb = lua_touserdata(L, idx);
+    lbudget *lb = rfl_checkudata(L, idx, BUDGET_MT);
     lb->users++;
     return lb;
 }
@@ -81,11 +81,10 @@ int rfl_retry_budget_new(lua_State *L) {
         if (url == NULL && (o.timeout_ms || o.idle_ttl_ms))
             return luaL_error(L, "rf.retry_budget: timeout_ms and idle_ttl_ms need redis");
     }
-    lbudget *lb = lua_newuserdatauv(L, sizeof *lb, 1);
+    lbudget *lb = rfl_newobject(L, sizeof *lb, 1, BUDGET_MT);
     lb->b = NULL;
     lb->shared = url != NULL;
     lb->users = 0;
-    luaL_setmetatable(L, BUDGET_MT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
     if (url == NULL) {
@@ -112,7 +111,7 @@ static int l_retry_budget_tokens(lua_State *L) {
 /* budget:is_shared() → true when the bucket lives in Redis. */
 static int l_retry_budget_is_shared(lua_State *L) {
     check_open(L, 1);
-    lua_pushboolean(L, ((lbudget *)lua_touserdata(L, 1))->shared);
+    lua_pushboolean(L, ((lbudget *)rfl_checkudata(L, 1, BUDGET_MT))->shared);
     return 1;
 }
 

@@ -7,6 +7,7 @@
 #include "retryfreeze/ledger.h"
 #include "retryfreeze/policy.h"
 #include "lua_compat.h"
+#include "lua_object.h"
 
 /* The only exported symbol of the module: require "retryfreeze.core". */
 #if defined(__GNUC__)

@@ -91,10 +91,9 @@ static int l_step_new(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     int64_t now = clock_arg(L, 4, "io.now_ms");
-    lstep *ls = lua_newuserdatauv(L, sizeof *ls, SUV_COUNT);
+    lstep *ls = rfl_newobject(L, sizeof *ls, SUV_COUNT, STEP_MT);
     memset(ls, 0, sizeof *ls);
     ls->anchor = LUA_NOREF;
-    luaL_setmetatable(L, STEP_MT);
     int ud = lua_gettop(L);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, ud, SUV_POLICY);

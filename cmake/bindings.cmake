@@ -2,7 +2,7 @@
 # tree: bin/retryfreeze, lib/lua/5.4/retryfreeze/core.so; the Lua library stays in the source tree's lua/.
 set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_ledger.c
   bindings/lua_ledger_tally.c bindings/lua_client.c
-  bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c bindings/lua_json.c
+  bindings/lua_client_network.c bindings/lua_input.c bindings/lua_compat.c bindings/lua_object.c bindings/lua_json.c
   bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c)
 
 # The binding compiled against Lua 5.4 for the `retryfreeze` command (and the 5.4 module, embed_host, the fuzz
@@ -18,9 +18,9 @@ endif()
 # rock's core.so needs no libretryfreeze*.so beside it.
 option(RF_MODULE_STATIC "Link the Lua module against the static libraries" OFF)
 if(RF_MODULE_STATIC)
-  set(rf_module_libs retryfreeze_client_static retryfreeze_static) # defined in cmake/install.cmake
+  set(rf_module_libs retryfreeze_client_static retryfreeze_static Threads::Threads) # defined in cmake/install.cmake
 else()
-  set(rf_module_libs retryfreeze_client retryfreeze)
+  set(rf_module_libs retryfreeze_client retryfreeze Threads::Threads)
 endif()
 
 # RF_LUA: the Lua versions to build the module for, a list of 5.1, 5.2, 5.3, 5.4 and luajit (LuaJIT 2.1);

@@ -288,3 +288,95 @@ describe("policy:decide_values", function()
     assert.matches("retryfreeze.Policy expected", select(2, pcall(desk.decide_values, {}, "POST", "/x", 503)))
   end)
 end)
+
+describe("policy:decider", function()
+  local desk = assert(rf.load(h.desk_lock))
+  local service = assert(rf.load("examples/service.lock.json"))
+  local cases = {
+    { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 1, elapsed_ms = 100 },
+    { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 3, elapsed_ms = 100 },
+    { method = "POST", path = "/v1/jobs", status = 500, idempotency_key = "k" },
+    { method = "POST", path = "/v1/jobs", status = 429, retry_after = "1", idempotency_key = "k", now_ms = 784111777000 },
+    { method = "POST", path = "/v1/jobs", status = 503, retry_after = "Sun, 06 Nov 1994 08:49:39 GMT",
+      date = "Sun, 06 Nov 1994 08:49:37 GMT", idempotency_key = "k", now_ms = 784111777000 },
+    { method = "POST", path = "/v1/jobs", transport = "timeout", attempts = 1, elapsed_ms = 2000 },
+    { method = "POST", path = "/v1/jobs", transport = "connect-refused", status = 0, elapsed_ms = 5 },
+    { method = "POST", path = "/v1/jobs", status = 503, idempotency_key = "k", elapsed_ms = 99999 },
+    { method = "POST", path = "/v1/jobs", status = 200 },
+    { method = "GET", path = "/v1/jobs", status = 503 },
+    { method = "DELETE", path = "/nowhere", status = 503 },
+  }
+
+  it("gives decide's verdict for every attempt of the request it was made for", function()
+    for _, p in ipairs({ desk, service }) do
+      for i, f in ipairs(cases) do
+        local want = p:decide(f, rf.rng(i))
+        local decide = p:decider(f.method, f.path, f.idempotency_key ~= nil, rf.rng(i))
+        local retry, reason, delay_ms, timeout_ms, class = decide(f.status or 0, f.transport, f.attempts,
+          f.elapsed_ms, f.retry_after, f.date, f.now_ms)
+        assert.same({ want.retry, want.reason, want.delay_ms, want.timeout_ms, want.class },
+          { retry, reason, delay_ms, timeout_ms, class }, "case " .. i)
+      end
+    end
+  end)
+
+  it("draws its jitter from the rng it was given, call after call, as decide does", function()
+    local decide, rng = desk:decider("POST", "/v1/jobs", true, rf.rng(9)), rf.rng(9)
+    for attempt = 1, 3 do
+      local want = desk:decide({ method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k",
+        attempts = attempt, elapsed_ms = 10 }, rng)
+      local retry, reason, delay_ms = decide(504, nil, attempt, 10)
+      assert.same({ want.retry, want.reason, want.delay_ms }, { retry, reason, delay_ms }, "attempt " .. attempt)
+    end
+  end)
+
+  it("raises naming the argument, when made and when called", function()
+    local function made(...)
+      local ok, e = pcall(desk.decider, desk, ...)
+      assert.is_false(ok)
+      return e
+    end
+    assert.matches("#2 .*method must be a string", made(nil, "/v1/jobs", true))
+    assert.matches("#3 .*path must be a string", made("POST", 7, true))
+    assert.matches("#4 .*has_key must be a boolean", made("POST", "/v1/jobs", "k"))
+    assert.matches("#5 .*retryfreeze.Rng expected", made("POST", "/v1/jobs", true, {}))
+    assert.matches("method must be uppercase", made("post", "/v1/jobs", true))
+    assert.matches("retryfreeze.Policy expected", select(2, pcall(desk.decider, {}, "POST", "/x", true)))
+    local decide = desk:decider("POST", "/v1/jobs", true)
+    local function called(...)
+      local ok, e = pcall(decide, ...)
+      assert.is_false(ok)
+      return e
+    end
+    assert.matches("#1 .*status must be an integer, got nil", called(nil, nil, 1, 0))
+    assert.matches("#1 .*status must be 0 %(none received%) or 100..599", called(42, nil, 1, 0))
+    assert.matches("#1 .*status must be an integer, got string", called("503", nil, 1, 0))
+    assert.matches("#2 .*unknown transport 'bogus'", called(0, "bogus", 1, 0))
+    assert.matches("#3 .*attempts must be an integer in 1..1000000", called(503, nil, 0, 0))
+    assert.matches("#4 .*elapsed_ms must be an integer", called(503, nil, 1, 1.5))
+    assert.matches("#5 .*retry_after must be a string or nil", called(503, nil, 1, 0, 5))
+    assert.matches("#7 .*now_ms must be an integer", called(503, nil, 1, 0, "1", nil, "x"))
+  end)
+
+  it("keeps its policy and rng alive when the script drops them", function()
+    local decide
+    do
+      local p = assert(rf.load(h.desk_lock))
+      decide = p:decider("POST", "/v1/jobs", true, rf.rng(3))
+    end
+    collectgarbage()
+    collectgarbage()
+    local want = desk:decide({ method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k" }, rf.rng(3))
+    local retry, reason, delay_ms = decide(504, nil, 1, 0)
+    assert.same({ want.retry, want.reason, want.delay_ms }, { retry, reason, delay_ms })
+  end)
+
+  it("refuses once its state was finalized by hand, instead of reading freed memory", function()
+    local decide = desk:decider("POST", "/v1/jobs", true)
+    local state = select(2, debug.getupvalue(decide, 1))
+    if state == nil then return end -- Lua 5.1 and LuaJIT: debug.getupvalue does not reach a C function's upvalues
+    debug.getmetatable(state).__gc(state)
+    assert.error_matches(function() decide(504, nil, 1, 0) end, "decider is closed")
+    debug.getmetatable(state).__gc(state) -- twice: still harmless
+  end)
+end)

@@ -51,11 +51,18 @@ describe("a policy is immutable from Lua", function()
     assert.equal("mutating-without-idempotency", policy:decide(keyless).reason)
   end)
 
-  it("debug.setmetatable makes the object unusable rather than changing decide", function()
+  it("debug.setmetatable changes which function a lookup finds, never what the real decide decides", function()
+    -- A policy is known by a secret tag in its memory, not by its metatable: the real decide still decides
+    -- the detached object as locked, and a metatable cannot make another userdata pass for a policy.
     local victim = assert(rf.load(h.desk_lock))
     local real_decide = victim.decide
     debug.setmetatable(victim, { __index = { decide = function() return { retry = true } end } })
-    assert.has_error(function() real_decide(victim, facts) end)
+    assert.same(before, real_decide(victim, facts))
+    local impostor = io.tmpfile()
+    debug.setmetatable(impostor, debug.getmetatable(policy))
+    assert.error_matches(function() real_decide(impostor, facts) end, "retryfreeze.Policy expected, got a forged one")
+    debug.setmetatable(impostor, debug.getmetatable(io.stdout))
+    impostor:close()
     unchanged()
   end)
 end)

@@ -248,11 +248,12 @@ describe("a hostile script cannot change a decision", function()
   end)
 
   describe("with the debug library (which a sandbox must remove)", function()
-    it("debug.setmetatable detaches one object: it becomes unusable, the others decide as locked", function()
+    it("debug.setmetatable detaches one object: it loses its methods, and still decides as locked", function()
       local victim = assert(rf.load(h.desk_lock))
       debug.setmetatable(victim, nil)
-      assert.has_error(function() policy.decide(victim, RETRY_FACTS) end)
-      assert.has_error(function() core.decide(victim, RETRY_FACTS) end)
+      assert.has_error(function() return victim:decide(RETRY_FACTS) end) -- no methods without the metatable
+      assert.same(want_retry, policy.decide(victim, RETRY_FACTS, new_rng(SEED)))
+      assert.same(want_stop, core.decide(victim, STOP_FACTS, new_rng(SEED)))
       decides_as_locked()
       debug.setmetatable(victim, debug.getmetatable(policy)) -- so that __gc frees it
       decides_as_locked(victim)
@@ -357,7 +358,7 @@ local function collect(v, depth)
 end
 collect(rf, 0)
 collect(core, 0)
-collect({ decode, encode, p.decide, p.decide_values }, 0)
+collect({ decode, encode, p.decide, p.decide_values, p:decider("POST", "/v1/jobs", true, rng) }, 0)
 for _, ud in ipairs({ p, rng, ledger }) do collect(debug.getmetatable(ud), 0) end
 local forged = {}
 local stdout_mt = debug.getmetatable(io.stdout)
@@ -394,6 +395,89 @@ os.remove(ledger_path)
 print(#found >= 5, tried > 1000)
 ]], true)
       assert.equal("true\ttrue\n", out, err)
+      assert.equal(0, code)
+    end)
+
+    it("an io file given one of the module's metatables passes for none of its objects", function()
+      -- debug.setmetatable can dress any userdata in a genuine metatable. A check by metatable (luaL_checkudata,
+      -- or a compare against the registry) took an io file for a policy, an rng, a ledger, a client… and read a
+      -- FILE as that object. Objects are now known by the secret tag in their memory (bindings/lua_object.h).
+      local ledger_path = os.tmpname()
+      local out, err, code = run_child(([[
+local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
+local p = assert(rf.load("examples/retry-budget.lock.json"))
+local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1", attempts = 1 }
+local rng = rf.rng(1)
+local ledger = assert(rf.ledger.open(%q))
+local client = rf.client{ policy = p, base_url = "http://127.0.0.1:9" }
+local budget = rf.retry_budget(assert(rf.load("examples/service.lock.json")))
+local step = core.step(p, { method = "POST", path = "/v1/jobs" }, {}, 0)
+local read_next, read_state = core.ledger_read(%q)
+local reader = read_state.reader
+local decide = p:decider("POST", "/v1/jobs", true, rng)
+local state = select(2, debug.getupvalue(decide, 1))
+local file_mt = debug.getmetatable(io.stdout)
+local checked, refused = 0, 0
+-- Calls fn with an impostor among its arguments: every call must fail; `checked` counts the refusals that name
+-- the forgery (the others refuse in their own words, as core.step's "io.rng must be an rf.rng(seed)").
+local function try(name, fn, ...)
+  local ok, why = pcall(fn, ...)
+  assert(not ok, name .. " accepted an impostor")
+  refused = refused + 1
+  if tostring(why):find("forged", 1, true) or tostring(why):find("replaced", 1, true) then checked = checked + 1 end
+end
+for _, obj in ipairs({ p, rng, ledger, client, budget, step, reader, state }) do
+  local mt = debug.getmetatable(obj)
+  local impostor = io.tmpfile()
+  debug.setmetatable(impostor, mt)
+  local fns = {}
+  if type(mt.__index) == "table" then
+    for name, fn in pairs(mt.__index) do fns[name] = fn end
+  elseif obj == p then
+    for _, name in ipairs({ "decide", "decide_values", "decider", "budget", "classify", "routes", "effective_json",
+                            "canonical_json", "match", "delay_window", "class_retryable", "class_attempts" }) do
+      fns[name] = p[name]
+    end
+  end
+  for _, meta in ipairs({ "__gc", "__close", "__tostring", "__len" }) do
+    if type(mt[meta]) == "function" then fns[meta] = mt[meta] end
+  end
+  for name, fn in pairs(fns) do
+    if type(fn) == "function" then try(name, fn, impostor, facts, rng) end
+  end
+  if obj == rng then
+    try("decide's rng", p.decide, p, facts, impostor)
+    try("decide_values' rng", p.decide_values, p, "POST", "/v1/jobs", 504, nil, 1, 1, true, impostor)
+    try("decider's rng", p.decider, p, "POST", "/v1/jobs", true, impostor)
+    try("core.step's rng", core.step, p, { method = "POST", path = "/v1/jobs" }, { rng = impostor }, 0)
+  elseif obj == p then
+    try("core.decide", core.decide, impostor, facts)
+    try("rf.client's policy", rf.client, { policy = impostor, base_url = "http://127.0.0.1:9" })
+    try("core.step's policy", core.step, impostor, { method = "POST", path = "/v1/jobs" }, {}, 0)
+    try("rf.retry_budget's policy", rf.retry_budget, impostor)
+  elseif obj == ledger then
+    try("rf.client's ledger", rf.client, { policy = p, ledger = impostor, base_url = "http://127.0.0.1:9" })
+    try("core.step's ledger", core.step, p, { method = "POST", path = "/v1/jobs" }, { ledger = impostor }, 0)
+  elseif obj == reader then
+    try("the ledger iterator's reader", read_next, { reader = impostor, path = "x" })
+  elseif obj == budget then
+    try("rf.client's budget", rf.client, { policy = p, retry_budget = impostor, base_url = "http://127.0.0.1:9" })
+  elseif obj == state then
+    debug.setupvalue(decide, 1, impostor)
+    try("the decider", decide, 504, nil, 1, 1)
+    debug.setupvalue(decide, 1, state)
+  end
+  debug.setmetatable(impostor, file_mt)
+  impostor:close()
+end
+assert(decide(504, nil, 1, 1) == true, "the decider no longer decides")
+client:close()
+ledger:close()
+os.remove(%q)
+print("refused", refused > 50, checked > 45, refused, checked)
+]]):format(ledger_path, ledger_path, ledger_path), true)
+      assert.matches("^refused\ttrue\ttrue\t%d+\t%d+\n$", out, err)
       assert.equal(0, code)
     end)
 
