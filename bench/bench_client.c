@@ -20,6 +20,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "retryfreeze/client.h"
+#include "bench_temp.h"
 #include "retryfreeze/ledger.h"
 #include "retryfreeze/policy.h"
 
@@ -140,20 +141,6 @@ static double median(const double *v, int n) {
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-/* A fresh empty file under $TMPDIR (default /tmp); the caller unlinks and frees it. */
-static char *temp_path(void) {
-    const char *dir = getenv("TMPDIR");
-    char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/rf-bench-ledger.XXXXXX", dir && dir[0] ? dir : "/tmp");
-    int fd = mkstemp(tmpl);
-    if (fd < 0) die("mkstemp failed", tmpl);
-    close(fd);
-    char *path = malloc(strlen(tmpl) + 1);
-    if (path == NULL) die("out of memory", NULL);
-    strcpy(path, tmpl);
-    return path;
-}
-
 /* ---- main ---------------------------------------------------------------------------------------- */
 
 enum { V_PLAIN, V_C, V_LUA, V_LEDGER, V_COUNT };
@@ -178,7 +165,7 @@ int main(int argc, char **argv) {
     rf_client *c = NULL, *cl = NULL;
     rf_client_options o = {.policy = policy, .base_url = base, .rng_seed = 1};
     if (rf_client_new(&o, &c, &err) != RF_OK) die("rf_client_new", err.message);
-    char *ledger_path = temp_path();
+    char *ledger_path = bench_temp_path("bench_client", "ledger");
     rf_ledger *ledger = NULL;
     if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &ledger, &err) != RF_OK) die("rf_ledger_open", err.message);
     o.ledger = ledger;

@@ -8,6 +8,7 @@
  * Usage: bench_ledger [appends per round [rounds]]; the files go to $TMPDIR (default /tmp) and are removed.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_temp.h"
 #include "retryfreeze/ledger.h"
 
 #include <fcntl.h>
@@ -28,20 +29,6 @@ static double now_s(void) {
 static void die(const char *what, const char *detail) {
     fprintf(stderr, "bench_ledger: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
     exit(1);
-}
-
-/* A fresh empty file under $TMPDIR (default /tmp); the caller unlinks and frees it. */
-static char *temp_path(void) {
-    const char *dir = getenv("TMPDIR");
-    char tmpl[512];
-    snprintf(tmpl, sizeof tmpl, "%s/rf-bench-ledger.XXXXXX", dir && dir[0] ? dir : "/tmp");
-    int fd = mkstemp(tmpl);
-    if (fd < 0) die("mkstemp failed", tmpl);
-    close(fd);
-    char *path = malloc(strlen(tmpl) + 1);
-    if (path == NULL) die("out of memory", NULL);
-    strcpy(path, tmpl);
-    return path;
 }
 
 static long positive_arg(const char *s, const char *what) {
@@ -94,7 +81,8 @@ int main(int argc, char **argv) {
     line[len] = '\n';
     size_t line_len = (size_t)len + 1;
 
-    char *raw_path = temp_path(), *ledger_path = temp_path();
+    char *raw_path = bench_temp_path("bench_ledger", "ledger"),
+         *ledger_path = bench_temp_path("bench_ledger", "ledger");
     double raw_best = 1e30, append_best = 1e30;
     for (int round = 0; round < rounds; round++) {
         /* Baseline: the same line, already formatted, one write(2) each on an O_APPEND descriptor. */
