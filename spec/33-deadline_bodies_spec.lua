@@ -38,11 +38,13 @@ describe("the deadline with large bodies at concurrency 100", function()
 
   teardown(function() if ng then ng.stop() end end)
 
-  -- A loaded machine can only delay the client (the noise is one-sided): the bound is checked on the best of up
-  -- to 3 runs; every run must stop each big request in time and succeed every small one.
+  -- A loaded machine can only delay the client (the noise is one-sided): a delayed small request can miss its
+  -- per-try timeout, and any request its deadline. So the run is repeated, up to 3 times, until one stops every
+  -- big request in time, succeeds every small one and lets none overrun; the last run is the one asserted. (Seen
+  -- once at load 7: 18 of 300 small requests stopped at the deadline in the only run.)
   it("400 flows, a quarter with 8 MiB bodies: none outlives totalBudgetMs + 50 ms", function()
     local policy = assert(rf.load_string(LOCK, "33-deadline.lock"))
-    local runs = {}
+    local runs, last_outcomes = {}, nil
     for _ = 1, 3 do
       local client = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. ng.ports[1], rng_seed = 5,
         max_body_bytes = 64 * 1024 * 1024 }
@@ -60,10 +62,12 @@ describe("the deadline with large bodies at concurrency 100", function()
       end)
       client:close()
       assert.equal(0, failed)
-      assert.same({ ["small success"] = 300, ["big stopped in time"] = 100 }, outcomes)
-      runs[#runs + 1] = ("%d over, worst %d ms"):format(overruns, worst)
-      if overruns == 0 then break end
+      last_outcomes = outcomes
+      runs[#runs + 1] = ("%d over, worst %d ms, %d small successes"):format(overruns, worst,
+        outcomes["small success"] or 0)
+      if overruns == 0 and outcomes["small success"] == 300 and outcomes["big stopped in time"] == 100 then break end
     end
+    assert.same({ ["small success"] = 300, ["big stopped in time"] = 100 }, last_outcomes, table.concat(runs, "; "))
     assert.matches("^0 over", runs[#runs], table.concat(runs, "; "))
   end)
 end)
