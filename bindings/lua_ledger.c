@@ -15,6 +15,7 @@
 typedef struct lledger {
     rf_ledger *l;
     int users; /* open clients and unfinished steps writing to it (rfl_ledger_use): close is refused while > 0 */
+    rfl_appended *appended; /* the running tally of its appends (ledger:_tally_appends), or NULL; freed by __gc */
 } lledger;
 
 typedef struct lreader {
@@ -59,6 +60,7 @@ static int l_ledger_open(lua_State *L) {
     lledger *ll = rfl_newobject(L, sizeof *ll, 0, LEDGER_MT);
     ll->l = NULL;
     ll->users = 0;
+    ll->appended = NULL;
     rf_error err;
     if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) {
         lua_pushnil(L);
@@ -100,9 +102,37 @@ static int l_ledger_close(lua_State *L) {
 static int l_ledger_gc(lua_State *L) {
     lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
     rf_error err;
-    if (ll->users == 0) rf_ledger_close(ll->l, &err);
+    if (ll->users == 0)
+        rf_ledger_close(ll->l, &err);
+    else if (ll->l != NULL)
+        rf_ledger_observe(ll->l, NULL, NULL, &err); /* left open: its appends must not reach the tally freed below */
     ll->l = NULL;
+    rfl_appended_free(ll->appended);
+    ll->appended = NULL;
     return 0;
+}
+
+/* ledger:_tally_appends(): from now on, counts every line this ledger appends whole, as core.ledger_tally
+ * would count it read back (retryfreeze.ledger_stats.of_appends reads the counts). Used by `retryfreeze soak`
+ * for its run's statistics. A second call goes on with the same counts. Raises on a closed ledger. */
+static int l_ledger_tally_appends(lua_State *L) {
+    rf_ledger *l = rfl_check_ledger(L, 1);
+    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
+    if (ll->appended != NULL) return 0;
+    ll->appended = rfl_appended_new();
+    if (ll->appended == NULL) return luaL_error(L, "ledger:_tally_appends: out of memory");
+    rf_ledger_observe(l, rfl_appended_observe, ll->appended, NULL);
+    return 0;
+}
+
+/* ledger:_appended() → scopes, info: the counts since ledger:_tally_appends, in core.ledger_tally's shapes (info:
+ * lines = the lines counted, torn false, torn_lines 0, corrupt 0, ts_min/ts_max). Also after close. Raises when
+ * counting never started, or memory ran out while counting. */
+static int l_ledger_appended(lua_State *L) {
+    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
+    if (ll->appended == NULL) return luaL_error(L, "ledger:_appended: call ledger:_tally_appends() first");
+    rfl_appended_push(L, ll->appended);
+    return 2;
 }
 
 static void set_str(lua_State *L, const char *k, const char *v) {
@@ -250,9 +280,13 @@ static int l_ledger_read(lua_State *L) {
 
 void rfl_open_ledger(lua_State *L) {
     luaL_newmetatable(L, LEDGER_MT);
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 3);
     lua_pushcfunction(L, l_ledger_close);
     lua_setfield(L, -2, "close");
+    lua_pushcfunction(L, l_ledger_tally_appends);
+    lua_setfield(L, -2, "_tally_appends");
+    lua_pushcfunction(L, l_ledger_appended);
+    lua_setfield(L, -2, "_appended");
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_ledger_gc);
     lua_setfield(L, -2, "__gc");

@@ -19,8 +19,11 @@
  * Raises "path:line: corrupt ledger line: …" unless skip_corrupt, or "cannot open/read ledger …". Memory is
  * bounded by the number of distinct routes, outcome and reason pairs and classes (and the timeline's buckets),
  * never by the ledger's length.
- * after_line (default 0): lines 1..after_line are read but neither counted nor judged (soak and demo summarize
- * only the lines their run appended).
+ * after_line (default 0): lines 1..after_line are read but neither counted nor judged (demo's stats and the
+ * --report of soak and demo count only the lines their run appended).
+ * rfl_appended_*: the same counters kept while a ledger appends (an rf_ledger_observe observer), for soak: its
+ * run's statistics without reading the ledger back. What the observer is given is what a reader of the line gets
+ * back (rf_ledger_observer), so the counts equal those of ledger_tally over the lines the run appended.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -106,26 +109,24 @@ static int l_tally_gc(lua_State *L) {
     return 0;
 }
 
-static char *dup_or_die(lua_State *L, const char *s) {
-    char *d = strdup(s ? s : "");
-    if (d == NULL) luaL_error(L, "out of memory tallying a ledger");
-    return d;
-}
-
-/* Adds 1 to the count named (a, b) in *list (linear: there are few distinct names). */
-static void bump(lua_State *L, named_count **list, size_t *n, const char *a, const char *b) {
+/* Adds 1 to the count named (a, b) in *list (linear: there are few distinct names); false when memory ran out
+ * (nothing counted). Never raises: the running tally calls it from inside rf_ledger_append. */
+static bool bump(named_count **list, size_t *n, const char *a, const char *b) {
     for (size_t i = 0; i < *n; i++)
         if (strcmp((*list)[i].a, a) == 0 && (b == NULL || strcmp((*list)[i].b, b) == 0)) {
             (*list)[i].n++;
-            return;
+            return true;
         }
-    named_count *grown = realloc(*list, (*n + 1) * sizeof **list);
-    if (grown == NULL) luaL_error(L, "out of memory tallying a ledger");
+    char *da = strdup(a), *db = b ? strdup(b) : NULL;
+    named_count *grown = da && (db || !b) ? realloc(*list, (*n + 1) * sizeof **list) : NULL;
+    if (grown == NULL) {
+        free(da);
+        free(db);
+        return false;
+    }
     *list = grown;
-    grown[*n] = (named_count){.a = NULL, .b = NULL, .n = 1};
-    (*n)++;
-    grown[*n - 1].a = dup_or_die(L, a);
-    if (b) grown[*n - 1].b = dup_or_die(L, b);
+    grown[(*n)++] = (named_count){.a = da, .b = db, .n = 1};
+    return true;
 }
 
 /* A scope's start state: zero counts, min and max ready for the first value. */
@@ -135,15 +136,20 @@ static void scope_init(scope *s) {
     s->elapsed_max = INT64_MIN;
 }
 
-static scope *scope_for(lua_State *L, tally *t, const char *route) {
+/* The scope of route (made on first use), or NULL when memory ran out. Never raises (see bump). */
+static scope *scope_for(tally *t, const char *route) {
     for (size_t i = 0; i < t->n_scopes; i++)
         if (strcmp(t->scopes[i].route, route) == 0) return &t->scopes[i];
-    scope *grown = realloc(t->scopes, (t->n_scopes + 1) * sizeof *grown);
-    if (grown == NULL) luaL_error(L, "out of memory tallying a ledger");
+    char *name = strdup(route);
+    scope *grown = name ? realloc(t->scopes, (t->n_scopes + 1) * sizeof *grown) : NULL;
+    if (grown == NULL) {
+        free(name);
+        return NULL;
+    }
     t->scopes = grown;
     scope *s = &grown[t->n_scopes++];
     scope_init(s);
-    s->route = dup_or_die(L, route);
+    s->route = name;
     return s;
 }
 
@@ -211,21 +217,23 @@ static int ra_use(const rf_ledger_record *rec, size_t i) {
     return (off >= -1000 && off <= 1000) ? RF_RA_USE_HONORED : RF_RA_USE_NOT_HONORED;
 }
 
-static void add_to(lua_State *L, scope *s, const rf_ledger_record *rec) {
+/* Counts rec into s; false when memory ran out (the counts are then incomplete). Never raises (see bump). */
+static bool add_to(scope *s, const rf_ledger_record *rec) {
+    bool ok = true;
     s->requests++;
     s->attempts += rec->attempts;
     if (rec->attempts > 1) {
         s->retries += rec->attempts - 1;
         for (size_t i = 0; i < rec->n_tries; i++)
             if (strcmp(rec->tries[i].reason, "pinned-status") == 0)
-                bump(L, &s->classes, &s->n_classes, rec->tries[i].class_name, NULL);
+                ok = bump(&s->classes, &s->n_classes, rec->tries[i].class_name, NULL) && ok;
     }
     if (rec->ok) {
         s->successes++;
         s->success_attempts += rec->attempts;
         if (rec->attempts > 1) s->retried_successes++;
     }
-    bump(L, &s->pairs, &s->n_pairs, rec->outcome, rec->reason);
+    ok = bump(&s->pairs, &s->n_pairs, rec->outcome, rec->reason) && ok;
     s->elapsed_sum += rec->elapsed_ms;
     if (rec->elapsed_ms < s->elapsed_min) s->elapsed_min = rec->elapsed_ms;
     if (rec->elapsed_ms > s->elapsed_max) s->elapsed_max = rec->elapsed_ms;
@@ -238,15 +246,19 @@ static void add_to(lua_State *L, scope *s, const rf_ledger_record *rec) {
         int use = ra_use(rec, i);
         if (use >= 0) s->retry_after[use]++;
     }
+    return ok;
 }
 
-static void add(lua_State *L, tally *t, const rf_ledger_record *rec) {
-    add_to(L, scope_for(L, t, t->by_host ? (rec->host ? rec->host : "") : rec->route), rec);
-    if (t->timeline == NULL || strcmp(rec->route, RF_LEDGER_HARNESS_ROUTE) == 0) return; /* no ts: in no bucket */
+/* Counts rec (its line carries host: NULL for none) into its route's (or host's) scope and its time bucket;
+ * false when memory ran out. Never raises (see bump). */
+static bool add(tally *t, const rf_ledger_record *rec, const char *host) {
+    scope *s = scope_for(t, t->by_host ? (host ? host : "") : rec->route);
+    if (s == NULL || !add_to(s, rec)) return false;
+    if (t->timeline == NULL || strcmp(rec->route, RF_LEDGER_HARNESS_ROUTE) == 0) return true; /* no ts: no bucket */
     int64_t off = rec->ts_ms - t->origin_ms;
     int64_t idx = off < 0 ? 0 : off / t->bucket_ms;
     if (idx >= (int64_t)t->n_timeline) idx = (int64_t)t->n_timeline - 1;
-    add_to(L, &t->timeline[idx], rec);
+    return add_to(&t->timeline[idx], rec);
 }
 
 /* Pushes {[i] = counts[i - 1]} for the n counts (every slot, zeros included). */
@@ -314,6 +326,30 @@ static int64_t opt_field(lua_State *L, int idx, const char *k, int64_t lo, int64
     return v;
 }
 
+/* Pushes scopes, info (the shapes above) for t's scopes and the line counts. */
+static void push_tally(lua_State *L, const tally *t, int64_t lines, int64_t ts_min, int64_t ts_max, int64_t torn,
+                       int64_t torn_lines, int64_t corrupt) {
+    lua_createtable(L, 0, (int)t->n_scopes);
+    for (size_t i = 0; i < t->n_scopes; i++) {
+        push_scope(L, &t->scopes[i]);
+        lua_setfield(L, -2, t->scopes[i].route);
+    }
+    lua_createtable(L, 0, 6);
+    rfl_set_int(L, "lines", lines);
+    if (ts_min <= ts_max) {
+        rfl_set_int(L, "ts_min", ts_min);
+        rfl_set_int(L, "ts_max", ts_max);
+    }
+    if (torn)
+        rfl_set_int(L, "torn", torn);
+    else {
+        lua_pushboolean(L, 0);
+        lua_setfield(L, -2, "torn");
+    }
+    rfl_set_int(L, "torn_lines", torn_lines);
+    rfl_set_int(L, "corrupt", corrupt);
+}
+
 static int l_ledger_tally(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
@@ -353,7 +389,7 @@ static int l_ledger_tally(lua_State *L) {
         if ((st == RF_LEDGER_RECORD || st == RF_LEDGER_CORRUPT) && rf_ledger_reader_line(t->reader) <= after_line) {
             continue;
         } else if (st == RF_LEDGER_RECORD) {
-            add(L, t, &rec);
+            if (!add(t, &rec, rec.host)) return luaL_error(L, "out of memory tallying a ledger");
             bool timed = strcmp(rec.route, RF_LEDGER_HARNESS_ROUTE) != 0; /* seed-harness lines carry no ts */
             if (timed && rec.ts_ms < ts_min) ts_min = rec.ts_ms;
             if (timed && rec.ts_ms > ts_max) ts_max = rec.ts_ms;
@@ -369,25 +405,7 @@ static int l_ledger_tally(lua_State *L) {
             break;
         }
     }
-    lua_createtable(L, 0, (int)t->n_scopes);
-    for (size_t i = 0; i < t->n_scopes; i++) {
-        push_scope(L, &t->scopes[i]);
-        lua_setfield(L, -2, t->scopes[i].route);
-    }
-    lua_createtable(L, 0, 6);
-    rfl_set_int(L, "lines", rf_ledger_reader_line(t->reader));
-    if (ts_min <= ts_max) {
-        rfl_set_int(L, "ts_min", ts_min);
-        rfl_set_int(L, "ts_max", ts_max);
-    }
-    if (torn)
-        rfl_set_int(L, "torn", torn);
-    else {
-        lua_pushboolean(L, 0);
-        lua_setfield(L, -2, "torn");
-    }
-    rfl_set_int(L, "torn_lines", torn_lines);
-    rfl_set_int(L, "corrupt", corrupt);
+    push_tally(L, t, rf_ledger_reader_line(t->reader), ts_min, ts_max, torn, torn_lines, corrupt);
     int results = 2;
     if (t->timeline != NULL) {
         lua_createtable(L, (int)t->n_timeline, 0);
@@ -401,6 +419,48 @@ static int l_ledger_tally(lua_State *L) {
     lua_pushvalue(L, ud);
     lua_call(L, 1, 0);
     return results;
+}
+
+/* ---- the running tally of one ledger's appends (ledger:_tally_appends) ------------------------------- */
+
+struct rfl_appended {
+    tally t;                /* by route; no timeline, no reader */
+    int64_t lines;          /* records counted: one line each */
+    int64_t ts_min, ts_max; /* their ts range (as read back: seed-harness lines excluded) */
+    bool failed;            /* memory ran out once: the counts are incomplete, and reading them raises */
+};
+
+rfl_appended *rfl_appended_new(void) {
+    rfl_appended *a = calloc(1, sizeof *a);
+    if (a == NULL) return NULL;
+    a->ts_min = INT64_MAX;
+    a->ts_max = INT64_MIN;
+    return a;
+}
+
+void rfl_appended_observe(void *ud, const rf_ledger_record *rec, const char *host) {
+    rfl_appended *a = ud;
+    if (a->failed) return;
+    if (!add(&a->t, rec, host)) {
+        a->failed = true;
+        return;
+    }
+    a->lines++;
+    if (strcmp(rec->route, RF_LEDGER_HARNESS_ROUTE) != 0) { /* as l_ledger_tally: such lines carry no ts */
+        if (rec->ts_ms < a->ts_min) a->ts_min = rec->ts_ms;
+        if (rec->ts_ms > a->ts_max) a->ts_max = rec->ts_ms;
+    }
+}
+
+void rfl_appended_push(lua_State *L, const rfl_appended *a) {
+    if (a->failed) luaL_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
+    push_tally(L, &a->t, a->lines, a->ts_min, a->ts_max, 0, 0, 0);
+}
+
+void rfl_appended_free(rfl_appended *a) {
+    if (a == NULL) return;
+    free_scopes(a->t.scopes, a->t.n_scopes);
+    free(a);
 }
 
 void rfl_open_ledger_tally(lua_State *L) {

@@ -57,6 +57,15 @@ int rfl_retry_budget_new(lua_State *L);
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);
 void rfl_open_ledger_tally(lua_State *L);
+/* A running tally of a ledger's appends: the counters of core.ledger_tally (lua_ledger_tally.c), kept by an
+ * rf_ledger_observe observer. new → NULL when memory runs out; observe is the observer (ud = the tally; never
+ * raises); push pushes scopes, info as core.ledger_tally does (raises if memory ran out while counting); free
+ * accepts NULL. */
+typedef struct rfl_appended rfl_appended;
+rfl_appended *rfl_appended_new(void);
+void rfl_appended_observe(void *ud, const rf_ledger_record *rec, const char *host);
+void rfl_appended_push(lua_State *L, const rfl_appended *a);
+void rfl_appended_free(rfl_appended *a);
 /* The string argument idx as a file path (raises unless a string). *nul is set when it holds a NUL byte: C
  * would open a shorter path, so the caller refuses it (lua_input.c). */
 const char *rfl_check_path(lua_State *L, int idx, bool *nul);

@@ -146,6 +146,76 @@ describe("retryfreeze.scheduler.run_requests", function()
   end)
 end)
 
+describe("a ledger's running tally of its appends (soak's stats)", function()
+  local stats = require "retryfreeze.ledger_stats"
+  local LOCK = '{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,'
+    .. '"retryable":["HTTP_503","HTTP_429","CONNECT_RESET"],"backoff":{"baseMs":1,"maxMs":3},'
+    .. '"retryAfter":{"maxMs":1500}},"routes":[{"endpoint":"GET /a/{i}"},{"endpoint":"POST /b/{i}","maxAttempts":2}]}'
+  -- Scripted faults by flow number: retries, an honoured and an invalid Retry-After, one beyond the budget, a
+  -- terminal 500, exhausted attempts, a reset, a refused keyless POST's retry and a path no route matches.
+  local SCRIPTS = { [3] = "503;retry-after=0,200", [4] = "429;retry-after=soon,200", [5] = "503;retry-after=99",
+                    [6] = "500", [7] = "503,503,503", [8] = "reset,200", [9] = "503,200" }
+  local function request(i)
+    local req = { method = i % 5 == 0 and "POST" or "GET", path = (i % 5 == 0 and "/b/" or "/a/") .. i,
+                  headers = { ["X-Fault-Script"] = SCRIPTS[i % 10] or "200" } }
+    if i % 17 == 0 then req.path = "/nowhere/" .. i end
+    if i % 3 ~= 0 then req.idempotency_key = "tally-" .. i end
+    return req
+  end
+
+  it("counts exactly what stats reads back from the lines the run appended, after lines already there", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local p = assert(rf.load_string(LOCK))
+    local path = os.tmpname()
+    finally(function() up.stop(); os.remove(path) end)
+    -- Lines from an earlier run, which the count of this one leaves out.
+    local earlier = assert(rf.ledger.open(path))
+    local c0 = rf.client{ policy = p, base_url = up.url, ledger = earlier }
+    for i = 1, 5 do c0:request(request(1000 + i)) end
+    c0:close(); earlier:close()
+    local before = assert(stats.lines_before_append(path))
+    assert.equal(5, before)
+
+    local ledger = assert(rf.ledger.open(path))
+    ledger:_tally_appends()
+    local c = rf.client{ policy = p, base_url = up.url, ledger = ledger, rng_seed = 9 }
+    assert.equal(0, scheduler.run_requests(c, 200, 16, request))
+    assert.equal(0, scheduler.run(c, 20, 4, function(i) c:request(request(500 + i)) end))
+    c:_set_scheduled(false)
+    c:request(request(1003)) -- a blocking request counts too
+    c:close()
+    local open_counts = stats.of_appends(ledger, path)
+    assert(ledger:close())
+    local counted = stats.of_appends(ledger, path)
+    assert.same(open_counts, counted) -- also readable after close, unchanged
+
+    local read = assert(stats.stats(path, { after_line = { [path] = before } }))
+    assert.equal(before + 221, read.lines) -- the reader counts every line it read
+    read.lines = read.lines - before
+    assert.same(read, counted)
+    -- The run really went through the variety above.
+    assert.equal(221, counted.requests)
+    for _, k in ipairs({ "success success", "terminal status-not-retryable", "exhausted max-attempts",
+                         "deadline retry-after-exceeds-budget", "refused no-route" }) do
+      assert.is_true((counted.by_reason[k] or 0) > 0, k)
+    end
+    assert.is_true(counted.retried_successes > 0)
+    assert.is_true((counted.retry_after["honored"] or 0) > 0 and (counted.retry_after["ignored-invalid"] or 0) > 0)
+  end)
+
+  it("raises when counting never started, and counts nothing a failed append did not write", function()
+    local path = os.tmpname()
+    finally(function() os.remove(path) end)
+    local ledger = assert(rf.ledger.open(path))
+    assert.has_error(function() ledger:_appended() end, "ledger:_appended: call ledger:_tally_appends() first")
+    ledger:_tally_appends()
+    local s = stats.of_appends(ledger, path)
+    assert.same({ 0, 0, {} }, { s.requests, s.lines, s.by_route })
+    assert(ledger:close())
+    assert.has_error(function() ledger:_tally_appends() end, "attempt to use a closed ledger")
+  end)
+end)
+
 describe("retryfreeze soak", function()
   local ledger = os.tmpname()
   teardown(function() os.remove(ledger) end)
@@ -161,6 +231,21 @@ describe("retryfreeze soak", function()
     local it, st = rf.ledger.read(ledger)
     for _ in it, st do lines = lines + 1 end
     assert.equal(300, lines)
+  end)
+
+  it("prints the stats `retryfreeze stats` reads from the lines it appended", function()
+    local fresh = os.tmpname()
+    finally(function() os.remove(fresh) end)
+    local out, _, code = h.run_cli("soak", "examples/service.lock.json", "--requests", "400", "--concurrency", "16",
+      "--faults", "503=0.1,429=0.05,500=0.03,reset=0.02", "--seed", "5", "--ledger", fresh)
+    assert.equal(0, code, out)
+    local s = assert(require("retryfreeze.ledger_stats").stats(fresh))
+    assert.matches(string.format("requests=%d successes=%d attempts=%d retries=%d retry%%-ratio=%.3f ", s.requests,
+      s.successes, s.attempts, s.retries, s.retry_ratio):gsub("%.", "%%."), out)
+    assert.is_true(s.retries > 0 and s.successes < s.requests)
+    for k, n in pairs(s.by_reason) do
+      assert.matches("\n  " .. k:gsub("%-", "%%-") .. " +" .. n .. "\n", out)
+    end
   end)
 
   it("exits 1 on a breached threshold and names it", function()

@@ -170,6 +170,19 @@ local function add_file(scopes, path, skip_corrupt, result, after_line, by)
   end
 end
 
+-- The stats table of the tallied scopes ({[route or host] = raw scope}) and the file facts in result.
+local function build(scopes, result, by)
+  local total, by_key = new_scope(), {}
+  for key, s in pairs(scopes) do
+    merge(total, s)
+    by_key[key] = finish(s)
+  end
+  local r = finish(total)
+  for k, v in pairs(result) do r[k] = v end
+  r["by_" .. by] = by_key
+  return r
+end
+
 --- Statistics over one or more ledgers, streamed in constant memory.
 -- @param paths string|array of strings: ledger files; a path that does not exist and holds a wildcard
 --   (`*`, `?`, `[…]`) is expanded as a glob (retryfreeze.glob), so "ledger.jsonl*" takes rotated files too
@@ -228,15 +241,22 @@ function M.stats(paths, opts)
       return nil, (tostring(err):gsub("^[^\n]-ledger_stats%.lua:%d+: ", ""))
     end
   end
-  local total, by_route = new_scope(), {}
-  for route, s in pairs(scopes) do
-    merge(total, s)
-    by_route[route] = finish(s)
-  end
-  local r = finish(total)
-  for k, v in pairs(result) do r[k] = v end
-  r["by_" .. by] = by_route
-  return r
+  return build(scopes, result, by)
+end
+
+--- The statistics of the lines one ledger appended since ledger:_tally_appends(), counted as they were written
+--- (`retryfreeze soak`: its run's numbers without reading the ledger back). The same numbers M.stats gives for
+--- those lines of the file, since the writer's observer gets exactly what a reader gets back
+--- (rf_ledger_observe); spec/07-soak_spec.lua checks the two agree.
+-- @param ledger a rf.ledger on which ledger:_tally_appends() was called (open or closed)
+-- @param path string|nil: the ledger's file, listed in files
+-- @return stats as M.stats returns them (by_route), with lines = the lines counted and no torn or corrupt
+--   lines; raises when counting never started or memory ran out while counting
+function M.of_appends(ledger, path)
+  local scopes, info = ledger:_appended()
+  local result = { files = { path }, lines = info.lines, torn = {}, torn_lines = 0, corrupt = {}, corrupt_lines = 0,
+                   ts_min_ms = info.ts_min, ts_max_ms = info.ts_max }
+  return build(scopes, result, "route")
 end
 
 --- The same statistics per time bucket, for charts over time: one more streamed pass over the ledgers, each

@@ -411,6 +411,62 @@ static void test_host_written(void **state) {
     rf_ledger_reader_close(r);
 }
 
+/* What rf_ledger_observe's observer saw: how many calls, the last record's fields and host. */
+typedef struct observed {
+    int calls;
+    int attempts;
+    char route[64], host[64];
+    bool host_null;
+} observed;
+
+static void observe(void *ud, const rf_ledger_record *rec, const char *host) {
+    observed *o = ud;
+    o->calls++;
+    o->attempts = rec->attempts;
+    snprintf(o->route, sizeof o->route, "%s", rec->route);
+    o->host_null = host == NULL;
+    snprintf(o->host, sizeof o->host, "%s", host ? host : "");
+}
+
+/* The observer hears of every whole append, with the host the line carries (the record's, else the ledger's,
+ * NULL for none), and of nothing the writer refused; NULL removes it. */
+static void test_observer(void **state) {
+    (void)state;
+    const char *path = tmp_file("observed.jsonl");
+    rf_ledger_record rec = sample();
+    rf_error err = {0};
+    observed o = {0};
+    rf_ledger *l = NULL;
+    assert_int_equal(rf_ledger_observe(NULL, observe, &o, &err), RF_EINVAL);
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_set_host(l, "web-1", &err), RF_OK);
+    append_ok(l, &rec); /* before: not observed */
+    assert_int_equal(rf_ledger_observe(l, observe, &o, &err), RF_OK);
+    rec.attempts = 2;
+    append_ok(l, &rec);
+    assert_int_equal(o.calls, 1);
+    assert_int_equal(o.attempts, 2);
+    assert_string_equal(o.route, rec.route);
+    assert_string_equal(o.host, "web-1");
+    rec.host = "from-record";
+    append_ok(l, &rec);
+    assert_int_equal(o.calls, 2);
+    assert_string_equal(o.host, "from-record");
+    rec.host = NULL;
+    assert_int_equal(rf_ledger_set_host(l, "", &err), RF_OK);
+    append_ok(l, &rec);
+    assert_int_equal(o.calls, 3);
+    assert_true(o.host_null);
+    rec.reason = "\xff not UTF-8"; /* refused: nothing written, nothing observed */
+    assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EINVAL);
+    assert_int_equal(o.calls, 3);
+    rec = sample();
+    assert_int_equal(rf_ledger_observe(l, NULL, NULL, &err), RF_OK);
+    append_ok(l, &rec);
+    assert_int_equal(o.calls, 3);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+}
+
 /* Appending reopens and appends; nothing is truncated. */
 static void test_append_keeps_earlier_lines(void **state) {
     (void)state;
@@ -1045,6 +1101,7 @@ int main(void) {
         cmocka_unit_test(test_full_disk_then_freed),
         cmocka_unit_test(test_regular_files_only),
         cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_observer),
         cmocka_unit_test(test_read_only_file),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_refused_values),

@@ -117,6 +117,22 @@ RF_API rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf
  */
 RF_API rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err);
 
+/*
+ * An observer of a ledger's appends (rf_ledger_observe): called by rf_ledger_append after each line it wrote
+ * whole (RF_OK), with the record as given and the host the line carries (the record's, else the ledger's; NULL
+ * when the line has none). What it receives is what a reader of that line gets back (the writer refuses what
+ * it cannot write exactly), so a count kept here equals a count read from the file. The record and its
+ * strings are the caller's, valid for the call only. It runs inside rf_ledger_append, on the appending thread:
+ * it must return (no longjmp) and must not append to, close or re-observe the same ledger.
+ */
+typedef void (*rf_ledger_observer)(void *ud, const rf_ledger_record *rec, const char *host);
+
+/*
+ * Sets l's observer: fn(ud, rec, host) after every whole append from now on; NULL fn removes it. One at a time:
+ * a later call replaces the earlier. RF_EINVAL: NULL l.
+ */
+RF_API rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud, rf_error *err);
+
 /* Longest host name a ledger records. */
 #define RF_LEDGER_MAX_HOST 255
 

@@ -22,8 +22,10 @@ struct rf_ledger {
     int fd;
     bool torn; /* the file may end in a fragment (a short write): the next line starts with "\n" */
     rf_ledger_fsync fsync_mode;
-    char *line;      /* scratch buffer: the record plus '\n', reused across appends */
-    size_t line_cap; /* its size; RF_LEDGER_MAX_LINE + 1 for the longest line (+ 1 after a torn write) */
+    char *line;                  /* scratch buffer: the record plus '\n', reused across appends */
+    size_t line_cap;             /* its size; RF_LEDGER_MAX_LINE + 1 for the longest line (+ 1 after a torn write) */
+    rf_ledger_observer observer; /* told of every whole append (rf_ledger_observe), or NULL */
+    void *observer_ud;
     char host[RF_LEDGER_MAX_HOST + 1]; /* written on lines whose record has no host; "" = none */
     char path[];                       /* for error messages */
 };
@@ -112,6 +114,8 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
     l->line = NULL;
     l->line_cap = 0;
     l->torn = false;
+    l->observer = NULL;
+    l->observer_ud = NULL;
     l->fd = -1;
     /* Regular files only: a FIFO without a reader is refused at once instead of blocking open(2). */
     rf_status st = rf_input_open(path, O_RDWR | O_APPEND | O_CREAT, "ledger", &l->fd, err);
@@ -148,6 +152,16 @@ rf_status rf_ledger_set_host(rf_ledger *l, const char *host, rf_error *err) {
         return RF_EINVAL;
     }
     memcpy(l->host, host, len + 1);
+    return RF_OK;
+}
+
+rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud, rf_error *err) {
+    if (!l) {
+        rfi_ledger_error(err, "l", 0, 0, "l is NULL");
+        return RF_EINVAL;
+    }
+    l->observer = fn;
+    l->observer_ud = fn ? ud : NULL;
     return RF_OK;
 }
 
@@ -215,6 +229,9 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
         return RF_EIO;
     }
     l->torn = false;
+    /* The line is in the file whole: an observer counts it now (before fsync, whose failure does not take the
+     * line back out; a reader of the file sees it either way). */
+    if (l->observer) l->observer(l->observer_ud, rec, rec->host ? rec->host : host);
     if (l->fsync_mode == RF_LEDGER_FSYNC_LINE) {
         int rc;
         do {

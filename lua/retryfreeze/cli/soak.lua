@@ -139,6 +139,7 @@ function M.run(args, out, err, bindir)
     url = up.url
   end
   local ledger = assert(rf.ledger.open(ledger_path))
+  ledger:_tally_appends() -- the run's stats, counted as its lines are written (no reading the ledger back)
   local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed,
     retry_budget = policy.retry_budget ~= nil }
   local flow
@@ -183,7 +184,7 @@ function M.run(args, out, err, bindir)
   if up then up.stop() end
   for _, e in ipairs(flow_errors) do err:write("retryfreeze soak: ", e, "\n") end
 
-  local s = stats.summarize({ ledger_path }, { after_line = { [ledger_path] = lines_before } })
+  local s = stats.of_appends(ledger, ledger_path)
   out:write(string.format("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s%s\n", n, failed,
     concurrency, url, ledger_path, lines_before > 0 and string.format(" (appended after line %d)", lines_before) or ""))
   out:write(string.format("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f client-cpu=%.0fus/request\n",
