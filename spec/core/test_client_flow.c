@@ -181,6 +181,38 @@ static void test_reported_request_outlives_its_client(void **state) {
     rf_response_clear(&r);
 }
 
+/* Several reported requests, freed in any order around their client's end: the one freed first goes back to the
+ * client for its next start (a request started then is whole and answered), the others outlive the client. */
+static void test_reported_requests_freed_around_the_client(void **state) {
+    (void)state;
+    rf_client *c = new_client();
+    rf_request reqs[3] = {{.method = "GET", .path = "/echo/a"},
+                          {.method = "GET", .path = "/echo/b"},
+                          {.method = "GET", .path = "/echo/c"}};
+    rf_response r[4] = {{0}};
+    rf_pending *p[4] = {NULL};
+    rf_error err;
+    for (int i = 0; i < 3; i++) assert_int_equal(rf_client_start(c, &reqs[i], NULL, NULL, &r[i], &p[i], &err), RF_OK);
+    rf_pending *done[4];
+    size_t n = 0;
+    for (int i = 0; i < 50 && n < 3; i++) n += rf_client_run(c, 100, done + n, 4 - n);
+    assert_int_equal(n, 3);
+    rf_pending_free(p[1]); /* the middle of the reported list */
+    rf_request again = {.method = "GET", .path = "/echo/d"};
+    assert_int_equal(rf_client_start(c, &again, NULL, NULL, &r[3], &p[3], &err), RF_OK);
+    run_until_done(c, p[3]);
+    assert_int_equal(r[3].status, 200);
+    assert_int_equal(r[3].attempts, 1);
+    rf_pending_free(p[3]);
+    rf_client_free(c);
+    rf_pending_free(p[2]);
+    rf_pending_free(p[0]);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r[i].status, 200);
+        rf_response_clear(&r[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) serve_program = argv[1];
     const struct CMUnitTest tests[] = {
@@ -188,6 +220,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_all_refused_beside_started_requests),
         cmocka_unit_test(test_reused_handle_carries_nothing_over),
         cmocka_unit_test(test_reported_request_outlives_its_client),
+        cmocka_unit_test(test_reported_requests_freed_around_the_client),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -81,7 +81,17 @@ nomem:
 
 void rf_client_free(rf_client *c) {
     if (c == NULL) return;
-    while (c->first) rf_pending_free(c->first); /* abandoned started requests */
+    while (c->first) rf_pending_free(c->first);                     /* abandoned started requests */
+    for (rf_pending *p = c->reported, *next; p != NULL; p = next) { /* outlive the client: their caller frees them */
+        next = p->next;
+        p->c = NULL;
+        p->prev = p->next = NULL;
+    }
+    while (c->spare) {
+        rf_pending *p = c->spare;
+        c->spare = p->next;
+        free(p);
+    }
     if (c->multi) curl_multi_cleanup(c->multi);
     if (c->easy) curl_easy_cleanup(c->easy);
     for (size_t i = 0; i < c->n_idle; i++) curl_easy_cleanup(c->idle[i]);
@@ -156,7 +166,13 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     rf_error local;
     if (err == NULL) err = &local;
     if (c->multi == NULL && (c->multi = curl_multi_init()) == NULL) goto nomem;
-    rf_pending *p = calloc(1, sizeof *p);
+    rf_pending *p = c->spare; /* a freed one, or a new one: rfi_flow_init and the lines below set every field */
+    if (p != NULL) {
+        c->spare = p->next;
+        c->n_spare--;
+    } else {
+        p = malloc(sizeof *p);
+    }
     CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : curl_easy_init();
     if (easy == NULL) {
         free(p);
@@ -169,6 +185,8 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
         return st;
     }
     p->c = c;
+    p->in_multi = p->reported = false;
+    p->prev = NULL;
     p->next = c->first;
     if (c->first) c->first->prev = p;
     c->first = p;
@@ -180,15 +198,17 @@ nomem:
     return RF_ENOMEM;
 }
 
+/* Takes p out of its client's list of unreported (or, once reported, of reported) requests. */
 static void unlink_pending(rf_pending *p) {
     rf_client *c = p->c;
+    rf_pending **head = p->reported ? &c->reported : &c->first;
     if (p->prev)
         p->prev->next = p->next;
-    else if (c->first == p)
-        c->first = p->next;
+    else if (*head == p)
+        *head = p->next;
     if (p->next) p->next->prev = p->prev;
     p->prev = p->next = NULL;
-    c->n_pending--;
+    if (!p->reported) c->n_pending--;
 }
 
 size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap) {
@@ -211,8 +231,11 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
                                                             : -1;
             if (wake >= 0 && (next_wake < 0 || wake < next_wake)) next_wake = wake;
             if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
-                p->reported = true;
                 unlink_pending(p);
+                p->reported = true; /* now on the reported list, until the caller frees it */
+                p->next = c->reported;
+                if (c->reported) c->reported->prev = p;
+                c->reported = p;
                 /* Its transfers are over (the flow is DONE, its handle out of the multi): the handle goes back
                  * to the client now, so a reported request never needs its client again (it may be freed
                  * after the client, rf_pending_free). */
@@ -272,15 +295,22 @@ bool rf_pending_hook_failed(const rf_pending *p) { return p && p->flow.hook_fail
 
 void rf_pending_free(rf_pending *p) {
     if (p == NULL) return;
-    if (!p->reported) unlink_pending(p);
-    if (p->in_multi) curl_multi_remove_handle(p->c->multi, p->flow.easy);
-    curl_easy_cleanup(p->flow.easy);
+    rf_client *c = p->c; /* NULL: reported, and the client is gone */
+    if (c != NULL) unlink_pending(p);
+    if (p->in_multi) curl_multi_remove_handle(c->multi, p->flow.easy);
+    curl_easy_cleanup(p->flow.easy);      /* NULL once reported: the handle went back to the client then */
     if (p->flow.state != RFI_FLOW_DONE) { /* abandoned: its response is left as it was given, owning nothing */
         free(p->flow.resp->tries);
         p->flow.resp->tries = NULL;
         p->flow.resp->n_tries = 0;
     }
     rfi_flow_cleanup(&p->flow);
+    if (c != NULL && p->reported && c->n_spare < RFI_SPARE_PENDING) { /* kept for the client's next start */
+        p->next = c->spare;
+        c->spare = p;
+        c->n_spare++;
+        return;
+    }
     free(p);
 }
 

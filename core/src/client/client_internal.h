@@ -43,6 +43,14 @@ struct rf_client {
      * resets every option (curl_easy_reset in rfi_flow_begin_attempt), so nothing carries over. */
     CURL **idle;
     size_t n_idle, idle_cap;
+    /* Started requests reported done whose caller has not freed them yet: a doubly linked list, so that
+     * rf_client_free can tell each it has no client any more (client.c). */
+    struct rf_pending *reported;
+    /* Freed reported requests kept for the next rf_client_start (a singly linked list through next, at most
+     * RFI_SPARE_PENDING): an rf_pending is a few kB (its response head), and malloc + free per request cost
+     * more than a fast request's own work in the client. rf_client_start initializes every field. */
+    struct rf_pending *spare;
+    size_t n_spare;
 };
 
 typedef enum rfi_flow_state { RFI_FLOW_READY, RFI_FLOW_WAITING, RFI_FLOW_IN_FLIGHT, RFI_FLOW_DONE } rfi_flow_state;
@@ -89,9 +97,12 @@ typedef struct rfi_flow {
 } rfi_flow;
 
 /* A started request: its flow, its own easy handle, its place in the client's list. */
+/* Most freed requests a client keeps for reuse (rf_client.spare). */
+#define RFI_SPARE_PENDING 64
+
 struct rf_pending {
     rfi_flow flow;
-    rf_client *c;
+    rf_client *c; /* NULL once the client is freed (a reported request may outlive it) */
     struct rf_pending *prev, *next;
     bool in_multi, reported;
 };
