@@ -43,6 +43,7 @@ typedef struct lpending {
     rf_pending *p; /* NULL once collected */
     rf_response resp;
     rf_request req;      /* copied here: the flow keeps pointing at it while the coroutine is suspended */
+    size_t cap_lines;    /* room in lines[]: a finished box is reused for a request with at most as many */
     const char *lines[]; /* its header lines (as many as it has: a small box stays a small allocation); the
                             strings live in the keeper table, its second uservalue */
 } lpending;
@@ -244,11 +245,15 @@ static const char *const request_keys[] = {"method",          "path",       "que
                                            "idempotency_key", "on_attempt", "deadline_ms", "timeout_ms", NULL};
 
 /* request[key] as a string (NULL when nil), stored in the keeper table at index keep: C reads it while the
- * request runs, and a hook may drop it from the request table (issue 10: request strings mid-flight). */
-static const char *opt_string_field(lua_State *L, int idx, int keep, const char *key, size_t *len) {
+ * request runs, and a hook may drop it from the request table (issue 10: request strings mid-flight). A nil is
+ * stored too when the keeper is reused (clear): nothing of the request before stays in it. */
+static const char *opt_string_field(lua_State *L, int idx, int keep, const char *key, size_t *len, bool clear) {
     lua_getfield(L, idx, key);
     if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
+        if (clear)
+            lua_setfield(L, keep, key);
+        else
+            lua_pop(L, 1);
         return NULL;
     }
     if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
@@ -260,21 +265,32 @@ static const char *opt_string_field(lua_State *L, int idx, int keep, const char 
 }
 
 /* Reads the request table at idx into *req. Pushes one keeper table that holds every string *req points to
- * (method, path, query, body, idempotency key, header lines): keep it alive for as long as *req is used. */
-static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap) {
+ * (method, path, query, body, idempotency key, header lines): keep it alive for as long as *req is used.
+ * reuse (0: none) is the index of a keeper no request uses any more (a finished box's): it is emptied and
+ * pushed as the keeper instead of a new table. */
+static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap, int reuse) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
     check_keys(L, idx, request_keys, "request");
     memset(req, 0, sizeof *req);
-    lua_createtable(L, 0, 6);
+    bool clear = reuse != 0;
+    if (clear) {
+        lua_pushvalue(L, reuse);
+        for (lua_Integer i = (lua_Integer)lua_rawlen(L, -1); i > 0; i--) { /* its header lines */
+            lua_pushnil(L);
+            lua_rawseti(L, -2, i);
+        }
+    } else {
+        lua_createtable(L, 0, 6);
+    }
     int keep = lua_gettop(L);
     size_t len = 0;
-    req->method = opt_string_field(L, idx, keep, "method", &len);
-    req->path = opt_string_field(L, idx, keep, "path", &len);
+    req->method = opt_string_field(L, idx, keep, "method", &len, clear);
+    req->path = opt_string_field(L, idx, keep, "path", &len, clear);
     if (req->method == NULL || req->path == NULL) luaL_error(L, "request.method and request.path are required");
-    req->query = opt_string_field(L, idx, keep, "query", &len);
-    req->body = opt_string_field(L, idx, keep, "body", &req->body_len);
-    req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len);
+    req->query = opt_string_field(L, idx, keep, "query", &len, clear);
+    req->body = opt_string_field(L, idx, keep, "body", &req->body_len, clear);
+    req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len, clear);
     rfl_read_request_limits(L, idx, req);
     lua_getfield(L, idx, "on_attempt");
     if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
@@ -481,13 +497,25 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
 
 /* Starts *req without blocking: pushes (ticket, box) — the ticket a light userdata naming the transfer in
  * client:_run's results, the box a userdata that owns the response and anchors the client (at 1) and the
- * request's strings (the keeper at index keep) until it is finished or collected. Raises on a refused request. */
-static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep) {
+ * request's strings (the keeper at index keep) until it is finished or collected. reuse (0: none) is the index
+ * of a finished box of this client (reusable_box) with room for the request's header lines: it becomes the box,
+ * instead of a new one. Raises on a refused request. */
+static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep, int reuse) {
     size_t size = sizeof(lpending) + req->n_headers * sizeof(const char *);
-    lpending *lp = rfl_newobject(L, size, 2, PENDING_MT);
-    memset(lp, 0, size);
-    lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
+    lpending *lp;
+    if (reuse != 0) {
+        lua_pushvalue(L, reuse);
+        lp = rfl_checkudata(L, -1, PENDING_MT);
+        size = sizeof(lpending) + lp->cap_lines * sizeof(const char *);
+        memset(lp, 0, size);
+        lp->cap_lines = (size - sizeof(lpending)) / sizeof(const char *);
+    } else {
+        lp = rfl_newobject(L, size, 2, PENDING_MT);
+        memset(lp, 0, size);
+        lp->cap_lines = req->n_headers;
+        lua_pushvalue(L, 1);
+        lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
+    }
     lua_pushvalue(L, keep);
     lua_setiuservalue(L, -2, 2); /* and so do the request's strings */
     int box = lua_gettop(L);
@@ -503,7 +531,7 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
 }
 
 static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
-    start_request(L, c, req, keep);
+    start_request(L, c, req, keep, 0);
 #if LUA_VERSION_NUM >= 503
     int box = lua_gettop(L) - 2; /* under the ticket and the box's copy, which are yielded */
     return lua_yieldk(L, 2, (lua_KContext)box, k_request);
@@ -530,21 +558,44 @@ static int l_finish(lua_State *L) {
     return want ? 1 : 0;
 }
 
-/* client:_start(request) → ticket, box: starts a request without a coroutine (retryfreeze.scheduler's
+/* The box at idx, when it may carry the client's next request: a box of this client (at 1) that client:_finish
+ * ended (not in flight, not abandoned). Raises for anything else; false for none (nil). */
+static bool reusable_box(lua_State *L, int idx) {
+    if (lua_isnoneornil(L, idx)) return false;
+    lpending *lp = rfl_checkudata(L, idx, PENDING_MT);
+    lua_getiuservalue(L, idx, 1);
+    bool ours = lua_rawequal(L, -1, 1);
+    lua_pop(L, 1);
+    if (!ours) luaL_error(L, "client:_start: the box to reuse belongs to another client");
+    if (lp->p != NULL) luaL_error(L, "client:_start: the box to reuse is still in flight (finish it first)");
+    return true;
+}
+
+/* client:_start(request [, box]) → ticket, box: starts a request without a coroutine (retryfreeze.scheduler's
  * run_requests); client:_run reports the ticket when it is done, client:_finish(box[, want]) ends it. The box
- * anchors the client and the request's strings; dropping it abandons the transfer (no ledger line). Raises as
- * client:request does for a bad request, and when an on_attempt hook would apply (not available here). */
+ * anchors the client and the request's strings; dropping it abandons the transfer (no ledger line). A box this
+ * client's _finish ended may be passed to carry the new request (the same box is returned: no new userdata and
+ * keeper per request); one still in flight or another client's raises. Raises as client:request does for a bad
+ * request, and when an on_attempt hook would apply (not available here). */
 static int l_start(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
-    lua_settop(L, 2);
+    lua_settop(L, 3);
+    bool reuse = reusable_box(L, 3);
+    bool keeper = reuse && lua_getiuservalue(L, 3, 2) == LUA_TTABLE; /* its keeper, at 4 */
+    if (!reuse) lua_pushnil(L);
     const char *lines[64];
     rf_request req;
-    read_request(L, 2, &req, lines, 64); /* pushes the strings' keeper, at 3 */
+    read_request(L, 2, &req, lines, 64, keeper ? 4 : 0); /* pushes the strings' keeper, at 5 */
     lua_getfield(L, 2, "on_attempt");
     bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
     if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
     lua_pop(L, 2);
-    start_request(L, c, &req, 3);
+    bool fits = reuse && req.n_headers <= ((lpending *)rfl_checkudata(L, 3, PENDING_MT))->cap_lines;
+    if (reuse && !fits) { /* a new box takes the keeper: the old one must never clear it under the new request */
+        lua_pushnil(L);
+        lua_setiuservalue(L, 3, 2);
+    }
+    start_request(L, c, &req, 5, fits ? 3 : 0);
     return 2;
 }
 
@@ -584,7 +635,7 @@ static int l_request(lua_State *L) {
     lua_settop(L, 2);
     const char *lines[64];
     rf_request req;
-    read_request(L, 2, &req, lines, 64); /* pushes the strings' keeper, at 3 */
+    read_request(L, 2, &req, lines, 64, 0); /* pushes the strings' keeper, at 3 */
     if (lc->scheduled && lua_isyieldable(L)) {
         lua_getfield(L, 2, "on_attempt");
         bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
@@ -633,7 +684,7 @@ static int l_all(lua_State *L) {
     int keepers = lua_gettop(L);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
-        read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64);
+        read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64, 0);
         lua_rawseti(L, keepers, i);
         if (lua_getfield(L, -1, "on_attempt") != LUA_TNIL)
             return luaL_error(L, "client:all: request %d: on_attempt is per client here", (int)i);

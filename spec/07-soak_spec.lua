@@ -133,6 +133,70 @@ describe("retryfreeze.scheduler.run_requests", function()
     assert.matches("path must start with '/'", errors[5])
   end)
 
+  -- Runs started request box (ticket t) of client c until client:_run has reported it (now or in an earlier
+  -- call); then finishes it.
+  local reported = {}
+  local function run_box(c, t, box)
+    for _ = 1, 50 do
+      if reported[t] then break end
+      for _, d in ipairs(c:_run(100)) do reported[d] = true end
+    end
+    assert.is_true(reported[t])
+    reported[t] = nil
+    return c:_finish(box)
+  end
+
+  it("carries a later request in a finished box: the same box, nothing of the request before", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local path = os.tmpname()
+    finally(function() up.stop(); os.remove(path) end)
+    local ledger = assert(rf.ledger.open(path))
+    local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url, ledger = ledger }
+    local t1, box = c:_start{ method = "GET", path = "/x/1", idempotency_key = "box-1",
+                              headers = { ["X-Fault-Script"] = "503,503" } }
+    local r1 = run_box(c, t1, box)
+    assert.same({ 503, 2 }, { r1.status, r1.attempts })
+    local t2, box2 = c:_start({ method = "GET", path = "/x/2" }, box)
+    assert.equal(box, box2)
+    local r2 = run_box(c, t2, box)
+    assert.same({ 200, 1 }, { r2.status, r2.attempts })
+    c:close()
+    assert(ledger:close())
+    local by_path = records(path)
+    assert.same({ "success", 1, "200" }, { by_path["/x/2"][1], by_path["/x/2"][2], by_path["/x/2"][3] })
+    assert.is_nil(by_path["/x/2"][4]) -- no key: the box's earlier request's key stayed behind
+  end)
+
+  it("refuses to reuse a box in flight or another client's, and outgrows a box without harm", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    finally(function() up.stop() end)
+    local p = assert(rf.load_string(LOCK))
+    local c, other = rf.client{ policy = p, base_url = up.url }, rf.client{ policy = p, base_url = up.url }
+    local t1, small = c:_start{ method = "GET", path = "/x/1" }
+    assert.has_error(function() c:_start({ method = "GET", path = "/x/2" }, small) end,
+      "client:_start: the box to reuse is still in flight (finish it first)")
+    run_box(c, t1, small)
+    assert.has_error(function() other:_start({ method = "GET", path = "/x/2" }, small) end,
+      "client:_start: the box to reuse belongs to another client")
+    assert.has_error(function() c:_start({ method = "GET", path = "/x/2" }, "box") end)
+    -- A request with more header lines than the box holds gets a new box; the old one, reused again while
+    -- the new one is in flight, must not take the strings the new one sends.
+    -- (Strings made here and referenced by nothing else: only the box's keeper keeps them alive.)
+    local t2, big = c:_start({ method = ("get"):upper(), path = ("/x/%d"):format(2), idempotency_key = ("k%d"):format(2),
+                               headers = { ["X-Fault-Script"] = ("%d,200"):format(503), ["X-Other"] = ("o"):rep(40) } },
+                             small)
+    assert.are_not.equal(small, big)
+    local t3, again = c:_start({ method = "GET", path = "/x/3" }, small)
+    assert.equal(small, again)
+    collectgarbage()
+    collectgarbage()
+    local r2 = run_box(c, t2, big)
+    assert.same({ 200, 2 }, { r2.status, r2.attempts }) -- its script reached the upstream whole
+    assert.same({ 200, 1 }, { run_box(c, t3, small).status, 1 })
+    c:close()
+    other:close()
+  end)
+
   it("refuses a client with an on_attempt hook, as scheduled flows do", function()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
     local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url, on_attempt = function() end }

@@ -80,7 +80,7 @@ function M.run(client, count, concurrency, flow, on_done)
   return failed
 end
 
-local function start_one(client, request, i) return client:_start(request(i)) end
+local function start_one(client, request, i, box) return client:_start(request(i), box) end
 
 --- Runs `count` flows of one request each whose response nobody reads (soak's default flow), without a
 --- coroutine per flow: request(i) returns flow i's request table, client:_start sends it, and its response
@@ -99,6 +99,8 @@ function M.run_requests(client, count, concurrency, request, on_done)
   assert(math.type(concurrency) == "integer" and concurrency >= 1, "concurrency must be an integer >= 1")
   assert(type(request) == "function", "request must be a function(i) returning a request table")
   local boxes, flow_of = {}, {} -- ticket (light userdata) → its box, → its flow number
+  -- Finished boxes, each carrying a later request (client:_start(request, box)): no new box per request.
+  local spare, n_spare = {}, 0
   local next_i, failed = 1, 0
 
   local function finish(i, ok, err)
@@ -109,7 +111,9 @@ function M.run_requests(client, count, concurrency, request, on_done)
   local function start()
     local i = next_i
     next_i = next_i + 1
-    local ok, ticket, box = pcall(start_one, client, request, i)
+    local reuse = spare[n_spare]
+    if reuse then spare[n_spare], n_spare = nil, n_spare - 1 end
+    local ok, ticket, box = pcall(start_one, client, request, i, reuse)
     if ok then
       boxes[ticket], flow_of[ticket] = box, i
     else
@@ -121,6 +125,8 @@ function M.run_requests(client, count, concurrency, request, on_done)
     local box, i = boxes[ticket], flow_of[ticket]
     boxes[ticket], flow_of[ticket] = nil, nil
     client:_finish(box, false)
+    n_spare = n_spare + 1
+    spare[n_spare] = box
     finish(i, true)
   end
 

@@ -213,7 +213,9 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
             if (line != small) free(line);
         }
     }
-    if (ok) ok = append_header(&f->headers, "Expect:"); /* no 100-continue round trip */
+    /* No 100-continue round trip: libcurl adds "Expect: 100-continue" only to a request that sends a body (a
+     * large or unknown-sized upload), so only such a request needs the blank header that turns it off. */
+    if (ok && req->body != NULL) ok = append_header(&f->headers, "Expect:");
     if (!ok) {
         snprintf(err->path, sizeof err->path, "request");
         snprintf(err->message, sizeof err->message, "out of memory");
@@ -277,7 +279,8 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L); /* the flow follows redirects itself: a try per hop */
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->hop_headers ? f->hop_headers : f->headers);
+    /* A hop sends its own list, even an empty one (every header dropped for another origin): never the request's. */
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->hop_url ? f->hop_headers : f->headers);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);

@@ -82,8 +82,8 @@ typedef struct rfi_flow {
     size_t tries_cap;    /* room in resp->tries */
     int requests;        /* HTTP requests sent so far (attempts + followed hops): the response's attempts */
     /* The redirect being followed (client_redirect.c); all reset when an attempt starts from the top. */
-    char *hop_url;                  /* NULL: the request's own URL */
-    struct curl_slist *hop_headers; /* NULL: the request's own headers */
+    char *hop_url;                  /* NULL: the request's own URL (and headers): not a hop */
+    struct curl_slist *hop_headers; /* a hop's headers (NULL: none, when every one was dropped for another origin) */
     const char *hop_method;         /* NULL: the request's own method; else "GET" or "HEAD" (a literal) */
     bool hop_body;                  /* the hop sends the request's body (if it has one) */
     int hops;                       /* redirects followed in this attempt */
