@@ -11,6 +11,11 @@ static const char *const transport_names[] = {RF_TRANSPORTS(RF_X_STR)};
 static const char *const jitter_names[] = {RF_JITTERS(RF_X_STR)};
 static const char *const retry_after_use_names[] = {RF_RETRY_AFTER_USES(RF_X_STR)};
 static const char *const wait_header_names[] = {RF_WAIT_HEADERS(RF_X_STR)};
+/* Their lengths (sizeof a string literal counts its NUL): compared before any byte, as every response header line
+ * of an attempt is checked against each (client_flow.c, response_head.c). */
+#define RF_X_LEN(name, str) sizeof(str) - 1,
+static const size_t wait_header_lens[] = {RF_WAIT_HEADERS(RF_X_LEN)};
+#undef RF_X_LEN
 static const char *const budget_source_names[] = {RF_BUDGET_SOURCES(RF_X_STR)};
 
 const char *rf_reason_name(rf_reason r) { return (unsigned)r < RF_REASON_COUNT ? reason_names[r] : "?"; }
@@ -47,8 +52,8 @@ static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' +
 int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out) {
     if (s == NULL || out == NULL) return -1;
     for (unsigned i = 0; i < RF_WAIT_HEADER_COUNT; i++) {
+        if (wait_header_lens[i] != len) continue;
         const char *name = wait_header_names[i];
-        if (strlen(name) != len) continue;
         size_t k = 0;
         while (k < len && ascii_lower(s[k]) == name[k]) k++;
         if (k == len) {

@@ -66,13 +66,17 @@ function M.default_requests(policy, prefix)
     local tail
     fmt, tail = fmt:gsub("/%*$", "/soak/%%d")
     local n, args = params + tail, {}
-    made[k] = { fmt = fmt, n = n, args = args, req = { method = r.method } }
+    -- One number and no other "%": the path is head .. i .. rest (a concatenation is cheaper than a format).
+    local head, rest = fmt:match("^([^%%]*)%%d([^%%]*)$")
+    made[k] = { fmt = fmt, n = n, args = args, head = head, rest = rest, req = { method = r.method } }
   end
   local key_prefix = prefix .. "-"
   return function(i)
     local m = made[(i - 1) % #made + 1]
     local path
-    if m.n == 1 then
+    if m.head then
+      path = m.head .. i .. m.rest
+    elseif m.n == 1 then
       path = string.format(m.fmt, i)
     else
       for a = 1, m.n do m.args[a] = i end
