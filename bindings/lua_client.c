@@ -99,15 +99,19 @@ static const char *const client_keys[] = {
     "policy",       "base_url",         "ledger",         "headers",    "rng_seed",
     "retry_budget", "follow_redirects", "max_body_bytes", "on_attempt", NULL};
 
+/* Is k one of the names in list (NULL-terminated; a NULL list holds none)? The first byte is compared before
+ * the rest: this runs for every key of every request table. */
+static bool key_in(const char *k, const char *const *list) {
+    for (int i = 0; list && list[i]; i++)
+        if (k[0] == list[i][0] && strcmp(k, list[i]) == 0) return true;
+    return false;
+}
+
 static void check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more, const char *what) {
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        bool ok = false;
-        for (int i = 0; k && allowed[i]; i++)
-            if (strcmp(k, allowed[i]) == 0) ok = true;
-        for (int i = 0; k && more && more[i]; i++)
-            if (strcmp(k, more[i]) == 0) ok = true;
+        bool ok = k && (key_in(k, allowed) || key_in(k, more));
         if (!ok) luaL_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
@@ -497,15 +501,15 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
 
 /* Starts *req without blocking: pushes (ticket, box) — the ticket a light userdata naming the transfer in
  * client:_run's results, the box a userdata that owns the response and anchors the client (at 1) and the
- * request's strings (the keeper at index keep) until it is finished or collected. reuse (0: none) is the index
- * of a finished box of this client (reusable_box) with room for the request's header lines: it becomes the box,
+ * request's strings (the keeper at index keep) until it is finished or collected. old (NULL: none), at index reuse,
+ * is a finished box of this client (reusable_box) with room for the request's header lines: it becomes the box,
  * instead of a new one. Raises on a refused request. */
-static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep, int reuse) {
+static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep, int reuse, lpending *old) {
     size_t size = sizeof(lpending) + req->n_headers * sizeof(const char *);
     lpending *lp;
-    if (reuse != 0) {
+    if (old != NULL) {
         lua_pushvalue(L, reuse);
-        lp = rfl_checkudata(L, -1, PENDING_MT);
+        lp = old;
         size = sizeof(lpending) + lp->cap_lines * sizeof(const char *);
         memset(lp, 0, size);
         lp->cap_lines = (size - sizeof(lpending)) / sizeof(const char *);
@@ -531,7 +535,7 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
 }
 
 static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
-    start_request(L, c, req, keep, 0);
+    start_request(L, c, req, keep, 0, NULL);
 #if LUA_VERSION_NUM >= 503
     int box = lua_gettop(L) - 2; /* under the ticket and the box's copy, which are yielded */
     return lua_yieldk(L, 2, (lua_KContext)box, k_request);
@@ -559,16 +563,16 @@ static int l_finish(lua_State *L) {
 }
 
 /* The box at idx, when it may carry the client's next request: a box of this client (at 1) that client:_finish
- * ended (not in flight, not abandoned). Raises for anything else; false for none (nil). */
-static bool reusable_box(lua_State *L, int idx) {
-    if (lua_isnoneornil(L, idx)) return false;
+ * ended (not in flight, not abandoned). Raises for anything else; NULL for none (nil). */
+static lpending *reusable_box(lua_State *L, int idx) {
+    if (lua_isnoneornil(L, idx)) return NULL;
     lpending *lp = rfl_checkudata(L, idx, PENDING_MT);
     lua_getiuservalue(L, idx, 1);
     bool ours = lua_rawequal(L, -1, 1);
     lua_pop(L, 1);
     if (!ours) luaL_error(L, "client:_start: the box to reuse belongs to another client");
     if (lp->p != NULL) luaL_error(L, "client:_start: the box to reuse is still in flight (finish it first)");
-    return true;
+    return lp;
 }
 
 /* client:_start(request [, box]) → ticket, box: starts a request without a coroutine (retryfreeze.scheduler's
@@ -580,7 +584,8 @@ static bool reusable_box(lua_State *L, int idx) {
 static int l_start(lua_State *L) {
     rf_client *c = check_open_client(L, 1);
     lua_settop(L, 3);
-    bool reuse = reusable_box(L, 3);
+    lpending *old = reusable_box(L, 3);
+    bool reuse = old != NULL;
     bool keeper = reuse && lua_getiuservalue(L, 3, 2) == LUA_TTABLE; /* its keeper, at 4 */
     if (!reuse) lua_pushnil(L);
     const char *lines[64];
@@ -590,12 +595,12 @@ static int l_start(lua_State *L) {
     bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
     if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
     lua_pop(L, 2);
-    bool fits = reuse && req.n_headers <= ((lpending *)rfl_checkudata(L, 3, PENDING_MT))->cap_lines;
+    bool fits = reuse && req.n_headers <= old->cap_lines;
     if (reuse && !fits) { /* a new box takes the keeper: the old one must never clear it under the new request */
         lua_pushnil(L);
         lua_setiuservalue(L, 3, 2);
     }
-    start_request(L, c, &req, 5, fits ? 3 : 0);
+    start_request(L, c, &req, 5, 3, fits ? old : NULL);
     return 2;
 }
 
