@@ -143,6 +143,67 @@ static size_t refused_byte(const char *s, size_t len, const char **why) {
     return 0;
 }
 
+/*
+ * The first number token of JSON text s that a double cannot hold as written, as a 1-based byte offset (0: none),
+ * with *why: an integer beyond ±2^53 (RFC 8259 §6: 9007199254740993 would read back as ...992, silently), or a
+ * nonzero number that underflows to 0 (1e-400). Strings are skipped; what is no valid number is left to cJSON.
+ */
+static size_t inexact_number(const char *s, size_t len, const char **why) {
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+            continue;
+        }
+        if (!(c == '-' || (c >= '0' && c <= '9'))) continue;
+        size_t start = i, j = i + (c == '-');
+        size_t first = j;
+        while (j < len && s[j] >= '0' && s[j] <= '9') j++;
+        size_t int_end = j;
+        bool fractional = false, nonzero = false;
+        for (size_t k = first; k < int_end; k++) nonzero = nonzero || s[k] != '0';
+        if (j < len && s[j] == '.') {
+            fractional = true;
+            for (j++; j < len && s[j] >= '0' && s[j] <= '9'; j++) nonzero = nonzero || s[j] != '0';
+        }
+        if (j < len && (s[j] == 'e' || s[j] == 'E')) {
+            fractional = true;
+            j++;
+            if (j < len && (s[j] == '+' || s[j] == '-')) j++;
+            while (j < len && s[j] >= '0' && s[j] <= '9') j++;
+        }
+        if (!fractional) {
+            size_t lead = first;
+            while (lead + 1 < int_end && s[lead] == '0') lead++;
+            size_t digits = int_end - lead;
+            if (digits > 16 || (digits == 16 && memcmp(s + lead, "9007199254740992", 16) > 0)) {
+                *why = "integer beyond 2^53 (RFC 8259 \xc2\xa7"
+                       "6): a double cannot hold it exactly";
+                return start + 1;
+            }
+        } else if (nonzero) {
+            char buf[512];
+            size_t n = j - start < sizeof buf - 1 ? j - start : sizeof buf - 1;
+            memcpy(buf, s + start, n);
+            buf[n] = '\0';
+            if (strtod(buf, NULL) == 0.0) {
+                *why = "nonzero number that underflows to 0";
+                return start + 1;
+            }
+        }
+        i = j - 1;
+    }
+    return 0;
+}
+
 /* decode(text) → value, or nil, "byte N: message" / "$.path: message". */
 static int l_decode(lua_State *L) {
     size_t len;
@@ -152,6 +213,7 @@ static int l_decode(lua_State *L) {
         return luaL_error(L, "retryfreeze.json: the array metatable was replaced (debug.setupvalue)");
     const char *why = NULL;
     size_t at = refused_byte(text, len, &why);
+    if (at == 0) at = inexact_number(text, len, &why);
     if (at != 0) {
         lua_pushnil(L);
         lua_pushfstring(L, "byte %d: %s", (int)at, why);
@@ -295,7 +357,12 @@ static void encode_value(lua_State *L, int idx, int order, cJSON *parent, const 
     case LUA_TBOOLEAN: add_item(L, parent, key, cJSON_CreateBool(lua_toboolean(L, idx))); return;
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
-            snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
+            lua_Integer v = lua_tointeger(L, idx);
+            /* What decode would refuse (RFC 8259 §6): never written, so that every file this writes reads back. */
+            if (v > (lua_Integer)exact_limit || v < -(lua_Integer)exact_limit)
+                luaL_error(L, "cannot encode the integer %s: beyond 2^53 a JSON reader's double cannot hold it exactly",
+                           rfl_pushint(L, v));
+            snprintf(buf, sizeof buf, "%lld", (long long)v);
         } else {
             double d = lua_tonumber(L, idx);
             if (!isfinite(d)) luaL_error(L, "cannot encode a non-finite number");

@@ -188,15 +188,33 @@ static int l_reader_close(lua_State *L) {
     return 0;
 }
 
+/* The iterator's state table (argument 1), read and written raw: state[key] pushed, or the value on top popped
+ * into it. */
+static void get_state(lua_State *L, const char *key) {
+    lua_pushstring(L, key);
+    lua_rawget(L, 1);
+}
+
+static void set_state(lua_State *L, const char *key) {
+    lua_pushstring(L, key);
+    lua_insert(L, -2);
+    lua_rawset(L, 1);
+}
+
 /* Iterator step: state is a table {reader = userdata, path = string, torn = false|line, torn_lines = n,
  * corrupt = n, lines = n}. */
 static int l_read_next(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
-    lua_getfield(L, 1, "reader");
+    /* Raw reads and writes of the state table: a metatable the script set on it must not run Lua code between
+     * reading a record and pushing it (the reader could be closed under us). */
+    lua_pushliteral(L, "reader");
+    lua_rawget(L, 1);
     lreader *lr = rfl_checkudata(L, -1, READER_MT);
-    lua_getfield(L, 1, "path");
+    lua_pushliteral(L, "path");
+    lua_rawget(L, 1);
     const char *path = lua_tostring(L, -1);
-    lua_getfield(L, 1, "skip_corrupt");
+    lua_pushliteral(L, "skip_corrupt");
+    lua_rawget(L, 1);
     bool skip = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (lr->r == NULL) return 0;
@@ -205,18 +223,18 @@ static int l_read_next(lua_State *L) {
         rf_error err;
         rf_ledger_read_status st = rf_ledger_reader_next(lr->r, &rec, &err);
         lua_pushinteger(L, rf_ledger_reader_line(lr->r));
-        lua_setfield(L, 1, "lines");
+        set_state(L, "lines");
         switch (st) {
         case RF_LEDGER_RECORD: push_record(L, &rec); return 1;
         case RF_LEDGER_TORN: /* a write cut short: noted, and the reader reads on */
-            lua_getfield(L, 1, "torn_lines");
+            get_state(L, "torn_lines");
             lua_pushinteger(L, lua_tointeger(L, -1) + 1);
-            lua_setfield(L, 1, "torn_lines");
+            set_state(L, "torn_lines");
             lua_pop(L, 1);
-            lua_getfield(L, 1, "torn");
+            get_state(L, "torn");
             if (!lua_toboolean(L, -1)) {
                 lua_pushinteger(L, err.line);
-                lua_setfield(L, 1, "torn");
+                set_state(L, "torn");
             }
             lua_pop(L, 1);
             continue;
@@ -226,9 +244,9 @@ static int l_read_next(lua_State *L) {
                 lr->r = NULL;
                 return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             }
-            lua_getfield(L, 1, "corrupt");
+            get_state(L, "corrupt");
             lua_pushinteger(L, lua_tointeger(L, -1) + 1);
-            lua_setfield(L, 1, "corrupt");
+            set_state(L, "corrupt");
             lua_pop(L, 1);
             continue;
         case RF_LEDGER_ERROR:

@@ -35,7 +35,12 @@ void *rfl_newobject(lua_State *L, size_t size, int nuv, const char *tname) {
     char *u = lua_newuserdatauv(L, HEADER_SIZE + size, nuv);
     memset(u, 0, HEADER_SIZE + size);
     memcpy(u, &tag, sizeof tag);
-    luaL_setmetatable(L, tname);
+    /* The registry's metatable, read raw and type-checked: through debug.getregistry a script can put any value
+     * there, or a metatable on the registry itself, and lua_setmetatable must get a table. */
+    lua_pushstring(L, tname);
+    if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE)
+        luaL_error(L, "retryfreeze: the registry's metatable %s was replaced (debug.getregistry)", tname);
+    lua_setmetatable(L, -2);
     return u + HEADER_SIZE;
 }
 

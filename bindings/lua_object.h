@@ -20,7 +20,8 @@
 uint64_t rfl_object_tag(const char *tname);
 
 /* Pushes a new object of type tname: size bytes (zeroed) after the header, nuv user values, the registry's
- * metatable tname (luaL_newmetatable must have made it). Returns the object's bytes. Raises on out of memory. */
+ * metatable tname (luaL_newmetatable must have made it). Returns the object's bytes. Raises on out of memory, or
+ * when the registry's tname is no table (replaced through debug.getregistry). */
 void *rfl_newobject(lua_State *L, size_t size, int nuv, const char *tname);
 
 /* The object at idx when it carries tag (rfl_object_tag), else NULL; two API calls, for the hot paths that keep

@@ -20,7 +20,6 @@
 
 #define POLICY_MT "retryfreeze.Policy"
 #define RNG_MT "retryfreeze.Rng"
-#define DEFAULT_RNG_KEY "retryfreeze.default_rng"
 
 /* The tags of the three objects every decision checks (rfl_object_tag), computed once (tags_once) instead of
  * hashing the type name per call; read-only after. */
@@ -101,13 +100,17 @@ static int l_rng_between(lua_State *L) {
     return 1;
 }
 
-/* The per-state RNG used when decide gets none: seeded once from the OS (getrandom), kept in the registry.
- * Leaves nothing on the stack. */
-static rf_rng *default_rng(lua_State *L) {
-    lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
+/* The registry key (its address) of the per-state RNG. Raw access only: a metatable a script put on the registry
+ * (debug.setmetatable) must not run Lua code in the middle of a decision, nor store the RNG elsewhere. */
+static const char default_rng_key = 0;
+
+/* Pushes the per-state RNG used when decide gets none (seeded once from the OS, getrandom; kept in the
+ * registry) and returns its state. */
+static rf_rng *push_default_rng(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &default_rng_key);
     rf_rng *r = rfl_testobject(L, -1, rng_tag);
+    if (r != NULL) return r;
     lua_pop(L, 1);
-    if (r != NULL) return r; /* alive: the registry holds it */
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
         struct timespec ts;
@@ -115,8 +118,17 @@ static rf_rng *default_rng(lua_State *L) {
         seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30);
     }
     rf_rng *rng = push_rng(L, seed);
-    lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &default_rng_key);
     return rng;
+}
+
+/* The per-state RNG, pushed nothing: the registry holds it for the rest of the call (raw access: no Lua code
+ * runs between this and the decision). */
+static rf_rng *default_rng(lua_State *L) {
+    rf_rng *r = push_default_rng(L);
+    lua_pop(L, 1);
+    return r;
 }
 
 /* ---- loading ------------------------------------------------------------------------------------ */
@@ -760,8 +772,7 @@ static int l_decider(lua_State *L) {
     lua_rawseti(L, -2, 1);
     rf_rng *rng;
     if (lua_type(L, 5) <= LUA_TNIL) {
-        rng = default_rng(L);
-        lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_RNG_KEY);
+        rng = push_default_rng(L); /* anchored below: the very object d->rng points into */
     } else {
         rng = check_rng(L, 5);
         lua_pushvalue(L, 5);

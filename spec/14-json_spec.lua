@@ -28,13 +28,13 @@ describe("retryfreeze.json", function()
       assert.equal("raw → UTF-8 and DEL \127", json.decode('"raw → UTF-8 and DEL \127"'))
     end)
 
-    it("makes integers of integral numbers below 2^53 (RFC 8259 §6) and floats of the rest", function()
+    it("makes integers of integral numbers below 2^53 (RFC 8259 §6) and floats of the rest it can hold", function()
       assert.equal(9007199254740991, json.decode("9007199254740991"))
       assert.equal(-9007199254740991, json.decode("-9007199254740991"))
       if h.has_integers then -- Lua 5.1/LuaJIT have doubles only
         assert.equal("integer", math.type(json.decode("-9007199254740991")))
         assert.equal("float", math.type(json.decode("9007199254740992")))
-        assert.equal("float", math.type(json.decode("9223372036854775807")))
+        assert.is_nil(json.decode("9223372036854775807")) -- no double holds it: refused, see below
         assert.equal("float", math.type(json.decode("2.5")))
       end
     end)
@@ -129,6 +129,35 @@ describe("retryfreeze.json", function()
       local cycle = {}
       cycle.self = cycle
       assert.has_error(function() json.encode(cycle) end, "cannot encode nesting deeper than 128 (a cycle?)")
+    end)
+  end)
+
+  describe("numbers a double cannot hold as written (RFC 8259 §6)", function()
+    it("decode refuses an integer beyond ±2^53 and a nonzero number that underflows, naming the byte", function()
+      local beyond = "integer beyond 2^53 %(RFC 8259 §6%): a double cannot hold it exactly"
+      for text, at in pairs({ ["[9007199254740993]"] = 2, ["[-9007199254740993]"] = 2, ["[12345678901234567890]"] = 2,
+        ['{"a\\"":9007199254740999}'] = 8, ['[1, 9223372036854775807]'] = 5 }) do
+        local v, err = json.decode(text)
+        assert.is_nil(v, text)
+        assert.matches("^byte " .. at .. ": " .. beyond .. "$", err)
+      end
+      local v, err = json.decode("[1e-400]")
+      assert.is_nil(v)
+      assert.equal("byte 2: nonzero number that underflows to 0", err)
+    end)
+
+    it("decode reads ±2^53, zeros, numbers inside strings and leading zeros as before", function()
+      assert.same({ 9007199254740991, -9007199254740991 }, json.decode("[9007199254740991,-9007199254740991]"))
+      assert.equal(2 ^ 53, json.decode("[9007199254740992]")[1])
+      assert.same({ 0, 0, "9007199254740993", 1500 }, json.decode('[0.0, 0e5, "9007199254740993", 1.5e3]'))
+    end)
+
+    it("encode refuses an integer decode would refuse, so that everything it writes reads back", function()
+      assert.has_error(function() json.encode({ math.maxinteger }) end,
+        "cannot encode the integer 9223372036854775807: beyond 2^53 a JSON reader's double cannot hold it exactly")
+      assert.has_error(function() json.encode({ n = -9007199254740993 }) end)
+      local edge = { 9007199254740992, -9007199254740992 }
+      assert.same({ 2 ^ 53, -2 ^ 53 }, json.decode(json.encode(edge)))
     end)
   end)
 end)

@@ -481,6 +481,70 @@ print("refused", refused > 50, checked > 45, refused, checked)
       assert.equal(0, code)
     end)
 
+    it("a metatable on the registry runs no Lua code inside a decision and cannot misplace the rng", function()
+      -- The per-state RNG was read and stored with lua_getfield/lua_setfield on the registry, which run
+      -- metamethods: a __newindex that drops the store left a decider writing into an rng nobody held (a Lua
+      -- string overwritten), and an __index freed facts.path in the middle of policy:decide (ASan:
+      -- heap-use-after-free in rfi_policy_match). Found by an attacker helper; now raw access only.
+      local out, err, code = run_child([[
+local rf = require "retryfreeze"
+local p = assert(rf.load("examples/service.lock.json"))
+local reg = debug.getregistry()
+debug.setmetatable(reg, { __newindex = function() end, __index = function() error("registry __index ran") end })
+local d = p:decider("GET", "/v1/jobs/7", false)
+local facts = { method = "GET", path = "/v1/jobs/" .. ("7"):rep(200), status = 503 }
+local ok, why = pcall(p.decide, p, facts)
+debug.setmetatable(reg, nil)
+assert(ok, why)
+collectgarbage()
+collectgarbage()
+local strs = {}
+for i = 1, 2000 do strs[i] = string.format("%055d", i) end
+for _ = 1, 50 do d(503, nil, 1, 0) end
+for i = 1, 2000 do assert(strs[i] == string.format("%055d", i), "string " .. i .. " was overwritten") end
+print("intact")
+]], true)
+      assert.equal("intact\n", out, err)
+      assert.equal(0, code)
+    end)
+
+    it("a registry metatable replaced by a non-table is refused when an object is made, not set", function()
+      local out, err, code = run_child([[
+local rf = require "retryfreeze"
+debug.getregistry()["retryfreeze.Rng"] = 12345
+print(pcall(rf.rng, 1))
+]], true)
+      assert.matches("^false\t.*the registry's metatable retryfreeze.Rng was replaced", out, err)
+      assert.equal(0, code)
+    end)
+
+    it("the ledger iterator writes its state raw: a __newindex cannot close the reader mid-record", function()
+      local ledger_path = os.tmpname()
+      local out, err, code = run_child(([[
+local rf = require "retryfreeze"
+local p = assert(rf.load("examples/service.lock.json"))
+local led = assert(rf.ledger.open(%q))
+local c = rf.client{ policy = p, base_url = "http://127.0.0.1:9", ledger = led }
+for i = 1, 3 do c:request{ method = "GET", path = "/v1/jobs/" .. i } end
+c:close()
+led:close()
+local it, state = rf.ledger.read(%q)
+local ran = false
+setmetatable(state, { __newindex = function(t, k, v)
+  rawset(t, k, v)
+  ran = true
+  local r = rawget(t, "reader")
+  debug.getmetatable(r).__gc(r)
+end })
+local n = 0
+for rec in it, state do n = n + 1; assert(rec.path:match("^/v1/jobs/%%d$"), rec.path) end
+print(n, ran)
+]]):format(ledger_path, ledger_path), true)
+      os.remove(ledger_path)
+      assert.equal("3\tfalse\n", out, err)
+      assert.equal(0, code)
+    end)
+
     it("debug.setuservalue with a wrong value neither crashes nor changes a verdict", function()
       local out, err, code = run_child([[
 local rf = require "retryfreeze"
