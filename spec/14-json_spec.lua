@@ -153,9 +153,13 @@ describe("retryfreeze.json", function()
     end)
 
     it("encode refuses an integer decode would refuse, so that everything it writes reads back", function()
-      assert.has_error(function() json.encode({ math.maxinteger }) end,
-        "cannot encode the integer 9223372036854775807: beyond 2^53 a JSON reader's double cannot hold it exactly")
-      assert.has_error(function() json.encode({ n = -9007199254740993 }) end)
+      if h.has_integers then
+        assert.has_error(function() json.encode({ math.maxinteger }) end,
+          "cannot encode the integer 9223372036854775807: beyond 2^53 a JSON reader's double cannot hold it exactly")
+        assert.has_error(function() json.encode({ n = -9007199254740993 }) end)
+      else -- Lua 5.1 and LuaJIT: an integral double beyond 2^53
+        assert.has_error(function() json.encode({ 2 ^ 60 }) end)
+      end
       local edge = { 9007199254740992, -9007199254740992 }
       assert.same({ 2 ^ 53, -2 ^ 53 }, json.decode(json.encode(edge)))
     end)
