@@ -57,11 +57,14 @@ static lclient *check_client(lua_State *L, int idx) {
     return lc;
 }
 
-static rf_client *check_open_client(lua_State *L, int idx) {
+/* The open client at idx, or raises as check_client does, or when it is closed. */
+static lclient *check_open_lclient(lua_State *L, int idx) {
     lclient *lc = check_client(L, idx);
     if (lc->c == NULL) luaL_error(L, "attempt to use a closed client");
-    return lc->c;
+    return lc;
 }
+
+static rf_client *check_open_client(lua_State *L, int idx) { return check_open_lclient(L, idx)->c; }
 
 /* Collects a {Name = "value"} table at idx into "Name: value" strings stored in the keeper table at index
  * keep (so they live as long as it does); fills lines[] (capacity cap) and returns the count. */
@@ -635,8 +638,8 @@ static void nesting_enter(lua_State *L, const char *what) {
 /* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
  * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
 static int l_request(lua_State *L) {
-    rf_client *c = check_open_client(L, 1);
-    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
+    lclient *lc = check_open_lclient(L, 1);
+    rf_client *c = lc->c;
     lua_settop(L, 2);
     const char *lines[64];
     rf_request req;
@@ -673,8 +676,8 @@ static int l_request(lua_State *L) {
 /* client:all{req1, req2, …} → {resp1, resp2, …}: concurrent (curl multi), responses in request order.
  * A request's own on_attempt is not supported here (use the client's). */
 static int l_all(lua_State *L) {
-    rf_client *c = check_open_client(L, 1);
-    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
+    lclient *lc = check_open_lclient(L, 1);
+    rf_client *c = lc->c;
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     lua_Integer n = luaL_len(L, 2);
@@ -725,8 +728,7 @@ static int l_all(lua_State *L) {
 /* client:_set_scheduled(bool): used by retryfreeze.scheduler; while set, request() inside a coroutine
  * yields instead of blocking. */
 static int l_set_scheduled(lua_State *L) {
-    check_open_client(L, 1);
-    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
+    lclient *lc = check_open_lclient(L, 1);
     lc->scheduled = lua_toboolean(L, 2);
     return 0;
 }

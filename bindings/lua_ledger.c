@@ -22,15 +22,17 @@ typedef struct lreader {
     rf_ledger_reader *r;
 } lreader;
 
-rf_ledger *rfl_check_ledger(lua_State *L, int idx) {
+/* The open ledger at idx, or raises: not a ledger, or closed. */
+static lledger *check_open_lledger(lua_State *L, int idx) {
     lledger *ll = rfl_checkudata(L, idx, LEDGER_MT);
     if (ll->l == NULL) luaL_error(L, "attempt to use a closed ledger");
-    return ll->l;
+    return ll;
 }
 
+rf_ledger *rfl_check_ledger(lua_State *L, int idx) { return check_open_lledger(L, idx)->l; }
+
 int *rfl_ledger_use(lua_State *L, int idx) {
-    rfl_check_ledger(L, idx);
-    lledger *ll = rfl_checkudata(L, idx, LEDGER_MT);
+    lledger *ll = check_open_lledger(L, idx);
     ll->users++;
     return &ll->users;
 }
@@ -116,12 +118,11 @@ static int l_ledger_gc(lua_State *L) {
  * would count it read back (retryfreeze.ledger_stats.of_appends reads the counts). Used by `retryfreeze soak`
  * for its run's statistics. A second call goes on with the same counts. Raises on a closed ledger. */
 static int l_ledger_tally_appends(lua_State *L) {
-    rf_ledger *l = rfl_check_ledger(L, 1);
-    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
+    lledger *ll = check_open_lledger(L, 1);
     if (ll->appended != NULL) return 0;
     ll->appended = rfl_appended_new();
     if (ll->appended == NULL) return luaL_error(L, "ledger:_tally_appends: out of memory");
-    rf_ledger_observe(l, rfl_appended_observe, ll->appended, NULL);
+    rf_ledger_observe(ll->l, rfl_appended_observe, ll->appended, NULL);
     return 0;
 }
 

@@ -748,7 +748,8 @@ static int l_decider_call(lua_State *L) {
  */
 static int l_decider(lua_State *L) {
     lua_settop(L, 5);
-    rfl_check_policy(L, 1);
+    lpolicy *lp = check_lpolicy(L, 1);
+    if (lp->p == NULL) return luaL_error(L, "attempt to use a freed policy");
     size_t mlen = 0, plen = 0;
     const char *method = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &mlen) : NULL;
     if (method == NULL) return luaL_argerror(L, 2, "method must be a string");
@@ -785,10 +786,10 @@ static int l_decider(lua_State *L) {
     rf_verdict v;
     rf_error err;
     rf_rng scratch = *rng;
-    if (rf_decide(check_lpolicy(L, 1)->p, &probe, &scratch, NULL, &v, &err) != RF_OK)
+    if (rf_decide(lp->p, &probe, &scratch, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "%s %s", err.path, err.message));
     d->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
-    d->lp = check_lpolicy(L, 1);
+    d->lp = lp;
     d->rng = rng;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
     lua_pushcclosure(L, l_decider_call, 2);

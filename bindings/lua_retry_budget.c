@@ -19,15 +19,18 @@ struct lbudget {
 };
 typedef struct lbudget lbudget;
 
-static rf_retry_budget *check_open(lua_State *L, int idx) {
+/* The open retry budget at idx, or raises: not a budget, or closed. */
+static lbudget *check_open_lbudget(lua_State *L, int idx) {
     lbudget *lb = rfl_checkudata(L, idx, BUDGET_MT);
     if (lb->b == NULL) luaL_error(L, "attempt to use a closed retry budget");
-    return lb->b;
+    return lb;
 }
 
+static rf_retry_budget *check_open(lua_State *L, int idx) { return check_open_lbudget(L, idx)->b; }
+
 lbudget *rfl_retry_budget_acquire(lua_State *L, int idx, rf_retry_budget **out) {
-    *out = check_open(L, idx);
-    lbudget *lb = rfl_checkudata(L, idx, BUDGET_MT);
+    lbudget *lb = check_open_lbudget(L, idx);
+    *out = lb->b;
     lb->users++;
     return lb;
 }
@@ -110,8 +113,7 @@ static int l_retry_budget_tokens(lua_State *L) {
 
 /* budget:is_shared() → true when the bucket lives in Redis. */
 static int l_retry_budget_is_shared(lua_State *L) {
-    check_open(L, 1);
-    lua_pushboolean(L, ((lbudget *)rfl_checkudata(L, 1, BUDGET_MT))->shared);
+    lua_pushboolean(L, check_open_lbudget(L, 1)->shared);
     return 1;
 }
 
