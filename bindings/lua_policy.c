@@ -398,43 +398,47 @@ static const char *const verdict_key_names[] = {
     "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "retry_after_header", "route", "budget"};
 _Static_assert(sizeof verdict_key_names / sizeof *verdict_key_names == N_VERDICT_KEYS, "one name per verdict key");
 
-static void make_string_cache(lua_State *L) {
-    lua_createtable(L, STR_BUDGET + RF_BUDGET_SOURCE_COUNT, 0);
-    for (int i = 0; i < N_VERDICT_KEYS; i++) {
-        lua_pushstring(L, verdict_key_names[i]);
-        lua_rawseti(L, -2, STR_KEY + i);
+/* The text of string cache slot `slot`: a verdict key, a reason, a retry_after use, a wait header, a budget source
+ * or a class name (HTTP_<nnn> formatted into buf). */
+static const char *slot_text(int slot, char buf[RF_CLASS_NAME_MAX]) {
+    if (slot >= STR_CLASS_NAMED) return named_classes[slot - STR_CLASS_NAMED];
+    if (slot >= STR_CLASS_HTTP) {
+        rf_classify(slot - STR_CLASS_HTTP, RF_TRANSPORT_OK, buf);
+        return buf;
     }
-    for (int i = 0; i < RF_REASON_COUNT; i++) {
-        lua_pushstring(L, rf_reason_name((rf_reason)i));
-        lua_rawseti(L, -2, STR_REASON + i);
-    }
-    for (int i = 0; i < RF_RA_USE_COUNT; i++) {
-        lua_pushstring(L, rf_retry_after_use_name((rf_retry_after_use)i));
-        lua_rawseti(L, -2, STR_RA_USE + i);
-    }
-    for (int i = 0; i < RF_WAIT_HEADER_COUNT; i++) {
-        lua_pushstring(L, rf_wait_header_name((rf_wait_header)i));
-        lua_rawseti(L, -2, STR_WAIT_HEADER + i);
-    }
-    for (int i = 0; i < RF_BUDGET_SOURCE_COUNT; i++) {
-        lua_pushstring(L, rf_budget_source_name((rf_budget_source)i));
-        lua_rawseti(L, -2, STR_BUDGET + i);
-    }
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
+    if (slot >= STR_BUDGET) return rf_budget_source_name((rf_budget_source)(slot - STR_BUDGET));
+    if (slot >= STR_WAIT_HEADER) return rf_wait_header_name((rf_wait_header)(slot - STR_WAIT_HEADER));
+    if (slot >= STR_RA_USE) return rf_retry_after_use_name((rf_retry_after_use)(slot - STR_RA_USE));
+    if (slot >= STR_REASON) return rf_reason_name((rf_reason)(slot - STR_REASON));
+    return verdict_key_names[slot - STR_KEY];
 }
 
-/* Pushes cache[slot], or text when cache (0: none) has no string there; with remember, text is stored there
- * for the next time. A cache replaced through the debug library costs speed, never a wrong string type. */
-static void push_cached(lua_State *L, int cache, int slot, const char *text, bool remember) {
+/* Pushes cache[slot] (cache: its index, 0 for none); on a miss its text (slot_text), stored there for the next
+ * time with remember. The text is made only on a miss: a hit costs one lookup. A cache replaced through the
+ * debug library costs speed, never a wrong string type. */
+static void push_cached(lua_State *L, int cache, int slot, bool remember) {
     if (cache != 0) {
         if (lua_rawgeti(L, cache, slot) == LUA_TSTRING) return;
         lua_pop(L, 1);
     }
-    lua_pushstring(L, text);
+    char buf[RF_CLASS_NAME_MAX];
+    lua_pushstring(L, slot_text(slot, buf));
     if (remember && cache != 0) {
         lua_pushvalue(L, -1);
         lua_rawseti(L, cache, slot);
     }
+}
+
+/* Makes the string cache, stored in the registry at strings_key: the fixed slots filled, the class ones on use. */
+static void make_string_cache(lua_State *L) {
+    /* Sized for every slot, the class slots too, so that each lookup is an array access, never a hash one. */
+    lua_createtable(L, STR_CLASS_NAMED + RF_NAMED_CLASS_COUNT, 0);
+    char buf[RF_CLASS_NAME_MAX];
+    for (int slot = STR_KEY; slot < STR_BUDGET + RF_BUDGET_SOURCE_COUNT; slot++) {
+        lua_pushstring(L, slot_text(slot, buf));
+        lua_rawseti(L, -2, slot);
+    }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
 }
 
 /* The string cache slot of a class name: HTTP_<nnn> by its status, a named class by its index; 0 if neither. */
@@ -458,7 +462,7 @@ static void push_key(lua_State *L, const key_source *ks, int k) {
     if (ks->first != 0)
         lua_pushvalue(L, lua_upvalueindex(ks->first + k));
     else
-        push_cached(L, ks->cache, STR_KEY + k, verdict_key_names[k], false);
+        push_cached(L, ks->cache, STR_KEY + k, false);
 }
 
 /*
@@ -474,12 +478,12 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
     lua_pushboolean(L, v->retry);
     lua_rawset(L, -3);
     push_key(L, ks, K_REASON);
-    push_cached(L, cache, STR_REASON + (int)v->reason, rf_reason_name(v->reason), false);
+    push_cached(L, cache, STR_REASON + (int)v->reason, false);
     lua_rawset(L, -3);
     push_key(L, ks, K_CLASS);
     int slot = class_slot(v->class_name);
     if (slot != 0)
-        push_cached(L, cache, slot, v->class_name, true);
+        push_cached(L, cache, slot, true);
     else
         lua_pushstring(L, v->class_name);
     lua_rawset(L, -3);
@@ -490,14 +494,13 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
     lua_pushinteger(L, v->timeout_ms);
     lua_rawset(L, -3);
     push_key(L, ks, K_RA);
-    push_cached(L, cache, STR_RA_USE + (int)v->retry_after, rf_retry_after_use_name(v->retry_after), false);
+    push_cached(L, cache, STR_RA_USE + (int)v->retry_after, false);
     lua_rawset(L, -3);
     bool has_header = v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT;
     if (has_header || clear_absent) {
         push_key(L, ks, K_RA_HEADER);
         if (has_header)
-            push_cached(L, cache, STR_WAIT_HEADER + v->retry_after_header,
-                        rf_wait_header_name((rf_wait_header)v->retry_after_header), false);
+            push_cached(L, cache, STR_WAIT_HEADER + v->retry_after_header, false);
         else
             lua_pushnil(L);
         lua_rawset(L, -3);
@@ -516,7 +519,7 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
     if (has_budget || clear_absent) {
         push_key(L, ks, K_BUDGET);
         if (has_budget)
-            push_cached(L, cache, STR_BUDGET + (int)v->budget, rf_budget_source_name(v->budget), false);
+            push_cached(L, cache, STR_BUDGET + (int)v->budget, false);
         else
             lua_pushnil(L);
         lua_rawset(L, -3);
@@ -647,12 +650,12 @@ static void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
 static int push_verdict_values(lua_State *L, int cache, const rf_verdict *v) {
     if (cache != 0 && lua_type(L, cache) != LUA_TTABLE) cache = 0; /* an upvalue debug.setupvalue replaced */
     lua_pushboolean(L, v->retry);
-    push_cached(L, cache, STR_REASON + (int)v->reason, rf_reason_name(v->reason), false);
+    push_cached(L, cache, STR_REASON + (int)v->reason, false);
     lua_pushinteger(L, v->delay_ms);
     lua_pushinteger(L, v->timeout_ms);
     int slot = class_slot(v->class_name);
     if (slot != 0)
-        push_cached(L, cache, slot, v->class_name, true);
+        push_cached(L, cache, slot, true);
     else
         lua_pushstring(L, v->class_name);
     return 5;
@@ -695,17 +698,19 @@ static int l_decide_values(lua_State *L) {
 #define DECIDER_MT "retryfreeze.Decider"
 
 /*
- * The state of one request's decider: the request's method, path and key presence, bound once (base; method and
- * path point into text), and the policy and rng it decides with. Those two userdata stay alive through a registry
- * reference (anchor) until this state's __gc, not through the closure's upvalues, which debug.setupvalue could
- * replace; __gc clears lp and rng, so that a state resurrected by another finalizer refuses instead of reading
- * freed memory.
+ * The state of one request's decider: the request's method, path and key presence, bound once (facts; method and
+ * path point into text), the route they match (matched once: a policy is immutable), and the policy and rng it
+ * decides with. Those two userdata stay alive through a registry reference (anchor) until this state's __gc, not
+ * through the closure's upvalues, which debug.setupvalue could replace; __gc clears lp and rng, so that a state
+ * resurrected by another finalizer refuses instead of reading freed memory. Each call writes its attempt's facts
+ * into facts, in place: every field rf_decide reads is either bound here or written by every call.
  */
 typedef struct ldecider {
     lpolicy *lp;
     rf_rng *rng;
     int anchor;
-    rf_facts base;
+    long route;
+    rf_facts facts;
     char text[]; /* method NUL path NUL */
 } ldecider;
 
@@ -728,20 +733,22 @@ static int l_decider_call(lua_State *L) {
     ldecider *d = rfl_testobject(L, lua_upvalueindex(1), decider_tag);
     if (d == NULL) return luaL_error(L, "retryfreeze: this decider's state was replaced (debug.setupvalue)");
     if (d->lp == NULL || d->lp->p == NULL) return luaL_error(L, "retryfreeze: decider is closed");
-    rf_facts f = d->base;
-    read_attempt_args(L, 1, 5, &f);
+    rf_facts *f = &d->facts;
+    f->transport = RF_TRANSPORT_OK; /* read_attempt_args sets it only when given */
+    read_attempt_args(L, 1, 5, f);
     rf_verdict v;
     rf_error err;
-    if (rf_decide(d->lp->p, &f, d->rng, NULL, &v, &err) != RF_OK)
+    if (rf_decide_on_route(d->lp->p, d->route, f, d->rng, NULL, &v, &err) != RF_OK)
         return luaL_error(L, "decider: %s %s", err.path, err.message);
     return push_verdict_values(L, lua_upvalueindex(2), &v);
 }
 
 /*
  * policy:decider(method, path, has_key [, rng]) → decide: one request's decider, the way Envoy keeps a retry
- * state per request. The method and path are copied and routed by every call as policy:decide routes them (a
- * method or path no route matches decides no-route each time); has_key is a boolean, the request carries an
- * idempotency key; rng an rf.rng (nil: the per-state RNG). decide(status, transport, attempts, elapsed_ms
+ * state per request. The method and path are copied and matched to their route once (rf_decide_on_route), as
+ * policy:decide routes them (a method or path no route matches decides no-route each time); has_key is a boolean, the
+ * request carries an idempotency key; rng an rf.rng (nil: the per-state RNG). decide(status, transport, attempts,
+ * elapsed_ms
  * [, retry_after [, date [, now_ms]]]) then decides each attempt with no table in or out and nothing allocated.
  * The policy and rng stay alive while the decider does. Raises naming a bad argument; a lowercase method raises
  * as rf_decide refuses it (RFC 9110 §9.1).
@@ -763,11 +770,12 @@ static int l_decider(lua_State *L) {
     d->text[mlen] = '\0';
     memcpy(d->text + mlen + 1, path, plen);
     d->text[mlen + 1 + plen] = '\0';
-    d->base.method = d->text;
-    d->base.method_len = mlen;
-    d->base.path = d->text + mlen + 1;
-    d->base.path_len = plen;
-    d->base.has_idempotency_key = lua_toboolean(L, 4);
+    d->facts.method = d->text;
+    d->facts.method_len = mlen;
+    d->facts.path = d->text + mlen + 1;
+    d->facts.path_len = plen;
+    d->facts.has_idempotency_key = lua_toboolean(L, 4);
+    d->route = rf_policy_match(lp->p, method, mlen, path, plen);
     lua_createtable(L, 2, 0); /* the anchor: {policy, rng} */
     lua_pushvalue(L, 1);
     lua_rawseti(L, -2, 1);
@@ -780,13 +788,13 @@ static int l_decider(lua_State *L) {
     }
     lua_rawseti(L, -2, 2);
     /* A lowercase method: refused now, as rf_decide refuses it, rather than at the first attempt. */
-    rf_facts probe = d->base;
+    rf_facts probe = d->facts;
     probe.status = 200;
     probe.attempts = 1;
     rf_verdict v;
     rf_error err;
     rf_rng scratch = *rng;
-    if (rf_decide(lp->p, &probe, &scratch, NULL, &v, &err) != RF_OK)
+    if (rf_decide_on_route(lp->p, d->route, &probe, &scratch, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "%s %s", err.path, err.message));
     d->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     d->lp = lp;

@@ -1,5 +1,5 @@
 /*
- * rf_decide, rf_budget, rf_classify, backoff and the retry budget: the original desk's checks and decision
+ * rf_decide (and rf_decide_on_route), rf_budget, rf_classify, backoff and the retry budget: the original desk's checks and decision
  * table, the pinned classifier's cases, the order of the checks, saturation and determinism.
  */
 #include <stdarg.h>
@@ -539,6 +539,93 @@ static void test_sha256(void **state) {
     assert_int_equal(rf_sha256("x", 1, NULL), RF_EINVAL);
 }
 
+/* rf_decide_on_route with rf_policy_match's route decides exactly as rf_decide: verdict, jitter and budget effect. */
+static void test_decide_on_route_matches_decide(void **state) {
+    (void)state;
+    const char *locks[] = {DESK_LOCK, PINNED_LOCK};
+    const fact_spec cases[] = {
+        {.path = "/v1/orders", .status = 503, .key = true},
+        {.path = "/v1/orders", .status = 503, .elapsed_ms = 9750, .key = true},
+        {.path = "/v1/orders", .status = 429, .retry_after = "2", .elapsed_ms = 9000, .key = true},
+        {.path = "/v1/orders", .status = 429, .retry_after = "1", .key = true},
+        {.path = "/v1/orders", .status = 404},
+        {.path = "/v1/orders", .status = 200, .attempts = 9},
+        {.path = "/v1/orders", .transport = RF_TRANSPORT_TIMEOUT, .attempts = 2},
+        {.path = "/v1/jobs", .status = 504, .key = true},
+        {.path = "/v1/jobs", .transport = RF_TRANSPORT_CONNECT_RESET, .key = true},
+        {.path = "/v1/jobs", .status = 500},
+        {.path = "/v1/jobs", .status = 503, .source = "x"},
+        {.method = "GET", .path = "/v1/jobs", .status = 503},
+        {.path = "/nowhere", .status = 503},
+    };
+    for (size_t l = 0; l < sizeof locks / sizeof *locks; l++) {
+        rf_policy *p = load(locks[l]);
+        rf_retry_budget *b1 = rf_retry_budget_new(p), *b2 = rf_retry_budget_new(p);
+        rf_rng r1, r2;
+        rf_rng_seed(&r1, 7);
+        rf_rng_seed(&r2, 7);
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            fact_spec c = cases[i];
+            rf_verdict want = decide_with(p, c, &r1, b1);
+            const char *method = c.method ? c.method : "POST";
+            rf_facts f = {.method = method,
+                          .method_len = strlen(method),
+                          .path = c.path,
+                          .path_len = strlen(c.path),
+                          .status = c.status,
+                          .transport = c.transport,
+                          .retry_after = c.retry_after,
+                          .retry_after_len = c.retry_after ? strlen(c.retry_after) : 0,
+                          .attempts = c.attempts ? c.attempts : 1,
+                          .elapsed_ms = c.elapsed_ms,
+                          .has_idempotency_key = c.key,
+                          .source = c.source,
+                          .source_len = c.source ? strlen(c.source) : 0};
+            long route = rf_policy_match(p, f.method, f.method_len, f.path, f.path_len);
+            rf_verdict got;
+            rf_error err;
+            assert_int_equal(rf_decide_on_route(p, route, &f, &r2, b2, &got, &err), RF_OK);
+            assert_int_equal(got.retry, want.retry);
+            assert_string_equal(rf_reason_name(got.reason), rf_reason_name(want.reason));
+            assert_string_equal(got.class_name, want.class_name);
+            assert_int_equal(got.delay_ms, want.delay_ms);
+            assert_int_equal(got.timeout_ms, want.timeout_ms);
+            assert_int_equal(got.retry_after, want.retry_after);
+            assert_int_equal(got.route, want.route);
+            assert_int_equal(got.class_retryable, want.class_retryable);
+            assert_int_equal(rf_retry_budget_tokens_milli(b2), rf_retry_budget_tokens_milli(b1));
+        }
+        assert_int_equal(rf_rng_next(&r1), rf_rng_next(&r2)); /* the same jitter draws were taken */
+        rf_retry_budget_free(b1);
+        rf_retry_budget_free(b2);
+        rf_policy_free(p);
+    }
+}
+
+/* rf_decide_on_route refuses a route outside -1..count-1, NULLs, and a lowercase method as rf_decide does. */
+static void test_decide_on_route_refusals(void **state) {
+    (void)state;
+    rf_policy *p = load(PINNED_LOCK);
+    rf_facts f = {.method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .status = 503, .attempts = 1};
+    rf_verdict v;
+    rf_error err;
+    assert_int_equal(rf_decide_on_route(p, -2, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "route");
+    assert_int_equal(rf_decide_on_route(p, 1, &f, NULL, NULL, &v, &err), RF_EINVAL); /* the lock has one route */
+    assert_string_equal(err.path, "route");
+    assert_int_equal(rf_decide_on_route(NULL, 0, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_int_equal(rf_decide_on_route(p, 0, NULL, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_int_equal(rf_decide_on_route(p, 0, &f, NULL, NULL, NULL, &err), RF_EINVAL);
+    f.attempts = 0;
+    assert_int_equal(rf_decide_on_route(p, 0, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "attempts");
+    f.attempts = 1;
+    f.method = "post";
+    assert_int_equal(rf_decide_on_route(p, -1, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "method");
+    rf_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desk_checks),
@@ -554,6 +641,8 @@ int main(void) {
         cmocka_unit_test(test_backoff_window),
         cmocka_unit_test(test_class_retryable),
         cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_decide_on_route_matches_decide),
+        cmocka_unit_test(test_decide_on_route_refusals),
     };
     return cmocka_run_group_tests_name("decide", tests, NULL, NULL);
 }

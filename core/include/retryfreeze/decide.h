@@ -108,6 +108,17 @@ RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, r
                            rf_error *err);
 
 /*
+ * rf_decide with the route already matched: route is rf_policy_match(p, f->method, f->method_len, f->path,
+ * f->path_len) (-1: no route), computed once per request, since a policy is immutable and a request's method
+ * and path do not change between its attempts (as Envoy keeps a retry state per request). Everything else is
+ * rf_decide's: the same checks, verdict, budget effect and errors, plus RF_EINVAL (err->path "route") for a
+ * route outside -1..rf_policy_route_count(p) - 1. A route that is not f's match decides by the wrong route: the
+ * caller owns that pairing. Allocates nothing and reads no clock.
+ */
+RF_API rf_status rf_decide_on_route(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng,
+                                    rf_retry_budget *budget, rf_verdict *out, rf_error *err);
+
+/*
  * The verdict on a 3xx response the client is about to follow (RFC 9110 §15.4). f holds the facts of the
  * request that got the 3xx (status 300..399, its Retry-After and Date, elapsed_ms; attempts is not read);
  * hops = redirects already followed in this attempt; max_redirects = the client's limit.

@@ -134,13 +134,12 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
     return RF_OK;
 }
 
-rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
-                    rf_error *err) {
-    if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
-    rf_status st = check_facts(f, err);
-    if (st != RF_OK) return st;
+/* rf_decide once the route is known: route is rfi_policy_match's answer for f (-1: none), checked by the caller. */
+static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
+                           rf_verdict *out, rf_error *err) {
+    rf_status st;
     const bool unpinned = f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map");
-    const long route = unpinned ? -1 : rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len);
+    if (unpinned) route = -1;
     if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     memset(out, 0, sizeof *out);
     rf_classify(f->status, f->transport, out->class_name);
@@ -176,6 +175,24 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
         if (out->retry && rfi_retry_budget_throttled(budget, tokens)) stop(out, RF_REASON_RETRY_THROTTLED);
     }
     return RF_OK;
+}
+
+rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
+                    rf_error *err) {
+    if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
+    rf_status st = check_facts(f, err);
+    if (st != RF_OK) return st;
+    return decide_on(p, rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len), f, rng, budget, out, err);
+}
+
+rf_status rf_decide_on_route(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
+                             rf_verdict *out, rf_error *err) {
+    if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
+    if (route < -1 || route >= (long)p->n_routes)
+        return rfi_fail(err, "route", "must be -1 or a route index below %zu, got %ld", p->n_routes, route);
+    rf_status st = check_facts(f, err);
+    if (st != RF_OK) return st;
+    return decide_on(p, route, f, rng, budget, out, err);
 }
 
 rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
