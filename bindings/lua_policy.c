@@ -416,7 +416,7 @@ static const char *slot_text(int slot, char buf[RF_CLASS_NAME_MAX]) {
 /* Pushes cache[slot] (cache: its index, 0 for none); on a miss its text (slot_text), stored there for the next
  * time with remember. The text is made only on a miss: a hit costs one lookup. A cache replaced through the
  * debug library costs speed, never a wrong string type. */
-static void push_cached(lua_State *L, int cache, int slot, bool remember) {
+static inline void push_cached(lua_State *L, int cache, int slot, bool remember) {
     if (cache != 0) {
         if (lua_rawgeti(L, cache, slot) == LUA_TSTRING) return;
         lua_pop(L, 1);
@@ -646,14 +646,16 @@ static void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
 }
 
 /* Pushes a verdict as decide_values' five values, retry, reason, delay_ms, timeout_ms, class, the strings from
- * the string cache at index cache (0: none, or an upvalue that is not a table); returns 5. */
-static int push_verdict_values(lua_State *L, int cache, const rf_verdict *v) {
+ * the string cache at index cache (0: none, or an upvalue that is not a table); f: the facts decided. Returns 5. */
+static int push_verdict_values(lua_State *L, int cache, const rf_facts *f, const rf_verdict *v) {
     if (cache != 0 && lua_type(L, cache) != LUA_TTABLE) cache = 0; /* an upvalue debug.setupvalue replaced */
     lua_pushboolean(L, v->retry);
     push_cached(L, cache, STR_REASON + (int)v->reason, false);
     lua_pushinteger(L, v->delay_ms);
     lua_pushinteger(L, v->timeout_ms);
-    int slot = class_slot(v->class_name);
+    /* A completed exchange's class is HTTP_<status> (rf_classify): its slot is known without reading the name. */
+    int slot = f->transport == RF_TRANSPORT_OK && f->status >= 100 && f->status <= 599 ? STR_CLASS_HTTP + f->status
+                                                                                       : class_slot(v->class_name);
     if (slot != 0)
         push_cached(L, cache, slot, true);
     else
@@ -690,7 +692,7 @@ static int l_decide_values(lua_State *L) {
     rf_error err;
     if (rf_decide(lp->p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_error(L, "decide_values: %s %s", err.path, err.message);
-    return push_verdict_values(L, lua_upvalueindex(UV_STRINGS), &v);
+    return push_verdict_values(L, lua_upvalueindex(UV_STRINGS), &f, &v);
 }
 
 /* ---- a request's decider (policy:decider) ----------------------------------------------------------- */
@@ -740,7 +742,7 @@ static int l_decider_call(lua_State *L) {
     rf_error err;
     if (rf_decide_on_route(d->lp->p, d->route, f, d->rng, NULL, &v, &err) != RF_OK)
         return luaL_error(L, "decider: %s %s", err.path, err.message);
-    return push_verdict_values(L, lua_upvalueindex(2), &v);
+    return push_verdict_values(L, lua_upvalueindex(2), f, &v);
 }
 
 /*
