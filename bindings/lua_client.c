@@ -725,6 +725,22 @@ static int l_all(lua_State *L) {
     return 1;
 }
 
+rf_client *rfl_client_enter(lua_State *L, int idx, const char *what) {
+    lclient *lc = check_open_lclient(L, idx);
+    if (rf_client_pending(lc->c) > 0)
+        luaL_error(L, "%s: %d scheduled requests of this client are in flight", what, (int)rf_client_pending(lc->c));
+    if (lua_getiuservalue(L, idx, UV_HOOK) != LUA_TNIL)
+        luaL_error(L, "%s: on_attempt is not available in scheduled flows", what);
+    lua_pop(L, 1);
+    lc->busy = true;
+    return lc->c;
+}
+
+void rfl_client_leave(lua_State *L, int idx) {
+    lclient *lc = rfl_checkudata(L, idx, CLIENT_MT);
+    lc->busy = false;
+}
+
 /* client:_set_scheduled(bool): used by retryfreeze.scheduler; while set, request() inside a coroutine
  * yields instead of blocking. */
 static int l_set_scheduled(lua_State *L) {
@@ -791,6 +807,7 @@ void rfl_open_client(lua_State *L) {
                                        {"_run", l_run},
                                        {"_finish", l_finish},
                                        {"_start", l_start},
+                                       {"_run_generated", rfl_client_run_generated},
                                        {"close", l_client_close},
                                        {NULL, NULL}};
     luaL_newmetatable(L, CLIENT_MT);

@@ -53,6 +53,13 @@ void rfl_retry_budget_release(struct lbudget *lb);
 void rfl_open_retry_budget(lua_State *L);
 /* rf.retry_budget(policy [, opts]) as a lua_CFunction (for rf.client's retry_budget = {redis=…}). */
 int rfl_retry_budget_new(lua_State *L);
+/* The open client at idx, marked busy (every method of it raises until rfl_client_leave) for a C loop that
+ * drives it and calls back into Lua; raises (naming what) when it is closed or busy, has scheduled requests in
+ * flight (the loop would be reported theirs) or an on_attempt hook (not available in scheduled flows). */
+rf_client *rfl_client_enter(lua_State *L, int idx, const char *what);
+void rfl_client_leave(lua_State *L, int idx);
+/* client:_run_generated{…} (lua_client_generated.c). */
+int rfl_client_run_generated(lua_State *L);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

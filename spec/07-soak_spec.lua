@@ -210,6 +210,157 @@ describe("retryfreeze.scheduler.run_requests", function()
   end)
 end)
 
+describe("retryfreeze.scheduler.run_generated (soak's default flow, from C)", function()
+  local soak = require "retryfreeze.cli.soak"
+  local LOCK = '{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,'
+    .. '"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":2}},'
+    .. '"routes":[{"endpoint":"GET /a/{id}/b/{n}"},{"endpoint":"GET /files/*"},{"endpoint":"GET /health"}]}'
+
+  -- Every ledger record of the file at path, by its key (or path, without one): {method, path, outcome, attempts, statuses}.
+  local function by_key(path)
+    local out, n = {}, 0
+    local it, st = rf.ledger.read(path)
+    for rec in it, st do
+      local statuses = {}
+      for k, t in ipairs(rec.tries) do statuses[k] = t.status end
+      out[rec.key or rec.path] = { rec.method, rec.path, rec.outcome, rec.attempts, table.concat(statuses, ",") }
+      n = n + 1
+    end
+    return out, n
+  end
+
+  it("makes the paths of the lock's routes in turn ({param} and a last * take the flow number)", function()
+    local routes = soak.default_routes(assert(rf.load_string(LOCK)))
+    assert.same({ { method = "GET", pieces = { "/a/", "/b/", "" } }, { method = "GET", pieces = { "/files/soak/", "" } },
+      { method = "GET", pieces = { "/health" } } }, routes)
+    local req = soak.default_requests(assert(rf.load_string(LOCK)), "p")
+    assert.same({ method = "GET", path = "/a/4/b/4", idempotency_key = "p-4" }, req(4))
+    assert.same({ method = "GET", path = "/files/soak/5", idempotency_key = "p-5" }, req(5))
+    assert.same({ method = "GET", path = "/health", idempotency_key = "p-6" }, req(6))
+  end)
+
+  it("sends the requests, retries and ledger lines run_requests sends for the same flows", function()
+    local p = assert(rf.load_string(LOCK))
+    local function run_with(kind)
+      -- A fresh upstream per run, with the same seed: it draws each request's faults from its identity (and
+      -- counts a key it has seen before as a duplicate execution).
+      local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60, seed = 3, faults = "503=0.3" })
+      local path = os.tmpname()
+      local l = assert(rf.ledger.open(path))
+      local c = rf.client{ policy = p, base_url = up.url, ledger = l, rng_seed = 1 }
+      local failed, errors
+      local progress = {}
+      if kind == "generated" then
+        failed, errors = scheduler.run_generated(c, 61, 5, soak.default_routes(p), "gen-",
+          function(done) progress[#progress + 1] = done end)
+      else
+        -- The same keys as the generated run: the upstream draws each request's faults from its identity.
+        local req = soak.default_requests(p, "gen")
+        failed = scheduler.run_requests(c, 61, 5, req)
+      end
+      assert.equal(0, c:in_flight())
+      c:close()
+      l:close()
+      up.stop()
+      local recs, n = by_key(path)
+      os.remove(path)
+      return failed, recs, n, errors, progress
+    end
+    local failed, recs, n, errors, progress = run_with("generated")
+    local _, lua_recs, lua_n = run_with("requests")
+    assert.same({ 0, {}, 61, 61 }, { failed, errors, n, lua_n })
+    assert.same({ 61 }, progress) -- every 64 flows (none here), and after the last
+    assert.same({ "GET", "/a/1/b/1" }, { recs["gen-1"][1], recs["gen-1"][2] })
+    assert.same({ "GET", "/files/soak/2" }, { recs["gen-2"][1], recs["gen-2"][2] })
+    assert.same({ "GET", "/health" }, { recs["gen-3"][1], recs["gen-3"][2] })
+    local retried = 0
+    for i = 1, 61 do
+      local key = "gen-" .. i
+      assert.same(lua_recs[key], recs[key], key)
+      if recs[key][4] > 1 then retried = retried + 1 end
+    end
+    assert.is_true(retried > 0) -- faults were drawn: the retries went through the engine
+  end)
+
+  it("counts a refused request as a failed flow, calls on_progress on its schedule and runs the others", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url }
+    local seen = {}
+    local failed, errors = c:_run_generated{ routes = { { method = "GET", pieces = { "/health" } },
+      { method = "GET", pieces = { "no-slash-", "" } } }, key_prefix = "k-", count = 9, concurrency = 2,
+      progress_every = 4, max_errors = 2, on_progress = function(done) seen[#seen + 1] = done end }
+    assert.equal(4, failed) -- flows 2, 4, 6, 8
+    assert.same({ "flow 2: client:request: path must start with '/' and contain no spaces, CR, LF or '#'",
+      "flow 4: client:request: path must start with '/' and contain no spaces, CR, LF or '#'" }, errors)
+    assert.same({ 4, 8, 9 }, seen)
+    assert.equal(0, c:in_flight())
+    c:close()
+    up.stop()
+  end)
+
+  it("keeps the client busy while it runs, and leaves it usable after on_progress raises", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local path = os.tmpname()
+    finally(function() up.stop(); os.remove(path) end)
+    local l = assert(rf.ledger.open(path))
+    local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url, ledger = l }
+    local routes = { { method = "GET", pieces = { "/health" } } }
+    local inside
+    c:_run_generated{ routes = routes, key_prefix = "b-", count = 3, concurrency = 1, progress_every = 1,
+      on_progress = function(done)
+        if done == 1 then inside = { pcall(c.in_flight, c) } end
+        routes[1].pieces[1] = "/changed" -- C copied the routes: nothing changes for the flows after
+        collectgarbage()
+      end }
+    assert.same({ false, "client is busy (called from its own on_attempt hook)" }, inside)
+    assert.has_error(function()
+      c:_run_generated{ routes = { { method = "GET", pieces = { "/health" } } }, key_prefix = "e-", count = 50,
+        concurrency = 8, progress_every = 5, on_progress = function(done) if done >= 5 then error("stop here") end end }
+    end, "stop here")
+    assert.equal(0, c:in_flight()) -- the requests in flight were abandoned
+    local r = c:request{ method = "GET", path = "/health" }
+    assert.same({ 1, 200 }, { r.attempts, r.status })
+    c:close()
+    assert(l:close())
+    local recs = by_key(path)
+    for i = 1, 3 do assert.equal("/health", recs["b-" .. i][2]) end
+  end)
+
+  it("refuses bad options, a client with a hook and one with scheduled requests in flight", function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    finally(function() up.stop() end)
+    local p = assert(rf.load_string(LOCK))
+    local c = rf.client{ policy = p, base_url = up.url }
+    local routes = { { method = "GET", pieces = { "/health" } } }
+    for _, case in ipairs({
+      { { routes = routes, key_prefix = "k", count = 1 }, "concurrency is required" },
+      { { routes = routes, key_prefix = "k", count = 1, concurrency = 0 }, "concurrency must be an integer in 1..4096" },
+      { { routes = {}, key_prefix = "k", count = 1, concurrency = 1 }, "routes must be a non%-empty array" },
+      { { routes = { { method = "GET", pieces = {} } }, key_prefix = "k", count = 1, concurrency = 1 },
+        "routes%[1%] must be {method = string, pieces = {string, …}}" },
+      { { routes = { { method = "GET", pieces = { 1 } } }, key_prefix = "k", count = 1, concurrency = 1 },
+        "routes%[1%]%.pieces%[1%] must be a string" },
+      { { routes = routes, key_prefix = "k\0", count = 1, concurrency = 1 }, "key_prefix must not contain a NUL" },
+      { { routes = routes, count = 1, concurrency = 1 }, "key_prefix must be a string" },
+    }) do
+      local ok, msg = pcall(c._run_generated, c, case[1])
+      assert.is_false(ok)
+      assert.matches(case[2], msg)
+    end
+    local _, box = c:_start{ method = "GET", path = "/health" }
+    assert.has_error(function() c:_run_generated{ routes = routes, key_prefix = "k", count = 1, concurrency = 1 } end,
+      "client:_run_generated: 1 scheduled requests of this client are in flight")
+    while c:in_flight() > 0 do c:_run(100) end
+    c:_finish(box, false)
+    c:close()
+    local hooked = rf.client{ policy = p, base_url = up.url, on_attempt = function() end }
+    assert.has_error(function()
+      hooked:_run_generated{ routes = routes, key_prefix = "k", count = 1, concurrency = 1 }
+    end, "client:_run_generated: on_attempt is not available in scheduled flows")
+    hooked:close()
+  end)
+end)
+
 describe("a ledger's running tally of its appends (soak's stats)", function()
   local stats = require "retryfreeze.ledger_stats"
   local LOCK = '{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":5000,'

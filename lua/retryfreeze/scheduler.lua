@@ -138,4 +138,24 @@ function M.run_requests(client, count, concurrency, request, on_done)
   return failed
 end
 
+--- Runs soak's default flow from C: `count` flows of one request each, made from a template, whose response
+--- nobody reads. Flow i sends routes[(i - 1) % #routes + 1]: its method, the path its pieces make with i between
+--- each two (`table.concat(pieces, i)`), and the idempotency key `key_prefix .. i`. The same requests, retries and
+--- ledger lines as run_requests with a request function making those tables, without any Lua per request
+--- (client:_run_generated); the client is busy meanwhile (its methods raise, also from on_progress).
+-- @param client a retryfreeze client (no on_attempt hook, no scheduled requests in flight: raises)
+-- @param count integer >= 0: flows to run, i = 1..count
+-- @param concurrency integer 1..4096: requests in flight at most
+-- @param routes array of {method = string, pieces = {string, ...}} (at least one piece)
+-- @param key_prefix string: each request's idempotency key is key_prefix .. i
+-- @param on_progress function(done)|nil: called every 64 flows and after the last
+-- @return integer, table: flows whose request was refused, and the first three of their messages
+--   ("flow i: client:request: ...")
+function M.run_generated(client, count, concurrency, routes, key_prefix, on_progress)
+  assert(math.type(count) == "integer" and count >= 0, "count must be an integer >= 0")
+  assert(math.type(concurrency) == "integer" and concurrency >= 1, "concurrency must be an integer >= 1")
+  return client:_run_generated{ routes = routes, key_prefix = key_prefix, count = count,
+    concurrency = concurrency, on_progress = on_progress }
+end
+
 return M

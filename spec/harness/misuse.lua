@@ -201,6 +201,22 @@ local OPS = {
       return shared
     end, function() if math.random() < 0.3 then collectgarbage() end end)
   end,
+  run_generated = function() -- soak's default flow from C: its callback closes, nests, raises, mutates, collects
+    local c = some_client()
+    if not c then return end
+    local routes = { { method = "GET", pieces = { "/echo/", "" } } }
+    if math.random() < 0.2 then routes[2] = { method = "GET", pieces = { "no-slash" } } end -- refused flows
+    c:_run_generated{ routes = routes, key_prefix = "k-" .. next_n() .. "-", count = math.random(0, 40),
+      concurrency = math.random(1, 8), progress_every = math.random(1, 5), on_progress = function()
+      local what = math.random(8)
+      if what == 1 then error("on_progress raised")
+      elseif what == 2 then c:close()
+      elseif what == 3 then c:request(new_request(next_n()))
+      elseif what == 4 then routes[1].pieces[1], routes[1] = nil, nil
+      elseif what == 5 then collectgarbage()
+      end
+    end }
+  end,
 }
 local OP_NAMES = {}
 for name in pairs(OPS) do OP_NAMES[#OP_NAMES + 1] = name end

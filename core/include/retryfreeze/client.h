@@ -221,6 +221,10 @@ RF_API bool rf_pending_done(const rf_pending *p);
 /* True when the pending request's hook reported an error. */
 RF_API bool rf_pending_hook_failed(const rf_pending *p);
 
+/* The response p fills: the `out` given to rf_client_start (a caller that keeps per-request state beside the
+ * response finds it from a reported request without a lookup table). NULL for NULL. */
+RF_API rf_response *rf_pending_response(const rf_pending *p);
+
 /* Frees a pending request; if it has not been reported done it is abandoned (its transfer is removed, no ledger
  * line) and must be freed before rf_client_free (which abandons every unreported one). One reported done no longer
  * needs its client: the caller frees it, before or after rf_client_free. NULL is a no-op. */

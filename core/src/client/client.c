@@ -293,6 +293,8 @@ bool rf_pending_done(const rf_pending *p) { return p && p->reported; }
 
 bool rf_pending_hook_failed(const rf_pending *p) { return p && p->flow.hook_failed; }
 
+rf_response *rf_pending_response(const rf_pending *p) { return p ? p->flow.resp : NULL; }
+
 void rf_pending_free(rf_pending *p) {
     if (p == NULL) return;
     rf_client *c = p->c; /* NULL: reported, and the client is gone */

@@ -51,40 +51,39 @@ function M.is_loopback(url)
   return a == 127 and b <= 255 and c <= 255 and d <= 255
 end
 
---- The default flow: one request per flow, round-robin over the lock's routes ({param} → the flow number,
---- a last "*" → "soak/<flow number>"). Every request carries an idempotency key "<prefix>-<flow number>" (a
---- key on a GET changes no decision): the upstream draws a request's faults from its identity, so keys
---- derived from the seed give the same counts for the same seed. Against a --url the prefix also holds a
---- fresh random part, so two runs never share keys (that would count as duplicate executions).
---- Returns function(i) → flow i's request table, for scheduler.run_requests (nothing reads the responses).
---- Each route's path is a format string made once ("/v1/jobs/%d"), and each route's request table is reused
---- (the client keeps its own references to the strings it sends).
-function M.default_requests(policy, prefix)
-  local routes, made = policy:routes(), {}
-  for k, r in ipairs(routes) do
-    local fmt, params = r.pattern:gsub("%%", "%%%%"):gsub("{[%w_]+}", "%%d")
-    local tail
-    fmt, tail = fmt:gsub("/%*$", "/soak/%%d")
-    local n, args = params + tail, {}
-    -- One number and no other "%": the path is head .. i .. rest (a concatenation is cheaper than a format).
-    local head, rest = fmt:match("^([^%%]*)%%d([^%%]*)$")
-    made[k] = { fmt = fmt, n = n, args = args, head = head, rest = rest, req = { method = r.method } }
-  end
-  local key_prefix = prefix .. "-"
-  return function(i)
-    local m = made[(i - 1) % #made + 1]
-    local path
-    if m.head then
-      path = m.head .. i .. m.rest
-    elseif m.n == 1 then
-      path = string.format(m.fmt, i)
-    else
-      for a = 1, m.n do m.args[a] = i end
-      path = string.format(m.fmt, table.unpack(m.args, 1, m.n))
+--- The default flow's routes: the lock's routes in order, each as {method, pieces}; flow i uses route
+--- (i - 1) % #routes + 1 and the path table.concat(pieces, i) ({param} → the flow number, a last "*" →
+--- "soak/<flow number>"). The form scheduler.run_generated takes.
+function M.default_routes(policy)
+  local routes = {}
+  for k, r in ipairs(policy:routes()) do
+    local pieces, from = {}, 1
+    for s, e in function() return r.pattern:find("{[%w_]+}", from) end do
+      pieces[#pieces + 1] = r.pattern:sub(from, s - 1)
+      from = e + 1
     end
-    local req = m.req
-    req.path, req.idempotency_key = path, key_prefix .. i
-    return req
+    local last = r.pattern:sub(from)
+    if last:sub(-2) == "/*" then
+      pieces[#pieces + 1] = last:sub(1, -2) .. "soak/"
+      last = ""
+    end
+    pieces[#pieces + 1] = last
+    routes[k] = { method = r.method, pieces = pieces }
+  end
+  return routes
+end
+
+--- The default flow: one request per flow, round-robin over the lock's routes (M.default_routes). Every
+--- request carries an idempotency key "<prefix>-<flow number>" (a key on a GET changes no decision): the
+--- upstream draws a request's faults from its identity, so keys derived from the seed give the same counts for
+--- the same seed. Against a --url the prefix also holds a fresh random part, so two runs never share keys (that
+--- would count as duplicate executions). Returns function(i) → flow i's request table, for
+--- scheduler.run_requests: the requests `soak` sends from C (scheduler.run_generated), as Lua tables.
+function M.default_requests(policy, prefix)
+  local routes, key_prefix = M.default_routes(policy), prefix .. "-"
+  return function(i)
+    local r = routes[(i - 1) % #routes + 1]
+    return { method = r.method, path = table.concat(r.pieces, i), idempotency_key = key_prefix .. i }
   end
 end
 
@@ -157,29 +156,35 @@ function M.run(args, out, err, bindir)
     end
     flow = function(i) made(client, i) end
   end
-  local requests = not flow and M.default_requests(policy, string.format("soak-%d", seed)
-    .. (opts.url and "-" .. rf.new_key() or ""))
+  local key_prefix = string.format("soak-%d", seed) .. (opts.url and "-" .. rf.new_key() or "") .. "-"
   local tty, done, flow_errors, t0 = is_tty(2), 0, {}, os.time()
   local clock0 = os.clock()
-  -- The progress bar is redrawn at most every PROGRESS_EVERY flows and every PROGRESS_SECONDS of CPU, not per
-  -- flow: a redraw is a formatted write to the terminal, dearer than a fast request.
-  local PROGRESS_EVERY, PROGRESS_SECONDS, drawn_at = 64, 0.1, -1
-  local run = flow and scheduler.run or scheduler.run_requests
-  local failed = run(client, n, concurrency, flow or requests, function(i, ok, flow_err)
-    done = done + 1
-    if not ok and #flow_errors < 3 then flow_errors[#flow_errors + 1] = string.format("flow %d: %s", i, flow_err) end
-    if tty and (done % PROGRESS_EVERY == 0 or done == n) then
-      local now = os.clock()
-      if done == n or now - drawn_at >= PROGRESS_SECONDS then
-        drawn_at = now
-        local width = 30
-        local filled = math.floor(done * width / n)
-        local secs = math.max(os.time() - t0, 1)
-        err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled),
-          string.rep(".", width - filled), done, n, done / secs))
-      end
+  -- The progress bar is redrawn at most every 64 flows and every PROGRESS_SECONDS of CPU, not per flow: a
+  -- redraw is a formatted write to the terminal, dearer than a fast request.
+  local PROGRESS_SECONDS, drawn_at = 0.1, -1
+  local function progress(now_done)
+    done = now_done
+    local now = os.clock()
+    if done == n or now - drawn_at >= PROGRESS_SECONDS then
+      drawn_at = now
+      local width = 30
+      local filled = math.floor(done * width / n)
+      local secs = math.max(os.time() - t0, 1)
+      err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled),
+        string.rep(".", width - filled), done, n, done / secs))
     end
-  end)
+  end
+  local failed
+  if flow then
+    failed = scheduler.run(client, n, concurrency, flow, function(i, ok, flow_err)
+      if not ok and #flow_errors < 3 then flow_errors[#flow_errors + 1] = string.format("flow %d: %s", i, flow_err) end
+      if tty and ((done + 1) % 64 == 0 or done + 1 == n) then progress(done + 1) else done = done + 1 end
+    end)
+  else
+    -- The default flow runs from C: no Lua per request (its CPU is what soak measures).
+    failed, flow_errors = scheduler.run_generated(client, n, concurrency, M.default_routes(policy), key_prefix,
+      tty and progress or nil)
+  end
   local cpu = os.clock() - clock0
   if tty then err:write("\n") end
   client:close()
