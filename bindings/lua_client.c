@@ -725,6 +725,8 @@ static int l_all(lua_State *L) {
     return 1;
 }
 
+rf_client *rfl_check_open_client(lua_State *L, int idx) { return check_open_client(L, idx); }
+
 rf_client *rfl_client_enter(lua_State *L, int idx, const char *what) {
     lclient *lc = check_open_lclient(L, idx);
     if (rf_client_pending(lc->c) > 0)

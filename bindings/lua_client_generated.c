@@ -177,6 +177,7 @@ static lua_Integer int_field(lua_State *L, const char *key, lua_Integer lo, lua_
  * scheduled requests in flight or an on_attempt hook, and re-raises what on_progress raises (the requests in
  * flight then are abandoned: no ledger line). Every method of the client raises while it runs (busy). */
 int rfl_client_run_generated(lua_State *L) {
+    rfl_check_open_client(L, 1); /* the client first, as every method checks it */
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     gen_run g = {0};

@@ -57,6 +57,8 @@ int rfl_retry_budget_new(lua_State *L);
  * drives it and calls back into Lua; raises (naming what) when it is closed or busy, has scheduled requests in
  * flight (the loop would be reported theirs) or an on_attempt hook (not available in scheduled flows). */
 rf_client *rfl_client_enter(lua_State *L, int idx, const char *what);
+/* The open client at idx, or raises as every client method does (not a client, closed, busy). */
+rf_client *rfl_check_open_client(lua_State *L, int idx);
 void rfl_client_leave(lua_State *L, int idx);
 /* client:_run_generated{…} (lua_client_generated.c). */
 int rfl_client_run_generated(lua_State *L);

@@ -282,6 +282,41 @@ describe("retryfreeze.scheduler.run_generated (soak's default flow, from C)", fu
     assert.is_true(retried > 0) -- faults were drawn: the retries went through the engine
   end)
 
+  it("has a flow's ledger line in the file before the flow is reported done (lines batched per run, each whole)",
+    function()
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60, seed = 2, faults = "503=0.2" })
+    local path = os.tmpname()
+    finally(function() up.stop(); os.remove(path) end)
+    local p = assert(rf.load_string(LOCK))
+    local l = assert(rf.ledger.open(path))
+    local c = rf.client{ policy = p, base_url = up.url, ledger = l }
+    local function keys_in_file()
+      local keys, n = {}, 0
+      for line in io.lines(path) do
+        keys[assert(line:match('"key":"([^"]+)"'), "a whole line: " .. line)] = true
+        n = n + 1
+      end
+      return keys, n
+    end
+    local checked = 0
+    scheduler.run_requests(c, 40, 8, soak.default_requests(p, "rr"), function(i, ok)
+      assert.is_true(ok)
+      assert.is_true(keys_in_file()["rr-" .. i], "flow " .. i .. " reported before its line")
+      checked = checked + 1
+    end)
+    c:_run_generated{ routes = soak.default_routes(p), key_prefix = "gen-", count = 40, concurrency = 8,
+      progress_every = 1, on_progress = function(done)
+        local _, n = keys_in_file()
+        assert.is_true(n >= 40 + done, "done " .. done .. ", lines " .. n - 40)
+        checked = checked + 1
+      end }
+    c:close()
+    assert(l:close())
+    local keys, n = keys_in_file()
+    assert.same({ 80, 80 }, { n, checked })
+    for i = 1, 40 do assert.is_true(keys["rr-" .. i] and keys["gen-" .. i]) end
+  end)
+
   it("counts a refused request as a failed flow, calls on_progress on its schedule and runs the others", function()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
     local c = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url }

@@ -113,6 +113,62 @@ static void test_all_refused_beside_started_requests(void **state) {
     rf_client_free(c);
 }
 
+/* Lines in the file at path. */
+static long count_lines(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    long n = 0;
+    for (int ch; (ch = fgetc(f)) != EOF;) n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+/* rf_client_run appends the lines of the requests it reports before it returns (one batch per run), so every
+ * reported request's line is already in the file; the reported ones and those freed unreported make every line. */
+static void test_lines_written_before_report(void **state) {
+    (void)state;
+    char path[] = "/tmp/rf-client-flow-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    rf_ledger *ledger = NULL;
+    rf_error err;
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &ledger, &err), RF_OK);
+    rf_client_options o = {.policy = policy, .base_url = base_url, .rng_seed = 1, .ledger = ledger};
+    rf_client *c = NULL;
+    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    enum { N = 6 };
+    rf_request reqs[N];
+    char paths[N][32];
+    rf_response out[N];
+    rf_pending *started[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(paths[i], sizeof paths[i], "/echo/%d", i);
+        reqs[i] = (rf_request){.method = "GET", .path = paths[i]};
+        assert_int_equal(rf_client_start(c, &reqs[i], NULL, NULL, &out[i], &started[i], &err), RF_OK);
+    }
+    long reported = 0;
+    for (int round = 0; round < 200 && reported < N - 1; round++) {
+        rf_pending *done[2];
+        size_t n = rf_client_run(c, 100, done, 2); /* two at a time: the others wait, ended or not */
+        reported += (long)n;
+        assert_true(count_lines(path) >= reported); /* before anything is freed */
+        for (size_t k = 0; k < n; k++) {
+            assert_int_equal(rf_pending_response(done[k])->status, 200);
+            assert_string_equal(rf_pending_response(done[k])->ledger_error, "");
+            rf_pending_free(done[k]);
+        }
+    }
+    assert_true(reported >= N - 1);
+    for (int i = 0; i < N; i++) /* whatever was not reported: freed now (its line, if it ended, goes out) */
+        if (!rf_pending_done(started[i])) rf_pending_free(started[i]);
+    for (int i = 0; i < N; i++) rf_response_clear(&out[i]);
+    rf_client_free(c);
+    assert_int_equal(rf_ledger_close(ledger, &err), RF_OK);
+    assert_true(count_lines(path) >= reported);
+    unlink(path);
+}
+
 /* Runs started request p until rf_client_run reports it (at most 5 s). */
 static void run_until_done(rf_client *c, rf_pending *p) {
     rf_pending *done[4];
@@ -221,6 +277,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reused_handle_carries_nothing_over),
         cmocka_unit_test(test_reported_request_outlives_its_client),
         cmocka_unit_test(test_reported_requests_freed_around_the_client),
+        cmocka_unit_test(test_lines_written_before_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

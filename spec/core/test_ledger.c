@@ -921,6 +921,100 @@ static void test_full_disk_then_freed(void **state) {
     signal(SIGXFSZ, old);
 }
 
+/* A batch is the lines rf_ledger_append would write one by one, in order, each whole: the same bytes as
+ * separate appends; a refused record is left out (its own error), the others written and observed. */
+static void test_batch_writes_the_lines_of_separate_appends(void **state) {
+    (void)state;
+    const char *one_path = tmp_file("one-by-one.jsonl");
+    rf_ledger_record recs[70];
+    const rf_ledger_record *ptrs[71];
+    rf_status status[71];
+    rf_error errs[71];
+    for (int i = 0; i < 70; i++) {
+        recs[i] = sample();
+        recs[i].attempts = i + 1; /* every line differs */
+        ptrs[i] = &recs[i];
+    }
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    assert_int_equal(rf_ledger_open(one_path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    for (int i = 0; i < 70; i++)
+        if (i != 5) append_ok(l, &recs[i]);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+
+    const char *batch_path = tmp_file("batch.jsonl");
+    recs[5].reason = "\xff not UTF-8"; /* refused: left out, the others written */
+    ptrs[70] = NULL;                   /* a NULL record: refused alike */
+    observed o = {0};
+    assert_int_equal(rf_ledger_open(batch_path, RF_LEDGER_FSYNC_LINE, &l, &err), RF_OK);
+    assert_int_equal(rf_ledger_observe(l, observe, &o, &err), RF_OK);
+    assert_int_equal(rf_ledger_append_batch(l, ptrs, 71, status, errs), 69); /* 70 - 1 over BATCH_LINES: 2 writes */
+    assert_int_equal(rf_ledger_append_batch(l, ptrs, 0, status, NULL), 0);
+    assert_int_equal(rf_ledger_append_batch(NULL, ptrs, 1, status, NULL), 0);
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    for (int i = 0; i < 71; i++) assert_int_equal(status[i], i == 5 || i == 70 ? RF_EINVAL : RF_OK);
+    assert_string_equal(errs[5].path, "$.reason");
+    assert_string_equal(errs[70].path, "rec");
+    assert_int_equal(o.calls, 69);
+    assert_int_equal(o.attempts, 70); /* the last one observed last */
+
+    FILE *a = fopen(one_path, "rb"), *b = fopen(batch_path, "rb");
+    assert_non_null(a);
+    assert_non_null(b);
+    static char abuf[1 << 16], bbuf[1 << 16];
+    size_t an = fread(abuf, 1, sizeof abuf, a), bn = fread(bbuf, 1, sizeof bbuf, b);
+    fclose(a);
+    fclose(b);
+    assert_true(an > 0 && an < sizeof abuf);
+    assert_int_equal(an, bn);
+    assert_memory_equal(abuf, bbuf, an);
+}
+
+/* A full disk cuts a batch: the lines before the cut are whole (RF_OK, observed), the cut one and those after
+ * are RF_EIO; once space is back the next batch ends the fragment first, and the reader reads on. */
+static void test_batch_cut_by_a_full_disk(void **state) {
+    (void)state;
+    const char *path = tmp_file("batch-full.jsonl");
+    rf_ledger_record recs[3] = {sample(), sample(), sample()};
+    const rf_ledger_record *ptrs[3] = {&recs[0], &recs[1], &recs[2]};
+    rf_status status[3];
+    rf_error errs[3];
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    struct rlimit saved;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 1 << 20) skip();
+    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
+
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, &recs[0]);
+    long one = file_size(path);
+    observed o = {0};
+    assert_int_equal(rf_ledger_observe(l, observe, &o, &err), RF_OK);
+    set_fsize_limit((rlim_t)(2 * one + 100)); /* the disk fills 100 bytes into the batch's second line */
+    assert_int_equal(rf_ledger_append_batch(l, ptrs, 3, status, errs), 1);
+    assert_int_equal(status[0], RF_OK);
+    assert_int_equal(status[1], RF_EIO);
+    assert_int_equal(status[2], RF_EIO);
+    assert_contains(errs[1].message, "short write");
+    assert_int_equal(o.calls, 1);
+    assert_int_equal(file_size(path), 2 * one + 100);
+    set_fsize_limit(saved.rlim_cur); /* space is back */
+    assert_int_equal(rf_ledger_append_batch(l, ptrs, 1, status, errs), 1);
+    assert_int_equal(file_size(path), 2 * one + 100 + 1 + one); /* "\n" + the line, in one write */
+    assert_int_equal(rf_ledger_close(l, &err), RF_OK);
+    signal(SIGXFSZ, old);
+
+    rf_ledger_record got;
+    rf_ledger_reader *r = reader_open_ok(path);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_TORN, &err);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+}
+
 static void test_open_errors(void **state) {
     (void)state;
     rf_ledger *l = (rf_ledger *)&l; /* must be reset to NULL */
@@ -1099,6 +1193,8 @@ int main(void) {
         cmocka_unit_test(test_writer_terminates_a_torn_last_line),
         cmocka_unit_test(test_torn_fragment_in_the_middle),
         cmocka_unit_test(test_full_disk_then_freed),
+        cmocka_unit_test(test_batch_writes_the_lines_of_separate_appends),
+        cmocka_unit_test(test_batch_cut_by_a_full_disk),
         cmocka_unit_test(test_regular_files_only),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_observer),

@@ -208,7 +208,9 @@ RF_API rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt
  * Drives the started requests for at most timeout_ms (0: one non-blocking pass), sleeping in curl_multi_poll
  * while nothing is due. Writes up to cap finished requests into done[] and returns how many; each is reported
  * once; its curl handle goes back to the client for reuse, its rf_pending stays the caller's to free. Returns 0 at
- * once when nothing is started.
+ * once when nothing is started. With a ledger, the reported requests' lines are appended together just before it
+ * returns (rf_ledger_append_batch), so a request's line is in the file before its caller sees it; one that ended
+ * but is freed unreported gets its line then.
  */
 RF_API size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap);
 

@@ -118,6 +118,25 @@ RF_API rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf
 RF_API rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err);
 
 /*
+ * Appends the n records recs[0..n) as n lines, in order, with one write(2) per batch of lines instead of one per
+ * line (then one fsync(2), with RF_LEDGER_FSYNC_LINE): for a caller holding several finished records at once, such
+ * as the client's requests reported by one rf_client_run (issue 17: the write(2) per line was the largest part of
+ * an append). Each line is whole and lines of other writers never land inside it (one O_APPEND write, as for
+ * rf_ledger_append); a batch is cut at RF_LEDGER_BATCH_BYTES (a longer line goes alone). status[i] is what
+ * rf_ledger_append would have returned for record i: RF_EINVAL or RF_ENOMEM leaves that record out (the others
+ * are still written); RF_EIO when the write(2) of its batch failed or ended before its line did (a short write:
+ * the lines before the cut are written whole and RF_OK, the next starts with the "\n" ending the fragment), or
+ * when fsync failed. errs[i] (errs may be NULL) then says why, as rf_ledger_append's err would. The observer is
+ * called for each line written whole, in order. Returns the number of lines written whole; status must hold n
+ * entries (NULL l, recs or status: returns 0 and writes nothing).
+ */
+RF_API size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs, size_t n, rf_status *status,
+                                     rf_error *errs);
+
+/* Most bytes rf_ledger_append_batch puts in one write(2) (a single longer line still goes whole, alone). */
+#define RF_LEDGER_BATCH_BYTES (256 * 1024)
+
+/*
  * An observer of a ledger's appends (rf_ledger_observe): called by rf_ledger_append after each line it wrote
  * whole (RF_OK), with the record as given and the host the line carries (the record's, else the ledger's; NULL
  * when the line has none). What it receives is what a reader of that line gets back (the writer refuses what

@@ -3,6 +3,7 @@
  * the engine. client_flow.c (libcurl) and the Lua binding's rf.flow (the host's I/O) call these.
  */
 #include "retryfreeze/attempt_step.h"
+#include "client_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,34 +55,43 @@ void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason,
     for (size_t i = 0; i < r->n_tries; i++)
         if (r->tries[i].budget > r->budget) r->budget = r->tries[i].budget;
     if (ledger == NULL) return;
-    rf_ledger_record rec = {.ts_ms = wall_ms};
-    rec.route = r->route ? r->route : "";
-    rec.method = req->method;
-    rec.path = req->path;
-    rec.key = req->idempotency_key;
-    rec.policy = rf_policy_digest(p);
-    rec.attempts = r->attempts;
-    rec.elapsed_ms = r->elapsed_ms;
-    rec.outcome = rf_outcome_name(r->outcome);
-    rec.reason = rf_reason_name(r->reason);
-    rec.ok = r->ok;
-    rec.status = r->status;
-    rec.body_len = (int64_t)r->body_len;
-    rec.n_tries = r->n_tries;
-    rec.budget = r->budget != RF_BUDGET_NONE ? rf_budget_source_name(r->budget) : NULL;
+    rf_ledger_record rec;
+    rfi_step_record(p, req, r, wall_ms, &rec);
+    rf_error err;
+    if (rf_ledger_append(ledger, &rec, &err) != RF_OK) rfi_step_ledger_error(r, &err);
+}
+
+void rfi_step_record(const rf_policy *p, const rf_request *req, const rf_response *r, int64_t wall_ms,
+                     rf_ledger_record *rec) {
+    *rec = (rf_ledger_record){.ts_ms = wall_ms};
+    rec->route = r->route ? r->route : "";
+    rec->method = req->method;
+    rec->path = req->path;
+    rec->key = req->idempotency_key;
+    rec->policy = rf_policy_digest(p);
+    rec->attempts = r->attempts;
+    rec->elapsed_ms = r->elapsed_ms;
+    rec->outcome = rf_outcome_name(r->outcome);
+    rec->reason = rf_reason_name(r->reason);
+    rec->ok = r->ok;
+    rec->status = r->status;
+    rec->body_len = (int64_t)r->body_len;
+    rec->n_tries = r->n_tries;
+    rec->budget = r->budget != RF_BUDGET_NONE ? rf_budget_source_name(r->budget) : NULL;
     for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
         const rf_try *t = &r->tries[i];
-        rec.tries[i] = (rf_ledger_try){.class_name = t->class_name,
-                                       .status = t->status,
-                                       .elapsed_ms = t->elapsed_ms,
-                                       .delay_ms = t->delay_ms,
-                                       .reason = rf_reason_name(t->reason),
-                                       .retry_after = t->retry_after[0] ? t->retry_after : NULL,
-                                       .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL};
+        rec->tries[i] = (rf_ledger_try){.class_name = t->class_name,
+                                        .status = t->status,
+                                        .elapsed_ms = t->elapsed_ms,
+                                        .delay_ms = t->delay_ms,
+                                        .reason = rf_reason_name(t->reason),
+                                        .retry_after = t->retry_after[0] ? t->retry_after : NULL,
+                                        .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL};
     }
-    rf_error err;
-    if (rf_ledger_append(ledger, &rec, &err) != RF_OK)
-        snprintf(r->ledger_error, sizeof r->ledger_error, "%.60s: %.190s", err.path, err.message);
+}
+
+void rfi_step_ledger_error(rf_response *r, const rf_error *err) {
+    snprintf(r->ledger_error, sizeof r->ledger_error, "%.60s: %.190s", err->path, err->message);
 }
 
 rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,

@@ -96,6 +96,10 @@ void rf_client_free(rf_client *c) {
     if (c->easy) curl_easy_cleanup(c->easy);
     for (size_t i = 0; i < c->n_idle; i++) curl_easy_cleanup(c->idle[i]);
     free(c->idle);
+    free(c->batch_recs);
+    free(c->batch_ptrs);
+    free(c->batch_status);
+    free(c->batch_errs);
     for (size_t i = 0; i < c->n_headers; i++) free(c->headers[i]);
     free(c->headers);
     free(c->base_url);
@@ -138,6 +142,7 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
         }
         if (rfi_flow_begin_attempt(&f)) rfi_flow_end_attempt(&f, curl_easy_perform(c->easy));
     }
+    rfi_flow_write_ledger(&f);
     bool hook_failed = f.hook_failed;
     rfi_flow_cleanup(&f);
     if (hook_failed) return fail(err, "on_attempt", "the attempt hook failed");
@@ -211,6 +216,54 @@ static void unlink_pending(rf_pending *p) {
     if (!p->reported) c->n_pending--;
 }
 
+/* Makes the batch arrays hold n records; false when memory runs out. */
+static bool batch_reserve(rf_client *c, size_t n) {
+    if (n <= c->batch_cap) return true;
+    rf_ledger_record *recs = realloc(c->batch_recs, n * sizeof *recs);
+    if (recs != NULL) c->batch_recs = recs;
+    const rf_ledger_record **ptrs = realloc(c->batch_ptrs, n * sizeof *ptrs);
+    if (ptrs != NULL) c->batch_ptrs = ptrs;
+    rf_status *status = realloc(c->batch_status, n * sizeof *status);
+    if (status != NULL) c->batch_status = status;
+    rf_error *errs = realloc(c->batch_errs, n * sizeof *errs);
+    if (errs != NULL) c->batch_errs = errs;
+    if (recs == NULL || ptrs == NULL || status == NULL || errs == NULL) return false;
+    c->batch_cap = n;
+    return true;
+}
+
+/* Records built per rf_ledger_append_batch call: bounds the batch arrays (a record with its tries is ~2 kB). */
+#define BATCH_RECORDS 64
+
+void rfi_client_write_ledger(rf_client *c, rf_pending **done, size_t n) {
+    if (c->ledger == NULL) return;
+    for (size_t from = 0; from < n; from += BATCH_RECORDS) {
+        size_t count = n - from < BATCH_RECORDS ? n - from : BATCH_RECORDS;
+        rf_pending **slice = done + from;
+        if (!batch_reserve(c, count)) { /* out of memory: one line at a time, as before batching */
+            for (size_t i = 0; i < count; i++) rfi_flow_write_ledger(&slice[i]->flow);
+            continue;
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < count; i++) {
+            rfi_flow *f = &slice[i]->flow;
+            if (!f->ledger_due) continue;
+            rfi_step_record(c->policy, f->req, f->resp, f->done_wall_ms, &c->batch_recs[m]);
+            c->batch_ptrs[m] = &c->batch_recs[m];
+            m++;
+        }
+        rf_ledger_append_batch(c->ledger, c->batch_ptrs, m, c->batch_status, c->batch_errs);
+        m = 0;
+        for (size_t i = 0; i < count; i++) {
+            rfi_flow *f = &slice[i]->flow;
+            if (!f->ledger_due) continue;
+            f->ledger_due = false;
+            if (c->batch_status[m] != RF_OK) rfi_step_ledger_error(f->resp, &c->batch_errs[m]);
+            m++;
+        }
+    }
+}
+
 size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap) {
     if (c == NULL || c->first == NULL || done == NULL || cap == 0) return 0;
     int64_t until = rfi_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
@@ -247,6 +300,7 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
         int running = 0;
         if (n_done > 0 || c->first == NULL) {
             if (added) curl_multi_perform(c->multi, &running); /* start them now: their timers run from here */
+            rfi_client_write_ledger(c, done, n_done);          /* their lines, before the caller sees them */
             break;
         }
         curl_multi_perform(c->multi, &running);
@@ -300,7 +354,8 @@ void rf_pending_free(rf_pending *p) {
     rf_client *c = p->c; /* NULL: reported, and the client is gone */
     if (c != NULL) unlink_pending(p);
     if (p->in_multi) curl_multi_remove_handle(c->multi, p->flow.easy);
-    curl_easy_cleanup(p->flow.easy);      /* NULL once reported: the handle went back to the client then */
+    curl_easy_cleanup(p->flow.easy);                /* NULL once reported: the handle went back to the client then */
+    if (c != NULL) rfi_flow_write_ledger(&p->flow); /* ended but never reported: its line still goes out */
     if (p->flow.state != RFI_FLOW_DONE) { /* abandoned: its response is left as it was given, owning nothing */
         free(p->flow.resp->tries);
         p->flow.resp->tries = NULL;

@@ -438,7 +438,8 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
     f->state = RFI_FLOW_WAITING;
 }
 
-/* Moves the body and headers into the response; rf_step_finish sets the outcome and appends the ledger record. */
+/* Moves the body and headers into the response; rf_step_finish sets the outcome. The ledger line is written when
+ * the request is reported (rfi_client_write_ledger) or freed unreported: a batch of lines per write(2). */
 static void flow_done(rfi_flow *f, rf_reason reason) {
     rf_response *r = f->resp;
     r->body = f->body.data ? f->body.data : calloc(1, 1);
@@ -448,8 +449,19 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
     f->body = (rfi_buf){0};
     f->head = (rfi_buf){0};
     f->state = RFI_FLOW_DONE;
-    rf_step_finish(f->c->policy, f->req, reason, f->last_class_retryable, rfi_mono_ms() - f->start_ms, wall_ms(),
-                   f->c->ledger, r);
+    f->done_wall_ms = wall_ms();
+    rf_step_finish(f->c->policy, f->req, reason, f->last_class_retryable, rfi_mono_ms() - f->start_ms, f->done_wall_ms,
+                   NULL, r);
+    f->ledger_due = f->c->ledger != NULL;
+}
+
+void rfi_flow_write_ledger(rfi_flow *f) {
+    if (!f->ledger_due) return;
+    f->ledger_due = false;
+    rf_ledger_record rec;
+    rfi_step_record(f->c->policy, f->req, f->resp, f->done_wall_ms, &rec);
+    rf_error err;
+    if (rf_ledger_append(f->c->ledger, &rec, &err) != RF_OK) rfi_step_ledger_error(f->resp, &err);
 }
 
 void rfi_flow_cleanup(rfi_flow *f) {

@@ -51,6 +51,13 @@ struct rf_client {
      * more than a fast request's own work in the client. rf_client_start initializes every field. */
     struct rf_pending *spare;
     size_t n_spare;
+    /* The ledger lines of one rf_client_run's reported requests, built here and appended in one batch
+     * (rfi_client_write_ledger): arrays of batch_cap, at most 64 (BATCH_RECORDS, client.c). */
+    rf_ledger_record *batch_recs;
+    const rf_ledger_record **batch_ptrs;
+    rf_status *batch_status;
+    rf_error *batch_errs;
+    size_t batch_cap;
 };
 
 typedef enum rfi_flow_state { RFI_FLOW_READY, RFI_FLOW_WAITING, RFI_FLOW_IN_FLIGHT, RFI_FLOW_DONE } rfi_flow_state;
@@ -94,6 +101,10 @@ typedef struct rfi_flow {
     int64_t req_timeout_ms;         /* the request's timeout_ms; 0: the lock's */
     char connected_ip[64];          /* the address of the last connection libcurl tried (CURLOPT_OPENSOCKETFUNCTION) */
     int connected_port;
+    /* Set when the flow ends with a ledger: its line is written when it is reported (rf_client_run batches the
+     * lines of the requests it reports into few write(2)s), or when it is freed unreported. */
+    bool ledger_due;
+    int64_t done_wall_ms; /* the line's timestamp: when the flow ended */
 } rfi_flow;
 
 /* A started request: its flow, its own easy handle, its place in the client's list. */
@@ -145,5 +156,17 @@ void rfi_redirect_reset(rfi_flow *f);
 bool rfi_flow_overdue(const rfi_flow *f, int64_t now_ms);
 /* Frees the flow's own resources (not the response). */
 void rfi_flow_cleanup(rfi_flow *f);
+/* The ledger record of finished request req with response r (rf_step_finish's), stamped wall_ms; its strings are
+ * those of p, req and r (attempt_step.c). */
+void rfi_step_record(const rf_policy *p, const rf_request *req, const rf_response *r, int64_t wall_ms,
+                     rf_ledger_record *rec);
+/* Puts a failed append's error into r->ledger_error. */
+void rfi_step_ledger_error(rf_response *r, const rf_error *err);
+/* Appends the ledger line of a finished flow whose line is still due (f->ledger_due), alone. */
+void rfi_flow_write_ledger(rfi_flow *f);
+/* Appends the due ledger lines of the finished requests done[0..n) with as few write(2) as the ledger can
+ * (rf_ledger_append_batch): called just before rf_client_run reports them, so a request's line is in the
+ * file before anyone can see its response. */
+void rfi_client_write_ledger(rf_client *c, rf_pending **done, size_t n);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * The ledger writer: one write(2) per line on an O_APPEND descriptor. With O_APPEND the kernel moves the
+ * The ledger writer: one write(2) per line on an O_APPEND descriptor (or per batch of whole lines,
+ * rf_ledger_append_batch). With O_APPEND the kernel moves the
  * offset to the end and writes in one step, so lines appended by several processes (or several rf_ledger
  * objects) never interleave on a local file system. A partial write is reported, never completed: a second
  * write(2) could land after another process's line and splice two records together. The line is formatted
@@ -243,6 +244,94 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
         }
     }
     return RF_OK;
+}
+
+/* Lines a batch holds at most: their end offsets are kept on the stack to tell which a short write cut. */
+#define BATCH_LINES 64
+
+/* Marks records idx[0..n) failed with status st and error err (copied into errs when given). */
+static void batch_fail(const size_t *idx, size_t n, rf_status *status, rf_error *errs, rf_status st,
+                       const rf_error *err) {
+    for (size_t k = 0; k < n; k++) {
+        status[idx[k]] = st;
+        if (errs) errs[idx[k]] = *err;
+    }
+}
+
+size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs, size_t n, rf_status *status,
+                              rf_error *errs) {
+    if (!l || !recs || !status) return 0;
+    const char *host = l->host[0] ? l->host : NULL;
+    size_t written = 0, i = 0;
+    while (i < n) {
+        /* Formats lines into the scratch buffer, one after the other, up to BATCH_LINES and BATCH_BYTES. */
+        size_t idx[BATCH_LINES], ends[BATCH_LINES], lines = 0;
+        size_t used = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
+        for (; i < n && lines < BATCH_LINES; i++) {
+            rf_error local, *err = errs ? &errs[i] : &local;
+            size_t len = 0, room = l->line_cap > used + 1 ? l->line_cap - used - 1 : 0;
+            rf_status st = RF_EINVAL;
+            if (recs[i] == NULL)
+                rfi_ledger_error(err, "rec", 0, 0, "rec is NULL");
+            else
+                st = rfi_ledger_format_into(recs[i], host, room ? l->line + used : NULL, room, &len, err);
+            if (st != RF_OK) {
+                status[i] = st;
+                continue;
+            }
+            if (lines > 0 && used + len + 1 > RF_LEDGER_BATCH_BYTES) break; /* full: this line starts the next */
+            if (len > room) {
+                if (!reserve(l, used + len + 1)) {
+                    rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
+                    status[i] = RF_ENOMEM;
+                    continue;
+                }
+                rfi_ledger_format_into(recs[i], host, l->line + used, len, &len, err);
+            }
+            l->line[used + len] = '\n';
+            used += len + 1;
+            idx[lines] = i;
+            ends[lines++] = used;
+        }
+        if (lines == 0) continue;
+        if (l->torn) l->line[0] = '\n';
+        ssize_t w;
+        do { /* EINTR means nothing was written (a partial write returns its count), so retrying is safe */
+            w = write(l->fd, l->line, used);
+        } while (w < 0 && errno == EINTR);
+        rf_error failure;
+        if (w < 0) {
+            rfi_ledger_errno_error(&failure, l->path, errno, "cannot append to ledger");
+            batch_fail(idx, lines, status, errs, RF_EIO, &failure);
+            continue;
+        }
+        /* What went out ends in a fragment unless it ends with a newline (or nothing went out). */
+        if (w > 0) l->torn = l->line[w - 1] != '\n';
+        size_t whole = 0;
+        while (whole < lines && ends[whole] <= (size_t)w) whole++;
+        for (size_t k = 0; k < whole; k++) {
+            status[idx[k]] = RF_OK;
+            if (l->observer) l->observer(l->observer_ud, recs[idx[k]], recs[idx[k]]->host ? recs[idx[k]]->host : host);
+        }
+        written += whole;
+        if (whole < lines) {
+            rfi_ledger_error(&failure, l->path, 0, 0,
+                             "short write to ledger %s: %zd of %zu bytes written, the line is torn (disk full?)",
+                             l->path, w, used);
+            batch_fail(idx + whole, lines - whole, status, errs, RF_EIO, &failure);
+        }
+        if (l->fsync_mode == RF_LEDGER_FSYNC_LINE && whole > 0) {
+            int rc;
+            do {
+                rc = fsync(l->fd);
+            } while (rc != 0 && errno == EINTR);
+            if (rc != 0) {
+                rfi_ledger_errno_error(&failure, l->path, errno, "cannot fsync ledger");
+                batch_fail(idx, whole, status, errs, RF_EIO, &failure);
+            }
+        }
+    }
+    return written;
 }
 
 rf_status rf_ledger_close(rf_ledger *l, rf_error *err) {
