@@ -1,6 +1,6 @@
 /*
- * rf_decide (and rf_decide_on_route), rf_budget, rf_classify, backoff and the retry budget: the original desk's checks and decision
- * table, the pinned classifier's cases, the order of the checks, saturation and determinism.
+ * rf_decide (and rf_decide_on_route), rf_budget, rf_classify, backoff and the retry budget: the original desk's checks
+ * and decision table, the pinned classifier's cases, the order of the checks, saturation and determinism.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -606,7 +606,8 @@ static void test_decide_on_route_matches_decide(void **state) {
 static void test_decide_on_route_refusals(void **state) {
     (void)state;
     rf_policy *p = load(PINNED_LOCK);
-    rf_facts f = {.method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .status = 503, .attempts = 1};
+    rf_facts f = {
+        .method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .status = 503, .attempts = 1};
     rf_verdict v;
     rf_error err;
     assert_int_equal(rf_decide_on_route(p, -2, &f, NULL, NULL, &v, &err), RF_EINVAL);
