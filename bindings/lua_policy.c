@@ -748,10 +748,10 @@ static int l_decider_call(lua_State *L) {
 /*
  * policy:decider(method, path, has_key [, rng]) → decide: one request's decider, the way Envoy keeps a retry
  * state per request. The method and path are copied and matched to their route once (rf_decide_on_route), as
- * policy:decide routes them (a method or path no route matches decides no-route each time); has_key is a boolean, the
- * request carries an idempotency key; rng an rf.rng (nil: the per-state RNG). decide(status, transport, attempts,
- * elapsed_ms
- * [, retry_after [, date [, now_ms]]]) then decides each attempt with no table in or out and nothing allocated.
+ * policy:decide routes them (a method or path no route matches decides no-route each time); has_key is a
+ * boolean, the request carries an idempotency key; rng an rf.rng (nil: the per-state RNG). decide(status,
+ * transport, attempts, elapsed_ms [, retry_after [, date [, now_ms]]]) then decides each attempt with no table in
+ * or out and nothing allocated.
  * The policy and rng stay alive while the decider does. Raises naming a bad argument; a lowercase method raises
  * as rf_decide refuses it (RFC 9110 §9.1).
  */
