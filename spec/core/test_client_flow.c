@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,6 +114,111 @@ static void test_all_refused_beside_started_requests(void **state) {
     assert_int_equal(all_resp.status, 200);
     rf_response_clear(&all_resp);
     rf_client_free(c);
+}
+
+/* A one-connection HTTP/1.1 server in a child process: it answers every request on the connection with
+ * "200 ok" and writes "<METHOD> <Content-Length or -1> <body bytes read>" for each to fd out. Returns its pid;
+ * *port is where it listens. */
+static pid_t start_recorder(int out, int *port) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(ls >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(ls, 1), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid > 0) {
+        close(ls);
+        return pid;
+    }
+    int s = accept(ls, NULL, NULL);
+    static char buf[1 << 16];
+    size_t have = 0;
+    for (;;) {
+        char *end = NULL;
+        while ((end = strstr(buf, "\r\n\r\n")) == NULL) {
+            ssize_t n = read(s, buf + have, sizeof buf - 1 - have);
+            if (n <= 0) _exit(0);
+            have += (size_t)n;
+            buf[have] = '\0';
+        }
+        char method[16] = "";
+        sscanf(buf, "%15s", method);
+        long clen = -1;
+        const char *cl = strstr(buf, "\r\nContent-Length:");
+        if (cl != NULL && cl < end) clen = strtol(cl + 17, NULL, 10);
+        size_t head = (size_t)(end + 4 - buf), body = clen > 0 ? (size_t)clen : 0;
+        while (have < head + body) {
+            ssize_t n = read(s, buf + have, sizeof buf - 1 - have);
+            if (n <= 0) _exit(0);
+            have += (size_t)n;
+        }
+        char line[64];
+        int k = snprintf(line, sizeof line, "%s %ld %zu\n", method, clen, body);
+        if (write(out, line, (size_t)k) != k) _exit(1);
+        static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        size_t reply_len = strcmp(method, "HEAD") == 0 ? sizeof reply - 3 : sizeof reply - 1;
+        if (write(s, reply, reply_len) != (ssize_t)reply_len) _exit(1);
+        memmove(buf, buf + head + body, have - head - body);
+        have -= head + body;
+        buf[have] = '\0';
+    }
+}
+
+/* One easy handle (the blocking client's) carries request after request: each sends its own method and body
+ * and nothing of the one before (a POST's body, HEAD's no-body, a custom method), with the options the client's
+ * requests share set once on the handle and the rest set on every attempt. */
+static void test_one_handle_sends_each_request_as_its_own(void **state) {
+    (void)state;
+    static const char lock[] =
+        "{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":5000,\"totalBudgetMs\":10000,"
+        "\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /r\"},{\"endpoint\":\"HEAD /r\"},{\"endpoint\":\"POST "
+        "/r\",\"idempotencyRequired\":[]},{\"endpoint\":\"DELETE /r\",\"idempotencyRequired\":[]},"
+        "{\"endpoint\":\"PUT /r\",\"idempotencyRequired\":[]}]}";
+    rf_policy *pol = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &pol, &err), RF_OK);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    int port = 0;
+    pid_t pid = start_recorder(fds[1], &port);
+    close(fds[1]);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    rf_client_options o = {.policy = pol, .base_url = url, .rng_seed = 1};
+    rf_client *c = NULL;
+    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    const rf_request reqs[] = {
+        {.method = "POST", .path = "/r", .body = "payload", .body_len = 7},
+        {.method = "GET", .path = "/r"},
+        {.method = "HEAD", .path = "/r"},
+        {.method = "GET", .path = "/r"},
+        {.method = "PUT", .path = "/r", .body = "xy", .body_len = 2},
+        {.method = "DELETE", .path = "/r"},
+        {.method = "POST", .path = "/r"},
+        {.method = "GET", .path = "/r"},
+    };
+    const long body_len[] = {2, 2, 0, 2, 2, 2, 2, 2};
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+        rf_response r = {0};
+        assert_int_equal(rf_client_request(c, &reqs[i], NULL, NULL, &r, &err), RF_OK);
+        assert_int_equal(r.status, 200);
+        assert_int_equal((long)r.body_len, body_len[i]);
+        rf_response_clear(&r);
+    }
+    rf_client_free(c);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char seen[512] = "";
+    ssize_t n = read(fds[0], seen, sizeof seen - 1);
+    close(fds[0]);
+    assert_true(n > 0);
+    seen[n] = '\0';
+    assert_string_equal(seen, "POST 7 7\nGET -1 0\nHEAD -1 0\nGET -1 0\nPUT 2 2\nDELETE -1 0\nPOST 0 0\nGET -1 0\n");
+    rf_policy_free(pol);
 }
 
 /* Lines in the file at path. */
@@ -278,6 +386,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reported_request_outlives_its_client),
         cmocka_unit_test(test_reported_requests_freed_around_the_client),
         cmocka_unit_test(test_lines_written_before_report),
+        cmocka_unit_test(test_one_handle_sends_each_request_as_its_own),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -49,9 +49,8 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
     size_t ulen = strlen(u);
     while (ulen > 0 && u[ulen - 1] == '/') ulen--; /* paths start with '/' */
     c->base_url = malloc(ulen + 1);
-    c->easy = curl_easy_init();
     c->headers = calloc(opts->n_headers + 1, sizeof *c->headers);
-    if (c->base_url == NULL || c->easy == NULL || c->headers == NULL) goto nomem;
+    if (c->base_url == NULL || c->headers == NULL) goto nomem;
     memcpy(c->base_url, u, ulen);
     c->base_url[ulen] = '\0';
     for (size_t i = 0; i < opts->n_headers; i++) {
@@ -70,6 +69,7 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
         rf_client_free(c);
         return nst;
     }
+    if ((c->easy = rfi_easy_new(c)) == NULL) goto nomem; /* after the network settings it carries */
     *out = c;
     return RF_OK;
 nomem:
@@ -178,7 +178,7 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     } else {
         p = malloc(sizeof *p);
     }
-    CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : curl_easy_init();
+    CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : rfi_easy_new(c);
     if (easy == NULL) {
         free(p);
         goto nomem;

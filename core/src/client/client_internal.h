@@ -39,8 +39,9 @@ struct rf_client {
     struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
     size_t n_pending;
     /* Easy handles of finished started requests, reused by the next rf_client_start: curl_easy_init and
-     * curl_easy_cleanup per request cost more than the request itself on a fast upstream. Each attempt
-     * resets every option (curl_easy_reset in rfi_flow_begin_attempt), so nothing carries over. */
+     * curl_easy_cleanup per request cost more than the request itself on a fast upstream. A handle is this
+     * client's only: the options all its requests share are set once (rfi_easy_new), and every attempt sets
+     * every other option it or any request could have set (rfi_flow_begin_attempt), so nothing carries over. */
     CURL **idle;
     size_t n_idle, idle_cap;
     /* Started requests reported done whose caller has not freed them yet: a doubly linked list, so that
@@ -133,8 +134,17 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc);
  * tls_no_verify warning. RF_EINVAL names the option; RF_ENOMEM. */
 rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error *err);
 void rfi_network_free(rf_client *c);
-/* Sets the network options on an easy handle for one request of flow f with per-try timeout timeout_ms. */
+/* Sets the network options that are the same for every request of client c (TLS, proxy, User-Agent, the socket
+ * callback) on easy handle e: once, when the handle is made (rfi_easy_new). */
+void rfi_network_handle(const rf_client *c, CURL *e);
+/* Sets the network options of one request of flow f with per-try timeout timeout_ms (connect timeout, HTTP
+ * version, the socket callback's data). */
 void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms);
+/* A new easy handle for client c with the options every request of c shares already set (rfi_flow_handle and
+ * rfi_network_handle); NULL when memory runs out. */
+CURL *rfi_easy_new(const rf_client *c);
+/* Sets the options every request of c shares on e (client_flow.c): the callbacks, protocols, no signals. */
+void rfi_flow_handle(const rf_client *c, CURL *e);
 /* Refines a failed request's transport outcome and error text (TLS: which verification failed, a TLS alert
  * during the exchange; a refused connection to the proxy); error holds curl's message on entry. */
 rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport, char *error, size_t cap);

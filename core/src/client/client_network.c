@@ -161,11 +161,8 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
 #endif
 }
 
-void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
-    const rfi_network *n = &f->c->net;
-    int64_t connect =
-        n->connect_timeout_ms > 0 && n->connect_timeout_ms < timeout_ms ? n->connect_timeout_ms : timeout_ms;
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect);
+void rfi_network_handle(const rf_client *c, CURL *e) {
+    const rfi_network *n = &c->net;
     curl_easy_setopt(e, CURLOPT_USERAGENT, n->user_agent);
     if (n->ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, n->ca_file);
     if (n->ca_path) curl_easy_setopt(e, CURLOPT_CAPATH, n->ca_path);
@@ -175,6 +172,14 @@ void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, n->no_verify ? 0L : 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, n->no_verify ? 0L : 2L);
     if (n->proxy) curl_easy_setopt(e, CURLOPT_PROXY, n->proxy); /* else libcurl reads the environment */
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+}
+
+void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
+    const rfi_network *n = &f->c->net;
+    int64_t connect =
+        n->connect_timeout_ms > 0 && n->connect_timeout_ms < timeout_ms ? n->connect_timeout_ms : timeout_ms;
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect);
     if (n->http_version == RF_HTTP_2) {
         bool tls = strncasecmp(f->url, "https://", 8) == 0;
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
@@ -183,7 +188,6 @@ void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
     } else {
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     }
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
     f->connected_ip[0] = '\0';
     f->connected_port = 0;
