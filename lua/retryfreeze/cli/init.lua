@@ -86,10 +86,15 @@ function M.main(argv)
       ", HTTP/2: ", curl.http2 and "yes" or "no", "\n")
     return 0
   end
-  local ok, parsed = top_parser():pparse({ name })
-  if not ok then
-    io.stderr:write("retryfreeze: ", parsed, "\n", "retryfreeze help lists the commands.\n")
-    return 2
+  -- A known command is loaded alone; the parser, which loads every command for its list and its "did you
+  -- mean", is built only for a name that is not one (compiling every command cost more than a short run).
+  local cmd = name ~= "help" and load_command(name)
+  if not cmd then
+    local ok, parsed = top_parser():pparse({ name })
+    if not ok then
+      io.stderr:write("retryfreeze: ", parsed, "\n", "retryfreeze help lists the commands.\n")
+      return 2
+    end
   end
   local args = table.move(argv, 2, #argv, 1, {})
   if name == "help" then
@@ -98,7 +103,7 @@ function M.main(argv)
       return 0
     end
     local target = args[1]
-    local cmd = load_command(target)
+    cmd = load_command(target)
     if #args > 1 or not cmd then
       local _, why = top_parser():pparse({ target })
       io.stderr:write("retryfreeze help: ", #args > 1 and "expected one COMMAND" or why, "\n")
@@ -107,7 +112,6 @@ function M.main(argv)
     io.stdout:write(command_help(target, cmd))
     return 0
   end
-  local cmd = load_command(name)
   if wants_help(cmd, args) then
     io.stdout:write(command_help(name, cmd))
     return 0
