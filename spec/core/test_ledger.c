@@ -649,6 +649,8 @@ static void test_corrupt_fields(void **state) {
         {"\"policy\":\"sha256:0123abcd\",", "", "missing field \"$.policy\""},
         {"\"attempts\":2", "\"attempts\":\"2\"", "field \"$.attempts\" must be an integer, got a string"},
         {"\"attempts\":2", "\"attempts\":2.5", "field \"$.attempts\" must be an integer in int range, got 2.5"},
+        /* the value as the line wrote it (shortest round-trip form), not 2.2999999999999998 */
+        {"\"attempts\":2", "\"attempts\":2.3", "field \"$.attempts\" must be an integer in int range, got 2.3"},
         {"\"status\":201,\"body", "\"status\":4294967296,\"body", "field \"$.status\" must be an integer"},
         {"\"elapsed_ms\":1234", "\"elapsed_ms\":18014398509481984", "\"$.elapsed_ms\" must be an integer in +-2^53"},
         {"\"ok\":true", "\"ok\":1", "field \"$.ok\" must be a boolean, got a number"},

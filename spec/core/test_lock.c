@@ -227,6 +227,9 @@ static void test_refusals_name_path_rule_and_value(void **state) {
     refused("{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method");
     refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter", "none, full, equal, decorrelated");
     refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.0001}}", "$.backoff.multiplier", "3 decimal places");
+    /* The offending value as the user wrote it (shortest round-trip form), not 1.2344999999999999. */
+    refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.2345}}", "$.backoff.multiplier",
+            "must have at most 3 decimal places, got 1.2345");
     refused("{" MINIMAL ",\"backoff\":{\"baseMs\":20000}}", "$.backoff.baseMs", "at most backoff.maxMs");
     refused("{" MINIMAL ",\"backoff\":{\"cap\":1}}", "$.backoff.cap", "unknown key");
     refused("{" MINIMAL ",\"retryAfter\":{\"honor\":1}}", "$.retryAfter.honor", "true or false");
@@ -296,8 +299,11 @@ static void test_gate_thresholds_each_name_their_range(void **state) {
         {"\"maxAttemptsPerSuccess\":0.5", "$.gate.maxAttemptsPerSuccess", "must be a number from 1 to 10, got 0.5"},
         {"\"maxAttemptsPerSuccess\":null", "$.gate.maxAttemptsPerSuccess",
          "must be a finite number from 1 to 10, got null"},
-        {"\"maxTerminalRate\":-0.1", "$.gate.maxTerminalRate",
-         "must be a number from 0 to 1, got -0.10000000000000001"},
+        {"\"maxTerminalRate\":-0.1", "$.gate.maxTerminalRate", "must be a number from 0 to 1, got -0.1"},
+        /* A value is printed as written: the shortest form that reads back as the same double. */
+        {"\"maxTerminalRate\":0.1234", "$.gate.maxTerminalRate", "must have at most 3 decimal places, got 0.1234"},
+        {"\"minSuccesses\":2.1", "$.gate.minSuccesses", "must be an integer (no fraction), got 2.1"},
+        {"\"minSuccesses\":1e20", "$.gate.minSuccesses", "must be an integer from 0 to 1000000000, got 1e+20"},
         {"\"maxTerminalRate\":true", "$.gate.maxTerminalRate", "must be a finite number from 0 to 1, got a boolean"},
         {"\"maxRetryRatio\":10.5", "$.gate.maxRetryRatio", "must be a number from 0 to 10, got 10.5"},
         {"\"maxRetryRatio\":[]", "$.gate.maxRetryRatio", "must be a finite number from 0 to 10, got an array"},

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 rf_status rfi_fail(rf_error *err, const char *path, const char *fmt, ...) {
@@ -13,4 +14,10 @@ rf_status rfi_fail(rf_error *err, const char *path, const char *fmt, ...) {
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
     return RF_EINVAL;
+}
+
+const char *rfi_number_text(char buf[RFI_NUMBER_TEXT_MAX], double v) {
+    snprintf(buf, RFI_NUMBER_TEXT_MAX, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, RFI_NUMBER_TEXT_MAX, "%.17g", v);
+    return buf;
 }

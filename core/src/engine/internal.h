@@ -130,6 +130,12 @@ rf_status rfi_fail(rf_error *err, const char *path, const char *fmt, ...)
 #endif
     ;
 
+/* A number in an error message as the user wrote it: the shortest of %.15g and %.17g that reads back as the
+ * same double (1.2345, not 1.2344999999999999), as JSON serialisers print doubles. buf needs 32 bytes. Returns
+ * buf. */
+#define RFI_NUMBER_TEXT_MAX 32
+const char *rfi_number_text(char buf[RFI_NUMBER_TEXT_MAX], double v);
+
 /* Failure classes (failure_class.c). */
 /* Parses one class token (aliases expanded) and adds it to set. Returns false for an unknown token. */
 bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len);

@@ -92,11 +92,14 @@ static bool get_int(const cJSON *item, const char *path, int64_t lo, int64_t hi,
         return false;
     }
     if (v != floor(v)) {
-        rfi_fail(err, path, "must be an integer (no fraction), got %.17g", v);
+        char text[RFI_NUMBER_TEXT_MAX];
+        rfi_fail(err, path, "must be an integer (no fraction), got %s", rfi_number_text(text, v));
         return false;
     }
     if (v < (double)lo || v > (double)hi) {
-        rfi_fail(err, path, "must be an integer from %lld to %lld, got %.17g", (long long)lo, (long long)hi, v);
+        char text[RFI_NUMBER_TEXT_MAX];
+        rfi_fail(err, path, "must be an integer from %lld to %lld, got %s", (long long)lo, (long long)hi,
+                 rfi_number_text(text, v));
         return false;
     }
     *out = (int64_t)v;
@@ -111,12 +114,14 @@ static bool get_milli(const cJSON *item, const char *path, double lo, double hi,
     }
     double v = item->valuedouble;
     if (v < lo || v > hi) {
-        rfi_fail(err, path, "must be a number from %g to %g, got %.17g", lo, hi, v);
+        char text[RFI_NUMBER_TEXT_MAX];
+        rfi_fail(err, path, "must be a number from %g to %g, got %s", lo, hi, rfi_number_text(text, v));
         return false;
     }
     double milli = v * 1000.0, rounded = round(milli);
     if (fabs(milli - rounded) > 1e-6) {
-        rfi_fail(err, path, "must have at most 3 decimal places, got %.17g", v);
+        char text[RFI_NUMBER_TEXT_MAX];
+        rfi_fail(err, path, "must have at most 3 decimal places, got %s", rfi_number_text(text, v));
         return false;
     }
     *out = (int64_t)rounded;

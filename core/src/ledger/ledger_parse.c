@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum record_field {
@@ -108,6 +109,14 @@ static bool want_string(const cJSON *v, bool nullable, const char *prefix, const
     return true;
 }
 
+/* A number as the line wrote it: the shortest of %.15g and %.17g that reads back as the same double (2.5e+20,
+ * 0.1), as the engine's lock errors print one (rfi_number_text). */
+static const char *number_text(char buf[32], double d) {
+    snprintf(buf, 32, "%.15g", d);
+    if (strtod(buf, NULL) != d) snprintf(buf, 32, "%.17g", d);
+    return buf;
+}
+
 /* An integral JSON number in [lo, hi]. */
 static bool want_int(const cJSON *v, int64_t lo, int64_t hi, const char *prefix, const char *name, int64_t *out,
                      complaint *c) {
@@ -116,8 +125,9 @@ static bool want_int(const cJSON *v, int64_t lo, int64_t hi, const char *prefix,
     }
     double d = v->valuedouble;
     if (!(d >= (double)lo && d <= (double)hi) || (double)(int64_t)d != d) {
-        return refuse(c, "field \"%s%s\" must be an integer in %s, got %.17g", prefix, name,
-                      hi == INT_MAX ? "int range" : "+-2^53", d);
+        char text[32];
+        return refuse(c, "field \"%s%s\" must be an integer in %s, got %s", prefix, name,
+                      hi == INT_MAX ? "int range" : "+-2^53", number_text(text, d));
     }
     *out = (int64_t)d;
     return true;
