@@ -63,6 +63,12 @@ const rf_policy *rfl_check_policy(lua_State *L, int idx) {
 static int push_load_error(lua_State *L, const char *source, const rf_error *err) {
     luaL_Buffer b;
     lua_pushnil(L);
+    /* An error about the file as a whole (err->path is the file: it cannot be opened or read, is not a regular
+     * file, or is over the cap) is one sentence that already names it (docs/c-api.md, "Conventions"). */
+    if (source && *source && err->line == 0 && strcmp(err->path, source) == 0) {
+        lua_pushstring(L, err->message);
+        return 2;
+    }
     luaL_buffinit(L, &b);
     if (source && *source) {
         luaL_addstring(&b, source);
@@ -152,13 +158,14 @@ static int l_load_string(lua_State *L) {
     return 1;
 }
 
-/* core.load_file(path) → policy, or nil, "path: $.json.path: message". */
+/* core.load_file(path) → policy, or nil, "path: $.json.path: message" (an invalid lock), or nil, "cannot open lock
+ * path: why" (a file it cannot read: one sentence naming the path once). */
 static int l_load_file(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
     if (nul) {
         lua_pushnil(L);
-        lua_pushfstring(L, "%s: cannot open lock %s: the path contains a NUL byte", path, path);
+        lua_pushfstring(L, "cannot open lock %s: the path contains a NUL byte", path);
         return 2;
     }
     lpolicy *lp = new_policy_ud(L);

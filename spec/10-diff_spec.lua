@@ -619,8 +619,31 @@ describe("retryfreeze diff", function()
     local out, err, code = h.run_cli("diff", old_path, new_path)
     assert.equal("", err)
     assert.equal(1, code)
-    assert.equal("WIDENING  POST /v1/jobs  maxAttempts 3 → 5\nwidening without sign-off: "
-      .. assert(rf.load(new_path)).digest .. " is not the latest sign-off in " .. dir .. "/pairing-log.jsonl\n", out)
+    -- No pairing log at all: said as verify says it, not "is not the latest sign-off in" a file that does not exist.
+    assert.equal("WIDENING  POST /v1/jobs  maxAttempts 3 → 5\nwidening without sign-off: no sign-off exists: "
+      .. dir .. "/pairing-log.jsonl not found\n", out)
+  end)
+
+  it("says which sign-off is missing: none for this lock, or not the latest", function()
+    local log = dir .. "/pairing-log.jsonl"
+    local _, err, code = h.run_cli("signoff", old_path, "--by", "Ana", "--by", "Bo")
+    assert.equal(0, code, err)
+    local out
+    out, err, code = h.run_cli("diff", old_path, new_path)
+    assert.equal(1, code, err)
+    assert.equal("WIDENING  POST /v1/jobs  maxAttempts 3 → 5\nwidening without sign-off: no sign-off exists for "
+      .. "service.lock.json in " .. log .. "\n", out)
+    _, err, code = h.run_cli("signoff", new_path, "--by", "Ana", "--by", "Bo")
+    assert.equal(0, code, err)
+    local signed = assert(rf.load(new_path)).digest
+    local t = json.decode(h.read_file(new_path))
+    jobs(t).maxAttempts = 6
+    h.write_file(new_path, json.encode(t))
+    out, err, code = h.run_cli("diff", old_path, new_path)
+    assert.equal(1, code, err)
+    assert.equal("WIDENING  POST /v1/jobs  maxAttempts 3 → 6\nwidening without sign-off: "
+      .. assert(rf.load(new_path)).digest .. " is not the latest sign-off of service.lock.json in " .. log
+      .. " (that is " .. signed .. ", line 2)\n", out)
   end)
 
   it("exits 0 for a narrowing", function()

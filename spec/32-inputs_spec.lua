@@ -50,7 +50,7 @@ describe("input paths take regular files only", function()
     { "gate", "FIFO", "--max-retry-ratio", "1" },
     { "soak", "LOCK", "--requests", "1", "--ledger", "FIFO" },
     { "soak", "LOCK", "--requests", "1", "--ledger", "LEDGER", "--script", "FIFO" },
-    { "run", "FIFO", code = 1 }, -- run's own code for a script that does not load
+    { "run", "FIFO" },
   }
   for _, case in ipairs(cases) do
     it("refuses a FIFO: retryfreeze " .. table.concat(case, " "), function()
@@ -66,6 +66,56 @@ describe("input paths take regular files only", function()
       assert.matches(fifo:gsub("%p", "%%%0") .. "[^\n]*is a FIFO, not a regular file", err)
     end)
   end
+
+  -- A path that does not exist: exit 2 (input that cannot be used), and one sentence that names the path once,
+  -- what it was meant to be and why: "cannot open lock PATH: No such file or directory" — not "invalid lock:
+  -- PATH: cannot open lock PATH: …". The same for every reader (issue 17, "Packaging a user meets").
+  local missing_cases = {
+    { "check", "MISSING", what = "lock" },
+    { "check", "LOCK", "--table", "MISSING", what = "decision table" },
+    { "decide", "MISSING", "--method", "GET", "--path", "/x", what = "lock" },
+    { "model", "MISSING", what = "lock" },
+    { "verify", "MISSING", what = "lock" },
+    { "signoff", "MISSING", "--by", "a, b", "--log", "LOG", what = "lock" },
+    { "gate", "LEDGER", "--lock", "MISSING", what = "lock" },
+    { "diff", "MISSING", "LOCK", what = "lock" },
+    { "diff", "LOCK", "MISSING", what = "lock" },
+    { "stats", "MISSING", what = "ledger" },
+    { "gate", "MISSING", "--max-retry-ratio", "1", what = "ledger" },
+    { "report", "MISSING", "-o", "OUT", what = "ledger" },
+    { "report", "LEDGER", "-o", "OUT", "--lock", "MISSING", what = "lock" },
+    { "run", "MISSING", what = "script" },
+  }
+  for _, case in ipairs(missing_cases) do
+    it("names a missing path once: retryfreeze " .. table.concat(case, " "), function()
+      local missing, ledger = dir .. "/nope.input", dir .. "/ledger.jsonl"
+      write(ledger, "")
+      local args = {}
+      for i, a in ipairs(case) do
+        args[i] = a == "MISSING" and missing or a == "LOCK" and lock or a == "LOG" and log or a == "LEDGER" and ledger
+          or a == "OUT" and dir .. "/out.html" or a
+      end
+      local _, err, code = run(table.unpack(args))
+      assert.equal(2, code, err)
+      assert.equal("retryfreeze " .. case[1] .. ": cannot open " .. case.what .. " " .. missing
+        .. ": No such file or directory\n", err)
+    end)
+  end
+
+  it("run refuses a directory and a script that does not compile (2), and exits 1 when the script raises", function()
+    local _, err, code = run("run", dir)
+    assert.equal(2, code, err)
+    assert.equal("retryfreeze run: cannot open script " .. dir .. ": it is a directory, not a regular file\n", err)
+    local bad = dir .. "/bad_flow.lua"
+    write(bad, "local x = = 1\n")
+    _, err, code = run("run", bad)
+    assert.equal(2, code, err)
+    assert.matches("^retryfreeze run: cannot load script " .. bad:gsub("%p", "%%%0") .. ": [^\n]*bad_flow%.lua:1:", err)
+    write(bad, "error('boom')\n")
+    _, err, code = run("run", bad)
+    assert.equal(1, code, err)
+    assert.matches("boom", err)
+  end)
 
   local zero_cases = {
     { "check", "LOCK", "--table", "/dev/zero" },

@@ -9,25 +9,30 @@ local load_string = _VERSION == "Lua 5.1" and loadstring or load -- luacheck: ig
 
 --- Loads a flow script like loadfile, through core.read_file: a regular file of at most core.SCRIPT_MAX_BYTES
 --- (a FIFO or a device is refused at once instead of blocking the read).
--- @return the chunk, or nil and a message
+-- @return the chunk, or nil and a message: "cannot open script PATH: …" (it cannot be read), "cannot load script
+--   PATH: PATH:LINE: …" (it does not compile)
 function M.load(path)
   local text, err = core.read_file(path, core.SCRIPT_MAX_BYTES, "script")
   if not text then return nil, err end
-  return load_string(text, "@" .. path)
+  local chunk, why = load_string(text, "@" .. path)
+  if not chunk then return nil, "cannot load script " .. path .. ": " .. why end
+  return chunk
 end
 
 --- Runs the script at path with arguments args[1..n]; arg[0] is the script's path.
--- @return true, or false and an error message (a script that fails to load or raises)
+-- @return true; or false, message, "load" for a script that cannot be read or compiled (M.load's message); or
+--   false, message (with a traceback), "run" for a script that raised
 function M.run(path, args)
   local chunk, err = M.load(path)
-  if not chunk then return false, err end
+  if not chunk then return false, err, "load" end
   local arg_table = { [0] = path }
   table.move(args, 1, #args, 1, arg_table)
   local saved = _G.arg
   _G.arg = arg_table
   local ok, run_err = xpcall(chunk, debug.traceback, table.unpack(args))
   _G.arg = saved
-  return ok, run_err
+  if not ok then return false, run_err, "run" end
+  return true
 end
 
 return M

@@ -30,7 +30,9 @@ end
 --- Loads and validates a lock file.
 -- @param path string: the *.lock.json file
 -- @param opts table|nil: {pin = "sha256:…"} refuses a lock whose digest differs
--- @return policy (immutable userdata), or nil, "path: $.json.path: message" for a bad or unreadable lock
+-- @return policy (immutable userdata); or nil, "path: $.json.path: message" for an invalid lock; or nil, one
+--   sentence naming the path once for a file it cannot read ("cannot open lock PATH: No such file or directory",
+--   "cannot open lock PATH: it is a directory, not a regular file", "lock PATH is over the 1048576 byte limit")
 function M.load(path, opts)
   if type(path) ~= "string" then error("bad argument #1 to 'load' (string expected, got " .. type(path) .. ")", 2) end
   local policy, err = core.load_file(path)

@@ -139,7 +139,7 @@ function M.build(paths, opts)
     local rf = require "retryfreeze"
     local why
     policy, why = rf.load(opts.lock)
-    if not policy then return nil, "invalid lock: " .. why end
+    if not policy then return nil, require("retryfreeze.cli.args").lock_error(opts.lock, why) end
   end
   local sopts = { skip_corrupt = opts.skip_corrupt or false, after_line = opts.after_line }
   local s, err = ledger_stats.stats(paths, sopts)

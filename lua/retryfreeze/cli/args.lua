@@ -125,4 +125,15 @@ function M.parse(args, spec)
   return result, positionals
 end
 
+--- How a command names a lock that rf.load refused: "invalid lock: PATH: $.x: rule" when the file was read and
+--- the lock is wrong, or rf.load's own sentence when the file could not be read ("cannot open lock PATH: No such
+--- file or directory": not invalid, missing).
+-- @param path string: the lock's path as given to rf.load
+-- @param why string: rf.load's message
+-- @return string
+function M.lock_error(path, why)
+  if why:sub(1, #path + 2) == path .. ": " then return "invalid lock: " .. why end
+  return why
+end
+
 return M

@@ -51,7 +51,7 @@ function M.run(args, out, err)
   end
   local policy, why = rf.load(pos[1])
   if not policy then
-    err:write("retryfreeze decide: invalid lock: ", why, "\n")
+    err:write("retryfreeze decide: ", cli_args.lock_error(pos[1], why), "\n")
     return 2
   end
   local facts = {

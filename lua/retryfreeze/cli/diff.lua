@@ -54,7 +54,7 @@ function M.run(args, out, err)
   local changes = diff.compare(old, new, { old_text = old_text, new_text = new_text })
   local widens = diff.widens(changes)
 
-  local signed, log_path
+  local signed, log_path, unsigned_why
   if widens then
     log_path = opts.log or (not pos[2]:match("^git:") and signoff.default_log(pos[2])) or nil
     if log_path then
@@ -75,7 +75,20 @@ function M.run(args, out, err)
           if e.digest == new.digest and signoff.latest(log, e.lock) == e then latest = e break end
         end
       end
-      if latest and latest.digest == new.digest then signed = latest end
+      if latest and latest.digest == new.digest then
+        signed = latest
+      elseif not log then -- as verify says it: no log, no sign-off
+        unsigned_why = string.format("no sign-off exists: %s not found", log_path)
+      elseif lock and not latest then
+        unsigned_why = string.format("no sign-off exists for %s in %s", lock, log_path)
+      elseif lock then
+        unsigned_why = string.format("%s is not the latest sign-off of %s in %s (that is %s, line %d)", new.digest,
+          lock, log_path, latest.digest, latest.line)
+      else
+        unsigned_why = string.format("%s is not the latest sign-off of any lock in %s", new.digest, log_path)
+      end
+    else -- NEW is a git: blob and no --log: nothing to look in
+      unsigned_why = new.digest .. " is not signed off (NEW is git:REV:PATH; --log FILE names the pairing log)"
     end
   end
 
@@ -98,8 +111,7 @@ function M.run(args, out, err)
       out:write(string.format("widening signed off: %s on %s by %s (%s line %d)\n", new.digest, signed.date,
         table.concat(signed.by, " & "), log_path, signed.line))
     elseif widens then
-      out:write("widening without sign-off: ", new.digest, " is not the latest sign-off",
-        log_path and " in " .. log_path or "", "\n")
+      out:write("widening without sign-off: ", unsigned_why, "\n")
     end
   end
   if widens and not signed then return 1 end

@@ -88,7 +88,7 @@ function M.run(args, out, err)
   if opts.lock then
     local policy, lerr = rf.load(opts.lock)
     if not policy then
-      err:write("retryfreeze gate: invalid lock: ", lerr, "\n")
+      err:write("retryfreeze gate: ", cli_args.lock_error(opts.lock, lerr), "\n")
       return 2
     end
     lock_gate = policy.gate

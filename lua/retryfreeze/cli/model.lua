@@ -176,7 +176,7 @@ function M.run(args, out, err)
   if layers < 1 or layers > 16 then return usage_error("--layers must be 1..16, got " .. layers) end
   local policy, why = rf.load(pos[1])
   if not policy then
-    err:write("retryfreeze model: invalid lock: ", why, "\n")
+    err:write("retryfreeze model: ", cli_args.lock_error(pos[1], why), "\n")
     return 2
   end
   local routes, rerr = pick_routes(policy, opts.route)

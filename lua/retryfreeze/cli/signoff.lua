@@ -35,7 +35,7 @@ function M.run(args, out, err)
   if #signoff.signers(opts.by) == 0 then return usage_error("--by NAME is required") end
   local policy, why = rf.load(pos[1])
   if not policy then
-    err:write("retryfreeze signoff: invalid lock: ", why, "\n")
+    err:write("retryfreeze signoff: ", cli_args.lock_error(pos[1], why), "\n")
     return 2
   end
   local log_path = opts.log or signoff.default_log(pos[1])

@@ -41,7 +41,7 @@ function M.run(args, out, err)
   end
   local policy, why = rf.load(pos[1])
   if not policy then
-    err:write("retryfreeze verify: invalid lock: ", why, "\n")
+    err:write("retryfreeze verify: ", cli_args.lock_error(pos[1], why), "\n")
     return 2
   end
   local log_path = opts.log or signoff.default_log(pos[1])
