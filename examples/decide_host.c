@@ -18,7 +18,12 @@ int main(int argc, char **argv) {
     rf_error err = {0};
     rf_policy *policy = NULL;
     if (rf_policy_load_file(argv[1], &policy, &err) != RF_OK) {
-        fprintf(stderr, "%s: %s: %s\n", argv[1], err.path, err.message);
+        /* An error about the file itself (path is the file) is a sentence that already names it; an error inside
+         * the lock names where: "LOCK: $.routes[0].maxAttempts: must be …" (docs/c-api.md, "Conventions"). */
+        if (strcmp(err.path, argv[1]) == 0)
+            fprintf(stderr, "%s\n", err.message);
+        else
+            fprintf(stderr, "%s: %s: %s\n", argv[1], err.path, err.message);
         return 2;
     }
     rf_attempt_budget budget;

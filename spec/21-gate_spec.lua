@@ -119,7 +119,7 @@ describe("retryfreeze gate", function()
         "retryfreeze gate: cannot open ledger /nonexistent/l.jsonl" },
       { { "gate", ledger("garbage\n"), "--max-retried-success", "0.1" }, ":1: corrupt ledger line: " },
       { { "gate", jobs, "--lock", "/nonexistent.lock.json", "--max-retried-success", "0.1" },
-        "retryfreeze gate: invalid lock: " },
+        "retryfreeze gate: cannot open lock /nonexistent.lock.json: No such file" },
     }
     h.assert_usage_errors(cases)
   end)

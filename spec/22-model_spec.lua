@@ -189,7 +189,7 @@ describe("retryfreeze model", function()
       { { "model", three, "--failure-rate", "1.2" }, "--failure-rate must be 0..1, got 1.2" },
       { { "model", three, "--layers", "0" }, "--layers must be 1..16, got 0" },
       { { "model", three, "--layers", "2.5" }, "option --layers needs an integer, got '2.5'" },
-      { { "model", "/nonexistent.lock.json" }, "retryfreeze model: invalid lock: " },
+      { { "model", "/nonexistent.lock.json" }, "retryfreeze model: cannot open lock /nonexistent.lock.json: No such file" },
       { { "model", three, "--route", "GET /v2/x" }, "no route matches 'GET /v2/x' (routes: POST /v1/jobs)" },
     }
     h.assert_usage_errors(cases)

@@ -55,6 +55,10 @@ cc -std=c11 "$prefix/share/retryfreeze/examples/decide_host.c" $(pkg-config --cf
   -Wl,-rpath,"$prefix/lib" -o "$prefix/decide_host"
 out=$("$prefix/decide_host" "$lock")
 [[ $out == "$want_decide" ]] || fail "decide_host (pkg-config) printed: $out"
+# A missing lock: one sentence naming the path once (err.path is the file; docs/c-api.md, "Conventions").
+out=$("$prefix/decide_host" /nonexistent.lock.json 2>&1) && fail "decide_host accepted a missing lock"
+[[ $out == "cannot open lock /nonexistent.lock.json: No such file or directory" ]] ||
+  fail "decide_host on a missing lock printed: $out"
 for target in retryfreeze retryfreeze_static; do
   consumer="$prefix/consumer-$target"
   mkdir -p "$consumer"

@@ -1029,13 +1029,16 @@ static void test_open_errors(void **state) {
     assert_contains(err.message, "is a directory, not a regular file");
 
     assert_int_equal(rf_ledger_open("/nonexistent-rf-dir/ledger.jsonl", RF_LEDGER_FSYNC_NONE, &l, &err), RF_EIO);
-    assert_contains(err.message, "No such file or directory");
+    /* path is the file and the message one sentence naming it once (docs/c-api.md, "Conventions") */
+    assert_string_equal(err.path, "/nonexistent-rf-dir/ledger.jsonl");
+    assert_string_equal(err.message, "cannot open ledger /nonexistent-rf-dir/ledger.jsonl: No such file or directory");
 
     assert_int_equal(rf_ledger_reader_open(tmp_dir, &r, &err), RF_EINVAL);
     assert_null(r);
     assert_contains(err.message, "is a directory, not a regular file");
     assert_int_equal(rf_ledger_reader_open("/nonexistent-rf-dir/ledger.jsonl", &r, &err), RF_EIO);
-    assert_contains(err.message, "No such file or directory");
+    assert_string_equal(err.path, "/nonexistent-rf-dir/ledger.jsonl");
+    assert_string_equal(err.message, "cannot open ledger /nonexistent-rf-dir/ledger.jsonl: No such file or directory");
 }
 
 /* Issue 10 fault 8: a FIFO blocked the reader (and a writer) forever; devices are no ledgers either. */
