@@ -15,7 +15,7 @@ expect_bad() {
 
 out=$("$RF_SERVE" --help)
 for word in --port --faults --seed --stall-ms --max-seconds X-Fault-Script /__stats /__reset; do
-  printf '%s' "$out" | grep -qF -- "$word" || fail "--help does not mention $word"
+  grep -qF -- "$word" <<<"$out" || fail "--help does not mention $word" # not printf | grep -q: under pipefail, grep's early exit SIGPIPEs printf
 done
 expect_match "$("$RF_SERVE" --version)" '^retryfreeze-serve [0-9]+\.[0-9]+\.[0-9]+$' "--version"
 pass "--help and --version"
