@@ -11,8 +11,15 @@
 
 bool rf_step_verdict(const rf_policy *p, const rf_facts *facts, rf_rng *rng, rf_retry_budget *budget, rf_try *t,
                      rf_verdict *v) {
+    return rfi_step_verdict_on_route(p,
+                                     rf_policy_match(p, facts->method, facts->method_len, facts->path, facts->path_len),
+                                     facts, rng, budget, t, v);
+}
+
+bool rfi_step_verdict_on_route(const rf_policy *p, long route, const rf_facts *facts, rf_rng *rng,
+                               rf_retry_budget *budget, rf_try *t, rf_verdict *v) {
     rf_error err;
-    if (rf_decide(p, facts, rng, budget, v, &err) != RF_OK) {
+    if (rf_decide_on_route(p, route, facts, rng, budget, v, &err) != RF_OK) {
         /* Facts built by a transport are always valid; fail closed if that ever changes. */
         *v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE, .retry_after_header = -1};
         rf_classify(facts->status, facts->transport, v->class_name);
@@ -44,11 +51,17 @@ int rf_step_narrow(rf_attempt_hook hook, void *hook_ud, rf_try *t, rf_verdict *v
 
 void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason, bool last_class_retryable,
                     int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger, rf_response *r) {
+    rfi_step_finish_on_route(p, rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), req,
+                             reason, last_class_retryable, elapsed_ms, wall_ms, ledger, r);
+}
+
+void rfi_step_finish_on_route(const rf_policy *p, long route, const rf_request *req, rf_reason reason,
+                              bool last_class_retryable, int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger,
+                              rf_response *r) {
     r->reason = reason;
     r->outcome = rf_outcome_of_stop(reason, last_class_retryable);
     r->ok = r->outcome == RF_OUTCOME_SUCCESS;
     r->elapsed_ms = elapsed_ms;
-    long route = rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path));
     rf_route_view rv;
     r->route = route >= 0 && rf_policy_route(p, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;
     r->budget = RF_BUDGET_NONE; /* the worst of its verdicts': none < local < shared < local-fallback */

@@ -223,6 +223,7 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
         return RF_ENOMEM;
     }
     long route = rf_policy_match(c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
+    f->route = route; /* a request's method and path do not change: matched once, for every verdict */
     rf_route_view rv;
     if (route >= 0 && rf_policy_route(c->policy, (size_t)route, &rv) == RF_OK) {
         for (size_t i = 0; i < rv.n_retry_after_headers; i++) {
@@ -435,7 +436,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
         }
     }
     if (!follow) {
-        f->last_class_retryable = rf_step_verdict(c->policy, &facts, &c->rng, c->budget, t, &v);
+        f->last_class_retryable = rfi_step_verdict_on_route(c->policy, f->route, &facts, &c->rng, c->budget, t, &v);
     } else { /* a followed redirect is no failure: its stops keep their own outcome (deadline, …) */
         memcpy(t->class_name, v.class_name, sizeof t->class_name);
         t->reason = v.reason;
@@ -474,8 +475,8 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
     f->head = (rfi_buf){0};
     f->state = RFI_FLOW_DONE;
     f->done_wall_ms = wall_ms();
-    rf_step_finish(f->c->policy, f->req, reason, f->last_class_retryable, rfi_mono_ms() - f->start_ms, f->done_wall_ms,
-                   NULL, r);
+    rfi_step_finish_on_route(f->c->policy, f->route, f->req, reason, f->last_class_retryable,
+                             rfi_mono_ms() - f->start_ms, f->done_wall_ms, NULL, r);
     f->ledger_due = f->c->ledger != NULL;
 }
 

@@ -104,6 +104,7 @@ typedef struct rfi_flow {
     int connected_port;
     /* Set when the flow ends with a ledger: its line is written when it is reported (rf_client_run batches the
      * lines of the requests it reports into few write(2)s), or when it is freed unreported. */
+    long route; /* rf_policy_match of the request's method and path (-1: none), matched once in rfi_flow_init */
     bool ledger_due;
     int64_t done_wall_ms; /* the line's timestamp: when the flow ended */
 } rfi_flow;
@@ -166,6 +167,14 @@ void rfi_redirect_reset(rfi_flow *f);
 bool rfi_flow_overdue(const rfi_flow *f, int64_t now_ms);
 /* Frees the flow's own resources (not the response). */
 void rfi_flow_cleanup(rfi_flow *f);
+/* rf_step_verdict and rf_step_finish with the request's route already matched (rf_policy_match of its method
+ * and path, -1 for none): the client matches it once per request (rfi_flow.route), not once per call
+ * (rf_decide_on_route). */
+bool rfi_step_verdict_on_route(const rf_policy *p, long route, const rf_facts *facts, rf_rng *rng,
+                               rf_retry_budget *budget, rf_try *t, rf_verdict *v);
+void rfi_step_finish_on_route(const rf_policy *p, long route, const rf_request *req, rf_reason reason,
+                              bool last_class_retryable, int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger,
+                              rf_response *r);
 /* The ledger record of finished request req with response r (rf_step_finish's), stamped wall_ms; its strings are
  * those of p, req and r (attempt_step.c). */
 void rfi_step_record(const rf_policy *p, const rf_request *req, const rf_response *r, int64_t wall_ms,
