@@ -1,6 +1,6 @@
---- `retryfreeze soak LOCK [options]`: drives many concurrent flows through the real client (curl multi
---- driving Lua coroutines), writes a ledger, prints its stats and applies gate thresholds. Exit 1 on a breach
---- or a duplicate execution of a keyed request.
+--- `retryfreeze soak LOCK [options]`: drives many concurrent flows through the real client (curl multi; the
+--- default flow from C, scheduler.run_generated; a --script flow in Lua coroutines), writes a ledger, prints
+--- its stats and applies gate thresholds. Exit 1 on a breach or a duplicate execution of a keyed request.
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local gate = require "retryfreeze.gate"
