@@ -163,3 +163,56 @@ describe("retryfreeze decide", function()
     assert.matches("needs an integer", err)
   end)
 end)
+
+-- Issue 17 ("Packaging a user meets"): demo from a rock (no retryfreeze-serve beside the command) or outside the
+-- checkout (no examples/) checks what it needs before it prints or starts anything, and says what to set.
+describe("retryfreeze demo checks what it needs first", function()
+  local root = (io.popen("pwd"):read("*l"))
+  local dir, rock
+  setup(function()
+    dir = h.temp_dir()
+    -- The rock's command: bindings/cli_main.lua on the stock lua5.4, no bindir, run from a folder outside the
+    -- checkout with absolute library paths (as a LuaRocks tree gives them).
+    rock = string.format("cd %s && env %%s LUA_PATH=%s LUA_CPATH=%s lua5.4 %s", h.shell_quote(dir),
+      h.shell_quote(root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;;"),
+      h.shell_quote(root .. "/" .. h.build_dir:gsub("^" .. root:gsub("%p", "%%%0") .. "/", "") .. "/lib/lua/5.4/?.so;;"),
+      h.shell_quote(root .. "/bindings/cli_main.lua"))
+  end)
+  teardown(function() os.execute("rm -rf " .. h.shell_quote(dir)) end)
+
+  it("without RF_SERVE, a rock's demo names RF_SERVE and starts nothing (exit 2)", function()
+    local out, err, code = h.sh(rock:format("-u RF_SERVE") .. " demo --requests 1")
+    assert.equal(2, code, err)
+    assert.equal("", out)
+    assert.equal("retryfreeze demo: no retryfreeze-serve to start: this retryfreeze has none beside it (a LuaRocks "
+      .. "install has none); set RF_SERVE to one, for example RF_SERVE=build/bin/retryfreeze-serve of a CMake build\n",
+      err)
+    assert.is_nil(io.open(dir .. "/demo-ledger.jsonl"))
+  end)
+
+  it("serve from a rock without RF_SERVE says what to set (exit 127, as for a missing command)", function()
+    local out, err, code = h.sh(rock:format("-u RF_SERVE") .. " serve --port 0")
+    assert.equal(127, code, err)
+    assert.equal("", out)
+    assert.matches("^retryfreeze serve: no retryfreeze%-serve to start: [^\n]*set RF_SERVE to one", err)
+  end)
+
+  it("an RF_SERVE that is not an executable file is named (exit 2)", function()
+    local out, err, code = h.sh(rock:format("RF_SERVE=/nonexistent/retryfreeze-serve") .. " demo --requests 1")
+    assert.equal(2, code, err)
+    assert.equal("", out)
+    assert.equal("retryfreeze demo: RF_SERVE names /nonexistent/retryfreeze-serve, which is not an executable "
+      .. "file\n", err)
+  end)
+
+  it("without the examples, names --examples before printing or starting anything (exit 2)", function()
+    local serve = root .. "/" .. h.bindir:gsub("^" .. root:gsub("%p", "%%%0") .. "/", "") .. "/retryfreeze-serve"
+    local out, err, code = h.sh(rock:format("RF_SERVE=" .. h.shell_quote(serve)) .. " demo --requests 1 --examples "
+      .. h.shell_quote(dir))
+    assert.equal(2, code, err)
+    assert.equal("", out)
+    assert.equal("retryfreeze demo: " .. dir .. " lacks jobs_flow.lua, retry-budget.lock.json, service.lock.json: "
+      .. "--examples DIR names the folder that holds them (examples/ of a retryfreeze checkout)\n", err)
+    assert.is_nil(io.open(dir .. "/demo-ledger.jsonl"))
+  end)
+end)

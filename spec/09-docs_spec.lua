@@ -25,10 +25,44 @@ end
 describe("README.md", function()
   it("lists exactly the engine's reasons", function()
     local documented = first_column(readme_section("Reasons"))
-    local code = sorted(rf.reasons)
-    -- stopped-by-caller is the client's: it is documented with the outcomes.
-    for i, r in ipairs(code) do if r == "stopped-by-caller" then table.remove(code, i) end end
-    assert.same(code, documented)
+    -- stopped-by-caller (the client's on_attempt hook) included: a user meets it in ledgers and stats.
+    assert.same(sorted(rf.reasons), documented)
+  end)
+
+  it("names every field a ledger line holds, as it is on disk", function()
+    -- A real line: a keyed request retried once under a retry budget, through rf.flow with a host transport.
+    local policy = assert(rf.load("examples/service.lock.json"))
+    local path = os.tmpname()
+    local ledger = assert(rf.ledger.open(path))
+    local clock, replies = 0, { { status = 503 }, { status = 200 } }
+    rf.flow(policy, { method = "POST", path = "/v1/jobs", idempotency_key = "k" }, {
+      send = function() clock = clock + 10 return table.remove(replies, 1) end,
+      sleep = function(ms) clock = clock + ms end, now_ms = function() return clock end,
+      ledger = ledger, retry_budget = rf.retry_budget(policy) })
+    ledger:close()
+    local line = assert(io.open(path)):read("l")
+    os.remove(path)
+    local keys = {}
+    for k in pairs(require("retryfreeze.json").decode(line)) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local section = readme_section("Request flows")
+    local list = assert(section:match("Each line holds (.-)%. "), "README.md: no 'Each line holds …' sentence")
+    local named = {}
+    for name in list:gsub("%b()", ""):gmatch("`([%w_]+)`") do named[#named + 1] = name end -- (…) explains a field
+    assert.same(keys, sorted(named))
+  end)
+
+  it("pairs each decision table with the lock it was written for", function()
+    -- `check LOCK --table TABLE` with concrete example paths must pass as written (a table pins one lock).
+    local text = assert(io.open("README.md")):read("a")
+    local n = 0
+    for lock, tsv in text:gmatch("retryfreeze check (examples/[%w%-%.]+) %-%-table (examples/[%w%-%.]+)") do
+      n = n + 1
+      local h = require "spec.helper"
+      local _, err, code = h.run_cli("check", lock, "--table", tsv)
+      assert.equal(0, code, "README: check " .. lock .. " --table " .. tsv .. ": " .. err)
+    end
+    assert.is_true(n >= 2, "README.md names no lock/table pairs")
   end)
 
   it("lists exactly the client's outcomes", function()

@@ -4,19 +4,40 @@ local M = {}
 
 local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
---- Path of retryfreeze-serve: beside the running retryfreeze binary, else $RF_SERVE.
--- @param bindir string|nil: directory of the running CLI
+local function executable(path)
+  local ok = os.execute("test -f " .. shell_quote(path) .. " && test -x " .. shell_quote(path))
+  return ok == true or ok == 0 -- Lua 5.1 and LuaJIT return the status
+end
+
+--- Path of retryfreeze-serve: $RF_SERVE when set, else retryfreeze-serve beside the running retryfreeze binary
+--- (a CMake build or install). A LuaRocks install has no binary directory and no retryfreeze-serve: RF_SERVE
+--- must name one.
+-- @param bindir string|nil: directory of the running CLI (nil for the rock's Lua script)
+-- @return path; or nil, a message that says what to set (RF_SERVE unset in a rock, or naming no executable file)
 function M.program(bindir)
   local env = os.getenv("RF_SERVE")
-  if env and env ~= "" then return env end
-  return (bindir or ".") .. "/retryfreeze-serve"
+  if env and env ~= "" then
+    if not executable(env) then return nil, "RF_SERVE names " .. env .. ", which is not an executable file" end
+    return env
+  end
+  if not bindir then
+    return nil, "no retryfreeze-serve to start: this retryfreeze has none beside it (a LuaRocks install has none); "
+      .. "set RF_SERVE to one, for example RF_SERVE=build/bin/retryfreeze-serve of a CMake build"
+  end
+  local path = bindir .. "/retryfreeze-serve"
+  if not executable(path) then
+    return nil, "no retryfreeze-serve beside this retryfreeze (" .. path .. "); set RF_SERVE to one"
+  end
+  return path
 end
 
 --- Starts the upstream. opts: {bindir=, faults=, seed=, stall_ms=, max_seconds=, log=} (log: a file for
 --- the server's stderr, default /dev/null).
--- @return {url=, port=, pid=, stop=function} or nil, message
+-- @return {url=, port=, pid=, stop=function} or nil, message (M.program's when there is nothing to start)
 function M.start(opts)
-  local args = { shell_quote(M.program(opts.bindir)), "--port 0" }
+  local program, why = M.program(opts.bindir)
+  if not program then return nil, why end
+  local args = { shell_quote(program), "--port 0" }
   if opts.faults then args[#args + 1] = "--faults " .. shell_quote(opts.faults) end
   if opts.seed then args[#args + 1] = "--seed " .. math.tointeger(opts.seed) end
   if opts.stall_ms then args[#args + 1] = "--stall-ms " .. math.tointeger(opts.stall_ms) end
@@ -29,7 +50,7 @@ function M.start(opts)
   local port = math.tointeger(tonumber(line:match("^listening on 127%.0%.0%.1:(%d+)$") or ""))
   if not pid or not port then
     p:close()
-    return nil, "cannot start " .. M.program(opts.bindir) .. " (" .. (line ~= "" and line or "no output") .. ")"
+    return nil, "cannot start " .. program .. " (" .. (line ~= "" and line or "no output") .. ")"
   end
   local up = { pid = pid, port = port, url = "http://127.0.0.1:" .. port }
   function up.stop()

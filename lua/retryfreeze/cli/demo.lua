@@ -19,8 +19,10 @@ local M = {
     .. "  ledger (never truncates it) and reports only the lines it appended; a ledger whose last line is\n"
     .. "  torn is refused. The same seed gives the same counts.\n"
     .. "  --report FILE also writes the HTML report of the lines this run appended (as `retryfreeze report`).\n"
+    .. "  A rock has no retryfreeze-serve: set RF_SERVE to one (e.g. build/bin/retryfreeze-serve of a CMake build),\n"
+    .. "  and run from a checkout or pass --examples DIR (its examples/ folder).\n"
     .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
-    .. "  2 bad usage or a ledger it cannot append to.",
+    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, or a ledger it cannot append to.",
 }
 
 local spec = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
@@ -28,16 +30,35 @@ local spec = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] 
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 
---- The examples folder: --examples, else beside the source tree or the install tree of the Lua library.
-local function examples_dir(opt)
-  if opt then return opt end
-  local src = compat.searchpath("retryfreeze", package.path) or ""
-  for _, candidate in ipairs({ src:gsub("lua/retryfreeze/init%.lua$", "examples"), "examples",
-                               src:gsub("lua/5%.%d/retryfreeze/init%.lua$", "retryfreeze/examples") }) do
-    local f = io.open(candidate .. "/jobs_flow.lua")
-    if f then f:close() return candidate end
+-- What the demo runs from the examples folder: the flow and the two locks it loads.
+local EXAMPLES = { "jobs_flow.lua", "retry-budget.lock.json", "service.lock.json" }
+
+local function missing_examples(dir)
+  local missing = {}
+  for _, name in ipairs(EXAMPLES) do
+    local f = io.open(dir .. "/" .. name)
+    if f then f:close() else missing[#missing + 1] = name end
   end
-  return "examples"
+  return missing
+end
+
+--- The examples folder: --examples, else beside the source tree or the install tree of the Lua library, else
+--- ./examples (a checkout's root).
+-- @return dir; or nil, a message naming what is missing and --examples
+local function examples_dir(opt)
+  if opt then
+    local missing = missing_examples(opt)
+    if #missing == 0 then return opt end
+    return nil, string.format("%s lacks %s: --examples DIR names the folder that holds them (examples/ of a "
+      .. "retryfreeze checkout)", opt, table.concat(missing, ", "))
+  end
+  local src = compat.searchpath("retryfreeze", package.path) or ""
+  for _, candidate in ipairs({ (src:gsub("lua/retryfreeze/init%.lua$", "examples")), "examples",
+                               (src:gsub("lua/5%.%d/retryfreeze/init%.lua$", "retryfreeze/examples")) }) do
+    if #missing_examples(candidate) == 0 then return candidate end
+  end
+  return nil, "cannot find the demo's examples (" .. table.concat(EXAMPLES, ", ") .. ") beside the library or in "
+    .. "./examples: run it from a retryfreeze checkout, or pass --examples DIR (the checkout's examples/ folder)"
 end
 
 function M.run(args, out, err, bindir)
@@ -53,7 +74,17 @@ function M.run(args, out, err, bindir)
   end
   local requests, seed = opts.requests or 300, opts.seed or 7
   local ledger_path, faults = opts.ledger or "demo-ledger.jsonl", opts.faults or DEFAULT_FAULTS
-  local dir = examples_dir(opts.examples)
+  -- Everything the run needs is checked before anything is printed, appended or started.
+  local dir, dir_err = examples_dir(opts.examples)
+  if not dir then
+    err:write("retryfreeze demo: ", dir_err, "\n")
+    return 2
+  end
+  local _, serve_err = upstream.program(bindir)
+  if serve_err then
+    err:write("retryfreeze demo: ", serve_err, "\n")
+    return 2
+  end
   local lines_before, lerr = stats.lines_before_append(ledger_path)
   if not lines_before then
     err:write("retryfreeze demo: ", lerr, "\n")

@@ -10,7 +10,11 @@ local M = {
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 function M.run(args, _, err, bindir)
-  local program = upstream.program(bindir)
+  local program, missing = upstream.program(bindir)
+  if not program then
+    err:write("retryfreeze serve: ", missing, "\n")
+    return 127 -- as a shell says for a command it cannot find
+  end
   local passed = {}
   for i, a in ipairs(args) do passed[i] = a == "--help-upstream" and "--help" or a end
   -- In the CLI host, become the server (execv), so SIGTERM and SIGINT reach it and nothing is left behind.
