@@ -9,7 +9,8 @@ local argparse = require "argparse"
 
 local M = {}
 
--- How each option kind reads its value, and how --help names it.
+-- How each option kind reads its value, and how --help names it when the command gives no description (the
+-- command's option_help table describes each option; spec/04-cli_spec.lua checks that every one does).
 local kinds = {
   string = { argname = "<TEXT>", help = "text" },
   integer = { argname = "<N>", help = "an integer" },
@@ -17,6 +18,12 @@ local kinds = {
   list = { argname = "<TEXT>", help = "text; repeatable, each use adds one" },
   flag = { help = "a flag (takes no value)" },
 }
+
+-- An option's line in --help: the command's one-line description, "; repeatable" for a list option.
+local function described(kind, text)
+  if not text then return kinds[kind].help end
+  return kind == "list" and text:find("repeatable", 1, true) == nil and text .. "; repeatable" or text
+end
 
 local function converter(name, kind)
   if kind == "integer" then
@@ -50,9 +57,12 @@ end
 -- @param spec table: {["--name"] = "string"|"integer"|"number"|"flag"|"list"}
 -- @param usage string|nil: the command's usage text (its first paragraph is the synopsis, the rest the
 --   description), as the command module's `usage` field holds it
+-- @param help table|nil: {["--name"] = "one line that says what the option does"}, the command module's
+--   `option_help`; an option without one is described by its kind alone ("text", "an integer")
 -- @return an argparse parser whose result holds the options (keys without dashes, '-' → '_') and `args`, the
 --   positional arguments
-function M.parser(name, spec, usage)
+function M.parser(name, spec, usage, help)
+  help = help or {}
   local p = argparse("retryfreeze " .. name):add_help(false):help_max_width(110):help_description_margin(36)
   if usage then
     local synopsis, rest = usage:match("^(.-)\n\n(.*)$")
@@ -64,9 +74,9 @@ function M.parser(name, spec, usage)
     local kind = spec[opt]
     local target = opt:sub(3):gsub("%-", "_")
     if kind == "flag" then
-      p:flag(opt):target(target):description(kinds.flag.help)
+      p:flag(opt):target(target):description(described(kind, help[opt]))
     else
-      local o = p:option(opt):target(target):argname(kinds[kind].argname):description(kinds[kind].help)
+      local o = p:option(opt):target(target):argname(kinds[kind].argname):description(described(kind, help[opt]))
       local convert = converter(opt, kind)
       if convert then o:convert(convert) end
       if kind == "list" then o:count("*") end
@@ -76,11 +86,11 @@ function M.parser(name, spec, usage)
   return p
 end
 
---- The generated help of one command: its usage text, then every option with the value it takes.
--- @param name string, spec table, usage string: as for M.parser
+--- The generated help of one command: its usage text, then every option with the value it takes and what it does.
+-- @param name string, spec table, usage string, help table|nil: as for M.parser
 -- @return string, ending in a newline
-function M.help(name, spec, usage)
-  return M.parser(name, spec, usage):get_help() .. "\n"
+function M.help(name, spec, usage, help)
+  return M.parser(name, spec, usage, help):get_help() .. "\n"
 end
 
 -- "--name value" → "--name=value" for the options that take a value, so that a value starting with '-'

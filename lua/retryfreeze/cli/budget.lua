@@ -17,6 +17,11 @@ local M = {
 local spec = { ["--redis"] = "string", ["--timeout-ms"] = "integer" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--redis"] = "redis://[:password@]host[:port][/db] of the fleet's Redis (required)",
+  ["--timeout-ms"] = "how long to wait for Redis, 1..10000 ms (default 1000)",
+}
 
 --- Runs the subcommand.
 -- @param args table: the arguments after "budget"; out, err: file handles

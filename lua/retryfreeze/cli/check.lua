@@ -21,6 +21,11 @@ local M = {
 local spec = { ["--table"] = "string", ["--seed"] = "integer" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--table"] = "run this decision table (facts -> expected verdict) instead of printing the effective policy",
+  ["--seed"] = "the jitter seed of every table row (default 1; only with --table)",
+}
 
 -- Reads, parses and runs the table: results, or nil, message.
 local function run_table(policy, opts)

@@ -21,6 +21,24 @@ local spec = {
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--method"] = "the request's method, e.g. POST (required)",
+  ["--path"] = "the request's path, e.g. /v1/jobs (required)",
+  ["--status"] = "the response status: 0 (none received) or 100..599",
+  ["--transport"] = "the transport outcome: " .. table.concat(rf.transports, ", "), -- the engine's list
+  ["--retry-after"] = "the raw Retry-After value",
+  ["--date"] = "the response's Date header (an HTTP-date Retry-After is measured against it)",
+  ["--attempts"] = "attempts made so far, this one included (default 1)",
+  ["--elapsed-ms"] = "ms since the first attempt started (default 0)",
+  ["--idempotency-key"] = "the request's idempotency key (only its presence matters)",
+  ["--source"] = "where the policy came from; anything but pinned-map gives unpinned-source",
+  ["--now-ms"] = "the wall clock in Unix ms, for an HTTP-date (default the clock)",
+  ["--seed"] = "the jitter seed, so delay_ms is reproducible (default random)",
+  ["--hint"] =
+    "NAME=VALUE: a wait header the route reads (retryAfter.headers), e.g. retry-after-ms=250; once per name",
+  ["--not-sent"] = "no byte of the request was sent (a keyless TLS failure may then be retried)",
+}
 
 local order = { "retry", "reason", "class", "delay_ms", "timeout_ms", "retry_after", "retry_after_header",
   "route" }

@@ -29,6 +29,16 @@ local spec = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] 
   ["--ledger"] = "string", ["--examples"] = "string", ["--report"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--requests"] = "logical requests to send (default 300)",
+  ["--seed"] = "the seed of the upstream's faults and of the flow (default 7)",
+  ["--faults"] =
+    "the upstream's random faults, as for serve (default: a mix of 503, 504, 429, 500, timeouts, resets)",
+  ["--ledger"] = "the ledger to append to (default demo-ledger.jsonl)",
+  ["--examples"] = "the folder holding jobs_flow.lua and the example locks (default: the project's examples/)",
+  ["--report"] = "also write the HTML report of this run's lines to this file",
+}
 
 -- What the demo runs from the examples folder: the flow and the two locks it loads.
 local EXAMPLES = { "jobs_flow.lua", "retry-budget.lock.json", "service.lock.json" }

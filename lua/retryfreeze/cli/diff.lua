@@ -21,6 +21,11 @@ local M = {
 local spec = { ["--json"] = "flag", ["--log"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--json"] = "print one JSON object: {from, to, summary, signed_off, changes}",
+  ["--log"] = "the pairing log that may sign off a widening (default pairing-log.jsonl beside NEW)",
+}
 
 local function change_json(c)
   local t = { kind = c.kind, route = c.route, field = c.field, old = c.old, new = c.new, text = c.text,

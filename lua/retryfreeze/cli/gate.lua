@@ -37,6 +37,20 @@ local spec = {
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--max-retried-success"] = "most retried successes / successes, 0..1 (0.05 = 5 %)",
+  ["--max-attempts-per-success"] = "most attempts of the successful requests / successes",
+  ["--max-terminal-rate"] = "most requests ending terminal / requests, 0..1",
+  ["--max-retry-ratio"] = "most retries (attempts after the first) / requests",
+  ["--min-success-rate"] = "fewest successes / requests, 0..1",
+  ["--min-successes"] = "with fewer successes, skip the per-success ratios",
+  ["--min-requests"] = "from this many requests on (default 10), zero successes is a breach",
+  ["--forbid-reason"] = "no request may end with this reason; repeatable",
+  ["--route"] = "judge one route only, named as in the ledger (\"POST /v1/jobs\")",
+  ["--lock"] = "take the thresholds from this lock's gate object (the options override it)",
+  ["--skip-corrupt"] = "count and skip corrupt ledger lines instead of stopping",
+}
 
 local ranges = {
   max_retried_success = { 0, 1 }, max_attempts_per_success = { 0, math.huge }, max_terminal_rate = { 0, 1 },

@@ -52,7 +52,7 @@ end
 
 --- A command's help: generated from its option table (retryfreeze.cli.args) when it has one, else its usage.
 local function command_help(name, cmd)
-  if cmd.options then return cli_args.help(name, cmd.options, cmd.usage) end
+  if cmd.options then return cli_args.help(name, cmd.options, cmd.usage, cmd.option_help) end
   return "usage: " .. cmd.usage .. "\n"
 end
 

@@ -29,6 +29,14 @@ local spec = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--rout
   ["--class"] = "string", ["--json"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--failure-rate"] = "detail one failure rate p, 0..1",
+  ["--layers"] = "the same policy at L nested layers, 1..16 (default 1)",
+  ["--route"] = "one route: its endpoint or a request it matches (\"GET /v1/jobs/42\")",
+  ["--class"] = "failures of one class (HTTP_503, TIMEOUT, ...): the attempts the engine allows it",
+  ["--json"] = "print the predictions as one JSON object",
+}
 
 -- The routes to model: all, or the one --route names (an endpoint, or a request the policy matches).
 local function pick_routes(policy, wanted)

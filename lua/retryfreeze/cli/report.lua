@@ -20,6 +20,14 @@ local spec = { ["--output"] = "string", ["--lock"] = "string", ["--log"] = "stri
   ["--skip-corrupt"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--output"] = "the HTML file to write (required; also -o)",
+  ["--lock"] = "judge with this lock's gate thresholds and show its digest and sign-off",
+  ["--log"] = "the pairing log whose sign-off to show (needs --lock; default beside the lock)",
+  ["--title"] = "the page's title (default \"retryfreeze report\")",
+  ["--skip-corrupt"] = "count and skip corrupt ledger lines instead of stopping",
+}
 
 --- Runs `retryfreeze report`.
 -- @param args array of strings: the arguments after "report"; out, err: file handles

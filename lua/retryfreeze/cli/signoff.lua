@@ -20,6 +20,13 @@ local M = {
 local spec = { ["--by"] = "list", ["--solo"] = "flag", ["--note"] = "string", ["--log"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--by"] = "who signs; repeatable, or several names in one value (\"Ana & Bo\"); two distinct names needed",
+  ["--solo"] = "one person signs alone (exactly one --by name; recorded as solo)",
+  ["--note"] = "why the lock changed (default \"\")",
+  ["--log"] = "the pairing log to append to (default pairing-log.jsonl beside LOCK)",
+}
 
 --- Runs the subcommand.
 -- @param args table: the arguments after "signoff"; out, err: file handles

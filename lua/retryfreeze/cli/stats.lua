@@ -24,6 +24,13 @@ local M = {
 local spec = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag", ["--by"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--json"] = "print everything as one JSON object (the same as --format json)",
+  ["--format"] = "text (default), json, or openmetrics (for Prometheus)",
+  ["--skip-corrupt"] = "count and skip corrupt lines instead of stopping at the first",
+  ["--by"] = "group by route (default) or by host (the ledger's host field)",
+}
 
 local formats = { text = true, json = true, openmetrics = true }
 

@@ -24,6 +24,11 @@ local M = {
 local spec = { ["--log"] = "string", ["--base"] = "string" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help.
+M.option_help = {
+  ["--log"] = "the pairing log (default pairing-log.jsonl beside LOCK)",
+  ["--base"] = "git:REV: also check that the log committed at REV is a prefix of today's",
+}
 
 --- Runs the subcommand.
 -- @param args table: the arguments after "verify"; out, err: file handles
