@@ -113,6 +113,9 @@ describe("retryfreeze gate", function()
       { { "gate", "--max-retried-success", "0.1" }, "expected at least one LEDGER" },
       { { "gate", jobs, "--max-retried-success", "x" }, "option --max-retried-success needs a number, got 'x'" },
       { { "gate", jobs, "--max-terminal-rate", "1.5" }, "--max-terminal-rate must be 0..1, got 1.5" },
+      -- the value as written (shortest round-trip form): tostring's 14 digits would say "got 1.0", in range
+      { { "gate", jobs, "--max-terminal-rate", "1.0000000000000002" },
+        "--max-terminal-rate must be 0..1, got 1.0000000000000002\n" },
       { { "gate", jobs, "--max-retry-ratio", "-1" }, "--max-retry-ratio must be 0 or more, got -1" },
       { { "gate", jobs, "--forbid-reason", "unpinned" }, "--forbid-reason: unknown reason 'unpinned'" },
       { { "gate", "/nonexistent/l.jsonl", "--max-retried-success", "0.1" },

@@ -187,6 +187,8 @@ describe("retryfreeze model", function()
     local cases = {
       { { "model" }, "expected exactly one LOCK" },
       { { "model", three, "--failure-rate", "1.2" }, "--failure-rate must be 0..1, got 1.2" },
+      -- the value as written (shortest round-trip form), not tostring's 14 digits
+      { { "model", three, "--failure-rate", "1.0000000000000002" }, "--failure-rate must be 0..1, got 1.0000000000000002\n" },
       { { "model", three, "--layers", "0" }, "--layers must be 1..16, got 0" },
       { { "model", three, "--layers", "2.5" }, "option --layers needs an integer, got '2.5'" },
       { { "model", "/nonexistent.lock.json" }, "retryfreeze model: cannot open lock /nonexistent.lock.json: No such file" },

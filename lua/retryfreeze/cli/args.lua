@@ -135,6 +135,17 @@ function M.parse(args, spec)
   return result, positionals
 end
 
+--- A number in a message as the user wrote it: the shortest of %.15g and %.17g that reads back as the same
+--- number (tostring's 14 digits would print 1.0000000000000002 as "1.0", which looks in range), as the engine's
+--- lock errors print one.
+-- @param x number
+-- @return string
+function M.number_text(x)
+  local short = string.format("%.15g", x)
+  if tonumber(short) == x then return short end
+  return string.format("%.17g", x)
+end
+
 --- How a command names a lock that rf.load refused: "invalid lock: PATH: $.x: rule" when the file was read and
 --- the lock is wrong, or rf.load's own sentence when the file could not be read ("cannot open lock PATH: No such
 --- file or directory": not invalid, missing).

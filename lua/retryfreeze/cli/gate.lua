@@ -67,7 +67,7 @@ local function overrides(opts)
       local lo, hi = ranges[k][1], ranges[k][2]
       if not (v >= lo and v <= hi) then
         local range = hi == math.huge and "0 or more" or string.format("%d..%d", lo, hi)
-        return nil, string.format("--%s must be %s, got %s", (k:gsub("_", "-")), range, v)
+        return nil, string.format("--%s must be %s, got %s", (k:gsub("_", "-")), range, cli_args.number_text(v))
       end
       t[k] = v
     end

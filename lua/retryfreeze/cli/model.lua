@@ -180,7 +180,7 @@ function M.run(args, out, err)
   if not opts then return usage_error(pos) end
   if #pos ~= 1 then return usage_error("expected exactly one LOCK") end
   local p, layers = opts.failure_rate, opts.layers or 1
-  if p ~= nil and not (p >= 0 and p <= 1) then return usage_error("--failure-rate must be 0..1, got " .. p) end
+  if p ~= nil and not (p >= 0 and p <= 1) then return usage_error("--failure-rate must be 0..1, got " .. cli_args.number_text(p)) end
   if layers < 1 or layers > 16 then return usage_error("--layers must be 1..16, got " .. layers) end
   local policy, why = rf.load(pos[1])
   if not policy then
