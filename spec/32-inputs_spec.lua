@@ -85,6 +85,7 @@ describe("input paths take regular files only", function()
     { "report", "MISSING", "-o", "OUT", what = "ledger" },
     { "report", "LEDGER", "-o", "OUT", "--lock", "MISSING", what = "lock" },
     { "run", "MISSING", what = "script" },
+    { "soak", "MISSING", what = "lock" },
   }
   for _, case in ipairs(missing_cases) do
     it("names a missing path once: retryfreeze " .. table.concat(case, " "), function()

@@ -37,6 +37,21 @@ local spec = {
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
+--- What each option does, one line each, for the generated --help (the thresholds as `retryfreeze gate` says).
+M.option_help = {
+  ["--requests"] = "how many flows (logical requests) to run (default 1000)",
+  ["--concurrency"] = "flows in flight at once, 1..4096 (default 16)",
+  ["--faults"] = "the upstream's injected faults, e.g. 503=0.1,429=0.02,reset=0.01 (default " .. M_DEFAULT_FAULTS
+    .. "; not with --url)",
+  ["--seed"] = "the seed of the faults and the jitter: the same seed gives the same counts (default 1)",
+  ["--url"] = "send to this loopback upstream instead of starting the fault-injecting one",
+  ["--script"] = "a flow script returning function(client, i) that makes flow i's requests",
+  ["--ledger"] = "the ledger to append this run's lines to (default soak-ledger.jsonl)",
+  ["--report"] = "also write the HTML report of this run's lines to this file",
+}
+for opt, text in pairs(require("retryfreeze.cli.gate").option_help) do
+  if spec[opt] then M.option_help[opt] = text end
+end
 
 --- The default faults: retryable statuses without Retry-After, so a default soak exercises the backoff.
 M.DEFAULT_FAULTS = M_DEFAULT_FAULTS
@@ -107,7 +122,7 @@ function M.run(args, out, err, bindir)
   end
   local policy, why = rf.load(pos[1])
   if not policy then
-    err:write("retryfreeze soak: invalid lock: ", why, "\n")
+    err:write("retryfreeze soak: ", cli_args.lock_error(pos[1], why), "\n")
     return 2
   end
   local thresholds = gate.merge(policy.gate, {
