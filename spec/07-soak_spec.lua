@@ -4,6 +4,21 @@ local h = require "spec.helper"
 local scheduler = require "retryfreeze.scheduler"
 local upstream = require "retryfreeze.upstream"
 
+-- The records of the ledger at path as rows: row_of(rec, statuses) returns each one's index and row (statuses:
+-- its tries' statuses joined by commas); returns the rows and how many records there were.
+local function ledger_rows(path, row_of)
+  local rows, n = {}, 0
+  local it, st = rf.ledger.read(path)
+  for rec in it, st do
+    local statuses = {}
+    for k, t in ipairs(rec.tries) do statuses[k] = t.status end
+    local index, row = row_of(rec, table.concat(statuses, ","))
+    rows[index] = row
+    n = n + 1
+  end
+  return rows, n
+end
+
 describe("retryfreeze.scheduler", function()
   it("runs flows concurrently: 20 requests that each wait 1 s (Retry-After) take about 1 s, not 20", function()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
@@ -63,15 +78,9 @@ describe("retryfreeze.scheduler.run_requests", function()
 
   -- The ledger records of a run, by path: {outcome, attempts, statuses of the tries, key}.
   local function records(path)
-    local by_path, n = {}, 0
-    local it, st = rf.ledger.read(path)
-    for rec in it, st do
-      local statuses = {}
-      for k, t in ipairs(rec.tries) do statuses[k] = t.status end
-      by_path[rec.path] = { rec.outcome, rec.attempts, table.concat(statuses, ","), rec.key }
-      n = n + 1
-    end
-    return by_path, n
+    return ledger_rows(path, function(rec, statuses)
+      return rec.path, { rec.outcome, rec.attempts, statuses, rec.key }
+    end)
   end
 
   it("sends one request per flow, retries as the lock says, and writes the same ledger as run", function()
@@ -216,17 +225,12 @@ describe("retryfreeze.scheduler.run_generated (soak's default flow, from C)", fu
     .. '"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":2}},'
     .. '"routes":[{"endpoint":"GET /a/{id}/b/{n}"},{"endpoint":"GET /files/*"},{"endpoint":"GET /health"}]}'
 
-  -- Every ledger record of the file at path, by its key (or path, without one): {method, path, outcome, attempts, statuses}.
+  -- Every ledger record of the file at path, by its key (or path, without one): {method, path, outcome, attempts,
+  -- statuses}.
   local function by_key(path)
-    local out, n = {}, 0
-    local it, st = rf.ledger.read(path)
-    for rec in it, st do
-      local statuses = {}
-      for k, t in ipairs(rec.tries) do statuses[k] = t.status end
-      out[rec.key or rec.path] = { rec.method, rec.path, rec.outcome, rec.attempts, table.concat(statuses, ",") }
-      n = n + 1
-    end
-    return out, n
+    return ledger_rows(path, function(rec, statuses)
+      return rec.key or rec.path, { rec.method, rec.path, rec.outcome, rec.attempts, statuses }
+    end)
   end
 
   it("makes the paths of the lock's routes in turn ({param} and a last * take the flow number)", function()

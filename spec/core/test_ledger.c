@@ -876,29 +876,44 @@ static void set_fsize_limit(rlim_t bytes) {
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
 }
 
+/* A full-disk test's state: the file size limit to restore, the SIGXFSZ handler before, one line's size. */
+typedef struct full_disk {
+    struct rlimit saved;
+    void (*old)(int);
+    long one;
+} full_disk;
+
+/* Starts a full-disk test: skips it when the file size limit could not be raised back, ignores SIGXFSZ (so that
+ * write(2) is short or fails with EFBIG), opens path and appends rec (one line: fd->one bytes). */
+static rf_ledger *full_disk_open(const char *path, const rf_ledger_record *rec, full_disk *fd) {
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &fd->saved), 0);
+    if (fd->saved.rlim_max != RLIM_INFINITY && fd->saved.rlim_max < 1 << 20) skip();
+    fd->old = signal(SIGXFSZ, SIG_IGN);
+    rf_ledger *l = NULL;
+    rf_error err = {0};
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
+    append_ok(l, rec);
+    fd->one = file_size(path);
+    return l;
+}
+
 /* A full disk cuts a line short; once space is back, the same writer terminates the fragment in the one write(2)
  * of its next line, and a new writer does it at open. */
 static void test_full_disk_then_freed(void **state) {
     (void)state;
     const char *path = tmp_file("full.jsonl");
     rf_ledger_record rec = sample();
-    rf_ledger *l = NULL;
     rf_error err = {0};
-    struct rlimit saved;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 1 << 20) skip();
-    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
-
-    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
-    append_ok(l, &rec);
-    long one = file_size(path);
+    full_disk fd;
+    rf_ledger *l = full_disk_open(path, &rec, &fd);
+    const long one = fd.one;
     set_fsize_limit((rlim_t)one + 100); /* the disk fills 100 bytes into the second line */
     assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO);
     assert_contains(err.message, "short write");
     assert_int_equal(file_size(path), one + 100);
     assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO); /* still full: nothing written */
     assert_int_equal(file_size(path), one + 100);
-    set_fsize_limit(saved.rlim_cur); /* space is back */
+    set_fsize_limit(fd.saved.rlim_cur); /* space is back */
     append_ok(l, &rec);
     assert_int_equal(file_size(path), one + 100 + 1 + one); /* "\n" + the line, in one write */
     assert_int_equal(rf_ledger_close(l, &err), RF_OK);
@@ -915,12 +930,12 @@ static void test_full_disk_then_freed(void **state) {
     set_fsize_limit((rlim_t)one + 100);
     assert_int_equal(rf_ledger_append(l, &rec, &err), RF_EIO);
     assert_int_equal(rf_ledger_close(l, &err), RF_OK);
-    set_fsize_limit(saved.rlim_cur);
+    set_fsize_limit(fd.saved.rlim_cur);
     assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
     append_ok(l, &rec);
     assert_int_equal(rf_ledger_close(l, &err), RF_OK);
     expect_record_torn_record(path);
-    signal(SIGXFSZ, old);
+    signal(SIGXFSZ, fd.old);
 }
 
 /* A batch is the lines rf_ledger_append would write one by one, in order, each whole: the same bytes as
@@ -981,16 +996,10 @@ static void test_batch_cut_by_a_full_disk(void **state) {
     const rf_ledger_record *ptrs[3] = {&recs[0], &recs[1], &recs[2]};
     rf_status status[3];
     rf_error errs[3];
-    rf_ledger *l = NULL;
     rf_error err = {0};
-    struct rlimit saved;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
-    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 1 << 20) skip();
-    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
-
-    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err), RF_OK);
-    append_ok(l, &recs[0]);
-    long one = file_size(path);
+    full_disk fd;
+    rf_ledger *l = full_disk_open(path, &recs[0], &fd);
+    const long one = fd.one;
     observed o = {0};
     assert_int_equal(rf_ledger_observe(l, observe, &o, &err), RF_OK);
     set_fsize_limit((rlim_t)(2 * one + 100)); /* the disk fills 100 bytes into the batch's second line */
@@ -1001,11 +1010,11 @@ static void test_batch_cut_by_a_full_disk(void **state) {
     assert_contains(errs[1].message, "short write");
     assert_int_equal(o.calls, 1);
     assert_int_equal(file_size(path), 2 * one + 100);
-    set_fsize_limit(saved.rlim_cur); /* space is back */
+    set_fsize_limit(fd.saved.rlim_cur); /* space is back */
     assert_int_equal(rf_ledger_append_batch(l, ptrs, 1, status, errs), 1);
     assert_int_equal(file_size(path), 2 * one + 100 + 1 + one); /* "\n" + the line, in one write */
     assert_int_equal(rf_ledger_close(l, &err), RF_OK);
-    signal(SIGXFSZ, old);
+    signal(SIGXFSZ, fd.old);
 
     rf_ledger_record got;
     rf_ledger_reader *r = reader_open_ok(path);

@@ -263,12 +263,13 @@ size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs,
     if (!l || !recs || !status) return 0;
     const char *host = l->host[0] ? l->host : NULL;
     size_t written = 0, i = 0;
+    rf_error scratch = {0}; /* a record's error when the caller keeps none */
     while (i < n) {
         /* Formats lines into the scratch buffer, one after the other, up to BATCH_LINES and BATCH_BYTES. */
         size_t idx[BATCH_LINES], ends[BATCH_LINES], lines = 0;
         size_t used = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
         for (; i < n && lines < BATCH_LINES; i++) {
-            rf_error local, *err = errs ? &errs[i] : &local;
+            rf_error *err = errs ? &errs[i] : &scratch;
             size_t len = 0, room = l->line_cap > used + 1 ? l->line_cap - used - 1 : 0;
             rf_status st = RF_EINVAL;
             if (recs[i] == NULL)
