@@ -146,13 +146,70 @@ static int run_loop(lua_State *L) {
     return 0;
 }
 
-/* Copies string s into the arena at *w; returns the copy. */
-static const char *arena_copy(char **w, const char *s, size_t len) {
-    char *d = *w;
+/* The routes being read (the array at stack index 5) into one arena: measured first (out == NULL), then copied
+ * within what was measured. */
+typedef struct route_reader {
+    gen_route *out;      /* NULL: measure only */
+    const char **pieces; /* the next piece slot */
+    char *w;             /* the next arena byte */
+    size_t arena_left;   /* bytes the arena has left (copying), or needs (measuring, counted up) */
+    size_t pieces_left;  /* piece slots left (copying), or needed (measuring) */
+    size_t max_path;     /* the longest path a route makes, flow number digits included */
+} route_reader;
+
+/* Takes string s into the arena (copying) or counts it (measuring); raises when copying finds more than was
+ * measured (the routes changed in between). */
+static const char *take(lua_State *L, route_reader *rr, const char *s, size_t len) {
+    if (rr->out == NULL) {
+        rr->arena_left += len + 1;
+        return s;
+    }
+    if (len + 1 > rr->arena_left) luaL_error(L, "client:_run_generated: routes changed while being read");
+    char *d = rr->w;
     memcpy(d, s, len);
     d[len] = '\0';
-    *w += len + 1;
+    rr->w += len + 1;
+    rr->arena_left -= len + 1;
     return d;
+}
+
+/* Reads routes[1..n] raw (no metamethod runs, so nothing can change them during one pass; between the passes a
+ * finalizer might, which copying catches as more than measured), checking each shape as it goes. */
+static void read_routes(lua_State *L, route_reader *rr, size_t n) {
+    for (size_t r = 1; r <= n; r++) {
+        lua_rawgeti(L, 5, (lua_Integer)r);
+        bool ok = lua_type(L, -1) == LUA_TTABLE;
+        if (ok) {
+            lua_pushliteral(L, "method");
+            ok = lua_rawget(L, -2) == LUA_TSTRING;
+            lua_pushliteral(L, "pieces");
+            ok = lua_rawget(L, -3) == LUA_TTABLE && ok && lua_rawlen(L, -1) > 0;
+        }
+        if (!ok)
+            luaL_error(L, "client:_run_generated: routes[%d] must be {method = string, pieces = {string, …}}", (int)r);
+        const char *m = rfl_tostring_nonul(L, -2, "client:_run_generated: a method");
+        const char *method = take(L, rr, m, strlen(m));
+        size_t np = (size_t)lua_rawlen(L, -1), path = 0;
+        if (rr->out != NULL) {
+            if (np > rr->pieces_left) luaL_error(L, "client:_run_generated: routes changed while being read");
+            rr->out[r - 1] = (gen_route){.method = method, .pieces = rr->pieces, .n_pieces = np};
+            rr->pieces_left -= np;
+        } else {
+            rr->pieces_left += np;
+        }
+        for (size_t k = 1; k <= np; k++) {
+            if (lua_rawgeti(L, -1, (lua_Integer)k) != LUA_TSTRING)
+                luaL_error(L, "client:_run_generated: routes[%d].pieces[%d] must be a string", (int)r, (int)k);
+            const char *piece = rfl_tostring_nonul(L, -1, "client:_run_generated: a path piece");
+            size_t len = strlen(piece);
+            piece = take(L, rr, piece, len);
+            if (rr->out != NULL) *rr->pieces++ = piece;
+            path += len + MAX_DIGITS;
+            lua_pop(L, 1);
+        }
+        if (path > rr->max_path) rr->max_path = path;
+        lua_pop(L, 3);
+    }
 }
 
 /* Integer field key of the options table at 2: raises unless an integer in lo..hi (range: the same in words),
@@ -195,59 +252,29 @@ int rfl_client_run_generated(lua_State *L) {
         return luaL_error(L, "client:_run_generated: key_prefix must not contain a NUL byte");
     if (lua_getfield(L, 2, "routes") != LUA_TTABLE) /* at 5 */
         return luaL_error(L, "client:_run_generated: routes must be a non-empty array of {method=, pieces=}");
-    size_t n_routes = (size_t)lua_rawlen(L, 5), arena = prefix_len + 1, n_pieces = 0, max_path = 0;
+    size_t n_routes = (size_t)lua_rawlen(L, 5);
     if (n_routes == 0 || n_routes > 100000)
         return luaL_error(L, "client:_run_generated: routes must be a non-empty array of {method=, pieces=}");
-    /* First pass: check the shapes and size the arena (strings, piece arrays) and the longest path. */
-    for (size_t r = 1; r <= n_routes; r++) {
-        if (lua_rawgeti(L, 5, (lua_Integer)r) != LUA_TTABLE || lua_getfield(L, -1, "method") != LUA_TSTRING ||
-            lua_getfield(L, -2, "pieces") != LUA_TTABLE || lua_rawlen(L, -1) == 0)
-            return luaL_error(L, "client:_run_generated: routes[%d] must be {method = string, pieces = {string, …}}",
-                              (int)r);
-        arena += strlen(rfl_tostring_nonul(L, -2, "client:_run_generated: a method")) + 1;
-        size_t np = (size_t)lua_rawlen(L, -1), path = 0;
-        for (size_t k = 1; k <= np; k++) {
-            if (lua_rawgeti(L, -1, (lua_Integer)k) != LUA_TSTRING)
-                return luaL_error(L, "client:_run_generated: routes[%d].pieces[%d] must be a string", (int)r, (int)k);
-            size_t len = strlen(rfl_tostring_nonul(L, -1, "client:_run_generated: a path piece"));
-            arena += len + 1;
-            path += len + MAX_DIGITS;
-            lua_pop(L, 1);
-        }
-        n_pieces += np;
-        if (path > max_path) max_path = path;
-        lua_pop(L, 3);
-    }
-    /* Second pass: copy everything into one userdata (at 6), so no callback can pull a string from under C. */
-    size_t header = n_routes * sizeof(gen_route) + n_pieces * sizeof(const char *);
-    char *mem = lua_newuserdatauv(L, header + arena, 0);
+    /* First pass: check the shapes and size the arena (strings, piece arrays). */
+    route_reader rr = {.arena_left = prefix_len + 1};
+    read_routes(L, &rr, n_routes);
+    /* Second pass: copy everything into one userdata (at 6), so no callback can pull a string from under C; the
+     * longest path is taken from what was copied, which sizes the path buffers below. */
+    size_t header = n_routes * sizeof(gen_route) + rr.pieces_left * sizeof(const char *);
+    char *mem = lua_newuserdatauv(L, header + rr.arena_left, 0);
     gen_route *routes = (gen_route *)(void *)mem;
-    const char **pieces = (const char **)(void *)(mem + n_routes * sizeof(gen_route));
-    char *w = mem + header;
-    g.key_prefix = arena_copy(&w, prefix, prefix_len);
+    rr = (route_reader){.out = routes,
+                        .pieces = (const char **)(void *)(mem + n_routes * sizeof(gen_route)),
+                        .w = mem + header,
+                        .arena_left = rr.arena_left,
+                        .pieces_left = rr.pieces_left};
+    g.key_prefix = take(L, &rr, prefix, prefix_len);
     g.key_prefix_len = prefix_len;
-    for (size_t r = 0; r < n_routes; r++) {
-        lua_rawgeti(L, 5, (lua_Integer)r + 1);
-        lua_getfield(L, -1, "method");
-        lua_getfield(L, -2, "pieces");
-        size_t mlen = 0;
-        const char *m = lua_tolstring(L, -2, &mlen);
-        routes[r].method = arena_copy(&w, m, mlen);
-        routes[r].pieces = pieces;
-        routes[r].n_pieces = (size_t)lua_rawlen(L, -1);
-        for (size_t k = 0; k < routes[r].n_pieces; k++) {
-            lua_rawgeti(L, -1, (lua_Integer)k + 1);
-            size_t len = 0;
-            const char *s = lua_tolstring(L, -1, &len);
-            *pieces++ = arena_copy(&w, s, len);
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 3);
-    }
+    read_routes(L, &rr, n_routes);
     g.routes = routes;
     g.n_routes = n_routes;
     /* The slots and their path and key buffers (at 7). */
-    size_t path_cap = max_path + 1, key_cap = prefix_len + MAX_DIGITS + 1;
+    size_t path_cap = rr.max_path + 1, key_cap = prefix_len + MAX_DIGITS + 1;
     if (g.concurrency > (size_t)g.count && g.count > 0) g.concurrency = (size_t)g.count;
     char *sm = lua_newuserdatauv(L, g.concurrency * (sizeof(gen_slot) + path_cap + key_cap), 0);
     g.slots = (gen_slot *)(void *)sm;

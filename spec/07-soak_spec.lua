@@ -371,6 +371,7 @@ describe("retryfreeze.scheduler.run_generated (soak's default flow, from C)", fu
     local p = assert(rf.load_string(LOCK))
     local c = rf.client{ policy = p, base_url = up.url }
     local routes = { { method = "GET", pieces = { "/health" } } }
+    local shifting_reads = 0
     for _, case in ipairs({
       { { routes = routes, key_prefix = "k", count = 1 }, "concurrency is required" },
       { { routes = routes, key_prefix = "k", count = 1, concurrency = 0 }, "concurrency must be an integer in 1..4096" },
@@ -381,6 +382,17 @@ describe("retryfreeze.scheduler.run_generated (soak's default flow, from C)", fu
         "routes%[1%]%.pieces%[1%] must be a string" },
       { { routes = routes, key_prefix = "k\0", count = 1, concurrency = 1 }, "key_prefix must not contain a NUL" },
       { { routes = routes, count = 1, concurrency = 1 }, "key_prefix must be a string" },
+      -- Routes are read raw: a route that answers through __index (here one path piece when sized and a
+      -- thousand long ones after, which overflowed the arena sized by the first read) is no route at all.
+      { { routes = { setmetatable({}, { __index = function(_, k)
+          if k == "method" then return "GET" end
+          shifting_reads = shifting_reads + 1
+          if shifting_reads == 1 then return { "/x" } end
+          local long = {}
+          for i = 1, 1000 do long[i] = ("p"):rep(1000) end
+          return long
+        end }) }, key_prefix = "k", count = 1, concurrency = 1 },
+        "routes%[1%] must be {method = string, pieces = {string, …}}" },
     }) do
       local ok, msg = pcall(c._run_generated, c, case[1])
       assert.is_false(ok)
