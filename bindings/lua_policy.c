@@ -385,7 +385,8 @@ enum { K_RETRY, K_REASON, K_CLASS, K_DELAY, K_TIMEOUT, K_RA, K_RA_HEADER, K_ROUT
 /* The per-state string cache (a table; registry, pointer key; also an upvalue of decide): the verdict's key
  * names at [STR_KEY + K_*], and the strings a verdict's values take, so that a verdict interns nothing:
  * reason names, Retry-After use names, wait header names, budget source names, and the class names, filled on
- * first use (HTTP_<status> at STR_CLASS_HTTP + status, the named classes at STR_CLASS_NAMED + i). */
+ * first use (HTTP_<status> at STR_CLASS_HTTP + status, the named classes at STR_CLASS_NAMED + i, and again by the
+ * transport they classify, at STR_CLASS_TRANSPORT + transport, UNKNOWN at its ok: see fact_class_slot). */
 enum {
     STR_KEY = 1,
     STR_REASON = STR_KEY + N_VERDICT_KEYS,
@@ -393,7 +394,8 @@ enum {
     STR_WAIT_HEADER = STR_RA_USE + RF_RA_USE_COUNT,
     STR_BUDGET = STR_WAIT_HEADER + RF_WAIT_HEADER_COUNT,
     STR_CLASS_HTTP = 100,
-    STR_CLASS_NAMED = STR_CLASS_HTTP + 600
+    STR_CLASS_NAMED = STR_CLASS_HTTP + 600,
+    STR_CLASS_TRANSPORT = STR_CLASS_NAMED + RF_NAMED_CLASS_COUNT
 };
 _Static_assert(STR_BUDGET + RF_BUDGET_SOURCE_COUNT <= STR_CLASS_HTTP, "string cache slots overlap");
 
@@ -408,6 +410,10 @@ _Static_assert(sizeof verdict_key_names / sizeof *verdict_key_names == N_VERDICT
 /* The text of string cache slot `slot`: a verdict key, a reason, a retry_after use, a wait header, a budget source
  * or a class name (HTTP_<nnn> formatted into buf). */
 static const char *slot_text(int slot, char buf[RF_CLASS_NAME_MAX]) {
+    if (slot >= STR_CLASS_TRANSPORT) {
+        rf_classify(0, (rf_transport)(slot - STR_CLASS_TRANSPORT), buf);
+        return buf;
+    }
     if (slot >= STR_CLASS_NAMED) return named_classes[slot - STR_CLASS_NAMED];
     if (slot >= STR_CLASS_HTTP) {
         rf_classify(slot - STR_CLASS_HTTP, RF_TRANSPORT_OK, buf);
@@ -439,13 +445,21 @@ static inline void push_cached(lua_State *L, int cache, int slot, bool remember)
 /* Makes the string cache, stored in the registry at strings_key: the fixed slots filled, the class ones on use. */
 static void make_string_cache(lua_State *L) {
     /* Sized for every slot, the class slots too, so that each lookup is an array access, never a hash one. */
-    lua_createtable(L, STR_CLASS_NAMED + RF_NAMED_CLASS_COUNT, 0);
+    lua_createtable(L, STR_CLASS_TRANSPORT + RF_TRANSPORT_COUNT, 0);
     char buf[RF_CLASS_NAME_MAX];
     for (int slot = STR_KEY; slot < STR_BUDGET + RF_BUDGET_SOURCE_COUNT; slot++) {
         lua_pushstring(L, slot_text(slot, buf));
         lua_rawseti(L, -2, slot);
     }
     lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
+}
+
+/* The string cache slot of rf_classify(status, transport), found without reading the name: a transport outcome
+ * other than ok decides the class alone, ok gives HTTP_<status> for 100..599 and UNKNOWN (the ok slot) for
+ * anything else (rf_classify's contract, decide.h). transport must be below RF_TRANSPORT_COUNT. */
+static inline int fact_class_slot(int status, rf_transport transport) {
+    if (transport == RF_TRANSPORT_OK && status >= 100 && status <= 599) return STR_CLASS_HTTP + status;
+    return STR_CLASS_TRANSPORT + (int)transport;
 }
 
 /* The string cache slot of a class name: HTTP_<nnn> by its status, a named class by its index; 0 if neither. */
@@ -660,13 +674,7 @@ static int push_verdict_values(lua_State *L, int cache, const rf_facts *f, const
     push_cached(L, cache, STR_REASON + (int)v->reason, false);
     lua_pushinteger(L, v->delay_ms);
     lua_pushinteger(L, v->timeout_ms);
-    /* A completed exchange's class is HTTP_<status> (rf_classify): its slot is known without reading the name. */
-    int slot = f->transport == RF_TRANSPORT_OK && f->status >= 100 && f->status <= 599 ? STR_CLASS_HTTP + f->status
-                                                                                       : class_slot(v->class_name);
-    if (slot != 0)
-        push_cached(L, cache, slot, true);
-    else
-        lua_pushstring(L, v->class_name);
+    push_cached(L, cache, fact_class_slot(f->status, f->transport), true); /* v->class_name, rf_decide's */
     return 5;
 }
 

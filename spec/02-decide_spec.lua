@@ -250,7 +250,14 @@ local VALUE_CASES = {
   { method = "POST", path = "/v1/jobs", status = 503, idempotency_key = "k", elapsed_ms = 99999 },
   { method = "POST", path = "/v1/jobs", status = 200 },
   { method = "GET", path = "/v1/jobs", status = 503 },
+  { method = "POST", path = "/v1/jobs", status = 0, idempotency_key = "k" }, -- ok with no status: UNKNOWN
 }
+-- Every transport outcome, with and without a status: the class the values give is decide's (a transport's
+-- class whatever the status, HTTP_<status> only for ok).
+for _, t in ipairs(rf.transports) do
+  VALUE_CASES[#VALUE_CASES + 1] = { method = "POST", path = "/v1/jobs", transport = t, idempotency_key = "k" }
+  VALUE_CASES[#VALUE_CASES + 1] = { method = "POST", path = "/v1/jobs", transport = t, status = 502 }
+end
 
 describe("policy:decide_values", function()
   local desk = assert(rf.load(h.desk_lock))

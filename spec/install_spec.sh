@@ -38,6 +38,17 @@ else
   want=3 what="the CLI, the client library, the module"
 fi
 [[ $n -ge $want ]] || fail "only $n installed files link libretryfreeze (want $what)"
+# Every installed module exports its entry point and nothing else (cmake/lua_module.map): the engine's rf_*
+# functions inside it neither interpose on nor are interposed by a libretryfreeze.so of another version in the
+# same process, and its own calls to them are direct.
+modules=0
+while IFS= read -r m; do
+  exports=$(nm -D --defined-only "$m" | awk '{print $3}')
+  [[ $exports == luaopen_retryfreeze_core ]] || fail "$m exports more than luaopen_retryfreeze_core: $(echo $exports | head -c 200)"
+  modules=$((modules + 1))
+done < <(find "$prefix" -type f -name core.so)
+[[ $modules -ge 1 ]] || fail "no core.so installed"
+echo "ok: $modules installed modules export only luaopen_retryfreeze_core"
 echo "ok: $n installed files find libretryfreeze*.so in the prefix through their RUNPATH"
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
