@@ -598,19 +598,24 @@ static int l_decide(lua_State *L) {
     return 1;
 }
 
+/* Raises "NAME must be a string or nil, got TYPE" for argument arg; cold, as read_attempt_args' other refusals. */
+static __attribute__((noinline, cold)) const char *str_arg_error(lua_State *L, int arg, const char *name) {
+    luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a string or nil, got %s", name, luaL_typename(L, arg)));
+    return NULL; /* not reached */
+}
+
 /* An optional string argument of decide_values and a decider: NULL (and *len 0) for nil or none. */
 static inline const char *opt_str_arg(lua_State *L, int arg, const char *name, size_t *len) {
     *len = 0;
     int t = lua_type(L, arg);
     if (t <= LUA_TNIL) return NULL;
-    if (t != LUA_TSTRING)
-        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a string or nil, got %s", name, luaL_typename(L, arg)));
+    if (t != LUA_TSTRING) return str_arg_error(L, arg, name);
     return lua_tolstring(L, arg, len);
 }
 
 /* int_arg's slow path: def for nil or none (when def >= lo), the value when exact and in lo..hi, else raises. */
-static __attribute__((noinline)) lua_Integer int_arg_slow(lua_State *L, int arg, const char *name, lua_Integer lo,
-                                                          lua_Integer hi, lua_Integer def) {
+static __attribute__((noinline, cold)) lua_Integer int_arg_slow(lua_State *L, int arg, const char *name, lua_Integer lo,
+                                                                lua_Integer hi, lua_Integer def) {
     lua_Integer v = 0;
     if (def >= lo && lua_type(L, arg) <= LUA_TNIL) return def;
     if (rfl_tointeger_exact(L, arg, &v) && v >= lo && v <= hi) return v;
@@ -646,18 +651,25 @@ static int64_t wall_now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* read_attempt_args' refusals, cold so that the compiler lays them out off the decision path (luaL_argerror does
+ * not return, but is not declared so). */
+static __attribute__((noinline, cold)) void status_error(lua_State *L, int arg) {
+    luaL_argerror(L, arg, "status must be 0 (none received) or 100..599");
+}
+
+static __attribute__((noinline, cold)) void unknown_transport(lua_State *L, int arg, const char *t) {
+    luaL_argerror(L, arg, lua_pushfstring(L, "unknown transport '%s'", t));
+}
+
 /* Reads the per-attempt arguments decide_values and a decider share into f: status, transport, attempts and
  * elapsed_ms at a..a+3, retry_after, date and now_ms at w..w+2 (the shapes of policy:decide_values). Raises
  * naming the argument by its position. */
-static void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
+static inline __attribute__((always_inline)) void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
     f->status = (int)int_arg(L, a, "status", 0, 599, -1);
-    if (f->status != 0 && f->status < 100) luaL_argerror(L, a, "status must be 0 (none received) or 100..599");
-    if (lua_type(L, a + 1) > LUA_TNIL) {
-        size_t tlen = 0;
-        const char *t = opt_str_arg(L, a + 1, "transport", &tlen);
-        if (rf_transport_parse(t, tlen, &f->transport) != 0)
-            luaL_argerror(L, a + 1, lua_pushfstring(L, "unknown transport '%s'", t));
-    }
+    if (f->status != 0 && f->status < 100) status_error(L, a);
+    size_t tlen = 0;
+    const char *t = opt_str_arg(L, a + 1, "transport", &tlen);
+    if (t != NULL && rf_transport_parse(t, tlen, &f->transport) != 0) unknown_transport(L, a + 1, t);
     f->attempts = (int)int_arg(L, a + 2, "attempts", 1, 1000000, 1);
     f->elapsed_ms = int_arg(L, a + 3, "elapsed_ms", 0, INT64_MAX / 4, 0);
     f->retry_after = opt_str_arg(L, w, "retry_after", &f->retry_after_len);
@@ -668,7 +680,8 @@ static void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
 
 /* Pushes a verdict as decide_values' five values, retry, reason, delay_ms, timeout_ms, class, the strings from
  * the string cache at index cache (0: none, or an upvalue that is not a table); f: the facts decided. Returns 5. */
-static int push_verdict_values(lua_State *L, int cache, const rf_facts *f, const rf_verdict *v) {
+static inline __attribute__((always_inline)) int push_verdict_values(lua_State *L, int cache, const rf_facts *f,
+                                                                     const rf_verdict *v) {
     if (cache != 0 && lua_type(L, cache) != LUA_TTABLE) cache = 0; /* an upvalue debug.setupvalue replaced */
     lua_pushboolean(L, v->retry);
     push_cached(L, cache, STR_REASON + (int)v->reason, false);
