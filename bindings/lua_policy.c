@@ -429,7 +429,7 @@ static const char *slot_text(int slot, char buf[RF_CLASS_NAME_MAX]) {
 /* Pushes cache[slot] (cache: its index, 0 for none); on a miss its text (slot_text), stored there for the next
  * time with remember. The text is made only on a miss: a hit costs one lookup. A cache replaced through the
  * debug library costs speed, never a wrong string type. */
-static inline void push_cached(lua_State *L, int cache, int slot, bool remember) {
+static inline __attribute__((always_inline)) void push_cached(lua_State *L, int cache, int slot, bool remember) {
     if (cache != 0) {
         if (lua_rawgeti(L, cache, slot) == LUA_TSTRING) return;
         lua_pop(L, 1);
@@ -626,14 +626,16 @@ static __attribute__((noinline, cold)) lua_Integer int_arg_slow(lua_State *L, in
 }
 
 /* An integer argument in lo..hi; def when nil or none and def >= lo (def < lo: required); raises naming it.
- * A numeric string is refused, never converted. Two API calls for an integer (lua_tointegerx, then the type
- * that tells a number from a numeric string), since this runs several times per decision. */
+ * A numeric string is refused, never converted. Two cheap API calls for an integer (lua_isinteger, true only for
+ * a number of the integer subtype, then its value), since this runs several times per decision; a float with an
+ * integral value, nil and every refusal take the slow path. */
 static inline lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi,
                                   lua_Integer def) {
 #if LUA_VERSION_NUM >= 503
-    int isnum = 0;
-    lua_Integer v = lua_tointegerx(L, arg, &isnum);
-    if (isnum && v >= lo && v <= hi && lua_type(L, arg) == LUA_TNUMBER) return v;
+    if (lua_isinteger(L, arg)) {
+        lua_Integer v = lua_tointegerx(L, arg, NULL);
+        if (v >= lo && v <= hi) return v;
+    }
 #endif
     return int_arg_slow(L, arg, name, lo, hi, def);
 }

@@ -53,7 +53,7 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
  * rfi_method_valid, and the match compares every byte), so only a refusal here, an unpinned source and no route
  * need it, before the verdict is written.
  */
-static rf_status check_facts(const rf_facts *f, rf_error *err) {
+static inline rf_status check_facts(const rf_facts *f, rf_error *err) {
     /* Every field at once, one branch on the decision path; check_fields then names what is wrong. */
     const bool bad = (f->method == NULL) | (f->method_len == 0) | (f->path == NULL) | (f->path_len == 0) |
                      ((f->status != 0) & ((unsigned)f->status - 100u > 499u)) |
@@ -147,7 +147,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     if (unpinned) route = -1;
     if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     memset(out, 0, sizeof *out);
-    rf_classify(f->status, f->transport, out->class_name);
+    rfi_classify(f->status, f->transport, out->class_name);
     out->route = -1;
     const uint32_t present = rfi_wait_hints_present(f);
     out->retry_after = present != 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;

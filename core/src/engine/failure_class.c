@@ -87,38 +87,29 @@ size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MA
     return n;
 }
 
-unsigned rfi_transport_class(rf_transport t) {
-    switch (t) {
-    case RF_TRANSPORT_OK: return RF_NAMED_CLASS_COUNT;
-    case RF_TRANSPORT_TIMEOUT: return RF_CLASS_TIMEOUT;
-    case RF_TRANSPORT_CONNECT_RESET:
-    case RF_TRANSPORT_GOT_NOTHING: return RF_CLASS_CONNECT_RESET;
-    case RF_TRANSPORT_CONNECT_REFUSED: return RF_CLASS_CONNECT_REFUSED;
-    case RF_TRANSPORT_DNS: return RF_CLASS_DNS_FAILURE;
-    case RF_TRANSPORT_TLS: return RF_CLASS_TLS_FAILURE;
-    case RF_TRANSPORT_PROXY_REFUSED: return RF_CLASS_PROXY_REFUSED;
-    case RF_TRANSPORT_TOO_MANY_REDIRECTS: return RF_CLASS_TOO_MANY_REDIRECTS;
-    default: return RF_CLASS_UNKNOWN;
-    }
-}
+/* A table, since a switch on the decision path compiles to an indirect jump. */
+const unsigned char rfi_transport_classes[RF_TRANSPORT_COUNT] = {
+    [RF_TRANSPORT_OK] = RF_NAMED_CLASS_COUNT,
+    [RF_TRANSPORT_TIMEOUT] = RF_CLASS_TIMEOUT,
+    [RF_TRANSPORT_CONNECT_RESET] = RF_CLASS_CONNECT_RESET,
+    [RF_TRANSPORT_CONNECT_REFUSED] = RF_CLASS_CONNECT_REFUSED,
+    [RF_TRANSPORT_DNS] = RF_CLASS_DNS_FAILURE,
+    [RF_TRANSPORT_TLS] = RF_CLASS_TLS_FAILURE,
+    [RF_TRANSPORT_GOT_NOTHING] = RF_CLASS_CONNECT_RESET,
+    [RF_TRANSPORT_OTHER] = RF_CLASS_UNKNOWN,
+    [RF_TRANSPORT_PROXY_REFUSED] = RF_CLASS_PROXY_REFUSED,
+    [RF_TRANSPORT_TOO_MANY_REDIRECTS] = RF_CLASS_TOO_MANY_REDIRECTS,
+};
+/* An entry left out would read as 0, TIMEOUT: a new transport outcome must be given its class here. */
+_Static_assert(RF_TRANSPORT_COUNT == 10, "a new transport outcome needs its class in rfi_transport_classes");
 
-/* The named tokens padded to the buffer's size, so rf_classify copies a constant number of bytes. */
 #define RF_X_PADDED(name, str) str,
-static const char named_padded[][RF_CLASS_NAME_MAX] = {RF_NAMED_CLASSES(RF_X_PADDED)};
+const char rfi_named_padded[RF_NAMED_CLASS_COUNT][RF_CLASS_NAME_MAX] = {RF_NAMED_CLASSES(RF_X_PADDED)};
 #undef RF_X_PADDED
 
-/* On the decision path: formatted by hand, since snprintf costs more than the whole decision. */
+/* decide.h; the decision path calls rfi_classify, inline. */
 void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
-    unsigned named = rfi_transport_class(transport);
-    if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
-        const unsigned s = (unsigned)status, hundreds = s / 100, rest = s - hundreds * 100, tens = rest / 10;
-        const char text[9] = {
-            'H', 'T', 'T', 'P', '_', (char)('0' + hundreds), (char)('0' + tens), (char)('0' + rest - tens * 10), '\0'};
-        memcpy(buf, text, sizeof text);
-        return;
-    }
-    if (named == RF_NAMED_CLASS_COUNT) named = RF_CLASS_UNKNOWN;
-    memcpy(buf, named_padded[named], RF_CLASS_NAME_MAX);
+    rfi_classify(status, transport, buf);
 }
 
 /* +1 retryable, -1 not retryable, 0 not mentioned. */

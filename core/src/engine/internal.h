@@ -6,6 +6,7 @@
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
 #include <stdarg.h>
+#include <string.h>
 
 /* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case), or
  * inline a small helper the compiler would call. */
@@ -146,8 +147,30 @@ size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MA
 /* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family. */
 bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport);
 
+/* Each transport outcome's named class index, RF_NAMED_CLASS_COUNT for ok (failure_class.c), and the named
+ * classes' tokens padded to RF_CLASS_NAME_MAX, so that a copy is of a constant size. */
+extern const unsigned char rfi_transport_classes[RF_TRANSPORT_COUNT];
+extern const char rfi_named_padded[RF_NAMED_CLASS_COUNT][RF_CLASS_NAME_MAX];
+
 /* Transport outcome → named class index; RF_NAMED_CLASS_COUNT for ok (then the status decides). */
-unsigned rfi_transport_class(rf_transport t);
+static inline unsigned rfi_transport_class(rf_transport t) {
+    return (unsigned)t < RF_TRANSPORT_COUNT ? rfi_transport_classes[t] : RF_CLASS_UNKNOWN;
+}
+
+/* rf_classify, inline for the decision path (decide.c): formatted by hand, since snprintf costs more than the
+ * whole decision. */
+static inline void rfi_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
+    unsigned named = rfi_transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
+        const unsigned s = (unsigned)status, hundreds = s / 100, rest = s - hundreds * 100, tens = rest / 10;
+        const char text[9] = {
+            'H', 'T', 'T', 'P', '_', (char)('0' + hundreds), (char)('0' + tens), (char)('0' + rest - tens * 10), '\0'};
+        memcpy(buf, text, sizeof text);
+        return;
+    }
+    if (named == RF_NAMED_CLASS_COUNT) named = RF_CLASS_UNKNOWN;
+    memcpy(buf, rfi_named_padded[named], RF_CLASS_NAME_MAX);
+}
 
 /* Class limits (class_limits.c). */
 /* Parses the lock's classLimits object at path into r (limits 1..10; maxAttempts is checked by rfi_class_limits_check).
