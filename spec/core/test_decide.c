@@ -284,7 +284,14 @@ static void test_classify(void **state) {
                  {0, RF_TRANSPORT_DNS, "DNS_FAILURE"},
                  {0, RF_TRANSPORT_TLS, "TLS_FAILURE"},
                  {0, RF_TRANSPORT_OTHER, "UNKNOWN"},
-                 {0, RF_TRANSPORT_OK, "UNKNOWN"}};
+                 {0, RF_TRANSPORT_PROXY_REFUSED, "PROXY_REFUSED"},
+                 {302, RF_TRANSPORT_TOO_MANY_REDIRECTS, "TOO_MANY_REDIRECTS"},
+                 {0, RF_TRANSPORT_OK, "UNKNOWN"},
+                 {100, RF_TRANSPORT_OK, "HTTP_100"},
+                 {599, RF_TRANSPORT_OK, "HTTP_599"},
+                 {600, RF_TRANSPORT_OK, "UNKNOWN"},
+                 {99, RF_TRANSPORT_OK, "UNKNOWN"},
+                 {503, (rf_transport)RF_TRANSPORT_COUNT, "UNKNOWN"}}; /* out of range: no table read past its end */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rf_classify(cases[i].status, cases[i].t, buf);
         assert_string_equal(buf, cases[i].want);
