@@ -180,14 +180,25 @@ describe("retryfreeze demo checks what it needs first", function()
   end)
   teardown(function() os.execute("rm -rf " .. h.shell_quote(dir)) end)
 
-  it("without RF_SERVE, a rock's demo names RF_SERVE and starts nothing (exit 2)", function()
+  -- The rock builds no retryfreeze-serve; the demo says so, and what to run instead, in one line.
+  local rock_demo = "retryfreeze demo: the demo needs retryfreeze-serve, a C program a LuaRocks install does not "
+    .. "build: run build/bin/retryfreeze demo from a CMake build of the checkout, or set RF_SERVE=<checkout>/build/"
+    .. "bin/retryfreeze-serve (and, outside the checkout, pass --examples <checkout>/examples)\n"
+
+  it("without RF_SERVE, a rock's demo says the rock cannot run it and what to run instead (exit 2)", function()
     local out, err, code = h.sh(rock:format("-u RF_SERVE") .. " demo --requests 1")
     assert.equal(2, code, err)
     assert.equal("", out)
-    assert.equal("retryfreeze demo: no retryfreeze-serve to start: this retryfreeze has none beside it (a LuaRocks "
-      .. "install has none); set RF_SERVE to one, for example RF_SERVE=build/bin/retryfreeze-serve of a CMake build\n",
-      err)
+    assert.equal(rock_demo, err)
     assert.is_nil(io.open(dir .. "/demo-ledger.jsonl"))
+  end)
+
+  -- A real rock has no examples/ either: the missing upstream, which --examples cannot fix, is named first.
+  it("without RF_SERVE or the examples, a rock's demo names the upstream, not --examples (exit 2)", function()
+    local out, err, code = h.sh(rock:format("-u RF_SERVE") .. " demo --requests 1 --examples " .. h.shell_quote(dir))
+    assert.equal(2, code, err)
+    assert.equal("", out)
+    assert.equal(rock_demo, err)
   end)
 
   it("serve from a rock without RF_SERVE says what to set (exit 127, as for a missing command)", function()

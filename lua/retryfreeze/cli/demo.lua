@@ -40,6 +40,12 @@ M.option_help = {
   ["--report"] = "also write the HTML report of this run's lines to this file",
 }
 
+-- A LuaRocks install (no binary directory) without RF_SERVE: the rock builds only the Lua module, not the C
+-- upstream, so the demo runs from a CMake build (or borrows its retryfreeze-serve).
+local ROCK_NO_SERVE = "the demo needs retryfreeze-serve, a C program a LuaRocks install does not build: run "
+  .. "build/bin/retryfreeze demo from a CMake build of the checkout, or set RF_SERVE=<checkout>/build/bin/"
+  .. "retryfreeze-serve (and, outside the checkout, pass --examples <checkout>/examples)"
+
 -- What the demo runs from the examples folder: the flow and the two locks it loads.
 local EXAMPLES = { "jobs_flow.lua", "retry-budget.lock.json", "service.lock.json" }
 
@@ -84,15 +90,20 @@ function M.run(args, out, err, bindir)
   end
   local requests, seed = opts.requests or 300, opts.seed or 7
   local ledger_path, faults = opts.ledger or "demo-ledger.jsonl", opts.faults or DEFAULT_FAULTS
-  -- Everything the run needs is checked before anything is printed, appended or started.
-  local dir, dir_err = examples_dir(opts.examples)
-  if not dir then
-    err:write("retryfreeze demo: ", dir_err, "\n")
+  -- Everything the run needs is checked before anything is printed, appended or started. The upstream first:
+  -- a rock user who fixed --examples would only then learn that the rock cannot run the demo at all.
+  if not bindir and (os.getenv("RF_SERVE") or "") == "" then
+    err:write("retryfreeze demo: ", ROCK_NO_SERVE, "\n")
     return 2
   end
   local _, serve_err = upstream.program(bindir)
   if serve_err then
     err:write("retryfreeze demo: ", serve_err, "\n")
+    return 2
+  end
+  local dir, dir_err = examples_dir(opts.examples)
+  if not dir then
+    err:write("retryfreeze demo: ", dir_err, "\n")
     return 2
   end
   local lines_before, lerr = stats.lines_before_append(ledger_path)
