@@ -42,7 +42,7 @@ describe("retryfreeze check", function()
     assert.matches("^usage: retryfreeze check LOCK %[%-%-table TABLE%.tsv %[%-%-seed N%]%]\n", out)
     -- the options list comes from the parser's option table: the kind of value each takes, and what it does
     assert.matches("\n   %-%-seed <N> +the jitter seed of every table row %(default 1; only with %-%-table%)\n", out)
-    assert.matches("\n   %-%-table <TEXT> +run this decision table %(facts %-> expected verdict%) instead of", out)
+    assert.matches("\n   %-%-table <TABLE%.tsv> +run this decision table %(facts %-> expected verdict%) instead of", out)
     local same = h.run_cli("check", "--help")
     assert.equal(out, same)
     same = h.run_cli("check", h.desk_lock, "--help")
@@ -50,7 +50,7 @@ describe("retryfreeze check", function()
     out, err, code = h.run_cli("help", "gate")
     assert.equal(0, code)
     assert.equal("", err)
-    assert.matches("\n   %-%-forbid%-reason <TEXT> +no request may end with this reason; repeatable\n", out)
+    assert.matches("\n   %-%-forbid%-reason <REASON> +no request may end with this reason; repeatable\n", out)
     assert.matches("\n   %-%-skip%-corrupt +count and skip corrupt ledger lines instead of stopping\n", out)
     -- run passes its arguments on: only a first --help is the command's
     out, err, code = h.run_cli("help", "run")
@@ -225,6 +225,41 @@ describe("retryfreeze demo checks what it needs first", function()
     assert.equal("retryfreeze demo: " .. dir .. " lacks jobs_flow.lua, retry-budget.lock.json, service.lock.json: "
       .. "--examples DIR names the folder that holds them (examples/ of a retryfreeze checkout)\n", err)
     assert.is_nil(io.open(dir .. "/demo-ledger.jsonl"))
+  end)
+end)
+
+-- `--ledger <TEXT>` said nothing of what to pass: an option's declaration names its value, <TEXT>/<N>/<X> are
+-- only the fallback of an option that names none.
+describe("every command's --help names what each option takes", function()
+  local cases = {
+    demo = { "--ledger <FILE>", "--examples <DIR>", "--report <FILE>", "--faults <SPEC>", "--requests <N>" },
+    soak = { "--concurrency <N>", "--url <URL>", "--script <FLOW.lua>", "--max-retry-ratio <R>" },
+    gate = { "--lock <LOCK>", "--route <ROUTE>", "--forbid-reason <REASON>", "--min-success-rate <R>" },
+    budget = { "--redis <URL>", "--timeout-ms <MS>" },
+    decide = { "--elapsed-ms <MS>", "--now-ms <MS>", "--hint <NAME=VALUE>", "--date <HTTP-DATE>" },
+    check = { "--table <TABLE.tsv>" },
+    verify = { "--base <git:REV>", "--log <FILE>" },
+    report = { "--output <FILE>", "--lock <LOCK>" },
+  }
+  for name, want in pairs(cases) do
+    it(name, function()
+      local out, err, code = h.run_cli("help", name)
+      assert.equal(0, code, err)
+      for _, text in ipairs(want) do
+        assert.is_truthy(out:find("\n%s+" .. text:gsub("%p", "%%%0") .. "  "), name .. " --help lacks " .. text
+          .. ":\n" .. out)
+      end
+    end)
+  end
+
+  it("an option that names no value falls back to its kind's placeholder", function()
+    local args = require "retryfreeze.cli.args"
+    local out = args.help("x", { ["--a"] = "string", ["--b"] = "integer", ["--c"] = "number FACTOR" })
+    assert.matches("\n%s+%-%-a <TEXT>  ", out)
+    assert.matches("\n%s+%-%-b <N>  ", out)
+    assert.matches("\n%s+%-%-c <FACTOR>  ", out)
+    local opts = args.parse({ "--c", "1.5", "--b", "-3" }, { ["--b"] = "integer", ["--c"] = "number FACTOR" })
+    assert.same({ b = -3, c = 1.5 }, opts)
   end)
 end)
 

@@ -9,8 +9,9 @@ local argparse = require "argparse"
 
 local M = {}
 
--- How each option kind reads its value, and how --help names it when the command gives no description (the
--- command's option_help table describes each option; spec/04-cli_spec.lua checks that every one does).
+-- How each option kind reads its value, the placeholder --help shows when the declaration names none, and how
+-- --help describes it when the command gives no description (the command's option_help table describes each
+-- option; spec/04-cli_spec.lua checks that every one does).
 local kinds = {
   string = { argname = "<TEXT>", help = "text" },
   integer = { argname = "<N>", help = "an integer" },
@@ -23,6 +24,13 @@ local kinds = {
 local function described(kind, text)
   if not text then return kinds[kind].help end
   return kind == "list" and text:find("repeatable", 1, true) == nil and text .. "; repeatable" or text
+end
+
+-- An option's declaration: its kind, then optionally the value's name for --help ("string FILE" → "string",
+-- "<FILE>"; "string" → "string", nil).
+local function split(decl)
+  local kind, arg = tostring(decl):match("^(%S+)%s*(.-)$")
+  return kind, arg ~= "" and "<" .. arg .. ">" or nil
 end
 
 local function converter(name, kind)
@@ -44,8 +52,11 @@ end
 
 local function sorted_names(spec)
   local names = {}
-  for name, kind in pairs(spec) do
-    if not kinds[kind] then error("retryfreeze.cli.args: option " .. name .. " has unknown kind " .. tostring(kind), 2) end
+  for name, decl in pairs(spec) do
+    local kind, arg = split(decl)
+    if not kinds[kind] or (kind == "flag" and arg) then
+      error("retryfreeze.cli.args: option " .. name .. " has unknown kind " .. tostring(decl), 2)
+    end
     names[#names + 1] = name
   end
   table.sort(names)
@@ -54,7 +65,9 @@ end
 
 --- Builds the argparse parser of one command.
 -- @param name string: the command ("check")
--- @param spec table: {["--name"] = "string"|"integer"|"number"|"flag"|"list"}
+-- @param spec table: {["--name"] = "string"|"integer"|"number"|"flag"|"list"}, a kind that takes a value
+--   optionally followed by the value's name for --help ("string FILE" shows `--name <FILE>`; without one, the
+--   kind's <TEXT>, <N> or <X>)
 -- @param usage string|nil: the command's usage text (its first paragraph is the synopsis, the rest the
 --   description), as the command module's `usage` field holds it
 -- @param help table|nil: {["--name"] = "one line that says what the option does"}, the command module's
@@ -71,12 +84,12 @@ function M.parser(name, spec, usage, help)
   end
   p:argument("args"):args("*"):hidden(true)
   for _, opt in ipairs(sorted_names(spec)) do
-    local kind = spec[opt]
+    local kind, arg = split(spec[opt])
     local target = opt:sub(3):gsub("%-", "_")
     if kind == "flag" then
       p:flag(opt):target(target):description(described(kind, help[opt]))
     else
-      local o = p:option(opt):target(target):argname(kinds[kind].argname):description(described(kind, help[opt]))
+      local o = p:option(opt):target(target):argname(arg or kinds[kind].argname):description(described(kind, help[opt]))
       local convert = converter(opt, kind)
       if convert then o:convert(convert) end
       if kind == "list" then o:count("*") end
@@ -103,7 +116,7 @@ local function join_values(args, spec)
       table.move(args, i, #args, #joined + 1, joined)
       break
     end
-    local kind = spec[a]
+    local kind = spec[a] and split(spec[a])
     if kind and kind ~= "flag" and args[i + 1] ~= nil then
       joined[#joined + 1] = a .. "=" .. args[i + 1]
       i = i + 2
@@ -117,7 +130,7 @@ end
 
 --- Parses a command's arguments.
 -- @param args table: the arguments after the subcommand name
--- @param spec table: {["--name"] = "string"|"integer"|"number"|"flag"|"list"}
+-- @param spec table: as for M.parser
 -- @return opts table (keys without the leading dashes, '-' → '_'; a list option is an array), positionals
 --   table; or nil, message (argparse's, with "Did you mean '--table'?" for a near miss)
 function M.parse(args, spec)

@@ -14,7 +14,7 @@ local M = {
     .. "  Exit 0 shown, 1 when Redis cannot be reached, 2 on bad usage.",
 }
 
-local spec = { ["--redis"] = "string", ["--timeout-ms"] = "integer" }
+local spec = { ["--redis"] = "string URL", ["--timeout-ms"] = "integer MS" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

@@ -18,7 +18,7 @@ local M = {
     .. "  (default " .. decision_table.DEFAULT_SEED .. "), so delay_ms columns are reproducible.",
 }
 
-local spec = { ["--table"] = "string", ["--seed"] = "integer" }
+local spec = { ["--table"] = "string TABLE.tsv", ["--seed"] = "integer N" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

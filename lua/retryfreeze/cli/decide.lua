@@ -14,10 +14,10 @@ local M = {
 }
 
 local spec = {
-  ["--method"] = "string", ["--path"] = "string", ["--status"] = "integer", ["--transport"] = "string",
-  ["--retry-after"] = "string", ["--date"] = "string", ["--attempts"] = "integer", ["--elapsed-ms"] = "integer",
-  ["--idempotency-key"] = "string", ["--source"] = "string", ["--now-ms"] = "integer", ["--seed"] = "integer",
-  ["--hint"] = "list", ["--not-sent"] = "flag",
+  ["--method"] = "string METHOD", ["--path"] = "string PATH", ["--status"] = "integer STATUS", ["--transport"] = "string OUTCOME",
+  ["--retry-after"] = "string VALUE", ["--date"] = "string HTTP-DATE", ["--attempts"] = "integer N", ["--elapsed-ms"] = "integer MS",
+  ["--idempotency-key"] = "string KEY", ["--source"] = "string SOURCE", ["--now-ms"] = "integer MS", ["--seed"] = "integer N",
+  ["--hint"] = "list NAME=VALUE", ["--not-sent"] = "flag",
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec

@@ -25,8 +25,8 @@ local M = {
     .. "  2 bad usage, missing examples, no retryfreeze-serve to start, or a ledger it cannot append to.",
 }
 
-local spec = { ["--requests"] = "integer", ["--seed"] = "integer", ["--faults"] = "string",
-  ["--ledger"] = "string", ["--examples"] = "string", ["--report"] = "string" }
+local spec = { ["--requests"] = "integer N", ["--seed"] = "integer S", ["--faults"] = "string SPEC",
+  ["--ledger"] = "string FILE", ["--examples"] = "string DIR", ["--report"] = "string FILE" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

@@ -18,7 +18,7 @@ local M = {
     .. "  --json prints one JSON object: {from, to, summary, signed_off, changes}.",
 }
 
-local spec = { ["--json"] = "flag", ["--log"] = "string" }
+local spec = { ["--json"] = "flag", ["--log"] = "string FILE" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

@@ -30,10 +30,10 @@ local M = {
 }
 
 local spec = {
-  ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
-  ["--max-terminal-rate"] = "number", ["--max-retry-ratio"] = "number", ["--min-successes"] = "integer",
-  ["--min-success-rate"] = "number", ["--min-requests"] = "integer",
-  ["--forbid-reason"] = "list", ["--route"] = "string", ["--lock"] = "string", ["--skip-corrupt"] = "flag",
+  ["--max-retried-success"] = "number R", ["--max-attempts-per-success"] = "number X",
+  ["--max-terminal-rate"] = "number R", ["--max-retry-ratio"] = "number X", ["--min-successes"] = "integer N",
+  ["--min-success-rate"] = "number R", ["--min-requests"] = "integer N",
+  ["--forbid-reason"] = "list REASON", ["--route"] = "string ROUTE", ["--lock"] = "string LOCK", ["--skip-corrupt"] = "flag",
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec

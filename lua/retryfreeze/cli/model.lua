@@ -25,8 +25,8 @@ local M = {
     .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
 }
 
-local spec = { ["--failure-rate"] = "number", ["--layers"] = "integer", ["--route"] = "string",
-  ["--class"] = "string", ["--json"] = "flag" }
+local spec = { ["--failure-rate"] = "number P", ["--layers"] = "integer L", ["--route"] = "string ROUTE",
+  ["--class"] = "string CLASS", ["--json"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

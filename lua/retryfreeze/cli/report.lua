@@ -16,7 +16,7 @@ local M = {
     .. "  (whatever the verdict), 2 on bad usage, an invalid lock, an unreadable ledger or a corrupt line.",
 }
 
-local spec = { ["--output"] = "string", ["--lock"] = "string", ["--log"] = "string", ["--title"] = "string",
+local spec = { ["--output"] = "string FILE", ["--lock"] = "string LOCK", ["--log"] = "string FILE", ["--title"] = "string TITLE",
   ["--skip-corrupt"] = "flag" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec

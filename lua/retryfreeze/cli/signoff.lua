@@ -17,7 +17,7 @@ local M = {
     .. "  Exit 0 signed, 2 on bad usage, too few signers, an invalid lock, or a tampered or torn log.",
 }
 
-local spec = { ["--by"] = "list", ["--solo"] = "flag", ["--note"] = "string", ["--log"] = "string" }
+local spec = { ["--by"] = "list NAME", ["--solo"] = "flag", ["--note"] = "string TEXT", ["--log"] = "string FILE" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

@@ -29,11 +29,11 @@ local M = {
 }
 
 local spec = {
-  ["--requests"] = "integer", ["--concurrency"] = "integer", ["--faults"] = "string", ["--seed"] = "integer",
-  ["--url"] = "string", ["--script"] = "string", ["--ledger"] = "string", ["--max-retry-ratio"] = "number",
-  ["--forbid-reason"] = "list", ["--max-retried-success"] = "number", ["--max-attempts-per-success"] = "number",
-  ["--max-terminal-rate"] = "number", ["--min-successes"] = "integer", ["--min-success-rate"] = "number",
-  ["--min-requests"] = "integer", ["--report"] = "string",
+  ["--requests"] = "integer N", ["--concurrency"] = "integer N", ["--faults"] = "string SPEC", ["--seed"] = "integer S",
+  ["--url"] = "string URL", ["--script"] = "string FLOW.lua", ["--ledger"] = "string FILE", ["--max-retry-ratio"] = "number R",
+  ["--forbid-reason"] = "list REASON", ["--max-retried-success"] = "number R", ["--max-attempts-per-success"] = "number R",
+  ["--max-terminal-rate"] = "number R", ["--min-successes"] = "integer N", ["--min-success-rate"] = "number R",
+  ["--min-requests"] = "integer N", ["--report"] = "string FILE",
 }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec

@@ -21,7 +21,8 @@ local M = {
     .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
 }
 
-local spec = { ["--json"] = "flag", ["--format"] = "string", ["--skip-corrupt"] = "flag", ["--by"] = "string" }
+local spec = { ["--json"] = "flag", ["--format"] = "string FORMAT", ["--skip-corrupt"] = "flag",
+  ["--by"] = "string route|host" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.

@@ -21,7 +21,7 @@ local M = {
     .. "  a tampered log, or a base that is not a prefix. A torn last line is reported and ignored.",
 }
 
-local spec = { ["--log"] = "string", ["--base"] = "string" }
+local spec = { ["--log"] = "string FILE", ["--base"] = "string git:REV" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.
