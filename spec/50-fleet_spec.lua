@@ -5,6 +5,7 @@ local rf = require "retryfreeze"
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
 local redis_server = require "spec.redis_server"
+local servers = require "spec.support.servers"
 local write, read = h.write_file, h.read_file
 
 -- maxTokens 10, tokenRatio 0.1: a bucket allows exactly 4 retries while everything fails (tokens 9, 8, 7, 6
@@ -192,10 +193,12 @@ describe("a retry budget shared through Redis", function()
     out, err, code = h.run_cli("budget", "show", "absent", "--redis", srv.url)
     assert.equal(0, code, err)
     assert.equal("absent: no bucket in Redis (new, or expired while idle: it starts full)\n", out)
-    out, err, code = h.run_cli("budget", "show", "x", "--redis", "redis://127.0.0.1:1/0")
+    -- A port found closed now, not :1, which another process may hold.
+    local dead = servers.closed_port()
+    out, err, code = h.run_cli("budget", "show", "x", "--redis", "redis://127.0.0.1:" .. dead .. "/0")
     assert.equal(1, code)
     assert.equal("", out)
-    assert.matches("cannot connect to redis 127.0.0.1:1", err, 1, true)
+    assert.matches("cannot connect to redis 127.0.0.1:" .. dead, err, 1, true)
     out, err, code = h.run_cli("budget", "show", "bad name", "--redis", srv.url)
     assert.equal(2, code)
     assert.equal("", out)
@@ -349,11 +352,13 @@ describe("shipping ledgers with rsyslog (docs/fleet.md)", function()
         :gsub("collector%.internal", "127.0.0.1"):gsub("10514", tostring(port))
       shippers[i] = rsyslogd(text, dir, "shipper" .. i)
     end
-    -- Each host writes its ledger through the client (a refused port: every request ends in one attempt).
+    -- Each host writes its ledger through the client (a refused port: every request ends in one attempt;
+    -- one found closed now, not :1, which another process may hold).
     local policy = assert(rf.load(h.desk_lock))
+    local dead = "http://127.0.0.1:" .. servers.closed_port()
     for i, n in ipairs({ 30, 20 }) do
       local l = assert(rf.ledger.open(dir .. "/host" .. i .. "/ledger.jsonl", { host = "web-" .. i }))
-      local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", ledger = l }
+      local c = rf.client{ policy = policy, base_url = dead, ledger = l }
       for _ = 1, n do c:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() } end
       c:close()
       l:close()
