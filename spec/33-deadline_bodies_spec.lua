@@ -8,6 +8,12 @@ local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local BUDGET_MS = 400
+-- The bound is 50 ms. .ci/run's sanitized busted run (RF_SANITIZED) allows one per-try timeout (300 ms)
+-- instead: there AddressSanitizer checks every byte of the 250 MB/s of bodies and starves the one client thread
+-- (in CI's suite: 9 to 55 of 400 flows over the 50 ms, by up to 210 ms). That run is for memory errors on this
+-- path; the unsanitized one (the README's ctest) judges the 50 ms, where a client without on_body's overdue
+-- check goes 41 to 100 flows over.
+local SLACK_MS = os.getenv("RF_SANITIZED") and 300 or 50
 local LOCK = ([[{"version":1,"defaults":{"maxAttempts":2,"perAttemptTimeoutMs":300,"totalBudgetMs":%d,
   "minAttemptMs":20,"retryable":["TIMEOUT"],"backoff":{"baseMs":5,"maxMs":10}},
   "routes":[{"endpoint":"GET /big/*"},{"endpoint":"GET /small/*"}]}]]):format(BUDGET_MS)
@@ -42,10 +48,12 @@ describe("the deadline with large bodies at concurrency 100", function()
   -- per-try timeout, and any request its deadline. So the run is repeated, up to 3 times, until one stops every
   -- big request in time, succeeds every small one and lets none overrun; the last run is the one asserted. (Seen
   -- once at load 7: 18 of 300 small requests stopped at the deadline in the only run.)
-  it("400 flows, a quarter with 8 MiB bodies: none outlives totalBudgetMs + 50 ms", function()
+  it("400 flows, a quarter with 8 MiB bodies: none outlives totalBudgetMs + " .. SLACK_MS .. " ms", function()
     local policy = assert(rf.load_string(LOCK, "33-deadline.lock"))
     local runs, last_outcomes = {}, nil
     for _ = 1, 3 do
+      -- The garbage of the suite so far (and of the last run's bodies) collected now, not in steps during the run.
+      collectgarbage("collect")
       local client = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. ng.ports[1], rng_seed = 5,
         max_body_bytes = 64 * 1024 * 1024 }
       local worst, overruns, outcomes = 0, 0, {}
@@ -53,7 +61,7 @@ describe("the deadline with large bodies at concurrency 100", function()
         local big = i % 4 == 0
         local r = client:request{ method = "GET", path = (big and "/big/" or "/small/") .. i }
         if r.elapsed_ms > worst then worst = r.elapsed_ms end
-        if r.elapsed_ms > BUDGET_MS + 50 then overruns = overruns + 1 end
+        if r.elapsed_ms > BUDGET_MS + SLACK_MS then overruns = overruns + 1 end
         -- A big body never arrives in time: the second attempt ends at the deadline (or is the last one).
         local key = big and ((r.outcome == "deadline" or r.reason == "max-attempts") and "big stopped in time"
           or ("big " .. r.outcome .. " " .. r.reason .. " " .. r.tries[#r.tries].transport))
