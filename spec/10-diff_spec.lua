@@ -424,6 +424,18 @@ describe("diff.compare: the request space is a partition", function()
     end)
   end
 
+  it("more request classes than diff.MAX_SHAPES fail closed as one widening change", function()
+    local pa = assert(rf.load_string((attacks.placeholder())))
+    local saved = diff.MAX_SHAPES
+    diff.MAX_SHAPES = 5
+    local ok, lines = pcall(function() return diff.lines(diff.compare(pa, pa)) end)
+    diff.MAX_SHAPES = saved
+    assert.is_true(ok, lines)
+    assert.same({ "WIDENING  (policy)  more than 5 request classes to compare (not classified, so treated as "
+      .. "widening)" }, lines)
+    assert.same({}, diff.compare(pa, pa)) -- the same lock under the real cap: no change
+  end)
+
   it("policy:next_segments names what the routes take after a prefix, by the matcher's own segment rule", function()
     local old_text = attacks.placeholder()
     local p = assert(rf.load_string(old_text))

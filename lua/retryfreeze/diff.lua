@@ -551,7 +551,7 @@ local function compare_routes(old, new, out)
   local classes = request_classes(old, new)
   if classes == nil then
     out[#out + 1] = change("widening", M.POLICY, "routes", nil, nil, string.format(
-      "more than %d request shapes to compare (not classified, so treated as widening)", M.MAX_SHAPES))
+      "more than %d request classes to compare (not classified, so treated as widening)", M.MAX_SHAPES))
     return
   end
   local pattern_segments, values = {}, {}
