@@ -414,6 +414,8 @@ describe("diff.compare: the request space is a partition", function()
         line("totalBudgetMs 2000 → 3600000"), line("idempotency key required for retries: yes → no"),
         line("retryable +HTTP_400..HTTP_599"), narrowing }, diff.lines(ch))
       for i = 1, 5 do assert.same(requests, ch[i].requests) end
+      require "retryfreeze.spec" -- assert.not_widened judges with the same diff
+      assert.is_not.not_widened(assert(rf.load_string(old_text)), assert(rf.load_string(new_text)))
       local dir = h.temp_dir("diff-attack")
       h.write_file(dir .. "/old.lock.json", old_text)
       h.write_file(dir .. "/new.lock.json", new_text)
