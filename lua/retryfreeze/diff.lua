@@ -788,7 +788,7 @@ end
 --   requests now (or, for requests now refused, the one that did) or "(policy)", field = the effect or lock
 --   field ("maxAttempts", "retryable", "backoff", "idempotencyRequired", "route", "retryBudget.maxTokens",
 --   "$comment", …), old = value or nil, new = value or nil (scalars only), text = "maxAttempts 2 → 5" or
---   "takes GET /v1/jobs from \"GET /v1/*\": maxAttempts 2 → 3" [, requests = the request shapes concerned]}.
+--   "takes GET /v1/jobs from \"GET /v1/*\": maxAttempts 2 → 3" [, requests = the request classes concerned]}.
 --   Raises on a non-policy.
 function M.compare(old, new, opts)
   check_policy(old, 1)
