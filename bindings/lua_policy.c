@@ -1014,6 +1014,48 @@ static int l_match(lua_State *L) {
     return 1;
 }
 
+/* policy:next_segments(method, prefix) → literals, params, rest: of the routes of method that can match a path of
+ * more than k segments beginning with prefix (its k segments each followed by "/", "/" for none;
+ * rf_policy_next_segment), the distinct literal segments they name next (an array, in route order), how many take a
+ * {param} there, and how many take every longer path by their last "*". retryfreeze.diff builds its request
+ * classes from them. Raises on a prefix that does not start and end with "/" or that holds "?" or "#". */
+static int l_next_segments(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t mlen, plen;
+    const char *m = luaL_checklstring(L, 2, &mlen), *prefix = luaL_checklstring(L, 3, &plen);
+    lua_settop(L, 3);
+    lua_newtable(L); /* 4: the literals */
+    lua_newtable(L); /* 5: the literals seen, as keys */
+    lua_Integer n = 0, params = 0, rest = 0;
+    size_t cursor = 0;
+    rf_next_segment next;
+    int found;
+    while ((found = rf_policy_next_segment(p, m, mlen, prefix, plen, &cursor, &next)) == 1) {
+        if (next.kind == RF_NEXT_PARAM) {
+            params++;
+        } else if (next.kind == RF_NEXT_REST) {
+            rest++;
+        } else {
+            lua_pushlstring(L, next.literal, next.literal_len);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, 5) == LUA_TNIL) {
+                lua_pop(L, 1);
+                lua_pushvalue(L, -1);
+                lua_pushboolean(L, 1);
+                lua_rawset(L, 5);
+                lua_rawseti(L, 4, ++n);
+            } else {
+                lua_pop(L, 2);
+            }
+        }
+    }
+    if (found < 0) return luaL_argerror(L, 3, "prefix must start and end with '/' and hold no '?' or '#'");
+    lua_pop(L, 1);
+    lua_pushinteger(L, params);
+    lua_pushinteger(L, rest);
+    return 3;
+}
+
 /* core.sha256(text) → "sha256:<64 lowercase hex>" (rf_sha256): the pairing log's entry hashes. */
 static int l_sha256(lua_State *L) {
     size_t len;
@@ -1085,6 +1127,7 @@ static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"effective_json", l_effective_json},
                                           {"canonical_json", l_canonical_json},
                                           {"match", l_match},
+                                          {"next_segments", l_next_segments},
                                           {"delay_window", l_delay_window},
                                           {"class_retryable", l_class_retryable},
                                           {"class_attempts", l_class_attempts},
@@ -1309,4 +1352,8 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "wait_headers");
     lua_pushstring(L, rf_version());
     lua_setfield(L, -2, "VERSION");
+    lua_pushliteral(L, RF_OTHER_SEGMENT); /* the witnesses of "any other segment / method" (policy.h) */
+    lua_setfield(L, -2, "OTHER_SEGMENT");
+    lua_pushliteral(L, RF_OTHER_METHOD);
+    lua_setfield(L, -2, "OTHER_METHOD");
 }

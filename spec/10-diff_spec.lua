@@ -239,9 +239,10 @@ describe("diff.compare", function()
       table.insert(doc.routes, { endpoint = "GET /v1/jobs/*", maxAttempts = 3 })
       local shadowing = assert(rf.load_string(json.encode(doc)))
       local ch = diff.compare(svc, shadowing)
-      assert.same({ 'WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*": '
+      assert.same({ 'WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/, GET /v1/jobs//…, GET /v1/jobs/{id}/… from "GET /v1/*": '
         .. "maxAttempts 2 → 3" }, diff.lines(ch))
-      assert.same({ "GET /v1/jobs", "GET /v1/jobs/{id}/…" }, ch[1].requests)
+      -- The trailing slash and an empty segment after it: only a "*" takes those (a {param} refuses "").
+      assert.same({ "GET /v1/jobs", "GET /v1/jobs/", "GET /v1/jobs//…", "GET /v1/jobs/{id}/…" }, ch[1].requests)
       -- assert.not_widened (retryfreeze.spec) uses the same diff.
       require "retryfreeze.spec"
       assert.is_not.not_widened(svc, shadowing)
@@ -252,13 +253,13 @@ describe("diff.compare", function()
       local out, _, code = h.run_cli("diff", "examples/service.lock.json", path, "--log", "/nonexistent/log.jsonl")
       os.remove(path)
       assert.equal(1, code)
-      assert.matches('^WIDENING  GET /v1/jobs/%*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/%*": '
+      assert.matches('^WIDENING  GET /v1/jobs/%*  takes GET /v1/jobs, GET /v1/jobs/, GET /v1/jobs//…, GET /v1/jobs/{id}/… from "GET /v1/%*": '
         .. "maxAttempts 2 → 3\n", out)
-      assert.same({ 'NARROWING  GET /v1/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/jobs/*": '
+      assert.same({ 'NARROWING  GET /v1/*  takes GET /v1/jobs, GET /v1/jobs/, GET /v1/jobs//…, GET /v1/jobs/{id}/… from "GET /v1/jobs/*": '
         .. "maxAttempts 3 → 2" }, diff.lines(diff.compare(shadowing, svc)))
       -- The same route with maxAttempts 2 takes them with the same effects: neutral.
       doc.routes[#doc.routes].maxAttempts = 2
-      assert.same({ 'NEUTRAL  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*" (the same '
+      assert.same({ 'NEUTRAL  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/, GET /v1/jobs//…, GET /v1/jobs/{id}/… from "GET /v1/*" (the same '
         .. "effects)" }, diff.lines(diff.compare(svc, assert(rf.load_string(json.encode(doc))))))
     end)
 
@@ -396,6 +397,71 @@ describe("diff.compare", function()
   end)
 end)
 
+-- Two widenings an enumeration of sampled request shapes missed (spec/support/diff_attacks.lua): a placeholder
+-- segment that a lock can name itself, and paths with an empty segment, which only a last "*" matches.
+describe("diff.compare: the request space is a partition", function()
+  local attacks = require "spec.support.diff_attacks"
+  local rf_core = require "retryfreeze.core"
+
+  for _, attack in ipairs({ { "placeholder", { "GET /a/{id}" }, "NARROWING  GET /b  maxAttempts 3 → 2" },
+    { "empty_segment", { "GET /a/", "GET /a//…" }, "NARROWING  GET /a/{id}/*  maxAttempts 3 → 2" } }) do
+    local name, requests, narrowing = attack[1], attack[2], attack[3]
+    it(name .. ": the widened route's requests are found, and the CLI exits 1", function()
+      local old_text, new_text, route = attacks[name]()
+      local ch = diff.compare(assert(rf.load_string(old_text)), assert(rf.load_string(new_text)))
+      local function line(text) return "WIDENING  " .. route .. "  " .. text end
+      assert.same({ line("maxAttempts 1 → 10"), line("perAttemptTimeoutMs 1000 → 600000"),
+        line("totalBudgetMs 2000 → 3600000"), line("idempotency key required for retries: yes → no"),
+        line("retryable +HTTP_400..HTTP_599"), narrowing }, diff.lines(ch))
+      for i = 1, 5 do assert.same(requests, ch[i].requests) end
+      require "retryfreeze.spec" -- assert.not_widened judges with the same diff
+      assert.is_not.not_widened(assert(rf.load_string(old_text)), assert(rf.load_string(new_text)))
+      local dir = h.temp_dir("diff-attack")
+      h.write_file(dir .. "/old.lock.json", old_text)
+      h.write_file(dir .. "/new.lock.json", new_text)
+      local out, err, code = h.run_cli("diff", dir .. "/old.lock.json", dir .. "/new.lock.json")
+      os.execute("rm -rf " .. h.shell_quote(dir))
+      assert.equal(1, code, out .. err)
+      assert.matches("WIDENING  " .. route:gsub("%p", "%%%0") .. "  maxAttempts 1 → 10\n", out)
+    end)
+  end
+
+  it("more request classes than diff.MAX_SHAPES fail closed as one widening change", function()
+    local pa = assert(rf.load_string((attacks.placeholder())))
+    local saved = diff.MAX_SHAPES
+    diff.MAX_SHAPES = 5
+    local ok, lines = pcall(function() return diff.lines(diff.compare(pa, pa)) end)
+    diff.MAX_SHAPES = saved
+    assert.is_true(ok, lines)
+    assert.same({ "WIDENING  (policy)  more than 5 request classes to compare (not classified, so treated as "
+      .. "widening)" }, lines)
+    assert.same({}, diff.compare(pa, pa)) -- the same lock under the real cap: no change
+  end)
+
+  it("policy:next_segments names what the routes take after a prefix, by the matcher's own segment rule", function()
+    local old_text = attacks.placeholder()
+    local p = assert(rf.load_string(old_text))
+    assert.same({ { "a", "b" }, 0, 0 }, { p:next_segments("GET", "/") })
+    assert.same({ { "rf~" }, 1, 0 }, { p:next_segments("GET", "/a/") })
+    assert.same({ {}, 0, 0 }, { p:next_segments("GET", "/a/" .. rf_core.OTHER_SEGMENT .. "/") })
+    assert.same({ {}, 0, 0 }, { p:next_segments("POST", "/") })
+    local q = assert(rf.load_string(attacks.empty_segment()))
+    assert.same({ { "a" }, 0, 0 }, { q:next_segments("GET", "/") })
+    assert.same({ {}, 1, 1 }, { q:next_segments("GET", "/a/") }) -- {id} (with its "*"), and "*"
+    assert.same({ {}, 0, 1 }, { q:next_segments("GET", "/a//") }) -- only a "*" takes the empty segment
+    assert.same({ {}, 0, 2 }, { q:next_segments("GET", "/a/x/") })
+    for _, bad in ipairs({ "", "a/", "/a", "/a?/", "/#/" }) do
+      assert.has_error(function() p:next_segments("GET", bad) end,
+        "bad argument #2 to 'next_segments' (prefix must start and end with '/' and hold no '?' or '#')")
+    end
+    -- The witnesses: a lock cannot name them, so they reach the {param} and no route.
+    assert.is_nil(rf.load_string('{"endpoint":"GET /a/' .. rf_core.OTHER_SEGMENT .. '","maxAttempts":1,'
+      .. '"perAttemptTimeoutMs":1,"totalBudgetMs":1,"retryable":[]}'))
+    assert.equal("GET /a/{id}", p:match("GET", "/a/" .. rf_core.OTHER_SEGMENT))
+    assert.is_nil(p:match(rf_core.OTHER_METHOD, "/a/x"))
+  end)
+end)
+
 -- The property the diff promises: whenever some request gets more attempts, more time, a new retryable
 -- class, a dropped key requirement, or an earlier or narrower delay window, the diff says WIDENING. Random
 -- pairs of locks over a small alphabet of patterns, random requests; the oracle asks the engine directly.
@@ -456,18 +522,9 @@ describe("diff property: a request that gains means WIDENING", function()
   local CLASSES = { "HTTP_500", "HTTP_502", "HTTP_503", "HTTP_5XX", "HTTP_4XX", "HTTP_429", "TIMEOUT",
     "CONNECT_RESET" }
   local JITTERS = { "none", "full", "equal", "decorrelated" }
-  local FAULTS = { { status = 500 }, { status = 502 }, { status = 503 }, { status = 504 }, { status = 404 },
-    { status = 429 }, { transport = "timeout" }, { transport = "connect-reset" } }
 
-  local function pick(rng, list) return list[rng(#list)] end
-  local function subset(rng, list)
-    local out, seen = {}, {}
-    for _ = 1, rng(3) - 1 do
-      local c = pick(rng, list)
-      if not seen[c] then seen[c] = true; out[#out + 1] = c end
-    end
-    return #out > 0 and out or json.array()
-  end
+  local oracle = require "spec.support.diff_oracle"
+  local pick, subset = oracle.pick, oracle.subset
 
   local function random_lock(rng)
     local routes, used = {}, {}
@@ -527,41 +584,7 @@ describe("diff property: a request that gains means WIDENING", function()
     return c
   end
 
-  -- What one request gets under a policy, asked of the engine.
-  local function effects(p, method, path)
-    local ep = p:match(method, path)
-    if not ep then return nil end
-    local r
-    for _, x in ipairs(p:routes()) do if x.endpoint == ep then r = x end end
-    local e = { attempts = r.max_attempts, per = r.per_attempt_timeout_ms, total = r.total_budget_ms,
-      min = r.min_attempt_ms, ra_honor = r.retry_after.honor, ra_max = r.retry_after.max_ms, classes = {},
-      key = false, windows = {} }
-    for _, m in ipairs(r.idempotency_required) do e.key = e.key or m == method end
-    e.caps, e.headers = {}, table.concat(r.retry_after.headers, ",")
-    for i, f in ipairs(FAULTS) do
-      e.classes[i] = p:class_retryable(ep, f)
-      e.caps[i] = p:class_attempts(ep, f)
-    end
-    for n = 1, r.max_attempts - 1 do e.windows[n] = { p:delay_window(ep, n) } end
-    return e
-  end
-
-  local function gains(a, b)
-    if b == nil then return false end
-    if a == nil then return true end
-    if b.attempts > a.attempts or b.per > a.per or b.total > a.total or b.min < a.min or b.ra_max > a.ra_max
-        or (a.ra_honor and not b.ra_honor) or (a.key and not b.key) then
-      return true
-    end
-    for i = 1, #FAULTS do if b.classes[i] and not a.classes[i] then return true end end
-    for i = 1, #FAULTS do if a.classes[i] and b.classes[i] and b.caps[i] > a.caps[i] then return true end end
-    if a.headers ~= b.headers then return true end
-    for n = 1, math.min(#a.windows, #b.windows) do
-      local lo_a, hi_a, lo_b, hi_b = a.windows[n][1], a.windows[n][2], b.windows[n][1], b.windows[n][2]
-      if lo_b < lo_a or hi_b - lo_b < hi_a - lo_a then return true end
-    end
-    return false
-  end
+  local effects, gains = oracle.effects, oracle.gains
 
   it("holds for 300 random lock pairs and 60 random requests each", function()
     local seed = tonumber(os.getenv("RF_DIFF_PROPERTY_SEED") or "11")

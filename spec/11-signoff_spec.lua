@@ -195,6 +195,21 @@ describe("sign-off", function()
       assert.matches("no sign%-off exists for third%.lock%.json in ", out)
     end)
 
+    -- A widening that an enumeration of sampled request shapes missed: verify judges with the diff's own
+    -- partition of the request space (spec/support/diff_attacks.lua).
+    for _, name in ipairs({ "placeholder", "empty_segment" }) do
+      it("fails a widening of requests only a complete partition finds (" .. name .. ")", function()
+        local old_text, new_text, route = require("spec.support.diff_attacks")[name]()
+        write(lock, old_text)
+        sign(lock, "--by", "Ana & Bo")
+        write(lock, new_text)
+        local out, _, code = h.run_cli("verify", lock)
+        assert.equal(1, code, out)
+        assert.matches("\nlock changed; pairing sign%-off required\n", out)
+        assert.matches("\nWIDENING  " .. route:gsub("%p", "%%%0") .. "  maxAttempts 1 → 10\n", out)
+      end)
+    end
+
     it("a missing log exits 1", function()
       local out, _, code = h.run_cli("verify", lock)
       assert.equal(1, code)

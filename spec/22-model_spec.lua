@@ -183,6 +183,28 @@ describe("retryfreeze model", function()
     os.remove(lock)
   end)
 
+  -- A route's attempts for a class come from the route itself, not from a sample path that another route may
+  -- take: "/a/1" belongs to GET /a/1, and every path of GET /a/* without an empty segment to GET /a or
+  -- GET /a/{id}/*.
+  it("--class judges every route by its own class limits, whichever route a sample path would reach", function()
+    local lock = h.temp_file([[{"version": 1, "defaults": {"perAttemptTimeoutMs": 1000, "totalBudgetMs": 60000,
+      "maxAttempts": 4, "retryable": ["HTTP_503"]}, "routes": [
+      {"endpoint": "GET /a/1"}, {"endpoint": "GET /a/{id}", "classLimits": {"HTTP_503": 2}},
+      {"endpoint": "GET /b"}, {"endpoint": "GET /b/{id}/*"}, {"endpoint": "GET /b/*", "classLimits": {"HTTP_5XX": 3}},
+      {"endpoint": "GET /c", "retryable": []}]}]])
+    local out, err, code = h.run_cli("model", lock, "--class", "HTTP_503")
+    os.remove(lock)
+    assert.equal(0, code, err)
+    assert.matches("note: GET /a/{id}: a HTTP_503 failure gets 2 of its 4 attempts (class-limit)\n", out, 1, true)
+    assert.matches("note: GET /b/*: a HTTP_503 failure gets 3 of its 4 attempts (class-limit)\n", out, 1, true)
+    assert.matches("note: GET /c: a HTTP_503 failure gets 1 of its 4 attempts (status-not-retryable)\n", out, 1,
+      true)
+    assert.matches("attempts for HTTP_503 1: GET /c\n", out, 1, true)
+    assert.matches("attempts for HTTP_503 2: GET /a/{id}\n", out, 1, true)
+    assert.matches("attempts for HTTP_503 3: GET /b/*\n", out, 1, true)
+    assert.matches("attempts for HTTP_503 4: GET /a/1, GET /b, GET /b/{id}/*\n", out, 1, true)
+  end)
+
   it("exits 2 on bad usage, an invalid lock or an unknown route", function()
     local cases = {
       { { "model" }, "expected exactly one LOCK" },

@@ -1,14 +1,16 @@
 --- Lock diff by effect: judges a change by what requests get, not by which field moved.
 ---
---- For every request shape a route of either lock can match (the paths a new, more specific route takes over
---- from a wider one, and the requests no route matches included), it finds the route that decides it before
---- and after (policy:match, the engine's own matcher) and compares the effects one by one: attempts, time,
---- Retry-After, the key requirement of its method, the failure classes retried (policy:class_retryable, the
---- engine's class check) and the delay window of every retry number (policy:delay_window, the engine's
---- backoff and jitter). More of anything, a new retryable class, a dropped key requirement, or an earlier or
---- less spread delay window is widening; a window that moves both ways is widening too (conservative). Every
---- change names the requests that gain, e.g.
----   WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/{id}/… from "GET /v1/*": maxAttempts 2 → 3
+--- It partitions every request into classes that every route of both locks treats alike (each method either lock
+--- names and any other; per path position each literal the routes still in play name there, any other non-empty
+--- segment and the empty segment; every length up to the longest pattern plus one), finds the route that decides
+--- each class before and after (policy:match, the engine's own matcher, on a witness no lock can name) and
+--- compares the effects one by one: attempts, time, Retry-After, the key requirement of its method, the failure
+--- classes retried (policy:class_retryable, the engine's class check) and the delay window of every retry number
+--- (policy:delay_window, the engine's backoff and jitter). More of anything, a new retryable class, a dropped key
+--- requirement, or an earlier or less spread delay window is widening; a window that moves both ways is widening
+--- too (conservative). Every change names the requests that gain, e.g.
+---   WIDENING  GET /v1/jobs/*  takes GET /v1/jobs, GET /v1/jobs/, GET /v1/jobs//…, GET /v1/jobs/{id}/… from
+---   "GET /v1/*": maxAttempts 2 → 3
 --- Lock-wide sections (retryBudget, gate, transparentRetry) are compared field by field. A change this module cannot classify
 --- is reported as widening (fail closed). docs/governance.md has the full rules.
 ---
@@ -27,8 +29,9 @@ M.POLICY = "(policy)"
 --- How a request no route matches is named in change texts (the engine's reason: the request is refused).
 M.NO_ROUTE = "no-route"
 
---- The most request shapes one comparison enumerates; past it the diff fails closed (one widening change).
-M.MAX_SHAPES = 20000
+--- The most request classes one comparison enumerates; past it the diff fails closed (one widening change). A
+--- generated lock of 2 000 routes has about 12 500 (docs/reliability.md).
+M.MAX_SHAPES = 100000
 
 local function show(v)
   if v == nil or v == json.null then return "none" end
@@ -174,7 +177,9 @@ end
 ---   field    the name a change carries ("maxAttempts", "retryable", "backoff", …)
 ---   covers   the lock fields (route-relative JSON paths) whose changes it judges; "x.*" covers every field
 ---            under x (an object such as classLimits flattens to "classLimits.TIMEOUT", …)
----   value    function(policy, endpoint, route_view, method) → the effect on a request of that method
+---   value    function(policy, endpoint, route_view, method) → the effect on a request of that method; a
+---            function of the route's own fields and the method (a route whose canonical fields did not change
+---            is not compared again)
 ---   compare  function(old_value, new_value) → "widening", "narrowing" or nil (no difference)
 ---   text     function(old_value, new_value, old_route_view, new_route_view) → what changed, for people
 M.effects = {
@@ -267,10 +272,24 @@ M.effects = {
 }
 
 -- ---------------------------------------------------------------------------------------------------------
--- Request shapes
+-- Request classes: a partition of every request (docs/governance.md "Request classes")
 -- ---------------------------------------------------------------------------------------------------------
 
-local FRESH = "rf~" -- a segment no pattern names: it stands for "any other value"
+-- "Any other non-empty segment" at a position and "any other method": tables, compared by identity, so no string
+-- a lock names can be taken for them. The engine routes them as core.OTHER_SEGMENT and core.OTHER_METHOD, which
+-- no lock can name (a literal segment may not hold '<' or '>', a method is uppercase letters; policy.h).
+local OTHER = setmetatable({}, { __tostring = function() return "(any other segment)" end })
+local OTHER_METHOD = setmetatable({}, { __tostring = function() return "(any other method)" end })
+
+local function witness(seg) return seg == OTHER and core.OTHER_SEGMENT or seg end
+local function method_witness(method) return method == OTHER_METHOD and core.OTHER_METHOD or method end
+
+-- The path the engine routes for a class: "/" and its segments' witnesses joined by "/".
+local function class_path(segs)
+  local t = {}
+  for i, s in ipairs(segs) do t[i] = witness(s) end
+  return "/" .. table.concat(t, "/")
+end
 
 local function segments(pattern)
   local s = {}
@@ -280,80 +299,63 @@ end
 
 local function is_param(seg) return seg:match("^{.*}$") ~= nil end
 
--- Every (method, path) whose routing can differ: each pattern of either lock, with each {param} and each
--- segment after a "*" taken as every literal some pattern has at that depth, or as another value; a "*"
--- also as no segment at all. Returns an array of {method, segs}, or nil when there would be more than
--- M.MAX_SHAPES.
-local function request_shapes(routes)
-  local alphabet, depth = {}, 0
-  for _, r in ipairs(routes) do
-    local segs = segments(r.pattern)
-    depth = math.max(depth, #segs)
-    for d, seg in ipairs(segs) do
-      if not is_param(seg) and seg ~= "*" then
-        alphabet[d] = alphabet[d] or {}
-        alphabet[d][seg] = true
+-- Every request class of the two policies: an array of {method, segs}, each seg a literal, "" (the empty
+-- segment) or OTHER; nil when there would be more than M.MAX_SHAPES.
+-- Methods: each one a route of either lock has, and OTHER_METHOD. Paths: a tree walked from "/" (no segment).
+-- At a node of k segments, the class of the paths of exactly those k segments, then, when some route of either
+-- lock that can still match a longer path has a segment at k + 1 (policy:next_segments, which applies the
+-- matcher's own segment rule), one child per literal those routes name there, one for OTHER and one for the
+-- empty segment; when none has, one class for every longer path (only routes whose last "*" is already reached
+-- can take them, whatever they hold). Query and fragment do not route; a path not starting with "/" matches no
+-- route.
+local function request_classes(old, new)
+  local methods, seen = {}, {}
+  for _, p in ipairs({ old, new }) do
+    for _, r in ipairs(p:routes()) do
+      if not seen[r.method] then
+        seen[r.method] = true
+        methods[#methods + 1] = r.method
       end
     end
   end
-  local choices_at = {}
-  local function choices(d)
-    if not choices_at[d] then
-      local c = sorted_keys(alphabet[d] or {})
-      c[#c + 1] = FRESH
-      choices_at[d] = c
-    end
-    return choices_at[d]
+  table.sort(methods)
+  methods[#methods + 1] = OTHER_METHOD
+  local out = {}
+  local function emit(method, segs, last)
+    if #out == M.MAX_SHAPES then return false end
+    local copy = table.move(segs, 1, #segs, 1, {})
+    copy[#copy + 1] = last
+    out[#out + 1] = { method = method, segs = copy }
+    return true
   end
-  local out, seen, count = {}, {}, 0
-  local function emit(method, segs)
-    local key = method .. " /" .. table.concat(segs, "/")
-    if not seen[key] then
-      seen[key] = true
-      out[#out + 1] = { method = method, segs = table.move(segs, 1, #segs, 1, {}) }
-    end
-  end
-  local function expand(method, pattern_segs, d, segs, limit)
-    count = count + 1
-    if count > M.MAX_SHAPES then return false end
-    local seg = pattern_segs[d]
-    if seg == nil then
-      emit(method, segs)
-      return true
-    end
-    if seg == "*" then
-      emit(method, segs) -- the "*" matching no segment
-      for extra = 1, limit - d + 1 do
-        local function tail(k)
-          if k > extra then
-            emit(method, segs)
-            return true
-          end
-          for _, c in ipairs(choices(d + k - 1)) do
-            segs[#segs + 1] = c
-            count = count + 1
-            if count > M.MAX_SHAPES then return false end
-            local ok = tail(k + 1)
-            segs[#segs] = nil
-            if not ok then return false end
-          end
-          return true
+  local function visit(method, segs, prefix)
+    -- One empty segment alone is the path "/", which has no segment: that class is the root's.
+    if not (#segs == 1 and segs[1] == "") and not emit(method, segs) then return false end
+    local named, set, continuing = {}, {}, false
+    for _, p in ipairs({ old, new }) do
+      local literals, params = p:next_segments(method_witness(method), prefix)
+      continuing = continuing or params > 0 or #literals > 0
+      for _, l in ipairs(literals) do
+        if not set[l] then
+          set[l] = true
+          named[#named + 1] = l
         end
-        if not tail(1) then return false end
       end
-      return true
     end
-    local options = is_param(seg) and choices(d) or { seg }
-    for _, c in ipairs(options) do
+    if not continuing then return emit(method, segs, OTHER) end
+    table.sort(named)
+    named[#named + 1] = OTHER
+    named[#named + 1] = ""
+    for _, c in ipairs(named) do
       segs[#segs + 1] = c
-      local ok = expand(method, pattern_segs, d + 1, segs, limit)
+      local ok = visit(method, segs, prefix .. witness(c) .. "/")
       segs[#segs] = nil
       if not ok then return false end
     end
     return true
   end
-  for _, r in ipairs(routes) do
-    if not expand(r.method, segments(r.pattern), 1, {}, depth + 1) then return nil end
+  for _, m in ipairs(methods) do
+    if not visit(m, {}, "/") then return nil end
   end
   return out
 end
@@ -376,13 +378,14 @@ local function param_names(routes)
   return names
 end
 
--- A shape for people: literals as they are; another value as the {param} a pattern names at that place
--- (the routes that take it first), else "…"; a run of "…" as one.
-local function display(method, segs, ro, rn, names)
+-- A class for people: literals as they are, the empty segment as nothing (so "/a/" and "/a//…"), OTHER as the
+-- {param} a pattern names at that place (the routes that take it first), else "…"; a run of "…" as one. No
+-- literal holds '{', '}' or '…', so a shown class reads one way only.
+local function display(method, segs, ro, rn, ctx)
   local own = {}
   for _, r in ipairs({ rn, ro }) do
     if r then
-      for d, seg in ipairs(segments(r.pattern)) do
+      for d, seg in ipairs(ctx.segments(r.pattern)) do
         if is_param(seg) and own[d] == nil then own[d] = seg end
       end
     end
@@ -390,8 +393,8 @@ local function display(method, segs, ro, rn, names)
   local parts, prefix = {}, {}
   for d, seg in ipairs(segs) do
     local shown = seg
-    if seg == FRESH then shown = own[d] or names[table.concat(prefix, "/")] or "…" end
-    prefix[#prefix + 1] = seg == FRESH and "{}" or seg
+    if seg == OTHER then shown = own[d] or ctx.names[table.concat(prefix, "/")] or "…" end
+    prefix[#prefix + 1] = seg == OTHER and "{}" or seg
     if not (shown == "…" and parts[#parts] == "…") then parts[#parts + 1] = shown end
   end
   return method .. " /" .. table.concat(parts, "/")
@@ -481,6 +484,9 @@ local function compare_group(g, ctx, out)
     out[#out + 1] = c
     return
   end
+  -- The same route with the same canonical fields gives every request the same effects (each effect's value is
+  -- a function of the route and the method).
+  if g.eo == g.en and ctx.text_old[g.eo] == ctx.text_new[g.en] then return end
   local ro, rn = ctx.old_routes[g.eo], ctx.new_routes[g.en]
   local same = g.eo == g.en or (pattern_shape(g.eo) == pattern_shape(g.en) and ctx.new_routes[g.eo] == nil
     and ctx.old_routes[g.en] == nil)
@@ -492,9 +498,9 @@ local function compare_group(g, ctx, out)
     out[#out + 1] = c
   end
   local judged = {}
-  for _, e in ipairs(M.effects) do
-    local a = e.value(ctx.old, g.eo, ro, g.method)
-    local b = e.value(ctx.new, g.en, rn, g.method)
+  for i, e in ipairs(M.effects) do
+    local a = ctx.value(i, e, "old", ctx.old, g.eo, ro, g.method)
+    local b = ctx.value(i, e, "new", ctx.new, g.en, rn, g.method)
     local kind = e.compare(a, b)
     if kind then
       judged[e.field] = true
@@ -536,36 +542,59 @@ local function compare_group(g, ctx, out)
   end
 end
 
--- Every route-level change: request shapes grouped by (method, old route, new route).
+-- Every route-level change: request classes grouped by (method, old route, new route).
 local function compare_routes(old, new, out)
   local ra, rb = old:routes(), new:routes()
   local all = {}
   table.move(ra, 1, #ra, 1, all)
   table.move(rb, 1, #rb, #all + 1, all)
-  local shapes = request_shapes(all)
-  if shapes == nil then
+  local classes = request_classes(old, new)
+  if classes == nil then
     out[#out + 1] = change("widening", M.POLICY, "routes", nil, nil, string.format(
-      "more than %d request shapes to compare (not classified, so treated as widening)", M.MAX_SHAPES))
+      "more than %d request classes to compare (not classified, so treated as widening)", M.MAX_SHAPES))
     return
   end
+  local pattern_segments, values = {}, {}
   local ctx = { old = old, new = new, old_routes = by_endpoint(ra), new_routes = by_endpoint(rb),
-    flat_old = {}, flat_new = {}, covered = covered(), noted = {}, names = param_names(all) }
-  for _, r in ipairs(decode_canonical(old).routes) do ctx.flat_old[r.endpoint] = flatten(r, "") end
-  for _, r in ipairs(decode_canonical(new).routes) do ctx.flat_new[r.endpoint] = flatten(r, "") end
+    flat_old = {}, flat_new = {}, text_old = {}, text_new = {}, covered = covered(), noted = {},
+    names = param_names(all) }
+  function ctx.segments(pattern)
+    local s = pattern_segments[pattern]
+    if not s then
+      s = segments(pattern)
+      pattern_segments[pattern] = s
+    end
+    return s
+  end
+  -- An effect's value for a route and method, computed once per comparison.
+  function ctx.value(i, e, side, policy, endpoint, r, method)
+    local key = side .. "\0" .. endpoint .. "\0" .. method .. "\0" .. i
+    local v = values[key]
+    if v == nil then
+      v = { e.value(policy, endpoint, r, method) }
+      values[key] = v
+    end
+    return v[1]
+  end
+  for _, r in ipairs(decode_canonical(old).routes) do
+    ctx.flat_old[r.endpoint], ctx.text_old[r.endpoint] = flatten(r, ""), json.encode(r)
+  end
+  for _, r in ipairs(decode_canonical(new).routes) do
+    ctx.flat_new[r.endpoint], ctx.text_new[r.endpoint] = flatten(r, ""), json.encode(r)
+  end
   local groups, order = {}, {}
-  for _, s in ipairs(shapes) do
-    local path = "/" .. table.concat(s.segs, "/")
-    local eo, en = old:match(s.method, path), new:match(s.method, path)
-    local key = s.method .. "\0" .. (eo or "") .. "\0" .. (en or "")
-    local same = eo ~= nil and eo == en
-    if (eo or en) then
+  for _, s in ipairs(classes) do
+    local method, path = method_witness(s.method), class_path(s.segs)
+    local eo, en = old:match(method, path), new:match(method, path)
+    if eo or en then
+      local key = method .. "\0" .. (eo or "") .. "\0" .. (en or "")
       local g = groups[key]
       if not g then
-        g = { method = s.method, eo = eo, en = en, shapes = {}, seen = {}, same = same }
+        g = { method = method, eo = eo, en = en, shapes = {}, seen = {}, same = eo ~= nil and eo == en }
         groups[key] = g
         order[#order + 1] = g
       end
-      local shown = display(s.method, s.segs, eo and ctx.old_routes[eo], en and ctx.new_routes[en], ctx.names)
+      local shown = display(method, s.segs, eo and ctx.old_routes[eo], en and ctx.new_routes[en], ctx)
       if not g.seen[shown] then
         g.seen[shown] = true
         g.shapes[#g.shapes + 1] = shown
@@ -759,7 +788,7 @@ end
 --   requests now (or, for requests now refused, the one that did) or "(policy)", field = the effect or lock
 --   field ("maxAttempts", "retryable", "backoff", "idempotencyRequired", "route", "retryBudget.maxTokens",
 --   "$comment", …), old = value or nil, new = value or nil (scalars only), text = "maxAttempts 2 → 5" or
---   "takes GET /v1/jobs from \"GET /v1/*\": maxAttempts 2 → 3" [, requests = the request shapes concerned]}.
+--   "takes GET /v1/jobs from \"GET /v1/*\": maxAttempts 2 → 3" [, requests = the request classes concerned]}.
 --   Raises on a non-policy.
 function M.compare(old, new, opts)
   check_policy(old, 1)

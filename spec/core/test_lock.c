@@ -581,6 +581,107 @@ static void test_route_matching_prefers_the_most_specific(void **state) {
     rf_policy_free(p);
 }
 
+/* A one-route lock of endpoint whose idempotencyRequired is [idempotency_method], expected refused (see refused). */
+static void refused_route(const char *endpoint, const char *idempotency_method, const char *path, const char *needle) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"endpoint\":\"%s\",\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,\"totalBudgetMs\":1,"
+             "\"retryable\":[],\"idempotencyRequired\":[\"%s\"]}",
+             endpoint, idempotency_method);
+    refused(text, path, needle);
+}
+
+/* The witnesses of "any other segment" and "any other method" are no name a lock can hold, so the engine routes
+ * them exactly where every segment (method) that no route names goes. */
+static void test_other_segment_and_method_no_lock_can_name(void **state) {
+    (void)state;
+    const char *w = RF_OTHER_SEGMENT;
+    assert_true(strlen(w) > 0);
+    assert_null(strpbrk(w, "/?#")); /* one whole segment, never cut as a query or a fragment */
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "GET /a/%s", w);
+    refused_route(endpoint, "GET", "$.endpoint", "has a character not allowed in a path");
+    snprintf(endpoint, sizeof endpoint, "GET /%s", w);
+    refused_route(endpoint, "GET", "$.endpoint", "has a character not allowed in a path");
+    snprintf(endpoint, sizeof endpoint, "%s /a", RF_OTHER_METHOD);
+    refused_route(endpoint, "GET", "$.endpoint", "method must be");
+    refused_route("GET /a", RF_OTHER_METHOD, "$.idempotencyRequired[0]", "is not a method");
+    /* A lock that names the old placeholder "rf~": the witness still reaches the {param}. */
+    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,"
+                           "\"totalBudgetMs\":1,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /a/rf~\"},"
+                           "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/*\"}]}");
+    char path[64];
+    int n = snprintf(path, sizeof path, "/a/%s", w);
+    rf_route_view r;
+    assert_int_equal(rf_policy_route(p, (size_t)rf_policy_match(p, "GET", 3, path, (size_t)n), &r), RF_OK);
+    assert_string_equal(r.endpoint, "GET /a/{id}");
+    assert_int_equal(rf_policy_match(p, RF_OTHER_METHOD, strlen(RF_OTHER_METHOD), "/a/x", 4), -1);
+    rf_policy_free(p);
+}
+
+/* rf_policy_next_segment: the routes that can match a longer path after a prefix, and what each takes next. */
+static void test_next_segment_after_a_prefix(void **state) {
+    (void)state;
+    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,"
+                           "\"totalBudgetMs\":1,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /a/rf~\"},"
+                           "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/*\"},{\"endpoint\":\"GET /b\"},"
+                           "{\"endpoint\":\"GET /\"},{\"endpoint\":\"POST /a/x\"},{\"endpoint\":\"GET /{p}/c/*\"}]}");
+    struct {
+        const char *prefix;
+        const char *want; /* what the routes take next, in route order: "L:text", "P" or "R", joined by ' ' */
+    } cases[] = {
+        {"/", "L:a L:a L:a L:b P"}, /* GET / has no segment to take: it matches "/" only */
+        {"/a/", "R L:rf~ P L:c"},   /* the "*" of GET /a (sorted first), /a/rf~, /a/{id}, then /{p}/c */
+        {"/b/", "L:c"},             /* GET /b matches /b only */
+        {"/a/x/", "R"},             /* /a/{id} needs exactly 2 segments; /{p}/c refuses x */
+        {"/a/c/", "R R"},           /* both routes with a "*", past it */
+        {"/a//", "R"},              /* the empty segment: only a "*" takes it */
+        {"//", ""},                 /* {p} refuses the empty segment, literals too */
+        {"/a/rf~/x/y/", "R"},
+        {"/zz/", "L:c"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char got[256] = "";
+        size_t cursor = 0;
+        rf_next_segment next;
+        int found;
+        while ((found = rf_policy_next_segment(p, "GET", 3, cases[i].prefix, strlen(cases[i].prefix), &cursor,
+                                               &next)) == 1) {
+            char item[64];
+            if (next.kind == RF_NEXT_LITERAL)
+                snprintf(item, sizeof item, "L:%.*s", (int)next.literal_len, next.literal);
+            else
+                snprintf(item, sizeof item, "%s", next.kind == RF_NEXT_PARAM ? "P" : "R");
+            if (got[0] != '\0') strcat(got, " ");
+            strcat(got, item);
+            assert_null(next.kind == RF_NEXT_LITERAL ? NULL : next.literal);
+            assert_true(cursor == next.route + 1);
+        }
+        assert_int_equal(found, 0);
+        if (strcmp(got, cases[i].want) != 0)
+            fail_msg("after %s: got \"%s\", want \"%s\"", cases[i].prefix, got, cases[i].want);
+    }
+    size_t cursor = 0;
+    rf_next_segment next;
+    assert_int_equal(rf_policy_next_segment(p, "POST", 4, "/a/", 3, &cursor, &next), 1);
+    assert_true(next.kind == RF_NEXT_LITERAL && next.literal_len == 1 && next.literal[0] == 'x');
+    assert_int_equal(rf_policy_next_segment(p, "POST", 4, "/a/", 3, &cursor, &next), 0);
+    cursor = 0;
+    assert_int_equal(rf_policy_next_segment(p, "get", 3, "/", 1, &cursor, &next), 0); /* methods are exact */
+    const char *bad[] = {"", "a/", "/a", "/a?/", "/#/", "/a/b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cursor = 0;
+        assert_int_equal(rf_policy_next_segment(p, "GET", 3, bad[i], strlen(bad[i]), &cursor, &next), -1);
+    }
+    cursor = 0;
+    assert_int_equal(rf_policy_next_segment(NULL, "GET", 3, "/", 1, &cursor, &next), -1);
+    assert_int_equal(rf_policy_next_segment(p, NULL, 3, "/", 1, &cursor, &next), -1);
+    assert_int_equal(rf_policy_next_segment(p, "GET", 3, NULL, 1, &cursor, &next), -1);
+    assert_int_equal(rf_policy_next_segment(p, "GET", 3, "/", 1, NULL, &next), -1);
+    assert_int_equal(rf_policy_next_segment(p, "GET", 3, "/", 1, &cursor, NULL), -1);
+    rf_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desk_lock_loads_with_defaults),
@@ -598,6 +699,8 @@ int main(void) {
         cmocka_unit_test(test_nul_in_any_lock_string_is_refused_with_its_path),
         cmocka_unit_test(test_load_file_takes_regular_files_only),
         cmocka_unit_test(test_route_matching_prefers_the_most_specific),
+        cmocka_unit_test(test_other_segment_and_method_no_lock_can_name),
+        cmocka_unit_test(test_next_segment_after_a_prefix),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
 }

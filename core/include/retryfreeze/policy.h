@@ -120,6 +120,44 @@ RF_API long rf_policy_match(const rf_policy *p, const char *method, size_t metho
                             size_t path_len);
 
 /*
+ * The request space, for tools that reason over every request a lock can tell apart (retryfreeze.diff,
+ * docs/governance.md "Request classes"). RF_OTHER_SEGMENT is a path segment no lock can name: it holds '<' and
+ * '>', which a literal segment may not hold (docs/lock.md, Endpoints), and no '/', '?' or '#'; rf_policy_match
+ * routes it where every non-empty segment that no route names at its position goes. RF_OTHER_METHOD is a method no
+ * lock can name (a lock's methods are 1..16 uppercase letters): no route takes it.
+ */
+#define RF_OTHER_SEGMENT "<other>"
+#define RF_OTHER_METHOD "<other>"
+
+/* What a route does with the segment after a path prefix (rf_policy_next_segment). */
+typedef enum rf_next_kind {
+    RF_NEXT_LITERAL = 0, /* names a literal segment there */
+    RF_NEXT_PARAM = 1,   /* a {param} there: any non-empty segment */
+    RF_NEXT_REST = 2     /* its last "*" already takes every longer path, whatever its segments */
+} rf_next_kind;
+
+typedef struct rf_next_segment {
+    size_t route;        /* the route's index (rf_policy_route) */
+    rf_next_kind kind;   /* see above */
+    const char *literal; /* RF_NEXT_LITERAL: the segment, literal_len bytes, not NUL-terminated, owned by the
+                            policy; NULL otherwise */
+    size_t literal_len;
+} rf_next_segment;
+
+/*
+ * Iterates the routes of method that can match some path of more than k segments beginning with the k segments of
+ * prefix, written each followed by '/' ("/" for none, "/a/" for "a", "//" for one empty segment; no '?' or '#').
+ * A route's segments take the prefix's by the rule rf_policy_match applies (literal: the same bytes, {param}: any
+ * non-empty segment, past a last "*": anything), so enumerating the literals these routes name next, plus
+ * RF_OTHER_SEGMENT and the empty segment, partitions the paths by how every route treats them. *cursor is 0 on the
+ * first call; each call advances it past the route it reports. Returns 1 with *out filled, 0 when no route is left,
+ * -1 when an argument is NULL or prefix is malformed (it must start and end with '/' and hold no '?' or '#'). No
+ * allocation.
+ */
+RF_API int rf_policy_next_segment(const rf_policy *p, const char *method, size_t method_len, const char *prefix,
+                                  size_t prefix_len, size_t *cursor, rf_next_segment *out);
+
+/*
  * The client-wide retry budget of the lock (gRPC A6 retryThrottling), if it has one: true and the
  * configuration in thousandths of a token into the out pointers that are not NULL; false when the lock sets none
  * (retries are then never throttled) or p is NULL.

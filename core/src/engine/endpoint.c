@@ -14,7 +14,9 @@ bool rfi_method_valid(const char *s, size_t len) {
     return true;
 }
 
-/* RFC 3986 pchar minus '%'-escapes' validation subtleties: unreserved, sub-delims, ':', '@', '%'. */
+/* RFC 3986 pchar minus '%'-escapes' validation subtleties: unreserved, sub-delims but '*' (the wildcard), ':', '@',
+ * '%'. Never '<' or '>': RF_OTHER_SEGMENT holds them, so it equals no literal segment of any lock (test_lock checks
+ * that a lock naming it is refused). */
 static bool literal_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
            strchr("-._~!$&'()+,;=:@%", c) != NULL;
@@ -123,13 +125,27 @@ static bool bytes_equal(const char *a, const char *b, size_t n) {
     return true;
 }
 
+/* Methods compare byte-exact (case-sensitive, RFC 9110 §9.1). */
+static RFI_INLINE bool method_accepts(const rfi_endpoint *e, const char *method, size_t method_len) {
+    return e->method_len == method_len && bytes_equal(e->method, method, method_len);
+}
+
+/* Does pattern segment i (a literal or a {param}, never the last "*") accept the request segment seg[0..len)? A
+ * literal takes the same bytes, a {param} any non-empty segment. The one rule rfi_endpoint_match and
+ * rfi_endpoint_next apply, so the request classes retryfreeze.diff enumerates cannot drift from routing. */
+static RFI_INLINE bool segment_accepts(const rfi_endpoint *e, size_t i, const char *seg, size_t len) {
+    if (len == 0) return false;
+    return e->seg_kind[i] != RFI_SEG_LITERAL ||
+           (e->seg_len[i] == len && bytes_equal(e->pattern + e->seg_off[i], seg, len));
+}
+
 /*
  * The specificity score packs one 3-bit rank per position (literal 3 > param 2 > wildcard 1; an exact end
  * of path ranks 4), most significant first, so comparing two scores compares routes segment by segment.
  */
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
                         uint64_t *score) {
-    if (e->method_len != method_len || !bytes_equal(e->method, method, method_len)) return false;
+    if (!method_accepts(e, method, method_len)) return false;
     if (e->literal_only) { /* the common case: one comparison of the whole path */
         if (path_len != e->pattern_len || memcmp(path, e->pattern, path_len) != 0) return false;
         *score = e->literal_score;
@@ -147,10 +163,7 @@ bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method
             *score = (sc << 3 | RFI_SEG_WILDCARD) << (3 * (RFI_MAX_SEGMENTS - seg));
             return true;
         }
-        if (slen == 0) return false;
-        if (e->seg_kind[seg] == RFI_SEG_LITERAL &&
-            (e->seg_len[seg] != slen || !bytes_equal(e->pattern + e->seg_off[seg], path + start, slen)))
-            return false;
+        if (!segment_accepts(e, seg, path + start, slen)) return false;
         sc = sc << 3 | e->seg_kind[seg];
         seg++;
         pos++;
@@ -159,6 +172,25 @@ bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method
     /* Exhausted path: a last "*" segment also matches no suffix; an exact end ranks above it. */
     *score = (sc << 3 | (e->wildcard ? RFI_SEG_WILDCARD : RFI_SEG_LITERAL + 1)) << (3 * (RFI_MAX_SEGMENTS - seg));
     return true;
+}
+
+int rfi_endpoint_next(const rfi_endpoint *e, const char *method, size_t method_len, const char *prefix,
+                      size_t prefix_len, const char **literal, size_t *literal_len) {
+    if (!method_accepts(e, method, method_len)) return -1;
+    size_t seg = 0, pos = 1;
+    while (pos < prefix_len) { /* every segment of the prefix ends with '/' */
+        size_t start = pos;
+        while (prefix[pos] != '/') pos++;
+        if (seg == e->n_segments) return e->wildcard ? RF_NEXT_REST : -1;
+        if (!segment_accepts(e, seg, prefix + start, pos - start)) return -1;
+        seg++;
+        pos++;
+    }
+    if (seg == e->n_segments) return e->wildcard ? RF_NEXT_REST : -1; /* without "*": exactly n segments */
+    if (e->seg_kind[seg] == RFI_SEG_PARAM) return RF_NEXT_PARAM;
+    *literal = e->pattern + e->seg_off[seg];
+    *literal_len = e->seg_len[seg];
+    return RF_NEXT_LITERAL;
 }
 
 bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b) {

@@ -210,12 +210,19 @@ void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out);
 /* Endpoints (endpoint.c). */
 /* Parses "METHOD /pattern"; on failure writes why into msg. */
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap);
-/* Valid HTTP method token as this project accepts it: 1..16 uppercase ASCII letters. */
+/* Valid HTTP method token as this project accepts it: 1..16 uppercase ASCII letters (so never RF_OTHER_METHOD). */
 bool rfi_method_valid(const char *s, size_t len);
 /* Does the endpoint match method+path? path is already cut before any '?' or '#', non-empty and starts with
  * '/' (rfi_policy_match does that once per call). On a match, sets *score: higher is more specific. */
 bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
                         uint64_t *score);
+/* What e does with the segment after a path prefix of k segments, each followed by '/' ("/" for none; checked by
+ * rf_policy_next_segment): -1 when no path of more than k segments that begins with them matches e (another
+ * method, a segment the pattern refuses, or a pattern of at most k segments without "*"); else the rf_next_kind of
+ * e's segment k+1, and for a literal, *literal points into e's pattern. The segments compare by the rule
+ * rfi_endpoint_match applies (one function). */
+int rfi_endpoint_next(const rfi_endpoint *e, const char *method, size_t method_len, const char *prefix,
+                      size_t prefix_len, const char **literal, size_t *literal_len);
 /* Two endpoints that match exactly the same requests ("/a/{x}" and "/a/{y}"). */
 bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b);
 

@@ -360,6 +360,28 @@ long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, 
     return rfi_policy_match(p, method, method_len, path, path_len);
 }
 
+/* A route index could answer this without visiting every route; the loop is the reference. */
+int rf_policy_next_segment(const rf_policy *p, const char *method, size_t method_len, const char *prefix,
+                           size_t prefix_len, size_t *cursor, rf_next_segment *out) {
+    if (p == NULL || method == NULL || prefix == NULL || cursor == NULL || out == NULL) return -1;
+    if (prefix_len == 0 || prefix[0] != '/' || prefix[prefix_len - 1] != '/' || memchr(prefix, '?', prefix_len) ||
+        memchr(prefix, '#', prefix_len))
+        return -1;
+    for (size_t i = *cursor; i < p->n_routes; i++) {
+        const char *literal = NULL;
+        size_t literal_len = 0;
+        int kind =
+            rfi_endpoint_next(&p->routes[i].endpoint, method, method_len, prefix, prefix_len, &literal, &literal_len);
+        if (kind < 0) continue;
+        *out =
+            (rf_next_segment){.route = i, .kind = (rf_next_kind)kind, .literal = literal, .literal_len = literal_len};
+        *cursor = i + 1;
+        return 1;
+    }
+    *cursor = p->n_routes;
+    return 0;
+}
+
 bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {
     if (out == NULL) return false;
     if (p == NULL || !p->gate.present) {

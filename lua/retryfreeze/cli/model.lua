@@ -74,27 +74,15 @@ local function class_facts(policy, class)
   return facts
 end
 
--- A request path that reaches the route's pattern: {param} → "1", a trailing "*" → nothing.
-local function sample_path(pattern)
-  local path = pattern:gsub("{[%w_]+}", "1"):gsub("/%*$", "")
-  return path == "" and "/" or path
-end
-
--- The attempts the engine allows one request whose every attempt fails with `facts`' class: the first attempt
--- count after which the verdict stops on max-attempts, class-limit or status-not-retryable (a deadline or
--- Retry-After stop is outside the model: it only lowers the numbers).
+-- The attempts the engine allows one request of route r whose every attempt fails with `facts`' class, and the
+-- reason it stops: 1 when the route does not retry the class (status-not-retryable), else min(maxAttempts, the
+-- class's limit) (class-limit below maxAttempts, else max-attempts). Asked of the route itself
+-- (policy:class_retryable, policy:class_attempts), never through a sample path that a more specific route could
+-- take. A deadline or Retry-After stop is outside the model: it only lowers the numbers.
 local function class_attempts(policy, r, facts)
-  local path = sample_path(r.pattern)
-  if policy:match(r.method, path) ~= r.endpoint then return r.max_attempts end
-  for a = 1, r.max_attempts do
-    local f = { method = r.method, path = path, attempts = a, idempotency_key = true, elapsed_ms = 0,
-      status = facts.status, transport = facts.transport }
-    local v = policy:decide(f, rf.rng(1))
-    if v.reason == "max-attempts" or v.reason == "class-limit" or v.reason == "status-not-retryable" then
-      return a, v.reason
-    end
-  end
-  return r.max_attempts
+  if not policy:class_retryable(r.endpoint, facts) then return 1, "status-not-retryable" end
+  local n = policy:class_attempts(r.endpoint, facts)
+  return n, n < r.max_attempts and "class-limit" or "max-attempts"
 end
 
 -- Routes grouped by their attempts per request (maxAttempts, or with --class what the engine allows that
