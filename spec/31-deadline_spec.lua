@@ -12,11 +12,6 @@ local stall = require "spec.support.stall"
 
 local BUDGET_MS, SLACK_MS = 450, 50
 
-if not stall.available then
-  describe("the deadline under an upstream that always stalls", function() pending("no /proc/thread-self/schedstat") end)
-  return
-end
-
 describe("the deadline under an upstream that always stalls", function()
   it("1000 requests: none outlives totalBudgetMs + 50 ms + the machine's stall after it, every one ends on a "
     .. "deadline or max-attempts", function()
