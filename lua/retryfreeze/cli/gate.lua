@@ -88,8 +88,8 @@ local M = cli_args.command {
   summary = "fail (exit 1) when ledger stats breach thresholds: retried successes, attempts, terminal rate",
   args = "LEDGER...",
   description = "  A ratio beyond its limit is a breach; a forbidden reason is judged even when the ratios are skipped.\n"
-    .. "  With no threshold from the lock or the options, the seed's\n"
-    .. "  defaults apply (and are printed): " .. gate.SEED_DEFAULTS_TEXT .. ".\n"
+    .. "  With no threshold from the lock or the options, the seed's defaults apply (and are printed):\n"
+    .. "  " .. gate.SEED_DEFAULTS_TEXT .. ".\n"
     .. "  Exit 0 pass or skip, 1 a breach, 2 bad usage, an unknown route or bad input.",
   options = options,
   run = run,
