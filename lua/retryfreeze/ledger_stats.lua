@@ -317,7 +317,7 @@ function M.summarize(paths, opts)
   return s
 end
 
-local function pct(x) return string.format("%.2f%%", 100 * x) end
+local pct = util.percent
 
 local sorted_counts = util.keys_by_count
 

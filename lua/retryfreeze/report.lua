@@ -211,7 +211,7 @@ local function html(s)
     ["'"] = "&#39;" }))
 end
 
-local function pct(x) return string.format("%.2f%%", 100 * x) end
+local pct = util.percent
 
 local function duration(ms)
   local units = { { 86400000, "d" }, { 3600000, "h" }, { 60000, "min" }, { 1000, "s" } }

@@ -30,6 +30,11 @@ end
 -- @return string
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+--- A ratio as a percentage with two decimals, the way every text output shows one: 0.0996 → "9.96%".
+-- @param x number: a ratio (1 = 100 %)
+-- @return string
+function M.percent(x) return string.format("%.2f%%", 100 * x) end
+
 --- How to name a lock that rf.load refused: "invalid lock: PATH: $.x: rule" when the file was read and the lock
 --- is wrong, or rf.load's own sentence when the file could not be read ("cannot open lock PATH: No such file or
 --- directory": not invalid, missing).

@@ -6,6 +6,7 @@ local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local model = require "retryfreeze.model"
+local util = require "retryfreeze.util"
 
 -- The routes to model: all, or the one --route names (an endpoint, or a request the policy matches).
 local function pick_routes(policy, wanted)
@@ -89,7 +90,7 @@ local function groups_of(routes)
   return out
 end
 
-local function pct(x) return string.format("%.2f%%", 100 * x) end
+local pct = util.percent
 local function num(x) return x == math.huge and "inf" or string.format("%.2f", x) end
 
 local function render(out, g, layers, p, class)
