@@ -39,7 +39,7 @@ describe("retryfreeze check", function()
     assert.equal(0, code)
     assert.equal("", err)
     assert.are_not.equal(general, out)
-    assert.matches("^usage: retryfreeze check LOCK %[%-%-table TABLE%.tsv %[%-%-seed N%]%]\n", out)
+    assert.matches("^usage: retryfreeze check LOCK %[%-%-table TABLE%.tsv%] %[%-%-seed N%]\n", out)
     -- the options list comes from the parser's option table: the kind of value each takes, and what it does
     assert.matches("\n   %-%-seed <N> +the jitter seed of every table row %(default 1; only with %-%-table%)\n", out)
     assert.matches("\n   %-%-table <TABLE%.tsv> +run this decision table %(facts %-> expected verdict%) instead of", out)
@@ -153,11 +153,12 @@ describe("retryfreeze decide", function()
     assert.matches("^retryfreeze decide: %-%-transport must be one of ok, timeout", err)
     _, err, code = h.run_cli("decide", h.desk_lock, "--method", "POST")
     assert.equal(2, code)
-    assert.matches("expected LOCK, %-%-method and %-%-path", err)
+    assert.matches("^retryfreeze decide: %-%-path PATH is required\nusage: retryfreeze decide LOCK %-%-method METHOD "
+      .. "%-%-path PATH ", err)
     -- valid options but two positional arguments: a usage error, not a crash
     _, err, code = h.run_cli("decide", h.desk_lock, "extra", "--method", "POST", "--path", "/x")
     assert.equal(2, code)
-    assert.matches("^retryfreeze decide: expected LOCK, %-%-method and %-%-path\nusage:", err)
+    assert.matches("^retryfreeze decide: expected exactly one LOCK\nusage:", err)
     _, err, code = h.run_cli("decide", h.desk_lock, "--method", "POST", "--path", "/x", "--status", "abc")
     assert.equal(2, code)
     assert.matches("needs an integer", err)
@@ -233,7 +234,7 @@ end)
 describe("every command's --help names what each option takes", function()
   local cases = {
     demo = { "--ledger <FILE>", "--examples <DIR>", "--report <FILE>", "--faults <SPEC>", "--requests <N>" },
-    soak = { "--concurrency <N>", "--url <URL>", "--script <FLOW.lua>", "--max-retry-ratio <R>" },
+    soak = { "--concurrency <N>", "--url <URL>", "--script <FLOW.lua>", "--max-retry-ratio <X>" },
     gate = { "--lock <LOCK>", "--route <ROUTE>", "--forbid-reason <REASON>", "--min-success-rate <R>" },
     budget = { "--redis <URL>", "--timeout-ms <MS>" },
     decide = { "--elapsed-ms <MS>", "--now-ms <MS>", "--hint <NAME=VALUE>", "--date <HTTP-DATE>" },
@@ -254,11 +255,14 @@ describe("every command's --help names what each option takes", function()
 
   it("an option that names no value falls back to its kind's placeholder", function()
     local args = require "retryfreeze.cli.args"
-    local out = args.help("x", { ["--a"] = "string", ["--b"] = "integer", ["--c"] = "number FACTOR" })
+    local x = args.command{ name = "x", options = { { "--a", "string", "a" }, { "--b", "integer", "b" },
+      { "--c", "number FACTOR", "c" } } }
+    local out = args.help(x)
     assert.matches("\n%s+%-%-a <TEXT>  ", out)
     assert.matches("\n%s+%-%-b <N>  ", out)
     assert.matches("\n%s+%-%-c <FACTOR>  ", out)
-    local opts = args.parse({ "--c", "1.5", "--b", "-3" }, { ["--b"] = "integer", ["--c"] = "number FACTOR" })
+    assert.matches("^usage: retryfreeze x %[%-%-a TEXT%] %[%-%-b N%] %[%-%-c FACTOR%]\n", out)
+    local opts = args.parse(x, { "--c", "1.5", "--b", "-3" })
     assert.same({ b = -3, c = 1.5 }, opts)
   end)
 end)
@@ -269,18 +273,37 @@ describe("every command's --help describes each option", function()
   local generic = { ["text"] = true, ["an integer"] = true, ["a number"] = true,
     ["text; repeatable, each use adds one"] = true, ["a flag (takes no value)"] = true }
   for _, name in ipairs(cli.commands) do
-    local ok, mod = pcall(require, "retryfreeze.cli." .. name)
-    if ok and mod.options then
+    local mod = cli.load_command(name)
+    if mod then
       it(name, function()
         local out, err, code = h.run_cli("help", name)
         assert.equal(0, code, err)
-        for opt in pairs(mod.options) do
-          local line = out:match("\n%s+" .. opt:gsub("%p", "%%%0") .. "[^\n]-  +([^\n]+)")
+        for _, row in ipairs(mod.options) do
+          local opt = row[1]
+          local line = out:match("\n%s+[^\n]-" .. opt:gsub("%p", "%%%0") .. "[^\n]-  +([^\n]+)")
           assert.is_truthy(line, name .. " --help has no line for " .. opt .. ":\n" .. out)
           assert.is_falsy(generic[line], name .. " --help: " .. opt .. " says only '" .. tostring(line) .. "'")
-          assert.is_truthy(mod.option_help[opt], name .. ": no option_help for " .. opt)
+          local shown = row.short or opt -- the synopsis names an option by its short form when it has one
+          assert.is_truthy(out:find(shown, 1, true) < out:find("\nOptions:", 1, true), name .. ": the synopsis lacks " .. opt)
         end
       end)
     end
   end
+end)
+
+-- The library is usable without its command line: no module of lua/retryfreeze/ outside cli/ requires one of
+-- cli/ (a `require("retryfreeze.cli.…")` in any form, at load time or inside a function).
+describe("the library", function()
+  it("requires no module of the command line", function()
+    local p = io.popen("ls lua/retryfreeze/*.lua")
+    local files = p:read("a")
+    p:close()
+    local n = 0
+    for file in files:gmatch("[^\n]+") do
+      n = n + 1
+      local src = h.read_file(file)
+      assert.is_nil(src:find("[\"']retryfreeze%.cli[%.\"']"), file .. " requires a module of the command line")
+    end
+    assert.is_true(n >= 15)
+  end)
 end)

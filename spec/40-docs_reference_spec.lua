@@ -754,8 +754,8 @@ describe("docs/cli.md", function()
       -- Outside the synopsis: each option must be explained, not only listed.
       local documented = options_in((section:gsub("\n```.-\n```", "")))
       local accepted = options_in(mod.usage)
-      -- The parser's own option table, in case the usage text forgets one.
-      for o in read("lua/retryfreeze/cli/" .. name .. ".lua"):gmatch('%["(%-%-[%w%-]+)"%]%s*=') do accepted[o] = true end
+      -- The command's option table (the usage names an option by its short form when it has one).
+      for _, row in ipairs(mod.options) do accepted[row[1]] = true end
       for o in pairs(accepted) do
         assert.is_true(documented[o] == true, "docs/cli.md: retryfreeze " .. name .. " does not document " .. o)
       end
@@ -768,6 +768,18 @@ describe("docs/cli.md", function()
       for o in pairs(documented) do
         assert.is_true(accepted[o] == true, "docs/cli.md: retryfreeze " .. name .. " has no option " .. o)
       end
+    end)
+  end
+
+  for _, name in ipairs(cli.commands) do
+    it("shows the synopsis of retryfreeze " .. name .. " that its --help prints", function()
+      local mod = commands[name]
+      if not mod then return end -- the command's module is absent in this build
+      local section = assert(top["`retryfreeze " .. name .. "`"], "docs/cli.md has no '## `retryfreeze " .. name .. "`'")
+      local block = assert(section:match("\n```\n(.-)\n```"), "docs/cli.md: retryfreeze " .. name .. " has no synopsis")
+      assert.equal(mod.synopsis, block)
+      local out = h.run_cli("help", name)
+      assert.equal("usage: " .. mod.synopsis .. "\n", out:sub(1, #mod.synopsis + 8))
     end)
   end
 

@@ -15,6 +15,7 @@
 --- not depend on the rows before it and the same table always gives the same delays.
 local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
+local util = require "retryfreeze.util"
 
 local M = {}
 
@@ -235,13 +236,14 @@ function M.run(policy, tbl, opts)
 end
 
 --- A failing row as printed by `retryfreeze check --table`: the location, the note, the facts, the expected
---- and the actual verdict (three or four lines, each ending in a newline).
+--- and the actual verdict (three or four lines, each ending in a newline). A control character in a cell is
+--- written out (util.format), so each of them stays one line.
 -- @param r table: one entry of run()'s results.rows
 -- @param name string: the table's name
 -- @return string
 function M.format_failure(r, name)
   local row = r.row
-  return string.format("%s:%d: FAIL (%s differ)%s\n  facts:    %s\n  expected: %s\n  actual:   %s\n", name, row.line,
+  return util.format("%s:%d: FAIL (%s differ)%s\n  facts:    %s\n  expected: %s\n  actual:   %s\n", name, row.line,
     table.concat(r.mismatches, ", "), row.note and " — " .. row.note or "", M.format_facts(row.facts),
     M.format_expect(row.expect), M.format_verdict(r.verdict))
 end

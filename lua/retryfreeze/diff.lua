@@ -19,7 +19,9 @@
 local math, table, utf8 = require("retryfreeze.compat").math, require("retryfreeze.compat").table, require("retryfreeze.compat").utf8
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
+local git = require "retryfreeze.git"
 local json = require "retryfreeze.json"
+local util = require "retryfreeze.util"
 
 local M = {}
 
@@ -39,12 +41,7 @@ local function show(v)
   return tostring(v)
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
+local sorted_keys = util.sorted_keys
 
 local function change(kind, route, field, old, new, text)
   return { kind = kind, route = route, field = field, old = old, new = new,
@@ -859,11 +856,12 @@ function M.widens(changes)
 end
 
 --- One change as a line: "WIDENING  POST /v1/jobs  maxAttempts 2 → 5" (kind, two spaces, route, two spaces,
---- text; no trailing newline).
+--- text; no trailing newline). A control character from a lock (a comment, a name) is written out
+--- (util.printable), so a change is always one line.
 -- @param c table: a change from compare()
 -- @return string
 function M.format(c)
-  return c.kind:upper() .. "  " .. c.route .. "  " .. c.text
+  return c.kind:upper() .. "  " .. util.printable(c.route) .. "  " .. util.printable(c.text)
 end
 
 --- Every change as a line (see format).
@@ -891,27 +889,11 @@ function M.load(source, opts)
     if not object:find(":", 1, true) or object:sub(1, 1) == "-" or object:find("[%z\n]") then
       return nil, source .. ": expected git:REV:PATH (REV not starting with '-')"
     end
-    local err_file, code_file = os.tmpname(), os.tmpname()
-    local quoted = "'" .. object:gsub("'", "'\\''") .. "'"
-    -- The exit code through a file: popen's close() does not return it on Lua 5.1 and LuaJIT.
-    local p = io.popen("git show " .. quoted .. " 2>" .. err_file .. "; echo $? >" .. code_file, "r")
-    text = p:read(core.LOCK_MAX_BYTES + 1) or "" -- the lock's cap: a larger blob is refused, never read whole
-    p:close()
-    local ef = io.open(err_file, "r")
-    local err_text = ef and ef:read("*a") or ""
-    if ef then ef:close() end
-    local cf = io.open(code_file, "r")
-    local code = cf and tonumber(cf:read("*l")) or -1
-    if cf then cf:close() end
-    os.remove(err_file)
-    os.remove(code_file)
-    if #text > core.LOCK_MAX_BYTES then -- checked first: git was cut off by the closed pipe
-      return nil, string.format("%s: lock %s is over the %d byte limit", source, source, core.LOCK_MAX_BYTES)
-    end
-    if code ~= 0 then
-      err_text = err_text:gsub("%s+$", ""):gsub("\n", "; ")
-      return nil, string.format("%s: git show failed (exit %s): %s", source, tostring(code),
-        err_text ~= "" and err_text or "no output")
+    local why, kind
+    text, why, kind = git.show(object, { max_bytes = core.LOCK_MAX_BYTES })
+    if not text then
+      if kind == "too-large" then return nil, string.format("%s: lock %s is %s", source, source, why) end
+      return nil, source .. ": " .. why
     end
     local policy, err = rf.load_string(text, source, opts)
     if not policy then return nil, err end

@@ -11,6 +11,7 @@
 local math = require("retryfreeze.compat").math
 local core = require "retryfreeze.core"
 local glob = require "retryfreeze.glob"
+local util = require "retryfreeze.util"
 
 local M = {}
 
@@ -316,26 +317,23 @@ function M.summarize(paths, opts)
   return s
 end
 
-local function pct(x) return string.format("%.2f%%", 100 * x) end
+local pct = util.percent
 
-local function sorted_counts(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b) return t[a] > t[b] or (t[a] == t[b] and a < b) end)
-  return keys
-end
+local sorted_counts = util.keys_by_count
 
 --- The route's label in text output: "(no route)" for the empty route of a request no route matched.
 -- @param route string
 -- @return string
 function M.route_label(route) return route == "" and "(no route)" or route end
 
---- Renders stats as the text `retryfreeze stats` prints.
+--- Renders stats as the text `retryfreeze stats` prints. Every string from the ledgers (routes, hosts,
+--- outcomes, reasons, classes, file names) is shown through util.printable: a control character in a ledger
+--- is written out, never sent to the terminal.
 -- @param s table: from M.stats
 -- @return string (several lines, ending in a newline)
 function M.render(s)
   local out = {}
-  local function line(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
+  local function line(fmt, ...) out[#out + 1] = util.format(fmt, ...) end
   line("ledgers: %d file%s, %d lines", #s.files, #s.files == 1 and "" or "s", s.lines)
   for _, path in ipairs(s.files) do
     if s.torn[path] then
@@ -373,10 +371,7 @@ function M.render(s)
   if s.by_host then by, label = s.by_host, function(h) return h == "" and "(no host)" or h end end
   line("  %-28s %9s %9s %9s %9s %9s %8s %8s %8s", s.by_host and "host" or "route", "requests", "success",
     "terminal", "retried-ok", "att/ok", "p50", "p95", "p99")
-  local keys = {}
-  for k in pairs(by) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, key in ipairs(keys) do
+  for _, key in ipairs(util.sorted_keys(by)) do
     local r = by[key]
     line("  %-28s %9d %9s %9s %9s %9.3f %8d %8d %8d", label(key), r.requests, pct(r.success_rate),
       pct(r.terminal_rate), pct(r.retried_success_ratio), r.attempts_per_success, r.elapsed_ms.p50,

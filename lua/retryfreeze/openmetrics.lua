@@ -14,12 +14,15 @@
 --- 0.0.4 form and takes `# EOF` and `# UNIT` for comments.
 local math = require("retryfreeze.compat").math
 local ledger_stats = require "retryfreeze.ledger_stats"
+local util = require "retryfreeze.util"
 
 local M = {}
 
--- Label values: backslash, double quote and line feed escaped (OpenMetrics §"Escaping").
+-- Label values: backslash, double quote and line feed escaped (OpenMetrics §"Escaping"), after the other
+-- control characters are written out as \u00XX (util.printable): OpenMetrics has no escape for them, and the
+-- text is printed to terminals too.
 local function label_value(v)
-  return (tostring(v):gsub("[\\\"\n]", { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
+  return (util.printable(v, "text"):gsub("[\\\"\n]", { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
 end
 
 -- {k1 = v1, …} in the given key order → `{k1="v1",…}`.
@@ -40,12 +43,7 @@ local function number(x)
   return tonumber(short) == x and short or string.format("%.17g", x)
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
+local sorted_keys = util.sorted_keys
 
 -- The per-route counters and gauges: {name, type, help, field of the route's stats}.
 local simple = {
@@ -84,34 +82,24 @@ function M.render(s)
     end
   end
 
-  family("retryfreeze_outcomes_total", "counter", "Requests by final outcome and verdict reason.")
-  for _, route in ipairs(routes) do
-    local r = s.by_route[route]
-    for _, k in ipairs(sorted_keys(r.by_reason)) do
-      local outcome, reason = k:match("^(%S+) (.*)$")
-      line("retryfreeze_outcomes_total", labels({ "route", "outcome", "reason" },
-        { ledger_stats.route_label(route), outcome, reason }), " ", number(r.by_reason[k]))
+  -- A counter by route and what one of the route's count tables is keyed by (label_values(key) → its labels).
+  local function counter_by(name, help, field, label_names, label_values)
+    family(name, "counter", help)
+    for _, route in ipairs(routes) do
+      local counts = s.by_route[route][field]
+      for _, k in ipairs(sorted_keys(counts)) do
+        line(name, labels(label_names, { ledger_stats.route_label(route), label_values(k) }), " ", number(counts[k]))
+      end
     end
   end
-
-  family("retryfreeze_retried_attempts_total", "counter", "Attempts that were retried, by failure class.")
-  for _, route in ipairs(routes) do
-    local r = s.by_route[route]
-    for _, class in ipairs(sorted_keys(r.retried_classes)) do
-      line("retryfreeze_retried_attempts_total", labels({ "route", "class" },
-        { ledger_stats.route_label(route), class }), " ", number(r.retried_classes[class]))
-    end
-  end
-
-  family("retryfreeze_retry_after_total", "counter",
-    "Attempts whose response carried Retry-After, by what became of it (honored, ignored-invalid, ...).")
-  for _, route in ipairs(routes) do
-    local r = s.by_route[route]
-    for _, use in ipairs(sorted_keys(r.retry_after)) do
-      line("retryfreeze_retry_after_total", labels({ "route", "use" }, { ledger_stats.route_label(route), use }), " ",
-        number(r.retry_after[use]))
-    end
-  end
+  local function itself(k) return k end
+  counter_by("retryfreeze_outcomes_total", "Requests by final outcome and verdict reason.", "by_reason",
+    { "route", "outcome", "reason" }, function(k) return k:match("^(%S+) (.*)$") end)
+  counter_by("retryfreeze_retried_attempts_total", "Attempts that were retried, by failure class.",
+    "retried_classes", { "route", "class" }, itself)
+  counter_by("retryfreeze_retry_after_total",
+    "Attempts whose response carried Retry-After, by what became of it (honored, ignored-invalid, ...).",
+    "retry_after", { "route", "use" }, itself)
 
   local h = "retryfreeze_request_duration_seconds"
   family(h, "histogram", "Duration of whole requests (all attempts and backoff), from the ledger's elapsed_ms.",

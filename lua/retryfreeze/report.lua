@@ -14,6 +14,7 @@ local math = compat.math
 local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
+local util = require "retryfreeze.util"
 
 local M = {}
 
@@ -117,12 +118,7 @@ local function lock_of(lock_path, policy, log_path)
   return out
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
+local sorted_keys = util.sorted_keys
 
 --- Computes everything the report shows.
 -- @param paths array of strings: ledgers (globs as for ledger_stats.stats)
@@ -139,7 +135,7 @@ function M.build(paths, opts)
     local rf = require "retryfreeze"
     local why
     policy, why = rf.load(opts.lock)
-    if not policy then return nil, require("retryfreeze.cli.args").lock_error(opts.lock, why) end
+    if not policy then return nil, util.lock_error(opts.lock, why) end
   end
   local sopts = { skip_corrupt = opts.skip_corrupt or false, after_line = opts.after_line }
   local s, err = ledger_stats.stats(paths, sopts)
@@ -215,7 +211,7 @@ local function html(s)
     ["'"] = "&#39;" }))
 end
 
-local function pct(x) return string.format("%.2f%%", 100 * x) end
+local pct = util.percent
 
 local function duration(ms)
   local units = { { 86400000, "d" }, { 3600000, "h" }, { 60000, "min" }, { 1000, "s" } }
@@ -442,19 +438,20 @@ function M.write(out_path, paths, opts)
   if not model then return nil, err end
   local page, rerr = M.render(model)
   if not page then return nil, rerr end
+  local function cannot(why) return nil, "cannot write the report " .. out_path .. ": " .. tostring(why) end
   local tmp = out_path .. ".tmp"
   local f, ferr = io.open(tmp, "wb")
-  if not f then return nil, "cannot write the report: " .. tostring(ferr) end
+  if not f then return cannot(ferr) end
   local ok, werr = f:write(page)
   local cok, cerr = f:close()
   if not ok or not cok then
     os.remove(tmp)
-    return nil, "cannot write the report: " .. tostring(werr or cerr)
+    return cannot(werr or cerr)
   end
   local rok, rnerr = os.rename(tmp, out_path)
   if not rok then
     os.remove(tmp)
-    return nil, "cannot write the report: " .. tostring(rnerr)
+    return cannot(rnerr)
   end
   return model
 end

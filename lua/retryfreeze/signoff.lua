@@ -25,6 +25,7 @@ local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
 local json = require "retryfreeze.json"
 local diff = require "retryfreeze.diff"
+local git = require "retryfreeze.git"
 
 local M = {}
 
@@ -435,34 +436,18 @@ end
 --- Reads a log file as committed at a git revision: `git -C DIR show REV:./NAME`, run in the log's directory.
 -- @param rev string: the revision (not starting with "-")
 -- @param log_path string
--- @return text ("" when the log did not exist at REV), or nil, message (git's own error)
+-- @return text ("" when the log did not exist at REV), or nil, message (git's own error, or a log at REV over
+--   the pairing log's cap, which is never read whole)
 function M.git_text(rev, log_path)
   if rev == "" or rev:sub(1, 1) == "-" or rev:find("[%z\n:]") then
     return nil, "git:" .. rev .. ": expected git:REV (REV not empty, not starting with '-', without ':')"
   end
-  local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-  local dir, name = dirname(log_path), log_path:match("([^/]*)$")
-  local err_file, code_file = os.tmpname(), os.tmpname()
-  -- The exit code through a file: popen's close() does not return it on Lua 5.1 and LuaJIT.
-  local p = io.popen("git -C " .. q(dir) .. " show " .. q(rev .. ":./" .. name) .. " 2>" .. err_file
-    .. "; echo $? >" .. code_file, "r")
-  local text = p:read("*a")
-  p:close()
-  local ef = io.open(err_file, "r")
-  local err_text = ef and ef:read("*a") or ""
-  if ef then ef:close() end
-  local cf = io.open(code_file, "r")
-  local code = cf and tonumber(cf:read("*l")) or -1
-  if cf then cf:close() end
-  os.remove(err_file)
-  os.remove(code_file)
-  if code == 0 then return text end
-  if err_text:find("does not exist in", 1, true) or err_text:find("exists on disk, but not in", 1, true) then
-    return ""
-  end
-  err_text = err_text:gsub("%s+$", ""):gsub("\n", "; ")
-  return nil, string.format("git:%s: git show failed (exit %s): %s", rev, tostring(code),
-    err_text ~= "" and err_text or "no output")
+  local text, why, kind = git.show(rev .. ":./" .. log_path:match("([^/]*)$"),
+    { dir = dirname(log_path), max_bytes = core.LOG_MAX_BYTES })
+  if text then return text end
+  if kind == "absent" then return "" end
+  if kind == "too-large" then return nil, string.format("git:%s: pairing log %s at %s is %s", rev, log_path, rev, why) end
+  return nil, "git:" .. rev .. ": " .. why
 end
 
 return M

@@ -2,7 +2,7 @@
 local math = require("retryfreeze.compat").math
 local M = {}
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shell_quote = require("retryfreeze.util").shell_quote
 
 local function executable(path)
   local ok = os.execute("test -f " .. shell_quote(path) .. " && test -x " .. shell_quote(path))
@@ -29,6 +29,22 @@ function M.program(bindir)
     return nil, "no retryfreeze-serve beside this retryfreeze (" .. path .. "); set RF_SERVE to one"
   end
   return path
+end
+
+--- Checks a fault spec (--faults) as the upstream itself reads it, before anything is started: runs
+--- `retryfreeze-serve --faults SPEC --version`, which parses its arguments in order and stops at --version.
+-- @param bindir string|nil: as for M.program
+-- @param spec string: the fault spec
+-- @return nil when the spec is good or there is no upstream to ask (M.start then says so), else the
+--   upstream's message ("--faults: expected NAME=VALUE in token 'x'")
+function M.faults_error(bindir, spec)
+  local program = M.program(bindir)
+  if not program then return nil end
+  local p = io.popen(shell_quote(program) .. " --faults " .. shell_quote(spec) .. " --version 2>&1 >/dev/null")
+  local err = p:read("*a")
+  p:close()
+  if err == "" then return nil end
+  return (err:gsub("^retryfreeze%-serve: ", ""):gsub("%s*%(see %-%-help%)%s*$", ""):gsub("%s+$", ""))
 end
 
 --- Starts the upstream. opts: {bindir=, faults=, seed=, stall_ms=, max_seconds=, log=} (log: a file for

@@ -4,41 +4,13 @@
 --- twice or the ledger lost a request.
 local cli_args = require "retryfreeze.cli.args"
 local compat = require "retryfreeze.compat"
+local math = compat.math
 local flow = require "retryfreeze.flow"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
+local util = require "retryfreeze.util"
 
 local DEFAULT_FAULTS = "503=0.06,504=0.05,429=0.04,500=0.02,timeout=0.01,reset=0.02,empty=0.01,ra=1"
-
-local M = {
-  summary = "run the demo: real HTTP flows under the pinned locks against a fault-injecting upstream",
-  usage = "retryfreeze demo [--requests N] [--seed S] [--faults SPEC] [--ledger FILE] [--examples DIR]\n"
-    .. "                 [--report FILE]\n\n"
-    .. "  Defaults: 300 requests, seed 7, faults " .. DEFAULT_FAULTS .. ",\n"
-    .. "  ledger demo-ledger.jsonl, examples from the project's examples/ folder. The run appends to the\n"
-    .. "  ledger (never truncates it) and reports only the lines it appended; a ledger whose last line is\n"
-    .. "  torn is refused. The same seed gives the same counts.\n"
-    .. "  --report FILE also writes the HTML report of the lines this run appended (as `retryfreeze report`).\n"
-    .. "  A rock has no retryfreeze-serve: set RF_SERVE to one (e.g. build/bin/retryfreeze-serve of a CMake build),\n"
-    .. "  and run from a checkout or pass --examples DIR (its examples/ folder).\n"
-    .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
-    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, or a ledger it cannot append to.",
-}
-
-local spec = { ["--requests"] = "integer N", ["--seed"] = "integer S", ["--faults"] = "string SPEC",
-  ["--ledger"] = "string FILE", ["--examples"] = "string DIR", ["--report"] = "string FILE" }
---- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
-M.options = spec
---- What each option does, one line each, for the generated --help.
-M.option_help = {
-  ["--requests"] = "logical requests to send (default 300)",
-  ["--seed"] = "the seed of the upstream's faults and of the flow (default 7)",
-  ["--faults"] =
-    "the upstream's random faults, as for serve (default: a mix of 503, 504, 429, 500, timeouts, resets)",
-  ["--ledger"] = "the ledger to append to (default demo-ledger.jsonl)",
-  ["--examples"] = "the folder holding jobs_flow.lua and the example locks (default: the project's examples/)",
-  ["--report"] = "also write the HTML report of this run's lines to this file",
-}
 
 -- A LuaRocks install (no binary directory) without RF_SERVE: the rock builds only the Lua module, not the C
 -- upstream, so the demo runs from a CMake build (or borrows its retryfreeze-serve).
@@ -77,99 +49,91 @@ local function examples_dir(opt)
     .. "./examples: run it from a retryfreeze checkout, or pass --examples DIR (the checkout's examples/ folder)"
 end
 
-function M.run(args, out, err, bindir)
-  local opts, pos = cli_args.parse(args, spec)
-  if not opts or #pos > 0 then
-    err:write("retryfreeze demo: ", pos and ("unexpected argument " .. pos[1]) or "", "\nusage: ", M.usage, "\n")
-    return 2
-  end
+--- Runs the demo (see retryfreeze.cli for ctx).
+local function run(ctx, opts)
+  local out = ctx.out
   if _VERSION ~= "Lua 5.4" then -- the command runs on every Lua a rock is built for; the demo's flow does not
-    err:write("retryfreeze demo: the demo runs examples/jobs_flow.lua, a Lua 5.4 script (<close>, <const>), ",
-      "and this command runs on ", _VERSION, ": use a Lua 5.4 build (luarocks --lua-version=5.4 make)\n")
-    return 2
+    ctx.fail("the demo runs examples/jobs_flow.lua, a Lua 5.4 script (<close>, <const>), and this command runs on "
+      .. _VERSION .. ": use a Lua 5.4 build (luarocks --lua-version=5.4 make)")
   end
-  local requests, seed = opts.requests or 300, opts.seed or 7
-  local ledger_path, faults = opts.ledger or "demo-ledger.jsonl", opts.faults or DEFAULT_FAULTS
+  local requests, seed, ledger_path, faults = opts.requests, opts.seed, opts.ledger, opts.faults
   -- Everything the run needs is checked before anything is printed, appended or started. The upstream first:
   -- a rock user who fixed --examples would only then learn that the rock cannot run the demo at all.
-  if not bindir and (os.getenv("RF_SERVE") or "") == "" then
-    err:write("retryfreeze demo: ", ROCK_NO_SERVE, "\n")
-    return 2
-  end
-  local _, serve_err = upstream.program(bindir)
-  if serve_err then
-    err:write("retryfreeze demo: ", serve_err, "\n")
-    return 2
-  end
+  if not ctx.bindir and (os.getenv("RF_SERVE") or "") == "" then ctx.fail(ROCK_NO_SERVE) end
+  local _, serve_err = upstream.program(ctx.bindir)
+  if serve_err then ctx.fail(serve_err) end
   local dir, dir_err = examples_dir(opts.examples)
-  if not dir then
-    err:write("retryfreeze demo: ", dir_err, "\n")
-    return 2
-  end
+  if not dir then ctx.fail(dir_err) end
   local lines_before, lerr = stats.lines_before_append(ledger_path)
-  if not lines_before then
-    err:write("retryfreeze demo: ", lerr, "\n")
-    return 2
-  end
-  local up, why = upstream.start{ bindir = bindir, faults = faults, seed = seed, stall_ms = 3000 }
-  if not up then
-    err:write("retryfreeze demo: ", why, "\n")
-    return 1
-  end
-  out:write(string.format("retryfreeze demo: %d requests against the fault-injecting upstream at %s\n", requests, up.url))
-  out:write(string.format("faults: %s (seed %d)\n", faults, seed))
+  if not lines_before then ctx.fail(lerr) end
+  local up, why = upstream.start{ bindir = ctx.bindir, faults = faults, seed = seed, stall_ms = 3000 }
+  if not up then ctx.fail(why, 1) end
+  out:printf("retryfreeze demo: %d requests against the fault-injecting upstream at %s\n", requests, up.url)
+  out:printf("faults: %s (seed %d)\n", faults, seed)
   local ok, flow_err = flow.run(dir .. "/jobs_flow.lua", { up.url, ledger_path, tostring(requests), tostring(seed) })
   local server = ok and upstream.stats(up.url)
   up.stop()
-  if not ok then
-    err:write("retryfreeze demo: the flow failed: ", tostring(flow_err), "\n")
-    return 1
-  end
+  if not ok then ctx.fail("the flow failed: " .. tostring(flow_err), 1) end
   local s = stats.summarize({ ledger_path }, { after_line = { [ledger_path] = lines_before } })
   local sent_attempts = server and server.requests or -1
   local dups = server and server.duplicate_executions or -1
-  out:write(string.format("ledger: %s (%d requests, %d attempts%s)\n\n", ledger_path, s.requests, s.attempts,
-    lines_before > 0 and string.format(", appended after line %d", lines_before) or ""))
-  out:write(string.format("  %-24s %8d\n", "requests", s.requests))
-  out:write(string.format("  %-24s %8d  (%.2f%%)\n", "successes", s.successes, 100 * stats.ratio(s.successes, s.requests)))
-  out:write(string.format("  %-24s %8d  (%.2f%% of successes)\n", "retried successes", s.retried_successes,
-    100 * stats.ratio(s.retried_successes, s.successes)))
-  out:write(string.format("  %-24s %8.3f\n", "attempts per success", stats.ratio(s.success_attempts, s.successes)))
-  out:write(string.format("  %-24s %8.3f\n", "attempts per request", stats.ratio(s.attempts, s.requests)))
-  out:write(string.format("  %-24s %8d\n", "attempts the upstream saw", sent_attempts))
-  out:write(string.format("  %-24s %8d\n\n", "duplicate executions", dups))
-  out:write(string.format("  %-10s %-30s %6s\n", "outcome", "reason", "count"))
-  local keys = {}
-  for k in pairs(s.by_reason) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b) return s.by_reason[a] > s.by_reason[b] or (s.by_reason[a] == s.by_reason[b] and a < b) end)
-  for _, k in ipairs(keys) do
-    local outcome, reason = k:match("^(%S+) (%S+)$")
-    out:write(string.format("  %-10s %-30s %6d\n", outcome, reason, s.by_reason[k]))
+  out:printf("ledger: %s (%d requests, %d attempts%s)\n\n", ledger_path, s.requests, s.attempts,
+    lines_before > 0 and string.format(", appended after line %d", lines_before) or "")
+  out:printf("  %-24s %8d\n", "requests", s.requests)
+  out:printf("  %-24s %8d  (%.2f%%)\n", "successes", s.successes, 100 * stats.ratio(s.successes, s.requests))
+  out:printf("  %-24s %8d  (%.2f%% of successes)\n", "retried successes", s.retried_successes,
+    100 * stats.ratio(s.retried_successes, s.successes))
+  out:printf("  %-24s %8.3f\n", "attempts per success", stats.ratio(s.success_attempts, s.successes))
+  out:printf("  %-24s %8.3f\n", "attempts per request", stats.ratio(s.attempts, s.requests))
+  out:printf("  %-24s %8d\n", "attempts the upstream saw", sent_attempts)
+  out:printf("  %-24s %8d\n\n", "duplicate executions", dups)
+  out:printf("  %-10s %-30s %6s\n", "outcome", "reason", "count")
+  for _, k in ipairs(util.keys_by_count(s.by_reason)) do
+    local outcome, reason = k:match("^(%S+) (.*)$")
+    out:printf("  %-10s %-30s %6d\n", outcome, reason, s.by_reason[k])
   end
   local failed = false
   if dups ~= 0 then
-    err:write("retryfreeze demo: FAIL: ", dups, " duplicate executions of keyed requests\n")
+    ctx.note(string.format("FAIL: %d duplicate executions of keyed requests", dups))
     failed = true
   end
   if s.requests ~= requests then
-    err:write(string.format("retryfreeze demo: FAIL: the ledger holds %d of %d requests\n", s.requests, requests))
+    ctx.note(string.format("FAIL: the ledger holds %d of %d requests", s.requests, requests))
     failed = true
   end
   if sent_attempts ~= s.attempts then
-    err:write(string.format("retryfreeze demo: FAIL: the ledger counts %d attempts, the upstream saw %d\n",
-      s.attempts, sent_attempts))
+    ctx.note(string.format("FAIL: the ledger counts %d attempts, the upstream saw %d", s.attempts, sent_attempts))
     failed = true
   end
   if opts.report then
     local written, rerr = require("retryfreeze.report").write(opts.report, { ledger_path },
       { title = "retryfreeze demo", after_line = { [ledger_path] = lines_before } })
-    if not written then
-      err:write("retryfreeze demo: --report: ", rerr, "\n")
-      return 2
-    end
-    out:write("\nreport: ", opts.report, "\n")
+    if not written then ctx.fail("--report: " .. rerr) end
+    out:printf("\nreport: %s\n", opts.report)
   end
   return failed and 1 or 0
 end
 
-return M
+return cli_args.command {
+  name = "demo",
+  summary = "run the demo: real HTTP flows under the pinned locks against a fault-injecting upstream",
+  description = "  The run appends to the ledger (never truncates it) and reports only the lines it appended; a ledger\n"
+    .. "  whose last line is torn is refused. The same seed gives the same counts.\n"
+    .. "  A rock has no retryfreeze-serve: set RF_SERVE to one (e.g. build/bin/retryfreeze-serve of a CMake build),\n"
+    .. "  and run from a checkout or pass --examples DIR (its examples/ folder).\n"
+    .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
+    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, or a ledger it cannot append to.",
+  options = {
+    { "--requests", "integer N", "logical requests to send", default = 300, range = { 1, math.huge } },
+    { "--seed", "integer S", "the seed of the upstream's faults and of the flow", default = 7,
+      range = { 0, math.huge } },
+    { "--faults", "string SPEC", "the upstream's random faults, as for serve", default = DEFAULT_FAULTS,
+      check = function(spec, ctx) return upstream.faults_error(ctx.bindir, spec) end },
+    { "--ledger", "string FILE", "the ledger to append to", default = "demo-ledger.jsonl" },
+    { "--examples", "string DIR", "the folder holding jobs_flow.lua and the example locks (default: the "
+      .. "project's examples/)" },
+    { "--report", "string FILE", "also write the HTML report of this run's lines to this file (as `retryfreeze "
+      .. "report`)" },
+  },
+  run = run,
+}

@@ -6,27 +6,6 @@ local diff = require "retryfreeze.diff"
 local json = require "retryfreeze.json"
 local signoff = require "retryfreeze.signoff"
 
-local M = {
-  summary = "classify the changes between two locks; exit 1 if one widens without sign-off",
-  usage = "retryfreeze diff OLD NEW [--json] [--log FILE]\n\n"
-    .. "  Compares two locks route by route and prints one line per change:\n"
-    .. "    WIDENING  POST /v1/jobs  maxAttempts 2 → 5\n"
-    .. "  OLD (or NEW) may be git:REV:PATH to read a committed version with `git show REV:PATH`.\n"
-    .. "  Exit 0 when nothing widens, or when NEW's digest is its lock's latest sign-off in the pairing log\n"
-    .. "  (--log, default pairing-log.jsonl beside NEW); 1 when something widens without sign-off;\n"
-    .. "  2 on bad usage, an unreadable or invalid lock, a failing git, or a tampered log.\n"
-    .. "  --json prints one JSON object: {from, to, summary, signed_off, changes}.",
-}
-
-local spec = { ["--json"] = "flag", ["--log"] = "string FILE" }
---- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
-M.options = spec
---- What each option does, one line each, for the generated --help.
-M.option_help = {
-  ["--json"] = "print one JSON object: {from, to, summary, signed_off, changes}",
-  ["--log"] = "the pairing log that may sign off a widening (default pairing-log.jsonl beside NEW)",
-}
-
 local function change_json(c)
   local t = { kind = c.kind, route = c.route, field = c.field, old = c.old, new = c.new, text = c.text,
     line = diff.format(c), requests = json.array() }
@@ -36,41 +15,28 @@ local function change_json(c)
   return t
 end
 
---- Runs the subcommand.
--- @param args table: the arguments after "diff"; out, err: file handles
--- @return exit code 0, 1 or 2
-function M.run(args, out, err)
-  local opts, pos = cli_args.parse(args, spec)
-  if not opts or #pos ~= 2 then
-    err:write("retryfreeze diff: ", type(pos) == "string" and pos or "expected OLD and NEW", "\nusage: ", M.usage,
-      "\n")
-    return 2
-  end
+--- Runs the subcommand (see retryfreeze.cli for ctx).
+local function run(ctx, opts, pos)
+  local out = ctx.out
   local old, old_text = diff.load(pos[1])
-  if not old then
-    err:write("retryfreeze diff: ", old_text, "\n")
-    return 2
-  end
+  if not old then ctx.fail(old_text) end
   local new, new_text = diff.load(pos[2])
-  if not new then
-    err:write("retryfreeze diff: ", new_text, "\n")
-    return 2
-  end
+  if not new then ctx.fail(new_text) end
   local changes = diff.compare(old, new, { old_text = old_text, new_text = new_text })
   local widens = diff.widens(changes)
 
-  local signed, log_path, unsigned_why
+  -- The pairing log: read when a widening needs a sign-off, and always when --log names one (a wrong --log is
+  -- an error even on a day nothing widens, never ignored).
+  local signed, log, unsigned_why
+  local log_path = opts.log or (widens and not pos[2]:match("^git:") and signoff.default_log(pos[2])) or nil
+  if log_path then
+    local why, code
+    log, why, code = signoff.read(log_path)
+    if not log and code ~= "missing" then ctx.fail(why) end
+    if log and log.torn then ctx.note(string.format("%s:%d: torn last line ignored", log_path, log.torn)) end
+  end
   if widens then
-    log_path = opts.log or (not pos[2]:match("^git:") and signoff.default_log(pos[2])) or nil
     if log_path then
-      local log, why, code = signoff.read(log_path)
-      if not log and code ~= "missing" then
-        err:write("retryfreeze diff: ", why, "\n")
-        return 2
-      end
-      if log and log.torn then
-        err:write(string.format("retryfreeze diff: %s:%d: torn last line ignored\n", log_path, log.torn))
-      end
       -- Signed: NEW's digest is its lock's latest sign-off (for a git: NEW, the latest of any lock).
       local lock = not pos[2]:match("^git:") and signoff.lock_name(pos[2], log_path) or nil
       local latest = log and signoff.latest(log, lock)
@@ -106,21 +72,36 @@ function M.run(args, out, err)
       signed_off = signed and { date = signed.date, by = table.concat(signed.by, " & "), log = log_path,
         line = signed.line } or json.null,
     }
-    out:write(json.encode(doc, { "kind", "route", "field", "old", "new", "text", "line", "requests", "from", "to",
-      "summary",
-      "signed_off", "changes", "source", "digest", "widening", "narrowing", "neutral", "date", "by", "log" }), "\n")
+    out:json(doc, { "kind", "route", "field", "old", "new", "text", "line", "requests", "from", "to", "summary",
+      "signed_off", "changes", "source", "digest", "widening", "narrowing", "neutral", "date", "by", "log" })
   else
     for _, c in ipairs(changes) do out:write(diff.format(c), "\n") end
-    if #changes == 0 then out:write("no changes (", new.digest, ")\n") end
+    if #changes == 0 then out:printf("no changes (%s)\n", new.digest) end
     if signed then
-      out:write(string.format("widening signed off: %s on %s by %s (%s line %d)\n", new.digest, signed.date,
-        table.concat(signed.by, " & "), log_path, signed.line))
+      out:printf("widening signed off: %s on %s by %s (%s line %d)\n", new.digest, signed.date,
+        table.concat(signed.by, " & "), log_path, signed.line)
     elseif widens then
-      out:write("widening without sign-off: ", unsigned_why, "\n")
+      out:printf("widening without sign-off: %s\n", unsigned_why)
     end
   end
   if widens and not signed then return 1 end
   return 0
 end
 
-return M
+return cli_args.command {
+  name = "diff",
+  summary = "classify the changes between two locks; exit 1 if one widens without sign-off",
+  args = "OLD NEW",
+  description = "  Compares two locks route by route and prints one line per change:\n"
+    .. "    WIDENING  POST /v1/jobs  maxAttempts 2 → 5\n"
+    .. "  OLD (or NEW) may be git:REV:PATH to read a committed version with `git show REV:PATH`.\n"
+    .. "  Exit 0 when nothing widens, or when NEW's digest is its lock's latest sign-off in the pairing log\n"
+    .. "  (--log, default pairing-log.jsonl beside NEW); 1 when something widens without sign-off;\n"
+    .. "  2 on bad usage, an unreadable or invalid lock, a failing git, or a tampered log.",
+  options = {
+    { "--json", "flag", "print one JSON object: {from, to, summary, signed_off, changes}" },
+    { "--log", "string FILE", "the pairing log that may sign off a widening (default pairing-log.jsonl beside NEW)" },
+  },
+  run = run,
+}
+

@@ -5,38 +5,8 @@
 local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
-local json = require "retryfreeze.json"
 local model = require "retryfreeze.model"
-
-local M = {
-  summary = "predict attempts per request and per success from a lock (independent failures, nested layers)",
-  usage = "retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--class C] [--json]\n\n"
-    .. "  For independent failures with probability p per attempt: expected attempts per request, success\n"
-    .. "  probability, attempts per success and the worst case, for each route's maxAttempts, and a table\n"
-    .. "  over p = 0.1…0.9. Assumes every failure is of a retryable class and nothing stops a request\n"
-    .. "  early (no deadline, Retry-After, retry budget or missing idempotency key): the real numbers can\n"
-    .. "  only be lower.\n"
-    .. "  --failure-rate p  detail one failure rate, 0..1\n"
-    .. "  --layers L        the same policy at L nested layers (1..16, default 1): worst case maxAttempts^L\n"
-    .. "  --route R         one route: its endpoint (\"POST /v1/jobs\") or a request (\"GET /v1/jobs/42\")\n"
-    .. "  --class C         failures of one class (HTTP_503, TIMEOUT, UNKNOWN, …): each route's attempts are\n"
-    .. "                    what the engine allows that class (its classLimits entry, or 1 when not retryable)\n"
-    .. "  --json            print the predictions as one JSON object\n"
-    .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
-}
-
-local spec = { ["--failure-rate"] = "number P", ["--layers"] = "integer L", ["--route"] = "string ROUTE",
-  ["--class"] = "string CLASS", ["--json"] = "flag" }
---- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
-M.options = spec
---- What each option does, one line each, for the generated --help.
-M.option_help = {
-  ["--failure-rate"] = "detail one failure rate p, 0..1",
-  ["--layers"] = "the same policy at L nested layers, 1..16 (default 1)",
-  ["--route"] = "one route: its endpoint or a request it matches (\"GET /v1/jobs/42\")",
-  ["--class"] = "failures of one class (HTTP_503, TIMEOUT, ...): the attempts the engine allows it",
-  ["--json"] = "print the predictions as one JSON object",
-}
+local util = require "retryfreeze.util"
 
 -- The routes to model: all, or the one --route names (an endpoint, or a request the policy matches).
 local function pick_routes(policy, wanted)
@@ -108,40 +78,40 @@ local function groups_of(routes)
   return out
 end
 
-local function pct(x) return string.format("%.2f%%", 100 * x) end
+local pct = util.percent
 local function num(x) return x == math.huge and "inf" or string.format("%.2f", x) end
 
 local function render(out, g, layers, p, class)
-  out:write(string.format("%s %d: %s\n", class and ("attempts for " .. class) or "maxAttempts", g.max_attempts,
-    table.concat(g.routes, ", ")))
+  out:printf("%s %d: %s\n", class and ("attempts for " .. class) or "maxAttempts", g.max_attempts,
+    table.concat(g.routes, ", "))
   if p then
     local m = model.predict{ max_attempts = g.max_attempts, p = p, layers = layers }
-    out:write(string.format("  at p = %s:\n", string.format("%.4g", p)))
-    out:write(string.format("    %-26s %s\n", "attempts per request", num(m.attempts_per_request)))
-    out:write(string.format("    %-26s %s\n", "success probability", pct(m.success_probability)))
-    out:write(string.format("    %-26s %s\n", "attempts per success", num(m.attempts_per_success)))
-    out:write(string.format("    %-26s %d attempts per request\n", "worst case", m.worst_case))
+    out:printf("  at p = %s:\n", string.format("%.4g", p))
+    out:printf("    %-26s %s\n", "attempts per request", num(m.attempts_per_request))
+    out:printf("    %-26s %s\n", "success probability", pct(m.success_probability))
+    out:printf("    %-26s %s\n", "attempts per success", num(m.attempts_per_success))
+    out:printf("    %-26s %d attempts per request\n", "worst case", m.worst_case)
     if layers > 1 then
       local with = string.format("with %d layers:", layers)
-      out:write(string.format("    %-26s %d attempts per user request (%d^%d)\n", with .. " worst case",
-        m.layered_worst_case, g.max_attempts, layers))
-      out:write(string.format("    %-26s %s attempts at the innermost service per user request\n",
-        with .. " expected", num(m.layered_expected)))
-      out:write(string.format("    %-26s %s\n", with .. " success", pct(m.layered_success_probability)))
+      out:printf("    %-26s %d attempts per user request (%d^%d)\n", with .. " worst case",
+        m.layered_worst_case, g.max_attempts, layers)
+      out:printf("    %-26s %s attempts at the innermost service per user request\n",
+        with .. " expected", num(m.layered_expected))
+      out:printf("    %-26s %s\n", with .. " success", pct(m.layered_success_probability))
     end
   end
-  out:write(string.format("  %5s %17s %9s %17s %6s", "p", "attempts/request", "success", "attempts/success", "worst"))
+  out:printf("  %5s %17s %9s %17s %6s", "p", "attempts/request", "success", "attempts/success", "worst")
   if layers > 1 then
-    out:write(string.format("   %-9s %9s %9s %7s", string.format("%d layers:", layers), "expected", "success", "worst"))
+    out:printf("   %-9s %9s %9s %7s", string.format("%d layers:", layers), "expected", "success", "worst")
   end
   out:write("\n")
   for _, rate in ipairs(model.table_rates) do
     local m = model.predict{ max_attempts = g.max_attempts, p = rate, layers = layers }
-    out:write(string.format("  %5.1f %17s %9s %17s %6d", rate, num(m.attempts_per_request),
-      pct(m.success_probability), num(m.attempts_per_success), m.worst_case))
+    out:printf("  %5.1f %17s %9s %17s %6d", rate, num(m.attempts_per_request),
+      pct(m.success_probability), num(m.attempts_per_success), m.worst_case)
     if layers > 1 then
-      out:write(string.format("   %-9s %9s %9s %7d", "", num(m.layered_expected), pct(m.layered_success_probability),
-        m.layered_worst_case))
+      out:printf("   %-9s %9s %9s %7d", "", num(m.layered_expected), pct(m.layered_success_probability),
+        m.layered_worst_case)
     end
     out:write("\n")
   end
@@ -155,35 +125,17 @@ local function json_safe(m)
   return m
 end
 
---- Runs `retryfreeze model`.
--- @param args array of strings: the arguments after "model"
--- @param out, err file handles (io.stdout, io.stderr in the CLI)
--- @return integer exit code (see the usage text)
-function M.run(args, out, err)
-  local opts, pos = cli_args.parse(args, spec)
-  local function usage_error(msg)
-    err:write("retryfreeze model: ", msg, "\nusage: ", M.usage, "\n")
-    return 2
-  end
-  if not opts then return usage_error(pos) end
-  if #pos ~= 1 then return usage_error("expected exactly one LOCK") end
-  local p, layers = opts.failure_rate, opts.layers or 1
-  if p ~= nil and not (p >= 0 and p <= 1) then return usage_error("--failure-rate must be 0..1, got " .. cli_args.number_text(p)) end
-  if layers < 1 or layers > 16 then return usage_error("--layers must be 1..16, got " .. layers) end
-  local policy, why = rf.load(pos[1])
-  if not policy then
-    err:write("retryfreeze model: ", cli_args.lock_error(pos[1], why), "\n")
-    return 2
-  end
+--- Runs `retryfreeze model` (see retryfreeze.cli for ctx).
+local function run(ctx, opts, pos)
+  local out = ctx.out
+  local p, layers = opts.failure_rate, opts.layers
+  local policy = ctx.load_lock(pos[1])
   local routes, rerr = pick_routes(policy, opts.route)
-  if not routes then
-    err:write("retryfreeze model: ", rerr, "\n")
-    return 2
-  end
+  if not routes then ctx.fail(rerr) end
   local class = opts.class
   if class then
     local facts, cerr = class_facts(policy, class)
-    if not facts then return usage_error(cerr) end
+    if not facts then ctx.usage_error(cerr) end
     for _, r in ipairs(routes) do r.model_attempts, r.model_reason = class_attempts(policy, r, facts) end
   end
   local groups = groups_of(routes)
@@ -198,29 +150,29 @@ function M.run(args, out, err)
       end
       doc.models[i] = entry
     end
-    out:write(json.encode(doc, { "lock", "digest", "layers", "failure_rate", "class", "models", "max_attempts",
-      "routes", "prediction", "table", "p" }), "\n")
+    out:json(doc, { "lock", "digest", "layers", "failure_rate", "class", "models", "max_attempts", "routes",
+      "prediction", "table", "p" })
     return 0
   end
-  out:write(string.format("model: %s (%s)%s\n", pos[1], policy.digest,
-    layers > 1 and string.format(", the same policy at %d nested layers", layers) or ""))
-  out:write("assumes: every failed attempt is of ", class and "class " .. class or "a retryable class",
-    " and fails independently with probability p;\n"
-    .. "  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
+  out:printf("model: %s (%s)%s\n", pos[1], policy.digest,
+    layers > 1 and string.format(", the same policy at %d nested layers", layers) or "")
+  out:printf("assumes: every failed attempt is of %s and fails independently with probability p;\n",
+    class and "class " .. class or "a retryable class")
+  out:write("  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
     .. "  (each of those only lowers the real numbers)\n")
   for _, r in ipairs(routes) do
     if #r.retryable == 0 then
-      out:write(string.format("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint))
+      out:printf("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint)
     end
     local limits = {}
     for c, limit in pairs(r.class_limits) do limits[#limits + 1] = string.format("%s at most %d", c, limit) end
     table.sort(limits)
     if #limits > 0 and not class then
-      out:write(string.format("note: %s limits classes (classLimits): %s of its %d attempts; --class C models "
-        .. "one class\n", r.endpoint, table.concat(limits, ", "), r.max_attempts))
+      out:printf("note: %s limits classes (classLimits): %s of its %d attempts; --class C models "
+        .. "one class\n", r.endpoint, table.concat(limits, ", "), r.max_attempts)
     elseif class and r.model_attempts ~= r.max_attempts then
-      out:write(string.format("note: %s: a %s failure gets %d of its %d attempts (%s)\n", r.endpoint, class,
-        r.model_attempts, r.max_attempts, r.model_reason))
+      out:printf("note: %s: a %s failure gets %d of its %d attempts (%s)\n", r.endpoint, class,
+        r.model_attempts, r.max_attempts, r.model_reason)
     end
   end
   for _, g in ipairs(groups) do
@@ -230,4 +182,24 @@ function M.run(args, out, err)
   return 0
 end
 
-return M
+return cli_args.command {
+  name = "model",
+  summary = "predict attempts per request and per success from a lock (independent failures, nested layers)",
+  args = "LOCK",
+  description = "  For independent failures with probability p per attempt: expected attempts per request, success\n"
+    .. "  probability, attempts per success and the worst case, for each route's maxAttempts, and a table\n"
+    .. "  over p = 0.1…0.9. Assumes every failure is of a retryable class and nothing stops a request\n"
+    .. "  early (no deadline, Retry-After, retry budget or missing idempotency key): the real numbers can\n"
+    .. "  only be lower. With --layers L, the worst case is maxAttempts^L.\n"
+    .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
+  options = {
+    { "--failure-rate", "number P", "detail one failure rate p", range = { 0, 1 } },
+    { "--layers", "integer L", "the same policy at L nested layers", default = 1, range = { 1, 16 } },
+    { "--route", "string ROUTE", "one route: its endpoint (\"POST /v1/jobs\") or a request it matches "
+      .. "(\"GET /v1/jobs/42\")" },
+    { "--class", "string CLASS", "failures of one class (HTTP_503, TIMEOUT, UNKNOWN, ...): each route's attempts "
+      .. "are what the engine allows that class (its classLimits entry, or 1 when not retryable)" },
+    { "--json", "flag", "print the predictions as one JSON object" },
+  },
+  run = run,
+}

@@ -1,57 +1,19 @@
 --- `retryfreeze soak LOCK [options]`: drives many concurrent flows through the real client (curl multi; the
 --- default flow from C, scheduler.run_generated; a --script flow in Lua coroutines), writes a ledger, prints
 --- its stats and applies gate thresholds. Exit 1 on a breach or a duplicate execution of a keyed request.
+local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
+local cli_gate = require "retryfreeze.cli.gate"
 local gate = require "retryfreeze.gate"
 local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
+local util = require "retryfreeze.util"
 
 local M_DEFAULT_FAULTS = "503=0.1,429=0.02,reset=0.01"
 
-local M = {
-  summary = "drive concurrent flows through the real client; print ledger stats and apply the gate",
-  usage = "retryfreeze soak LOCK [--requests N] [--concurrency C] [--faults SPEC] [--seed S] [--url URL]\n"
-    .. "                 [--script FLOW.lua] [--ledger FILE] [--max-retry-ratio R] [--forbid-reason REASON]...\n"
-    .. "                 [--max-retried-success R] [--max-attempts-per-success R] [--max-terminal-rate R]\n"
-    .. "                 [--min-success-rate R] [--min-successes N] [--min-requests N] [--report FILE]\n\n"
-    .. "  Defaults: 1000 requests, concurrency 16, seed 1, faults " .. M_DEFAULT_FAULTS .. "\n"
-    .. "  (no Retry-After, so retries wait the lock's backoff), ledger soak-ledger.jsonl. The run appends to\n"
-    .. "  the ledger (never truncates it) and summarizes only the lines it appended; a ledger whose last line\n"
-    .. "  is torn is refused. Without --url the project's fault-injecting upstream runs on a free loopback\n"
-    .. "  port and each request draws its faults by its own identity, so the same seed gives the same counts;\n"
-    .. "  a --url must be loopback (127.0.0.0/8, localhost, [::1]). --script FLOW.lua returns\n"
-    .. "  function(client, i) making requests with client:request. Thresholds not given on the command line\n"
-    .. "  come from the lock's gate object. Exit 0 ok, 1 a threshold breached, no success at all, or a\n"
-    .. "  duplicate execution, 2 bad usage. --report FILE also writes the HTML report of this run's ledger lines\n"
-    .. "  (as `retryfreeze report`, judged with the same thresholds).",
-}
-
-local spec = {
-  ["--requests"] = "integer N", ["--concurrency"] = "integer N", ["--faults"] = "string SPEC", ["--seed"] = "integer S",
-  ["--url"] = "string URL", ["--script"] = "string FLOW.lua", ["--ledger"] = "string FILE", ["--max-retry-ratio"] = "number R",
-  ["--forbid-reason"] = "list REASON", ["--max-retried-success"] = "number R", ["--max-attempts-per-success"] = "number R",
-  ["--max-terminal-rate"] = "number R", ["--min-successes"] = "integer N", ["--min-success-rate"] = "number R",
-  ["--min-requests"] = "integer N", ["--report"] = "string FILE",
-}
---- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
-M.options = spec
---- What each option does, one line each, for the generated --help (the thresholds as `retryfreeze gate` says).
-M.option_help = {
-  ["--requests"] = "how many flows (logical requests) to run (default 1000)",
-  ["--concurrency"] = "flows in flight at once, 1..4096 (default 16)",
-  ["--faults"] = "the upstream's injected faults, e.g. 503=0.1,429=0.02,reset=0.01 (default " .. M_DEFAULT_FAULTS
-    .. "; not with --url)",
-  ["--seed"] = "the seed of the faults and the jitter: the same seed gives the same counts (default 1)",
-  ["--url"] = "send to this loopback upstream instead of starting the fault-injecting one",
-  ["--script"] = "a flow script returning function(client, i) that makes flow i's requests",
-  ["--ledger"] = "the ledger to append this run's lines to (default soak-ledger.jsonl)",
-  ["--report"] = "also write the HTML report of this run's lines to this file",
-}
-for opt, text in pairs(require("retryfreeze.cli.gate").option_help) do
-  if spec[opt] then M.option_help[opt] = text end
-end
+local M = {}
 
 --- The default faults: retryable statuses without Retry-After, so a default soak exercises the backoff.
 M.DEFAULT_FAULTS = M_DEFAULT_FAULTS
@@ -104,70 +66,45 @@ end
 
 local function is_tty(stream_fd) return os.execute("test -t " .. stream_fd) == true end
 
-function M.run(args, out, err, bindir)
-  local opts, pos = cli_args.parse(args, spec)
-  if not opts or #pos ~= 1 then
-    err:write("retryfreeze soak: ", pos and (#pos == 0 and "expected LOCK" or "unexpected argument " .. pos[2]) or "",
-      "\nusage: ", M.usage, "\n")
-    return 2
-  end
-  local n, concurrency, seed = opts.requests or 1000, opts.concurrency or 16, opts.seed or 1
-  if n < 1 or concurrency < 1 or concurrency > 4096 then
-    err:write("retryfreeze soak: --requests must be >= 1 and --concurrency 1..4096\n")
-    return 2
-  end
-  if opts.url and not M.is_loopback(opts.url) then
-    err:write("retryfreeze soak: refusing --url ", opts.url, ": soak traffic goes to loopback addresses only\n")
-    return 2
-  end
-  local policy, why = rf.load(pos[1])
-  if not policy then
-    err:write("retryfreeze soak: ", cli_args.lock_error(pos[1], why), "\n")
-    return 2
-  end
-  local thresholds = gate.merge(policy.gate, {
-    max_retry_ratio = opts.max_retry_ratio, max_retried_success = opts.max_retried_success,
-    max_attempts_per_success = opts.max_attempts_per_success, max_terminal_rate = opts.max_terminal_rate,
-    min_successes = opts.min_successes, forbid_reasons = opts.forbid_reason,
-    min_success_rate = opts.min_success_rate, min_requests = opts.min_requests,
-  })
-  for _, reason in ipairs(thresholds.forbid_reasons) do
-    local known = false
-    for _, r in ipairs(rf.reasons) do known = known or r == reason end
-    if not known then
-      err:write("retryfreeze soak: --forbid-reason: unknown reason '", reason, "'\n")
-      return 2
-    end
-  end
-  local ledger_path = opts.ledger or "soak-ledger.jsonl"
+--- Whether url's host is loopback: nil, or the message refusing it (a soak's traffic stays on this machine).
+local function loopback_error(url)
+  if M.is_loopback(url) then return nil end
+  return "refusing --url " .. url .. ": soak traffic goes to loopback addresses only"
+end
+
+--- Runs `retryfreeze soak` (see retryfreeze.cli for ctx).
+local function run(ctx, opts, pos)
+  local out = ctx.out
+  local n, concurrency, seed = opts.requests, opts.concurrency, opts.seed
+  local policy = ctx.load_lock(pos[1])
+  local thresholds = gate.merge(policy.gate, cli_gate.thresholds_of(opts))
+  local ledger_path = opts.ledger
   local lines_before, lerr = stats.lines_before_append(ledger_path)
-  if not lines_before then
-    err:write("retryfreeze soak: ", lerr, "\n")
-    return 2
-  end
+  if not lines_before then ctx.fail(lerr) end
   local up
   local url = opts.url
   if not url then
-    up, why = upstream.start{ bindir = bindir, seed = seed, stall_ms = 10000,
-      faults = opts.faults or M.DEFAULT_FAULTS }
-    if not up then
-      err:write("retryfreeze soak: ", why, "\n")
-      return 1
-    end
+    local why
+    up, why = upstream.start{ bindir = ctx.bindir, seed = seed, stall_ms = 10000, faults = opts.faults }
+    if not up then ctx.fail(why, 1) end
     url = up.url
   end
-  local ledger = assert(rf.ledger.open(ledger_path))
+  local ledger, oerr = rf.ledger.open(ledger_path)
+  if not ledger then
+    if up then up.stop() end
+    ctx.fail(oerr)
+  end
   ledger:_tally_appends() -- the run's stats, counted as its lines are written (no reading the ledger back)
   local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed,
     retry_budget = policy.retry_budget ~= nil }
   local flow
   if opts.script then
-    local chunk, load_err = require("retryfreeze.flow").load(opts.script)
-    local made = chunk and chunk()
-    if type(made) ~= "function" then
-      err:write("retryfreeze soak: --script must return function(client, i): ", load_err or type(made), "\n")
+    local chunk, why = require("retryfreeze.flow").load(opts.script)
+    local ok, made = true, nil
+    if chunk then ok, made = pcall(chunk) end
+    if not ok or type(made) ~= "function" then
       client:close(); ledger:close(); if up then up.stop() end
-      return 2
+      ctx.fail("--script must return function(client, i): " .. (why or not ok and tostring(made) or type(made)))
     end
     flow = function(i) made(client, i) end
   end
@@ -185,7 +122,7 @@ function M.run(args, out, err, bindir)
       local width = 30
       local filled = math.floor(done * width / n)
       local secs = math.max(os.time() - t0, 1)
-      err:write(string.format("\r[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled),
+      ctx.err:redraw(string.format("[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled),
         string.rep(".", width - filled), done, n, done / secs))
     end
   end
@@ -201,49 +138,72 @@ function M.run(args, out, err, bindir)
       tty and progress or nil)
   end
   local cpu = os.clock() - clock0
-  if tty then err:write("\n") end
+  if tty then ctx.err:write("\n") end
   client:close()
   ledger:close()
   local server = upstream.stats(url)
   if up then up.stop() end
-  for _, e in ipairs(flow_errors) do err:write("retryfreeze soak: ", e, "\n") end
+  for _, e in ipairs(flow_errors) do ctx.note(e) end
 
   local s = stats.of_appends(ledger, ledger_path)
-  out:write(string.format("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s%s\n", n, failed,
-    concurrency, url, ledger_path, lines_before > 0 and string.format(" (appended after line %d)", lines_before) or ""))
-  out:write(string.format("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f client-cpu=%.0fus/request\n",
-    s.requests, s.successes, s.attempts, s.retries, s.retry_ratio, 1e6 * stats.ratio(cpu, s.requests)))
+  out:printf("soak: %d flows (%d failed), concurrency %d, against %s; ledger %s%s\n", n, failed,
+    concurrency, url, ledger_path, lines_before > 0 and string.format(" (appended after line %d)", lines_before) or "")
+  out:printf("requests=%d successes=%d attempts=%d retries=%d retry-ratio=%.3f client-cpu=%.0fus/request\n",
+    s.requests, s.successes, s.attempts, s.retries, s.retry_ratio, 1e6 * stats.ratio(cpu, s.requests))
   out:write(gate.summary(s), "\n")
-  local keys = {}
-  for k in pairs(s.by_reason) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do out:write(string.format("  %-42s %d\n", k, s.by_reason[k])) end
+  for _, k in ipairs(util.sorted_keys(s.by_reason)) do out:printf("  %-42s %d\n", k, s.by_reason[k]) end
 
   local verdict = gate.evaluate(s, thresholds)
   local breaches = verdict.breaches
-  for _, note in ipairs(verdict.notes) do out:write(note, "\n") end
+  for _, note in ipairs(verdict.notes) do out:printf("%s\n", note) end
   if s.successes == 0 and s.requests < (thresholds.min_requests or gate.DEFAULT_MIN_REQUESTS) then
     -- Below min-requests the gate does not call it an outage; a soak that got no success at all still failed.
     breaches[#breaches + 1] = string.format("breach: 0 successes among %d requests", s.requests)
   end
   if failed > 0 then breaches[#breaches + 1] = string.format("breach: %d flows raised an error", failed) end
   if server == nil then
-    out:write("duplicate check skipped: no /__stats at ", url, "\n")
+    out:printf("duplicate check skipped: no /__stats at %s\n", url)
   elseif server.duplicate_executions > 0 then
     breaches[#breaches + 1] = string.format("breach: %d duplicate executions of keyed requests", server.duplicate_executions)
   end
-  for _, b in ipairs(breaches) do out:write(b, "\n") end
+  for _, b in ipairs(breaches) do out:printf("%s\n", b) end
   if opts.report then
     local written, rerr = require("retryfreeze.report").write(opts.report, { ledger_path },
       { lock = pos[1], thresholds = thresholds, title = "retryfreeze soak: " .. pos[1],
         after_line = { [ledger_path] = lines_before } })
-    if not written then
-      err:write("retryfreeze soak: --report: ", rerr, "\n")
-      return 2
-    end
-    out:write("report: ", opts.report, "\n")
+    if not written then ctx.fail("--report: " .. rerr) end
+    out:printf("report: %s\n", opts.report)
   end
   return #breaches > 0 and 1 or 0
 end
 
-return M
+local options = {
+  { "--requests", "integer N", "how many flows (logical requests) to run", default = 1000, range = { 1, math.huge } },
+  { "--concurrency", "integer N", "flows in flight at once", default = 16, range = { 1, 4096 } },
+  { "--faults", "string SPEC", "the upstream's injected faults (as for serve)", default = M_DEFAULT_FAULTS,
+    excludes = "--url",
+    check = function(spec, ctx) return upstream.faults_error(ctx.bindir, spec) end },
+  { "--seed", "integer S", "the seed of the faults and the jitter: the same seed gives the same counts", default = 1,
+    range = { 0, math.huge } },
+  { "--url", "string URL", "send to this loopback upstream (127.0.0.0/8, localhost, [::1]) instead of starting the "
+    .. "fault-injecting one", check = loopback_error },
+  { "--script", "string FLOW.lua", "a flow script returning function(client, i) that makes flow i's requests" },
+  { "--ledger", "string FILE", "the ledger to append this run's lines to", default = "soak-ledger.jsonl" },
+  { "--report", "string FILE", "also write the HTML report of this run's lines to this file (as `retryfreeze "
+    .. "report`, judged with the same thresholds)" },
+}
+for _, row in ipairs(cli_gate.threshold_options) do options[#options + 1] = row end
+
+M.name = "soak"
+M.summary = "drive concurrent flows through the real client; print ledger stats and apply the gate"
+M.args = "LOCK"
+M.description = "  The run appends to the ledger (never truncates it) and summarizes only the lines it appended; a\n"
+  .. "  ledger whose last line is torn is refused. Without --url the project's fault-injecting upstream runs on\n"
+  .. "  a free loopback port and each request draws its faults by its own identity, so the same seed gives the\n"
+  .. "  same counts; the default faults have no Retry-After, so retries wait the lock's backoff. --script\n"
+  .. "  FLOW.lua returns function(client, i) making requests with client:request. Thresholds not given on the\n"
+  .. "  command line come from the lock's gate object. Exit 0 ok, 1 a threshold breached, no success at all,\n"
+  .. "  or a duplicate execution, 2 bad usage."
+M.options = options
+M.run = run
+return cli_args.command(M)
