@@ -9,7 +9,8 @@
  * Lifetimes: every string a started request points at lives in a userdata this call holds on its stack (copied
  * from the routes, never borrowed from a table a callback could change). The loop runs in a protected call;
  * whatever it raises (a progress callback's error, memory), every request still in flight is abandoned (no
- * ledger line, as when a scheduled flow's box is dropped) and the client is released before the error goes on.
+ * ledger line, as when a scheduled flow's box is dropped) before the error goes on; the client stays pinned for the
+ * whole call (rfl_method).
  */
 #include "lua_retryfreeze.h"
 
@@ -121,12 +122,11 @@ static void start_next(lua_State *L, gen_run *g) {
     flow_over(L, g, i, false, why);
 }
 
-/* The loop, run in a protected call: its arguments are the gen_run (a light userdata), the errors table and
- * on_progress (or nil). */
-static int run_loop(lua_State *L) {
-    gen_run *g = lua_touserdata(L, 1);
-    g->errors_idx = 2;
-    g->progress_idx = lua_isnil(L, 3) ? 0 : 3;
+/* The loop, run in a protected call (rfl_pcall): its arguments are the errors table and on_progress (or nil). */
+static int run_loop(lua_State *L, void *ud) {
+    gen_run *g = ud;
+    g->errors_idx = 1;
+    g->progress_idx = lua_isnil(L, 2) ? 0 : 2;
     rf_pending *done[DONE_CAP];
     for (;;) {
         while (g->next <= g->count && rf_client_pending(g->c) < g->concurrency) start_next(L, g);
@@ -232,9 +232,9 @@ static lua_Integer int_field(lua_State *L, const char *key, lua_Integer lo, lua_
  * progress_every flows and after the last. failed counts flows whose request was refused (errors holds the first
  * max_errors messages, "flow i: client:request: …"). Raises for bad options, a closed or busy client, one with
  * scheduled requests in flight or an on_attempt hook, and re-raises what on_progress raises (the requests in
- * flight then are abandoned: no ledger line). Every method of the client raises while it runs (busy). */
-int rfl_client_run_generated(lua_State *L) {
-    rfl_check_open_client(L, 1); /* the client first, as every method checks it */
+ * flight then are abandoned: no ledger line). Every method of the client raises while it runs (busy: a method body,
+ * lua_object.h). */
+int rfl_client_run_generated(lua_State *L, rfl_call *call) {
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     gen_run g = {0};
@@ -290,19 +290,16 @@ int rfl_client_run_generated(lua_State *L) {
     g.next = 1;
     lua_newtable(L); /* the errors, at 8 */
     int errors = lua_gettop(L);
-    g.c = rfl_client_enter(L, 1, "client:_run_generated");
-    lua_pushcfunction(L, run_loop);
-    lua_pushlightuserdata(L, &g);
+    g.c = rfl_client_loop(L, call->self, "client:_run_generated");
     lua_pushvalue(L, errors);
     lua_pushvalue(L, progress);
-    int rc = lua_pcall(L, 3, 0, 0);
+    int rc = rfl_pcall(L, call, run_loop, &g, 2, 0);
     for (size_t k = 0; k < g.concurrency; k++) { /* in flight after an error: abandoned, no ledger line */
         if (g.slots[k].p == NULL) continue;
         rf_pending_free(g.slots[k].p);
         g.slots[k].p = NULL;
         rf_response_clear(&g.slots[k].resp);
     }
-    rfl_client_leave(L, 1);
     if (rc != LUA_OK) return lua_error(L);
     lua_pushinteger(L, g.failed);
     lua_pushvalue(L, errors);

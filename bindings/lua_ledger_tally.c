@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TALLY_MT "retryfreeze.LedgerTally"
 #define BUCKETS 3072 /* ledger_stats.lua: 128 exact buckets, then 64 per power of two up to 2^53 */
 #define MAX_TIMELINE 1024
 #define TS_LIMIT ((int64_t)253402300799999) /* the ledger's largest ts_ms (9999-12-31T23:59:59.999Z) */
@@ -61,7 +60,8 @@ typedef struct scope {
 } scope;
 
 typedef struct tally {
-    bool by_host; /* scopes per host (the ledger's "host" field) instead of per route */
+    bool by_host;  /* scopes per host (the ledger's "host" field) instead of per route */
+    bool snapshot; /* a copy of another tally's arrays (rfl_appended_push): its names are the other's, not freed */
     scope *scopes;
     size_t n_scopes;
     scope *timeline; /* NULL, or n_timeline scopes (route unused) */
@@ -79,29 +79,30 @@ static int bucket(int64_t v) {
     return b < BUCKETS ? b : BUCKETS - 1;
 }
 
-static void free_counts(named_count *c, size_t n) {
-    for (size_t i = 0; i < n; i++) {
+static void free_counts(named_count *c, size_t n, bool names) {
+    for (size_t i = 0; names && i < n; i++) {
         free(c[i].a);
         free(c[i].b);
     }
     free(c);
 }
 
-static void free_scopes(scope *s, size_t n) {
+/* Frees the n scopes at s, with their names unless they are another tally's (names false). */
+static void free_scopes(scope *s, size_t n, bool names) {
     for (size_t i = 0; i < n; i++) {
-        free(s[i].route);
-        free_counts(s[i].pairs, s[i].n_pairs);
-        free_counts(s[i].classes, s[i].n_classes);
+        if (names) free(s[i].route);
+        free_counts(s[i].pairs, s[i].n_pairs, names);
+        free_counts(s[i].classes, s[i].n_classes, names);
     }
     free(s);
 }
 
 static int l_tally_gc(lua_State *L) {
-    tally *t = rfl_checkudata(L, 1, TALLY_MT);
-    free_scopes(t->scopes, t->n_scopes);
+    tally *t = rfl_checkobject(L, 1, RFL_TALLY);
+    free_scopes(t->scopes, t->n_scopes, !t->snapshot);
     t->scopes = NULL;
     t->n_scopes = 0;
-    free_scopes(t->timeline, t->n_timeline);
+    free_scopes(t->timeline, t->n_timeline, !t->snapshot);
     t->timeline = NULL;
     t->n_timeline = 0;
     rf_ledger_reader_close(t->reader);
@@ -367,8 +368,7 @@ static int l_ledger_tally(lua_State *L) {
     static const char *const groupings[] = {"route", "host", NULL};
     bool by_host = luaL_checkoption(L, 5, "route", groupings) == 1;
     lua_settop(L, 2);
-    tally *t = rfl_newobject(L, sizeof *t, 0, TALLY_MT);
-    memset(t, 0, sizeof *t);
+    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t, 0);
     t->by_host = by_host;
     int ud = lua_gettop(L); /* owns the counters: freed by __gc if anything below raises */
     if (n > 0) {
@@ -452,23 +452,47 @@ void rfl_appended_observe(void *ud, const rf_ledger_record *rec, const char *hos
     }
 }
 
+/* Copies the n named counts at from (the names shared), or NULL when memory runs out (n > 0). */
+static named_count *copy_counts(const named_count *from, size_t n) {
+    named_count *c = malloc((n ? n : 1) * sizeof *c);
+    if (c != NULL && n > 0) memcpy(c, from, n * sizeof *c);
+    return c;
+}
+
+/* Pushes the counts of a from a snapshot of its arrays (a tally box, popped before returning): pushing allocates,
+ * and a finalizer that runs then may make a client append to the ledger, whose observer grows a's arrays (realloc)
+ * under the push. The names are a's (never freed while the ledger lives: the call holds it). */
 void rfl_appended_push(lua_State *L, const rfl_appended *a) {
     if (a->failed) luaL_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
-    push_tally(L, &a->t, a->lines, a->ts_min, a->ts_max, 0, 0, 0);
+    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t, 0);
+    int box = lua_gettop(L);
+    t->snapshot = true;
+    t->scopes = calloc(a->t.n_scopes ? a->t.n_scopes : 1, sizeof *t->scopes);
+    if (t->scopes == NULL) luaL_error(L, "out of memory tallying the ledger's appends");
+    for (size_t i = 0; i < a->t.n_scopes; i++, t->n_scopes++) {
+        scope *s = &t->scopes[i];
+        *s = a->t.scopes[i];
+        s->pairs = copy_counts(a->t.scopes[i].pairs, s->n_pairs);
+        s->classes = copy_counts(a->t.scopes[i].classes, s->n_classes);
+        if (s->pairs == NULL || s->classes == NULL) {
+            t->n_scopes++; /* freed with the others by __gc */
+            luaL_error(L, "out of memory tallying the ledger's appends");
+        }
+    }
+    push_tally(L, t, a->lines, a->ts_min, a->ts_max, 0, 0, 0);
+    lua_remove(L, box);
 }
 
 void rfl_appended_free(rfl_appended *a) {
     if (a == NULL) return;
-    free_scopes(a->t.scopes, a->t.n_scopes);
+    free_scopes(a->t.scopes, a->t.n_scopes, true);
     free(a);
 }
 
 void rfl_open_ledger_tally(lua_State *L) {
-    luaL_newmetatable(L, TALLY_MT);
+    rfl_new_metatable(L, RFL_TALLY, NULL);
     lua_pushcfunction(L, l_tally_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, TALLY_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_ledger_tally);
     lua_setfield(L, -2, "ledger_tally");
