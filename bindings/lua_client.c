@@ -116,7 +116,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     check_keys2(L, 1, client_keys, rfl_client_network_keys, "rf.client");
-    lclient *lc = rfl_make(L, call, RFL_CLIENT, sizeof *lc, 0, client_release); /* at 2 */
+    lclient *lc = rfl_make(L, call, RFL_CLIENT, sizeof *lc, client_release); /* at 2 */
     rf_client_options o = {0};
     /* Each option is read once and kept on the stack (anchored) until rf_client_new has copied it; each object
      * is taken or held as soon as it is read, before the next read can run Lua. */
@@ -441,7 +441,7 @@ typedef struct lresponses {
 } lresponses;
 
 static lresponses *new_responses(lua_State *L, size_t n) {
-    lresponses *rs = rfl_newobject(L, RFL_RESPONSES, sizeof *rs + sizeof rs->r[0] * (n ? n : 1), 0);
+    lresponses *rs = rfl_newobject(L, RFL_RESPONSES, sizeof *rs + sizeof rs->r[0] * (n ? n : 1));
     rs->n = n;
     return rs;
 }
@@ -488,7 +488,7 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
         memset(lp, 0, size);
         lp->cap_lines = (size - sizeof(lpending)) / sizeof(const char *);
     } else {
-        lp = rfl_newobject(L, RFL_PENDING, size, 0);
+        lp = rfl_newobject(L, RFL_PENDING, size);
         lp->cap_lines = req->n_headers;
         lua_pushvalue(L, 1);
         rfl_hold(L, lp, H_BOX_CLIENT); /* the client outlives its pending requests */

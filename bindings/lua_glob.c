@@ -26,7 +26,7 @@ static int l_glob(lua_State *L) {
     size_t len;
     const char *pattern = luaL_checklstring(L, 1, &len);
     luaL_argcheck(L, strlen(pattern) == len, 1, "pattern holds a NUL byte");
-    glob_t *g = rfl_newobject(L, RFL_GLOB, sizeof *g, 0);
+    glob_t *g = rfl_newobject(L, RFL_GLOB, sizeof *g);
     int rc = glob(pattern, 0, glob_errfunc, g);
     if (rc == GLOB_NOMATCH) {
         lua_newtable(L);

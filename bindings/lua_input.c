@@ -57,7 +57,7 @@ static int l_read_file(lua_State *L) {
     if (nul)
         return rfl_fail(L, lua_pushfstring(L, "cannot open %s %s: the path contains a NUL byte", what, path),
                         "refused");
-    text_box *box = rfl_newobject(L, RFL_TEXT, sizeof *box, 0);
+    text_box *box = rfl_newobject(L, RFL_TEXT, sizeof *box);
     size_t len = 0;
     rf_error err;
     rf_status st = rf_input_read(path, (size_t)cap, what, &box->text, &len, &err);

@@ -31,7 +31,7 @@ static int box_gc(lua_State *L) {
     return 0;
 }
 
-static tree_box *push_box(lua_State *L) { return rfl_newobject(L, RFL_JSON_TREE, sizeof(tree_box), 0); }
+static tree_box *push_box(lua_State *L) { return rfl_newobject(L, RFL_JSON_TREE, sizeof(tree_box)); }
 
 /* 2^53: below it every integer is exact in a double (RFC 8259 §6: the interoperable range). */
 static const double exact_limit = 9007199254740992.0;

@@ -53,7 +53,7 @@ static int ledger_open(lua_State *L, rfl_call *call) {
             return luaL_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
         host = rfl_tostring_nonul(L, -1, "rf.ledger.open: host");
     }
-    lledger *ll = rfl_make(L, call, RFL_LEDGER, sizeof *ll, 0, ledger_release);
+    lledger *ll = rfl_make(L, call, RFL_LEDGER, sizeof *ll, ledger_release);
     rf_error err;
     if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) return rfl_fail(L, err.message, NULL);
     if (host != NULL && rf_ledger_set_host(ll->l, host, &err) != RF_OK)
@@ -275,7 +275,7 @@ static int ledger_read(lua_State *L, rfl_call *call) {
     }
     lua_pushcfunction(L, l_read_next);
     lua_createtable(L, 0, 7);
-    lreader *lr = rfl_make(L, call, RFL_READER, sizeof *lr, 0, NULL); /* closed by __gc when the body raises */
+    lreader *lr = rfl_make(L, call, RFL_READER, sizeof *lr, NULL); /* closed by __gc when the body raises */
     rf_error err;
     if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return luaL_error(L, "%s", err.message);
     rfl_set_open(lr, true);

@@ -368,7 +368,7 @@ static int l_ledger_tally(lua_State *L) {
     static const char *const groupings[] = {"route", "host", NULL};
     bool by_host = luaL_checkoption(L, 5, "route", groupings) == 1;
     lua_settop(L, 2);
-    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t, 0);
+    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t);
     t->by_host = by_host;
     int ud = lua_gettop(L); /* owns the counters: freed by __gc if anything below raises */
     if (n > 0) {
@@ -464,7 +464,7 @@ static named_count *copy_counts(const named_count *from, size_t n) {
  * under the push. The names are a's (never freed while the ledger lives: the call holds it). */
 void rfl_appended_push(lua_State *L, const rfl_appended *a) {
     if (a->failed) luaL_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
-    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t, 0);
+    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t);
     int box = lua_gettop(L);
     t->snapshot = true;
     t->scopes = calloc(a->t.n_scopes ? a->t.n_scopes : 1, sizeof *t->scopes);

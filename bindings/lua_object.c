@@ -57,9 +57,9 @@ void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods) {
 
 static header *header_of(const void *obj) { return (header *)(void *)((char *)(uintptr_t)obj - sizeof(header)); }
 
-void *rfl_newobject(lua_State *L, rfl_type t, size_t size, int nuv) {
+void *rfl_newobject(lua_State *L, rfl_type t, size_t size) {
     uint64_t tag = rfl_object_tag(t);
-    char *u = lua_newuserdatauv(L, sizeof(header) + size, nuv);
+    char *u = lua_newuserdatauv(L, sizeof(header) + size, 0);
     memset(u, 0, sizeof(header) + size);
     memcpy(u, &tag, sizeof tag);
     /* The registry's metatable, read raw and type-checked: through debug.getregistry a script can put any value
@@ -241,8 +241,8 @@ int rfl_function(lua_State *L, rfl_body body) {
     return run(L, st, NULL, body);
 }
 
-void *rfl_make(lua_State *L, rfl_call *call, rfl_type t, size_t size, int nuv, rfl_release release) {
-    void *obj = rfl_newobject(L, t, size, nuv);
+void *rfl_make(lua_State *L, rfl_call *call, rfl_type t, size_t size, rfl_release release) {
+    void *obj = rfl_newobject(L, t, size);
     call->made = obj;
     call->made_release = release;
     return obj;

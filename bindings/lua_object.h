@@ -86,10 +86,11 @@ void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods);
  * getrandom(2) on first use, with the tags of every type (pthread_once; write-once, read-only after). */
 uint64_t rfl_object_tag(rfl_type t);
 
-/* Pushes a new object of type t: size bytes (zeroed) after the header, nuv user values, the registry's metatable
- * of t (luaL_newmetatable must have made it). It starts closed, not busy, with no users and no holdings. Returns
- * the object's bytes. Raises on out of memory, or when the registry's metatable is no table (debug.getregistry). */
-void *rfl_newobject(lua_State *L, rfl_type t, size_t size, int nuv);
+/* Pushes a new object of type t: size bytes (zeroed) after the header, the registry's metatable of t
+ * (rfl_new_metatable must have made it), no user values (what an object borrows it holds: rfl_hold). It starts
+ * closed, not busy, with no users and no holdings. Returns the object's bytes. Raises on out of memory, or when
+ * the registry's metatable is no table (debug.getregistry). */
+void *rfl_newobject(lua_State *L, rfl_type t, size_t size);
 
 /* The object of type t at idx, or NULL (anything else, a forged one included). Two API calls: for hot paths.
  * idx may be a pseudo-index (an upvalue). */
@@ -167,7 +168,7 @@ int rfl_method(lua_State *L, int idx, rfl_type t, unsigned flags, rfl_body body)
 int rfl_function(lua_State *L, rfl_body body);
 /* Pushes a new object of type t (rfl_newobject) for the running constructor call: if the body raises later,
  * release(L, obj) runs as rfl_function leaves. */
-void *rfl_make(lua_State *L, rfl_call *call, rfl_type t, size_t size, int nuv, rfl_release release);
+void *rfl_make(lua_State *L, rfl_call *call, rfl_type t, size_t size, rfl_release release);
 /* Asks the method's caller to yield the top n results after leaving, with continuation k and context ctx (Lua 5.3+;
  * 5.1 and LuaJIT yield without one, and resume's values become the method's results). */
 void rfl_yield(rfl_call *call, int n, lua_KContext ctx, lua_KFunction k);

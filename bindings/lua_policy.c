@@ -78,7 +78,7 @@ static int push_load_error(lua_State *L, const char *source, const rf_error *err
 /* core.rng(seed) → Rng. seed: an integer (the same seed gives the same jitter). */
 static int l_rng_new(lua_State *L) {
     uint64_t seed = (uint64_t)rfl_checkinteger(L, 1);
-    rf_rng_seed(rfl_newobject(L, RFL_RNG, sizeof(rf_rng), 0), seed);
+    rf_rng_seed(rfl_newobject(L, RFL_RNG, sizeof(rf_rng)), seed);
     return 1;
 }
 
@@ -95,7 +95,7 @@ static int l_rng_between(lua_State *L) {
 /* ---- loading ------------------------------------------------------------------------------------ */
 
 static lpolicy *new_policy_ud(lua_State *L) {
-    return rfl_newobject(L, RFL_POLICY, sizeof(lpolicy), 0); /* closed first (p NULL): an error below never leaks */
+    return rfl_newobject(L, RFL_POLICY, sizeof(lpolicy)); /* closed first (p NULL): an error below never leaks */
 }
 
 /* core.load_string(text [, chunkname]) → policy, or nil, "chunkname: $.path: message". */
@@ -688,7 +688,7 @@ static int l_decider(lua_State *L) {
     rf_rng scratch = *rng;
     if (rf_decide_on_route(lp->p, route, &probe, &scratch, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "%s %s", err.path, err.message));
-    ldecider *d = rfl_newobject(L, RFL_DECIDER, sizeof *d + mlen + plen + 2, 0); /* at 7 */
+    ldecider *d = rfl_newobject(L, RFL_DECIDER, sizeof *d + mlen + plen + 2); /* at 7 */
     memcpy(d->text, method, mlen);
     d->text[mlen] = '\0';
     memcpy(d->text + mlen + 1, path, plen);
@@ -1063,11 +1063,7 @@ static int l_parse_retry_after(lua_State *L) {
     }
     int64_t delay = 0;
     rf_retry_after_status st = rf_retry_after_parse(v, len, now, date, dlen, &delay);
-    if (st != RF_RA_OK) {
-        lua_pushnil(L);
-        lua_pushstring(L, rf_retry_after_status_name(st));
-        return 2;
-    }
+    if (st != RF_RA_OK) return rfl_fail(L, rf_retry_after_status_name(st), NULL);
     lua_pushinteger(L, delay);
     return 1;
 }
@@ -1094,11 +1090,7 @@ static int l_parse_wait_header(lua_State *L) {
     }
     int64_t delay = 0;
     rf_retry_after_status st = rf_wait_header_parse(h, v, len, now, date, dlen, &delay);
-    if (st != RF_RA_OK) {
-        lua_pushnil(L);
-        lua_pushstring(L, rf_retry_after_status_name(st));
-        return 2;
-    }
+    if (st != RF_RA_OK) return rfl_fail(L, rf_retry_after_status_name(st), NULL);
     lua_pushinteger(L, delay);
     return 1;
 }

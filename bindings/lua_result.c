@@ -1,6 +1,5 @@
-/* The one shape of an environmental failure from the binding's functions: nil, message[, code] (rfl_fail, as
- * luaL_fileresult gives io's). A programmer error (a bad argument, a closed object) raises instead: docs/lua.md,
- * "Conventions". */
+/* The one shape of an expected failure from the binding's functions: nil, message[, code] (rfl_fail, as
+ * luaL_fileresult gives io's). Misuse (a bad argument, a closed object) raises instead: docs/lua.md, "Conventions". */
 #include "lua_retryfreeze.h"
 
 int rfl_fail(lua_State *L, const char *message, const char *code) {

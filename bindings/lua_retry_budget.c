@@ -79,7 +79,7 @@ static int budget_new(lua_State *L, rfl_call *call) {
         if (url == NULL && (o.timeout_ms || o.idle_ttl_ms))
             return luaL_error(L, "rf.retry_budget: timeout_ms and idle_ttl_ms need redis");
     }
-    lbudget *lb = rfl_make(L, call, RFL_BUDGET, sizeof *lb, 0, budget_release);
+    lbudget *lb = rfl_make(L, call, RFL_BUDGET, sizeof *lb, budget_release);
     lb->shared = url != NULL;
     lua_pushvalue(L, 1);
     rfl_hold(L, lb, 1);

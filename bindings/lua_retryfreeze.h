@@ -24,9 +24,10 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
 /* t[k] = v for the table on top of the stack (a Lua integer). */
 void rfl_set_int(lua_State *L, const char *k, int64_t v);
-/* Environmental failures (a file that cannot be opened, a ledger in use, Redis out of reach): pushes nil, message
- * and, when code is not NULL, code (a short word such as "missing"); returns the number of values pushed, 2 or 3,
- * for `return rfl_fail(...)` (as luaL_fileresult does). Programmer errors raise instead. */
+/* The one shape of an expected failure, which is not misuse: a lock that does not load, a file that cannot be
+ * opened, a ledger in use, Redis out of reach, a header value that does not parse, a step that may not start.
+ * Pushes nil, message and, when code is not NULL, code (a short word such as "missing"); returns the number of
+ * values pushed, 2 or 3, for `return rfl_fail(...)` (as luaL_fileresult does). Misuse raises instead. */
 int rfl_fail(lua_State *L, const char *message, const char *code);
 /* The open ledger at idx, taken by one more user (rfl_take: ledger:close() answers nil, "ledger in use …" until it
  * is given back with rfl_give_back(*obj)); returns its rf_ledger. Raises when idx holds no open ledger. */

@@ -40,7 +40,7 @@ rfl_state *rfl_state_open(lua_State *L) {
     lua_pushstring(L, rfl_type_name(RFL_STATE));
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
-    st = rfl_newobject(L, RFL_STATE, sizeof *st, 0);
+    st = rfl_newobject(L, RFL_STATE, sizeof *st);
     rf_rng_seed(&st->rng, rfl_random_seed());
     rfl_set_open(st, true);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);

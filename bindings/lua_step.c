@@ -98,7 +98,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     luaL_checktype(L, 3, LUA_TTABLE);
     int64_t now = clock_arg(L, 4, "io.now_ms");
     lua_settop(L, 4);
-    lstep *ls = rfl_make(L, call, RFL_STEP, sizeof *ls, 0, step_release);
+    lstep *ls = rfl_make(L, call, RFL_STEP, sizeof *ls, step_release);
     lua_pushvalue(L, 1);
     rfl_hold(L, ls, H_POLICY);
     lua_newtable(L);
@@ -146,9 +146,7 @@ static int step_begin(lua_State *L, rfl_call *call) {
     int64_t timeout = 0;
     rf_reason stop;
     if (!rf_step_begin(&ls->s, clock_arg(L, 2, "io.now_ms"), &timeout, &stop)) {
-        lua_pushnil(L);
-        lua_pushstring(L, rf_reason_name(stop));
-        return 2;
+        return rfl_fail(L, rf_reason_name(stop), NULL);
     }
     ls->began = true;
     lua_pushinteger(L, (lua_Integer)timeout);
