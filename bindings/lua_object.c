@@ -76,7 +76,10 @@ void *rfl_testobject(lua_State *L, int idx, rfl_type t) {
     if (u == NULL || lua_rawlen(L, idx) < sizeof(header)) return NULL; /* a light userdata's length is 0 */
     uint64_t have;
     memcpy(&have, u, sizeof have);
-    return have == rfl_object_tag(t) ? u + sizeof(header) : NULL;
+    /* tags[t] without pthread_once: this runs inside functions the module registered, so the thread opened the
+     * module first (rfl_state_open made an object: rfl_object_tag ran), and the tags were written before. On the
+     * path of every decision, this saves the once-check. */
+    return have == tags[t] ? u + sizeof(header) : NULL;
 }
 
 void *rfl_checkobject(lua_State *L, int idx, rfl_type t) {

@@ -332,7 +332,7 @@ print("refused", checked > 20)
     it("debug.setupvalue on the module's C functions neither crashes nor lets an impostor through", function()
       -- A C function that keeps a metatable or a table as an upvalue must not trust it: debug.setupvalue can put
       -- any value there, and with debug.setmetatable an io file then wears the replaced "metatable" (a
-      -- segmentation fault before the fix, in decide, decide_values and the policy's __index).
+      -- segmentation fault before the fix, in decide, decide_values (since removed) and the policy's __index).
       local out, err, code = run_child([[
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
@@ -358,7 +358,7 @@ local function collect(v, depth)
 end
 collect(rf, 0)
 collect(core, 0)
-collect({ decode, encode, p.decide, p.decide_values, p:decider("POST", "/v1/jobs", true, rng) }, 0)
+collect({ decode, encode, p.decide, p:decider("POST", "/v1/jobs", true, rng) }, 0)
 for _, ud in ipairs({ p, rng, ledger }) do collect(debug.getmetatable(ud), 0) end
 local forged = {}
 local stdout_mt = debug.getmetatable(io.stdout)
@@ -435,7 +435,7 @@ for _, obj in ipairs({ p, rng, ledger, client, budget, step, reader, state }) do
   if type(mt.__index) == "table" then
     for name, fn in pairs(mt.__index) do fns[name] = fn end
   elseif obj == p then
-    for _, name in ipairs({ "decide", "decide_values", "decider", "budget", "classify", "routes", "effective_json",
+    for _, name in ipairs({ "decide", "decider", "budget", "classify", "routes", "effective_json",
                             "canonical_json", "match", "delay_window", "class_retryable", "class_attempts" }) do
       fns[name] = p[name]
     end
@@ -448,7 +448,6 @@ for _, obj in ipairs({ p, rng, ledger, client, budget, step, reader, state }) do
   end
   if obj == rng then
     try("decide's rng", p.decide, p, facts, impostor)
-    try("decide_values' rng", p.decide_values, p, "POST", "/v1/jobs", 504, nil, 1, 1, true, impostor)
     try("decider's rng", p.decider, p, "POST", "/v1/jobs", true, impostor)
     try("core.step's rng", core.step, p, { method = "POST", path = "/v1/jobs" }, { rng = impostor }, 0)
   elseif obj == p then
