@@ -22,12 +22,14 @@
 
 /* The client's holdings (rfl_hold): what it borrows must stay alive as long as it does. */
 enum { H_POLICY = 1, H_LEDGER = 2, H_HOOK = 3, H_BUDGET = 4 };
+/* The objects it takes (lclient.taken). */
+enum { T_LEDGER, T_BUDGET };
 
 typedef struct lclient {
     rf_client *c;            /* NULL until created, and after close */
     bool scheduled;          /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
-    void *ledger;            /* the ledger object it took (rfl_take), given back by close; NULL without one */
-    void *budget;            /* the retry budget object it took, or NULL */
+    void *taken[2];          /* the ledger and retry budget objects it took (rfl_take, at T_LEDGER and T_BUDGET),
+                                given back when it closes; NULL without one */
     const rf_policy *policy; /* the client's policy, held (for verdicts given to hooks) */
 } lclient;
 
@@ -102,12 +104,7 @@ static void client_release(lua_State *L, void *obj) {
     lclient *lc = obj;
     rf_client_free(lc->c);
     lc->c = NULL;
-    rfl_give_back(lc->ledger); /* the ledger object is alive: the holdings still hold it */
-    lc->ledger = NULL;
-    rfl_give_back(lc->budget);
-    lc->budget = NULL;
-    rfl_release_holdings(L, lc);
-    rfl_set_open(lc, false);
+    rfl_retire(L, lc, lc->taken, 2);
 }
 
 /* rf.client{policy=, base_url=, ledger=, headers=, rng_seed=, retry_budget=, follow_redirects=,
@@ -128,7 +125,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     lua_getfield(L, 1, "base_url"); /* at 3, kept */
     if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "rf.client: base_url must be a string");
     o.base_url = rfl_tostring_nonul(L, -1, "rf.client: base_url");
-    if (lua_getfield(L, 1, "ledger") != LUA_TNIL) o.ledger = rfl_take_ledger(L, -1, &lc->ledger);
+    if (lua_getfield(L, 1, "ledger") != LUA_TNIL) o.ledger = rfl_take_ledger(L, -1, &lc->taken[T_LEDGER]);
     rfl_hold(L, lc, H_LEDGER);
     if (lua_getfield(L, 1, "on_attempt") != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
     rfl_hold(L, lc, H_HOOK);
@@ -154,7 +151,7 @@ static int client_new(lua_State *L, rfl_call *call) {
         lua_replace(L, -2);
     }
     if (lua_type(L, -1) == LUA_TUSERDATA) {
-        o.budget = rfl_take_retry_budget(L, -1, &lc->budget);
+        o.budget = rfl_take_retry_budget(L, -1, &lc->taken[T_BUDGET]);
         rfl_hold(L, lc, H_BUDGET);
     } else if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
         o.retry_budget = lua_toboolean(L, -1);

@@ -120,6 +120,15 @@ void rfl_give_back(void *obj) {
 
 unsigned rfl_users(const void *obj) { return header_of(obj)->users; }
 
+void rfl_retire(lua_State *L, void *obj, void **taken, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        rfl_give_back(taken[i]); /* alive: obj's holdings hold what it took */
+        taken[i] = NULL;
+    }
+    rfl_release_holdings(L, obj);
+    rfl_set_open(obj, false);
+}
+
 void rfl_hold(lua_State *L, void *obj, int slot) {
     header *h = header_of(obj);
     if (h->holdings == 0) {

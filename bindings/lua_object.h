@@ -137,6 +137,10 @@ void rfl_give_back(void *obj);
 /* The number of users obj has. */
 unsigned rfl_users(const void *obj);
 
+/* The end of an object's life (its close, its __gc, a constructor that raised): gives back each object in
+ * taken[0..n-1] that it took with rfl_take (a NULL one is skipped; each is set to NULL), drops its holdings and
+ * marks it closed. Safe twice; never raises. */
+void rfl_retire(lua_State *L, void *obj, void **taken, size_t n);
 /* Pops the value on top into obj's holdings at slot (>= 1): it stays alive as long as the holdings do. The first
  * hold makes the holdings (a table, referenced from the registry by the header). */
 void rfl_hold(lua_State *L, void *obj, int slot);

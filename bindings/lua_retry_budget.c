@@ -29,8 +29,7 @@ static void budget_release(lua_State *L, void *obj) {
     lbudget *lb = obj;
     rf_retry_budget_free(lb->b);
     lb->b = NULL;
-    rfl_release_holdings(L, lb);
-    rfl_set_open(lb, false);
+    rfl_retire(L, lb, NULL, 0);
 }
 
 /* An optional integer option of milliseconds in lo..hi (0 when absent), read from the options at t. */

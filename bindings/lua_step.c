@@ -19,6 +19,8 @@
 
 /* The step's holdings (rfl_hold): everything its C state points into stays alive as long as the step. */
 enum { H_POLICY = 1, H_KEEP = 2, H_LEDGER = 3, H_RNG = 4, H_BUDGET = 5 };
+/* The objects it takes (lstep.taken). */
+enum { T_LEDGER, T_BUDGET };
 
 /* A step. Finished (step:finish) is its closed state: every method then raises the type's closed message. */
 typedef struct lstep {
@@ -29,7 +31,7 @@ typedef struct lstep {
     rf_rng *rng;
     rf_rng own_rng; /* when opts.rng is absent: seeded from the OS */
     rf_retry_budget *budget;
-    void *ledger_obj, *budget_obj; /* io.ledger and io.retry_budget, taken (rfl_take) until finish or __gc */
+    void *taken[2]; /* io.ledger and io.retry_budget (T_LEDGER, T_BUDGET), taken (rfl_take) until finish or __gc */
     bool began;
 } lstep;
 
@@ -82,12 +84,7 @@ static const char *keep_string(lua_State *L, int req, int keep, const char *key,
 static void step_release(lua_State *L, void *obj) {
     lstep *ls = obj;
     rf_response_clear(&ls->resp);
-    rfl_give_back(ls->ledger_obj); /* alive: the holdings still hold it */
-    ls->ledger_obj = NULL;
-    rfl_give_back(ls->budget_obj);
-    ls->budget_obj = NULL;
-    rfl_release_holdings(L, ls);
-    rfl_set_open(ls, false);
+    rfl_retire(L, ls, ls->taken, 2);
 }
 
 /* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, …} (other keys are
@@ -111,7 +108,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     rfl_hold(L, ls, H_KEEP);
     /* Each object is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 3, "ledger") != LUA_TNIL)
-        ls->ledger = rfl_take_ledger(L, -1, &ls->ledger_obj); /* ledger:close() mid-flow is refused */
+        ls->ledger = rfl_take_ledger(L, -1, &ls->taken[T_LEDGER]); /* ledger:close() mid-flow is refused */
     rfl_hold(L, ls, H_LEDGER);
     if (lua_getfield(L, 3, "rng") != LUA_TNIL) {
         ls->rng = rfl_testobject(L, -1, RFL_RNG);
@@ -126,7 +123,7 @@ static int step_new(lua_State *L, rfl_call *call) {
         if (lua_type(L, -1) != LUA_TUSERDATA)
             return luaL_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
                               luaL_typename(L, -1));
-        ls->budget = rfl_take_retry_budget(L, -1, &ls->budget_obj);
+        ls->budget = rfl_take_retry_budget(L, -1, &ls->taken[T_BUDGET]);
     }
     rfl_hold(L, ls, H_BUDGET);
     rf_error err;

@@ -341,6 +341,15 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       return lines
     end
 
+    --- run_in with a ledger and a retry budget made first: led (a fresh file), budget (of BLOCK) and tried (an
+    --- empty table) are in scope. Returns stdout and the number of lines the ledger got.
+    local function run_with_ledger(rt, source, url)
+      local path = os.tmpname()
+      local out = run_in(rt, string.format("local led = assert(rf.ledger.open(%q)); "
+        .. "local budget = rf.retry_budget(BLOCK); local tried = {}; ", path) .. source, url)
+      return out, count_lines(path)
+    end
+
     local BUSY_TEXT = "client is busy (called from its own on_attempt hook)"
     local LEDGER_IN_USE = "ledger in use by 1 open client(s) or unfinished flow(s): close or finish them first"
     local BUDGET_IN_USE = "cannot close a retry budget that 1 open clients or running flows use"
@@ -398,11 +407,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
 
       it_or_pending(rt.name .. ": rf.client's options: an __index cannot close the ledger or retry budget it took",
         function()
-        local path = os.tmpname()
-        local out = run_in(rt, string.format([[
-          local led = assert(rf.ledger.open(%q))
-          local budget = rf.retry_budget(BLOCK)
-          local tried = {}
+        local out, lines = run_with_ledger(rt, [[
           local opts = setmetatable({}, { __index = function(_, k)
             if k == "policy" then return BLOCK end
             if k == "base_url" then return URL end
@@ -421,9 +426,9 @@ describe("lifetimes and re-entrancy (issue 10)", function()
           print(r.status, r.ledger_error, c:retry_tokens() > 0)
           c:close()
           print(led:close(), pcall(budget.close, budget))
-        ]], path), up.url)
+        ]], up.url)
         assert.equal(LEDGER_IN_USE .. "\n" .. BUDGET_IN_USE .. "\n200\tnil\ttrue\ntrue\ttrue\n", out)
-        assert.equal(1, count_lines(path))
+        assert.equal(1, lines)
       end)
 
       it_or_pending(rt.name .. ": a failed rf.client gives back the ledger and budget it took, at once", function()
@@ -439,14 +444,10 @@ describe("lifetimes and re-entrancy (issue 10)", function()
 
       it_or_pending(rt.name .. ": core.step: a result whose __index finishes the step or closes what it uses",
         function()
-        local path = os.tmpname()
-        local out = run_in(rt, string.format([[
-          local led = assert(rf.ledger.open(%q))
-          local budget = rf.retry_budget(BLOCK)
+        local out, lines = run_with_ledger(rt, [[
           local step = core.step(BLOCK, { method = "GET", path = "/echo/8" }, { ledger = led, retry_budget = budget,
             rng = rf.rng(1) }, 0)
           step:begin(0)
-          local tried = {}
           local result = setmetatable({}, { __index = function(_, k)
             if k == "status" then return 503 end
             if k == "headers" then
@@ -462,19 +463,15 @@ describe("lifetimes and re-entrancy (issue 10)", function()
           local r = step:finish("stopped-by-caller", 20, 0)
           print(r.attempts, r.outcome)
           print(led:close(), pcall(budget.close, budget))
-        ]], path), up.url)
+        ]], up.url)
         assert.equal("true\ttrue\nrf.flow: step is busy (called from its own on_attempt hook)\n" .. BUDGET_IN_USE .. "\n"
           .. LEDGER_IN_USE .. "\n1\tterminal\ntrue\ttrue\n", out)
-        assert.equal(1, count_lines(path))
+        assert.equal(1, lines)
       end)
 
       it_or_pending(rt.name .. ": rf.flow: an io and a send result whose __index closes the ledger and budget",
         function()
-        local path = os.tmpname()
-        local out = run_in(rt, string.format([[
-          local led = assert(rf.ledger.open(%q))
-          local budget = rf.retry_budget(BLOCK)
-          local tried = {}
+        local out, lines = run_with_ledger(rt, [[
           local function attack()
             tried[#tried + 1] = tostring(select(2, led:close()))
             tried[#tried + 1] = tostring(select(2, pcall(budget.close, budget)))
@@ -506,9 +503,9 @@ describe("lifetimes and re-entrancy (issue 10)", function()
           print(r.status, r.attempts, r.ledger_error, #tried >= 6)
           print(table.concat(distinct, "\n"))
           print(led:close(), pcall(budget.close, budget))
-        ]], path), up.url)
+        ]], up.url)
         assert.equal("200\t2\tnil\ttrue\n" .. BUDGET_IN_USE .. "\n" .. LEDGER_IN_USE .. "\ntrue\ttrue\n", out)
-        assert.equal(1, count_lines(path))
+        assert.equal(1, lines)
       end)
     end
   end)
