@@ -23,13 +23,13 @@
 /* The client's holdings (rfl_hold): what it borrows must stay alive as long as it does. */
 enum { H_POLICY = 1, H_LEDGER = 2, H_HOOK = 3, H_BUDGET = 4 };
 /* The objects it takes (lclient.taken). */
-enum { T_LEDGER, T_BUDGET };
+enum { T_POLICY, T_LEDGER, T_BUDGET };
 
 typedef struct lclient {
     rf_client *c;            /* NULL until created, and after close */
     bool scheduled;          /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
-    void *taken[2];          /* the ledger and retry budget objects it took (rfl_take, at T_LEDGER and T_BUDGET),
-                                given back when it closes; NULL without one */
+    void *taken[3];          /* the policy, ledger and retry budget objects it took (rfl_take, at T_POLICY,
+                                T_LEDGER and T_BUDGET), given back when it closes; NULL without one */
     const rf_policy *policy; /* the client's policy, held (for verdicts given to hooks) */
 } lclient;
 
@@ -104,7 +104,7 @@ static void client_release(lua_State *L, void *obj) {
     lclient *lc = obj;
     rf_client_free(lc->c);
     lc->c = NULL;
-    rfl_retire(L, lc, lc->taken, 2);
+    rfl_retire(L, lc, lc->taken, 3);
 }
 
 /* rf.client{policy=, base_url=, ledger=, headers=, rng_seed=, retry_budget=, follow_redirects=,
@@ -119,7 +119,7 @@ static int client_new(lua_State *L, rfl_call *call) {
      * is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 1, "policy") != LUA_TUSERDATA)
         return luaL_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
-    o.policy = rfl_check_policy(L, -1);
+    o.policy = rfl_take_policy(L, -1, &lc->taken[T_POLICY]);
     lc->policy = o.policy;
     rfl_hold(L, lc, H_POLICY);
     lua_getfield(L, 1, "base_url"); /* at 3, kept */
@@ -202,9 +202,11 @@ static int client_close(lua_State *L, rfl_call *call) {
 
 static int l_client_close(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, 0, client_close); }
 
-/* __gc: unreachable, so no call of it runs, and its pending requests, which hold it, were finalized first. */
+/* __gc: unreachable, so no call of it runs, and its pending requests, which hold it, were finalized first (a
+ * __gc called by hand from its own call frees nothing: rfl_collectable). */
 static int l_client_gc(lua_State *L) {
-    client_release(L, rfl_checkobject(L, 1, RFL_CLIENT));
+    lclient *lc = rfl_checkobject(L, 1, RFL_CLIENT);
+    if (rfl_collectable(lc)) client_release(L, lc);
     return 0;
 }
 

@@ -84,15 +84,12 @@ static int ledger_close(lua_State *L, rfl_call *call) {
     return 1;
 }
 
-/* __gc: a client holds its ledger and gives it back when closed, so it has no users here unless the script
- * broke the holdings with the debug library; then the descriptor is left open rather than closed under a user. */
+/* __gc: a client holds its ledger and gives it back when closed, so a ledger in use is no garbage; a __gc called
+ * by hand (debug.getmetatable) on one in use frees nothing (rfl_collectable). */
 static int l_ledger_gc(lua_State *L) {
     lledger *ll = rfl_checkobject(L, 1, RFL_LEDGER);
-    rf_error err;
-    if (rfl_users(ll) == 0)
-        rf_ledger_close(ll->l, &err);
-    else if (ll->l != NULL)
-        rf_ledger_observe(ll->l, NULL, NULL, &err); /* left open: its appends must not reach the tally freed below */
+    if (!rfl_collectable(ll)) return 0;
+    rf_ledger_close(ll->l, NULL);
     ll->l = NULL;
     rfl_set_open(ll, false);
     rfl_appended_free(ll->appended);
@@ -174,6 +171,7 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
 
 static int l_reader_gc(lua_State *L) {
     lreader *lr = rfl_checkobject(L, 1, RFL_READER);
+    if (!rfl_collectable(lr)) return 0; /* called by hand while it steps */
     rf_ledger_reader_close(lr->r);
     lr->r = NULL;
     return 0;

@@ -8,14 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The header before every object: 16 bytes, which keeps the object at the userdata's alignment. */
+/* The header before every object: 32 bytes, which keeps the object at the userdata's alignment. */
 typedef struct header {
     uint64_t tag;
     int32_t holdings; /* registry reference of the holdings table; 0: none (luaL_ref never returns 0) */
-    uint16_t users;
+    uint32_t users;   /* 32 bits: a policy may have a decider per request in flight, and more awaiting collection */
     uint8_t open, busy;
+    uint8_t pad[14];
 } header;
-_Static_assert(sizeof(header) == 16, "the header keeps objects 16-byte aligned");
+_Static_assert(sizeof(header) == 32, "the header keeps objects 16-byte aligned");
 
 #define RFL_X_NAME(e, name, closed, busy) name,
 #define RFL_X_CLOSED(e, name, closed, busy) closed,
@@ -109,7 +110,7 @@ void *rfl_take(lua_State *L, int idx, rfl_type t) {
     void *obj = rfl_checkobject(L, idx, t);
     header *h = header_of(obj);
     if (!h->open) luaL_error(L, "%s", closed_messages[t] ? closed_messages[t] : "attempt to use a closed object");
-    if (h->users == UINT16_MAX) luaL_error(L, "%s: more than %d users at once", type_names[t], UINT16_MAX);
+    if (h->users == UINT32_MAX) luaL_error(L, "%s: more than 2^32 - 1 users at once", type_names[t]);
     h->users++;
     return obj;
 }
@@ -119,6 +120,8 @@ void rfl_give_back(void *obj) {
 }
 
 unsigned rfl_users(const void *obj) { return header_of(obj)->users; }
+
+bool rfl_collectable(const void *obj) { return header_of(obj)->busy == 0 && header_of(obj)->users == 0; }
 
 void rfl_retire(lua_State *L, void *obj, void **taken, size_t n) {
     for (size_t i = 0; i < n; i++) {

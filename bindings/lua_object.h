@@ -45,7 +45,9 @@
  *  4: core.read_file (lua_input.c), glob (lua_glob.c), json_codec's decode and encode (lua_json.c), sha256,
  *     parse_retry_after, parse_wait_header (lua_policy.c), ledger_tally (lua_ledger_tally.c), retry_budget_peek
  *     (lua_retry_budget.c), new_key (lua_client.c), wall_ms (lua_step.c), and the CLI host's exec (cli_main.c).
- *  __gc of every type runs only once the object is unreachable, so never during one of its calls.
+ *  __gc of every type runs only once the object is unreachable, so never during one of its calls nor while
+ *  something took it; each that frees a resource checks so (rfl_collectable), which makes a __gc called by hand
+ *  through the debug library on an object in use free nothing.
  *
  * In every case C uses a pointer into a Lua string only while the string is anchored where no Lua code can reach
  * it: on the function's own stack or in a table the call made (a keeper), never only in a caller's table, which a
@@ -137,6 +139,10 @@ void rfl_give_back(void *obj);
 /* The number of users obj has. */
 unsigned rfl_users(const void *obj);
 
+/* Whether a collection may release obj: it is not busy and nothing took it. A real collection always finds so
+ * (an object in use is reachable from its users and its call); a __gc called by hand (debug.getmetatable) on an
+ * object in use does not, and then releases nothing. Every __gc that frees a resource asks this first. */
+bool rfl_collectable(const void *obj);
 /* The end of an object's life (its close, its __gc, a constructor that raised): gives back each object in
  * taken[0..n-1] that it took with rfl_take (a NULL one is skipped; each is set to NULL), drops its holdings and
  * marks it closed. Safe twice; never raises. */

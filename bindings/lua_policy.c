@@ -39,6 +39,12 @@ const rf_policy *rfl_check_policy(lua_State *L, int idx) {
     return lp->p;
 }
 
+const rf_policy *rfl_take_policy(lua_State *L, int idx, void **obj) {
+    lpolicy *lp = rfl_take(L, idx, RFL_POLICY); /* open once loaded: the type's message for a freed one */
+    *obj = lp;
+    return lp->p;
+}
+
 /* The wall clock in Unix ms: the now_ms an HTTP-date Retry-After is measured from when the caller gives none. */
 static int64_t wall_now_ms(void) {
     struct timespec ts;
@@ -108,6 +114,7 @@ static int l_load_string(lua_State *L) {
     rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", name);
     if (st != RF_OK) return push_load_error(L, name, &err);
+    rfl_set_open(lp, true);
     return 1;
 }
 
@@ -122,6 +129,7 @@ static int l_load_file(lua_State *L) {
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
     if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", path);
     if (st != RF_OK) return push_load_error(L, path, &err);
+    rfl_set_open(lp, true);
     return 1;
 }
 
@@ -601,6 +609,7 @@ static int l_decide(lua_State *L) {
  */
 typedef struct ldecider {
     lpolicy *lp;
+    void *taken[1]; /* its policy, taken (rfl_take) until __gc */
     rf_rng *rng;
     long route;
     rf_facts facts;
@@ -609,7 +618,7 @@ typedef struct ldecider {
 
 static int l_decider_gc(lua_State *L) {
     ldecider *d = rfl_checkobject(L, 1, RFL_DECIDER);
-    rfl_release_holdings(L, d);
+    rfl_retire(L, d, d->taken, 1);
     d->lp = NULL;
     d->rng = NULL;
     return 0;
@@ -701,6 +710,7 @@ static int l_decider(lua_State *L) {
     rfl_hold(L, d, 2); /* the rng's object (or the binding's state) */
     lua_pushvalue(L, 1);
     rfl_hold(L, d, 1); /* the policy */
+    d->taken[0] = rfl_take(L, 1, RFL_POLICY);
     d->lp = lp;
     d->rng = rng;
     rfl_set_open(d, true);
@@ -1032,10 +1042,14 @@ static int l_policy_newindex(lua_State *L) {
     return luaL_error(L, "policy is immutable: cannot set '%s' (load a new lock instead)", luaL_tolstring(L, 2, NULL));
 }
 
+/* __gc: clients, steps, retry budgets and deciders take their policy, so a policy one uses is no garbage; a
+ * __gc called by hand on one in use frees nothing (rfl_collectable). */
 static int l_policy_gc(lua_State *L) {
     lpolicy *lp = check_lpolicy(L, 1);
+    if (!rfl_collectable(lp)) return 0;
     rf_policy_free(lp->p);
     lp->p = NULL;
+    rfl_set_open(lp, false);
     return 0;
 }
 

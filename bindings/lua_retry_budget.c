@@ -14,6 +14,7 @@
 typedef struct lbudget {
     rf_retry_budget *b; /* NULL until created, and after close */
     bool shared;        /* kept in Redis */
+    void *taken[1];     /* its policy, taken (rfl_take) until close */
 } lbudget;
 
 rf_retry_budget *rfl_take_retry_budget(lua_State *L, int idx, void **obj) {
@@ -29,7 +30,7 @@ static void budget_release(lua_State *L, void *obj) {
     lbudget *lb = obj;
     rf_retry_budget_free(lb->b);
     lb->b = NULL;
-    rfl_retire(L, lb, NULL, 0);
+    rfl_retire(L, lb, lb->taken, 1);
 }
 
 /* An optional integer option of milliseconds in lo..hi (0 when absent), read from the options at t. */
@@ -79,6 +80,7 @@ static int budget_new(lua_State *L, rfl_call *call) {
             return luaL_error(L, "rf.retry_budget: timeout_ms and idle_ttl_ms need redis");
     }
     lbudget *lb = rfl_make(L, call, RFL_BUDGET, sizeof *lb, budget_release);
+    rfl_take_policy(L, 1, &lb->taken[0]);
     lb->shared = url != NULL;
     lua_pushvalue(L, 1);
     rfl_hold(L, lb, 1);
@@ -128,9 +130,11 @@ static int l_retry_budget_tokens(lua_State *L) { return rfl_method(L, 1, RFL_BUD
 static int l_retry_budget_is_shared(lua_State *L) { return rfl_method(L, 1, RFL_BUDGET, RFL_OPEN, budget_is_shared); }
 static int l_retry_budget_close(lua_State *L) { return rfl_method(L, 1, RFL_BUDGET, 0, budget_close); }
 
-/* __gc: unreachable, so no open client uses it (clients hold their budget). */
+/* __gc: unreachable, so no open client uses it (clients hold their budget); called by hand on one in use, it
+ * frees nothing (rfl_collectable). */
 static int l_retry_budget_gc(lua_State *L) {
-    budget_release(L, rfl_checkobject(L, 1, RFL_BUDGET));
+    lbudget *lb = rfl_checkobject(L, 1, RFL_BUDGET);
+    if (rfl_collectable(lb)) budget_release(L, lb);
     return 0;
 }
 

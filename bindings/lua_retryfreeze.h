@@ -18,6 +18,9 @@ int luaopen_retryfreeze_core(lua_State *L);
 
 /* The policy at stack index idx, or raises a type error ("retryfreeze.Policy expected"). */
 const rf_policy *rfl_check_policy(lua_State *L, int idx);
+/* The same, taken by one more user (rfl_take: a __gc called by hand then frees nothing; give it back with
+ * rfl_give_back(*obj) or rfl_retire). */
+const rf_policy *rfl_take_policy(lua_State *L, int idx, void **obj);
 /* Reads a facts table (raw iteration; unknown keys raise, naming the key). */
 void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
 /* Pushes a verdict table of policy p. */

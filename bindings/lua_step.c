@@ -20,7 +20,7 @@
 /* The step's holdings (rfl_hold): everything its C state points into stays alive as long as the step. */
 enum { H_POLICY = 1, H_KEEP = 2, H_LEDGER = 3, H_RNG = 4, H_BUDGET = 5 };
 /* The objects it takes (lstep.taken). */
-enum { T_LEDGER, T_BUDGET };
+enum { T_POLICY, T_LEDGER, T_BUDGET };
 
 /* A step. Finished (step:finish) is its closed state: every method then raises the type's closed message. */
 typedef struct lstep {
@@ -31,7 +31,8 @@ typedef struct lstep {
     rf_rng *rng;
     rf_rng own_rng; /* when opts.rng is absent: seeded from the OS */
     rf_retry_budget *budget;
-    void *taken[2]; /* io.ledger and io.retry_budget (T_LEDGER, T_BUDGET), taken (rfl_take) until finish or __gc */
+    void *taken[3]; /* its policy, io.ledger and io.retry_budget (T_POLICY, T_LEDGER, T_BUDGET), taken (rfl_take)
+                       until finish or __gc */
     bool began;
 } lstep;
 
@@ -84,18 +85,19 @@ static const char *keep_string(lua_State *L, int req, int keep, const char *key,
 static void step_release(lua_State *L, void *obj) {
     lstep *ls = obj;
     rf_response_clear(&ls->resp);
-    rfl_retire(L, ls, ls->taken, 2);
+    rfl_retire(L, ls, ls->taken, 3);
 }
 
 /* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, …} (other keys are
  * the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at now_ms. */
 static int step_new(lua_State *L, rfl_call *call) {
-    const rf_policy *p = rfl_check_policy(L, 1);
+    rfl_check_policy(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     int64_t now = clock_arg(L, 4, "io.now_ms");
     lua_settop(L, 4);
     lstep *ls = rfl_make(L, call, RFL_STEP, sizeof *ls, step_release);
+    const rf_policy *p = rfl_take_policy(L, 1, &ls->taken[T_POLICY]);
     lua_pushvalue(L, 1);
     rfl_hold(L, ls, H_POLICY);
     lua_newtable(L);
@@ -321,7 +323,8 @@ static int step_finish(lua_State *L, rfl_call *call) {
 }
 
 static int l_step_gc(lua_State *L) {
-    step_release(L, rfl_checkobject(L, 1, RFL_STEP));
+    lstep *ls = rfl_checkobject(L, 1, RFL_STEP);
+    if (rfl_collectable(ls)) step_release(L, ls);
     return 0;
 }
 

@@ -544,6 +544,40 @@ print(n, ran)
       assert.equal(0, code)
     end)
 
+    it("a __gc called by hand (debug.getmetatable) frees nothing a client, step or decider still uses", function()
+      -- A real collection finds an object unreachable: no call pins it, nothing took it. A __gc called by hand on a
+      -- policy, ledger or retry budget in use freed it under its users (use after free, found by valgrind).
+      local ledger_path = os.tmpname()
+      local out, err, code = run_child(([[
+local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
+local p = assert(rf.load("examples/service.lock.json"))
+local ledger = assert(rf.ledger.open(%q))
+local budget = rf.retry_budget(p)
+local client = rf.client{ policy = p, ledger = ledger, retry_budget = budget, base_url = "http://127.0.0.1:9" }
+local step = core.step(p, { method = "GET", path = "/v1/jobs/1" }, { ledger = ledger, retry_budget = budget }, 0)
+local decide = p:decider("GET", "/v1/jobs/1", false)
+for _, obj in ipairs({ p, ledger, budget, client }) do
+  local gc = debug.getmetatable(obj).__gc
+  client:request{ method = "GET", path = "/v1/jobs/1", on_attempt = function() gc(obj) end }
+  if obj ~= client then gc(obj) end
+end
+collectgarbage()
+collectgarbage()
+local r = client:request{ method = "GET", path = "/v1/jobs/1" }
+print(r.route, r.ledger_error)
+print(select(2, decide(503, nil, 1, 0)), step:begin(0) ~= nil, budget:tokens() > 0)
+print(select(2, step:after({ status = 503 }, 1, 0)) ~= nil, step:finish("stopped-by-caller", 2, 0).route)
+client:close()
+print(ledger:close(), pcall(budget.close, budget))
+]]):format(ledger_path), true)
+      local lines = select(2, h.read_file(ledger_path):gsub("\n", ""))
+      os.remove(ledger_path)
+      assert.equal("GET /v1/jobs/{id}\tnil\npinned-status\ttrue\ttrue\ntrue\tGET /v1/jobs/{id}\ntrue\ttrue\n", out, err)
+      assert.equal(0, code)
+      assert.equal(6, lines)
+    end)
+
     it("debug.setuservalue with a wrong value neither crashes nor changes a verdict", function()
       local out, err, code = run_child([[
 local rf = require "retryfreeze"
