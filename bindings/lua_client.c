@@ -53,17 +53,17 @@ static size_t header_lines(lua_State *L, int idx, int keep, const char *what, co
     size_t n = 0;
     if (lua_isnoneornil(L, idx)) return 0;
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
+        rfl_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s must map header names (strings) to values (strings)", what);
-        if (n == cap) luaL_error(L, "%s: more than %d headers", what, (int)cap);
+            rfl_error(L, "%s must map header names (strings) to values (strings)", what);
+        if (n == cap) rfl_error(L, "%s: more than %d headers", what, (int)cap);
         size_t nlen = 0, vlen = 0;
         const char *name = lua_tolstring(L, -2, &nlen), *value = lua_tolstring(L, -1, &vlen);
         if (memchr(name, '\0', nlen) != NULL || memchr(value, '\0', vlen) != NULL)
-            luaL_error(L, "%s: header %s must not contain a NUL byte (C would cut the string there)", what,
-                       memchr(name, '\0', nlen) != NULL ? "names" : "values");
+            rfl_error(L, "%s: header %s must not contain a NUL byte (C would cut the string there)", what,
+                      memchr(name, '\0', nlen) != NULL ? "names" : "values");
         lua_pushfstring(L, "%s: %s", name, value);
         lines[n++] = lua_tostring(L, -1);
         lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
@@ -89,7 +89,7 @@ static void check_keys2(lua_State *L, int idx, const char *const *allowed, const
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         bool ok = k && (key_in(k, allowed) || key_in(k, more));
-        if (!ok) luaL_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
+        if (!ok) rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
 }
@@ -118,12 +118,12 @@ static int client_new(lua_State *L, rfl_call *call) {
     /* Each option is read once and kept on the stack (anchored) until rf_client_new has copied it; each object
      * is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 1, "policy") != LUA_TUSERDATA)
-        return luaL_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
+        return rfl_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
     o.policy = rfl_take_policy(L, -1, &lc->taken[T_POLICY]);
     lc->policy = o.policy;
     rfl_hold(L, lc, H_POLICY);
     lua_getfield(L, 1, "base_url"); /* at 3, kept */
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "rf.client: base_url must be a string");
+    if (lua_type(L, -1) != LUA_TSTRING) return rfl_error(L, "rf.client: base_url must be a string");
     o.base_url = rfl_tostring_nonul(L, -1, "rf.client: base_url");
     if (lua_getfield(L, 1, "ledger") != LUA_TNIL) o.ledger = rfl_take_ledger(L, -1, &lc->taken[T_LEDGER]);
     rfl_hold(L, lc, H_LEDGER);
@@ -136,14 +136,14 @@ static int client_new(lua_State *L, rfl_call *call) {
     else if (rfl_tointeger_exact(L, -1, &seed))
         o.rng_seed = (uint64_t)seed;
     else
-        return luaL_error(L, "rf.client: rng_seed must be an integer");
+        return rfl_error(L, "rf.client: rng_seed must be an integer");
     lua_pop(L, 1);
     lua_getfield(L, 1, "retry_budget"); /* true, a rf.retry_budget, or its options {redis=, timeout_ms=} */
     if (lua_istable(L, -1)) {
         lua_pushliteral(L, "redis");
         bool has_redis = lua_rawget(L, -2) != LUA_TNIL; /* raw: rf.retry_budget reads these options itself */
         lua_pop(L, 1);
-        if (!has_redis) return luaL_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}");
+        if (!has_redis) return rfl_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}");
         lua_pushcfunction(L, rfl_retry_budget_new); /* rf.retry_budget(policy, opts) */
         rfl_held(L, lc, H_POLICY);
         lua_pushvalue(L, -3);
@@ -157,18 +157,18 @@ static int client_new(lua_State *L, rfl_call *call) {
         o.retry_budget = lua_toboolean(L, -1);
         lua_pop(L, 1);
         if (o.retry_budget && !rf_policy_retry_budget(o.policy, NULL, NULL))
-            return luaL_error(
-                L, "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
+            return rfl_error(L,
+                             "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
     } else {
-        return luaL_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}, got %s",
-                          luaL_typename(L, -1));
+        return rfl_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}, got %s",
+                         luaL_typename(L, -1));
     }
     lua_getfield(L, 1, "follow_redirects");
     o.follow_redirects = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "max_body_bytes") != LUA_TNIL) {
         if (!rfl_tointeger_exact(L, -1, &max_body) || max_body < 1)
-            return luaL_error(L, "rf.client: max_body_bytes must be a positive integer");
+            return rfl_error(L, "rf.client: max_body_bytes must be a positive integer");
         o.max_body_bytes = (size_t)max_body;
     }
     lua_pop(L, 1);
@@ -181,8 +181,8 @@ static int client_new(lua_State *L, rfl_call *call) {
     o.n_headers = header_lines(L, -1, keep, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "rf.client: out of memory");
-    if (st != RF_OK) return luaL_error(L, "rf.client: %s %s", err.path, err.message);
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
+    if (st != RF_OK) return rfl_error(L, "rf.client: %s %s", err.path, err.message);
     rfl_set_open(lc, true);
     lua_settop(L, 2);
     return 1;
@@ -195,7 +195,7 @@ static int l_client_new(lua_State *L) { return rfl_function(L, client_new); }
 static int client_close(lua_State *L, rfl_call *call) {
     lclient *lc = call->self;
     if (lc->c != NULL && rf_client_pending(lc->c) > 0)
-        return luaL_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
+        return rfl_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
     client_release(L, lc);
     return 0;
 }
@@ -236,10 +236,10 @@ static const char *opt_string_field(lua_State *L, int idx, int keep, const char 
             lua_pop(L, 1);
         return NULL;
     }
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
+    if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
     const char *s = lua_tolstring(L, -1, len);
     if (strcmp(key, "body") != 0 && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
-        luaL_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
+        rfl_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
     lua_setfield(L, keep, key);
     return s;
 }
@@ -268,7 +268,7 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     size_t len = 0;
     req->method = opt_string_field(L, idx, keep, "method", &len, clear);
     req->path = opt_string_field(L, idx, keep, "path", &len, clear);
-    if (req->method == NULL || req->path == NULL) luaL_error(L, "request.method and request.path are required");
+    if (req->method == NULL || req->path == NULL) rfl_error(L, "request.method and request.path are required");
     req->query = opt_string_field(L, idx, keep, "query", &len, clear);
     req->body = opt_string_field(L, idx, keep, "body", &req->body_len, clear);
     req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len, clear);
@@ -464,8 +464,8 @@ static int k_request(lua_State *L, int status, lua_KContext ctx) {
     (void)status;
     const lpending *lp = rfl_checkobject(L, (int)ctx, RFL_PENDING);
     if (lp->p != NULL) /* not finished: resumed by someone else */
-        return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
-                             "by retryfreeze.scheduler only)");
+        return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
+                            "by retryfreeze.scheduler only)");
     return 1; /* the response the scheduler passed to resume */
 }
 #else
@@ -500,8 +500,8 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
     lp->req.headers = lp->lines;
     rf_error err;
     rf_status st = rf_client_start(c, &lp->req, NULL, NULL, &lp->resp, &lp->p, &err);
-    if (st == RF_ENOMEM) luaL_error(L, "client:request: out of memory");
-    if (st != RF_OK) luaL_error(L, "client:request: %s %s", err.path, err.message);
+    if (st == RF_ENOMEM) rfl_error(L, "client:request: out of memory");
+    if (st != RF_OK) rfl_error(L, "client:request: %s %s", err.path, err.message);
     lua_pushlightuserdata(L, lp->p);
     lua_pushvalue(L, box);
 }
@@ -512,7 +512,7 @@ static lpending *own_box(lua_State *L, int idx, const char *refusal) {
     rfl_held(L, lp, H_BOX_CLIENT);
     bool ours = lua_rawequal(L, -1, 1);
     lua_pop(L, 1);
-    if (!ours) luaL_error(L, "%s", refusal);
+    if (!ours) rfl_error(L, "%s", refusal);
     return lp;
 }
 
@@ -523,10 +523,10 @@ static int client_finish(lua_State *L, rfl_call *call) {
     (void)call;
     lpending *lp = own_box(L, 2, "client:_finish: the box belongs to another client");
     bool want = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
-    if (lp->p == NULL) return luaL_error(L, "client:_finish: this request was already finished");
+    if (lp->p == NULL) return rfl_error(L, "client:_finish: this request was already finished");
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
-        return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
-                             "by retryfreeze.scheduler only)");
+        return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
+                            "by retryfreeze.scheduler only)");
     if (want) push_response(L, &lp->resp);
     rf_pending_free(lp->p);
     lp->p = NULL;
@@ -539,7 +539,7 @@ static int client_finish(lua_State *L, rfl_call *call) {
 static lpending *reusable_box(lua_State *L, int idx) {
     if (lua_isnoneornil(L, idx)) return NULL;
     lpending *lp = own_box(L, idx, "client:_start: the box to reuse belongs to another client");
-    if (lp->p != NULL) luaL_error(L, "client:_start: the box to reuse is still in flight (finish it first)");
+    if (lp->p != NULL) rfl_error(L, "client:_start: the box to reuse is still in flight (finish it first)");
     return lp;
 }
 
@@ -549,7 +549,7 @@ static void refuse_hooks(lua_State *L, const lclient *lc, int idx) {
     bool client_hook = rfl_held(L, lc, H_HOOK) != LUA_TNIL;
     lua_pop(L, 1);
     if (client_hook || !lua_isnil(L, idx))
-        luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
+        rfl_error(L, "client:request: on_attempt is not available in scheduled flows");
 }
 
 /* client:_start(request [, box]) → ticket, box: starts a request without a coroutine (retryfreeze.scheduler's
@@ -587,8 +587,8 @@ static int client_start(lua_State *L, rfl_call *call) {
 /* Enters one more blocking request, or raises when MAX_NESTED_REQUESTS are already running (what: the method). */
 static void nesting_enter(lua_State *L, rfl_state *st, const char *what) {
     if (st->nesting >= MAX_NESTED_REQUESTS)
-        luaL_error(L, "%s: more than %d requests nested in on_attempt hooks: refused before the C stack runs out", what,
-                   MAX_NESTED_REQUESTS);
+        rfl_error(L, "%s: more than %d requests nested in on_attempt hooks: refused before the C stack runs out", what,
+                  MAX_NESTED_REQUESTS);
     st->nesting++;
 }
 
@@ -618,10 +618,10 @@ static int client_request(lua_State *L, rfl_call *call) {
     call->state->nesting--;
     if (st == RF_OK) push_response(L, &rs->r[0]);
     rf_response_clear(&rs->r[0]);
-    if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
-        return luaL_error(L, "client:request: %s %s", err.path, err.message);
+        return rfl_error(L, "client:request: %s %s", err.path, err.message);
     }
     return 1;
 }
@@ -635,8 +635,8 @@ static int client_all(lua_State *L, rfl_call *call) {
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 0 && n <= 10000, 2, "between 0 and 10000 requests");
     if (rf_client_pending(lc->c) > 0)
-        return luaL_error(L, "client:all: %d scheduled requests of this client are in flight",
-                          (int)rf_client_pending(lc->c));
+        return rfl_error(L, "client:all: %d scheduled requests of this client are in flight",
+                         (int)rf_client_pending(lc->c));
     rf_request *reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)(n ? n : 1), 0);
     const char **lines = lua_newuserdatauv(L, sizeof *lines * 64 * (size_t)(n ? n : 1), 0);
     lresponses *rs = new_responses(L, (size_t)n);
@@ -645,7 +645,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
         read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64, 0); /* pushes its keeper and on_attempt */
-        if (!lua_isnil(L, -1)) return luaL_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
+        if (!lua_isnil(L, -1)) return rfl_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
         lua_pop(L, 1);
         lua_rawseti(L, keepers, i);
         lua_pop(L, 1);
@@ -667,10 +667,10 @@ static int client_all(lua_State *L, rfl_call *call) {
         }
     }
     for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
-    if (st == RF_ENOMEM) return luaL_error(L, "client:all: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
-        return luaL_error(L, "client:all: %s %s", err.path, err.message);
+        return rfl_error(L, "client:all: %s %s", err.path, err.message);
     }
     return 1;
 }
@@ -678,8 +678,8 @@ static int client_all(lua_State *L, rfl_call *call) {
 rf_client *rfl_client_loop(lua_State *L, void *self, const char *what) {
     lclient *lc = self;
     if (rf_client_pending(lc->c) > 0)
-        luaL_error(L, "%s: %d scheduled requests of this client are in flight", what, (int)rf_client_pending(lc->c));
-    if (rfl_held(L, lc, H_HOOK) != LUA_TNIL) luaL_error(L, "%s: on_attempt is not available in scheduled flows", what);
+        rfl_error(L, "%s: %d scheduled requests of this client are in flight", what, (int)rf_client_pending(lc->c));
+    if (rfl_held(L, lc, H_HOOK) != LUA_TNIL) rfl_error(L, "%s: on_attempt is not available in scheduled flows", what);
     lua_pop(L, 1);
     return lc->c;
 }
@@ -735,7 +735,7 @@ static int l_run_generated(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, R
 /* rf.new_key() → a random UUID v4 (RFC 9562 §5.4) from the OS CSPRNG (getrandom), for Idempotency-Key. */
 static int l_new_key(lua_State *L) {
     unsigned char b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return luaL_error(L, "rf.new_key: getrandom failed");
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return rfl_error(L, "rf.new_key: getrandom failed");
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     char s[37];

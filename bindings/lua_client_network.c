@@ -24,7 +24,7 @@ static bool opt_int(lua_State *L, int idx, const char *key, lua_Integer lo, lua_
     }
     lua_Integer v = 0;
     if (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi)
-        luaL_error(L, "rf.client: %s must be an integer %d..%d", key, (int)lo, (int)hi);
+        rfl_error(L, "rf.client: %s must be an integer %d..%d", key, (int)lo, (int)hi);
     *out = v;
     lua_pop(L, 1);
     return true;
@@ -37,10 +37,10 @@ static const char *opt_string(lua_State *L, int idx, int keep, const char *key, 
         lua_pop(L, 1);
         return NULL;
     }
-    if (t != LUA_TSTRING) luaL_error(L, "rf.client: %s%s must be a string, got %s", what, key, luaL_typename(L, -1));
+    if (t != LUA_TSTRING) rfl_error(L, "rf.client: %s%s must be a string, got %s", what, key, luaL_typename(L, -1));
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
-    if (strlen(s) != len) luaL_error(L, "rf.client: %s%s must not contain a NUL byte", what, key);
+    if (strlen(s) != len) rfl_error(L, "rf.client: %s%s must not contain a NUL byte", what, key);
     lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
     return s;
 }
@@ -50,7 +50,7 @@ static void read_tls(lua_State *L, int idx, int keep, rf_client_network *n) {
         lua_pop(L, 1);
         return;
     }
-    if (!lua_istable(L, -1)) luaL_error(L, "rf.client: tls must be a table, got %s", luaL_typename(L, -1));
+    if (!lua_istable(L, -1)) rfl_error(L, "rf.client: tls must be a table, got %s", luaL_typename(L, -1));
     int t = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, t) != 0) {
@@ -58,7 +58,7 @@ static void read_tls(lua_State *L, int idx, int keep, rf_client_network *n) {
         bool ok = false;
         for (int i = 0; k && tls_keys[i]; i++)
             if (strcmp(k, tls_keys[i]) == 0) ok = true;
-        if (!ok) luaL_error(L, "rf.client: tls: unknown option '%s'", k ? k : luaL_typename(L, -2));
+        if (!ok) rfl_error(L, "rf.client: tls: unknown option '%s'", k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
     n->tls_ca_file = opt_string(L, t, keep, "ca_file", "tls.");
@@ -68,7 +68,7 @@ static void read_tls(lua_State *L, int idx, int keep, rf_client_network *n) {
     n->tls_key_password = opt_string(L, t, keep, "key_password", "tls.");
     int v = lua_getfield(L, t, "verify");
     if (v != LUA_TNIL && v != LUA_TBOOLEAN)
-        luaL_error(L, "rf.client: tls.verify must be a boolean, got %s", luaL_typename(L, -1));
+        rfl_error(L, "rf.client: tls.verify must be a boolean, got %s", luaL_typename(L, -1));
     n->tls_no_verify = v == LUA_TBOOLEAN && !lua_toboolean(L, -1); /* only an explicit false turns it off */
     lua_pop(L, 2);
 }
@@ -88,7 +88,7 @@ void rfl_read_client_network(lua_State *L, int idx, int keep, rf_client_options 
     else if (strcmp(hv, "2") == 0)
         o->network.http_version = RF_HTTP_2;
     else
-        luaL_error(L, "rf.client: http_version must be \"1.1\" or \"2\", got \"%s\"", hv);
+        rfl_error(L, "rf.client: http_version must be \"1.1\" or \"2\", got \"%s\"", hv);
 }
 
 void rfl_read_request_limits(lua_State *L, int idx, rf_request *req) {
@@ -96,7 +96,7 @@ void rfl_read_request_limits(lua_State *L, int idx, rf_request *req) {
     for (int i = 0; i < 2; i++) {
         if (lua_getfield(L, idx, keys[i]) != LUA_TNIL) {
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > 3600000)
-                luaL_error(L, "request.%s must be an integer 1..3600000 (ms)", keys[i]);
+                rfl_error(L, "request.%s must be an integer 1..3600000 (ms)", keys[i]);
             if (i == 0)
                 req->deadline_ms = lua_tointeger(L, -1);
             else

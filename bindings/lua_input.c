@@ -44,7 +44,7 @@ const char *rfl_tostring_nonul(lua_State *L, int idx, const char *what) {
     size_t len = 0;
     const char *s = lua_tolstring(L, idx, &len);
     if (s != NULL && memchr(s, '\0', len) != NULL)
-        luaL_error(L, "%s must not contain a NUL byte (C would cut the string there)", what);
+        rfl_error(L, "%s must not contain a NUL byte (C would cut the string there)", what);
     return s;
 }
 
@@ -61,7 +61,7 @@ static int l_read_file(lua_State *L) {
     size_t len = 0;
     rf_error err;
     rf_status st = rf_input_read(path, (size_t)cap, what, &box->text, &len, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "%s", err.message);
+    if (st == RF_ENOMEM) return rfl_error(L, "%s", err.message);
     if (st != RF_OK) {
         struct stat sb;
         bool missing = st == RF_EIO && stat(path, &sb) != 0 && errno == ENOENT;

@@ -209,7 +209,7 @@ static int l_decode(lua_State *L) {
     /* lua_setmetatable must never get a non-table. */
     lua_settop(L, 1);
     if (rfl_upvalue(L, UV_ARRAY_MT, LUA_TTABLE) == 0)
-        return luaL_error(L, "retryfreeze.json: the array metatable was replaced (debug.setupvalue)");
+        return rfl_error(L, "retryfreeze.json: the array metatable was replaced (debug.setupvalue)");
     lua_pushvalue(L, lua_upvalueindex(UV_NULL));     /* at 2 */
     lua_pushvalue(L, lua_upvalueindex(UV_ARRAY_MT)); /* at 3 */
     const char *why = NULL;
@@ -244,11 +244,11 @@ static int l_decode(lua_State *L) {
 /* ---- encoding ---------------------------------------------------------------------------------------------- */
 
 static void add_item(lua_State *L, cJSON *parent, const char *key, cJSON *item) {
-    if (item == NULL) luaL_error(L, "out of memory");
+    if (item == NULL) rfl_error(L, "out of memory");
     bool ok = key != NULL ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item);
     if (!ok) {
         cJSON_Delete(item);
-        luaL_error(L, "out of memory");
+        rfl_error(L, "out of memory");
     }
 }
 
@@ -285,10 +285,10 @@ static void encode_object(lua_State *L, int idx, int order, cJSON *obj, int dept
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "cannot encode a non-string object key");
+        if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "cannot encode a non-string object key");
         size_t klen;
         const char *k = lua_tolstring(L, -1, &klen);
-        if (strlen(k) != klen) luaL_error(L, "cannot encode an object key holding a NUL byte");
+        if (strlen(k) != klen) rfl_error(L, "cannot encode an object key holding a NUL byte");
         n++;
     }
     /* The keys to sort are kept in a table of this call (names) as they are collected, so their strings stay
@@ -356,12 +356,12 @@ static void encode_value(lua_State *L, int idx, int order, cJSON *parent, const 
             lua_Integer v = lua_tointeger(L, idx);
             /* What decode would refuse (RFC 8259 §6): never written, so that every file this writes reads back. */
             if (v > (lua_Integer)exact_limit || v < -(lua_Integer)exact_limit)
-                luaL_error(L, "cannot encode the integer %s: beyond 2^53 a JSON reader's double cannot hold it exactly",
-                           rfl_pushint(L, v));
+                rfl_error(L, "cannot encode the integer %s: beyond 2^53 a JSON reader's double cannot hold it exactly",
+                          rfl_pushint(L, v));
             snprintf(buf, sizeof buf, "%lld", (long long)v);
         } else {
             double d = lua_tonumber(L, idx);
-            if (!isfinite(d)) luaL_error(L, "cannot encode a non-finite number");
+            if (!isfinite(d)) rfl_error(L, "cannot encode a non-finite number");
             /* The shortest of 14 or 17 significant digits that reads back as the same double. */
             snprintf(buf, sizeof buf, "%.14g", d);
             if (strtod(buf, NULL) != d) snprintf(buf, sizeof buf, "%.17g", d);
@@ -371,19 +371,19 @@ static void encode_value(lua_State *L, int idx, int order, cJSON *parent, const 
     case LUA_TSTRING: {
         size_t len;
         const char *s = lua_tolstring(L, idx, &len);
-        if (strlen(s) != len) luaL_error(L, "cannot encode a string holding a NUL byte");
+        if (strlen(s) != len) rfl_error(L, "cannot encode a string holding a NUL byte");
         add_item(L, parent, key, cJSON_CreateString(s));
         return;
     }
     case LUA_TTABLE: break;
-    default: luaL_error(L, "cannot encode a %s", luaL_typename(L, idx)); return;
+    default: rfl_error(L, "cannot encode a %s", luaL_typename(L, idx)); return;
     }
     if (lua_rawequal(L, idx, lua_upvalueindex(UV_NULL))) {
         add_item(L, parent, key, cJSON_CreateNull());
         return;
     }
     if (depth >= RFL_JSON_MAX_DEPTH)
-        luaL_error(L, "cannot encode nesting deeper than %d (a cycle?)", RFL_JSON_MAX_DEPTH);
+        rfl_error(L, "cannot encode nesting deeper than %d (a cycle?)", RFL_JSON_MAX_DEPTH);
     bool array = false;
     if (lua_getmetatable(L, idx)) {
         array = lua_rawequal(L, -1, lua_upvalueindex(UV_ARRAY_MT));
@@ -411,10 +411,10 @@ static int l_encode(lua_State *L) {
     if (order != 0) luaL_checktype(L, 2, LUA_TTABLE);
     tree_box *box = push_box(L);
     box->root = cJSON_CreateArray(); /* a holder: the value is its one element */
-    if (box->root == NULL) return luaL_error(L, "out of memory");
+    if (box->root == NULL) return rfl_error(L, "out of memory");
     encode_value(L, 1, order, box->root, NULL, 0);
     char *s = cJSON_PrintUnformatted(box->root->child);
-    if (s == NULL) return luaL_error(L, "out of memory");
+    if (s == NULL) return rfl_error(L, "out of memory");
     lua_pushstring(L, s);
     cJSON_free(s);
     return 1;

@@ -50,14 +50,14 @@ static int ledger_open(lua_State *L, rfl_call *call) {
         mode = (rf_ledger_fsync)luaL_checkoption(L, -1, "none", modes);
         lua_getfield(L, 2, "host"); /* stays on the stack (anchored) until the ledger has copied it */
         if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
+            return rfl_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
         host = rfl_tostring_nonul(L, -1, "rf.ledger.open: host");
     }
     lledger *ll = rfl_make(L, call, RFL_LEDGER, sizeof *ll, ledger_release);
     rf_error err;
     if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) return rfl_fail(L, err.message, NULL);
     if (host != NULL && rf_ledger_set_host(ll->l, host, &err) != RF_OK)
-        return luaL_error(L, "rf.ledger.open: %s", err.message);
+        return rfl_error(L, "rf.ledger.open: %s", err.message);
     rfl_set_open(ll, true);
     return 1;
 }
@@ -104,7 +104,7 @@ static int ledger_tally_appends(lua_State *L, rfl_call *call) {
     lledger *ll = call->self;
     if (ll->appended != NULL) return 0;
     ll->appended = rfl_appended_new();
-    if (ll->appended == NULL) return luaL_error(L, "ledger:_tally_appends: out of memory");
+    if (ll->appended == NULL) return rfl_error(L, "ledger:_tally_appends: out of memory");
     rf_ledger_observe(ll->l, rfl_appended_observe, ll->appended, NULL);
     return 0;
 }
@@ -114,7 +114,7 @@ static int ledger_tally_appends(lua_State *L, rfl_call *call) {
  * counting never started, or memory ran out while counting. */
 static int ledger_appended(lua_State *L, rfl_call *call) {
     lledger *ll = call->self;
-    if (ll->appended == NULL) return luaL_error(L, "ledger:_appended: call ledger:_tally_appends() first");
+    if (ll->appended == NULL) return rfl_error(L, "ledger:_appended: call ledger:_tally_appends() first");
     rfl_appended_push(L, ll->appended);
     return 2;
 }
@@ -224,7 +224,7 @@ static int read_next(lua_State *L, rfl_call *call) {
             if (!skip) {
                 rf_ledger_reader_close(lr->r);
                 lr->r = NULL;
-                return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
+                return rfl_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             }
             get_state(L, "corrupt");
             lua_pushinteger(L, lua_tointeger(L, -1) + 1);
@@ -234,7 +234,7 @@ static int read_next(lua_State *L, rfl_call *call) {
         case RF_LEDGER_ERROR:
             rf_ledger_reader_close(lr->r);
             lr->r = NULL;
-            return luaL_error(L, "%s: cannot read ledger: %s", path, err.message);
+            return rfl_error(L, "%s: cannot read ledger: %s", path, err.message);
         default:
             rf_ledger_reader_close(lr->r);
             lr->r = NULL;
@@ -263,7 +263,7 @@ static int l_read_next(lua_State *L) {
 static int ledger_read(lua_State *L, rfl_call *call) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
-    if (nul) return luaL_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
+    if (nul) return rfl_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
     bool skip = false;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
@@ -275,7 +275,7 @@ static int ledger_read(lua_State *L, rfl_call *call) {
     lua_createtable(L, 0, 7);
     lreader *lr = rfl_make(L, call, RFL_READER, sizeof *lr, NULL); /* closed by __gc when the body raises */
     rf_error err;
-    if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return luaL_error(L, "%s", err.message);
+    if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return rfl_error(L, "%s", err.message);
     rfl_set_open(lr, true);
     lua_setfield(L, -2, "reader");
     lua_pushstring(L, path);

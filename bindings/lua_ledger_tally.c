@@ -321,7 +321,7 @@ static int64_t opt_field(lua_State *L, int idx, const char *k, int64_t lo, int64
     lua_Integer v = 0;
     if (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi) {
         const char *los = rfl_pushint(L, (lua_Integer)lo), *his = rfl_pushint(L, (lua_Integer)hi);
-        luaL_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %s..%s)", k, los, his);
+        rfl_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %s..%s)", k, los, his);
     }
     lua_pop(L, 1);
     return v;
@@ -354,7 +354,7 @@ static void push_tally(lua_State *L, const tally *t, int64_t lines, int64_t ts_m
 static int l_ledger_tally(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
-    if (nul) return luaL_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
+    if (nul) return rfl_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
     bool skip = lua_toboolean(L, 2);
     int64_t origin_ms = 0, bucket_ms = 1;
     size_t n = 0;
@@ -375,13 +375,13 @@ static int l_ledger_tally(lua_State *L) {
         t->origin_ms = origin_ms;
         t->bucket_ms = bucket_ms;
         t->timeline = malloc(n * sizeof *t->timeline);
-        if (t->timeline == NULL) return luaL_error(L, "out of memory tallying a ledger");
+        if (t->timeline == NULL) return rfl_error(L, "out of memory tallying a ledger");
         for (size_t i = 0; i < n; i++) scope_init(&t->timeline[i]);
         t->n_timeline = n;
     }
     rf_error err;
     int64_t ts_min = INT64_MAX, ts_max = INT64_MIN;
-    if (rf_ledger_reader_open(path, &t->reader, &err) != RF_OK) return luaL_error(L, "%s", err.message);
+    if (rf_ledger_reader_open(path, &t->reader, &err) != RF_OK) return rfl_error(L, "%s", err.message);
     int64_t corrupt = 0, torn = 0, torn_lines = 0;
     for (;;) {
         rf_ledger_record rec;
@@ -389,18 +389,18 @@ static int l_ledger_tally(lua_State *L) {
         if ((st == RF_LEDGER_RECORD || st == RF_LEDGER_CORRUPT) && rf_ledger_reader_line(t->reader) <= after_line) {
             continue;
         } else if (st == RF_LEDGER_RECORD) {
-            if (!add(t, &rec, rec.host)) return luaL_error(L, "out of memory tallying a ledger");
+            if (!add(t, &rec, rec.host)) return rfl_error(L, "out of memory tallying a ledger");
             bool timed = strcmp(rec.route, RF_LEDGER_HARNESS_ROUTE) != 0; /* seed-harness lines carry no ts */
             if (timed && rec.ts_ms < ts_min) ts_min = rec.ts_ms;
             if (timed && rec.ts_ms > ts_max) ts_max = rec.ts_ms;
         } else if (st == RF_LEDGER_CORRUPT) {
-            if (!skip) return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
+            if (!skip) return rfl_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             corrupt++;
         } else if (st == RF_LEDGER_TORN) { /* a write cut short: counted, and the reader reads on */
             if (torn == 0) torn = err.line;
             torn_lines++;
         } else if (st == RF_LEDGER_ERROR) {
-            return luaL_error(L, "%s: cannot read ledger: %s", path, err.message);
+            return rfl_error(L, "%s: cannot read ledger: %s", path, err.message);
         } else {
             break;
         }
@@ -463,12 +463,12 @@ static named_count *copy_counts(const named_count *from, size_t n) {
  * and a finalizer that runs then may make a client append to the ledger, whose observer grows a's arrays (realloc)
  * under the push. The names are a's (never freed while the ledger lives: the call holds it). */
 void rfl_appended_push(lua_State *L, const rfl_appended *a) {
-    if (a->failed) luaL_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
+    if (a->failed) rfl_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
     tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t);
     int box = lua_gettop(L);
     t->snapshot = true;
     t->scopes = calloc(a->t.n_scopes ? a->t.n_scopes : 1, sizeof *t->scopes);
-    if (t->scopes == NULL) luaL_error(L, "out of memory tallying the ledger's appends");
+    if (t->scopes == NULL) rfl_error(L, "out of memory tallying the ledger's appends");
     for (size_t i = 0; i < a->t.n_scopes; i++, t->n_scopes++) {
         scope *s = &t->scopes[i];
         *s = a->t.scopes[i];
@@ -476,7 +476,7 @@ void rfl_appended_push(lua_State *L, const rfl_appended *a) {
         s->classes = copy_counts(a->t.scopes[i].classes, s->n_classes);
         if (s->pairs == NULL || s->classes == NULL) {
             t->n_scopes++; /* freed with the others by __gc */
-            luaL_error(L, "out of memory tallying the ledger's appends");
+            rfl_error(L, "out of memory tallying the ledger's appends");
         }
     }
     push_tally(L, t, a->lines, a->ts_min, a->ts_max, 0, 0, 0);

@@ -5,6 +5,7 @@
 #include "lua_state.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,7 +68,7 @@ void *rfl_newobject(lua_State *L, rfl_type t, size_t size) {
      * there, or a metatable on the registry itself, and lua_setmetatable must get a table. */
     lua_pushstring(L, type_names[t]);
     if (lua_rawget(L, LUA_REGISTRYINDEX) != LUA_TTABLE)
-        luaL_error(L, "retryfreeze: the registry's metatable %s was replaced (debug.getregistry)", type_names[t]);
+        rfl_error(L, "retryfreeze: the registry's metatable %s was replaced (debug.getregistry)", type_names[t]);
     lua_setmetatable(L, -2);
     return u + sizeof(header);
 }
@@ -109,8 +110,8 @@ void rfl_set_open(void *obj, bool open) { header_of(obj)->open = open ? 1 : 0; }
 void *rfl_take(lua_State *L, int idx, rfl_type t) {
     void *obj = rfl_checkobject(L, idx, t);
     header *h = header_of(obj);
-    if (!h->open) luaL_error(L, "%s", closed_messages[t] ? closed_messages[t] : "attempt to use a closed object");
-    if (h->users == UINT32_MAX) luaL_error(L, "%s: more than 2^32 - 1 users at once", type_names[t]);
+    if (!h->open) rfl_error(L, "%s", closed_messages[t] ? closed_messages[t] : "attempt to use a closed object");
+    if (h->users == UINT32_MAX) rfl_error(L, "%s: more than 2^32 - 1 users at once", type_names[t]);
     h->users++;
     return obj;
 }
@@ -144,7 +145,7 @@ void rfl_hold(lua_State *L, void *obj, int slot) {
         }
     }
     if (lua_rawgeti(L, LUA_REGISTRYINDEX, h->holdings) != LUA_TTABLE)
-        luaL_error(L, "retryfreeze: an object's holdings were replaced (debug.getregistry)");
+        rfl_error(L, "retryfreeze: an object's holdings were replaced (debug.getregistry)");
     lua_insert(L, -2);
     lua_rawseti(L, -2, slot);
     lua_pop(L, 1);
@@ -176,9 +177,31 @@ void rfl_release_holdings(lua_State *L, void *obj) {
 static int l_body(lua_State *L) {
     rfl_state *st = rfl_state_get(L);
     rfl_call *call = st->call;
-    if (call == NULL || call->entered) return luaL_error(L, "retryfreeze: a call's body was called out of turn");
+    if (call == NULL || call->entered) return rfl_error(L, "retryfreeze: a call's body was called out of turn");
     call->entered = true;
     return call->body(L, call);
+}
+
+/* The level of the Lua code a raise should name: 1 (the caller of the running C function), or 2 when the running
+ * function is l_body, whose caller is rfl_method's or rfl_function's C frame. Only on the error path. */
+static int caller_level(lua_State *L) {
+    lua_Debug ar;
+    int level = 1;
+    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "f", &ar)) {
+        if (lua_tocfunction(L, -1) == l_body) level = 2;
+        lua_pop(L, 1);
+    }
+    return level;
+}
+
+int rfl_error(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    luaL_where(L, caller_level(L));
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
 }
 
 /* After the body raised: "bad argument #N to '?' (…)" (luaL_argerror inside the body, which has no name of its
@@ -242,8 +265,8 @@ int rfl_method(lua_State *L, int idx, rfl_type t, unsigned flags, rfl_body body)
     void *obj = rfl_checkobject(L, idx, t);
     header *h = header_of(obj);
     if ((flags & RFL_OPEN) && !h->open)
-        return luaL_error(L, "%s", closed_messages[t] ? closed_messages[t] : "attempt to use a closed object");
-    if (h->busy) return luaL_error(L, "%s", busy_messages[t] ? busy_messages[t] : "object is busy");
+        return rfl_error(L, "%s", closed_messages[t] ? closed_messages[t] : "attempt to use a closed object");
+    if (h->busy) return rfl_error(L, "%s", busy_messages[t] ? busy_messages[t] : "object is busy");
     rfl_state *st = rfl_state_push(L); /* raw registry read; raises before the pin if replaced */
     h->busy = 1;
     lua_pushvalue(L, idx);
@@ -267,7 +290,7 @@ void *rfl_make(lua_State *L, rfl_call *call, rfl_type t, size_t size, rfl_releas
 static int l_protected(lua_State *L) {
     rfl_call *call = rfl_state_get(L)->call;
     if (call == NULL || call->protected_fn == NULL)
-        return luaL_error(L, "retryfreeze: a protected part was called out of turn");
+        return rfl_error(L, "retryfreeze: a protected part was called out of turn");
     int (*fn)(lua_State *, void *) = call->protected_fn;
     call->protected_fn = NULL; /* once */
     return fn(L, call->protected_ud);

@@ -185,6 +185,14 @@ enum {
     RFL_OPEN = 1, /* the method refuses a closed object (the type's closed message) */
 };
 
+/* luaL_error for the binding: raises the formatted message prefixed by the position of the Lua code that called
+ * the binding's function ("file:line: "), also from inside a body that rfl_method or rfl_function runs, where
+ * luaL_error would name no position (its caller is C). Every raise of the binding goes through it. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+int rfl_error(lua_State *L, const char *fmt, ...);
+
 /* Calls body as the method of the object of type t at stack index idx (1 for a method: self), the rule 1 above.
  * Raises (before the body) when idx holds no such object, when RFL_OPEN and it is closed, or when it is busy.
  * Returns the body's results; an error of the body is re-raised after leaving, a "bad argument" one restated

@@ -35,7 +35,7 @@ static rf_rng *check_rng(lua_State *L, int idx) {
 
 const rf_policy *rfl_check_policy(lua_State *L, int idx) {
     lpolicy *lp = check_lpolicy(L, idx);
-    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    if (lp->p == NULL) rfl_error(L, "attempt to use a freed policy");
     return lp->p;
 }
 
@@ -112,7 +112,7 @@ static int l_load_string(lua_State *L) {
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", name);
+    if (st == RF_ENOMEM) return rfl_error(L, "out of memory loading %s", name);
     if (st != RF_OK) return push_load_error(L, name, &err);
     rfl_set_open(lp, true);
     return 1;
@@ -127,7 +127,7 @@ static int l_load_file(lua_State *L) {
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", path);
+    if (st == RF_ENOMEM) return rfl_error(L, "out of memory loading %s", path);
     if (st != RF_OK) return push_load_error(L, path, &err);
     rfl_set_open(lp, true);
     return 1;
@@ -573,7 +573,7 @@ static inline rfl_state *upvalue_state(lua_State *L, int i) {
 static int l_decide(lua_State *L) {
     lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
     lpolicy *lp = check_lpolicy(L, 1);
-    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    if (lp->p == NULL) rfl_error(L, "attempt to use a freed policy");
     const rf_policy *p = lp->p;
     int out = 0, out_type = lua_type(L, 4);
     if (out_type > LUA_TNIL) {
@@ -639,13 +639,13 @@ static inline rf_status decider_decide(const ldecider *d, rf_verdict *v, rf_erro
  */
 static int l_decider_call(lua_State *L) {
     ldecider *d = rfl_testobject(L, lua_upvalueindex(1), RFL_DECIDER);
-    if (d == NULL) return luaL_error(L, "retryfreeze: this decider's state was replaced (debug.setupvalue)");
-    if (d->lp == NULL || d->lp->p == NULL) return luaL_error(L, "retryfreeze: decider is closed");
+    if (d == NULL) return rfl_error(L, "retryfreeze: this decider's state was replaced (debug.setupvalue)");
+    if (d->lp == NULL || d->lp->p == NULL) return rfl_error(L, "retryfreeze: decider is closed");
     rf_facts *f = &d->facts;
     read_attempt_facts(L, 1, f);
     rf_verdict v;
     rf_error err;
-    if (decider_decide(d, &v, &err) != RF_OK) return luaL_error(L, "decider: %s %s", err.path, err.message);
+    if (decider_decide(d, &v, &err) != RF_OK) return rfl_error(L, "decider: %s %s", err.path, err.message);
     int cache = rfl_upvalue(L, 2, LUA_TTABLE);
     lua_pushboolean(L, v.retry);
     push_cached(L, cache, STR_REASON + (int)v.reason, false);
@@ -668,7 +668,7 @@ static int l_decider_call(lua_State *L) {
 static int l_decider(lua_State *L) {
     lua_settop(L, 5);
     lpolicy *lp = check_lpolicy(L, 1);
-    if (lp->p == NULL) return luaL_error(L, "attempt to use a freed policy");
+    if (lp->p == NULL) return rfl_error(L, "attempt to use a freed policy");
     size_t mlen = 0, plen = 0;
     const char *method = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &mlen) : NULL;
     if (method == NULL) return luaL_argerror(L, 2, "method must be a string");
@@ -905,7 +905,7 @@ static int l_sha256(lua_State *L) {
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
     char out[RF_SHA256_TEXT_LEN + 1];
-    if (rf_sha256(text, len, out) != RF_OK) return luaL_error(L, "sha256 failed (libcrypto)");
+    if (rf_sha256(text, len, out) != RF_OK) return rfl_error(L, "sha256 failed (libcrypto)");
     lua_pushstring(L, out);
     return 1;
 }
@@ -1032,14 +1032,14 @@ static int l_policy_index(lua_State *L) {
         return 1;
     }
     int methods = rfl_upvalue(L, 1, LUA_TTABLE); /* the method table */
-    if (methods == 0) return luaL_error(L, "retryfreeze: the policy's method table was replaced (debug.setupvalue)");
+    if (methods == 0) return rfl_error(L, "retryfreeze: the policy's method table was replaced (debug.setupvalue)");
     lua_pushvalue(L, 2);
     lua_rawget(L, methods);
     return 1;
 }
 
 static int l_policy_newindex(lua_State *L) {
-    return luaL_error(L, "policy is immutable: cannot set '%s' (load a new lock instead)", luaL_tolstring(L, 2, NULL));
+    return rfl_error(L, "policy is immutable: cannot set '%s' (load a new lock instead)", luaL_tolstring(L, 2, NULL));
 }
 
 /* __gc: clients, steps, retry budgets and deciders take their policy, so a policy one uses is no garbage; a

@@ -19,7 +19,7 @@ typedef struct lbudget {
 
 rf_retry_budget *rfl_take_retry_budget(lua_State *L, int idx, void **obj) {
     if (lua_type(L, idx) != LUA_TUSERDATA)
-        luaL_error(L, "a retry budget must be an rf.retry_budget(policy), got %s", luaL_typename(L, idx));
+        rfl_error(L, "a retry budget must be an rf.retry_budget(policy), got %s", luaL_typename(L, idx));
     lbudget *lb = rfl_take(L, idx, RFL_BUDGET);
     *obj = lb;
     return lb->b;
@@ -39,8 +39,8 @@ static int64_t opt_ms(lua_State *L, int t, const char *key, int64_t lo, int64_t 
     int64_t v = 0;
     if (!lua_isnil(L, -1)) {
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < lo || lua_tointeger(L, -1) > hi)
-            luaL_error(L, "rf.retry_budget: %s must be an integer number of milliseconds in %d..%d", key, (int)lo,
-                       (int)hi);
+            rfl_error(L, "rf.retry_budget: %s must be an integer number of milliseconds in %d..%d", key, (int)lo,
+                      (int)hi);
         v = (int64_t)lua_tointeger(L, -1);
     }
     lua_pop(L, 1);
@@ -59,7 +59,7 @@ static int budget_new(lua_State *L, rfl_call *call) {
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     if (!rf_policy_retry_budget(p, NULL, NULL))
-        return luaL_error(L, "rf.retry_budget: the lock has no retryBudget {maxTokens, tokenRatio}");
+        return rfl_error(L, "rf.retry_budget: the lock has no retryBudget {maxTokens, tokenRatio}");
     const char *url = NULL;
     rf_redis_budget_options o = {0};
     if (lua_istable(L, 2)) {
@@ -67,17 +67,17 @@ static int budget_new(lua_State *L, rfl_call *call) {
         while (lua_next(L, 2) != 0) {
             const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
             if (k == NULL || (strcmp(k, "redis") != 0 && strcmp(k, "timeout_ms") != 0 && strcmp(k, "idle_ttl_ms") != 0))
-                return luaL_error(L, "rf.retry_budget: unknown option '%s'", k ? k : luaL_typename(L, -2));
+                return rfl_error(L, "rf.retry_budget: unknown option '%s'", k ? k : luaL_typename(L, -2));
             lua_pop(L, 1);
         }
         lua_getfield(L, 2, "redis"); /* at 3, kept on the stack (anchored) until the budget has copied it */
         if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "rf.retry_budget: redis must be a URL string (redis://host:port/db)");
+            return rfl_error(L, "rf.retry_budget: redis must be a URL string (redis://host:port/db)");
         url = rfl_tostring_nonul(L, -1, "rf.retry_budget: redis");
         o.timeout_ms = opt_ms(L, 2, "timeout_ms", 1, RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
         o.idle_ttl_ms = opt_ms(L, 2, "idle_ttl_ms", 1, 2147483647);
         if (url == NULL && (o.timeout_ms || o.idle_ttl_ms))
-            return luaL_error(L, "rf.retry_budget: timeout_ms and idle_ttl_ms need redis");
+            return rfl_error(L, "rf.retry_budget: timeout_ms and idle_ttl_ms need redis");
     }
     lbudget *lb = rfl_make(L, call, RFL_BUDGET, sizeof *lb, budget_release);
     rfl_take_policy(L, 1, &lb->taken[0]);
@@ -86,13 +86,13 @@ static int budget_new(lua_State *L, rfl_call *call) {
     rfl_hold(L, lb, 1);
     if (url == NULL) {
         lb->b = rf_retry_budget_new(p);
-        if (lb->b == NULL) return luaL_error(L, "rf.retry_budget: out of memory");
+        if (lb->b == NULL) return rfl_error(L, "rf.retry_budget: out of memory");
     } else {
         o.url = url;
         rf_error err;
         rf_status st = rf_retry_budget_redis_new(p, &o, &lb->b, &err);
-        if (st == RF_ENOMEM) return luaL_error(L, "rf.retry_budget: out of memory");
-        if (st != RF_OK) return luaL_error(L, "rf.retry_budget: %s %s", err.path, err.message);
+        if (st == RF_ENOMEM) return rfl_error(L, "rf.retry_budget: out of memory");
+        if (st != RF_OK) return rfl_error(L, "rf.retry_budget: %s %s", err.path, err.message);
     }
     rfl_set_open(lb, true);
     return 1;
@@ -120,8 +120,8 @@ static int budget_is_shared(lua_State *L, rfl_call *call) {
 static int budget_close(lua_State *L, rfl_call *call) {
     lbudget *lb = call->self;
     if (rfl_users(lb) > 0)
-        return luaL_error(L, "cannot close a retry budget that %d open clients or running flows use",
-                          (int)rfl_users(lb));
+        return rfl_error(L, "cannot close a retry budget that %d open clients or running flows use",
+                         (int)rfl_users(lb));
     budget_release(L, lb);
     return 0;
 }
@@ -151,7 +151,7 @@ static int l_retry_budget_peek(lua_State *L) {
     int64_t tokens = -1, ttl = -1;
     rf_error err;
     rf_status st = rf_retry_budget_redis_peek(url, name, (int64_t)timeout, &tokens, &ttl, &err);
-    if (st == RF_EINVAL) return luaL_error(L, "retry_budget_peek: %s %s", err.path, err.message);
+    if (st == RF_EINVAL) return rfl_error(L, "retry_budget_peek: %s %s", err.path, err.message);
     if (st != RF_OK) return rfl_fail(L, err.message, NULL);
     if (tokens < 0)
         lua_pushnil(L);

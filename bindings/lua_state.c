@@ -21,7 +21,7 @@ uint64_t rfl_random_seed(void) {
 rfl_state *rfl_state_push(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key);
     rfl_state *st = rfl_testobject(L, -1, RFL_STATE);
-    if (st == NULL) luaL_error(L, "retryfreeze: the binding's state was replaced (debug.getregistry)");
+    if (st == NULL) rfl_error(L, "retryfreeze: the binding's state was replaced (debug.getregistry)");
     return st;
 }
 

@@ -57,7 +57,7 @@ static int64_t clock_arg(lua_State *L, int arg, const char *what) {
         if (!(n >= 0 && n <= 9007199254740991.0)) {
             char got[48];
             snprintf(got, sizeof got, "%.0f", (double)n);
-            luaL_error(L, "rf.flow: %s must return milliseconds in 0..2^53-1, got %s", what, got);
+            rfl_error(L, "rf.flow: %s must return milliseconds in 0..2^53-1, got %s", what, got);
         }
     }
     return (int64_t)rfl_checkinteger(L, arg);
@@ -71,11 +71,11 @@ static const char *keep_string(lua_State *L, int req, int keep, const char *key,
         return NULL;
     }
     if (lua_type(L, -1) != LUA_TSTRING)
-        luaL_error(L, "rf.flow: request.%s must be a string, got %s", key, luaL_typename(L, -1));
+        rfl_error(L, "rf.flow: request.%s must be a string, got %s", key, luaL_typename(L, -1));
     size_t len = 0;
     const char *s = lua_tolstring(L, -1, &len);
     if (memchr(s, '\0', len) != NULL)
-        luaL_error(L, "rf.flow: request.%s must not contain a NUL byte (C would cut the string there)", key);
+        rfl_error(L, "rf.flow: request.%s must not contain a NUL byte (C would cut the string there)", key);
     lua_setfield(L, keep, key);
     return s;
 }
@@ -106,7 +106,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     ls->req.path = keep_string(L, 2, keep, "path", true);
     ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
-        return luaL_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
+        return rfl_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
     rfl_hold(L, ls, H_KEEP);
     /* Each object is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 3, "ledger") != LUA_TNIL)
@@ -115,7 +115,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     if (lua_getfield(L, 3, "rng") != LUA_TNIL) {
         ls->rng = rfl_testobject(L, -1, RFL_RNG);
         if (ls->rng == NULL)
-            return luaL_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
+            return rfl_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
     } else {
         rf_rng_seed(&ls->own_rng, rfl_random_seed());
         ls->rng = &ls->own_rng;
@@ -123,15 +123,15 @@ static int step_new(lua_State *L, rfl_call *call) {
     rfl_hold(L, ls, H_RNG);
     if (lua_getfield(L, 3, "retry_budget") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TUSERDATA)
-            return luaL_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
-                              luaL_typename(L, -1));
+            return rfl_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
+                             luaL_typename(L, -1));
         ls->budget = rfl_take_retry_budget(L, -1, &ls->taken[T_BUDGET]);
     }
     rfl_hold(L, ls, H_BUDGET);
     rf_error err;
     rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "rf.flow: out of memory");
-    if (st != RF_OK) return luaL_error(L, "rf.flow: request.%s %s", err.path, err.message);
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: out of memory");
+    if (st != RF_OK) return rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
     rfl_set_open(ls, true);
     lua_settop(L, 5);
     return 1;
@@ -202,7 +202,7 @@ static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
  * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}. */
 static int step_after(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
-    if (!ls->began) return luaL_error(L, "rf.flow: step:after without step:begin");
+    if (!ls->began) return rfl_error(L, "rf.flow: step:after without step:begin");
     luaL_checktype(L, 2, LUA_TTABLE);
     rf_step_result res = {.now_ms = clock_arg(L, 3, "io.now_ms"), .wall_ms = clock_arg(L, 4, "io.wall_ms")};
     ls->began = false;
@@ -212,16 +212,16 @@ static int step_after(lua_State *L, rfl_call *call) {
     lua_getfield(L, 2, "status");
     if (!lua_isnil(L, -1) &&
         (!rfl_tointeger_exact(L, -1, &status) || status < 0 || status > 599 || (status > 0 && status < 100)))
-        return luaL_error(L, "rf.flow: io.send's result.status must be 0 or 100..599, got %s", luaL_typename(L, -1));
+        return rfl_error(L, "rf.flow: io.send's result.status must be 0 or 100..599, got %s", luaL_typename(L, -1));
     res.status = (int)status;
     lua_getfield(L, 2, "transport");
     if (lua_isnil(L, -1))
         res.transport = status > 0 ? RF_TRANSPORT_OK : RF_TRANSPORT_OTHER;
     else if (lua_type(L, -1) != LUA_TSTRING || !parse_transport(lua_tostring(L, -1), &res.transport))
-        return luaL_error(L, "rf.flow: io.send's result.transport must be one of rf.transports, got %s",
-                          lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        return rfl_error(L, "rf.flow: io.send's result.transport must be one of rf.transports, got %s",
+                         lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
     if (res.transport == RF_TRANSPORT_OK && status == 0)
-        return luaL_error(L, "rf.flow: io.send's result has transport \"ok\" but no status");
+        return rfl_error(L, "rf.flow: io.send's result has transport \"ok\" but no status");
     lua_getfield(L, 2, "not_sent");
     res.not_sent = lua_toboolean(L, -1);
     lua_getfield(L, 2, "error");
@@ -249,7 +249,7 @@ static int step_after(lua_State *L, rfl_call *call) {
             lua_pop(L, 1);
         }
     } else if (!lua_isnil(L, -1)) {
-        return luaL_error(L, "rf.flow: io.send's result.headers must be a table, got %s", luaL_typename(L, -1));
+        return rfl_error(L, "rf.flow: io.send's result.headers must be a table, got %s", luaL_typename(L, -1));
     }
     lua_createtable(L, 1, 0);
     step_hook h = {.L = L, .call = call, .policy = ls->s.policy, .fn = 5, .errors = lua_gettop(L)};
@@ -308,7 +308,7 @@ static int step_finish(lua_State *L, rfl_call *call) {
     rf_response *r = &ls->resp;
     r->body = malloc(body_len + 1);
     r->headers = malloc(head_len + 1);
-    if (r->body == NULL || r->headers == NULL) return luaL_error(L, "rf.flow: out of memory");
+    if (r->body == NULL || r->headers == NULL) return rfl_error(L, "rf.flow: out of memory");
     memcpy(r->body, body, body_len);
     r->body[body_len] = '\0';
     r->body_len = body_len;
