@@ -405,6 +405,19 @@ describe("lifetimes and re-entrancy (issue 10)", function()
           .. "\n200\t0\n$", out)
       end)
 
+      it_or_pending(rt.name .. ": a pinned call's errors still name the caller's line and the argument", function()
+        local out = run_in(rt, [[
+          local c = rf.client{ policy = LOCK, base_url = URL }
+          print(select(2, pcall(function() return c:request{ method = "GET" } end)))
+          print(select(2, pcall(function() return rf.client{ policy = LOCK } end)))
+          print(select(2, pcall(function() return c:_run("x") end)))
+        ]], up.url)
+        local line = rt.lua == "luajit" and "" or "[^\n]*:%d+: " -- LuaJIT's luaL_where names no line here
+        assert.matches("^" .. line .. "request.method and request.path are required\n" .. line
+          .. "rf.client: base_url must be a string\n" .. "[^\n]*bad argument #%d to '[_%a?]*' %(number expected, got string%)\n$",
+          out)
+      end)
+
       it_or_pending(rt.name .. ": rf.client's options: an __index cannot close the ledger or retry budget it took",
         function()
         local out, lines = run_with_ledger(rt, [[
