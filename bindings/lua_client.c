@@ -620,7 +620,7 @@ static int client_request(lua_State *L, rfl_call *call) {
     rf_response_clear(&rs->r[0]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
     if (st != RF_OK) {
-        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
+        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
         return rfl_error(L, "client:request: %s %s", err.path, err.message);
     }
     return 1;
@@ -669,7 +669,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
     if (st != RF_OK) {
-        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
+        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
         return rfl_error(L, "client:all: %s %s", err.path, err.message);
     }
     return 1;

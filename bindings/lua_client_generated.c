@@ -300,7 +300,7 @@ int rfl_client_run_generated(lua_State *L, rfl_call *call) {
         g.slots[k].p = NULL;
         rf_response_clear(&g.slots[k].resp);
     }
-    if (rc != LUA_OK) return lua_error(L);
+    if (rc != LUA_OK) return rfl_pass_on(L, call); /* on_progress's error, or memory */
     lua_pushinteger(L, g.failed);
     lua_pushvalue(L, errors);
     return 2;

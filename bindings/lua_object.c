@@ -204,13 +204,40 @@ int rfl_error(lua_State *L, const char *fmt, ...) {
     return lua_error(L);
 }
 
-/* After the body raised: "bad argument #N to '?' (…)" (luaL_argerror inside the body, which has no name of its
- * own) is raised again by luaL_argerror here, in the caller's frame, which names the function (and leaves out a
- * method's self); any other error value is raised as it is. The error is on top. */
-static int reraise(lua_State *L) {
+int rfl_pass_on(lua_State *L, rfl_call *call) {
+    call->passing_on = true; /* l_on_error sees it raised by the body, but not as one of the body's own */
+    return lua_error(L);
+}
+
+/* The message handler of a body's lua_pcall, run where the error is raised, before the stack unwinds: it notes
+ * whether the body's own C code raised a "bad argument" error (level 1 is l_body) rather than passed one on from
+ * Lua code it ran. It must not raise. */
+static int l_on_error(lua_State *L) {
+    lua_Debug ar;
+    bool in_body = false;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "f", &ar)) {
+        in_body = lua_tocfunction(L, -1) == l_body;
+        lua_pop(L, 1);
+    }
+    static const char prefix[] = "bad argument #";
+    const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+    if (in_body && msg != NULL && strncmp(msg, prefix, sizeof prefix - 1) == 0) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, rfl_state_key());
+        rfl_state *st = rfl_testobject(L, -1, RFL_STATE);
+        lua_pop(L, 1);
+        if (st != NULL && st->call != NULL && !st->call->passing_on) st->call->argerror = true;
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* After the body raised, the error on top: a "bad argument #N to '?' (…)" the body itself raised (l_on_error: it
+ * has no name of its own) is raised again by luaL_argerror here, in the caller's frame, which names the function
+ * and leaves out a method's self; any other error value is raised as it is. */
+static int reraise(lua_State *L, const rfl_call *call) {
     static const char prefix[] = "bad argument #";
     const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    if (msg != NULL && strncmp(msg, prefix, sizeof prefix - 1) == 0) {
+    if (call->argerror && msg != NULL && strncmp(msg, prefix, sizeof prefix - 1) == 0) {
         int arg = 0, used = 0;
         if (sscanf(msg + sizeof prefix - 1, "%d to '?' (%n", &arg, &used) == 1 && used > 0) {
             const char *extra = msg + sizeof prefix - 1 + used;
@@ -228,25 +255,28 @@ static int reraise(lua_State *L) {
  * caller's arguments, then leaves (self unpinned, the call unlinked) on success and on error alike. */
 static int run(lua_State *L, rfl_state *st, header *self, rfl_body body) {
     /* Stack: the arguments 1..n, then the state (n + 1), and self's object (n + 2, or nil), which stay anchored
-     * below the results: [state, object, body, arguments…] → pcall → [state, object, results…]. */
+     * below the results: [state, object, handler, body, arguments…] → pcall → [state, object, handler, results…]. */
     int n = lua_gettop(L) - 2;
     lua_insert(L, 1);
     lua_insert(L, 1);
-    lua_pushcfunction(L, l_body);
+    lua_pushcfunction(L, l_on_error);
     lua_insert(L, 3);
+    lua_pushcfunction(L, l_body);
+    lua_insert(L, 4);
     rfl_call call = {.state = st,
                      .self = self ? (char *)self + sizeof(header) : NULL,
                      .yieldable = lua_isyieldable(L),
                      .outer = st->call,
                      .body = body};
     st->call = &call;
-    int rc = lua_pcall(L, n, LUA_MULTRET, 0);
+    int rc = lua_pcall(L, n, LUA_MULTRET, 3);
     st->call = call.outer;
     if (self != NULL) self->busy = 0;
     if (rc != LUA_OK) {
         if (call.made != NULL && call.made_release != NULL) call.made_release(L, call.made);
-        return reraise(L);
+        return reraise(L, &call);
     }
+    lua_remove(L, 1);
     lua_remove(L, 1);
     lua_remove(L, 1);
     if (call.yield_n > 0) {

@@ -179,6 +179,8 @@ struct rfl_call {
     lua_KContext yield_ctx;
     int (*protected_fn)(lua_State *L, void *ud); /* rfl_pcall's function and its data, NULL when none runs */
     void *protected_ud;
+    bool argerror;   /* the body raised a "bad argument" error itself (l_on_error) */
+    bool passing_on; /* the body raises an error of Lua code it ran (rfl_pass_on) */
 };
 
 enum {
@@ -193,10 +195,15 @@ __attribute__((format(printf, 2, 3)))
 #endif
 int rfl_error(lua_State *L, const char *fmt, ...);
 
+/* Raises the error on top again from inside call's body: an error of Lua code the body ran (a hook's), which is
+ * passed on as it is (never restated as one of the body's own arguments). */
+int rfl_pass_on(lua_State *L, rfl_call *call);
+
 /* Calls body as the method of the object of type t at stack index idx (1 for a method: self), the rule 1 above.
  * Raises (before the body) when idx holds no such object, when RFL_OPEN and it is closed, or when it is busy.
- * Returns the body's results; an error of the body is re-raised after leaving, a "bad argument" one restated
- * for this function (its name, a method's self not counted), as luaL_argerror would have said it here. */
+ * Returns the body's results; an error of the body is re-raised after leaving, and a "bad argument" error the
+ * body itself raised (luaL_argerror, luaL_checktype…, which cannot name the body) is restated for this function
+ * (its name, a method's self not counted), as luaL_argerror would have said it here. */
 int rfl_method(lua_State *L, int idx, rfl_type t, unsigned flags, rfl_body body);
 /* Calls body as a function that pins no object, the rule 2 above (a constructor: see rfl_make). */
 int rfl_function(lua_State *L, rfl_body body);

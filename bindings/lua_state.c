@@ -18,6 +18,8 @@ uint64_t rfl_random_seed(void) {
            (uint64_t)(uintptr_t)&seed;
 }
 
+const void *rfl_state_key(void) { return &state_key; }
+
 rfl_state *rfl_state_push(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key);
     rfl_state *st = rfl_testobject(L, -1, RFL_STATE);

@@ -24,6 +24,8 @@ struct rfl_state {
 /* The state's holdings (rfl_hold): the verdict string cache (a table, lua_policy.c) and the fact name strings. */
 enum { RFL_STATE_STRINGS = 1, RFL_STATE_FACT_NAMES = 2 };
 
+/* The registry key of the state (for a reader that must not raise: lua_rawgetp, then rfl_testobject). */
+const void *rfl_state_key(void);
 /* Makes the state of L, or finds the one an earlier luaopen made; leaves nothing on the stack. */
 rfl_state *rfl_state_open(lua_State *L);
 /* Pushes the state of L and returns it; raises when the registry holds something else (debug.getregistry). */
