@@ -9,7 +9,8 @@
  * secret or write a userdata's bytes. The metatable only finds the methods.
  *
  * Lifetime. The header also holds what every object's lifetime needs: open (its C resource exists), busy (a call
- * of it is running), users (objects that borrow it: a client its ledger and retry budget, a step the same) and
+ * of it is running), users (objects that borrow it: a client, a step, a retry budget or a decider its policy, a
+ * client and a step their ledger and retry budget) and
  * holdings (the Lua values it borrows, anchored through a registry reference kept in C, which the debug library
  * cannot reach as it reaches user values and upvalues). The rule, by kind of entry point:
  *
