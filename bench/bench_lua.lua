@@ -4,10 +4,10 @@
 --   * a pure-Lua port of the seed's classifier (bench/seed_classifier.lua, the baseline; it does far less):
 --     the fastest allocation-free form must be >= 3x faster. That is a request's decider (policy:decider: the
 --     method, path, key and rng bound once per request, as the port is built once per route; each attempt's facts
---     as arguments, the verdict as values). policy:decide_values (every fact as an argument) and
---     policy:decide(facts, rng, out) (allocation-free with tables) are reported beside it, and so is the floor
---     of the decider's shape (bench/lua_floor.c's values: the same arguments in, five values out, nothing
---     checked or decided), which bounds what any call through the Lua C API can reach.
+--     as arguments, the verdict as values). policy:decide(facts, rng, out) (allocation-free with tables) is
+--     reported beside it, and so is the floor of the decider's shape (bench/lua_floor.c's values: the same
+--     arguments in, five values out, nothing checked or decided), which bounds what any call through the Lua C API
+--     can reach.
 -- Each variant is measured best of five rounds, the variants alternating, so that none gets a warmer cache. Prints
 -- the numbers and one `ratio:` line per target (bench/run collects them into its summary).
 -- Usage: lua5.4 bench/bench_lua.lua LOCK [iterations]
@@ -28,8 +28,7 @@ local seed_decide = dofile(here .. "/seed_classifier.lua").for_route(policy:rout
 local deciders = {}
 for j, f in ipairs(mix) do deciders[j] = policy:decider(f.method, f.path, f.idempotency_key ~= nil, rng) end
 local out = {}
-local decide, decide_values, floor_decide, floor_out = policy.decide, policy.decide_values, floor.decide,
-  floor.decide_out
+local decide, floor_decide, floor_out = policy.decide, floor.decide, floor.decide_out
 local floor_values = floor.values
 local variants = {
   { name = "floor", run = function()
@@ -43,13 +42,6 @@ local variants = {
   end },
   { name = "decide_out", run = function()
     for i = 1, iters do decide(policy, mix[i % n + 1], rng, out) end
-  end },
-  { name = "decide_values", run = function() -- the caller reads its facts from the same tables
-    for i = 1, iters do
-      local f = mix[i % n + 1]
-      decide_values(policy, f.method, f.path, f.status or 0, f.transport, f.attempts, f.elapsed_ms,
-        f.idempotency_key ~= nil, rng, f.retry_after, f.date, f.now_ms)
-    end
   end },
   { name = "floor_values", run = function() -- the decider's shape, nothing checked or decided
     for i = 1, iters do
@@ -94,8 +86,6 @@ print(string.format("  binding floor                   %7.1f ns/call (same facts
 print(string.format("  policy:decide(facts, rng, out)  %7.1f ns/call (one out table reused)", best.decide_out))
 print(string.format("  binding floor, out form         %7.1f ns/call (same walk, the fields written into out)",
   best.floor_out))
-print(string.format("  policy:decide_values(...)       %7.1f ns/call (facts as arguments, verdict as values)",
-  best.decide_values))
 print(string.format("  policy:decider(...)(...)        %7.1f ns/call (a request's decider: per-attempt facts as arguments)",
   best.decider))
 print(string.format("  the decider's floor             %7.1f ns/call (same arguments in, five values out, nothing decided)",
@@ -110,7 +100,5 @@ print(string.format("note: policy:decide(facts, rng, out), the allocation-free f
 print(string.format("note: the decider's floor (a C function taking the same arguments and returning five values, nothing "
   .. "checked or decided: bench/lua_floor.c) is %.2fx faster than the pure-Lua port; 3x leaves %.0f ns per call for "
   .. "the checks, the engine and the verdict", best.seed / best.floor_values, best.seed / 3 - best.floor_values))
-print(string.format("note: policy:decide_values (every fact an argument) is %.2fx as fast as the pure-Lua port",
-  best.seed / best.decide_values))
 ratio("Lua decider (allocation-free) speedup over the pure-Lua port", best.seed / best.decider, ">=", 3)
 ratio("Lua decide(facts, rng) over its binding floor", best.decide / best.floor, "<=", 1.5)

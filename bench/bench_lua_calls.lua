@@ -1,11 +1,9 @@
 -- N calls of one variant of bench_lua.lua over the same 6-fact mix; nothing timed. bench/lua_instructions.sh
 -- runs it under callgrind at two N and divides the difference, which gives instructions per call, repeatable
 -- on a busy machine where nanoseconds are not.
--- Usage: lua5.4 bench/bench_lua_calls.lua decide|floor|out|values|values_floor|decider|decider_floor|seed N LOCK
+-- Usage: lua5.4 bench/bench_lua_calls.lua decide|floor|out|decider|decider_floor|seed N LOCK
 --   decide: policy:decide(facts, rng)        floor: the binding's floor (bench/lua_floor.c)
 --   out:    policy:decide(facts, rng, out)   seed:  the pure-Lua port of the seed's classifier
---   values: policy:decide_values(...), the facts read from the same tables
---   values_floor: bench/lua_floor.c's values in decide_values' place
 --   decider: a request's decider (policy:decider), one per fact's request, built before the loop
 --   decider_floor: bench/lua_floor.c's values in the deciders' place (the same arguments in, five values out)
 local rf = require "retryfreeze"
@@ -22,13 +20,6 @@ if mode == "seed" then
 elseif mode == "out" then
   local out, decide = {}, policy.decide
   for i = 1, iters do decide(policy, mix[i % n + 1], rng, out) end
-elseif mode == "values" or mode == "values_floor" then
-  local decide_values = mode == "values" and policy.decide_values or floor.values
-  for i = 1, iters do
-    local f = mix[i % n + 1]
-    decide_values(policy, f.method, f.path, f.status or 0, f.transport, f.attempts, f.elapsed_ms,
-      f.idempotency_key ~= nil, rng, f.retry_after, f.date, f.now_ms)
-  end
 elseif mode == "decider" or mode == "decider_floor" then
   local deciders = {} -- one per fact's request (method, path, key), built once as the seed port is per route
   for j, f in ipairs(mix) do
@@ -43,5 +34,5 @@ elseif mode == "decide" or mode == "floor" then
   local fn = mode == "floor" and floor.decide or policy.decide
   for i = 1, iters do fn(policy, mix[i % n + 1], rng) end
 else
-  error("usage: bench_lua_calls.lua decide|floor|out|values|values_floor|decider|decider_floor|seed N LOCK")
+  error("usage: bench_lua_calls.lua decide|floor|out|decider|decider_floor|seed N LOCK")
 end

@@ -44,8 +44,8 @@ static int l_floor_decide_out(lua_State *L) {
     return 1;
 }
 
-/* The floor of policy:decide_values: the same arguments in, five values out (the strings are arguments: nothing
- * interned), nothing checked or decided. */
+/* The floor of a decider's call (policy:decider): arguments in, five values out (the strings are arguments:
+ * nothing interned), nothing checked or decided. */
 static int l_floor_values(lua_State *L) {
     lua_pushboolean(L, 1);
     lua_pushvalue(L, 2);

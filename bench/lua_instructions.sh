@@ -15,11 +15,10 @@ per_call() { echo $((($(refs "$1" 40000) - $(refs "$1" 20000)) / 20000)); }
 floor=$(per_call floor)
 decide=$(per_call decide)
 out=$(per_call out)
-values=$(per_call values)
 decider=$(per_call decider)
 decider_floor=$(per_call decider_floor)
 seed=$(per_call seed)
-echo "instructions per call (callgrind): decide $decide, floor $floor, decide(out) $out, decide_values $values," \
+echo "instructions per call (callgrind): decide $decide, floor $floor, decide(out) $out," \
   "decider $decider (its floor $decider_floor), pure-Lua port $seed"
 awk -v d="$decide" -v f="$floor" -v v="$decider" -v s="$seed" 'BEGIN{
   r = s / v; printf "ratio: Lua decider (allocation-free) speedup over the pure-Lua port, instructions: %.2fx (target >= 3x) %s\n", r, (r >= 3 ? "met" : "NOT MET")

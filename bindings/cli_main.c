@@ -54,17 +54,16 @@ static int l_exec(lua_State *L) {
     luaL_argcheck(L, n >= 0 && n < 256, 2, "at most 255 arguments");
     const char *argv[258];
     argv[0] = program;
+    luaL_checkstack(L, (int)n + 1, "retryfreeze.host.exec: arguments");
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
-        argv[i] = luaL_checkstring(L, -1); /* kept alive by the table */
-        lua_pop(L, 1);
+        /* Left on the stack: a number becomes a new string here, which only this slot keeps alive. */
+        argv[i] = luaL_checkstring(L, -1);
     }
     argv[n + 1] = NULL;
     fflush(NULL);
     execv(program, (char *const *)argv);
-    lua_pushnil(L);
-    lua_pushfstring(L, "cannot run %s: %s", program, strerror(errno));
-    return 2;
+    return rfl_fail(L, lua_pushfstring(L, "cannot run %s: %s", program, strerror(errno)), NULL);
 }
 
 static int luaopen_host(lua_State *L) {

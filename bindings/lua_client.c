@@ -3,11 +3,12 @@
  * client:close(); rf.new_key(). Misuse (a bad argument, a closed client) raises; an HTTP or transport failure
  * is a response table, never an error.
  *
- * Lifetimes: everything C reads while a request runs is anchored by a Lua reference for that long — the
- * policy and ledger by the client's registry anchor, each request's strings (method, path, query, body,
- * idempotency key, header lines) by a keeper table on the stack or in a pending request's uservalue — so a
- * hook or another flow that drops the request table and collects garbage changes nothing. A client is busy
- * while its blocking request or client:all runs Lua hooks: every method called then raises (re-entrancy).
+ * Lifetimes (lua_object.h): every method enters through rfl_method, which pins the client (busy) before it reads
+ * an argument, so nothing a request table's metamethod, a hook or a finalizer runs can close the client or call
+ * it while C uses it; rf.client takes the ledger and retry budget it is given (rfl_take) as it reads them, and
+ * holds them and the policy (rfl_hold) until it closes. Each request's strings (method, path, query, body,
+ * idempotency key, header lines) are kept in a keeper table the call made, on the stack or held by a pending
+ * request, so a hook or another flow that drops the request table and collects garbage changes nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -18,25 +19,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
-#define CLIENT_MT "retryfreeze.Client"
-
-/* Uservalues of a client userdata: what it borrows must stay alive as long as it does. */
-enum { UV_POLICY = 1, UV_LEDGER = 2, UV_HOOK = 3, UV_BUDGET = 4, UV_COUNT = 4 };
+/* The client's holdings (rfl_hold): what it borrows must stay alive as long as it does. */
+enum { H_POLICY = 1, H_LEDGER = 2, H_HOOK = 3, H_BUDGET = 4 };
+/* The objects it takes (lclient.taken). */
+enum { T_POLICY, T_LEDGER, T_BUDGET };
 
 typedef struct lclient {
     rf_client *c;            /* NULL until created, and after close */
     bool scheduled;          /* a scheduler drives it: request() yields inside coroutines (client:_set_scheduled) */
-    bool busy;               /* inside rf_client_request/rf_client_all, whose hooks run Lua: no method may run */
-    int *ledger_users;       /* the ledger's use counter (rfl_ledger_use), released by close; NULL without one */
-    const rf_policy *policy; /* the client's policy, alive through anchor (for verdicts given to hooks) */
-    int anchor;              /* registry ref to {policy, ledger, retry budget}, which rf_client borrows: alive even if
-                                debug.setuservalue drops the uservalues */
-    struct lbudget *budget;  /* a rf.retry_budget this client uses (marked in use until close), or NULL */
+    void *taken[3];          /* the policy, ledger and retry budget objects it took (rfl_take, at T_POLICY,
+                                T_LEDGER and T_BUDGET), given back when it closes; NULL without one */
+    const rf_policy *policy; /* the client's policy, held (for verdicts given to hooks) */
 } lclient;
 
-#define PENDING_MT "retryfreeze.PendingRequest"
+/* A pending request's holdings: the client (which outlives its pending requests) and the request's keeper. */
+enum { H_BOX_CLIENT = 1, H_BOX_KEEPER = 2 };
 
 /* A request started by a scheduled flow: kept on the flow coroutine's stack while it yields. */
 typedef struct lpending {
@@ -45,57 +43,33 @@ typedef struct lpending {
     rf_request req;      /* copied here: the flow keeps pointing at it while the coroutine is suspended */
     size_t cap_lines;    /* room in lines[]: a finished box is reused for a request with at most as many */
     const char *lines[]; /* its header lines (as many as it has: a small box stays a small allocation); the
-                            strings live in the keeper table, its second uservalue */
+                            strings live in the keeper table, held at H_BOX_KEEPER */
 } lpending;
 
-#define BUSY_MESSAGE "client is busy (called from its own on_attempt hook)"
-
-/* The client at idx, or raises: not a client, closed, or busy (a method called from its own hook). */
-static lclient *check_client(lua_State *L, int idx) {
-    lclient *lc = rfl_checkudata(L, idx, CLIENT_MT);
-    if (lc->busy) luaL_error(L, BUSY_MESSAGE);
-    return lc;
-}
-
-/* The open client at idx, or raises as check_client does, or when it is closed. */
-static lclient *check_open_lclient(lua_State *L, int idx) {
-    lclient *lc = check_client(L, idx);
-    if (lc->c == NULL) luaL_error(L, "attempt to use a closed client");
-    return lc;
-}
-
-static rf_client *check_open_client(lua_State *L, int idx) { return check_open_lclient(L, idx)->c; }
-
 /* Collects a {Name = "value"} table at idx into "Name: value" strings stored in the keeper table at index
- * keep (so they live as long as it does); fills lines[] (capacity cap) and returns the count. */
+ * keep (so they live as long as it does); fills lines[] (capacity cap) and returns the count. Iterates raw. */
 static size_t header_lines(lua_State *L, int idx, int keep, const char *what, const char **lines, size_t cap) {
     idx = lua_absindex(L, idx);
     size_t n = 0;
     if (lua_isnoneornil(L, idx)) return 0;
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
+        rfl_error(L, "%s must be a table of name = value, got %s", what, luaL_typename(L, idx));
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "%s must map header names (strings) to values (strings)", what);
-        if (n == cap) luaL_error(L, "%s: more than %d headers", what, (int)cap);
+            rfl_error(L, "%s must map header names (strings) to values (strings)", what);
+        if (n == cap) rfl_error(L, "%s: more than %d headers", what, (int)cap);
         size_t nlen = 0, vlen = 0;
         const char *name = lua_tolstring(L, -2, &nlen), *value = lua_tolstring(L, -1, &vlen);
         if (memchr(name, '\0', nlen) != NULL || memchr(value, '\0', vlen) != NULL)
-            luaL_error(L, "%s: header %s must not contain a NUL byte (C would cut the string there)", what,
-                       memchr(name, '\0', nlen) != NULL ? "names" : "values");
+            rfl_error(L, "%s: header %s must not contain a NUL byte (C would cut the string there)", what,
+                      memchr(name, '\0', nlen) != NULL ? "names" : "values");
         lua_pushfstring(L, "%s: %s", name, value);
         lines[n++] = lua_tostring(L, -1);
         lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
         lua_pop(L, 1);
     }
     return n;
-}
-
-static uint64_t os_random64(void) {
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint64_t)(uintptr_t)&v ^ (uint64_t)clock();
-    return v;
 }
 
 static const char *const client_keys[] = {
@@ -115,7 +89,7 @@ static void check_keys2(lua_State *L, int idx, const char *const *allowed, const
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         bool ok = k && (key_in(k, allowed) || key_in(k, more));
-        if (!ok) luaL_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
+        if (!ok) rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
 }
@@ -124,125 +98,124 @@ static void check_keys(lua_State *L, int idx, const char *const *allowed, const 
     check_keys2(L, idx, allowed, NULL, what);
 }
 
+/* Releases what the client holds and took: its rf_client, the ledger and retry budget it uses, its holdings. Its
+ * close, its __gc and a failed rf.client call it; safe twice, never raises. */
+static void client_release(lua_State *L, void *obj) {
+    lclient *lc = obj;
+    rf_client_free(lc->c);
+    lc->c = NULL;
+    rfl_retire(L, lc, lc->taken, 3);
+}
+
 /* rf.client{policy=, base_url=, ledger=, headers=, rng_seed=, retry_budget=, follow_redirects=,
  *           max_body_bytes=, on_attempt=} → client. Raises on a bad option. */
-static int l_client_new(lua_State *L) {
+static int client_new(lua_State *L, rfl_call *call) {
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
     check_keys2(L, 1, client_keys, rfl_client_network_keys, "rf.client");
-    lclient *lc = rfl_newobject(L, sizeof *lc, UV_COUNT, CLIENT_MT);
-    lc->c = NULL;
-    lc->scheduled = false;
-    lc->busy = false;
-    lc->ledger_users = NULL;
-    lc->policy = NULL;
-    lc->anchor = LUA_NOREF;
-    lc->budget = NULL;
-    int ud = lua_gettop(L);
+    lclient *lc = rfl_make(L, call, RFL_CLIENT, sizeof *lc, client_release); /* at 2 */
     rf_client_options o = {0};
+    /* Each option is read once and kept on the stack (anchored) until rf_client_new has copied it; each object
+     * is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 1, "policy") != LUA_TUSERDATA)
-        return luaL_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
-    o.policy = rfl_check_policy(L, -1);
+        return rfl_error(L, "rf.client: policy must be a policy from rf.load, got %s", luaL_typename(L, -1));
+    o.policy = rfl_take_policy(L, -1, &lc->taken[T_POLICY]);
     lc->policy = o.policy;
-    lua_setiuservalue(L, ud, UV_POLICY);
-    lua_getfield(L, 1, "base_url");
-    if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "rf.client: base_url must be a string");
+    rfl_hold(L, lc, H_POLICY);
+    lua_getfield(L, 1, "base_url"); /* at 3, kept */
+    if (lua_type(L, -1) != LUA_TSTRING) return rfl_error(L, "rf.client: base_url must be a string");
     o.base_url = rfl_tostring_nonul(L, -1, "rf.client: base_url");
-    lua_getfield(L, 1, "ledger");
-    if (!lua_isnil(L, -1)) o.ledger = rfl_check_ledger(L, -1);
-    lua_setiuservalue(L, ud, UV_LEDGER);
-    lua_getfield(L, 1, "on_attempt");
-    if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
-    lua_setiuservalue(L, ud, UV_HOOK);
+    if (lua_getfield(L, 1, "ledger") != LUA_TNIL) o.ledger = rfl_take_ledger(L, -1, &lc->taken[T_LEDGER]);
+    rfl_hold(L, lc, H_LEDGER);
+    if (lua_getfield(L, 1, "on_attempt") != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
+    rfl_hold(L, lc, H_HOOK);
     lua_getfield(L, 1, "rng_seed");
     lua_Integer seed = 0, max_body = 0;
     if (lua_isnil(L, -1))
-        o.rng_seed = os_random64();
+        o.rng_seed = rfl_random_seed();
     else if (rfl_tointeger_exact(L, -1, &seed))
         o.rng_seed = (uint64_t)seed;
     else
-        return luaL_error(L, "rf.client: rng_seed must be an integer");
+        return rfl_error(L, "rf.client: rng_seed must be an integer");
+    lua_pop(L, 1);
     lua_getfield(L, 1, "retry_budget"); /* true, a rf.retry_budget, or its options {redis=, timeout_ms=} */
     if (lua_istable(L, -1)) {
-        lua_getfield(L, -1, "redis");
-        bool has_redis = !lua_isnil(L, -1);
+        lua_pushliteral(L, "redis");
+        bool has_redis = lua_rawget(L, -2) != LUA_TNIL; /* raw: rf.retry_budget reads these options itself */
         lua_pop(L, 1);
-        if (!has_redis) return luaL_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}");
+        if (!has_redis) return rfl_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}");
         lua_pushcfunction(L, rfl_retry_budget_new); /* rf.retry_budget(policy, opts) */
-        lua_getiuservalue(L, ud, UV_POLICY);
+        rfl_held(L, lc, H_POLICY);
         lua_pushvalue(L, -3);
         lua_call(L, 2, 1);
         lua_replace(L, -2);
     }
     if (lua_type(L, -1) == LUA_TUSERDATA) {
-        lc->budget = rfl_retry_budget_acquire(L, -1, &o.budget);
-        lua_pushvalue(L, -1);
-        lua_setiuservalue(L, ud, UV_BUDGET);
+        o.budget = rfl_take_retry_budget(L, -1, &lc->taken[T_BUDGET]);
+        rfl_hold(L, lc, H_BUDGET);
     } else if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
         o.retry_budget = lua_toboolean(L, -1);
+        lua_pop(L, 1);
         if (o.retry_budget && !rf_policy_retry_budget(o.policy, NULL, NULL))
-            return luaL_error(
-                L, "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
+            return rfl_error(L,
+                             "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
     } else {
-        return luaL_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}, got %s",
-                          luaL_typename(L, -1));
+        return rfl_error(L, "rf.client: retry_budget must be true, a rf.retry_budget or {redis=…}, got %s",
+                         luaL_typename(L, -1));
     }
     lua_getfield(L, 1, "follow_redirects");
     o.follow_redirects = lua_toboolean(L, -1);
-    lua_getfield(L, 1, "max_body_bytes");
-    if (!lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "max_body_bytes") != LUA_TNIL) {
         if (!rfl_tointeger_exact(L, -1, &max_body) || max_body < 1)
-            return luaL_error(L, "rf.client: max_body_bytes must be a positive integer");
+            return rfl_error(L, "rf.client: max_body_bytes must be a positive integer");
         o.max_body_bytes = (size_t)max_body;
     }
-    lua_pop(L, 4);
-    rfl_read_client_network(L, 1, &o);
+    lua_pop(L, 1);
+    lua_newtable(L); /* the keeper of the network options' strings and the header lines, until rf_client_new */
+    int keep = lua_gettop(L);
+    rfl_read_client_network(L, 1, keep, &o);
     const char *lines[64];
-    lua_newtable(L); /* keeps the header lines until rf_client_new has copied them */
     lua_getfield(L, 1, "headers");
     o.headers = lines;
-    o.n_headers = header_lines(L, -1, lua_gettop(L) - 1, "rf.client: headers", lines, 64);
-    lua_createtable(L, 2, 0);
-    lua_getiuservalue(L, ud, UV_POLICY);
-    lua_rawseti(L, -2, 1);
-    lua_getiuservalue(L, ud, UV_LEDGER);
-    lua_rawseti(L, -2, 2);
-    lua_getiuservalue(L, ud, UV_BUDGET);
-    lua_rawseti(L, -2, 3);
-    lc->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    o.n_headers = header_lines(L, -1, keep, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "rf.client: out of memory");
-    if (st != RF_OK) return luaL_error(L, "rf.client: %s %s", err.path, err.message);
-    if (o.ledger != NULL) {
-        lua_getiuservalue(L, ud, UV_LEDGER);
-        lc->ledger_users = rfl_ledger_use(L, -1); /* ledger:close() is refused until this client closes */
-    }
-    lua_settop(L, ud);
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
+    if (st != RF_OK) return rfl_error(L, "rf.client: %s %s", err.path, err.message);
+    rfl_set_open(lc, true);
+    lua_settop(L, 2);
     return 1;
 }
 
-/* client:close(): frees the client and releases its policy and ledger. Safe twice; also __gc and __close.
- * Raises while scheduled requests are in flight, or when called from the client's own hook. */
-static int l_client_close(lua_State *L) {
-    lclient *lc = check_client(L, 1);
+static int l_client_new(lua_State *L) { return rfl_function(L, client_new); }
+
+/* client:close(): frees the client and releases its policy, ledger and retry budget. Safe twice; also __close.
+ * Raises while scheduled requests are in flight, or when called from inside one of the client's calls. */
+static int client_close(lua_State *L, rfl_call *call) {
+    lclient *lc = call->self;
     if (lc->c != NULL && rf_client_pending(lc->c) > 0)
-        return luaL_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
-    rf_client_free(lc->c);
-    lc->c = NULL;
-    if (lc->ledger_users != NULL) (*lc->ledger_users)--; /* the ledger userdata is alive: anchor still holds it */
-    lc->ledger_users = NULL;
-    rfl_retry_budget_release(lc->budget);
-    lc->budget = NULL;
-    luaL_unref(L, LUA_REGISTRYINDEX, lc->anchor);
-    lc->anchor = LUA_NOREF;
+        return rfl_error(L, "cannot close a client with %d requests in flight", (int)rf_client_pending(lc->c));
+    client_release(L, lc);
+    return 0;
+}
+
+static int l_client_close(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, 0, client_close); }
+
+/* __gc: unreachable, so no call of it runs, and its pending requests, which hold it, were finalized first (a
+ * __gc called by hand from its own call frees nothing: rfl_collectable). */
+static int l_client_gc(lua_State *L) {
+    lclient *lc = rfl_checkobject(L, 1, RFL_CLIENT);
+    if (rfl_collectable(lc)) client_release(L, lc);
     return 0;
 }
 
 static int l_pending_gc(lua_State *L) {
-    lpending *lp = rfl_checkudata(L, 1, PENDING_MT);
+    lpending *lp = rfl_checkobject(L, 1, RFL_PENDING);
     rf_pending_free(lp->p); /* an abandoned flow: its transfer is dropped */
     lp->p = NULL;
     rf_response_clear(&lp->resp);
+    rfl_release_holdings(L, lp);
     return 0;
 }
 
@@ -252,8 +225,8 @@ static const char *const request_keys[] = {"method",          "path",       "que
                                            "idempotency_key", "on_attempt", "deadline_ms", "timeout_ms", NULL};
 
 /* request[key] as a string (NULL when nil), stored in the keeper table at index keep: C reads it while the
- * request runs, and a hook may drop it from the request table (issue 10: request strings mid-flight). A nil is
- * stored too when the keeper is reused (clear): nothing of the request before stays in it. */
+ * request runs, and a hook may drop it from the request table. A nil is stored too when the keeper is reused
+ * (clear): nothing of the request before stays in it. */
 static const char *opt_string_field(lua_State *L, int idx, int keep, const char *key, size_t *len, bool clear) {
     lua_getfield(L, idx, key);
     if (lua_isnil(L, -1)) {
@@ -263,10 +236,10 @@ static const char *opt_string_field(lua_State *L, int idx, int keep, const char 
             lua_pop(L, 1);
         return NULL;
     }
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
+    if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
     const char *s = lua_tolstring(L, -1, len);
     if (strcmp(key, "body") != 0 && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
-        luaL_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
+        rfl_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
     lua_setfield(L, keep, key);
     return s;
 }
@@ -274,7 +247,8 @@ static const char *opt_string_field(lua_State *L, int idx, int keep, const char 
 /* Reads the request table at idx into *req. Pushes one keeper table that holds every string *req points to
  * (method, path, query, body, idempotency key, header lines): keep it alive for as long as *req is used.
  * reuse (0: none) is the index of a keeper no request uses any more (a finished box's): it is emptied and
- * pushed as the keeper instead of a new table. */
+ * pushed as the keeper instead of a new table. Pushes the request's on_attempt too (nil or a function; read once,
+ * so that a metamethod cannot answer a second read differently): [keeper, on_attempt]. */
 static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap, int reuse) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
@@ -294,18 +268,16 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     size_t len = 0;
     req->method = opt_string_field(L, idx, keep, "method", &len, clear);
     req->path = opt_string_field(L, idx, keep, "path", &len, clear);
-    if (req->method == NULL || req->path == NULL) luaL_error(L, "request.method and request.path are required");
+    if (req->method == NULL || req->path == NULL) rfl_error(L, "request.method and request.path are required");
     req->query = opt_string_field(L, idx, keep, "query", &len, clear);
     req->body = opt_string_field(L, idx, keep, "body", &req->body_len, clear);
     req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len, clear);
     rfl_read_request_limits(L, idx, req);
-    lua_getfield(L, idx, "on_attempt");
-    if (!lua_isnil(L, -1)) luaL_checktype(L, -1, LUA_TFUNCTION);
-    lua_pop(L, 1);
     lua_getfield(L, idx, "headers");
     req->headers = lines;
     req->n_headers = header_lines(L, -1, keep, "request.headers", lines, cap);
     lua_pop(L, 1);
+    if (lua_getfield(L, idx, "on_attempt") != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
 }
 
 static void push_try(lua_State *L, const rf_try *t) {
@@ -417,22 +389,22 @@ void rfl_push_response(lua_State *L, const rf_response *r) { push_response(L, r)
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
  * request has been cleaned up, so no curl state or memory is left behind. Nothing here may raise (a raise
- * would unwind through libcurl): the try and verdict tables are built inside the protected call. */
+ * would unwind through libcurl): the try and verdict tables are built inside the protected call (rfl_pcall). */
 typedef struct hook_ctx {
     lua_State *L;
-    int client_idx;
+    rfl_call *call;
+    const lclient *lc;
     int errors_idx; /* a table with room for [1] = the first error raised by a hook */
     int fn_idx;     /* stack index of the request's on_attempt; 0: the client's, if any */
+    const rf_try *t;
+    const rf_verdict *v;
 } hook_ctx;
 
-/* Protected part of call_hook: (fn, try*, policy*, verdict*) → fn(try table, verdict table). */
-static int hook_trampoline(lua_State *L) {
-    const rf_try *t = lua_touserdata(L, 2);
-    const rf_policy *p = lua_touserdata(L, 3);
-    const rf_verdict *v = lua_touserdata(L, 4);
-    lua_settop(L, 1);
-    push_try(L, t);
-    rfl_push_verdict(L, p, v);
+/* Protected part of call_hook: (fn) → fn(try table, verdict table). */
+static int run_hook(lua_State *L, void *ud) {
+    const hook_ctx *h = ud;
+    push_try(L, h->t);
+    rfl_push_verdict(L, h->lc->policy, h->v);
     lua_call(L, 2, 1);
     return 1;
 }
@@ -441,17 +413,15 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     hook_ctx *h = ud;
     lua_State *L = h->L;
     if (!lua_checkstack(L, 6)) return -1; /* no stack left: the hook cannot run, the request stops */
-    lua_pushcfunction(L, hook_trampoline);
     if (h->fn_idx)
         lua_pushvalue(L, h->fn_idx);
-    else if (lua_getiuservalue(L, h->client_idx, UV_HOOK) != LUA_TFUNCTION) {
-        lua_pop(L, 2);
+    else if (rfl_held(L, h->lc, H_HOOK) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
         return 0;
     }
-    lua_pushlightuserdata(L, (void *)(uintptr_t)t);
-    lua_pushlightuserdata(L, (void *)(uintptr_t)((lclient *)rfl_checkudata(L, h->client_idx, CLIENT_MT))->policy);
-    lua_pushlightuserdata(L, (void *)(uintptr_t)v);
-    if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
+    h->t = t;
+    h->v = v;
+    if (rfl_pcall(L, h->call, run_hook, h, 1, 1) != LUA_OK) {
         if (lua_rawlen(L, h->errors_idx) == 0)
             lua_rawseti(L, h->errors_idx, 1); /* the slot was made with the table: no allocation, no raise */
         else
@@ -463,8 +433,6 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     return stop ? 1 : 0;
 }
 
-#define RESPONSES_MT "retryfreeze.Responses"
-
 /* Responses owned by a userdata, so that a raise while they are turned into tables frees their bodies. */
 typedef struct lresponses {
     size_t n;
@@ -472,41 +440,43 @@ typedef struct lresponses {
 } lresponses;
 
 static lresponses *new_responses(lua_State *L, size_t n) {
-    lresponses *rs = rfl_newobject(L, sizeof *rs + sizeof rs->r[0] * (n ? n : 1), 0, RESPONSES_MT);
-    memset(rs, 0, sizeof *rs + sizeof rs->r[0] * (n ? n : 1));
+    lresponses *rs = rfl_newobject(L, RFL_RESPONSES, sizeof *rs + sizeof rs->r[0] * (n ? n : 1));
     rs->n = n;
     return rs;
 }
 
 static int l_responses_gc(lua_State *L) {
-    lresponses *rs = rfl_checkudata(L, 1, RESPONSES_MT);
+    lresponses *rs = rfl_checkobject(L, 1, RFL_RESPONSES);
     for (size_t i = 0; i < rs->n; i++) rf_response_clear(&rs->r[i]);
     return 0;
 }
 
 /* Starts the request without blocking and yields (ticket, box) to the scheduler: the ticket (a light userdata)
  * names the transfer in client:_run's results, the box (a userdata the scheduler keeps while the flow waits)
- * holds the response and anchors the client and the request's strings (the keeper at index keep). The scheduler
- * resumes the flow with client:_finish(box), so client:request returns the response. A plain lua_yield (no
- * continuation) works alike in Lua 5.1, LuaJIT, 5.2, 5.3 and 5.4. */
+ * holds the response and anchors the client and the request's strings. The scheduler resumes the flow with
+ * client:_finish(box), so client:request returns the response. A plain lua_yield (no continuation) works alike in
+ * Lua 5.1, LuaJIT, 5.2, 5.3 and 5.4. */
 #if LUA_VERSION_NUM >= 503
+#define K_REQUEST k_request
 /* Continuation (Lua 5.3+): the flow was resumed. Only the scheduler's resume, with client:_finish(box)'s
  * response, is valid; any other resume raises in the flow. */
 static int k_request(lua_State *L, int status, lua_KContext ctx) {
     (void)status;
-    const lpending *lp = rfl_checkudata(L, (int)ctx, PENDING_MT);
+    const lpending *lp = rfl_checkobject(L, (int)ctx, RFL_PENDING);
     if (lp->p != NULL) /* not finished: resumed by someone else */
-        return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
-                             "by retryfreeze.scheduler only)");
+        return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
+                            "by retryfreeze.scheduler only)");
     return 1; /* the response the scheduler passed to resume */
 }
+#else
+#define K_REQUEST NULL
 #endif
 
-/* Starts *req without blocking: pushes (ticket, box) — the ticket a light userdata naming the transfer in
- * client:_run's results, the box a userdata that owns the response and anchors the client (at 1) and the
- * request's strings (the keeper at index keep) until it is finished or collected. old (NULL: none), at index reuse,
- * is a finished box of this client (reusable_box) with room for the request's header lines: it becomes the box,
- * instead of a new one. Raises on a refused request. */
+/* Starts *req without blocking: pushes (box, ticket, box) — the ticket a light userdata naming the transfer in
+ * client:_run's results, the box a userdata that owns the response and holds the client (at 1) and the request's
+ * keeper (at index keep) until it is finished or collected. old (NULL: none), at index reuse, is a finished box of
+ * this client (reusable_box) with room for the request's header lines: it becomes the box, instead of a new one.
+ * Raises on a refused request. */
 static void start_request(lua_State *L, rf_client *c, const rf_request *req, int keep, int reuse, lpending *old) {
     size_t size = sizeof(lpending) + req->n_headers * sizeof(const char *);
     lpending *lp;
@@ -517,47 +487,46 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
         memset(lp, 0, size);
         lp->cap_lines = (size - sizeof(lpending)) / sizeof(const char *);
     } else {
-        lp = rfl_newobject(L, size, 2, PENDING_MT);
-        memset(lp, 0, size);
+        lp = rfl_newobject(L, RFL_PENDING, size);
         lp->cap_lines = req->n_headers;
         lua_pushvalue(L, 1);
-        lua_setiuservalue(L, -2, 1); /* the client outlives its pending requests */
+        rfl_hold(L, lp, H_BOX_CLIENT); /* the client outlives its pending requests */
     }
     lua_pushvalue(L, keep);
-    lua_setiuservalue(L, -2, 2); /* and so do the request's strings */
+    rfl_hold(L, lp, H_BOX_KEEPER); /* and so do the request's strings */
     int box = lua_gettop(L);
     lp->req = *req;
     memcpy(lp->lines, req->headers, req->n_headers * sizeof *lp->lines);
     lp->req.headers = lp->lines;
     rf_error err;
     rf_status st = rf_client_start(c, &lp->req, NULL, NULL, &lp->resp, &lp->p, &err);
-    if (st == RF_ENOMEM) luaL_error(L, "client:request: out of memory");
-    if (st != RF_OK) luaL_error(L, "client:request: %s %s", err.path, err.message);
+    if (st == RF_ENOMEM) rfl_error(L, "client:request: out of memory");
+    if (st != RF_OK) rfl_error(L, "client:request: %s %s", err.path, err.message);
     lua_pushlightuserdata(L, lp->p);
     lua_pushvalue(L, box);
 }
 
-static int request_scheduled(lua_State *L, rf_client *c, const rf_request *req, int keep) {
-    start_request(L, c, req, keep, 0, NULL);
-#if LUA_VERSION_NUM >= 503
-    int box = lua_gettop(L) - 2; /* under the ticket and the box's copy, which are yielded */
-    return lua_yieldk(L, 2, (lua_KContext)box, k_request);
-#else
-    return lua_yield(L, 2); /* 5.1, LuaJIT: no continuation; resume's values are client:request's results */
-#endif
+/* The pending request at idx when it belongs to the client at 1, else raises `refusal`. */
+static lpending *own_box(lua_State *L, int idx, const char *refusal) {
+    lpending *lp = rfl_checkobject(L, idx, RFL_PENDING);
+    rfl_held(L, lp, H_BOX_CLIENT);
+    bool ours = lua_rawequal(L, -1, 1);
+    lua_pop(L, 1);
+    if (!ours) rfl_error(L, "%s", refusal);
+    return lp;
 }
 
 /* client:_finish(box [, want]) → the response of a scheduled request that client:_run reported done; frees its
  * transfer. With want == false nothing is returned and no response table is built (a caller that never reads
- * it: soak's default flow). Raises when the box is not done (or already finished). */
-static int l_finish(lua_State *L) {
-    check_open_client(L, 1);
-    lpending *lp = rfl_checkudata(L, 2, PENDING_MT);
+ * it: soak's default flow). Raises when the box is not done (or already finished), or is another client's. */
+static int client_finish(lua_State *L, rfl_call *call) {
+    (void)call;
+    lpending *lp = own_box(L, 2, "client:_finish: the box belongs to another client");
     bool want = lua_isnoneornil(L, 3) || lua_toboolean(L, 3);
-    if (lp->p == NULL) return luaL_error(L, "client:_finish: this request was already finished");
+    if (lp->p == NULL) return rfl_error(L, "client:_finish: this request was already finished");
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
-        return luaL_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
-                             "by retryfreeze.scheduler only)");
+        return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
+                            "by retryfreeze.scheduler only)");
     if (want) push_response(L, &lp->resp);
     rf_pending_free(lp->p);
     lp->p = NULL;
@@ -569,122 +538,105 @@ static int l_finish(lua_State *L) {
  * ended (not in flight, not abandoned). Raises for anything else; NULL for none (nil). */
 static lpending *reusable_box(lua_State *L, int idx) {
     if (lua_isnoneornil(L, idx)) return NULL;
-    lpending *lp = rfl_checkudata(L, idx, PENDING_MT);
-    lua_getiuservalue(L, idx, 1);
-    bool ours = lua_rawequal(L, -1, 1);
-    lua_pop(L, 1);
-    if (!ours) luaL_error(L, "client:_start: the box to reuse belongs to another client");
-    if (lp->p != NULL) luaL_error(L, "client:_start: the box to reuse is still in flight (finish it first)");
+    lpending *lp = own_box(L, idx, "client:_start: the box to reuse belongs to another client");
+    if (lp->p != NULL) rfl_error(L, "client:_start: the box to reuse is still in flight (finish it first)");
     return lp;
+}
+
+/* Raises unless the client (lc) and the request's on_attempt (at idx: nil or a function) leave no hook to run: a
+ * request started without blocking calls none. */
+static void refuse_hooks(lua_State *L, const lclient *lc, int idx) {
+    bool client_hook = rfl_held(L, lc, H_HOOK) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (client_hook || !lua_isnil(L, idx))
+        rfl_error(L, "client:request: on_attempt is not available in scheduled flows");
 }
 
 /* client:_start(request [, box]) → ticket, box: starts a request without a coroutine (retryfreeze.scheduler's
  * run_requests); client:_run reports the ticket when it is done, client:_finish(box[, want]) ends it. The box
- * anchors the client and the request's strings; dropping it abandons the transfer (no ledger line). A box this
+ * holds the client and the request's strings; dropping it abandons the transfer (no ledger line). A box this
  * client's _finish ended may be passed to carry the new request (the same box is returned: no new userdata and
  * keeper per request); one still in flight or another client's raises. Raises as client:request does for a bad
  * request, and when an on_attempt hook would apply (not available here). */
-static int l_start(lua_State *L) {
-    rf_client *c = check_open_client(L, 1);
+static int client_start(lua_State *L, rfl_call *call) {
+    lclient *lc = call->self;
     lua_settop(L, 3);
     lpending *old = reusable_box(L, 3);
     bool reuse = old != NULL;
-    bool keeper = reuse && lua_getiuservalue(L, 3, 2) == LUA_TTABLE; /* its keeper, at 4 */
+    bool keeper = reuse && rfl_held(L, old, H_BOX_KEEPER) == LUA_TTABLE; /* its keeper, at 4 */
     if (!reuse) lua_pushnil(L);
     const char *lines[64];
     rf_request req;
-    read_request(L, 2, &req, lines, 64, keeper ? 4 : 0); /* pushes the strings' keeper, at 5 */
-    lua_getfield(L, 2, "on_attempt");
-    bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
-    if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
-    lua_pop(L, 2);
+    read_request(L, 2, &req, lines, 64, keeper ? 4 : 0); /* pushes the strings' keeper (5) and on_attempt (6) */
+    refuse_hooks(L, lc, 6);
     bool fits = reuse && req.n_headers <= old->cap_lines;
     if (reuse && !fits) { /* a new box takes the keeper: the old one must never clear it under the new request */
         lua_pushnil(L);
-        lua_setiuservalue(L, 3, 2);
+        rfl_hold(L, old, H_BOX_KEEPER);
     }
-    start_request(L, c, &req, 5, 3, fits ? old : NULL);
+    start_request(L, lc->c, &req, 5, 3, fits ? old : NULL);
     return 2;
 }
 
 /* Blocking requests (client:request, client:all) nest when a hook starts another one: each level is C stack
  * (libcurl, the hook's pcall). Lua 5.4 stops near 200 C levels with "C stack overflow", LuaJIT does not and the
  * process dies on SIGSEGV near 1250. The depth is kept per Lua state (all its coroutines share one C stack) in
- * the registry, under the address of nesting_key, and a request deeper than MAX_NESTED_REQUESTS is refused. */
+ * the binding's state, and a request deeper than MAX_NESTED_REQUESTS is refused. */
 #define MAX_NESTED_REQUESTS 32
-static const char nesting_key = 0;
-
-/* Adds delta to the nesting depth and returns the new depth. */
-static lua_Integer nesting_add(lua_State *L, lua_Integer delta) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &nesting_key);
-    lua_Integer depth = lua_tointeger(L, -1) + delta;
-    lua_pop(L, 1);
-    lua_pushinteger(L, depth);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &nesting_key);
-    return depth;
-}
 
 /* Enters one more blocking request, or raises when MAX_NESTED_REQUESTS are already running (what: the method). */
-static void nesting_enter(lua_State *L, const char *what) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &nesting_key);
-    lua_Integer depth = lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    if (depth >= MAX_NESTED_REQUESTS)
-        luaL_error(L, "%s: more than %d requests nested in on_attempt hooks: refused before the C stack runs out", what,
-                   MAX_NESTED_REQUESTS);
-    nesting_add(L, 1);
+static void nesting_enter(lua_State *L, rfl_state *st, const char *what) {
+    if (st->nesting >= MAX_NESTED_REQUESTS)
+        rfl_error(L, "%s: more than %d requests nested in on_attempt hooks: refused before the C stack runs out", what,
+                  MAX_NESTED_REQUESTS);
+    st->nesting++;
 }
 
-/* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=} → response table:
- * {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route [, ledger_error]}. */
-static int l_request(lua_State *L) {
-    lclient *lc = check_open_lclient(L, 1);
-    rf_client *c = lc->c;
+/* client:request{method=, path=, query=, headers=, body=, idempotency_key=, on_attempt=, deadline_ms=,
+ * timeout_ms=} → response table: {status, ok, outcome, reason, attempts, elapsed_ms, body, headers, tries, route
+ * [, ledger_error]}. */
+static int client_request(lua_State *L, rfl_call *call) {
+    lclient *lc = call->self;
     lua_settop(L, 2);
     const char *lines[64];
     rf_request req;
-    read_request(L, 2, &req, lines, 64, 0); /* pushes the strings' keeper, at 3 */
-    if (lc->scheduled && lua_isyieldable(L)) {
-        lua_getfield(L, 2, "on_attempt");
-        bool hooked = !lua_isnil(L, -1) || lua_getiuservalue(L, 1, UV_HOOK) != LUA_TNIL;
-        if (hooked) return luaL_error(L, "client:request: on_attempt is not available in scheduled flows");
-        lua_pop(L, 2);
-        return request_scheduled(L, c, &req, 3);
+    read_request(L, 2, &req, lines, 64, 0); /* pushes the strings' keeper (3) and on_attempt (4) */
+    if (lc->scheduled && call->yieldable) {
+        refuse_hooks(L, lc, 4);
+        start_request(L, lc->c, &req, 3, 0, NULL); /* pushes box, ticket, box at 5..7 */
+        rfl_yield(call, 2, 1, K_REQUEST);          /* yields ticket, box; the continuation finds the box at 1 */
+        return 3;
     }
+    int hook_idx = lua_isnil(L, 4) ? 0 : 4;
     lua_createtable(L, 1, 0);
     int errors = lua_gettop(L);
-    lua_getfield(L, 2, "on_attempt");
-    int hook_idx = lua_isnil(L, -1) ? 0 : lua_gettop(L);
     lresponses *rs = new_responses(L, 1);
-    hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = hook_idx};
+    hook_ctx h = {.L = L, .call = call, .lc = lc, .errors_idx = errors, .fn_idx = hook_idx};
     rf_error err;
-    nesting_enter(L, "client:request");
-    lc->busy = true;
-    rf_status st = rf_client_request(c, &req, call_hook, &h, &rs->r[0], &err);
-    lc->busy = false;
-    nesting_add(L, -1);
+    nesting_enter(L, call->state, "client:request");
+    rf_status st = rf_client_request(lc->c, &req, call_hook, &h, &rs->r[0], &err);
+    call->state->nesting--;
     if (st == RF_OK) push_response(L, &rs->r[0]);
     rf_response_clear(&rs->r[0]);
-    if (st == RF_ENOMEM) return luaL_error(L, "client:request: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
     if (st != RF_OK) {
-        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
-        return luaL_error(L, "client:request: %s %s", err.path, err.message);
+        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
+        return rfl_error(L, "client:request: %s %s", err.path, err.message);
     }
     return 1;
 }
 
 /* client:all{req1, req2, …} → {resp1, resp2, …}: concurrent (curl multi), responses in request order.
  * A request's own on_attempt is not supported here (use the client's). */
-static int l_all(lua_State *L) {
-    lclient *lc = check_open_lclient(L, 1);
-    rf_client *c = lc->c;
+static int client_all(lua_State *L, rfl_call *call) {
+    lclient *lc = call->self;
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 0 && n <= 10000, 2, "between 0 and 10000 requests");
-    if (rf_client_pending(c) > 0)
-        return luaL_error(L, "client:all: %d scheduled requests of this client are in flight",
-                          (int)rf_client_pending(c));
+    if (rf_client_pending(lc->c) > 0)
+        return rfl_error(L, "client:all: %d scheduled requests of this client are in flight",
+                         (int)rf_client_pending(lc->c));
     rf_request *reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)(n ? n : 1), 0);
     const char **lines = lua_newuserdatauv(L, sizeof *lines * 64 * (size_t)(n ? n : 1), 0);
     lresponses *rs = new_responses(L, (size_t)n);
@@ -692,21 +644,19 @@ static int l_all(lua_State *L) {
     int keepers = lua_gettop(L);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, 2, i);
-        read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64, 0);
+        read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64, 0); /* pushes its keeper and on_attempt */
+        if (!lua_isnil(L, -1)) return rfl_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
+        lua_pop(L, 1);
         lua_rawseti(L, keepers, i);
-        if (lua_getfield(L, -1, "on_attempt") != LUA_TNIL)
-            return luaL_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
-        lua_pop(L, 2);
+        lua_pop(L, 1);
     }
     lua_createtable(L, 1, 0);
     int errors = lua_gettop(L);
-    hook_ctx h = {.L = L, .client_idx = 1, .errors_idx = errors, .fn_idx = 0};
+    hook_ctx h = {.L = L, .call = call, .lc = lc, .errors_idx = errors, .fn_idx = 0};
     rf_error err;
-    nesting_enter(L, "client:all");
-    lc->busy = true;
-    rf_status st = rf_client_all(c, reqs, (size_t)n, call_hook, &h, rs->r, &err);
-    lc->busy = false;
-    nesting_add(L, -1);
+    nesting_enter(L, call->state, "client:all");
+    rf_status st = rf_client_all(lc->c, reqs, (size_t)n, call_hook, &h, rs->r, &err);
+    call->state->nesting--;
     if (st == RF_OK) {
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {
@@ -717,43 +667,33 @@ static int l_all(lua_State *L) {
         }
     }
     for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
-    if (st == RF_ENOMEM) return luaL_error(L, "client:all: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
     if (st != RF_OK) {
-        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return lua_error(L);
-        return luaL_error(L, "client:all: %s %s", err.path, err.message);
+        if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
+        return rfl_error(L, "client:all: %s %s", err.path, err.message);
     }
     return 1;
 }
 
-rf_client *rfl_check_open_client(lua_State *L, int idx) { return check_open_client(L, idx); }
-
-rf_client *rfl_client_enter(lua_State *L, int idx, const char *what) {
-    lclient *lc = check_open_lclient(L, idx);
+rf_client *rfl_client_loop(lua_State *L, void *self, const char *what) {
+    lclient *lc = self;
     if (rf_client_pending(lc->c) > 0)
-        luaL_error(L, "%s: %d scheduled requests of this client are in flight", what, (int)rf_client_pending(lc->c));
-    if (lua_getiuservalue(L, idx, UV_HOOK) != LUA_TNIL)
-        luaL_error(L, "%s: on_attempt is not available in scheduled flows", what);
+        rfl_error(L, "%s: %d scheduled requests of this client are in flight", what, (int)rf_client_pending(lc->c));
+    if (rfl_held(L, lc, H_HOOK) != LUA_TNIL) rfl_error(L, "%s: on_attempt is not available in scheduled flows", what);
     lua_pop(L, 1);
-    lc->busy = true;
     return lc->c;
-}
-
-void rfl_client_leave(lua_State *L, int idx) {
-    lclient *lc = rfl_checkudata(L, idx, CLIENT_MT);
-    lc->busy = false;
 }
 
 /* client:_set_scheduled(bool): used by retryfreeze.scheduler; while set, request() inside a coroutine
  * yields instead of blocking. */
-static int l_set_scheduled(lua_State *L) {
-    lclient *lc = check_open_lclient(L, 1);
-    lc->scheduled = lua_toboolean(L, 2);
+static int client_set_scheduled(lua_State *L, rfl_call *call) {
+    ((lclient *)call->self)->scheduled = lua_toboolean(L, 2);
     return 0;
 }
 
 /* client:_run(timeout_ms) → array of tickets (light userdata) of scheduled requests now done. */
-static int l_run(lua_State *L) {
-    rf_client *c = check_open_client(L, 1);
+static int client_run(lua_State *L, rfl_call *call) {
+    rf_client *c = ((lclient *)call->self)->c;
     lua_Integer timeout = rfl_checkinteger(L, 2);
     luaL_argcheck(L, timeout >= 0 && timeout <= 60000, 2, "timeout_ms must be 0..60000");
     rf_pending *done[256];
@@ -768,23 +708,34 @@ static int l_run(lua_State *L) {
 }
 
 /* client:in_flight() → requests started by scheduled flows and not yet done. */
-static int l_in_flight(lua_State *L) {
-    lua_pushinteger(L, (lua_Integer)rf_client_pending(check_open_client(L, 1)));
+static int client_in_flight(lua_State *L, rfl_call *call) {
+    lua_pushinteger(L, (lua_Integer)rf_client_pending(((lclient *)call->self)->c));
     return 1;
 }
 
 /* client:retry_tokens() → the retry budget's tokens (a number), or nil when the client has none. */
-static int l_retry_tokens(lua_State *L) {
-    int64_t t = rf_client_retry_tokens_milli(check_open_client(L, 1));
+static int client_retry_tokens(lua_State *L, rfl_call *call) {
+    int64_t t = rf_client_retry_tokens_milli(((lclient *)call->self)->c);
     if (t < 0) return 0;
     lua_pushnumber(L, (lua_Number)t / 1000.0);
     return 1;
 }
 
+/* The methods, each through rfl_method (the client pinned; RFL_OPEN: refused once closed). */
+static int l_request(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_request); }
+static int l_all(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_all); }
+static int l_start(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_start); }
+static int l_finish(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_finish); }
+static int l_set_scheduled(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_set_scheduled); }
+static int l_run(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_run); }
+static int l_in_flight(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_in_flight); }
+static int l_retry_tokens(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_retry_tokens); }
+static int l_run_generated(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, rfl_client_run_generated); }
+
 /* rf.new_key() → a random UUID v4 (RFC 9562 §5.4) from the OS CSPRNG (getrandom), for Idempotency-Key. */
 static int l_new_key(lua_State *L) {
     unsigned char b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return luaL_error(L, "rf.new_key: getrandom failed");
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return rfl_error(L, "rf.new_key: getrandom failed");
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     char s[37];
@@ -795,7 +746,7 @@ static int l_new_key(lua_State *L) {
 }
 
 static int l_client_tostring(lua_State *L) {
-    lclient *lc = rfl_checkudata(L, 1, CLIENT_MT);
+    lclient *lc = rfl_checkobject(L, 1, RFL_CLIENT);
     lua_pushstring(L, lc->c ? "retryfreeze.Client" : "retryfreeze.Client (closed)");
     return 1;
 }
@@ -809,32 +760,24 @@ void rfl_open_client(lua_State *L) {
                                        {"_run", l_run},
                                        {"_finish", l_finish},
                                        {"_start", l_start},
-                                       {"_run_generated", rfl_client_run_generated},
+                                       {"_run_generated", l_run_generated},
                                        {"close", l_client_close},
                                        {NULL, NULL}};
-    luaL_newmetatable(L, CLIENT_MT);
-    luaL_newlib(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_client_close);
+    rfl_new_metatable(L, RFL_CLIENT, methods);
+    lua_pushcfunction(L, l_client_gc);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, l_client_close);
     lua_setfield(L, -2, "__close");
     lua_pushcfunction(L, l_client_tostring);
     lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, CLIENT_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
-    luaL_newmetatable(L, RESPONSES_MT);
+    rfl_new_metatable(L, RFL_RESPONSES, NULL);
     lua_pushcfunction(L, l_responses_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, RESPONSES_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
-    luaL_newmetatable(L, PENDING_MT);
+    rfl_new_metatable(L, RFL_PENDING, NULL);
     lua_pushcfunction(L, l_pending_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, PENDING_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_client_new);
     lua_setfield(L, -2, "client");

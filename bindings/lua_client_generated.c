@@ -9,7 +9,8 @@
  * Lifetimes: every string a started request points at lives in a userdata this call holds on its stack (copied
  * from the routes, never borrowed from a table a callback could change). The loop runs in a protected call;
  * whatever it raises (a progress callback's error, memory), every request still in flight is abandoned (no
- * ledger line, as when a scheduled flow's box is dropped) and the client is released before the error goes on.
+ * ledger line, as when a scheduled flow's box is dropped) before the error goes on; the client stays pinned for the
+ * whole call (rfl_method).
  */
 #include "lua_retryfreeze.h"
 
@@ -121,12 +122,11 @@ static void start_next(lua_State *L, gen_run *g) {
     flow_over(L, g, i, false, why);
 }
 
-/* The loop, run in a protected call: its arguments are the gen_run (a light userdata), the errors table and
- * on_progress (or nil). */
-static int run_loop(lua_State *L) {
-    gen_run *g = lua_touserdata(L, 1);
-    g->errors_idx = 2;
-    g->progress_idx = lua_isnil(L, 3) ? 0 : 3;
+/* The loop, run in a protected call (rfl_pcall): its arguments are the errors table and on_progress (or nil). */
+static int run_loop(lua_State *L, void *ud) {
+    gen_run *g = ud;
+    g->errors_idx = 1;
+    g->progress_idx = lua_isnil(L, 2) ? 0 : 2;
     rf_pending *done[DONE_CAP];
     for (;;) {
         while (g->next <= g->count && rf_client_pending(g->c) < g->concurrency) start_next(L, g);
@@ -164,7 +164,7 @@ static const char *take(lua_State *L, route_reader *rr, const char *s, size_t le
         rr->arena_left += len + 1;
         return s;
     }
-    if (len + 1 > rr->arena_left) luaL_error(L, "client:_run_generated: routes changed while being read");
+    if (len + 1 > rr->arena_left) rfl_error(L, "client:_run_generated: routes changed while being read");
     char *d = rr->w;
     memcpy(d, s, len);
     d[len] = '\0';
@@ -186,12 +186,12 @@ static void read_routes(lua_State *L, route_reader *rr, size_t n) {
             ok = lua_rawget(L, -3) == LUA_TTABLE && ok && lua_rawlen(L, -1) > 0;
         }
         if (!ok)
-            luaL_error(L, "client:_run_generated: routes[%d] must be {method = string, pieces = {string, …}}", (int)r);
+            rfl_error(L, "client:_run_generated: routes[%d] must be {method = string, pieces = {string, …}}", (int)r);
         const char *m = rfl_tostring_nonul(L, -2, "client:_run_generated: a method");
         const char *method = take(L, rr, m, strlen(m));
         size_t np = (size_t)lua_rawlen(L, -1), path = 0;
         if (rr->out != NULL) {
-            if (np > rr->pieces_left) luaL_error(L, "client:_run_generated: routes changed while being read");
+            if (np > rr->pieces_left) rfl_error(L, "client:_run_generated: routes changed while being read");
             rr->out[r - 1] = (gen_route){.method = method, .pieces = rr->pieces, .n_pieces = np};
             rr->pieces_left -= np;
         } else {
@@ -199,7 +199,7 @@ static void read_routes(lua_State *L, route_reader *rr, size_t n) {
         }
         for (size_t k = 1; k <= np; k++) {
             if (lua_rawgeti(L, -1, (lua_Integer)k) != LUA_TSTRING)
-                luaL_error(L, "client:_run_generated: routes[%d].pieces[%d] must be a string", (int)r, (int)k);
+                rfl_error(L, "client:_run_generated: routes[%d].pieces[%d] must be a string", (int)r, (int)k);
             const char *piece = rfl_tostring_nonul(L, -1, "client:_run_generated: a path piece");
             size_t len = strlen(piece);
             piece = take(L, rr, piece, len);
@@ -218,8 +218,8 @@ static lua_Integer int_field(lua_State *L, const char *key, lua_Integer lo, lua_
                              lua_Integer dflt) {
     lua_Integer v = dflt;
     if (lua_getfield(L, 2, key) != LUA_TNIL && (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi))
-        luaL_error(L, "client:_run_generated: %s must be an integer %s", key, range);
-    if (lua_isnil(L, -1) && dflt < 0) luaL_error(L, "client:_run_generated: %s is required", key);
+        rfl_error(L, "client:_run_generated: %s must be an integer %s", key, range);
+    if (lua_isnil(L, -1) && dflt < 0) rfl_error(L, "client:_run_generated: %s is required", key);
     lua_pop(L, 1);
     return v;
 }
@@ -232,9 +232,9 @@ static lua_Integer int_field(lua_State *L, const char *key, lua_Integer lo, lua_
  * progress_every flows and after the last. failed counts flows whose request was refused (errors holds the first
  * max_errors messages, "flow i: client:request: …"). Raises for bad options, a closed or busy client, one with
  * scheduled requests in flight or an on_attempt hook, and re-raises what on_progress raises (the requests in
- * flight then are abandoned: no ledger line). Every method of the client raises while it runs (busy). */
-int rfl_client_run_generated(lua_State *L) {
-    rfl_check_open_client(L, 1); /* the client first, as every method checks it */
+ * flight then are abandoned: no ledger line). Every method of the client raises while it runs (busy: a method body,
+ * lua_object.h). */
+int rfl_client_run_generated(lua_State *L, rfl_call *call) {
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     gen_run g = {0};
@@ -245,16 +245,16 @@ int rfl_client_run_generated(lua_State *L) {
     if (lua_getfield(L, 2, "on_progress") != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
     int progress = lua_gettop(L); /* at 3 */
     if (lua_getfield(L, 2, "key_prefix") != LUA_TSTRING)
-        return luaL_error(L, "client:_run_generated: key_prefix must be a string");
+        return rfl_error(L, "client:_run_generated: key_prefix must be a string");
     size_t prefix_len = 0;
     const char *prefix = lua_tolstring(L, -1, &prefix_len); /* at 4 */
     if (memchr(prefix, '\0', prefix_len) != NULL)
-        return luaL_error(L, "client:_run_generated: key_prefix must not contain a NUL byte");
+        return rfl_error(L, "client:_run_generated: key_prefix must not contain a NUL byte");
     if (lua_getfield(L, 2, "routes") != LUA_TTABLE) /* at 5 */
-        return luaL_error(L, "client:_run_generated: routes must be a non-empty array of {method=, pieces=}");
+        return rfl_error(L, "client:_run_generated: routes must be a non-empty array of {method=, pieces=}");
     size_t n_routes = (size_t)lua_rawlen(L, 5);
     if (n_routes == 0 || n_routes > 100000)
-        return luaL_error(L, "client:_run_generated: routes must be a non-empty array of {method=, pieces=}");
+        return rfl_error(L, "client:_run_generated: routes must be a non-empty array of {method=, pieces=}");
     /* First pass: check the shapes and size the arena (strings, piece arrays). */
     route_reader rr = {.arena_left = prefix_len + 1};
     read_routes(L, &rr, n_routes);
@@ -290,20 +290,17 @@ int rfl_client_run_generated(lua_State *L) {
     g.next = 1;
     lua_newtable(L); /* the errors, at 8 */
     int errors = lua_gettop(L);
-    g.c = rfl_client_enter(L, 1, "client:_run_generated");
-    lua_pushcfunction(L, run_loop);
-    lua_pushlightuserdata(L, &g);
+    g.c = rfl_client_loop(L, call->self, "client:_run_generated");
     lua_pushvalue(L, errors);
     lua_pushvalue(L, progress);
-    int rc = lua_pcall(L, 3, 0, 0);
+    int rc = rfl_pcall(L, call, run_loop, &g, 2, 0);
     for (size_t k = 0; k < g.concurrency; k++) { /* in flight after an error: abandoned, no ledger line */
         if (g.slots[k].p == NULL) continue;
         rf_pending_free(g.slots[k].p);
         g.slots[k].p = NULL;
         rf_response_clear(&g.slots[k].resp);
     }
-    rfl_client_leave(L, 1);
-    if (rc != LUA_OK) return lua_error(L);
+    if (rc != LUA_OK) return rfl_pass_on(L, call); /* on_progress's error, or memory */
     lua_pushinteger(L, g.failed);
     lua_pushvalue(L, errors);
     return 2;

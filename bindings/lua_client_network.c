@@ -1,8 +1,9 @@
 /*
  * The client's network options, read from the rf.client{…} table: redirects (max_redirects), TLS (tls =
  * {ca_file, ca_path, cert, key, key_password, verify}), proxy, connect_timeout_ms, user_agent and
- * http_version. Kept apart from lua_client.c (lifetimes, requests) so the two evolve separately. The strings
- * stay referenced by the options table for the whole of rf.client, and rf_client_new copies them.
+ * http_version. Kept apart from lua_client.c (lifetimes, requests) so the two evolve separately. Every string
+ * is kept in rf.client's keeper table until rf_client_new has copied it: not in the options table, which a
+ * metamethod or finalizer may change while the other options are read.
  */
 #include "lua_retryfreeze.h"
 
@@ -23,33 +24,33 @@ static bool opt_int(lua_State *L, int idx, const char *key, lua_Integer lo, lua_
     }
     lua_Integer v = 0;
     if (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi)
-        luaL_error(L, "rf.client: %s must be an integer %d..%d", key, (int)lo, (int)hi);
+        rfl_error(L, "rf.client: %s must be an integer %d..%d", key, (int)lo, (int)hi);
     *out = v;
     lua_pop(L, 1);
     return true;
 }
 
-/* An optional string option without NUL bytes; NULL when absent. The table at idx keeps it alive. */
-static const char *opt_string(lua_State *L, int idx, const char *key, const char *what) {
+/* An optional string option without NUL bytes; NULL when absent. The keeper table at keep keeps it alive. */
+static const char *opt_string(lua_State *L, int idx, int keep, const char *key, const char *what) {
     int t = lua_getfield(L, idx, key);
     if (t == LUA_TNIL) {
         lua_pop(L, 1);
         return NULL;
     }
-    if (t != LUA_TSTRING) luaL_error(L, "rf.client: %s%s must be a string, got %s", what, key, luaL_typename(L, -1));
+    if (t != LUA_TSTRING) rfl_error(L, "rf.client: %s%s must be a string, got %s", what, key, luaL_typename(L, -1));
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
-    if (strlen(s) != len) luaL_error(L, "rf.client: %s%s must not contain a NUL byte", what, key);
-    lua_pop(L, 1);
+    if (strlen(s) != len) rfl_error(L, "rf.client: %s%s must not contain a NUL byte", what, key);
+    lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
     return s;
 }
 
-static void read_tls(lua_State *L, int idx, rf_client_network *n) {
+static void read_tls(lua_State *L, int idx, int keep, rf_client_network *n) {
     if (lua_getfield(L, idx, "tls") == LUA_TNIL) {
         lua_pop(L, 1);
         return;
     }
-    if (!lua_istable(L, -1)) luaL_error(L, "rf.client: tls must be a table, got %s", luaL_typename(L, -1));
+    if (!lua_istable(L, -1)) rfl_error(L, "rf.client: tls must be a table, got %s", luaL_typename(L, -1));
     int t = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, t) != 0) {
@@ -57,36 +58,37 @@ static void read_tls(lua_State *L, int idx, rf_client_network *n) {
         bool ok = false;
         for (int i = 0; k && tls_keys[i]; i++)
             if (strcmp(k, tls_keys[i]) == 0) ok = true;
-        if (!ok) luaL_error(L, "rf.client: tls: unknown option '%s'", k ? k : luaL_typename(L, -2));
+        if (!ok) rfl_error(L, "rf.client: tls: unknown option '%s'", k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
-    n->tls_ca_file = opt_string(L, t, "ca_file", "tls.");
-    n->tls_ca_path = opt_string(L, t, "ca_path", "tls.");
-    n->tls_cert = opt_string(L, t, "cert", "tls.");
-    n->tls_key = opt_string(L, t, "key", "tls.");
-    n->tls_key_password = opt_string(L, t, "key_password", "tls.");
+    n->tls_ca_file = opt_string(L, t, keep, "ca_file", "tls.");
+    n->tls_ca_path = opt_string(L, t, keep, "ca_path", "tls.");
+    n->tls_cert = opt_string(L, t, keep, "cert", "tls.");
+    n->tls_key = opt_string(L, t, keep, "key", "tls.");
+    n->tls_key_password = opt_string(L, t, keep, "key_password", "tls.");
     int v = lua_getfield(L, t, "verify");
     if (v != LUA_TNIL && v != LUA_TBOOLEAN)
-        luaL_error(L, "rf.client: tls.verify must be a boolean, got %s", luaL_typename(L, -1));
+        rfl_error(L, "rf.client: tls.verify must be a boolean, got %s", luaL_typename(L, -1));
     n->tls_no_verify = v == LUA_TBOOLEAN && !lua_toboolean(L, -1); /* only an explicit false turns it off */
     lua_pop(L, 2);
 }
 
-void rfl_read_client_network(lua_State *L, int idx, rf_client_options *o) {
+void rfl_read_client_network(lua_State *L, int idx, int keep, rf_client_options *o) {
     idx = lua_absindex(L, idx);
+    keep = lua_absindex(L, keep);
     lua_Integer v;
     if (opt_int(L, idx, "max_redirects", 1, RF_MAX_REDIRECTS, &v)) o->max_redirects = (int)v;
     if (opt_int(L, idx, "connect_timeout_ms", 1, 600000, &v)) o->network.connect_timeout_ms = v;
-    read_tls(L, idx, &o->network);
-    o->network.proxy = opt_string(L, idx, "proxy", "");
-    o->network.user_agent = opt_string(L, idx, "user_agent", "");
-    const char *hv = opt_string(L, idx, "http_version", "");
+    read_tls(L, idx, keep, &o->network);
+    o->network.proxy = opt_string(L, idx, keep, "proxy", "");
+    o->network.user_agent = opt_string(L, idx, keep, "user_agent", "");
+    const char *hv = opt_string(L, idx, keep, "http_version", "");
     if (hv == NULL || strcmp(hv, "1.1") == 0)
         o->network.http_version = RF_HTTP_1_1;
     else if (strcmp(hv, "2") == 0)
         o->network.http_version = RF_HTTP_2;
     else
-        luaL_error(L, "rf.client: http_version must be \"1.1\" or \"2\", got \"%s\"", hv);
+        rfl_error(L, "rf.client: http_version must be \"1.1\" or \"2\", got \"%s\"", hv);
 }
 
 void rfl_read_request_limits(lua_State *L, int idx, rf_request *req) {
@@ -94,7 +96,7 @@ void rfl_read_request_limits(lua_State *L, int idx, rf_request *req) {
     for (int i = 0; i < 2; i++) {
         if (lua_getfield(L, idx, keys[i]) != LUA_TNIL) {
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > 3600000)
-                luaL_error(L, "request.%s must be an integer 1..3600000 (ms)", keys[i]);
+                rfl_error(L, "request.%s must be an integer 1..3600000 (ms)", keys[i]);
             if (i == 0)
                 req->deadline_ms = lua_tointeger(L, -1);
             else

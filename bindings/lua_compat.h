@@ -1,8 +1,8 @@
 /*
  * One binding for Lua 5.1 (and LuaJIT 2.1), 5.2, 5.3 and 5.4. Debian's lua-compat53 (compat-5.3.h) supplies
  * the Lua 5.3 C API on 5.1 and 5.2 (lua_absindex, luaL_setfuncs, lua_isinteger, typed lua_getfield, …); this
- * header adds only what 5.4 has beyond 5.3 — several user values per userdata — mapped onto 5.3's single user
- * value (5.1: the userdata's environment table), and exact integers where a Lua has only doubles.
+ * header adds only what 5.4 has beyond 5.3 that the binding uses — lua_newuserdatauv, without user values — and
+ * exact integers where a Lua has only doubles.
  */
 #ifndef RETRYFREEZE_LUA_COMPAT_H
 #define RETRYFREEZE_LUA_COMPAT_H
@@ -21,15 +21,8 @@
 #endif
 
 #if LUA_VERSION_NUM < 504
-/* lua_newuserdatauv(L, size, nuv): a userdata whose nuv user values live in a table (its user value). */
-void *rfl_newuserdatauv(lua_State *L, size_t size, int nuv);
-/* Pushes user value n of the userdata at idx (nil when absent) and returns its type (LUA_TNONE if none). */
-int rfl_getiuservalue(lua_State *L, int idx, int n);
-/* Pops a value into user value n of the userdata at idx; returns 0 when the userdata has no such slot. */
-int rfl_setiuservalue(lua_State *L, int idx, int n);
-#define lua_newuserdatauv rfl_newuserdatauv
-#define lua_getiuservalue rfl_getiuservalue
-#define lua_setiuservalue rfl_setiuservalue
+/* lua_newuserdatauv(L, size, 0): the binding's userdata carry no user values (lua_object.h holds what they borrow). */
+#define lua_newuserdatauv(L, size, nuv) ((void)(nuv), lua_newuserdata((L), (size)))
 #endif
 
 #if LUA_VERSION_NUM < 503 && !defined(LUAJIT_VERSION_NUM)

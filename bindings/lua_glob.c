@@ -6,11 +6,9 @@
 #include <glob.h>
 #include <string.h>
 
-#define GLOB_MT "retryfreeze.glob_result"
-
 /* The glob_t lives in a userdata with a __gc, so a Lua error while copying the names frees it. */
 static int glob_gc(lua_State *L) {
-    glob_t *g = rfl_checkudata(L, 1, GLOB_MT);
+    glob_t *g = rfl_checkobject(L, 1, RFL_GLOB);
     if (g->gl_pathv != NULL) globfree(g);
     g->gl_pathv = NULL;
     return 0;
@@ -28,18 +26,15 @@ static int l_glob(lua_State *L) {
     size_t len;
     const char *pattern = luaL_checklstring(L, 1, &len);
     luaL_argcheck(L, strlen(pattern) == len, 1, "pattern holds a NUL byte");
-    glob_t *g = rfl_newobject(L, sizeof *g, 0, GLOB_MT);
-    memset(g, 0, sizeof *g);
+    glob_t *g = rfl_newobject(L, RFL_GLOB, sizeof *g);
     int rc = glob(pattern, 0, glob_errfunc, g);
     if (rc == GLOB_NOMATCH) {
         lua_newtable(L);
         return 1;
     }
-    if (rc != 0) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "glob '%s': %s", pattern, rc == GLOB_NOSPACE ? "out of memory" : "read error");
-        return 2;
-    }
+    if (rc != 0)
+        return rfl_fail(
+            L, lua_pushfstring(L, "glob '%s': %s", pattern, rc == GLOB_NOSPACE ? "out of memory" : "read error"), NULL);
     lua_createtable(L, (int)g->gl_pathc, 0);
     for (size_t i = 0; i < g->gl_pathc; i++) {
         lua_pushstring(L, g->gl_pathv[i]);
@@ -49,11 +44,9 @@ static int l_glob(lua_State *L) {
 }
 
 void rfl_open_glob(lua_State *L) {
-    luaL_newmetatable(L, GLOB_MT);
+    rfl_new_metatable(L, RFL_GLOB, NULL);
     lua_pushcfunction(L, glob_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, GLOB_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_glob);
     lua_setfield(L, -2, "glob");

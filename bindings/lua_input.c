@@ -12,8 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define TEXT_MT "retryfreeze.InputText"
-
 /* The buffer rf_input_read returned, owned by a userdata until its bytes are a Lua string: if pushing the
  * string raises (out of memory), __gc frees it. */
 typedef struct text_box {
@@ -21,7 +19,7 @@ typedef struct text_box {
 } text_box;
 
 static int l_text_gc(lua_State *L) {
-    text_box *b = rfl_checkudata(L, 1, TEXT_MT);
+    text_box *b = rfl_checkobject(L, 1, RFL_TEXT);
     rf_input_free(b->text);
     b->text = NULL;
     return 0;
@@ -46,7 +44,7 @@ const char *rfl_tostring_nonul(lua_State *L, int idx, const char *what) {
     size_t len = 0;
     const char *s = lua_tolstring(L, idx, &len);
     if (s != NULL && memchr(s, '\0', len) != NULL)
-        luaL_error(L, "%s must not contain a NUL byte (C would cut the string there)", what);
+        rfl_error(L, "%s must not contain a NUL byte (C would cut the string there)", what);
     return s;
 }
 
@@ -56,25 +54,18 @@ static int l_read_file(lua_State *L) {
     lua_Integer cap = rfl_checkinteger(L, 2);
     const char *what = luaL_optstring(L, 3, "file");
     luaL_argcheck(L, cap >= 0, 2, "the cap must be at least 0");
-    if (nul) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "cannot open %s %s: the path contains a NUL byte", what, path);
-        lua_pushliteral(L, "refused");
-        return 3;
-    }
-    text_box *box = rfl_newobject(L, sizeof *box, 0, TEXT_MT);
-    box->text = NULL;
+    if (nul)
+        return rfl_fail(L, lua_pushfstring(L, "cannot open %s %s: the path contains a NUL byte", what, path),
+                        "refused");
+    text_box *box = rfl_newobject(L, RFL_TEXT, sizeof *box);
     size_t len = 0;
     rf_error err;
     rf_status st = rf_input_read(path, (size_t)cap, what, &box->text, &len, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "%s", err.message);
+    if (st == RF_ENOMEM) return rfl_error(L, "%s", err.message);
     if (st != RF_OK) {
         struct stat sb;
         bool missing = st == RF_EIO && stat(path, &sb) != 0 && errno == ENOENT;
-        lua_pushnil(L);
-        lua_pushstring(L, err.message);
-        lua_pushstring(L, missing ? "missing" : st == RF_EINVAL ? "refused" : "unreadable");
-        return 3;
+        return rfl_fail(L, err.message, missing ? "missing" : st == RF_EINVAL ? "refused" : "unreadable");
     }
     lua_pushlstring(L, box->text, len);
     rf_input_free(box->text);
@@ -83,11 +74,9 @@ static int l_read_file(lua_State *L) {
 }
 
 void rfl_open_input(lua_State *L) {
-    luaL_newmetatable(L, TEXT_MT);
+    rfl_new_metatable(L, RFL_TEXT, NULL);
     lua_pushcfunction(L, l_text_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, TEXT_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_read_file);
     lua_setfield(L, -2, "read_file");

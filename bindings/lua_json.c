@@ -13,28 +13,25 @@
 
 #define RFL_JSON_MAX_DEPTH 128
 #define PATH_CAP 256
-#define BOX_MT "retryfreeze.json_tree"
 
-/* Upvalues of the decode and encode closures: the null sentinel and the array metatable of retryfreeze.json. */
-#define UV_NULL lua_upvalueindex(1)
-#define UV_ARRAY_MT lua_upvalueindex(2)
+/* Upvalues of the decode and encode closures: the null sentinel and the array metatable of retryfreeze.json.
+ * decode checks the metatable once (rfl_upvalue: debug.setupvalue may have replaced it) and copies both to its stack,
+ * so that a finalizer changing the upvalues while it runs changes nothing it uses. */
+#define UV_NULL 1
+#define UV_ARRAY_MT 2
 
 typedef struct {
     cJSON *root;
 } tree_box;
 
 static int box_gc(lua_State *L) {
-    tree_box *b = rfl_checkudata(L, 1, BOX_MT);
+    tree_box *b = rfl_checkobject(L, 1, RFL_JSON_TREE);
     cJSON_Delete(b->root);
     b->root = NULL;
     return 0;
 }
 
-static tree_box *push_box(lua_State *L) {
-    tree_box *b = rfl_newobject(L, sizeof *b, 0, BOX_MT);
-    b->root = NULL;
-    return b;
-}
+static tree_box *push_box(lua_State *L) { return rfl_newobject(L, RFL_JSON_TREE, sizeof(tree_box)); }
 
 /* 2^53: below it every integer is exact in a double (RFC 8259 §6: the interoperable range). */
 static const double exact_limit = 9007199254740992.0;
@@ -42,6 +39,7 @@ static const double exact_limit = 9007199254740992.0;
 typedef struct {
     char path[PATH_CAP];
     char why[PATH_CAP + 128];
+    int null_idx, array_mt_idx; /* stack indices of the null sentinel and the array metatable (a table) */
 } walk_state;
 
 static void path_key(char *dst, const char *base, const char *key) { snprintf(dst, PATH_CAP, "%s.%s", base, key); }
@@ -52,7 +50,7 @@ static void path_index(char *dst, const char *base, int i) { snprintf(dst, PATH_
 static bool push_node(lua_State *L, const cJSON *node, const char *path, int depth, walk_state *st) {
     luaL_checkstack(L, 4, "JSON nesting");
     if (cJSON_IsNull(node)) {
-        lua_pushvalue(L, UV_NULL);
+        lua_pushvalue(L, st->null_idx);
     } else if (cJSON_IsFalse(node)) {
         lua_pushboolean(L, 0);
     } else if (cJSON_IsTrue(node)) {
@@ -78,7 +76,7 @@ static bool push_node(lua_State *L, const cJSON *node, const char *path, int dep
         bool array = cJSON_IsArray(node);
         lua_newtable(L);
         if (array) {
-            lua_pushvalue(L, UV_ARRAY_MT);
+            lua_pushvalue(L, st->array_mt_idx);
             lua_setmetatable(L, -2);
         }
         char sub[PATH_CAP];
@@ -208,17 +206,16 @@ static size_t inexact_number(const char *s, size_t len, const char **why) {
 static int l_decode(lua_State *L) {
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
-    /* debug.setupvalue may have replaced the array metatable; lua_setmetatable must never get a non-table. */
-    if (lua_type(L, UV_ARRAY_MT) != LUA_TTABLE)
-        return luaL_error(L, "retryfreeze.json: the array metatable was replaced (debug.setupvalue)");
+    /* lua_setmetatable must never get a non-table. */
+    lua_settop(L, 1);
+    if (rfl_upvalue(L, UV_ARRAY_MT, LUA_TTABLE) == 0)
+        return rfl_error(L, "retryfreeze.json: the array metatable was replaced (debug.setupvalue)");
+    lua_pushvalue(L, lua_upvalueindex(UV_NULL));     /* at 2 */
+    lua_pushvalue(L, lua_upvalueindex(UV_ARRAY_MT)); /* at 3 */
     const char *why = NULL;
     size_t at = refused_byte(text, len, &why);
     if (at == 0) at = inexact_number(text, len, &why);
-    if (at != 0) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "byte %d: %s", (int)at, why);
-        return 2;
-    }
+    if (at != 0) return rfl_fail(L, lua_pushfstring(L, "byte %d: %s", (int)at, why), NULL);
     tree_box *box = push_box(L);
     const char *end = NULL;
     /* len + 1: the NUL Lua keeps after every string, counted as cJSON_Parse counts it, so that cJSON's error
@@ -228,38 +225,30 @@ static int l_decode(lua_State *L) {
         /* cJSON's position is near the fault, not always on it; clamped to the text. */
         size_t pos = end != NULL && end >= text ? (size_t)(end - text) : 0;
         size_t blank = strspn(text, " \t\r\n");
-        lua_pushnil(L);
-        if (blank >= len)
-            lua_pushfstring(L, "byte %d: unexpected end of text", (int)len + 1);
-        else
-            lua_pushfstring(L, "byte %d: not valid JSON (RFC 8259)", (int)(pos < len ? pos + 1 : len));
-        return 2;
+        if (blank >= len) return rfl_fail(L, lua_pushfstring(L, "byte %d: unexpected end of text", (int)len + 1), NULL);
+        return rfl_fail(L, lua_pushfstring(L, "byte %d: not valid JSON (RFC 8259)", (int)(pos < len ? pos + 1 : len)),
+                        NULL);
     }
     size_t used = (size_t)(end - text);
     while (used < len && (text[used] == ' ' || text[used] == '\t' || text[used] == '\n' || text[used] == '\r')) used++;
-    if (used < len) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "byte %d: trailing data after the JSON value", (int)used + 1);
-        return 2;
-    }
+    if (used < len)
+        return rfl_fail(L, lua_pushfstring(L, "byte %d: trailing data after the JSON value", (int)used + 1), NULL);
     walk_state st;
     st.why[0] = '\0';
-    if (!push_node(L, box->root, "$", 0, &st)) {
-        lua_pushnil(L);
-        lua_pushstring(L, st.why);
-        return 2;
-    }
+    st.null_idx = 2;
+    st.array_mt_idx = 3;
+    if (!push_node(L, box->root, "$", 0, &st)) return rfl_fail(L, st.why, NULL);
     return 1;
 }
 
 /* ---- encoding ---------------------------------------------------------------------------------------------- */
 
 static void add_item(lua_State *L, cJSON *parent, const char *key, cJSON *item) {
-    if (item == NULL) luaL_error(L, "out of memory");
+    if (item == NULL) rfl_error(L, "out of memory");
     bool ok = key != NULL ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item);
     if (!ok) {
         cJSON_Delete(item);
-        luaL_error(L, "out of memory");
+        rfl_error(L, "out of memory");
     }
 }
 
@@ -296,17 +285,20 @@ static void encode_object(lua_State *L, int idx, int order, cJSON *obj, int dept
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "cannot encode a non-string object key");
+        if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "cannot encode a non-string object key");
         size_t klen;
         const char *k = lua_tolstring(L, -1, &klen);
-        if (strlen(k) != klen) luaL_error(L, "cannot encode an object key holding a NUL byte");
+        if (strlen(k) != klen) rfl_error(L, "cannot encode an object key holding a NUL byte");
         n++;
     }
-    /* The key pointers stay valid: the keys are anchored by the table at idx, which is not modified. */
+    /* The keys to sort are kept in a table of this call (names) as they are collected, so their strings stay
+     * alive whatever happens to the table at idx: a finalizer run by an allocation below may change it. */
     const char **keys = lua_newuserdatauv(L, (n ? n : 1) * sizeof *keys, 0);
     int keys_idx = lua_gettop(L);
     lua_newtable(L); /* the keys already written */
     int seen = lua_gettop(L);
+    lua_createtable(L, (int)n, 0); /* the names of keys[] */
+    int names = lua_gettop(L);
     size_t m = 0;
     if (order != 0) {
         lua_Integer on = (lua_Integer)lua_rawlen(L, order);
@@ -337,7 +329,11 @@ static void encode_object(lua_State *L, int idx, int order, cJSON *obj, int dept
         lua_pushvalue(L, -1);
         bool done = lua_rawget(L, seen) != LUA_TNIL;
         lua_pop(L, 1);
-        if (!done && m < n) keys[m++] = lua_tostring(L, -1);
+        if (!done && m < n && lua_type(L, -1) == LUA_TSTRING) {
+            lua_pushvalue(L, -1);
+            keys[m++] = lua_tostring(L, -1);
+            lua_rawseti(L, names, (lua_Integer)m);
+        }
     }
     qsort(keys, m, sizeof *keys, compare_keys);
     for (size_t i = 0; i < m; i++) {
@@ -360,12 +356,12 @@ static void encode_value(lua_State *L, int idx, int order, cJSON *parent, const 
             lua_Integer v = lua_tointeger(L, idx);
             /* What decode would refuse (RFC 8259 §6): never written, so that every file this writes reads back. */
             if (v > (lua_Integer)exact_limit || v < -(lua_Integer)exact_limit)
-                luaL_error(L, "cannot encode the integer %s: beyond 2^53 a JSON reader's double cannot hold it exactly",
-                           rfl_pushint(L, v));
+                rfl_error(L, "cannot encode the integer %s: beyond 2^53 a JSON reader's double cannot hold it exactly",
+                          rfl_pushint(L, v));
             snprintf(buf, sizeof buf, "%lld", (long long)v);
         } else {
             double d = lua_tonumber(L, idx);
-            if (!isfinite(d)) luaL_error(L, "cannot encode a non-finite number");
+            if (!isfinite(d)) rfl_error(L, "cannot encode a non-finite number");
             /* The shortest of 14 or 17 significant digits that reads back as the same double. */
             snprintf(buf, sizeof buf, "%.14g", d);
             if (strtod(buf, NULL) != d) snprintf(buf, sizeof buf, "%.17g", d);
@@ -375,22 +371,22 @@ static void encode_value(lua_State *L, int idx, int order, cJSON *parent, const 
     case LUA_TSTRING: {
         size_t len;
         const char *s = lua_tolstring(L, idx, &len);
-        if (strlen(s) != len) luaL_error(L, "cannot encode a string holding a NUL byte");
+        if (strlen(s) != len) rfl_error(L, "cannot encode a string holding a NUL byte");
         add_item(L, parent, key, cJSON_CreateString(s));
         return;
     }
     case LUA_TTABLE: break;
-    default: luaL_error(L, "cannot encode a %s", luaL_typename(L, idx)); return;
+    default: rfl_error(L, "cannot encode a %s", luaL_typename(L, idx)); return;
     }
-    if (lua_rawequal(L, idx, UV_NULL)) {
+    if (lua_rawequal(L, idx, lua_upvalueindex(UV_NULL))) {
         add_item(L, parent, key, cJSON_CreateNull());
         return;
     }
     if (depth >= RFL_JSON_MAX_DEPTH)
-        luaL_error(L, "cannot encode nesting deeper than %d (a cycle?)", RFL_JSON_MAX_DEPTH);
+        rfl_error(L, "cannot encode nesting deeper than %d (a cycle?)", RFL_JSON_MAX_DEPTH);
     bool array = false;
     if (lua_getmetatable(L, idx)) {
-        array = lua_rawequal(L, -1, UV_ARRAY_MT);
+        array = lua_rawequal(L, -1, lua_upvalueindex(UV_ARRAY_MT));
         lua_pop(L, 1);
     }
     if (!array) array = is_sequence(L, idx);
@@ -415,10 +411,10 @@ static int l_encode(lua_State *L) {
     if (order != 0) luaL_checktype(L, 2, LUA_TTABLE);
     tree_box *box = push_box(L);
     box->root = cJSON_CreateArray(); /* a holder: the value is its one element */
-    if (box->root == NULL) return luaL_error(L, "out of memory");
+    if (box->root == NULL) return rfl_error(L, "out of memory");
     encode_value(L, 1, order, box->root, NULL, 0);
     char *s = cJSON_PrintUnformatted(box->root->child);
-    if (s == NULL) return luaL_error(L, "out of memory");
+    if (s == NULL) return rfl_error(L, "out of memory");
     lua_pushstring(L, s);
     cJSON_free(s);
     return 1;
@@ -439,11 +435,9 @@ static int l_json_codec(lua_State *L) {
 }
 
 void rfl_open_json(lua_State *L) {
-    luaL_newmetatable(L, BOX_MT);
+    rfl_new_metatable(L, RFL_JSON_TREE, NULL);
     lua_pushcfunction(L, box_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, BOX_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_json_codec);
     lua_setfield(L, -2, "json_codec");

@@ -9,12 +9,9 @@
 
 #include <string.h>
 
-#define LEDGER_MT "retryfreeze.Ledger"
-#define READER_MT "retryfreeze.LedgerReader"
-
+/* A ledger object. Its users (lua_object.h: open clients and unfinished steps writing to it) make close refuse. */
 typedef struct lledger {
     rf_ledger *l;
-    int users; /* open clients and unfinished steps writing to it (rfl_ledger_use): close is refused while > 0 */
     rfl_appended *appended; /* the running tally of its appends (ledger:_tally_appends), or NULL; freed by __gc */
 } lledger;
 
@@ -22,93 +19,79 @@ typedef struct lreader {
     rf_ledger_reader *r;
 } lreader;
 
-/* The open ledger at idx, or raises: not a ledger, or closed. */
-static lledger *check_open_lledger(lua_State *L, int idx) {
-    lledger *ll = rfl_checkudata(L, idx, LEDGER_MT);
-    if (ll->l == NULL) luaL_error(L, "attempt to use a closed ledger");
-    return ll;
+rf_ledger *rfl_take_ledger(lua_State *L, int idx, void **obj) {
+    lledger *ll = rfl_take(L, idx, RFL_LEDGER);
+    *obj = ll;
+    return ll->l;
 }
 
-rf_ledger *rfl_check_ledger(lua_State *L, int idx) { return check_open_lledger(L, idx)->l; }
-
-int *rfl_ledger_use(lua_State *L, int idx) {
-    lledger *ll = check_open_lledger(L, idx);
-    ll->users++;
-    return &ll->users;
+/* Closes a half-made ledger (rf.ledger.open raised after opening the file). */
+static void ledger_release(lua_State *L, void *obj) {
+    (void)L;
+    lledger *ll = obj;
+    rf_ledger_close(ll->l, NULL);
+    ll->l = NULL;
+    rfl_set_open(ll, false);
 }
 
 /* rf.ledger.open(path [, {fsync = "none"|"line", host = "name"}]) → ledger, or nil, "path: strerror".
  * host is written on every line (default: this machine's hostname; "" writes none). Raises on a bad option. */
-static int l_ledger_open(lua_State *L) {
+static int ledger_open(lua_State *L, rfl_call *call) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
-    if (nul) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "cannot open ledger %s: the path contains a NUL byte", path);
-        return 2;
-    }
+    if (nul) return rfl_fail(L, lua_pushfstring(L, "cannot open ledger %s: the path contains a NUL byte", path), NULL);
     rf_ledger_fsync mode = RF_LEDGER_FSYNC_NONE;
     const char *host = NULL;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
+        lua_settop(L, 2);
         lua_getfield(L, 2, "fsync");
         static const char *const modes[] = {"none", "line", NULL};
         mode = (rf_ledger_fsync)luaL_checkoption(L, -1, "none", modes);
         lua_getfield(L, 2, "host"); /* stays on the stack (anchored) until the ledger has copied it */
         if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-            return luaL_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
+            return rfl_error(L, "rf.ledger.open: host must be a string, got %s", luaL_typename(L, -1));
         host = rfl_tostring_nonul(L, -1, "rf.ledger.open: host");
     }
-    lledger *ll = rfl_newobject(L, sizeof *ll, 0, LEDGER_MT);
-    ll->l = NULL;
-    ll->users = 0;
-    ll->appended = NULL;
+    lledger *ll = rfl_make(L, call, RFL_LEDGER, sizeof *ll, ledger_release);
     rf_error err;
-    if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "%s", err.message);
-        return 2;
-    }
-    if (host != NULL && rf_ledger_set_host(ll->l, host, &err) != RF_OK) {
-        rf_ledger_close(ll->l, NULL);
-        ll->l = NULL;
-        return luaL_error(L, "rf.ledger.open: %s", err.message);
-    }
+    if (rf_ledger_open(path, mode, &ll->l, &err) != RF_OK) return rfl_fail(L, err.message, NULL);
+    if (host != NULL && rf_ledger_set_host(ll->l, host, &err) != RF_OK)
+        return rfl_error(L, "rf.ledger.open: %s", err.message);
+    rfl_set_open(ll, true);
     return 1;
 }
 
+static int l_ledger_open(lua_State *L) { return rfl_function(L, ledger_open); }
+
 /* ledger:close() → true, or nil, message: close(2) failed, or open clients still write to the ledger (it
  * stays open for them: close them first). Safe twice; also __close. */
-static int l_ledger_close(lua_State *L) {
-    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
-    if (ll->users > 0) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "ledger in use by %d open client(s) or unfinished flow(s): close or finish them first",
-                        ll->users);
-        return 2;
-    }
+static int ledger_close(lua_State *L, rfl_call *call) {
+    lledger *ll = call->self;
+    if (rfl_users(ll) > 0)
+        return rfl_fail(L,
+                        lua_pushfstring(L,
+                                        "ledger in use by %d open client(s) or unfinished flow(s): close or "
+                                        "finish them first",
+                                        (int)rfl_users(ll)),
+                        NULL);
     rf_error err;
     rf_status st = rf_ledger_close(ll->l, &err);
     ll->l = NULL;
-    if (st != RF_OK) {
-        lua_pushnil(L);
-        lua_pushstring(L, err.message);
-        return 2;
-    }
+    rfl_set_open(ll, false);
+    if (st != RF_OK) return rfl_fail(L, err.message, NULL);
     lua_pushboolean(L, 1);
     return 1;
 }
 
-/* __gc: a client anchors its ledger and releases it when closed, so users is 0 here unless the script broke
- * the anchors with the debug library; then the descriptor is left open rather than closed under a user. */
+/* __gc: a client holds its ledger and gives it back when closed, so a ledger in use is no garbage; a __gc called
+ * by hand (debug.getmetatable) on one in use frees nothing (rfl_collectable). */
 static int l_ledger_gc(lua_State *L) {
-    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
-    rf_error err;
-    if (ll->users == 0)
-        rf_ledger_close(ll->l, &err);
-    else if (ll->l != NULL)
-        rf_ledger_observe(ll->l, NULL, NULL, &err); /* left open: its appends must not reach the tally freed below */
+    lledger *ll = rfl_checkobject(L, 1, RFL_LEDGER);
+    if (!rfl_collectable(ll)) return 0;
+    rf_ledger_close(ll->l, NULL);
     ll->l = NULL;
+    rfl_set_open(ll, false);
     rfl_appended_free(ll->appended);
     ll->appended = NULL;
     return 0;
@@ -117,11 +100,11 @@ static int l_ledger_gc(lua_State *L) {
 /* ledger:_tally_appends(): from now on, counts every line this ledger appends whole, as core.ledger_tally
  * would count it read back (retryfreeze.ledger_stats.of_appends reads the counts). Used by `retryfreeze soak`
  * for its run's statistics. A second call goes on with the same counts. Raises on a closed ledger. */
-static int l_ledger_tally_appends(lua_State *L) {
-    lledger *ll = check_open_lledger(L, 1);
+static int ledger_tally_appends(lua_State *L, rfl_call *call) {
+    lledger *ll = call->self;
     if (ll->appended != NULL) return 0;
     ll->appended = rfl_appended_new();
-    if (ll->appended == NULL) return luaL_error(L, "ledger:_tally_appends: out of memory");
+    if (ll->appended == NULL) return rfl_error(L, "ledger:_tally_appends: out of memory");
     rf_ledger_observe(ll->l, rfl_appended_observe, ll->appended, NULL);
     return 0;
 }
@@ -129,12 +112,16 @@ static int l_ledger_tally_appends(lua_State *L) {
 /* ledger:_appended() → scopes, info: the counts since ledger:_tally_appends, in core.ledger_tally's shapes (info:
  * lines = the lines counted, torn false, torn_lines 0, corrupt 0, ts_min/ts_max). Also after close. Raises when
  * counting never started, or memory ran out while counting. */
-static int l_ledger_appended(lua_State *L) {
-    lledger *ll = rfl_checkudata(L, 1, LEDGER_MT);
-    if (ll->appended == NULL) return luaL_error(L, "ledger:_appended: call ledger:_tally_appends() first");
+static int ledger_appended(lua_State *L, rfl_call *call) {
+    lledger *ll = call->self;
+    if (ll->appended == NULL) return rfl_error(L, "ledger:_appended: call ledger:_tally_appends() first");
     rfl_appended_push(L, ll->appended);
     return 2;
 }
+
+static int l_ledger_close(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, 0, ledger_close); }
+static int l_ledger_tally_appends(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_tally_appends); }
+static int l_ledger_appended(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, 0, ledger_appended); }
 
 static void set_str(lua_State *L, const char *k, const char *v) {
     if (v == NULL) return;
@@ -182,8 +169,9 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
     set_str(L, "budget", rec->budget);
 }
 
-static int l_reader_close(lua_State *L) {
-    lreader *lr = rfl_checkudata(L, 1, READER_MT);
+static int l_reader_gc(lua_State *L) {
+    lreader *lr = rfl_checkobject(L, 1, RFL_READER);
+    if (!rfl_collectable(lr)) return 0; /* called by hand while it steps */
     rf_ledger_reader_close(lr->r);
     lr->r = NULL;
     return 0;
@@ -202,18 +190,11 @@ static void set_state(lua_State *L, const char *key) {
     lua_rawset(L, 1);
 }
 
-/* Iterator step: state is a table {reader = userdata, path = string, torn = false|line, torn_lines = n,
- * corrupt = n, lines = n}. */
-static int l_read_next(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    /* Raw reads and writes of the state table: a metatable the script set on it must not run Lua code between
-     * reading a record and pushing it (the reader could be closed under us). */
-    lua_pushliteral(L, "reader");
-    lua_rawget(L, 1);
-    lreader *lr = rfl_checkudata(L, -1, READER_MT);
-    lua_pushliteral(L, "path");
-    lua_rawget(L, 1);
-    const char *path = lua_tostring(L, -1);
+/* The iterator's step, a method of the reader (pinned: a finalizer that runs while a record is pushed cannot step
+ * the same reader, whose next line would overwrite the record's strings). Stack: state, the reader, its path. */
+static int read_next(lua_State *L, rfl_call *call) {
+    lreader *lr = call->self;
+    const char *path = lua_tostring(L, 3);
     lua_pushliteral(L, "skip_corrupt");
     lua_rawget(L, 1);
     bool skip = lua_toboolean(L, -1);
@@ -243,7 +224,7 @@ static int l_read_next(lua_State *L) {
             if (!skip) {
                 rf_ledger_reader_close(lr->r);
                 lr->r = NULL;
-                return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
+                return rfl_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             }
             get_state(L, "corrupt");
             lua_pushinteger(L, lua_tointeger(L, -1) + 1);
@@ -253,7 +234,7 @@ static int l_read_next(lua_State *L) {
         case RF_LEDGER_ERROR:
             rf_ledger_reader_close(lr->r);
             lr->r = NULL;
-            return luaL_error(L, "%s: cannot read ledger: %s", path, err.message);
+            return rfl_error(L, "%s: cannot read ledger: %s", path, err.message);
         default:
             rf_ledger_reader_close(lr->r);
             lr->r = NULL;
@@ -262,14 +243,27 @@ static int l_read_next(lua_State *L) {
     }
 }
 
+/* Iterator step: state is a table {reader = userdata, path = string, torn = false|line, torn_lines = n,
+ * corrupt = n, lines = n, skip_corrupt = bool}. Raw reads and writes of the state table: a metatable the script
+ * set on it runs no Lua code here. */
+static int l_read_next(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    lua_pushliteral(L, "reader");
+    lua_rawget(L, 1);
+    lua_pushliteral(L, "path");
+    lua_rawget(L, 1);
+    if (lua_type(L, 3) != LUA_TSTRING) luaL_argerror(L, 1, "a ledger iterator's state (its path is gone)");
+    return rfl_method(L, 2, RFL_READER, 0, read_next);
+}
+
 /* rf.ledger.read(path [, {skip_corrupt = bool}]) → iterator, state (for rec in it, state do … end;
  * afterwards state.torn is false or the first torn line's number, state.torn_lines how many, state.corrupt the
- * skipped corrupt lines). Raises when
- * the file cannot be opened. */
-static int l_ledger_read(lua_State *L) {
+ * skipped corrupt lines). Raises when the file cannot be opened. */
+static int ledger_read(lua_State *L, rfl_call *call) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
-    if (nul) return luaL_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
+    if (nul) return rfl_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
     bool skip = false;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
@@ -278,11 +272,11 @@ static int l_ledger_read(lua_State *L) {
         lua_pop(L, 1);
     }
     lua_pushcfunction(L, l_read_next);
-    lua_createtable(L, 0, 6);
-    lreader *lr = rfl_newobject(L, sizeof *lr, 0, READER_MT);
-    lr->r = NULL;
+    lua_createtable(L, 0, 7);
+    lreader *lr = rfl_make(L, call, RFL_READER, sizeof *lr, NULL); /* closed by __gc when the body raises */
     rf_error err;
-    if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return luaL_error(L, "%s", err.message);
+    if (rf_ledger_reader_open(path, &lr->r, &err) != RF_OK) return rfl_error(L, "%s", err.message);
+    rfl_set_open(lr, true);
     lua_setfield(L, -2, "reader");
     lua_pushstring(L, path);
     lua_setfield(L, -2, "path");
@@ -297,28 +291,22 @@ static int l_ledger_read(lua_State *L) {
     return 2;
 }
 
+static int l_ledger_read(lua_State *L) { return rfl_function(L, ledger_read); }
+
 void rfl_open_ledger(lua_State *L) {
-    luaL_newmetatable(L, LEDGER_MT);
-    lua_createtable(L, 0, 3);
-    lua_pushcfunction(L, l_ledger_close);
-    lua_setfield(L, -2, "close");
-    lua_pushcfunction(L, l_ledger_tally_appends);
-    lua_setfield(L, -2, "_tally_appends");
-    lua_pushcfunction(L, l_ledger_appended);
-    lua_setfield(L, -2, "_appended");
-    lua_setfield(L, -2, "__index");
+    static const luaL_Reg methods[] = {{"close", l_ledger_close},
+                                       {"_tally_appends", l_ledger_tally_appends},
+                                       {"_appended", l_ledger_appended},
+                                       {NULL, NULL}};
+    rfl_new_metatable(L, RFL_LEDGER, methods);
     lua_pushcfunction(L, l_ledger_gc);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, l_ledger_close);
     lua_setfield(L, -2, "__close");
-    lua_pushliteral(L, LEDGER_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
-    luaL_newmetatable(L, READER_MT);
-    lua_pushcfunction(L, l_reader_close);
+    rfl_new_metatable(L, RFL_READER, NULL);
+    lua_pushcfunction(L, l_reader_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, READER_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_ledger_open);
     lua_setfield(L, -2, "ledger_open");

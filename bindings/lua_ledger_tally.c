@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TALLY_MT "retryfreeze.LedgerTally"
 #define BUCKETS 3072 /* ledger_stats.lua: 128 exact buckets, then 64 per power of two up to 2^53 */
 #define MAX_TIMELINE 1024
 #define TS_LIMIT ((int64_t)253402300799999) /* the ledger's largest ts_ms (9999-12-31T23:59:59.999Z) */
@@ -61,7 +60,8 @@ typedef struct scope {
 } scope;
 
 typedef struct tally {
-    bool by_host; /* scopes per host (the ledger's "host" field) instead of per route */
+    bool by_host;  /* scopes per host (the ledger's "host" field) instead of per route */
+    bool snapshot; /* a copy of another tally's arrays (rfl_appended_push): its names are the other's, not freed */
     scope *scopes;
     size_t n_scopes;
     scope *timeline; /* NULL, or n_timeline scopes (route unused) */
@@ -79,29 +79,30 @@ static int bucket(int64_t v) {
     return b < BUCKETS ? b : BUCKETS - 1;
 }
 
-static void free_counts(named_count *c, size_t n) {
-    for (size_t i = 0; i < n; i++) {
+static void free_counts(named_count *c, size_t n, bool names) {
+    for (size_t i = 0; names && i < n; i++) {
         free(c[i].a);
         free(c[i].b);
     }
     free(c);
 }
 
-static void free_scopes(scope *s, size_t n) {
+/* Frees the n scopes at s, with their names unless they are another tally's (names false). */
+static void free_scopes(scope *s, size_t n, bool names) {
     for (size_t i = 0; i < n; i++) {
-        free(s[i].route);
-        free_counts(s[i].pairs, s[i].n_pairs);
-        free_counts(s[i].classes, s[i].n_classes);
+        if (names) free(s[i].route);
+        free_counts(s[i].pairs, s[i].n_pairs, names);
+        free_counts(s[i].classes, s[i].n_classes, names);
     }
     free(s);
 }
 
 static int l_tally_gc(lua_State *L) {
-    tally *t = rfl_checkudata(L, 1, TALLY_MT);
-    free_scopes(t->scopes, t->n_scopes);
+    tally *t = rfl_checkobject(L, 1, RFL_TALLY);
+    free_scopes(t->scopes, t->n_scopes, !t->snapshot);
     t->scopes = NULL;
     t->n_scopes = 0;
-    free_scopes(t->timeline, t->n_timeline);
+    free_scopes(t->timeline, t->n_timeline, !t->snapshot);
     t->timeline = NULL;
     t->n_timeline = 0;
     rf_ledger_reader_close(t->reader);
@@ -320,7 +321,7 @@ static int64_t opt_field(lua_State *L, int idx, const char *k, int64_t lo, int64
     lua_Integer v = 0;
     if (!rfl_tointeger_exact(L, -1, &v) || v < lo || v > hi) {
         const char *los = rfl_pushint(L, (lua_Integer)lo), *his = rfl_pushint(L, (lua_Integer)hi);
-        luaL_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %s..%s)", k, los, his);
+        rfl_error(L, "bad argument #3 to 'ledger_tally' (timeline.%s must be an integer in %s..%s)", k, los, his);
     }
     lua_pop(L, 1);
     return v;
@@ -353,7 +354,7 @@ static void push_tally(lua_State *L, const tally *t, int64_t lines, int64_t ts_m
 static int l_ledger_tally(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
-    if (nul) return luaL_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
+    if (nul) return rfl_error(L, "cannot open ledger %s: the path contains a NUL byte", path);
     bool skip = lua_toboolean(L, 2);
     int64_t origin_ms = 0, bucket_ms = 1;
     size_t n = 0;
@@ -367,21 +368,20 @@ static int l_ledger_tally(lua_State *L) {
     static const char *const groupings[] = {"route", "host", NULL};
     bool by_host = luaL_checkoption(L, 5, "route", groupings) == 1;
     lua_settop(L, 2);
-    tally *t = rfl_newobject(L, sizeof *t, 0, TALLY_MT);
-    memset(t, 0, sizeof *t);
+    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t);
     t->by_host = by_host;
     int ud = lua_gettop(L); /* owns the counters: freed by __gc if anything below raises */
     if (n > 0) {
         t->origin_ms = origin_ms;
         t->bucket_ms = bucket_ms;
         t->timeline = malloc(n * sizeof *t->timeline);
-        if (t->timeline == NULL) return luaL_error(L, "out of memory tallying a ledger");
+        if (t->timeline == NULL) return rfl_error(L, "out of memory tallying a ledger");
         for (size_t i = 0; i < n; i++) scope_init(&t->timeline[i]);
         t->n_timeline = n;
     }
     rf_error err;
     int64_t ts_min = INT64_MAX, ts_max = INT64_MIN;
-    if (rf_ledger_reader_open(path, &t->reader, &err) != RF_OK) return luaL_error(L, "%s", err.message);
+    if (rf_ledger_reader_open(path, &t->reader, &err) != RF_OK) return rfl_error(L, "%s", err.message);
     int64_t corrupt = 0, torn = 0, torn_lines = 0;
     for (;;) {
         rf_ledger_record rec;
@@ -389,18 +389,18 @@ static int l_ledger_tally(lua_State *L) {
         if ((st == RF_LEDGER_RECORD || st == RF_LEDGER_CORRUPT) && rf_ledger_reader_line(t->reader) <= after_line) {
             continue;
         } else if (st == RF_LEDGER_RECORD) {
-            if (!add(t, &rec, rec.host)) return luaL_error(L, "out of memory tallying a ledger");
+            if (!add(t, &rec, rec.host)) return rfl_error(L, "out of memory tallying a ledger");
             bool timed = strcmp(rec.route, RF_LEDGER_HARNESS_ROUTE) != 0; /* seed-harness lines carry no ts */
             if (timed && rec.ts_ms < ts_min) ts_min = rec.ts_ms;
             if (timed && rec.ts_ms > ts_max) ts_max = rec.ts_ms;
         } else if (st == RF_LEDGER_CORRUPT) {
-            if (!skip) return luaL_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
+            if (!skip) return rfl_error(L, "%s:%d: corrupt ledger line: %s", path, err.line, err.message);
             corrupt++;
         } else if (st == RF_LEDGER_TORN) { /* a write cut short: counted, and the reader reads on */
             if (torn == 0) torn = err.line;
             torn_lines++;
         } else if (st == RF_LEDGER_ERROR) {
-            return luaL_error(L, "%s: cannot read ledger: %s", path, err.message);
+            return rfl_error(L, "%s: cannot read ledger: %s", path, err.message);
         } else {
             break;
         }
@@ -452,23 +452,47 @@ void rfl_appended_observe(void *ud, const rf_ledger_record *rec, const char *hos
     }
 }
 
+/* Copies the n named counts at from (the names shared), or NULL when memory runs out (n > 0). */
+static named_count *copy_counts(const named_count *from, size_t n) {
+    named_count *c = malloc((n ? n : 1) * sizeof *c);
+    if (c != NULL && n > 0) memcpy(c, from, n * sizeof *c);
+    return c;
+}
+
+/* Pushes the counts of a from a snapshot of its arrays (a tally box, popped before returning): pushing allocates,
+ * and a finalizer that runs then may make a client append to the ledger, whose observer grows a's arrays (realloc)
+ * under the push. The names are a's (never freed while the ledger lives: the call holds it). */
 void rfl_appended_push(lua_State *L, const rfl_appended *a) {
-    if (a->failed) luaL_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
-    push_tally(L, &a->t, a->lines, a->ts_min, a->ts_max, 0, 0, 0);
+    if (a->failed) rfl_error(L, "out of memory tallying the ledger's appends: the counts are incomplete");
+    tally *t = rfl_newobject(L, RFL_TALLY, sizeof *t);
+    int box = lua_gettop(L);
+    t->snapshot = true;
+    t->scopes = calloc(a->t.n_scopes ? a->t.n_scopes : 1, sizeof *t->scopes);
+    if (t->scopes == NULL) rfl_error(L, "out of memory tallying the ledger's appends");
+    for (size_t i = 0; i < a->t.n_scopes; i++, t->n_scopes++) {
+        scope *s = &t->scopes[i];
+        *s = a->t.scopes[i];
+        s->pairs = copy_counts(a->t.scopes[i].pairs, s->n_pairs);
+        s->classes = copy_counts(a->t.scopes[i].classes, s->n_classes);
+        if (s->pairs == NULL || s->classes == NULL) {
+            t->n_scopes++; /* freed with the others by __gc */
+            rfl_error(L, "out of memory tallying the ledger's appends");
+        }
+    }
+    push_tally(L, t, a->lines, a->ts_min, a->ts_max, 0, 0, 0);
+    lua_remove(L, box);
 }
 
 void rfl_appended_free(rfl_appended *a) {
     if (a == NULL) return;
-    free_scopes(a->t.scopes, a->t.n_scopes);
+    free_scopes(a->t.scopes, a->t.n_scopes, true);
     free(a);
 }
 
 void rfl_open_ledger_tally(lua_State *L) {
-    luaL_newmetatable(L, TALLY_MT);
+    rfl_new_metatable(L, RFL_TALLY, NULL);
     lua_pushcfunction(L, l_tally_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, TALLY_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_ledger_tally);
     lua_setfield(L, -2, "ledger_tally");

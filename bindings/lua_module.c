@@ -2,6 +2,7 @@
 #include "lua_retryfreeze.h"
 
 int luaopen_retryfreeze_core(lua_State *L) {
+    rfl_state_open(L); /* first: every call through rfl_method and rfl_function reads it */
     lua_newtable(L);
     rfl_open_policy(L);
     rfl_open_ledger(L);

@@ -1,74 +1,65 @@
 /*
  * The Lua binding of the engine: module retryfreeze.core. It marshals; the core decides.
- * Objects are full userdata with registered metatables ("retryfreeze.Policy", "retryfreeze.Rng"), created
- * in a closed state before the C resource is acquired (liolib's newprefile), immutable from Lua: data stays
- * in C, __index is a C function, __newindex raises, __metatable hides the metatable.
- * Programmer errors raise (luaL_argerror); an invalid lock returns nil, message.
+ * Objects are full userdata made closed before their C resource is acquired (liolib's newprefile), known by their
+ * tags (lua_object.h), immutable from Lua: data stays in C, __index is a C function, __newindex raises,
+ * __metatable hides the metatable. Policies, rngs and deciders never close (lifetime rule 3, lua_object.h): their
+ * calls pin nothing and read table arguments raw. Programmer errors raise (luaL_argerror); an invalid lock
+ * returns nil, message.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
 
 #include <errno.h>
-#include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
-
-#define POLICY_MT "retryfreeze.Policy"
-#define RNG_MT "retryfreeze.Rng"
-
-/* The tags of the three objects every decision checks (rfl_object_tag), computed once (tags_once) instead of
- * hashing the type name per call; read-only after. */
-static uint64_t policy_tag, rng_tag, decider_tag;
-static pthread_once_t tags_once = PTHREAD_ONCE_INIT;
 
 typedef struct lpolicy {
     rf_policy *p; /* NULL until loaded, and after __gc */
 } lpolicy;
 
-/* The registry key (its address) of the string cache. */
-static const char strings_key = 0;
-
-/* The policy, rng or decider object at idx (lua_object.h), or a raised "… expected" naming argument idx. */
+/* The policy or rng object at idx, or a raised "… expected" naming argument idx. */
 static lpolicy *check_lpolicy(lua_State *L, int idx) {
-    lpolicy *lp = rfl_testobject(L, idx, policy_tag);
-    return lp != NULL ? lp : rfl_checkudata(L, idx, POLICY_MT);
+    lpolicy *lp = rfl_testobject(L, idx, RFL_POLICY);
+    return lp != NULL ? lp : rfl_checkobject(L, idx, RFL_POLICY);
 }
 
 static rf_rng *check_rng(lua_State *L, int idx) {
-    rf_rng *r = rfl_testobject(L, idx, rng_tag);
-    return r != NULL ? r : rfl_checkudata(L, idx, RNG_MT);
-}
-
-/* Pushes a new rng userdata seeded with seed; returns its state. */
-static rf_rng *push_rng(lua_State *L, uint64_t seed) {
-    rf_rng *r = rfl_newobject(L, sizeof *r, 0, RNG_MT);
-    rf_rng_seed(r, seed);
-    return r;
+    rf_rng *r = rfl_testobject(L, idx, RFL_RNG);
+    return r != NULL ? r : rfl_checkobject(L, idx, RFL_RNG);
 }
 
 const rf_policy *rfl_check_policy(lua_State *L, int idx) {
     lpolicy *lp = check_lpolicy(L, idx);
-    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    if (lp->p == NULL) rfl_error(L, "attempt to use a freed policy");
     return lp->p;
+}
+
+const rf_policy *rfl_take_policy(lua_State *L, int idx, void **obj) {
+    lpolicy *lp = rfl_take(L, idx, RFL_POLICY); /* open once loaded: the type's message for a freed one */
+    *obj = lp;
+    return lp->p;
+}
+
+/* The wall clock in Unix ms: the now_ms an HTTP-date Retry-After is measured from when the caller gives none. */
+static int64_t wall_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- errors ------------------------------------------------------------------------------------- */
 
-/* Pushes nil and "source: path: message (line L, column C)"; returns 2. */
+/* Returns nil and "source: path: message (line L, column C)" (rfl_fail). */
 static int push_load_error(lua_State *L, const char *source, const rf_error *err) {
-    luaL_Buffer b;
-    lua_pushnil(L);
     /* An error about the file as a whole (err->path is the file: it cannot be opened or read, is not a regular
      * file, or is over the cap) is one sentence that already names it (docs/c-api.md, "Conventions"). */
-    if (source && *source && err->line == 0 && strcmp(err->path, source) == 0) {
-        lua_pushstring(L, err->message);
-        return 2;
-    }
+    if (source && *source && err->line == 0 && strcmp(err->path, source) == 0) return rfl_fail(L, err->message, NULL);
+    luaL_Buffer b;
     luaL_buffinit(L, &b);
     if (source && *source) {
         luaL_addstring(&b, source);
@@ -85,14 +76,15 @@ static int push_load_error(lua_State *L, const char *source, const rf_error *err
         luaL_addstring(&b, pos);
     }
     luaL_pushresult(&b);
-    return 2;
+    return rfl_fail(L, lua_tostring(L, -1), NULL);
 }
 
 /* ---- rng ---------------------------------------------------------------------------------------- */
 
 /* core.rng(seed) → Rng. seed: an integer (the same seed gives the same jitter). */
 static int l_rng_new(lua_State *L) {
-    push_rng(L, (uint64_t)rfl_checkinteger(L, 1));
+    uint64_t seed = (uint64_t)rfl_checkinteger(L, 1);
+    rf_rng_seed(rfl_newobject(L, RFL_RNG, sizeof(rf_rng)), seed);
     return 1;
 }
 
@@ -106,43 +98,10 @@ static int l_rng_between(lua_State *L) {
     return 1;
 }
 
-/* The registry key (its address) of the per-state RNG. Raw access only: a metatable a script put on the registry
- * (debug.setmetatable) must not run Lua code in the middle of a decision, nor store the RNG elsewhere. */
-static const char default_rng_key = 0;
-
-/* Pushes the per-state RNG used when decide gets none (seeded once from the OS, getrandom; kept in the
- * registry) and returns its state. */
-static rf_rng *push_default_rng(lua_State *L) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &default_rng_key);
-    rf_rng *r = rfl_testobject(L, -1, rng_tag);
-    if (r != NULL) return r;
-    lua_pop(L, 1);
-    uint64_t seed = 0;
-    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30);
-    }
-    rf_rng *rng = push_rng(L, seed);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &default_rng_key);
-    return rng;
-}
-
-/* The per-state RNG, pushed nothing: the registry holds it for the rest of the call (raw access: no Lua code
- * runs between this and the decision). */
-static rf_rng *default_rng(lua_State *L) {
-    rf_rng *r = push_default_rng(L);
-    lua_pop(L, 1);
-    return r;
-}
-
 /* ---- loading ------------------------------------------------------------------------------------ */
 
 static lpolicy *new_policy_ud(lua_State *L) {
-    lpolicy *lp = rfl_newobject(L, sizeof *lp, 0, POLICY_MT);
-    lp->p = NULL; /* closed first: an error below never leaks */
-    return lp;
+    return rfl_newobject(L, RFL_POLICY, sizeof(lpolicy)); /* closed first (p NULL): an error below never leaks */
 }
 
 /* core.load_string(text [, chunkname]) → policy, or nil, "chunkname: $.path: message". */
@@ -153,8 +112,9 @@ static int l_load_string(lua_State *L) {
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", name);
+    if (st == RF_ENOMEM) return rfl_error(L, "out of memory loading %s", name);
     if (st != RF_OK) return push_load_error(L, name, &err);
+    rfl_set_open(lp, true);
     return 1;
 }
 
@@ -163,36 +123,145 @@ static int l_load_string(lua_State *L) {
 static int l_load_file(lua_State *L) {
     bool nul;
     const char *path = rfl_check_path(L, 1, &nul);
-    if (nul) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "cannot open lock %s: the path contains a NUL byte", path);
-        return 2;
-    }
+    if (nul) return rfl_fail(L, lua_pushfstring(L, "cannot open lock %s: the path contains a NUL byte", path), NULL);
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "out of memory loading %s", path);
+    if (st == RF_ENOMEM) return rfl_error(L, "out of memory loading %s", path);
     if (st != RF_OK) return push_load_error(L, path, &err);
+    rfl_set_open(lp, true);
     return 1;
 }
 
 /* ---- facts -------------------------------------------------------------------------------------- */
 
+/*
+ * The facts a decision reads, and the one reader of each (fact_*): policy:decide reads them from a facts table,
+ * a decider from its arguments, through the same functions. Each reads the value at stack index v (nil: absent,
+ * where the fact may be absent) into *f, and raises naming the fact as its form calls it: "facts.status" in a
+ * table (an error of argument src.arg, the table) or "status" as an argument (argument src.arg itself).
+ */
 static const char *const fact_keys[] = {
     "method",          "path",   "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
     "idempotency_key", "source", "now_ms", "hints",     "not_sent",    NULL};
-#define N_FACTS 13
+_Static_assert(sizeof fact_keys / sizeof *fact_keys == RFL_N_FACTS + 1, "one identity per fact name");
+enum {
+    F_METHOD,
+    F_PATH,
+    F_STATUS,
+    F_TRANSPORT,
+    F_RETRY_AFTER,
+    F_DATE,
+    F_ATTEMPTS,
+    F_ELAPSED,
+    F_KEY,
+    F_SOURCE,
+    F_NOW,
+    F_HINTS,
+    F_NOT_SENT
+};
 
-/* Registry keys (their addresses) of the fact name index (a userdata of N_FACTS string pointers) and of the
- * table that keeps those strings alive. */
-static const char fact_index_key = 0, fact_names_key = 0;
+/* Where a fact comes from: argument arg, a facts table (table) or the value itself. */
+typedef struct fact_src {
+    int arg;
+    bool table;
+} fact_src;
 
-/* The fact names as the Lua strings of this state: short strings are interned (every Lua 5.1–5.4, LuaJIT), so
- * a facts table's key is one of them exactly when its identity is: a pointer comparison, no hashing. The table
- * in the registry keeps the strings alive; the userdata holds their identities (compared, never dereferenced). */
-/* The identity of a string key at idx, NULL for anything else. Lua 5.4's lua_topointer gives a string's object
- * (one call instead of lua_type and lua_tostring); elsewhere the interned text's address serves. A light
- * userdata's address could only equal it if C code made it so: the key is compared, never dereferenced. */
+/* Raises argument src's error: the fact's name (facts.<name> in a table) followed by the formatted rest. Cold: off
+ * the decision path. */
+static __attribute__((noinline, cold)) void fact_error(lua_State *L, fact_src src, const char *name, const char *fmt,
+                                                       ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushfstring(L, "%s%s ", src.table ? "facts." : "", name);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    luaL_argerror(L, src.arg, lua_tostring(L, -1));
+}
+
+/* An integer fact's refusal: the value at v is not an exact integer in lo..hi. */
+static __attribute__((noinline, cold)) lua_Integer int_fact_error(lua_State *L, int v, fact_src src, const char *name,
+                                                                  lua_Integer lo, lua_Integer hi) {
+    lua_Integer x = 0;
+    if (!rfl_tointeger_exact(L, v, &x)) {
+        if (lua_type(L, v) == LUA_TNUMBER && RFL_DOUBLES_ONLY)
+            fact_error(L, src, name, "must be an integer in -(2^53-1)..2^53-1, got %f", lua_tonumber(L, v));
+        fact_error(L, src, name, "must be an integer, got %s", luaL_typename(L, v));
+    }
+    if (strcmp(name, "status") == 0) /* the engine's own rule, in its words */
+        fact_error(L, src, name, "must be 0 (none received) or 100..599, got %s", rfl_pushint(L, x));
+    const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi), *xs = rfl_pushint(L, x);
+    fact_error(L, src, name, "must be in %s..%s, got %s", los, his, xs);
+    return 0; /* not reached */
+}
+
+/* The integer fact at v, in lo..hi; nil gives dflt when dflt >= lo (else nil is refused). Two API calls for an
+ * integer: this runs several times per decision. A numeric string is refused, never converted. */
+static inline __attribute__((always_inline)) lua_Integer int_fact(lua_State *L, int v, fact_src src, const char *name,
+                                                                  lua_Integer lo, lua_Integer hi, lua_Integer dflt) {
+#if LUA_VERSION_NUM >= 503
+    if (lua_isinteger(L, v)) {
+        lua_Integer x = lua_tointegerx(L, v, NULL);
+        if (x >= lo && x <= hi) return x;
+    }
+#endif
+    lua_Integer x = 0;
+    if (dflt >= lo && lua_type(L, v) <= LUA_TNIL) return dflt;
+    if (rfl_tointeger_exact(L, v, &x) && x >= lo && x <= hi) return x;
+    return int_fact_error(L, v, src, name, lo, hi);
+}
+
+/* The string fact at v (*len its length), or NULL for nil (absent). */
+static inline __attribute__((always_inline)) const char *str_fact(lua_State *L, int v, fact_src src, const char *name,
+                                                                  size_t *len) {
+    int t = lua_type(L, v);
+    if (t == LUA_TSTRING) return lua_tolstring(L, v, len);
+    if (t > LUA_TNIL) fact_error(L, src, name, "must be a string, got %s", luaL_typename(L, v));
+    *len = 0;
+    return NULL;
+}
+
+/* facts.status: 0 (none received) or 100..599 (RFC 9110 §15); required as an argument (nil is refused). */
+static inline __attribute__((always_inline)) void fact_status(lua_State *L, int v, fact_src src, rf_facts *f) {
+    lua_Integer s = int_fact(L, v, src, "status", 0, 599, -1);
+    if (s != 0 && s < 100) int_fact_error(L, v, src, "status", 0, 599);
+    f->status = (int)s;
+}
+
+/* facts.transport: one of rf.transports; nil: ok. */
+static inline __attribute__((always_inline)) void fact_transport(lua_State *L, int v, fact_src src, rf_facts *f) {
+    size_t len = 0;
+    const char *t = str_fact(L, v, src, "transport", &len);
+    f->transport = RF_TRANSPORT_OK;
+    if (t != NULL && rf_transport_parse(t, len, &f->transport) != 0)
+        fact_error(L, src, "transport",
+                   "must be one of ok, timeout, connect-reset, connect-refused, dns, tls, got-nothing, other, "
+                   "proxy-refused, too-many-redirects; got '%s'",
+                   t);
+}
+
+/* The facts of one attempt that both forms read, at v + i for i = 0 status, 1 transport, 2 attempts, 3 elapsed_ms,
+ * 4 retry_after, 5 date, 6 now_ms (a decider's arguments), each named as an argument. */
+static inline __attribute__((always_inline)) void read_attempt_facts(lua_State *L, int v, rf_facts *f) {
+    fact_status(L, v, (fact_src){v, false}, f);
+    fact_transport(L, v + 1, (fact_src){v + 1, false}, f);
+    f->attempts = (int)int_fact(L, v + 2, (fact_src){v + 2, false}, "attempts", 1, 1000000, 1);
+    f->elapsed_ms = int_fact(L, v + 3, (fact_src){v + 3, false}, "elapsed_ms", 0, INT64_MAX / 4, 0);
+    f->retry_after = str_fact(L, v + 4, (fact_src){v + 4, false}, "retry_after", &f->retry_after_len);
+    f->date = str_fact(L, v + 5, (fact_src){v + 5, false}, "date", &f->date_len);
+    f->now_ms = lua_type(L, v + 6) <= LUA_TNIL
+                    ? 0
+                    : int_fact(L, v + 6, (fact_src){v + 6, false}, "now_ms", 0, INT64_MAX / 4, 0);
+    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = wall_now_ms();
+}
+
+/* The fact names as the Lua strings of this state: short strings are interned (every Lua 5.1–5.4, LuaJIT), so a
+ * facts table's key is one of them exactly when its identity is: a pointer comparison, no hashing. The binding's
+ * state holds the strings (RFL_STATE_FACT_NAMES) and their identities (compared, never dereferenced). The identity
+ * of a string key at idx, NULL for anything else: Lua 5.4's lua_topointer gives a string's object (one call instead
+ * of lua_type and lua_tostring); elsewhere the interned text's address serves. A light userdata's address could
+ * only equal it if C code made it so: the key is compared, never dereferenced. */
 #if LUA_VERSION_NUM >= 504
 #define fact_key_id(L, idx) lua_topointer((L), (idx))
 #else
@@ -201,89 +270,39 @@ static const void *fact_key_id(lua_State *L, int idx) {
 }
 #endif
 
-static void make_fact_index(lua_State *L) {
-    const void **ptrs = lua_newuserdatauv(L, N_FACTS * sizeof *ptrs, 0);
-    lua_createtable(L, N_FACTS, 0);
+static void make_fact_index(lua_State *L, rfl_state *st) {
+    lua_createtable(L, RFL_N_FACTS, 0);
     for (int i = 0; fact_keys[i]; i++) {
         lua_pushstring(L, fact_keys[i]);
-        ptrs[i] = fact_key_id(L, -1);
+        st->fact_ids[i] = fact_key_id(L, -1);
         lua_rawseti(L, -2, i + 1);
     }
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_names_key);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &fact_index_key);
-}
-
-/* The fact name identities held by the full userdata at idx, or NULL when idx holds anything else (a light
- * userdata's length is 0). */
-static const void *const *fact_names_at(lua_State *L, int idx) {
-    const void *const *names = lua_touserdata(L, idx);
-    return names != NULL && lua_rawlen(L, idx) == N_FACTS * sizeof *names ? names : NULL;
-}
-
-static const void *const *registry_fact_names(lua_State *L) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
-    const void *const *names = fact_names_at(L, -1); /* kept alive by the registry */
-    lua_pop(L, 1);
-    if (names == NULL) luaL_error(L, "retryfreeze.core: the registry's fact index was replaced");
-    return names;
-}
-
-/* int_fact's errors: the value on top is not an integer in lo..hi. */
-static lua_Integer int_fact_error(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
-    lua_Integer v = 0;
-    if (!rfl_tointeger_exact(L, -1, &v)) {
-        if (lua_type(L, -1) == LUA_TNUMBER && RFL_DOUBLES_ONLY)
-            luaL_argerror(L, arg,
-                          lua_pushfstring(L, "facts.%s must be an integer in -(2^53-1)..2^53-1, got %f", key,
-                                          lua_tonumber(L, -1)));
-        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be an integer, got %s", key, luaL_typename(L, -1)));
-    }
-    if (strcmp(key, "status") == 0 && (v < 0 || v > 599)) {
-        luaL_argerror(
-            L, arg,
-            lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %s", rfl_pushint(L, v)));
-    }
-    const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi), *vs = rfl_pushint(L, v);
-    return luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be in %s..%s, got %s", key, los, his, vs));
-}
-
-/* The integer on top, in lo..hi; raises naming facts.<key> otherwise. */
-static inline lua_Integer int_fact(lua_State *L, int arg, const char *key, lua_Integer lo, lua_Integer hi) {
-    lua_Integer v = 0;
-    if (rfl_tointeger_exact(L, -1, &v) && v >= lo && v <= hi) return v;
-    return int_fact_error(L, arg, key, lo, hi);
-}
-
-static inline const char *str_fact(lua_State *L, int arg, const char *key, size_t *len) {
-    if (lua_type(L, -1) != LUA_TSTRING)
-        luaL_argerror(L, arg, lua_pushfstring(L, "facts.%s must be a string, got %s", key, luaL_typename(L, -1)));
-    return lua_tolstring(L, -1, len);
+    rfl_hold(L, st, RFL_STATE_FACT_NAMES);
 }
 
 /*
- * facts.hints (the table on top): {[lowercase wait header name] = raw field value} into f->hints. A name that
- * is not one of RF_WAIT_HEADERS (exactly, lowercase) raises like an unknown fact; a listed name the route does
- * not read is refused by rf_decide. Iterated raw; the strings stay anchored by the facts table.
+ * facts.hints (the table at v): {[lowercase wait header name] = raw field value} into f->hints. A name that is
+ * not one of RF_WAIT_HEADERS (exactly, lowercase) raises like an unknown fact; a listed name the route does not
+ * read is refused by rf_decide. Iterated raw; the strings stay anchored by the facts table, which no Lua code
+ * runs to change while the decision is read and made.
  */
-static void read_hints(lua_State *L, int arg, rf_facts *f) {
-    if (lua_type(L, -1) != LUA_TTABLE)
-        luaL_argerror(
-            L, arg, lua_pushfstring(L, "facts.hints must be a table {[header] = value}, got %s", luaL_typename(L, -1)));
-    int t = lua_gettop(L);
+static void read_hints(lua_State *L, int v, fact_src src, rf_facts *f) {
+    if (lua_type(L, v) != LUA_TTABLE)
+        fact_error(L, src, "hints", "must be a table {[header] = value}, got %s", luaL_typename(L, v));
     lua_pushnil(L);
-    while (lua_next(L, t) != 0) {
+    while (lua_next(L, v) != 0) {
         size_t klen = 0;
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
         rf_wait_header h;
         if (k == NULL || rf_wait_header_parse_name(k, klen, &h) != 0 || strcmp(rf_wait_header_name(h), k) != 0)
-            luaL_argerror(L, arg,
+            luaL_argerror(L, src.arg,
                           lua_pushfstring(L,
                                           "unknown hint '%s' (hints are lowercase wait header names: retry-after, "
                                           "retry-after-ms, x-ms-retry-after-ms, ratelimit-reset, ratelimit, "
                                           "x-ratelimit-reset, grpc-retry-pushback-ms)",
                                           k ? k : luaL_typename(L, -2)));
         if (lua_type(L, -1) != LUA_TSTRING)
-            luaL_argerror(L, arg,
+            luaL_argerror(L, src.arg,
                           lua_pushfstring(L, "facts.hints['%s'] must be a string, got %s", k, luaL_typename(L, -1)));
         f->hints[h] = lua_tolstring(L, -1, &f->hint_lens[h]);
         lua_pop(L, 1);
@@ -291,76 +310,58 @@ static void read_hints(lua_State *L, int arg, rf_facts *f) {
 }
 
 /*
- * Reads the facts table at arg into *f; names: the fact name index (make_fact_index). Iterates raw (lua_next),
- * so metamethods on the table cannot inject facts; any key other than fact_keys raises, naming it (the engine
- * reads transport facts only: no body). One walk visits each present key once, which is cheaper than a raw
- * lookup of all 13 names, and it is the only way to see the unknown keys. String pointers stay valid while the
+ * Reads the facts table at arg into *f; ids: the fact names' identities (make_fact_index). Iterates raw (lua_next),
+ * so metamethods on the table cannot inject facts, and no Lua runs; any key other than fact_keys raises, naming it
+ * (the engine reads transport facts only: no body). One walk visits each present key once, which is cheaper than a
+ * raw lookup of all 13 names, and it is the only way to see the unknown keys. String pointers stay valid while the
  * table is on the stack.
  */
-static void read_facts(lua_State *L, int arg, const void *const *names, rf_facts *f) {
+static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *f) {
     luaL_checktype(L, arg, LUA_TTABLE);
     memset(f, 0, sizeof *f);
     f->attempts = 1;
+    fact_src src = {arg, true};
     lua_pushnil(L);
     while (lua_next(L, arg) != 0) {
         const void *id = fact_key_id(L, -2);
+        int v = lua_gettop(L);
         int which = 0;
-        while (which < N_FACTS && names[which] != id) which++;
-        const char *k = which < N_FACTS ? fact_keys[which] : NULL;
-        size_t klen = 0;
+        while (which < RFL_N_FACTS && ids[which] != id) which++;
         switch (which) {
-        case 0: f->method = str_fact(L, arg, k, &f->method_len); break;
-        case 1: f->path = str_fact(L, arg, k, &f->path_len); break;
-        case 2:
-            f->status = (int)int_fact(L, arg, k, 0, 599);
-            if (f->status != 0 && f->status < 100) /* the engine's own rule, in its words */
-                luaL_argerror(
-                    L, arg,
-                    lua_pushfstring(L, "facts.status must be 0 (none received) or 100..599, got %d", f->status));
-            break;
-        case 3: {
-            const char *t = str_fact(L, arg, k, &klen);
-            if (rf_transport_parse(t, klen, &f->transport) != 0)
-                luaL_argerror(L, arg,
-                              lua_pushfstring(L,
-                                              "facts.transport must be one of ok, timeout, connect-reset, "
-                                              "connect-refused, dns, tls, got-nothing, other, proxy-refused, "
-                                              "too-many-redirects; got '%s'",
-                                              t));
-            break;
-        }
-        case 4: f->retry_after = str_fact(L, arg, k, &f->retry_after_len); break;
-        case 5: f->date = str_fact(L, arg, k, &f->date_len); break;
-        case 6: f->attempts = (int)int_fact(L, arg, k, 1, 1000000); break;
-        case 7: f->elapsed_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
-        case 8:
-            if (lua_type(L, -1) == LUA_TBOOLEAN) {
-                f->has_idempotency_key = lua_toboolean(L, -1);
+        case F_METHOD: f->method = str_fact(L, v, src, "method", &f->method_len); break;
+        case F_PATH: f->path = str_fact(L, v, src, "path", &f->path_len); break;
+        case F_STATUS: fact_status(L, v, src, f); break;
+        case F_TRANSPORT: fact_transport(L, v, src, f); break;
+        case F_RETRY_AFTER: f->retry_after = str_fact(L, v, src, "retry_after", &f->retry_after_len); break;
+        case F_DATE: f->date = str_fact(L, v, src, "date", &f->date_len); break;
+        case F_ATTEMPTS: f->attempts = (int)int_fact(L, v, src, "attempts", 1, 1000000, 1); break;
+        case F_ELAPSED: f->elapsed_ms = int_fact(L, v, src, "elapsed_ms", 0, INT64_MAX / 4, 0); break;
+        case F_KEY:
+            if (lua_type(L, v) == LUA_TBOOLEAN) {
+                f->has_idempotency_key = lua_toboolean(L, v);
             } else {
                 size_t n;
-                str_fact(L, arg, k, &n);
+                str_fact(L, v, src, "idempotency_key", &n);
                 f->has_idempotency_key = n > 0;
             }
             break;
-        case 9: f->source = str_fact(L, arg, k, &f->source_len); break;
-        case 10: f->now_ms = int_fact(L, arg, k, 0, INT64_MAX / 4); break;
-        case 11: read_hints(L, arg, f); break;
-        case 12:
-            if (lua_type(L, -1) != LUA_TBOOLEAN)
-                luaL_argerror(L, arg,
-                              lua_pushfstring(L, "facts.not_sent must be a boolean, got %s", luaL_typename(L, -1)));
-            f->not_sent = lua_toboolean(L, -1);
+        case F_SOURCE: f->source = str_fact(L, v, src, "source", &f->source_len); break;
+        case F_NOW: f->now_ms = int_fact(L, v, src, "now_ms", 0, INT64_MAX / 4, 0); break;
+        case F_HINTS: read_hints(L, v, src, f); break;
+        case F_NOT_SENT:
+            if (lua_type(L, v) != LUA_TBOOLEAN)
+                fact_error(L, src, "not_sent", "must be a boolean, got %s", luaL_typename(L, v));
+            f->not_sent = lua_toboolean(L, v);
             break;
         default:
             if (lua_type(L, -2) != LUA_TSTRING)
                 luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
-            k = lua_tostring(L, -2);
             luaL_argerror(L, arg,
                           lua_pushfstring(L,
                                           "unknown fact '%s' (the engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
                                           "idempotency_key, source, now_ms, hints, not_sent)",
-                                          k));
+                                          lua_tostring(L, -2)));
         }
         lua_pop(L, 1);
     }
@@ -368,14 +369,8 @@ static void read_facts(lua_State *L, int arg, const void *const *names, rf_facts
     if (f->path == NULL) luaL_argerror(L, arg, "facts.path is required");
     bool any_hint = f->retry_after != NULL;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) any_hint |= f->hints[h] != NULL;
-    if (f->now_ms == 0 && any_hint) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        f->now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    if (f->now_ms == 0 && any_hint) f->now_ms = wall_now_ms();
 }
-
-void rfl_read_facts(lua_State *L, int arg, rf_facts *f) { read_facts(L, arg, registry_fact_names(L), f); }
 
 /* ---- verdicts ----------------------------------------------------------------------------------- */
 
@@ -442,8 +437,8 @@ static inline __attribute__((always_inline)) void push_cached(lua_State *L, int 
     }
 }
 
-/* Makes the string cache, stored in the registry at strings_key: the fixed slots filled, the class ones on use. */
-static void make_string_cache(lua_State *L) {
+/* Makes the string cache, held by the binding's state: the fixed slots filled, the class ones on use. */
+static void make_string_cache(lua_State *L, rfl_state *st) {
     /* Sized for every slot, the class slots too, so that each lookup is an array access, never a hash one. */
     lua_createtable(L, STR_CLASS_TRANSPORT + RF_TRANSPORT_COUNT, 0);
     char buf[RF_CLASS_NAME_MAX];
@@ -451,7 +446,7 @@ static void make_string_cache(lua_State *L) {
         lua_pushstring(L, slot_text(slot, buf));
         lua_rawseti(L, -2, slot);
     }
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
+    rfl_hold(L, st, RFL_STATE_STRINGS);
 }
 
 /* The string cache slot of rf_classify(status, transport), found without reading the name: a transport outcome
@@ -550,46 +545,50 @@ static void set_verdict_fields(lua_State *L, const key_source *ks, const rf_poli
 /* Pushes the verdict table of policy p (the fields of set_verdict_fields). */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v) {
     luaL_checkstack(L, 5, "verdict");
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    rfl_held(L, rfl_state_get(L), RFL_STATE_STRINGS);
     key_source ks = {0, lua_type(L, -1) == LUA_TTABLE ? lua_gettop(L) : 0};
     lua_createtable(L, 0, 8);
     set_verdict_fields(L, &ks, p, v, false);
     lua_remove(L, -2);
 }
+/* ---- the two decision forms ------------------------------------------------------------------------ */
 
-/* ---- policy methods ----------------------------------------------------------------------------- */
+/* The upvalues of the decide closures (policy.decide and core.decide): what every call needs, one indexed read away
+ * (push_decide). debug.setupvalue can replace any of them, so none vouches for an object (objects are known by
+ * their tags) and each is checked where it is read (rfl_upvalue; a replaced one only costs its fast path). */
+enum { UV_STATE = 1, UV_STRINGS, UV_KEYS, N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1 };
 
-/* The upvalues of the decide closures (policy.decide and core.decide): what every call needs, one indexed
- * read away instead of a registry lookup each (push_decide). debug.setupvalue can replace any of them, so none
- * vouches for an object (objects are known by their tags, lua_object.h), and each upvalue is type-checked where
- * it is read (a replaced one only costs its fast path). */
-enum { UV_STRINGS = 1, UV_FACT_NAMES, UV_KEYS, N_DECIDE_UPVALUES = UV_KEYS + N_VERDICT_KEYS - 1 };
+/* The binding's state from upvalue i (a decide closure's or a decider's), or from the registry when debug.setupvalue
+ * replaced it. */
+static inline rfl_state *upvalue_state(lua_State *L, int i) {
+    rfl_state *st = rfl_testobject(L, lua_upvalueindex(i), RFL_STATE);
+    return st != NULL ? st : rfl_state_get(L);
+}
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
  * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
- * stays the second argument only, so a table posing as an rng is refused, never taken for out. */
+ * stays the second argument only, so a table posing as an rng is refused, never taken for out. Nothing between
+ * reading the facts and deciding allocates or runs Lua, so the facts' strings stay as read. */
 static int l_decide(lua_State *L) {
     lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
     lpolicy *lp = check_lpolicy(L, 1);
-    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
+    if (lp->p == NULL) rfl_error(L, "attempt to use a freed policy");
     const rf_policy *p = lp->p;
     int out = 0, out_type = lua_type(L, 4);
     if (out_type > LUA_TNIL) {
         if (out_type != LUA_TTABLE) luaL_checktype(L, 4, LUA_TTABLE); /* raises the usual message */
         out = 4;
     }
-    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? NULL : check_rng(L, 3);
-    const void *const *names = fact_names_at(L, lua_upvalueindex(UV_FACT_NAMES));
+    rfl_state *st = upvalue_state(L, UV_STATE);
+    rf_rng *rng = lua_type(L, 3) <= LUA_TNIL ? &st->rng : check_rng(L, 3);
     rf_facts f;
-    read_facts(L, 2, names != NULL ? names : registry_fact_names(L), &f);
-    if (rng == NULL) rng = default_rng(L);
+    read_facts(L, 2, st->fact_ids, &f);
     rf_verdict v;
     rf_error err;
     if (rf_decide(p, &f, rng, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "facts.%s %s", err.path, err.message));
-    key_source ks = {UV_KEYS,
-                     lua_type(L, lua_upvalueindex(UV_STRINGS)) == LUA_TTABLE ? lua_upvalueindex(UV_STRINGS) : 0};
+    key_source ks = {UV_KEYS, rfl_upvalue(L, UV_STRINGS, LUA_TTABLE)};
     if (out == 0)
         lua_createtable(L, 0, 8);
     else
@@ -598,181 +597,62 @@ static int l_decide(lua_State *L) {
     return 1;
 }
 
-/* Raises "NAME must be a string or nil, got TYPE" for argument arg; cold, as read_attempt_args' other refusals. */
-static __attribute__((noinline, cold)) const char *str_arg_error(lua_State *L, int arg, const char *name) {
-    luaL_argerror(L, arg, lua_pushfstring(L, "%s must be a string or nil, got %s", name, luaL_typename(L, arg)));
-    return NULL; /* not reached */
-}
-
-/* An optional string argument of decide_values and a decider: NULL (and *len 0) for nil or none. */
-static inline const char *opt_str_arg(lua_State *L, int arg, const char *name, size_t *len) {
-    *len = 0;
-    int t = lua_type(L, arg);
-    if (t <= LUA_TNIL) return NULL;
-    if (t != LUA_TSTRING) return str_arg_error(L, arg, name);
-    return lua_tolstring(L, arg, len);
-}
-
-/* int_arg's slow path: def for nil or none (when def >= lo), the value when exact and in lo..hi, else raises. */
-static __attribute__((noinline, cold)) lua_Integer int_arg_slow(lua_State *L, int arg, const char *name, lua_Integer lo,
-                                                                lua_Integer hi, lua_Integer def) {
-    lua_Integer v = 0;
-    if (def >= lo && lua_type(L, arg) <= LUA_TNIL) return def;
-    if (rfl_tointeger_exact(L, arg, &v) && v >= lo && v <= hi) return v;
-    if (lua_type(L, arg) != LUA_TNUMBER)
-        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer, got %s", name, luaL_typename(L, arg)));
-    const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi);
-    return luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an integer in %s..%s", name, los, his));
-}
-
-/* An integer argument in lo..hi; def when nil or none and def >= lo (def < lo: required); raises naming it.
- * A numeric string is refused, never converted. Two cheap API calls for an integer (lua_isinteger, true only for
- * a number of the integer subtype, then its value), since this runs several times per decision; a float with an
- * integral value, nil and every refusal take the slow path. */
-static inline lua_Integer int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi,
-                                  lua_Integer def) {
-#if LUA_VERSION_NUM >= 503
-    if (lua_isinteger(L, arg)) {
-        lua_Integer v = lua_tointegerx(L, arg, NULL);
-        if (v >= lo && v <= hi) return v;
-    }
-#endif
-    return int_arg_slow(L, arg, name, lo, hi, def);
-}
-
-/* An optional integer argument (nil or none: def): the type first, since it is mostly absent. */
-static inline lua_Integer opt_int_arg(lua_State *L, int arg, const char *name, lua_Integer lo, lua_Integer hi,
-                                      lua_Integer def) {
-    return lua_type(L, arg) <= LUA_TNIL ? def : int_arg(L, arg, name, lo, hi, def);
-}
-
-/* The wall clock in Unix ms: the now_ms an HTTP-date Retry-After is measured from when the caller gives none. */
-static int64_t wall_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* read_attempt_args' refusals, cold so that the compiler lays them out off the decision path (luaL_argerror does
- * not return, but is not declared so). */
-static __attribute__((noinline, cold)) void status_error(lua_State *L, int arg) {
-    luaL_argerror(L, arg, "status must be 0 (none received) or 100..599");
-}
-
-static __attribute__((noinline, cold)) void unknown_transport(lua_State *L, int arg, const char *t) {
-    luaL_argerror(L, arg, lua_pushfstring(L, "unknown transport '%s'", t));
-}
-
-/* Reads the per-attempt arguments decide_values and a decider share into f: status, transport, attempts and
- * elapsed_ms at a..a+3, retry_after, date and now_ms at w..w+2 (the shapes of policy:decide_values). Raises
- * naming the argument by its position. */
-static inline __attribute__((always_inline)) void read_attempt_args(lua_State *L, int a, int w, rf_facts *f) {
-    f->status = (int)int_arg(L, a, "status", 0, 599, -1);
-    if (f->status != 0 && f->status < 100) status_error(L, a);
-    size_t tlen = 0;
-    const char *t = opt_str_arg(L, a + 1, "transport", &tlen);
-    if (t != NULL && rf_transport_parse(t, tlen, &f->transport) != 0) unknown_transport(L, a + 1, t);
-    f->attempts = (int)int_arg(L, a + 2, "attempts", 1, 1000000, 1);
-    f->elapsed_ms = int_arg(L, a + 3, "elapsed_ms", 0, INT64_MAX / 4, 0);
-    f->retry_after = opt_str_arg(L, w, "retry_after", &f->retry_after_len);
-    f->date = opt_str_arg(L, w + 1, "date", &f->date_len);
-    f->now_ms = opt_int_arg(L, w + 2, "now_ms", 0, INT64_MAX / 4, 0);
-    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = wall_now_ms();
-}
-
-/* Pushes a verdict as decide_values' five values, retry, reason, delay_ms, timeout_ms, class, the strings from
- * the string cache at index cache (0: none, or an upvalue that is not a table); f: the facts decided. Returns 5. */
-static inline __attribute__((always_inline)) int push_verdict_values(lua_State *L, int cache, const rf_facts *f,
-                                                                     const rf_verdict *v) {
-    if (cache != 0 && lua_type(L, cache) != LUA_TTABLE) cache = 0; /* an upvalue debug.setupvalue replaced */
-    lua_pushboolean(L, v->retry);
-    push_cached(L, cache, STR_REASON + (int)v->reason, false);
-    lua_pushinteger(L, v->delay_ms);
-    lua_pushinteger(L, v->timeout_ms);
-    push_cached(L, cache, fact_class_slot(f->status, f->transport), true); /* v->class_name, rf_decide's */
-    return 5;
-}
-
-/*
- * policy:decide_values(method, path, status, transport, attempts, elapsed_ms, has_key, rng [, retry_after
- * [, date [, now_ms]]]) → retry, reason, delay_ms, timeout_ms, class. The same decision as policy:decide
- * (rf_decide, docs/reasons.md), with the common facts as arguments and the verdict as values: no table in or
- * out, nothing allocated (the strings come from the string cache), for the hottest loops. Arguments: method
- * and path strings (required); status 0 (none received) or 100..599; transport a transport name or nil (ok);
- * attempts >= 1 (nil: 1); elapsed_ms >= 0 (nil: 0); has_key a boolean (the request carries an idempotency
- * key); rng an rf.rng or nil (the per-state RNG); retry_after and date the raw header values or nil; now_ms
- * (nil: the clock, read only when retry_after is given). The facts it cannot take (source, hints, not_sent)
- * are absent, as when a facts table leaves them out: use policy:decide for those. Raises naming the argument.
- */
-static int l_decide_values(lua_State *L) {
-    lua_settop(L, 12); /* the arguments at 1..12, absent ones nil */
-    lpolicy *lp = check_lpolicy(L, 1);
-    if (lp->p == NULL) luaL_error(L, "attempt to use a freed policy");
-    rf_facts f;
-    memset(&f, 0, sizeof f);
-    f.method = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &f.method_len) : NULL;
-    if (f.method == NULL) luaL_argerror(L, 2, "method must be a string");
-    f.path = lua_type(L, 3) == LUA_TSTRING ? lua_tolstring(L, 3, &f.path_len) : NULL;
-    if (f.path == NULL) luaL_argerror(L, 3, "path must be a string");
-    if (lua_type(L, 8) != LUA_TBOOLEAN) luaL_argerror(L, 8, "has_key must be a boolean");
-    f.has_idempotency_key = lua_toboolean(L, 8);
-    rf_rng *rng = lua_type(L, 9) <= LUA_TNIL ? default_rng(L) : check_rng(L, 9);
-    read_attempt_args(L, 4, 10, &f);
-    rf_verdict v;
-    rf_error err;
-    if (rf_decide(lp->p, &f, rng, NULL, &v, &err) != RF_OK)
-        return luaL_error(L, "decide_values: %s %s", err.path, err.message);
-    return push_verdict_values(L, lua_upvalueindex(UV_STRINGS), &f, &v);
-}
-
 /* ---- a request's decider (policy:decider) ----------------------------------------------------------- */
-
-#define DECIDER_MT "retryfreeze.Decider"
 
 /*
  * The state of one request's decider: the request's method, path and key presence, bound once (facts; method and
  * path point into text), the route they match (matched once: a policy is immutable), and the policy and rng it
- * decides with. Those two userdata stay alive through a registry reference (anchor) until this state's __gc, not
- * through the closure's upvalues, which debug.setupvalue could replace; __gc clears lp and rng, so that a state
+ * decides with. It holds those two userdata (rfl_hold; the per-state rng is the binding's state's) until its __gc,
+ * not through the closure's upvalues, which debug.setupvalue could replace; __gc clears lp and rng, so that a state
  * resurrected by another finalizer refuses instead of reading freed memory. Each call writes its attempt's facts
  * into facts, in place: every field rf_decide reads is either bound here or written by every call.
  */
 typedef struct ldecider {
     lpolicy *lp;
+    void *taken[1]; /* its policy, taken (rfl_take) until __gc */
     rf_rng *rng;
-    int anchor;
     long route;
     rf_facts facts;
     char text[]; /* method NUL path NUL */
 } ldecider;
 
 static int l_decider_gc(lua_State *L) {
-    ldecider *d = rfl_checkudata(L, 1, DECIDER_MT);
-    luaL_unref(L, LUA_REGISTRYINDEX, d->anchor);
-    d->anchor = LUA_NOREF;
+    ldecider *d = rfl_checkobject(L, 1, RFL_DECIDER);
+    rfl_retire(L, d, d->taken, 1);
     d->lp = NULL;
     d->rng = NULL;
     return 0;
 }
 
+/* The decision of a decider, in C alone (no Lua): the facts are d's, with the attempt's fields written by the
+ * caller. */
+static inline rf_status decider_decide(const ldecider *d, rf_verdict *v, rf_error *err) {
+    return rf_decide_on_route(d->lp->p, d->route, &d->facts, d->rng, NULL, v, err);
+}
+
 /*
- * decide(status, transport, attempts, elapsed_ms [, retry_after [, date [, now_ms]]]) → retry, reason,
- * delay_ms, timeout_ms, class: the closure policy:decider returns. The arguments and values are
- * policy:decide_values' from status on, with the method, path, key presence and rng bound; the decision is
- * rf_decide's. Raises naming the argument; raises "decider is closed" after its state was collected.
+ * decide(status, transport, attempts, elapsed_ms [, retry_after [, date [, now_ms]]]) → retry, reason, delay_ms,
+ * timeout_ms, class: the closure policy:decider returns. The same facts as policy:decide's table (read by the same
+ * readers, each argument named as the fact it is), with the method, path, key presence and rng bound; the decision
+ * is rf_decide's, and the five values are the verdict's fields of those names, the strings from the binding's string
+ * cache (nothing allocated). Raises naming the argument; raises "decider is closed" after its state was collected.
  */
 static int l_decider_call(lua_State *L) {
-    ldecider *d = rfl_testobject(L, lua_upvalueindex(1), decider_tag);
-    if (d == NULL) return luaL_error(L, "retryfreeze: this decider's state was replaced (debug.setupvalue)");
-    if (d->lp == NULL || d->lp->p == NULL) return luaL_error(L, "retryfreeze: decider is closed");
+    ldecider *d = rfl_testobject(L, lua_upvalueindex(1), RFL_DECIDER);
+    if (d == NULL) return rfl_error(L, "retryfreeze: this decider's state was replaced (debug.setupvalue)");
+    if (d->lp == NULL || d->lp->p == NULL) return rfl_error(L, "retryfreeze: decider is closed");
     rf_facts *f = &d->facts;
-    f->transport = RF_TRANSPORT_OK; /* read_attempt_args sets it only when given */
-    read_attempt_args(L, 1, 5, f);
+    read_attempt_facts(L, 1, f);
     rf_verdict v;
     rf_error err;
-    if (rf_decide_on_route(d->lp->p, d->route, f, d->rng, NULL, &v, &err) != RF_OK)
-        return luaL_error(L, "decider: %s %s", err.path, err.message);
-    return push_verdict_values(L, lua_upvalueindex(2), f, &v);
+    if (decider_decide(d, &v, &err) != RF_OK) return rfl_error(L, "decider: %s %s", err.path, err.message);
+    int cache = rfl_upvalue(L, 2, LUA_TTABLE);
+    lua_pushboolean(L, v.retry);
+    push_cached(L, cache, STR_REASON + (int)v.reason, false);
+    lua_pushinteger(L, v.delay_ms);
+    lua_pushinteger(L, v.timeout_ms);
+    push_cached(L, cache, fact_class_slot(f->status, f->transport), true); /* v.class_name, rf_decide's */
+    return 5;
 }
 
 /*
@@ -788,7 +668,7 @@ static int l_decider_call(lua_State *L) {
 static int l_decider(lua_State *L) {
     lua_settop(L, 5);
     lpolicy *lp = check_lpolicy(L, 1);
-    if (lp->p == NULL) return luaL_error(L, "attempt to use a freed policy");
+    if (lp->p == NULL) return rfl_error(L, "attempt to use a freed policy");
     size_t mlen = 0, plen = 0;
     const char *method = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &mlen) : NULL;
     if (method == NULL) return luaL_argerror(L, 2, "method must be a string");
@@ -796,55 +676,58 @@ static int l_decider(lua_State *L) {
     if (path == NULL) return luaL_argerror(L, 3, "path must be a string");
     if (lua_type(L, 4) != LUA_TBOOLEAN) return luaL_argerror(L, 4, "has_key must be a boolean");
     if (mlen > 4096 || plen > 1048576) return luaL_argerror(L, mlen > 4096 ? 2 : 3, "too long");
-    ldecider *d = rfl_newobject(L, sizeof *d + mlen + plen + 2, 0, DECIDER_MT);
-    d->anchor = LUA_NOREF;
-    memcpy(d->text, method, mlen);
-    d->text[mlen] = '\0';
-    memcpy(d->text + mlen + 1, path, plen);
-    d->text[mlen + 1 + plen] = '\0';
-    d->facts.method = d->text;
-    d->facts.method_len = mlen;
-    d->facts.path = d->text + mlen + 1;
-    d->facts.path_len = plen;
-    d->facts.has_idempotency_key = lua_toboolean(L, 4);
-    d->route = rf_policy_match(lp->p, method, mlen, path, plen);
-    lua_createtable(L, 2, 0); /* the anchor: {policy, rng} */
-    lua_pushvalue(L, 1);
-    lua_rawseti(L, -2, 1);
     rf_rng *rng;
     if (lua_type(L, 5) <= LUA_TNIL) {
-        rng = push_default_rng(L); /* anchored below: the very object d->rng points into */
+        rng = &rfl_state_push(L)->rng; /* held below: the very object d->rng points into */
     } else {
         rng = check_rng(L, 5);
         lua_pushvalue(L, 5);
     }
-    lua_rawseti(L, -2, 2);
     /* A lowercase method: refused now, as rf_decide refuses it, rather than at the first attempt. */
-    rf_facts probe = d->facts;
-    probe.status = 200;
-    probe.attempts = 1;
+    rf_facts probe = {.method = method,
+                      .method_len = mlen,
+                      .path = path,
+                      .path_len = plen,
+                      .status = 200,
+                      .attempts = 1,
+                      .has_idempotency_key = lua_toboolean(L, 4)};
+    long route = rf_policy_match(lp->p, method, mlen, path, plen);
     rf_verdict v;
     rf_error err;
     rf_rng scratch = *rng;
-    if (rf_decide_on_route(lp->p, d->route, &probe, &scratch, NULL, &v, &err) != RF_OK)
+    if (rf_decide_on_route(lp->p, route, &probe, &scratch, NULL, &v, &err) != RF_OK)
         return luaL_argerror(L, 2, lua_pushfstring(L, "%s %s", err.path, err.message));
-    d->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    ldecider *d = rfl_newobject(L, RFL_DECIDER, sizeof *d + mlen + plen + 2); /* at 7 */
+    memcpy(d->text, method, mlen);
+    d->text[mlen] = '\0';
+    memcpy(d->text + mlen + 1, path, plen);
+    d->text[mlen + 1 + plen] = '\0';
+    d->facts = probe;
+    d->facts.method = d->text;
+    d->facts.path = d->text + mlen + 1;
+    d->route = route;
+    lua_pushvalue(L, 6);
+    rfl_hold(L, d, 2); /* the rng's object (or the binding's state) */
+    lua_pushvalue(L, 1);
+    rfl_hold(L, d, 1); /* the policy */
+    d->taken[0] = rfl_take(L, 1, RFL_POLICY);
     d->lp = lp;
     d->rng = rng;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    rfl_set_open(d, true);
+    rfl_held(L, rfl_state_get(L), RFL_STATE_STRINGS); /* at 8: the closure's upvalues are d and the cache */
     lua_pushcclosure(L, l_decider_call, 2);
     return 1;
 }
 
-/* Pushes the decide closure fn (l_decide or l_decide_values) with its upvalues (UV_*); the metatables and caches
- * must exist. */
-static void push_decide(lua_State *L, lua_CFunction fn) {
+/* Pushes the decide closure (l_decide) with its upvalues (UV_*); the binding's state and its string cache must
+ * exist. */
+static void push_decide(lua_State *L, rfl_state *st) {
     luaL_checkstack(L, N_DECIDE_UPVALUES + 1, "decide");
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+    rfl_state_push(L);
+    rfl_held(L, st, RFL_STATE_STRINGS);
     int strings = lua_gettop(L);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &fact_index_key);
     for (int k = 0; k < N_VERDICT_KEYS; k++) lua_rawgeti(L, strings, STR_KEY + k);
-    lua_pushcclosure(L, fn, N_DECIDE_UPVALUES);
+    lua_pushcclosure(L, l_decide, N_DECIDE_UPVALUES);
 }
 
 /* policy:budget{method=, path=, attempts=, elapsed_ms=} → {allowed, timeout_ms, reason, route}. */
@@ -854,17 +737,19 @@ static int l_budget(lua_State *L) {
     size_t mlen = 0, plen = 0;
     lua_Integer attempts = 0, elapsed = 0;
     const char *method = NULL, *path = NULL;
+    fact_src src = {2, true};
     lua_pushnil(L);
     while (lua_next(L, 2) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        int v = lua_gettop(L);
         if (strcmp(k, "method") == 0)
-            method = str_fact(L, 2, k, &mlen);
+            method = str_fact(L, v, src, k, &mlen);
         else if (strcmp(k, "path") == 0)
-            path = str_fact(L, 2, k, &plen);
+            path = str_fact(L, v, src, k, &plen);
         else if (strcmp(k, "attempts") == 0)
-            attempts = int_fact(L, 2, k, 0, 1000000);
+            attempts = int_fact(L, v, src, k, 0, 1000000, 0);
         else if (strcmp(k, "elapsed_ms") == 0)
-            elapsed = int_fact(L, 2, k, 0, INT64_MAX / 4);
+            elapsed = int_fact(L, v, src, k, 0, INT64_MAX / 4, 0);
         else
             luaL_argerror(L, 2, lua_pushfstring(L, "unknown budget key '%s' (method, path, attempts, elapsed_ms)", k));
         lua_pop(L, 1);
@@ -896,15 +781,16 @@ static void read_status_transport(lua_State *L, int arg, const char *what, lua_I
     luaL_checktype(L, arg, LUA_TTABLE);
     *t = RF_TRANSPORT_OK;
     *status = 0;
+    fact_src src = {arg, true};
     lua_pushnil(L);
     while (lua_next(L, arg) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         size_t len;
         if (strcmp(k, "status") == 0)
-            *status = int_fact(L, arg, k, 0, 599);
+            *status = int_fact(L, lua_gettop(L), src, k, 0, 599, 0);
         else if (strcmp(k, "transport") == 0) {
-            const char *s = str_fact(L, arg, k, &len);
-            if (rf_transport_parse(s, len, t) != 0)
+            const char *s = str_fact(L, lua_gettop(L), src, k, &len);
+            if (s != NULL && rf_transport_parse(s, len, t) != 0)
                 luaL_argerror(L, arg, lua_pushfstring(L, "unknown transport '%s'", s));
         } else
             luaL_argerror(L, arg, lua_pushfstring(L, "unknown %s '%s' (status, transport)", what, k));
@@ -1061,7 +947,7 @@ static int l_sha256(lua_State *L) {
     size_t len;
     const char *text = luaL_checklstring(L, 1, &len);
     char out[RF_SHA256_TEXT_LEN + 1];
-    if (rf_sha256(text, len, out) != RF_OK) return luaL_error(L, "sha256 failed (libcrypto)");
+    if (rf_sha256(text, len, out) != RF_OK) return rfl_error(L, "sha256 failed (libcrypto)");
     lua_pushstring(L, out);
     return 1;
 }
@@ -1119,7 +1005,6 @@ static int l_class_retryable(lua_State *L) {
 }
 
 static const luaL_Reg policy_methods[] = {{"decide", l_decide},
-                                          {"decide_values", l_decide_values},
                                           {"decider", l_decider},
                                           {"budget", l_budget},
                                           {"classify", l_classify},
@@ -1189,22 +1074,25 @@ static int l_policy_index(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)rf_policy_route_count(p));
         return 1;
     }
-    /* The method table is the closure's upvalue: debug.setupvalue may have put another value there. */
-    if (lua_type(L, lua_upvalueindex(1)) != LUA_TTABLE)
-        return luaL_error(L, "retryfreeze: the policy's method table was replaced (debug.setupvalue)");
+    int methods = rfl_upvalue(L, 1, LUA_TTABLE); /* the method table */
+    if (methods == 0) return rfl_error(L, "retryfreeze: the policy's method table was replaced (debug.setupvalue)");
     lua_pushvalue(L, 2);
-    lua_rawget(L, lua_upvalueindex(1));
+    lua_rawget(L, methods);
     return 1;
 }
 
 static int l_policy_newindex(lua_State *L) {
-    return luaL_error(L, "policy is immutable: cannot set '%s' (load a new lock instead)", luaL_tolstring(L, 2, NULL));
+    return rfl_error(L, "policy is immutable: cannot set '%s' (load a new lock instead)", luaL_tolstring(L, 2, NULL));
 }
 
+/* __gc: clients, steps, retry budgets and deciders take their policy, so a policy one uses is no garbage; a
+ * __gc called by hand on one in use frees nothing (rfl_collectable). */
 static int l_policy_gc(lua_State *L) {
     lpolicy *lp = check_lpolicy(L, 1);
+    if (!rfl_collectable(lp)) return 0;
     rf_policy_free(lp->p);
     lp->p = NULL;
+    rfl_set_open(lp, false);
     return 0;
 }
 
@@ -1232,11 +1120,7 @@ static int l_parse_retry_after(lua_State *L) {
     }
     int64_t delay = 0;
     rf_retry_after_status st = rf_retry_after_parse(v, len, now, date, dlen, &delay);
-    if (st != RF_RA_OK) {
-        lua_pushnil(L);
-        lua_pushstring(L, rf_retry_after_status_name(st));
-        return 2;
-    }
+    if (st != RF_RA_OK) return rfl_fail(L, rf_retry_after_status_name(st), NULL);
     lua_pushinteger(L, delay);
     return 1;
 }
@@ -1263,11 +1147,7 @@ static int l_parse_wait_header(lua_State *L) {
     }
     int64_t delay = 0;
     rf_retry_after_status st = rf_wait_header_parse(h, v, len, now, date, dlen, &delay);
-    if (st != RF_RA_OK) {
-        lua_pushnil(L);
-        lua_pushstring(L, rf_retry_after_status_name(st));
-        return 2;
-    }
+    if (st != RF_RA_OK) return rfl_fail(L, rf_retry_after_status_name(st), NULL);
     lua_pushinteger(L, delay);
     return 1;
 }
@@ -1285,39 +1165,24 @@ static const char *transport_at(int i) { return rf_transport_name((rf_transport)
 static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
 static const char *wait_header_at(int i) { return rf_wait_header_name((rf_wait_header)i); }
 
-static void init_tags(void) {
-    policy_tag = rfl_object_tag(POLICY_MT);
-    rng_tag = rfl_object_tag(RNG_MT);
-    decider_tag = rfl_object_tag(DECIDER_MT);
-}
-
 void rfl_open_policy(lua_State *L) {
-    pthread_once(&tags_once, init_tags);
-    make_fact_index(L);
-    make_string_cache(L);
-    luaL_newmetatable(L, RNG_MT);
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, l_rng_between);
-    lua_setfield(L, -2, "between");
-    lua_setfield(L, -2, "__index");
-    lua_pushliteral(L, RNG_MT);
-    lua_setfield(L, -2, "__metatable");
+    rfl_state *st = rfl_state_open(L);
+    make_fact_index(L, st);
+    make_string_cache(L, st);
+    static const luaL_Reg rng_methods[] = {{"between", l_rng_between}, {NULL, NULL}};
+    rfl_new_metatable(L, RFL_RNG, rng_methods);
     lua_pop(L, 1);
 
-    luaL_newmetatable(L, DECIDER_MT);
+    rfl_new_metatable(L, RFL_DECIDER, NULL);
     lua_pushcfunction(L, l_decider_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, DECIDER_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
 
-    luaL_newmetatable(L, POLICY_MT);
+    rfl_new_metatable(L, RFL_POLICY, NULL);
     luaL_newlibtable(L, policy_methods);
     luaL_setfuncs(L, policy_methods, 0);
-    push_decide(L, l_decide); /* replaces the plain entry: decide carries its upvalues */
+    push_decide(L, st); /* replaces the plain entry: decide carries its upvalues */
     lua_setfield(L, -2, "decide");
-    push_decide(L, l_decide_values); /* the same */
-    lua_setfield(L, -2, "decide_values");
     lua_pushcclosure(L, l_policy_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, l_policy_newindex);
@@ -1326,8 +1191,6 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, l_policy_tostring);
     lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, POLICY_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
 
     static const luaL_Reg funcs[] = {{"load_string", l_load_string},
@@ -1340,7 +1203,7 @@ void rfl_open_policy(lua_State *L) {
                                      {"sha256", l_sha256},
                                      {NULL, NULL}};
     luaL_setfuncs(L, funcs, 0);
-    push_decide(L, l_decide);
+    push_decide(L, st);
     lua_setfield(L, -2, "decide");
     push_names(L, reason_at, RF_REASON_COUNT);
     lua_setfield(L, -2, "reasons");

@@ -8,6 +8,7 @@
 #include "retryfreeze/policy.h"
 #include "lua_compat.h"
 #include "lua_object.h"
+#include "lua_state.h"
 
 /* The only exported symbol of the module: require "retryfreeze.core". */
 #if defined(__GNUC__)
@@ -17,22 +18,29 @@ int luaopen_retryfreeze_core(lua_State *L);
 
 /* The policy at stack index idx, or raises a type error ("retryfreeze.Policy expected"). */
 const rf_policy *rfl_check_policy(lua_State *L, int idx);
+/* The same, taken by one more user (rfl_take: a __gc called by hand then frees nothing; give it back with
+ * rfl_give_back(*obj) or rfl_retire). */
+const rf_policy *rfl_take_policy(lua_State *L, int idx, void **obj);
 /* Reads a facts table (raw iteration; unknown keys raise, naming the key). */
 void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
 /* Pushes a verdict table of policy p. */
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
 /* t[k] = v for the table on top of the stack (a Lua integer). */
 void rfl_set_int(lua_State *L, const char *k, int64_t v);
-/* The open ledger at idx, or raises. */
-rf_ledger *rfl_check_ledger(lua_State *L, int idx);
-/* Marks the open ledger at idx (or raises) as used by one more client and returns its use counter: the
- * client decrements it when it closes. ledger:close() is refused while the counter is above 0. */
-int *rfl_ledger_use(lua_State *L, int idx);
+/* The one shape of an expected failure, which is not misuse: a lock that does not load, a file that cannot be
+ * opened, a ledger in use, Redis out of reach, a header value that does not parse, a step that may not start.
+ * Pushes nil, message and, when code is not NULL, code (a short word such as "missing"); returns the number of
+ * values pushed, 2 or 3, for `return rfl_fail(...)` (as luaL_fileresult does). Misuse raises instead. */
+int rfl_fail(lua_State *L, const char *message, const char *code);
+/* The open ledger at idx, taken by one more user (rfl_take: ledger:close() answers nil, "ledger in use …" until it
+ * is given back with rfl_give_back(*obj)); returns its rf_ledger. Raises when idx holds no open ledger. */
+rf_ledger *rfl_take_ledger(lua_State *L, int idx, void **obj);
 /* The client's network options (lua_client_network.c): their names, and reading them into *o (raises on a
- * bad value, naming the option). o is a struct rf_client_options. */
+ * bad value, naming the option); every string read is kept in the table at keep. o is a struct
+ * rf_client_options. */
 struct rf_client_options;
 extern const char *const rfl_client_network_keys[];
-void rfl_read_client_network(lua_State *L, int idx, struct rf_client_options *o);
+void rfl_read_client_network(lua_State *L, int idx, int keep, struct rf_client_options *o);
 /* Reads request.deadline_ms and request.timeout_ms (integers >= 1, ms) into *req (a struct rf_request). */
 struct rf_request;
 void rfl_read_request_limits(lua_State *L, int idx, struct rf_request *req);
@@ -45,23 +53,18 @@ void rfl_push_try(lua_State *L, const rf_try *t);
 void rfl_push_response(lua_State *L, const rf_response *r);
 /* Registers core.step and core.wall_ms (lua_step.c). */
 void rfl_open_step(lua_State *L);
-/* A retry budget (rf.retry_budget) at idx, open: marks it used by one more client (budget:close() then raises)
- * and sets *out; rfl_retry_budget_release undoes it when the client closes. Raises when idx is no open budget. */
-struct lbudget;
-struct lbudget *rfl_retry_budget_acquire(lua_State *L, int idx, rf_retry_budget **out);
-void rfl_retry_budget_release(struct lbudget *lb);
+/* The open retry budget (rf.retry_budget) at idx, taken by one more user (budget:close() raises until it is given
+ * back with rfl_give_back(*obj)); returns its rf_retry_budget. Raises when idx holds no open budget. */
+rf_retry_budget *rfl_take_retry_budget(lua_State *L, int idx, void **obj);
 void rfl_open_retry_budget(lua_State *L);
 /* rf.retry_budget(policy [, opts]) as a lua_CFunction (for rf.client's retry_budget = {redis=…}). */
 int rfl_retry_budget_new(lua_State *L);
-/* The open client at idx, marked busy (every method of it raises until rfl_client_leave) for a C loop that
- * drives it and calls back into Lua; raises (naming what) when it is closed or busy, has scheduled requests in
- * flight (the loop would be reported theirs) or an on_attempt hook (not available in scheduled flows). */
-rf_client *rfl_client_enter(lua_State *L, int idx, const char *what);
-/* The open client at idx, or raises as every client method does (not a client, closed, busy). */
-rf_client *rfl_check_open_client(lua_State *L, int idx);
-void rfl_client_leave(lua_State *L, int idx);
-/* client:_run_generated{…} (lua_client_generated.c). */
-int rfl_client_run_generated(lua_State *L);
+/* The rf_client of a client method's self (pinned by rfl_method), for a C loop that drives it and calls back into
+ * Lua; raises (naming what) when it has scheduled requests in flight (the loop would be reported theirs) or an
+ * on_attempt hook (not available in scheduled flows). */
+rf_client *rfl_client_loop(lua_State *L, void *self, const char *what);
+/* The body of client:_run_generated{…} (lua_client_generated.c), a client method. */
+int rfl_client_run_generated(lua_State *L, rfl_call *call);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);

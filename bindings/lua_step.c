@@ -15,29 +15,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 
-#define STEP_MT "retryfreeze.Step"
-#define RNG_MT "retryfreeze.Rng"
+/* The step's holdings (rfl_hold): everything its C state points into stays alive as long as the step. */
+enum { H_POLICY = 1, H_KEEP = 2, H_LEDGER = 3, H_RNG = 4, H_BUDGET = 5 };
+/* The objects it takes (lstep.taken). */
+enum { T_POLICY, T_LEDGER, T_BUDGET };
 
-/* User values of a step: everything its C state points into stays alive as long as the step. */
-enum { SUV_POLICY = 1, SUV_KEEP = 2, SUV_LEDGER = 3, SUV_RNG = 4, SUV_BUDGET = 5, SUV_COUNT = 5 };
-
+/* A step. Finished (step:finish) is its closed state: every method then raises the type's closed message. */
 typedef struct lstep {
     rf_step s;
-    rf_request req;   /* method, path, key: strings kept in the SUV_KEEP table */
-    rf_response resp; /* freed by __gc (rf_response_clear) */
+    rf_request req;   /* method, path, key: strings kept in the H_KEEP table */
+    rf_response resp; /* freed at finish and by __gc (rf_response_clear) */
     rf_ledger *ledger;
     rf_rng *rng;
     rf_rng own_rng; /* when opts.rng is absent: seeded from the OS */
     rf_retry_budget *budget;
-    struct lbudget *budget_use; /* io.retry_budget marked in use (budget:close() raises) until finish or __gc */
-    int *ledger_users;          /* io.ledger's use counter (rfl_ledger_use): ledger:close() refused until finish/__gc */
-    int anchor; /* registry ref to {policy, keep, ledger, rng, budget}: the user values can be replaced from Lua
-                   (debug.setuservalue), this ref cannot; released at finish and __gc */
-    bool began, finished;
-    bool busy; /* step:after's hook runs: finish/after/begin would free or rewrite the tries rf_step_after uses */
+    void *taken[3]; /* its policy, io.ledger and io.retry_budget (T_POLICY, T_LEDGER, T_BUDGET), taken (rfl_take)
+                       until finish or __gc */
+    bool began;
 } lstep;
 
 static int64_t wall_now_ms(void) {
@@ -61,7 +57,7 @@ static int64_t clock_arg(lua_State *L, int arg, const char *what) {
         if (!(n >= 0 && n <= 9007199254740991.0)) {
             char got[48];
             snprintf(got, sizeof got, "%.0f", (double)n);
-            luaL_error(L, "rf.flow: %s must return milliseconds in 0..2^53-1, got %s", what, got);
+            rfl_error(L, "rf.flow: %s must return milliseconds in 0..2^53-1, got %s", what, got);
         }
     }
     return (int64_t)rfl_checkinteger(L, arg);
@@ -75,99 +71,81 @@ static const char *keep_string(lua_State *L, int req, int keep, const char *key,
         return NULL;
     }
     if (lua_type(L, -1) != LUA_TSTRING)
-        luaL_error(L, "rf.flow: request.%s must be a string, got %s", key, luaL_typename(L, -1));
+        rfl_error(L, "rf.flow: request.%s must be a string, got %s", key, luaL_typename(L, -1));
     size_t len = 0;
     const char *s = lua_tolstring(L, -1, &len);
     if (memchr(s, '\0', len) != NULL)
-        luaL_error(L, "rf.flow: request.%s must not contain a NUL byte (C would cut the string there)", key);
+        rfl_error(L, "rf.flow: request.%s must not contain a NUL byte (C would cut the string there)", key);
     lua_setfield(L, keep, key);
     return s;
 }
 
-/* core.step(policy, request, opts) → step. request: {method=, path=, idempotency_key=, …} (other keys are the
- * host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at now_ms. */
-static int l_step_new(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
+/* Releases what the step took and holds, and frees its response: at finish, __gc, and when core.step raised.
+ * Never raises. */
+static void step_release(lua_State *L, void *obj) {
+    lstep *ls = obj;
+    rf_response_clear(&ls->resp);
+    rfl_retire(L, ls, ls->taken, 3);
+}
+
+/* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, …} (other keys are
+ * the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at now_ms. */
+static int step_new(lua_State *L, rfl_call *call) {
+    rfl_check_policy(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     int64_t now = clock_arg(L, 4, "io.now_ms");
-    lstep *ls = rfl_newobject(L, sizeof *ls, SUV_COUNT, STEP_MT);
-    memset(ls, 0, sizeof *ls);
-    ls->anchor = LUA_NOREF;
-    int ud = lua_gettop(L);
+    lua_settop(L, 4);
+    lstep *ls = rfl_make(L, call, RFL_STEP, sizeof *ls, step_release);
+    const rf_policy *p = rfl_take_policy(L, 1, &ls->taken[T_POLICY]);
     lua_pushvalue(L, 1);
-    lua_setiuservalue(L, ud, SUV_POLICY);
+    rfl_hold(L, ls, H_POLICY);
     lua_newtable(L);
     int keep = lua_gettop(L);
     ls->req.method = keep_string(L, 2, keep, "method", true);
     ls->req.path = keep_string(L, 2, keep, "path", true);
     ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
-        return luaL_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
-    lua_setiuservalue(L, ud, SUV_KEEP);
-    if (lua_getfield(L, 3, "ledger") != LUA_TNIL) {
-        ls->ledger = rfl_check_ledger(L, -1);
-        ls->ledger_users = rfl_ledger_use(L, -1); /* ledger:close() mid-flow is refused, as for a client */
-    }
-    lua_setiuservalue(L, ud, SUV_LEDGER);
+        return rfl_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
+    rfl_hold(L, ls, H_KEEP);
+    /* Each object is taken or held as soon as it is read, before the next read can run Lua. */
+    if (lua_getfield(L, 3, "ledger") != LUA_TNIL)
+        ls->ledger = rfl_take_ledger(L, -1, &ls->taken[T_LEDGER]); /* ledger:close() mid-flow is refused */
+    rfl_hold(L, ls, H_LEDGER);
     if (lua_getfield(L, 3, "rng") != LUA_TNIL) {
-        ls->rng = rfl_testudata(L, -1, RNG_MT);
+        ls->rng = rfl_testobject(L, -1, RFL_RNG);
         if (ls->rng == NULL)
-            return luaL_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
+            return rfl_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
     } else {
-        uint64_t seed = 0;
-        if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)wall_now_ms();
-        rf_rng_seed(&ls->own_rng, seed);
+        rf_rng_seed(&ls->own_rng, rfl_random_seed());
         ls->rng = &ls->own_rng;
     }
-    lua_setiuservalue(L, ud, SUV_RNG);
+    rfl_hold(L, ls, H_RNG);
     if (lua_getfield(L, 3, "retry_budget") != LUA_TNIL) {
         if (lua_type(L, -1) != LUA_TUSERDATA)
-            return luaL_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
-                              luaL_typename(L, -1));
-        ls->budget_use = rfl_retry_budget_acquire(L, -1, &ls->budget);
+            return rfl_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
+                             luaL_typename(L, -1));
+        ls->budget = rfl_take_retry_budget(L, -1, &ls->taken[T_BUDGET]);
     }
-    lua_setiuservalue(L, ud, SUV_BUDGET);
-    lua_createtable(L, SUV_COUNT, 0);
-    for (int i = 1; i <= SUV_COUNT; i++) {
-        lua_getiuservalue(L, ud, i);
-        lua_rawseti(L, -2, i);
-    }
-    ls->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    rfl_hold(L, ls, H_BUDGET);
     rf_error err;
     rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
-    if (st == RF_ENOMEM) return luaL_error(L, "rf.flow: out of memory");
-    if (st != RF_OK) return luaL_error(L, "rf.flow: request.%s %s", err.path, err.message);
-    lua_settop(L, ud);
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: out of memory");
+    if (st != RF_OK) return rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
+    rfl_set_open(ls, true);
+    lua_settop(L, 5);
     return 1;
 }
 
-/* Releases what the step marked in use (its ledger and retry budget) and its anchor: at finish and __gc. */
-static void release_uses(lua_State *L, lstep *ls) {
-    luaL_unref(L, LUA_REGISTRYINDEX, ls->anchor);
-    ls->anchor = LUA_NOREF;
-    if (ls->ledger_users != NULL) (*ls->ledger_users)--; /* the ledger userdata is alive: SUV_LEDGER holds it */
-    ls->ledger_users = NULL;
-    rfl_retry_budget_release(ls->budget_use);
-    ls->budget_use = NULL;
-}
-
-static lstep *check_step(lua_State *L) {
-    lstep *ls = rfl_checkudata(L, 1, STEP_MT);
-    if (ls->busy) luaL_error(L, "rf.flow: step is busy (called from its own on_attempt hook)");
-    if (ls->finished) luaL_error(L, "rf.flow: this request has already finished");
-    return ls;
-}
+static int l_step_new(lua_State *L) { return rfl_function(L, step_new); }
 
 /* step:begin(now_ms) → the attempt's per-try timeout_ms, or nil, reason (the request stops). */
-static int l_step_begin(lua_State *L) {
-    lstep *ls = check_step(L);
+static int step_begin(lua_State *L, rfl_call *call) {
+    lstep *ls = call->self;
     int64_t timeout = 0;
     rf_reason stop;
     if (!rf_step_begin(&ls->s, clock_arg(L, 2, "io.now_ms"), &timeout, &stop)) {
-        lua_pushnil(L);
-        lua_pushstring(L, rf_reason_name(stop));
-        return 2;
+        return rfl_fail(L, rf_reason_name(stop), NULL);
     }
     ls->began = true;
     lua_pushinteger(L, (lua_Integer)timeout);
@@ -186,19 +164,32 @@ static bool parse_transport(const char *name, rf_transport *out) {
 
 typedef struct step_hook {
     lua_State *L;
+    rfl_call *call;
     const rf_policy *policy;
     int fn;     /* stack index of the hook */
     int errors; /* stack index of a table: [1] = the hook's error */
+    const rf_try *t;
+    const rf_verdict *v;
 } step_hook;
 
+/* Protected part of call_step_hook: (fn) → fn(try table, verdict table). */
+static int run_step_hook(lua_State *L, void *ud) {
+    const step_hook *h = ud;
+    rfl_push_try(L, h->t);
+    rfl_push_verdict(L, h->policy, h->v);
+    lua_call(L, 2, 1);
+    return 1;
+}
+
+/* The hook, called from inside rf_step_after: nothing here may raise through the engine. */
 static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     step_hook *h = ud;
     lua_State *L = h->L;
-    if (!lua_checkstack(L, 4)) return -1; /* no raise here: the step's busy flag must be cleared by the caller */
+    if (!lua_checkstack(L, 4)) return -1;
     lua_pushvalue(L, h->fn);
-    rfl_push_try(L, t);
-    rfl_push_verdict(L, h->policy, v);
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    h->t = t;
+    h->v = v;
+    if (rfl_pcall(L, h->call, run_step_hook, h, 1, 1) != LUA_OK) {
         lua_rawseti(L, h->errors, 1);
         return -1;
     }
@@ -209,9 +200,9 @@ static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
 
 /* step:after(result, now_ms, wall_ms [, on_attempt]) → true, delay_ms (wait, then step:begin), or false, reason
  * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}. */
-static int l_step_after(lua_State *L) {
-    lstep *ls = check_step(L);
-    if (!ls->began) return luaL_error(L, "rf.flow: step:after without step:begin");
+static int step_after(lua_State *L, rfl_call *call) {
+    lstep *ls = call->self;
+    if (!ls->began) return rfl_error(L, "rf.flow: step:after without step:begin");
     luaL_checktype(L, 2, LUA_TTABLE);
     rf_step_result res = {.now_ms = clock_arg(L, 3, "io.now_ms"), .wall_ms = clock_arg(L, 4, "io.wall_ms")};
     ls->began = false;
@@ -221,46 +212,53 @@ static int l_step_after(lua_State *L) {
     lua_getfield(L, 2, "status");
     if (!lua_isnil(L, -1) &&
         (!rfl_tointeger_exact(L, -1, &status) || status < 0 || status > 599 || (status > 0 && status < 100)))
-        return luaL_error(L, "rf.flow: io.send's result.status must be 0 or 100..599, got %s", luaL_typename(L, -1));
+        return rfl_error(L, "rf.flow: io.send's result.status must be 0 or 100..599, got %s", luaL_typename(L, -1));
     res.status = (int)status;
     lua_getfield(L, 2, "transport");
     if (lua_isnil(L, -1))
         res.transport = status > 0 ? RF_TRANSPORT_OK : RF_TRANSPORT_OTHER;
     else if (lua_type(L, -1) != LUA_TSTRING || !parse_transport(lua_tostring(L, -1), &res.transport))
-        return luaL_error(L, "rf.flow: io.send's result.transport must be one of rf.transports, got %s",
-                          lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        return rfl_error(L, "rf.flow: io.send's result.transport must be one of rf.transports, got %s",
+                         lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
     if (res.transport == RF_TRANSPORT_OK && status == 0)
-        return luaL_error(L, "rf.flow: io.send's result has transport \"ok\" but no status");
+        return rfl_error(L, "rf.flow: io.send's result has transport \"ok\" but no status");
     lua_getfield(L, 2, "not_sent");
     res.not_sent = lua_toboolean(L, -1);
     lua_getfield(L, 2, "error");
     res.error = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    /* Wait headers and Date, by case-insensitive name; the first one a table iteration meets wins. */
+    /* Wait headers and Date, by case-insensitive name; the first one a table iteration meets wins. Each value used
+     * is kept in a keeper table this call made: the headers table is the host's, which Lua may change meanwhile. */
+    lua_createtable(L, RF_WAIT_HEADER_COUNT + 1, 0);
+    int keep = lua_gettop(L);
     if (lua_getfield(L, 2, "headers") == LUA_TTABLE) {
         int hdrs = lua_gettop(L);
         lua_pushnil(L);
         while (lua_next(L, hdrs) != 0) {
             if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
                 const char *name = lua_tostring(L, -2), *value = lua_tostring(L, -1);
-                if (strcasecmp(name, "date") == 0 && res.date == NULL) res.date = value;
+                bool used = false;
+                if (strcasecmp(name, "date") == 0 && res.date == NULL) res.date = value, used = true;
                 for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++)
                     if (res.hints[w] == NULL && strcasecmp(name, rf_wait_header_name((rf_wait_header)w)) == 0)
-                        res.hints[w] = value; /* alive: the headers table stays on the stack */
+                        res.hints[w] = value, used = true;
+                if (used) {
+                    lua_pushvalue(L, -1);
+                    lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
+                }
             }
             lua_pop(L, 1);
         }
     } else if (!lua_isnil(L, -1)) {
-        return luaL_error(L, "rf.flow: io.send's result.headers must be a table, got %s", luaL_typename(L, -1));
+        return rfl_error(L, "rf.flow: io.send's result.headers must be a table, got %s", luaL_typename(L, -1));
     }
     lua_createtable(L, 1, 0);
-    step_hook h = {.L = L, .policy = ls->s.policy, .fn = 5, .errors = lua_gettop(L)};
+    step_hook h = {.L = L, .call = call, .policy = ls->s.policy, .fn = 5, .errors = lua_gettop(L)};
     int hook_rc = 0;
     int64_t delay = 0;
     rf_reason stop;
-    ls->busy = true; /* the hook may call back into this step: check_step refuses until rf_step_after returns */
+    /* The hook may call back into this step: rfl_method pinned it, so every method raises until this returns. */
     bool retry = rf_step_after(&ls->s, &res, ls->rng, ls->budget, lua_isnil(L, 5) ? NULL : call_step_hook, &h, &hook_rc,
                                &delay, &stop);
-    ls->busy = false;
     lua_pushboolean(L, retry);
     if (retry)
         lua_pushinteger(L, (lua_Integer)delay);
@@ -275,8 +273,8 @@ static int l_step_after(lua_State *L) {
 
 /* step:finish(reason, now_ms, wall_ms [, body [, headers]]) → the response table (client:request's shape); the
  * ledger record is appended here. body: the last attempt's body (a string); headers: its {name = value}. */
-static int l_step_finish(lua_State *L) {
-    lstep *ls = check_step(L);
+static int step_finish(lua_State *L, rfl_call *call) {
+    lstep *ls = call->self;
     const char *reason_name = luaL_checkstring(L, 2);
     rf_reason reason = RF_REASON_COUNT;
     for (int r = 0; r < RF_REASON_COUNT; r++)
@@ -310,39 +308,37 @@ static int l_step_finish(lua_State *L) {
     rf_response *r = &ls->resp;
     r->body = malloc(body_len + 1);
     r->headers = malloc(head_len + 1);
-    if (r->body == NULL || r->headers == NULL) return luaL_error(L, "rf.flow: out of memory");
+    if (r->body == NULL || r->headers == NULL) return rfl_error(L, "rf.flow: out of memory");
     memcpy(r->body, body, body_len);
     r->body[body_len] = '\0';
     r->body_len = body_len;
     memcpy(r->headers, head, head_len);
     r->headers[head_len] = '\0';
     r->headers_len = head_len;
-    ls->finished = true;
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
-    release_uses(L, ls);
+    rfl_set_open(ls, false); /* finished (its closed state) before anything can raise: never recorded twice */
     rfl_push_response(L, r);
-    rf_response_clear(r);
+    step_release(L, ls);
     return 1;
 }
 
 static int l_step_gc(lua_State *L) {
-    lstep *ls = rfl_checkudata(L, 1, STEP_MT);
-    rf_response_clear(&ls->resp);
-    ls->finished = true;
-    release_uses(L, ls);
+    lstep *ls = rfl_checkobject(L, 1, RFL_STEP);
+    if (rfl_collectable(ls)) step_release(L, ls);
     return 0;
 }
+
+/* The methods, each through rfl_method (the step pinned; refused once finished). */
+static int l_step_begin(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_begin); }
+static int l_step_after(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_after); }
+static int l_step_finish(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_finish); }
 
 void rfl_open_step(lua_State *L) {
     static const luaL_Reg step_methods[] = {
         {"begin", l_step_begin}, {"after", l_step_after}, {"finish", l_step_finish}, {NULL, NULL}};
-    luaL_newmetatable(L, STEP_MT);
-    luaL_newlib(L, step_methods);
-    lua_setfield(L, -2, "__index");
+    rfl_new_metatable(L, RFL_STEP, step_methods);
     lua_pushcfunction(L, l_step_gc);
     lua_setfield(L, -2, "__gc");
-    lua_pushliteral(L, STEP_MT);
-    lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     lua_pushcfunction(L, l_step_new);
     lua_setfield(L, -2, "step");

@@ -235,8 +235,7 @@ describe("facts.hints", function()
   end)
 end)
 
--- Every fact decide_values and a decider take, across outcomes: each must give decide's verdict, delays drawn from
--- the same seed.
+-- Every fact a decider takes, across outcomes: each must give decide's verdict, delays drawn from the same seed.
 local VALUE_CASES = {
   { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 1, elapsed_ms = 100 },
   { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k", attempts = 3, elapsed_ms = 100 },
@@ -259,48 +258,10 @@ for _, t in ipairs(rf.transports) do
   VALUE_CASES[#VALUE_CASES + 1] = { method = "POST", path = "/v1/jobs", transport = t, status = 502 }
 end
 
-describe("policy:decide_values", function()
-  local desk = assert(rf.load(h.desk_lock))
-  local service = assert(rf.load("examples/service.lock.json"))
-
-  it("gives decide's verdict: retry, reason, delay_ms, timeout_ms and class", function()
-    for _, p in ipairs({ desk, service }) do
-      for i, f in ipairs(VALUE_CASES) do
-        local want = p:decide(f, rf.rng(i))
-        local retry, reason, delay_ms, timeout_ms, class = p:decide_values(f.method, f.path, f.status or 0,
-          f.transport, f.attempts, f.elapsed_ms, f.idempotency_key ~= nil, rf.rng(i), f.retry_after, f.date, f.now_ms)
-        assert.same({ want.retry, want.reason, want.delay_ms, want.timeout_ms, want.class },
-          { retry, reason, delay_ms, timeout_ms, class }, "case " .. i)
-      end
-    end
-  end)
-
-  it("raises naming the argument", function()
-    local function err(...)
-      local ok, e = pcall(desk.decide_values, desk, ...)
-      assert.is_false(ok)
-      return e
-    end
-    assert.matches("#2 .*method must be a string", err(nil, "/v1/jobs", 503, nil, 1, 0, true))
-    assert.matches("#3 .*path must be a string", err("POST", 7, 503, nil, 1, 0, true))
-    assert.matches("#4 .*status must be an integer, got nil", err("POST", "/v1/jobs", nil, nil, 1, 0, true))
-    assert.matches("#4 .*status must be 0 %(none received%) or 100..599", err("POST", "/v1/jobs", 42, nil, 1, 0, true))
-    assert.matches("#4 .*status must be an integer in 0..599", err("POST", "/v1/jobs", 600, nil, 1, 0, true))
-    assert.matches("#5 .*unknown transport 'bogus'", err("POST", "/v1/jobs", 0, "bogus", 1, 0, true))
-    assert.matches("#6 .*attempts must be an integer in 1..1000000", err("POST", "/v1/jobs", 503, nil, 0, 0, true))
-    assert.matches("#7 .*elapsed_ms must be an integer", err("POST", "/v1/jobs", 503, nil, 1, 1.5, true))
-    assert.matches("#8 .*has_key must be a boolean", err("POST", "/v1/jobs", 503, nil, 1, 0, "k"))
-    assert.matches("#9 .*retryfreeze.Rng expected", err("POST", "/v1/jobs", 503, nil, 1, 0, true, {}))
-    assert.matches("#10 .*retry_after must be a string or nil", err("POST", "/v1/jobs", 503, nil, 1, 0, true, nil, 5))
-    assert.matches("method must be uppercase", err("post", "/v1/jobs", 503, nil, 1, 0, true))
-    assert.matches("retryfreeze.Policy expected", select(2, pcall(desk.decide_values, {}, "POST", "/x", 503)))
-  end)
-end)
-
 describe("policy:decider", function()
   local desk = assert(rf.load(h.desk_lock))
   local service = assert(rf.load("examples/service.lock.json"))
-  local cases = { { method = "DELETE", path = "/nowhere", status = 503 } } -- and every case of decide_values
+  local cases = { { method = "DELETE", path = "/nowhere", status = 503 } } -- and every case above
   for _, f in ipairs(VALUE_CASES) do cases[#cases + 1] = f end
 
   it("gives decide's verdict for every attempt of the request it was made for", function()
@@ -344,14 +305,27 @@ describe("policy:decider", function()
       assert.is_false(ok)
       return e
     end
+    -- The same readers as policy:decide's facts table: the same words, the argument named as the fact it is.
     assert.matches("#1 .*status must be an integer, got nil", called(nil, nil, 1, 0))
-    assert.matches("#1 .*status must be 0 %(none received%) or 100..599", called(42, nil, 1, 0))
+    assert.matches("#1 .*status must be 0 %(none received%) or 100..599, got 42", called(42, nil, 1, 0))
+    assert.matches("#1 .*status must be 0 %(none received%) or 100..599, got 600", called(600, nil, 1, 0))
     assert.matches("#1 .*status must be an integer, got string", called("503", nil, 1, 0))
-    assert.matches("#2 .*unknown transport 'bogus'", called(0, "bogus", 1, 0))
-    assert.matches("#3 .*attempts must be an integer in 1..1000000", called(503, nil, 0, 0))
+    assert.matches("#2 .*transport must be one of ok, timeout, .*; got 'bogus'", called(0, "bogus", 1, 0))
+    assert.matches("#2 .*transport must be a string, got number", called(0, 5, 1, 0))
+    assert.matches("#3 .*attempts must be in 1..1000000, got 0", called(503, nil, 0, 0))
     assert.matches("#4 .*elapsed_ms must be an integer", called(503, nil, 1, 1.5))
-    assert.matches("#5 .*retry_after must be a string or nil", called(503, nil, 1, 0, 5))
+    assert.matches("#5 .*retry_after must be a string, got number", called(503, nil, 1, 0, 5))
+    assert.matches("#6 .*date must be a string, got boolean", called(503, nil, 1, 0, "1", true))
     assert.matches("#7 .*now_ms must be an integer", called(503, nil, 1, 0, "1", nil, "x"))
+    -- Each message is the facts table's, without "facts.": one reader per fact.
+    for _, c in ipairs({ { { status = 42 }, { 42, nil, 1, 0 } }, { { transport = "bogus" }, { 0, "bogus", 1, 0 } },
+      { { attempts = 0 }, { 503, nil, 0, 0 } }, { { retry_after = 5 }, { 503, nil, 1, 0, 5 } } }) do
+      local facts = { method = "POST", path = "/v1/jobs", status = 503 }
+      for k, v in pairs(c[1]) do facts[k] = v end
+      local table_err = select(2, pcall(desk.decide, desk, facts)):match("%(facts%.(.*)%)$")
+      local arg_err = called(table.unpack(c[2], 1, 7)):match("%((.*)%)$")
+      assert.equal(table_err, arg_err)
+    end
   end)
 
   it("keeps its policy and rng alive when the script drops them", function()

@@ -305,6 +305,224 @@ describe("lifetimes and re-entrancy (issue 10)", function()
     end)
   end)
 
+  -- A C function pins every object it uses before its first read that can run Lua (bindings/lua_object.h): a
+  -- metamethod of a table it is given (__index, __len, …) that closes, finishes or re-enters that object is
+  -- refused, and the call goes on whole. Each case runs under Lua 5.4, LuaJIT and the `retryfreeze` command's Lua.
+  describe("no metamethod can free an object a C function is using", function()
+    -- A lock with a retry budget, for the cases that hand one over.
+    local BUDGET_LOCK = [[{"version":1,"retryBudget":{"maxTokens":10,"tokenRatio":0.1},"defaults":{"maxAttempts":3,
+      "perAttemptTimeoutMs":2000,"totalBudgetMs":5000,"retryable":["HTTP_503"],"backoff":{"baseMs":5,"maxMs":10}},
+      "routes":[{"endpoint":"GET /echo/*"}]}]]
+    local build = os.getenv("RF_BUILD_DIR") or "build"
+    local has_luajit = os.execute("test -f " .. build .. "/lib/lua/luajit/retryfreeze/core.so")
+    local runtimes = { { name = "lua5.4" }, { name = "luajit", lua = "luajit", dir = "luajit" },
+      { name = "retryfreeze run", cli = true } }
+
+    --- Runs source as run_lua does (URL, LOCK and rf; also BLOCK, a policy with a retry budget, and core) under
+    --- runtime rt; returns stdout after asserting a clean exit (no crash, no sanitizer report).
+    local function run_in(rt, source, url)
+      local prelude = string.format("local rf = require 'retryfreeze'; local core = require 'retryfreeze.core'; "
+        .. "local URL = %q; local LOCK = assert(rf.load_string(%q)); local BLOCK = assert(rf.load_string(%q)); ",
+        url, LOCK, BUDGET_LOCK)
+      if not rt.cli then
+        return clean(h.run_lua(prelude .. source, { lua = rt.lua, dir = rt.dir, timeout_s = 30 }))
+      end
+      local path = h.temp_file(prelude .. source)
+      local out, err, code = h.sh("timeout 30 " .. h.shell_quote(h.cli) .. " run " .. h.shell_quote(path))
+      os.remove(path)
+      return clean(out, err, code)
+    end
+
+    --- The lines of the file at path, counted (and the file removed).
+    local function count_lines(path)
+      local lines = 0
+      for _ in io.lines(path) do lines = lines + 1 end
+      os.remove(path)
+      return lines
+    end
+
+    --- run_in with a ledger and a retry budget made first: led (a fresh file), budget (of BLOCK) and tried (an
+    --- empty table) are in scope. Returns stdout and the number of lines the ledger got.
+    local function run_with_ledger(rt, source, url)
+      local path = os.tmpname()
+      local out = run_in(rt, string.format("local led = assert(rf.ledger.open(%q)); "
+        .. "local budget = rf.retry_budget(BLOCK); local tried = {}; ", path) .. source, url)
+      return out, count_lines(path)
+    end
+
+    local BUSY_TEXT = "client is busy (called from its own on_attempt hook)"
+    local LEDGER_IN_USE = "ledger in use by 1 open client(s) or unfinished flow(s): close or finish them first"
+    local BUDGET_IN_USE = "cannot close a retry budget that 1 open clients or running flows use"
+
+    for _, rt in ipairs(runtimes) do
+      local it_or_pending = (rt.lua ~= "luajit" or has_luajit == true or has_luajit == 0) and it or pending
+
+      it_or_pending(rt.name .. ": a request whose __index closes the client: request, all and _start go on", function()
+        local out = run_in(rt, [[
+          local c = rf.client{ policy = LOCK, base_url = URL }
+          local refused = {}
+          local function proxy(path) -- an empty table: every field comes from __index
+            return setmetatable({}, { __index = function(_, k)
+              if k == "method" then return "GET" end
+              if k == "path" then return path .. ("/x"):rep(20) end -- a fresh string each read
+              if k == "headers" then
+                local ok, err = pcall(c.close, c)
+                refused[#refused + 1] = tostring(ok) .. " " .. tostring(err)
+                collectgarbage()
+              end
+            end })
+          end
+          local r = c:request(proxy("/echo/1"))
+          print(r.status, r.attempts, refused[1])
+          local rs = c:all{ proxy("/echo/2"), proxy("/echo/3") }
+          print(#rs, rs[1].status, rs[2].status, #refused, refused[3])
+          local ticket, box = c:_start(proxy("/echo/4"))
+          repeat local done = c:_run(100) until done[1] == ticket
+          print(c:_finish(box).status, #refused, refused[4])
+          c:close()
+          print(tostring(c))
+        ]], up.url)
+        local busy = "false " .. BUSY_TEXT
+        assert.equal("200\t1\t" .. busy .. "\n2\t200\t200\t3\t" .. busy .. "\n200\t4\t" .. busy
+          .. "\nretryfreeze.Client (closed)\n", out)
+      end)
+
+      it_or_pending(rt.name .. ": an __index that closes the client and raises fails the call; the client is whole",
+        function()
+        local out = run_in(rt, [[
+          local c = rf.client{ policy = LOCK, base_url = URL }
+          local req = setmetatable({}, { __index = function(_, k)
+            if k == "method" then return "GET" end
+            if k == "path" then return "/echo/5" end
+            if k == "query" then c:close() end -- not protected: the refusal is the call's error
+          end })
+          print(pcall(c.request, c, req))
+          print(pcall(c.all, c, { req }))
+          print(pcall(c._start, c, req))
+          print(c:request{ method = "GET", path = "/echo/6" }.status, c:in_flight())
+        ]], up.url)
+        assert.matches("^false\t[^\n]*" .. BUSY .. "\nfalse\t[^\n]*" .. BUSY .. "\nfalse\t[^\n]*" .. BUSY
+          .. "\n200\t0\n$", out)
+      end)
+
+      it_or_pending(rt.name .. ": a pinned call's errors still name the caller's line and the argument", function()
+        local out = run_in(rt, [[
+          local c = rf.client{ policy = LOCK, base_url = URL }
+          print(select(2, pcall(function() return c:request{ method = "GET" } end)))
+          print(select(2, pcall(function() return rf.client{ policy = LOCK } end)))
+          print(select(2, pcall(function() return c:_run("x") end)))
+        ]], up.url)
+        local line = rt.lua == "luajit" and "" or "[^\n]*:%d+: " -- LuaJIT's luaL_where names no line here
+        assert.matches("^" .. line .. "request.method and request.path are required\n" .. line
+          .. "rf.client: base_url must be a string\n" .. "[^\n]*bad argument #%d to '[_%a?]*' %(number expected, got string%)\n$",
+          out)
+      end)
+
+      it_or_pending(rt.name .. ": rf.client's options: an __index cannot close the ledger or retry budget it took",
+        function()
+        local out, lines = run_with_ledger(rt, [[
+          local opts = setmetatable({}, { __index = function(_, k)
+            if k == "policy" then return BLOCK end
+            if k == "base_url" then return URL end
+            if k == "ledger" then return led end
+            if k == "retry_budget" then return budget end
+            if k == "headers" then -- read last: both were taken by now
+              tried[#tried + 1] = tostring(select(2, led:close()))
+              tried[#tried + 1] = tostring(select(2, pcall(budget.close, budget)))
+              collectgarbage()
+            end
+          end })
+          local c = rf.client(opts)
+          print(tried[1])
+          print(tried[2])
+          local r = c:request{ method = "GET", path = "/echo/7" }
+          print(r.status, r.ledger_error, c:retry_tokens() > 0)
+          c:close()
+          print(led:close(), pcall(budget.close, budget))
+        ]], up.url)
+        assert.equal(LEDGER_IN_USE .. "\n" .. BUDGET_IN_USE .. "\n200\tnil\ttrue\ntrue\ttrue\n", out)
+        assert.equal(1, lines)
+      end)
+
+      it_or_pending(rt.name .. ": a failed rf.client gives back the ledger and budget it took, at once", function()
+        local out = run_in(rt, [[
+          local led = assert(rf.ledger.open(os.tmpname()))
+          local budget = rf.retry_budget(BLOCK)
+          print(pcall(rf.client, { policy = BLOCK, base_url = URL, ledger = led, retry_budget = budget,
+            max_body_bytes = 0 }))
+          print(led:close(), pcall(budget.close, budget))
+        ]], up.url)
+        assert.matches("^false\t[^\n]*max_body_bytes must be a positive integer\ntrue\ttrue\n$", out)
+      end)
+
+      it_or_pending(rt.name .. ": core.step: a result whose __index finishes the step or closes what it uses",
+        function()
+        local out, lines = run_with_ledger(rt, [[
+          local step = core.step(BLOCK, { method = "GET", path = "/echo/8" }, { ledger = led, retry_budget = budget,
+            rng = rf.rng(1) }, 0)
+          step:begin(0)
+          local result = setmetatable({}, { __index = function(_, k)
+            if k == "status" then return 503 end
+            if k == "headers" then
+              tried[#tried + 1] = select(2, pcall(step.finish, step, "stopped-by-caller", 5, 0))
+              tried[#tried + 1] = select(2, pcall(budget.close, budget))
+              tried[#tried + 1] = select(2, led:close())
+              collectgarbage()
+            end
+          end })
+          local retry, delay = step:after(result, 10, 0)
+          print(retry, delay >= 0)
+          for _, t in ipairs(tried) do print(t) end
+          local r = step:finish("stopped-by-caller", 20, 0)
+          print(r.attempts, r.outcome)
+          print(led:close(), pcall(budget.close, budget))
+        ]], up.url)
+        assert.equal("true\ttrue\nrf.flow: step is busy (called from its own on_attempt hook)\n" .. BUDGET_IN_USE .. "\n"
+          .. LEDGER_IN_USE .. "\n1\tterminal\ntrue\ttrue\n", out)
+        assert.equal(1, lines)
+      end)
+
+      it_or_pending(rt.name .. ": rf.flow: an io and a send result whose __index closes the ledger and budget",
+        function()
+        local out, lines = run_with_ledger(rt, [[
+          local function attack()
+            tried[#tried + 1] = tostring(select(2, led:close()))
+            tried[#tried + 1] = tostring(select(2, pcall(budget.close, budget)))
+            collectgarbage()
+          end
+          local sends = 0
+          local io = setmetatable({}, { __index = function(_, k)
+            if k == "ledger" then return led end
+            if k == "retry_budget" then return budget end
+            if k == "sleep" then return function() end end
+            if k == "now_ms" then return function() return 0 end end
+            if k == "send" then
+              return function()
+                sends = sends + 1
+                return setmetatable({}, { __index = function(_, f)
+                  if f == "status" then return sends == 1 and 503 or 200 end
+                  if f == "headers" then attack() end
+                end })
+              end
+            end
+            if k == "on_attempt" and sends > 0 then attack() end -- once the flow's step holds them
+          end })
+          local r = rf.flow(BLOCK, { method = "GET", path = "/echo/9" }, io)
+          local distinct, seen = {}, {}
+          for _, t in ipairs(tried) do
+            if not seen[t] then seen[t] = true distinct[#distinct + 1] = t end
+          end
+          table.sort(distinct)
+          print(r.status, r.attempts, r.ledger_error, #tried >= 6)
+          print(table.concat(distinct, "\n"))
+          print(led:close(), pcall(budget.close, budget))
+        ]], up.url)
+        assert.equal("200\t2\tnil\ttrue\n" .. BUDGET_IN_USE .. "\n" .. LEDGER_IN_USE .. "\ntrue\ttrue\n", out)
+        assert.equal(1, lines)
+      end)
+    end
+  end)
+
   describe("ledger hygiene", function()
     it("records the path with its query values redacted (?api_key=SECRET)", function()
       local path = os.tmpname()
