@@ -1,7 +1,14 @@
+# Small helpers the core shares (core/src/util/, as curl's curlx/): each library compiles the ones it uses, since a
+# shared library exports only its rf_ API. report.c needs nothing; json_text.c needs cJSON, so the client (no cJSON)
+# takes only report.c.
+set(RF_UTIL_SOURCES core/src/util/report.c)
+set(RF_UTIL_JSON_SOURCES core/src/util/json_path.c core/src/util/json_text.c)
+
 # The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
 add_library(retryfreeze SHARED
+  ${RF_UTIL_SOURCES}
+  ${RF_UTIL_JSON_SOURCES}
   core/src/engine/version.c
-  core/src/engine/error.c
   core/src/engine/input_file.c
   core/src/engine/vocabulary.c
   core/src/engine/failure_class.c

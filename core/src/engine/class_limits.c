@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PATH_CAP 256
-
 /* Sets limit on every member of one (alias-expanded) class token's set. */
 static void set_limits(rfi_route *r, const rfi_class_set *one, uint8_t limit) {
     for (int s = 100; s <= 599; s++)
@@ -35,8 +33,8 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
     memset(r->class_limit_named, 0, sizeof r->class_limit_named);
     rfi_class_set seen = {0};
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        char sub[PATH_CAP];
-        snprintf(sub, sizeof sub, "%s.%s", path, c->string);
+        char sub[RFI_PATH_CAP];
+        rfi_path_child(sub, path, c->string);
         if (strcmp(c->string, "$comment") == 0) {
             if (!cJSON_IsString(c)) return rfi_fail(err, sub, "must be a string (a comment)"), false;
             continue;
@@ -103,8 +101,9 @@ typedef struct check_ctx {
 static bool check_one(void *ud, const char *token, int limit) {
     check_ctx *c = ud;
     if (limit <= c->r->max_attempts) return true;
-    char sub[PATH_CAP];
-    snprintf(sub, sizeof sub, "%s.classLimits.%s", c->where, token);
+    char limits[RFI_PATH_CAP], sub[RFI_PATH_CAP];
+    rfi_path_child(limits, c->where, "classLimits");
+    rfi_path_child(sub, limits, token);
     rfi_fail(c->err, sub, "must be at most maxAttempts (%d), got %d", c->r->max_attempts, limit);
     return false;
 }

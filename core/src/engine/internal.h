@@ -5,6 +5,9 @@
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
+#include "../util/json_path.h"
+#include "../util/json_text.h"
+#include "../util/report.h"
 #include <stdarg.h>
 #include <string.h>
 
@@ -124,18 +127,14 @@ struct rf_policy {
     char digest[7 + 64 + 1];
 };
 
-/* Writes "path: message" style errors into err (NULL-safe). Returns RF_EINVAL for convenience. */
-rf_status rfi_fail(rf_error *err, const char *path, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4), cold)) /* cold: a refusal's branch is laid out off the decision path */
-#endif
-    ;
-
-/* A number in an error message as the user wrote it: the shortest of %.15g and %.17g that reads back as the
- * same double (1.2345, not 1.2344999999999999), as JSON serialisers print doubles. buf needs 32 bytes. Returns
- * buf. */
-#define RFI_NUMBER_TEXT_MAX 32
-const char *rfi_number_text(char buf[RFI_NUMBER_TEXT_MAX], double v);
+/* A verdict that stops: no retry, no wait, no next attempt (rf_decide, rf_redirect_verdict). Returns v. */
+static inline rf_verdict *rfi_stop(rf_verdict *v, rf_reason reason) {
+    v->retry = false;
+    v->reason = reason;
+    v->delay_ms = 0;
+    v->timeout_ms = 0;
+    return v;
+}
 
 /* Failure classes (failure_class.c). */
 /* Parses one class token (aliases expanded) and adds it to set. Returns false for an unknown token. */

@@ -18,8 +18,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define PATH_CAP 256
-
 /* Field presence bits of a route spec (a route, or the defaults it inherits from). */
 enum {
     F_ENDPOINT = 1 << 0,
@@ -42,8 +40,8 @@ enum {
 
 typedef struct spec {
     unsigned has;
-    rfi_route r;          /* values, valid where the bit in has is set */
-    char where[PATH_CAP]; /* JSON path of the object the spec came from */
+    rfi_route r;              /* values, valid where the bit in has is set */
+    char where[RFI_PATH_CAP]; /* JSON path of the object the spec came from */
 } spec;
 
 /* Built-in defaults (docs/lock.md). Required fields have none. */
@@ -55,34 +53,11 @@ typedef struct spec {
 #define DEFAULT_RA_MAX_MS 120000
 static const char *const default_methods[] = {"POST", "PATCH", "DELETE"};
 
-/* JSON paths are bounded (PATH_CAP); a deeper path is cut and marked with "…" rather than overflowing. */
-static void mark_cut(char *dst, int n) {
-    if (n >= PATH_CAP) memcpy(dst + PATH_CAP - 4, "\xE2\x80\xA6", 4);
-}
-
-static void child_path(char *dst, const char *parent, const char *key) {
-    mark_cut(dst, snprintf(dst, PATH_CAP, "%s.%s", parent, key));
-}
-
-static void index_path(char *dst, const char *parent, int i) {
-    mark_cut(dst, snprintf(dst, PATH_CAP, "%s[%d]", parent, i));
-}
-
-static const char *type_name(const cJSON *item) {
-    if (cJSON_IsNull(item)) return "null";
-    if (cJSON_IsBool(item)) return "a boolean";
-    if (cJSON_IsNumber(item)) return "a number";
-    if (cJSON_IsString(item)) return "a string";
-    if (cJSON_IsArray(item)) return "an array";
-    if (cJSON_IsObject(item)) return "an object";
-    return "an invalid value";
-}
-
 /* Integer in [lo, hi]: refuses non-numbers, non-finite values (1e400), fractions and out-of-range values. */
 static bool get_int(const cJSON *item, const char *path, int64_t lo, int64_t hi, int64_t *out, rf_error *err) {
     if (!cJSON_IsNumber(item)) {
         rfi_fail(err, path, "must be an integer from %lld to %lld, got %s", (long long)lo, (long long)hi,
-                 type_name(item));
+                 rfi_json_type_name(item));
         return false;
     }
     double v = item->valuedouble;
@@ -109,7 +84,7 @@ static bool get_int(const cJSON *item, const char *path, int64_t lo, int64_t hi,
 /* A number with at most 3 decimal places in [lo, hi], stored × 1000 (exact, so digests are stable). */
 static bool get_milli(const cJSON *item, const char *path, double lo, double hi, int64_t *out, rf_error *err) {
     if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble)) {
-        rfi_fail(err, path, "must be a finite number from %g to %g, got %s", lo, hi, type_name(item));
+        rfi_fail(err, path, "must be a finite number from %g to %g, got %s", lo, hi, rfi_json_type_name(item));
         return false;
     }
     double v = item->valuedouble;
@@ -130,7 +105,7 @@ static bool get_milli(const cJSON *item, const char *path, double lo, double hi,
 
 static bool get_bool(const cJSON *item, const char *path, bool *out, rf_error *err) {
     if (!cJSON_IsBool(item)) {
-        rfi_fail(err, path, "must be true or false, got %s", type_name(item));
+        rfi_fail(err, path, "must be true or false, got %s", rfi_json_type_name(item));
         return false;
     }
     *out = cJSON_IsTrue(item);
@@ -139,7 +114,7 @@ static bool get_bool(const cJSON *item, const char *path, bool *out, rf_error *e
 
 static bool get_string(const cJSON *item, const char *path, const char **out, size_t *len, rf_error *err) {
     if (!cJSON_IsString(item) || item->valuestring == NULL) {
-        rfi_fail(err, path, "must be a string, got %s", type_name(item));
+        rfi_fail(err, path, "must be a string, got %s", rfi_json_type_name(item));
         return false;
     }
     *out = item->valuestring;
@@ -149,21 +124,21 @@ static bool get_string(const cJSON *item, const char *path, const char **out, si
 
 /* Duplicate keys in any object anywhere (cJSON keeps both, so they would silently shadow each other). */
 static bool check_duplicates(const cJSON *node, const char *path, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     int i = 0;
     for (const cJSON *c = node->child; c != NULL; c = c->next, i++) {
         if (cJSON_IsObject(node)) {
             for (const cJSON *d = c->next; d != NULL; d = d->next) {
                 if (c->string && d->string && strcmp(c->string, d->string) == 0) {
-                    child_path(sub, path, c->string);
+                    rfi_path_child(sub, path, c->string);
                     rfi_fail(err, sub, "duplicate key \"%s\" in one object (a JSON object's keys must be unique)",
                              c->string);
                     return false;
                 }
             }
-            child_path(sub, path, c->string ? c->string : "?");
+            rfi_path_child(sub, path, c->string ? c->string : "?");
         } else {
-            index_path(sub, path, i);
+            rfi_path_index(sub, path, i);
         }
         if (!check_duplicates(c, sub, err)) return false;
     }
@@ -173,9 +148,9 @@ static bool check_duplicates(const cJSON *node, const char *path, rf_error *err)
 /* "$comment" is free text, but it must be text: a string, wherever it appears. */
 static bool comment_ok(const cJSON *c, const char *path, rf_error *err) {
     if (cJSON_IsString(c)) return true;
-    char sub[PATH_CAP];
-    child_path(sub, path, "$comment");
-    rfi_fail(err, sub, "must be a string, got %s", type_name(c));
+    char sub[RFI_PATH_CAP];
+    rfi_path_child(sub, path, "$comment");
+    rfi_fail(err, sub, "must be a string, got %s", rfi_json_type_name(c));
     return false;
 }
 
@@ -224,8 +199,8 @@ static void did_you_mean(const char *word, const char *list, char *out, size_t c
 }
 
 static bool unknown_key(const cJSON *key_item, const char *path, const char *allowed, rf_error *err) {
-    char sub[PATH_CAP], near[64];
-    child_path(sub, path, key_item->string);
+    char sub[RFI_PATH_CAP], near[64];
+    rfi_path_child(sub, path, key_item->string);
     did_you_mean(key_item->string, allowed, near, sizeof near);
     if (near[0])
         rfi_fail(err, sub, "unknown key \"%s\" (did you mean \"%s\"? allowed here: %s)", key_item->string, near,
@@ -244,19 +219,19 @@ static bool other_member(const cJSON *c, const char *path, const char *allowed, 
 /* obj must be a JSON object; shape says what it holds ("{honor, maxMs, headers}", "of gate thresholds"). */
 static bool is_object(const cJSON *obj, const char *path, const char *shape, rf_error *err) {
     if (cJSON_IsObject(obj)) return true;
-    rfi_fail(err, path, "must be an object %s, got %s", shape, type_name(obj));
+    rfi_fail(err, path, "must be an object %s, got %s", shape, rfi_json_type_name(obj));
     return false;
 }
 
 static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set *set, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!cJSON_IsArray(item)) {
-        rfi_fail(err, path, "must be an array of failure class tokens, got %s", type_name(item));
+        rfi_fail(err, path, "must be an array of failure class tokens, got %s", rfi_json_type_name(item));
         return false;
     }
     int i = 0;
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
-        index_path(sub, path, i);
+        rfi_path_index(sub, path, i);
         const char *s;
         size_t len;
         if (!get_string(c, sub, &s, &len, err)) return false;
@@ -291,15 +266,15 @@ static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set 
 }
 
 static bool parse_methods(const cJSON *item, const char *path, rfi_route *r, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!cJSON_IsArray(item)) {
-        rfi_fail(err, path, "must be an array of HTTP methods, got %s", type_name(item));
+        rfi_fail(err, path, "must be an array of HTTP methods, got %s", rfi_json_type_name(item));
         return false;
     }
     r->n_methods = 0;
     int i = 0;
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
-        index_path(sub, path, i);
+        rfi_path_index(sub, path, i);
         const char *s;
         size_t len;
         if (!get_string(c, sub, &s, &len, err)) return false;
@@ -323,10 +298,10 @@ static bool parse_methods(const cJSON *item, const char *path, rfi_route *r, rf_
 }
 
 static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!is_object(obj, path, "{baseMs, multiplier, maxMs, jitter}", err)) return false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        child_path(sub, path, c->string);
+        rfi_path_child(sub, path, c->string);
         const char *k = c->string;
         if (strcmp(k, "baseMs") == 0) {
             if (!get_int(c, sub, 0, 600000, &sp->r.backoff_base_ms, err)) return false;
@@ -358,10 +333,10 @@ static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error
 }
 
 static bool parse_retry_after(const cJSON *obj, const char *path, spec *sp, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!is_object(obj, path, "{honor, maxMs, headers}", err)) return false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        child_path(sub, path, c->string);
+        rfi_path_child(sub, path, c->string);
         if (strcmp(c->string, "honor") == 0) {
             if (!get_bool(c, sub, &sp->r.retry_after_honor, err)) return false;
             sp->has |= F_HONOR;
@@ -387,11 +362,11 @@ typedef struct budget_cfg {
 /* retryBudget.shared = {name}: the bucket a fleet shares in a store (docs/lock.md). The name becomes part of a
  * store key, so it is 1..64 of [A-Za-z0-9._-]. */
 static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!is_object(obj, path, "{name}", err)) return false;
     bool has_name = false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        child_path(sub, path, c->string);
+        rfi_path_child(sub, path, c->string);
         if (strcmp(c->string, "name") == 0) {
             const char *s;
             size_t len;
@@ -411,7 +386,7 @@ static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *
         }
     }
     if (!has_name) {
-        child_path(sub, path, "name");
+        rfi_path_child(sub, path, "name");
         rfi_fail(err, sub, "is required in retryBudget.shared (no default)");
         return false;
     }
@@ -420,11 +395,11 @@ static bool parse_shared_budget(const cJSON *obj, const char *path, budget_cfg *
 
 /* gRPC A6 retryThrottling: maxTokens in (0, 1000], tokenRatio > 0 with at most 3 decimal places. */
 static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!is_object(obj, path, "{maxTokens, tokenRatio}", err)) return false;
     bool has_max = false, has_ratio = false;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        child_path(sub, path, c->string);
+        rfi_path_child(sub, path, c->string);
         if (strcmp(c->string, "maxTokens") == 0) {
             int64_t v;
             if (!get_int(c, sub, 1, 1000, &v, err)) return false;
@@ -440,7 +415,7 @@ static bool parse_retry_budget(const cJSON *obj, const char *path, budget_cfg *b
         }
     }
     if (!has_max || !has_ratio) {
-        child_path(sub, path, has_max ? "tokenRatio" : "maxTokens");
+        rfi_path_child(sub, path, has_max ? "tokenRatio" : "maxTokens");
         rfi_fail(err, sub, "is required in retryBudget (no default)");
         return false;
     }
@@ -470,11 +445,11 @@ static const struct gate_threshold {
 
 /* The gate object: thresholds over ledger stats (docs/lock.md). Every field optional; unknown keys refused. */
 static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     if (!is_object(obj, path, "of gate thresholds", err)) return false;
     rf_gate_view *v = &g->view;
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        child_path(sub, path, c->string);
+        rfi_path_child(sub, path, c->string);
         const char *k = c->string;
         const struct gate_threshold *t = NULL;
         for (size_t i = 0; i < sizeof gate_thresholds / sizeof gate_thresholds[0] && t == NULL; i++)
@@ -487,13 +462,13 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
             *(bool *)(void *)((char *)v + t->has) = true;
         } else if (strcmp(k, "forbidReasons") == 0) {
             if (!cJSON_IsArray(c)) {
-                rfi_fail(err, sub, "must be an array of reasons, got %s", type_name(c));
+                rfi_fail(err, sub, "must be an array of reasons, got %s", rfi_json_type_name(c));
                 return false;
             }
             int i = 0;
-            char item[PATH_CAP];
+            char item[RFI_PATH_CAP];
             for (const cJSON *r = c->child; r != NULL; r = r->next, i++) {
-                index_path(item, sub, i);
+                rfi_path_index(item, sub, i);
                 const char *name;
                 size_t len;
                 if (!get_string(r, item, &name, &len, err)) return false;
@@ -532,8 +507,8 @@ static bool parse_gate(const cJSON *obj, const char *path, rfi_gate *g, rf_error
  * field (the caller decides whether it is allowed there), -1 on an error.
  */
 static int parse_route_field(const cJSON *c, const char *path, spec *sp, rf_error *err) {
-    char sub[PATH_CAP];
-    child_path(sub, path, c->string);
+    char sub[RFI_PATH_CAP];
+    rfi_path_child(sub, path, c->string);
     const char *k = c->string;
     int64_t v;
     if (strcmp(k, "endpoint") == 0) {
@@ -583,7 +558,7 @@ static int parse_route_field(const cJSON *c, const char *path, spec *sp, rf_erro
         sp->has |= F_CLASS_LIMITS;
     } else if (strcmp(k, "$comment") == 0) {
         if (!cJSON_IsString(c)) {
-            rfi_fail(err, sub, "must be a string, got %s", type_name(c));
+            rfi_fail(err, sub, "must be a string, got %s", rfi_json_type_name(c));
             return -1;
         }
     } else {
@@ -637,17 +612,17 @@ static bool finish_route(spec *sp, rf_error *err) {
                     {F_PER_ATTEMPT, "perAttemptTimeoutMs"},
                     {F_TOTAL, "totalBudgetMs"},
                     {F_RETRYABLE, "retryable"}};
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
         if (!(sp->has & required[i].bit)) {
-            child_path(sub, sp->where, required[i].name);
+            rfi_path_child(sub, sp->where, required[i].name);
             rfi_fail(err, sub, "is required and has no default (an absent number never becomes a retry count)");
             return false;
         }
     }
     rfi_route *r = &sp->r;
     if (r->total_budget_ms < r->per_attempt_timeout_ms) {
-        child_path(sub, sp->where, "totalBudgetMs");
+        rfi_path_child(sub, sp->where, "totalBudgetMs");
         rfi_fail(err, sub, "must be at least perAttemptTimeoutMs (%lld), got %lld",
                  (long long)r->per_attempt_timeout_ms, (long long)r->total_budget_ms);
         return false;
@@ -656,7 +631,7 @@ static bool finish_route(spec *sp, rf_error *err) {
         r->min_attempt_ms =
             r->per_attempt_timeout_ms < DEFAULT_MIN_ATTEMPT_MS ? r->per_attempt_timeout_ms : DEFAULT_MIN_ATTEMPT_MS;
     if (r->min_attempt_ms > r->per_attempt_timeout_ms) {
-        child_path(sub, sp->where, "minAttemptMs");
+        rfi_path_child(sub, sp->where, "minAttemptMs");
         rfi_fail(err, sub, "must be at most perAttemptTimeoutMs (%lld), got %lld", (long long)r->per_attempt_timeout_ms,
                  (long long)r->min_attempt_ms);
         return false;
@@ -674,14 +649,14 @@ static bool finish_route(spec *sp, rf_error *err) {
     if (!(sp->has & F_WAIT_HEADERS)) rfi_wait_headers_default(r);
     if (!rfi_class_limits_check(r, sp->where, err)) return false;
     if (r->backoff_base_ms > r->backoff_max_ms) {
-        child_path(sub, sp->where, "backoff.baseMs");
+        rfi_path_child(sub, sp->where, "backoff.baseMs");
         rfi_fail(err, sub, "must be at most backoff.maxMs (%lld), got %lld", (long long)r->backoff_max_ms,
                  (long long)r->backoff_base_ms);
         return false;
     }
     char both[RF_CLASS_NAME_MAX];
     if (rfi_class_overlap(&r->retryable, &r->not_retryable, both)) {
-        child_path(sub, sp->where, "notRetryable");
+        rfi_path_child(sub, sp->where, "notRetryable");
         rfi_fail(err, sub, "class %s is in both retryable and notRetryable", both);
         return false;
     }
@@ -692,7 +667,7 @@ static bool finish_route(spec *sp, rf_error *err) {
  * idempotency-key requirement. */
 static bool parse_transparent(const cJSON *c, bool *off, rf_error *err) {
     if (!cJSON_IsBool(c)) {
-        rfi_fail(err, "$.transparentRetry", "must be true or false, got %s", type_name(c));
+        rfi_fail(err, "$.transparentRetry", "must be true or false, got %s", rfi_json_type_name(c));
         return false;
     }
     *off = cJSON_IsFalse(c);
@@ -702,13 +677,13 @@ static bool parse_transparent(const cJSON *c, bool *off, rf_error *err) {
 /* The flat form: the whole document is one route (plus $comment and retryBudget). */
 static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate *gate, bool *transparent_off,
                       rf_error *err) {
-    snprintf(sp->where, PATH_CAP, "$");
-    char sub[PATH_CAP];
+    snprintf(sp->where, RFI_PATH_CAP, "$");
+    char sub[RFI_PATH_CAP];
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
         if ((strcmp(c->string, "retryBudget") == 0 || strcmp(c->string, "gate") == 0) && cJSON_IsNull(c))
             continue; /* null: none, as the canonical form writes it */
         if (strcmp(c->string, "retryBudget") == 0) {
-            child_path(sub, "$", c->string);
+            rfi_path_child(sub, "$", c->string);
             if (!parse_retry_budget(c, sub, budget, err)) return false;
             continue;
         }
@@ -731,7 +706,7 @@ static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate 
 
 static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rfi_gate *gate,
                        bool *transparent_off, rf_status *st, rf_error *err) {
-    char sub[PATH_CAP];
+    char sub[RFI_PATH_CAP];
     const cJSON *version = NULL, *defaults = NULL, *routes = NULL;
     for (const cJSON *c = root->child; c != NULL; c = c->next) {
         if (strcmp(c->string, "version") == 0)
@@ -758,12 +733,12 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
     if (!get_int(version, "$.version", 1, 1, &v, err)) return false;
     spec defaults_spec;
     memset(&defaults_spec, 0, sizeof defaults_spec);
-    snprintf(defaults_spec.where, PATH_CAP, "$.defaults");
+    snprintf(defaults_spec.where, RFI_PATH_CAP, "$.defaults");
     if (defaults != NULL) {
         if (!is_object(defaults, "$.defaults", "of route fields", err)) return false;
         for (const cJSON *c = defaults->child; c != NULL; c = c->next) {
             if (strcmp(c->string, "endpoint") == 0) {
-                child_path(sub, "$.defaults", "endpoint");
+                rfi_path_child(sub, "$.defaults", "endpoint");
                 return rfi_fail(err, sub, "endpoint cannot have a default; each route names its own"), false;
             }
             int r = parse_route_field(c, "$.defaults", &defaults_spec, err);
@@ -784,14 +759,14 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
     int i = 0;
     for (const cJSON *rt = routes->child; rt != NULL; rt = rt->next, i++) {
         spec *sp = &specs[i];
-        index_path(sp->where, "$.routes", i);
+        rfi_path_index(sp->where, "$.routes", i);
         if (!cJSON_IsObject(rt)) {
-            rfi_fail(err, sp->where, "must be a route object, got %s", type_name(rt));
+            rfi_fail(err, sp->where, "must be a route object, got %s", rfi_json_type_name(rt));
             goto fail;
         }
         for (const cJSON *c = rt->child; c != NULL; c = c->next) {
             if (strcmp(c->string, "retryBudget") == 0) {
-                child_path(sub, sp->where, c->string);
+                rfi_path_child(sub, sp->where, c->string);
                 rfi_fail(err, sub, "retryBudget is client-wide (gRPC retryThrottling): set it at the top level");
                 goto fail;
             }
@@ -806,7 +781,7 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
         if (!finish_route(sp, err)) goto fail;
         for (int k = 0; k < i; k++) {
             if (rfi_endpoint_same_shape(&specs[k].r.endpoint, &sp->r.endpoint)) {
-                child_path(sub, sp->where, "endpoint");
+                rfi_path_child(sub, sp->where, "endpoint");
                 rfi_fail(err, sub, "endpoint \"%s\" duplicates $.routes[%d] (\"%s\")", sp->r.endpoint.text, k,
                          specs[k].r.endpoint.text);
                 goto fail;
@@ -934,7 +909,7 @@ static void show_nuls(const nul_mask *m, const char *s, char *out, size_t cap) {
 
 /* The first key or string (document order) holding a NUL: refused with its JSON path. */
 static bool check_nuls(const nul_mask *m, const cJSON *node, const char *path, rf_error *err) {
-    char sub[PATH_CAP], shown[PATH_CAP];
+    char sub[RFI_PATH_CAP], shown[RFI_PATH_CAP];
     if (cJSON_IsString(node) && has_marker(m, node->valuestring)) {
         rfi_fail(err, path, "string contains a NUL character (\\u0000); lock strings may not hold NUL");
         return false;
@@ -943,13 +918,13 @@ static bool check_nuls(const nul_mask *m, const cJSON *node, const char *path, r
     for (const cJSON *c = node->child; c != NULL; c = c->next, i++) {
         if (cJSON_IsObject(node)) {
             show_nuls(m, c->string ? c->string : "?", shown, sizeof shown);
-            child_path(sub, path, shown);
+            rfi_path_child(sub, path, shown);
             if (has_marker(m, c->string)) {
                 rfi_fail(err, sub, "key contains a NUL character (\\u0000); lock strings may not hold NUL");
                 return false;
             }
         } else {
-            index_path(sub, path, i);
+            rfi_path_index(sub, path, i);
         }
         if (!check_nuls(m, c, sub, err)) return false;
     }
@@ -1017,7 +992,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
         goto done;
     }
     if (!cJSON_IsObject(root)) {
-        rfi_fail(err, "$", "a lock must be a JSON object, got %s", type_name(root));
+        rfi_fail(err, "$", "a lock must be a JSON object, got %s", rfi_json_type_name(root));
         goto done;
     }
     if (mask.copy != NULL && !check_nuls(&mask, root, "$", err)) goto done;
