@@ -229,16 +229,22 @@ static inline __attribute__((always_inline)) void fact_status(lua_State *L, int 
     f->status = (int)s;
 }
 
+/* Raises "facts.transport must be one of ok, timeout, …; got 't'", the list from RF_TRANSPORTS. */
+static __attribute__((noinline, cold)) void transport_error(lua_State *L, fact_src src, const char *t) {
+    char names[256];
+    size_t used = 0;
+    for (int i = 0; i < RF_TRANSPORT_COUNT && used < sizeof names; i++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                                 rf_transport_name((rf_transport)i));
+    fact_error(L, src, "transport", "must be one of %s; got '%s'", names, t);
+}
+
 /* facts.transport: one of rf.transports; nil: ok. */
 static inline __attribute__((always_inline)) void fact_transport(lua_State *L, int v, fact_src src, rf_facts *f) {
     size_t len = 0;
     const char *t = str_fact(L, v, src, "transport", &len);
     f->transport = RF_TRANSPORT_OK;
-    if (t != NULL && rf_transport_parse(t, len, &f->transport) != 0)
-        fact_error(L, src, "transport",
-                   "must be one of ok, timeout, connect-reset, connect-refused, dns, tls, got-nothing, other, "
-                   "proxy-refused, too-many-redirects; got '%s'",
-                   t);
+    if (t != NULL && rf_transport_parse(t, len, &f->transport) != 0) transport_error(L, src, t);
 }
 
 /* The facts of one attempt that both forms read, at v + i for i = 0 status, 1 transport, 2 attempts, 3 elapsed_ms,

@@ -1,13 +1,13 @@
 # Small helpers the core shares (core/src/util/, as curl's curlx/): each library compiles the ones it uses, since a
-# shared library exports only its rf_ API. report.c needs nothing; json_text.c needs cJSON, so the client (no cJSON)
-# takes only report.c.
+# shared library exports only its rf_ API. The client takes RF_UTIL_SOURCES; the engine all of them (json_text.c
+# needs cJSON, which the client does not link).
 set(RF_UTIL_SOURCES core/src/util/report.c)
-set(RF_UTIL_JSON_SOURCES core/src/util/json_path.c core/src/util/json_text.c)
+set(RF_UTIL_ENGINE_SOURCES core/src/util/json_path.c core/src/util/json_text.c core/src/util/suggest.c)
 
 # The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
 add_library(retryfreeze SHARED
   ${RF_UTIL_SOURCES}
-  ${RF_UTIL_JSON_SOURCES}
+  ${RF_UTIL_ENGINE_SOURCES}
   core/src/engine/version.c
   core/src/engine/input_file.c
   core/src/engine/vocabulary.c
@@ -50,5 +50,6 @@ rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
 rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
+rf_add_c_test(test_vocabulary_lists spec/core/test_vocabulary_lists.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
 rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

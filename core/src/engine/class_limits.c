@@ -41,10 +41,7 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
         }
         rfi_class_set one = {0};
         if (!rfi_class_add_token(&one, c->string, strlen(c->string))) {
-            rfi_fail(err, sub,
-                     "unknown failure class \"%.40s\" (HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, "
-                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, or the aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
-                     c->string);
+            rfi_class_unknown(err, sub, c->string);
             return false;
         }
         char dup[RF_CLASS_NAME_MAX];

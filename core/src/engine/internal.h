@@ -8,6 +8,7 @@
 #include "../util/json_path.h"
 #include "../util/json_text.h"
 #include "../util/report.h"
+#include "../util/suggest.h"
 #include <stdarg.h>
 #include <string.h>
 
@@ -136,9 +137,21 @@ static inline rf_verdict *rfi_stop(rf_verdict *v, rf_reason reason) {
     return v;
 }
 
+/* The names of an X-macro list of vocabulary.h joined by ", ", as the refusals that name them list them
+ * (vocabulary.c): "none, full, equal, decorrelated". */
+#define RFI_NAMES_TEXT_MAX 200
+void rfi_jitter_names_text(char *buf, size_t cap);
+void rfi_wait_header_names_text(char *buf, size_t cap);
+
 /* Failure classes (failure_class.c). */
 /* Parses one class token (aliases expanded) and adds it to set. Returns false for an unknown token. */
 bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len);
+/* The class tokens a lock may write, as refusals list them: "HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, …, or the
+ * aliases GATEWAY_TIMEOUT, HANDLER_5XX" (from RF_NAMED_CLASSES and RF_CLASS_ALIASES). */
+#define RFI_CLASS_LIST_TEXT_MAX 320
+void rfi_class_list_text(char *buf, size_t cap);
+/* Refuses token at path as an unknown failure class: the closest class, if any, and the list of them all. */
+void rfi_class_unknown(rf_error *err, const char *path, const char *token);
 /* True when a and b share a member at the same level (a status in both, a family in both, a name in both). */
 bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]);
 /* Writes the set's canonical tokens (sorted: statuses, families, names) into tokens; returns the count. */

@@ -154,54 +154,10 @@ static bool comment_ok(const cJSON *c, const char *path, rf_error *err) {
     return false;
 }
 
-/* Case-insensitive edit distance (Levenshtein) of two short words; a large number when either is over 64. */
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb) {
-    enum { MAX = 64 };
-    if (la > MAX || lb > MAX) return SIZE_MAX;
-    size_t row[MAX + 1], prev;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        prev = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t keep = row[j];
-            size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
-            size_t best = prev + cost;
-            if (row[j] + 1 < best) best = row[j] + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            prev = keep;
-        }
-    }
-    return row[lb];
-}
-
-/*
- * The entry of a ", "-separated list closest to word, when it is close enough to be a likely typo (at most a
- * third of the word's length, and at least one edit, away); writes it into out ("" when none).
- */
-static void did_you_mean(const char *word, const char *list, char *out, size_t cap) {
-    size_t lw = strlen(word), best = SIZE_MAX;
-    out[0] = '\0';
-    for (const char *p = list; *p;) {
-        const char *end = strstr(p, ", ");
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        size_t d = edit_distance(word, lw, p, len);
-        if (d < best && len < cap) {
-            best = d;
-            memcpy(out, p, len);
-            out[len] = '\0';
-        }
-        p += len + (end ? 2 : 0);
-    }
-    size_t limit = lw / 3 > 1 ? lw / 3 : 1;
-    if (best > limit) out[0] = '\0';
-}
-
 static bool unknown_key(const cJSON *key_item, const char *path, const char *allowed, rf_error *err) {
     char sub[RFI_PATH_CAP], near[64];
     rfi_path_child(sub, path, key_item->string);
-    did_you_mean(key_item->string, allowed, near, sizeof near);
+    rfi_did_you_mean(key_item->string, allowed, near, sizeof near);
     if (near[0])
         rfi_fail(err, sub, "unknown key \"%s\" (did you mean \"%s\"? allowed here: %s)", key_item->string, near,
                  allowed);
@@ -237,17 +193,7 @@ static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set 
         if (!get_string(c, sub, &s, &len, err)) return false;
         rfi_class_set one = {0};
         if (!rfi_class_add_token(&one, s, len)) {
-            char near[RF_CLASS_NAME_MAX], hint[64] = "";
-            did_you_mean(s,
-                         "HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, "
-                         "UNKNOWN, PROXY_REFUSED, TOO_MANY_REDIRECTS, GATEWAY_TIMEOUT, HANDLER_5XX",
-                         near, sizeof near);
-            if (near[0]) snprintf(hint, sizeof hint, "did you mean \"%s\"? ", near);
-            rfi_fail(err, sub,
-                     "unknown failure class \"%.40s\" (%sHTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, "
-                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, PROXY_REFUSED, TOO_MANY_REDIRECTS, or the "
-                     "aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
-                     s, hint);
+            rfi_class_unknown(err, sub, s);
             return false;
         }
         char dup[RF_CLASS_NAME_MAX];
@@ -320,7 +266,9 @@ static bool parse_backoff(const cJSON *obj, const char *path, spec *sp, rf_error
             for (int j = 0; j < RF_JITTER_COUNT; j++)
                 if (strcmp(rf_jitter_name((rf_jitter)j), s) == 0) found = j;
             if (found < 0) {
-                rfi_fail(err, sub, "must be one of none, full, equal, decorrelated, got \"%.40s\"", s);
+                char kinds[RFI_NAMES_TEXT_MAX];
+                rfi_jitter_names_text(kinds, sizeof kinds);
+                rfi_fail(err, sub, "must be one of %s, got \"%.40s\"", kinds, s);
                 return false;
             }
             sp->r.jitter = (rf_jitter)found;

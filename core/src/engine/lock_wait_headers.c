@@ -24,10 +24,9 @@ bool rfi_wait_headers_parse(const cJSON *array, const char *path, rfi_route *r, 
         }
         rf_wait_header h;
         if (rf_wait_header_parse_name(c->valuestring, strlen(c->valuestring), &h) != 0) {
-            rfi_fail(err, sub,
-                     "unknown wait header \"%.40s\" (supported: retry-after, retry-after-ms, x-ms-retry-after-ms, "
-                     "ratelimit-reset, ratelimit, x-ratelimit-reset, grpc-retry-pushback-ms)",
-                     c->valuestring);
+            char names[RFI_NAMES_TEXT_MAX];
+            rfi_wait_header_names_text(names, sizeof names);
+            rfi_fail(err, sub, "unknown wait header \"%.40s\" (supported: %s)", c->valuestring, names);
             return false;
         }
         for (size_t k = 0; k < r->n_wait_headers; k++) {
