@@ -13,7 +13,10 @@ add_library(retryfreeze SHARED
   core/src/engine/vocabulary.c
   core/src/engine/failure_class.c
   core/src/engine/endpoint.c
+  core/src/engine/lock_schema.c
+  core/src/engine/lock_fields.c
   core/src/engine/lock_load.c
+  core/src/engine/lock_canonical.c
   core/src/engine/policy.c
   core/src/engine/rng.c
   core/src/engine/backoff.c
@@ -51,5 +54,6 @@ rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_vocabulary_lists spec/core/test_vocabulary_lists.c)
+rf_add_c_test(test_lock_schema spec/core/test_lock_schema.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
 rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

@@ -59,8 +59,7 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
         }
         set_limits(r, &one, (uint8_t)v);
     }
-    char tokens[RFI_MAX_CLASSES + 1][RF_CLASS_NAME_MAX];
-    if (rfi_class_tokens(&seen, tokens, RFI_MAX_CLASSES + 1) > RFI_MAX_CLASSES) {
+    if (rfi_class_count(&seen) > RFI_MAX_CLASSES) {
         rfi_fail(err, path, "more than %d failure classes", RFI_MAX_CLASSES);
         return false;
     }
@@ -101,7 +100,7 @@ static bool check_one(void *ud, const char *token, int limit) {
     char limits[RFI_PATH_CAP], sub[RFI_PATH_CAP];
     rfi_path_child(limits, c->where, "classLimits");
     rfi_path_child(sub, limits, token);
-    rfi_fail(c->err, sub, "must be at most maxAttempts (%d), got %d", c->r->max_attempts, limit);
+    rfi_fail(c->err, sub, "must be at most maxAttempts (%lld), got %d", (long long)c->r->max_attempts, limit);
     return false;
 }
 
@@ -153,5 +152,5 @@ int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_tr
     if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return 0;
     const rfi_route *r = &p->routes[route];
     int limit = rfi_class_limit(r, status, transport);
-    return limit > 0 && limit < r->max_attempts ? limit : r->max_attempts;
+    return limit > 0 && limit < r->max_attempts ? limit : (int)r->max_attempts;
 }

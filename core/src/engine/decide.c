@@ -86,7 +86,7 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
     }
     /* A request that never left cannot have been acted on: its retry needs no key (transparentRetry). */
     bool needs_key = !f->has_idempotency_key && method_requires_key(r, f->method, f->method_len);
-    bool transparent = needs_key && !p->transparent_retry_off && never_left(f);
+    bool transparent = needs_key && p->transparent_retry && never_left(f);
     if (needs_key && !transparent) {
         rfi_stop(out, RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY);
         return RF_OK;

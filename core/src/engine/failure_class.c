@@ -87,9 +87,18 @@ bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char firs
     both.family4xx = a->family4xx && b->family4xx;
     both.family5xx = a->family5xx && b->family5xx;
     both.named = a->named & b->named;
-    if (rfi_class_tokens(&both, tokens, 1) == 0) return false;
+    if (rfi_class_count(&both) == 0) return false; /* the common case, without formatting a token */
+    rfi_class_tokens(&both, tokens, 1);
     memcpy(first, tokens[0], RF_CLASS_NAME_MAX);
     return true;
+}
+
+size_t rfi_class_count(const rfi_class_set *set) {
+    size_t n = (size_t)set->family4xx + (size_t)set->family5xx;
+    for (size_t i = 0; i < 10; i++)
+        for (uint64_t w = set->status[i]; w != 0; w &= w - 1) n++; /* one per set bit */
+    for (uint32_t w = set->named; w != 0; w &= w - 1) n++;
+    return n;
 }
 
 size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MAX], size_t cap) {

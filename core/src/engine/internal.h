@@ -59,7 +59,7 @@ typedef struct rfi_endpoint {
 
 typedef struct rfi_route {
     rfi_endpoint endpoint;
-    int max_attempts;
+    int64_t max_attempts;
     int64_t per_attempt_timeout_ms;
     int64_t total_budget_ms;
     int64_t min_attempt_ms;
@@ -100,7 +100,6 @@ typedef struct rfi_route {
 } rfi_route;
 
 typedef struct rfi_gate {
-    bool present;
     rf_gate_view view; /* forbid_reasons points at reason_ptrs */
     const char *reason_ptrs[RF_REASON_COUNT];
 } rfi_gate;
@@ -113,14 +112,16 @@ typedef struct rfi_route_key {
     bool literal_only;
 } rfi_route_key;
 
+/* The lock's own fields (lock_schema.c says which member holds which field). */
 struct rf_policy {
+    uint64_t has; /* the lock's fields it sets (or defaults): bit per rfi_field_id (lock_schema.h) */
     rfi_gate gate;
     size_t n_routes;
     rfi_route *routes;                        /* sorted by endpoint text */
     rfi_route_key route_keys[RFI_MAX_ROUTES]; /* route_keys[i] describes routes[i] */
-    bool has_retry_budget;
-    bool transparent_retry_off; /* the lock's transparentRetry: false */
-    int64_t budget_max_tokens_milli;
+    int64_t version;
+    bool transparent_retry; /* transparentRetry */
+    int64_t budget_max_tokens;
     int64_t budget_token_ratio_milli;
     char budget_shared_name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* retryBudget.shared.name, "" when absent */
     char *canonical;
@@ -154,6 +155,8 @@ void rfi_class_list_text(char *buf, size_t cap);
 void rfi_class_unknown(rf_error *err, const char *path, const char *token);
 /* True when a and b share a member at the same level (a status in both, a family in both, a name in both). */
 bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]);
+/* How many tokens rfi_class_tokens would write for the set. */
+size_t rfi_class_count(const rfi_class_set *set);
 /* Writes the set's canonical tokens (sorted: statuses, families, names) into tokens; returns the count. */
 size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MAX], size_t cap);
 /* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family. */
@@ -249,7 +252,9 @@ int64_t rfi_retry_budget_ratio(const rf_retry_budget *b);
 /* rf_policy_match without the NULL checks, for rf_decide and rf_budget (p, method and path are not NULL). */
 long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len);
 
-/* Canonical form and digest (policy.c). */
-rf_status rfi_policy_finish(rf_policy *p, rf_error *err);
+/* The views, the decision path's derived fields (policy.c), then the canonical form and the digest
+ * (lock_canonical.c); defaults: the lock's defaults it was loaded with (struct rfi_lock_defaults, lock_schema.h). */
+struct rfi_lock_defaults;
+rf_status rfi_policy_finish(rf_policy *p, const struct rfi_lock_defaults *defaults, rf_error *err);
 
 #endif
