@@ -632,12 +632,23 @@ describe("docs/lua.md", function()
   end)
 
   it("documents every key of the tables the binding reads and builds", function()
+    -- The policy's views (policy:routes(), policy.gate, policy.retry_budget) are the lock schema's rows' views.
+    local function view_keys(place, under, extra)
+      local keys = extra or {}
+      for _, row in ipairs(rf.lock_schema()) do
+        if row.view and row.place == place and (under == nil or row.path:sub(1, #under + 1) == under .. ".") then
+          keys[#keys + 1] = row.view:match("([^.]+)$")
+        end
+      end
+      return keys
+    end
     local shapes = {
       facts = c_array(policy_src, "fact_keys"),
       verdict = c_array(policy_src, "verdict_key_names"),
       budget = c_table_keys(c_function(policy_src, "l_budget")),
-      route = c_table_keys(c_function(policy_src, "l_routes")),
-      gate = c_table_keys(c_function(policy_src, "push_gate")),
+      route = view_keys("route", nil, c_table_keys(c_function(policy_src, "l_routes"))),
+      gate = view_keys("lock", "gate"),
+      retry_budget = view_keys("lock", "retryBudget"),
       client_options = c_array(client_src, "client_keys"),
       request = c_array(client_src, "request_keys"),
       try = c_table_keys(c_function(client_src, "push_try")),
