@@ -65,3 +65,47 @@ describe("a gate threshold", function()
     end
   end)
 end)
+
+describe("retryfreeze diff", function()
+  local diff = require "retryfreeze.diff"
+
+  it("judges every field of a route by its row: a scalar by its direction, the rest by an effect that covers it", function()
+    local covered = {}
+    for _, e in ipairs(diff.effects) do
+      for _, c in ipairs(e.covers) do covered[c:gsub("%.%*$", "")] = e.field end
+    end
+    for _, row in ipairs(rf.lock_schema()) do
+      if row.place == "route" then
+        -- an object is judged by its fields; the endpoint by the requests it takes (request classes)
+        if row.type == "object" or row.type == "endpoint" then
+          assert.is_nil(covered[row.path], row.path)
+        else
+          assert.is_string(covered[row.path], row.path .. " (widens: " .. row.widens .. ") is judged by no effect")
+        end
+      end
+    end
+  end)
+
+  it("judges each gate threshold in its row's direction, and treats its absence as its row says", function()
+    local base = '{"endpoint": "GET /x", "maxAttempts": 2, "perAttemptTimeoutMs": 1000, "totalBudgetMs": 2000, '
+      .. '"retryable": ["HTTP_503"], "gate": {%s}}'
+    for _, row in ipairs(rf.lock_schema()) do
+      if row.parent == "gate" and (row.type == "integer" or row.type == "decimal") then
+        local lo, hi = row.min, row.max
+        local function policy(v)
+          return assert(rf.load_string(string.format(base, v and string.format('"%s": %.17g', row.key, v) or "")))
+        end
+        local grows = diff.compare(policy(lo), policy(hi))
+        assert.equal(1, #grows, row.path)
+        assert.equal(row.widens == "grows" and "widening" or "narrowing", grows[1].kind, row.path)
+        -- dropped: the loosest (not checked), unless absence counts as a value (then judged as that value)
+        local dropped = diff.compare(policy(lo), policy(nil))
+        if row.default == nil then
+          assert.equal("widening", dropped[1].kind, row.path)
+        elseif row.default == lo then -- the same threshold: only the digest differs (0 written out, or not)
+          for _, c in ipairs(dropped) do assert.not_equal(row.path, c.field) end
+        end
+      end
+    end
+  end)
+end)
