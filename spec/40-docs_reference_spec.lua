@@ -246,6 +246,71 @@ describe("docs/lock.md", function()
     end
   end)
 
+  -- The lock schema's rows (rf.lock_schema(), the engine's table) against the Fields tables, cell by cell: each
+  -- field's type and range, default, widening direction and meaning as its row says. How the page words each kind
+  -- of value is written here once.
+  describe("the Fields tables say what the lock schema says", function()
+    local rows = {}
+    for _, cells in ipairs(table_rows(fields, "field")) do
+      local name = code(cells[1])
+      if name then rows[name] = cells end
+    end
+    local function cell(cells, title)
+      for i, h in ipairs(cells.header) do
+        if h == title then return cells[i] end
+      end
+      error("no column '" .. title .. "'")
+    end
+    local function num(x) return string.format("%.15g", x) end
+    local type_says = {
+      integer = function(r) return r.min == r.max and "exactly " .. num(r.min) or "integer " .. num(r.min) .. ".." .. num(r.max) end,
+      decimal = function(r) return "number " .. num(r.min) .. ".." .. num(r.max) end,
+      boolean = function() return "boolean" end,
+      object = function() return "object" end,
+      endpoint = function(r) return r.min .. ".." .. r.max .. " characters" end,
+      name = function(r) return r.min .. ".." .. r.max .. " characters" end,
+      classes = function() return "array of failure classes" end,
+      methods = function(r) return "at most " .. r.max end,
+      ["wait-headers"] = function(r) return "array of " .. r.min .. ".." .. r.max end,
+      reasons = function() return "array of distinct" end,
+      routes = function(r) return "array of " .. r.min .. ".." .. r.max end,
+      ["class-limits"] = function(r) return "integer " .. r.min .. "..maxAttempts" end,
+      jitter = function() return "jitter kinds" end,
+    }
+    local widens_says = {
+      grows = "it grows", shrinks = "it shrinks", ["true-to-false"] = "`true` → `false`",
+      ["false-to-true"] = "from `false` to `true`", removed = "it is removed", ["any-change"] = "change",
+      ["item-removed"] = "is removed", ["delay-window"] = "delay window", retryable = "becomes retryable",
+      ["own-method"] = "own method", ["class-attempts"] = "limit is raised", requests = "some request",
+      fields = "fields", never = "never",
+    }
+    local function default_says(r)
+      if r.if_absent == "required" then return "^required" end
+      if r.type == "object" and r.default_json then return "subfield" end
+      if r.default_json == nil then return "^n[oe][nt]e?" end -- "none…" or "not checked"
+      if math.type(r.default) then return "^" .. r.default_json end
+      local shown = type(r.default) == "string" and r.default or r.default_json
+      return "`" .. shown:gsub("%p", "%%%0") .. "`"
+    end
+    for _, r in ipairs(rf.lock_schema()) do
+      it(r.path, function()
+        local cells = assert(rows[r.path], "docs/lock.md has no row for " .. r.path)
+        local range = cell(cells, "type and range")
+        assert.is_truthy(range:find(type_says[r.type](r), 1, true), r.path .. ": '" .. range .. "' lacks '"
+          .. type_says[r.type](r) .. "'")
+        if r.about then assert.is_truthy(range:find(r.about, 1, true), r.path .. ": lacks '" .. r.about .. "'") end
+        local default = cell(cells, "default")
+        assert.is_truthy(default:find(default_says(r)), r.path .. ": default '" .. default .. "'")
+        local when = cell(cells, "widening when")
+        assert.is_truthy(when:find(widens_says[r.widens], 1, true), r.path .. ": '" .. when .. "' lacks '"
+          .. widens_says[r.widens] .. "'")
+        if r.if_absent == "none" and r.default_json == nil and (r.widens == "grows" or r.widens == "shrinks") then
+          assert.is_truthy(when:find("or is dropped", 1, true), r.path .. ": its absence is the loosest")
+        end
+      end)
+    end
+  end)
+
   it("is right that the effective policy is itself a lock with the same digest", function()
     for _, path in ipairs({ "examples/service.lock.json", "examples/retry-budget.lock.json" }) do
       local p = assert(rf.load(path))
