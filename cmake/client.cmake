@@ -1,6 +1,7 @@
 # The HTTP client: libretryfreeze_client = the engine + libcurl. A C program that only decides links
 # libretryfreeze alone.
 add_library(retryfreeze_client SHARED
+  ${RF_UTIL_SOURCES}
   core/src/client/client.c
   core/src/client/client_flow.c
   core/src/client/attempt_step.c

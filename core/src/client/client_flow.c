@@ -145,14 +145,10 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
     memset(resp, 0, sizeof *resp);
     char why[160];
     if (req->method == NULL || req->method[0] == '\0' || strpbrk(req->method, " \r\n") != NULL) {
-        snprintf(err->path, sizeof err->path, "method");
-        snprintf(err->message, sizeof err->message, "is required and must be a method token");
-        return RF_EINVAL;
+        return rfi_fail(err, "method", "is required and must be a method token");
     }
     if (req->path == NULL || req->path[0] != '/' || strpbrk(req->path, " \r\n#") != NULL) {
-        snprintf(err->path, sizeof err->path, "path");
-        snprintf(err->message, sizeof err->message, "must start with '/' and contain no spaces, CR, LF or '#'");
-        return RF_EINVAL;
+        return rfi_fail(err, "path", "must start with '/' and contain no spaces, CR, LF or '#'");
     }
     /* A lowercase letter in the method can match no route (RFC 9110 §9.1): refused before any attempt in the engine's
      * words (rf_budget's check says why), never stopped as a silent no-route. Only such a method pays the call. */
@@ -164,21 +160,13 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
         }
     }
     if (req->query && strpbrk(req->query, " \r\n#") != NULL) {
-        snprintf(err->path, sizeof err->path, "query");
-        snprintf(err->message, sizeof err->message, "must be encoded: no spaces, CR, LF or '#'");
-        return RF_EINVAL;
+        return rfi_fail(err, "query", "must be encoded: no spaces, CR, LF or '#'");
     }
     if (req->idempotency_key && (req->idempotency_key[0] == '\0' || strpbrk(req->idempotency_key, "\r\n"))) {
-        snprintf(err->path, sizeof err->path, "idempotency_key");
-        snprintf(err->message, sizeof err->message, "must be a non-empty string without CR or LF");
-        return RF_EINVAL;
+        return rfi_fail(err, "idempotency_key", "must be a non-empty string without CR or LF");
     }
     for (size_t i = 0; i < req->n_headers; i++) {
-        if (!rfi_header_valid(req->headers[i], why, sizeof why)) {
-            snprintf(err->path, sizeof err->path, "headers");
-            snprintf(err->message, sizeof err->message, "%s", why);
-            return RF_EINVAL;
-        }
+        if (!rfi_header_valid(req->headers[i], why, sizeof why)) return rfi_fail(err, "headers", "%s", why);
     }
     rf_status lst = rfi_limits_init(f, err);
     if (lst != RF_OK) return lst;
@@ -217,10 +205,8 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
      * large or unknown-sized upload), so only such a request needs the blank header that turns it off. */
     if (ok && req->body != NULL) ok = append_header(&f->headers, "Expect:");
     if (!ok) {
-        snprintf(err->path, sizeof err->path, "request");
-        snprintf(err->message, sizeof err->message, "out of memory");
         rfi_flow_cleanup(f);
-        return RF_ENOMEM;
+        return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     }
     long route = rf_policy_match(c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
     f->route = route; /* a request's method and path do not change: matched once, for every verdict */
@@ -236,10 +222,8 @@ rf_status rfi_flow_init(rfi_flow *f, rf_client *c, CURL *easy, const rf_request 
      * room_for_another_try up to RF_MAX_TRIES. */
     resp->tries = malloc(sizeof *resp->tries);
     if (resp->tries == NULL) {
-        snprintf(err->path, sizeof err->path, "request");
-        snprintf(err->message, sizeof err->message, "out of memory");
         rfi_flow_cleanup(f);
-        return RF_ENOMEM;
+        return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     }
     f->tries_cap = 1;
     f->start_ms = rfi_mono_ms();

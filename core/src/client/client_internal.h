@@ -4,6 +4,7 @@
 
 #include "retryfreeze/client.h"
 #include "response_head.h"
+#include "../util/report.h"
 #include <curl/curl.h>
 
 /* A growable byte buffer with a hard cap: an append past the cap fails and marks the buffer. */

@@ -17,27 +17,23 @@ rf_status rfi_limits_init(rfi_flow *f, rf_error *err) {
     f->elapsed_shift_ms = 0;
     f->req_timeout_ms = 0;
     if (req->deadline_ms < 0 || req->timeout_ms < 0) {
-        snprintf(err->path, sizeof err->path, "%s", req->deadline_ms < 0 ? "deadline_ms" : "timeout_ms");
-        snprintf(err->message, sizeof err->message, "must be a positive number of milliseconds");
-        return RF_EINVAL;
+        return rfi_fail(err, req->deadline_ms < 0 ? "deadline_ms" : "timeout_ms",
+                        "must be a positive number of milliseconds");
     }
     if (req->deadline_ms == 0 && req->timeout_ms == 0) return RF_OK;
     long i = rf_policy_match(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
     rf_route_view rv;
     if (i < 0 || rf_policy_route(f->c->policy, (size_t)i, &rv) != RF_OK) return RF_OK; /* no-route: nothing sent */
     if (req->deadline_ms > rv.total_budget_ms) {
-        snprintf(err->path, sizeof err->path, "deadline_ms");
-        snprintf(err->message, sizeof err->message,
-                 "%lld is over the lock's totalBudgetMs %lld for route \"%.80s\": a request may only narrow it",
-                 (long long)req->deadline_ms, (long long)rv.total_budget_ms, rv.endpoint);
-        return RF_EINVAL;
+        return rfi_fail(err, "deadline_ms",
+                        "%lld is over the lock's totalBudgetMs %lld for route \"%.80s\": a request may only narrow it",
+                        (long long)req->deadline_ms, (long long)rv.total_budget_ms, rv.endpoint);
     }
     if (req->timeout_ms > rv.per_attempt_timeout_ms) {
-        snprintf(err->path, sizeof err->path, "timeout_ms");
-        snprintf(err->message, sizeof err->message,
-                 "%lld is over the lock's perAttemptTimeoutMs %lld for route \"%.80s\": a request may only narrow it",
-                 (long long)req->timeout_ms, (long long)rv.per_attempt_timeout_ms, rv.endpoint);
-        return RF_EINVAL;
+        return rfi_fail(err, "timeout_ms",
+                        "%lld is over the lock's perAttemptTimeoutMs %lld for route \"%.80s\": a request may only "
+                        "narrow it",
+                        (long long)req->timeout_ms, (long long)rv.per_attempt_timeout_ms, rv.endpoint);
     }
     if (req->deadline_ms > 0) f->elapsed_shift_ms = rv.total_budget_ms - req->deadline_ms;
     f->req_timeout_ms = req->timeout_ms;
