@@ -941,27 +941,37 @@ static int l_delay_window(lua_State *L) {
     return 2;
 }
 
+/* The arguments of a question about a route's failure class: (policy, endpoint, {status=, transport=}). */
+typedef struct class_question {
+    const rf_policy *p;
+    size_t route;
+    int status;
+    rf_transport transport;
+} class_question;
+
+static class_question read_class_question(lua_State *L) {
+    class_question q;
+    q.p = rfl_check_policy(L, 1);
+    q.route = route_by_endpoint(L, q.p, 2);
+    lua_Integer status;
+    read_status_transport(L, 3, "key", &status, &q.transport);
+    q.status = (int)status;
+    return q;
+}
+
 /* policy:class_attempts(endpoint, {status=, transport=}) → the most attempts the route gives a request whose
  * failures are of that class: min(maxAttempts, its classLimits entry) (rf_policy_class_attempts). */
 static int l_class_attempts(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
-    size_t route = route_by_endpoint(L, p, 2);
-    lua_Integer status;
-    rf_transport t;
-    read_status_transport(L, 3, "key", &status, &t);
-    lua_pushinteger(L, rf_policy_class_attempts(p, route, (int)status, t));
+    class_question q = read_class_question(L);
+    lua_pushinteger(L, rf_policy_class_attempts(q.p, q.route, q.status, q.transport));
     return 1;
 }
 
 /* policy:class_retryable(endpoint, {status=, transport=}) → whether the route retries that failure class
  * (rf_policy_class_retryable). */
 static int l_class_retryable(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
-    size_t route = route_by_endpoint(L, p, 2);
-    rf_transport t;
-    lua_Integer status;
-    read_status_transport(L, 3, "key", &status, &t);
-    lua_pushboolean(L, rf_policy_class_retryable(p, route, (int)status, t));
+    class_question q = read_class_question(L);
+    lua_pushboolean(L, rf_policy_class_retryable(q.p, q.route, q.status, q.transport));
     return 1;
 }
 

@@ -472,16 +472,7 @@ end)
 -- ---------------------------------------------------------------------------------------------------------
 
 --- The entries of the X-macro `name` defined in a C header: a list of {c_name, string, rest…}.
-local function x_macro(path, name)
-  local src = read(path)
-  local body = assert(src:match("#define " .. name .. "%(X%)(.-[^\\])\n"), path .. " has no " .. name)
-  local entries = {}
-  for c_name, str, rest in body:gmatch('X%(([%w_]+),%s*"([^"]*)"([^)]*)%)') do
-    entries[#entries + 1] = { c_name, str, rest:match("^,%s*(.-)%s*$") }
-  end
-  assert.is_true(#entries > 0, name .. " parsed empty")
-  return entries
-end
+local x_macro = require("spec.helper").x_macro
 
 local function strings_of(entries)
   local list = {}

@@ -348,12 +348,7 @@ local function is_param(seg) return seg:match("^{.*}$") ~= nil end
 local function request_classes(old, new)
   local methods, seen = {}, {}
   for _, p in ipairs({ old, new }) do
-    for _, r in ipairs(p:routes()) do
-      if not seen[r.method] then
-        seen[r.method] = true
-        methods[#methods + 1] = r.method
-      end
-    end
+    for _, r in ipairs(p:routes()) do util.add_once(methods, seen, r.method) end
   end
   table.sort(methods)
   methods[#methods + 1] = OTHER_METHOD
@@ -372,12 +367,7 @@ local function request_classes(old, new)
     for _, p in ipairs({ old, new }) do
       local literals, params = p:next_segments(method_witness(method), prefix)
       continuing = continuing or params > 0 or #literals > 0
-      for _, l in ipairs(literals) do
-        if not set[l] then
-          set[l] = true
-          named[#named + 1] = l
-        end
-      end
+      for _, l in ipairs(literals) do util.add_once(named, set, l) end
     end
     if not continuing then return emit(method, segs, OTHER) end
     table.sort(named)

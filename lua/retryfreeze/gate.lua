@@ -16,6 +16,7 @@
 ---   forbid_reasons            final verdict reasons no request may end with; judged at any count, since
 ---                             one such request is already a fact, not a ratio
 local rf = require "retryfreeze"
+local util = require "retryfreeze.util"
 
 local M = {}
 
@@ -57,12 +58,7 @@ function M.merge(lock_gate, overrides)
   end
   local seen, reasons = {}, {}
   for _, src in ipairs({ lock_gate or {}, overrides or {} }) do
-    for _, r in ipairs(src.forbid_reasons or {}) do
-      if not seen[r] then
-        seen[r] = true
-        reasons[#reasons + 1] = r
-      end
-    end
+    for _, r in ipairs(src.forbid_reasons or {}) do util.add_once(reasons, seen, r) end
   end
   table.sort(reasons)
   t.forbid_reasons = reasons

@@ -125,43 +125,40 @@ static void test_class_lists_equal_what_the_parsers_accept(void **state) {
     }
 }
 
+/* The names a refusal of `members` lists between `open` and `close` are exactly names[0..n), in order, and a lock
+ * that writes each of them where `member_fmt` puts it (one %s) loads. */
+static void list_equals(const char *members, const char *open, const char *close, const char *member_fmt,
+                        const char *const *names, size_t n) {
+    char msg[600], inner[600];
+    list l;
+    refusal(members, msg, sizeof msg);
+    const char *s = strstr(msg, open), *e = s ? strstr(s, close) : NULL;
+    if (s == NULL || e == NULL) fail_msg("no \"%s…%s\" in: %s", open, close, msg);
+    snprintf(inner, sizeof inner, "%.*s", (int)(e - s - (long)strlen(open)), s + strlen(open));
+    split(inner, &l);
+    assert_int_equal(l.n, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(l.item[i], names[i]);
+        char member[200];
+        snprintf(member, sizeof member, member_fmt, names[i]);
+        if (!loads(member)) fail_msg("listed, but refused: %s", member);
+    }
+}
+
 static void test_jitter_list_equals_rf_jitters(void **state) {
     (void)state;
 #define X_JITTER(name, str) str,
     static const char *const jitters[] = {RF_JITTERS(X_JITTER)};
-    char msg[600], inner[600];
-    list l;
-    refusal("\"backoff\": {\"jitter\": \"NOPE\"}", msg, sizeof msg);
-    const char *s = strstr(msg, "must be one of "), *e = strstr(msg, ", got \"NOPE\"");
-    assert_non_null(s);
-    assert_non_null(e);
-    snprintf(inner, sizeof inner, "%.*s", (int)(e - s - 15), s + 15);
-    split(inner, &l);
-    assert_int_equal(l.n, COUNT(jitters));
-    for (size_t i = 0; i < COUNT(jitters); i++) {
-        assert_string_equal(l.item[i], jitters[i]);
-        char members[200];
-        snprintf(members, sizeof members, "\"backoff\": {\"jitter\": \"%s\"}", jitters[i]);
-        assert_true(loads(members));
-    }
+    list_equals("\"backoff\": {\"jitter\": \"NOPE\"}", "must be one of ", ", got \"NOPE\"",
+                "\"backoff\": {\"jitter\": \"%s\"}", jitters, COUNT(jitters));
 }
 
 static void test_wait_header_list_equals_rf_wait_headers(void **state) {
     (void)state;
 #define X_HEADER(name, str) str,
     static const char *const headers[] = {RF_WAIT_HEADERS(X_HEADER)};
-    char msg[600], inner[600];
-    list l;
-    refusal("\"retryAfter\": {\"headers\": [\"NOPE\"]}", msg, sizeof msg);
-    between(msg, "(supported: ", inner, sizeof inner);
-    split(inner, &l);
-    assert_int_equal(l.n, COUNT(headers));
-    for (size_t i = 0; i < COUNT(headers); i++) {
-        assert_string_equal(l.item[i], headers[i]);
-        char members[200];
-        snprintf(members, sizeof members, "\"retryAfter\": {\"headers\": [\"%s\"]}", headers[i]);
-        assert_true(loads(members));
-    }
+    list_equals("\"retryAfter\": {\"headers\": [\"NOPE\"]}", "(supported: ", ")",
+                "\"retryAfter\": {\"headers\": [\"%s\"]}", headers, COUNT(headers));
 }
 
 int main(void) {

@@ -81,6 +81,15 @@ static bool get_string(const cJSON *item, const char *path, const char **out, si
     return true;
 }
 
+/* Item i of the array at path, which must be a string: its text (len bytes), or NULL with err. sub receives the
+ * item's path, for the caller's own refusals of it. */
+static const char *string_item(const cJSON *c, const char *path, int i, char sub[RFI_PATH_CAP], size_t *len,
+                               rf_error *err) {
+    const char *s;
+    rfi_path_index(sub, path, i);
+    return get_string(c, sub, &s, len, err) ? s : NULL;
+}
+
 bool rfi_field_comment(const cJSON *c, const char *path, rf_error *err) {
     if (cJSON_IsString(c)) return true;
     rfi_fail(err, path, "must be a string, got %s", rfi_json_type_name(c));
@@ -153,10 +162,9 @@ static bool read_classes(const cJSON *item, const char *path, const rfi_field *f
     memset(set, 0, sizeof *set);
     int i = 0;
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
-        rfi_path_index(sub, path, i);
-        const char *s;
         size_t len;
-        if (!get_string(c, sub, &s, &len, err)) return false;
+        const char *s = string_item(c, path, i, sub, &len, err);
+        if (s == NULL) return false;
         rfi_class_set one = {0};
         if (!rfi_class_add_token(&one, s, len)) {
             rfi_class_unknown(err, sub, s);
@@ -185,10 +193,9 @@ static bool read_methods(const cJSON *item, const char *path, const rfi_field *f
     r->n_methods = 0;
     int i = 0;
     for (const cJSON *c = item->child; c != NULL; c = c->next, i++) {
-        rfi_path_index(sub, path, i);
-        const char *s;
         size_t len;
-        if (!get_string(c, sub, &s, &len, err)) return false;
+        const char *s = string_item(c, path, i, sub, &len, err);
+        if (s == NULL) return false;
         if (!rfi_method_valid(s, len)) {
             rfi_fail(err, sub, "\"%.40s\" is not a method: 1..%d uppercase letters (RFC 9110 §9)", s, RFI_MAX_METHOD);
             return false;
@@ -261,10 +268,9 @@ static bool read_reasons(const cJSON *c, const char *path, rfi_gate *g, rf_error
     int i = 0;
     char item[RFI_PATH_CAP];
     for (const cJSON *r = c->child; r != NULL; r = r->next, i++) {
-        rfi_path_index(item, path, i);
-        const char *name;
         size_t len;
-        if (!get_string(r, item, &name, &len, err)) return false;
+        const char *name = string_item(r, path, i, item, &len, err);
+        if (name == NULL) return false;
         int found = -1;
         for (int j = 0; j < RF_REASON_COUNT; j++)
             if (strcmp(rf_reason_name((rf_reason)j), name) == 0) found = j;

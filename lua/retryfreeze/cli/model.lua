@@ -31,15 +31,10 @@ end
 -- one, as connect-reset and got-nothing both give CONNECT_RESET): asked of the engine's classifier, so that a class
 -- added there is known here (docs/reasons.md#transport-outcomes).
 local function named_classes(policy)
-  local names, transport_of = {}, {}
+  local names, seen, transport_of = {}, {}, {}
   for _, t in ipairs(rf.transports) do
-    if t ~= "ok" then
-      local class = policy:classify{ transport = t }
-      if not transport_of[class] then
-        transport_of[class] = t
-        names[#names + 1] = class
-      end
-    end
+    local class = t ~= "ok" and policy:classify{ transport = t }
+    if class and util.add_once(names, seen, class) then transport_of[class] = t end
   end
   return names, transport_of
 end
