@@ -125,8 +125,12 @@ static size_t rows_in_order(long parent, unsigned places, size_t out[RFI_FIELD_C
 static bool write_object(const writer *w, cJSON *obj, const char *holder, const char *dflt, long parent,
                          unsigned places) {
     rows_order top, *order = &top; /* the lock's top level is written once: not kept */
-    if (places != (1u << RF_PLACE_LOCK | 1u << RF_PLACE_MULTI)) order = &w->orders[parent + 1];
-    if (order == &top || !order->known) {
+    bool fresh = true;
+    if (places != (1u << RF_PLACE_LOCK | 1u << RF_PLACE_MULTI)) {
+        order = &w->orders[parent + 1];
+        fresh = !order->known;
+    }
+    if (fresh) {
         order->n = rows_in_order(parent, places, order->row);
         order->known = true;
     }
