@@ -7,6 +7,10 @@
  *   - 8 threads share one Redis budget (a real redis-server on a free loopback port, started here): exactly
  *     the 4 retries one bucket allows across all threads, every verdict "shared". Skipped without
  *     redis-server. .ci/tsan runs this file under ThreadSanitizer.
+ *   - one deadline per decision: against a hostile Redis (spec/core/fake_resp.c, started here on a port the
+ *     kernel picks) that drips each reply a byte per 20 ms, stalls mid-reply, sends garbage, never answers, or
+ *     never completes the TCP handshake, every decision ends within timeout_ms plus a few ms, falls back to
+ *     the local bucket and says so; the same server answering properly gives "shared" (the control).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -18,9 +22,11 @@
 #include "retryfreeze/retry_budget_redis.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -259,12 +265,165 @@ static void test_threads_share_one_redis_bucket(void **state) {
     rf_policy_free(p);
 }
 
+/* ---- One deadline per decision, against a hostile Redis ------------------------------------------------ */
+
+#define DEADLINE_TIMEOUT_MS 50
+/* How far past timeout_ms a decision may end: the work after the last poll (dropping the connection, the
+ * local bucket's decision) and the scheduler's wake-up. */
+#define DEADLINE_SLACK_MS 10
+#define DECISIONS_PER_MODE 5
+
+static int64_t mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Starts fake_resp in `mode` on a port the kernel picks; returns the port (0 when it did not start). */
+static int start_fake(const char *mode, pid_t *pid) {
+    int out[2];
+    if (pipe(out) != 0) return 0;
+    *pid = fork();
+    if (*pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
+        execl(RF_FAKE_RESP, "fake_resp", "0", mode, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[16] = "";
+    ssize_t n = *pid > 0 ? read(out[0], line, sizeof line - 1) : -1;
+    close(out[0]);
+    if (n <= 0) return 0;
+    line[n] = '\0';
+    return atoi(line);
+}
+
+static void stop_fake(pid_t pid) {
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+/* One failed attempt decided with a fresh budget kept at the fake server (so each decision connects, loads
+ * the script and runs it); returns how long rf_decide took, in µs, and the verdict's budget. */
+static int64_t timed_decision(const rf_policy *p, const char *url, rf_budget_source *source) {
+    rf_redis_budget_options o = {.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS};
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    int64_t t0 = mono_us();
+    rf_verdict v = decide(p, b, 503, 1);
+    int64_t took = mono_us() - t0;
+    *source = v.budget;
+    assert_true(v.retry); /* shared 9000 (the control), or the full local bucket: 9 > 5 */
+    rf_retry_budget_free(b);
+    return took;
+}
+
+static void test_every_decision_ends_by_its_deadline(void **state) {
+    (void)state;
+    /* Each way a server can hold a decision: every reply, or only the decision's EVALSHA (a warm script). */
+    static const char *const modes[] = {"drip",   "drip:EVALSHA",   "stall",   "stall:EVALSHA",
+                                        "silent", "silent:EVALSHA", "garbage", "backlog"};
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
+    pid_t pid;
+    char url[64];
+    int port = start_fake("ok", &pid);
+    assert_int_not_equal(port, 0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    rf_budget_source source;
+    timed_decision(p, url, &source);
+    assert_int_equal(source, RF_BUDGET_SHARED); /* the control: the non-blocking client works */
+    stop_fake(pid);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        port = start_fake(modes[m], &pid);
+        assert_int_not_equal(port, 0);
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+        int64_t worst = 0;
+        int fallbacks = 0;
+        for (int i = 0; i < DECISIONS_PER_MODE; i++) {
+            int64_t took = timed_decision(p, url, &source);
+            fallbacks += source == RF_BUDGET_LOCAL_FALLBACK;
+            if (took > worst) worst = took;
+        }
+        stop_fake(pid);
+        printf("fake redis %-15s timeout_ms %d: worst of %d decisions %.1f ms, %d fell back\n", modes[m],
+               DEADLINE_TIMEOUT_MS, DECISIONS_PER_MODE, (double)worst / 1000, fallbacks);
+        fflush(stdout);
+        assert_true(worst <= (DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS) * 1000);
+        assert_int_equal(fallbacks, DECISIONS_PER_MODE);
+    }
+    rf_policy_free(p);
+}
+
+/* Threads sharing one budget at a dripping Redis: waiting for another thread's round trip counts too. */
+#define DEADLINE_THREADS 4
+#define DEADLINE_ROUNDS 30
+
+typedef struct deadline_worker {
+    const rf_policy *p;
+    rf_retry_budget *b;
+    int64_t worst_us;
+    long fallbacks;
+} deadline_worker;
+
+static void *deadline_loop(void *arg) {
+    deadline_worker *w = arg;
+    for (int i = 0; i < DEADLINE_ROUNDS; i++) {
+        int64_t t0 = mono_us();
+        rf_verdict v = decide(w->p, w->b, i % 2 ? 200 : 503, 1);
+        int64_t took = mono_us() - t0;
+        if (took > w->worst_us) w->worst_us = took;
+        if (v.budget == RF_BUDGET_LOCAL_FALLBACK) w->fallbacks++;
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL); /* 10 ms: past a backoff now and then */
+    }
+    return NULL;
+}
+
+static void test_threads_wait_no_longer_than_their_deadline(void **state) {
+    (void)state;
+    pid_t pid;
+    int port = start_fake("drip:EVALSHA", &pid);
+    assert_int_not_equal(port, 0);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
+    rf_redis_budget_options o = {.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS};
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    deadline_worker w[DEADLINE_THREADS];
+    pthread_t t[DEADLINE_THREADS];
+    for (int i = 0; i < DEADLINE_THREADS; i++) {
+        w[i] = (deadline_worker){.p = p, .b = b};
+        pthread_create(&t[i], NULL, deadline_loop, &w[i]);
+    }
+    int64_t worst = 0;
+    long fallbacks = 0;
+    for (int i = 0; i < DEADLINE_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        if (w[i].worst_us > worst) worst = w[i].worst_us;
+        fallbacks += w[i].fallbacks;
+    }
+    stop_fake(pid);
+    printf("fake redis drip:EVALSHA, %d threads x %d decisions on one budget: worst %.1f ms\n", DEADLINE_THREADS,
+           DEADLINE_ROUNDS, (double)worst / 1000);
+    /* Every decision that touched the budget fell back (a 503 and a 200 alike; none got a whole reply). */
+    assert_int_equal(fallbacks, DEADLINE_THREADS * DEADLINE_ROUNDS);
+    assert_true(worst <= (DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS) * 1000);
+    rf_retry_budget_free(b);
+    rf_policy_free(p);
+}
+
 int main(void) {
     redis_port = start_redis();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_decides_and_falls_back),
         cmocka_unit_test(test_store_needs_a_budget),
         cmocka_unit_test(test_threads_share_one_redis_bucket),
+        cmocka_unit_test(test_every_decision_ends_by_its_deadline),
+        cmocka_unit_test(test_threads_wait_no_longer_than_their_deadline),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     if (redis_port) stop_redis();

@@ -10,12 +10,14 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* KEYS[1] the bucket; ARGV: delta (thousandths), max (thousandths), idle expiry (ms). Returns the new count. */
@@ -45,7 +47,7 @@ typedef struct redis_store {
     int64_t timeout_ms, ttl_ms;
     redisContext *ctx;       /* NULL while disconnected */
     char sha[41];            /* the script's SHA1 once loaded on this connection, "" before */
-    int64_t next_connect_ms; /* no connection attempt before this (monotonic) */
+    int64_t next_connect_ns; /* no connection attempt before this (CLOCK_MONOTONIC) */
     int64_t backoff_ms;      /* the wait after the next failure */
 } redis_store;
 
@@ -67,15 +69,38 @@ static rf_status fail(rf_error *err, rf_status st, const char *path, const char 
     return st;
 }
 
-static int64_t now_ms(clockid_t clock) {
+static int64_t mono_ns(void) {
     struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static struct timeval tv_of(int64_t ms) {
-    if (ms < 1) ms = 1;
-    return (struct timeval){.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)((ms % 1000) * 1000)};
+/* One decision's (or one peek's) talk with Redis: its deadline, timeout_ms from the start on CLOCK_MONOTONIC,
+ * and why it failed, for messages. */
+typedef struct redis_call {
+    int64_t deadline_ns, timeout_ms;
+    char why[256];
+} redis_call;
+
+static redis_call call_of(int64_t timeout_ms) {
+    return (redis_call){.deadline_ns = mono_ns() + timeout_ms * 1000000, .timeout_ms = timeout_ms};
+}
+
+/*
+ * Waits until fd is ready for events (POLLIN or POLLOUT) or the deadline passes, polling with the time left
+ * (poll(2)). True when fd is ready, or in error (the read or write that follows says which); false at the
+ * deadline, or when poll itself fails. hiredis' own timeout bounds each read, not a reply: a server that
+ * sends one byte at a time never trips it, so every wait of a command goes through here instead.
+ */
+static bool wait_fd(int fd, short events, int64_t deadline_ns) {
+    for (;;) {
+        int64_t left_ns = deadline_ns - mono_ns();
+        if (left_ns <= 0) return false;
+        struct pollfd p = {.fd = fd, .events = events};
+        int n = poll(&p, 1, (int)((left_ns + 999999) / 1000000));
+        if (n > 0) return true;
+        if (n < 0 && errno != EINTR) return false;
+    }
 }
 
 /* Parses "redis://[:password@]host[:port][/db]" (no other scheme, no query). */
@@ -138,67 +163,122 @@ static bool parse_url(const char *url, redis_target *t, char *why, size_t why_ca
 
 static bool reply_ok(redisReply *r, int type) { return r != NULL && r->type == type; }
 
-/* Runs one command within the context's timeout; the reply (or NULL on an I/O error) is the caller's. */
-static redisReply *command(redisContext *c, int argc, const char **argv) {
+/*
+ * Sends one command and reads its whole reply by deadline_ns, on a non-blocking connection (hiredis'
+ * redisBufferWrite, redisBufferRead and redisGetReplyFromReader, each wait bounded by wait_fd). The reply is
+ * the caller's; NULL on an I/O error, a protocol error or the deadline, with why saying which. After NULL the
+ * connection is out of step (a reply may still arrive) and must be dropped.
+ */
+static redisReply *command(redisContext *c, redis_call *k, int argc, const char **argv) {
     size_t lens[8];
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    return redisCommandArgv(c, argc, argv, lens);
+    if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK) {
+        snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
+        return NULL;
+    }
+    for (int done = 0; !done;) {
+        if (redisBufferWrite(c, &done) != REDIS_OK) {
+            snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
+            return NULL;
+        }
+        if (!done && !wait_fd(c->fd, POLLOUT, k->deadline_ns)) {
+            snprintf(k->why, sizeof k->why, "redis %s: not sent within %" PRId64 " ms", argv[0], k->timeout_ms);
+            return NULL;
+        }
+    }
+    for (;;) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
+            snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
+            return NULL;
+        }
+        if (reply != NULL) return reply;
+        if (!wait_fd(c->fd, POLLIN, k->deadline_ns)) {
+            snprintf(k->why, sizeof k->why, "redis %s: no whole reply within %" PRId64 " ms", argv[0], k->timeout_ms);
+            return NULL;
+        }
+        if (redisBufferRead(c) != REDIS_OK) {
+            snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
+            return NULL;
+        }
+    }
 }
 
-/* Connects to t within timeout_ms, authenticates and selects the database. NULL on any failure. */
-static redisContext *connect_target(const redis_target *t, int64_t timeout_ms, char *why, size_t why_cap) {
-    redisContext *c = redisConnectWithTimeout(t->host, t->port, tv_of(timeout_ms));
+/* A command whose only acceptable reply is a status (+OK): AUTH and SELECT. False with why otherwise. */
+static bool command_ok(redisContext *c, redis_call *k, int argc, const char **argv, const char *shown) {
+    redisReply *r = command(c, k, argc, argv);
+    bool ok = reply_ok(r, REDIS_REPLY_STATUS);
+    if (!ok && r != NULL)
+        snprintf(k->why, sizeof k->why, "redis %s failed: %.200s", shown, r->str ? r->str : "an unexpected reply");
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/*
+ * Connects to t by deadline_ns (a non-blocking connect(2), then POLLOUT and SO_ERROR), authenticates and
+ * selects the database, all within the same deadline. NULL on any failure, with why.
+ */
+static redisContext *connect_target(const redis_target *t, redis_call *k) {
+    redisContext *c = redisConnectNonBlock(t->host, t->port);
     if (c == NULL || c->err) {
-        snprintf(why, why_cap, "cannot connect to redis %.100s:%d: %.100s", t->host, t->port,
+        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: %.100s", t->host, t->port,
                  c ? c->errstr : "out of memory");
         if (c) redisFree(c);
         return NULL;
     }
-    redisSetTimeout(c, tv_of(timeout_ms));
+    if (!wait_fd(c->fd, POLLOUT, k->deadline_ns)) {
+        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: no connection within %" PRId64 " ms",
+                 t->host, t->port, k->timeout_ms);
+        goto fail;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+    if (soerr != 0) {
+        char text[100];
+        if (strerror_r(soerr, text, sizeof text) != 0) snprintf(text, sizeof text, "error %d", soerr);
+        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: %s", t->host, t->port, text);
+        goto fail;
+    }
     char db[16];
     snprintf(db, sizeof db, "%d", t->db);
     const char *auth[] = {"AUTH", t->password}, *select[] = {"SELECT", db};
-    if (t->password[0]) {
-        redisReply *r = command(c, 2, auth);
-        bool ok = reply_ok(r, REDIS_REPLY_STATUS);
-        if (!ok) snprintf(why, why_cap, "redis AUTH failed: %s", r && r->str ? r->str : c->errstr);
-        if (r) freeReplyObject(r);
-        if (!ok) goto fail;
-    }
-    if (t->db != 0) {
-        redisReply *r = command(c, 2, select);
-        bool ok = reply_ok(r, REDIS_REPLY_STATUS);
-        if (!ok) snprintf(why, why_cap, "redis SELECT %d failed: %s", t->db, r && r->str ? r->str : c->errstr);
-        if (r) freeReplyObject(r);
-        if (!ok) goto fail;
-    }
+    if (t->password[0] && !command_ok(c, k, 2, auth, "AUTH")) goto fail;
+    char shown[24];
+    snprintf(shown, sizeof shown, "SELECT %d", t->db);
+    if (t->db != 0 && !command_ok(c, k, 2, select, shown)) goto fail;
     return c;
 fail:
     redisFree(c);
     return NULL;
 }
 
-static void disconnect(redis_store *s, int64_t mono_ms) {
+static void disconnect(redis_store *s) {
     if (s->ctx) redisFree(s->ctx);
     s->ctx = NULL;
     s->sha[0] = '\0';
-    s->next_connect_ms = mono_ms + s->backoff_ms;
+    s->next_connect_ns = mono_ns() + s->backoff_ms * 1000000;
     s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
 }
 
-static bool load_script(redis_store *s) {
+static bool load_script(redis_store *s, redis_call *k) {
     const char *argv[] = {"SCRIPT", "LOAD", BUCKET_SCRIPT};
-    redisReply *r = command(s->ctx, 3, argv);
+    redisReply *r = command(s->ctx, k, 3, argv);
     bool ok = reply_ok(r, REDIS_REPLY_STRING) && r->len == 40;
     if (ok) memcpy(s->sha, r->str, 41);
     if (r) freeReplyObject(r);
     return ok;
 }
 
-/* The store's add: at most timeout_ms from entry (waiting for the lock included), else false. */
+/*
+ * The store's add: one deadline, timeout_ms from entry, bounds all of it: the wait for the lock (another
+ * thread's round trip), connect, AUTH, SELECT, SCRIPT LOAD and EVALSHA with its whole reply. False at the
+ * deadline or on any error (the decision then uses the local bucket); the connection is dropped unless it
+ * ended in step, so a late reply can never be read as the next decision's.
+ */
 static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
     redis_store *s = ctx;
-    int64_t start = now_ms(CLOCK_MONOTONIC);
+    redis_call k = call_of(s->timeout_ms);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     int64_t ns = until.tv_nsec + (s->timeout_ms % 1000) * 1000000;
@@ -206,19 +286,16 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
     until.tv_nsec = (long)(ns % 1000000000);
     if (pthread_mutex_timedlock(&s->lock, &until) != 0) return false;
     bool ok = false;
-    int64_t mono = now_ms(CLOCK_MONOTONIC);
     if (s->ctx == NULL) {
-        char why[256];
-        if (mono < s->next_connect_ms) goto out; /* backing off: fall back at once */
-        s->ctx = connect_target(&s->target, s->timeout_ms - (mono - start), why, sizeof why);
+        if (mono_ns() < s->next_connect_ns) goto out; /* backing off: fall back at once */
+        s->ctx = connect_target(&s->target, &k);
         if (s->ctx == NULL) {
-            disconnect(s, now_ms(CLOCK_MONOTONIC));
+            disconnect(s);
             goto out;
         }
     }
-    redisSetTimeout(s->ctx, tv_of(s->timeout_ms - (now_ms(CLOCK_MONOTONIC) - start)));
-    if (s->sha[0] == '\0' && !load_script(s)) {
-        disconnect(s, now_ms(CLOCK_MONOTONIC));
+    if (s->sha[0] == '\0' && !load_script(s, &k)) {
+        disconnect(s);
         goto out;
     }
     char delta[24], max[24], ttl[24];
@@ -226,17 +303,17 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
     snprintf(max, sizeof max, "%" PRId64, max_milli);
     snprintf(ttl, sizeof ttl, "%" PRId64, s->ttl_ms);
     const char *argv[] = {"EVALSHA", s->sha, "1", s->key, delta, max, ttl};
-    redisReply *r = command(s->ctx, 7, argv);
+    redisReply *r = command(s->ctx, &k, 7, argv);
     if (reply_ok(r, REDIS_REPLY_ERROR) && strncmp(r->str, "NOSCRIPT", 8) == 0) { /* the server lost its cache */
         freeReplyObject(r);
-        r = load_script(s) ? command(s->ctx, 7, argv) : NULL;
+        r = load_script(s, &k) ? command(s->ctx, &k, 7, argv) : NULL;
     }
     if (reply_ok(r, REDIS_REPLY_INTEGER)) {
         *tokens_milli = r->integer;
         s->backoff_ms = BACKOFF_FIRST_MS;
         ok = true;
-    } else if (r == NULL || s->ctx->err) {
-        disconnect(s, now_ms(CLOCK_MONOTONIC)); /* timed out or lost: the stream may be out of step */
+    } else if (r == NULL) {
+        disconnect(s); /* timed out, lost or garbled: the stream is out of step */
     }
     if (r) freeReplyObject(r);
 out:
@@ -308,24 +385,27 @@ rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t 
     if (timeout_ms < 1 || timeout_ms > RF_REDIS_BUDGET_TIMEOUT_MAX_MS)
         return fail(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms", RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
     redis_target t;
-    char why[256];
+    char why[128];
     if (!parse_url(url, &t, why, sizeof why)) return fail(err, RF_EINVAL, "url", "%s", why);
-    redisContext *c = connect_target(&t, timeout_ms, why, sizeof why);
-    if (c == NULL) return fail(err, RF_EIO, "url", "%s", why);
+    redis_call k = call_of(timeout_ms);
+    redisContext *c = connect_target(&t, &k);
+    if (c == NULL) return fail(err, RF_EIO, "url", "%s", k.why);
     char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
     snprintf(key, sizeof key, KEY_PREFIX "%s", name);
     const char *get[] = {"GET", key}, *pttl[] = {"PTTL", key};
-    redisReply *g = command(c, 2, get);
-    redisReply *x = g ? command(c, 2, pttl) : NULL;
+    redisReply *g = command(c, &k, 2, get);
+    redisReply *x = g ? command(c, &k, 2, pttl) : NULL;
     rf_status st = RF_OK;
     if (reply_ok(g, REDIS_REPLY_NIL)) {
         *tokens_milli = -1;
     } else if (reply_ok(g, REDIS_REPLY_STRING)) {
         *tokens_milli = strtoll(g->str, NULL, 10);
+    } else if (g != NULL) {
+        st = fail(err, RF_EIO, "url", "redis GET %s failed: %s", key, g->str ? g->str : "an unexpected reply");
     } else {
-        snprintf(why, sizeof why, "redis GET %s failed: %s", key, g && g->str ? g->str : c->errstr);
-        st = fail(err, RF_EIO, "url", "%s", why);
+        st = fail(err, RF_EIO, "url", "%s", k.why);
     }
+    if (st == RF_OK && x == NULL) st = fail(err, RF_EIO, "url", "%s", k.why);
     *ttl_ms = (x != NULL && x->type == REDIS_REPLY_INTEGER && x->integer >= 0) ? x->integer : -1;
     if (g) freeReplyObject(g);
     if (x) freeReplyObject(x);
