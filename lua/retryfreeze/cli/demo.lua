@@ -5,6 +5,7 @@
 local cli_args = require "retryfreeze.cli.args"
 local compat = require "retryfreeze.compat"
 local flow = require "retryfreeze.flow"
+local output = require "retryfreeze.output"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
 
@@ -18,11 +19,13 @@ local M = {
     .. "  ledger demo-ledger.jsonl, examples from the project's examples/ folder. The run appends to the\n"
     .. "  ledger (never truncates it) and reports only the lines it appended; a ledger whose last line is\n"
     .. "  torn is refused. The same seed gives the same counts.\n"
-    .. "  --report FILE also writes the HTML report of the lines this run appended (as `retryfreeze report`).\n"
+    .. "  --report FILE also writes the HTML report of the lines this run appended (as `retryfreeze report`);\n"
+    .. "  with --report - the page goes to standard output and the run's text to standard error.\n"
     .. "  A rock has no retryfreeze-serve: set RF_SERVE to one (e.g. build/bin/retryfreeze-serve of a CMake build),\n"
     .. "  and run from a checkout or pass --examples DIR (its examples/ folder).\n"
     .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
-    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, or a ledger it cannot append to.",
+    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, a ledger it cannot append to, or a\n"
+    .. "  ledger or report path that is a directory, FIFO or device.",
 }
 
 local spec = { ["--requests"] = "integer N", ["--seed"] = "integer S", ["--faults"] = "string SPEC",
@@ -37,7 +40,7 @@ M.option_help = {
     "the upstream's random faults, as for serve (default: a mix of 503, 504, 429, 500, timeouts, resets)",
   ["--ledger"] = "the ledger to append to (default demo-ledger.jsonl)",
   ["--examples"] = "the folder holding jobs_flow.lua and the example locks (default: the project's examples/)",
-  ["--report"] = "also write the HTML report of this run's lines to this file",
+  ["--report"] = "also write the HTML report of this run's lines to this file (- for standard output)",
 }
 
 -- A LuaRocks install (no binary directory) without RF_SERVE: the rock builds only the Lua module, not the C
@@ -106,6 +109,12 @@ function M.run(args, out, err, bindir)
     err:write("retryfreeze demo: ", dir_err, "\n")
     return 2
   end
+  local outputs_ok, outputs_err = output.check({ { ledger_path, "append", "ledger" }, { opts.report, "replace", "report" } })
+  if not outputs_ok then
+    err:write("retryfreeze demo: ", outputs_err, "\n")
+    return 2
+  end
+  out = output.text_stream(out, err, opts.report) -- the page alone on standard output with --report -
   local lines_before, lerr = stats.lines_before_append(ledger_path)
   if not lines_before then
     err:write("retryfreeze demo: ", lerr, "\n")

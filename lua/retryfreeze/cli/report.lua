@@ -2,18 +2,21 @@
 --- self-contained HTML page (retryfreeze.report) with the gate verdict, the summary line, charts over time and
 --- by route, and the worst routes by retried-success ratio.
 local cli_args = require "retryfreeze.cli.args"
+local output = require "retryfreeze.output"
 local report = require "retryfreeze.report"
 
 local M = {
   summary = "write an HTML report of ledgers: gate verdict, charts over time and by route, worst routes",
   usage = "retryfreeze report LEDGER… -o FILE [--lock LOCK] [--log FILE] [--title T] [--skip-corrupt]\n\n"
-    .. "  -o, --output FILE  the HTML file to write (replaced; it opens offline: the charts are inlined)\n"
+    .. "  -o, --output FILE  the HTML file to write (replaced whole, through a symlink; - for standard output;\n"
+    .. "                     it opens offline: the charts are inlined)\n"
     .. "  --lock LOCK        judge with the lock's gate thresholds (as `gate --lock`) and show its digest\n"
     .. "  --log FILE         the pairing log whose sign-off of LOCK to show (default pairing-log.jsonl beside LOCK)\n"
     .. "  --title T          the page's title (default \"retryfreeze report\")\n"
     .. "  --skip-corrupt     count and skip corrupt ledger lines (default: stop at the first)\n"
     .. "  Ledgers are streamed twice (stats, then time buckets sized to at most 60). Exit 0 when written\n"
-    .. "  (whatever the verdict), 2 on bad usage, an invalid lock, an unreadable ledger or a corrupt line.",
+    .. "  (whatever the verdict), 2 on bad usage, an invalid lock, an unreadable ledger, a corrupt line, or an\n"
+    .. "  output that is a directory, FIFO or device or cannot be written.",
 }
 
 local spec = { ["--output"] = "string FILE", ["--lock"] = "string LOCK", ["--log"] = "string FILE", ["--title"] = "string TITLE",
@@ -22,7 +25,7 @@ local spec = { ["--output"] = "string FILE", ["--lock"] = "string LOCK", ["--log
 M.options = spec
 --- What each option does, one line each, for the generated --help.
 M.option_help = {
-  ["--output"] = "the HTML file to write (required; also -o)",
+  ["--output"] = "the HTML file to write (required; also -o; - for standard output)",
   ["--lock"] = "judge with this lock's gate thresholds and show its digest and sign-off",
   ["--log"] = "the pairing log whose sign-off to show (needs --lock; default beside the lock)",
   ["--title"] = "the page's title (default \"retryfreeze report\")",
@@ -56,9 +59,10 @@ function M.run(args, out, err)
     end
     return 2
   end
-  out:write(string.format("report: %s (%d requests, gate %s)\n", opts.output, model.stats.requests,
+  local text = output.text_stream(out, err, opts.output) -- the page alone on standard output with -o -
+  text:write(string.format("report: %s (%d requests, gate %s)\n", opts.output, model.stats.requests,
     model.verdict.state))
-  out:write(model.summary, "\n")
+  text:write(model.summary, "\n")
   return 0
 end
 

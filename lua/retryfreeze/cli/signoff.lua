@@ -3,6 +3,7 @@
 --- previous sign-off. Two distinct signers are required unless --solo is given (and recorded).
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
+local output = require "retryfreeze.output"
 local signoff = require "retryfreeze.signoff"
 
 local M = {
@@ -46,6 +47,11 @@ function M.run(args, out, err)
     return 2
   end
   local log_path = opts.log or signoff.default_log(pos[1])
+  local log_ok, log_err = output.check({ { log_path, "append", "pairing log" } })
+  if not log_ok then
+    err:write("retryfreeze signoff: ", log_err, "\n")
+    return 2
+  end
   local log, rerr, code = signoff.read(log_path)
   if not log and code ~= "missing" then
     err:write("retryfreeze signoff: ", rerr, "\n")

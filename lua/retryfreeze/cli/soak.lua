@@ -4,6 +4,7 @@
 local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local gate = require "retryfreeze.gate"
+local output = require "retryfreeze.output"
 local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
@@ -24,8 +25,10 @@ local M = {
     .. "  a --url must be loopback (127.0.0.0/8, localhost, [::1]). --script FLOW.lua returns\n"
     .. "  function(client, i) making requests with client:request. Thresholds not given on the command line\n"
     .. "  come from the lock's gate object. Exit 0 ok, 1 a threshold breached, no success at all, or a\n"
-    .. "  duplicate execution, 2 bad usage. --report FILE also writes the HTML report of this run's ledger lines\n"
-    .. "  (as `retryfreeze report`, judged with the same thresholds).",
+    .. "  duplicate execution, 2 bad usage or a ledger or report path that is a directory, FIFO or device.\n"
+    .. "  --report FILE also writes the HTML report of this run's ledger lines (as `retryfreeze report`, judged\n"
+    .. "  with the same thresholds); with --report - the page goes to standard output and the run's text to\n"
+    .. "  standard error.",
 }
 
 local spec = {
@@ -47,7 +50,7 @@ M.option_help = {
   ["--url"] = "send to this loopback upstream instead of starting the fault-injecting one",
   ["--script"] = "a flow script returning function(client, i) that makes flow i's requests",
   ["--ledger"] = "the ledger to append this run's lines to (default soak-ledger.jsonl)",
-  ["--report"] = "also write the HTML report of this run's lines to this file",
+  ["--report"] = "also write the HTML report of this run's lines to this file (- for standard output)",
 }
 for opt, text in pairs(require("retryfreeze.cli.gate").option_help) do
   if spec[opt] then M.option_help[opt] = text end
@@ -140,6 +143,12 @@ function M.run(args, out, err, bindir)
     end
   end
   local ledger_path = opts.ledger or "soak-ledger.jsonl"
+  local outputs_ok, outputs_err = output.check({ { ledger_path, "append", "ledger" }, { opts.report, "replace", "report" } })
+  if not outputs_ok then
+    err:write("retryfreeze soak: ", outputs_err, "\n")
+    return 2
+  end
+  out = output.text_stream(out, err, opts.report) -- the page alone on standard output with --report -
   local lines_before, lerr = stats.lines_before_append(ledger_path)
   if not lines_before then
     err:write("retryfreeze soak: ", lerr, "\n")

@@ -5,10 +5,12 @@ local cli_args = require "retryfreeze.cli.args"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 local openmetrics = require "retryfreeze.openmetrics"
+local output = require "retryfreeze.output"
 
 local M = {
   summary = "summarize ledgers: success, retried successes, attempts, latency, reasons, by route",
-  usage = "retryfreeze stats LEDGER… [--json | --format text|json|openmetrics] [--skip-corrupt] [--by route|host]\n\n"
+  usage = "retryfreeze stats LEDGER… [--json | --format text|json|openmetrics] [--skip-corrupt] [--by route|host]\n"
+    .. "                 [--output FILE]\n\n"
     .. "  Streams the ledgers (rotated files too: a quoted glob such as 'ledger.jsonl*' is expanded) and prints\n"
     .. "  requests, successes, terminal failure rate, retried-success ratio, attempts per success and per\n"
     .. "  request, p50/p95/p99 of elapsed_ms, outcomes and reasons with counts, and the same by route.\n"
@@ -17,12 +19,15 @@ local M = {
     .. "                  ratio gauges and a request-duration histogram in seconds, by route; ends in # EOF)\n"
     .. "  --skip-corrupt  count and skip corrupt lines (default: stop at the first, naming file and line)\n"
     .. "  --by host       group by the host that wrote each line (ledgers from a fleet) instead of by route\n"
+    .. "  --output FILE   write to FILE instead of standard output, replaced whole (a temporary file renamed\n"
+    .. "                  over it; through a symlink): what node_exporter's textfile collector needs\n"
     .. "  A torn line (a write cut short) is reported and skipped, never counted as a request.\n"
-    .. "  Exit 0, or 2 on bad usage, an unreadable ledger or a corrupt line.",
+    .. "  Exit 0, or 2 on bad usage, an unreadable ledger, a corrupt line, or an output that is a directory,\n"
+    .. "  FIFO or device or cannot be written.",
 }
 
 local spec = { ["--json"] = "flag", ["--format"] = "string FORMAT", ["--skip-corrupt"] = "flag",
-  ["--by"] = "string route|host" }
+  ["--by"] = "string route|host", ["--output"] = "string FILE" }
 --- The options and the kind of value each takes (retryfreeze.cli.args), for parsing and the generated --help.
 M.options = spec
 --- What each option does, one line each, for the generated --help.
@@ -31,6 +36,7 @@ M.option_help = {
   ["--format"] = "text (default), json, or openmetrics (for Prometheus)",
   ["--skip-corrupt"] = "count and skip corrupt lines instead of stopping at the first",
   ["--by"] = "group by route (default) or by host (the ledger's host field)",
+  ["--output"] = "write to this file (replaced whole, atomically) instead of standard output",
 }
 
 local formats = { text = true, json = true, openmetrics = true }
@@ -67,6 +73,11 @@ function M.run(args, out, err)
     err:write("retryfreeze stats: --by host goes with --format text or json (OpenMetrics are labelled by route)\n")
     return 2
   end
+  local outputs_ok, outputs_err = output.check({ { opts.output, "replace", "stats output" } })
+  if not outputs_ok then
+    err:write("retryfreeze stats: ", outputs_err, "\n")
+    return 2
+  end
   local s, why = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt, by = opts.by })
   if not s then
     err:write("retryfreeze stats: ", why, "\n")
@@ -75,12 +86,22 @@ function M.run(args, out, err)
     end
     return 2
   end
+  local text
   if format == "json" then
-    out:write(json.encode(s, M.json_order), "\n")
+    text = json.encode(s, M.json_order) .. "\n"
   elseif format == "openmetrics" then
-    out:write(openmetrics.render(s))
+    text = openmetrics.render(s)
   else
-    out:write(ledger_stats.render(s))
+    text = ledger_stats.render(s)
+  end
+  if not opts.output then
+    out:write(text)
+    return 0
+  end
+  local written, werr = output.write(opts.output, text, "stats output")
+  if not written then
+    err:write("retryfreeze stats: ", werr, "\n")
+    return 2
   end
   return 0
 end
