@@ -862,20 +862,9 @@ function M.load(source, opts)
     if not object:find(":", 1, true) or object:sub(1, 1) == "-" or object:find("[%z\n]") then
       return nil, source .. ": expected git:REV:PATH (REV not starting with '-')"
     end
-    local err_file, code_file = os.tmpname(), os.tmpname()
-    local quoted = "'" .. object:gsub("'", "'\\''") .. "'"
-    -- The exit code through a file: popen's close() does not return it on Lua 5.1 and LuaJIT.
-    local p = io.popen("git show " .. quoted .. " 2>" .. err_file .. "; echo $? >" .. code_file, "r")
-    text = p:read(core.LOCK_MAX_BYTES + 1) or "" -- the lock's cap: a larger blob is refused, never read whole
-    p:close()
-    local ef = io.open(err_file, "r")
-    local err_text = ef and ef:read("*a") or ""
-    if ef then ef:close() end
-    local cf = io.open(code_file, "r")
-    local code = cf and tonumber(cf:read("*l")) or -1
-    if cf then cf:close() end
-    os.remove(err_file)
-    os.remove(code_file)
+    local code, err_text
+    -- The lock's cap: a larger blob is refused, never read whole. Bounded in time (retryfreeze.git).
+    text, code, err_text = require("retryfreeze.git").show(object, { cap = core.LOCK_MAX_BYTES })
     if #text > core.LOCK_MAX_BYTES then -- checked first: git was cut off by the closed pipe
       return nil, string.format("%s: lock %s is over the %d byte limit", source, source, core.LOCK_MAX_BYTES)
     end

@@ -26,6 +26,7 @@ local core = require "retryfreeze.core"
 local output = require "retryfreeze.output"
 local json = require "retryfreeze.json"
 local diff = require "retryfreeze.diff"
+local git = require "retryfreeze.git"
 
 local M = {}
 
@@ -435,22 +436,8 @@ function M.git_text(rev, log_path)
   if rev == "" or rev:sub(1, 1) == "-" or rev:find("[%z\n:]") then
     return nil, "git:" .. rev .. ": expected git:REV (REV not empty, not starting with '-', without ':')"
   end
-  local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
   local dir, name = dirname(log_path), log_path:match("([^/]*)$")
-  local err_file, code_file = os.tmpname(), os.tmpname()
-  -- The exit code through a file: popen's close() does not return it on Lua 5.1 and LuaJIT.
-  local p = io.popen("git -C " .. q(dir) .. " show " .. q(rev .. ":./" .. name) .. " 2>" .. err_file
-    .. "; echo $? >" .. code_file, "r")
-  local text = p:read("*a")
-  p:close()
-  local ef = io.open(err_file, "r")
-  local err_text = ef and ef:read("*a") or ""
-  if ef then ef:close() end
-  local cf = io.open(code_file, "r")
-  local code = cf and tonumber(cf:read("*l")) or -1
-  if cf then cf:close() end
-  os.remove(err_file)
-  os.remove(code_file)
+  local text, code, err_text = git.show(rev .. ":./" .. name, { dir = dir }) -- bounded in time (retryfreeze.git)
   if code == 0 then return text end
   if err_text:find("does not exist in", 1, true) or err_text:find("exists on disk, but not in", 1, true) then
     return ""
