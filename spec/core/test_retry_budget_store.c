@@ -10,9 +10,13 @@
  *   - one deadline per decision: against a hostile Redis (spec/core/fake_resp.c, started here on a port the
  *     kernel picks) that drips each reply a byte per 20 ms, stalls mid-reply, sends garbage, never answers, or
  *     never completes the TCP handshake, every decision ends within timeout_ms plus a few ms, falls back to
- *     the local bucket and says so; the same server answering properly gives "shared" (the control).
+ *     the local bucket and says so; the same server answering properly gives "shared" (the control), by its
+ *     address and by the name localhost;
+ *   - a name the resolver never answers for (a mount and network namespace of its own, where a UDP socket on
+ *     127.0.0.1:53 swallows every query): the lookup ends by the deadline too. Skipped where no namespace can
+ *     be made.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* unshare(2) */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,11 +25,19 @@
 
 #include "retryfreeze/retry_budget_redis.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -335,6 +347,9 @@ static void test_every_decision_ends_by_its_deadline(void **state) {
     rf_budget_source source;
     timed_decision(p, url, &source);
     assert_int_equal(source, RF_BUDGET_SHARED); /* the control: the non-blocking client works */
+    snprintf(url, sizeof url, "redis://localhost:%d/0", port);
+    timed_decision(p, url, &source); /* a name: looked up, each address tried (::1 refused, then 127.0.0.1) */
+    assert_int_equal(source, RF_BUDGET_SHARED);
     stop_fake(pid);
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         port = start_fake(modes[m], &pid);
@@ -416,6 +431,130 @@ static void test_threads_wait_no_longer_than_their_deadline(void **state) {
     rf_policy_free(p);
 }
 
+/* ---- A name the resolver never answers for ---------------------------------------------------------------- */
+
+static bool put_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return false;
+    bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    return close(fd) == 0 && ok;
+}
+
+/*
+ * In a child process: a mount and a network namespace of its own (as root, or as root of a new user namespace),
+ * where /etc/resolv.conf names 127.0.0.1, /etc/nsswitch.conf asks files then DNS, and a UDP socket on
+ * 127.0.0.1:53 receives every query and answers none. False where the system allows no such namespace.
+ */
+static bool silent_resolver(const char *dir) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
+        char map[64];
+        unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0) return false;
+        snprintf(map, sizeof map, "0 %u 1\n", uid);
+        if (!put_file("/proc/self/setgroups", "deny") || !put_file("/proc/self/uid_map", map)) return false;
+        snprintf(map, sizeof map, "0 %u 1\n", gid);
+        if (!put_file("/proc/self/gid_map", map)) return false;
+    }
+    /* Private first: the bind mounts below must not reach the machine's own namespace. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return false;
+    char resolv[96], nss[96];
+    snprintf(resolv, sizeof resolv, "%s/resolv.conf", dir);
+    snprintf(nss, sizeof nss, "%s/nsswitch.conf", dir);
+    if (!put_file(resolv, "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n") ||
+        !put_file(nss, "hosts: files dns\n") || mount(resolv, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0)
+        return false;
+    (void)mount(nss, "/etc/nsswitch.conf", NULL, MS_BIND, NULL); /* where there is one */
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq lo = {0};
+    snprintf(lo.ifr_name, sizeof lo.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &lo) != 0) return false;
+    lo.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &lo) != 0) return false;
+    struct sockaddr_in dns = {.sin_family = AF_INET, .sin_port = htons(53)};
+    dns.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return bind(s, (struct sockaddr *)&dns, sizeof dns) == 0; /* kept open, never read: the child exits */
+}
+
+static void test_a_name_lookup_ends_by_the_deadline(void **state) {
+    (void)state;
+    char dir[] = "/tmp/rf-dns-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    int out[2];
+    assert_int_equal(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* no cmocka in the child: it reports through the pipe */
+        close(out[0]);
+        if (!silent_resolver(dir)) _exit(77);
+        rf_policy *p = NULL;
+        rf_error err;
+        const char *text = LOCK(",\"shared\":{\"name\":\"dns\"}");
+        if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) _exit(1);
+        rf_redis_budget_options o = {.url = "redis://redis.retryfreeze-test:6379/0", .timeout_ms = DEADLINE_TIMEOUT_MS};
+        rf_retry_budget *b = NULL;
+        if (rf_retry_budget_redis_new(p, &o, &b, &err) != RF_OK) _exit(1);
+        int64_t took[2];
+        int fallbacks = 0;
+        for (int i = 0; i < 2; i++) { /* the second after the reconnection backoff: the same lookup, still running */
+            rf_facts f = {.method = "GET",
+                          .method_len = 3,
+                          .path = "/v1/jobs",
+                          .path_len = 8,
+                          .status = 503,
+                          .transport = RF_TRANSPORT_OK,
+                          .attempts = 1};
+            rf_verdict v;
+            int64_t t0 = mono_us();
+            if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
+            took[i] = mono_us() - t0;
+            fallbacks += v.budget == RF_BUDGET_LOCAL_FALLBACK;
+            nanosleep(&(struct timespec){.tv_nsec = 150000000}, NULL);
+        }
+        int64_t peek_took = mono_us(), tokens, ttl;
+        rf_status peeked = rf_retry_budget_redis_peek(o.url, "dns", 200, &tokens, &ttl, &err);
+        peek_took = mono_us() - peek_took;
+        int64_t free_took = mono_us();
+        rf_retry_budget_free(b); /* its lookup still runs: left to the resolver, not waited for */
+        free_took = mono_us() - free_took;
+        rf_policy_free(p);
+        char line[256];
+        int n = snprintf(line, sizeof line, "%lld %lld %d %lld %lld %d %s", (long long)took[0], (long long)took[1],
+                         fallbacks, (long long)peek_took, (long long)free_took, (int)peeked, err.message);
+        if (write(out[1], line, (size_t)n) != n) _exit(1);
+        _exit(0);
+    }
+    close(out[1]);
+    char line[256] = "";
+    ssize_t n = read(out[0], line, sizeof line - 1);
+    close(out[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        printf("no mount and network namespace here: the name lookup's deadline is not tested\n");
+        skip();
+    }
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0 && n > 0);
+    line[n] = '\0';
+    long long first, second, peek_us, free_us;
+    int fallbacks, peeked, used = 0;
+    assert_int_equal(
+        sscanf(line, "%lld %lld %d %lld %lld %d %n", &first, &second, &fallbacks, &peek_us, &free_us, &peeked, &used),
+        6);
+    printf("a name the resolver never answers, timeout_ms %d: decisions %.1f and %.1f ms; budget show --timeout-ms "
+           "200: %.1f ms, \"%s\"; rf_retry_budget_free %.1f ms\n",
+           DEADLINE_TIMEOUT_MS, (double)first / 1000, (double)second / 1000, (double)peek_us / 1000, line + used,
+           (double)free_us / 1000);
+    assert_true(free_us <= DEADLINE_SLACK_MS * 1000);
+    assert_int_equal(fallbacks, 2);
+    assert_true(first <= (DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS) * 1000);
+    assert_true(second <= (DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS) * 1000);
+    assert_int_equal(peeked, RF_EIO);
+    assert_true(peek_us <= (200 + DEADLINE_SLACK_MS) * 1000);
+    assert_string_equal(line + used, "cannot resolve redis host redis.retryfreeze-test within 200 ms");
+}
+
 int main(void) {
     redis_port = start_redis();
     const struct CMUnitTest tests[] = {
@@ -424,6 +563,7 @@ int main(void) {
         cmocka_unit_test(test_threads_share_one_redis_bucket),
         cmocka_unit_test(test_every_decision_ends_by_its_deadline),
         cmocka_unit_test(test_threads_wait_no_longer_than_their_deadline),
+        cmocka_unit_test(test_a_name_lookup_ends_by_the_deadline),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     if (redis_port) stop_redis();

@@ -4,12 +4,14 @@
  * integer thousandths: GET (a missing key is a full bucket), add the delta, clamp to [0, max], SET with an
  * idle expiry. Sources: gRPC proposal A6 (retryThrottling), Redis EVALSHA/SCRIPT LOAD documentation.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* getaddrinfo_a(3), gai_suspend(3): glibc's asynchronous name lookup */
 #include "retryfreeze/retry_budget_redis.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -40,9 +42,20 @@ typedef struct redis_target {
     char password[256];
 } redis_target;
 
+/* One name lookup of the target's host (getaddrinfo_a), kept while it runs: a lookup still running at a
+ * deadline is waited for again by the next connection attempt, never started twice. On the heap, with its own
+ * copy of the name: one the resolver cannot cancel outlives its store (release_lookup). */
+typedef struct name_lookup {
+    struct gaicb req;
+    struct addrinfo hints;
+    char host[256];
+    bool pending; /* started, its result not yet taken */
+} name_lookup;
+
 typedef struct redis_store {
     pthread_mutex_t lock;
     redis_target target;
+    name_lookup *lookup;
     char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
     int64_t timeout_ms, ttl_ms;
     redisContext *ctx;       /* NULL while disconnected */
@@ -215,11 +228,56 @@ static bool command_ok(redisContext *c, redis_call *k, int argc, const char **ar
 }
 
 /*
- * Connects to t by deadline_ns (a non-blocking connect(2), then POLLOUT and SO_ERROR), authenticates and
- * selects the database, all within the same deadline. NULL on any failure, with why.
+ * The addresses of t->host, in *found (the caller frees them with freeaddrinfo), or NULL in *found for a literal
+ * IPv4 or IPv6 address, which is used as it is. A name is looked up with getaddrinfo_a(3), on a thread of its
+ * own, and waited for with gai_suspend(3) on the time left: getaddrinfo(3), which hiredis would call, cannot be
+ * interrupted, and a resolver that does not answer would hold the decision for its own timeouts (5 s per try
+ * by default). A lookup still running at the deadline stays pending in *n. False with why at the deadline or
+ * on an error.
  */
-static redisContext *connect_target(const redis_target *t, redis_call *k) {
-    redisContext *c = redisConnectNonBlock(t->host, t->port);
+static bool resolve_host(const redis_target *t, name_lookup *n, redis_call *k, struct addrinfo **found) {
+    *found = NULL;
+    unsigned char bytes[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, t->host, bytes) == 1 || inet_pton(AF_INET6, t->host, bytes) == 1) return true;
+    if (!n->pending) {
+        memset(n, 0, sizeof *n);
+        n->hints.ai_family = AF_UNSPEC;
+        n->hints.ai_socktype = SOCK_STREAM;
+        memcpy(n->host, t->host, sizeof n->host);
+        n->req.ar_name = n->host;
+        n->req.ar_request = &n->hints;
+        struct gaicb *list[1] = {&n->req};
+        int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
+        if (rc != 0) {
+            snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s: %s", t->host, gai_strerror(rc));
+            return false;
+        }
+        n->pending = true;
+    }
+    int rc;
+    while ((rc = gai_error(&n->req)) == EAI_INPROGRESS) {
+        int64_t left_ns = k->deadline_ns - mono_ns();
+        if (left_ns <= 0) {
+            snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s within %" PRId64 " ms", t->host,
+                     k->timeout_ms);
+            return false;
+        }
+        const struct gaicb *list[1] = {&n->req};
+        struct timespec wait = {.tv_sec = (time_t)(left_ns / 1000000000), .tv_nsec = (long)(left_ns % 1000000000)};
+        (void)gai_suspend(list, 1, &wait); /* done, the time is up, or a signal: gai_error says which */
+    }
+    n->pending = false;
+    *found = n->req.ar_result;
+    n->req.ar_result = NULL;
+    if (rc == 0 && *found != NULL) return true;
+    snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s: %s", t->host,
+             gai_strerror(rc != 0 ? rc : EAI_NONAME));
+    return false;
+}
+
+/* A non-blocking connect(2) to addr:port, done by the call's deadline (POLLOUT, then SO_ERROR). NULL with why. */
+static redisContext *connect_addr(const redis_target *t, const char *addr, redis_call *k) {
+    redisContext *c = redisConnectNonBlock(addr, t->port);
     if (c == NULL || c->err) {
         snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: %.100s", t->host, t->port,
                  c ? c->errstr : "out of memory");
@@ -229,7 +287,8 @@ static redisContext *connect_target(const redis_target *t, redis_call *k) {
     if (!wait_fd(c->fd, POLLOUT, k->deadline_ns)) {
         snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: no connection within %" PRId64 " ms",
                  t->host, t->port, k->timeout_ms);
-        goto fail;
+        redisFree(c);
+        return NULL;
     }
     int soerr = 0;
     socklen_t len = sizeof soerr;
@@ -238,8 +297,40 @@ static redisContext *connect_target(const redis_target *t, redis_call *k) {
         char text[100];
         if (strerror_r(soerr, text, sizeof text) != 0) snprintf(text, sizeof text, "error %d", soerr);
         snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: %s", t->host, t->port, text);
-        goto fail;
+        redisFree(c);
+        return NULL;
     }
+    return c;
+}
+
+/* Frees a lookup that is done with (its store freed, its peek over): cancelled if still running, or, when the
+ * resolver has already started it (gai_cancel cannot stop that one, and its gaicb must live until it ends),
+ * left to the resolver: a few hundred bytes never freed, instead of a wait as long as the resolver's timeouts. */
+static void release_lookup(name_lookup *n) {
+    if (n == NULL) return;
+    if (n->pending && gai_cancel(&n->req) == EAI_NOTCANCELED) return;
+    if (n->req.ar_result != NULL) freeaddrinfo(n->req.ar_result);
+    free(n);
+}
+
+/*
+ * Connects to t by the call's deadline (its host looked up by resolve_host, each address tried in turn by
+ * connect_addr), authenticates and selects the database, all within the same deadline. NULL on any failure,
+ * with why.
+ */
+static redisContext *connect_target(const redis_target *t, name_lookup *n, redis_call *k) {
+    struct addrinfo *found;
+    if (!resolve_host(t, n, k, &found)) return NULL;
+    redisContext *c = found == NULL ? connect_addr(t, t->host, k) : NULL;
+    if (found != NULL)
+        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: no usable address", t->host, t->port);
+    for (const struct addrinfo *ai = found; ai != NULL && c == NULL; ai = ai->ai_next) { /* as hiredis does */
+        char addr[INET6_ADDRSTRLEN];
+        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, addr, sizeof addr, NULL, 0, NI_NUMERICHOST) == 0)
+            c = connect_addr(t, addr, k);
+    }
+    if (found != NULL) freeaddrinfo(found);
+    if (c == NULL) return NULL;
     char db[16];
     snprintf(db, sizeof db, "%d", t->db);
     const char *auth[] = {"AUTH", t->password}, *select[] = {"SELECT", db};
@@ -288,7 +379,7 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
     bool ok = false;
     if (s->ctx == NULL) {
         if (mono_ns() < s->next_connect_ns) goto out; /* backing off: fall back at once */
-        s->ctx = connect_target(&s->target, &k);
+        s->ctx = connect_target(&s->target, s->lookup, &k);
         if (s->ctx == NULL) {
             disconnect(s);
             goto out;
@@ -325,6 +416,7 @@ static void redis_free(void *ctx) {
     redis_store *s = ctx;
     if (s == NULL) return;
     if (s->ctx) redisFree(s->ctx);
+    release_lookup(s->lookup);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -350,11 +442,17 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
         free(s);
         return fail(err, RF_EINVAL, "url", "%s", why);
     }
+    s->lookup = calloc(1, sizeof *s->lookup);
+    if (s->lookup == NULL) {
+        free(s);
+        return fail(err, RF_ENOMEM, "", "out of memory");
+    }
     snprintf(s->key, sizeof s->key, KEY_PREFIX "%s", name);
     s->timeout_ms = o->timeout_ms ? o->timeout_ms : RF_REDIS_BUDGET_TIMEOUT_MS;
     s->ttl_ms = o->idle_ttl_ms ? o->idle_ttl_ms : RF_REDIS_BUDGET_TTL_MS;
     s->backoff_ms = BACKOFF_FIRST_MS;
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s->lookup);
         free(s);
         return fail(err, RF_ENOMEM, "", "cannot create a mutex");
     }
@@ -388,7 +486,10 @@ rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t 
     char why[128];
     if (!parse_url(url, &t, why, sizeof why)) return fail(err, RF_EINVAL, "url", "%s", why);
     redis_call k = call_of(timeout_ms);
-    redisContext *c = connect_target(&t, &k);
+    name_lookup *lookup = calloc(1, sizeof *lookup);
+    if (lookup == NULL) return fail(err, RF_ENOMEM, "", "out of memory");
+    redisContext *c = connect_target(&t, lookup, &k);
+    release_lookup(lookup);
     if (c == NULL) return fail(err, RF_EIO, "url", "%s", k.why);
     char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
     snprintf(key, sizeof key, KEY_PREFIX "%s", name);
