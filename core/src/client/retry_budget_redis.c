@@ -370,10 +370,12 @@ static bool load_script(redis_store *s, redis_call *k) {
 static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
     redis_store *s = ctx;
     redis_call k = call_of(s->timeout_ms);
+    /* The time left, as pthread_mutex_timedlock takes it (CLOCK_REALTIME; a step of the wall clock during this
+     * wait moves its end: pthread_mutex_clocklock would not, but ThreadSanitizer does not know that one). */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + (s->timeout_ms % 1000) * 1000000;
-    until.tv_sec += (time_t)(s->timeout_ms / 1000 + ns / 1000000000);
+    int64_t ns = until.tv_nsec + (k.deadline_ns - mono_ns());
+    until.tv_sec += (time_t)(ns / 1000000000);
     until.tv_nsec = (long)(ns % 1000000000);
     if (pthread_mutex_timedlock(&s->lock, &until) != 0) return false;
     bool ok = false;
