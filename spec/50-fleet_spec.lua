@@ -254,11 +254,14 @@ end)
 -- server that drips a byte per 20 ms held a decision, and `budget show`, for as long as it dripped. One
 -- deadline now bounds connect, every write and the whole reply.
 describe("a Redis that drips, stalls, sends garbage or never answers", function()
-  local TIMEOUT_MS, SLACK_MS = 200, 30
+  -- The command's wall time holds its own start (a few ms, more on a loaded machine or under ASan): it is
+  -- judged against the fastest of three runs against a server that answers at once, with 100 ms to spare.
+  -- The bound on the decision itself, to the millisecond, is spec/core/test_retry_budget_store.c's.
+  local TIMEOUT_MS, SLACK_MS = 200, 100
 
   --- Runs `budget show` against a fake Redis in mode; returns its exit code, stderr and wall time in ms.
-  local function show(mode)
-    local srv = assert(redis_server.fake(mode))
+  local function show(mode, interval_ms)
+    local srv = assert(redis_server.fake(mode, interval_ms))
     local t0 = now_ms()
     local _, err, code = h.run_cli("budget", "show", "x", "--redis", srv.url, "--timeout-ms", tostring(TIMEOUT_MS))
     local took = now_ms() - t0
@@ -270,9 +273,15 @@ describe("a Redis that drips, stalls, sends garbage or never answers", function(
     -- The same command against a fake that answers at once: what starting the CLI costs in this run.
     local code, err, base = show("ok")
     assert.equal(0, code, err)
+    for _ = 1, 2 do
+      local c2, e2, again = show("ok")
+      assert.equal(0, c2, e2)
+      base = math.min(base, again)
+    end
     local cases = {
-      -- GET's 10 bytes at 20 ms fit in 200 ms (on a loaded machine, maybe not), PTTL's do not.
-      { "drip", "redis [GETPL]+: no whole reply within 200 ms" },
+      -- A byte every 50 ms: GET's 10 bytes take 450 ms and PTTL's 8 another 350 (before, the command waited
+      -- for all of it: every read got a byte within its 200 ms).
+      { "drip", "redis GET: no whole reply within 200 ms", 50 },
       { "stall", "redis GET: no whole reply within 200 ms" },
       { "stall:PTTL", "redis PTTL: no whole reply within 200 ms" },
       { "silent", "redis GET: no whole reply within 200 ms" },
@@ -281,7 +290,7 @@ describe("a Redis that drips, stalls, sends garbage or never answers", function(
     }
     for _, c in ipairs(cases) do
       local took
-      code, err, took = show(c[1])
+      code, err, took = show(c[1], c[3])
       print(string.format("\nbudget show --timeout-ms %d against fake redis %-10s %d ms (%d ms over a prompt answer)",
         TIMEOUT_MS, c[1], took, took - base))
       assert.equal(1, code, c[1] .. ": " .. err)
