@@ -86,6 +86,8 @@ const char *rfl_check_path(lua_State *L, int idx, bool *nul);
 const char *rfl_tostring_nonul(lua_State *L, int idx, const char *what);
 /* Adds core.read_file and the readers' size caps (lua_input.c). */
 void rfl_open_input(lua_State *L);
+/* Adds core.write_file and core.append_file, the writers of output files (lua_output.c). */
+void rfl_open_output(lua_State *L);
 /* Add json_codec (lua_json.c, cJSON) and glob (lua_glob.c, glob(3)) to the module table on top of the stack. */
 void rfl_open_json(lua_State *L);
 void rfl_open_glob(lua_State *L);

@@ -3,6 +3,7 @@ add_library(retryfreeze SHARED
   core/src/engine/version.c
   core/src/engine/error.c
   core/src/engine/input_file.c
+  core/src/engine/output_file.c
   core/src/engine/vocabulary.c
   core/src/engine/failure_class.c
   core/src/engine/endpoint.c
@@ -43,5 +44,6 @@ rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
 rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
+rf_add_c_test(test_output spec/core/test_output.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
 rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

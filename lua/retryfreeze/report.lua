@@ -14,6 +14,7 @@ local math = compat.math
 local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
+local output = require "retryfreeze.output"
 local util = require "retryfreeze.util"
 
 local M = {}
@@ -430,29 +431,20 @@ function M.render(model)
   return table.concat(out)
 end
 
---- Builds and writes the report of ledgers to a file (written whole to a temporary file, then renamed).
+--- Builds and writes the report of ledgers to a file, whole or not at all (retryfreeze.output: a temporary file
+--- beside the target renamed over it; through a symlink to its target; "-" for standard output). A path that is
+--- a directory, FIFO or device is refused before any ledger is read.
 -- @param out_path string; paths, opts: as for M.build
--- @return model, or nil, message
+-- @return model, or nil, message (naming the ledger or the output path)
 function M.write(out_path, paths, opts)
+  local ok, cerr = output.check({ { out_path, "replace", "report" } })
+  if not ok then return nil, cerr end
   local model, err = M.build(paths, opts)
   if not model then return nil, err end
   local page, rerr = M.render(model)
   if not page then return nil, rerr end
-  local function cannot(why) return nil, "cannot write the report " .. out_path .. ": " .. tostring(why) end
-  local tmp = out_path .. ".tmp"
-  local f, ferr = io.open(tmp, "wb")
-  if not f then return cannot(ferr) end
-  local ok, werr = f:write(page)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    return cannot(werr or cerr)
-  end
-  local rok, rnerr = os.rename(tmp, out_path)
-  if not rok then
-    os.remove(tmp)
-    return cannot(rnerr)
-  end
+  local written, werr = output.write(out_path, page, "report")
+  if not written then return nil, werr end
   return model
 end
 

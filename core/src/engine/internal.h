@@ -6,6 +6,7 @@
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
 #include <stdarg.h>
+#include <sys/types.h>
 #include <string.h>
 
 /* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case), or
@@ -123,6 +124,10 @@ struct rf_policy {
     char *pretty;
     char digest[7 + 64 + 1];
 };
+
+/* "a FIFO", "a directory", "a character device", …: what a file that is not regular is, in words, for the
+ * refusals of input and output files (input_file.c, output_file.c). */
+const char *rfi_file_kind(mode_t mode);
 
 /* Writes "path: message" style errors into err (NULL-safe). Returns RF_EINVAL for convenience. */
 rf_status rfi_fail(rf_error *err, const char *path, const char *fmt, ...)
