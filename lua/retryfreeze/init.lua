@@ -114,8 +114,8 @@ M.ledger = { open = core.ledger_open, read = core.ledger_read }
 
 --- rf.ledger.stats(paths [, {skip_corrupt = true}]) → stats, or nil, message (see docs/evidence.md).
 -- Loaded on first use: `require "retryfreeze"` itself loads only the binding and rf.flow's loop, so that it
--- works where a host forbids coroutines at load time (nginx's init_worker_by_lua, where lua-compat53's module,
--- which the statistics use on LuaJIT, could not load).
+-- works where a host forbids coroutines at load time (nginx's init_by_lua and init_worker_by_lua, where
+-- lua-compat53's module, which the statistics use on LuaJIT, could not load).
 function M.ledger.stats(paths, opts) return require("retryfreeze.ledger_stats").stats(paths, opts) end
 
 return M
