@@ -469,3 +469,24 @@ describe("policy:decider", function()
     debug.getmetatable(state).__gc(state) -- twice: still harmless
   end)
 end)
+
+-- docs/porting.md: seed 001 counts attempts from 0 (its maxAttempts M allows M + 1 tries). Its tests port with
+-- maxAttempts M + 1 and attempts a + 1; then exactly the rows the seed retried retry, for every M the lock takes.
+describe("docs/porting.md's attempt arithmetic", function()
+  it("ports every seed 001 (maxAttempts M, attempts a) to (M + 1, a + 1) with the same verdict", function()
+    local cases = 0
+    for m = 1, 9 do
+      local policy = assert(rf.load_string(string.format('{"endpoint": "GET /x", "maxAttempts": %d, '
+        .. '"perAttemptTimeoutMs": 1000, "totalBudgetMs": 600000, "retryable": ["HTTP_503"], '
+        .. '"backoff": {"baseMs": 1, "maxMs": 1, "jitter": "none"}}', m + 1)))
+      for a = 0, m + 1 do
+        local seed_retries = a < m
+        local v = policy:decide({ method = "GET", path = "/x", status = 503, attempts = a + 1 })
+        assert.equal(seed_retries, v.retry, string.format("seed maxAttempts %d, attempts %d", m, a))
+        assert.equal(seed_retries and "pinned-status" or "max-attempts", v.reason)
+        cases = cases + 1
+      end
+    end
+    assert.equal(63, cases) -- the sum over M = 1..9 of its M + 2 cases (a = 0..M + 1)
+  end)
+end)
