@@ -1,10 +1,9 @@
 /*
  * Lua binding of the transport-free attempt loop (retryfreeze/attempt_step.h), for rf.flow
  * (lua/retryfreeze/io_flow.lua): core.step(policy, request, opts) → "retryfreeze.Step" with step:begin,
- * step:after and step:finish; the clocks core.wall_ms() and core.monotonic_ms(). Retry budgets (io.retry_budget) are rf.retry_budget's
- * (lua_retry_budget.c).
- * The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing and the ledger record all run in
- * attempt_step.c, as for client:request.
+ * step:after and step:finish; the clocks core.wall_ms() and core.monotonic_ms(). Retry budgets (io.retry_budget) are
+ * rf.retry_budget's (lua_retry_budget.c). The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing
+ * and the ledger record all run in attempt_step.c, as for client:request.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"

@@ -187,8 +187,13 @@ static void test_source_fail_closed(void **state) {
     rf_policy *p = load(PINNED_LOCK);
     static const char pinned[] = "pinned-map";
     const size_t n = sizeof pinned - 1;
-    rf_facts f = {.method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .status = 503,
-                  .attempts = 1, .has_idempotency_key = true};
+    rf_facts f = {.method = "POST",
+                  .method_len = 4,
+                  .path = "/v1/orders",
+                  .path_len = 10,
+                  .status = 503,
+                  .attempts = 1,
+                  .has_idempotency_key = true};
     rf_verdict v;
     rf_error err;
     rf_rng rng;
@@ -203,16 +208,16 @@ static void test_source_fail_closed(void **state) {
     assert_string_equal(rf_reason_name(v.reason), "pinned-status");
     char buf[32];
     size_t cases = 0;
-#define EXPECT_UNPINNED(ptr, len)                                                          \
-    do {                                                                                   \
-        f.source = (ptr);                                                                  \
-        f.source_len = (len);                                                              \
-        assert_int_equal(rf_decide(p, &f, &rng, NULL, &v, &err), RF_OK);                   \
-        if (v.reason != RF_REASON_UNPINNED_SOURCE)                                         \
+#define EXPECT_UNPINNED(ptr, len)                                                                \
+    do {                                                                                         \
+        f.source = (ptr);                                                                        \
+        f.source_len = (len);                                                                    \
+        assert_int_equal(rf_decide(p, &f, &rng, NULL, &v, &err), RF_OK);                         \
+        if (v.reason != RF_REASON_UNPINNED_SOURCE)                                               \
             fail_msg("source \"%.*s\" (%zu bytes) decided %s", (int)(len), (ptr), (size_t)(len), \
-                     rf_reason_name(v.reason));                                            \
-        assert_false(v.retry);                                                             \
-        cases++;                                                                           \
+                     rf_reason_name(v.reason));                                                  \
+        assert_false(v.retry);                                                                   \
+        cases++;                                                                                 \
     } while (0)
     EXPECT_UNPINNED("", 0);
     EXPECT_UNPINNED(pinned, 0); /* the right bytes behind it, but the source is empty */

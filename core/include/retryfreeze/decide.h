@@ -55,9 +55,8 @@ typedef struct rf_facts {
     int attempts;             /* attempts made so far, including this one: >= 1 */
     int64_t elapsed_ms;       /* since the first attempt started (CLOCK_MONOTONIC), >= 0 */
     bool has_idempotency_key; /* the request carries an Idempotency-Key */
-    const char *source; /* where the policy came from: NULL (absent) or exactly "pinned-map", else the verdict is
-                           unpinned-source; unlike the other strings, a non-NULL source of length 0 is a source
-                           (an empty one, so unpinned), not an absent one */
+    const char *source;       /* where the policy came from: NULL (absent) or exactly "pinned-map"; any other
+                                 source, an empty one (length 0) included, gives unpinned-source */
     size_t source_len;
     int64_t now_ms; /* wall clock, Unix ms, for an HTTP-date Retry-After without a Date header; 0 = unknown */
     bool not_sent;  /* the transport knows no byte of the request was sent (libcurl's request size 0): makes a
