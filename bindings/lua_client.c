@@ -297,7 +297,7 @@ static void push_try(lua_State *L, const rf_try *t) {
     lua_setfield(L, -2, "timeout_ms");
     lua_pushstring(L, rf_reason_name(t->reason));
     lua_setfield(L, -2, "reason");
-    if (t->retry_after[0]) {
+    if (t->retry_after_header[0]) { /* the value of the header the verdict names, even an empty one */
         lua_pushstring(L, t->retry_after);
         lua_setfield(L, -2, "retry_after");
     }

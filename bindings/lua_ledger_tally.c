@@ -498,4 +498,6 @@ void rfl_open_ledger_tally(lua_State *L) {
     lua_setfield(L, -2, "ledger_tally");
     push_counts(L, LE_MS, N_LE); /* core.ledger_le_ms: the bounds of elapsed_le, for ledger_stats.lua */
     lua_setfield(L, -2, "ledger_le_ms");
+    lua_pushliteral(L, RF_LEDGER_HARNESS_ROUTE); /* core.LEDGER_HARNESS_ROUTE: the route of lines without a ts */
+    lua_setfield(L, -2, "LEDGER_HARNESS_ROUTE");
 }

@@ -1,10 +1,9 @@
 /*
  * Lua binding of the transport-free attempt loop (retryfreeze/attempt_step.h), for rf.flow
  * (lua/retryfreeze/io_flow.lua): core.step(policy, request, opts) → "retryfreeze.Step" with step:begin,
- * step:after and step:finish; core.wall_ms(). Retry budgets (io.retry_budget) are rf.retry_budget's
- * (lua_retry_budget.c).
- * The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing and the ledger record all run in
- * attempt_step.c, as for client:request.
+ * step:after and step:finish; the clocks core.wall_ms() and core.monotonic_ms(). Retry budgets (io.retry_budget) are
+ * rf.retry_budget's (lua_retry_budget.c). The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing
+ * and the ledger record all run in attempt_step.c, as for client:request.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -36,15 +35,34 @@ typedef struct lstep {
     bool began;
 } lstep;
 
-static int64_t wall_now_ms(void) {
+/* A reading of clock `id` in whole milliseconds (truncated). */
+static int64_t clock_ms(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* core.wall_ms() → Unix time in ms (CLOCK_REALTIME). */
+static int64_t wall_now_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+/* A clock takes no argument: a script passing one (a start time, say) has misread what it returns. */
+static void check_no_args(lua_State *L) {
+    if (lua_gettop(L) > 0) luaL_argerror(L, 1, "no arguments expected");
+}
+
+/* core.wall_ms() (rf.now_ms) → Unix time in ms: CLOCK_REALTIME, the clock the ledger's ts and the HTTP-date
+ * arithmetic read. It may step (NTP, an operator): time intervals with core.monotonic_ms. Raises on any argument. */
 static int l_wall_ms(lua_State *L) {
+    check_no_args(L);
     lua_pushinteger(L, (lua_Integer)wall_now_ms());
+    return 1;
+}
+
+/* core.monotonic_ms() (rf.monotonic_ms) → ms on CLOCK_MONOTONIC, the clock the client measures elapsed_ms and
+ * deadlines on: never goes back, counts from an unspecified start (on Linux, the boot), so only differences mean
+ * anything; a reading is far below 2^53, as rf.flow's io.now_ms must be. Raises on any argument. */
+static int l_monotonic_ms(lua_State *L) {
+    check_no_args(L);
+    lua_pushinteger(L, (lua_Integer)clock_ms(CLOCK_MONOTONIC));
     return 1;
 }
 
@@ -344,4 +362,6 @@ void rfl_open_step(lua_State *L) {
     lua_setfield(L, -2, "step");
     lua_pushcfunction(L, l_wall_ms);
     lua_setfield(L, -2, "wall_ms");
+    lua_pushcfunction(L, l_monotonic_ms);
+    lua_setfield(L, -2, "monotonic_ms");
 }

@@ -98,7 +98,8 @@ void rfi_step_record(const rf_policy *p, const rf_request *req, const rf_respons
                                         .elapsed_ms = t->elapsed_ms,
                                         .delay_ms = t->delay_ms,
                                         .reason = rf_reason_name(t->reason),
-                                        .retry_after = t->retry_after[0] ? t->retry_after : NULL,
+                                        /* a header the verdict names is recorded even when it was empty */
+                                        .retry_after = t->retry_after_header[0] ? t->retry_after : NULL,
                                         .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL};
     }
 }
