@@ -252,6 +252,7 @@ static inline void ro_random_endpoint(char *buf, size_t cap, ro_pick pick, void 
     for (unsigned i = 0; i < n; i++) {
         const char *seg = pick(src, 3) == 0 ? ro_params[pick(src, 4)] : ro_literals[pick(src, RO_N_LITERALS)];
         if (len + 1 + strlen(seg) + 2 > RO_MAX_ENDPOINT) seg = "a"; /* room for a last "*" */
+        if (len + 1 + strlen(seg) + 2 > RO_MAX_ENDPOINT) break;
         len += (size_t)snprintf(buf + len, cap - len, "/%s", seg);
     }
     if (wild) len += (size_t)snprintf(buf + len, cap - len, "/*");
@@ -284,6 +285,59 @@ static inline void ro_random_path(char *buf, size_t cap, ro_pick pick, void *src
     if (pick(src, 6) == 0) len += (size_t)snprintf(buf + len, cap - len, "/");
     static const char *const tails[] = {"?q=1", "#f", "?", "#", "?a/b", "#/x/y", "?x#y"};
     if (pick(src, 5) == 0) snprintf(buf + len, cap - len, "%s", tails[pick(src, 7)]);
+}
+
+/* A random lock: up to RO_MAX_ROUTES endpoints, and its text. */
+#define RO_MAX_ROUTES 200
+typedef struct ro_lock {
+    size_t n;
+    char endpoints[RO_MAX_ROUTES][RO_MAX_ENDPOINT + 8];
+    char text[RO_MAX_ROUTES * (RO_MAX_ENDPOINT + 24) + 512];
+} ro_lock;
+
+/* n random endpoints (1..max). */
+static inline void ro_random_lock(ro_lock *g, size_t max, ro_pick pick, void *src) {
+    if (max > RO_MAX_ROUTES) max = RO_MAX_ROUTES;
+    g->n = 1 + pick(src, (unsigned)max);
+    for (size_t i = 0; i < g->n; i++) ro_random_endpoint(g->endpoints[i], sizeof g->endpoints[i], pick, src);
+}
+
+/* g->text from g->endpoints: a multi-route lock whose other fields need no rng (jitter "none"). */
+static inline void ro_lock_text(ro_lock *g) {
+    size_t len = (size_t)snprintf(g->text, sizeof g->text,
+                                  "{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+                                  "\"totalBudgetMs\":1000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"}},"
+                                  "\"routes\":[");
+    for (size_t i = 0; i < g->n; i++)
+        len += (size_t)snprintf(g->text + len, sizeof g->text - len, "%s{\"endpoint\":\"%s\"}", i ? "," : "",
+                                g->endpoints[i]);
+    snprintf(g->text + len, sizeof g->text - len, "]}");
+}
+
+/* The duplicate the loader must name: the first endpoint (in the lock's order) with the shape of an earlier one,
+ * and that one. */
+static inline bool ro_first_duplicate(const ro_lock *g, size_t *i_out, size_t *k_out) {
+    static ro_route parsed[RO_MAX_ROUTES];
+    static char methods[RO_MAX_ROUTES][20];
+    for (size_t i = 0; i < g->n; i++) {
+        const char *sp = strchr(g->endpoints[i], ' ');
+        snprintf(methods[i], sizeof methods[i], "%.*s", (int)(sp - g->endpoints[i]), g->endpoints[i]);
+        ro_parse(methods[i], sp + 1, &parsed[i]);
+        for (size_t k = 0; k < i; k++) {
+            if (ro_same_shape(&parsed[k], &parsed[i])) {
+                *i_out = i;
+                *k_out = k;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Drops endpoint i. */
+static inline void ro_drop(ro_lock *g, size_t i) {
+    memmove(g->endpoints[i], g->endpoints[i + 1], (g->n - i - 1) * sizeof g->endpoints[0]);
+    g->n--;
 }
 
 /* A prefix for rf_policy_next_segment: k segments each followed by '/' ("/" for none). */

@@ -24,7 +24,6 @@
 #define LOCKS_PER_SEED 150
 #define REQUESTS_PER_LOCK 200
 #define PREFIXES_PER_LOCK 40
-#define MAX_ROUTES 200
 #define ROUTE_LIMIT 10000 /* docs/lock.md: the most routes a lock may hold */
 
 /* splitmix64: the test's own seeded choices. */
@@ -35,56 +34,17 @@ static unsigned pick(void *src, unsigned n) {
     return (unsigned)((z ^ (z >> 31)) % n);
 }
 
-/* The endpoints of one random lock, and the lock's text. */
-typedef struct lock_gen {
-    size_t n;
-    char endpoints[MAX_ROUTES][320];
-    char text[MAX_ROUTES * 360 + 512];
-} lock_gen;
-
-static void lock_text(lock_gen *g) {
-    size_t len =
-        (size_t)snprintf(g->text, sizeof g->text,
-                         "{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
-                         "\"totalBudgetMs\":1000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"}},"
-                         "\"routes\":[");
-    for (size_t i = 0; i < g->n; i++)
-        len += (size_t)snprintf(g->text + len, sizeof g->text - len, "%s{\"endpoint\":\"%s\"}", i ? "," : "",
-                                g->endpoints[i]);
-    snprintf(g->text + len, sizeof g->text - len, "]}");
-}
-
-/* The scan's duplicate: the first route (in the lock's order) with the shape of an earlier one, and that one. */
-static bool first_duplicate(const lock_gen *g, size_t *i_out, size_t *k_out) {
-    static ro_route parsed[MAX_ROUTES];
-    static char methods[MAX_ROUTES][20];
-    for (size_t i = 0; i < g->n; i++) {
-        const char *sp = strchr(g->endpoints[i], ' ');
-        snprintf(methods[i], sizeof methods[i], "%.*s", (int)(sp - g->endpoints[i]), g->endpoints[i]);
-        ro_parse(methods[i], sp + 1, &parsed[i]);
-        for (size_t k = 0; k < i; k++) {
-            if (ro_same_shape(&parsed[k], &parsed[i])) {
-                *i_out = i;
-                *k_out = k;
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
 /* A random lock that loads: each duplicate the scan finds must be refused by the loader, naming the same pair;
  * the duplicate is then dropped and the lock loaded again. */
-static rf_policy *random_policy(lock_gen *g, uint64_t *rng) {
-    g->n = pick(rng, 10) == 0 ? 1 + pick(rng, MAX_ROUTES) : 1 + pick(rng, 24);
-    for (size_t i = 0; i < g->n; i++) ro_random_endpoint(g->endpoints[i], sizeof g->endpoints[i], pick, rng);
+static rf_policy *random_policy(ro_lock *g, uint64_t *rng) {
+    ro_random_lock(g, pick(rng, 10) == 0 ? RO_MAX_ROUTES : 24, pick, rng);
     for (;;) {
-        lock_text(g);
+        ro_lock_text(g);
         rf_policy *p = NULL;
         rf_error err;
         rf_status st = rf_policy_load_buffer(g->text, strlen(g->text), &p, &err);
         size_t dup, earlier;
-        if (!first_duplicate(g, &dup, &earlier)) {
+        if (!ro_first_duplicate(g, &dup, &earlier)) {
             if (st != RF_OK)
                 fail_msg("a lock without duplicates is refused: %s: %s\n%s", err.path, err.message, g->text);
             return p;
@@ -95,8 +55,7 @@ static rf_policy *random_policy(lock_gen *g, uint64_t *rng) {
         snprintf(want_message, sizeof want_message, "duplicates $.routes[%zu] ", earlier);
         if (strcmp(err.path, want_path) != 0 || strstr(err.message, want_message) == NULL)
             fail_msg("want %s: …%s…, got %s: %s\n%s", want_path, want_message, err.path, err.message, g->text);
-        memmove(g->endpoints[dup], g->endpoints[dup + 1], (g->n - dup - 1) * sizeof g->endpoints[0]);
-        g->n--;
+        ro_drop(g, dup);
     }
 }
 
@@ -165,14 +124,14 @@ static void test_index_equals_scan(void **state) {
     (void)state;
     const char *env = getenv("RF_ROUTE_SEEDS");
     int seeds = env ? atoi(env) : 6;
-    static lock_gen g;
-    static ro_route routes[MAX_ROUTES];
+    static ro_lock g;
+    static ro_route routes[RO_MAX_ROUTES];
     long requests = 0, prefixes = 0, routed = 0;
     for (uint64_t seed = 1; seed <= (uint64_t)seeds; seed++) {
         uint64_t rng = seed;
         for (int lock = 0; lock < LOCKS_PER_SEED; lock++) {
             rf_policy *p = random_policy(&g, &rng);
-            size_t n = ro_load(p, routes, MAX_ROUTES);
+            size_t n = ro_load(p, routes, RO_MAX_ROUTES);
             for (int r = 0; r < REQUESTS_PER_LOCK; r++) {
                 char path[512];
                 const char *method = ro_random_method(pick, &rng);
