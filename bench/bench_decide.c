@@ -5,9 +5,9 @@
  * Each measurement is the best of ROUNDS rounds, the two sides alternating: on a shared machine the slowest rounds
  * measure the neighbours.
  * Usage: bench_decide LOCK [iterations per round]
- *        bench_decide --calls decide|seed N LOCK   N calls of one side, nothing timed: bench/decide_instructions.sh
- *        runs it under callgrind at two N and divides the difference (instructions per call, repeatable on a busy
- *        machine where nanoseconds are not).
+ *        bench_decide --calls decide|on_route|seed N LOCK   N calls of one side, nothing timed:
+ * bench/decide_instructions.sh runs it under callgrind at two N and divides the difference (instructions per call,
+ * repeatable on a busy machine where nanoseconds are not).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "retryfreeze/decide.h"
@@ -79,6 +79,19 @@ static void run_decide(const rf_policy *p, rf_rng *rng, long iters) {
     }
 }
 
+/* The matched-route path: rf_decide_on_route with the route rf_policy_match gave for each fact, once. */
+static void run_on_route(const rf_policy *p, rf_rng *rng, long iters) {
+    long route[N_FACTS];
+    for (int i = 0; i < N_FACTS; i++)
+        route[i] = rf_policy_match(p, facts[i].method, facts[i].method_len, facts[i].path, facts[i].path_len);
+    rf_verdict v;
+    rf_error err;
+    for (long i = 0; i < iters; i++) {
+        rf_decide_on_route(p, route[i % N_FACTS], &facts[i % N_FACTS], rng, NULL, &v, &err);
+        sink += v.delay_ms;
+    }
+}
+
 static void run_seed(seed_classifier *c, long iters) {
     seed_verdict v;
     for (long i = 0; i < iters; i++) {
@@ -121,17 +134,20 @@ int main(int argc, char **argv) {
         seed_for_route(&c, &route, 1);
         if (strcmp(argv[2], "decide") == 0) {
             run_decide(p, &rng, n);
+        } else if (strcmp(argv[2], "on_route") == 0) {
+            run_on_route(p, &rng, n);
         } else if (strcmp(argv[2], "seed") == 0) {
             run_seed(&c, n);
         } else {
-            fprintf(stderr, "bench_decide: --calls takes decide or seed, got \"%s\"\n", argv[2]);
+            fprintf(stderr, "bench_decide: --calls takes decide, on_route or seed, got \"%s\"\n", argv[2]);
             return 2;
         }
         rf_policy_free(p);
         return sink == 42;
     }
     if (argc < 2 || argc > 3 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: bench_decide LOCK [iterations]\n       bench_decide --calls decide|seed N LOCK\n");
+        fprintf(stderr,
+                "usage: bench_decide LOCK [iterations]\n       bench_decide --calls decide|on_route|seed N LOCK\n");
         return 2;
     }
     long iters = argc > 2 ? positive(argv[2], "iterations") : 200000;

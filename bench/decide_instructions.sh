@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instructions per call (callgrind: repeatable on a loaded machine, where nanoseconds are not) of the C decision
 # path against its baselines in the same run: rf_decide against the hand-written C port of the seed's classifier
-# (bench/bench_decide.c), and rf_decide on a lock of 1 000 routes against one of 4 (bench/bench_routes.c).
-# Each count is the difference of two runs of N and 2N calls divided by N, so loading and start-up cancel out.
+# (bench/bench_decide.c), rf_decide on a lock of 1 000 routes against one of 4, and loading a lock of 10 000 routes
+# against ten times one of 1 000 (bench/bench_routes.c). A count per call is the difference of two runs of N and 2N
+# calls divided by N, so loading and start-up cancel out; a load's count is a run of one call less start-up.
 # Usage: bench/decide_instructions.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,15 @@ per_call() {
 }
 decide=$(per_call 20000 "$build/bench_decide" --calls decide CALLS "$lock")
 seed=$(per_call 20000 "$build/bench_decide" --calls seed CALLS "$lock")
-echo "instructions per call (callgrind): rf_decide $decide, the C port of the seed's classifier $seed"
-awk -v d="$decide" -v s="$seed" 'BEGIN{
+routes4=$(per_call 20000 "$build/bench_routes" --calls CALLS 4)
+routes1k=$(per_call 20000 "$build/bench_routes" --calls CALLS 1000)
+start=$(refs "$build/bench_routes" --calls 1 1)
+load1k=$(($(refs "$build/bench_routes" --calls 1 1000) - start))
+load10k=$(($(refs "$build/bench_routes" --calls 1 10000) - start))
+echo "instructions per call (callgrind): rf_decide $decide, the C port of the seed's classifier $seed;" \
+  "rf_decide on 4 routes $routes4, on 1 000 routes $routes1k; loading 1 000 routes $load1k, 10 000 routes $load10k"
+awk -v d="$decide" -v s="$seed" -v r4="$routes4" -v r1k="$routes1k" -v l1k="$load1k" -v l10k="$load10k" 'BEGIN{
   r = d / s; printf "ratio: rf_decide over the C port of the seed'"'"'s classifier, instructions: %.2fx (target <= 5x) %s\n", r, (r <= 5 ? "met" : "NOT MET")
+  r = r1k / r4; printf "ratio: rf_decide with 1 000 routes over 4 routes, instructions: %.2fx (target <= 1.5x) %s\n", r, (r <= 1.5 ? "met" : "NOT MET")
+  r = l10k / (10 * l1k); printf "ratio: loading 10 000 routes over ten times 1 000, instructions: %.2fx (target <= 1.2x) %s\n", r, (r <= 1.2 ? "met" : "NOT MET")
 }'

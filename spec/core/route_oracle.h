@@ -237,7 +237,9 @@ static const char *const ro_literals[] = {"a",
                                           "id",
                                           "other"};
 #define RO_N_LITERALS (sizeof ro_literals / sizeof ro_literals[0])
-static const char *const ro_methods[] = {"GET", "PUT", "POST", "DELETE", "A", "GE", "GETS", "ABCDEFGHIJKLMNOP"};
+/* More methods than the index compares one by one (RFI_INDEX_METHODS, 8), so that both of its ways are taken. */
+static const char *const ro_methods[] = {"GET",  "PUT",  "POST",    "DELETE", "A",     "GE",
+                                         "GETS", "HEAD", "OPTIONS", "PATCH",  "TRACE", "ABCDEFGHIJKLMNOP"};
 #define RO_N_METHODS (sizeof ro_methods / sizeof ro_methods[0])
 static const char *const ro_params[] = {"{id}", "{x}", "{kind}", "{_}"};
 
@@ -304,10 +306,11 @@ static inline void ro_random_lock(ro_lock *g, size_t max, ro_pick pick, void *sr
 
 /* g->text from g->endpoints: a multi-route lock whose other fields need no rng (jitter "none"). */
 static inline void ro_lock_text(ro_lock *g) {
-    size_t len = (size_t)snprintf(g->text, sizeof g->text,
-                                  "{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
-                                  "\"totalBudgetMs\":1000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"}},"
-                                  "\"routes\":[");
+    size_t len =
+        (size_t)snprintf(g->text, sizeof g->text,
+                         "{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+                         "\"totalBudgetMs\":1000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"}},"
+                         "\"routes\":[");
     for (size_t i = 0; i < g->n; i++)
         len += (size_t)snprintf(g->text + len, sizeof g->text - len, "%s{\"endpoint\":\"%s\"}", i ? "," : "",
                                 g->endpoints[i]);
