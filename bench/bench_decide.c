@@ -6,7 +6,7 @@
  * measure the neighbours.
  * Usage: bench_decide LOCK [iterations per round]
  *        bench_decide --calls decide|on_route|seed N LOCK   N calls of one side, nothing timed:
- * bench/decide_instructions.sh runs it under callgrind at two N and divides the difference (instructions per call,
+ * bench/c_instructions.sh runs it under callgrind at two N and divides the difference (instructions per call,
  * repeatable on a busy machine where nanoseconds are not).
  */
 #define _POSIX_C_SOURCE 200809L

@@ -1,14 +1,14 @@
 /*
  * Route matching as locks grow: rf_decide on generated locks of 4 to 10 000 routes, against the same decisions on a
  * lock of 4 routes in the same run; and the time to load a lock of 10 000 routes (a note: its linear growth is
- * counted in instructions by bench/decide_instructions.sh).
+ * counted in instructions by bench/c_instructions.sh).
  * A lock of N routes has N / 8 services of the 8 shapes a service lock has (literals, {param}s, a last "*",
  * 4 methods); the decisions are the same 8 requests (a literal, a {param}, a "*", a query, no route, …) of one
  * service in the middle of the lock. Each figure is the best of its rounds (on a shared machine the slowest rounds
  * measure the neighbours). Prints a table and "ratio:" lines for bench/run's summary.
  * Usage: bench_routes [iterations per round]
  *        bench_routes --calls N ROUTES   N decisions on a lock of ROUTES routes, nothing timed:
- *        bench/decide_instructions.sh runs it under callgrind at two N and divides the difference.
+ *        bench/c_instructions.sh runs it under callgrind at two N and divides the difference.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "retryfreeze/decide.h"
@@ -191,7 +191,7 @@ int main(int argc, char **argv) {
         printf("loading: 1 000 routes %.1f ms, 10 000 routes %.1f ms (load, validate, canonical form and digest)\n",
                l1k / 1e6, l10k / 1e6);
         /* Caches make time grow a little faster than the work past 1 000 routes: the linear-growth target is counted
-         * in instructions (bench/decide_instructions.sh); the time is a note. */
+         * in instructions (bench/c_instructions.sh); the time is a note. */
         printf("note: a lock of 10 000 routes loads, validates and digests in %.0f ms (%.2fx ten times 1 000 routes)\n",
                l10k / 1e6, l10k / (10 * l1k));
     }
