@@ -415,11 +415,18 @@ static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *len
 }
 
 /* The line, once with every copy checked against the buffer's end and once (roomy) without: the same code. */
-static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, out *o, const char *ts,
-                                 const size_t *lens, const bool roomy) {
+static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, out *o, const size_t *lens,
+                                 const bool roomy) {
     bool ok = true;
     PUT(o, "{\"ts\":\"");
-    put(o, ts, RFI_LEDGER_TS_LEN);
+    if (roomy || o->len + RFI_LEDGER_TS_LEN + 1 <= o->cap) { /* in place: a copy of bytes just stored would stall */
+        rfi_ledger_ts_format(rec->ts_ms, o->buf + o->len);
+        o->len += RFI_LEDGER_TS_LEN;
+    } else {
+        char ts[RFI_LEDGER_TS_LEN + 1];
+        rfi_ledger_ts_format(rec->ts_ms, ts);
+        put(o, ts, RFI_LEDGER_TS_LEN);
+    }
     PUT(o, "\",\"route\":\"");
     ok &= put_body(o, rec->route, lens[0], roomy);
     PUT(o, "\",\"method\":\"");
@@ -465,32 +472,39 @@ static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, 
     return ok;
 }
 
-static size_t length_of(const char *s) { return s ? strlen(s) : 0; }
+/* The length of s (0 for NULL), added to *total. */
+static HOT_INLINE size_t length_of(const char *s, size_t *total) {
+    const size_t n = s ? strlen(s) : 0;
+    *total += n;
+    return n;
+}
 
 /* The line of rec into buf[0..cap) when it fits; *len is its length either way. False when a string is not UTF-8.
  * The caller checked what needs no reading of the strings (quick_check). A string's quotes go out with the keys
  * around it. When an upper bound of the line (each string escaped 6 to 1, each number 20 digits and a sign, a
  * redacted query 256 bytes longer) fits with 16 bytes to spare, no copy is checked. */
 static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_t cap, size_t *len) {
-    size_t lens[LINE_STRINGS], n = 0;
-    const char *top[] = {rec->route, rec->method, rec->path, rec->key, rec->policy, rec->outcome, rec->reason};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) lens[n++] = length_of(top[i]);
+    size_t lens[LINE_STRINGS], n = 0, total = 0;
+    lens[n++] = length_of(rec->route, &total);
+    lens[n++] = length_of(rec->method, &total);
+    lens[n++] = length_of(rec->path, &total);
+    lens[n++] = length_of(rec->key, &total);
+    lens[n++] = length_of(rec->policy, &total);
+    lens[n++] = length_of(rec->outcome, &total);
+    lens[n++] = length_of(rec->reason, &total);
     for (size_t i = 0; i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
-        lens[n++] = length_of(t->class_name);
-        lens[n++] = length_of(t->reason);
-        lens[n++] = length_of(t->retry_after);
-        lens[n++] = length_of(t->retry_after_header);
+        lens[n++] = length_of(t->class_name, &total);
+        lens[n++] = length_of(t->reason, &total);
+        lens[n++] = length_of(t->retry_after, &total);
+        lens[n++] = length_of(t->retry_after_header, &total);
     }
-    lens[n++] = length_of(host);
-    lens[n++] = length_of(rec->budget);
-    size_t bound = 512 + 160 * rec->n_tries + 256; /* the keys and punctuation, generously; the redacted query */
-    for (size_t i = 0; i < n; i++) bound += 6 * lens[i];
-    char ts[RFI_LEDGER_TS_LEN + 1];
-    rfi_ledger_ts_format(rec->ts_ms, ts);
+    lens[n++] = length_of(host, &total);
+    lens[n] = length_of(rec->budget, &total);
+    /* the keys and punctuation, generously; the redacted query; the strings escaped */
+    const size_t bound = 512 + 160 * rec->n_tries + 256 + 6 * total;
     out o = {buf, cap, 0};
-    const bool ok =
-        bound + 16 <= cap ? emit_line(rec, host, &o, ts, lens, true) : emit_line(rec, host, &o, ts, lens, false);
+    const bool ok = bound + 16 <= cap ? emit_line(rec, host, &o, lens, true) : emit_line(rec, host, &o, lens, false);
     *len = o.len;
     return ok;
 }
