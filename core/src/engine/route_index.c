@@ -6,10 +6,10 @@
  * An all-literal route is also kept in a table keyed by its method and whole pattern: an exact literal match is
  * the most specific there can be, so one lookup answers most requests. Otherwise rfi_policy_match walks the trie
  * depth first, at each node the literal edge first, then the {param} edge, then the node's "*": the order of the
- * specificity rule (at the first segment where two matching routes differ, a literal
- * beats a {param}, which beats a last "*"; at the end of the path an exact end beats a "*" that takes no segment).
- * So the first route the walk reaches is the most specific one, and a walk touches at most the nodes a request's
- * segments lead to, whatever the number of routes. rf_policy_next_segment walks the same edges along a prefix.
+ * specificity rule (at the first segment where two matching routes differ, a literal beats a {param}, which beats
+ * a last "*"; at the end of the path an exact end beats a "*" that takes no segment). So the first route the walk
+ * reaches is the most specific one, and a walk touches at most the nodes a request's segments lead to, whatever
+ * the number of routes. rf_policy_next_segment walks the same edges along a prefix.
  * The segment rule is the index's alone: a literal edge takes a segment of the same bytes, a {param} edge any
  * non-empty segment, a "*" everything after it (docs/lock.md, Endpoints).
  */
