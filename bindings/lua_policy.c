@@ -568,9 +568,9 @@ enum { UV_STRINGS = 1, UV_FACT_NAMES, UV_KEYS, N_DECIDE_UPVALUES = UV_KEYS + N_V
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
  * returned: nothing is allocated when one facts table and one out table are reused, but the table walk and the
- * field writes cost about what a pure-Lua classifier does (bench/run): policy:decider and decide_values are the
- * fast forms (docs/lua.md). The rng stays the second argument only, so a table posing as an rng is refused, never
- * taken for out. */
+ * field writes cost about what a pure-Lua classifier does (bench/run): policy:decider is the fast form
+ * (docs/lua.md). The rng stays the second argument only, so a table posing as an rng is refused, never taken for
+ * out. */
 static int l_decide(lua_State *L) {
     lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
     lpolicy *lp = check_lpolicy(L, 1);
