@@ -567,9 +567,10 @@ static inline rfl_state *upvalue_state(lua_State *L, int i) {
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
- * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
- * stays the second argument only, so a table posing as an rng is refused, never taken for out. Nothing between
- * reading the facts and deciding allocates or runs Lua, so the facts' strings stay as read. */
+ * returned: nothing is allocated when one facts table and one out table are reused, but the table walk and the
+ * field writes cost about what a pure-Lua classifier does (bench/run): policy:decider is the fast form
+ * (docs/lua.md). The rng stays the second argument only, so a table posing as an rng is refused, never taken for
+ * out. Nothing between reading the facts and deciding allocates or runs Lua, so the facts' strings stay as read. */
 static int l_decide(lua_State *L) {
     lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
     lpolicy *lp = check_lpolicy(L, 1);

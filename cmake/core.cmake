@@ -9,6 +9,7 @@ add_library(retryfreeze SHARED
   core/src/engine/endpoint.c
   core/src/engine/lock_load.c
   core/src/engine/policy.c
+  core/src/engine/route_index.c
   core/src/engine/rng.c
   core/src/engine/backoff.c
   core/src/engine/retry_budget.c
@@ -45,5 +46,6 @@ rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_output spec/core/test_output.c)
+rf_add_c_test(test_route_index spec/core/test_route_index.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
 rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

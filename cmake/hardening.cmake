@@ -8,7 +8,7 @@
 find_package(Threads REQUIRED)
 
 set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz_response_head
-  fuzz_pairing_log fuzz_decision_table)
+  fuzz_pairing_log fuzz_decision_table fuzz_route_index)
 # The client's pure response-head reader is private to libretryfreeze_client: its target compiles it in.
 set(fuzz_response_head_sources core/src/client/response_head.c)
 # fuzz_ledger_read checks the writer's lines with cJSON as well as with the ledger's own reader.

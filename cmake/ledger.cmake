@@ -14,6 +14,7 @@ if(NOT RF_TESTS)
   return()
 endif()
 rf_add_c_test(test_ledger spec/core/test_ledger.c)
+rf_add_c_test(test_ledger_format spec/core/test_ledger_format.c PkgConfig::CJSON)
 
 # Several processes appending to one file, then a writer killed mid-stream (see the file's header).
 add_executable(ledger_stress spec/core/ledger_stress.c)

@@ -390,7 +390,8 @@ describe("docs/lock.md", function()
       local formats = {}
       for _, f in ipairs(c_format_args(read("core/src/engine/lock_load.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
       for _, f in ipairs(c_format_args(read("core/src/engine/policy.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
-      for _, file in ipairs({ "core/src/engine/lock_wait_headers.c", "core/src/engine/class_limits.c" }) do
+      for _, file in ipairs({ "core/src/engine/lock_wait_headers.c", "core/src/engine/class_limits.c",
+        "core/src/engine/route_index.c" }) do
         for _, f in ipairs(c_format_args(read(file), "rfi_fail", 3)) do formats[#formats + 1] = f end
       end
       for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end

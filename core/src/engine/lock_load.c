@@ -282,7 +282,7 @@ static bool parse_class_list(const cJSON *item, const char *path, rfi_class_set 
         }
         rfi_class_add_token(set, s, len);
     }
-    char tokens[RFI_MAX_CLASSES + 1][RF_CLASS_NAME_MAX];
+    const char *tokens[RFI_MAX_CLASSES + 1];
     if (rfi_class_tokens(set, tokens, RFI_MAX_CLASSES + 1) > RFI_MAX_CLASSES) {
         rfi_fail(err, path, "more than %d failure classes", RFI_MAX_CLASSES);
         return false;
@@ -729,6 +729,37 @@ static bool load_flat(const cJSON *root, spec *sp, budget_cfg *budget, rfi_gate 
     return finish_route(sp, err);
 }
 
+/* The routes read so far, by shape: a duplicate endpoint is found as each route is read, by one lookup (comparing
+ * every pair costs seconds at RFI_MAX_ROUTES routes). Open addressing over indexes into the specs, at most half
+ * full. */
+typedef struct shape_set {
+    int *slots; /* -1: empty */
+    size_t mask;
+} shape_set;
+
+static bool shape_set_init(shape_set *set, size_t n) {
+    size_t cap = 8;
+    while (cap < 2 * n) cap *= 2;
+    set->slots = malloc(cap * sizeof *set->slots);
+    set->mask = cap - 1;
+    if (set->slots == NULL) return false;
+    for (size_t i = 0; i < cap; i++) set->slots[i] = -1;
+    return true;
+}
+
+/* Adds specs[i]; returns the earlier route of the same shape (then i is not added), or -1. */
+static int shape_set_add(shape_set *set, const spec *specs, int i) {
+    const rfi_endpoint *e = &specs[i].r.endpoint;
+    for (size_t at = (size_t)rfi_endpoint_shape_hash(e) & set->mask;; at = (at + 1) & set->mask) {
+        const int k = set->slots[at];
+        if (k < 0) {
+            set->slots[at] = i;
+            return -1;
+        }
+        if (rfi_endpoint_shape_compare(&specs[k].r.endpoint, e) == 0) return k;
+    }
+}
+
 static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budget_cfg *budget, rfi_gate *gate,
                        bool *transparent_off, rf_status *st, rf_error *err) {
     char sub[PATH_CAP];
@@ -777,7 +808,10 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
         return rfi_fail(err, "$.routes", "must be a non-empty array of route objects"), false;
     if (n > RFI_MAX_ROUTES) return rfi_fail(err, "$.routes", "more than %d routes", RFI_MAX_ROUTES), false;
     spec *specs = calloc((size_t)n, sizeof *specs);
-    if (specs == NULL) {
+    shape_set shapes = {NULL, 0};
+    if (specs == NULL || !shape_set_init(&shapes, (size_t)n)) {
+        free(specs);
+        free(shapes.slots);
         *st = RF_ENOMEM;
         return rfi_fail(err, "$.routes", "out of memory"), false;
     }
@@ -804,19 +838,20 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, budge
         }
         inherit(sp, &defaults_spec);
         if (!finish_route(sp, err)) goto fail;
-        for (int k = 0; k < i; k++) {
-            if (rfi_endpoint_same_shape(&specs[k].r.endpoint, &sp->r.endpoint)) {
-                child_path(sub, sp->where, "endpoint");
-                rfi_fail(err, sub, "endpoint \"%s\" duplicates $.routes[%d] (\"%s\")", sp->r.endpoint.text, k,
-                         specs[k].r.endpoint.text);
-                goto fail;
-            }
+        int k = shape_set_add(&shapes, specs, i);
+        if (k >= 0) {
+            child_path(sub, sp->where, "endpoint");
+            rfi_fail(err, sub, "endpoint \"%s\" duplicates $.routes[%d] (\"%s\")", sp->r.endpoint.text, k,
+                     specs[k].r.endpoint.text);
+            goto fail;
         }
     }
+    free(shapes.slots);
     *specs_out = specs;
     *n_out = (size_t)n;
     return true;
 fail:
+    free(shapes.slots);
     free(specs);
     return false;
 }
@@ -969,8 +1004,9 @@ static void line_col(const char *text, size_t upto, int *line, int *col) {
     }
 }
 
+/* Routes sort by endpoint text; pointers are sorted, not the routes (kilobytes each). */
 static int compare_routes(const void *a, const void *b) {
-    return strcmp(((const rfi_route *)a)->endpoint.text, ((const rfi_route *)b)->endpoint.text);
+    return strcmp((*(const rfi_route *const *)a)->endpoint.text, (*(const rfi_route *const *)b)->endpoint.text);
 }
 
 rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, rf_error *err) {
@@ -1011,6 +1047,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     memset(&gate, 0, sizeof gate);
     bool transparent_off = false;
     rf_policy *p = NULL;
+    const rfi_route **order = NULL;
     if (used < len) {
         rfi_fail(err, "$", "trailing data after the JSON value at byte %zu", used);
         if (err != NULL) line_col(text, used, &err->line, &err->column);
@@ -1035,15 +1072,17 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
         if (!load_flat(root, specs, &budget, &gate, &transparent_off, err)) goto done;
     }
     p = calloc(1, sizeof *p);
-    if (p != NULL) p->routes = calloc(n, sizeof *p->routes);
-    if (p == NULL || p->routes == NULL) {
+    if (p != NULL) p->routes = malloc(n * sizeof *p->routes);
+    order = malloc(n * sizeof *order);
+    if (p == NULL || p->routes == NULL || order == NULL) {
         st = RF_ENOMEM;
         rfi_fail(err, "$", "out of memory");
         goto done;
     }
     p->n_routes = n;
-    for (size_t i = 0; i < n; i++) p->routes[i] = specs[i].r;
-    qsort(p->routes, n, sizeof *p->routes, compare_routes);
+    for (size_t i = 0; i < n; i++) order[i] = &specs[i].r;
+    qsort(order, n, sizeof *order, compare_routes);
+    for (size_t i = 0; i < n; i++) p->routes[i] = *order[i];
     p->has_retry_budget = budget.present;
     p->budget_max_tokens_milli = budget.max_tokens_milli;
     p->budget_token_ratio_milli = budget.ratio_milli;
@@ -1058,6 +1097,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     }
 done:
     rf_policy_free(p);
+    free(order);
     free(specs);
     cJSON_Delete(root);
     free(mask.copy);

@@ -33,6 +33,10 @@ void rfi_ledger_errno_error(rf_error *err, const char *path, int errnum, const c
 
 /* ---- ledger_text.c ---- */
 
+/* Length of the well-formed UTF-8 sequence at p (n >= 1 bytes available), or 0 when it is malformed (RFC 3629: no
+ * overlong form, no surrogate, nothing above U+10FFFF). */
+size_t rfi_ledger_utf8_sequence(const unsigned char *p, size_t n);
+
 /* True when s[0..len) is well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF). */
 bool rfi_ledger_utf8_valid(const char *s, size_t len);
 
