@@ -102,13 +102,14 @@ const char *rfl_type_name(rfl_type t);
 void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods);
 
 /* The tag objects of type t carry: the per-process secret mixed with t's name (FNV-1a). The secret comes from
- * getrandom(2) on first use, with the tags of every type (pthread_once; write-once, read-only after). */
+ * the OS (rfi_os_random) on first use, with the tags of every type (pthread_once; write-once, read-only after). */
 uint64_t rfl_object_tag(rfl_type t);
 
 /* Pushes a new object of type t: size bytes (zeroed) after the header, the registry's metatable of t
  * (rfl_new_metatable must have made it), no user values (what an object borrows it holds: rfl_hold). It starts
- * closed, not busy, with no users and no holdings. Returns the object's bytes. Raises on out of memory, or when
- * the registry's metatable is no table (debug.getregistry). */
+ * closed, not busy, with no users and no holdings. Returns the object's bytes. Raises on out of memory, when the
+ * registry's metatable is no table (debug.getregistry), or when the OS gave no randomness for the tags (then
+ * luaopen's first object raises, and the module does not load). */
 void *rfl_newobject(lua_State *L, rfl_type t, size_t size);
 
 /* The object of type t at idx, or NULL (anything else, a forged one included). Two API calls: for hot paths.

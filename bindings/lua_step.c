@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "../core/src/util/clock_ms.h"
 
 #include "retryfreeze/attempt_step.h"
 #include <ctype.h>
@@ -15,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 /* The step's holdings (rfl_hold): everything its C state points into stays alive as long as the step. */
 enum { H_POLICY = 1, H_KEEP = 2, H_LEDGER = 3, H_RNG = 4, H_BUDGET = 5 };
@@ -36,15 +36,9 @@ typedef struct lstep {
     bool began;
 } lstep;
 
-static int64_t wall_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* core.wall_ms() → Unix time in ms (CLOCK_REALTIME). */
 static int l_wall_ms(lua_State *L) {
-    lua_pushinteger(L, (lua_Integer)wall_now_ms());
+    lua_pushinteger(L, (lua_Integer)rfi_wall_ms());
     return 1;
 }
 
@@ -117,7 +111,7 @@ static int step_new(lua_State *L, rfl_call *call) {
         if (ls->rng == NULL)
             return rfl_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
     } else {
-        rf_rng_seed(&ls->own_rng, rfl_random_seed());
+        rf_rng_seed(&ls->own_rng, rfl_random_seed(L, "rf.flow"));
         ls->rng = &ls->own_rng;
     }
     rfl_hold(L, ls, H_RNG);

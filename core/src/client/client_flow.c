@@ -13,19 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-
-int64_t rfi_mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool buf_append(rfi_buf *b, const char *data, size_t n) {
     if (b->overflow || n > b->max - b->len) {
@@ -402,7 +389,7 @@ void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc) {
                       .elapsed_ms = rfi_limits_elapsed(f, now - f->start_ms),
                       .not_sent = rc != CURLE_OK && request_size == 0, /* no byte of the request went out */
                       .has_idempotency_key = req->idempotency_key != NULL,
-                      .now_ms = wall_ms()};
+                      .now_ms = rfi_wall_ms()};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (f->reads[h] && f->rh.has_hint[h]) {
             facts.hints[h] = f->rh.hint[h];
@@ -474,7 +461,7 @@ static void flow_done(rfi_flow *f, rf_reason reason) {
     f->body = (rfi_buf){0};
     f->head = (rfi_buf){0};
     f->state = RFI_FLOW_DONE;
-    f->done_wall_ms = wall_ms();
+    f->done_wall_ms = rfi_wall_ms();
     rfi_step_finish_on_route(f->c->policy, f->route, f->req, reason, f->last_class_retryable,
                              rfi_mono_ms() - f->start_ms, f->done_wall_ms, NULL, r);
     f->ledger_due = f->c->ledger != NULL;

@@ -4,6 +4,7 @@
 
 #include "retryfreeze/client.h"
 #include "response_head.h"
+#include "../util/clock_ms.h"
 #include <curl/curl.h>
 
 /* A growable byte buffer with a hard cap: an append past the cap fails and marks the buffer. */
@@ -120,7 +121,6 @@ struct rf_pending {
     bool in_multi, reported;
 };
 
-int64_t rfi_mono_ms(void);
 /* Validates one "Name: value" header line (token name, no CR/LF/NUL). */
 bool rfi_header_valid(const char *line, char *why, size_t why_cap);
 /* Prepares a flow (URL, header list); the request and response must outlive it. */

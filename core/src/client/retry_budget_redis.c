@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "retryfreeze/retry_budget_redis.h"
+#include "../util/clock_ms.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -65,12 +66,6 @@ static rf_status fail(rf_error *err, rf_status st, const char *path, const char 
         va_end(ap);
     }
     return st;
-}
-
-static int64_t now_ms(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static struct timeval tv_of(int64_t ms) {
@@ -198,7 +193,7 @@ static bool load_script(redis_store *s) {
 /* The store's add: at most timeout_ms from entry (waiting for the lock included), else false. */
 static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
     redis_store *s = ctx;
-    int64_t start = now_ms(CLOCK_MONOTONIC);
+    int64_t start = rfi_mono_ms();
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     int64_t ns = until.tv_nsec + (s->timeout_ms % 1000) * 1000000;
@@ -206,19 +201,19 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
     until.tv_nsec = (long)(ns % 1000000000);
     if (pthread_mutex_timedlock(&s->lock, &until) != 0) return false;
     bool ok = false;
-    int64_t mono = now_ms(CLOCK_MONOTONIC);
+    int64_t mono = rfi_mono_ms();
     if (s->ctx == NULL) {
         char why[256];
         if (mono < s->next_connect_ms) goto out; /* backing off: fall back at once */
         s->ctx = connect_target(&s->target, s->timeout_ms - (mono - start), why, sizeof why);
         if (s->ctx == NULL) {
-            disconnect(s, now_ms(CLOCK_MONOTONIC));
+            disconnect(s, rfi_mono_ms());
             goto out;
         }
     }
-    redisSetTimeout(s->ctx, tv_of(s->timeout_ms - (now_ms(CLOCK_MONOTONIC) - start)));
+    redisSetTimeout(s->ctx, tv_of(s->timeout_ms - (rfi_mono_ms() - start)));
     if (s->sha[0] == '\0' && !load_script(s)) {
-        disconnect(s, now_ms(CLOCK_MONOTONIC));
+        disconnect(s, rfi_mono_ms());
         goto out;
     }
     char delta[24], max[24], ttl[24];
@@ -236,7 +231,7 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
         s->backoff_ms = BACKOFF_FIRST_MS;
         ok = true;
     } else if (r == NULL || s->ctx->err) {
-        disconnect(s, now_ms(CLOCK_MONOTONIC)); /* timed out or lost: the stream may be out of step */
+        disconnect(s, rfi_mono_ms()); /* timed out or lost: the stream may be out of step */
     }
     if (r) freeReplyObject(r);
 out:
