@@ -281,12 +281,11 @@ void rfl_open_ledger_tally(lua_State *L) {
     lua_pushcfunction(L, l_tally_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    lua_pushcfunction(L, l_tally_new);
-    lua_setfield(L, -2, "ledger_tally");
-    lua_pushcfunction(L, l_bucket);
-    lua_setfield(L, -2, "ledger_bucket");
-    lua_pushcfunction(L, l_bucket_range);
-    lua_setfield(L, -2, "ledger_bucket_range");
+    static const luaL_Reg functions[] = {{"ledger_tally", l_tally_new},
+                                         {"ledger_bucket", l_bucket},
+                                         {"ledger_bucket_range", l_bucket_range},
+                                         {NULL, NULL}};
+    luaL_setfuncs(L, functions, 0);
     lua_createtable(L, RF_TALLY_LE_COUNT, 0); /* core.ledger_le_ms: the bounds of elapsed_buckets */
     for (int i = 0; i < RF_TALLY_LE_COUNT; i++) {
         lua_pushinteger(L, (lua_Integer)LE_MS[i]);

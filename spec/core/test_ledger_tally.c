@@ -14,42 +14,12 @@
 
 #include "retryfreeze/ledger_tally.h"
 
-#include <dirent.h>
+#define TMP_FILES_TAG "rf-test-tally"
+#include "tmp_files.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char tmp_dir[256];
-
-static int make_tmp_dir(void **state) {
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/rf-test-tally-XXXXXX", base && *base ? base : "/tmp");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int remove_tmp_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(tmp_dir);
-    if (!d) return -1;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        char p[512];
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            snprintf(p, sizeof p, "%s/%s", tmp_dir, e->d_name);
-            unlink(p);
-        }
-    }
-    closedir(d);
-    return rmdir(tmp_dir);
-}
-
-static const char *tmp_file(const char *name) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    unlink(path);
-    return path;
-}
 
 #define T0 INT64_C(1795972800000) /* 2026-11-29T17:20:00.000Z */
 
@@ -503,5 +473,5 @@ int main(void) {
         cmocka_unit_test(a_copy_does_not_move_with_the_original),
         cmocka_unit_test(bad_options_and_records_are_refused_by_name),
     };
-    return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
+    return cmocka_run_group_tests(tests, tmp_files_setup, tmp_files_teardown);
 }
