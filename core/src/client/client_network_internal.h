@@ -24,10 +24,10 @@ typedef struct rfi_peer {
     int port;
 } rfi_peer;
 
-/* Copies and checks the options o into *n (env CA variables resolved, the user agent built) for a client of base_url
- * (https needs readable CA paths); prints the tls_no_verify warning. RF_EINVAL names the option or environment
- * variable; RF_ENOMEM. */
-rf_status rfi_network_init(rfi_network *n, const rf_client_network *o, const char *base_url, rf_error *err);
+/* Copies and checks the options n into *net (env CA variables resolved, the user agent built) for a client of
+ * base_url (https needs readable CA paths); prints the tls_no_verify warning. RF_EINVAL names the option or
+ * environment variable; RF_ENOMEM. */
+rf_status rfi_network_init(rfi_network *net, const rf_client_network *n, const char *base_url, rf_error *err);
 /* Frees what n owns (the key's password wiped first) and zeroes it. */
 void rfi_network_free(rfi_network *n);
 /* Sets the network options every request shares (TLS, proxy, User-Agent, the socket callback) on easy handle e:
