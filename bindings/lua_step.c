@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "../core/src/util/clock_ms.h"
 
 #include "retryfreeze/attempt_step.h"
 #include <ctype.h>
@@ -14,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 /* The step's holdings (rfl_hold): everything its C state points into stays alive as long as the step. */
 enum { H_POLICY = 1, H_KEEP = 2, H_LEDGER = 3, H_RNG = 4, H_BUDGET = 5 };
@@ -35,15 +35,6 @@ typedef struct lstep {
     bool began;
 } lstep;
 
-/* A reading of clock `id` in whole milliseconds (truncated). */
-static int64_t clock_ms(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_now_ms(void) { return clock_ms(CLOCK_REALTIME); }
-
 /* A clock takes no argument: a script passing one (a start time, say) has misread what it returns. */
 static void check_no_args(lua_State *L) {
     if (lua_gettop(L) > 0) luaL_argerror(L, 1, "no arguments expected");
@@ -53,7 +44,7 @@ static void check_no_args(lua_State *L) {
  * arithmetic read. It may step (NTP, an operator): time intervals with core.monotonic_ms. Raises on any argument. */
 static int l_wall_ms(lua_State *L) {
     check_no_args(L);
-    lua_pushinteger(L, (lua_Integer)wall_now_ms());
+    lua_pushinteger(L, (lua_Integer)rfi_wall_ms());
     return 1;
 }
 
@@ -62,7 +53,7 @@ static int l_wall_ms(lua_State *L) {
  * anything; a reading is far below 2^53, as rf.flow's io.now_ms must be. Raises on any argument. */
 static int l_monotonic_ms(lua_State *L) {
     check_no_args(L);
-    lua_pushinteger(L, (lua_Integer)clock_ms(CLOCK_MONOTONIC));
+    lua_pushinteger(L, (lua_Integer)rfi_mono_ms());
     return 1;
 }
 
@@ -135,7 +126,7 @@ static int step_new(lua_State *L, rfl_call *call) {
         if (ls->rng == NULL)
             return rfl_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
     } else {
-        rf_rng_seed(&ls->own_rng, rfl_random_seed());
+        rf_rng_seed(&ls->own_rng, rfl_random_seed(L, "rf.flow"));
         ls->rng = &ls->own_rng;
     }
     rfl_hold(L, ls, H_RNG);

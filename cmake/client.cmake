@@ -8,8 +8,8 @@ add_library(retryfreeze_client SHARED
   core/src/client/client_redirect.c
   core/src/client/client_network.c
   core/src/client/client_limits.c
-  core/src/client/client_vocabulary.c
   core/src/client/retry_budget_redis.c
+  ${RF_UTIL_SOURCES}
 )
 target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>

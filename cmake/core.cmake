@@ -5,6 +5,7 @@ add_library(retryfreeze SHARED
   core/src/engine/input_file.c
   core/src/engine/output_file.c
   core/src/engine/vocabulary.c
+  core/src/engine/outcome.c
   core/src/engine/failure_class.c
   core/src/engine/endpoint.c
   core/src/engine/lock_load.c

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE /* getaddrinfo_a(3), gai_suspend(3): glibc's asynchronous name lookup */
 #include "retryfreeze/retry_budget_redis.h"
+#include "../util/clock_ms.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -82,12 +83,6 @@ static rf_status fail(rf_error *err, rf_status st, const char *path, const char 
     return st;
 }
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* One decision's (or one peek's) talk with Redis: its deadline, timeout_ms from the start on CLOCK_MONOTONIC,
  * and why it failed, for messages. */
 typedef struct redis_call {
@@ -96,7 +91,7 @@ typedef struct redis_call {
 } redis_call;
 
 static redis_call call_of(int64_t timeout_ms) {
-    return (redis_call){.deadline_ns = mono_ns() + timeout_ms * 1000000, .timeout_ms = timeout_ms};
+    return (redis_call){.deadline_ns = rfi_mono_ns() + timeout_ms * 1000000, .timeout_ms = timeout_ms};
 }
 
 /*
@@ -107,7 +102,7 @@ static redis_call call_of(int64_t timeout_ms) {
  */
 static bool wait_fd(int fd, short events, int64_t deadline_ns) {
     for (;;) {
-        int64_t left_ns = deadline_ns - mono_ns();
+        int64_t left_ns = deadline_ns - rfi_mono_ns();
         if (left_ns <= 0) return false;
         struct pollfd p = {.fd = fd, .events = events};
         int n = poll(&p, 1, (int)((left_ns + 999999) / 1000000));
@@ -256,7 +251,7 @@ static bool resolve_host(const redis_target *t, name_lookup *n, redis_call *k, s
     }
     int rc;
     while ((rc = gai_error(&n->req)) == EAI_INPROGRESS) {
-        int64_t left_ns = k->deadline_ns - mono_ns();
+        int64_t left_ns = k->deadline_ns - rfi_mono_ns();
         if (left_ns <= 0) {
             snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s within %" PRId64 " ms", t->host,
                      k->timeout_ms);
@@ -348,7 +343,7 @@ static void disconnect(redis_store *s) {
     if (s->ctx) redisFree(s->ctx);
     s->ctx = NULL;
     s->sha[0] = '\0';
-    s->next_connect_ns = mono_ns() + s->backoff_ms * 1000000;
+    s->next_connect_ns = rfi_mono_ns() + s->backoff_ms * 1000000;
     s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
 }
 
@@ -374,13 +369,13 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
      * wait moves its end: pthread_mutex_clocklock would not, but ThreadSanitizer does not know that one). */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + (k.deadline_ns - mono_ns());
+    int64_t ns = until.tv_nsec + (k.deadline_ns - rfi_mono_ns());
     until.tv_sec += (time_t)(ns / 1000000000);
     until.tv_nsec = (long)(ns % 1000000000);
     if (pthread_mutex_timedlock(&s->lock, &until) != 0) return false;
     bool ok = false;
     if (s->ctx == NULL) {
-        if (mono_ns() < s->next_connect_ns) goto out; /* backing off: fall back at once */
+        if (rfi_mono_ns() < s->next_connect_ns) goto out; /* backing off: fall back at once */
         s->ctx = connect_target(&s->target, s->lookup, &k);
         if (s->ctx == NULL) {
             disconnect(s);

@@ -3,7 +3,6 @@
 --- attempts for failures of that class come from the engine itself (classLimits, retryable): no rule is
 --- re-implemented here.
 local math = require("retryfreeze.compat").math
-local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local model = require "retryfreeze.model"
 local util = require "retryfreeze.util"
