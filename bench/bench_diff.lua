@@ -3,7 +3,7 @@
 -- service lock has (literals, {param}s, a last "*", 4 methods); the old lock has N - 1 of them, the new one
 -- raises one route's maxAttempts and adds one route. The diff walks every request class of both locks (docs/governance.md "Request classes").
 --
--- Usage: lua5.4 bench/bench_diff.lua [--sizes 64,256] [--rounds 3]
+-- Usage: lua5.4 bench/bench_diff.lua [--sizes 256,2000,10000] [--rounds 3]
 -- (bench/run sets LUA_PATH and LUA_CPATH to the source tree and the build). A size over the engine's route
 -- limit is reported as refused by the loader.
 local rf = require "retryfreeze"
@@ -14,7 +14,7 @@ local json = require "retryfreeze.json"
 -- locks (the enumeration of sampled shapes it replaced took 44x at 256 routes).
 local TARGET = 20
 
-local opts = { sizes = { 64, 256 }, rounds = 3 }
+local opts = { sizes = { 256, 2000, 10000 }, rounds = 3 }
 local i = 1
 while i <= #arg do
   if arg[i] == "--sizes" then

@@ -6,6 +6,8 @@
  * neighbours). Prints the time per line of each and a "ratio:" line for bench/run's summary (issue 17's
  * target: an append at most 2x the raw write).
  * Usage: bench_ledger [appends per round [rounds]]; the files go to $TMPDIR (default /tmp) and are removed.
+ *        bench_ledger --calls N   N lines appended in batches of 64, nothing timed (bench/c_instructions.sh
+ *        counts the instructions per byte formatted under callgrind); prints the line's length.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_temp.h"
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #define TARGET_RATIO 2.0
+#define TARGET_BATCH_RATIO 1.5 /* a batch is one write(2): what is left is the formatting */
 
 static double now_s(void) {
     struct timespec ts;
@@ -29,6 +32,16 @@ static double now_s(void) {
 static void die(const char *what, const char *detail) {
     fprintf(stderr, "bench_ledger: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
     exit(1);
+}
+
+/* Both files must hold the same bytes: the bench compares equal work. */
+static void same_files(const char *raw_path, const char *ledger_path) {
+    FILE *a = fopen(raw_path, "rb"), *b = fopen(ledger_path, "rb");
+    if (a == NULL || b == NULL) die("cannot reopen the bench files", NULL);
+    for (int ca = 0, cb = 0; ca != EOF || cb != EOF;)
+        if ((ca = fgetc(a)) != (cb = fgetc(b))) die("the ledger file differs from the raw file", ledger_path);
+    fclose(a);
+    fclose(b);
 }
 
 static long positive_arg(const char *s, const char *what) {
@@ -42,9 +55,11 @@ static long positive_arg(const char *s, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 3) die("usage: bench_ledger [appends per round [rounds]]", NULL);
-    long n = argc > 1 ? positive_arg(argv[1], "appends per round") : 10000;
-    int rounds = argc > 2 ? (int)positive_arg(argv[2], "rounds") : 11;
+    bool calls = argc == 3 && strcmp(argv[1], "--calls") == 0;
+    if (argc > 3 || (argc > 1 && argv[1][0] == '-' && !calls))
+        die("usage: bench_ledger [appends per round [rounds]] | --calls N", NULL);
+    long n = argc > 1 ? positive_arg(argv[calls ? 2 : 1], calls ? "N" : "appends per round") : 10000;
+    int rounds = argc > 2 && !calls ? (int)positive_arg(argv[2], "rounds") : 11;
     /* A typical line: a POST that succeeded on its second attempt after a 503 with Retry-After. */
     rf_ledger_record rec = {.ts_ms = 1795886401123,
                             .route = "POST /v1/jobs",
@@ -81,6 +96,21 @@ int main(int argc, char **argv) {
     line[len] = '\n';
     size_t line_len = (size_t)len + 1;
 
+    if (calls) { /* N lines formatted into a batch buffer and written, nothing timed: callgrind counts it */
+        enum { CALL_BATCH = 64 };
+        const rf_ledger_record *batch[CALL_BATCH];
+        rf_status statuses[CALL_BATCH];
+        for (int k = 0; k < CALL_BATCH; k++) batch[k] = &rec;
+        char *path = bench_temp_path("bench_ledger", "calls");
+        rf_ledger *l = NULL;
+        if (rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK) die("rf_ledger_open failed", err.message);
+        for (long i = 0; i < n; i += CALL_BATCH) rf_ledger_append_batch(l, batch, CALL_BATCH, statuses, NULL);
+        rf_ledger_close(l, &err);
+        unlink(path);
+        free(path);
+        printf("%zu\n", (size_t)len + 1);
+        return 0;
+    }
     char *raw_path = bench_temp_path("bench_ledger", "ledger"),
          *ledger_path = bench_temp_path("bench_ledger", "ledger");
     double raw_best = 1e30, append_best = 1e30;
@@ -106,13 +136,41 @@ int main(int argc, char **argv) {
         if (raw < raw_best) raw_best = raw;
         if (app < append_best) append_best = app;
     }
-    /* Both files must hold the same bytes: the bench compares equal work. */
-    FILE *a = fopen(raw_path, "rb"), *b = fopen(ledger_path, "rb");
-    if (a == NULL || b == NULL) die("cannot reopen the bench files", NULL);
-    for (int ca = 0, cb = 0; ca != EOF || cb != EOF;)
-        if ((ca = fgetc(a)) != (cb = fgetc(b))) die("the ledger file differs from the raw file", ledger_path);
-    fclose(a);
-    fclose(b);
+    same_files(raw_path, ledger_path);
+
+    /* Batches: BATCH records through rf_ledger_append_batch (formatting them into one buffer, one write(2))
+     * against one write(2) of the same BATCH lines, formatted once beforehand. */
+    enum { BATCH = 64 };
+    char *lines = malloc(line_len * BATCH);
+    if (lines == NULL) die("out of memory", NULL);
+    for (int k = 0; k < BATCH; k++) memcpy(lines + (size_t)k * line_len, line, line_len);
+    const rf_ledger_record *batch[BATCH];
+    rf_status statuses[BATCH];
+    for (int k = 0; k < BATCH; k++) batch[k] = &rec;
+    long batches = n / BATCH > 0 ? n / BATCH : 1;
+    double raw_batch_best = 1e30, batch_best = 1e30;
+    for (int round = 0; round < rounds; round++) {
+        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
+        if (fd < 0) die("open failed", raw_path);
+        double t0 = now_s();
+        for (long i = 0; i < batches; i++)
+            if (write(fd, lines, line_len * BATCH) != (ssize_t)(line_len * BATCH)) die("write failed", raw_path);
+        double raw = now_s() - t0;
+        close(fd);
+        if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
+        rf_ledger *l = NULL;
+        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
+            die("rf_ledger_open failed", err.message);
+        t0 = now_s();
+        for (long i = 0; i < batches; i++)
+            if (rf_ledger_append_batch(l, batch, BATCH, statuses, NULL) != BATCH) die("a batch failed", NULL);
+        double app = now_s() - t0;
+        if (rf_ledger_close(l, &err) != RF_OK) die("rf_ledger_close failed", err.message);
+        if (raw < raw_batch_best) raw_batch_best = raw;
+        if (app < batch_best) batch_best = app;
+    }
+    same_files(raw_path, ledger_path);
+    free(lines);
     unlink(raw_path);
     unlink(ledger_path);
     free(raw_path);
@@ -125,7 +183,14 @@ int main(int argc, char **argv) {
            append_best / (double)n * 1e6);
     printf("  raw write(2)       %9.0f writes/s   %6.2f us each  (the same line pre-formatted, O_APPEND)\n",
            (double)n / raw_best, raw_best / (double)n * 1e6);
+    printf("  rf_ledger_append_batch %5.2f us per line  (batches of %d)\n",
+           batch_best / (double)(batches * BATCH) * 1e6, BATCH);
+    printf("  raw write(2)       %9.2f us per line  (the same %d lines pre-formatted, one write(2))\n",
+           raw_batch_best / (double)(batches * BATCH) * 1e6, BATCH);
     printf("ratio: ledger append vs raw write(2): %.2fx (target <= %.0fx) %s\n", ratio, TARGET_RATIO,
            ratio <= TARGET_RATIO ? "met" : "NOT MET");
+    double batch_ratio = batch_best / raw_batch_best;
+    printf("ratio: ledger batch append vs one raw write(2) of the same lines: %.2fx (target <= %gx) %s\n", batch_ratio,
+           TARGET_BATCH_RATIO, batch_ratio <= TARGET_BATCH_RATIO ? "met" : "NOT MET");
     return 0;
 }

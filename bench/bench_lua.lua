@@ -96,7 +96,7 @@ print(string.format("note: the Lua out form's floor alone (the facts walked raw 
   .. "out, nothing decided: bench/lua_floor.c) is %.2fx faster than the pure-Lua port, which bounds what any "
   .. "policy:decide(facts, rng, out) can reach through the Lua C API", best.seed / best.floor_out))
 print(string.format("note: policy:decide(facts, rng, out), the allocation-free form with tables, is %.2fx as fast as the "
-  .. "pure-Lua port", best.seed / best.decide_out))
+  .. "pure-Lua port (its target is counted in instructions: bench/lua_instructions.sh)", best.seed / best.decide_out))
 print(string.format("note: the decider's floor (a C function taking the same arguments and returning five values, nothing "
   .. "checked or decided: bench/lua_floor.c) is %.2fx faster than the pure-Lua port; 3x leaves %.0f ns per call for "
   .. "the checks, the engine and the verdict", best.seed / best.floor_values, best.seed / 3 - best.floor_values))

@@ -12,13 +12,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "../core/src/util/os_random.h"
 
 #include "retryfreeze/client.h"
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 /* The client's holdings (rfl_hold): what it borrows must stay alive as long as it does. */
 enum { H_POLICY = 1, H_LEDGER = 2, H_HOOK = 3, H_BUDGET = 4 };
@@ -132,7 +132,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     lua_getfield(L, 1, "rng_seed");
     lua_Integer seed = 0, max_body = 0;
     if (lua_isnil(L, -1))
-        o.rng_seed = rfl_random_seed();
+        o.rng_seed = rfl_random_seed(L, "rf.client");
     else if (rfl_tointeger_exact(L, -1, &seed))
         o.rng_seed = (uint64_t)seed;
     else
@@ -297,7 +297,7 @@ static void push_try(lua_State *L, const rf_try *t) {
     lua_setfield(L, -2, "timeout_ms");
     lua_pushstring(L, rf_reason_name(t->reason));
     lua_setfield(L, -2, "reason");
-    if (t->retry_after[0]) {
+    if (t->retry_after_header[0]) { /* the value of the header the verdict names, even an empty one */
         lua_pushstring(L, t->retry_after);
         lua_setfield(L, -2, "retry_after");
     }
@@ -732,10 +732,12 @@ static int l_in_flight(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_O
 static int l_retry_tokens(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_retry_tokens); }
 static int l_run_generated(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, rfl_client_run_generated); }
 
-/* rf.new_key() → a random UUID v4 (RFC 9562 §5.4) from the OS CSPRNG (getrandom), for Idempotency-Key. */
+/* rf.new_key() → a random UUID v4 (RFC 9562 §5.4) from the OS CSPRNG (rfi_os_random), for Idempotency-Key; raises
+ * when the OS gives no randomness (a guessable key could collide with another request's). */
 static int l_new_key(lua_State *L) {
     unsigned char b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return rfl_error(L, "rf.new_key: getrandom failed");
+    int e = rfi_os_random(b, sizeof b);
+    if (e != 0) return rfl_error(L, "rf.new_key: no randomness from the OS (getrandom: %s)", strerror(e));
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     char s[37];

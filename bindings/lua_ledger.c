@@ -7,12 +7,14 @@
  */
 #include "lua_retryfreeze.h"
 
+#include "retryfreeze/ledger_tally.h"
+
 #include <string.h>
 
 /* A ledger object. Its users (lua_object.h: open clients and unfinished steps writing to it) make close refuse. */
 typedef struct lledger {
     rf_ledger *l;
-    rfl_appended *appended; /* the running tally of its appends (ledger:_tally_appends), or NULL; freed by __gc */
+    rf_ledger_tally *appended; /* the running tally of its appends (ledger:_tally_appends), or NULL; freed by __gc */
 } lledger;
 
 typedef struct lreader {
@@ -92,31 +94,34 @@ static int l_ledger_gc(lua_State *L) {
     rf_ledger_close(ll->l, NULL);
     ll->l = NULL;
     rfl_set_open(ll, false);
-    rfl_appended_free(ll->appended);
+    rf_ledger_tally_free(ll->appended);
     ll->appended = NULL;
     return 0;
 }
 
-/* ledger:_tally_appends(): from now on, counts every line this ledger appends whole, as core.ledger_tally
- * would count it read back (retryfreeze.ledger_stats.of_appends reads the counts). Used by `retryfreeze soak`
- * for its run's statistics. A second call goes on with the same counts. Raises on a closed ledger. */
+/* ledger:_tally_appends(): from now on, counts every line this ledger appends whole into a tally
+ * (rf_ledger_tally_observer), as a tally reading the line back would count it (retryfreeze.ledger_stats.of_appends
+ * reads the counts). Used by `retryfreeze soak` for its run's statistics. A second call goes on with the same
+ * counts. Raises on a closed ledger. */
 static int ledger_tally_appends(lua_State *L, rfl_call *call) {
     lledger *ll = call->self;
     if (ll->appended != NULL) return 0;
-    ll->appended = rfl_appended_new();
-    if (ll->appended == NULL) return rfl_error(L, "ledger:_tally_appends: out of memory");
-    rf_ledger_observe(ll->l, rfl_appended_observe, ll->appended, NULL);
+    if (rf_ledger_tally_new(NULL, &ll->appended, NULL) != RF_OK)
+        return rfl_error(L, "ledger:_tally_appends: out of memory");
+    rf_ledger_observe(ll->l, rf_ledger_tally_observer, ll->appended, NULL);
     return 0;
 }
 
-/* ledger:_appended() → scopes, info: the counts since ledger:_tally_appends, in core.ledger_tally's shapes (info:
- * lines = the lines counted, torn false, torn_lines 0, corrupt 0, ts_min/ts_max). Also after close. Raises when
+/* ledger:_appended() → stats: the counts since ledger:_tally_appends, as core.ledger_tally's tally:stats() gives
+ * them (lines = the records counted, none torn or corrupt), read from a snapshot. Also after close. Raises when
  * counting never started, or memory ran out while counting. */
 static int ledger_appended(lua_State *L, rfl_call *call) {
     lledger *ll = call->self;
     if (ll->appended == NULL) return rfl_error(L, "ledger:_appended: call ledger:_tally_appends() first");
-    rfl_appended_push(L, ll->appended);
-    return 2;
+    const rf_ledger_tally *copy = rfl_tally_snapshot(L, ll->appended);
+    rfl_push_tally_stats(L, copy);
+    lua_remove(L, -2); /* the box: the copy is freed by its __gc */
+    return 1;
 }
 
 static int l_ledger_close(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, 0, ledger_close); }

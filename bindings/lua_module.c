@@ -12,6 +12,7 @@ int luaopen_retryfreeze_core(lua_State *L) {
     rfl_open_client(L);
     rfl_open_step(L);
     rfl_open_input(L);
+    rfl_open_output(L);
     rfl_open_json(L);
     rfl_open_glob(L);
     return 1;

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "lua_object.h"
 #include "lua_state.h"
+#include "../core/src/util/os_random.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -27,10 +28,13 @@ static const char *const closed_messages[] = {RFL_OBJECT_TYPES(RFL_X_CLOSED)};
 static const char *const busy_messages[] = {RFL_OBJECT_TYPES(RFL_X_BUSY)};
 
 static uint64_t tags[RFL_TYPE_COUNT]; /* written once by init_tags (pthread_once); read-only after */
+static int tags_errno;                /* likewise: the errno when the OS gave no secret (then no object is made) */
 static pthread_once_t tags_once = PTHREAD_ONCE_INIT;
 
 static void init_tags(void) {
-    uint64_t secret = rfl_random_seed();
+    uint64_t secret = 0;
+    tags_errno = rfi_os_random(&secret, sizeof secret);
+    if (tags_errno != 0) return; /* tags stay 0: no userdata is taken for an object */
     for (int t = 0; t < RFL_TYPE_COUNT; t++) {
         uint64_t h = 0xcbf29ce484222325u; /* FNV-1a, 64-bit */
         for (const unsigned char *s = (const unsigned char *)type_names[t]; *s != '\0'; s++)
@@ -61,6 +65,9 @@ static header *header_of(const void *obj) { return (header *)(void *)((char *)(u
 
 void *rfl_newobject(lua_State *L, rfl_type t, size_t size) {
     uint64_t tag = rfl_object_tag(t);
+    if (tags_errno != 0) /* fail closed: a guessable tag would let a forged userdata pass for an object */
+        rfl_error(L, "retryfreeze: no randomness from the OS for the objects' tags (getrandom: %s)",
+                  strerror(tags_errno));
     char *u = lua_newuserdatauv(L, sizeof(header) + size, 0);
     memset(u, 0, sizeof(header) + size);
     memcpy(u, &tag, sizeof tag);

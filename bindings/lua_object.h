@@ -14,7 +14,8 @@
  * holdings (the Lua values it borrows, anchored through a registry reference kept in C, which the debug library
  * cannot reach as it reaches user values and upvalues). The rule, by kind of entry point:
  *
- *  1. Methods of an object that can close or change under C (client, ledger, ledger reader, retry budget, step)
+ *  1. Methods of an object that can close or change under C (client, ledger, ledger reader, ledger tally, retry
+ *     budget, step)
  *     enter through rfl_method: it checks the tag, whether the object is open (RFL_OPEN) and not busy, and marks it
  *     busy, before anything else, before any read of an argument, allocation or call that can run Lua (a
  *     metamethod: __index, __len, __tostring…; or a finalizer, which the collector may run on any allocation).
@@ -30,22 +31,23 @@
  *  3. Objects that never close (policy, rng, decider) are freed by __gc only, which cannot run while a call holds
  *     them on its stack: their calls pin nothing, and read their table arguments raw (lua_next, lua_rawget), so
  *     the decision path runs no Lua and pays no protected call.
- *  4. Functions without such objects (json, glob, read_file, sha256, parse_*, ledger_tally, …) pin nothing.
+ *  4. Functions without such objects (json, glob, read_file, sha256, parse_*, ledger_bucket, …) pin nothing.
  *
  * Which entry point follows which rule:
  *  1: client:request, all, _start, _finish, _run, _run_generated, _set_scheduled, in_flight, retry_tokens, close,
  *     __close (lua_client.c); ledger:close, __close, _tally_appends, _appended, and the ledger iterator, pinning its
  *     reader (lua_ledger.c); budget:tokens, is_shared, close, __close (lua_retry_budget.c); step:begin, after,
- *     finish (lua_step.c). A pending request is used only through its own client (_start and _finish refuse
- *     another client's box), so the client's pin covers it.
- *  2: rf.client (lua_client.c), core.step (lua_step.c), rf.retry_budget (lua_retry_budget.c), rf.ledger.open and
- *     rf.ledger.read (lua_ledger.c).
- *  3: policy:decide and core.decide, policy:decider and its calls, policy:budget, classify, routes,
- *     effective_json, canonical_json, match, delay_window, class_retryable, class_attempts, the policy's __index,
+ *     finish (lua_step.c); tally:read, stats, timeline (lua_ledger_tally.c). A pending request is used only through its
+ * own client (_start and _finish refuse another client's box), so the client's pin covers it. 2: rf.client
+ * (lua_client.c), core.step (lua_step.c), rf.retry_budget (lua_retry_budget.c), rf.ledger.open and rf.ledger.read
+ * (lua_ledger.c), core.ledger_tally (lua_ledger_tally.c). 3: policy:decide and core.decide, policy:decider and its
+ * calls, policy:budget, classify, routes, effective_json, canonical_json, match, delay_window, class_retryable,
+ * class_attempts, the policy's __index,
  *     __newindex, __tostring; core.load_string, load_file; rf.rng and rng:between (lua_policy.c).
  *  4: core.read_file (lua_input.c), glob (lua_glob.c), json_codec's decode and encode (lua_json.c), sha256,
- *     parse_retry_after, parse_wait_header (lua_policy.c), ledger_tally (lua_ledger_tally.c), retry_budget_peek
- *     (lua_retry_budget.c), new_key (lua_client.c), wall_ms (lua_step.c), and the CLI host's exec (cli_main.c).
+ *     parse_retry_after, parse_wait_header (lua_policy.c), ledger_bucket, ledger_bucket_range (lua_ledger_tally.c),
+ *     retry_budget_peek (lua_retry_budget.c), new_key (lua_client.c), wall_ms (lua_step.c), and the CLI host's exec
+ *     (cli_main.c).
  *  __gc of every type runs only once the object is unreachable, so never during one of its calls nor while
  *  something took it; each that frees a resource checks so (rfl_collectable), which makes a __gc called by hand
  *  through the debug library on an object in use free nothing.
@@ -78,7 +80,7 @@
     X(RFL_LEDGER, "retryfreeze.Ledger", "attempt to use a closed ledger",                                         \
       "ledger is busy (called from code one of its own calls runs)")                                              \
     X(RFL_READER, "retryfreeze.LedgerReader", NULL, "ledger reader is busy (called from code its own step runs)") \
-    X(RFL_TALLY, "retryfreeze.LedgerTally", NULL, NULL)                                                           \
+    X(RFL_TALLY, "retryfreeze.LedgerTally", NULL, "ledger tally is busy (called from code its own call runs)")    \
     X(RFL_BUDGET, "retryfreeze.RetryBudget", "attempt to use a closed retry budget",                              \
       "retry budget is busy (called from code one of its own calls runs)")                                        \
     X(RFL_STEP, "retryfreeze.Step", "rf.flow: this request has already finished",                                 \
@@ -102,13 +104,14 @@ const char *rfl_type_name(rfl_type t);
 void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods);
 
 /* The tag objects of type t carry: the per-process secret mixed with t's name (FNV-1a). The secret comes from
- * getrandom(2) on first use, with the tags of every type (pthread_once; write-once, read-only after). */
+ * the OS (rfi_os_random) on first use, with the tags of every type (pthread_once; write-once, read-only after). */
 uint64_t rfl_object_tag(rfl_type t);
 
 /* Pushes a new object of type t: size bytes (zeroed) after the header, the registry's metatable of t
  * (rfl_new_metatable must have made it), no user values (what an object borrows it holds: rfl_hold). It starts
- * closed, not busy, with no users and no holdings. Returns the object's bytes. Raises on out of memory, or when
- * the registry's metatable is no table (debug.getregistry). */
+ * closed, not busy, with no users and no holdings. Returns the object's bytes. Raises on out of memory, when the
+ * registry's metatable is no table (debug.getregistry), or when the OS gave no randomness for the tags (then
+ * luaopen's first object raises, and the module does not load). */
 void *rfl_newobject(lua_State *L, rfl_type t, size_t size);
 
 /* The object of type t at idx, or NULL (anything else, a forged one included). Two API calls: for hot paths.

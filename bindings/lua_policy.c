@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
 #include "retryfreeze/lock_schema.h"
+#include "../core/src/util/clock_ms.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct lpolicy {
     rf_policy *p; /* NULL until loaded, and after __gc */
@@ -44,13 +44,6 @@ const rf_policy *rfl_take_policy(lua_State *L, int idx, void **obj) {
     lpolicy *lp = rfl_take(L, idx, RFL_POLICY); /* open once loaded: the type's message for a freed one */
     *obj = lp;
     return lp->p;
-}
-
-/* The wall clock in Unix ms: the now_ms an HTTP-date Retry-After is measured from when the caller gives none. */
-static int64_t wall_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- errors ------------------------------------------------------------------------------------- */
@@ -260,7 +253,7 @@ static inline __attribute__((always_inline)) void read_attempt_facts(lua_State *
     f->now_ms = lua_type(L, v + 6) <= LUA_TNIL
                     ? 0
                     : int_fact(L, v + 6, (fact_src){v + 6, false}, "now_ms", 0, INT64_MAX / 4, 0);
-    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = wall_now_ms();
+    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = rfi_wall_ms();
 }
 
 /* The fact names as the Lua strings of this state: short strings are interned (every Lua 5.1–5.4, LuaJIT), so a
@@ -376,7 +369,7 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
     if (f->path == NULL) luaL_argerror(L, arg, "facts.path is required");
     bool any_hint = f->retry_after != NULL;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) any_hint |= f->hints[h] != NULL;
-    if (f->now_ms == 0 && any_hint) f->now_ms = wall_now_ms();
+    if (f->now_ms == 0 && any_hint) f->now_ms = rfi_wall_ms();
 }
 
 /* ---- verdicts ----------------------------------------------------------------------------------- */
@@ -574,9 +567,10 @@ static inline rfl_state *upvalue_state(lua_State *L, int i) {
 
 /* policy:decide(facts [, rng [, out]]) → verdict table. Raises on bad facts (argument errors name the key).
  * With out (a table, the third argument; rng may be nil), the verdict's fields are written into out, which is
- * returned: the allocation-free form for a hot loop that reuses one facts table and one out table. The rng
- * stays the second argument only, so a table posing as an rng is refused, never taken for out. Nothing between
- * reading the facts and deciding allocates or runs Lua, so the facts' strings stay as read. */
+ * returned: nothing is allocated when one facts table and one out table are reused, but the table walk and the
+ * field writes cost about what a pure-Lua classifier does (bench/run): policy:decider is the fast form
+ * (docs/lua.md). The rng stays the second argument only, so a table posing as an rng is refused, never taken for
+ * out. Nothing between reading the facts and deciding allocates or runs Lua, so the facts' strings stay as read. */
 static int l_decide(lua_State *L) {
     lua_settop(L, 4); /* the arguments at 1..4, absent ones nil */
     lpolicy *lp = check_lpolicy(L, 1);
@@ -1043,11 +1037,7 @@ static int l_parse_retry_after(lua_State *L) {
     lua_Integer now = lua_isnoneornil(L, 2) ? 0 : rfl_checkinteger(L, 2);
     const char *date = luaL_optlstring(L, 3, NULL, &dlen);
     luaL_argcheck(L, now >= 0, 2, "now_ms must be >= 0");
-    if (now == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        now = (lua_Integer)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    if (now == 0) now = (lua_Integer)rfi_wall_ms();
     int64_t delay = 0;
     rf_retry_after_status st = rf_retry_after_parse(v, len, now, date, dlen, &delay);
     if (st != RF_RA_OK) return rfl_fail(L, rf_retry_after_status_name(st), NULL);
@@ -1070,11 +1060,7 @@ static int l_parse_wait_header(lua_State *L) {
     if (rf_wait_header_parse_name(name, nlen, &h) != 0 || strcmp(rf_wait_header_name(h), name) != 0)
         return luaL_argerror(L, 1, lua_pushfstring(L, "unknown wait header '%s'", name));
     luaL_argcheck(L, now >= 0, 3, "now_ms must be >= 0");
-    if (now == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        now = (lua_Integer)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    if (now == 0) now = (lua_Integer)rfi_wall_ms();
     int64_t delay = 0;
     rf_retry_after_status st = rf_wait_header_parse(h, v, len, now, date, dlen, &delay);
     if (st != RF_RA_OK) return rfl_fail(L, rf_retry_after_status_name(st), NULL);

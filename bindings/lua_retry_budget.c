@@ -50,9 +50,10 @@ static int64_t opt_ms(lua_State *L, int t, const char *key, int64_t lo, int64_t 
 /*
  * rf.retry_budget(policy [, opts]) → budget. The policy's lock must have retryBudget (docs/lock.md).
  * opts.redis = "redis://host:port/db" keeps the bucket in Redis under the lock's retryBudget.shared.name;
- * opts.timeout_ms (1..10000, default 20) bounds each decision's wait for Redis, after which it uses the local
- * bucket ("local-fallback"); opts.idle_ttl_ms (default 1 hour) expires an idle bucket. Raises on a bad
- * argument or a lock without retryBudget (or, with redis, without retryBudget.shared). Nothing is sent yet.
+ * opts.timeout_ms (1..10000, default 20) bounds each decision's whole exchange with Redis (one deadline for
+ * connect, send and the whole reply), after which it uses the local bucket ("local-fallback");
+ * opts.idle_ttl_ms (default 1 hour) expires an idle bucket. Raises on a bad argument or a lock without
+ * retryBudget (or, with redis, without retryBudget.shared). Nothing is sent yet.
  */
 static int budget_new(lua_State *L, rfl_call *call) {
     const rf_policy *p = rfl_check_policy(L, 1);
@@ -140,7 +141,8 @@ static int l_retry_budget_gc(lua_State *L) {
 
 /*
  * core.retry_budget_peek(url, name [, timeout_ms = 1000]) → tokens (number, or nil for a bucket Redis does
- * not hold), ttl_ms (integer, or nil) | nil, message when Redis cannot be reached. Raises on a bad name or URL.
+ * not hold), ttl_ms (integer, or nil) | nil, message when Redis cannot be reached or has not answered whole
+ * within timeout_ms (one deadline for the connection and both commands). Raises on a bad name or URL.
  */
 static int l_retry_budget_peek(lua_State *L) {
     luaL_checkstring(L, 1);

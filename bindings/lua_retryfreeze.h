@@ -69,15 +69,13 @@ int rfl_client_run_generated(lua_State *L, rfl_call *call);
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);
 void rfl_open_ledger_tally(lua_State *L);
-/* A running tally of a ledger's appends: the counters of core.ledger_tally (lua_ledger_tally.c), kept by an
- * rf_ledger_observe observer. new → NULL when memory runs out; observe is the observer (ud = the tally; never
- * raises); push pushes scopes, info as core.ledger_tally does (raises if memory ran out while counting); free
- * accepts NULL. */
-typedef struct rfl_appended rfl_appended;
-rfl_appended *rfl_appended_new(void);
-void rfl_appended_observe(void *ud, const rf_ledger_record *rec, const char *host);
-void rfl_appended_push(lua_State *L, const rfl_appended *a);
-void rfl_appended_free(rfl_appended *a);
+/* A ledger's running tally (ledger:_tally_appends, an rf_ledger_tally fed by rf_ledger_tally_observer) read from
+ * Lua (lua_ledger_tally.c): snapshot pushes a box that owns a copy of t (freed by its __gc) and returns the copy,
+ * so that a finalizer that appends to the ledger while the stats are pushed feeds t, never what is being read;
+ * push_tally_stats pushes tally:stats()'s table of t, grouped by route (raises when t is incomplete). */
+struct rf_ledger_tally;
+struct rf_ledger_tally *rfl_tally_snapshot(lua_State *L, const struct rf_ledger_tally *t);
+void rfl_push_tally_stats(lua_State *L, const struct rf_ledger_tally *t);
 /* The string argument idx as a file path (raises unless a string). *nul is set when it holds a NUL byte: C
  * would open a shorter path, so the caller refuses it (lua_input.c). */
 const char *rfl_check_path(lua_State *L, int idx, bool *nul);
@@ -86,6 +84,8 @@ const char *rfl_check_path(lua_State *L, int idx, bool *nul);
 const char *rfl_tostring_nonul(lua_State *L, int idx, const char *what);
 /* Adds core.read_file and the readers' size caps (lua_input.c). */
 void rfl_open_input(lua_State *L);
+/* Adds core.write_file and core.append_file, the writers of output files (lua_output.c). */
+void rfl_open_output(lua_State *L);
 /* Add json_codec (lua_json.c, cJSON) and glob (lua_glob.c, glob(3)) to the module table on top of the stack. */
 void rfl_open_json(lua_State *L);
 void rfl_open_glob(lua_State *L);

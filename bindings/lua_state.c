@@ -2,20 +2,18 @@
 #define _GNU_SOURCE
 #include "lua_state.h"
 
-#include <sys/random.h>
-#include <time.h>
+#include "../core/src/util/os_random.h"
+
+#include <string.h>
 
 /* The registry key of the state: this variable's address. */
 static const char state_key = 0;
 
-uint64_t rfl_random_seed(void) {
+uint64_t rfl_random_seed(lua_State *L, const char *who) {
     uint64_t seed = 0;
-    if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed) return seed;
-    struct timespec mono, wall;
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    clock_gettime(CLOCK_REALTIME, &wall);
-    return (uint64_t)mono.tv_nsec ^ ((uint64_t)mono.tv_sec << 30) ^ ((uint64_t)wall.tv_nsec << 17) ^
-           (uint64_t)(uintptr_t)&seed;
+    int e = rfi_os_random(&seed, sizeof seed);
+    if (e != 0) rfl_error(L, "%s: no randomness from the OS to seed the jitter (getrandom: %s)", who, strerror(e));
+    return seed;
 }
 
 const void *rfl_state_key(void) { return &state_key; }
@@ -43,7 +41,7 @@ rfl_state *rfl_state_open(lua_State *L) {
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
     st = rfl_newobject(L, RFL_STATE, sizeof *st);
-    rf_rng_seed(&st->rng, rfl_random_seed());
+    rf_rng_seed(&st->rng, rfl_random_seed(L, "retryfreeze"));
     rfl_set_open(st, true);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
     return st;

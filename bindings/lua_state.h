@@ -32,8 +32,9 @@ rfl_state *rfl_state_open(lua_State *L);
 rfl_state *rfl_state_push(lua_State *L);
 /* The state of L, pushing nothing (the registry keeps it alive); raises as rfl_state_push. */
 rfl_state *rfl_state_get(lua_State *L);
-/* A 64-bit seed from the OS CSPRNG (getrandom), or from the clocks and an address when it fails: the one source
- * of seeds of the binding (the object secret, the per-state RNG, a client's or step's RNG). */
-uint64_t rfl_random_seed(void);
+/* A 64-bit jitter seed from the OS CSPRNG (rfi_os_random): the seed of the per-state RNG and of a client's or
+ * step's RNG when the script gives none. Raises "WHO: no randomness from the OS to seed the jitter (getrandom: …)"
+ * when the OS gives none: fail closed, never a predictable seed (core/src/util/os_random.h says why). */
+uint64_t rfl_random_seed(lua_State *L, const char *who);
 
 #endif

@@ -1,13 +1,13 @@
 /*
  * Lua binding of the transport-free attempt loop (retryfreeze/attempt_step.h), for rf.flow
  * (lua/retryfreeze/io_flow.lua): core.step(policy, request, opts) → "retryfreeze.Step" with step:begin,
- * step:after and step:finish; core.wall_ms(). Retry budgets (io.retry_budget) are rf.retry_budget's
- * (lua_retry_budget.c).
- * The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing and the ledger record all run in
- * attempt_step.c, as for client:request.
+ * step:after and step:finish; the clocks core.wall_ms() and core.monotonic_ms(). Retry budgets (io.retry_budget) are
+ * rf.retry_budget's (lua_retry_budget.c). The step decides nothing itself: rf_budget, rf_decide, the hook's narrowing
+ * and the ledger record all run in attempt_step.c, as for client:request.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "../core/src/util/clock_ms.h"
 
 #include "retryfreeze/attempt_step.h"
 #include <ctype.h>
@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 /* The step's holdings (rfl_hold): everything its C state points into stays alive as long as the step. */
 enum { H_POLICY = 1, H_KEEP = 2, H_LEDGER = 3, H_RNG = 4, H_BUDGET = 5 };
@@ -36,15 +35,25 @@ typedef struct lstep {
     bool began;
 } lstep;
 
-static int64_t wall_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* A clock takes no argument: a script passing one (a start time, say) has misread what it returns. */
+static void check_no_args(lua_State *L) {
+    if (lua_gettop(L) > 0) luaL_argerror(L, 1, "no arguments expected");
 }
 
-/* core.wall_ms() → Unix time in ms (CLOCK_REALTIME). */
+/* core.wall_ms() (rf.now_ms) → Unix time in ms: CLOCK_REALTIME, the clock the ledger's ts and the HTTP-date
+ * arithmetic read. It may step (NTP, an operator): time intervals with core.monotonic_ms. Raises on any argument. */
 static int l_wall_ms(lua_State *L) {
-    lua_pushinteger(L, (lua_Integer)wall_now_ms());
+    check_no_args(L);
+    lua_pushinteger(L, (lua_Integer)rfi_wall_ms());
+    return 1;
+}
+
+/* core.monotonic_ms() (rf.monotonic_ms) → ms on CLOCK_MONOTONIC, the clock the client measures elapsed_ms and
+ * deadlines on: never goes back, counts from an unspecified start (on Linux, the boot), so only differences mean
+ * anything; a reading is far below 2^53, as rf.flow's io.now_ms must be. Raises on any argument. */
+static int l_monotonic_ms(lua_State *L) {
+    check_no_args(L);
+    lua_pushinteger(L, (lua_Integer)rfi_mono_ms());
     return 1;
 }
 
@@ -117,7 +126,7 @@ static int step_new(lua_State *L, rfl_call *call) {
         if (ls->rng == NULL)
             return rfl_error(L, "rf.flow: io.rng must be an rf.rng(seed), got %s", luaL_typename(L, -1));
     } else {
-        rf_rng_seed(&ls->own_rng, rfl_random_seed());
+        rf_rng_seed(&ls->own_rng, rfl_random_seed(L, "rf.flow"));
         ls->rng = &ls->own_rng;
     }
     rfl_hold(L, ls, H_RNG);
@@ -344,4 +353,6 @@ void rfl_open_step(lua_State *L) {
     lua_setfield(L, -2, "step");
     lua_pushcfunction(L, l_wall_ms);
     lua_setfield(L, -2, "wall_ms");
+    lua_pushcfunction(L, l_monotonic_ms);
+    lua_setfield(L, -2, "monotonic_ms");
 }

@@ -49,3 +49,9 @@ add_executable(bench_budget_redis bench/bench_budget_redis.c)
 target_compile_options(bench_budget_redis PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_budget_redis PRIVATE retryfreeze_client retryfreeze)
 add_dependencies(bench bench_budget_redis)
+
+# rf_decide as locks grow (4 to 10 000 routes) against 4 routes, and loading 10 000 routes against 1 000.
+add_executable(bench_routes bench/bench_routes.c)
+target_compile_options(bench_routes PRIVATE ${RF_WARNINGS})
+target_link_libraries(bench_routes PRIVATE retryfreeze)
+add_dependencies(bench bench_routes)

@@ -1,7 +1,6 @@
 # The HTTP client: libretryfreeze_client = the engine + libcurl. A C program that only decides links
 # libretryfreeze alone.
 add_library(retryfreeze_client SHARED
-  ${RF_UTIL_SOURCES}
   core/src/client/client.c
   core/src/client/client_flow.c
   core/src/client/attempt_step.c
@@ -9,8 +8,9 @@ add_library(retryfreeze_client SHARED
   core/src/client/client_redirect.c
   core/src/client/client_network.c
   core/src/client/client_limits.c
-  core/src/client/client_vocabulary.c
   core/src/client/retry_budget_redis.c
+  ${RF_UTIL_REPORT_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
+  ${RF_UTIL_OS_SOURCES}
 )
 target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
@@ -23,10 +23,19 @@ if(NOT RF_TESTS)
   return()
 endif()
 
-# The shared retry budget's store: semantics with a fake store, and 8 threads on one bucket in a real Redis
-# (started by the test; skipped without redis-server). .ci/tsan runs it under ThreadSanitizer.
+# A hostile Redis (drips, stalls mid-reply, garbage, silence, a full listen queue) for the deadline of the
+# shared retry budget: started by test_retry_budget_store and by spec/50-fleet_spec.lua (build/fake_resp).
+add_executable(fake_resp spec/core/fake_resp.c)
+target_compile_options(fake_resp PRIVATE ${RF_WARNINGS})
+target_link_libraries(fake_resp PRIVATE Threads::Threads)
+
+# The shared retry budget's store: semantics with a fake store, 8 threads on one bucket in a real Redis
+# (started by the test; skipped without redis-server), and every decision's deadline against fake_resp.
+# .ci/tsan runs it under ThreadSanitizer.
 add_executable(test_retry_budget_store spec/core/test_retry_budget_store.c)
 target_compile_options(test_retry_budget_store PRIVATE ${RF_WARNINGS})
+target_compile_definitions(test_retry_budget_store PRIVATE RF_FAKE_RESP="$<TARGET_FILE:fake_resp>")
 target_link_libraries(test_retry_budget_store PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA Threads::Threads)
+add_dependencies(test_retry_budget_store fake_resp)
 add_test(NAME c_test_retry_budget_store COMMAND test_retry_budget_store)
 set_tests_properties(c_test_retry_budget_store PROPERTIES LABELS "c" TIMEOUT 60)

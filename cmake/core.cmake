@@ -1,16 +1,12 @@
-# Small helpers the core shares (core/src/util/, as curl's curlx/): each library compiles the ones it uses, since a
-# shared library exports only its rf_ API. The client takes RF_UTIL_SOURCES; the engine all of them (json_text.c
-# needs cJSON, which the client does not link).
-set(RF_UTIL_SOURCES core/src/util/report.c)
-set(RF_UTIL_ENGINE_SOURCES core/src/util/json_path.c core/src/util/json_text.c core/src/util/suggest.c)
-
 # The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
 add_library(retryfreeze SHARED
-  ${RF_UTIL_SOURCES}
+  ${RF_UTIL_REPORT_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
   ${RF_UTIL_ENGINE_SOURCES}
   core/src/engine/version.c
   core/src/engine/input_file.c
+  core/src/engine/output_file.c
   core/src/engine/vocabulary.c
+  core/src/engine/outcome.c
   core/src/engine/failure_class.c
   core/src/engine/endpoint.c
   core/src/engine/lock_schema.c
@@ -18,6 +14,7 @@ add_library(retryfreeze SHARED
   core/src/engine/lock_load.c
   core/src/engine/lock_canonical.c
   core/src/engine/policy.c
+  core/src/engine/route_index.c
   core/src/engine/rng.c
   core/src/engine/backoff.c
   core/src/engine/retry_budget.c
@@ -55,5 +52,7 @@ rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_vocabulary_lists spec/core/test_vocabulary_lists.c)
 rf_add_c_test(test_lock_schema spec/core/test_lock_schema.c)
+rf_add_c_test(test_output spec/core/test_output.c)
+rf_add_c_test(test_route_index spec/core/test_route_index.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)
 rf_add_c_test(test_network_verdicts spec/core/test_network_verdicts.c)

@@ -8,7 +8,7 @@
 find_package(Threads REQUIRED)
 
 set(RF_FUZZ_TARGETS fuzz_lock fuzz_retry_after fuzz_decide fuzz_ledger_read fuzz_response_head
-  fuzz_pairing_log fuzz_decision_table)
+  fuzz_pairing_log fuzz_decision_table fuzz_route_index)
 # The client's pure response-head reader is private to libretryfreeze_client: its target compiles it in.
 set(fuzz_response_head_sources core/src/client/response_head.c)
 # fuzz_ledger_read checks the writer's lines with cJSON as well as with the ledger's own reader.
@@ -55,7 +55,7 @@ set_tests_properties(c_test_budget_threads PROPERTIES LABELS "c")
 # allocations), libcurl's allocations through curl_global_init_mem, against the project's upstream.
 if(TARGET retryfreeze-serve)
   get_target_property(rf_client_sources_for_alloc retryfreeze_client SOURCES)
-  # Both libraries compile core/src/util/'s report.c (cmake/core.cmake): one copy here.
+  # Both libraries compile core/src/util/'s report.c (cmake/util.cmake): one copy here.
   set(rf_client_alloc_sources ${rf_engine_sources} ${rf_client_sources_for_alloc})
   list(REMOVE_DUPLICATES rf_client_alloc_sources)
   add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_client_alloc_sources})

@@ -8,12 +8,17 @@ target_sources(retryfreeze PRIVATE
   core/src/ledger/ledger_parse.c
   core/src/ledger/ledger_write.c
   core/src/ledger/ledger_read.c
+  core/src/ledger/ledger_wait_use.c
+  core/src/ledger/ledger_tally.c
+  core/src/ledger/ledger_tally_read.c
 )
 
 if(NOT RF_TESTS)
   return()
 endif()
 rf_add_c_test(test_ledger spec/core/test_ledger.c)
+rf_add_c_test(test_ledger_format spec/core/test_ledger_format.c PkgConfig::CJSON)
+rf_add_c_test(test_ledger_tally spec/core/test_ledger_tally.c)
 
 # Several processes appending to one file, then a writer killed mid-stream (see the file's header).
 add_executable(ledger_stress spec/core/ledger_stress.c)

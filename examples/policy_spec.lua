@@ -5,7 +5,7 @@
 -- The assertions decide with a jitter RNG seeded with 1, as `retryfreeze decide --seed 1` does.
 local rf = require "retryfreeze"
 local signoff = require "retryfreeze.signoff"
-require "retryfreeze.spec" -- registers assert.retries, stops, waits, budget_allows, not_widened
+require "retryfreeze.spec" -- registers assert.retries, stops, waits, budget_allows, not_widened, decision_table
 
 local LOCK = "examples/service.lock.json"
 
@@ -72,6 +72,10 @@ describe("the jobs service's retry policy", function()
       assert.budget_allows(policy, { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3500 }, 500)
       assert.is_not.budget_allows(policy, { method = "POST", path = "/v1/jobs", attempts = 1, elapsed_ms = 3900 })
     end)
+  end)
+
+  it("passes its decision table, every row as `retryfreeze check --table` runs it", function()
+    assert.decision_table(policy, "examples/service-decisions.tsv")
   end)
 
   it("has no route for what the service does not serve", function()

@@ -14,7 +14,8 @@
  *   - every wait header: a known status with a name, the delay written only on ok (and >= 0), deterministic,
  *     the same status with a NULL delay pointer; and each header's own contract from retry_after.h: integer ms
  *     (or too-long), delta-seconds × 1000, seconds up to 10^9 else a Unix timestamp against Date/now,
- *     a RateLimit wait in whole seconds within an SF Integer, a pushback that is ok only for an int32 of digits;
+ *     a RateLimit wait in whole seconds within an SF Integer, a pushback that is ok only for an int32 of digits
+ *     and a stop for anything else that is present, an empty value included (only a NULL value is absent);
  *   - an accepted HTTP-date lies in years 0000..9999 (plus a leap second; an RFC 850 two-digit year may
  *     resolve up to 10049 when the clock is past 9999), and printed back as IMF-fixdate it parses to the
  *     same instant.
@@ -241,8 +242,9 @@ static void check_wait_header(rf_wait_header h, const char *v, size_t n, int64_t
         break;
     case RF_WAIT_GRPC_RETRY_PUSHBACK_MS:
         dv = digits_value(v, n, INT32_MAX, &x);
-        if (tn == 0)
-            FZ_CHECK(st == RF_RA_ABSENT, "pushback: empty is not absent");
+        if (tn == 0) /* present but empty: no integer, so A6's stop; only an absent (NULL) field asks nothing */
+            FZ_CHECK(st == (v == NULL ? RF_RA_ABSENT : RF_RA_STOP), "pushback: empty gives %s",
+                     rf_retry_after_status_name(st));
         else if (dv > 0)
             FZ_CHECK(st == RF_RA_OK && delay == x, "pushback %lld: %s", (long long)x, rf_retry_after_status_name(st));
         else

@@ -101,6 +101,64 @@ describe("policy:decide", function()
     assert.matches("facts.attempts must be in 1..", err, 1, true)
   end)
 
+  -- An empty source was taken as absent, and the attempt retried, although only an absent source or
+  -- "pinned-map" is a pinned one.
+  it("decides unpinned-source for any source but an absent one or exactly pinned-map, the empty one included",
+    function()
+      local facts = { method = "POST", path = "/v1/jobs", status = 504, idempotency_key = "k1" }
+      assert.equal("pinned-status", desk:decide(facts, rf.rng(1)).reason)
+      for _, source in ipairs({ "", " ", "pinned-map ", " pinned-map", "Pinned-Map", "pinned", "pinned-map\0",
+        "pinned-mapx" }) do
+        facts.source = source
+        local v = desk:decide(facts, rf.rng(1))
+        assert.same({ false, "unpinned-source" }, { v.retry, v.reason }, string.format("%q", source))
+      end
+      facts.source = "pinned-map"
+      assert.equal("pinned-status", desk:decide(facts, rf.rng(1)).reason)
+      for _, source in ipairs({ true, false, 0, {} }) do
+        facts.source = source
+        local ok, err = pcall(desk.decide, desk, facts)
+        assert.is_false(ok)
+        assert.matches("facts.source must be a string, got " .. type(source), err, 1, true)
+      end
+    end)
+
+  -- The other optional string facts, each empty: every one fails closed or decides as if absent where the
+  -- two cannot differ (docs/lua.md, Facts).
+  it("fails closed on the other empty string facts", function()
+    local base = { method = "POST", path = "/v1/jobs", status = 429, idempotency_key = "k1", elapsed_ms = 100 }
+    local function with(k, v)
+      local t = {}
+      for key, value in pairs(base) do t[key] = value end
+      t[k] = v
+      return t
+    end
+    -- method and path: required, so empty is refused
+    local ok, err = pcall(desk.decide, desk, with("method", ""))
+    assert.is_false(ok)
+    assert.matches("method is required", err, 1, true)
+    ok, err = pcall(desk.decide, desk, with("path", ""))
+    assert.is_false(ok)
+    assert.matches("path is required", err, 1, true)
+    -- an empty idempotency key is no key: a POST is not retried
+    local v = desk:decide(with("idempotency_key", ""), rf.rng(1))
+    assert.same({ false, "mutating-without-idempotency" }, { v.retry, v.reason })
+    -- an empty Retry-After asks for no wait, as only spaces do: the backoff, exactly as without one
+    local absent = desk:decide(base, rf.rng(1))
+    for _, ra in ipairs({ "", "  " }) do
+      v = desk:decide(with("retry_after", ra), rf.rng(1))
+      assert.same({ true, "pinned-status", absent.delay_ms, "absent" }, { v.retry, v.reason, v.delay_ms, v.retry_after })
+    end
+    -- an empty Date is no reference: an HTTP-date Retry-After is measured against now_ms, as with none
+    local ra = { retry_after = "Wed, 21 Oct 2015 07:28:01 GMT", now_ms = 1445412480000 } -- 07:28:00
+    for _, date in ipairs({ "", "garbage" }) do
+      local facts = with("date", date)
+      facts.retry_after, facts.now_ms = ra.retry_after, ra.now_ms
+      v = desk:decide(facts, rf.rng(1))
+      assert.same({ true, 1000 }, { v.retry, v.delay_ms }, date)
+    end
+  end)
+
   it("decides no-route for a request no route matches", function()
     local v = desk:decide({ method = "GET", path = "/v1/jobs", status = 503 })
     assert.equal("no-route", v.reason)
@@ -208,6 +266,41 @@ describe("facts.hints", function()
   local p = assert(rf.load_string([[{"endpoint": "GET /x", "maxAttempts": 3, "perAttemptTimeoutMs": 1000,
     "totalBudgetMs": 60000, "retryable": ["HTTP_429"],
     "retryAfter": {"headers": ["grpc-retry-pushback-ms", "retry-after-ms", "retry-after"]}}]]))
+
+  -- A present but empty pushback was read as absent, and the attempt retried with the backoff: gRPC A6 reads a
+  -- pushback that is no integer as "do not retry", and an empty one is no integer.
+  it("stop on a present but empty grpc-retry-pushback-ms; an empty other header asks for no wait", function()
+    for _, value in ipairs({ "", "  " }) do
+      local v = p:decide({ method = "GET", path = "/x", status = 429, hints = { ["grpc-retry-pushback-ms"] = value,
+        ["retry-after-ms"] = "250" } })
+      assert.same({ false, "server-pushback", "grpc-retry-pushback-ms" }, { v.retry, v.reason, v.retry_after_header })
+      assert.same({ nil, "stop" }, { rf.parse_wait_header("grpc-retry-pushback-ms", value) })
+      v = p:decide({ method = "GET", path = "/x", status = 429, hints = { ["retry-after-ms"] = value,
+        ["retry-after"] = "2" } }, rf.rng(1))
+      assert.same({ true, 2000, "retry-after" }, { v.retry, v.delay_ms, v.retry_after_header })
+    end
+  end)
+
+  it("record an empty pushback a flow met as sent: the try and the ledger line keep its empty value", function()
+    local path = os.tmpname()
+    local ledger = assert(rf.ledger.open(path))
+    local clock = 0
+    local r = rf.flow(p, { method = "GET", path = "/x" }, {
+      send = function() clock = clock + 5; return { status = 429, headers = { ["grpc-retry-pushback-ms"] = "" } } end,
+      sleep = function(ms) clock = clock + ms end,
+      now_ms = function() return clock end,
+      ledger = ledger,
+    })
+    ledger:close()
+    assert.same({ "terminal", "server-pushback", 1 }, { r.outcome, r.reason, r.attempts })
+    assert.same({ "", "grpc-retry-pushback-ms" }, { r.tries[1].retry_after, r.tries[1].retry_after_header })
+    local it, st = rf.ledger.read(path)
+    local rec = it(st)
+    local stats = assert(rf.ledger.stats(path))
+    os.remove(path)
+    assert.same({ "", "grpc-retry-pushback-ms" }, { rec.tries[1].retry_after, rec.tries[1].retry_after_header })
+    assert.same({ honored = 1 }, stats.retry_after) -- the stop obeyed the server's (empty) pushback
+  end)
 
   it("are read in the route's order; the verdict names the header used", function()
     local v = p:decide({ method = "GET", path = "/x", status = 429,
@@ -348,5 +441,26 @@ describe("policy:decider", function()
     debug.getmetatable(state).__gc(state)
     assert.error_matches(function() decide(504, nil, 1, 0) end, "decider is closed")
     debug.getmetatable(state).__gc(state) -- twice: still harmless
+  end)
+end)
+
+-- docs/porting.md: seed 001 counts attempts from 0 (its maxAttempts M allows M + 1 tries). Its tests port with
+-- maxAttempts M + 1 and attempts a + 1; then exactly the rows the seed retried retry, for every M the lock takes.
+describe("docs/porting.md's attempt arithmetic", function()
+  it("ports every seed 001 (maxAttempts M, attempts a) to (M + 1, a + 1) with the same verdict", function()
+    local cases = 0
+    for m = 1, 9 do
+      local policy = assert(rf.load_string(string.format('{"endpoint": "GET /x", "maxAttempts": %d, '
+        .. '"perAttemptTimeoutMs": 1000, "totalBudgetMs": 600000, "retryable": ["HTTP_503"], '
+        .. '"backoff": {"baseMs": 1, "maxMs": 1, "jitter": "none"}}', m + 1)))
+      for a = 0, m + 1 do
+        local seed_retries = a < m
+        local v = policy:decide({ method = "GET", path = "/x", status = 503, attempts = a + 1 })
+        assert.equal(seed_retries, v.retry, string.format("seed maxAttempts %d, attempts %d", m, a))
+        assert.equal(seed_retries and "pinned-status" or "max-attempts", v.reason)
+        cases = cases + 1
+      end
+    end
+    assert.equal(63, cases) -- the sum over M = 1..9 of its M + 2 cases (a = 0..M + 1)
   end)
 end)

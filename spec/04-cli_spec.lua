@@ -137,6 +137,27 @@ describe("retryfreeze decide", function()
     assert.matches("%-%-hint needs NAME=VALUE", err)
   end)
 
+  it("decides unpinned-source for --source '' as for any source but pinned-map", function()
+    local args = { "decide", h.desk_lock, "--method", "POST", "--path", "/v1/jobs", "--status", "504",
+      "--idempotency-key", "k", "--seed", "1" }
+    local out, _, code = h.run_cli(table.unpack(args))
+    assert.equal(0, code)
+    assert.matches('"retry":true,"reason":"pinned%-status"', out)
+    local function with_source(source)
+      local a = { table.unpack(args) }
+      a[#a + 1], a[#a + 2] = "--source", source
+      return h.run_cli(table.unpack(a))
+    end
+    for _, source in ipairs({ "", "llm", "pinned-map " }) do
+      out, _, code = with_source(source)
+      assert.equal(0, code)
+      assert.matches('^{"retry":false,"reason":"unpinned%-source"', out)
+    end
+    out, _, code = with_source("pinned-map")
+    assert.equal(0, code)
+    assert.matches('"retry":true,"reason":"pinned%-status"', out)
+  end)
+
   it("is deterministic with --seed", function()
     local args = { "decide", h.desk_lock, "--method", "POST", "--path", "/v1/jobs", "--status", "504",
       "--idempotency-key", "k", "--seed", "5" }

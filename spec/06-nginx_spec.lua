@@ -363,3 +363,182 @@ describe("rf.client against nginx", function()
     assert.equal(r.elapsed_ms, last.elapsed_ms)
   end)
 end)
+
+-- The embedding example (examples/nginx): nginx with lua-nginx-module runs every request through rf.flow. A bad
+-- lock passed `nginx -t` and started nginx, whose every request then answered 500 (`attempt to index upvalue
+-- 'worker'`); started as root, its `nobody` workers could not open the ledger.
+local EXAMPLE = "examples/nginx/nginx.conf.in"
+local lua_module = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+local luajit_cpath = helper.build_dir .. "/lib/lua/luajit"
+local missing = not nginx and "nginx" or not helper.try_read_file(lua_module) and lua_module
+  or not helper.try_read_file(luajit_cpath .. "/retryfreeze/core.so") and (luajit_cpath .. "/retryfreeze/core.so")
+
+--- The absolute path of a path relative to the project root.
+local function absolute(path)
+  local p = io.popen("readlink -f " .. shell_quote(path))
+  local abs = p:read("l")
+  p:close()
+  return abs
+end
+
+--- nginx.conf.in with its placeholders filled from values (every @NAME@ must have one: a placeholder left over
+--- would reach nginx as text).
+local function example_conf(values)
+  local conf = assert(helper.try_read_file(EXAMPLE)):gsub("@(%u[%u_]*)@", function(name)
+    return assert(values[name], "no value for the placeholder @" .. name .. "@")
+  end)
+  return conf
+end
+
+--- The values of the placeholders for a run in dir.
+local function example_values(dir, lock, port, upstream_port)
+  return { DIR = dir, SRC = absolute("."), CPATH = absolute(luajit_cpath), LOCK = lock, LEDGER = dir .. "/ledger.jsonl",
+    PORT = tostring(port), UPSTREAM_PORT = tostring(upstream_port) }
+end
+
+if missing then
+  describe("the nginx embedding example", function()
+    pending("needs " .. missing .. " (bash .ci/deps --tests installs nginx and libnginx-mod-http-lua; RF_LUA=auto "
+      .. "builds the LuaJIT module)")
+  end)
+  return
+end
+
+describe("the nginx embedding example", function()
+  local servers_dir = require("spec.support.servers")
+
+  it("documents each placeholder of nginx.conf.in in docs/embedding.md", function()
+    local names, seen = {}, {}
+    for name in assert(helper.try_read_file(EXAMPLE)):gmatch("@(%u[%u_]*)@") do
+      if not seen[name] then names[#names + 1], seen[name] = name, true end
+    end
+    table.sort(names)
+    local docs = assert(helper.try_read_file("docs/embedding.md"))
+    local documented = {}
+    for name in docs:gmatch("\n| `@(%u[%u_]*)@` |") do documented[#documented + 1] = name end
+    table.sort(documented)
+    assert.same(names, documented)
+    assert.equal(7, #names)
+  end)
+
+  --- A copy of the example's lock broken at $.defaults.maxAttempts, in dir; and the error rf.load gives for it.
+  local function bad_lock(dir)
+    local lock = dir .. "/bad.lock.json"
+    local f = assert(io.open(lock, "w"))
+    f:write((assert(helper.try_read_file("examples/nginx/proxy.lock.json")):gsub('"maxAttempts": 3', '"maxAttempts": 0')))
+    f:close()
+    local _, why = rf.load(lock)
+    assert.matches("$.defaults.maxAttempts", why, 1, true) -- the lock's error names its JSON path
+    return lock, why
+  end
+
+  local function write_conf(dir, lock, port, upstream_port)
+    local f = assert(io.open(dir .. "/nginx.conf", "w"))
+    f:write(example_conf(example_values(dir, lock, port, upstream_port)))
+    f:close()
+  end
+
+  --- A command of a tool this spec runs, without the sanitized run's preload (.ci/run puts libasan in
+  --- LD_PRELOAD): ps and curl hang under it.
+  local function plain(cmd) return "env -u LD_PRELOAD " .. cmd end
+
+  local function nginx_cmd(dir, args)
+    return table.concat({ shell_quote(nginx), "-p", shell_quote(dir .. "/"), "-c", shell_quote(dir .. "/nginx.conf"),
+      args or "" }, " ")
+  end
+
+  it("fails the start on a bad lock with the lock's error and its JSON path, and nothing listens", function()
+    local dir = servers_dir.temp_dir("nginx-badlock")
+    finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
+    local lock, why = bad_lock(dir)
+    local port = math.random(20000, 32000)
+    write_conf(dir, lock, port, 9) -- nginx never starts: no upstream needed
+    local out, err, code = helper.sh("timeout 20 " .. nginx_cmd(dir))
+    assert.is_true(code ~= 0 and code ~= 124, "nginx started with a bad lock (exit " .. code .. ")")
+    assert.truthy(err:find("init_by_lua error: " .. why, 1, true), "the start did not print the lock's error:\n"
+      .. out .. err)
+    assert.is_false(servers_dir.port_open(port))
+  end)
+
+  -- lua-nginx-module runs no Lua under `nginx -t` (nor for `nginx -s`): ngx_http_lua_init returns at once when
+  -- ngx_test_config is set. So the check docs/embedding.md gives is `retryfreeze check LOCK && nginx -t …`.
+  it("is checked as documented: retryfreeze check LOCK && nginx -t fails with the lock's error", function()
+    local dir = servers_dir.temp_dir("nginx-check")
+    finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
+    local lock, why = bad_lock(dir)
+    write_conf(dir, lock, math.random(20000, 32000), 9)
+    local out, err, code = helper.sh(nginx_cmd(dir, "-t"))
+    assert.equal(0, code, "nginx -t now fails on a bad lock (update docs/embedding.md):\n" .. out .. err)
+    out, err, code = helper.sh(shell_quote(helper.cli) .. " check " .. shell_quote(lock) .. " >/dev/null && "
+      .. nginx_cmd(dir, "-t"))
+    assert.equal(2, code)
+    assert.equal("", out)
+    assert.truthy(err:find(why, 1, true), err)
+    assert.falsy(err:find("test is successful", 1, true)) -- nginx -t did not run
+  end)
+
+  local as_root = helper.sh("id -u") == "0\n"
+  it("runs as documented" .. (as_root and ", started as root: the nobody workers append to a ledger only root can "
+    .. "write" or "") .. "; a reload onto a bad lock is refused and the old policy serves on", function()
+    local upstream = require "retryfreeze.upstream"
+    local up = assert(upstream.start{ bindir = helper.bindir, faults = "", max_seconds = 120 })
+    local dir = servers_dir.temp_dir("nginx-example")
+    local ledger = dir .. "/ledger.jsonl"
+    local good = dir .. "/proxy.lock.json"
+    assert(os.execute("cp examples/nginx/proxy.lock.json " .. shell_quote(good)))
+    local started, err = servers_dir.start{ name = "nginx (examples/nginx)", dir = dir,
+      launch = function(ports)
+        write_conf(dir, good, ports[1], up.port)
+        return servers_dir.spawn(nginx_cmd(dir), dir .. "/nginx.out", dir)
+      end,
+      log = dir .. "/nginx.out" }
+    if not started then up.stop() end
+    assert(started, err)
+    local base = "http://127.0.0.1:" .. started.port
+    local function get(i)
+      local head = helper.sh(plain("curl -s -m 10 -o /dev/null -D - " .. shell_quote(base .. "/items/" .. i)))
+      assert.matches("^HTTP/1.1 200", head)
+      assert.matches("X%-Retryfreeze%-Outcome: success", head)
+    end
+    local ok_run, run_err = pcall(function()
+      if as_root then
+        -- The workers dropped to nobody, nginx's default user when it starts as root.
+        assert.matches("^nobody\n", (helper.sh(plain("ps -o user= --ppid " .. started.pid))))
+        -- The ledger is root's, 0644 in a 0755 folder: the workers append through the descriptor they inherit.
+        assert.equal("root 644\n", (helper.sh(plain("stat -c '%U %a' " .. shell_quote(ledger)))))
+      end
+      for i = 1, 4 do get(i) end
+      -- A reload onto a bad lock: the master's init_by_lua refuses it, the running workers keep the good policy.
+      local _, why = rf.load(select(1, bad_lock(dir)))
+      assert(os.execute("cp " .. shell_quote(dir .. "/bad.lock.json") .. " " .. shell_quote(good)))
+      why = why:gsub("bad%.lock%.json", "proxy.lock.json")
+      local _, serr, scode = helper.sh(nginx_cmd(dir, "-s reload"))
+      assert.equal(0, scode, serr)
+      local log
+      for _ = 1, 100 do
+        log = helper.try_read_file(dir .. "/error.log") or ""
+        if log:find(why, 1, true) then break end
+        os.execute("sleep 0.05")
+      end
+      assert.truthy(log:find("init_by_lua error: " .. why, 1, true), log)
+      get(5)
+      local n = 0
+      for rec in rf.ledger.read(ledger) do
+        n = n + 1
+        assert.equal("GET /items/*", rec.route)
+      end
+      assert.equal(5, n)
+      -- No sanitizer report from nginx (the sanitized run's module runs in it), no error but the refused reload's.
+      local out = helper.try_read_file(dir .. "/nginx.out") or ""
+      assert.falsy(out:find("Sanitizer", 1, true) or out:find("runtime error", 1, true), out)
+      for line in log:gmatch("[^\n]+") do
+        if line:find("%[error%]") or line:find("%[alert%]") or line:find("%[crit%]") then
+          assert.truthy(line:find("init_by_lua error: " .. why, 1, true), line)
+        end
+      end
+    end)
+    started.stop("QUIT")
+    up.stop()
+    assert(ok_run, run_err)
+  end)
+end)

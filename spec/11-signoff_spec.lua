@@ -378,3 +378,33 @@ describe("the project's own sign-off (the CI step)", function()
     end)
   end
 end)
+
+-- `git show` (verify --base, diff git:REV:PATH) is bounded in time: a git that never ends (a partial clone
+-- fetching a blob over a network that hangs) is ended after retryfreeze.git.TIMEOUT_S with every process it
+-- started, and the command says so. Here a fake git on PATH whose child sleeps and holds the pipe: ending git
+-- alone would leave the read waiting for the child.
+describe("git show", function()
+  it("is ended after TIMEOUT_S, with the processes it started, and both readers say why", function()
+    local dir = h.temp_dir("git-hang")
+    write(dir .. "/git", "#!/bin/sh\nsleep 600\n")
+    assert(os.execute("chmod +x " .. h.shell_quote(dir .. "/git")))
+    local script = [[
+      require("retryfreeze.git").TIMEOUT_S = 1
+      local _, e1 = require("retryfreeze.diff").load("git:HEAD:examples/service.lock.json")
+      local e2 = select(2, require("retryfreeze.signoff").git_text("HEAD", "examples/pairing-log.jsonl"))
+      print(e1)
+      print(e2)
+    ]]
+    local t0 = os.time()
+    local out, err, code = h.run_lua(script, { timeout_s = 30, lua = "env PATH=" .. h.shell_quote(dir) .. ":\"$PATH\" lua5.4" })
+    local took = os.time() - t0
+    os.execute("rm -rf " .. h.shell_quote(dir))
+    assert.equal(0, code, err)
+    assert.equal("git:HEAD:examples/service.lock.json: git show "
+      .. "HEAD:examples/service.lock.json did not finish within 1 s and was ended (a partial clone fetching the blob "
+      .. "from its remote?)\n"
+      .. "git:HEAD: git show HEAD:./pairing-log.jsonl did not finish within 1 s and was "
+      .. "ended (a partial clone fetching the blob from its remote?)\n", out)
+    assert.is_true(took <= 6, "took " .. took .. " s") -- two 1 s bounds; before, the read waited for the sleep
+  end)
+end)

@@ -208,3 +208,45 @@ describe("retryfreeze.decision_table", function()
       retry_after = "honored", retry_after_header = "grpc-retry-pushback-ms", route = "GET /x" }))
   end)
 end)
+
+describe("decision_table.read and format_failure", function()
+  local desk = assert(rf.load(h.desk_lock))
+
+  it("read: a file parsed as check --table reads it, or nil and the message check prints", function()
+    local t = assert(dt.read("examples/decisions.tsv"))
+    assert.equal("examples/decisions.tsv", t.name)
+    local r = assert(dt.run(desk, t))
+    assert.same({ #t.rows, 0 }, { r.passed, r.failed })
+    local none, why = dt.read("no/such.tsv")
+    assert.is_nil(none)
+    assert.equal("cannot open decision table no/such.tsv: No such file or directory", why)
+    local bad = h.temp_file(tsv(row("method", "path", "expect"), row("GET", "/x")))
+    none, why = dt.read(bad)
+    os.remove(bad)
+    assert.is_nil(none)
+    assert.equal("malformed table: " .. bad .. ":2: 2 cells, but the header has 3 columns", why)
+  end)
+
+  -- The docs said lines; it returned one string. Both now say: one string of four lines, each ending in "\n".
+  it("format_failure: one string of four newline-ended lines, exactly what check prints", function()
+    local path = h.temp_file(tsv(row("note", "method", "path", "status", "idempotency_key", "expect", "reason"),
+      row("a wrong row", "POST", "/v1/jobs", "500", "k1", "retry", "pinned-status")))
+    local results = assert(dt.run(desk, assert(dt.read(path))))
+    local text = dt.format_failure(results.rows[1], path)
+    assert.equal("string", type(text))
+    local lines = {}
+    for line in text:gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+    assert.equal(4, #lines)
+    assert.equal(#text, #table.concat(lines, "\n") + 1) -- nothing after the fourth newline
+    assert.equal(path .. ":2: FAIL (retry, reason differ) — a wrong row", lines[1])
+    assert.equal("  facts:    method=POST path=/v1/jobs status=500 idempotency_key=k1", lines[2])
+    assert.equal("  expected: retry pinned-status", lines[3])
+    assert.equal("  actual:   stop status-not-retryable class=HTTP_500 retry_after=absent route=POST /v1/jobs",
+      lines[4])
+    local out, _, code = h.run_cli("check", h.desk_lock, "--table", path)
+    os.remove(path)
+    assert.equal(1, code)
+    assert.equal(text .. path .. ": 1 rows, 0 passed, 1 failed\n", (out:gsub("^ok: [^\n]*\ndigest: [^\n]*\n", "")))
+  end)
+end)
+

@@ -185,6 +185,62 @@ describe("retryfreeze.spec assertions", function()
   end)
 end)
 
+-- A busted user had to read a TSV by hand to pin a decision table: one call now runs it.
+describe("assert.decision_table", function()
+  local tsv_header = table.concat({ "note", "method", "path", "status", "idempotency_key", "expect", "reason" }, "\t")
+  local function table_file(...)
+    local rows = { tsv_header }
+    for _, r in ipairs({ ... }) do rows[#rows + 1] = table.concat(r, "\t") end
+    return h.temp_file(table.concat(rows, "\n") .. "\n")
+  end
+
+  it("passes on the shipped tables, and its negation passes on a table with a failing row", function()
+    assert.decision_table(desk, "examples/decisions.tsv")
+    assert.decision_table(svc, "examples/service-decisions.tsv")
+    local path = table_file({ "wrong", "POST", "/v1/jobs", "500", "k1", "retry", "" })
+    assert.is_not.decision_table(desk, path)
+    os.remove(path)
+  end)
+
+  it("fails with every failing row as check --table prints it", function()
+    local path = table_file({ "fine", "POST", "/v1/jobs", "500", "k1", "stop", "status-not-retryable" },
+      { "wrong retry", "POST", "/v1/jobs", "500", "k1", "retry", "" },
+      { "wrong reason", "POST", "/v1/jobs", "400", "k1", "stop", "max-attempts" })
+    local rows = assert(require("retryfreeze.decision_table").run(desk,
+      assert(require("retryfreeze.decision_table").read(path))))
+    local dt = require "retryfreeze.decision_table"
+    fails_with(function() assert.decision_table(desk, path) end,
+      "Expected every row of " .. path .. " to pass: 2 of 3 failed.\n" .. dt.format_failure(rows.rows[2], path)
+      .. dt.format_failure(rows.rows[3], path):gsub("\n$", ""))
+    fails_with(function() assert.decision_table(desk, path, "the desk table") end,
+      "the desk table\nExpected every row of " .. path .. " to pass: 2 of 3 failed.\n"
+      .. dt.format_failure(rows.rows[2], path) .. dt.format_failure(rows.rows[3], path):gsub("\n$", ""))
+    os.remove(path)
+    fails_with(function() assert.is_not.decision_table(desk, "examples/decisions.tsv") end,
+      "Expected some row of examples/decisions.tsv to fail: all 22 rows passed.")
+  end)
+
+  it("raises on misuse: a non-policy, a path that is not a string, an unreadable or malformed table", function()
+    assert.has_error(function() assert.decision_table({}, "examples/decisions.tsv") end,
+      "bad argument #1 to 'decision_table' (policy expected, got table)")
+    assert.has_error(function() assert.decision_table(desk, 5) end,
+      "bad argument #2 to 'decision_table' (table file path expected, got number)")
+    assert.has_error(function() assert.decision_table(desk, "no/such.tsv") end,
+      "bad argument #2 to 'decision_table' (cannot open decision table no/such.tsv: No such file or directory)")
+    local bad = h.temp_file(tsv_header .. "\nPOST\n")
+    local ok, err = pcall(function() assert.decision_table(desk, bad) end)
+    os.remove(bad)
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'decision_table' (malformed table: " .. bad .. ":2: ", err, 1, true)
+    -- a row the engine refuses (a lowercase method) names its line
+    local hinted = table_file({ "x", "post", "/v1/jobs", "500", "k1", "stop", "" })
+    ok, err = pcall(function() assert.decision_table(desk, hinted) end)
+    os.remove(hinted)
+    assert.is_false(ok)
+    assert.matches("malformed table: " .. hinted .. ':2: facts.method must be uppercase, got "post"', err, 1, true)
+  end)
+end)
+
 describe("retryfreeze.spec misuse", function()
   it("reports a fact the engine refuses at the assertion's line, as its argument #2", function()
     local ok, err = pcall(function()
@@ -208,6 +264,6 @@ describe("examples/policy_spec.lua", function()
     for _, e in ipairs(doc.errors) do problems[#problems + 1] = tostring(e.message) end
     assert.equal(0, #problems, table.concat(problems, "\n"))
     assert.equal(0, code)
-    assert.equal(11, #doc.successes)
+    assert.equal(12, #doc.successes)
   end)
 end)

@@ -228,8 +228,8 @@ describe("stats fields behind the metrics and the report", function()
     assert.is_nil(tl[3].elapsed_ms.p50)
     local whole = assert(stats(path))
     assert.equal(whole.requests, tl[1].requests + tl[2].requests + tl[3].requests)
-    assert.has_error(function() require("retryfreeze.core").ledger_tally(path, false, { origin_ms = 0,
-      bucket_ms = 0, buckets = 3 }) end, "bad argument #3 to 'ledger_tally' (timeline.bucket_ms must be an integer in "
-      .. "1..253402300799999)")
+    assert.has_error(function() require("retryfreeze.core").ledger_tally{ timeline = { origin_ms = 0,
+      bucket_ms = 0, buckets = 3 } } end, "bad argument #1 to 'ledger_tally' (timeline.bucket_ms must be "
+      .. "1..253402300799999 (ms), got 0)")
   end)
 end)

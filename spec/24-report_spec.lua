@@ -18,12 +18,14 @@ teardown(function() os.execute("rm -rf " .. q(tmp)) end)
 --- Runs headless Chromium on a local file with the network disabled and a fresh profile.
 -- @param file string: absolute path of the page
 -- @param mode string: "--dump-dom" or "--screenshot=PATH"
+-- @param tz string|nil: the browser's time zone (TZ), so that a chart formatting in local time shows it
 -- @return stdout, stderr (Chromium's log: console messages appear as "INFO:CONSOLE")
-local function chromium(file, mode)
+local function chromium(file, mode, tz)
   local profile = tmp .. "/profile-" .. math.random(2 ^ 30)
   local err_path = tmp .. "/chromium.err"
   -- env -u: under the sanitized CI run, LD_PRELOAD holds libasan, which is not meant for the browser.
-  local cmd = table.concat({ "env -u LD_PRELOAD -u ASAN_OPTIONS timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic",
+  local cmd = table.concat({ "env -u LD_PRELOAD -u ASAN_OPTIONS", tz and "TZ=" .. q(tz) or "",
+    "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic",
     "--no-first-run --disable-background-networking --disable-component-update --disable-sync",
     "--user-data-dir=" .. q(profile), "--proxy-server=http://127.0.0.1:9", q("--host-resolver-rules=MAP * ~NOTFOUND"),
     "--enable-logging=stderr --v=0 --virtual-time-budget=15000 --hide-scrollbars --window-size=1280,2700",
@@ -278,6 +280,91 @@ describe("retryfreeze report", function()
     local s = assert(json.decode((h.run_cli("stats", "--json", demo_ledger))))
     assert.equal(40, s.requests)
     assert.truthy(read(demo_page):find(string.format("successes=%d requests=40</pre>", s.successes), 1, true))
+  end)
+end)
+
+-- The time axes said UTC but printed a 12-hour clock without AM/PM (20:32 as 08:32); the page showed its test
+-- hook's raw JSON; the seed harness's lines (no ts) were left out of the charts over time without a word.
+describe("retryfreeze report, read as a person reads it", function()
+  local ledger = tmp .. "/evening.jsonl"
+  local page = tmp .. "/evening.html"
+  local EVENING = 1795910400000 + 20 * 3600000 -- 2026-11-29T20:00:00Z
+  local HARNESS = '{"key": "k%d", "attempts": 2, "elapsed_s": 0.41, "last": {"status": 200, "body_len": 12, '
+    .. '"verdict": "unknown"}, "ok": true}\n'
+  local dom, text
+
+  setup(function()
+    gen.generate(ledger, 2000, { seed = 3, start_ms = EVENING, span_ms = 2 * 3600000 })
+    local f = assert(io.open(ledger, "a"))
+    for i = 1, 3 do f:write(HARNESS:format(i)) end
+    f:close()
+    local _, err, code = h.run_cli("report", ledger, "-o", page)
+    assert.equal(0, code, err)
+    text = read(page)
+    local p = io.popen("readlink -f " .. q(page))
+    local abs = p:read("l")
+    p:close()
+    local log
+    -- Five and a half hours east of UTC: a label in local time would read 01:30 to 03:30.
+    dom, log = chromium(abs, "--dump-dom", "Asia/Kolkata")
+    assert.same({}, console_lines(log))
+  end)
+
+  --- The labels of every x axis titled 'time (UTC)', one list per axis.
+  local function time_axis_labels()
+    local axes = {}
+    for rest in dom:gmatch("aria%-label=\"X%-axis titled 'time %(UTC%)'[^\"]*\".-role%-axis%-label[^>]*>(.-)</g>") do
+      local labels = {}
+      for label in rest:gmatch("<text[^>]*>([^<]*)</text>") do labels[#labels + 1] = label end
+      axes[#axes + 1] = labels
+    end
+    return axes
+  end
+
+  it("labels the time axes on a 24-hour UTC clock", function()
+    local axes = time_axis_labels()
+    assert.equal(5, #axes) -- requests, retried successes, attempts per success, terminal rate, elapsed_ms
+    for i, labels in ipairs(axes) do
+      local seen = {}
+      assert.is_true(#labels >= 4, "axis " .. i .. ": " .. table.concat(labels, " "))
+      for _, label in ipairs(labels) do
+        local hh, mm = label:match("^(%d%d):(%d%d)$")
+        assert.truthy(hh, "axis " .. i .. " label '" .. label .. "' is not HH:MM")
+        -- 20:00 to 22:00 UTC: a 12-hour clock would print 08 PM, 08:15 …
+        assert.is_true(tonumber(hh) >= 20 and tonumber(hh) <= 22 and tonumber(mm) < 60, label)
+        seen[label] = true
+      end
+      assert.is_true(seen["20:00"] and seen["20:30"] and seen["21:00"], table.concat(labels, " "))
+    end
+  end)
+
+  it("keeps its test hook out of sight", function()
+    local attrs = assert(dom:match('<pre id="rf%-render%-status"([^>]*)>'), "no render status in the DOM")
+    assert.matches("%f[%w]hidden%f[^%w]", attrs)
+    assert.matches('data%-drawn="9"', attrs) -- the hook still reports, to a test
+    -- and the page says in words what it drew
+    assert.truthy(dom:find('<span id="rf-drawn">9 of 9 charts drawn</span>', 1, true))
+  end)
+
+  it("says how many seed-harness lines it left out of the charts over time, and why", function()
+    local note = assert(dom:match('<div class="meta" id="untimed">(.-)</div>'), "no note on lines without ts")
+    assert.equal("3 lines from the seed's harness carry no ts: they are counted in the summary, the charts by "
+      .. "route and the table, but not in the charts over time.", note)
+    local data = assert(json.decode(text:match('<script type="application/json" id="rf%-data">(.-)</script>')))
+    local in_time = 0
+    for _, b in ipairs(data.timeline) do in_time = in_time + b.requests end
+    assert.equal(2000, in_time) -- the 2003 requests less the 3 harness lines
+    assert.truthy(text:find("successes=%d+ requests=2003</pre>"))
+  end)
+
+  it("says nothing about untimed lines when every line has a ts", function()
+    local timed, timed_page = tmp .. "/timed.jsonl", tmp .. "/timed.html"
+    gen.generate(timed, 50, { seed = 3 })
+    local _, err, code = h.run_cli("report", timed, "-o", timed_page)
+    assert.equal(0, code, err)
+    local body = read(timed_page)
+    assert.truthy(body:find('<div class="grid">', 1, true))
+    assert.falsy(body:find('id="untimed"', 1, true))
   end)
 end)
 

@@ -178,3 +178,46 @@ describe("rf.flow and client:request", function()
     end)
   end
 end)
+
+-- A flow script had no clock of its own (a user shelled out to `date +%s%3N` to time a request).
+describe("rf.now_ms and rf.monotonic_ms", function()
+  local mtype = require("retryfreeze.compat").math.type
+
+  it("give integer milliseconds: the wall clock within a second of os.time(), a monotonic clock", function()
+    local wall = rf.now_ms()
+    assert.equal("integer", mtype(wall))
+    assert.is_true(math.abs(wall - os.time() * 1000) <= 1000, "now_ms " .. wall .. " vs os.time() " .. os.time())
+    local first = rf.monotonic_ms()
+    assert.equal("integer", mtype(first))
+    assert.is_true(first >= 0 and first <= 9007199254740991) -- in rf.flow's io.now_ms range
+    -- Never back across calls: 200 000 readings in a row (a clock that steps back would show it here).
+    local prev, backs = first, 0
+    for _ = 1, 200000 do
+      local now = rf.monotonic_ms()
+      if now < prev then backs = backs + 1 end
+      prev = now
+    end
+    assert.equal(0, backs)
+    -- It advances with real time: a 50 ms sleep moves it by at least 50 ms.
+    local before = rf.monotonic_ms()
+    os.execute("sleep 0.05")
+    assert.is_true(rf.monotonic_ms() - before >= 50)
+  end)
+
+  it("raise on arguments, as a clock takes none", function()
+    assert.has_error(function() rf.now_ms(1) end, "bad argument #1 to 'now_ms' (no arguments expected)")
+    assert.has_error(function() rf.monotonic_ms("x") end, "bad argument #1 to 'monotonic_ms' (no arguments expected)")
+  end)
+
+  it("serve as rf.flow's io.now_ms and io.wall_ms", function()
+    local policy = assert(rf.load(JOBS))
+    local r = rf.flow(policy, { method = "POST", path = "/v1/jobs", idempotency_key = "k" }, {
+      send = function() return { status = 201 } end,
+      sleep = function() end,
+      now_ms = rf.monotonic_ms,
+      wall_ms = rf.now_ms,
+    })
+    assert.same({ "success", 1 }, { r.outcome, r.attempts })
+    assert.is_true(r.elapsed_ms >= 0 and r.elapsed_ms < 1000)
+  end)
+end)

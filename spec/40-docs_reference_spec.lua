@@ -461,7 +461,7 @@ describe("docs/lock.md", function()
     it("documents every message the loader can give", function()
       local formats = {}
       for _, file in ipairs({ "lock_load.c", "lock_fields.c", "lock_schema.c", "lock_canonical.c", "policy.c",
-        "lock_wait_headers.c", "class_limits.c", "failure_class.c" }) do
+        "lock_wait_headers.c", "class_limits.c", "failure_class.c", "route_index.c" }) do
         for _, f in ipairs(c_format_args(read("core/src/engine/" .. file), "rfi_fail", 3)) do formats[#formats + 1] = f end
       end
       for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end
@@ -538,7 +538,7 @@ describe("docs/reasons.md", function()
   end)
 
   it("lists exactly RF_OUTCOMES, each with the reasons rf_outcome_of maps to it", function()
-    local outcomes = strings_of(x_macro("core/include/retryfreeze/client.h", "RF_OUTCOMES"))
+    local outcomes = strings_of(x_macro("core/include/retryfreeze/outcome.h", "RF_OUTCOMES"))
     local rows = table_rows(section("Outcomes"), "outcome")
     local documented = {}
     for i, cells in ipairs(rows) do documented[i] = code(cells[1]) end
@@ -546,8 +546,8 @@ describe("docs/reasons.md", function()
     -- rf_outcome_of: `case RF_REASON_…:` lines up to each `return RF_OUTCOME_…;`, default → its return.
     local reason_str, outcome_str = {}, {}
     for _, e in ipairs(x_macro("core/include/retryfreeze/vocabulary.h", "RF_REASONS")) do reason_str[e[1]] = e[2] end
-    for _, e in ipairs(x_macro("core/include/retryfreeze/client.h", "RF_OUTCOMES")) do outcome_str[e[1]] = e[2] end
-    local src = read("core/src/client/client_vocabulary.c")
+    for _, e in ipairs(x_macro("core/include/retryfreeze/outcome.h", "RF_OUTCOMES")) do outcome_str[e[1]] = e[2] end
+    local src = read("core/src/engine/outcome.c")
     local body = assert(src:match("rf_outcome rf_outcome_of%(rf_reason reason%) (%b{})"))
     local mapped, pending = {}, {}
     for word, name in body:gmatch("(%a+) (RF_[%u_]+)") do

@@ -251,6 +251,77 @@ describe("a retry budget shared through Redis", function()
     end)
 end)
 
+-- A Redis that misbehaves on purpose (spec/core/fake_resp.c): hiredis' own timeout bounds each read, so a
+-- server that drips a byte per 20 ms held a decision, and `budget show`, for as long as it dripped. One
+-- deadline now bounds connect, every write and the whole reply.
+describe("a Redis that drips, stalls, sends garbage or never answers", function()
+  -- The command's wall time holds its own start (a few ms, more on a loaded machine or under ASan): it is
+  -- judged against the fastest of three runs against a server that answers at once, with 100 ms to spare.
+  -- The bound on the decision itself, to the millisecond, is spec/core/test_retry_budget_store.c's.
+  local TIMEOUT_MS, SLACK_MS = 200, 100
+
+  --- Runs `budget show` against a fake Redis in mode; returns its exit code, stderr and wall time in ms.
+  local function show(mode, interval_ms)
+    local srv = assert(redis_server.fake(mode, interval_ms))
+    local t0 = now_ms()
+    local _, err, code = h.run_cli("budget", "show", "x", "--redis", srv.url, "--timeout-ms", tostring(TIMEOUT_MS))
+    local took = now_ms() - t0
+    srv.stop()
+    return code, err, took
+  end
+
+  it("`budget show --timeout-ms 200` ends within its timeout, exit 1 naming what Redis did", function()
+    -- The same command against a fake that answers at once: what starting the CLI costs in this run.
+    local code, err, base = show("ok")
+    assert.equal(0, code, err)
+    for _ = 1, 2 do
+      local c2, e2, again = show("ok")
+      assert.equal(0, c2, e2)
+      base = math.min(base, again)
+    end
+    local cases = {
+      -- A byte every 50 ms: GET's 10 bytes take 450 ms and PTTL's 8 another 350 (before, the command waited
+      -- for all of it: every read got a byte within its 200 ms).
+      { "drip", "redis GET: no whole reply within 200 ms", 50 },
+      { "stall", "redis GET: no whole reply within 200 ms" },
+      { "stall:PTTL", "redis PTTL: no whole reply within 200 ms" },
+      { "silent", "redis GET: no whole reply within 200 ms" },
+      { "garbage", "redis GET: Protocol error" },
+      { "backlog", "cannot connect to redis 127.0.0.1:%d+: no connection within 200 ms" },
+    }
+    for _, c in ipairs(cases) do
+      local took
+      code, err, took = show(c[1], c[3])
+      print(string.format("\nbudget show --timeout-ms %d against fake redis %-10s %d ms (%d ms over a prompt answer)",
+        TIMEOUT_MS, c[1], took, took - base))
+      assert.equal(1, code, c[1] .. ": " .. err)
+      assert.matches("^retryfreeze budget: " .. c[2], err)
+      assert.is_true(took - base <= TIMEOUT_MS + SLACK_MS, c[1] .. " took " .. took .. " ms, the prompt run " .. base)
+    end
+  end)
+
+  it("rf.flow's decisions fall back to the local bucket when Redis drips the decision's reply", function()
+    local srv = assert(redis_server.fake("drip:EVALSHA"))
+    local policy = assert(rf.load_string(lock_text("drip")))
+    local budget = rf.retry_budget(policy, { redis = srv.url, timeout_ms = 50 })
+    local clock, sends = 0, 0
+    local t0 = now_ms()
+    local r = rf.flow(policy, { method = "GET", path = "/storm" }, {
+      send = function() sends = sends + 1; return { status = 503, transport = "ok", headers = {} } end,
+      sleep = function(ms) clock = clock + ms end,
+      now_ms = function() return clock end,
+      retry_budget = budget,
+    })
+    local took = now_ms() - t0
+    srv.stop()
+    budget:close()
+    -- Five attempts, each decision local-fallback: the first waited its 50 ms, the others fell back at once
+    -- during the reconnection backoff (100 ms, doubling); 7 bytes dripped at 20 ms would take 120 ms.
+    assert.same({ "exhausted", 5, "local-fallback" }, { r.outcome, r.attempts, r.budget })
+    assert.is_true(took < 50 * 5 + 100, "the flow took " .. took .. " ms")
+  end)
+end)
+
 describe("ledgers from many hosts", function()
   it("each line carries the writing host (default: the hostname) and stats --by host groups by it", function()
     local dir = os.tmpname()

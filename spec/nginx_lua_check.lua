@@ -37,18 +37,17 @@ local function pick_port()
 end
 local conf_in = assert(io.open(src .. "/examples/nginx/nginx.conf.in")):read("a")
 local ledger = dir .. "/ledger.jsonl"
--- Started as root, nginx's workers run as nobody unless told otherwise. They read the source and build trees,
--- which may sit under a 0700 folder (a clone in /root or in a mktemp -d folder), so as root the workers run as
--- root (`user root root;`, set below); the ledger and the log stay writable for any worker user anyway.
-local as_root = sh("id -u"):gsub("%s+$", "") == "0"
-os.execute("chmod 0777 " .. q(dir) .. " && touch " .. q(ledger) .. " && chmod 0666 " .. q(ledger))
+-- Started as root, nginx's workers run as nobody, as the example documents: the master loads the lock and the
+-- Lua modules and opens the ledger before they drop privileges (init_by_lua_block), so the workers read no file
+-- of the source or build tree (which may sit under a 0700 folder: a clone in /root) and append to a ledger only
+-- root can write. The folder stays traversable (0755) for nginx's temp paths.
+os.execute("chmod 0755 " .. q(dir))
 local port, nginx_pid
 local started = false
 for _ = 1, 5 do
   port = pick_port()
   local conf = conf_in:gsub("@(%u[%u_]*)@", { DIR = dir, SRC = src, CPATH = build .. "/lib/lua/luajit",
     LOCK = lock_path, LEDGER = ledger, UPSTREAM_PORT = tostring(up.port), PORT = tostring(port) })
-  if as_root then conf = "user root root;\n" .. conf end
   local f = assert(io.open(dir .. "/nginx.conf", "w"))
   f:write(conf)
   f:close()

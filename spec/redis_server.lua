@@ -60,4 +60,24 @@ function M.start(opts)
   return srv
 end
 
+--- Starts the test build's hostile Redis (spec/core/fake_resp.c: build/fake_resp) on a random free loopback port.
+-- @param mode string: ok, drip, stall, garbage, silent or backlog, optionally ":COMMAND" (misbehave on that
+--   command's replies only), as fake_resp takes it
+-- @param interval_ms integer|nil: drip's pause between two bytes (default 20)
+-- @return {port=, url=, pid=, stop=function(signal)} or nil, why
+function M.fake(mode, interval_ms)
+  local dir = servers.temp_dir("fake-redis")
+  local log = dir .. "/fake.log"
+  local srv, err = servers.start{ name = "fake_resp " .. mode, dir = dir, log = log,
+    -- It prints its port once it listens (a connect would hang on "backlog", whose queue is full on purpose).
+    answers = function(ports) return (h.try_read_file(log) or ""):match("^(%d+)\n") == tostring(ports[1]) end,
+    launch = function(ports)
+      return servers.spawn(shell_quote(h.build_dir .. "/fake_resp") .. " " .. ports[1] .. " " .. shell_quote(mode)
+        .. " " .. math.floor(interval_ms or 20), log, dir)
+    end }
+  if not srv then return nil, err end
+  srv.url = "redis://127.0.0.1:" .. srv.port .. "/0"
+  return srv
+end
+
 return M

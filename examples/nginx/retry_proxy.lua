@@ -1,25 +1,37 @@
 --- An nginx (lua-nginx-module, LuaJIT) handler that proxies to an upstream through rf.flow: each attempt is
 --- one HTTP/1.1 exchange on a cosocket (ngx.socket.tcp) bounded by the attempt's per-try timeout, waits are
---- ngx.sleep, the lock is loaded once per worker (init_worker_by_lua*), and every request is one ledger line.
---- Per-worker state: each nginx worker has its own policy object, ledger descriptor, jitter RNG and retry
---- budget; a retry budget throttles the retries of one worker only. For one bucket across workers and hosts,
---- give the lock retryBudget.shared and use rf.retry_budget(policy, {redis = URL}) here (docs/fleet.md).
+--- ngx.sleep, times are rf.monotonic_ms, and every request is one ledger line.
+--- The master loads and validates the lock and opens the ledger when nginx loads its configuration
+--- (init_by_lua*): a bad lock fails `nginx -t` and the start with the lock's error, and the workers inherit the
+--- policy and the ledger's descriptor, so they append to it after dropping root's privileges.
+--- Per-worker state: each nginx worker has its own jitter RNG and retry budget (init_worker_by_lua*); a retry
+--- budget throttles the retries of one worker only. For one bucket across workers and hosts, give the lock
+--- retryBudget.shared and use rf.retry_budget(policy, {redis = URL}) here (docs/fleet.md).
 local rf = require "retryfreeze"
 
 local M = {}
 
-local worker -- {policy=, ledger=, rng=, budget=, host=, port=}
+local shared -- {policy=, ledger=, host=, port=}: made by the master (M.init), inherited by every worker
+local worker -- {rng=, budget=}: this worker's own (M.init_worker)
 
---- Called from init_worker_by_lua_block: loads the lock (a bad lock stops the worker with its error), opens
---- the ledger, and makes this worker's RNG and retry budget.
+--- Called from init_by_lua_block, in the master, as nginx loads its configuration (`nginx -t` too): loads and
+--- validates the lock and opens the ledger, raising the lock's or the ledger's error, which fails the
+--- configuration with that message.
 -- @param opts {lock=path, ledger=path, upstream_host=, upstream_port=}
-function M.init_worker(opts)
-  local policy = assert(rf.load(opts.lock))
-  local ledger = assert(rf.ledger.open(opts.ledger))
+function M.init(opts)
+  local policy, why = rf.load(opts.lock)
+  if not policy then error(why, 0) end -- "PATH: $.json.path: message"
+  local ledger, lerr = rf.ledger.open(opts.ledger)
+  if not ledger then error(lerr, 0) end
+  shared = { policy = policy, ledger = ledger, host = opts.upstream_host, port = opts.upstream_port }
+end
+
+--- Called from init_worker_by_lua_block: this worker's RNG and retry budget.
+function M.init_worker()
+  if not shared then error("retry_proxy.init_worker: call retry_proxy.init{…} from init_by_lua_block first", 0) end
   -- A retry budget only when the lock has one (rf.retry_budget refuses a lock without retryBudget).
-  local budget = policy.retry_budget and rf.retry_budget(policy) or nil
-  worker = { policy = policy, ledger = ledger, rng = rf.rng(ngx.worker.pid()), budget = budget,
-             host = opts.upstream_host, port = opts.upstream_port }
+  local budget = shared.policy.retry_budget and rf.retry_budget(shared.policy) or nil
+  worker = { rng = rf.rng(ngx.worker.pid()), budget = budget }
 end
 
 -- Transport outcomes (rf.transports) of cosocket errors.
@@ -35,11 +47,11 @@ end
 local function send(attempt)
   local sock = ngx.socket.tcp()
   sock:settimeouts(attempt.timeout_ms, attempt.timeout_ms, attempt.timeout_ms)
-  local deadline = ngx.now() * 1000 + attempt.timeout_ms
-  local ok, err = sock:connect(worker.host, worker.port)
+  local deadline = rf.monotonic_ms() + attempt.timeout_ms
+  local ok, err = sock:connect(shared.host, shared.port)
   if not ok then return { transport = transport_of(err), error = err, not_sent = true } end
   local lines = { attempt.method .. " " .. attempt.path .. (attempt.query and ("?" .. attempt.query) or "")
-                  .. " HTTP/1.1", "Host: " .. worker.host, "Connection: close" }
+                  .. " HTTP/1.1", "Host: " .. shared.host, "Connection: close" }
   for name, value in pairs(attempt.headers) do lines[#lines + 1] = name .. ": " .. value end
   local body = attempt.body or ""
   if body ~= "" or attempt.method == "POST" or attempt.method == "PUT" then
@@ -71,7 +83,7 @@ local function send(attempt)
       if name == "content-length" then length = tonumber(value) end
     end
   end
-  local remaining = deadline - ngx.now() * 1000
+  local remaining = deadline - rf.monotonic_ms()
   if remaining < 1 then remaining = 1 end
   sock:settimeouts(remaining, remaining, remaining)
   local resp_body, berr, partial
@@ -84,17 +96,22 @@ end
 --- content_by_lua_block: proxies this request to the upstream through rf.flow and answers with the last
 --- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts.
 function M.handle()
+  if not worker then
+    error("retry_proxy: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or failed "
+      .. "(see the error log)", 0)
+  end
   ngx.req.read_body()
   local key = ngx.req.get_headers()["idempotency-key"]
   local request = { method = ngx.req.get_method(), path = ngx.var.uri, query = ngx.var.args, body = ngx.req.get_body_data(),
                     idempotency_key = type(key) == "string" and key or nil, headers = {} }
   local script = ngx.req.get_headers()["x-fault-script"] -- the test upstream's fault script, passed through
   if type(script) == "string" then request.headers["X-Fault-Script"] = script end
-  local r = rf.flow(worker.policy, request, {
+  local r = rf.flow(shared.policy, request, {
     send = send,
     sleep = function(ms) ngx.sleep(ms / 1000) end,
-    now_ms = function() ngx.update_time(); return ngx.now() * 1000 end,
-    ledger = worker.ledger,
+    -- elapsed_ms and the deadline need a clock that never goes back: ngx.now() is nginx's cached wall clock
+    now_ms = rf.monotonic_ms,
+    ledger = shared.ledger,
     rng = worker.rng,
     retry_budget = worker.budget,
   })

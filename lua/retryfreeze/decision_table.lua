@@ -14,6 +14,7 @@
 --- Each row is decided with a fresh jitter RNG seeded with the same seed (default 1), so a row's delay_ms does
 --- not depend on the rows before it and the same table always gives the same delays.
 local math = require("retryfreeze.compat").math
+local core = require "retryfreeze.core"
 local rf = require "retryfreeze"
 local util = require "retryfreeze.util"
 
@@ -206,6 +207,20 @@ function M.format_expect(e)
   return s
 end
 
+--- Reads and parses a table file as `retryfreeze check --table` does: a regular file of at most
+--- core.TABLE_MAX_BYTES, named by its path in every message.
+-- @param path string
+-- @return table as parse() returns it; or nil, message: the reader's ("cannot open decision table PATH: …", a FIFO
+--   or a file over the cap) or "malformed table: PATH:LINE: …"
+function M.read(path)
+  if type(path) ~= "string" then error("bad argument #1 to 'read' (string expected, got " .. type(path) .. ")", 2) end
+  local text, err = core.read_file(path, core.TABLE_MAX_BYTES, "decision table")
+  if not text then return nil, err end
+  local tbl, why = M.parse(text, path)
+  if not tbl then return nil, "malformed table: " .. why end
+  return tbl
+end
+
 --- Runs a parsed table against a policy.
 -- @param policy policy
 -- @param tbl table from parse()
@@ -235,9 +250,9 @@ function M.run(policy, tbl, opts)
   return results
 end
 
---- A failing row as printed by `retryfreeze check --table`: the location, the note, the facts, the expected
---- and the actual verdict (three or four lines, each ending in a newline). A control character in a cell is
---- written out (util.format), so each of them stays one line.
+--- A failing row as printed by `retryfreeze check --table`: one string of four lines, each ending in a newline —
+--- the location, the mismatched fields and the note; the facts; the expected verdict; the actual verdict. A
+--- control character in a cell is written out (util.format), so each of them stays one line.
 -- @param r table: one entry of run()'s results.rows
 -- @param name string: the table's name
 -- @return string

@@ -116,6 +116,15 @@ M.retry_budget = core.retry_budget
 --- A random idempotency key: a UUID v4 from the OS CSPRNG.
 M.new_key = core.new_key
 
+--- The wall clock: rf.now_ms() → integer milliseconds since the Unix epoch (CLOCK_REALTIME, the clock of the
+--- ledger's ts and of HTTP-date arithmetic). It can step (NTP, an operator): never time an interval with it.
+M.now_ms = core.wall_ms
+
+--- The monotonic clock: rf.monotonic_ms() → integer milliseconds on CLOCK_MONOTONIC, the clock the client
+--- measures elapsed_ms and deadlines on. It never goes back; its zero is unspecified (the boot, on Linux), so
+--- only differences mean anything. It is what rf.flow's io.now_ms wants.
+M.monotonic_ms = core.monotonic_ms
+
 --- The append-only JSONL ledger.
 -- rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, message
 -- rf.ledger.read(path [, {skip_corrupt = true}]) → iterator, state: `for rec in it, state do … end`; then
@@ -124,8 +133,8 @@ M.ledger = { open = core.ledger_open, read = core.ledger_read }
 
 --- rf.ledger.stats(paths [, {skip_corrupt = true}]) → stats, or nil, message (see docs/evidence.md).
 -- Loaded on first use: `require "retryfreeze"` itself loads only the binding and rf.flow's loop, so that it
--- works where a host forbids coroutines at load time (nginx's init_worker_by_lua, where lua-compat53's module,
--- which the statistics use on LuaJIT, could not load).
+-- works where a host forbids coroutines at load time (nginx's init_by_lua and init_worker_by_lua, where
+-- lua-compat53's module, which the statistics use on LuaJIT, could not load).
 function M.ledger.stats(paths, opts) return require("retryfreeze.ledger_stats").stats(paths, opts) end
 
 return M

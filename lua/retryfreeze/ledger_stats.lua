@@ -1,187 +1,54 @@
 --- Ledger statistics (`retryfreeze stats`, `rf.ledger.stats`): streams ledgers record by record through the
---- C reader and keeps only counters and a fixed-size latency histogram per route, so memory does not grow
---- with the ledger's size (only with the number of distinct routes, outcomes, reasons and failure classes).
+--- C reader into the core's tally (retryfreeze/ledger_tally.h), which keeps only counters and a fixed-size
+--- latency histogram per route, so memory does not grow with the ledger's size (only with the number of distinct
+--- routes, outcomes, reasons and failure classes). Every count, ratio and percentile is the tally's: this module
+--- resolves the files, hands them to it and names the results; `gate`, `report`, the OpenMetrics text and `soak`
+--- all read these tables.
 ---
---- Latency percentiles come from a log-linear histogram of elapsed_ms: every value 0..127 ms has its own
---- bucket (exact); above that each power of two [2^e, 2^(e+1)) is split into 64 equal buckets, up to 2^53.
---- A percentile is the nearest-rank value's bucket midpoint, clamped to the observed min and max, so it is
---- exact below 128 ms and within 1/128 (0.78 %) of the true nearest-rank value above. At most 3 072
---- buckets per route (values up to 2^53 − 1), whatever the ledger's length.
+--- Latency percentiles come from the tally's log-linear histogram of elapsed_ms (every value 0..127 ms has its
+--- own bucket; above, each power of two is split into 64 buckets, up to 2^53): exact below 128 ms, within 1/128
+--- (0.78 %) of the true nearest-rank value above.
 -- The binding directly, not "retryfreeze": init.lua requires this module for rf.ledger.stats.
-local math = require("retryfreeze.compat").math
 local core = require "retryfreeze.core"
 local glob = require "retryfreeze.glob"
 local util = require "retryfreeze.util"
 
 local M = {}
 
-local EXACT = 128 -- values below this have a bucket each
-local SUB = 64 -- buckets per power of two above EXACT (EXACT = 2 × SUB)
-
--- 2^n as an integer (no bit operators: the module also runs on Lua 5.1 and LuaJIT, where numbers are doubles,
--- exact up to 2^53).
-local function pow2(n) return math.floor(2 ^ n) end
-
---- The histogram bucket (0-based) of a duration in ms; negative values count as 0.
+--- The histogram bucket (0-based) of a duration in ms; negative values count as 0 (the tally's own function).
 -- @param v integer ms
 -- @return integer bucket index, 0..3071 for 0..2^53 − 1
-function M.bucket(v)
-  if v < EXACT then
-    if v < 0 then return 0 end
-    return v
-  end
-  local e, t = 7, math.floor(v / 256)
-  while t > 0 do
-    e = e + 1
-    t = math.floor(t / 2)
-  end
-  return EXACT + (e - 7) * SUB + math.floor(v / pow2(e - 6)) - SUB
-end
+M.bucket = core.ledger_bucket
 
---- The inclusive range of durations a bucket holds.
--- @param idx integer bucket index (from M.bucket)
+--- The inclusive range of durations a bucket holds (the tally's own function).
+-- @param idx integer bucket index (from M.bucket), 0..3071
 -- @return lo, hi integers (ms)
-function M.bucket_range(idx)
-  if idx < EXACT then return idx, idx end
-  local octave, sub = math.floor((idx - EXACT) / SUB), (idx - EXACT) % SUB
-  local shift = octave + 1
-  local lo = (SUB + sub) * pow2(shift)
-  return lo, lo + pow2(shift) - 1
-end
+M.bucket_range = core.ledger_bucket_range
 
 --- The upper bounds (ms) of the exact elapsed_ms counts behind `elapsed_buckets` (and the OpenMetrics
---- histogram): the C tally's list, so the two cannot differ.
+--- histogram): the tally's list (RF_TALLY_LE_MS).
 M.le_ms = core.ledger_le_ms
-
-local function new_scope()
-  return { requests = 0, successes = 0, retried_successes = 0, attempts = 0, success_attempts = 0,
-           retries = 0, elapsed_sum = 0, elapsed_min = math.maxinteger, elapsed_max = math.mininteger,
-           outcomes = {}, retried_classes = {}, hist = {}, by_attempts = {}, elapsed_le = {}, retry_after = {} }
-end
-
--- Adds scope b's raw counters into a.
-local function merge(a, b)
-  for _, k in ipairs({ "requests", "successes", "retried_successes", "attempts", "success_attempts", "retries",
-                       "elapsed_sum" }) do
-    a[k] = a[k] + b[k]
-  end
-  if b.elapsed_min < a.elapsed_min then a.elapsed_min = b.elapsed_min end
-  if b.elapsed_max > a.elapsed_max then a.elapsed_max = b.elapsed_max end
-  for outcome, reasons in pairs(b.outcomes) do
-    local into = a.outcomes[outcome] or {}
-    a.outcomes[outcome] = into
-    for reason, n in pairs(reasons) do into[reason] = (into[reason] or 0) + n end
-  end
-  for class, n in pairs(b.retried_classes) do a.retried_classes[class] = (a.retried_classes[class] or 0) + n end
-  for i, n in pairs(b.hist) do a.hist[i] = (a.hist[i] or 0) + n end
-  for _, k in ipairs({ "by_attempts", "elapsed_le", "retry_after" }) do
-    local into = a[k]
-    for i, n in pairs(b[k]) do into[i] = (into[i] or 0) + n end
-  end
-end
 
 --- Ratio that never divides by zero: a / b, or 0 when b is 0.
 -- @param a number; b number
 -- @return number
 function M.ratio(a, b) return b > 0 and a / b or 0 end
 
--- Nearest-rank percentiles from a histogram (keys are bucket index + 1).
-local function percentiles(s, qs)
-  local idx = {}
-  for i in pairs(s.hist) do idx[#idx + 1] = i end
-  table.sort(idx)
-  local out, k, cum = {}, 1, 0
-  for _, q in ipairs(qs) do
-    local rank = math.max(1, math.ceil(q * s.requests - 1e-9))
-    while cum + s.hist[idx[k]] < rank do
-      cum = cum + s.hist[idx[k]]
-      k = k + 1
-    end
-    local lo, hi = M.bucket_range(idx[k] - 1)
-    local v = math.floor((lo + hi) / 2)
-    if v < s.elapsed_min then v = s.elapsed_min end
-    if v > s.elapsed_max then v = s.elapsed_max end
-    out[#out + 1] = v
-  end
-  return out
-end
+-- A binding error as this module returns it: the binding raises with the calling Lua line's position, and the
+-- message already names the ledger file and line, so that position goes.
+local function message_of(err) return (tostring(err):gsub("^[^\n]-ledger_stats%.lua:%d+: ", "")) end
 
--- The public shape of one scope (all requests, or one route).
-local function finish(s)
-  local by_outcome, by_reason, reasons = {}, {}, {}
-  for outcome, rs in pairs(s.outcomes) do
-    local n = 0
-    for reason, c in pairs(rs) do
-      n = n + c
-      by_reason[outcome .. " " .. reason] = c
-      reasons[reason] = (reasons[reason] or 0) + c
-    end
-    by_outcome[outcome] = n
+-- Reads each file into tally t; result gets the per-file facts (torn = {[path] = first torn line}, corrupt =
+-- {[path] = n}). Returns true, or nil, message.
+local function read_files(t, files, opts, result)
+  local skip = opts and opts.skip_corrupt or false
+  for _, path in ipairs(files) do
+    local ok, file = pcall(t.read, t, path, skip, opts and opts.after_line and opts.after_line[path] or 0)
+    if not ok then return nil, message_of(file) end
+    if file.torn then result.torn[path] = file.torn end
+    if file.corrupt > 0 then result.corrupt[path] = file.corrupt end
   end
-  local terminal = by_outcome.terminal or 0
-  local r = {
-    requests = s.requests, successes = s.successes, failures = s.requests - s.successes,
-    retried_successes = s.retried_successes, attempts = s.attempts, success_attempts = s.success_attempts,
-    retries = s.retries, terminal = terminal,
-    success_rate = M.ratio(s.successes, s.requests),
-    terminal_rate = M.ratio(terminal, s.requests),
-    retried_success_ratio = M.ratio(s.retried_successes, s.successes),
-    attempts_per_success = M.ratio(s.success_attempts, s.successes),
-    attempts_per_request = M.ratio(s.attempts, s.requests),
-    retry_ratio = M.ratio(s.retries, s.requests),
-    by_outcome = by_outcome, by_reason = by_reason, reasons = reasons, retried_classes = s.retried_classes,
-    elapsed_ms = {}, elapsed_ms_sum = s.elapsed_sum, by_attempts = {}, elapsed_buckets = {}, retry_after = {},
-  }
-  for i, n in pairs(s.by_attempts) do
-    if n > 0 then r.by_attempts[tostring(i - 1)] = n end
-  end
-  local cum = 0
-  for i, le in ipairs(M.le_ms) do
-    cum = cum + (s.elapsed_le[i] or 0)
-    r.elapsed_buckets[i] = { le_ms = le, count = cum }
-  end
-  for use, n in pairs(s.retry_after) do r.retry_after[use] = n end
-  if s.requests > 0 then
-    local p = percentiles(s, { 0.50, 0.95, 0.99 })
-    r.elapsed_ms = { p50 = p[1], p95 = p[2], p99 = p[3], min = s.elapsed_min, max = s.elapsed_max,
-                     mean = s.elapsed_sum / s.requests }
-  end
-  return r
-end
-
--- Tallies one ledger into the per-route scopes (counted in C by core.ledger_tally, so a long ledger makes no
--- Lua table per record); raises "path:line: corrupt ledger line: …" (unless skip_corrupt) or "cannot open
--- ledger …".
-local function add_file(scopes, path, skip_corrupt, result, after_line, by)
-  local tallied, info = core.ledger_tally(path, skip_corrupt, nil, after_line or 0, by)
-  for route, t in pairs(tallied) do
-    local s = scopes[route]
-    if s then merge(s, t) else scopes[route] = t end
-  end
-  result.lines = result.lines + info.lines
-  if info.ts_min and (result.ts_min_ms == nil or info.ts_min < result.ts_min_ms) then result.ts_min_ms = info.ts_min end
-  if info.ts_max and (result.ts_max_ms == nil or info.ts_max > result.ts_max_ms) then result.ts_max_ms = info.ts_max end
-  if info.torn then
-    result.torn[path] = info.torn
-    result.torn_lines = result.torn_lines + info.torn_lines
-  end
-  if info.corrupt > 0 then
-    result.corrupt[path] = info.corrupt
-    result.corrupt_lines = result.corrupt_lines + info.corrupt
-  end
-end
-
--- The stats table of the tallied scopes ({[route or host] = raw scope}) and the file facts in result.
-local function build(scopes, result, by)
-  local total, by_key = new_scope(), {}
-  for key, s in pairs(scopes) do
-    merge(total, s)
-    by_key[key] = finish(s)
-  end
-  local r = finish(total)
-  for k, v in pairs(result) do r[k] = v end
-  r["by_" .. by] = by_key
-  return r
+  return true
 end
 
 --- Statistics over one or more ledgers, streamed in constant memory.
@@ -205,10 +72,10 @@ end
 --    elapsed_ms = {p50, p95, p99, min, max, mean} (ms; empty when no requests), elapsed_ms_sum (ms), by_outcome = {[outcome] = n},
 --    by_reason = {["outcome reason"] = n}, reasons = {[reason] = n},
 --    retried_classes = {[class] = n: attempts of that failure class that were retried},
---    by_attempts = {["n"] = requests that made n attempts (0..16)},
+--    by_attempts = {["n"] = requests that made n attempts (0..32)},
 --    elapsed_buckets = {{le_ms = bound, count = requests with elapsed_ms <= bound}…} (exact, cumulative,
 --      bounds M.le_ms), retry_after = {[use] = tries} (honored, ignored-invalid, not-honored, not-needed: what
---      became of each try's Retry-After, told from the ledger as bindings/lua_ledger_tally.c says)}.
+--      became of each try's Retry-After, told from the ledger as docs/evidence.md says)}.
 --   The whole stats table also has ts_min_ms and ts_max_ms (the records' ts range; absent without records).
 --   A ratio whose denominator is 0 is 0.
 function M.stats(paths, opts)
@@ -226,23 +93,17 @@ function M.stats(paths, opts)
   end
   local files, why = glob.resolve(paths)
   if not files then return nil, why end
-  local skip = opts and opts.skip_corrupt or false
   local by = opts and opts.by or "route"
   if by ~= "route" and by ~= "host" then
     error("bad argument #2 to 'stats' (by must be \"route\" or \"host\", got " .. tostring(by) .. ")", 2)
   end
-  local scopes = {}
-  local result = { files = files, lines = 0, torn = {}, torn_lines = 0, corrupt = {}, corrupt_lines = 0 }
-  for _, path in ipairs(files) do
-    local ok, err = pcall(add_file, scopes, path, skip, result, opts and opts.after_line and opts.after_line[path],
-      by)
-    if not ok then
-      -- The binding raises with luaL_error, which prefixes the calling Lua line; the message already names
-      -- the ledger file and line, so drop this module's position.
-      return nil, (tostring(err):gsub("^[^\n]-ledger_stats%.lua:%d+: ", ""))
-    end
-  end
-  return build(scopes, result, by)
+  local t = core.ledger_tally{ by = by }
+  local result = { torn = {}, corrupt = {} }
+  local ok, err = read_files(t, files, opts, result)
+  if not ok then return nil, err end
+  local s = t:stats()
+  s.files, s.torn, s.corrupt = files, result.torn, result.corrupt
+  return s
 end
 
 --- The statistics of the lines one ledger appended since ledger:_tally_appends(), counted as they were written
@@ -254,10 +115,9 @@ end
 -- @return stats as M.stats returns them (by_route), with lines = the lines counted and no torn or corrupt
 --   lines; raises when counting never started or memory ran out while counting
 function M.of_appends(ledger, path)
-  local scopes, info = ledger:_appended()
-  local result = { files = { path }, lines = info.lines, torn = {}, torn_lines = 0, corrupt = {}, corrupt_lines = 0,
-                   ts_min_ms = info.ts_min, ts_max_ms = info.ts_max }
-  return build(scopes, result, "route")
+  local s = ledger:_appended()
+  s.files, s.torn, s.corrupt = { path }, {}, {}
+  return s
 end
 
 --- The same statistics per time bucket, for charts over time: one more streamed pass over the ledgers, each
@@ -273,23 +133,10 @@ function M.timeline(paths, tl, opts)
   if type(paths) == "string" then paths = { paths } end
   local files, why = glob.resolve(paths)
   if not files then return nil, why end
-  local buckets = {}
-  for _, path in ipairs(files) do
-    local ok, err = pcall(function()
-      local _, _, scopes = core.ledger_tally(path, opts and opts.skip_corrupt or false, tl,
-        opts and opts.after_line and opts.after_line[path] or 0)
-      for i, t in ipairs(scopes) do
-        if buckets[i] then merge(buckets[i], t) else buckets[i] = t end
-      end
-    end)
-    if not ok then return nil, (tostring(err):gsub("^[^\n]-ledger_stats%.lua:%d+: ", "")) end
-  end
-  local out = {}
-  for i = 1, tl.buckets do
-    out[i] = finish(buckets[i] or new_scope())
-    out[i].start_ms = tl.origin_ms + (i - 1) * tl.bucket_ms
-  end
-  return out
+  local t = core.ledger_tally{ timeline = tl }
+  local ok, err = read_files(t, files, opts, { torn = {}, corrupt = {} })
+  if not ok then return nil, err end
+  return t:timeline()
 end
 
 --- Prepares a ledger for a run that appends to it (soak, demo): how many lines it holds now, so that the run's
@@ -301,9 +148,10 @@ end
 -- @return integer lines, or nil, message ("cannot open ledger PATH: it is a FIFO, not a regular file", or the
 --   I/O error)
 function M.lines_before_append(path)
-  local ok, _, info = pcall(core.ledger_tally, path, true)
-  if ok then return info.lines end
-  local err = tostring(_)
+  local t = core.ledger_tally()
+  local ok, file = pcall(t.read, t, path, true)
+  if ok then return file.lines end
+  local err = tostring(file)
   if err:find(": No such file or directory$") then return 0 end
   return nil, err
 end

@@ -11,9 +11,11 @@
 --- the file opens offline. A Content-Security-Policy of default-src 'none' forbids the page any fetch.
 local compat = require "retryfreeze.compat"
 local math = compat.math
+local core = require "retryfreeze.core"
 local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
+local output = require "retryfreeze.output"
 local util = require "retryfreeze.util"
 
 local M = {}
@@ -148,6 +150,9 @@ function M.build(paths, opts)
     if not timeline then return nil, err end
   end
 
+  -- The seed harness's lines carry no ts (docs/evidence.md, Seed-harness lines): they fall in no time bucket.
+  local harness = s.by_route[core.LEDGER_HARNESS_ROUTE]
+  local untimed = harness and harness.requests or 0
   local data = { timeline = {}, attempts = {}, outcomes = {}, reasons = {}, retry_after = {}, routes = {} }
   for i, b in ipairs(timeline) do
     local none, no_ok = b.requests == 0, b.successes == 0
@@ -201,6 +206,7 @@ function M.build(paths, opts)
     verdict = verdict_of(s, policy, opts.thresholds),
     lock = policy and lock_of(opts.lock, policy, opts.log) or nil,
     buckets = tl,
+    untimed = untimed,
     routes_total = #routes,
     data = data,
   }
@@ -242,11 +248,16 @@ footer{margin-top:28px;color:#57606a;font-size:12px}
 ]]
 
 -- The page script: compiles each Vega-Lite spec and draws it as SVG, then records what it drew (and any error)
--- in #rf-render-status, which a person can read and a test can check.
+-- in #rf-render-status, a hidden element a test reads, and says how many charts it drew in #rf-drawn.
 local SCRIPT = [[
 (function () {
   var data = JSON.parse(document.getElementById('rf-data').textContent);
-  var time = {field: 't', type: 'temporal', title: 'time (UTC)', scale: {type: 'utc'}};
+  // A 24-hour UTC clock at every tick level: d3's default labels hours and minutes on a 12-hour clock
+  // ("08 PM", "08:15" for 20:15), which under a "time (UTC)" title reads as the wrong time.
+  var clock = {milliseconds: '%H:%M:%S.%L', seconds: '%H:%M:%S', minutes: '%H:%M', hours: '%H:%M',
+    date: '%b %d', day: '%b %d', week: '%b %d', month: '%b %Y', quarter: '%b %Y', year: '%Y'};
+  var time = {field: 't', type: 'temporal', title: 'time (UTC)', scale: {type: 'utc'},
+    axis: {format: clock, formatType: 'utcFormat'}};
   var w = 470, h = 170;
   function overTime(field, title, format) {
     return {data: {values: data.timeline}, width: w, height: h,
@@ -295,7 +306,8 @@ local SCRIPT = [[
     var el = document.getElementById(id);
     var spec = charts[id];
     spec.$schema = 'https://vega.github.io/schema/vega-lite/v6.json';
-    spec.config = {font: 'system-ui, sans-serif', view: {stroke: null},
+    // customFormatTypes: Vega-Lite hands the axis' multi-format object (clock) to Vega instead of dropping it.
+    spec.config = {font: 'system-ui, sans-serif', view: {stroke: null}, customFormatTypes: true,
       legend: {orient: 'bottom', direction: 'horizontal', columns: 4, labelLimit: 220}};
     var view = new vega.View(vega.parse(vegaLite.compile(spec).spec), {renderer: 'svg', container: el,
       hover: true});
@@ -392,7 +404,13 @@ function M.render(model)
       l.signoff.state == "signed" and "ok" or "bad", '">', html(l.signoff.text), '</div>\n</section>\n')
   end
 
-  w('<h2>Over time and by route</h2>\n<div class="grid">\n')
+  w('<h2>Over time and by route</h2>\n')
+  if model.untimed > 0 then
+    w('<div class="meta" id="untimed">', model.untimed, model.untimed == 1 and " line" or " lines",
+      html(" from the seed's harness carry no ts: they are counted in the summary, the charts by route and the "
+        .. "table, but not in the charts over time."), '</div>\n')
+  end
+  w('<div class="grid">\n')
   for _, c in ipairs(charts) do
     w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
   end
@@ -422,7 +440,7 @@ function M.render(model)
   w('<footer>retryfreeze report: numbers from the same code as <code>retryfreeze stats --json</code>; charts by ',
     'Vega-Lite and Vega (BSD-3-Clause, University of Washington Interactive Data Lab), inlined. ',
     '<span id="rf-drawn">charts not drawn (scripts disabled?)</span>\n',
-    '<pre id="rf-render-status" data-drawn="0"></pre></footer>\n</main>\n')
+    '<pre id="rf-render-status" hidden data-drawn="0"></pre></footer>\n</main>\n')
   -- "<" escaped inside the JSON, so no data can end the script element.
   w('<script type="application/json" id="rf-data">', (json.encode(model.data):gsub("<", "\\u003c")), '</script>\n')
   for _, lib in ipairs(libs) do w('<script>', lib, '</script>\n') end
@@ -430,29 +448,20 @@ function M.render(model)
   return table.concat(out)
 end
 
---- Builds and writes the report of ledgers to a file (written whole to a temporary file, then renamed).
+--- Builds and writes the report of ledgers to a file, whole or not at all (retryfreeze.output: a temporary file
+--- beside the target renamed over it; through a symlink to its target; "-" for standard output). A path that is
+--- a directory, FIFO or device is refused before any ledger is read.
 -- @param out_path string; paths, opts: as for M.build
--- @return model, or nil, message
+-- @return model, or nil, message (naming the ledger or the output path)
 function M.write(out_path, paths, opts)
+  local ok, cerr = output.check({ { out_path, "replace", "report" } })
+  if not ok then return nil, cerr end
   local model, err = M.build(paths, opts)
   if not model then return nil, err end
   local page, rerr = M.render(model)
   if not page then return nil, rerr end
-  local function cannot(why) return nil, "cannot write the report " .. out_path .. ": " .. tostring(why) end
-  local tmp = out_path .. ".tmp"
-  local f, ferr = io.open(tmp, "wb")
-  if not f then return cannot(ferr) end
-  local ok, werr = f:write(page)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    return cannot(werr or cerr)
-  end
-  local rok, rnerr = os.rename(tmp, out_path)
-  if not rok then
-    os.remove(tmp)
-    return cannot(rnerr)
-  end
+  local written, werr = output.write(out_path, page, "report")
+  if not written then return nil, werr end
   return model
 end
 

@@ -23,6 +23,7 @@
 local math = require("retryfreeze.compat").math
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
+local output = require "retryfreeze.output"
 local json = require "retryfreeze.json"
 local diff = require "retryfreeze.diff"
 local git = require "retryfreeze.git"
@@ -367,14 +368,8 @@ function M.append(path, line)
     end
     lines = count
   end
-  local f, err = io.open(path, "ab")
-  if not f then return nil, err end
-  -- One buffer larger than the line: the whole line leaves in one write(2) when the file is closed.
-  f:setvbuf("full", #line + 1024)
-  local ok, werr = f:write(line)
-  local cok, cerr = f:close()
-  if not ok then return nil, path .. ": " .. tostring(werr) end
-  if not cok then return nil, path .. ": " .. tostring(cerr) end
+  local ok, err = output.append(path, line, "pairing log") -- one write(2), O_APPEND; a regular file only
+  if not ok then return nil, err end
   return lines + 1
 end
 

@@ -8,14 +8,17 @@
 ---                                                        policy:budget(args) allows the next attempt (with
 ---                                                        this per-try timeout, if given)
 ---   assert.not_widened(old_policy, new_policy [, message])  no change from old to new widens (retryfreeze.diff)
+---   assert.decision_table(policy, path [, message])    every row of the decision table file at path passes, as
+---                                                        `retryfreeze check --table` runs it (seed 1)
 ---
 --- Each has its negation through luassert's modifiers: assert.is_not.retries, assert.is_not.stops, … —
 --- `assert.is_not.not_widened(old, new)` passes when something widens.
 ---
 --- Decisions use a jitter RNG seeded with M.SEED (1) for every assertion, so waits() is reproducible and
 --- matches `retryfreeze decide --seed 1` and `retryfreeze check --table`.
---- Misuse (a policy argument that is not a policy, facts that are not a table, an unknown fact key) raises an
---- error rather than failing the assertion.
+--- Misuse (a policy argument that is not a policy, facts that are not a table, an unknown fact key, a decision
+--- table that cannot be read or parsed, or a row the engine refuses) raises an error rather than failing the
+--- assertion.
 local math = require("retryfreeze.compat").math
 local assert = require "luassert"
 local say = require "say"
@@ -147,6 +150,36 @@ local function not_widened(state, arguments, level)
   return #widening == 0
 end
 
+-- The table at path, run with the assertions' seed: the results, or raises at the user's assertion as argument #2.
+local function run_table_file(policy, path, level)
+  local tbl, why = decision_table.read(path)
+  local results
+  if tbl then results, why = decision_table.run(policy, tbl, { seed = M.SEED }) end
+  if not results then
+    if tbl then why = "malformed table: " .. why end -- a row the engine refuses: check --table's words
+    error(string.format("bad argument #2 to 'decision_table' (%s)", why), level + 1)
+  end
+  return results
+end
+
+local function decision_table_passes(state, arguments, level)
+  level = (level or 1) + 1
+  local policy, path, msg = arguments[1], arguments[2], arguments[3]
+  check_policy(policy, "decision_table", 1, level)
+  if type(path) ~= "string" then
+    error("bad argument #2 to 'decision_table' (table file path expected, got " .. type(path) .. ")", level + 1)
+  end
+  local results = run_table_file(policy, path, level)
+  local failures = {}
+  for _, r in ipairs(results.rows) do
+    if not r.ok then failures[#failures + 1] = decision_table.format_failure(r, path) end
+  end
+  show(arguments, path, tostring(results.failed), tostring(#results.rows),
+    (table.concat(failures):gsub("\n$", "")))
+  set_message(state, msg)
+  return results.failed == 0
+end
+
 say:set("assertion.rf_retries.positive", "Expected the policy to retry.\nFacts: %s\nVerdict: %s")
 say:set("assertion.rf_retries.negative", "Expected the policy not to retry.\nFacts: %s\nVerdict: %s")
 say:set("assertion.rf_stops.positive", "Expected the policy to stop %s.\nFacts: %s\nVerdict: %s")
@@ -162,6 +195,9 @@ say:set("assertion.rf_not_widened.positive",
 say:set("assertion.rf_not_widened.negative",
   "Expected the new policy to widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s")
 
+say:set("assertion.rf_decision_table.positive", "Expected every row of %s to pass: %s of %s failed.\n%s")
+say:set("assertion.rf_decision_table.negative", "Expected some row of %s to fail: all %.0s%s rows passed.%s")
+
 assert:register("assertion", "retries", retries, "assertion.rf_retries.positive", "assertion.rf_retries.negative")
 assert:register("assertion", "stops", stops, "assertion.rf_stops.positive", "assertion.rf_stops.negative")
 assert:register("assertion", "waits", waits, "assertion.rf_waits.positive", "assertion.rf_waits.negative")
@@ -169,5 +205,7 @@ assert:register("assertion", "budget_allows", budget_allows, "assertion.rf_budge
   "assertion.rf_budget_allows.negative")
 assert:register("assertion", "not_widened", not_widened, "assertion.rf_not_widened.positive",
   "assertion.rf_not_widened.negative")
+assert:register("assertion", "decision_table", decision_table_passes, "assertion.rf_decision_table.positive",
+  "assertion.rf_decision_table.negative")
 
 return M

@@ -364,6 +364,57 @@ static void test_signals_lock_and_decide(void **state) {
     rf_policy_free(p);
 }
 
+/* The route index and the route views are built at load in the policy's own memory: each of their allocations
+ * fails in turn (the messages name them), and every load that succeeds routes by literal, {param} and "*"
+ * through an index that holds; routing itself allocates nothing. */
+#define ROUTES_LOCK                                                                                       \
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":9000," \
+    "\"retryable\":[\"HTTP_503\"],\"classLimits\":{\"HTTP_503\":2}},\"routes\":["                         \
+    "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/b\",\"notRetryable\":[\"HTTP_500\"]},"         \
+    "{\"endpoint\":\"GET /a/*\"},{\"endpoint\":\"PUT /a/{id}/c\"},{\"endpoint\":\"DELETE /\"}]}"
+
+static bool seen_index_failure, seen_views_failure;
+
+static outcome op_load_and_route(const void *arg) {
+    (void)arg;
+    rf_policy *p = NULL;
+    rf_error err;
+    rf_status st = rf_policy_load_buffer(ROUTES_LOCK, strlen(ROUTES_LOCK), &p, &err);
+    if (st != RF_OK) {
+        assert_null(p);
+        snprintf(last_message, sizeof last_message, "%s", err.message);
+        seen_index_failure |= strstr(err.message, "route index") != NULL;
+        seen_views_failure |= strstr(err.message, "route views") != NULL;
+        return classify_status(st);
+    }
+    static const struct {
+        const char *method, *path, *endpoint;
+    } cases[] = {{"GET", "/a/b", "GET /a/b"},
+                 {"GET", "/a/x", "GET /a/{id}"},
+                 {"GET", "/a/x/y", "GET /a/*"},
+                 {"PUT", "/a/7/c", "PUT /a/{id}/c"},
+                 {"DELETE", "/?x", "DELETE /"}};
+    long before = A.count;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long r = rf_policy_match(p, cases[i].method, strlen(cases[i].method), cases[i].path, strlen(cases[i].path));
+        rf_route_view v;
+        assert_int_equal(rf_policy_route(p, (size_t)r, &v), RF_OK);
+        assert_string_equal(v.endpoint, cases[i].endpoint);
+    }
+    assert_int_equal(rf_policy_match(p, "PUT", 3, "/a/7", 4), -1);
+    assert_int_equal(A.count, before);
+    rf_policy_free(p);
+    return RAN_OK;
+}
+
+static void test_route_index(void **state) {
+    (void)state;
+    seen_index_failure = seen_views_failure = false;
+    fail_each_allocation("route index", op_load_and_route, NULL, RAN_OK, false);
+    assert_true(seen_index_failure);
+    assert_true(seen_views_failure);
+}
+
 static void test_bom_lock(void **state) {
     (void)state;
     static const char text[] = "\xEF\xBB\xBF" DESK_LOCK;
@@ -440,6 +491,7 @@ int main(void) {
         cmocka_unit_test_setup(test_multi_route_lock, disarmed),
         cmocka_unit_test_setup(test_gate_and_budget_lock, disarmed),
         cmocka_unit_test_setup(test_signals_lock_and_decide, disarmed),
+        cmocka_unit_test_setup(test_route_index, disarmed),
         cmocka_unit_test_setup(test_bom_lock, disarmed),
         cmocka_unit_test_setup(test_refused_lock, disarmed),
         cmocka_unit_test_setup(test_load_file, disarmed),

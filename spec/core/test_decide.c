@@ -176,6 +176,73 @@ static void test_pinned_classifier(void **state) {
     rf_policy_free(p);
 }
 
+/* The source rule: a policy is pinned when the facts carry no source (a NULL pointer) or exactly the 10 bytes
+ * "pinned-map"; every other source is unpinned-source, the empty one included (a non-NULL pointer with length 0
+ * is a source that names nothing, not an absent one). The cases: the empty source, every proper prefix, every
+ * one-byte extension (NUL, space, each letter's neighbours), every one-byte change and every single-letter case
+ * change of "pinned-map": each differs from it in length or in one byte, which is where a looser comparison
+ * (a prefix, a case-folding or a NUL-terminated compare) would let it through. */
+static void test_source_fail_closed(void **state) {
+    (void)state;
+    rf_policy *p = load(PINNED_LOCK);
+    static const char pinned[] = "pinned-map";
+    const size_t n = sizeof pinned - 1;
+    rf_facts f = {.method = "POST",
+                  .method_len = 4,
+                  .path = "/v1/orders",
+                  .path_len = 10,
+                  .status = 503,
+                  .attempts = 1,
+                  .has_idempotency_key = true};
+    rf_verdict v;
+    rf_error err;
+    rf_rng rng;
+    rf_rng_seed(&rng, 1);
+    /* absent: retried */
+    assert_int_equal(rf_decide(p, &f, &rng, NULL, &v, &err), RF_OK);
+    assert_string_equal(rf_reason_name(v.reason), "pinned-status");
+    /* exactly "pinned-map": retried */
+    f.source = pinned;
+    f.source_len = n;
+    assert_int_equal(rf_decide(p, &f, &rng, NULL, &v, &err), RF_OK);
+    assert_string_equal(rf_reason_name(v.reason), "pinned-status");
+    char buf[32];
+    size_t cases = 0;
+#define EXPECT_UNPINNED(ptr, len)                                                                \
+    do {                                                                                         \
+        f.source = (ptr);                                                                        \
+        f.source_len = (len);                                                                    \
+        assert_int_equal(rf_decide(p, &f, &rng, NULL, &v, &err), RF_OK);                         \
+        if (v.reason != RF_REASON_UNPINNED_SOURCE)                                               \
+            fail_msg("source \"%.*s\" (%zu bytes) decided %s", (int)(len), (ptr), (size_t)(len), \
+                     rf_reason_name(v.reason));                                                  \
+        assert_false(v.retry);                                                                   \
+        cases++;                                                                                 \
+    } while (0)
+    EXPECT_UNPINNED("", 0);
+    EXPECT_UNPINNED(pinned, 0); /* the right bytes behind it, but the source is empty */
+    for (size_t len = 1; len < n; len++) EXPECT_UNPINNED(pinned, len);
+    static const char extra[] = {'\0', ' ', '\t', 'p', '-', 'x'};
+    for (size_t i = 0; i < sizeof extra; i++) {
+        memcpy(buf, pinned, n);
+        buf[n] = extra[i];
+        EXPECT_UNPINNED(buf, n + 1);
+    }
+    for (size_t at = 0; at < n; at++) {
+        memcpy(buf, pinned, n);
+        buf[at] = (char)(buf[at] + 1);
+        EXPECT_UNPINNED(buf, n);
+        memcpy(buf, pinned, n);
+        if (buf[at] >= 'a' && buf[at] <= 'z') {
+            buf[at] = (char)(buf[at] - 'a' + 'A');
+            EXPECT_UNPINNED(buf, n);
+        }
+    }
+#undef EXPECT_UNPINNED
+    assert_int_equal(cases, 2 + (n - 1) + sizeof extra + n + 9); /* 9 letters in "pinned-map" */
+    rf_policy_free(p);
+}
+
 /* Each check wins over every later one. */
 static void test_check_order(void **state) {
     (void)state;
@@ -639,6 +706,7 @@ int main(void) {
         cmocka_unit_test(test_desk_checks),
         cmocka_unit_test(test_desk_budget),
         cmocka_unit_test(test_pinned_classifier),
+        cmocka_unit_test(test_source_fail_closed),
         cmocka_unit_test(test_check_order),
         cmocka_unit_test(test_retry_after_forms),
         cmocka_unit_test(test_classify),

@@ -13,7 +13,8 @@
 
 #include "retryfreeze/ledger.h"
 
-#include <dirent.h>
+#define TMP_FILES_TAG "rf-test-ledger"
+#include "tmp_files.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,40 +31,6 @@
             fail_msg("\"%s\" does not contain \"%s\"", (haystack), (needle)); \
         }                                                                     \
     } while (0)
-
-static char tmp_dir[256];
-
-static int make_tmp_dir(void **state) {
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/rf-test-ledger-XXXXXX", base && *base ? base : "/tmp");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int remove_tmp_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(tmp_dir);
-    if (!d) {
-        return -1;
-    }
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        char p[512];
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            snprintf(p, sizeof p, "%s/%s", tmp_dir, e->d_name);
-            unlink(p);
-        }
-    }
-    closedir(d);
-    return rmdir(tmp_dir);
-}
-
-/* A fresh path in the temporary directory (the file does not exist yet). */
-static const char *tmp_file(const char *name) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
-    unlink(path);
-    return path;
-}
 
 static void write_bytes(const char *path, const char *bytes, size_t len) {
     FILE *f = fopen(path, "wb");
@@ -1216,5 +1183,5 @@ int main(void) {
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_refused_values),
     };
-    return cmocka_run_group_tests_name("ledger", tests, make_tmp_dir, remove_tmp_dir);
+    return cmocka_run_group_tests_name("ledger", tests, tmp_files_setup, tmp_files_teardown);
 }

@@ -7,8 +7,16 @@
  *   - 8 threads share one Redis budget (a real redis-server on a free loopback port, started here): exactly
  *     the 4 retries one bucket allows across all threads, every verdict "shared". Skipped without
  *     redis-server. .ci/tsan runs this file under ThreadSanitizer.
+ *   - one deadline per decision: against a hostile Redis (spec/core/fake_resp.c, started here on a port the
+ *     kernel picks) that drips each reply a byte per 20 ms, stalls mid-reply, sends garbage, never answers, or
+ *     never completes the TCP handshake, every decision ends within timeout_ms plus a few ms, falls back to
+ *     the local bucket and says so; the same server answering properly gives "shared" (the control), by its
+ *     address and by the name localhost;
+ *   - a name the resolver never answers for (a mount and network namespace of its own, where a UDP socket on
+ *     127.0.0.1:53 swallows every query): the lookup ends by the deadline too. Skipped where no namespace can
+ *     be made, and under ThreadSanitizer (UNDER_TSAN says why).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* unshare(2) */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,11 +24,22 @@
 #include <cmocka.h>
 
 #include "retryfreeze/retry_budget_redis.h"
+#include "stall_clock.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -259,12 +278,396 @@ static void test_threads_share_one_redis_bucket(void **state) {
     rf_policy_free(p);
 }
 
-int main(void) {
+/* ---- One deadline per decision, against a hostile Redis ------------------------------------------------ */
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND RUNNING_ON_VALGRIND
+#endif
+#endif
+#ifndef UNDER_VALGRIND
+#define UNDER_VALGRIND 0
+#endif
+
+/* Under ThreadSanitizer a name lookup cannot run: glibc's getaddrinfo_a starts its thread inside libc, where
+ * TSan does not see it, and the process crashes. .ci/tsan is about the budget's own threads; the lookups are
+ * tested in the other runs. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+/* Whether a decision that took took_us (on the stall clock: net of the time the machine kept the thread from
+ * running, stall_clock.h) is within the bound. Under valgrind (.ci/run runs every C test under it),
+ * which runs each instruction on a synthetic CPU and translates code the first time it runs, times say nothing
+ * about the client: the bound is asserted in the plain, ASan and TSan runs, and valgrind checks memory. */
+static bool within(int64_t took_us, int64_t bound_ms) { return UNDER_VALGRIND || took_us <= bound_ms * 1000; }
+
+#define DEADLINE_TIMEOUT_MS 50
+/* How far past timeout_ms a decision may end: the work after the last poll (dropping the connection, the
+ * local bucket's decision) and the scheduler's wake-up. */
+#define DEADLINE_SLACK_MS 10
+#define DECISIONS_PER_MODE 5
+
+/* Starts fake_resp in `mode` on a port the kernel picks; returns the port (0 when it did not start). */
+static int start_fake(const char *mode, pid_t *pid) {
+    int out[2];
+    if (pipe(out) != 0) return 0;
+    *pid = fork();
+    if (*pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
+        execl(RF_FAKE_RESP, "fake_resp", "0", mode, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[16] = "";
+    ssize_t n = *pid > 0 ? read(out[0], line, sizeof line - 1) : -1;
+    close(out[0]);
+    if (n <= 0) return 0;
+    line[n] = '\0';
+    return atoi(line);
+}
+
+static void stop_fake(pid_t pid) {
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+/* This program's own path (argv[0]): in_child runs it again, as a fresh process, in a child's role. */
+static const char *self_path;
+
+/* A child's role: what it runs (fn(arg, line, cap) writes its answer into line), by the name main takes. */
+typedef struct child_role {
+    const char *name;
+    void (*fn)(void *arg, char *line, size_t cap);
+} child_role;
+
+/*
+ * Runs the role `name` with arg in a child: this program again (fork, then exec, so the child is a fresh
+ * process: ThreadSanitizer cannot start threads after a fork of a threaded process, and a name lookup starts
+ * one), which prints its answer. Returns true with the answer in line; false with *exit_code when the child
+ * exited without one. Once it has answered, the child is ended with SIGKILL, so nothing of it runs at exit: a
+ * lookup the test abandons is still running there.
+ */
+static bool in_child(const char *name, const char *arg, char *line, size_t cap, int *exit_code) {
+    int out[2];
+    if (pipe(out) != 0) return false;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
+        execl(self_path, self_path, "--child", name, arg, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    ssize_t n = pid > 0 ? read(out[0], line, cap - 1) : -1;
+    close(out[0]);
+    line[n > 0 ? n : 0] = '\0';
+    if (n > 0) kill(pid, SIGKILL);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return n > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+static const char *budget_name(rf_budget_source b) {
+    return b == RF_BUDGET_SHARED ? "shared" : b == RF_BUDGET_LOCAL_FALLBACK ? "local-fallback" : "other";
+}
+
+/* One failed attempt decided with a fresh budget kept at the fake server (so each decision connects, loads
+ * the script and runs it) with timeout_ms; returns how long rf_decide took, in µs, and the verdict's budget. */
+static int64_t timed_decision(const rf_policy *p, const char *url, int64_t timeout_ms, rf_budget_source *source) {
+    rf_redis_budget_options o = {.url = url, .timeout_ms = timeout_ms};
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    int64_t t0 = stall_clock_us();
+    rf_verdict v = decide(p, b, 503, 1);
+    int64_t took = stall_clock_us() - t0;
+    *source = v.budget;
+    assert_true(v.retry); /* shared 9000 (the control), or the full local bucket: 9 > 5 */
+    rf_retry_budget_free(b);
+    return took;
+}
+
+/* A child's role (in_child): one decision with the budget at the URL arg, a name, with time to spare. */
+static void localhost_control(void *arg, char *line, size_t cap) {
+    const char *text = LOCK(",\"shared\":{\"name\":\"deadline\"}");
+    rf_policy *p = NULL;
+    rf_error err;
+    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) _exit(1);
+    rf_redis_budget_options o = {.url = arg, .timeout_ms = 2000};
+    rf_retry_budget *b = NULL;
+    if (rf_retry_budget_redis_new(p, &o, &b, &err) != RF_OK) _exit(1);
+    rf_facts f = {.method = "GET",
+                  .method_len = 3,
+                  .path = "/v1/jobs",
+                  .path_len = 8,
+                  .status = 503,
+                  .transport = RF_TRANSPORT_OK,
+                  .attempts = 1};
+    rf_verdict v;
+    if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
+    snprintf(line, cap, "%s", budget_name(v.budget));
+}
+
+static void test_every_decision_ends_by_its_deadline(void **state) {
+    (void)state;
+    /* Each way a server can hold a decision: every reply, or only the decision's EVALSHA (a warm script). */
+    static const char *const modes[] = {"drip",   "drip:EVALSHA",   "stall",   "stall:EVALSHA",
+                                        "silent", "silent:EVALSHA", "garbage", "backlog"};
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
+    pid_t pid;
+    char url[64];
+    int port = start_fake("ok", &pid);
+    assert_int_not_equal(port, 0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    rf_budget_source source;
+    /* The controls, with time to spare: the non-blocking client works, by address, and by a name (looked up,
+     * each address tried: ::1 refused, then 127.0.0.1), in a child (in_child says why). */
+    timed_decision(p, url, 2000, &source);
+    assert_int_equal(source, RF_BUDGET_SHARED);
+    snprintf(url, sizeof url, "redis://localhost:%d/0", port);
+    char line[256];
+    int code;
+    if (UNDER_TSAN) {
+        printf("ThreadSanitizer: no name lookup (the control by name is not run)\n");
+    } else {
+        assert_true(in_child("localhost", url, line, sizeof line, &code));
+        assert_string_equal(line, "shared");
+    }
+    stop_fake(pid);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        port = start_fake(modes[m], &pid);
+        assert_int_not_equal(port, 0);
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+        int64_t worst = 0;
+        int fallbacks = 0;
+        for (int i = 0; i < DECISIONS_PER_MODE; i++) {
+            int64_t took = timed_decision(p, url, DEADLINE_TIMEOUT_MS, &source);
+            fallbacks += source == RF_BUDGET_LOCAL_FALLBACK;
+            if (took > worst) worst = took;
+        }
+        stop_fake(pid);
+        printf("fake redis %-15s timeout_ms %d: worst of %d decisions %.1f ms, %d fell back\n", modes[m],
+               DEADLINE_TIMEOUT_MS, DECISIONS_PER_MODE, (double)worst / 1000, fallbacks);
+        fflush(stdout);
+        assert_true(within(worst, DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS));
+        assert_int_equal(fallbacks, DECISIONS_PER_MODE);
+    }
+    rf_policy_free(p);
+}
+
+/* Threads sharing one budget at a dripping Redis: waiting for another thread's round trip counts too. */
+#define DEADLINE_THREADS 4
+#define DEADLINE_ROUNDS 30
+
+typedef struct deadline_worker {
+    const rf_policy *p;
+    rf_retry_budget *b;
+    int64_t worst_us;
+    long fallbacks;
+} deadline_worker;
+
+static void *deadline_loop(void *arg) {
+    deadline_worker *w = arg;
+    for (int i = 0; i < DEADLINE_ROUNDS; i++) {
+        int64_t t0 = stall_clock_us();
+        rf_verdict v = decide(w->p, w->b, i % 2 ? 200 : 503, 1);
+        int64_t took = stall_clock_us() - t0;
+        if (took > w->worst_us) w->worst_us = took;
+        if (v.budget == RF_BUDGET_LOCAL_FALLBACK) w->fallbacks++;
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL); /* 10 ms: past a backoff now and then */
+    }
+    return NULL;
+}
+
+static void test_threads_wait_no_longer_than_their_deadline(void **state) {
+    (void)state;
+    pid_t pid;
+    int port = start_fake("drip:EVALSHA", &pid);
+    assert_int_not_equal(port, 0);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
+    rf_redis_budget_options o = {.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS};
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    deadline_worker w[DEADLINE_THREADS];
+    pthread_t t[DEADLINE_THREADS];
+    for (int i = 0; i < DEADLINE_THREADS; i++) {
+        w[i] = (deadline_worker){.p = p, .b = b};
+        pthread_create(&t[i], NULL, deadline_loop, &w[i]);
+    }
+    int64_t worst = 0;
+    long fallbacks = 0;
+    for (int i = 0; i < DEADLINE_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        if (w[i].worst_us > worst) worst = w[i].worst_us;
+        fallbacks += w[i].fallbacks;
+    }
+    stop_fake(pid);
+    printf("fake redis drip:EVALSHA, %d threads x %d decisions on one budget: worst %.1f ms\n", DEADLINE_THREADS,
+           DEADLINE_ROUNDS, (double)worst / 1000);
+    /* Every decision that touched the budget fell back (a 503 and a 200 alike; none got a whole reply). */
+    assert_int_equal(fallbacks, DEADLINE_THREADS * DEADLINE_ROUNDS);
+    assert_true(within(worst, DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS));
+    rf_retry_budget_free(b);
+    rf_policy_free(p);
+}
+
+/* ---- A name the resolver never answers for ---------------------------------------------------------------- */
+
+static bool put_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return false;
+    bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    return close(fd) == 0 && ok;
+}
+
+/*
+ * In a child process: a mount and a network namespace of its own (as root, or as root of a new user namespace),
+ * where /etc/resolv.conf names 127.0.0.1, /etc/nsswitch.conf asks files then DNS, and a UDP socket on
+ * 127.0.0.1:53 receives every query and answers none. False where the system allows no such namespace.
+ */
+static bool silent_resolver(const char *dir) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
+        char map[64];
+        unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0) return false;
+        snprintf(map, sizeof map, "0 %u 1\n", uid);
+        if (!put_file("/proc/self/setgroups", "deny") || !put_file("/proc/self/uid_map", map)) return false;
+        snprintf(map, sizeof map, "0 %u 1\n", gid);
+        if (!put_file("/proc/self/gid_map", map)) return false;
+    }
+    /* Private first: the bind mounts below must not reach the machine's own namespace. */
+    if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0) return false;
+    char resolv[96], nss[96];
+    snprintf(resolv, sizeof resolv, "%s/resolv.conf", dir);
+    snprintf(nss, sizeof nss, "%s/nsswitch.conf", dir);
+    if (!put_file(resolv, "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n") ||
+        !put_file(nss, "hosts: files dns\n") || mount(resolv, "/etc/resolv.conf", "none", MS_BIND, NULL) != 0)
+        return false;
+    (void)mount(nss, "/etc/nsswitch.conf", "none", MS_BIND, NULL); /* where there is one */
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq lo = {0};
+    snprintf(lo.ifr_name, sizeof lo.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &lo) != 0) return false;
+    lo.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &lo) != 0) return false;
+    struct sockaddr_in dns = {.sin_family = AF_INET, .sin_port = htons(53)};
+    dns.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return bind(s, (struct sockaddr *)&dns, sizeof dns) == 0; /* kept open, never read: the child exits */
+}
+
+/* A child's role (in_child): decisions and a peek against a name the resolver never answers for, and the
+ * budget's free, each timed; exits 77 where no namespace can be made. */
+static void silent_resolver_run(void *arg, char *line, size_t cap) {
+    if (!silent_resolver(arg)) _exit(77);
+    rf_policy *p = NULL;
+    rf_error err;
+    const char *text = LOCK(",\"shared\":{\"name\":\"dns\"}");
+    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) _exit(1);
+    rf_redis_budget_options o = {.url = "redis://redis.retryfreeze-test:6379/0", .timeout_ms = DEADLINE_TIMEOUT_MS};
+    rf_retry_budget *b = NULL;
+    if (rf_retry_budget_redis_new(p, &o, &b, &err) != RF_OK) _exit(1);
+    int64_t took[2];
+    int fallbacks = 0;
+    for (int i = 0; i < 2; i++) { /* the second after the reconnection backoff: the same lookup, still running */
+        rf_facts f = {.method = "GET",
+                      .method_len = 3,
+                      .path = "/v1/jobs",
+                      .path_len = 8,
+                      .status = 503,
+                      .transport = RF_TRANSPORT_OK,
+                      .attempts = 1};
+        rf_verdict v;
+        int64_t t0 = stall_clock_us();
+        if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
+        took[i] = stall_clock_us() - t0;
+        fallbacks += v.budget == RF_BUDGET_LOCAL_FALLBACK;
+        nanosleep(&(struct timespec){.tv_nsec = 150000000}, NULL);
+    }
+    int64_t peek_took = stall_clock_us(), tokens, ttl;
+    rf_status peeked = rf_retry_budget_redis_peek(o.url, "dns", 200, &tokens, &ttl, &err);
+    peek_took = stall_clock_us() - peek_took;
+    int64_t free_took = stall_clock_us();
+    rf_retry_budget_free(b); /* its lookup still runs: left to the resolver, not waited for */
+    free_took = stall_clock_us() - free_took;
+    rf_policy_free(p);
+    snprintf(line, cap, "%lld %lld %d %lld %lld %d %s", (long long)took[0], (long long)took[1], fallbacks,
+             (long long)peek_took, (long long)free_took, (int)peeked, err.message);
+}
+
+static void test_a_name_lookup_ends_by_the_deadline(void **state) {
+    (void)state;
+    if (UNDER_TSAN) {
+        printf("ThreadSanitizer: no name lookup (not tested here)\n");
+        skip();
+    }
+    char dir[] = "/tmp/rf-dns-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char line[256];
+    int code;
+    bool answered = in_child("silent-resolver", dir, line, sizeof line, &code);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    if (!answered && code == 77) {
+        printf("no mount and network namespace here: the name lookup's deadline is not tested\n");
+        skip();
+    }
+    assert_true(answered);
+    long long first, second, peek_us, free_us;
+    int fallbacks, peeked, used = 0;
+    assert_int_equal(
+        sscanf(line, "%lld %lld %d %lld %lld %d %n", &first, &second, &fallbacks, &peek_us, &free_us, &peeked, &used),
+        6);
+    printf("a name the resolver never answers, timeout_ms %d: decisions %.1f and %.1f ms; budget show --timeout-ms "
+           "200: %.1f ms, \"%s\"; rf_retry_budget_free %.1f ms\n",
+           DEADLINE_TIMEOUT_MS, (double)first / 1000, (double)second / 1000, (double)peek_us / 1000, line + used,
+           (double)free_us / 1000);
+    assert_true(within(free_us, DEADLINE_SLACK_MS));
+    assert_int_equal(fallbacks, 2);
+    assert_true(within(first, DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS));
+    assert_true(within(second, DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS));
+    assert_int_equal(peeked, RF_EIO);
+    assert_true(within(peek_us, 200 + DEADLINE_SLACK_MS));
+    assert_string_equal(line + used, "cannot resolve redis host redis.retryfreeze-test within 200 ms");
+}
+
+int main(int argc, char **argv) {
+    self_path = argv[0];
+    if (argc == 4 && strcmp(argv[1], "--child") == 0) { /* a role in_child started */
+        static const child_role roles[] = {{"localhost", localhost_control}, {"silent-resolver", silent_resolver_run}};
+        for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+            if (strcmp(argv[2], roles[i].name) != 0) continue;
+            char line[256] = "";
+            roles[i].fn(argv[3], line, sizeof line);
+            if (line[0] == '\0' || fputs(line, stdout) < 0 || fflush(stdout) != 0) return 1;
+            for (;;) pause(); /* until in_child's SIGKILL */
+        }
+        return 2;
+    }
     redis_port = start_redis();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_decides_and_falls_back),
         cmocka_unit_test(test_store_needs_a_budget),
         cmocka_unit_test(test_threads_share_one_redis_bucket),
+        cmocka_unit_test(test_every_decision_ends_by_its_deadline),
+        cmocka_unit_test(test_threads_wait_no_longer_than_their_deadline),
+        cmocka_unit_test(test_a_name_lookup_ends_by_the_deadline),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     if (redis_port) stop_redis();

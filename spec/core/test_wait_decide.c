@@ -122,8 +122,8 @@ static void test_pushback(void **state) {
     assert_int_equal(v.delay_ms, 40);
     assert_int_equal(v.retry_after_header, RF_WAIT_GRPC_RETRY_PUSHBACK_MS);
     /* gRPC A6: negative or malformed means do not retry. */
-    const char *stops[] = {"-1", "abc", "1.5", "2147483648"};
-    for (size_t i = 0; i < 4; i++) {
+    const char *stops[] = {"-1", "abc", "1.5", "2147483648", "", " "};
+    for (size_t i = 0; i < sizeof stops / sizeof *stops; i++) {
         set_hint(&f, RF_WAIT_GRPC_RETRY_PUSHBACK_MS, stops[i]);
         v = decide_ok(p, &f);
         assert_false(v.retry);

@@ -209,7 +209,12 @@ static void test_grpc_pushback(void **state) {
     status(h, "2147483648", RF_RA_STOP); /* over an int32: unparsable as A6's integer */
     status(h, "99999999999999999999999", RF_RA_STOP);
     status(h, "100, 200", RF_RA_STOP); /* duplicates combined: no single integer */
-    status(h, "  ", RF_RA_ABSENT);
+    /* A field that is present but empty (only OWS, which is not part of a value: RFC 9110 §5.5) is no integer
+     * either: the server sent a pushback that says nothing, read as "do not retry" (A6; grpc-go's
+     * strconv.Atoi("") fails and aborts too). Only an absent field (NULL) asks for no wait. */
+    status(h, "", RF_RA_STOP);
+    status(h, "  ", RF_RA_STOP);
+    status(h, " \t", RF_RA_STOP);
     status(h, NULL, RF_RA_ABSENT);
 }
 

@@ -70,9 +70,10 @@ local sequence -- the state of the running sequence: clients, ledgers, budgets, 
 -- ---- hostility --------------------------------------------------------------------------------------------
 
 local ACTS = { "close_client", "close_ledger", "close_budget", "finish_step", "collect", "reenter", "reenter_all",
-  "step_reader", "mutate", "yield", "raise", "nothing" }
+  "step_reader", "feed_tally", "mutate", "yield", "raise", "nothing" }
 
---- One hostile act against what ctx names ({client=, step=, budget=, reader=, victim=}) or the sequence's objects.
+--- One hostile act against what ctx names ({client=, step=, budget=, reader=, tally=, victim=}) or the sequence's
+--- objects.
 --- May raise (the act's own refusal, a busy object, a yield across C, or on purpose).
 local function act(ctx)
   stats.acts = stats.acts + 1
@@ -101,6 +102,8 @@ local function act(ctx)
   elseif what == "step_reader" then
     local r = ctx.reader or sequence.readers[math.random(#sequence.readers + 1)]
     if r then r[1](r[2]) end
+  elseif what == "feed_tally" and ctx.tally then -- a file read into the tally a method of it is reading
+    ctx.tally:read(sequence.ledger_path, true)
   elseif what == "mutate" and ctx.victim then -- a field of the table being read dropped, and its string collected
     local k = next(ctx.victim)
     if k ~= nil then ctx.victim[k] = nil end
@@ -442,6 +445,17 @@ local OPS = {
     local ok, err = pcall(function()
       start_storm({ client = c })
       l:_appended()
+    end)
+    stop_storm()
+    if not ok then error(err, 0) end
+  end,
+  tally = function() -- a tally fed and read while finalizers feed it again (refused: it is busy) and act
+    local t = require("retryfreeze.core").ledger_tally(hostile({ by = pick({ "route", "host" }) }, {}))
+    local ok, err = pcall(function()
+      start_storm({ tally = t })
+      t:read(sequence.ledger_path, true)
+      assert(math.type(t:stats().requests) == "integer")
+      assert(#t:timeline() == 0)
     end)
     stop_storm()
     if not ok then error(err, 0) end

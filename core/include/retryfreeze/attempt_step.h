@@ -11,11 +11,80 @@
 #ifndef RETRYFREEZE_ATTEMPT_STEP_H
 #define RETRYFREEZE_ATTEMPT_STEP_H
 
-#include "retryfreeze/client.h"
+#include "retryfreeze/decide.h"
+#include "retryfreeze/ledger.h"
+#include "retryfreeze/outcome.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- a logical request and what became of it: the client's and rf_step's alike ----------------------------- */
+
+typedef struct rf_request {
+    const char *method;         /* required, e.g. "POST" */
+    const char *path;           /* required, starts with '/' */
+    const char *query;          /* optional, without '?' (already encoded) */
+    const char *const *headers; /* optional "Name: value" lines */
+    size_t n_headers;
+    const char *body; /* optional; replayed unchanged on every attempt */
+    size_t body_len;
+    const char *idempotency_key; /* optional; sent as Idempotency-Key, the same value on every attempt */
+    int64_t deadline_ms; /* optional (0 = the lock's): this request's total budget, at most the route's totalBudgetMs
+                            (larger is RF_EINVAL naming the lock's limit) */
+    int64_t timeout_ms;  /* optional (0 = the lock's): its per-try timeout, at most perAttemptTimeoutMs */
+} rf_request;
+
+/* One attempt, as returned to the caller and written to the ledger. */
+typedef struct rf_try {
+    char class_name[RF_CLASS_NAME_MAX];
+    int status;
+    rf_transport transport;
+    int64_t elapsed_ms;          /* this attempt's time on the wire */
+    int64_t delay_ms;            /* slept before this attempt */
+    int64_t timeout_ms;          /* the per-try timeout it ran with */
+    rf_reason reason;            /* the verdict after it */
+    char retry_after[256];       /* the raw value of its wait header (the one the verdict used, else the first
+                                    present of the route's retryAfter.headers), "" when none */
+    char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
+    rf_budget_source budget;     /* the retry budget the verdict after it used (none, local, shared, local-fallback) */
+    char error[128];             /* curl's message for a transport failure, "" otherwise */
+} rf_try;
+
+/* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
+ * request with class TOO_MANY_REDIRECTS. */
+#define RF_MAX_TRIES 32
+typedef struct rf_response {
+    int status; /* of the last attempt, 0 when none was received */
+    bool ok;    /* outcome == success */
+    rf_outcome outcome;
+    rf_reason reason;
+    int attempts;       /* HTTP requests sent: attempts plus followed redirects (the upstream's count) */
+    int64_t elapsed_ms; /* whole request, first attempt start to the end, sleeps included */
+    char *body;         /* last attempt's body, NUL-terminated; owned: freed by rf_response_clear */
+    size_t body_len;
+    char *headers; /* last attempt's response header block ("Name: value\r\n" lines); owned */
+    size_t headers_len;
+    size_t n_tries;
+    rf_try *tries;     /* n_tries tries, one per HTTP request (attempts and followed redirects), at most RF_MAX_TRIES;
+                          owned: freed by rf_response_clear (allocated as they come, so a response costs what it
+                          used) */
+    const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
+    rf_budget_source budget; /* the retry budget the request used; local-fallback if any decision fell back */
+    char ledger_error[256];  /* "" or why the ledger append failed (the request itself is unaffected) */
+} rf_response;
+
+/* Frees what a response owns and zeroes it; safe on a zeroed response and twice. */
+RF_API void rf_response_clear(rf_response *r);
+
+/*
+ * Called after every attempt with its try and the verdict. Return 0 to go on, 1 to stop now (narrowing: a
+ * retry verdict becomes a stop with reason stopped-by-caller; a stop is never turned into a retry), -1 to
+ * stop and report an error in the hook (the request is cleaned up; rf_client_request returns RF_EINVAL).
+ */
+typedef int (*rf_attempt_hook)(void *ud, const rf_try *t, const rf_verdict *v);
+
+/* ---- the steps ------------------------------------------------------------------------------------------ */
 
 /*
  * The verdict after one attempt: rf_decide on facts (fail closed: a decide error is a stop with

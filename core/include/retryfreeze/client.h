@@ -7,69 +7,12 @@
 #ifndef RETRYFREEZE_CLIENT_H
 #define RETRYFREEZE_CLIENT_H
 
-#include "retryfreeze/decide.h"
-#include "retryfreeze/ledger.h"
+#include "retryfreeze/attempt_step.h"
+#include "retryfreeze/client_network.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* What became of a logical request. X(C name, string). */
-#define RF_OUTCOMES(X)                                                                                    \
-    X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                    \
-    X(RF_OUTCOME_TERMINAL, "terminal")   /* non-retryable class, the caller's hook, or server-pushback */ \
-    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts, class-limit */                                  \
-    X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */               \
-    X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                        \
-    X(RF_OUTCOME_REFUSED, "refused")     /* no-route, unpinned-source, mutating-without-idempotency */
-
-typedef enum rf_outcome { RF_OUTCOMES(RF_X_ENUM2) RF_OUTCOME_COUNT } rf_outcome;
-
-/* "success", "terminal", …; "?" when out of range. */
-RF_API const char *rf_outcome_name(rf_outcome o);
-/* The outcome a stopping verdict's reason leads to (the mapping documented in RF_OUTCOMES). */
-RF_API rf_outcome rf_outcome_of(rf_reason reason);
-/*
- * The outcome of a request that stopped with `reason` after a last failure whose class is (or is not)
- * retryable on its route (rf_verdict.class_retryable). As rf_outcome_of, except that a request whose last
- * failure's class is not retryable ends RF_OUTCOME_TERMINAL whatever the attempt count: a 404 on the last
- * allowed attempt (reason max-attempts, which the engine checks first) is terminal, not exhausted. Success
- * and the refusals (no-route, unpinned-source, mutating-without-idempotency) are unchanged.
- * docs/reasons.md "Outcomes" is the one place the definitions are written down.
- */
-RF_API rf_outcome rf_outcome_of_stop(rf_reason reason, bool class_retryable);
-
-/* HTTP versions the client can ask for (option http_version). */
-typedef enum rf_http_version {
-    RF_HTTP_1_1 = 0, /* HTTP/1.1 (the default) */
-    RF_HTTP_2 = 2    /* HTTP/2: over TLS by ALPN (falls back to 1.1 when the server does not offer h2), over
-                        http:// with prior knowledge (h2c, RFC 9113 §3.3); rf_client_all multiplexes requests
-                        on one connection. RF_EINVAL when libcurl was built without HTTP/2 */
-} rf_http_version;
-
-/*
- * The client's network settings. Strings are copied by rf_client_new; NULL means the default named.
- * TLS follows libcurl (CURLOPT_CAINFO, CURLOPT_CAPATH, CURLOPT_SSLCERT, CURLOPT_SSLKEY, CURLOPT_KEYPASSWD) and
- * the curl tool's environment: without tls_ca_file, $CURL_CA_BUNDLE, then $SSL_CERT_FILE; without
- * tls_ca_path, $SSL_CERT_DIR. The proxy: without `proxy`, libcurl's environment variables http_proxy,
- * HTTPS_PROXY/https_proxy, ALL_PROXY/all_proxy and NO_PROXY/no_proxy (libcurl-env(3)). rf_client_new refuses
- * (RF_EINVAL, err->path the option or the environment variable) a CA file, CA directory, certificate or key
- * that cannot be read.
- */
-typedef struct rf_client_network {
-    const char *tls_ca_file;      /* PEM file of trusted CAs */
-    const char *tls_ca_path;      /* directory of CA certificates (c_rehash layout) */
-    const char *tls_cert;         /* client certificate, PEM */
-    const char *tls_key;          /* its private key, PEM; NULL: the key is in tls_cert */
-    const char *tls_key_password; /* the key's password */
-    bool tls_no_verify;           /* true turns certificate and host verification off: a warning goes to stderr
-                                     once, when the client is created */
-    const char *proxy;            /* "http://host:port" (any scheme libcurl's CURLOPT_PROXY takes); "" = no proxy,
-                                     whatever the environment says */
-    int64_t connect_timeout_ms;   /* 1..600000; 0 = the per-try timeout. Never longer than the per-try timeout */
-    const char *user_agent;       /* NULL: "retryfreeze/<version> libcurl/<version>" */
-    rf_http_version http_version;
-} rf_client_network;
 
 typedef struct rf_client_options {
     const rf_policy *policy;    /* required; borrowed: must outlive the client */
@@ -91,6 +34,9 @@ typedef struct rf_client_options {
 
 typedef struct rf_client rf_client;
 
+/* Largest max_redirects. */
+#define RF_MAX_REDIRECTS 30
+
 /*
  * Creates a client with one reused curl easy handle (keep-alive; TLS verification on). RF_EINVAL (err->path the
  * option) names a missing or malformed option: no policy, a base_url that is not http(s)://, max_redirects out of
@@ -102,72 +48,6 @@ RF_API rf_status rf_client_new(const rf_client_options *opts, rf_client **out, r
 /* Frees the client, its curl handles, its own retry budget and any started request not yet freed (abandoned, no
  * ledger line). Borrowed objects (policy, ledger, budget) stay the caller's. NULL is a no-op. */
 RF_API void rf_client_free(rf_client *c);
-
-typedef struct rf_request {
-    const char *method;         /* required, e.g. "POST" */
-    const char *path;           /* required, starts with '/' */
-    const char *query;          /* optional, without '?' (already encoded) */
-    const char *const *headers; /* optional "Name: value" lines */
-    size_t n_headers;
-    const char *body; /* optional; replayed unchanged on every attempt */
-    size_t body_len;
-    const char *idempotency_key; /* optional; sent as Idempotency-Key, the same value on every attempt */
-    int64_t deadline_ms; /* optional (0 = the lock's): this request's total budget, at most the route's totalBudgetMs
-                            (larger is RF_EINVAL naming the lock's limit) */
-    int64_t timeout_ms;  /* optional (0 = the lock's): its per-try timeout, at most perAttemptTimeoutMs */
-} rf_request;
-
-/* One attempt, as returned to the caller and written to the ledger. */
-typedef struct rf_try {
-    char class_name[RF_CLASS_NAME_MAX];
-    int status;
-    rf_transport transport;
-    int64_t elapsed_ms;          /* this attempt's time on the wire */
-    int64_t delay_ms;            /* slept before this attempt */
-    int64_t timeout_ms;          /* the per-try timeout it ran with */
-    rf_reason reason;            /* the verdict after it */
-    char retry_after[256];       /* the raw value of its wait header (the one the verdict used, else the first
-                                    present of the route's retryAfter.headers), "" when none */
-    char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
-    rf_budget_source budget;     /* the retry budget the verdict after it used (none, local, shared, local-fallback) */
-    char error[128];             /* curl's message for a transport failure, "" otherwise */
-} rf_try;
-
-/* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
- * request with class TOO_MANY_REDIRECTS. */
-#define RF_MAX_TRIES 32
-/* Largest max_redirects. */
-#define RF_MAX_REDIRECTS 30
-
-typedef struct rf_response {
-    int status; /* of the last attempt, 0 when none was received */
-    bool ok;    /* outcome == success */
-    rf_outcome outcome;
-    rf_reason reason;
-    int attempts;       /* HTTP requests sent: attempts plus followed redirects (the upstream's count) */
-    int64_t elapsed_ms; /* whole request, first attempt start to the end, sleeps included */
-    char *body;         /* last attempt's body, NUL-terminated; owned: freed by rf_response_clear */
-    size_t body_len;
-    char *headers; /* last attempt's response header block ("Name: value\r\n" lines); owned */
-    size_t headers_len;
-    size_t n_tries;
-    rf_try *tries;     /* n_tries tries, one per HTTP request (attempts and followed redirects), at most RF_MAX_TRIES;
-                          owned: freed by rf_response_clear (allocated as they come, so a response costs what it
-                          used) */
-    const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
-    rf_budget_source budget; /* the retry budget the request used; local-fallback if any decision fell back */
-    char ledger_error[256];  /* "" or why the ledger append failed (the request itself is unaffected) */
-} rf_response;
-
-/* Frees what a response owns and zeroes it; safe on a zeroed response and twice. */
-RF_API void rf_response_clear(rf_response *r);
-
-/*
- * Called after every attempt with its try and the verdict. Return 0 to go on, 1 to stop now (narrowing: a
- * retry verdict becomes a stop with reason stopped-by-caller; a stop is never turned into a retry), -1 to
- * stop and report an error in the hook (the request is cleaned up; rf_client_request returns RF_EINVAL).
- */
-typedef int (*rf_attempt_hook)(void *ud, const rf_try *t, const rf_verdict *v);
 
 /*
  * Runs one logical request to completion: attempts, sleeps, the ledger record. An HTTP or transport failure
@@ -234,18 +114,6 @@ RF_API void rf_pending_free(rf_pending *p);
 
 /* The client's retry budget tokens × 1000, or -1 when it has none. */
 RF_API int64_t rf_client_retry_tokens_milli(const rf_client *c);
-
-/* What the client runs on (curl_version_info(3)): strings owned by libcurl, valid for the process. */
-typedef struct rf_client_runtime {
-    const char *libcurl; /* "7.88.1" */
-    const char *ssl;     /* "OpenSSL/3.0.11", NULL without TLS support */
-    bool http2;          /* RF_HTTP_2 is available */
-} rf_client_runtime;
-/* The libcurl in use, by value; its strings stay valid for the process. Thread-safe. */
-RF_API rf_client_runtime rf_client_runtime_info(void);
-
-/* Maps a CURLcode and the OS errno of a failed transfer to a transport outcome (exposed for tests). */
-RF_API rf_transport rf_transport_from_curl(int curl_code, long os_errno);
 
 #ifdef __cplusplus
 }

@@ -35,8 +35,11 @@ RF_API uint64_t rf_rng_next(rf_rng *rng);
 RF_API int64_t rf_rng_between(rf_rng *rng, int64_t lo, int64_t hi);
 
 /*
- * Transport facts of the attempt that just finished. Strings are (pointer, length), not NUL-terminated;
- * a NULL pointer or 0 length means absent. The engine never sees a body.
+ * Transport facts of the attempt that just finished. Strings are (pointer, length), not NUL-terminated; a NULL
+ * pointer means absent. An empty string (non-NULL, length 0) fails closed: method and path are refused
+ * (RF_EINVAL); a source is unpinned; an empty wait header (retry_after, hints) is present and asks for no wait,
+ * except grpc-retry-pushback-ms, which stops (rf_wait_header_parse); an empty date is no reference, as an
+ * unparsable one. The engine never sees a body.
  */
 typedef struct rf_facts {
     const char *method; /* "POST"; required, uppercase (a lowercase letter: RF_EINVAL, RFC 9110 §9.1) */
@@ -52,13 +55,15 @@ typedef struct rf_facts {
     int attempts;             /* attempts made so far, including this one: >= 1 */
     int64_t elapsed_ms;       /* since the first attempt started (CLOCK_MONOTONIC), >= 0 */
     bool has_idempotency_key; /* the request carries an Idempotency-Key */
-    const char *source;       /* where the policy came from; optional, but when given must be "pinned-map" */
+    const char *source;       /* where the policy came from: NULL (absent) or exactly "pinned-map"; any other
+                                 source, an empty one (length 0) included, gives unpinned-source */
     size_t source_len;
     int64_t now_ms; /* wall clock, Unix ms, for an HTTP-date Retry-After without a Date header; 0 = unknown */
     bool not_sent;  /* the transport knows no byte of the request was sent (libcurl's request size 0): makes a
                        TLS_FAILURE a failure that never left (CONNECT_REFUSED, PROXY_REFUSED and DNS_FAILURE always are)
                      */
-    /* Raw values of the wait headers (RF_WAIT_HEADERS), indexed by rf_wait_header; NULL or 0 length = absent.
+    /* Raw values of the wait headers (RF_WAIT_HEADERS), indexed by rf_wait_header; NULL = absent, a non-NULL value of
+     * length 0 = a header the server sent empty.
      * Only the headers the route lists in retryAfter.headers may be given (else RF_EINVAL, err->path "hints", or
      * "retry_after" for a retry_after the route does not read; the message names the header).
      * hints[RF_WAIT_RETRY_AFTER] is the same field as retry_after: give it in one place only. */

@@ -65,8 +65,9 @@ RF_API rf_retry_after_status rf_retry_after_parse(const char *value, size_t len,
 
 /*
  * Parses the value of one wait header (RF_WAIT_HEADERS in vocabulary.h), each by its own rule. Common to all:
- * value/len is the raw field value (NULL or len 0: RF_RA_ABSENT); surrounding spaces and tabs are trimmed and
- * only-whitespace is RF_RA_ABSENT; *delay_ms is set only on RF_RA_OK (>= 0, uncapped), untouched otherwise;
+ * value/len is the raw field value (NULL: the field is absent, RF_RA_ABSENT); surrounding spaces and tabs are
+ * trimmed, and an empty or only-whitespace value asks for no wait, RF_RA_ABSENT (except a pushback: see below);
+ * *delay_ms is set only on RF_RA_OK (>= 0, uncapped), untouched otherwise;
  * "integer" means 1*DIGIT (no sign, fraction, inner space or exponent). Per header:
  *   RF_WAIT_RETRY_AFTER     exactly rf_retry_after_parse (RFC 9110 §10.2.3).
  *   RF_WAIT_RETRY_AFTER_MS, RF_WAIT_X_MS_RETRY_AFTER_MS
@@ -90,7 +91,8 @@ RF_API rf_retry_after_status rf_retry_after_parse(const char *value, size_t len,
  *   RF_WAIT_GRPC_RETRY_PUSHBACK_MS
  *                           gRPC A6 pushback: a non-negative integer up to INT32_MAX (A6 carries it as an
  *                           int32) is the delay in ms; a negative value or anything unparsable (a fraction,
- *                           a sign "+", an overflow, letters) is RF_RA_STOP: the server asks not to retry.
+ *                           a sign "+", an overflow, letters, an empty value) is RF_RA_STOP: the server asks
+ *                           not to retry. Only an absent field (value NULL) is RF_RA_ABSENT.
  * now_ms, date, date_len: as for rf_retry_after_parse (read by retry-after and x-ratelimit-reset only).
  * An out-of-range h gives RF_RA_INVALID.
  */

@@ -6,8 +6,14 @@
  * and a retry is throttled while tokens <= maxTokens / 2 — exactly the local budget's rule (rf_decide).
  *
  * When Redis is down or slow, a decision waits at most timeout_ms and then uses the process's own bucket
- * (verdict and ledger say "local-fallback"): an outage never means unlimited retries. After a failure the
- * next connection attempt waits a backoff (100 ms doubling to 5 s), during which decisions fall back at once.
+ * (verdict and ledger say "local-fallback"): an outage never means unlimited retries. The timeout is one
+ * deadline for the whole decision, on CLOCK_MONOTONIC: the wait for another thread's round trip, connect(2),
+ * every write and the whole reply (hiredis' non-blocking API with poll(2) on the time left), so a Redis that
+ * drips its reply a byte at a time or stops mid-reply holds a decision no longer than one that is down. A
+ * reply cut off by the deadline drops the connection. After a failure the next connection attempt waits a
+ * backoff (100 ms doubling to 5 s), during which decisions fall back at once. A host name is looked up with
+ * glibc's getaddrinfo_a(3) under the same deadline (a lookup still running then is waited for by the next
+ * connection attempt, never started twice); each address is tried in turn, as hiredis does.
  *
  * Part of libretryfreeze_client (links hiredis). Thread-safe: one budget may serve many threads and clients.
  */
@@ -27,14 +33,15 @@ extern "C" {
 
 typedef struct rf_redis_budget_options {
     const char *url;     /* required: "redis://[:password@]host[:port][/db]"; port 6379 and db 0 by default */
-    int64_t timeout_ms;  /* the longest one decision waits for Redis (connect + script), 1..10000; 0 = 20 */
+    int64_t timeout_ms;  /* one decision's deadline for Redis (lock wait, connect, script, reply), 1..10000; 0 = 20 */
     int64_t idle_ttl_ms; /* the bucket's key expires after this long without a decision, up to 30 days; 0 = 1 hour */
 } rf_redis_budget_options;
 
 /*
  * Creates policy p's retry budget with its bucket in Redis under the key "retryfreeze:budget:<name>", where
  * name is the lock's retryBudget.shared.name. Nothing is sent yet: the first decision connects. A bucket
- * Redis has not seen (or that expired) starts full. Free with rf_retry_budget_free.
+ * Redis has not seen (or that expired) starts full. Free with rf_retry_budget_free, which waits for a name
+ * lookup still running (a resolver that does not answer: up to its own timeouts).
  * RF_EINVAL (err names the option): the lock has no retryBudget or no retryBudget.shared, a malformed URL,
  * timeout_ms or idle_ttl_ms out of range. RF_ENOMEM.
  */
@@ -44,9 +51,13 @@ RF_API rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_bu
 /*
  * Reads bucket `name` without changing it: *tokens_milli (-1 when Redis holds no such key: a new bucket,
  * or one expired while idle) and *ttl_ms (its remaining idle expiry, -1 when absent). For
- * `retryfreeze budget show`. timeout_ms: 1..RF_REDIS_BUDGET_TIMEOUT_MAX_MS. One connection, closed before
- * returning. RF_EINVAL for NULL out pointers, a bad URL, a name that is not 1..64 characters of A-Z a-z 0-9 . _ -,
- * or timeout_ms out of range; RF_EIO when Redis cannot be reached within timeout_ms (err->message says why).
+ * `retryfreeze budget show`. timeout_ms: 1..RF_REDIS_BUDGET_TIMEOUT_MAX_MS, one deadline for connect and both
+ * commands with their whole replies, the name lookup included. One connection, closed before returning (a name
+ * lookup the resolver cannot cancel at the deadline keeps its few hundred bytes until it ends). RF_EINVAL for
+ * NULL out pointers, a
+ * bad URL, a name that is not 1..64 characters of A-Z a-z 0-9 . _ -, or timeout_ms out of range; RF_EIO when
+ * Redis cannot be reached, answers an error or garbage, or has not answered whole within timeout_ms
+ * (err->message says which: "redis GET: no whole reply within 200 ms").
  */
 RF_API rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t timeout_ms,
                                             int64_t *tokens_milli, int64_t *ttl_ms, rf_error *err);

@@ -1,23 +1,33 @@
 /*
- * The transport-free attempt loop (retryfreeze/attempt_step.h): the one place where a request's attempts meet
- * the engine. client_flow.c (libcurl) and the Lua binding's rf.flow (the host's I/O) call these.
+ * The transport-free attempt loop (retryfreeze/attempt_step.h, attempt_step_internal.h): the one place where a
+ * request's attempts meet the engine. The libcurl flow (client_flow.c) calls down into it after each HTTP request,
+ * and the public rf_step is this same core for a host's own transport; nothing here calls back up. The ledger lines
+ * of finished requests are written here too, by one writer.
  */
-#include "retryfreeze/attempt_step.h"
-#include "client_internal.h"
+#include "attempt_step_internal.h"
+#include "../util/report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-bool rf_step_verdict(const rf_policy *p, const rf_facts *facts, rf_rng *rng, rf_retry_budget *budget, rf_try *t,
-                     rf_verdict *v) {
-    return rfi_step_verdict_on_route(p,
-                                     rf_policy_match(p, facts->method, facts->method_len, facts->path, facts->path_len),
-                                     facts, rng, budget, t, v);
+/* Records built per rf_ledger_append_batch call: bounds a batch's arrays (a record with its tries is ~2 kB). */
+#define BATCH_RECORDS 64
+
+void rf_response_clear(rf_response *r) {
+    if (r == NULL) return;
+    free(r->tries);
+    free(r->body);
+    free(r->headers);
+    memset(r, 0, sizeof *r);
 }
 
-bool rfi_step_verdict_on_route(const rf_policy *p, long route, const rf_facts *facts, rf_rng *rng,
-                               rf_retry_budget *budget, rf_try *t, rf_verdict *v) {
+/* ---- deciding --------------------------------------------------------------------------------------------- */
+
+/* rf_decide on route, failing closed; fills the try from the verdict. Returns whether the failure class is
+ * retryable on its route (or the attempt succeeded). */
+static bool verdict_on_route(const rf_policy *p, long route, const rf_facts *facts, rf_rng *rng,
+                             rf_retry_budget *budget, rf_try *t, rf_verdict *v) {
     rf_error err;
     if (rf_decide_on_route(p, route, facts, rng, budget, v, &err) != RF_OK) {
         /* Facts built by a transport are always valid; fail closed if that ever changes. */
@@ -38,6 +48,12 @@ bool rfi_step_verdict_on_route(const rf_policy *p, long route, const rf_facts *f
     return v->class_retryable || v->reason == RF_REASON_SUCCESS;
 }
 
+bool rf_step_verdict(const rf_policy *p, const rf_facts *facts, rf_rng *rng, rf_retry_budget *budget, rf_try *t,
+                     rf_verdict *v) {
+    return verdict_on_route(p, rf_policy_match(p, facts->method, facts->method_len, facts->path, facts->path_len),
+                            facts, rng, budget, t, v);
+}
+
 int rf_step_narrow(rf_attempt_hook hook, void *hook_ud, rf_try *t, rf_verdict *v) {
     if (hook == NULL) return 0;
     int h = hook(hook_ud, t, v);
@@ -49,15 +65,156 @@ int rf_step_narrow(rf_attempt_hook hook, void *hook_ud, rf_try *t, rf_verdict *v
     return h;
 }
 
-void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason, bool last_class_retryable,
-                    int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger, rf_response *r) {
-    rfi_step_finish_on_route(p, rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), req,
-                             reason, last_class_retryable, elapsed_ms, wall_ms, ledger, r);
+/* ---- the core both loops run ------------------------------------------------------------------------------ */
+
+void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp, long route,
+                       size_t tries_cap) {
+    *a = (rfi_attempts){.policy = p,
+                        .req = req,
+                        .resp = resp,
+                        .route = route,
+                        .tries_cap = tries_cap,
+                        .last_class_retryable = true}; /* no failure yet: nothing to blame on a class */
+    rf_route_view rv;
+    if (route >= 0 && rf_policy_route(p, (size_t)route, &rv) == RF_OK) {
+        for (size_t i = 0; i < rv.n_retry_after_headers; i++) {
+            rf_wait_header h;
+            if (rf_wait_header_parse_name(rv.retry_after_headers[i], strlen(rv.retry_after_headers[i]), &h) == 0)
+                a->reads[h] = true;
+        }
+    }
 }
 
-void rfi_step_finish_on_route(const rf_policy *p, long route, const rf_request *req, rf_reason reason,
-                              bool last_class_retryable, int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger,
-                              rf_response *r) {
+bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop) {
+    const rf_request *req = a->req;
+    rf_attempt_budget b = {.reason = RF_REASON_NO_ROUTE}; /* fail closed should rf_budget ever refuse */
+    rf_error err;
+    if (rf_budget(a->policy, req->method, strlen(req->method), req->path, strlen(req->path), a->attempts, elapsed_ms,
+                  &b, &err) != RF_OK ||
+        !b.allowed) {
+        *stop = b.reason;
+        return false;
+    }
+    *timeout_ms = b.timeout_ms;
+    return true;
+}
+
+/* The try of the request that just ended, recorded in the response (room was made before: rfi_step_after). */
+static rf_try *record_try(rfi_attempts *a, const rfi_attempt_end *e, int status) {
+    rf_response *r = a->resp;
+    if (!e->hop) a->attempts++;
+    a->requests++;
+    rf_try *t = &r->tries[r->n_tries < a->tries_cap ? r->n_tries : a->tries_cap - 1];
+    memset(t, 0, sizeof *t);
+    t->status = status;
+    t->transport = e->transport;
+    t->elapsed_ms = e->elapsed_ms;
+    t->delay_ms = a->delay_ms;
+    t->timeout_ms = a->timeout_ms;
+    if (e->error) snprintf(t->error, sizeof t->error, "%.127s", e->error);
+    if (r->n_tries < a->tries_cap) r->n_tries++;
+    r->status = status;
+    r->attempts = a->requests;
+    return t;
+}
+
+/* The facts of the request that just ended; only the wait headers the route reads. */
+static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status, rf_facts *f) {
+    const rf_request *req = a->req;
+    *f = (rf_facts){.method = req->method,
+                    .method_len = strlen(req->method),
+                    .path = req->path,
+                    .path_len = strlen(req->path),
+                    .status = status,
+                    .transport = e->transport,
+                    .date = e->date,
+                    .date_len = e->date ? strlen(e->date) : 0,
+                    .attempts = a->attempts,
+                    .elapsed_ms = e->request_elapsed_ms,
+                    .not_sent = e->not_sent,
+                    .has_idempotency_key = req->idempotency_key != NULL,
+                    .now_ms = e->wall_ms};
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        if (a->reads[h] && e->hints[h] != NULL) {
+            f->hints[h] = e->hints[h];
+            f->hint_lens[h] = strlen(e->hints[h]);
+        }
+    }
+}
+
+/* The verdict on a 3xx the client may follow (rf_redirect_verdict, failing closed), filling the try; false (nothing
+ * filled) when it is a retry whose next request could not be made: rf_decide then decides. A followed redirect is
+ * no failure: its stops keep their own outcome (deadline, …), so the last class stays retryable. */
+static bool redirect_verdict(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *ask, const rf_facts *facts,
+                             rf_try *t, rf_verdict *v) {
+    /* Hops stop at max_redirects, and where the tries array ends (RF_MAX_TRIES requests in all). */
+    int room = ask->hops + (RF_MAX_TRIES - a->requests);
+    int max = ask->max_redirects < room ? ask->max_redirects : room;
+    rf_facts hop_facts = *facts;
+    if (e->hints[RF_WAIT_RETRY_AFTER] != NULL) { /* a 3xx's Retry-After counts whatever the route reads */
+        hop_facts.hints[RF_WAIT_RETRY_AFTER] = e->hints[RF_WAIT_RETRY_AFTER];
+        hop_facts.hint_lens[RF_WAIT_RETRY_AFTER] = strlen(e->hints[RF_WAIT_RETRY_AFTER]);
+    }
+    rf_error err;
+    if (rf_redirect_verdict(a->policy, &hop_facts, ask->hops, max, v, &err) != RF_OK) {
+        *v = (rf_verdict){.retry = false, .reason = RF_REASON_STATUS_NOT_RETRYABLE, .retry_after_header = -1};
+        rf_classify(facts->status, facts->transport, v->class_name); /* fail closed */
+    } else if (v->retry && !ask->next_ready) {
+        return false; /* not followable: the 3xx is the answer */
+    } else if (strcmp(v->class_name, "TOO_MANY_REDIRECTS") == 0) {
+        t->transport = RF_TRANSPORT_TOO_MANY_REDIRECTS;
+        snprintf(t->error, sizeof t->error, "more than %d redirects (max_redirects)", max);
+    }
+    memcpy(t->class_name, v->class_name, sizeof t->class_name);
+    t->reason = v->reason;
+    a->last_class_retryable = true;
+    if (v->retry_after_header >= 0 && v->retry_after_header < RF_WAIT_HEADER_COUNT) {
+        snprintf(t->retry_after, sizeof t->retry_after, "%s",
+                 e->hints[v->retry_after_header] ? e->hints[v->retry_after_header] : "");
+        snprintf(t->retry_after_header, sizeof t->retry_after_header, "%s",
+                 rf_wait_header_name((rf_wait_header)v->retry_after_header));
+    }
+    ask->followed = true;
+    return true;
+}
+
+/* Makes room in the response for the try of one more request; false at RF_MAX_TRIES or when memory runs out. Called
+ * after the hook, so no try pointer is held across the realloc. */
+static bool room_for_another_try(rfi_attempts *a) {
+    rf_response *r = a->resp;
+    if (a->requests >= RF_MAX_TRIES) return false;
+    if (r->n_tries < a->tries_cap) return true;
+    size_t cap = a->tries_cap * 2 < RF_MAX_TRIES ? a->tries_cap * 2 : RF_MAX_TRIES;
+    rf_try *more = realloc(r->tries, cap * sizeof *more);
+    if (more == NULL) return false;
+    r->tries = more;
+    a->tries_cap = cap;
+    return true;
+}
+
+bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
+                    rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v) {
+    int status = e->status >= 100 && e->status <= 599 ? e->status : 0;
+    rf_try *t = record_try(a, e, status);
+    rf_facts facts;
+    facts_of(a, e, status, &facts);
+    if (redirect != NULL) redirect->followed = false;
+    if (redirect == NULL || !redirect_verdict(a, e, redirect, &facts, t, v))
+        a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng, budget, t, v);
+    *hook_rc = rf_step_narrow(hook, hook_ud, t, v);
+    if (v->retry && !room_for_another_try(a)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */
+        v->retry = false;
+        v->reason = RF_REASON_MAX_ATTEMPTS;
+        t->reason = v->reason;
+    }
+    return v->retry;
+}
+
+/* ---- the end of a request ------------------------------------------------------------------------------------ */
+
+/* The response's end: reason, outcome, ok, elapsed_ms, route and budget. */
+static void finish(const rf_policy *p, long route, rf_reason reason, bool last_class_retryable, int64_t elapsed_ms,
+                   rf_response *r) {
     r->reason = reason;
     r->outcome = rf_outcome_of_stop(reason, last_class_retryable);
     r->ok = r->outcome == RF_OUTCOME_SUCCESS;
@@ -67,16 +224,26 @@ void rfi_step_finish_on_route(const rf_policy *p, long route, const rf_request *
     r->budget = RF_BUDGET_NONE; /* the worst of its verdicts': none < local < shared < local-fallback */
     for (size_t i = 0; i < r->n_tries; i++)
         if (r->tries[i].budget > r->budget) r->budget = r->tries[i].budget;
-    if (ledger == NULL) return;
-    rf_ledger_record rec;
-    rfi_step_record(p, req, r, wall_ms, &rec);
-    rf_error err;
-    if (rf_ledger_append(ledger, &rec, &err) != RF_OK) rfi_step_ledger_error(r, &err);
 }
 
-void rfi_step_record(const rf_policy *p, const rf_request *req, const rf_response *r, int64_t wall_ms,
-                     rf_ledger_record *rec) {
-    *rec = (rf_ledger_record){.ts_ms = wall_ms};
+void rfi_step_end(const rfi_attempts *a, rf_reason reason, int64_t elapsed_ms) {
+    finish(a->policy, a->route, reason, a->last_class_retryable, elapsed_ms, a->resp);
+}
+
+void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason, bool last_class_retryable,
+                    int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger, rf_response *r) {
+    finish(p, rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), reason,
+           last_class_retryable, elapsed_ms, r);
+    if (ledger != NULL) rfi_step_write(ledger, p, &(rfi_finished){.req = req, .resp = r, .wall_ms = wall_ms}, 1, NULL);
+}
+
+/* ---- the ledger line ------------------------------------------------------------------------------------------ */
+
+/* The ledger record of a finished request; its strings are those of p, the request and the response. */
+static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_record *rec) {
+    const rf_request *req = f->req;
+    const rf_response *r = f->resp;
+    *rec = (rf_ledger_record){.ts_ms = f->wall_ms};
     rec->route = r->route ? r->route : "";
     rec->method = req->method;
     rec->path = req->path;
@@ -98,14 +265,65 @@ void rfi_step_record(const rf_policy *p, const rf_request *req, const rf_respons
                                         .elapsed_ms = t->elapsed_ms,
                                         .delay_ms = t->delay_ms,
                                         .reason = rf_reason_name(t->reason),
-                                        .retry_after = t->retry_after[0] ? t->retry_after : NULL,
+                                        /* a header the verdict names is recorded even when it was empty */
+                                        .retry_after = t->retry_after_header[0] ? t->retry_after : NULL,
                                         .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL};
     }
 }
 
-void rfi_step_ledger_error(rf_response *r, const rf_error *err) {
+/* Puts a failed append's error into the response (the request itself is unaffected). */
+static void ledger_error(rf_response *r, const rf_error *err) {
     snprintf(r->ledger_error, sizeof r->ledger_error, "%.60s: %.190s", err->path, err->message);
 }
+
+void rfi_batch_free(rfi_batch *b) {
+    free(b->recs);
+    free(b->ptrs);
+    free(b->status);
+    free(b->errs);
+    *b = (rfi_batch){0};
+}
+
+/* Makes the batch's arrays hold n records; false when memory runs out. */
+static bool batch_reserve(rfi_batch *b, size_t n) {
+    if (n <= b->cap) return true;
+    rf_ledger_record *recs = realloc(b->recs, n * sizeof *recs);
+    if (recs != NULL) b->recs = recs;
+    const rf_ledger_record **ptrs = realloc(b->ptrs, n * sizeof *ptrs);
+    if (ptrs != NULL) b->ptrs = ptrs;
+    rf_status *status = realloc(b->status, n * sizeof *status);
+    if (status != NULL) b->status = status;
+    rf_error *errs = realloc(b->errs, n * sizeof *errs);
+    if (errs != NULL) b->errs = errs;
+    if (recs == NULL || ptrs == NULL || status == NULL || errs == NULL) return false;
+    b->cap = n;
+    return true;
+}
+
+void rfi_step_write(rf_ledger *l, const rf_policy *p, const rfi_finished *done, size_t n, rfi_batch *batch) {
+    for (size_t from = 0; from < n; from += BATCH_RECORDS) {
+        size_t count = n - from < BATCH_RECORDS ? n - from : BATCH_RECORDS;
+        const rfi_finished *slice = done + from;
+        if (batch == NULL || !batch_reserve(batch, count)) { /* one line at a time: no batch, or out of memory */
+            for (size_t i = 0; i < count; i++) {
+                rf_ledger_record rec;
+                record_of(p, &slice[i], &rec);
+                rf_error err;
+                if (rf_ledger_append(l, &rec, &err) != RF_OK) ledger_error(slice[i].resp, &err);
+            }
+            continue;
+        }
+        for (size_t i = 0; i < count; i++) {
+            record_of(p, &slice[i], &batch->recs[i]);
+            batch->ptrs[i] = &batch->recs[i];
+        }
+        rf_ledger_append_batch(l, batch->ptrs, count, batch->status, batch->errs);
+        for (size_t i = 0; i < count; i++)
+            if (batch->status[i] != RF_OK) ledger_error(slice[i].resp, &batch->errs[i]);
+    }
+}
+
+/* ---- rf_step: the core for a host's own transport ------------------------------------------------------------- */
 
 rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                        rf_error *err) {
@@ -126,22 +344,17 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
             return RF_EINVAL;
         }
     }
+    resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
+    if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
+    rfi_attempts a;
+    rfi_attempts_init(&a, p, req, resp,
+                      rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), RF_MAX_TRIES);
     s->policy = p;
     s->req = req;
     s->resp = resp;
     s->start_ms = now_ms;
-    s->last_class_retryable = true;
-    long i = rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path));
-    rf_route_view rv;
-    if (i >= 0 && rf_policy_route(p, (size_t)i, &rv) == RF_OK) {
-        for (size_t k = 0; k < rv.n_retry_after_headers; k++) {
-            rf_wait_header h;
-            if (rf_wait_header_parse_name(rv.retry_after_headers[k], strlen(rv.retry_after_headers[k]), &h) == 0)
-                s->reads[h] = true;
-        }
-    }
-    resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
-    if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
+    s->last_class_retryable = a.last_class_retryable;
+    memcpy(s->reads, a.reads, sizeof s->reads);
     return RF_OK;
 }
 
@@ -153,70 +366,54 @@ static int64_t elapsed_between(int64_t since_ms, int64_t now_ms) {
     return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
 }
 
-bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop) {
+/* The core's view of step s (the public struct keeps its own fields; a request's attempts are all attempts). */
+static void attempts_of(const rf_step *s, rfi_attempts *a) {
     const rf_request *req = s->req;
-    rf_attempt_budget b;
-    rf_error err;
-    if (s->done || rf_budget(s->policy, req->method, strlen(req->method), req->path, strlen(req->path), s->attempts,
-                             elapsed_between(s->start_ms, now_ms), &b, &err) != RF_OK) {
+    *a = (rfi_attempts){.policy = s->policy,
+                        .req = req,
+                        .resp = s->resp,
+                        .route =
+                            rf_policy_match(s->policy, req->method, strlen(req->method), req->path, strlen(req->path)),
+                        .attempts = s->attempts,
+                        .requests = s->attempts,
+                        .tries_cap = RF_MAX_TRIES,
+                        .delay_ms = s->delay_ms,
+                        .timeout_ms = s->timeout_ms,
+                        .last_class_retryable = s->last_class_retryable};
+    memcpy(a->reads, s->reads, sizeof a->reads);
+}
+
+bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop) {
+    if (s->done) {
         *stop = RF_REASON_NO_ROUTE;
         return false;
     }
-    if (!b.allowed) {
-        *stop = b.reason;
-        return false;
-    }
-    s->timeout_ms = b.timeout_ms;
+    rfi_attempts a;
+    attempts_of(s, &a);
+    if (!rfi_step_begin(&a, elapsed_between(s->start_ms, now_ms), &s->timeout_ms, stop)) return false;
     s->attempt_start_ms = now_ms;
-    *timeout_ms = b.timeout_ms;
+    *timeout_ms = s->timeout_ms;
     return true;
 }
 
 bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget, rf_attempt_hook hook,
                    void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop) {
-    rf_response *r = s->resp;
-    const rf_request *req = s->req;
-    int status = res->status >= 100 && res->status <= 599 ? res->status : 0;
-    s->attempts++;
-    rf_try *t = &r->tries[r->n_tries < RF_MAX_TRIES ? r->n_tries : RF_MAX_TRIES - 1];
-    memset(t, 0, sizeof *t);
-    t->status = status;
-    t->transport = res->transport;
-    t->elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms);
-    t->delay_ms = s->delay_ms;
-    t->timeout_ms = s->timeout_ms;
-    if (res->error) snprintf(t->error, sizeof t->error, "%.127s", res->error);
-    if (r->n_tries < RF_MAX_TRIES) r->n_tries++;
-    r->status = status;
-    r->attempts = s->attempts;
-    rf_facts facts = {.method = req->method,
-                      .method_len = strlen(req->method),
-                      .path = req->path,
-                      .path_len = strlen(req->path),
-                      .status = status,
-                      .transport = res->transport,
-                      .date = res->date,
-                      .date_len = res->date ? strlen(res->date) : 0,
-                      .attempts = s->attempts,
-                      .elapsed_ms = elapsed_between(s->start_ms, res->now_ms),
-                      .not_sent = res->not_sent,
-                      .has_idempotency_key = req->idempotency_key != NULL,
-                      .now_ms = res->wall_ms};
-    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
-        if (s->reads[h] && res->hints[h] != NULL) {
-            facts.hints[h] = res->hints[h];
-            facts.hint_lens[h] = strlen(res->hints[h]);
-        }
-    }
+    rfi_attempts a;
+    attempts_of(s, &a);
+    rfi_attempt_end e = {.status = res->status,
+                         .transport = res->transport,
+                         .error = res->error,
+                         .date = res->date,
+                         .not_sent = res->not_sent,
+                         .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
+                         .request_elapsed_ms = elapsed_between(s->start_ms, res->now_ms),
+                         .wall_ms = res->wall_ms};
+    memcpy(e.hints, res->hints, sizeof e.hints);
     rf_verdict v;
-    s->last_class_retryable = rf_step_verdict(s->policy, &facts, rng, budget, t, &v);
-    *hook_rc = rf_step_narrow(hook, hook_ud, t, &v);
-    if (v.retry && s->attempts >= RF_MAX_TRIES) { /* no room for another try: fail closed */
-        v.retry = false;
-        v.reason = RF_REASON_MAX_ATTEMPTS;
-        t->reason = v.reason;
-    }
-    if (!v.retry) {
+    bool retry = rfi_step_after(&a, &e, NULL, rng, budget, hook, hook_ud, hook_rc, &v);
+    s->attempts = a.attempts;
+    s->last_class_retryable = a.last_class_retryable;
+    if (!retry) {
         *stop = v.reason;
         return false;
     }

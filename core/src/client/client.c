@@ -3,7 +3,10 @@
  * (curl multi, one easy handle per request, each request under its own attempt loop).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "client_internal.h"
+#include "retryfreeze/client.h"
+#include "client_flow.h"
+#include "../util/clock_ms.h"
+#include "../util/report.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +15,43 @@
 #include <time.h>
 
 #define DEFAULT_MAX_BODY (16u * 1024u * 1024u)
+
+/* Most freed requests a client keeps for reuse (rf_client.spare). */
+#define SPARE_PENDING 64
+
+struct rf_client {
+    rfi_flow_env env; /* the policy, the RNG, the retry budget and the options every flow reads */
+    rf_ledger *ledger;
+    CURL *easy;               /* reused for sequential requests: keep-alive */
+    bool owns_budget;         /* false when the caller passed its own (options.budget) */
+    CURLM *multi;             /* for started (asynchronous) requests; created on first use */
+    struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
+    size_t n_pending;
+    /* Easy handles of finished started requests, reused by the next rf_client_start: curl_easy_init and
+     * curl_easy_cleanup per request cost more than the request itself on a fast upstream. A handle is this
+     * client's only: the options all its requests share are set once (rfi_easy_new), and every attempt sets
+     * every other option it or any request could have set (rfi_flow_begin_attempt), so nothing carries over. */
+    CURL **idle;
+    size_t n_idle, idle_cap;
+    /* Started requests reported done whose caller has not freed them yet: a doubly linked list, so that
+     * rf_client_free can tell each it has no client any more. */
+    struct rf_pending *reported;
+    /* Freed reported requests kept for the next rf_client_start (a singly linked list through next, at most
+     * SPARE_PENDING): an rf_pending is a few kB (its response head), and malloc + free per request cost more than
+     * a fast request's own work in the client. rf_client_start initializes every field. */
+    struct rf_pending *spare;
+    size_t n_spare;
+    rfi_batch batch; /* the ledger lines of one rf_client_run's reported requests, built here and written together */
+};
+
+/* A started request: its flow, its own easy handle, its place in the client's list. */
+struct rf_pending {
+    rfi_flow flow; /* first: CURLOPT_PRIVATE is the flow, and so the request */
+    rf_client *c;  /* NULL once the client is freed (a reported request may outlive it) */
+    struct rf_pending *prev, *next;
+    bool in_multi, reported;
+    bool logged; /* its ledger line is written (or it has none to write) */
+};
 
 rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error *err) {
     if (opts == NULL || out == NULL) return rfi_fail(err, "", "options and out must not be NULL");
@@ -31,36 +71,37 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
     curl_global_init(CURL_GLOBAL_DEFAULT); /* reference-counted and thread-safe in libcurl >= 7.84 */
     rf_client *c = calloc(1, sizeof *c);
     if (c == NULL) goto nomem;
-    c->policy = opts->policy;
+    rfi_flow_env *env = &c->env;
+    env->policy = opts->policy;
     c->ledger = opts->ledger;
-    c->follow_redirects = opts->follow_redirects;
-    c->max_redirects = opts->max_redirects ? opts->max_redirects : 10;
-    c->max_body_bytes = opts->max_body_bytes ? opts->max_body_bytes : DEFAULT_MAX_BODY;
-    rf_rng_seed(&c->rng, opts->rng_seed);
+    env->follow_redirects = opts->follow_redirects;
+    env->max_redirects = opts->max_redirects ? opts->max_redirects : 10;
+    env->max_body_bytes = opts->max_body_bytes ? opts->max_body_bytes : DEFAULT_MAX_BODY;
+    rf_rng_seed(&env->rng, opts->rng_seed);
     size_t ulen = strlen(u);
     while (ulen > 0 && u[ulen - 1] == '/') ulen--; /* paths start with '/' */
-    c->base_url = malloc(ulen + 1);
-    c->headers = calloc(opts->n_headers + 1, sizeof *c->headers);
-    if (c->base_url == NULL || c->headers == NULL) goto nomem;
-    memcpy(c->base_url, u, ulen);
-    c->base_url[ulen] = '\0';
+    env->base_url = malloc(ulen + 1);
+    env->headers = calloc(opts->n_headers + 1, sizeof *env->headers);
+    if (env->base_url == NULL || env->headers == NULL) goto nomem;
+    memcpy(env->base_url, u, ulen);
+    env->base_url[ulen] = '\0';
     for (size_t i = 0; i < opts->n_headers; i++) {
-        c->headers[i] = strdup(opts->headers[i]);
-        if (c->headers[i] == NULL) goto nomem;
-        c->n_headers++;
+        env->headers[i] = strdup(opts->headers[i]);
+        if (env->headers[i] == NULL) goto nomem;
+        env->n_headers++;
     }
     if (opts->budget != NULL) {
-        c->budget = opts->budget;
+        env->budget = opts->budget;
     } else if (opts->retry_budget) {
-        if ((c->budget = rf_retry_budget_new(opts->policy)) == NULL) goto nomem;
+        if ((env->budget = rf_retry_budget_new(opts->policy)) == NULL) goto nomem;
         c->owns_budget = true;
     }
-    rf_status nst = rfi_network_init(c, opts, err);
+    rf_status nst = rfi_network_init(&env->net, &opts->network, env->base_url, err);
     if (nst != RF_OK) {
         rf_client_free(c);
         return nst;
     }
-    if ((c->easy = rfi_easy_new(c)) == NULL) goto nomem; /* after the network settings it carries */
+    if ((c->easy = rfi_easy_new(env)) == NULL) goto nomem; /* after the network settings it carries */
     *out = c;
     return RF_OK;
 nomem:
@@ -87,29 +128,18 @@ void rf_client_free(rf_client *c) {
     if (c->easy) curl_easy_cleanup(c->easy);
     for (size_t i = 0; i < c->n_idle; i++) curl_easy_cleanup(c->idle[i]);
     free(c->idle);
-    free(c->batch_recs);
-    free(c->batch_ptrs);
-    free(c->batch_status);
-    free(c->batch_errs);
-    for (size_t i = 0; i < c->n_headers; i++) free(c->headers[i]);
-    free(c->headers);
-    free(c->base_url);
-    rfi_network_free(c);
-    if (c->owns_budget) rf_retry_budget_free(c->budget);
+    rfi_batch_free(&c->batch);
+    for (size_t i = 0; i < c->env.n_headers; i++) free(c->env.headers[i]);
+    free(c->env.headers);
+    free(c->env.base_url);
+    rfi_network_free(&c->env.net);
+    if (c->owns_budget) rf_retry_budget_free(c->env.budget);
     free(c);
     curl_global_cleanup();
 }
 
 int64_t rf_client_retry_tokens_milli(const rf_client *c) {
-    return c && c->budget ? rf_retry_budget_tokens_milli(c->budget) : -1;
-}
-
-void rf_response_clear(rf_response *r) {
-    if (r == NULL) return;
-    free(r->tries);
-    free(r->body);
-    free(r->headers);
-    memset(r, 0, sizeof *r);
+    return c && c->env.budget ? rf_retry_budget_tokens_milli(c->env.budget) : -1;
 }
 
 static void sleep_ms(int64_t ms) {
@@ -125,7 +155,7 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     rf_error local;
     if (err == NULL) err = &local;
     rfi_flow f;
-    rf_status st = rfi_flow_init(&f, c, c->easy, req, out, hook, hook_ud, err);
+    rf_status st = rfi_flow_init(&f, &c->env, c->easy, req, out, hook, hook_ud, err);
     if (st != RF_OK) return st;
     while (f.state != RFI_FLOW_DONE) {
         if (f.state == RFI_FLOW_WAITING) {
@@ -134,7 +164,10 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
         }
         if (rfi_flow_begin_attempt(&f)) rfi_flow_end_attempt(&f, curl_easy_perform(c->easy));
     }
-    rfi_flow_write_ledger(&f);
+    if (c->ledger != NULL) {
+        rfi_finished done = rfi_flow_finished(&f);
+        rfi_step_write(c->ledger, c->env.policy, &done, 1, NULL);
+    }
     bool hook_failed = f.hook_failed;
     rfi_flow_cleanup(&f);
     if (hook_failed) return rfi_fail(err, "on_attempt", "the attempt hook failed");
@@ -170,12 +203,12 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     } else {
         p = malloc(sizeof *p);
     }
-    CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : rfi_easy_new(c);
+    CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : rfi_easy_new(&c->env);
     if (easy == NULL) {
         free(p);
         goto nomem;
     }
-    rf_status st = rfi_flow_init(&p->flow, c, easy, req, out, hook, hook_ud, err);
+    rf_status st = rfi_flow_init(&p->flow, &c->env, easy, req, out, hook, hook_ud, err);
     if (st != RF_OK) {
         release_easy(c, easy);
         free(p);
@@ -183,6 +216,7 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     }
     p->c = c;
     p->in_multi = p->reported = false;
+    p->logged = c->ledger == NULL; /* without a ledger there is no line to write */
     p->prev = NULL;
     p->next = c->first;
     if (c->first) c->first->prev = p;
@@ -208,51 +242,19 @@ static void unlink_pending(rf_pending *p) {
     if (!p->reported) c->n_pending--;
 }
 
-/* Makes the batch arrays hold n records; false when memory runs out. */
-static bool batch_reserve(rf_client *c, size_t n) {
-    if (n <= c->batch_cap) return true;
-    rf_ledger_record *recs = realloc(c->batch_recs, n * sizeof *recs);
-    if (recs != NULL) c->batch_recs = recs;
-    const rf_ledger_record **ptrs = realloc(c->batch_ptrs, n * sizeof *ptrs);
-    if (ptrs != NULL) c->batch_ptrs = ptrs;
-    rf_status *status = realloc(c->batch_status, n * sizeof *status);
-    if (status != NULL) c->batch_status = status;
-    rf_error *errs = realloc(c->batch_errs, n * sizeof *errs);
-    if (errs != NULL) c->batch_errs = errs;
-    if (recs == NULL || ptrs == NULL || status == NULL || errs == NULL) return false;
-    c->batch_cap = n;
-    return true;
-}
-
-/* Records built per rf_ledger_append_batch call: bounds the batch arrays (a record with its tries is ~2 kB). */
-#define BATCH_RECORDS 64
-
-void rfi_client_write_ledger(rf_client *c, rf_pending **done, size_t n) {
-    if (c->ledger == NULL) return;
-    for (size_t from = 0; from < n; from += BATCH_RECORDS) {
-        size_t count = n - from < BATCH_RECORDS ? n - from : BATCH_RECORDS;
-        rf_pending **slice = done + from;
-        if (!batch_reserve(c, count)) { /* out of memory: one line at a time, as before batching */
-            for (size_t i = 0; i < count; i++) rfi_flow_write_ledger(&slice[i]->flow);
-            continue;
-        }
+/* Writes the ledger lines of the ended requests done[0..n) whose lines are still due, together (rfi_step_write,
+ * in few write(2)s with a batch): just before rf_client_run reports them, so a request's line is in the file
+ * before anyone can see its response. */
+static void write_lines(rf_client *c, rf_pending **done, size_t n, rfi_batch *batch) {
+    rfi_finished due[64]; /* a chunk of them at a time: the writer batches 64 lines per write anyway */
+    for (size_t from = 0; from < n; from += 64) {
         size_t m = 0;
-        for (size_t i = 0; i < count; i++) {
-            rfi_flow *f = &slice[i]->flow;
-            if (!f->ledger_due) continue;
-            rfi_step_record(c->policy, f->req, f->resp, f->done_wall_ms, &c->batch_recs[m]);
-            c->batch_ptrs[m] = &c->batch_recs[m];
-            m++;
+        for (size_t i = from; i < n && i < from + 64; i++) {
+            if (done[i]->logged) continue;
+            done[i]->logged = true;
+            due[m++] = rfi_flow_finished(&done[i]->flow);
         }
-        rf_ledger_append_batch(c->ledger, c->batch_ptrs, m, c->batch_status, c->batch_errs);
-        m = 0;
-        for (size_t i = 0; i < count; i++) {
-            rfi_flow *f = &slice[i]->flow;
-            if (!f->ledger_due) continue;
-            f->ledger_due = false;
-            if (c->batch_status[m] != RF_OK) rfi_step_ledger_error(f->resp, &c->batch_errs[m]);
-            m++;
-        }
+        rfi_step_write(c->ledger, c->env.policy, due, m, batch);
     }
 }
 
@@ -272,7 +274,7 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
                 p->in_multi = added = true;
             }
             int64_t wake = f->state == RFI_FLOW_WAITING     ? f->wake_ms
-                           : f->state == RFI_FLOW_IN_FLIGHT ? f->attempt_start_ms + f->timeout_ms
+                           : f->state == RFI_FLOW_IN_FLIGHT ? f->attempt_start_ms + f->at.timeout_ms
                                                             : -1;
             if (wake >= 0 && (next_wake < 0 || wake < next_wake)) next_wake = wake;
             if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
@@ -292,7 +294,7 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
         int running = 0;
         if (n_done > 0 || c->first == NULL) {
             if (added) curl_multi_perform(c->multi, &running); /* start them now: their timers run from here */
-            rfi_client_write_ledger(c, done, n_done);          /* their lines, before the caller sees them */
+            write_lines(c, done, n_done, &c->batch);           /* their lines, before the caller sees them */
             break;
         }
         curl_multi_perform(c->multi, &running);
@@ -339,22 +341,23 @@ bool rf_pending_done(const rf_pending *p) { return p && p->reported; }
 
 bool rf_pending_hook_failed(const rf_pending *p) { return p && p->flow.hook_failed; }
 
-rf_response *rf_pending_response(const rf_pending *p) { return p ? p->flow.resp : NULL; }
+rf_response *rf_pending_response(const rf_pending *p) { return p ? p->flow.at.resp : NULL; }
 
 void rf_pending_free(rf_pending *p) {
     if (p == NULL) return;
     rf_client *c = p->c; /* NULL: reported, and the client is gone */
     if (c != NULL) unlink_pending(p);
     if (p->in_multi) curl_multi_remove_handle(c->multi, p->flow.easy);
-    curl_easy_cleanup(p->flow.easy);                /* NULL once reported: the handle went back to the client then */
-    if (c != NULL) rfi_flow_write_ledger(&p->flow); /* ended but never reported: its line still goes out */
+    curl_easy_cleanup(p->flow.easy); /* NULL once reported: the handle went back to the client then */
+    if (c != NULL && p->flow.state == RFI_FLOW_DONE && !p->logged) /* ended but never reported: its line goes out */
+        write_lines(c, &p, 1, NULL);
     if (p->flow.state != RFI_FLOW_DONE) { /* abandoned: its response is left as it was given, owning nothing */
-        free(p->flow.resp->tries);
-        p->flow.resp->tries = NULL;
-        p->flow.resp->n_tries = 0;
+        free(p->flow.at.resp->tries);
+        p->flow.at.resp->tries = NULL;
+        p->flow.at.resp->n_tries = 0;
     }
     rfi_flow_cleanup(&p->flow);
-    if (c != NULL && p->reported && c->n_spare < RFI_SPARE_PENDING) { /* kept for the client's next start */
+    if (c != NULL && p->reported && c->n_spare < SPARE_PENDING) { /* kept for the client's next start */
         p->next = c->spare;
         c->spare = p;
         c->n_spare++;

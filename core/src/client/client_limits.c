@@ -7,41 +7,38 @@
  * the time left, …) and nothing is re-decided here.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "client_internal.h"
+#include "client_limits.h"
+#include "../util/report.h"
 
 #include <stdio.h>
 #include <string.h>
 
-rf_status rfi_limits_init(rfi_flow *f, rf_error *err) {
-    const rf_request *req = f->req;
-    f->elapsed_shift_ms = 0;
-    f->req_timeout_ms = 0;
-    if (req->deadline_ms < 0 || req->timeout_ms < 0) {
+/* RF_EINVAL: the request's limit field (value) is over the lock's (name, limit) for route endpoint. */
+static rf_status wider(rf_error *err, const char *field, int64_t value, const char *name, int64_t limit,
+                       const char *endpoint) {
+    return rfi_fail(err, field, "%lld is over the lock's %s %lld for route \"%.80s\": a request may only narrow it",
+                    (long long)value, name, (long long)limit, endpoint);
+}
+
+rf_status rfi_limits_init(rfi_limits *l, const rf_policy *p, long route, const rf_request *req, rf_error *err) {
+    *l = (rfi_limits){0};
+    if (req->deadline_ms < 0 || req->timeout_ms < 0)
         return rfi_fail(err, req->deadline_ms < 0 ? "deadline_ms" : "timeout_ms",
                         "must be a positive number of milliseconds");
-    }
     if (req->deadline_ms == 0 && req->timeout_ms == 0) return RF_OK;
-    long i = rf_policy_match(f->c->policy, req->method, strlen(req->method), req->path, strlen(req->path));
     rf_route_view rv;
-    if (i < 0 || rf_policy_route(f->c->policy, (size_t)i, &rv) != RF_OK) return RF_OK; /* no-route: nothing sent */
-    if (req->deadline_ms > rv.total_budget_ms) {
-        return rfi_fail(err, "deadline_ms",
-                        "%lld is over the lock's totalBudgetMs %lld for route \"%.80s\": a request may only narrow it",
-                        (long long)req->deadline_ms, (long long)rv.total_budget_ms, rv.endpoint);
-    }
-    if (req->timeout_ms > rv.per_attempt_timeout_ms) {
-        return rfi_fail(err, "timeout_ms",
-                        "%lld is over the lock's perAttemptTimeoutMs %lld for route \"%.80s\": a request may only "
-                        "narrow it",
-                        (long long)req->timeout_ms, (long long)rv.per_attempt_timeout_ms, rv.endpoint);
-    }
-    if (req->deadline_ms > 0) f->elapsed_shift_ms = rv.total_budget_ms - req->deadline_ms;
-    f->req_timeout_ms = req->timeout_ms;
+    if (route < 0 || rf_policy_route(p, (size_t)route, &rv) != RF_OK) return RF_OK; /* no-route: nothing sent */
+    if (req->deadline_ms > rv.total_budget_ms)
+        return wider(err, "deadline_ms", req->deadline_ms, "totalBudgetMs", rv.total_budget_ms, rv.endpoint);
+    if (req->timeout_ms > rv.per_attempt_timeout_ms)
+        return wider(err, "timeout_ms", req->timeout_ms, "perAttemptTimeoutMs", rv.per_attempt_timeout_ms, rv.endpoint);
+    if (req->deadline_ms > 0) l->elapsed_shift_ms = rv.total_budget_ms - req->deadline_ms;
+    l->timeout_ms = req->timeout_ms;
     return RF_OK;
 }
 
-int64_t rfi_limits_elapsed(const rfi_flow *f, int64_t elapsed_ms) { return elapsed_ms + f->elapsed_shift_ms; }
+int64_t rfi_limits_elapsed(const rfi_limits *l, int64_t elapsed_ms) { return elapsed_ms + l->elapsed_shift_ms; }
 
-int64_t rfi_limits_timeout(const rfi_flow *f, int64_t timeout_ms) {
-    return f->req_timeout_ms > 0 && f->req_timeout_ms < timeout_ms ? f->req_timeout_ms : timeout_ms;
+int64_t rfi_limits_timeout(const rfi_limits *l, int64_t timeout_ms) {
+    return l->timeout_ms > 0 && l->timeout_ms < timeout_ms ? l->timeout_ms : timeout_ms;
 }

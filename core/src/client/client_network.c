@@ -1,11 +1,12 @@
 /*
  * The client on real networks: TLS trust and client certificates, the proxy, the connect timeout, the
  * User-Agent and the HTTP version, all through libcurl's own options (libcurl's CURLOPT_* manual pages);
- * and the refinement of a failed request's transport outcome: which TLS check failed, and whether the
- * connection the server refused was the proxy's.
+ * what a failed transfer's CURLcode means as a transport outcome, and its refinement: which TLS check failed,
+ * and whether the connection the server refused was the proxy's.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "client_internal.h"
+#include "client_network_internal.h"
+#include "../util/report.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -53,8 +54,7 @@ static rf_status check_file(rf_error *err, const char *what, const char *path, b
     return RF_OK;
 }
 
-rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error *err) {
-    const rf_client_network *n = &opts->network;
+rf_status rfi_network_init(rfi_network *net, const rf_client_network *n, const char *base_url, rf_error *err) {
     if (n->connect_timeout_ms < 0 || n->connect_timeout_ms > 600000)
         return rfi_fail(err, "connect_timeout_ms", "must be 1..600000 (0 = the per-try timeout)");
     if (n->http_version != RF_HTTP_1_1 && n->http_version != RF_HTTP_2)
@@ -67,7 +67,6 @@ rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error
     if ((n->tls_key || n->tls_key_password) && n->tls_cert == NULL)
         return rfi_fail(err, "tls.key", "needs tls.cert (the client certificate it belongs to)");
     bool ok = true;
-    rfi_network *net = &c->net;
     /* The curl tool's order: an explicit option, then $CURL_CA_BUNDLE, then $SSL_CERT_FILE / $SSL_CERT_DIR. */
     const char *ca_file_from = n->tls_ca_file          ? "tls.ca_file"
                                : env("CURL_CA_BUNDLE") ? "CURL_CA_BUNDLE"
@@ -77,7 +76,7 @@ rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error
     const char *ca_path = n->tls_ca_path ? n->tls_ca_path : env("SSL_CERT_DIR");
     /* A path that cannot be read is a configuration error now, not a TLS_FAILURE on every request later. */
     /* The environment's paths only matter to an https client: an http one is not refused for them. */
-    bool https = strncasecmp(opts->base_url, "https://", 8) == 0;
+    bool https = strncasecmp(base_url, "https://", 8) == 0;
     rf_status st = n->tls_ca_file || https ? check_file(err, ca_file_from, ca_file, false) : RF_OK;
     if (st == RF_OK && (n->tls_ca_path || https))
         st = check_file(err, n->tls_ca_path ? "tls.ca_path" : "SSL_CERT_DIR", ca_path, true);
@@ -105,12 +104,11 @@ rf_status rfi_network_init(rf_client *c, const rf_client_options *opts, rf_error
         fprintf(stderr,
                 "retryfreeze: warning: TLS verification is off for the client of %s (tls.verify = false): "
                 "any certificate for any host is accepted\n",
-                c->base_url ? c->base_url : "?");
+                base_url);
     return RF_OK;
 }
 
-void rfi_network_free(rf_client *c) {
-    rfi_network *n = &c->net;
+void rfi_network_free(rfi_network *n) {
     free(n->ca_file);
     free(n->ca_path);
     free(n->cert);
@@ -125,18 +123,18 @@ void rfi_network_free(rf_client *c) {
 /* Records where libcurl connects (for telling a refusing proxy from a refusing origin), then opens the socket
  * as libcurl would have (CURLOPT_OPENSOCKETFUNCTION). */
 static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
-    rfi_flow *f = ud;
+    rfi_peer *peer = ud;
     (void)purpose;
-    f->connected_ip[0] = '\0';
-    f->connected_port = 0;
+    peer->ip[0] = '\0';
+    peer->port = 0;
     if (a->family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)&a->addr;
-        inet_ntop(AF_INET, &in->sin_addr, f->connected_ip, sizeof f->connected_ip);
-        f->connected_port = ntohs(in->sin_port);
+        inet_ntop(AF_INET, &in->sin_addr, peer->ip, sizeof peer->ip);
+        peer->port = ntohs(in->sin_port);
     } else if (a->family == AF_INET6) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)&a->addr;
-        inet_ntop(AF_INET6, &in6->sin6_addr, f->connected_ip, sizeof f->connected_ip);
-        f->connected_port = ntohs(in6->sin6_port);
+        inet_ntop(AF_INET6, &in6->sin6_addr, peer->ip, sizeof peer->ip);
+        peer->port = ntohs(in6->sin6_port);
     }
 #ifdef SOCK_CLOEXEC
     return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol); /* not inherited by a host's children */
@@ -145,8 +143,7 @@ static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_
 #endif
 }
 
-void rfi_network_handle(const rf_client *c, CURL *e) {
-    const rfi_network *n = &c->net;
+void rfi_network_handle(const rfi_network *n, CURL *e) {
     curl_easy_setopt(e, CURLOPT_USERAGENT, n->user_agent);
     if (n->ca_file) curl_easy_setopt(e, CURLOPT_CAINFO, n->ca_file);
     if (n->ca_path) curl_easy_setopt(e, CURLOPT_CAPATH, n->ca_path);
@@ -159,28 +156,26 @@ void rfi_network_handle(const rf_client *c, CURL *e) {
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
 }
 
-void rfi_network_apply(rfi_flow *f, CURL *e, int64_t timeout_ms) {
-    const rfi_network *n = &f->c->net;
+void rfi_network_apply(const rfi_network *n, CURL *e, int64_t timeout_ms, const char *url, rfi_peer *peer) {
     int64_t connect =
         n->connect_timeout_ms > 0 && n->connect_timeout_ms < timeout_ms ? n->connect_timeout_ms : timeout_ms;
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect);
     if (n->http_version == RF_HTTP_2) {
-        bool tls = strncasecmp(f->url, "https://", 8) == 0;
+        bool tls = strncasecmp(url, "https://", 8) == 0;
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait for a connection to multiplex on, not a new one */
     } else {
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     }
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, f);
-    f->connected_ip[0] = '\0';
-    f->connected_port = 0;
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, peer);
+    *peer = (rfi_peer){0};
 }
 
 /* The proxy that applies to url's scheme: the option, else the environment as libcurl reads it
  * (http_proxy in lower case only, https_proxy/HTTPS_PROXY, all_proxy/ALL_PROXY). NULL: none. */
-static const char *proxy_for(const rf_client *c, const char *url) {
-    if (c->net.proxy) return c->net.proxy[0] ? c->net.proxy : NULL;
+static const char *proxy_for(const rfi_network *n, const char *url) {
+    if (n->proxy) return n->proxy[0] ? n->proxy : NULL;
     const char *p = strncasecmp(url, "https://", 8) == 0
                         ? (env("https_proxy") ? env("https_proxy") : env("HTTPS_PROXY"))
                         : env("http_proxy");
@@ -214,12 +209,13 @@ enum {
     V_IP_MISMATCH = 64
 };
 
-rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport, char *error, size_t cap) {
+rf_transport rfi_network_refine(const rfi_network *n, CURL *e, CURLcode rc, rf_transport transport, const char *url,
+                                const rfi_peer *peer, char *error, size_t cap) {
     char curl_msg[128];
     snprintf(curl_msg, sizeof curl_msg, "%s", error);
     if (transport == RF_TRANSPORT_TLS) {
         long verify = 0;
-        curl_easy_getinfo(f->easy, CURLINFO_SSL_VERIFYRESULT, &verify);
+        curl_easy_getinfo(e, CURLINFO_SSL_VERIFYRESULT, &verify);
         const char *which = NULL;
         if (verify == V_EXPIRED)
             which = "certificate expired";
@@ -249,15 +245,42 @@ rf_transport rfi_network_refine(rfi_flow *f, CURLcode rc, rf_transport transport
         return RF_TRANSPORT_TLS;
     }
     if (transport == RF_TRANSPORT_CONNECT_REFUSED) {
-        const char *url = f->hop_url ? f->hop_url : f->url;
-        const char *proxy = proxy_for(f->c, url);
-        if (proxy && f->connected_port > 0 &&
-            (f->connected_port != port_of(url, NULL) || f->connected_port == port_of(proxy, "http"))) {
+        const char *proxy = proxy_for(n, url);
+        if (proxy && peer->port > 0 && (peer->port != port_of(url, NULL) || peer->port == port_of(proxy, "http"))) {
             snprintf(error, cap, "proxy refused the connection: %s", curl_msg);
             return RF_TRANSPORT_PROXY_REFUSED;
         }
     }
     return transport;
+}
+
+/* libcurl's error codes (libcurl-errors(3)) and the socket errno behind them. */
+rf_transport rf_transport_from_curl(int curl_code, long os_errno) {
+    switch ((CURLcode)curl_code) {
+    case CURLE_OK: return RF_TRANSPORT_OK;
+    case CURLE_OPERATION_TIMEDOUT: return RF_TRANSPORT_TIMEOUT;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY: return RF_TRANSPORT_DNS;
+    case CURLE_COULDNT_CONNECT:
+        if (os_errno == ECONNRESET) return RF_TRANSPORT_CONNECT_RESET;
+        if (os_errno == ETIMEDOUT) return RF_TRANSPORT_TIMEOUT;
+        return RF_TRANSPORT_CONNECT_REFUSED;
+    case CURLE_GOT_NOTHING: return RF_TRANSPORT_GOT_NOTHING;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE:
+        if (os_errno == ECONNRESET || os_errno == EPIPE || os_errno == 0) return RF_TRANSPORT_CONNECT_RESET;
+        return RF_TRANSPORT_OTHER;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS: return RF_TRANSPORT_TLS;
+    default: return RF_TRANSPORT_OTHER;
+    }
 }
 
 rf_client_runtime rf_client_runtime_info(void) {

@@ -10,7 +10,7 @@
  * without them (RFC 9110 §15.4: a user agent removes credentials it would not send to the new target).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "client_internal.h"
+#include "client_redirect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,22 +47,20 @@ static bool header_named(const char *line, const char *name) {
     return strncasecmp(line, name, n) == 0 && line[n] == ':';
 }
 
-void rfi_redirect_reset(rfi_flow *f) {
-    free(f->hop_url);
-    f->hop_url = NULL;
-    curl_slist_free_all(f->hop_headers);
-    f->hop_headers = NULL;
-    f->hop_method = NULL;
-    f->hop_body = true;
-    f->hops = 0;
-    f->in_hop = false;
+bool rfi_redirect_followable(const char *location) {
+    return location != NULL && (strncasecmp(location, "http://", 7) == 0 || strncasecmp(location, "https://", 8) == 0);
 }
 
-bool rfi_redirect_prepare(rfi_flow *f, int status, const char *location) {
-    if (location == NULL || (strncasecmp(location, "http://", 7) != 0 && strncasecmp(location, "https://", 8) != 0))
-        return false; /* only http and https are followed (CURLOPT_REDIR_PROTOCOLS_STR as before) */
-    const char *method = f->hop_method ? f->hop_method : f->req->method;
-    bool body = f->hop_body;
+void rfi_hop_clear(rfi_hop *h) {
+    free(h->url);
+    curl_slist_free_all(h->headers);
+    *h = (rfi_hop){0};
+}
+
+bool rfi_redirect_prepare(rfi_hop *next, const rfi_hop *from, int status, const char *location, const char *req_method,
+                          const char *req_url, const struct curl_slist *req_headers) {
+    const char *method = from->method ? from->method : req_method;
+    bool body = !from->drop_body;
     if (status == 303) {
         if (strcmp(method, "HEAD") != 0) method = "GET";
         body = false;
@@ -70,33 +68,27 @@ bool rfi_redirect_prepare(rfi_flow *f, int status, const char *location) {
         method = "GET";
         body = false;
     }
-    char from[512], to[512];
-    bool same_origin =
-        origin_of(f->url, from, sizeof from) && origin_of(location, to, sizeof to) && strcmp(from, to) == 0;
+    char from_origin[512], to_origin[512];
+    bool same_origin = origin_of(req_url, from_origin, sizeof from_origin) &&
+                       origin_of(location, to_origin, sizeof to_origin) && strcmp(from_origin, to_origin) == 0;
     char *url = strdup(location);
     struct curl_slist *headers = NULL;
     bool ok = url != NULL;
-    for (const struct curl_slist *h = f->headers; ok && h != NULL; h = h->next) {
+    for (const struct curl_slist *h = req_headers; ok && h != NULL; h = h->next) {
         if (!same_origin && (header_named(h->data, "Authorization") || header_named(h->data, "Cookie"))) continue;
         if (!body && strncasecmp(h->data, "Content-", 8) == 0) continue;
-        struct curl_slist *next = curl_slist_append(headers, h->data);
-        if (next == NULL)
+        struct curl_slist *more = curl_slist_append(headers, h->data);
+        if (more == NULL)
             ok = false;
         else
-            headers = next;
+            headers = more;
     }
     if (!ok) { /* out of memory: the 3xx is returned as it is */
         free(url);
         curl_slist_free_all(headers);
         return false;
     }
-    free(f->hop_url);
-    curl_slist_free_all(f->hop_headers);
-    f->hop_url = url;
-    f->hop_headers = headers;
-    f->hop_method = strcmp(method, f->req->method) == 0 ? NULL : method;
-    f->hop_body = body;
-    f->hops++;
-    f->in_hop = true;
+    *next = (rfi_hop){
+        .url = url, .headers = headers, .method = strcmp(method, req_method) == 0 ? NULL : method, .drop_body = !body};
     return true;
 }

@@ -68,23 +68,15 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
     return true;
 }
 
-/* Calls fn(token, limit) for each limit, in rfi_class_tokens order; stops early when fn returns false. */
+/* Calls fn(token, limit) for each limit, in rfi_class_tokens order (tokens are static strings); stops early when fn
+ * returns false. */
 static bool each_limit(const rfi_route *r, bool (*fn)(void *, const char *, int), void *ud) {
-    char token[RF_CLASS_NAME_MAX];
-    for (int s = 100; s <= 599; s++) {
-        if (r->class_limit_status[s] == 0) continue;
-        snprintf(token, sizeof token, "HTTP_%d", s);
-        if (!fn(ud, token, r->class_limit_status[s])) return false;
-    }
+    for (int s = 100; s <= 599; s++)
+        if (r->class_limit_status[s] != 0 && !fn(ud, rfi_status_token(s), r->class_limit_status[s])) return false;
     if (r->class_limit_4xx && !fn(ud, "HTTP_4XX", r->class_limit_4xx)) return false;
     if (r->class_limit_5xx && !fn(ud, "HTTP_5XX", r->class_limit_5xx)) return false;
-    static const char *const named[] = {
-#define RF_X_NAME(name, str) str,
-        RF_NAMED_CLASSES(RF_X_NAME)
-#undef RF_X_NAME
-    };
     for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT; i++)
-        if (r->class_limit_named[i] && !fn(ud, named[i], r->class_limit_named[i])) return false;
+        if (r->class_limit_named[i] && !fn(ud, rfi_named_token(i), r->class_limit_named[i])) return false;
     return true;
 }
 
@@ -109,30 +101,35 @@ bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err
     return each_limit(r, check_one, &c);
 }
 
+typedef struct view_ctx {
+    const char **tokens;
+    int *values;
+    size_t n;
+} view_ctx;
+
 static bool add_view(void *ud, const char *token, int limit) {
-    rfi_route *r = ud;
-    if (r->n_class_limit_tokens == RFI_MAX_CLASSES) return false;
-    snprintf(r->class_limit_tokens[r->n_class_limit_tokens], RF_CLASS_NAME_MAX, "%s", token);
-    r->class_limit_values[r->n_class_limit_tokens++] = limit;
+    view_ctx *v = ud;
+    if (v->n == RFI_MAX_CLASSES) return false;
+    v->tokens[v->n] = token;
+    v->values[v->n++] = limit;
     return true;
 }
 
-void rfi_class_limits_view(rfi_route *r) {
-    r->n_class_limit_tokens = 0;
-    each_limit(r, add_view, r);
+size_t rfi_class_limits_view(const rfi_route *r, const char **tokens, int *values) {
+    view_ctx v = {tokens, values, 0};
+    each_limit(r, add_view, &v);
     /* Sorted by token (insertion sort: at most RFI_MAX_CLASSES, once at load), so the canonical JSON's keys are. */
-    for (size_t i = 1; i < r->n_class_limit_tokens; i++) {
-        for (size_t j = i; j > 0 && strcmp(r->class_limit_tokens[j - 1], r->class_limit_tokens[j]) > 0; j--) {
-            char t[RF_CLASS_NAME_MAX];
-            memcpy(t, r->class_limit_tokens[j], sizeof t);
-            memcpy(r->class_limit_tokens[j], r->class_limit_tokens[j - 1], sizeof t);
-            memcpy(r->class_limit_tokens[j - 1], t, sizeof t);
-            int v = r->class_limit_values[j];
-            r->class_limit_values[j] = r->class_limit_values[j - 1];
-            r->class_limit_values[j - 1] = v;
+    for (size_t i = 1; i < v.n; i++) {
+        for (size_t j = i; j > 0 && strcmp(tokens[j - 1], tokens[j]) > 0; j--) {
+            const char *t = tokens[j];
+            tokens[j] = tokens[j - 1];
+            tokens[j - 1] = t;
+            int value = values[j];
+            values[j] = values[j - 1];
+            values[j - 1] = value;
         }
     }
-    for (size_t i = 0; i < r->n_class_limit_tokens; i++) r->class_limit_ptrs[i] = r->class_limit_tokens[i];
+    return v.n;
 }
 
 int rfi_class_limit(const rfi_route *r, int status, rf_transport transport) {

@@ -135,7 +135,8 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
 static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
                            rf_verdict *out, rf_error *err) {
     rf_status st;
-    const bool unpinned = f->source != NULL && f->source_len > 0 && !str_is(f->source, f->source_len, "pinned-map");
+    /* Only an absent source (NULL) or exactly "pinned-map" is pinned: an empty one names no pinned map. */
+    const bool unpinned = f->source != NULL && !str_is(f->source, f->source_len, "pinned-map");
     if (unpinned) route = -1;
     if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     memset(out, 0, sizeof *out);

@@ -1,6 +1,7 @@
 /*
  * Endpoints: "METHOD /path" where a segment may be a literal, a {param} (one non-empty segment) or, as the
- * last segment only, "*" (any suffix, including none). Matching and the specificity order of rf_policy_match.
+ * last segment only, "*" (any suffix, including none): parsing, and the order of shapes the loader finds duplicates
+ * by. Requests are matched through the route index (route_index.c).
  */
 #include "internal.h"
 
@@ -31,13 +32,6 @@ static bool param_name(const char *s, size_t len) {
     return true;
 }
 
-/* The score rfi_endpoint_match gives an all-literal pattern of n segments on an exact match. */
-static uint64_t exact_score(size_t n) {
-    uint64_t sc = 0;
-    for (size_t i = 0; i < n; i++) sc = sc << 3 | RFI_SEG_LITERAL;
-    return (sc << 3 | (RFI_SEG_LITERAL + 1)) << (3 * (RFI_MAX_SEGMENTS - n));
-}
-
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap) {
     memset(out, 0, sizeof *out);
     if (len == 0 || len > RFI_MAX_ENDPOINT) {
@@ -65,8 +59,6 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
     out->method_len = (uint8_t)mlen;
     memcpy(out->pattern, path, plen);
     out->pattern_len = (uint16_t)plen;
-    out->literal_only = true;
-    out->literal_score = exact_score(0);
     if (plen == 1) return true; /* "/" has no segments */
     size_t i = 1;
     while (i <= plen) {
@@ -90,7 +82,6 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
                 return false;
             }
             out->wildcard = true;
-            out->literal_only = false;
             return true;
         } else if (seg[0] == '{') {
             if (slen < 3 || seg[slen - 1] != '}' || !param_name(seg + 1, slen - 2)) {
@@ -99,7 +90,6 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
                 return false;
             }
             kind = RFI_SEG_PARAM;
-            out->literal_only = false;
         } else {
             for (size_t k = 0; k < slen; k++) {
                 if (!literal_char(seg[k])) {
@@ -115,92 +105,41 @@ bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *m
         out->n_segments++;
         i++;
     }
-    out->literal_score = exact_score(out->n_segments);
     return true;
 }
 
-static bool bytes_equal(const char *a, const char *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i]) return false;
-    return true;
-}
+static int sign(long v) { return (v > 0) - (v < 0); }
 
-/* Methods compare byte-exact (case-sensitive, RFC 9110 §9.1). */
-static RFI_INLINE bool method_accepts(const rfi_endpoint *e, const char *method, size_t method_len) {
-    return e->method_len == method_len && bytes_equal(e->method, method, method_len);
-}
-
-/* Does pattern segment i (a literal or a {param}, never the last "*") accept the request segment seg[0..len)? A
- * literal takes the same bytes, a {param} any non-empty segment. The one rule rfi_endpoint_match and
- * rfi_endpoint_next apply, so the request classes retryfreeze.diff enumerates cannot drift from routing. */
-static RFI_INLINE bool segment_accepts(const rfi_endpoint *e, size_t i, const char *seg, size_t len) {
-    if (len == 0) return false;
-    return e->seg_kind[i] != RFI_SEG_LITERAL ||
-           (e->seg_len[i] == len && bytes_equal(e->pattern + e->seg_off[i], seg, len));
-}
-
-/*
- * The specificity score packs one 3-bit rank per position (literal 3 > param 2 > wildcard 1; an exact end
- * of path ranks 4), most significant first, so comparing two scores compares routes segment by segment.
- */
-bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
-                        uint64_t *score) {
-    if (!method_accepts(e, method, method_len)) return false;
-    if (e->literal_only) { /* the common case: one comparison of the whole path */
-        if (path_len != e->pattern_len || memcmp(path, e->pattern, path_len) != 0) return false;
-        *score = e->literal_score;
-        return true;
+int rfi_endpoint_shape_compare(const rfi_endpoint *a, const rfi_endpoint *b) {
+    int c = strcmp(a->method, b->method);
+    if (c != 0) return sign(c);
+    for (size_t i = 0; i < a->n_segments && i < b->n_segments; i++) {
+        if (a->seg_kind[i] != b->seg_kind[i]) return sign((long)a->seg_kind[i] - (long)b->seg_kind[i]);
+        if (a->seg_kind[i] != RFI_SEG_LITERAL) continue; /* {x} and {y} take the same segments */
+        size_t la = a->seg_len[i], lb = b->seg_len[i];
+        c = memcmp(a->pattern + a->seg_off[i], b->pattern + b->seg_off[i], la < lb ? la : lb);
+        if (c != 0) return sign(c);
+        if (la != lb) return la < lb ? -1 : 1;
     }
-    uint64_t sc = 0;
-    size_t pos = 1, seg = 0;
-    if (path_len == 1) pos = 2; /* "/" has no segments */
-    while (pos <= path_len) {
-        size_t start = pos;
-        while (pos < path_len && path[pos] != '/') pos++;
-        size_t slen = pos - start;
-        if (seg == e->n_segments) {
-            if (!e->wildcard) return false;
-            *score = (sc << 3 | RFI_SEG_WILDCARD) << (3 * (RFI_MAX_SEGMENTS - seg));
-            return true;
-        }
-        if (!segment_accepts(e, seg, path + start, slen)) return false;
-        sc = sc << 3 | e->seg_kind[seg];
-        seg++;
-        pos++;
-    }
-    if (seg != e->n_segments) return false;
-    /* Exhausted path: a last "*" segment also matches no suffix; an exact end ranks above it. */
-    *score = (sc << 3 | (e->wildcard ? RFI_SEG_WILDCARD : RFI_SEG_LITERAL + 1)) << (3 * (RFI_MAX_SEGMENTS - seg));
-    return true;
+    if (a->n_segments != b->n_segments) return a->n_segments < b->n_segments ? -1 : 1;
+    return (int)a->wildcard - (int)b->wildcard;
 }
 
-int rfi_endpoint_next(const rfi_endpoint *e, const char *method, size_t method_len, const char *prefix,
-                      size_t prefix_len, const char **literal, size_t *literal_len) {
-    if (!method_accepts(e, method, method_len)) return -1;
-    size_t seg = 0, pos = 1;
-    while (pos < prefix_len) { /* every segment of the prefix ends with '/' */
-        size_t start = pos;
-        while (prefix[pos] != '/') pos++;
-        if (seg == e->n_segments) return e->wildcard ? RF_NEXT_REST : -1;
-        if (!segment_accepts(e, seg, prefix + start, pos - start)) return -1;
-        seg++;
-        pos++;
-    }
-    if (seg == e->n_segments) return e->wildcard ? RF_NEXT_REST : -1; /* without "*": exactly n segments */
-    if (e->seg_kind[seg] == RFI_SEG_PARAM) return RF_NEXT_PARAM;
-    *literal = e->pattern + e->seg_off[seg];
-    *literal_len = e->seg_len[seg];
-    return RF_NEXT_LITERAL;
+/* FNV-1a over the method, each segment's kind and a literal's bytes, and the last "*": equal for endpoints that
+ * rfi_endpoint_shape_compare calls equal (a {param}'s name is left out). */
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3u;
+    return h;
 }
 
-bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b) {
-    if (strcmp(a->method, b->method) != 0 || a->n_segments != b->n_segments || a->wildcard != b->wildcard) return false;
-    for (size_t i = 0; i < a->n_segments; i++) {
-        if (a->seg_kind[i] != b->seg_kind[i]) return false;
-        if (a->seg_kind[i] == RFI_SEG_LITERAL &&
-            (a->seg_len[i] != b->seg_len[i] ||
-             memcmp(a->pattern + a->seg_off[i], b->pattern + b->seg_off[i], a->seg_len[i]) != 0))
-            return false;
+uint64_t rfi_endpoint_shape_hash(const rfi_endpoint *e) {
+    uint64_t h = fnv(0xCBF29CE484222325u, e->method, e->method_len);
+    for (size_t i = 0; i < e->n_segments; i++) {
+        const unsigned char kind = e->seg_kind[i];
+        h = fnv(h, &kind, 1);
+        if (kind == RFI_SEG_LITERAL) h = fnv(h, e->pattern + e->seg_off[i], e->seg_len[i]);
+        h = fnv(h, "/", 1);
     }
-    return true;
+    return fnv(h, e->wildcard ? "*" : "", e->wildcard);
 }

@@ -12,6 +12,22 @@
 #define RF_X_NAME(name, str) str,
 static const char *const named_tokens[] = {RF_NAMED_CLASSES(RF_X_NAME)};
 
+/* The tokens of the statuses 100..599, static strings: a policy's views point at them instead of keeping copies. */
+#define STATUS_TOKEN(h, t, u) "HTTP_" #h #t #u
+#define STATUS_TENS(h, t)                                                                                              \
+    STATUS_TOKEN(h, t, 0), STATUS_TOKEN(h, t, 1), STATUS_TOKEN(h, t, 2), STATUS_TOKEN(h, t, 3), STATUS_TOKEN(h, t, 4), \
+        STATUS_TOKEN(h, t, 5), STATUS_TOKEN(h, t, 6), STATUS_TOKEN(h, t, 7), STATUS_TOKEN(h, t, 8),                    \
+        STATUS_TOKEN(h, t, 9)
+#define STATUS_HUNDREDS(h)                                                                                            \
+    STATUS_TENS(h, 0), STATUS_TENS(h, 1), STATUS_TENS(h, 2), STATUS_TENS(h, 3), STATUS_TENS(h, 4), STATUS_TENS(h, 5), \
+        STATUS_TENS(h, 6), STATUS_TENS(h, 7), STATUS_TENS(h, 8), STATUS_TENS(h, 9)
+static const char *const status_tokens[500] = {STATUS_HUNDREDS(1), STATUS_HUNDREDS(2), STATUS_HUNDREDS(3),
+                                               STATUS_HUNDREDS(4), STATUS_HUNDREDS(5)};
+
+const char *rfi_status_token(int status) { return status_tokens[status - 100]; }
+
+const char *rfi_named_token(unsigned named) { return named_tokens[named]; }
+
 static bool token_is(const char *token, size_t len, const char *lit) {
     return strlen(lit) == len && memcmp(token, lit, len) == 0;
 }
@@ -81,15 +97,15 @@ void rfi_class_unknown(rf_error *err, const char *path, const char *token) {
 }
 
 bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]) {
-    char tokens[1][RF_CLASS_NAME_MAX];
+    const char *tokens[1];
     rfi_class_set both = {0};
     for (size_t i = 0; i < 10; i++) both.status[i] = a->status[i] & b->status[i];
     both.family4xx = a->family4xx && b->family4xx;
     both.family5xx = a->family5xx && b->family5xx;
     both.named = a->named & b->named;
-    if (rfi_class_count(&both) == 0) return false; /* the common case, without formatting a token */
+    if (rfi_class_count(&both) == 0) return false; /* the common case, without listing a token */
     rfi_class_tokens(&both, tokens, 1);
-    memcpy(first, tokens[0], RF_CLASS_NAME_MAX);
+    snprintf(first, RF_CLASS_NAME_MAX, "%s", tokens[0]);
     return true;
 }
 
@@ -101,25 +117,25 @@ size_t rfi_class_count(const rfi_class_set *set) {
     return n;
 }
 
-size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MAX], size_t cap) {
+size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t cap) {
     size_t n = 0;
-    for (int s = 100; s <= 599; s++) {
-        if (has_status(set, s)) {
-            if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "HTTP_%d", s);
+    for (int st = 100; st <= 599; st++) {
+        if (has_status(set, st)) {
+            if (n < cap) tokens[n] = status_tokens[st - 100];
             n++;
         }
     }
     if (set->family4xx) {
-        if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "HTTP_4XX");
+        if (n < cap) tokens[n] = "HTTP_4XX";
         n++;
     }
     if (set->family5xx) {
-        if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "HTTP_5XX");
+        if (n < cap) tokens[n] = "HTTP_5XX";
         n++;
     }
     for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT; i++) {
         if (set->named & (1u << i)) {
-            if (n < cap) snprintf(tokens[n], RF_CLASS_NAME_MAX, "%s", named_tokens[i]);
+            if (n < cap) tokens[n] = named_tokens[i];
             n++;
         }
     }

@@ -23,8 +23,7 @@ static void errno_error(rf_error *err, const char *path, const char *doing, cons
     rfi_fail(err, path, "cannot %s %s %s: %s", doing, what, path, text);
 }
 
-/* "a FIFO", "a directory", …: what a non-regular file is, in words. */
-static const char *kind_name(mode_t mode) {
+const char *rfi_file_kind(mode_t mode) {
     if (S_ISDIR(mode)) return "a directory";
     if (S_ISFIFO(mode)) return "a FIFO";
     if (S_ISCHR(mode)) return "a character device";
@@ -48,7 +47,8 @@ rf_status rf_input_open(const char *path, int flags, const char *what, int *fd, 
         struct stat st;
         /* ENXIO: a FIFO opened for writing without a reader; EISDIR: a directory opened for writing. */
         if ((e == ENXIO || e == EISDIR) && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-            rfi_fail(err, path, "cannot open %s %s: it is %s, not a regular file", what, path, kind_name(st.st_mode));
+            rfi_fail(err, path, "cannot open %s %s: it is %s, not a regular file", what, path,
+                     rfi_file_kind(st.st_mode));
             return RF_EINVAL;
         }
         errno_error(err, path, "open", what, e);
@@ -63,7 +63,7 @@ rf_status rf_input_open(const char *path, int flags, const char *what, int *fd, 
     }
     if (!S_ISREG(st.st_mode)) {
         close(f);
-        rfi_fail(err, path, "cannot open %s %s: it is %s, not a regular file", what, path, kind_name(st.st_mode));
+        rfi_fail(err, path, "cannot open %s %s: it is %s, not a regular file", what, path, rfi_file_kind(st.st_mode));
         return RF_EINVAL;
     }
     int fl = fcntl(f, F_GETFL);

@@ -9,7 +9,9 @@
 #include "../util/json_text.h"
 #include "../util/report.h"
 #include "../util/suggest.h"
+#include "route_index.h"
 #include <stdarg.h>
+#include <sys/types.h>
 #include <string.h>
 
 /* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case), or
@@ -26,10 +28,10 @@ struct cJSON; /* lock parsing helpers take cJSON nodes; the decision path never 
 
 #define RFI_MAX_ENDPOINT 256
 #define RFI_MAX_METHOD 16
-#define RFI_MAX_SEGMENTS 20 /* 21 positions × 3 bits fit a uint64 specificity score */
+#define RFI_MAX_SEGMENTS 20 /* a pattern's segments: the route index is at most this deep */
 #define RFI_MAX_METHODS 16
 #define RFI_MAX_CLASSES 128
-#define RFI_MAX_ROUTES 256
+#define RFI_MAX_ROUTES 10000 /* matched through the route index (route_index.c), whatever their number */
 
 /* A set of failure classes: specific HTTP statuses, the 4XX/5XX families and the named classes. */
 typedef struct rfi_class_set {
@@ -48,8 +50,6 @@ typedef struct rfi_endpoint {
     uint8_t method_len;
     char pattern[RFI_MAX_ENDPOINT + 1];
     uint16_t pattern_len;
-    bool literal_only;      /* no {param} and no "*": matched by one comparison */
-    uint64_t literal_score; /* its specificity score on an exact match */
     size_t n_segments;
     uint16_t seg_off[RFI_MAX_SEGMENTS];
     uint16_t seg_len[RFI_MAX_SEGMENTS];
@@ -85,18 +85,15 @@ typedef struct rfi_route {
     uint8_t class_limit_status[600];
     uint8_t class_limit_4xx, class_limit_5xx;
     uint8_t class_limit_named[RF_NAMED_CLASS_COUNT];
-    /* Views for rf_route_view, built at load. */
-    size_t n_retryable_tokens, n_not_retryable_tokens;
-    char retryable_tokens[RFI_MAX_CLASSES][RF_CLASS_NAME_MAX];
-    char not_retryable_tokens[RFI_MAX_CLASSES][RF_CLASS_NAME_MAX];
-    const char *retryable_ptrs[RFI_MAX_CLASSES];
-    const char *not_retryable_ptrs[RFI_MAX_CLASSES];
+    /* Views for rf_route_view, built at load (policy.c). The class lists lie in the policy's view block (sized to
+     * fit: a lock may hold RFI_MAX_ROUTES routes) and name static strings (rfi_class_tokens). */
+    size_t n_retryable_tokens, n_not_retryable_tokens, n_class_limit_tokens;
+    const char **retryable_ptrs;
+    const char **not_retryable_ptrs;
+    const char **class_limit_ptrs; /* sorted by strcmp */
+    int *class_limit_values;       /* class_limit_values[i]: the limit of class_limit_ptrs[i] */
     const char *method_ptrs[RFI_MAX_METHODS];
     const char *wait_header_ptrs[RF_WAIT_HEADER_COUNT];
-    size_t n_class_limit_tokens;
-    char class_limit_tokens[RFI_MAX_CLASSES][RF_CLASS_NAME_MAX]; /* sorted by strcmp */
-    const char *class_limit_ptrs[RFI_MAX_CLASSES];
-    int class_limit_values[RFI_MAX_CLASSES];
 } rfi_route;
 
 typedef struct rfi_gate {
@@ -104,21 +101,15 @@ typedef struct rfi_gate {
     const char *reason_ptrs[RF_REASON_COUNT];
 } rfi_gate;
 
-/* What route matching reads first, one compact entry per route (rfi_route is kilobytes: scanning these instead
- * touches one cache line per few routes). Built at load by rfi_policy_finish. */
-typedef struct rfi_route_key {
-    uint16_t pattern_len;
-    uint8_t method_len;
-    bool literal_only;
-} rfi_route_key;
-
 /* The lock's own fields (lock_schema.c says which member holds which field). */
 struct rf_policy {
     uint64_t has; /* the lock's fields it sets (or defaults): bit per rfi_field_id (lock_schema.h) */
     rfi_gate gate;
     size_t n_routes;
-    rfi_route *routes;                        /* sorted by endpoint text */
-    rfi_route_key route_keys[RFI_MAX_ROUTES]; /* route_keys[i] describes routes[i] */
+    rfi_route *routes;        /* sorted by endpoint text */
+    rfi_route_index index;    /* built from routes at load (route_index.c) */
+    const char **view_tokens; /* the routes' class lists (rfi_route's *_ptrs point into it) */
+    int *view_values;         /* the routes' class limits' values */
     int64_t version;
     bool transparent_retry; /* transparentRetry */
     int64_t budget_max_tokens;
@@ -138,6 +129,10 @@ static inline rf_verdict *rfi_stop(rf_verdict *v, rf_reason reason) {
     return v;
 }
 
+/* "a FIFO", "a directory", "a character device", …: what a file that is not regular is, in words, for the
+ * refusals of input and output files (input_file.c, output_file.c). */
+const char *rfi_file_kind(mode_t mode);
+
 /* The names of an X-macro list of vocabulary.h joined by ", ", as the refusals that name them list them
  * (vocabulary.c): "none, full, equal, decorrelated". */
 #define RFI_NAMES_TEXT_MAX 200
@@ -155,10 +150,14 @@ void rfi_class_list_text(char *buf, size_t cap);
 void rfi_class_unknown(rf_error *err, const char *path, const char *token);
 /* True when a and b share a member at the same level (a status in both, a family in both, a name in both). */
 bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]);
-/* How many tokens rfi_class_tokens would write for the set. */
+/* How many tokens the set has (what rfi_class_tokens returns), counted without listing them. */
 size_t rfi_class_count(const rfi_class_set *set);
-/* Writes the set's canonical tokens (sorted: statuses, families, names) into tokens; returns the count. */
-size_t rfi_class_tokens(const rfi_class_set *set, char tokens[][RF_CLASS_NAME_MAX], size_t cap);
+/* Points tokens[0..cap) at the set's canonical tokens (sorted: statuses, families, names), static strings; returns
+ * how many the set has (more than cap: the rest are left out). */
+size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t cap);
+/* The canonical token of status 100..599 ("HTTP_503") and of named class i ("TIMEOUT"): static strings. */
+const char *rfi_status_token(int status);
+const char *rfi_named_token(unsigned named);
 /* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family. */
 bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport);
 
@@ -193,8 +192,9 @@ static inline void rfi_classify(int status, rf_transport transport, char buf[RF_
 bool rfi_class_limits_parse(const struct cJSON *obj, const char *path, rfi_route *r, rf_error *err);
 /* Refuses a limit over the route's maxAttempts; where is the route's JSON path. */
 bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err);
-/* Builds the sorted token view of the route's limits. */
-void rfi_class_limits_view(rfi_route *r);
+/* The route's limits as tokens (static strings, sorted by strcmp) and values, into arrays of RFI_MAX_CLASSES;
+ * returns the count. */
+size_t rfi_class_limits_view(const rfi_route *r, const char **tokens, int *values);
 /* The limit for (status, transport) on route r, 0 when none: a specific status beats its family. */
 int rfi_class_limit(const rfi_route *r, int status, rf_transport transport);
 
@@ -227,19 +227,11 @@ void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out);
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap);
 /* Valid HTTP method token as this project accepts it: 1..16 uppercase ASCII letters (so never RF_OTHER_METHOD). */
 bool rfi_method_valid(const char *s, size_t len);
-/* Does the endpoint match method+path? path is already cut before any '?' or '#', non-empty and starts with
- * '/' (rfi_policy_match does that once per call). On a match, sets *score: higher is more specific. */
-bool rfi_endpoint_match(const rfi_endpoint *e, const char *method, size_t method_len, const char *path, size_t path_len,
-                        uint64_t *score);
-/* What e does with the segment after a path prefix of k segments, each followed by '/' ("/" for none; checked by
- * rf_policy_next_segment): -1 when no path of more than k segments that begins with them matches e (another
- * method, a segment the pattern refuses, or a pattern of at most k segments without "*"); else the rf_next_kind of
- * e's segment k+1, and for a literal, *literal points into e's pattern. The segments compare by the rule
- * rfi_endpoint_match applies (one function). */
-int rfi_endpoint_next(const rfi_endpoint *e, const char *method, size_t method_len, const char *prefix,
-                      size_t prefix_len, const char **literal, size_t *literal_len);
-/* Two endpoints that match exactly the same requests ("/a/{x}" and "/a/{y}"). */
-bool rfi_endpoint_same_shape(const rfi_endpoint *a, const rfi_endpoint *b);
+/* The order of endpoint shapes: 0 for two endpoints that match exactly the same requests ("/a/{x}" and "/a/{y}"),
+ * else the sign of a total order (method, then segments, then a last "*"), so that sorting finds every pair. */
+int rfi_endpoint_shape_compare(const rfi_endpoint *a, const rfi_endpoint *b);
+/* A hash of the shape: equal for endpoints rfi_endpoint_shape_compare calls equal. */
+uint64_t rfi_endpoint_shape_hash(const rfi_endpoint *e);
 
 /* Backoff (backoff.c): the delay before the retry after attempt `attempts`; -1 when rng is needed but NULL. */
 int64_t rfi_backoff(const rfi_route *r, int attempts, rf_rng *rng);
@@ -249,8 +241,18 @@ int64_t rfi_retry_budget_add(rf_retry_budget *b, int64_t delta_milli, rf_budget_
 bool rfi_retry_budget_throttled(const rf_retry_budget *b, int64_t tokens_milli);
 int64_t rfi_retry_budget_ratio(const rf_retry_budget *b);
 
+/* The route index (route_index.c). */
+/* Builds p->index from p->routes (sorted, shapes distinct) in the policy's memory; RF_ENOMEM with err set. */
+rf_status rfi_route_index_build(rf_policy *p, rf_error *err);
+/* Frees what rfi_route_index_build allocated; the index is left empty. */
+void rfi_route_index_free(rfi_route_index *ix);
 /* rf_policy_match without the NULL checks, for rf_decide and rf_budget (p, method and path are not NULL). */
 long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len);
+/* rf_policy_next_segment's next route: the smallest index >= from of a route of method that can match a path of
+ * more than k segments beginning with the k segments of prefix (a prefix rf_policy_next_segment checked), or -1;
+ * *depth receives k. */
+long rfi_route_index_next(const rf_policy *p, const char *method, size_t method_len, const char *prefix,
+                          size_t prefix_len, size_t from, size_t *depth);
 
 /* The views, the decision path's derived fields (policy.c), then the canonical form and the digest
  * (lock_canonical.c); defaults: the lock's defaults it was loaded with (struct rfi_lock_defaults, lock_schema.h). */

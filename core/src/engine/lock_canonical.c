@@ -45,7 +45,7 @@ static bool write_object(const writer *w, cJSON *obj, const char *holder, const 
 static cJSON *class_limits_json(const rfi_route *r) {
     cJSON *o = cJSON_CreateObject();
     for (size_t i = 0; o != NULL && i < r->n_class_limit_tokens; i++) {
-        if (!cJSON_AddNumberToObject(o, r->class_limit_tokens[i], r->class_limit_values[i])) {
+        if (!cJSON_AddNumberToObject(o, r->class_limit_ptrs[i], r->class_limit_values[i])) {
             cJSON_Delete(o);
             return NULL;
         }
@@ -92,9 +92,10 @@ static cJSON *value_json(const writer *w, size_t i, const char *holder, const ch
     case RF_FIELD_CLASSES:
     case RF_FIELD_METHODS:
     case RF_FIELD_WAIT_HEADERS:
-    case RF_FIELD_REASONS:
-        memcpy(&n, holder + f->n_at, sizeof n);
-        return string_array((const char *const *)(const void *)(holder + f->items_at), n);
+    case RF_FIELD_REASONS: {
+        const char *const *items = rfi_field_items(holder, f, &n);
+        return string_array(items, n);
+    }
     case RF_FIELD_CLASS_LIMITS: return class_limits_json((const rfi_route *)(const void *)holder);
     case RF_FIELD_ROUTES: return routes_json(w);
     case RF_FIELD_TYPE_COUNT: break;

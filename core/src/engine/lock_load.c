@@ -186,6 +186,37 @@ static bool load_route(const cJSON *rt, spec *sp, const spec *defaults, rf_polic
     return finish_route(sp, d, err);
 }
 
+/* The routes read so far, by shape: a duplicate endpoint is found as each route is read, by one lookup (comparing
+ * every pair costs seconds at RFI_MAX_ROUTES routes). Open addressing over indexes into the specs, at most half
+ * full. */
+typedef struct shape_set {
+    int *slots; /* -1: empty */
+    size_t mask;
+} shape_set;
+
+static bool shape_set_init(shape_set *set, size_t n) {
+    size_t cap = 8;
+    while (cap < 2 * n) cap *= 2;
+    set->slots = malloc(cap * sizeof *set->slots);
+    set->mask = cap - 1;
+    if (set->slots == NULL) return false;
+    for (size_t i = 0; i < cap; i++) set->slots[i] = -1;
+    return true;
+}
+
+/* Adds specs[i]; returns the earlier route of the same shape (then i is not added), or -1. */
+static int shape_set_add(shape_set *set, const spec *specs, int i) {
+    const rfi_endpoint *e = &specs[i].r.endpoint;
+    for (size_t at = (size_t)rfi_endpoint_shape_hash(e) & set->mask;; at = (at + 1) & set->mask) {
+        const int k = set->slots[at];
+        if (k < 0) {
+            set->slots[at] = i;
+            return -1;
+        }
+        if (rfi_endpoint_shape_compare(&specs[k].r.endpoint, e) == 0) return k;
+    }
+}
+
 static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, rf_policy *p, const rfi_lock_defaults *d,
                        rf_status *st, rf_error *err) {
     char sub[RFI_PATH_CAP];
@@ -233,7 +264,10 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, rf_po
     if (n > routes_row->pub.max)
         return rfi_fail(err, "$.routes", "more than %lld routes", (long long)routes_row->pub.max), false;
     spec *specs = calloc((size_t)n, sizeof *specs);
-    if (specs == NULL) {
+    shape_set shapes = {NULL, 0};
+    if (specs == NULL || !shape_set_init(&shapes, (size_t)n)) {
+        free(specs);
+        free(shapes.slots);
         *st = RF_ENOMEM;
         return rfi_fail(err, "$.routes", "out of memory"), false;
     }
@@ -242,19 +276,20 @@ static bool load_multi(const cJSON *root, spec **specs_out, size_t *n_out, rf_po
         spec *sp = &specs[i];
         rfi_path_index(sp->where, "$.routes", i);
         if (!load_route(rt, sp, &defaults_spec, p, d, err)) goto fail;
-        for (int k = 0; k < i; k++) {
-            if (rfi_endpoint_same_shape(&specs[k].r.endpoint, &sp->r.endpoint)) {
-                rfi_path_child(sub, sp->where, "endpoint");
-                rfi_fail(err, sub, "endpoint \"%s\" duplicates $.routes[%d] (\"%s\")", sp->r.endpoint.text, k,
-                         specs[k].r.endpoint.text);
-                goto fail;
-            }
+        int k = shape_set_add(&shapes, specs, i);
+        if (k >= 0) {
+            rfi_path_child(sub, sp->where, "endpoint");
+            rfi_fail(err, sub, "endpoint \"%s\" duplicates $.routes[%d] (\"%s\")", sp->r.endpoint.text, k,
+                     specs[k].r.endpoint.text);
+            goto fail;
         }
     }
+    free(shapes.slots);
     *specs_out = specs;
     *n_out = (size_t)n;
     return true;
 fail:
+    free(shapes.slots);
     free(specs);
     return false;
 }
@@ -407,8 +442,9 @@ static void line_col(const char *text, size_t upto, int *line, int *col) {
     }
 }
 
+/* Routes sort by endpoint text; pointers are sorted, not the routes (kilobytes each). */
 static int compare_routes(const void *a, const void *b) {
-    return strcmp(((const rfi_route *)a)->endpoint.text, ((const rfi_route *)b)->endpoint.text);
+    return strcmp((*(const rfi_route *const *)a)->endpoint.text, (*(const rfi_route *const *)b)->endpoint.text);
 }
 
 rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, rf_error *err) {
@@ -446,6 +482,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     size_t n = 0;
     rf_policy *p = NULL;
     rfi_lock_defaults *d = NULL;
+    const rfi_route **order = NULL;
     if (used < len) {
         rfi_fail(err, "$", "trailing data after the JSON value at byte %zu", used);
         if (err != NULL) line_col(text, used, &err->line, &err->column);
@@ -480,16 +517,18 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
         if (!load_flat(root, specs, p, d, err)) goto done;
     }
     lock_defaults(p, d);
-    p->routes = calloc(n, sizeof *p->routes);
-    if (p->routes == NULL) {
+    p->routes = malloc(n * sizeof *p->routes);
+    order = malloc(n * sizeof *order);
+    if (p->routes == NULL || order == NULL) {
         st = RF_ENOMEM;
         rfi_fail(err, "$", "out of memory");
         goto done;
     }
     p->n_routes = n;
     p->has |= RFI_BIT(RFI_F_ROUTES); /* a flat lock is one route */
-    for (size_t i = 0; i < n; i++) p->routes[i] = specs[i].r;
-    qsort(p->routes, n, sizeof *p->routes, compare_routes);
+    for (size_t i = 0; i < n; i++) order[i] = &specs[i].r;
+    qsort(order, n, sizeof *order, compare_routes);
+    for (size_t i = 0; i < n; i++) p->routes[i] = *order[i];
     st = rfi_policy_finish(p, d, err);
     if (st == RF_OK) {
         *out = p;
@@ -497,6 +536,7 @@ rf_status rf_policy_load_buffer(const char *text, size_t len, rf_policy **out, r
     }
 done:
     rf_policy_free(p);
+    free(order);
     free(d);
     free(specs);
     cJSON_Delete(root);

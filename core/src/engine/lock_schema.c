@@ -17,6 +17,7 @@
     .at = offsetof(rfi_route, first), \
     .size = offsetof(rfi_route, last) + sizeof(((rfi_route *)0)->last) - offsetof(rfi_route, first)
 #define ROUTE_LIST(n, items) .n_at = offsetof(rfi_route, n), .items_at = offsetof(rfi_route, items)
+#define ROUTE_LIST_REF(n, items) ROUTE_LIST(n, items), .items_ref = true
 #define LOCK_AT(m) .at = offsetof(rf_policy, m), .size = sizeof(((rf_policy *)0)->m)
 #define LOCK_HAS(m) .has_at = offsetof(rf_policy, m) + 1
 
@@ -138,11 +139,11 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
                            ROUTE_AT(min_attempt_ms)},
     [RFI_F_RETRYABLE] = {ROW("retryable", ROUTE, CLASSES, 0, RFI_MAX_CLASSES, REQUIRED, NULL, ALWAYS, RETRYABLE,
                              "retryable"),
-                         ROUTE_AT(retryable), ROUTE_LIST(n_retryable_tokens, retryable_ptrs),
+                         ROUTE_AT(retryable), ROUTE_LIST_REF(n_retryable_tokens, retryable_ptrs),
                          .check = no_redirect_loop},
     [RFI_F_NOT_RETRYABLE] = {ROW("notRetryable", ROUTE, CLASSES, 0, RFI_MAX_CLASSES, VALUE, "[]", ALWAYS, RETRYABLE,
                                  "not_retryable"),
-                             ROUTE_AT(not_retryable), ROUTE_LIST(n_not_retryable_tokens, not_retryable_ptrs)},
+                             ROUTE_AT(not_retryable), ROUTE_LIST_REF(n_not_retryable_tokens, not_retryable_ptrs)},
     [RFI_F_IDEMPOTENCY_REQUIRED] = {ROW("idempotencyRequired", ROUTE, METHODS, 0, RFI_MAX_METHODS, VALUE,
                                         "[\"POST\", \"PATCH\", \"DELETE\"]", ALWAYS, OWN_METHOD,
                                         "idempotency_required"),
@@ -175,7 +176,7 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
     [RFI_F_CLASS_LIMITS] = {ROW("classLimits", ROUTE, CLASS_LIMITS, 1, 10, VALUE, "{}", UNLESS_DEFAULT, CLASS_ATTEMPTS,
                                 "class_limits"),
                             ROUTE_SPAN(has_class_limits, class_limit_named),
-                            ROUTE_LIST(n_class_limit_tokens, class_limit_ptrs)},
+                            ROUTE_LIST_REF(n_class_limit_tokens, class_limit_ptrs)},
 };
 
 size_t rf_lock_schema_count(void) { return RFI_FIELD_COUNT; }
@@ -242,8 +243,7 @@ rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_v
     case RF_FIELD_METHODS:
     case RF_FIELD_WAIT_HEADERS:
     case RF_FIELD_REASONS:
-        memcpy(&out->n, h + f->n_at, sizeof out->n);
-        out->items = (const char *const *)(const void *)(h + f->items_at);
+        out->items = rfi_field_items(h, f, &out->n);
         out->number = (int64_t)out->n;
         if (f->pub.type == RF_FIELD_CLASS_LIMITS)
             out->limits = ((const rfi_route *)(const void *)h)->class_limit_values;

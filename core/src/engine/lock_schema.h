@@ -62,8 +62,10 @@ typedef struct rfi_field {
     /* The value in its holder (rfi_route for a route's field, rf_policy for the lock's): the bytes a route inherits
      * from defaults and that are compared with the default (RF_CANON_UNLESS_DEFAULT). */
     size_t at, size;
-    /* A list's view, built at load: its count (a size_t) and its items (const char *[]) in the holder. */
+    /* A list's view, built at load: its count (a size_t) and its items (const char *[]) in the holder, or with
+     * items_ref a pointer to them (a route's class lists lie in the policy's view block: policy.c). */
     size_t n_at, items_at;
+    bool items_ref;
     /* 1 + the offset of a bool in the holder the loader sets with the field (rf_gate_view's has_*); 0: none. */
     size_t has_at;
     /* An object's shape, as its refusal names it ("of gate thresholds"); NULL: "{its required rows}", or
@@ -85,6 +87,18 @@ static inline const char *rfi_field_key(const rfi_field *f) { return f->pub.key;
 
 /* The holder's value of row f (holder + f->at). */
 static inline void *rfi_field_value(void *holder, const rfi_field *f) { return (char *)holder + f->at; }
+
+/* The items of list row f's view in holder (built at load), and their count in *n. */
+static inline const char *const *rfi_field_items(const void *holder, const rfi_field *f, size_t *n) {
+    const char *h = holder;
+    const char *const *items;
+    memcpy(n, h + f->n_at, sizeof *n);
+    if (f->items_ref)
+        memcpy(&items, h + f->items_at, sizeof items);
+    else
+        items = (const char *const *)(const void *)(h + f->items_at);
+    return items;
+}
 
 /* Reading a lock's fields (lock_fields.c). */
 

@@ -12,28 +12,54 @@
 
 static int compare_methods(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
-/* Builds the per-route token views (sorted canonical lists). */
-static void build_views(rfi_route *r) {
-    r->n_retryable_tokens = rfi_class_tokens(&r->retryable, r->retryable_tokens, RFI_MAX_CLASSES);
-    r->n_not_retryable_tokens = rfi_class_tokens(&r->not_retryable, r->not_retryable_tokens, RFI_MAX_CLASSES);
-    for (size_t i = 0; i < r->n_retryable_tokens; i++) r->retryable_ptrs[i] = r->retryable_tokens[i];
-    for (size_t i = 0; i < r->n_not_retryable_tokens; i++) r->not_retryable_ptrs[i] = r->not_retryable_tokens[i];
-    qsort(r->methods, r->n_methods, sizeof r->methods[0], compare_methods);
-    for (size_t i = 0; i < r->n_methods; i++) r->method_ptrs[i] = r->methods[i];
-    for (size_t i = 0; i < r->n_wait_headers; i++) r->wait_header_ptrs[i] = rf_wait_header_name(r->wait_headers[i]);
-    rfi_class_limits_view(r);
+/* Builds the per-route views rf_policy_route hands out (sorted canonical lists). The class lists go into one block
+ * owned by the policy, sized by a first pass that only counts. */
+static rf_status build_views(rf_policy *p, rf_error *err) {
+    const char *tokens[RFI_MAX_CLASSES];
+    int values[RFI_MAX_CLASSES];
+    size_t n_tokens = 0, n_values = 0;
+    for (size_t i = 0; i < p->n_routes; i++) {
+        rfi_route *r = &p->routes[i];
+        r->n_retryable_tokens = rfi_class_tokens(&r->retryable, tokens, RFI_MAX_CLASSES);
+        r->n_not_retryable_tokens = rfi_class_tokens(&r->not_retryable, tokens, RFI_MAX_CLASSES);
+        r->n_class_limit_tokens = rfi_class_limits_view(r, tokens, values);
+        n_tokens += r->n_retryable_tokens + r->n_not_retryable_tokens + r->n_class_limit_tokens;
+        n_values += r->n_class_limit_tokens;
+    }
+    p->view_tokens = malloc((n_tokens > 0 ? n_tokens : 1) * sizeof *p->view_tokens);
+    p->view_values = malloc((n_values > 0 ? n_values : 1) * sizeof *p->view_values);
+    if (p->view_tokens == NULL || p->view_values == NULL) {
+        rfi_fail(err, "$", "out of memory while building the route views");
+        return RF_ENOMEM;
+    }
+    const char **t = p->view_tokens;
+    int *v = p->view_values;
+    for (size_t i = 0; i < p->n_routes; i++) {
+        rfi_route *r = &p->routes[i];
+        r->retryable_ptrs = t;
+        t += rfi_class_tokens(&r->retryable, r->retryable_ptrs, r->n_retryable_tokens);
+        r->not_retryable_ptrs = t;
+        t += rfi_class_tokens(&r->not_retryable, r->not_retryable_ptrs, r->n_not_retryable_tokens);
+        r->class_limit_ptrs = t;
+        r->class_limit_values = v;
+        t += r->n_class_limit_tokens;
+        v += r->n_class_limit_tokens;
+        rfi_class_limits_view(r, tokens, values);
+        memcpy(r->class_limit_ptrs, tokens, r->n_class_limit_tokens * sizeof *tokens);
+        memcpy(r->class_limit_values, values, r->n_class_limit_tokens * sizeof *values);
+        qsort(r->methods, r->n_methods, sizeof r->methods[0], compare_methods);
+        for (size_t k = 0; k < r->n_methods; k++) r->method_ptrs[k] = r->methods[k];
+        for (size_t k = 0; k < r->n_wait_headers; k++) r->wait_header_ptrs[k] = rf_wait_header_name(r->wait_headers[k]);
+    }
+    return RF_OK;
 }
 
-/* What the decision path reads instead of recomputing per call: the route's wait headers as a bit mask, the
- * methods' lengths, and the compact route key rfi_policy_match scans. */
-static void build_fast_fields(rf_policy *p, size_t i) {
-    rfi_route *r = &p->routes[i];
+/* What the decision path reads instead of recomputing per call: the route's wait headers as a bit mask and the
+ * methods' lengths. */
+static void build_fast_fields(rfi_route *r) {
     r->wait_reads = 0;
     for (size_t k = 0; k < r->n_wait_headers; k++) r->wait_reads |= 1u << r->wait_headers[k];
     for (size_t k = 0; k < r->n_methods; k++) r->method_lens[k] = (uint8_t)strlen(r->methods[k]);
-    p->route_keys[i] = (rfi_route_key){.pattern_len = r->endpoint.pattern_len,
-                                       .method_len = r->endpoint.method_len,
-                                       .literal_only = r->endpoint.literal_only};
 }
 
 static int compare_strings(const void *a, const void *b) {
@@ -41,10 +67,11 @@ static int compare_strings(const void *a, const void *b) {
 }
 
 rf_status rfi_policy_finish(rf_policy *p, const struct rfi_lock_defaults *defaults, rf_error *err) {
-    for (size_t i = 0; i < p->n_routes; i++) {
-        build_views(&p->routes[i]);
-        build_fast_fields(p, i);
-    }
+    rf_status st = build_views(p, err);
+    if (st != RF_OK) return st;
+    for (size_t i = 0; i < p->n_routes; i++) build_fast_fields(&p->routes[i]);
+    st = rfi_route_index_build(p, err);
+    if (st != RF_OK) return st;
     qsort(p->gate.reason_ptrs, p->gate.view.n_forbid_reasons, sizeof p->gate.reason_ptrs[0], compare_strings);
     p->gate.view.forbid_reasons = p->gate.reason_ptrs;
     return rfi_policy_canonical(p, defaults, err);
@@ -53,6 +80,9 @@ rf_status rfi_policy_finish(rf_policy *p, const struct rfi_lock_defaults *defaul
 void rf_policy_free(rf_policy *p) {
     if (p == NULL) return;
     free(p->routes);
+    rfi_route_index_free(&p->index);
+    free(p->view_tokens);
+    free(p->view_values);
     cJSON_free(p->canonical);
     cJSON_free(p->pretty);
     free(p);
@@ -97,115 +127,36 @@ rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
     return RF_OK;
 }
 
-static uint64_t load8(const char *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint32_t load4(const char *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* Equal bytes, for the short strings of route matching (a call to memcmp costs more than these compares): whole
- * words, the last word overlapping the one before it. */
-static RFI_INLINE bool same_bytes(const char *a, const char *b, size_t n) {
-    if (n >= 8) {
-        for (size_t i = 0; i + 8 < n; i += 8)
-            if (load8(a + i) != load8(b + i)) return false;
-        return load8(a + n - 8) == load8(b + n - 8);
-    }
-    if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != b[i]) return false;
-    return true;
-}
-
-/* The length of path before any '?' or '#' (query and fragment do not route). */
-static size_t routed_len(const char *path, size_t len) {
-    size_t n = 0;
-    while (n < len && path[n] != '?' && path[n] != '#') n++;
-    return n;
-}
-
-/* Does the all-literal route i match? The path starts with its pattern and ends there or continues with '?' or '#'
- * (a pattern holds neither), so no scan of the path is needed. */
-static RFI_INLINE bool literal_match(const rf_policy *p, size_t i, const char *method, size_t method_len,
-                                     const char *path, size_t path_len) {
-    const size_t n = p->route_keys[i].pattern_len;
-    const rfi_endpoint *e = &p->routes[i].endpoint;
-    return path_len >= n && (path_len == n || path[n] == '?' || path[n] == '#') && same_bytes(e->pattern, path, n) &&
-           same_bytes(e->method, method, method_len);
-}
-
-/* rfi_policy_match from route `from` on, once a route with a {param} or "*" has the method's length. */
-static RFI_NOINLINE long match_from(const rf_policy *p, size_t from, const char *method, size_t method_len,
-                                    const char *path, size_t path_len) {
-    const size_t cut = routed_len(path, path_len);
-    long best = -1;
-    uint64_t best_score = 0, score = 0;
-    for (size_t i = from; i < p->n_routes; i++) {
-        const rfi_route_key *k = &p->route_keys[i];
-        if (k->method_len != method_len) continue;
-        if (k->literal_only) {
-            if (literal_match(p, i, method, method_len, path, path_len)) return (long)i;
-            continue;
-        }
-        if (cut == 0 || path[0] != '/' ||
-            !rfi_endpoint_match(&p->routes[i].endpoint, method, method_len, path, cut, &score))
-            continue;
-        if (best < 0 || score > best_score) {
-            best = (long)i;
-            best_score = score;
-        }
-    }
-    return best;
-}
-
-/*
- * Each route's compact key rejects on the method length before any byte is compared. An all-literal route that
- * matches is the most specific match there can be (a literal segment outranks a {param} and a "*", and endpoints
- * of the same shape are refused at load), so it ends the search. Otherwise the highest score wins, the first route
- * on a tie. The loop here handles the all-literal routes of a lock (the common case); match_from takes over at the
- * first route with a pattern.
- */
-long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
-    for (size_t i = 0; i < p->n_routes; i++) {
-        const rfi_route_key *k = &p->route_keys[i];
-        if (k->method_len != method_len) continue;
-        if (!k->literal_only) return match_from(p, i, method, method_len, path, path_len);
-        if (literal_match(p, i, method, method_len, path, path_len)) return (long)i;
-    }
-    return -1;
-}
-
 long rf_policy_match(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len) {
     if (p == NULL || method == NULL || path == NULL) return -1;
     return rfi_policy_match(p, method, method_len, path, path_len);
 }
 
-/* A route index could answer this without visiting every route; the loop is the reference. */
+/* The route index finds the routes in play (rfi_route_index_next); what each does next is read off its pattern. */
 int rf_policy_next_segment(const rf_policy *p, const char *method, size_t method_len, const char *prefix,
                            size_t prefix_len, size_t *cursor, rf_next_segment *out) {
     if (p == NULL || method == NULL || prefix == NULL || cursor == NULL || out == NULL) return -1;
     if (prefix_len == 0 || prefix[0] != '/' || prefix[prefix_len - 1] != '/' || memchr(prefix, '?', prefix_len) ||
         memchr(prefix, '#', prefix_len))
         return -1;
-    for (size_t i = *cursor; i < p->n_routes; i++) {
-        const char *literal = NULL;
-        size_t literal_len = 0;
-        int kind =
-            rfi_endpoint_next(&p->routes[i].endpoint, method, method_len, prefix, prefix_len, &literal, &literal_len);
-        if (kind < 0) continue;
-        *out =
-            (rf_next_segment){.route = i, .kind = (rf_next_kind)kind, .literal = literal, .literal_len = literal_len};
-        *cursor = i + 1;
-        return 1;
+    size_t depth = 0;
+    long i =
+        *cursor < p->n_routes ? rfi_route_index_next(p, method, method_len, prefix, prefix_len, *cursor, &depth) : -1;
+    if (i < 0) {
+        *cursor = p->n_routes;
+        return 0;
     }
-    *cursor = p->n_routes;
-    return 0;
+    const rfi_endpoint *e = &p->routes[i].endpoint;
+    *out = (rf_next_segment){.route = (size_t)i, .kind = RF_NEXT_REST, .literal = NULL, .literal_len = 0};
+    if (depth < e->n_segments && e->seg_kind[depth] == RFI_SEG_PARAM) {
+        out->kind = RF_NEXT_PARAM;
+    } else if (depth < e->n_segments) {
+        out->kind = RF_NEXT_LITERAL;
+        out->literal = e->pattern + e->seg_off[depth];
+        out->literal_len = e->seg_len[depth];
+    } /* else its last "*" was reached on the way: it takes every longer path */
+    *cursor = (size_t)i + 1;
+    return 1;
 }
 
 bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {

@@ -239,7 +239,9 @@ rf_retry_after_status rf_wait_header_parse(rf_wait_header h, const char *value, 
     const unsigned char *p = (const unsigned char *)value;
     size_t n = len;
     trim_ows(&p, &n);
-    if (n == 0) return RF_RA_ABSENT;
+    /* Present but empty: no wait asked, except a pushback, where anything but an integer means do not retry
+     * (gRPC A6; grpc-go aborts on strconv.Atoi("")'s error too). */
+    if (n == 0) return h == RF_WAIT_GRPC_RETRY_PUSHBACK_MS ? RF_RA_STOP : RF_RA_ABSENT;
     switch (h) {
     case RF_WAIT_RETRY_AFTER_MS:
     case RF_WAIT_X_MS_RETRY_AFTER_MS: return parse_ms(p, n, delay_ms);

@@ -9,18 +9,20 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The value of header h in the facts: retry-after may come as facts.retry_after or as hints[retry-after]. */
+/* The value of header h in the facts: retry-after may come as facts.retry_after or as hints[retry-after]. A header
+ * is present when its pointer is not NULL, even with length 0: an empty field is a field the server sent, which
+ * each header's parser judges (an empty grpc-retry-pushback-ms stops, an empty other one asks for no wait). */
 static const char *hint_value(const rf_facts *f, rf_wait_header h, size_t *len) {
-    if (h == RF_WAIT_RETRY_AFTER && f->retry_after != NULL && f->retry_after_len > 0) {
+    if (h == RF_WAIT_RETRY_AFTER && f->retry_after != NULL) {
         *len = f->retry_after_len;
         return f->retry_after;
     }
     *len = f->hint_lens[h];
-    return f->hints[h] != NULL && f->hint_lens[h] > 0 ? f->hints[h] : NULL;
+    return f->hints[h];
 }
 
 uint32_t rfi_wait_hints_present(const rf_facts *f) {
-    uint32_t present = f->retry_after != NULL && f->retry_after_len > 0 ? 1u << RF_WAIT_RETRY_AFTER : 0;
+    uint32_t present = f->retry_after != NULL ? 1u << RF_WAIT_RETRY_AFTER : 0;
     /* The common case, no hints at all, costs one OR per header and one branch (unrolled: no loop counter). */
     uintptr_t any = 0;
 #if defined(__GNUC__) && !defined(__clang__)
@@ -29,7 +31,7 @@ uint32_t rfi_wait_hints_present(const rf_facts *f) {
     for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++) any |= (uintptr_t)f->hints[h];
     if (any == 0) return present;
     for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++)
-        if (f->hints[h] != NULL && f->hint_lens[h] > 0) present |= 1u << h;
+        if (f->hints[h] != NULL) present |= 1u << h;
     return present;
 }
 
@@ -39,8 +41,7 @@ rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, uint32_t p
                                rf_error *err) {
     *first_present = -1;
     if (present == 0) return RF_OK;
-    if (f->retry_after != NULL && f->retry_after_len > 0 && f->hints[RF_WAIT_RETRY_AFTER] != NULL &&
-        f->hint_lens[RF_WAIT_RETRY_AFTER] > 0)
+    if (f->retry_after != NULL && f->hints[RF_WAIT_RETRY_AFTER] != NULL)
         return rfi_fail(err, "hints.retry-after", "is given twice (as retry_after and in hints): give it once");
     const uint32_t unread = present & ~r->wait_reads;
     if (unread != 0) {

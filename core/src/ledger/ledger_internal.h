@@ -28,6 +28,10 @@ void rfi_ledger_errno_error(rf_error *err, const char *path, int errnum, const c
 
 /* ---- ledger_text.c ---- */
 
+/* Length of the well-formed UTF-8 sequence at p (n >= 1 bytes available), or 0 when it is malformed (RFC 3629: no
+ * overlong form, no surrogate, nothing above U+10FFFF). */
+size_t rfi_ledger_utf8_sequence(const unsigned char *p, size_t n);
+
 /* True when s[0..len) is well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF). */
 bool rfi_ledger_utf8_valid(const char *s, size_t len);
 
@@ -82,5 +86,22 @@ typedef enum rfi_ledger_parse_result {
  */
 rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,
                                               char *why, size_t why_cap, int *column);
+
+/* ---- ledger_tally.c ---- */
+
+struct rf_ledger_tally;
+struct rf_tally_file;
+
+/* Counts rec (its line carries host, NULL for none) into the tally, without counting a line; false when memory ran
+ * out (the tally is then marked incomplete). rec's strings must all be set (a record the reader returned). */
+bool rfi_ledger_tally_record(struct rf_ledger_tally *t, const rf_ledger_record *rec, const char *host);
+/* Adds the lines, torn and corrupt lines of one file read whole to the tally's totals. */
+void rfi_ledger_tally_lines(struct rf_ledger_tally *t, const struct rf_tally_file *f);
+
+/* ---- ledger_wait_use.c ---- */
+
+/* What became of try i's wait header (an rf_retry_after_use), told from the record alone (ledger_wait_use.c says
+ * how), or -1 when the try had none, or one of a header this build does not know. i < rec->n_tries. */
+int rfi_ledger_wait_use(const rf_ledger_record *rec, size_t i);
 
 #endif

@@ -8,8 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Length of the well-formed UTF-8 sequence at p (n bytes available), or 0 when it is malformed. */
-static size_t utf8_sequence(const unsigned char *p, size_t n) {
+size_t rfi_ledger_utf8_sequence(const unsigned char *p, size_t n) {
     unsigned char c = p[0];
 
     if (c < 0x80) {
@@ -52,7 +51,7 @@ bool rfi_ledger_utf8_valid(const char *s, size_t len) {
             i += 8; /* eight ASCII bytes at once: the common case of a ledger's strings */
             continue;
         }
-        size_t n = utf8_sequence(p + i, len - i);
+        size_t n = rfi_ledger_utf8_sequence(p + i, len - i);
         if (n == 0) {
             return false;
         }
@@ -73,7 +72,7 @@ size_t rfi_ledger_text_check(const char *s, size_t len, const char **why) {
             return i;
         }
         if (c >= 0x80) {
-            size_t n = utf8_sequence(p + i, len - i);
+            size_t n = rfi_ledger_utf8_sequence(p + i, len - i);
             if (n == 0) {
                 *why = "invalid UTF-8";
                 return i;

@@ -1,43 +1,51 @@
 /*
  * Ledger timestamps: RFC 3339 UTC with milliseconds, "2026-11-29T17:20:01.123Z", always 24 characters.
- * Formatting uses gmtime_r; parsing is the exact inverse (days from the civil date, no timegm, no locale).
+ * Both ways go through the proleptic Gregorian calendar by H. Hinnant's civil_from_days and days_from_civil (no
+ * gmtime_r, which takes libc's time zone lock; no timegm; no locale).
  */
-#define _POSIX_C_SOURCE 200809L
 #include "ledger_internal.h"
 
-#include <time.h>
+/* Writes v (0..99) as two digits. */
+static void put2(char *out, int v) {
+    out[0] = (char)('0' + v / 10);
+    out[1] = (char)('0' + v % 10);
+}
 
-/* Writes value as exactly width decimal digits (value < 10^width, checked by the caller). */
-static void put_digits(char *out, int value, int width) {
-    for (int i = width - 1; i >= 0; i--) {
-        out[i] = (char)('0' + value % 10);
-        value /= 10;
-    }
+/* The proleptic Gregorian date of a day count since 1970-01-01 (0 .. 2 932 896, to 9999-12-31): H. Hinnant's
+ * civil_from_days, in 32-bit arithmetic (the divisions by constants are multiplications). */
+static void civil_from_days(uint32_t z, int *y, int *m, int *d) {
+    z += 719468;
+    const uint32_t era = z / 146097, doe = z - era * 146097;
+    const uint32_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const uint32_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yoe + era * 400 + (*m <= 2));
 }
 
 void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1]) {
-    time_t seconds = (time_t)(ts_ms / 1000);
-    struct tm tm;
-
-    if (ts_ms < 0 || ts_ms > RFI_LEDGER_TS_MAX_MS || !gmtime_r(&seconds, &tm)) {
-        /* Unreachable: rfi_ledger_format_line refuses ts_ms outside the range first. */
-        seconds = 0;
-        ts_ms = 0;
-        gmtime_r(&seconds, &tm);
-    }
-    put_digits(out, tm.tm_year + 1900, 4);
+    if (ts_ms < 0 || ts_ms > RFI_LEDGER_TS_MAX_MS) ts_ms = 0; /* unreachable: the writer refuses them first */
+    const uint32_t days = (uint32_t)(ts_ms / 86400000);
+    const uint32_t ms_of_day = (uint32_t)(ts_ms - (int64_t)days * 86400000), seconds = ms_of_day / 1000;
+    int year, month, day;
+    civil_from_days(days, &year, &month, &day);
+    const int hour = (int)(seconds / 3600), minute = (int)(seconds / 60 % 60), second = (int)(seconds % 60);
+    const int ms = (int)(ms_of_day - seconds * 1000);
+    put2(out, year / 100);
+    put2(out + 2, year % 100);
     out[4] = '-';
-    put_digits(out + 5, tm.tm_mon + 1, 2);
+    put2(out + 5, month);
     out[7] = '-';
-    put_digits(out + 8, tm.tm_mday, 2);
+    put2(out + 8, day);
     out[10] = 'T';
-    put_digits(out + 11, tm.tm_hour, 2);
+    put2(out + 11, hour);
     out[13] = ':';
-    put_digits(out + 14, tm.tm_min, 2);
+    put2(out + 14, minute);
     out[16] = ':';
-    put_digits(out + 17, tm.tm_sec, 2);
+    put2(out + 17, second);
     out[19] = '.';
-    put_digits(out + 20, (int)(ts_ms % 1000), 3);
+    put2(out + 20, ms / 10);
+    out[22] = (char)('0' + ms % 10);
     out[23] = 'Z';
     out[24] = '\0';
 }

@@ -9,7 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* flock(2) */
 #include "ledger_internal.h"
-#include "retryfreeze/input.h"
+#include "retryfreeze/output.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -118,10 +118,11 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
     l->observer = NULL;
     l->observer_ud = NULL;
     l->fd = -1;
-    /* Regular files only: a FIFO without a reader is refused at once instead of blocking open(2). */
-    rf_status st = rf_input_open(path, O_RDWR | O_APPEND | O_CREAT, "ledger", &l->fd, err);
+    /* Regular files only (a FIFO without a reader is refused at once instead of blocking open(2)), through a
+     * symlink, never "-" (retryfreeze/output.h). */
+    rf_status st = rf_output_open_append(path, O_RDWR, "ledger", &l->fd, err);
     if (st == RF_EIO) /* no read permission (a write-only file): append without the torn-line check */
-        st = rf_input_open(path, O_WRONLY | O_APPEND | O_CREAT, "ledger", &l->fd, err);
+        st = rf_output_open_append(path, O_WRONLY, "ledger", &l->fd, err);
     else if (st == RF_OK)
         st = terminate_torn_line(l, err);
     if (st != RF_OK) {

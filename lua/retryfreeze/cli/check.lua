@@ -2,16 +2,13 @@
 --- effective policy (defaults applied); with --table, runs a decision table against it instead of printing the
 --- effective policy. Exit 0 when valid (and every row passes), 1 when a row fails, 2 when the lock or the
 --- table is invalid or unreadable.
-local core = require "retryfreeze.core"
 local cli_args = require "retryfreeze.cli.args"
 local decision_table = require "retryfreeze.decision_table"
 
 -- Reads, parses and runs the table: results, or nil, message.
 local function run_table(policy, opts)
-  local text, ferr = core.read_file(opts.table, core.TABLE_MAX_BYTES, "decision table")
-  if not text then return nil, ferr end
-  local tbl, why = decision_table.parse(text, opts.table)
-  if not tbl then return nil, "malformed table: " .. why end
+  local tbl, why = decision_table.read(opts.table)
+  if not tbl then return nil, why end
   local results
   results, why = decision_table.run(policy, tbl, { seed = opts.seed })
   if not results then return nil, "malformed table: " .. why end

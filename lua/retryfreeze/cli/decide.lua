@@ -36,7 +36,8 @@ return cli_args.command {
     { "--attempts", "integer N", "attempts made so far, this one included (default 1)" },
     { "--elapsed-ms", "integer MS", "ms since the first attempt started (default 0)" },
     { "--idempotency-key", "string KEY", "the request's idempotency key (only its presence matters)" },
-    { "--source", "string SOURCE", "where the policy came from; anything but pinned-map gives unpinned-source" },
+    { "--source", "string SOURCE", "where the policy came from; anything but pinned-map (an empty S too) gives "
+      .. "unpinned-source" },
     { "--now-ms", "integer MS", "the wall clock in Unix ms, for an HTTP-date (default the clock)" },
     { "--hint", "list NAME=VALUE",
       "a wait header the route reads (retryAfter.headers), e.g. retry-after-ms=250; once per name",

@@ -6,6 +6,7 @@ local cli_args = require "retryfreeze.cli.args"
 local compat = require "retryfreeze.compat"
 local math = compat.math
 local flow = require "retryfreeze.flow"
+local output = require "retryfreeze.output"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
 local util = require "retryfreeze.util"
@@ -64,6 +65,10 @@ local function run(ctx, opts)
   if serve_err then ctx.fail(serve_err) end
   local dir, dir_err = examples_dir(opts.examples)
   if not dir then ctx.fail(dir_err) end
+  local outputs_ok, outputs_err = output.check({ { ledger_path, "append", "ledger" },
+    { opts.report, "replace", "report" } })
+  if not outputs_ok then ctx.fail(outputs_err) end
+  out = output.text_stream(out, ctx.err, opts.report) -- the page alone on standard output with --report -
   local lines_before, lerr = stats.lines_before_append(ledger_path)
   if not lines_before then ctx.fail(lerr) end
   local up, why = upstream.start{ bindir = ctx.bindir, faults = faults, seed = seed, stall_ms = 3000 }
@@ -121,8 +126,10 @@ return cli_args.command {
     .. "  whose last line is torn is refused. The same seed gives the same counts.\n"
     .. "  A rock has no retryfreeze-serve: set RF_SERVE to one (e.g. build/bin/retryfreeze-serve of a CMake build),\n"
     .. "  and run from a checkout or pass --examples DIR (its examples/ folder).\n"
+    .. "  With --report - the page goes to standard output and the run's text to standard error.\n"
     .. "  Exit 0, or 1 when a keyed request executed twice or a request is missing from the ledger,\n"
-    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, or a ledger it cannot append to.",
+    .. "  2 bad usage, missing examples, no retryfreeze-serve to start, a ledger it cannot append to, or a\n"
+    .. "  ledger or report path that is a directory, FIFO or device.",
   options = {
     { "--requests", "integer N", "logical requests to send", default = 300, range = { 1, math.huge } },
     { "--seed", "integer S", "the seed of the upstream's faults and of the flow", default = 7,
@@ -133,7 +140,7 @@ return cli_args.command {
     { "--examples", "string DIR", "the folder holding jobs_flow.lua and the example locks (default: the "
       .. "project's examples/)" },
     { "--report", "string FILE", "also write the HTML report of this run's lines to this file (as `retryfreeze "
-      .. "report`)" },
+      .. "report`; - for standard output)" },
   },
   run = run,
 }

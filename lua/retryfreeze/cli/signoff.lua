@@ -2,6 +2,7 @@
 --- sign-off entry for the lock to the pairing log (retryfreeze.signoff), with the diff against the lock's
 --- previous sign-off. Two distinct signers are required unless --solo is given (and recorded).
 local cli_args = require "retryfreeze.cli.args"
+local output = require "retryfreeze.output"
 local signoff = require "retryfreeze.signoff"
 
 return cli_args.command {
@@ -28,6 +29,8 @@ return cli_args.command {
     local out = ctx.out
     local policy = ctx.load_lock(pos[1])
     local log_path = opts.log or signoff.default_log(pos[1])
+    local log_ok, log_err = output.check({ { log_path, "append", "pairing log" } })
+    if not log_ok then ctx.fail(log_err) end
     local log, rerr, code = signoff.read(log_path)
     if not log and code ~= "missing" then ctx.fail(rerr) end
     local lock = signoff.lock_name(pos[1], log_path)

@@ -6,6 +6,7 @@ local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local cli_gate = require "retryfreeze.cli.gate"
 local gate = require "retryfreeze.gate"
+local output = require "retryfreeze.output"
 local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
@@ -79,6 +80,10 @@ local function run(ctx, opts, pos)
   local policy = ctx.load_lock(pos[1])
   local thresholds = gate.merge(policy.gate, cli_gate.thresholds_of(opts))
   local ledger_path = opts.ledger
+  local outputs_ok, outputs_err = output.check({ { ledger_path, "append", "ledger" },
+    { opts.report, "replace", "report" } })
+  if not outputs_ok then ctx.fail(outputs_err) end
+  out = output.text_stream(out, ctx.err, opts.report) -- the page alone on standard output with --report -
   local lines_before, lerr = stats.lines_before_append(ledger_path)
   if not lines_before then ctx.fail(lerr) end
   local up
@@ -190,7 +195,7 @@ local options = {
   { "--script", "string FLOW.lua", "a flow script returning function(client, i) that makes flow i's requests" },
   { "--ledger", "string FILE", "the ledger to append this run's lines to", default = "soak-ledger.jsonl" },
   { "--report", "string FILE", "also write the HTML report of this run's lines to this file (as `retryfreeze "
-    .. "report`, judged with the same thresholds)" },
+    .. "report`, judged with the same thresholds; - for standard output, the run's text then on standard error)" },
 }
 for _, row in ipairs(cli_gate.threshold_options) do options[#options + 1] = row end
 
@@ -203,7 +208,7 @@ M.description = "  The run appends to the ledger (never truncates it) and summar
   .. "  same counts; the default faults have no Retry-After, so retries wait the lock's backoff. --script\n"
   .. "  FLOW.lua returns function(client, i) making requests with client:request. Thresholds not given on the\n"
   .. "  command line come from the lock's gate object. Exit 0 ok, 1 a threshold breached, no success at all,\n"
-  .. "  or a duplicate execution, 2 bad usage."
+  .. "  or a duplicate execution, 2 bad usage or a ledger or report path that is a directory, FIFO or device."
 M.options = options
 M.run = run
 return cli_args.command(M)

@@ -1,0 +1,99 @@
+/*
+ * Private to the client library: the attempt loop's core, which the libcurl flow (client_flow.c) and the public
+ * rf_step (attempt_step.c) both run, so each rule of an attempt exists once; and the one writer of the ledger
+ * lines of finished requests. No libcurl here: the flow hands over what libcurl saw, in the engine's words.
+ * Prefix rfi_; never installed.
+ */
+#ifndef RETRYFREEZE_ATTEMPT_STEP_INTERNAL_H
+#define RETRYFREEZE_ATTEMPT_STEP_INTERNAL_H
+
+#include "retryfreeze/attempt_step.h"
+
+/* One logical request's attempts so far. The request and the response are borrowed (they outlive it). */
+typedef struct rfi_attempts {
+    const rf_policy *policy;
+    const rf_request *req;
+    rf_response *resp;
+    long route;                       /* rf_policy_match of the request's method and path, -1 for none: matched once */
+    bool reads[RF_WAIT_HEADER_COUNT]; /* the wait headers the route reads (retryAfter.headers) */
+    int attempts;                     /* attempts made; a followed redirect is part of its attempt, not one more */
+    int requests;                     /* HTTP requests sent: attempts and followed redirects (resp->attempts) */
+    size_t tries_cap;                 /* room in resp->tries (grown up to RF_MAX_TRIES as tries come) */
+    int64_t delay_ms, timeout_ms;     /* the wait before, and the per-try timeout of, the attempt in flight */
+    bool last_class_retryable;        /* the last failure's class is retryable (true before any failure) */
+} rfi_attempts;
+
+/* Starts a for request req on route (rf_policy_match, -1: none) into resp, whose tries array holds tries_cap
+ * (allocated by the caller, at least 1). */
+void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp, long route,
+                       size_t tries_cap);
+
+/* Before an attempt, elapsed_ms into the request as the engine is told: true and *timeout_ms (rf_budget's per-try
+ * timeout), or false and *stop (max-attempts, deadline; no-route when rf_budget refuses). */
+bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop);
+
+/* What one HTTP request of an attempt ended with, in the engine's words (the transport's part is done). */
+typedef struct rfi_attempt_end {
+    int status;                              /* the response's status; anything outside 100..599 counts as none */
+    rf_transport transport;                  /* RF_TRANSPORT_OK when a response came */
+    const char *error;                       /* the transport's message, or NULL */
+    const char *hints[RF_WAIT_HEADER_COUNT]; /* the wait headers the response carried (NULL: absent), all of them */
+    const char *date;                        /* its Date header, or NULL */
+    bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
+    bool hop;                                /* a followed redirect's request: part of the attempt in flight */
+    int64_t elapsed_ms;                      /* this request's time on the wire */
+    int64_t request_elapsed_ms;              /* since the request started, as the engine is told */
+    int64_t wall_ms;                         /* Unix time in ms (for an HTTP-date) */
+} rfi_attempt_end;
+
+/* A 3xx the client follows itself (client_redirect.c): rf_redirect_verdict decides it in rf_decide's place. */
+typedef struct rfi_redirect_ask {
+    int hops;          /* redirects followed so far in this attempt */
+    int max_redirects; /* the client's max_redirects, narrowed here to the room RF_MAX_TRIES leaves */
+    bool next_ready;   /* the next request could be made (an http or https Location, memory): without it a retry
+                          gives way to rf_decide, which decides the 3xx as any response */
+    bool followed;     /* set by rfi_step_after: the redirect's verdict stood (a retry then sends the next request) */
+} rfi_redirect_ask;
+
+/*
+ * After one HTTP request: records its try in the response, decides (rf_redirect_verdict for a 3xx to follow, whose
+ * Retry-After counts whatever the route reads; else, or when that retry cannot be followed, rf_decide on the route,
+ * failing closed, with the wait headers the route reads), lets hook narrow the verdict (*hook_rc its value, < 0: it
+ * failed) and makes room for another try (RF_MAX_TRIES, or memory: else the retry becomes a stop, max-attempts).
+ * Returns v->retry. redirect may be NULL (no 3xx to follow); hook may be NULL; rng and budget as for rf_decide.
+ */
+bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
+                    rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v);
+
+/* Ends the request with reason after elapsed_ms: the response's reason, outcome, ok, elapsed_ms, route and budget
+ * (what rf_step_finish does before its ledger line). */
+void rfi_step_end(const rfi_attempts *a, rf_reason reason, int64_t elapsed_ms);
+
+/* A finished request whose ledger line is to be written: its request, its complete response, its timestamp. */
+typedef struct rfi_finished {
+    const rf_request *req;
+    rf_response *resp;
+    int64_t wall_ms;
+} rfi_finished;
+
+/* The arrays of a batch of ledger lines, kept by their writer between batches (a client's); zeroed: none yet. */
+typedef struct rfi_batch {
+    rf_ledger_record *recs;
+    const rf_ledger_record **ptrs;
+    rf_status *status;
+    rf_error *errs;
+    size_t cap;
+} rfi_batch;
+
+/* Frees the batch's arrays and zeroes it. */
+void rfi_batch_free(rfi_batch *b);
+
+/*
+ * The one writer of the ledger lines of finished requests: the records of done[0..n), in order. With batch, as
+ * few write(2)s as the ledger can (rf_ledger_append_batch, at most 64 records a call, built in batch's arrays);
+ * without batch, or when its arrays cannot grow, one rf_ledger_append per line. A line that fails goes to its
+ * response's ledger_error, never to the caller.
+ */
+void rfi_step_write(rf_ledger *l, const rf_policy *p, const rfi_finished *done, size_t n, rfi_batch *batch);
+
+#endif
