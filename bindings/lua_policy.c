@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "retryfreeze/lock_schema.h"
 #include "../core/src/util/clock_ms.h"
 
 #include <errno.h>
@@ -222,16 +223,22 @@ static inline __attribute__((always_inline)) void fact_status(lua_State *L, int 
     f->status = (int)s;
 }
 
+/* Raises "facts.transport must be one of ok, timeout, …; got 't'", the list from RF_TRANSPORTS. */
+static __attribute__((noinline, cold)) void transport_error(lua_State *L, fact_src src, const char *t) {
+    char names[256];
+    size_t used = 0;
+    for (int i = 0; i < RF_TRANSPORT_COUNT && used < sizeof names; i++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                                 rf_transport_name((rf_transport)i));
+    fact_error(L, src, "transport", "must be one of %s; got '%s'", names, t);
+}
+
 /* facts.transport: one of rf.transports; nil: ok. */
 static inline __attribute__((always_inline)) void fact_transport(lua_State *L, int v, fact_src src, rf_facts *f) {
     size_t len = 0;
     const char *t = str_fact(L, v, src, "transport", &len);
     f->transport = RF_TRANSPORT_OK;
-    if (t != NULL && rf_transport_parse(t, len, &f->transport) != 0)
-        fact_error(L, src, "transport",
-                   "must be one of ok, timeout, connect-reset, connect-refused, dns, tls, got-nothing, other, "
-                   "proxy-refused, too-many-redirects; got '%s'",
-                   t);
+    if (t != NULL && rf_transport_parse(t, len, &f->transport) != 0) transport_error(L, src, t);
 }
 
 /* The facts of one attempt that both forms read, at v + i for i = 0 status, 1 transport, 2 attempts, 3 elapsed_ms,
@@ -803,68 +810,22 @@ static int l_classify(lua_State *L) {
     return 1;
 }
 
-static void push_string_list(lua_State *L, const char *const *items, size_t n) {
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        lua_pushstring(L, items[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-}
-
-/* policy:routes() → a fresh array of route tables (copies: changing them changes nothing). */
+/* policy:routes() → a fresh array of route tables (copies: changing them changes nothing): each route's fields as
+ * the lock schema's rows name them (rfl_push_fields), plus its endpoint's method and pattern. */
 static int l_routes(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
     size_t n = rf_policy_route_count(p);
     lua_createtable(L, (int)n, 0);
     for (size_t i = 0; i < n; i++) {
-        luaL_checkstack(L, 6, "policy:routes"); /* a route, a nested list, a key and a value */
+        luaL_checkstack(L, 3, "policy:routes"); /* a route, a key and a value */
         rf_route_view r;
         rf_policy_route(p, i, &r);
         lua_createtable(L, 0, 16);
-        lua_pushstring(L, r.endpoint);
-        lua_setfield(L, -2, "endpoint");
+        rfl_push_fields(L, p, i, -1, RF_PLACE_ROUTE);
         lua_pushstring(L, r.method);
         lua_setfield(L, -2, "method");
         lua_pushstring(L, r.pattern);
         lua_setfield(L, -2, "pattern");
-        lua_pushinteger(L, r.max_attempts);
-        lua_setfield(L, -2, "max_attempts");
-        lua_pushinteger(L, r.per_attempt_timeout_ms);
-        lua_setfield(L, -2, "per_attempt_timeout_ms");
-        lua_pushinteger(L, r.total_budget_ms);
-        lua_setfield(L, -2, "total_budget_ms");
-        lua_pushinteger(L, r.min_attempt_ms);
-        lua_setfield(L, -2, "min_attempt_ms");
-        push_string_list(L, r.retryable, r.n_retryable);
-        lua_setfield(L, -2, "retryable");
-        push_string_list(L, r.not_retryable, r.n_not_retryable);
-        lua_setfield(L, -2, "not_retryable");
-        push_string_list(L, r.idempotency_required, r.n_idempotency_required);
-        lua_setfield(L, -2, "idempotency_required");
-        lua_createtable(L, 0, 4);
-        lua_pushinteger(L, r.backoff_base_ms);
-        lua_setfield(L, -2, "base_ms");
-        lua_pushnumber(L, (lua_Number)r.backoff_multiplier_milli / 1000.0);
-        lua_setfield(L, -2, "multiplier");
-        lua_pushinteger(L, r.backoff_max_ms);
-        lua_setfield(L, -2, "max_ms");
-        lua_pushstring(L, rf_jitter_name(r.backoff_jitter));
-        lua_setfield(L, -2, "jitter");
-        lua_setfield(L, -2, "backoff");
-        lua_createtable(L, 0, 3);
-        lua_pushboolean(L, r.retry_after_honor);
-        lua_setfield(L, -2, "honor");
-        lua_pushinteger(L, r.retry_after_max_ms);
-        lua_setfield(L, -2, "max_ms");
-        push_string_list(L, r.retry_after_headers, r.n_retry_after_headers);
-        lua_setfield(L, -2, "headers");
-        lua_setfield(L, -2, "retry_after");
-        lua_createtable(L, 0, (int)r.n_class_limits);
-        for (size_t k = 0; k < r.n_class_limits; k++) {
-            lua_pushinteger(L, r.class_limit_values[k]);
-            lua_setfield(L, -2, r.class_limit_classes[k]);
-        }
-        lua_setfield(L, -2, "class_limits");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;
@@ -974,27 +935,37 @@ static int l_delay_window(lua_State *L) {
     return 2;
 }
 
+/* The arguments of a question about a route's failure class: (policy, endpoint, {status=, transport=}). */
+typedef struct class_question {
+    const rf_policy *p;
+    size_t route;
+    int status;
+    rf_transport transport;
+} class_question;
+
+static class_question read_class_question(lua_State *L) {
+    class_question q;
+    q.p = rfl_check_policy(L, 1);
+    q.route = route_by_endpoint(L, q.p, 2);
+    lua_Integer status;
+    read_status_transport(L, 3, "key", &status, &q.transport);
+    q.status = (int)status;
+    return q;
+}
+
 /* policy:class_attempts(endpoint, {status=, transport=}) → the most attempts the route gives a request whose
  * failures are of that class: min(maxAttempts, its classLimits entry) (rf_policy_class_attempts). */
 static int l_class_attempts(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
-    size_t route = route_by_endpoint(L, p, 2);
-    lua_Integer status;
-    rf_transport t;
-    read_status_transport(L, 3, "key", &status, &t);
-    lua_pushinteger(L, rf_policy_class_attempts(p, route, (int)status, t));
+    class_question q = read_class_question(L);
+    lua_pushinteger(L, rf_policy_class_attempts(q.p, q.route, q.status, q.transport));
     return 1;
 }
 
 /* policy:class_retryable(endpoint, {status=, transport=}) → whether the route retries that failure class
  * (rf_policy_class_retryable). */
 static int l_class_retryable(lua_State *L) {
-    const rf_policy *p = rfl_check_policy(L, 1);
-    size_t route = route_by_endpoint(L, p, 2);
-    rf_transport t;
-    lua_Integer status;
-    read_status_transport(L, 3, "key", &status, &t);
-    lua_pushboolean(L, rf_policy_class_retryable(p, route, (int)status, t));
+    class_question q = read_class_question(L);
+    lua_pushboolean(L, rf_policy_class_retryable(q.p, q.route, q.status, q.transport));
     return 1;
 }
 
@@ -1012,49 +983,7 @@ static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"class_attempts", l_class_attempts},
                                           {NULL, NULL}};
 
-static void set_ratio(lua_State *L, const char *key, bool has, int64_t milli) {
-    if (!has) return;
-    lua_pushnumber(L, (lua_Number)milli / 1000.0);
-    lua_setfield(L, -2, key);
-}
-
-/* policy.retry_budget → a fresh {max_tokens, token_ratio [, shared = name]} (the lock's retryBudget), or nil. */
-static int push_retry_budget(lua_State *L, const rf_policy *p) {
-    int64_t max_milli, ratio_milli;
-    if (!rf_policy_retry_budget(p, &max_milli, &ratio_milli)) return 0;
-    lua_createtable(L, 0, 3);
-    lua_pushinteger(L, (lua_Integer)(max_milli / 1000));
-    lua_setfield(L, -2, "max_tokens");
-    lua_pushnumber(L, (lua_Number)ratio_milli / 1000.0);
-    lua_setfield(L, -2, "token_ratio");
-    const char *shared = rf_policy_retry_budget_shared(p);
-    if (shared != NULL) {
-        lua_pushstring(L, shared);
-        lua_setfield(L, -2, "shared");
-    }
-    return 1;
-}
-
-/* policy.gate → a fresh table of the lock's gate thresholds (snake_case keys), or nil when it has none. */
-static int push_gate(lua_State *L, const rf_policy *p) {
-    rf_gate_view g;
-    if (!rf_policy_gate(p, &g)) return 0;
-    lua_createtable(L, 0, 7);
-    set_ratio(L, "max_retried_success", g.has_max_retried_success, g.max_retried_success_milli);
-    set_ratio(L, "max_attempts_per_success", g.has_max_attempts_per_success, g.max_attempts_per_success_milli);
-    set_ratio(L, "max_terminal_rate", g.has_max_terminal_rate, g.max_terminal_rate_milli);
-    set_ratio(L, "max_retry_ratio", g.has_max_retry_ratio, g.max_retry_ratio_milli);
-    set_ratio(L, "min_success_rate", g.has_min_success_rate, g.min_success_rate_milli);
-    if (g.has_min_successes) {
-        lua_pushinteger(L, g.min_successes);
-        lua_setfield(L, -2, "min_successes");
-    }
-    push_string_list(L, g.forbid_reasons, g.n_forbid_reasons);
-    lua_setfield(L, -2, "forbid_reasons");
-    return 1;
-}
-
-/* __index: methods by name, and the read-only fields digest and route_count. */
+/* __index: methods by name, and the read-only fields digest, gate, retry_budget and route_count. */
 static int l_policy_index(lua_State *L) {
     const rf_policy *p = rfl_check_policy(L, 1);
     const char *k = luaL_checkstring(L, 2);
@@ -1062,8 +991,9 @@ static int l_policy_index(lua_State *L) {
         lua_pushstring(L, rf_policy_digest(p));
         return 1;
     }
-    if (strcmp(k, "gate") == 0) return push_gate(L, p);
-    if (strcmp(k, "retry_budget") == 0) return push_retry_budget(L, p);
+    /* policy.gate, policy.retry_budget: fresh tables of the lock's objects (lock schema views), or nil. */
+    if (strcmp(k, "gate") == 0) return rfl_push_lock_view(L, p, "gate") ? 1 : 0;
+    if (strcmp(k, "retry_budget") == 0) return rfl_push_lock_view(L, p, "retryBudget") ? 1 : 0;
     if (strcmp(k, "route_count") == 0) {
         lua_pushinteger(L, (lua_Integer)rf_policy_route_count(p));
         return 1;

@@ -89,6 +89,14 @@ void rfl_open_output(lua_State *L);
 /* Add json_codec (lua_json.c, cJSON) and glob (lua_glob.c, glob(3)) to the module table on top of the stack. */
 void rfl_open_json(lua_State *L);
 void rfl_open_glob(lua_State *L);
+/* The lock schema (lua_lock_schema.c). rfl_push_fields sets, in the table on top of the stack, the view of every
+ * field of place `place` (an rf_field_place) under the object of row `parent` (-1: the place's top), of route `route`
+ * for a route's fields: each at its row's view key, an object as a nested table, an absent field left out.
+ * rfl_push_lock_view pushes a fresh table of the lock's object at path ("gate") and returns true, or pushes nothing
+ * and returns false when the lock has none. rfl_open_lock_schema adds core.lock_schema and core.lock_field_check. */
+void rfl_push_fields(lua_State *L, const rf_policy *p, size_t route, long parent, int place);
+bool rfl_push_lock_view(lua_State *L, const rf_policy *p, const char *path);
+void rfl_open_lock_schema(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
 

@@ -9,7 +9,8 @@ add_library(retryfreeze_client SHARED
   core/src/client/client_network.c
   core/src/client/client_limits.c
   core/src/client/retry_budget_redis.c
-  ${RF_UTIL_SOURCES}
+  ${RF_UTIL_REPORT_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
+  ${RF_UTIL_OS_SOURCES}
 )
 target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>

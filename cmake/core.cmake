@@ -1,14 +1,18 @@
 # The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
 add_library(retryfreeze SHARED
+  ${RF_UTIL_REPORT_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
+  ${RF_UTIL_ENGINE_SOURCES}
   core/src/engine/version.c
-  core/src/engine/error.c
   core/src/engine/input_file.c
   core/src/engine/output_file.c
   core/src/engine/vocabulary.c
   core/src/engine/outcome.c
   core/src/engine/failure_class.c
   core/src/engine/endpoint.c
+  core/src/engine/lock_schema.c
+  core/src/engine/lock_fields.c
   core/src/engine/lock_load.c
+  core/src/engine/lock_canonical.c
   core/src/engine/policy.c
   core/src/engine/route_index.c
   core/src/engine/rng.c
@@ -46,6 +50,8 @@ rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
 rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
+rf_add_c_test(test_vocabulary_lists spec/core/test_vocabulary_lists.c)
+rf_add_c_test(test_lock_schema spec/core/test_lock_schema.c)
 rf_add_c_test(test_output spec/core/test_output.c)
 rf_add_c_test(test_route_index spec/core/test_route_index.c)
 rf_add_c_test(test_decide spec/core/test_decide.c)

@@ -55,7 +55,10 @@ set_tests_properties(c_test_budget_threads PROPERTIES LABELS "c")
 # allocations), libcurl's allocations through curl_global_init_mem, against the project's upstream.
 if(TARGET retryfreeze-serve)
   get_target_property(rf_client_sources_for_alloc retryfreeze_client SOURCES)
-  add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_engine_sources} ${rf_client_sources_for_alloc})
+  # Both libraries compile core/src/util/'s report.c (cmake/util.cmake): one copy here.
+  set(rf_client_alloc_sources ${rf_engine_sources} ${rf_client_sources_for_alloc})
+  list(REMOVE_DUPLICATES rf_client_alloc_sources)
+  add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_client_alloc_sources})
   target_include_directories(test_client_alloc PRIVATE core/include core/src)
   target_compile_options(test_client_alloc PRIVATE ${RF_WARNINGS})
   target_compile_definitions(test_client_alloc PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}"

@@ -1,16 +1,22 @@
-# Small shared helpers (core/src/util/, prefix rfi_): the clocks in ms and the OS's randomness. Like curl's curlx/,
-# each library that uses them compiles them in (the client library and the binding), hidden by
-# CMAKE_C_VISIBILITY_PRESET, so no library exports them and the engine stays without clocks.
-set(RF_UTIL_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/core/src/util/clock_ms.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/core/src/util/os_random.c
-)
+# Small shared helpers (core/src/util/, prefix rfi_), as curl's curlx/ serves libcurl and the curl tool: each library
+# compiles the ones it uses, hidden by CMAKE_C_VISIBILITY_PRESET, so no library exports them. Three sets, by what
+# they need and who may have them:
+#   RF_UTIL_REPORT_SOURCES  the one error report (rfi_report, rfi_fail): the engine (with the ledger) and the client;
+#   RF_UTIL_ENGINE_SOURCES  JSON paths, JSON values in words, "did you mean": the engine only (json_text.c needs
+#                           cJSON, which the client does not link);
+#   RF_UTIL_OS_SOURCES      the clocks in ms and the OS's randomness: the client and the binding, so that the engine
+#                           stays without clocks.
+# Absolute paths: a test that links two libraries' sources (test_client_alloc) drops the copy both compile.
+set(RF_UTIL_DIR ${CMAKE_CURRENT_SOURCE_DIR}/core/src/util)
+set(RF_UTIL_REPORT_SOURCES ${RF_UTIL_DIR}/report.c)
+set(RF_UTIL_ENGINE_SOURCES ${RF_UTIL_DIR}/json_path.c ${RF_UTIL_DIR}/json_text.c ${RF_UTIL_DIR}/suggest.c)
+set(RF_UTIL_OS_SOURCES ${RF_UTIL_DIR}/clock_ms.c ${RF_UTIL_DIR}/os_random.c)
 
 if(NOT RF_TESTS)
   return()
 endif()
 # getrandom(2) wrapped (-Wl,--wrap), so the test can make it fail, be interrupted or return short reads.
-add_executable(test_util spec/core/test_util.c ${RF_UTIL_SOURCES})
+add_executable(test_util spec/core/test_util.c ${RF_UTIL_OS_SOURCES})
 target_include_directories(test_util PRIVATE core/src)
 target_compile_options(test_util PRIVATE ${RF_WARNINGS})
 target_link_options(test_util PRIVATE "LINKER:--wrap=getrandom")

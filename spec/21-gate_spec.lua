@@ -116,7 +116,11 @@ describe("retryfreeze gate", function()
       -- the value as written (shortest round-trip form): tostring's 14 digits would say "got 1.0", in range
       { { "gate", jobs, "--max-terminal-rate", "1.0000000000000002" },
         "--max-terminal-rate must be 0..1, got 1.0000000000000002\n" },
-      { { "gate", jobs, "--max-retry-ratio", "-1" }, "--max-retry-ratio must be 0 or more, got -1" },
+      { { "gate", jobs, "--max-retry-ratio", "-1" }, "--max-retry-ratio must be 0..10, got -1" },
+      -- as in a lock (gate.maxAttemptsPerSuccess is 1..10, with at most 3 decimal places): spec/19
+      { { "gate", jobs, "--max-attempts-per-success", "0.5" }, "--max-attempts-per-success must be 1..10, got 0.5" },
+      { { "gate", jobs, "--max-terminal-rate", "0.0125" },
+        "--max-terminal-rate must have at most 3 decimal places, got 0.0125" },
       { { "gate", jobs, "--forbid-reason", "unpinned" }, "--forbid-reason: unknown reason 'unpinned'" },
       { { "gate", "/nonexistent/l.jsonl", "--max-retried-success", "0.1" },
         "retryfreeze gate: cannot open ledger /nonexistent/l.jsonl" },

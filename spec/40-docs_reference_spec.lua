@@ -246,6 +246,71 @@ describe("docs/lock.md", function()
     end
   end)
 
+  -- The lock schema's rows (rf.lock_schema(), the engine's table) against the Fields tables, cell by cell: each
+  -- field's type and range, default, widening direction and meaning as its row says. How the page words each kind
+  -- of value is written here once.
+  describe("the Fields tables say what the lock schema says", function()
+    local rows = {}
+    for _, cells in ipairs(table_rows(fields, "field")) do
+      local name = code(cells[1])
+      if name then rows[name] = cells end
+    end
+    local function cell(cells, title)
+      for i, h in ipairs(cells.header) do
+        if h == title then return cells[i] end
+      end
+      error("no column '" .. title .. "'")
+    end
+    local function num(x) return string.format("%.15g", x) end
+    local type_says = {
+      integer = function(r) return r.min == r.max and "exactly " .. num(r.min) or "integer " .. num(r.min) .. ".." .. num(r.max) end,
+      decimal = function(r) return "number " .. num(r.min) .. ".." .. num(r.max) end,
+      boolean = function() return "boolean" end,
+      object = function() return "object" end,
+      endpoint = function(r) return r.min .. ".." .. r.max .. " characters" end,
+      name = function(r) return r.min .. ".." .. r.max .. " characters" end,
+      classes = function() return "array of failure classes" end,
+      methods = function(r) return "at most " .. r.max end,
+      ["wait-headers"] = function(r) return "array of " .. r.min .. ".." .. r.max end,
+      reasons = function() return "array of distinct" end,
+      routes = function(r) return "array of " .. r.min .. ".." .. r.max end,
+      ["class-limits"] = function(r) return "integer " .. r.min .. "..maxAttempts" end,
+      jitter = function() return "jitter kinds" end,
+    }
+    local widens_says = {
+      grows = "it grows", shrinks = "it shrinks", ["true-to-false"] = "`true` → `false`",
+      ["false-to-true"] = "from `false` to `true`", removed = "it is removed", ["any-change"] = "change",
+      ["item-removed"] = "is removed", ["delay-window"] = "delay window", retryable = "becomes retryable",
+      ["own-method"] = "own method", ["class-attempts"] = "limit is raised", requests = "some request",
+      fields = "fields", never = "never",
+    }
+    local function default_says(r)
+      if r.if_absent == "required" then return "^required" end
+      if r.type == "object" and r.default_json then return "subfield" end
+      if r.default_json == nil then return "^n[oe][nt]e?" end -- "none…" or "not checked"
+      if math.type(r.default) then return "^" .. r.default_json end
+      local shown = type(r.default) == "string" and r.default or r.default_json
+      return "`" .. shown:gsub("%p", "%%%0") .. "`"
+    end
+    for _, r in ipairs(rf.lock_schema()) do
+      it(r.path, function()
+        local cells = assert(rows[r.path], "docs/lock.md has no row for " .. r.path)
+        local range = cell(cells, "type and range")
+        assert.is_truthy(range:find(type_says[r.type](r), 1, true), r.path .. ": '" .. range .. "' lacks '"
+          .. type_says[r.type](r) .. "'")
+        if r.about then assert.is_truthy(range:find(r.about, 1, true), r.path .. ": lacks '" .. r.about .. "'") end
+        local default = cell(cells, "default")
+        assert.is_truthy(default:find(default_says(r)), r.path .. ": default '" .. default .. "'")
+        local when = cell(cells, "widening when")
+        assert.is_truthy(when:find(widens_says[r.widens], 1, true), r.path .. ": '" .. when .. "' lacks '"
+          .. widens_says[r.widens] .. "'")
+        if r.if_absent == "none" and r.default_json == nil and (r.widens == "grows" or r.widens == "shrinks") then
+          assert.is_truthy(when:find("or is dropped", 1, true), r.path .. ": its absence is the loosest")
+        end
+      end)
+    end
+  end)
+
   it("is right that the effective policy is itself a lock with the same digest", function()
     for _, path in ipairs({ "examples/service.lock.json", "examples/retry-budget.lock.json" }) do
       local p = assert(rf.load(path))
@@ -303,15 +368,20 @@ describe("docs/lock.md", function()
         local obj, key = name:match("^(%w+)%.(%w+)$")
         local holder = obj and base[obj] or base
         key = key or name
-        local v = holder[key]
-        assert(v ~= nil, "no probe value for " .. name .. ": extend this test")
+        local v, was = holder[key], holder[key]
+        if v == nil then -- a field the base leaves at its default: probed from the default (the schema's row)
+          for _, row in ipairs(rf.lock_schema()) do
+            if row.path == name then v = row.default end
+          end
+        end
+        assert(v ~= nil, "no probe value for " .. name .. ": give it a default or extend this test")
         if flips then
           holder[key] = false
         else
           holder[key] = math.type(v) == "integer" and v + 1 or v + 0.25
         end
         local changes = diff.compare(old, assert(rf.load_string(json.encode(base))))
-        holder[key] = v
+        holder[key] = was
         assert.equal(1, #changes, name)
         local expect = (grows or flips) and "widening" or "narrowing"
         assert.equal(expect, changes[1].kind, name .. ": docs/lock.md says '" .. when .. "'")
@@ -379,6 +449,8 @@ describe("docs/lock.md", function()
           end
           local p, err = rf.load_string(text, "lock")
           assert.is_nil(p, "loaded: " .. text)
+          -- "allowed here: …" stands for the keys of the object, which the Fields tables list (checked above)
+          if message:find("allowed here: …)", 1, true) then err = err:gsub("allowed here: .*%)$", "allowed here: …)") end
           assert.equal("lock: " .. message, err)
         end)
       end
@@ -388,11 +460,9 @@ describe("docs/lock.md", function()
 
     it("documents every message the loader can give", function()
       local formats = {}
-      for _, f in ipairs(c_format_args(read("core/src/engine/lock_load.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
-      for _, f in ipairs(c_format_args(read("core/src/engine/policy.c"), "rfi_fail", 3)) do formats[#formats + 1] = f end
-      for _, file in ipairs({ "core/src/engine/lock_wait_headers.c", "core/src/engine/class_limits.c",
-        "core/src/engine/route_index.c" }) do
-        for _, f in ipairs(c_format_args(read(file), "rfi_fail", 3)) do formats[#formats + 1] = f end
+      for _, file in ipairs({ "lock_load.c", "lock_fields.c", "lock_schema.c", "lock_canonical.c", "policy.c",
+        "lock_wait_headers.c", "class_limits.c", "failure_class.c", "route_index.c" }) do
+        for _, f in ipairs(c_format_args(read("core/src/engine/" .. file), "rfi_fail", 3)) do formats[#formats + 1] = f end
       end
       for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end
       assert.is_true(#formats >= 40)
@@ -409,16 +479,7 @@ end)
 -- ---------------------------------------------------------------------------------------------------------
 
 --- The entries of the X-macro `name` defined in a C header: a list of {c_name, string, rest…}.
-local function x_macro(path, name)
-  local src = read(path)
-  local body = assert(src:match("#define " .. name .. "%(X%)(.-[^\\])\n"), path .. " has no " .. name)
-  local entries = {}
-  for c_name, str, rest in body:gmatch('X%(([%w_]+),%s*"([^"]*)"([^)]*)%)') do
-    entries[#entries + 1] = { c_name, str, rest:match("^,%s*(.-)%s*$") }
-  end
-  assert.is_true(#entries > 0, name .. " parsed empty")
-  return entries
-end
+local x_macro = require("spec.helper").x_macro
 
 local function strings_of(entries)
   local list = {}
@@ -634,12 +695,14 @@ describe("docs/lua.md", function()
   end)
 
   it("documents every key of the tables the binding reads and builds", function()
+    -- The policy's views (policy:routes(), policy.gate, policy.retry_budget) hold a field of docs/lock.md under its
+    -- path in snake case (its row's view: spec/core/test_lock_schema.c), which lua.md says once instead of naming
+    -- each key; the keys the binding adds of its own are named.
     local shapes = {
       facts = c_array(policy_src, "fact_keys"),
       verdict = c_array(policy_src, "verdict_key_names"),
       budget = c_table_keys(c_function(policy_src, "l_budget")),
       route = c_table_keys(c_function(policy_src, "l_routes")),
-      gate = c_table_keys(c_function(policy_src, "push_gate")),
       client_options = c_array(client_src, "client_keys"),
       request = c_array(client_src, "request_keys"),
       try = c_table_keys(c_function(client_src, "push_try")),

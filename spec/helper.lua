@@ -27,6 +27,20 @@ function M.lua_env(dir)
     M.shell_quote(M.build_dir .. "/lib/lua/" .. (dir or "5.4") .. "/?.so;;"))
 end
 
+--- The entries of the X-macro `name` defined in the C header at path (X(C_NAME, "string", …)): a list of
+--- {c_name, string, rest} in order, rest being what follows the string (nil when nothing does). Raises when the
+--- header has no such list or it parses empty.
+function M.x_macro(path, name)
+  local src = M.read_file(path)
+  local body = assert(src:match("#define " .. name .. "%(X%)(.-[^\\])\n"), path .. " has no " .. name)
+  local entries = {}
+  for c_name, str, rest in body:gmatch('X%(([%w_]+),%s*"([^"]*)"([^)]*)%)') do
+    entries[#entries + 1] = { c_name, str, rest:match("^,%s*(.-)%s*$") }
+  end
+  assert(#entries > 0, name .. " parsed empty")
+  return entries
+end
+
 --- Runs Lua source in a child interpreter with the module on its paths (a crash there fails one test instead
 --- of killing busted). opts: {lua = "lua5.4" (the interpreter), dir = "5.4" (see lua_env), timeout_s = 60}.
 --- Returns stdout, stderr and the exit code (124 when the timeout killed it).

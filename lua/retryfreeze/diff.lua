@@ -164,29 +164,39 @@ local function backoff_changes(ra, rb)
   return #parts > 0 and table.concat(parts, ", ") or nil
 end
 
-local function scalar(field, get, compare)
+-- The lock schema (rf.lock_schema()): which change of each field widens, and where a policy's views hold it.
+local SCHEMA = rf.lock_schema()
+
+local function rf_row_index(path)
+  for i, row in ipairs(SCHEMA) do
+    if row.path == path then return i end
+  end
+  error("retryfreeze.diff: the lock schema has no field " .. path)
+end
+
+-- The value at a view key ("retry_after.max_ms") of a view table.
+local function at_view(t, view)
+  for part in view:gmatch("[^.]+") do
+    if t == nil then return nil end
+    t = t[part]
+  end
+  return t
+end
+
+-- The comparator of a scalar field by its row's widens: a larger or smaller value, or true → false.
+local scalar_compare = { grows = M.more_is_wider, shrinks = M.less_is_wider, ["true-to-false"] = M.dropping_is_wider }
+
+local function scalar(row)
+  local field = row.path
   return { field = field, covers = { field },
-    value = function(_, _, r) return get(r) end, compare = compare,
+    value = function(_, _, r) return at_view(r, row.view) end, compare = scalar_compare[row.widens],
     text = function(a, b) return string.format("%s %s → %s", field, show(a), show(b)) end }
 end
 
---- The per-request effects, in report order. Each entry:
----   field    the name a change carries ("maxAttempts", "retryable", "backoff", …)
----   covers   the lock fields (route-relative JSON paths) whose changes it judges; "x.*" covers every field
----            under x (an object such as classLimits flattens to "classLimits.TIMEOUT", …)
----   value    function(policy, endpoint, route_view, method) → the effect on a request of that method; a
----            function of the route's own fields and the method (a route whose canonical fields did not change
----            is not compared again)
----   compare  function(old_value, new_value) → "widening", "narrowing" or nil (no difference)
----   text     function(old_value, new_value, old_route_view, new_route_view) → what changed, for people
-M.effects = {
-  scalar("maxAttempts", function(r) return r.max_attempts end, M.more_is_wider),
-  scalar("perAttemptTimeoutMs", function(r) return r.per_attempt_timeout_ms end, M.more_is_wider),
-  scalar("totalBudgetMs", function(r) return r.total_budget_ms end, M.more_is_wider),
-  scalar("minAttemptMs", function(r) return r.min_attempt_ms end, M.less_is_wider),
-  scalar("retryAfter.honor", function(r) return r.retry_after.honor end, M.dropping_is_wider),
-  scalar("retryAfter.maxMs", function(r) return r.retry_after.max_ms end, M.more_is_wider),
-  { field = "idempotencyRequired", covers = { "idempotencyRequired" },
+--- The per-request effects of the fields judged as a whole, by their rows' widens (rf.lock_schema()), in report
+--- order after the scalar fields: each entry's field and covers come from the rows of its kind.
+local composite = {}
+composite[#composite + 1] = { widens = "own-method",
     value = function(_, _, r, method)
       for _, m in ipairs(r.idempotency_required) do if m == method then return true end end
       return false
@@ -194,8 +204,8 @@ M.effects = {
     compare = M.dropping_is_wider,
     text = function(a, b)
       return string.format("idempotency key required for retries: %s → %s", a and "yes" or "no", b and "yes" or "no")
-    end },
-  { field = "retryable", covers = { "retryable", "notRetryable" },
+    end }
+composite[#composite + 1] = { widens = "retryable",
     value = function(policy, endpoint) return retryable_set(policy, endpoint) end,
     compare = function(a, b)
       local added, removed = set_diff(a, b)
@@ -209,22 +219,24 @@ M.effects = {
       if next(added) then parts[#parts + 1] = "+" .. class_list(added) end
       if next(removed) then parts[#parts + 1] = "-" .. class_list(removed) end
       return "retryable " .. table.concat(parts, " ")
-    end },
-  { field = "backoff", covers = { "backoff.baseMs", "backoff.multiplier", "backoff.maxMs", "backoff.jitter" },
+    end }
+-- The backoff's fields, by effect: every retry's delay window (the engine's backoff and jitter). Named after their
+-- object ("backoff").
+composite[#composite + 1] = { widens = "delay-window", by_object = true,
     value = function(policy, endpoint, r) return windows(policy, endpoint, r) end,
     compare = compare_windows,
-    text = function(a, b, ra, rb) return windows_text(a, b, backoff_changes(ra, rb)) end },
-  -- Any change to the wait headers a route reads widens: a header added (anywhere in the list) can stand in
-  -- for a longer Retry-After or for the backoff with a shorter wait; a header removed or moved later can drop
-  -- a longer wait, a stop (grpc-retry-pushback-ms) or a retry-after-exceeds-budget stop.
-  { field = "retryAfter.headers", covers = { "retryAfter.headers" },
+    text = function(a, b, ra, rb) return windows_text(a, b, backoff_changes(ra, rb)) end }
+-- Any change to the wait headers a route reads widens: a header added (anywhere in the list) can stand in
+-- for a longer Retry-After or for the backoff with a shorter wait; a header removed or moved later can drop
+-- a longer wait, a stop (grpc-retry-pushback-ms) or a retry-after-exceeds-budget stop.
+composite[#composite + 1] = { widens = "any-change",
     value = function(_, _, r) return table.concat(r.retry_after.headers, ", ") end,
     compare = function(a, b) return a ~= b and "widening" or nil end,
-    text = function(a, b) return string.format("retryAfter.headers [%s] → [%s]", a, b) end },
-  -- classLimits, by effect: for every class the route retries on both sides, the attempts it gets
-  -- (policy:class_attempts, the engine's own min(maxAttempts, limit)). Only classes a limit holds below
-  -- maxAttempts on either side are compared, so a maxAttempts change is judged once, by its own row.
-  { field = "classLimits", covers = { "classLimits.*" },
+    text = function(a, b) return string.format("retryAfter.headers [%s] → [%s]", a, b) end }
+-- classLimits, by effect: for every class the route retries on both sides, the attempts it gets
+-- (policy:class_attempts, the engine's own min(maxAttempts, limit)). Only classes a limit holds below
+-- maxAttempts on either side are compared, so a maxAttempts change is judged once, by its own row.
+composite[#composite + 1] = { widens = "class-attempts",
     value = function(policy, endpoint, r)
       local v = { max = r.max_attempts, caps = {}, retried = retryable_set(policy, endpoint) }
       for _, f in ipairs(probes()) do
@@ -265,8 +277,36 @@ M.effects = {
       local parts = {}
       for _, key in ipairs(order) do parts[#parts + 1] = class_list(moves[key]) .. " " .. key end
       return "attempts by class (classLimits): " .. table.concat(parts, ", ")
-    end },
-}
+    end }
+
+--- The per-request effects, in report order: one per scalar field of a route (its row's widens is grows, shrinks or
+--- true-to-false), then the composite ones above. Each entry:
+---   field    the name a change carries ("maxAttempts", "retryable", "backoff", …): the first row's path (for
+---            the delay windows, their object's)
+---   covers   the lock fields (route-relative JSON paths) whose changes it judges: the rows of its kind; "x.*"
+---            covers every field under x (an object of classes such as classLimits flattens to
+---            "classLimits.TIMEOUT", …)
+---   value    function(policy, endpoint, route_view, method) → the effect on a request of that method; a
+---            function of the route's own fields and the method (a route whose canonical fields did not change
+---            is not compared again)
+---   compare  function(old_value, new_value) → "widening", "narrowing" or nil (no difference)
+---   text     function(old_value, new_value, old_route_view, new_route_view) → what changed, for people
+--- A field of a route whose row's widens none of these judges is reported, when it changes, as an unclassified
+--- widening (fail closed).
+M.effects = {}
+for _, row in ipairs(SCHEMA) do
+  if row.place == "route" and scalar_compare[row.widens] then M.effects[#M.effects + 1] = scalar(row) end
+end
+for _, e in ipairs(composite) do
+  e.covers = {}
+  for _, row in ipairs(SCHEMA) do
+    if row.place == "route" and row.widens == e.widens then
+      e.field = e.field or (e.by_object and row.parent or row.path)
+      e.covers[#e.covers + 1] = row.type == "class-limits" and row.path .. ".*" or row.path
+    end
+  end
+  if e.field then M.effects[#M.effects + 1] = e end
+end
 
 -- ---------------------------------------------------------------------------------------------------------
 -- Request classes: a partition of every request (docs/governance.md "Request classes")
@@ -308,12 +348,7 @@ local function is_param(seg) return seg:match("^{.*}$") ~= nil end
 local function request_classes(old, new)
   local methods, seen = {}, {}
   for _, p in ipairs({ old, new }) do
-    for _, r in ipairs(p:routes()) do
-      if not seen[r.method] then
-        seen[r.method] = true
-        methods[#methods + 1] = r.method
-      end
-    end
+    for _, r in ipairs(p:routes()) do util.add_once(methods, seen, r.method) end
   end
   table.sort(methods)
   methods[#methods + 1] = OTHER_METHOD
@@ -332,12 +367,7 @@ local function request_classes(old, new)
     for _, p in ipairs({ old, new }) do
       local literals, params = p:next_segments(method_witness(method), prefix)
       continuing = continuing or params > 0 or #literals > 0
-      for _, l in ipairs(literals) do
-        if not set[l] then
-          set[l] = true
-          named[#named + 1] = l
-        end
-      end
+      for _, l in ipairs(literals) do util.add_once(named, set, l) end
     end
     if not continuing then return emit(method, segs, OTHER) end
     table.sort(named)
@@ -615,16 +645,34 @@ end
 -- Lock-wide sections
 -- ---------------------------------------------------------------------------------------------------------
 
--- Gate thresholds (policy.gate, snake_case): lock spelling, key, whether a larger value is looser (a
--- maximum) or stricter (a minimum). An absent threshold (not checked) is the loosest; minSuccesses absent
--- counts as 0 (the gate always applies). A gate added or removed as a whole is one change.
-local gate_fields = {
-  { "gate.maxRetriedSuccess", "max_retried_success", true },
-  { "gate.maxAttemptsPerSuccess", "max_attempts_per_success", true },
-  { "gate.maxTerminalRate", "max_terminal_rate", true },
-  { "gate.maxRetryRatio", "max_retry_ratio", true },
-  { "gate.minSuccessRate", "min_success_rate", false },
-}
+-- The rows of a lock-wide object ("gate", "retryBudget"), with their key in its view (policy.gate) and in the
+-- canonical form (retryBudget): the fields judged one by one.
+local function rows_under(object)
+  local rows = {}
+  for _, row in ipairs(SCHEMA) do
+    if row.parent == object then
+      rows[#rows + 1] = row
+      row.view_key = row.view and row.view:match("[^.]+$")
+    end
+  end
+  return rows
+end
+
+local function numeric(row) return row.type == "integer" or row.type == "decimal" end
+
+-- One number of a lock-wide object compared by its row: a threshold absent on one side is the loosest (not
+-- checked), unless its row says what its absence counts as (gate.minSuccesses: 0). Appends the change, if any.
+local function compare_number(row, va, vb, out)
+  if row.default ~= nil then va, vb = va or row.default, vb or row.default end
+  if va == vb then return end
+  local grows = row.widens == "grows"
+  local wider = vb == nil or (va ~= nil and (grows and vb > va or not grows and vb < va))
+  out[#out + 1] = change(wider and "widening" or "narrowing", M.POLICY, row.path, va, vb)
+end
+
+-- Gate thresholds (policy.gate): every number, then the forbidden reasons. A gate added or removed as a whole is
+-- one change.
+local GATE_ROWS = rows_under("gate")
 
 local function as_set(list)
   local s = {}
@@ -632,10 +680,17 @@ local function as_set(list)
   return s
 end
 
+-- retryBudget (the canonical form's object, lock keys): its numbers, then whether the bucket is shared.
+local BUDGET_ROWS = rows_under("retryBudget")
+
 local function compare_retry_budget(a, b, out)
   local none_a, none_b = a == nil or a == json.null, b == nil or b == json.null
   local function desc(rb)
-    return string.format("{maxTokens %s, tokenRatio %s}", show(rb.maxTokens), show(rb.tokenRatio))
+    local parts = {}
+    for _, row in ipairs(BUDGET_ROWS) do
+      if numeric(row) then parts[#parts + 1] = row.key .. " " .. show(rb[row.key]) end
+    end
+    return "{" .. table.concat(parts, ", ") .. "}"
   end
   if none_a and none_b then return end
   if none_b then
@@ -645,10 +700,8 @@ local function compare_retry_budget(a, b, out)
     out[#out + 1] = change("narrowing", M.POLICY, "retryBudget", nil, desc(b),
       "retryBudget none → " .. desc(b))
   else
-    for _, k in ipairs({ "maxTokens", "tokenRatio" }) do
-      if a[k] ~= b[k] then
-        out[#out + 1] = change(b[k] > a[k] and "widening" or "narrowing", M.POLICY, "retryBudget." .. k, a[k], b[k])
-      end
+    for _, row in ipairs(BUDGET_ROWS) do
+      if numeric(row) then compare_number(row, a[row.key], b[row.key], out) end
     end
     -- A fleet-wide bucket throttles more than one per process: adding it narrows; removing it, or renaming it
     -- (a fresh, full bucket that no process has drawn on yet), widens.
@@ -664,8 +717,12 @@ end
 
 -- transparentRetry (absent from the canonical form at its default, true): turning it on lets keyless requests
 -- that never left be retried, so false → true is widening.
+local TRANSPARENT = SCHEMA[rf_row_index("transparentRetry")]
+
 local function compare_transparent(a, b, out)
-  local on_a, on_b = a ~= false, b ~= false
+  local on_a, on_b = a, b
+  if on_a == nil then on_a = TRANSPARENT.default end
+  if on_b == nil then on_b = TRANSPARENT.default end
   if on_a == on_b then return end
   out[#out + 1] = change(on_b and "widening" or "narrowing", M.POLICY, "transparentRetry", on_a, on_b,
     on_b and "transparentRetry false → true (keyless requests that never left are retried)"
@@ -674,11 +731,14 @@ end
 
 local function gate_desc(g)
   local parts = {}
-  for _, f in ipairs(gate_fields) do
-    if g[f[2]] ~= nil then parts[#parts + 1] = f[1]:sub(6) .. " " .. show(g[f[2]]) end
+  for _, row in ipairs(GATE_ROWS) do
+    local v = g[row.view_key]
+    if numeric(row) and v ~= nil then
+      parts[#parts + 1] = row.key .. " " .. show(v)
+    elseif type(v) == "table" and #v > 0 then
+      parts[#parts + 1] = row.key .. " " .. table.concat(v, ", ")
+    end
   end
-  if g.min_successes ~= nil then parts[#parts + 1] = "minSuccesses " .. show(g.min_successes) end
-  if #(g.forbid_reasons or {}) > 0 then parts[#parts + 1] = "forbidReasons " .. table.concat(g.forbid_reasons, ", ") end
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
@@ -692,26 +752,19 @@ local function compare_gate(a, b, out)
     out[#out + 1] = change("narrowing", M.POLICY, "gate", nil, gate_desc(b), "gate none → " .. gate_desc(b))
     return
   end
-  for _, f in ipairs(gate_fields) do
-    local va, vb = a[f[2]], b[f[2]]
-    if va ~= vb then
-      local wider = vb == nil or (va ~= nil and (f[3] and vb > va or not f[3] and vb < va))
-      out[#out + 1] = change(wider and "widening" or "narrowing", M.POLICY, f[1], va, vb)
-    end
+  for _, row in ipairs(GATE_ROWS) do
+    if numeric(row) then compare_number(row, a[row.view_key], b[row.view_key], out) end
   end
-  local ma, mb = a.min_successes or 0, b.min_successes or 0
-  if ma ~= mb then
-    out[#out + 1] = change(mb > ma and "widening" or "narrowing", M.POLICY, "gate.minSuccesses", ma, mb)
-  end
-  local sa, sb = as_set(a.forbid_reasons or {}), as_set(b.forbid_reasons or {})
-  for _, v in ipairs(sorted_keys(sa)) do
-    if not sb[v] then
-      out[#out + 1] = change("widening", M.POLICY, "gate.forbidReasons", v, nil, "gate.forbidReasons -" .. v)
-    end
-  end
-  for _, v in ipairs(sorted_keys(sb)) do
-    if not sa[v] then
-      out[#out + 1] = change("narrowing", M.POLICY, "gate.forbidReasons", nil, v, "gate.forbidReasons +" .. v)
+  -- A list whose items each forbid something: an item dropped widens, one added narrows.
+  for _, row in ipairs(GATE_ROWS) do
+    if row.widens == "item-removed" then
+      local sa, sb = as_set(a[row.view_key] or {}), as_set(b[row.view_key] or {})
+      for _, v in ipairs(sorted_keys(sa)) do
+        if not sb[v] then out[#out + 1] = change("widening", M.POLICY, row.path, v, nil, row.path .. " -" .. v) end
+      end
+      for _, v in ipairs(sorted_keys(sb)) do
+        if not sa[v] then out[#out + 1] = change("narrowing", M.POLICY, row.path, nil, v, row.path .. " +" .. v) end
+      end
     end
   end
 end
@@ -776,6 +829,13 @@ local function check_policy(p, n)
   end
 end
 
+-- The lock's top-level keys compared above (its own objects and fields, and routes, by request); any other key of
+-- the canonical form that differs is an unclassified widening.
+local JUDGED_TOP = {}
+for _, row in ipairs(SCHEMA) do
+  if row.parent == nil and (row.place == "lock" or row.type == "routes") then JUDGED_TOP[row.key] = true end
+end
+
 --- Compares two policies by effect and classifies every change.
 -- @param old policy: the signed-off or committed policy (from rf.load / rf.load_string)
 -- @param new policy: the proposed policy
@@ -801,8 +861,7 @@ function M.compare(old, new, opts)
     if doc_b[k] == nil then doc_b[k] = json.null end
   end
   for _, k in ipairs(sorted_keys(doc_b)) do
-    if k ~= "routes" and k ~= "retryBudget" and k ~= "gate" and k ~= "transparentRetry"
-      and json.encode(doc_a[k]) ~= json.encode(doc_b[k]) then
+    if not JUDGED_TOP[k] and json.encode(doc_a[k]) ~= json.encode(doc_b[k]) then
       out[#out + 1] = change("widening", M.POLICY, k, json.encode(doc_a[k] or json.null), json.encode(doc_b[k]),
         k .. " changed (not classified, so treated as widening)")
     end

@@ -15,11 +15,17 @@
 ---                             breach, whatever else is set — the gate never skips it
 ---   forbid_reasons            final verdict reasons no request may end with; judged at any count, since
 ---                             one such request is already a fact, not a ratio
+local rf = require "retryfreeze"
+local util = require "retryfreeze.util"
+
 local M = {}
 
---- The threshold names that hold numbers, in the order breaches are reported.
-local NUMERIC = { "max_retried_success", "max_attempts_per_success", "max_terminal_rate", "max_retry_ratio",
-  "min_success_rate" }
+--- The threshold names that hold ratios, in the order breaches are reported: the decimal fields of the lock's gate
+--- object (rf.lock_schema()), by their key in policy.gate.
+local NUMERIC = {}
+for _, row in ipairs(rf.lock_schema()) do
+  if row.parent == "gate" and row.type == "decimal" then NUMERIC[#NUMERIC + 1] = row.view:match("[^.]+$") end
+end
 M.numeric = NUMERIC
 
 --- Thresholds judged per success (skipped below min_successes); the others are judged per request.
@@ -52,12 +58,7 @@ function M.merge(lock_gate, overrides)
   end
   local seen, reasons = {}, {}
   for _, src in ipairs({ lock_gate or {}, overrides or {} }) do
-    for _, r in ipairs(src.forbid_reasons or {}) do
-      if not seen[r] then
-        seen[r] = true
-        reasons[#reasons + 1] = r
-      end
-    end
+    for _, r in ipairs(src.forbid_reasons or {}) do util.add_once(reasons, seen, r) end
   end
   table.sort(reasons)
   t.forbid_reasons = reasons
@@ -105,6 +106,9 @@ local checks = {
   max_retry_ratio = { field = "retry_ratio", label = "retries/request" },
   min_success_rate = { field = "success_rate", label = "success", percent = true, minimum = true },
 }
+
+-- A ratio the lock may set is one this module judges: a new gate field needs its check here.
+for _, k in ipairs(NUMERIC) do assert(checks[k], "retryfreeze.gate: no check for the gate threshold " .. k) end
 
 local function show(x, percent)
   if percent then return string.format("%.3f%%", 100 * x) end

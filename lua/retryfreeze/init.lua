@@ -13,6 +13,25 @@ M.transports = core.transports
 M.jitters = core.jitters
 M.wait_headers = core.wait_headers
 
+--- The lock schema: a fresh array of its rows, one per lock field, in docs/lock.md's order (docs/lua.md,
+--- docs/c-api.md `retryfreeze/lock_schema.h`): {path = "backoff.baseMs", key, parent (the object's path, nil at
+--- the top), place ("route", "lock" or "multi"), type, min, max, decimals, if_absent, default_json, default (its
+--- decoded value), canonical, widens, view (its key in policy:routes() and policy.gate), about}. A copy: changing it
+--- changes nothing.
+function M.lock_schema()
+  local json = require "retryfreeze.json"
+  local rows = core.lock_schema()
+  for _, row in ipairs(rows) do
+    if row.default_json then row.default = json.decode(row.default_json) end
+  end
+  return rows
+end
+
+--- Checks a number as the loader checks the lock field at path: rf.lock_field_check("gate.maxRetryRatio", 11) →
+--- nil, "must be a number from 0 to 10, got 11"; true when a lock would take it. Raises for a path no field has or a
+--- field that is not a number.
+M.lock_field_check = core.lock_field_check
+
 --- The libcurl the client runs on: {version = "7.88.1", ssl = "OpenSSL/…" or nil, http2 = bool}.
 M.libcurl = core.libcurl
 

@@ -25,6 +25,19 @@ function M.keys_by_count(t)
   return keys
 end
 
+--- Appends v to list unless seen[v] says it is there already, and marks it seen: a list of distinct values in the
+--- order they first came.
+-- @param list table: the array appended to
+-- @param seen table: {[v] = true} for the values in list
+-- @param v any value but nil
+-- @return boolean: whether v was new
+function M.add_once(list, seen, v)
+  if seen[v] then return false end
+  seen[v] = true
+  list[#list + 1] = v
+  return true
+end
+
 --- One word for a POSIX shell: s (through tostring) in single quotes, a ' inside written '\''.
 -- @param s any value
 -- @return string

@@ -75,6 +75,15 @@ typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_tr
 
 typedef enum rf_named_class { RF_NAMED_CLASSES(RF_X_ENUM2) RF_NAMED_CLASS_COUNT } rf_named_class;
 
+/*
+ * Aliases a lock may write for a set of classes, from the original pairing lock: X(token, the tokens it stands
+ * for, joined by " + "). An alias is expanded when the lock is loaded: the policy, its digest and its views name
+ * the expansion only.
+ */
+#define RF_CLASS_ALIASES(X)                    \
+    X("GATEWAY_TIMEOUT", "TIMEOUT + HTTP_504") \
+    X("HANDLER_5XX", "HTTP_5XX")
+
 /* Backoff jitter kinds (lock field backoff.jitter). */
 #define RF_JITTERS(X)           \
     X(RF_JITTER_NONE, "none")   \

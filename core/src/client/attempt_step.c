@@ -5,6 +5,7 @@
  * of finished requests are written here too, by one writer.
  */
 #include "attempt_step_internal.h"
+#include "../util/report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,9 +332,8 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
     memset(s, 0, sizeof *s);
     memset(resp, 0, sizeof *resp);
     if (req->method == NULL || req->method[0] == '\0' || req->path == NULL || req->path[0] != '/') {
-        snprintf(err->path, sizeof err->path, "%s", req->method == NULL || req->method[0] == '\0' ? "method" : "path");
-        snprintf(err->message, sizeof err->message, "is required (a path starts with '/')");
-        return RF_EINVAL;
+        return rfi_fail(err, req->method == NULL || req->method[0] == '\0' ? "method" : "path",
+                        "is required (a path starts with '/')");
     }
     /* A lowercase letter in the method can match no route (RFC 9110 §9.1): refused before any attempt in the engine's
      * words (rf_budget's check says why), never stopped as a silent no-route. Only such a method pays the call. */
@@ -345,11 +345,7 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
         }
     }
     resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
-    if (resp->tries == NULL) {
-        snprintf(err->path, sizeof err->path, "request");
-        snprintf(err->message, sizeof err->message, "out of memory");
-        return RF_ENOMEM;
-    }
+    if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     rfi_attempts a;
     rfi_attempts_init(&a, p, req, resp,
                       rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), RF_MAX_TRIES);

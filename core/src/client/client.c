@@ -6,6 +6,7 @@
 #include "retryfreeze/client.h"
 #include "client_flow.h"
 #include "../util/clock_ms.h"
+#include "../util/report.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -52,30 +53,21 @@ struct rf_pending {
     bool logged; /* its ledger line is written (or it has none to write) */
 };
 
-static rf_status fail(rf_error *err, const char *path, const char *msg) {
-    if (err) {
-        memset(err, 0, sizeof *err);
-        snprintf(err->path, sizeof err->path, "%s", path);
-        snprintf(err->message, sizeof err->message, "%s", msg);
-    }
-    return RF_EINVAL;
-}
-
 rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error *err) {
-    if (opts == NULL || out == NULL) return fail(err, "", "options and out must not be NULL");
-    if (opts->policy == NULL) return fail(err, "policy", "is required");
+    if (opts == NULL || out == NULL) return rfi_fail(err, "", "options and out must not be NULL");
+    if (opts->policy == NULL) return rfi_fail(err, "policy", "is required");
     const char *u = opts->base_url;
     if (u == NULL || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) || strpbrk(u, " \r\n") != NULL)
-        return fail(err, "base_url", "must be an http:// or https:// URL without spaces");
+        return rfi_fail(err, "base_url", "must be an http:// or https:// URL without spaces");
     if (opts->max_redirects < 0 || opts->max_redirects > RF_MAX_REDIRECTS)
-        return fail(err, "max_redirects", "must be 1..30 (0 = the default, 10)");
+        return rfi_fail(err, "max_redirects", "must be 1..30 (0 = the default, 10)");
     /* Asked for a budget the lock does not define: refused, not silently inert (the caller would believe
      * retries are throttled when nothing throttles them). */
     if (opts->retry_budget && !rf_policy_retry_budget(opts->policy, NULL, NULL))
-        return fail(err, "retry_budget", "is true, but the lock has no retryBudget to take the budget from");
+        return rfi_fail(err, "retry_budget", "is true, but the lock has no retryBudget to take the budget from");
     char why[160];
     for (size_t i = 0; i < opts->n_headers; i++)
-        if (!rfi_header_valid(opts->headers[i], why, sizeof why)) return fail(err, "headers", why);
+        if (!rfi_header_valid(opts->headers[i], why, sizeof why)) return rfi_fail(err, "headers", "%s", why);
     curl_global_init(CURL_GLOBAL_DEFAULT); /* reference-counted and thread-safe in libcurl >= 7.84 */
     rf_client *c = calloc(1, sizeof *c);
     if (c == NULL) goto nomem;
@@ -115,7 +107,7 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
 nomem:
     rf_client_free(c);
     if (c == NULL) curl_global_cleanup();
-    fail(err, "client", "out of memory");
+    rfi_fail(err, "client", "out of memory");
     return RF_ENOMEM;
 }
 
@@ -158,7 +150,8 @@ static void sleep_ms(int64_t ms) {
 
 rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
                             rf_error *err) {
-    if (c == NULL || req == NULL || out == NULL) return fail(err, "", "client, request and response must not be NULL");
+    if (c == NULL || req == NULL || out == NULL)
+        return rfi_fail(err, "", "client, request and response must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
     rfi_flow f;
@@ -177,7 +170,7 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     }
     bool hook_failed = f.hook_failed;
     rfi_flow_cleanup(&f);
-    if (hook_failed) return fail(err, "on_attempt", "the attempt hook failed");
+    if (hook_failed) return rfi_fail(err, "on_attempt", "the attempt hook failed");
     return RF_OK;
 }
 
@@ -199,7 +192,7 @@ static void release_easy(rf_client *c, CURL *easy) {
 rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
                           rf_pending **pending, rf_error *err) {
     if (c == NULL || req == NULL || out == NULL || pending == NULL)
-        return fail(err, "", "client, request, response and pending must not be NULL");
+        return rfi_fail(err, "", "client, request, response and pending must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
     if (c->multi == NULL && (c->multi = curl_multi_init()) == NULL) goto nomem;
@@ -232,7 +225,7 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     *pending = p;
     return RF_OK;
 nomem:
-    fail(err, "client", "out of memory");
+    rfi_fail(err, "client", "out of memory");
     return RF_ENOMEM;
 }
 
@@ -376,14 +369,14 @@ void rf_pending_free(rf_pending *p) {
 rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                         rf_response *out, rf_error *err) {
     if (c == NULL || (n > 0 && (reqs == NULL || out == NULL)))
-        return fail(err, "", "client, requests and responses must not be NULL");
+        return rfi_fail(err, "", "client, requests and responses must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
     /* rf_client_run reports every started request: requests started by the caller would be lost here. */
-    if (c->n_pending > 0) return fail(err, "client", "has started requests in flight (rf_client_start)");
+    if (c->n_pending > 0) return rfi_fail(err, "client", "has started requests in flight (rf_client_start)");
     rf_pending **started = calloc(n ? n : 1, sizeof *started), *done[64];
     if (started == NULL) {
-        fail(err, "client", "out of memory");
+        rfi_fail(err, "client", "out of memory");
         return RF_ENOMEM;
     }
     rf_status st = RF_OK;
@@ -409,10 +402,11 @@ rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attem
         n_done += k;
     }
     for (size_t i = 0; i < n_started; i++) {
-        if (st == RF_OK && rf_pending_hook_failed(started[i])) st = fail(err, "on_attempt", "the attempt hook failed");
+        if (st == RF_OK && rf_pending_hook_failed(started[i]))
+            st = rfi_fail(err, "on_attempt", "the attempt hook failed");
         rf_pending_free(started[i]);
     }
-    if (st == RF_OK && hook_failed) st = fail(err, "on_attempt", "the attempt hook failed");
+    if (st == RF_OK && hook_failed) st = rfi_fail(err, "on_attempt", "the attempt hook failed");
     free(started);
     return st;
 }

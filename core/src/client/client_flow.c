@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "client_flow.h"
 #include "../util/clock_ms.h"
+#include "../util/report.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -134,19 +135,12 @@ CURL *rfi_easy_new(const rfi_flow_env *env) {
 
 /* ---- the start of a request ---------------------------------------------------------------------------------- */
 
-/* RF_EINVAL with err->path = field and message. */
-static rf_status refuse(rf_error *err, const char *field, const char *message) {
-    snprintf(err->path, sizeof err->path, "%s", field);
-    snprintf(err->message, sizeof err->message, "%s", message);
-    return RF_EINVAL;
-}
-
 /* Checks what a request may hold before anything is sent (RF_EINVAL naming the field). */
 static rf_status check_request(const rfi_flow_env *env, const rf_request *req, rf_error *err) {
     if (req->method == NULL || req->method[0] == '\0' || strpbrk(req->method, " \r\n") != NULL)
-        return refuse(err, "method", "is required and must be a method token");
+        return rfi_fail(err, "method", "is required and must be a method token");
     if (req->path == NULL || req->path[0] != '/' || strpbrk(req->path, " \r\n#") != NULL)
-        return refuse(err, "path", "must start with '/' and contain no spaces, CR, LF or '#'");
+        return rfi_fail(err, "path", "must start with '/' and contain no spaces, CR, LF or '#'");
     /* A lowercase letter in the method can match no route (RFC 9110 §9.1): refused before any attempt in the engine's
      * words (rf_budget's check says why), never stopped as a silent no-route. Only such a method pays the call. */
     for (const char *m = req->method; *m != '\0'; m++) {
@@ -157,12 +151,12 @@ static rf_status check_request(const rfi_flow_env *env, const rf_request *req, r
         }
     }
     if (req->query && strpbrk(req->query, " \r\n#") != NULL)
-        return refuse(err, "query", "must be encoded: no spaces, CR, LF or '#'");
+        return rfi_fail(err, "query", "must be encoded: no spaces, CR, LF or '#'");
     if (req->idempotency_key && (req->idempotency_key[0] == '\0' || strpbrk(req->idempotency_key, "\r\n")))
-        return refuse(err, "idempotency_key", "must be a non-empty string without CR or LF");
+        return rfi_fail(err, "idempotency_key", "must be a non-empty string without CR or LF");
     char why[160];
     for (size_t i = 0; i < req->n_headers; i++)
-        if (!rfi_header_valid(req->headers[i], why, sizeof why)) return refuse(err, "headers", why);
+        if (!rfi_header_valid(req->headers[i], why, sizeof why)) return rfi_fail(err, "headers", "%s", why);
     return RF_OK;
 }
 
@@ -236,10 +230,8 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
     /* Room for one try (most requests take one; a few hundred bytes, which malloc serves from its caches), grown by
      * the attempt loop up to RF_MAX_TRIES. */
     if (!build_url(f, req) || !build_headers(f, req) || (resp->tries = malloc(sizeof *resp->tries)) == NULL) {
-        snprintf(err->path, sizeof err->path, "request");
-        snprintf(err->message, sizeof err->message, "out of memory");
         rfi_flow_cleanup(f);
-        return RF_ENOMEM;
+        return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     }
     rfi_attempts_init(&f->at, env->policy, req, resp, route, 1);
     f->start_ms = rfi_mono_ms();

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "client_limits.h"
+#include "../util/report.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,20 +16,15 @@
 /* RF_EINVAL: the request's limit field (value) is over the lock's (name, limit) for route endpoint. */
 static rf_status wider(rf_error *err, const char *field, int64_t value, const char *name, int64_t limit,
                        const char *endpoint) {
-    snprintf(err->path, sizeof err->path, "%s", field);
-    snprintf(err->message, sizeof err->message,
-             "%lld is over the lock's %s %lld for route \"%.80s\": a request may only narrow it", (long long)value,
-             name, (long long)limit, endpoint);
-    return RF_EINVAL;
+    return rfi_fail(err, field, "%lld is over the lock's %s %lld for route \"%.80s\": a request may only narrow it",
+                    (long long)value, name, (long long)limit, endpoint);
 }
 
 rf_status rfi_limits_init(rfi_limits *l, const rf_policy *p, long route, const rf_request *req, rf_error *err) {
     *l = (rfi_limits){0};
-    if (req->deadline_ms < 0 || req->timeout_ms < 0) {
-        snprintf(err->path, sizeof err->path, "%s", req->deadline_ms < 0 ? "deadline_ms" : "timeout_ms");
-        snprintf(err->message, sizeof err->message, "must be a positive number of milliseconds");
-        return RF_EINVAL;
-    }
+    if (req->deadline_ms < 0 || req->timeout_ms < 0)
+        return rfi_fail(err, req->deadline_ms < 0 ? "deadline_ms" : "timeout_ms",
+                        "must be a positive number of milliseconds");
     if (req->deadline_ms == 0 && req->timeout_ms == 0) return RF_OK;
     rf_route_view rv;
     if (route < 0 || rf_policy_route(p, (size_t)route, &rv) != RF_OK) return RF_OK; /* no-route: nothing sent */

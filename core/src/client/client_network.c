@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "client_network_internal.h"
+#include "../util/report.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -16,15 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static rf_status bad(rf_error *err, const char *path, const char *msg) {
-    if (err) {
-        memset(err, 0, sizeof *err);
-        snprintf(err->path, sizeof err->path, "%s", path);
-        snprintf(err->message, sizeof err->message, "%s", msg);
-    }
-    return RF_EINVAL;
-}
 
 /* A copy of s (NULL stays NULL); *ok turns false when memory runs out. */
 static char *dup_or_null(const char *s, bool *ok) {
@@ -53,27 +45,27 @@ static rf_status check_file(rf_error *err, const char *what, const char *path, b
     char msg[sizeof err->message];
     if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
         snprintf(msg, sizeof msg, "%.200s: %s", path, strerror(errno));
-        return bad(err, what, msg);
+        return rfi_fail(err, what, "%s", msg);
     }
     if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
         snprintf(msg, sizeof msg, "%.200s: not a %s", path, dir ? "directory" : "regular file");
-        return bad(err, what, msg);
+        return rfi_fail(err, what, "%s", msg);
     }
     return RF_OK;
 }
 
 rf_status rfi_network_init(rfi_network *net, const rf_client_network *n, const char *base_url, rf_error *err) {
     if (n->connect_timeout_ms < 0 || n->connect_timeout_ms > 600000)
-        return bad(err, "connect_timeout_ms", "must be 1..600000 (0 = the per-try timeout)");
+        return rfi_fail(err, "connect_timeout_ms", "must be 1..600000 (0 = the per-try timeout)");
     if (n->http_version != RF_HTTP_1_1 && n->http_version != RF_HTTP_2)
-        return bad(err, "http_version", "must be \"1.1\" or \"2\"");
+        return rfi_fail(err, "http_version", "must be \"1.1\" or \"2\"");
     const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
     if (n->http_version == RF_HTTP_2 && !(cv->features & CURL_VERSION_HTTP2))
-        return bad(err, "http_version", "\"2\" needs a libcurl built with HTTP/2 (nghttp2); this one has none");
-    if (has_ctl(n->user_agent)) return bad(err, "user_agent", "must not contain control characters (CR, LF, …)");
-    if (has_ctl(n->proxy)) return bad(err, "proxy", "must not contain control characters");
+        return rfi_fail(err, "http_version", "\"2\" needs a libcurl built with HTTP/2 (nghttp2); this one has none");
+    if (has_ctl(n->user_agent)) return rfi_fail(err, "user_agent", "must not contain control characters (CR, LF, …)");
+    if (has_ctl(n->proxy)) return rfi_fail(err, "proxy", "must not contain control characters");
     if ((n->tls_key || n->tls_key_password) && n->tls_cert == NULL)
-        return bad(err, "tls.key", "needs tls.cert (the client certificate it belongs to)");
+        return rfi_fail(err, "tls.key", "needs tls.cert (the client certificate it belongs to)");
     bool ok = true;
     /* The curl tool's order: an explicit option, then $CURL_CA_BUNDLE, then $SSL_CERT_FILE / $SSL_CERT_DIR. */
     const char *ca_file_from = n->tls_ca_file          ? "tls.ca_file"
@@ -107,14 +99,7 @@ rf_status rfi_network_init(rfi_network *net, const rf_client_network *n, const c
         snprintf(ua, sizeof ua, "retryfreeze/%s libcurl/%s", rf_version(), cv->version);
         net->user_agent = dup_or_null(ua, &ok);
     }
-    if (!ok) {
-        if (err) {
-            memset(err, 0, sizeof *err);
-            snprintf(err->path, sizeof err->path, "client");
-            snprintf(err->message, sizeof err->message, "out of memory");
-        }
-        return RF_ENOMEM;
-    }
+    if (!ok) return rfi_report(err, RF_ENOMEM, "client", "out of memory");
     if (net->no_verify)
         fprintf(stderr,
                 "retryfreeze: warning: TLS verification is off for the client of %s (tls.verify = false): "

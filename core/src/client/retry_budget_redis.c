@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* getaddrinfo_a(3), gai_suspend(3): glibc's asynchronous name lookup */
 #include "retryfreeze/retry_budget_redis.h"
 #include "../util/clock_ms.h"
+#include "../util/report.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,7 +16,6 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,24 +64,6 @@ typedef struct redis_store {
     int64_t next_connect_ns; /* no connection attempt before this (CLOCK_MONOTONIC) */
     int64_t backoff_ms;      /* the wait after the next failure */
 } redis_store;
-
-static rf_status fail(rf_error *err, rf_status st, const char *path, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-static rf_status fail(rf_error *err, rf_status st, const char *path, const char *fmt, ...) {
-    if (err) {
-        memset(err, 0, sizeof *err);
-        snprintf(err->path, sizeof err->path, "%s", path);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 /* One decision's (or one peek's) talk with Redis: its deadline, timeout_ms from the start on CLOCK_MONOTONIC,
  * and why it failed, for messages. */
@@ -420,29 +402,31 @@ static void redis_free(void *ctx) {
 
 rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_options *o, rf_retry_budget **out,
                                     rf_error *err) {
-    if (p == NULL || o == NULL || out == NULL) return fail(err, RF_EINVAL, "", "policy, options and out are required");
+    if (p == NULL || o == NULL || out == NULL)
+        return rfi_report(err, RF_EINVAL, "", "policy, options and out are required");
     *out = NULL;
     const char *name = rf_policy_retry_budget_shared(p);
     if (name == NULL)
-        return fail(err, RF_EINVAL, "retryBudget.shared",
-                    "the lock has no retryBudget.shared {name}: a shared budget needs the bucket's name in the lock");
+        return rfi_report(
+            err, RF_EINVAL, "retryBudget.shared",
+            "the lock has no retryBudget.shared {name}: a shared budget needs the bucket's name in the lock");
     if (o->timeout_ms < 0 || o->timeout_ms > RF_REDIS_BUDGET_TIMEOUT_MAX_MS)
-        return fail(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms (0 for the default %d), got %" PRId64,
-                    RF_REDIS_BUDGET_TIMEOUT_MAX_MS, RF_REDIS_BUDGET_TIMEOUT_MS, o->timeout_ms);
+        return rfi_report(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms (0 for the default %d), got %" PRId64,
+                          RF_REDIS_BUDGET_TIMEOUT_MAX_MS, RF_REDIS_BUDGET_TIMEOUT_MS, o->timeout_ms);
     if (o->idle_ttl_ms < 0 || o->idle_ttl_ms > IDLE_TTL_MAX_MS)
-        return fail(err, RF_EINVAL, "idle_ttl_ms", "must be 1..%lld ms (0 for the default, 1 hour), got %" PRId64,
-                    (long long)IDLE_TTL_MAX_MS, o->idle_ttl_ms);
+        return rfi_report(err, RF_EINVAL, "idle_ttl_ms", "must be 1..%lld ms (0 for the default, 1 hour), got %" PRId64,
+                          (long long)IDLE_TTL_MAX_MS, o->idle_ttl_ms);
     redis_store *s = calloc(1, sizeof *s);
-    if (s == NULL) return fail(err, RF_ENOMEM, "", "out of memory");
+    if (s == NULL) return rfi_report(err, RF_ENOMEM, "", "out of memory");
     char why[128];
     if (!parse_url(o->url, &s->target, why, sizeof why)) {
         free(s);
-        return fail(err, RF_EINVAL, "url", "%s", why);
+        return rfi_report(err, RF_EINVAL, "url", "%s", why);
     }
     s->lookup = calloc(1, sizeof *s->lookup);
     if (s->lookup == NULL) {
         free(s);
-        return fail(err, RF_ENOMEM, "", "out of memory");
+        return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
     snprintf(s->key, sizeof s->key, KEY_PREFIX "%s", name);
     s->timeout_ms = o->timeout_ms ? o->timeout_ms : RF_REDIS_BUDGET_TIMEOUT_MS;
@@ -451,12 +435,12 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         free(s->lookup);
         free(s);
-        return fail(err, RF_ENOMEM, "", "cannot create a mutex");
+        return rfi_report(err, RF_ENOMEM, "", "cannot create a mutex");
     }
     rf_retry_budget *b = rf_retry_budget_new(p);
     if (b == NULL) {
         redis_free(s);
-        return fail(err, RF_ENOMEM, "", "out of memory");
+        return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
     rf_retry_budget_store store = {.add = redis_add, .free = redis_free, .ctx = s};
     rf_status st = rf_retry_budget_set_store(b, &store, err);
@@ -471,23 +455,24 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
 
 rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t timeout_ms, int64_t *tokens_milli,
                                      int64_t *ttl_ms, rf_error *err) {
-    if (tokens_milli == NULL || ttl_ms == NULL) return fail(err, RF_EINVAL, "", "tokens_milli and ttl_ms are required");
+    if (tokens_milli == NULL || ttl_ms == NULL)
+        return rfi_report(err, RF_EINVAL, "", "tokens_milli and ttl_ms are required");
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > RF_SHARED_BUDGET_NAME_MAX ||
         strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
-        return fail(err, RF_EINVAL, "name", "must be 1..64 characters of A-Z a-z 0-9 . _ -, got \"%s\"",
-                    name ? name : "");
+        return rfi_report(err, RF_EINVAL, "name", "must be 1..64 characters of A-Z a-z 0-9 . _ -, got \"%s\"",
+                          name ? name : "");
     if (timeout_ms < 1 || timeout_ms > RF_REDIS_BUDGET_TIMEOUT_MAX_MS)
-        return fail(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms", RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
+        return rfi_report(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms", RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
     redis_target t;
     char why[128];
-    if (!parse_url(url, &t, why, sizeof why)) return fail(err, RF_EINVAL, "url", "%s", why);
+    if (!parse_url(url, &t, why, sizeof why)) return rfi_report(err, RF_EINVAL, "url", "%s", why);
     redis_call k = call_of(timeout_ms);
     name_lookup *lookup = calloc(1, sizeof *lookup);
-    if (lookup == NULL) return fail(err, RF_ENOMEM, "", "out of memory");
+    if (lookup == NULL) return rfi_report(err, RF_ENOMEM, "", "out of memory");
     redisContext *c = connect_target(&t, lookup, &k);
     release_lookup(lookup);
-    if (c == NULL) return fail(err, RF_EIO, "url", "%s", k.why);
+    if (c == NULL) return rfi_report(err, RF_EIO, "url", "%s", k.why);
     char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
     snprintf(key, sizeof key, KEY_PREFIX "%s", name);
     const char *get[] = {"GET", key}, *pttl[] = {"PTTL", key};
@@ -499,11 +484,11 @@ rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t 
     } else if (reply_ok(g, REDIS_REPLY_STRING)) {
         *tokens_milli = strtoll(g->str, NULL, 10);
     } else if (g != NULL) {
-        st = fail(err, RF_EIO, "url", "redis GET %s failed: %s", key, g->str ? g->str : "an unexpected reply");
+        st = rfi_report(err, RF_EIO, "url", "redis GET %s failed: %s", key, g->str ? g->str : "an unexpected reply");
     } else {
-        st = fail(err, RF_EIO, "url", "%s", k.why);
+        st = rfi_report(err, RF_EIO, "url", "%s", k.why);
     }
-    if (st == RF_OK && x == NULL) st = fail(err, RF_EIO, "url", "%s", k.why);
+    if (st == RF_OK && x == NULL) st = rfi_report(err, RF_EIO, "url", "%s", k.why);
     *ttl_ms = (x != NULL && x->type == REDIS_REPLY_INTEGER && x->integer >= 0) ? x->integer : -1;
     if (g) freeReplyObject(g);
     if (x) freeReplyObject(x);

@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PATH_CAP 256
-
 /* Sets limit on every member of one (alias-expanded) class token's set. */
 static void set_limits(rfi_route *r, const rfi_class_set *one, uint8_t limit) {
     for (int s = 100; s <= 599; s++)
@@ -35,18 +33,15 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
     memset(r->class_limit_named, 0, sizeof r->class_limit_named);
     rfi_class_set seen = {0};
     for (const cJSON *c = obj->child; c != NULL; c = c->next) {
-        char sub[PATH_CAP];
-        snprintf(sub, sizeof sub, "%s.%s", path, c->string);
+        char sub[RFI_PATH_CAP];
+        rfi_path_child(sub, path, c->string);
         if (strcmp(c->string, "$comment") == 0) {
             if (!cJSON_IsString(c)) return rfi_fail(err, sub, "must be a string (a comment)"), false;
             continue;
         }
         rfi_class_set one = {0};
         if (!rfi_class_add_token(&one, c->string, strlen(c->string))) {
-            rfi_fail(err, sub,
-                     "unknown failure class \"%.40s\" (HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, CONNECT_RESET, "
-                     "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, or the aliases GATEWAY_TIMEOUT, HANDLER_5XX)",
-                     c->string);
+            rfi_class_unknown(err, sub, c->string);
             return false;
         }
         char dup[RF_CLASS_NAME_MAX];
@@ -64,8 +59,7 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
         }
         set_limits(r, &one, (uint8_t)v);
     }
-    const char *tokens[RFI_MAX_CLASSES + 1];
-    if (rfi_class_tokens(&seen, tokens, RFI_MAX_CLASSES + 1) > RFI_MAX_CLASSES) {
+    if (rfi_class_count(&seen) > RFI_MAX_CLASSES) {
         rfi_fail(err, path, "more than %d failure classes", RFI_MAX_CLASSES);
         return false;
     }
@@ -95,9 +89,10 @@ typedef struct check_ctx {
 static bool check_one(void *ud, const char *token, int limit) {
     check_ctx *c = ud;
     if (limit <= c->r->max_attempts) return true;
-    char sub[PATH_CAP];
-    snprintf(sub, sizeof sub, "%s.classLimits.%s", c->where, token);
-    rfi_fail(c->err, sub, "must be at most maxAttempts (%d), got %d", c->r->max_attempts, limit);
+    char limits[RFI_PATH_CAP], sub[RFI_PATH_CAP];
+    rfi_path_child(limits, c->where, "classLimits");
+    rfi_path_child(sub, limits, token);
+    rfi_fail(c->err, sub, "must be at most maxAttempts (%lld), got %d", (long long)c->r->max_attempts, limit);
     return false;
 }
 
@@ -154,5 +149,5 @@ int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_tr
     if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return 0;
     const rfi_route *r = &p->routes[route];
     int limit = rfi_class_limit(r, status, transport);
-    return limit > 0 && limit < r->max_attempts ? limit : r->max_attempts;
+    return limit > 0 && limit < r->max_attempts ? limit : (int)r->max_attempts;
 }

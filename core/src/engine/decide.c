@@ -66,37 +66,29 @@ static inline rf_status check_facts(const rf_facts *f, rf_error *err) {
     return st;
 }
 
-static rf_verdict *stop(rf_verdict *v, rf_reason reason) {
-    v->retry = false;
-    v->reason = reason;
-    v->delay_ms = 0;
-    v->timeout_ms = 0;
-    return v;
-}
-
 /* The verdict on a failure of a matched route, in the documented order, without touching the retry budget
  * (rf_decide charges it once this has not refused). RF_EINVAL only for a missing rng on a jittered backoff. */
 static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf_facts *f, rf_rng *rng, bool retryable,
                                 rf_verdict *out, rf_error *err) {
     out->class_retryable = retryable;
     if (f->attempts >= r->max_attempts) {
-        stop(out, RF_REASON_MAX_ATTEMPTS);
+        rfi_stop(out, RF_REASON_MAX_ATTEMPTS);
         return RF_OK;
     }
     int class_limit = rfi_class_limit(r, f->status, f->transport);
     if (class_limit > 0 && f->attempts >= class_limit) {
-        stop(out, RF_REASON_CLASS_LIMIT);
+        rfi_stop(out, RF_REASON_CLASS_LIMIT);
         return RF_OK;
     }
     if (!retryable) {
-        stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
+        rfi_stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
         return RF_OK;
     }
     /* A request that never left cannot have been acted on: its retry needs no key (transparentRetry). */
     bool needs_key = !f->has_idempotency_key && method_requires_key(r, f->method, f->method_len);
-    bool transparent = needs_key && !p->transparent_retry_off && never_left(f);
+    bool transparent = needs_key && p->transparent_retry && never_left(f);
     if (needs_key && !transparent) {
-        stop(out, RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY);
+        rfi_stop(out, RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY);
         return RF_OK;
     }
     int64_t left = r->total_budget_ms - f->elapsed_ms;
@@ -114,11 +106,11 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
         } else {
             out->retry_after = RF_RA_USE_HONORED;
             if (w.status == RF_RA_STOP) { /* gRPC A6: a negative or malformed pushback means do not retry */
-                stop(out, RF_REASON_SERVER_PUSHBACK);
+                rfi_stop(out, RF_REASON_SERVER_PUSHBACK);
                 return RF_OK;
             }
             if (w.status == RF_RA_TOO_LONG || w.delay_ms > r->retry_after_max_ms || w.delay_ms > left) {
-                stop(out, RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET);
+                rfi_stop(out, RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET);
                 return RF_OK;
             }
             delay = w.delay_ms;
@@ -129,7 +121,7 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
         if (delay < 0) return rfi_fail(err, "rng", "is required: the route's backoff uses jitter");
     }
     if (delay + r->min_attempt_ms > left || delay >= left) { /* no time left for the attempt: as rf_budget */
-        stop(out, RF_REASON_DEADLINE);
+        rfi_stop(out, RF_REASON_DEADLINE);
         return RF_OK;
     }
     out->retry = true;
@@ -155,12 +147,12 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     out->retry_after_header = -1;
 
     if (unpinned) {
-        stop(out, RF_REASON_UNPINNED_SOURCE);
+        rfi_stop(out, RF_REASON_UNPINNED_SOURCE);
         return RF_OK;
     }
     out->route = route;
     if (out->route < 0) {
-        stop(out, RF_REASON_NO_ROUTE);
+        rfi_stop(out, RF_REASON_NO_ROUTE);
         return RF_OK;
     }
     const rfi_route *r = &p->routes[out->route];
@@ -169,7 +161,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
         rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
-        stop(out, RF_REASON_SUCCESS);
+        rfi_stop(out, RF_REASON_SUCCESS);
         return RF_OK;
     }
     const bool retryable = rfi_class_retryable(r, f->status, f->transport);
@@ -178,7 +170,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     /* gRPC A6: every retryable failure takes a token, whatever the verdict; a retry is throttled at half. */
     if (retryable) {
         int64_t tokens = rfi_retry_budget_add(budget, -1000, &out->budget);
-        if (out->retry && rfi_retry_budget_throttled(budget, tokens)) stop(out, RF_REASON_RETRY_THROTTLED);
+        if (out->retry && rfi_retry_budget_throttled(budget, tokens)) rfi_stop(out, RF_REASON_RETRY_THROTTLED);
     }
     return RF_OK;
 }

@@ -38,13 +38,22 @@ static bool has_status(const rfi_class_set *set, int status) {
     return (set->status[status / 64] >> (status % 64)) & 1u;
 }
 
+#define RF_X_ALIAS(token, expansion) {token, expansion},
+static const struct { const char *token, *expansion; } aliases[] = {RF_CLASS_ALIASES(RF_X_ALIAS)};
+#undef RF_X_ALIAS
+
 bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len) {
-    if (token_is(token, len, "GATEWAY_TIMEOUT")) {
-        set->named |= 1u << RF_CLASS_TIMEOUT;
-        set_status(set, 504);
+    for (size_t a = 0; a < sizeof aliases / sizeof aliases[0]; a++) {
+        if (!token_is(token, len, aliases[a].token)) continue;
+        for (const char *p = aliases[a].expansion; *p;) { /* "TIMEOUT + HTTP_504": each part, itself a token */
+            const char *end = strstr(p, " + ");
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            if (!rfi_class_add_token(set, p, n)) return false;
+            p += n + (end ? 3 : 0);
+        }
         return true;
     }
-    if (token_is(token, len, "HANDLER_5XX") || token_is(token, len, "HTTP_5XX")) {
+    if (token_is(token, len, "HTTP_5XX")) {
         set->family5xx = true;
         return true;
     }
@@ -66,6 +75,27 @@ bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len) {
     return false;
 }
 
+/* The words rfi_class_add_token accepts, in the order the refusal lists them: the families, the named classes,
+ * then the aliases; `status` and `aliases_word` say what goes before the first family and the first alias. */
+static void class_words(char *buf, size_t cap, const char *status, const char *aliases_word) {
+    size_t n = (size_t)snprintf(buf, cap, "%sHTTP_4XX, HTTP_5XX", status);
+    for (unsigned i = 0; i < RF_NAMED_CLASS_COUNT && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, ", %s", named_tokens[i]);
+    for (size_t a = 0; a < sizeof aliases / sizeof aliases[0] && n < cap; a++)
+        n += (size_t)snprintf(buf + n, cap - n, ", %s%s", a == 0 ? aliases_word : "", aliases[a].token);
+}
+
+void rfi_class_list_text(char *buf, size_t cap) { class_words(buf, cap, "HTTP_<100..599>, ", "or the aliases "); }
+
+void rfi_class_unknown(rf_error *err, const char *path, const char *token) {
+    char words[RFI_CLASS_LIST_TEXT_MAX], near[RF_CLASS_NAME_MAX], hint[64] = "";
+    class_words(words, sizeof words, "", "");
+    rfi_did_you_mean(token, words, near, sizeof near);
+    if (near[0]) snprintf(hint, sizeof hint, "did you mean \"%s\"? ", near);
+    rfi_class_list_text(words, sizeof words);
+    rfi_fail(err, path, "unknown failure class \"%.40s\" (%s%s)", token, hint, words);
+}
+
 bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]) {
     const char *tokens[1];
     rfi_class_set both = {0};
@@ -73,9 +103,18 @@ bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char firs
     both.family4xx = a->family4xx && b->family4xx;
     both.family5xx = a->family5xx && b->family5xx;
     both.named = a->named & b->named;
-    if (rfi_class_tokens(&both, tokens, 1) == 0) return false;
+    if (rfi_class_count(&both) == 0) return false; /* the common case, without listing a token */
+    rfi_class_tokens(&both, tokens, 1);
     snprintf(first, RF_CLASS_NAME_MAX, "%s", tokens[0]);
     return true;
+}
+
+size_t rfi_class_count(const rfi_class_set *set) {
+    size_t n = (size_t)set->family4xx + (size_t)set->family5xx;
+    for (size_t i = 0; i < 10; i++)
+        for (uint64_t w = set->status[i]; w != 0; w &= w - 1) n++; /* one per set bit */
+    for (uint32_t w = set->named; w != 0; w &= w - 1) n++;
+    return n;
 }
 
 size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t cap) {

@@ -5,6 +5,10 @@
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
+#include "../util/json_path.h"
+#include "../util/json_text.h"
+#include "../util/report.h"
+#include "../util/suggest.h"
 #include "route_index.h"
 #include <stdarg.h>
 #include <sys/types.h>
@@ -55,7 +59,7 @@ typedef struct rfi_endpoint {
 
 typedef struct rfi_route {
     rfi_endpoint endpoint;
-    int max_attempts;
+    int64_t max_attempts;
     int64_t per_attempt_timeout_ms;
     int64_t total_budget_ms;
     int64_t min_attempt_ms;
@@ -93,21 +97,22 @@ typedef struct rfi_route {
 } rfi_route;
 
 typedef struct rfi_gate {
-    bool present;
     rf_gate_view view; /* forbid_reasons points at reason_ptrs */
     const char *reason_ptrs[RF_REASON_COUNT];
 } rfi_gate;
 
+/* The lock's own fields (lock_schema.c says which member holds which field). */
 struct rf_policy {
+    uint64_t has; /* the lock's fields it sets (or defaults): bit per rfi_field_id (lock_schema.h) */
     rfi_gate gate;
     size_t n_routes;
     rfi_route *routes;        /* sorted by endpoint text */
     rfi_route_index index;    /* built from routes at load (route_index.c) */
     const char **view_tokens; /* the routes' class lists (rfi_route's *_ptrs point into it) */
     int *view_values;         /* the routes' class limits' values */
-    bool has_retry_budget;
-    bool transparent_retry_off; /* the lock's transparentRetry: false */
-    int64_t budget_max_tokens_milli;
+    int64_t version;
+    bool transparent_retry; /* transparentRetry */
+    int64_t budget_max_tokens;
     int64_t budget_token_ratio_milli;
     char budget_shared_name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* retryBudget.shared.name, "" when absent */
     char *canonical;
@@ -115,28 +120,38 @@ struct rf_policy {
     char digest[7 + 64 + 1];
 };
 
+/* A verdict that stops: no retry, no wait, no next attempt (rf_decide, rf_redirect_verdict). Returns v. */
+static inline rf_verdict *rfi_stop(rf_verdict *v, rf_reason reason) {
+    v->retry = false;
+    v->reason = reason;
+    v->delay_ms = 0;
+    v->timeout_ms = 0;
+    return v;
+}
+
 /* "a FIFO", "a directory", "a character device", …: what a file that is not regular is, in words, for the
  * refusals of input and output files (input_file.c, output_file.c). */
 const char *rfi_file_kind(mode_t mode);
 
-/* Writes "path: message" style errors into err (NULL-safe). Returns RF_EINVAL for convenience. */
-rf_status rfi_fail(rf_error *err, const char *path, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4), cold)) /* cold: a refusal's branch is laid out off the decision path */
-#endif
-    ;
-
-/* A number in an error message as the user wrote it: the shortest of %.15g and %.17g that reads back as the
- * same double (1.2345, not 1.2344999999999999), as JSON serialisers print doubles. buf needs 32 bytes. Returns
- * buf. */
-#define RFI_NUMBER_TEXT_MAX 32
-const char *rfi_number_text(char buf[RFI_NUMBER_TEXT_MAX], double v);
+/* The names of an X-macro list of vocabulary.h joined by ", ", as the refusals that name them list them
+ * (vocabulary.c): "none, full, equal, decorrelated". */
+#define RFI_NAMES_TEXT_MAX 200
+void rfi_jitter_names_text(char *buf, size_t cap);
+void rfi_wait_header_names_text(char *buf, size_t cap);
 
 /* Failure classes (failure_class.c). */
 /* Parses one class token (aliases expanded) and adds it to set. Returns false for an unknown token. */
 bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len);
+/* The class tokens a lock may write, as refusals list them: "HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, …, or the
+ * aliases GATEWAY_TIMEOUT, HANDLER_5XX" (from RF_NAMED_CLASSES and RF_CLASS_ALIASES). */
+#define RFI_CLASS_LIST_TEXT_MAX 320
+void rfi_class_list_text(char *buf, size_t cap);
+/* Refuses token at path as an unknown failure class: the closest class, if any, and the list of them all. */
+void rfi_class_unknown(rf_error *err, const char *path, const char *token);
 /* True when a and b share a member at the same level (a status in both, a family in both, a name in both). */
 bool rfi_class_overlap(const rfi_class_set *a, const rfi_class_set *b, char first[RF_CLASS_NAME_MAX]);
+/* How many tokens the set has (what rfi_class_tokens returns), counted without listing them. */
+size_t rfi_class_count(const rfi_class_set *set);
 /* Points tokens[0..cap) at the set's canonical tokens (sorted: statuses, families, names), static strings; returns
  * how many the set has (more than cap: the rest are left out). */
 size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t cap);
@@ -239,7 +254,9 @@ long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len,
 long rfi_route_index_next(const rf_policy *p, const char *method, size_t method_len, const char *prefix,
                           size_t prefix_len, size_t from, size_t *depth);
 
-/* Canonical form and digest (policy.c). */
-rf_status rfi_policy_finish(rf_policy *p, rf_error *err);
+/* The views, the decision path's derived fields (policy.c), then the canonical form and the digest
+ * (lock_canonical.c); defaults: the lock's defaults it was loaded with (struct rfi_lock_defaults, lock_schema.h). */
+struct rfi_lock_defaults;
+rf_status rfi_policy_finish(rf_policy *p, const struct rfi_lock_defaults *defaults, rf_error *err);
 
 #endif

@@ -8,8 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PATH_CAP 256
-
 bool rfi_wait_headers_parse(const cJSON *array, const char *path, rfi_route *r, rf_error *err) {
     if (!cJSON_IsArray(array) || cJSON_GetArraySize(array) < 1) {
         rfi_fail(err, path, "must be a non-empty array of header names (e.g. [\"retry-after\", \"retry-after-ms\"])");
@@ -18,18 +16,17 @@ bool rfi_wait_headers_parse(const cJSON *array, const char *path, rfi_route *r, 
     r->n_wait_headers = 0;
     int i = 0;
     for (const cJSON *c = array->child; c != NULL; c = c->next, i++) {
-        char sub[PATH_CAP];
-        snprintf(sub, sizeof sub, "%s[%d]", path, i);
+        char sub[RFI_PATH_CAP];
+        rfi_path_index(sub, path, i);
         if (!cJSON_IsString(c) || c->valuestring == NULL) {
             rfi_fail(err, sub, "must be a header name string");
             return false;
         }
         rf_wait_header h;
         if (rf_wait_header_parse_name(c->valuestring, strlen(c->valuestring), &h) != 0) {
-            rfi_fail(err, sub,
-                     "unknown wait header \"%.40s\" (supported: retry-after, retry-after-ms, x-ms-retry-after-ms, "
-                     "ratelimit-reset, ratelimit, x-ratelimit-reset, grpc-retry-pushback-ms)",
-                     c->valuestring);
+            char names[RFI_NAMES_TEXT_MAX];
+            rfi_wait_header_names_text(names, sizeof names);
+            rfi_fail(err, sub, "unknown wait header \"%.40s\" (supported: %s)", c->valuestring, names);
             return false;
         }
         for (size_t k = 0; k < r->n_wait_headers; k++) {

@@ -1,28 +1,14 @@
 /*
- * The loaded policy: its canonical JSON (the effective policy, defaults applied), its sha256 digest through
- * OpenSSL's EVP API, and read-only accessors. Immutable after rf_policy_load_*.
+ * The loaded policy: the views and derived fields built once it is loaded, its read-only accessors and route
+ * matching. Immutable after rf_policy_load_*; its canonical JSON and digest are lock_canonical.c's.
  */
-#include "internal.h"
+#include "lock_schema.h"
 
 #include <cjson/cJSON.h>
-#include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static cJSON *string_array(const char *const *items, size_t n) {
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; a != NULL && i < n; i++) {
-        cJSON *s = cJSON_CreateString(items[i]);
-        if (s == NULL || !cJSON_AddItemToArray(a, s)) {
-            cJSON_Delete(s);
-            cJSON_Delete(a);
-            return NULL;
-        }
-    }
-    return a;
-}
 
 static int compare_methods(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
 
@@ -76,179 +62,19 @@ static void build_fast_fields(rfi_route *r) {
     for (size_t k = 0; k < r->n_methods; k++) r->method_lens[k] = (uint8_t)strlen(r->methods[k]);
 }
 
-/* retryAfter.headers and classLimits are left out of the canonical form (the digest's input) at their defaults,
- * so a lock written before they existed keeps its digest and its sign-offs; the pretty form shows them. */
-static bool add_wait_headers(cJSON *ra, const rfi_route *r, bool full) {
-    if (!full && rfi_wait_headers_is_default(r)) return true;
-    cJSON *h = string_array(r->wait_header_ptrs, r->n_wait_headers);
-    if (h != NULL && cJSON_AddItemToObject(ra, "headers", h)) return true;
-    cJSON_Delete(h);
-    return false;
-}
-
-static bool add_class_limits(cJSON *o, const rfi_route *r, bool full) {
-    if (!full && r->n_class_limit_tokens == 0) return true;
-    cJSON *limits = cJSON_AddObjectToObject(o, "classLimits");
-    if (limits == NULL) return false;
-    for (size_t i = 0; i < r->n_class_limit_tokens; i++)
-        if (!cJSON_AddNumberToObject(limits, r->class_limit_ptrs[i], r->class_limit_values[i])) return false;
-    return true;
-}
-
-/* Keys in sorted order so the canonical text does not depend on the lock's key order. */
-static cJSON *route_json(const rfi_route *r, bool full) {
-    cJSON *o = cJSON_CreateObject(), *backoff = cJSON_CreateObject(), *ra = cJSON_CreateObject();
-    cJSON *idem = string_array(r->method_ptrs, r->n_methods);
-    cJSON *not_retryable = string_array(r->not_retryable_ptrs, r->n_not_retryable_tokens);
-    cJSON *retryable = string_array(r->retryable_ptrs, r->n_retryable_tokens);
-    if (!o || !backoff || !ra || !idem || !not_retryable || !retryable) goto fail;
-    if (!cJSON_AddNumberToObject(backoff, "baseMs", (double)r->backoff_base_ms) ||
-        !cJSON_AddStringToObject(backoff, "jitter", rf_jitter_name(r->jitter)) ||
-        !cJSON_AddNumberToObject(backoff, "maxMs", (double)r->backoff_max_ms) ||
-        !cJSON_AddNumberToObject(backoff, "multiplier", (double)r->backoff_multiplier_milli / 1000.0) ||
-        !add_wait_headers(ra, r, full) || !cJSON_AddBoolToObject(ra, "honor", r->retry_after_honor) ||
-        !cJSON_AddNumberToObject(ra, "maxMs", (double)r->retry_after_max_ms))
-        goto fail;
-    if (!cJSON_AddItemToObject(o, "backoff", backoff)) goto fail;
-    backoff = NULL;
-    if (!add_class_limits(o, r, full)) goto fail;
-    if (!cJSON_AddStringToObject(o, "endpoint", r->endpoint.text) ||
-        !cJSON_AddItemToObject(o, "idempotencyRequired", idem))
-        goto fail;
-    idem = NULL;
-    if (!cJSON_AddNumberToObject(o, "maxAttempts", r->max_attempts) ||
-        !cJSON_AddNumberToObject(o, "minAttemptMs", (double)r->min_attempt_ms) ||
-        !cJSON_AddItemToObject(o, "notRetryable", not_retryable))
-        goto fail;
-    not_retryable = NULL;
-    if (!cJSON_AddNumberToObject(o, "perAttemptTimeoutMs", (double)r->per_attempt_timeout_ms)) goto fail;
-    if (!cJSON_AddItemToObject(o, "retryAfter", ra)) goto fail;
-    ra = NULL;
-    if (!cJSON_AddItemToObject(o, "retryable", retryable)) goto fail;
-    retryable = NULL;
-    if (!cJSON_AddNumberToObject(o, "totalBudgetMs", (double)r->total_budget_ms)) goto fail;
-    return o;
-fail:
-    cJSON_Delete(o);
-    cJSON_Delete(backoff);
-    cJSON_Delete(ra);
-    cJSON_Delete(idem);
-    cJSON_Delete(not_retryable);
-    cJSON_Delete(retryable);
-    return NULL;
-}
-
-static bool add_milli(cJSON *o, const char *key, bool has, int64_t milli) {
-    return !has || cJSON_AddNumberToObject(o, key, (double)milli / 1000.0) != NULL;
-}
-
-/* The gate object in canonical form (sorted keys), or JSON null. */
-static bool add_gate(cJSON *root, const rfi_gate *g) {
-    if (!g->present) return cJSON_AddNullToObject(root, "gate") != NULL;
-    const rf_gate_view *v = &g->view;
-    cJSON *o = cJSON_AddObjectToObject(root, "gate");
-    if (o == NULL) return false;
-    cJSON *reasons = string_array(g->reason_ptrs, v->n_forbid_reasons);
-    if (reasons == NULL || !cJSON_AddItemToObject(o, "forbidReasons", reasons)) {
-        cJSON_Delete(reasons);
-        return false;
-    }
-    return add_milli(o, "maxAttemptsPerSuccess", v->has_max_attempts_per_success, v->max_attempts_per_success_milli) &&
-           add_milli(o, "maxRetriedSuccess", v->has_max_retried_success, v->max_retried_success_milli) &&
-           add_milli(o, "maxRetryRatio", v->has_max_retry_ratio, v->max_retry_ratio_milli) &&
-           add_milli(o, "maxTerminalRate", v->has_max_terminal_rate, v->max_terminal_rate_milli) &&
-           add_milli(o, "minSuccessRate", v->has_min_success_rate, v->min_success_rate_milli) &&
-           (!v->has_min_successes || cJSON_AddNumberToObject(o, "minSuccesses", (double)v->min_successes) != NULL);
-}
-
-static cJSON *policy_json(const rf_policy *p, bool full) {
-    cJSON *root = cJSON_CreateObject(), *routes = cJSON_CreateArray();
-    if (root == NULL || routes == NULL) goto fail;
-    if (!add_gate(root, &p->gate)) goto fail;
-    if (p->has_retry_budget) {
-        cJSON *b = cJSON_AddObjectToObject(root, "retryBudget");
-        if (b == NULL || !cJSON_AddNumberToObject(b, "maxTokens", (double)(p->budget_max_tokens_milli / 1000)) ||
-            !cJSON_AddNumberToObject(b, "tokenRatio", (double)p->budget_token_ratio_milli / 1000.0))
-            goto fail;
-        if (p->budget_shared_name[0] != '\0') {
-            cJSON *s = cJSON_AddObjectToObject(b, "shared");
-            if (s == NULL || !cJSON_AddStringToObject(s, "name", p->budget_shared_name)) goto fail;
-        }
-    } else if (!cJSON_AddNullToObject(root, "retryBudget")) {
-        goto fail;
-    }
-    for (size_t i = 0; i < p->n_routes; i++) {
-        cJSON *r = route_json(&p->routes[i], full);
-        if (r == NULL || !cJSON_AddItemToArray(routes, r)) {
-            cJSON_Delete(r);
-            goto fail;
-        }
-    }
-    if (!cJSON_AddItemToObject(root, "routes", routes)) goto fail;
-    routes = NULL;
-    /* transparentRetry: left out of the canonical form at its default (true), so locks written before the field
-     * keep their digest; the full (pretty) form always shows it. */
-    if ((full || p->transparent_retry_off) &&
-        !cJSON_AddBoolToObject(root, "transparentRetry", !p->transparent_retry_off))
-        goto fail;
-    if (!cJSON_AddNumberToObject(root, "version", 1)) goto fail;
-    return root;
-fail:
-    cJSON_Delete(routes);
-    cJSON_Delete(root);
-    return NULL;
-}
-
-static bool sha256_hex_len(const void *data, size_t len, char out[65]) {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    if (!EVP_Digest(data, len, md, &md_len, EVP_sha256(), NULL) || md_len != 32) return false;
-    for (unsigned i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
-    return true;
-}
-
-static bool sha256_hex(const char *text, char out[65]) { return sha256_hex_len(text, strlen(text), out); }
-
-rf_status rf_sha256(const void *data, size_t len, char out[RF_SHA256_TEXT_LEN + 1]) {
-    char hex[65];
-    if ((data == NULL && len > 0) || out == NULL) return RF_EINVAL;
-    if (!sha256_hex_len(data == NULL ? "" : data, len, hex)) return RF_ENOMEM;
-    snprintf(out, RF_SHA256_TEXT_LEN + 1, "sha256:%s", hex);
-    return RF_OK;
-}
-
 static int compare_strings(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-rf_status rfi_policy_finish(rf_policy *p, rf_error *err) {
+rf_status rfi_policy_finish(rf_policy *p, const struct rfi_lock_defaults *defaults, rf_error *err) {
     rf_status st = build_views(p, err);
     if (st != RF_OK) return st;
     for (size_t i = 0; i < p->n_routes; i++) build_fast_fields(&p->routes[i]);
     st = rfi_route_index_build(p, err);
     if (st != RF_OK) return st;
     qsort(p->gate.reason_ptrs, p->gate.view.n_forbid_reasons, sizeof p->gate.reason_ptrs[0], compare_strings);
-    cJSON *doc = policy_json(p, false);
-    if (doc != NULL) {
-        p->canonical = cJSON_PrintUnformatted(doc);
-        cJSON_Delete(doc);
-    }
-    doc = policy_json(p, true);
-    if (doc != NULL) {
-        p->pretty = cJSON_Print(doc);
-        cJSON_Delete(doc);
-    }
-    if (p->canonical == NULL || p->pretty == NULL) {
-        rfi_fail(err, "$", "out of memory while building the canonical policy");
-        return RF_ENOMEM;
-    }
-    char hex[65];
-    if (!sha256_hex(p->canonical, hex)) {
-        rfi_fail(err, "$", "SHA-256 failed (libcrypto)");
-        return RF_ENOMEM;
-    }
-    snprintf(p->digest, sizeof p->digest, "sha256:%s", hex);
-    return RF_OK;
+    p->gate.view.forbid_reasons = p->gate.reason_ptrs;
+    return rfi_policy_canonical(p, defaults, err);
 }
 
 void rf_policy_free(rf_policy *p) {
@@ -264,7 +90,7 @@ void rf_policy_free(rf_policy *p) {
 
 const char *rf_policy_digest(const rf_policy *p) { return p ? p->digest : NULL; }
 
-bool rf_policy_transparent_retry(const rf_policy *p) { return p != NULL && !p->transparent_retry_off; }
+bool rf_policy_transparent_retry(const rf_policy *p) { return p != NULL && p->transparent_retry; }
 const char *rf_policy_canonical_json(const rf_policy *p) { return p ? p->canonical : NULL; }
 const char *rf_policy_pretty_json(const rf_policy *p) { return p ? p->pretty : NULL; }
 size_t rf_policy_route_count(const rf_policy *p) { return p ? p->n_routes : 0; }
@@ -276,7 +102,7 @@ rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
         .endpoint = r->endpoint.text,
         .method = r->endpoint.method,
         .pattern = r->endpoint.pattern,
-        .max_attempts = r->max_attempts,
+        .max_attempts = (int)r->max_attempts,
         .per_attempt_timeout_ms = r->per_attempt_timeout_ms,
         .total_budget_ms = r->total_budget_ms,
         .min_attempt_ms = r->min_attempt_ms,
@@ -335,7 +161,7 @@ int rf_policy_next_segment(const rf_policy *p, const char *method, size_t method
 
 bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {
     if (out == NULL) return false;
-    if (p == NULL || !p->gate.present) {
+    if (p == NULL || !(p->has & RFI_BIT(RFI_F_GATE))) {
         memset(out, 0, sizeof *out);
         return false;
     }
@@ -344,12 +170,12 @@ bool rf_policy_gate(const rf_policy *p, rf_gate_view *out) {
 }
 
 const char *rf_policy_retry_budget_shared(const rf_policy *p) {
-    return p != NULL && p->has_retry_budget && p->budget_shared_name[0] != '\0' ? p->budget_shared_name : NULL;
+    return p != NULL && (p->has & RFI_BIT(RFI_F_BUDGET_SHARED)) ? p->budget_shared_name : NULL;
 }
 
 bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli) {
-    if (p == NULL || !p->has_retry_budget) return false;
-    if (max_tokens_milli) *max_tokens_milli = p->budget_max_tokens_milli;
+    if (p == NULL || !(p->has & RFI_BIT(RFI_F_RETRY_BUDGET))) return false;
+    if (max_tokens_milli) *max_tokens_milli = p->budget_max_tokens * 1000;
     if (token_ratio_milli) *token_ratio_milli = p->budget_token_ratio_milli;
     return true;
 }

@@ -7,14 +7,6 @@
 
 #include <string.h>
 
-static rf_verdict *stop(rf_verdict *v, rf_reason reason) {
-    v->retry = false;
-    v->reason = reason;
-    v->delay_ms = 0;
-    v->timeout_ms = 0;
-    return v;
-}
-
 rf_status rf_redirect_verdict(const rf_policy *p, const rf_facts *f, int hops, int max_redirects, rf_verdict *out,
                               rf_error *err) {
     if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
@@ -37,12 +29,12 @@ rf_status rf_redirect_verdict(const rf_policy *p, const rf_facts *f, int hops, i
     out->route = rf_policy_match(p, f->method, f->method_len, f->path, f->path_len);
     if (out->route < 0) {
         rf_classify(f->status, RF_TRANSPORT_OK, out->class_name);
-        stop(out, RF_REASON_NO_ROUTE);
+        rfi_stop(out, RF_REASON_NO_ROUTE);
         return RF_OK;
     }
     if (hops >= max_redirects) {
         rf_classify(0, RF_TRANSPORT_TOO_MANY_REDIRECTS, out->class_name);
-        stop(out, RF_REASON_STATUS_NOT_RETRYABLE); /* TOO_MANY_REDIRECTS is never retryable */
+        rfi_stop(out, RF_REASON_STATUS_NOT_RETRYABLE); /* TOO_MANY_REDIRECTS is never retryable */
         return RF_OK;
     }
     rf_classify(f->status, RF_TRANSPORT_OK, out->class_name);
@@ -61,14 +53,14 @@ rf_status rf_redirect_verdict(const rf_policy *p, const rf_facts *f, int hops, i
         } else {
             out->retry_after = RF_RA_USE_HONORED;
             if (ra == RF_RA_TOO_LONG || ra_ms > r->retry_after_max_ms || ra_ms > left) {
-                stop(out, RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET);
+                rfi_stop(out, RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET);
                 return RF_OK;
             }
             delay = ra_ms;
         }
     }
     if (delay + r->min_attempt_ms > left || delay >= left) { /* no time left for the next hop: as rf_budget */
-        stop(out, RF_REASON_DEADLINE);
+        rfi_stop(out, RF_REASON_DEADLINE);
         return RF_OK;
     }
     out->retry = true;

@@ -1,6 +1,7 @@
 /* Strings for the engine's enums, from the X-macro lists in vocabulary.h (one source of truth). */
-#include "retryfreeze/vocabulary.h"
+#include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define RF_X_STR3(name, str, retry) str,
@@ -63,3 +64,15 @@ int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out) {
     }
     return -1;
 }
+
+/* names[0..n) joined by ", " into buf (cut to cap). */
+static void join(char *buf, size_t cap, const char *const *names, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+void rfi_jitter_names_text(char *buf, size_t cap) { join(buf, cap, jitter_names, RF_JITTER_COUNT); }
+
+void rfi_wait_header_names_text(char *buf, size_t cap) { join(buf, cap, wait_header_names, RF_WAIT_HEADER_COUNT); }

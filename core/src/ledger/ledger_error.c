@@ -13,9 +13,8 @@ void rfi_ledger_error(rf_error *err, const char *path, long line, int column, co
     if (!err) {
         return;
     }
-    snprintf(err->path, sizeof err->path, "%s", path ? path : "");
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    rfi_vreport(err, RF_EINVAL, path, fmt, ap);
     va_end(ap);
     err->line = line > INT_MAX ? INT_MAX : (int)line;
     err->column = column;

@@ -6,14 +6,9 @@
 #define RETRYFREEZE_LEDGER_INTERNAL_H
 
 #include "retryfreeze/ledger.h"
+#include "../util/report.h"
 #include <cjson/cJSON.h>
 #include <stdbool.h>
-
-#if defined(__GNUC__)
-#define RFI_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
-#else
-#define RFI_PRINTF(fmt_index, first_arg)
-#endif
 
 /* 2^53: the largest magnitude a JSON number (an IEEE double for most readers) holds exactly. */
 #define RFI_LEDGER_MAX_SAFE_INT ((int64_t)1 << 53)

@@ -5,6 +5,7 @@
  * The record's strings point into the parsed cJSON tree, which the caller keeps alive.
  */
 #include "ledger_internal.h"
+#include "../util/json_text.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -56,25 +57,6 @@ static bool refuse(complaint *c, const char *fmt, ...) {
     return false;
 }
 
-static const char *type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) {
-        return "a string";
-    }
-    if (cJSON_IsNumber(v)) {
-        return "a number";
-    }
-    if (cJSON_IsBool(v)) {
-        return "a boolean";
-    }
-    if (cJSON_IsNull(v)) {
-        return "null";
-    }
-    if (cJSON_IsArray(v)) {
-        return "an array";
-    }
-    return "an object";
-}
-
 /* Files obj's members under their names in slot[] (n names); refuses unknown and duplicate names. */
 static bool collect(const cJSON *obj, const char *const *names, size_t n, const cJSON **slot, const char *prefix,
                     complaint *c) {
@@ -103,31 +85,23 @@ static bool want_string(const cJSON *v, bool nullable, const char *prefix, const
     }
     if (!cJSON_IsString(v)) {
         return refuse(c, "field \"%s%s\" must be a string%s, got %s", prefix, name, nullable ? " or null" : "",
-                      type_name(v));
+                      rfi_json_type_name(v));
     }
     *out = v->valuestring;
     return true;
-}
-
-/* A number as the line wrote it: the shortest of %.15g and %.17g that reads back as the same double (2.5e+20,
- * 0.1), as the engine's lock errors print one (rfi_number_text). */
-static const char *number_text(char buf[32], double d) {
-    snprintf(buf, 32, "%.15g", d);
-    if (strtod(buf, NULL) != d) snprintf(buf, 32, "%.17g", d);
-    return buf;
 }
 
 /* An integral JSON number in [lo, hi]. */
 static bool want_int(const cJSON *v, int64_t lo, int64_t hi, const char *prefix, const char *name, int64_t *out,
                      complaint *c) {
     if (!cJSON_IsNumber(v)) {
-        return refuse(c, "field \"%s%s\" must be an integer, got %s", prefix, name, type_name(v));
+        return refuse(c, "field \"%s%s\" must be an integer, got %s", prefix, name, rfi_json_type_name(v));
     }
     double d = v->valuedouble;
     if (!(d >= (double)lo && d <= (double)hi) || (double)(int64_t)d != d) {
-        char text[32];
+        char text[RFI_NUMBER_TEXT_MAX];
         return refuse(c, "field \"%s%s\" must be an integer in %s, got %s", prefix, name,
-                      hi == INT_MAX ? "int range" : "+-2^53", number_text(text, d));
+                      hi == INT_MAX ? "int range" : "+-2^53", rfi_number_text(text, d));
     }
     *out = (int64_t)d;
     return true;
@@ -152,7 +126,7 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
 
     snprintf(prefix, sizeof prefix, "$.tries[%zu].", index);
     if (!cJSON_IsObject(obj)) {
-        return refuse(c, "field \"$.tries[%zu]\" must be an object, got %s", index, type_name(obj));
+        return refuse(c, "field \"$.tries[%zu]\" must be an object, got %s", index, rfi_json_type_name(obj));
     }
     if (!collect(obj, try_fields, T_COUNT, f, prefix, c)) {
         return false;
@@ -176,7 +150,7 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
 
 static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c) {
     if (!cJSON_IsArray(arr)) {
-        return refuse(c, "field \"$.tries\" must be an array, got %s", type_name(arr));
+        return refuse(c, "field \"$.tries\" must be an array, got %s", rfi_json_type_name(arr));
     }
     rec->n_tries = 0;
     for (const cJSON *e = arr->child; e; e = e->next) {
@@ -223,10 +197,10 @@ static bool fill_harness(const cJSON *root, rf_ledger_record *rec, complaint *c)
         return refuse(c, "field \"$.elapsed_s\" must be a number of seconds, 0 or more");
     }
     if (!cJSON_IsBool(f[H_OK])) {
-        return refuse(c, "field \"$.ok\" must be a boolean, got %s", type_name(f[H_OK]));
+        return refuse(c, "field \"$.ok\" must be a boolean, got %s", rfi_json_type_name(f[H_OK]));
     }
     if (!cJSON_IsObject(f[H_LAST])) {
-        return refuse(c, "field \"$.last\" must be an object, got %s", type_name(f[H_LAST]));
+        return refuse(c, "field \"$.last\" must be an object, got %s", rfi_json_type_name(f[H_LAST]));
     }
     if (!collect(f[H_LAST], harness_last_fields, HL_COUNT, l, "$.last.", c)) {
         return false;
@@ -262,7 +236,7 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
     const char *ts;
 
     if (!cJSON_IsObject(root)) {
-        return refuse(c, "the line must be a JSON object, got %s", type_name(root));
+        return refuse(c, "the line must be a JSON object, got %s", rfi_json_type_name(root));
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "elapsed_s") != NULL) {
         return fill_harness(root, rec, c);
@@ -285,7 +259,7 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
                       ts);
     }
     if (!cJSON_IsBool(f[F_OK])) {
-        return refuse(c, "field \"$.ok\" must be a boolean, got %s", type_name(f[F_OK]));
+        return refuse(c, "field \"$.ok\" must be a boolean, got %s", rfi_json_type_name(f[F_OK]));
     }
     rec->ok = cJSON_IsTrue(f[F_OK]);
     return want_string(f[F_ROUTE], false, "$.", "route", &rec->route, c) &&

@@ -15,23 +15,30 @@ local function known_reason(r)
   return "--forbid-reason: unknown reason '" .. r .. "' (reasons: " .. table.concat(rf.reasons, ", ") .. ")"
 end
 
---- The thresholds as options, for gate and soak: each one's name is its gate field's ("--max-retry-ratio" is
---- max_retry_ratio, retryfreeze.gate).
-local threshold_options = {
-  { "--max-retried-success", "number R", "most retried successes / successes, a fraction: 0.05 = 5 %", range = { 0, 1 } },
-  { "--max-attempts-per-success", "number X", "most attempts of the successful requests / successes",
-    range = { 0, math.huge } },
-  { "--max-terminal-rate", "number R", "most requests ending terminal (a non-retryable class) / requests",
-    range = { 0, 1 } },
-  { "--max-retry-ratio", "number X", "most retries (attempts after the first) / requests", range = { 0, math.huge } },
-  { "--min-success-rate", "number R", "fewest successes / requests: below it is a breach", range = { 0, 1 } },
-  { "--min-successes", "integer N", "with fewer successes, say 'skip' and judge no per-success ratio",
-    range = { 0, math.huge } },
+-- "maxRetriedSuccess" → "max-retried-success".
+local function kebab(key) return (key:gsub("%u", function(c) return "-" .. c:lower() end)) end
+
+--- The thresholds as options, for gate and soak: one per number field of the lock's gate object (rf.lock_schema()),
+--- named after it ("--max-retry-ratio" is gate.maxRetryRatio, gate field max_retry_ratio), described and bounded
+--- by its row, and checked by the loader's own rule (rf.lock_field_check), so that a value means on the command line
+--- what it means in a lock. Then the command line's own: --min-requests and --forbid-reason.
+local threshold_options = {}
+for _, row in ipairs(rf.lock_schema()) do
+  if row.parent == "gate" and (row.type == "integer" or row.type == "decimal") then
+    local name = "--" .. kebab(row.key)
+    threshold_options[#threshold_options + 1] = { name,
+      row.type == "integer" and "integer N" or row.max <= 1 and "number R" or "number X", row.about,
+      range = { row.min, row.max }, check = function(v)
+        local ok, why = rf.lock_field_check(row.path, v)
+        return not ok and (name .. " " .. why) or nil
+      end }
+  end
+end
+for _, row in ipairs({
   { "--min-requests", "integer N", "from this many requests on (default " .. gate.DEFAULT_MIN_REQUESTS .. "), zero "
     .. "successes is a breach: an outage never skips", range = { 1, math.huge } },
-  { "--forbid-reason", "list REASON", "no request may end with this reason",
-    check = known_reason },
-}
+  { "--forbid-reason", "list REASON", "no request may end with this reason", check = known_reason },
+}) do threshold_options[#threshold_options + 1] = row end
 
 --- The thresholds the command line gives (retryfreeze.gate's shape, for gate.merge).
 -- @param opts table: parsed options of gate or soak

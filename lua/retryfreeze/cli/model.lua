@@ -3,6 +3,7 @@
 --- attempts for failures of that class come from the engine itself (classLimits, retryable): no rule is
 --- re-implemented here.
 local math = require("retryfreeze.compat").math
+local rf = require "retryfreeze"
 local cli_args = require "retryfreeze.cli.args"
 local model = require "retryfreeze.model"
 local util = require "retryfreeze.util"
@@ -26,19 +27,28 @@ local function pick_routes(policy, wanted)
   return nil, "no route matches '" .. wanted .. "' (routes: " .. table.concat(names, ", ") .. ")"
 end
 
--- The transport facts of a named class (docs/reasons.md#transport-outcomes); HTTP_nnn is a status.
-local named_transport = { TIMEOUT = "timeout", CONNECT_RESET = "connect-reset",
-  CONNECT_REFUSED = "connect-refused", DNS_FAILURE = "dns", TLS_FAILURE = "tls", UNKNOWN = "other",
-  PROXY_REFUSED = "proxy-refused", TOO_MANY_REDIRECTS = "too-many-redirects" }
+-- The named classes a verdict can have, in the engine's order, with the transport outcome that gives each (the first
+-- one, as connect-reset and got-nothing both give CONNECT_RESET): asked of the engine's classifier, so that a class
+-- added there is known here (docs/reasons.md#transport-outcomes).
+local function named_classes(policy)
+  local names, seen, transport_of = {}, {}, {}
+  for _, t in ipairs(rf.transports) do
+    local class = t ~= "ok" and policy:classify{ transport = t }
+    if class and util.add_once(names, seen, class) then transport_of[class] = t end
+  end
+  return names, transport_of
+end
 
--- Facts whose failure class is `class`, checked with the engine's own classifier; or nil, message.
+-- Facts whose failure class is `class` (HTTP_nnn is a status), checked with the engine's own classifier; or nil,
+-- message.
 local function class_facts(policy, class)
+  local names, transport_of = named_classes(policy)
   local status = class:match("^HTTP_(%d%d%d)$")
-  local facts = status and { status = math.tointeger(tonumber(status)) } or { transport = named_transport[class] }
+  local facts = status and { status = math.tointeger(tonumber(status)) } or { transport = transport_of[class] }
   if (facts.status == nil and facts.transport == nil) or (facts.status and (facts.status < 100 or facts.status > 599))
     or policy:classify(facts) ~= class then
-    return nil, "--class must be a failure class a verdict can have (HTTP_<100..599>, TIMEOUT, CONNECT_RESET, "
-      .. "CONNECT_REFUSED, DNS_FAILURE, TLS_FAILURE, UNKNOWN, …), got '" .. class .. "'"
+    return nil, "--class must be a failure class a verdict can have (HTTP_<100..599>, " .. table.concat(names, ", ")
+      .. "), got '" .. class .. "'"
   end
   return facts
 end
