@@ -269,10 +269,11 @@ static void test_threads_share_one_redis_bucket(void **state) {
     assert_int_equal(shared, THREADS * ROUNDS);
     assert_int_equal(other, 0);
     int64_t tokens = -2, ttl = -2;
-    assert_int_equal(rf_retry_budget_redis_peek(url, "threads", 1000, &tokens, &ttl, &err), RF_OK);
+    rf_redis_budget_options show = {.url = url, .timeout_ms = 1000};
+    assert_int_equal(rf_retry_budget_redis_peek(&show, "threads", &tokens, &ttl, &err), RF_OK);
     assert_int_equal(tokens, 0);
     assert_true(ttl > 0 && ttl <= RF_REDIS_BUDGET_TTL_MS);
-    assert_int_equal(rf_retry_budget_redis_peek(url, "never-used", 1000, &tokens, &ttl, &err), RF_OK);
+    assert_int_equal(rf_retry_budget_redis_peek(&show, "never-used", &tokens, &ttl, &err), RF_OK);
     assert_int_equal(tokens, -1);
     rf_retry_budget_free(b);
     rf_policy_free(p);
@@ -600,7 +601,8 @@ static void silent_resolver_run(void *arg, char *line, size_t cap) {
         nanosleep(&(struct timespec){.tv_nsec = 150000000}, NULL);
     }
     int64_t peek_took = stall_clock_us(), tokens, ttl;
-    rf_status peeked = rf_retry_budget_redis_peek(o.url, "dns", 200, &tokens, &ttl, &err);
+    rf_redis_budget_options show = {.url = o.url, .timeout_ms = 200};
+    rf_status peeked = rf_retry_budget_redis_peek(&show, "dns", &tokens, &ttl, &err);
     peek_took = stall_clock_us() - peek_took;
     int64_t free_took = stall_clock_us();
     rf_retry_budget_free(b); /* its lookup still runs: left to the resolver, not waited for */
