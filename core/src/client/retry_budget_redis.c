@@ -182,10 +182,9 @@ static bool wait_fd(int fd, short events, int64_t deadline_ns) {
     }
 }
 
-static const char *errno_text(int e, char *buf, size_t cap) {
-    if (strerror_r(e, buf, cap) != 0) snprintf(buf, cap, "error %d", e);
-    return buf;
-}
+/* errno e's message. _GNU_SOURCE gives GNU's strerror_r, which returns the message (in buf, or a static string)
+ * rather than a status: testing it as a status turned every message into "error N". */
+static const char *errno_text(int e, char *buf, size_t cap) { return strerror_r(e, buf, cap); }
 
 /* ---- The URL ------------------------------------------------------------------------------------------- */
 
@@ -932,9 +931,11 @@ rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const cha
     redis_target t;
     int64_t timeout_ms;
     SSL_CTX *tls;
+    /* One deadline for the whole command, reading the CA files included (the system's take tens of ms). */
+    redis_call k = call_of(o->timeout_ms > 0 && o->timeout_ms <= RF_REDIS_BUDGET_TIMEOUT_MAX_MS ? o->timeout_ms
+                                                                                             : RF_REDIS_BUDGET_TIMEOUT_MS);
     rf_status st = check_options(o, &t, &timeout_ms, &tls, err);
     if (st != RF_OK) return st;
-    redis_call k = call_of(timeout_ms);
     name_lookup *lookup = calloc(1, sizeof *lookup);
     redis_conn *c = lookup ? connect_target(&t, tls, lookup, &k) : NULL;
     release_lookup(lookup);
