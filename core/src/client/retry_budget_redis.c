@@ -93,6 +93,7 @@ typedef struct redis_conn {
     int fd;
     SSL *ssl;                /* NULL for redis:// */
     BIO *tls_in, *tls_out;   /* owned by ssl: what came from the socket, what goes to it */
+    bool tls_answered;       /* a record came after the handshake: the server accepted the session */
     redisReader *reader;
 } redis_conn;
 
@@ -142,6 +143,7 @@ typedef struct redis_call {
     int64_t deadline_ns, timeout_ms;
     const char *awaited;
     failure_kind kind;
+    bool late; /* failed at the deadline (not closed, reset or refused) */
     char why[384];
 } redis_call;
 
@@ -392,7 +394,7 @@ static bool send_all(int fd, const char *p, size_t n, redis_call *k, const char 
             n -= (size_t)w;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             if (!wait_fd(fd, POLLOUT, k->deadline_ns))
-                return failed(k, FAIL_UNREACHABLE, "%s: not sent within %" PRId64 " ms", what, k->timeout_ms);
+                return k->late = true, failed(k, FAIL_UNREACHABLE, "%s: not sent within %" PRId64 " ms", what, k->timeout_ms);
         } else {
             char text[128];
             return failed(k, FAIL_UNREACHABLE, "%s: %s", what, errno_text(w < 0 ? errno : EPIPE, text, sizeof text));
@@ -412,8 +414,8 @@ static size_t receive(int fd, char *buf, size_t cap, redis_call *k, const char *
             return failed(k, FAIL_UNREACHABLE, "%s: %s", what, errno_text(errno, text, sizeof text)), 0;
         }
         if (!wait_fd(fd, POLLIN, k->deadline_ns))
-            return failed(k, FAIL_UNREACHABLE, "%s: no whole %s within %" PRId64 " ms", what, k->awaited,
-                          k->timeout_ms),
+            return k->late = true,
+                   failed(k, FAIL_UNREACHABLE, "%s: no whole %s within %" PRId64 " ms", what, k->awaited, k->timeout_ms),
                    0;
     }
 }
@@ -453,7 +455,7 @@ typedef enum tls_op { TLS_HANDSHAKE, TLS_READ, TLS_WRITE } tls_op;
  * BIOs: what it writes is sent, and when it wants input some is received, each wait on the time left. Returns
  * the bytes read or written (1 for the handshake), or 0 with why.
  */
-static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, redis_call *k, const char *what) {
+static int tls_exchange(redis_conn *c, tls_op op, void *in, const void *out, int n, redis_call *k, const char *what) {
     for (;;) {
         ERR_clear_error();
         int rc = op == TLS_HANDSHAKE ? SSL_connect(c->ssl)
@@ -467,7 +469,7 @@ static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, r
                                                             : tls_reason();
             bool wants_cert = strstr(reason, "certificate required") != NULL;
             failed(k, FAIL_TLS, "%s: TLS: %s%s", what, reason,
-                   wants_cert ? " (the server wants a client certificate: set cert and key)" : "");
+                   wants_cert ? " (a server that wants a client certificate does this: set cert and key)" : "");
             ERR_clear_error();
             redis_call alert = *k; /* the alert OpenSSL wrote, if any, without waiting and without losing why */
             alert.deadline_ns = 0;
@@ -475,6 +477,7 @@ static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, r
             return 0;
         }
         if (!tls_flush(c, k, what)) return 0;
+        if (rc > 0 && op == TLS_READ) c->tls_answered = true;
         if (rc > 0) return rc;
         char bytes[IO_CHUNK];
         size_t got = receive(c->fd, bytes, sizeof bytes, k, what);
@@ -482,6 +485,26 @@ static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, r
         if (BIO_write(c->tls_in, bytes, (int)got) != (int)got)
             return failed(k, FAIL_TLS, "%s: TLS: out of memory", what), 0;
     }
+}
+
+/*
+ * tls_exchange, and what a failure means in the session's first moments. TLS 1.3 refuses a client certificate
+ * after the handshake: an alert, then the connection closed. When the client's first command is still unread
+ * there, the server's kernel answers it with a reset, which may discard the alert, so the client sees a reset or
+ * an end of stream on its next write or read. A session that ends so, after the handshake and before the server's
+ * first record, is a TLS failure, not an unreachable server.
+ */
+static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, redis_call *k, const char *what) {
+    int r = tls_exchange(c, op, in, out, n, k, what);
+    if (r == 0 && k->kind == FAIL_UNREACHABLE && !k->late && !c->tls_answered && SSL_is_init_finished(c->ssl)) {
+        char cause[160];
+        snprintf(cause, sizeof cause, "%s", k->why + strlen(what) + 2);
+        failed(k, FAIL_TLS,
+               "%s: TLS: the server ended the session before its first reply (%s; a server that wants a client "
+               "certificate does this: set cert and key)",
+               what, cause);
+    }
+    return r;
 }
 
 /* Starts TLS on c for t: SNI and the host check for a name, the address check for an IP, then the handshake. */
@@ -505,7 +528,7 @@ static bool tls_start(redis_conn *c, SSL_CTX *ctx, const redis_target *t, redis_
     if (!named) return failed(k, FAIL_TLS, "%s: TLS: cannot check the certificate for this host (%s)", what, tls_reason());
     SSL_set_connect_state(c->ssl);
     k->awaited = "handshake";
-    bool ok = tls_run(c, TLS_HANDSHAKE, NULL, NULL, 0, k, what) > 0;
+    bool ok = tls_exchange(c, TLS_HANDSHAKE, NULL, NULL, 0, k, what) > 0;
     k->awaited = "reply";
     return ok;
 }
