@@ -58,8 +58,9 @@ static long run(const rf_policy *p, rf_retry_budget *b, int64_t *ns, int n) {
 
 int main(int argc, char **argv) {
     if (argc != 2 && argc != 3 && argc != 5) {
-        fprintf(stderr,
-                "usage: bench_budget_redis redis://127.0.0.1:PORT/0 [DECISIONS [rediss://127.0.0.1:TLS_PORT/0 CA_FILE]]\n");
+        fprintf(
+            stderr,
+            "usage: bench_budget_redis redis://127.0.0.1:PORT/0 [DECISIONS [rediss://127.0.0.1:TLS_PORT/0 CA_FILE]]\n");
         return 2;
     }
     int n = argc > 2 ? atoi(argv[2]) : 20000;
@@ -69,8 +70,8 @@ int main(int argc, char **argv) {
     if (rf_policy_load_buffer(LOCK, strlen(LOCK), &p, &err) != RF_OK) return 1;
     rf_retry_budget *local = rf_retry_budget_new(p), *shared = NULL, *tls = NULL;
     rf_redis_budget_options o = {.url = argv[1], .timeout_ms = 1000};
-    rf_redis_budget_options ot = {.url = argc == 5 ? argv[3] : NULL, .ca_file = argc == 5 ? argv[4] : NULL,
-                                  .timeout_ms = 1000};
+    rf_redis_budget_options ot = {
+        .url = argc == 5 ? argv[3] : NULL, .ca_file = argc == 5 ? argv[4] : NULL, .timeout_ms = 1000};
     if (local == NULL || rf_retry_budget_redis_new(p, &o, &shared, &err) != RF_OK ||
         (argc == 5 && rf_retry_budget_redis_new(p, &ot, &tls, &err) != RF_OK)) {
         fprintf(stderr, "bench_budget_redis: %s %s\n", err.path, err.message);

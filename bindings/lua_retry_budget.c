@@ -59,8 +59,8 @@ static const char *opt_string(lua_State *L, int t, const char *who, const char *
 }
 
 /* The options of a shared budget: where Redis is, how long to wait, and TLS (retry_budget_redis.h). */
-static const char *const REDIS_OPTIONS[] = {"redis", "timeout_ms", "idle_ttl_ms", "ca_file", "ca_path", "cert", "key",
-                                            NULL};
+static const char *const REDIS_OPTIONS[] = {"redis",   "timeout_ms", "idle_ttl_ms", "ca_file",
+                                            "ca_path", "cert",       "key",         NULL};
 
 /*
  * Reads the options table at t (who names the caller in errors) into *o, refusing a key not in REDIS_OPTIONS.
@@ -106,11 +106,13 @@ static int budget_new(lua_State *L, rfl_call *call) {
     if (lua_istable(L, 2)) {
         read_redis_options(L, 2, "rf.retry_budget", &o);
         if (o.url == NULL) {
-            const char *given = o.timeout_ms ? "timeout_ms" : o.idle_ttl_ms ? "idle_ttl_ms" : o.ca_file ? "ca_file"
-                                : o.ca_path                 ? "ca_path"
-                                : o.cert                    ? "cert"
-                                : o.key                     ? "key"
-                                                            : NULL;
+            const char *given = o.timeout_ms    ? "timeout_ms"
+                                : o.idle_ttl_ms ? "idle_ttl_ms"
+                                : o.ca_file     ? "ca_file"
+                                : o.ca_path     ? "ca_path"
+                                : o.cert        ? "cert"
+                                : o.key         ? "key"
+                                                : NULL;
             if (given) return rfl_error(L, "rf.retry_budget: %s needs redis", given);
         }
     }

@@ -105,7 +105,8 @@ describe("a retry budget shared through Redis over TLS, with ACL users", functio
   it_redis("`budget show` over TLS: --ca-file trusts the private CA; without it the system's CAs do not", function()
     srv.cli("SET", "retryfreeze:budget:tls-shown", "7500", "PX", "60000")
     local reader = url(srv, "reader:pw@")
-    local out, err, code = h.run_cli("budget", "show", "tls-shown", "--redis", reader, "--ca-file", certs .. "/ca.pem")
+    local _, out, err, code
+    out, err, code = h.run_cli("budget", "show", "tls-shown", "--redis", reader, "--ca-file", certs .. "/ca.pem")
     assert.equal(0, code, err)
     assert.matches("^tls%-shown tokens 7%.5 idle expiry in %d+ ms\n$", out)
     out, err, code = h.run_cli("budget", "show", "tls-shown", "--redis", reader)

@@ -693,10 +693,10 @@ static void test_urls_and_tls_options(void **state) {
     rf_error err;
     /* Every part of the grammar, present and absent: nothing is sent yet, so each makes a budget. */
     static const char *const accepted[] = {
-        "redis://h",          "redis://h:1",      "redis://h/2",           "redis://h:65535/1000000",
-        "redis://h/",         "redis://:pw@h",    "redis://app:pw@h:1/3",  "rediss://app:p%40%3A%2F%25@h",
-        "rediss://h",         "REDISS://H:6380",  "redis://[::1]:6380/1",  "rediss://[fe80::1]",
-        "redis://a:b:c@h",    "redis://a%3Ab:c@h" /* the first ':' ends the user */};
+        "redis://h",       "redis://h:1",      "redis://h/2",          "redis://h:65535/1000000",
+        "redis://h/",      "redis://:pw@h",    "redis://app:pw@h:1/3", "rediss://app:p%40%3A%2F%25@h",
+        "rediss://h",      "REDISS://H:6380",  "redis://[::1]:6380/1", "rediss://[fe80::1]",
+        "redis://a:b:c@h", "redis://a%3Ab:c@h" /* the first ':' ends the user */};
     for (size_t i = 0; i < sizeof accepted / sizeof *accepted; i++) {
         rf_redis_budget_options o = {.url = accepted[i]};
         rf_status st = rf_retry_budget_redis_new(p, &o, &b, &err);
@@ -716,8 +716,8 @@ static void test_urls_and_tls_options(void **state) {
         {"redis://app:p%zz@h", "url", "has a user or password that is over-long or has a bad %-escape (%XX, not %00)"},
         {"redis://app:p%00@h", "url", "has a user or password that is over-long or has a bad %-escape (%XX, not %00)"},
         {"redis://app:p%4@h", "url", "has a user or password that is over-long or has a bad %-escape (%XX, not %00)"},
-        {"redis://[::1", "url", "has an IPv6 address without its closing ]"},
-        {"redis://[]:1", "url", "has an IPv6 address without its closing ]"},
+        {"redis://[::1", "url", "has an IPv6 address that is empty or lacks its closing ]"},
+        {"redis://[]:1", "url", "has an IPv6 address that is empty or lacks its closing ]"},
         {"redis://[h]:1", "url", "has something in [ ] that is not an IPv6 address"},
         {"redis://h:0", "url", "has a port that is not 1..65535"},
         {"redis://h:65536", "url", "has a port that is not 1..65535"},
@@ -798,9 +798,18 @@ static void percent_encode(const char *s, char *out, size_t cap) {
  */
 static void test_no_message_shows_the_password(void **state) {
     (void)state;
-    static const char *const secrets[] = {
-        "Zq7plain",  "Zq7***",        "Zq7%s%n%p%%",        "Zq7{password}", "Zq7 ${REDIS_PASSWORD}", "Zq7:@/?#[]!$&'()*+,;=",
-        "Zq7%25%40", "ZQ7-UPPER",     "Zq7\xc3\xa9t\xc3\xa9", "Zq7\"\\",       "Zq7@",                  "Zq7:"};
+    static const char *const secrets[] = {"Zq7plain",
+                                          "Zq7***",
+                                          "Zq7%s%n%p%%",
+                                          "Zq7{password}",
+                                          "Zq7 ${REDIS_PASSWORD}",
+                                          "Zq7:@/?#[]!$&'()*+,;=",
+                                          "Zq7%25%40",
+                                          "ZQ7-UPPER",
+                                          "Zq7\xc3\xa9t\xc3\xa9",
+                                          "Zq7\"\\",
+                                          "Zq7@",
+                                          "Zq7:"};
     static const char *const users[] = {"", "app", "A-user.x_y~z"};
     static const char *const schemes[] = {"redis", "rediss"};
     /* Variants the parser refuses after it has read the password: the message must not quote it either. */
@@ -910,12 +919,12 @@ static void test_tls_handshake_ends_by_its_deadline(void **state) {
 #define ACL_BUCKET "'~retryfreeze:budget:*'"
 /* The budget's user (the documented rules), and users that each lack one of them; the default user may only
  * PING (the test's own check that the server is up). */
-#define ACL_USERS                                                                                                \
-    "--user default on nopass +ping "                                                                            \
-    "--user app on '>" ACL_PASSWORD "' " ACL_BUCKET " +evalsha '+script|load' +get +set "                         \
-    "--user noeval on '>pw' " ACL_BUCKET " '+script|load' +get +set "                                            \
-    "--user noload on '>pw' " ACL_BUCKET " +evalsha +get +set "                                                  \
-    "--user nokeys on '>pw' '~other:*' +evalsha '+script|load' +get +set "                                       \
+#define ACL_USERS                                                                         \
+    "--user default on nopass +ping "                                                     \
+    "--user app on '>" ACL_PASSWORD "' " ACL_BUCKET " +evalsha '+script|load' +get +set " \
+    "--user noeval on '>pw' " ACL_BUCKET " '+script|load' +get +set "                     \
+    "--user noload on '>pw' " ACL_BUCKET " +evalsha +get +set "                           \
+    "--user nokeys on '>pw' '~other:*' +evalsha '+script|load' +get +set "                \
     "--user noset on '>pw' " ACL_BUCKET " +evalsha '+script|load' +get"
 
 /*
@@ -974,8 +983,8 @@ static void test_acl_refusals_fall_back_and_are_said_once(void **state) {
             assert_int_equal(v.budget, RF_BUDGET_LOCAL_FALLBACK);
         }
         rf_retry_budget_free(b);
-        printf("redis ACL, %-12s worst of 3 decisions %.1f ms: %s\n", refusals[i].userinfo[0] ? refusals[i].userinfo : "(no user)",
-               (double)worst / 1000, told.lines[0]);
+        printf("redis ACL, %-12s worst of 3 decisions %.1f ms: %s\n",
+               refusals[i].userinfo[0] ? refusals[i].userinfo : "(no user)", (double)worst / 1000, told.lines[0]);
         fflush(stdout);
         assert_int_equal(told.n, 1);
         assert_non_null(strstr(told.lines[0], refusals[i].why));

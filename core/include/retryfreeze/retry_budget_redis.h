@@ -43,7 +43,8 @@ typedef struct rf_redis_budget_options {
      * db 0 by default; host a name, an IPv4 address or [an IPv6 address]; user and password percent-encoded
      * where they hold ':', '@', '/' or '%' (RFC 3986); an empty user is Redis' default user (":password@"). */
     const char *url;
-    int64_t timeout_ms;  /* one decision's deadline for Redis (lock wait, connect, TLS, script, reply), 1..10000; 0 = 20 */
+    int64_t
+        timeout_ms; /* one decision's deadline for Redis (lock wait, connect, TLS, script, reply), 1..10000; 0 = 20 */
     int64_t idle_ttl_ms; /* the bucket's key expires after this long without a decision, up to 30 days; 0 = 1 hour */
     /* TLS, rediss:// only (RF_EINVAL with redis://), as the HTTP client's tls options: the CAs to trust, a PEM
      * file and/or a directory in `openssl rehash` layout (neither: the system's, OpenSSL's default paths, which

@@ -91,9 +91,9 @@ typedef struct name_lookup {
 /* A connection: its non-blocking socket, TLS over two memory BIOs (rediss://), and the reply parser. */
 typedef struct redis_conn {
     int fd;
-    SSL *ssl;                /* NULL for redis:// */
-    BIO *tls_in, *tls_out;   /* owned by ssl: what came from the socket, what goes to it */
-    bool tls_answered;       /* a record came after the handshake: the server accepted the session */
+    SSL *ssl;              /* NULL for redis:// */
+    BIO *tls_in, *tls_out; /* owned by ssl: what came from the socket, what goes to it */
+    bool tls_answered;     /* a record came after the handshake: the server accepted the session */
     redisReader *reader;
 } redis_conn;
 
@@ -267,7 +267,7 @@ static bool parse_url(const char *url, redis_target *t, char *why, size_t why_ca
         const char *close = memchr(p, ']', authority - (size_t)(p - scheme_end));
         hn = close ? (size_t)(close - p - 1) : 0;
         if (close == NULL || hn == 0 || hn >= sizeof t->host)
-            return snprintf(why, why_cap, "has an IPv6 address without its closing ]"), false;
+            return snprintf(why, why_cap, "has an IPv6 address that is empty or lacks its closing ]"), false;
         memcpy(t->host, p + 1, hn);
         unsigned char a[sizeof(struct in6_addr)];
         if (inet_pton(AF_INET6, t->host, a) != 1)
@@ -285,8 +285,7 @@ static bool parse_url(const char *url, redis_target *t, char *why, size_t why_ca
         char *end;
         errno = 0;
         long port = strtol(p + 1, &end, 10);
-        if (p[1] < '0' || p[1] > '9' || errno != 0 || port < 1 || port > 65535 ||
-            (*end != '\0' && *end != '/'))
+        if (p[1] < '0' || p[1] > '9' || errno != 0 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
             return snprintf(why, why_cap, "has a port that is not 1..65535"), false;
         snprintf(t->port, sizeof t->port, "%ld", port);
         p = end;
@@ -357,8 +356,9 @@ static rf_status tls_context(const rf_redis_budget_options *o, SSL_CTX **out, rf
     rf_status st = RF_OK;
     if (o->ca_file || o->ca_path) {
         if (SSL_CTX_load_verify_locations(ctx, o->ca_file, o->ca_path) != 1)
-            st = fail(err, RF_EINVAL, o->ca_file ? "ca_file" : "ca_path", "%.200s: no CA certificate could be read (%s)",
-                      o->ca_file ? o->ca_file : o->ca_path, tls_reason());
+            st =
+                fail(err, RF_EINVAL, o->ca_file ? "ca_file" : "ca_path", "%.200s: no CA certificate could be read (%s)",
+                     o->ca_file ? o->ca_file : o->ca_path, tls_reason());
     } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
         st = fail(err, RF_EINVAL, "ca_file", "the system's CA certificates cannot be read (%s): set ca_file",
                   tls_reason());
@@ -394,7 +394,8 @@ static bool send_all(int fd, const char *p, size_t n, redis_call *k, const char 
             n -= (size_t)w;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             if (!wait_fd(fd, POLLOUT, k->deadline_ns))
-                return k->late = true, failed(k, FAIL_UNREACHABLE, "%s: not sent within %" PRId64 " ms", what, k->timeout_ms);
+                return k->late = true,
+                       failed(k, FAIL_UNREACHABLE, "%s: not sent within %" PRId64 " ms", what, k->timeout_ms);
         } else {
             char text[128];
             return failed(k, FAIL_UNREACHABLE, "%s: %s", what, errno_text(w < 0 ? errno : EPIPE, text, sizeof text));
@@ -415,7 +416,8 @@ static size_t receive(int fd, char *buf, size_t cap, redis_call *k, const char *
         }
         if (!wait_fd(fd, POLLIN, k->deadline_ns))
             return k->late = true,
-                   failed(k, FAIL_UNREACHABLE, "%s: no whole %s within %" PRId64 " ms", what, k->awaited, k->timeout_ms),
+                   failed(k, FAIL_UNREACHABLE, "%s: no whole %s within %" PRId64 " ms", what, k->awaited,
+                          k->timeout_ms),
                    0;
     }
 }
@@ -497,8 +499,10 @@ static int tls_exchange(redis_conn *c, tls_op op, void *in, const void *out, int
 static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, redis_call *k, const char *what) {
     int r = tls_exchange(c, op, in, out, n, k, what);
     if (r == 0 && k->kind == FAIL_UNREACHABLE && !k->late && !c->tls_answered && SSL_is_init_finished(c->ssl)) {
-        char cause[160];
-        snprintf(cause, sizeof cause, "%s", k->why + strlen(what) + 2);
+        char cause[sizeof k->why]; /* the socket's words, without the "what: " every socket failure starts with */
+        size_t lead = strlen(what);
+        snprintf(cause, sizeof cause, "%s",
+                 strncmp(k->why, what, lead) == 0 && strncmp(k->why + lead, ": ", 2) == 0 ? k->why + lead + 2 : k->why);
         failed(k, FAIL_TLS,
                "%s: TLS: the server ended the session before its first reply (%s; a server that wants a client "
                "certificate does this: set cert and key)",
@@ -525,7 +529,8 @@ static bool tls_start(redis_conn *c, SSL_CTX *ctx, const redis_target *t, redis_
     c->tls_out = out;
     bool named = t->host_is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), t->host) == 1
                                : SSL_set_tlsext_host_name(c->ssl, t->host) == 1 && SSL_set1_host(c->ssl, t->host) == 1;
-    if (!named) return failed(k, FAIL_TLS, "%s: TLS: cannot check the certificate for this host (%s)", what, tls_reason());
+    if (!named)
+        return failed(k, FAIL_TLS, "%s: TLS: cannot check the certificate for this host (%s)", what, tls_reason());
     SSL_set_connect_state(c->ssl);
     k->awaited = "handshake";
     bool ok = tls_exchange(c, TLS_HANDSHAKE, NULL, NULL, 0, k, what) > 0;
@@ -645,7 +650,8 @@ static bool resolve_host(const redis_target *t, name_lookup *n, redis_call *k, s
         n->req.ar_request = &n->hints;
         struct gaicb *list[1] = {&n->req};
         int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
-        if (rc != 0) return failed(k, FAIL_UNREACHABLE, "cannot resolve redis host %.100s: %s", t->host, gai_strerror(rc));
+        if (rc != 0)
+            return failed(k, FAIL_UNREACHABLE, "cannot resolve redis host %.100s: %s", t->host, gai_strerror(rc));
         n->pending = true;
     }
     int rc;
@@ -672,7 +678,9 @@ static int connect_addr(const struct addrinfo *ai, const redis_target *t, redis_
     char text[128];
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: %s", t->where, errno_text(errno, text, sizeof text)), -1;
+        return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: %s", t->where,
+                      errno_text(errno, text, sizeof text)),
+               -1;
     int soerr = 0;
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         if (errno != EINPROGRESS && errno != EINTR) {
@@ -689,7 +697,9 @@ static int connect_addr(const struct addrinfo *ai, const redis_target *t, redis_
     }
     if (soerr != 0) {
         close(fd);
-        return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: %s", t->where, errno_text(soerr, text, sizeof text)), -1;
+        return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: %s", t->where,
+                      errno_text(soerr, text, sizeof text)),
+               -1;
     }
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -757,7 +767,8 @@ static void report(redis_store *s, const redis_call *k) {
     snprintf(line, sizeof line,
              "retryfreeze: shared retry budget %s at %s falls back to the local bucket: %s%s (said once per "
              "budget for this kind of failure)",
-             s->key + sizeof KEY_PREFIX - 1, s->target.shown, k->why, FAILURE_HINTS[k->kind] ? FAILURE_HINTS[k->kind] : "");
+             s->key + sizeof KEY_PREFIX - 1, s->target.shown, k->why,
+             FAILURE_HINTS[k->kind] ? FAILURE_HINTS[k->kind] : "");
     if (s->log)
         s->log(s->log_ctx, line);
     else
@@ -936,7 +947,7 @@ static rf_status peek_bucket(redis_conn *c, redis_call *k, const char *key, int6
     else if (ok)
         ok = refused(k, g, "GET", FAIL_PROTOCOL);
     if (ok && !reply_ok(x, REDIS_REPLY_INTEGER)) ok = refused(k, x, "PTTL", FAIL_PROTOCOL);
-    *ttl_ms = ok && x->integer >= 0 ? x->integer : -1;
+    *ttl_ms = ok && x != NULL && x->integer >= 0 ? x->integer : -1;
     if (g) freeReplyObject(g);
     if (x) freeReplyObject(x);
     return ok ? RF_OK : fail(err, RF_EIO, "url", "%s", k->why);
@@ -955,8 +966,9 @@ rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const cha
     int64_t timeout_ms;
     SSL_CTX *tls;
     /* One deadline for the whole command, reading the CA files included (the system's take tens of ms). */
-    redis_call k = call_of(o->timeout_ms > 0 && o->timeout_ms <= RF_REDIS_BUDGET_TIMEOUT_MAX_MS ? o->timeout_ms
-                                                                                             : RF_REDIS_BUDGET_TIMEOUT_MS);
+    redis_call k =
+        call_of(o->timeout_ms > 0 && o->timeout_ms <= RF_REDIS_BUDGET_TIMEOUT_MAX_MS ? o->timeout_ms
+                                                                                     : RF_REDIS_BUDGET_TIMEOUT_MS);
     rf_status st = check_options(o, &t, &timeout_ms, &tls, err);
     if (st != RF_OK) return st;
     name_lookup *lookup = calloc(1, sizeof *lookup);
