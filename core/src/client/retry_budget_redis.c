@@ -333,13 +333,8 @@ static rf_status readable(const char *option, const char *path, bool dir, rf_err
     return RF_OK;
 }
 
-/*
- * The TLS context of a rediss:// budget, read once: peer verification on (the chain against ca_file/ca_path or
- * the system's CAs; the host is checked per connection), TLS 1.2 or later, the client certificate and key when
- * given. RF_EINVAL naming the option that cannot be read or used; RF_ENOMEM.
- */
-static rf_status tls_context(const rf_redis_budget_options *o, SSL_CTX **out, rf_error *err) {
-    *out = NULL;
+/* RF_EINVAL naming the first TLS option whose file or directory cannot be read, or a key without its cert. */
+static rf_status tls_files_readable(const rf_redis_budget_options *o, rf_error *err) {
     if (o->key && !o->cert) return fail(err, RF_EINVAL, "key", "needs cert (the client certificate it belongs to)");
     const char *const options[] = {"ca_file", "ca_path", "cert", "key"};
     const char *const paths[] = {o->ca_file, o->ca_path, o->cert, o->key};
@@ -347,6 +342,16 @@ static rf_status tls_context(const rf_redis_budget_options *o, SSL_CTX **out, rf
         rf_status st = paths[i] ? readable(options[i], paths[i], i == 1, err) : RF_OK;
         if (st != RF_OK) return st;
     }
+    return RF_OK;
+}
+
+/*
+ * The TLS context of a rediss:// budget, read once (the files checked by tls_files_readable first): peer verification
+ * on (the chain against ca_file/ca_path or the system's CAs; the host is checked per connection), TLS 1.2 or later, the
+ * client certificate and key when given. RF_EINVAL naming the option that cannot be read or used; RF_ENOMEM.
+ */
+static rf_status tls_context(const rf_redis_budget_options *o, SSL_CTX **out, rf_error *err) {
+    *out = NULL;
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL) return fail(err, RF_ENOMEM, "", "cannot make a TLS context: %s", tls_reason());
@@ -873,6 +878,11 @@ static rf_status check_options(const rf_redis_budget_options *o, redis_target *t
         explicit_bzero(t, sizeof *t);
         return fail(err, RF_EINVAL, "url", "%s", why);
     }
+    rf_status st = tls_files_readable(o, err); /* each named file first: the message names a bad one */
+    if (st != RF_OK) {
+        explicit_bzero(t, sizeof *t);
+        return st;
+    }
     if (!t->tls) {
         const char *given = o->ca_file ? "ca_file" : o->ca_path ? "ca_path" : o->cert ? "cert" : o->key ? "key" : NULL;
         if (given) {
@@ -881,7 +891,7 @@ static rf_status check_options(const rf_redis_budget_options *o, redis_target *t
         }
         return RF_OK;
     }
-    rf_status st = tls_context(o, tls, err);
+    st = tls_context(o, tls, err);
     if (st != RF_OK) explicit_bzero(t, sizeof *t);
     return st;
 }
