@@ -150,7 +150,9 @@ describe("a retry budget shared through Redis over TLS, with ACL users", functio
       opts.redis, opts.timeout_ms = url(server, userinfo), TIMEOUT_MS
       local ledger = os.tmpname()
       local fields = {}
-      for k, v in pairs(opts) do fields[#fields + 1] = ("%s = %q"):format(k, v) end
+      for k, v in pairs(opts) do -- %q of a number is a quoted string under LuaJIT and 5.1
+        fields[#fields + 1] = ("%s = " .. (math.type(v) == "integer" and "%d" or "%q")):format(k, v)
+      end
       local source = CHILD:gsub("LOCK", function() return ("%q"):format(lock_text("tls-refused")) end)
         :gsub("OPTS", function() return "{ " .. table.concat(fields, ", ") .. " }" end)
         :gsub("LEDGER", function() return ("%q"):format(ledger) end)
