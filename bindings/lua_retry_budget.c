@@ -1,12 +1,14 @@
 /*
  * Lua binding of retry budgets (gRPC A6 retryThrottling): rf.retry_budget(policy [, {redis=, timeout_ms=,
- * idle_ttl_ms=}]) → "retryfreeze.RetryBudget", a bucket several clients (and rf.flow) can share, kept in the
- * process or, with redis, in a Redis server shared by a fleet (retryfreeze/retry_budget_redis.h).
- * core.retry_budget_peek(url, name [, timeout_ms]) reads a shared bucket for `retryfreeze budget show`.
+ * idle_ttl_ms=, ca_file=, ca_path=, cert=, key=}]) → "retryfreeze.RetryBudget", a bucket several clients (and
+ * rf.flow) can share, kept in the process or, with redis, in a Redis server shared by a fleet
+ * (retryfreeze/retry_budget_redis.h). core.retry_budget_peek(name, {redis=, timeout_ms=, ca_file=, …}) reads a
+ * shared bucket for `retryfreeze budget show`.
  */
 #include "lua_retryfreeze.h"
 
 #include "retryfreeze/retry_budget_redis.h"
+#include <stdio.h>
 #include <string.h>
 
 /* A retry budget object. Holding 1: the policy, which the budget's parameters come from and which must outlive
@@ -34,26 +36,65 @@ static void budget_release(lua_State *L, void *obj) {
 }
 
 /* An optional integer option of milliseconds in lo..hi (0 when absent), read from the options at t. */
-static int64_t opt_ms(lua_State *L, int t, const char *key, int64_t lo, int64_t hi) {
+static int64_t opt_ms(lua_State *L, int t, const char *who, const char *key, int64_t lo, int64_t hi) {
     lua_getfield(L, t, key);
     int64_t v = 0;
     if (!lua_isnil(L, -1)) {
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < lo || lua_tointeger(L, -1) > hi)
-            rfl_error(L, "rf.retry_budget: %s must be an integer number of milliseconds in %d..%d", key, (int)lo,
-                      (int)hi);
+            rfl_error(L, "%s: %s must be an integer number of milliseconds in %d..%d", who, key, (int)lo, (int)hi);
         v = (int64_t)lua_tointeger(L, -1);
     }
     lua_pop(L, 1);
     return v;
 }
 
+/* An optional string option (NULL when absent), pushed and left on the stack: anchored while C reads it. */
+static const char *opt_string(lua_State *L, int t, const char *who, const char *key, const char *shape) {
+    lua_getfield(L, t, key);
+    if (lua_isnil(L, -1)) return NULL;
+    if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "%s: %s must be %s", who, key, shape);
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", who, key);
+    return rfl_tostring_nonul(L, -1, what);
+}
+
+/* The options of a shared budget: where Redis is, how long to wait, and TLS (retry_budget_redis.h). */
+static const char *const REDIS_OPTIONS[] = {"redis",   "timeout_ms", "idle_ttl_ms", "ca_file",
+                                            "ca_path", "cert",       "key",         NULL};
+
+/*
+ * Reads the options table at t (who names the caller in errors) into *o, refusing a key not in REDIS_OPTIONS.
+ * The strings stay pushed on the stack (anchored) until the caller returns: the C side reads them while it
+ * makes the budget. Raises on a bad option. o->url is NULL without redis.
+ */
+static void read_redis_options(lua_State *L, int t, const char *who, rf_redis_budget_options *o) {
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        size_t i = 0;
+        while (k != NULL && REDIS_OPTIONS[i] != NULL && strcmp(k, REDIS_OPTIONS[i]) != 0) i++;
+        if (k == NULL || REDIS_OPTIONS[i] == NULL)
+            rfl_error(L, "%s: unknown option '%s'", who, k ? k : luaL_typename(L, -2));
+        lua_pop(L, 1);
+    }
+    o->url = opt_string(L, t, who, "redis", "a URL string (redis:// or rediss://[user:password@]host[:port][/db])");
+    o->timeout_ms = opt_ms(L, t, who, "timeout_ms", 1, RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
+    o->idle_ttl_ms = opt_ms(L, t, who, "idle_ttl_ms", 1, 2147483647);
+    o->ca_file = opt_string(L, t, who, "ca_file", "a path string (a PEM file of CAs to trust)");
+    o->ca_path = opt_string(L, t, who, "ca_path", "a path string (a directory of CA certificates)");
+    o->cert = opt_string(L, t, who, "cert", "a path string (a PEM client certificate)");
+    o->key = opt_string(L, t, who, "key", "a path string (the client certificate's PEM key)");
+}
+
 /*
  * rf.retry_budget(policy [, opts]) → budget. The policy's lock must have retryBudget (docs/lock.md).
- * opts.redis = "redis://host:port/db" keeps the bucket in Redis under the lock's retryBudget.shared.name;
- * opts.timeout_ms (1..10000, default 20) bounds each decision's whole exchange with Redis (one deadline for
- * connect, send and the whole reply), after which it uses the local bucket ("local-fallback");
- * opts.idle_ttl_ms (default 1 hour) expires an idle bucket. Raises on a bad argument or a lock without
- * retryBudget (or, with redis, without retryBudget.shared). Nothing is sent yet.
+ * opts.redis = "redis://[user:password@]host[:port][/db]" (rediss:// for TLS) keeps the bucket in Redis under
+ * the lock's retryBudget.shared.name; opts.timeout_ms (1..10000, default 20) bounds each decision's whole
+ * exchange with Redis (one deadline for connect, TLS, send and the whole reply), after which it uses the local
+ * bucket ("local-fallback"); opts.idle_ttl_ms (default 1 hour) expires an idle bucket; opts.ca_file, ca_path,
+ * cert, key: TLS for rediss:// (docs/lua.md). Raises on a bad argument, a lock without retryBudget (or, with
+ * redis, without retryBudget.shared), or a TLS file that cannot be read. Nothing is sent yet. Why a shared
+ * budget falls back is written to stderr, once per kind of failure.
  */
 static int budget_new(lua_State *L, rfl_call *call) {
     const rf_policy *p = rfl_check_policy(L, 1);
@@ -61,35 +102,29 @@ static int budget_new(lua_State *L, rfl_call *call) {
     lua_settop(L, 2);
     if (!rf_policy_retry_budget(p, NULL, NULL))
         return rfl_error(L, "rf.retry_budget: the lock has no retryBudget {maxTokens, tokenRatio}");
-    const char *url = NULL;
     rf_redis_budget_options o = {0};
     if (lua_istable(L, 2)) {
-        lua_pushnil(L);
-        while (lua_next(L, 2) != 0) {
-            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-            if (k == NULL || (strcmp(k, "redis") != 0 && strcmp(k, "timeout_ms") != 0 && strcmp(k, "idle_ttl_ms") != 0))
-                return rfl_error(L, "rf.retry_budget: unknown option '%s'", k ? k : luaL_typename(L, -2));
-            lua_pop(L, 1);
+        read_redis_options(L, 2, "rf.retry_budget", &o);
+        if (o.url == NULL) {
+            const char *given = o.timeout_ms    ? "timeout_ms"
+                                : o.idle_ttl_ms ? "idle_ttl_ms"
+                                : o.ca_file     ? "ca_file"
+                                : o.ca_path     ? "ca_path"
+                                : o.cert        ? "cert"
+                                : o.key         ? "key"
+                                                : NULL;
+            if (given) return rfl_error(L, "rf.retry_budget: %s needs redis", given);
         }
-        lua_getfield(L, 2, "redis"); /* at 3, kept on the stack (anchored) until the budget has copied it */
-        if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-            return rfl_error(L, "rf.retry_budget: redis must be a URL string (redis://host:port/db)");
-        url = rfl_tostring_nonul(L, -1, "rf.retry_budget: redis");
-        o.timeout_ms = opt_ms(L, 2, "timeout_ms", 1, RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
-        o.idle_ttl_ms = opt_ms(L, 2, "idle_ttl_ms", 1, 2147483647);
-        if (url == NULL && (o.timeout_ms || o.idle_ttl_ms))
-            return rfl_error(L, "rf.retry_budget: timeout_ms and idle_ttl_ms need redis");
     }
     lbudget *lb = rfl_make(L, call, RFL_BUDGET, sizeof *lb, budget_release);
     rfl_take_policy(L, 1, &lb->taken[0]);
-    lb->shared = url != NULL;
+    lb->shared = o.url != NULL;
     lua_pushvalue(L, 1);
     rfl_hold(L, lb, 1);
-    if (url == NULL) {
+    if (o.url == NULL) {
         lb->b = rf_retry_budget_new(p);
         if (lb->b == NULL) return rfl_error(L, "rf.retry_budget: out of memory");
     } else {
-        o.url = url;
         rf_error err;
         rf_status st = rf_retry_budget_redis_new(p, &o, &lb->b, &err);
         if (st == RF_ENOMEM) return rfl_error(L, "rf.retry_budget: out of memory");
@@ -140,19 +175,24 @@ static int l_retry_budget_gc(lua_State *L) {
 }
 
 /*
- * core.retry_budget_peek(url, name [, timeout_ms = 1000]) → tokens (number, or nil for a bucket Redis does
- * not hold), ttl_ms (integer, or nil) | nil, message when Redis cannot be reached or has not answered whole
- * within timeout_ms (one deadline for the connection and both commands). Raises on a bad name or URL.
+ * core.retry_budget_peek(name, opts) → tokens (number, or nil for a bucket Redis does not hold), ttl_ms
+ * (integer, or nil) | nil, message when Redis cannot be reached, refuses TLS, AUTH or a command, or has not
+ * answered whole within opts.timeout_ms (one deadline for the connection and both commands). opts: redis (the
+ * URL, required), timeout_ms (1..10000, default 20), ca_file, ca_path, cert, key (rediss://), as rf.retry_budget
+ * takes them. Raises on a bad name, URL or option.
  */
 static int l_retry_budget_peek(lua_State *L) {
     luaL_checkstring(L, 1);
-    luaL_checkstring(L, 2);
-    const char *url = rfl_tostring_nonul(L, 1, "retry_budget_peek: url");
-    const char *name = rfl_tostring_nonul(L, 2, "retry_budget_peek: name");
-    lua_Integer timeout = luaL_optinteger(L, 3, 1000);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    const char *name = rfl_tostring_nonul(L, 1, "retry_budget_peek: name");
+    rf_redis_budget_options o = {0};
+    read_redis_options(L, 2, "retry_budget_peek", &o);
+    if (o.url == NULL) return rfl_error(L, "retry_budget_peek: redis (the URL) is required");
+    if (o.idle_ttl_ms) return rfl_error(L, "retry_budget_peek: idle_ttl_ms does not apply to reading a bucket");
     int64_t tokens = -1, ttl = -1;
     rf_error err;
-    rf_status st = rf_retry_budget_redis_peek(url, name, (int64_t)timeout, &tokens, &ttl, &err);
+    rf_status st = rf_retry_budget_redis_peek(&o, name, &tokens, &ttl, &err);
     if (st == RF_EINVAL) return rfl_error(L, "retry_budget_peek: %s %s", err.path, err.message);
     if (st != RF_OK) return rfl_fail(L, err.message, NULL);
     if (tokens < 0)

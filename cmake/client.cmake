@@ -16,7 +16,7 @@ target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
   $<INSTALL_INTERFACE:include>)
 target_compile_options(retryfreeze_client PRIVATE ${RF_WARNINGS})
-target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
+target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads)
 set_target_properties(retryfreeze_client PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 
 if(NOT RF_TESTS)

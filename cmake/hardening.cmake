@@ -66,7 +66,7 @@ if(TARGET retryfreeze-serve)
     RF_LOCK_PATH="${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json")
   target_link_options(test_client_alloc PRIVATE
     "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup")
-  target_link_libraries(test_client_alloc PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads PkgConfig::CJSON PkgConfig::CRYPTO m)
+  target_link_libraries(test_client_alloc PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads PkgConfig::CJSON PkgConfig::CRYPTO m)
   add_test(NAME c_test_client_alloc
     COMMAND test_client_alloc $<TARGET_FILE:retryfreeze-serve> ${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json)
   set_tests_properties(c_test_client_alloc PROPERTIES LABELS "c" TIMEOUT 300)

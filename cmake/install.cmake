@@ -36,7 +36,7 @@ target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJE
 # Each static library names the one below it, so a consumer links one target (docs/c-api.md "Linking").
 target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
 target_link_libraries(retryfreeze_client_static PUBLIC retryfreeze_static
-                      PRIVATE PkgConfig::CURL PkgConfig::HIREDIS Threads::Threads)
+                      PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads)
 set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
 set_target_properties(retryfreeze_client_static PROPERTIES OUTPUT_NAME retryfreeze_client)
 
@@ -104,7 +104,7 @@ install(FILES examples/retry-budget.lock.json examples/service.lock.json example
         DESTINATION ${CMAKE_INSTALL_DATADIR}/retryfreeze/examples)
 
 install(EXPORT retryfreezeTargets NAMESPACE retryfreeze:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
-# The static targets' link interfaces name PkgConfig::CJSON, ::CRYPTO, ::CURL, ::HIREDIS and Threads::Threads: the
+# The static targets' link interfaces name PkgConfig::CJSON, ::CRYPTO, ::CURL, ::HIREDIS, ::SSL and Threads::Threads: the
 # config defines them when it can (quietly: a consumer of the shared targets needs none of their -dev packages; a
 # consumer of a static target without them gets CMake's "target not found" naming the missing one).
 file(WRITE ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake.in [=[
@@ -112,7 +112,7 @@ file(WRITE ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake.in [=[
 find_package(PkgConfig QUIET)
 find_package(Threads QUIET)
 if(PKG_CONFIG_FOUND)
-  foreach(rf_dep CJSON=libcjson CRYPTO=libcrypto CURL=libcurl HIREDIS=hiredis)
+  foreach(rf_dep CJSON=libcjson CRYPTO=libcrypto CURL=libcurl HIREDIS=hiredis SSL=libssl)
     string(REPLACE "=" ";" rf_dep "${rf_dep}")
     list(GET rf_dep 0 rf_var)
     list(GET rf_dep 1 rf_module)
@@ -140,7 +140,7 @@ Name: retryfreeze
 Description: Retry decisions from a pinned policy and transport facts (engine, libcurl client, Lua binding)
 Version: @PROJECT_VERSION@
 Requires: libcjson
-Requires.private: libcrypto libcurl hiredis
+Requires.private: libcrypto libcurl hiredis libssl
 Libs: -L${libdir} -lretryfreeze_lua -lretryfreeze_client -lretryfreeze
 Cflags: -I${includedir}
 ]=])

@@ -60,7 +60,7 @@ describe("retryBudget.shared in the lock", function()
       "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}")
     local shared = assert(rf.load_string(lock_text("x")))
     assert.has_error(function() rf.retry_budget(shared, { redis = "http://127.0.0.1:1" }) end,
-      "rf.retry_budget: url must start with redis://")
+      "rf.retry_budget: url must start with redis:// or rediss://")
     assert.has_error(function() rf.retry_budget(shared, { redis = "redis://h:1/0", timeout_ms = 0 }) end,
       "rf.retry_budget: timeout_ms must be an integer number of milliseconds in 1..10000")
     assert.has_error(function() rf.retry_budget(shared, { redis = "redis://h:1/0", tiemout_ms = 5 }) end,

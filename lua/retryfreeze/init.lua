@@ -109,7 +109,9 @@ M.flow = require("retryfreeze.io_flow").flow
 -- rf.retry_budget(policy) keeps the bucket in this process; rf.retry_budget(policy, {redis = "redis://host:
 -- port/db", timeout_ms = 20, idle_ttl_ms = 3600000}) keeps it in Redis under retryBudget.shared.name, shared by
 -- every process of a fleet; a decision waits at most timeout_ms for Redis, then uses the local bucket
--- (verdict.budget = "local-fallback"). budget:tokens(), budget:is_shared(), budget:close().
+-- (verdict.budget = "local-fallback"). "rediss://user:password@host:port/db" speaks TLS with an ACL user, with
+-- ca_file, ca_path, cert and key as the client's tls options (docs/fleet.md). budget:tokens(),
+-- budget:is_shared(), budget:close().
 -- Pass it as rf.client{…, retry_budget = budget}; rf.client{…, retry_budget = {redis = …}} makes one.
 M.retry_budget = core.retry_budget
 

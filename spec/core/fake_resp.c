@@ -10,10 +10,14 @@
  *   silent   reads the commands, never answers
  *   backlog  never accepts; the listen queue is filled by the server's own connections first, so a new
  *            connect(2) is never answered (its SYN is dropped) and the client waits in the TCP handshake
+ * and, for a TLS client (rediss://), three servers that read its ClientHello and then hold the handshake:
+ *   tls-silent  never answers it
+ *   tls-stall   answers with the first bytes of a ServerHello record (RFC 8446 §5.1), then nothing
+ *   tls-drip    announces a full-size handshake record and sends it one byte every INTERVAL_MS, never ending
  * MODE:CMD misbehaves only on CMD's replies and answers the others whole: drip:EVALSHA loads the script at
  * once and drips the decision, as a slow Redis with a warm connection does.
  *
- * usage: fake_resp PORT MODE[:CMD] [INTERVAL_MS]
+ * usage: fake_resp PORT MODE[:CMD] [INTERVAL_MS]   (no :CMD for the tls- modes)
  * Listens on 127.0.0.1:PORT (0: a port the kernel picks), prints "PORT\n" on stdout once it listens, and serves
  * until SIGTERM, or for 10 minutes at most (a test that died cannot leave it behind). Exit 2 on bad usage,
  * 1 when it cannot listen (the message names the port).
@@ -37,9 +41,20 @@
 
 #define LIFETIME_S 600
 
-typedef enum { MODE_OK, MODE_DRIP, MODE_STALL, MODE_GARBAGE, MODE_SILENT, MODE_BACKLOG } mode;
+typedef enum {
+    MODE_OK,
+    MODE_DRIP,
+    MODE_STALL,
+    MODE_GARBAGE,
+    MODE_SILENT,
+    MODE_BACKLOG,
+    MODE_TLS_SILENT,
+    MODE_TLS_STALL,
+    MODE_TLS_DRIP
+} mode;
 
-static const char *const MODE_NAMES[] = {"ok", "drip", "stall", "garbage", "silent", "backlog"};
+static const char *const MODE_NAMES[] = {"ok",      "drip",       "stall",     "garbage", "silent",
+                                         "backlog", "tls-silent", "tls-stall", "tls-drip"};
 
 typedef struct config {
     mode how;
@@ -137,7 +152,10 @@ static bool answer(int fd, const char *name) {
         return true;
     }
     case MODE_SILENT:
-    case MODE_BACKLOG: return false;
+    case MODE_BACKLOG:
+    case MODE_TLS_SILENT: /* the tls- modes never get here: hold_handshake serves them */
+    case MODE_TLS_STALL:
+    case MODE_TLS_DRIP: return false;
     }
     return false;
 }
@@ -148,8 +166,33 @@ static void hold(int fd) {
     while (recv(fd, sink, sizeof sink, 0) > 0) {}
 }
 
+/*
+ * A TLS server that holds the handshake: reads the client's first flight (its ClientHello), then answers as the
+ * mode says. A TLS record starts with its type (22: handshake), version (3,3) and length (RFC 8446 §5.1); a
+ * ServerHello's handshake header is type 2 and a 24-bit length (§4).
+ */
+static void hold_handshake(int fd) {
+    char hello[4096];
+    if (recv(fd, hello, sizeof hello, 0) <= 0) return;
+    static const char partial[] = "\x16\x03\x03\x00\x5a\x02\x00\x00\x56\x03\x03\x5f\x1d\x2a";
+    static const char endless[] = "\x16\x03\x03\x40\x00\x02\x00\x3f\xfc\x03\x03";
+    if (cfg.how == MODE_TLS_STALL) {
+        send_all(fd, partial, sizeof partial - 1);
+    } else if (cfg.how == MODE_TLS_DRIP) {
+        if (!send_all(fd, endless, sizeof endless - 1)) return;
+        for (char zero = 0; send_all(fd, &zero, 1);) sleep_ms(cfg.interval_ms);
+        return;
+    }
+    hold(fd);
+}
+
 static void *serve(void *arg) {
     int fd = (int)(intptr_t)arg;
+    if (cfg.how >= MODE_TLS_SILENT) {
+        hold_handshake(fd);
+        close(fd);
+        return NULL;
+    }
     char buf[65536];
     size_t used = 0;
     for (;;) {
@@ -190,7 +233,8 @@ static void fill_backlog(int port) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: fake_resp PORT ok|drip|stall|garbage|silent|backlog[:COMMAND] [INTERVAL_MS]\n");
+    fprintf(stderr, "usage: fake_resp PORT ok|drip|stall|garbage|silent|backlog[:COMMAND]|tls-silent|tls-stall|"
+                    "tls-drip [INTERVAL_MS]\n");
     return 2;
 }
 
@@ -208,7 +252,7 @@ int main(int argc, char **argv) {
             known = true;
         }
     }
-    if (!known || (colon && strlen(colon + 1) >= sizeof cfg.only)) return usage();
+    if (!known || (colon && (strlen(colon + 1) >= sizeof cfg.only || cfg.how >= MODE_TLS_SILENT))) return usage();
     if (colon) snprintf(cfg.only, sizeof cfg.only, "%s", colon + 1);
     cfg.interval_ms = argc == 4 ? atoi(argv[3]) : 20;
     if (cfg.interval_ms < 1 || cfg.interval_ms > 10000) return usage();

@@ -161,8 +161,13 @@ static void test_store_needs_a_budget(void **state) {
 #define THREADS 8
 #define ROUNDS 200
 
-static int redis_port;
-static char redis_dir[64];
+/* A redis-server this test started: its port (0: none) and its directory (pid file, log). */
+typedef struct redis_proc {
+    int port;
+    char dir[64];
+} redis_proc;
+
+static redis_proc plain_redis, acl_redis;
 
 static bool redis_answers(int port) {
     char cmd[96];
@@ -170,33 +175,36 @@ static bool redis_answers(int port) {
     return system(cmd) == 0;
 }
 
-/* Starts redis-server on a free loopback port without persistence; 0 when none is installed. */
-static int start_redis(void) {
-    if (system("command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1") != 0) return 0;
-    snprintf(redis_dir, sizeof redis_dir, "/tmp/rf-redis-XXXXXX");
-    if (mkdtemp(redis_dir) == NULL) return 0;
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+/* Starts redis-server on a free loopback port without persistence, with the extra arguments (shell words);
+ * r->port stays 0 when none is installed or none started. The server must answer PING without a password. */
+static void start_redis(redis_proc *r, const char *extra) {
+    r->port = 0;
+    if (system("command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1") != 0) return;
+    snprintf(r->dir, sizeof r->dir, "/tmp/rf-redis-XXXXXX");
+    if (mkdtemp(r->dir) == NULL) return;
     for (int tries = 0; tries < 20; tries++) {
         int port = 33000 + rand() % 12000;
         if (redis_answers(port)) continue; /* someone else's */
-        char cmd[512];
+        char cmd[1024];
         snprintf(cmd, sizeof cmd,
                  "redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no --dir %s "
-                 "--pidfile %s/redis.pid --daemonize yes --logfile %s/redis.log >/dev/null 2>&1",
-                 port, redis_dir, redis_dir, redis_dir);
+                 "--pidfile %s/redis.pid --daemonize yes --logfile %s/redis.log %s >/dev/null 2>&1",
+                 port, r->dir, r->dir, r->dir, extra);
         if (system(cmd) != 0) continue;
         for (int i = 0; i < 100; i++) {
-            if (redis_answers(port)) return port;
+            if (redis_answers(port)) {
+                r->port = port;
+                return;
+            }
             nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
         }
     }
-    return 0;
 }
 
-static void stop_redis(void) {
+static void stop_redis(redis_proc *r) {
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "kill $(cat %s/redis.pid) 2>/dev/null; sleep 0.1; rm -rf %s", redis_dir, redis_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not stop redis in %s\n", redis_dir);
+    snprintf(cmd, sizeof cmd, "kill $(cat %s/redis.pid) 2>/dev/null; sleep 0.1; rm -rf %s", r->dir, r->dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not stop redis in %s\n", r->dir);
 }
 
 typedef struct worker {
@@ -236,12 +244,12 @@ static void *fail_loop(void *arg) {
 
 static void test_threads_share_one_redis_bucket(void **state) {
     (void)state;
-    if (redis_port == 0) {
+    if (plain_redis.port == 0) {
         skip();
     }
     rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"threads\"}"));
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", redis_port);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
     rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
     rf_retry_budget *b = NULL;
     rf_error err;
@@ -269,10 +277,11 @@ static void test_threads_share_one_redis_bucket(void **state) {
     assert_int_equal(shared, THREADS * ROUNDS);
     assert_int_equal(other, 0);
     int64_t tokens = -2, ttl = -2;
-    assert_int_equal(rf_retry_budget_redis_peek(url, "threads", 1000, &tokens, &ttl, &err), RF_OK);
+    rf_redis_budget_options show = {.url = url, .timeout_ms = 1000};
+    assert_int_equal(rf_retry_budget_redis_peek(&show, "threads", &tokens, &ttl, &err), RF_OK);
     assert_int_equal(tokens, 0);
     assert_true(ttl > 0 && ttl <= RF_REDIS_BUDGET_TTL_MS);
-    assert_int_equal(rf_retry_budget_redis_peek(url, "never-used", 1000, &tokens, &ttl, &err), RF_OK);
+    assert_int_equal(rf_retry_budget_redis_peek(&show, "never-used", &tokens, &ttl, &err), RF_OK);
     assert_int_equal(tokens, -1);
     rf_retry_budget_free(b);
     rf_policy_free(p);
@@ -384,10 +393,24 @@ static const char *budget_name(rf_budget_source b) {
     return b == RF_BUDGET_SHARED ? "shared" : b == RF_BUDGET_LOCAL_FALLBACK ? "local-fallback" : "other";
 }
 
+/* What a budget said through its log callback (rf_redis_budget_options.log). */
+typedef struct said {
+    int n;
+    char lines[4][1400];
+} said;
+
+static void collect(void *ctx, const char *line) {
+    said *s = ctx;
+    if (s->n < 4) snprintf(s->lines[s->n], sizeof s->lines[0], "%s", line);
+    s->n++;
+}
+
 /* One failed attempt decided with a fresh budget kept at the fake server (so each decision connects, loads
- * the script and runs it) with timeout_ms; returns how long rf_decide took, in µs, and the verdict's budget. */
-static int64_t timed_decision(const rf_policy *p, const char *url, int64_t timeout_ms, rf_budget_source *source) {
-    rf_redis_budget_options o = {.url = url, .timeout_ms = timeout_ms};
+ * the script and runs it) with timeout_ms; returns how long rf_decide took, in µs, and the verdict's budget.
+ * What the budget says goes to lines when given, else to stderr. */
+static int64_t timed_decision(const rf_policy *p, rf_redis_budget_options o, rf_budget_source *source, said *lines) {
+    o.log = lines ? collect : NULL;
+    o.log_ctx = lines;
     rf_retry_budget *b = NULL;
     rf_error err;
     assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
@@ -435,7 +458,7 @@ static void test_every_decision_ends_by_its_deadline(void **state) {
     rf_budget_source source;
     /* The controls, with time to spare: the non-blocking client works, by address, and by a name (looked up,
      * each address tried: ::1 refused, then 127.0.0.1), in a child (in_child says why). */
-    timed_decision(p, url, 2000, &source);
+    timed_decision(p, (rf_redis_budget_options){.url = url, .timeout_ms = 2000}, &source, NULL);
     assert_int_equal(source, RF_BUDGET_SHARED);
     snprintf(url, sizeof url, "redis://localhost:%d/0", port);
     char line[256];
@@ -454,7 +477,8 @@ static void test_every_decision_ends_by_its_deadline(void **state) {
         int64_t worst = 0;
         int fallbacks = 0;
         for (int i = 0; i < DECISIONS_PER_MODE; i++) {
-            int64_t took = timed_decision(p, url, DEADLINE_TIMEOUT_MS, &source);
+            int64_t took = timed_decision(p, (rf_redis_budget_options){.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS},
+                                          &source, NULL);
             fallbacks += source == RF_BUDGET_LOCAL_FALLBACK;
             if (took > worst) worst = took;
         }
@@ -600,7 +624,8 @@ static void silent_resolver_run(void *arg, char *line, size_t cap) {
         nanosleep(&(struct timespec){.tv_nsec = 150000000}, NULL);
     }
     int64_t peek_took = stall_clock_us(), tokens, ttl;
-    rf_status peeked = rf_retry_budget_redis_peek(o.url, "dns", 200, &tokens, &ttl, &err);
+    rf_redis_budget_options show = {.url = o.url, .timeout_ms = 200};
+    rf_status peeked = rf_retry_budget_redis_peek(&show, "dns", &tokens, &ttl, &err);
     peek_took = stall_clock_us() - peek_took;
     int64_t free_took = stall_clock_us();
     rf_retry_budget_free(b); /* its lookup still runs: left to the resolver, not waited for */
@@ -647,6 +672,348 @@ static void test_a_name_lookup_ends_by_the_deadline(void **state) {
     assert_string_equal(line + used, "cannot resolve redis host redis.retryfreeze-test within 200 ms");
 }
 
+/* ---- The URL and the TLS options ---------------------------------------------------------------------------- */
+
+typedef struct refused_url {
+    const char *url, *path, *message;
+} refused_url;
+
+/* A file under dir with the text; its path in out. */
+static void file_in(const char *dir, const char *name, const char *text, char *out, size_t cap) {
+    snprintf(out, cap, "%s/%s", dir, name);
+    FILE *f = fopen(out, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_urls_and_tls_options(void **state) {
+    (void)state;
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"urls\"}"));
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    /* Every part of the grammar, present and absent: nothing is sent yet, so each makes a budget. */
+    static const char *const accepted[] = {
+        "redis://h",       "redis://h:1",      "redis://h/2",          "redis://h:65535/1000000",
+        "redis://h/",      "redis://:pw@h",    "redis://app:pw@h:1/3", "rediss://app:p%40%3A%2F%25@h",
+        "rediss://h",      "REDISS://H:6380",  "redis://[::1]:6380/1", "rediss://[fe80::1]",
+        "redis://a:b:c@h", "redis://a%3Ab:c@h" /* the first ':' ends the user */};
+    for (size_t i = 0; i < sizeof accepted / sizeof *accepted; i++) {
+        rf_redis_budget_options o = {.url = accepted[i]};
+        rf_status st = rf_retry_budget_redis_new(p, &o, &b, &err);
+        if (st != RF_OK) printf("%s: %s %s\n", accepted[i], err.path, err.message);
+        assert_int_equal(st, RF_OK);
+        rf_retry_budget_free(b);
+    }
+    static const refused_url refused[] = {
+        {"http://h", "url", "must start with redis:// or rediss://"},
+        {"redis:/h", "url", "must start with redis:// or rediss://"},
+        {"redis://", "url", "has no host (redis://host:port/db)"},
+        {"redis://:pw@", "url", "has no host (redis://host:port/db)"},
+        {"redis://:pw@:1", "url", "has no host (redis://host:port/db)"},
+        {"redis://secret@h", "url",
+         "has a user but no password: write user:password@ (an ACL user) or :password@ (the default user)"},
+        {"redis://app:@h", "url", "has an empty password"},
+        {"redis://app:p%zz@h", "url", "has a user or password that is over-long or has a bad %-escape (%XX, not %00)"},
+        {"redis://app:p%00@h", "url", "has a user or password that is over-long or has a bad %-escape (%XX, not %00)"},
+        {"redis://app:p%4@h", "url", "has a user or password that is over-long or has a bad %-escape (%XX, not %00)"},
+        {"redis://[::1", "url", "has an IPv6 address that is empty or lacks its closing ]"},
+        {"redis://[]:1", "url", "has an IPv6 address that is empty or lacks its closing ]"},
+        {"redis://[h]:1", "url", "has something in [ ] that is not an IPv6 address"},
+        {"redis://h:0", "url", "has a port that is not 1..65535"},
+        {"redis://h:65536", "url", "has a port that is not 1..65535"},
+        {"redis://h:+1", "url", "has a port that is not 1..65535"},
+        {"redis://h: 1", "url", "has a port that is not 1..65535"},
+        {"redis://h:1x", "url", "has a port that is not 1..65535"},
+        {"redis://h:", "url", "has a port that is not 1..65535"},
+        {"redis://h/x", "url", "has a database that is not a number (redis://host:port/0)"},
+        {"redis://h/-1", "url", "has a database that is not a number (redis://host:port/0)"},
+        {"redis://h/ 1", "url", "has a database that is not a number (redis://host:port/0)"},
+        {"redis://h/1?x", "url", "has a database that is not a number (redis://host:port/0)"},
+        {"redis://h?db=1", "url", "has unexpected text after the host (a query or fragment?)"},
+        {"redis://h#x", "url", "has unexpected text after the host (a query or fragment?)"},
+        {"redis://[::1]x", "url", "has unexpected text after the host (a query or fragment?)"},
+        {"redis://h\n", "url", "has a control character (a byte below 0x20, or 0x7f)"},
+        {"redis://a\tb:pw@h", "url", "has a control character (a byte below 0x20, or 0x7f)"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        rf_redis_budget_options o = {.url = refused[i].url};
+        assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_EINVAL);
+        assert_null(b);
+        if (strcmp(err.message, refused[i].message) != 0) printf("url %s\n", refused[i].url);
+        assert_string_equal(err.path, refused[i].path);
+        assert_string_equal(err.message, refused[i].message);
+    }
+    /* The TLS options: only with rediss://, each file read (and refused, naming the option) when the budget is made. */
+    char dir[] = "/tmp/rf-tls-opts-XXXXXX", junk[96], missing[96];
+    assert_non_null(mkdtemp(dir));
+    file_in(dir, "junk.pem", "not a certificate\n", junk, sizeof junk);
+    snprintf(missing, sizeof missing, "%s/missing.pem", dir);
+    struct {
+        rf_redis_budget_options o;
+        const char *path, *message;
+    } tls[] = {
+        {{.url = "redis://h", .ca_file = junk}, "ca_file", "needs a rediss:// URL (TLS); redis:// is plain TCP"},
+        {{.url = "redis://h", .cert = junk}, "cert", "needs a rediss:// URL (TLS); redis:// is plain TCP"},
+        {{.url = "rediss://h", .ca_file = missing}, "ca_file", "No such file or directory"},
+        {{.url = "rediss://h", .ca_path = junk}, "ca_path", "not a directory"},
+        {{.url = "rediss://h", .ca_file = dir}, "ca_file", "not a regular file"},
+        {{.url = "rediss://h", .ca_file = junk}, "ca_file", "no CA certificate could be read"},
+        {{.url = "rediss://h", .key = junk}, "key", "needs cert (the client certificate it belongs to)"},
+        {{.url = "rediss://h", .cert = junk}, "cert", "not a PEM certificate"},
+        {{.url = "rediss://h", .cert = missing}, "cert", "No such file or directory"},
+    };
+    for (size_t i = 0; i < sizeof tls / sizeof *tls; i++) {
+        assert_int_equal(rf_retry_budget_redis_new(p, &tls[i].o, &b, &err), RF_EINVAL);
+        if (strstr(err.message, tls[i].message) == NULL) printf("TLS option %zu: %s %s\n", i, err.path, err.message);
+        assert_string_equal(err.path, tls[i].path);
+        assert_non_null(strstr(err.message, tls[i].message));
+        int64_t tokens, ttl; /* budget show refuses them alike */
+        assert_int_equal(rf_retry_budget_redis_peek(&tls[i].o, "x", &tokens, &ttl, &err), RF_EINVAL);
+        assert_string_equal(err.path, tls[i].path);
+    }
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    rf_policy_free(p);
+}
+
+/* s with every byte outside RFC 3986's unreserved set written as %XX. */
+static void percent_encode(const char *s, char *out, size_t cap) {
+    size_t o = 0;
+    for (; *s && o + 4 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("-._~", c))
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+    }
+    out[o] = '\0';
+}
+
+/*
+ * No message shows the URL's password: the log line of a budget that cannot reach Redis, and the error of each
+ * malformed variant of its URL. The passwords are drawn to trip a formatter or a masker: placeholders, the mask
+ * itself, every reserved character, case and encoding variants, non-ASCII; each starts with a marker, so that
+ * finding it in a message can only mean the password leaked. Both schemes, the default user and ACL users.
+ */
+static void test_no_message_shows_the_password(void **state) {
+    (void)state;
+    static const char *const secrets[] = {"Zq7plain",
+                                          "Zq7***",
+                                          "Zq7%s%n%p%%",
+                                          "Zq7{password}",
+                                          "Zq7 ${REDIS_PASSWORD}",
+                                          "Zq7:@/?#[]!$&'()*+,;=",
+                                          "Zq7%25%40",
+                                          "ZQ7-UPPER",
+                                          "Zq7\xc3\xa9t\xc3\xa9",
+                                          "Zq7\"\\",
+                                          "Zq7@",
+                                          "Zq7:"};
+    static const char *const users[] = {"", "app", "A-user.x_y~z"};
+    static const char *const schemes[] = {"redis", "rediss"};
+    /* Variants the parser refuses after it has read the password: the message must not quote it either. */
+    static const char *const broken[] = {":0/0", ":1/x", ":1/0?q", ":1x"};
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"secret\"}"));
+    int lines = 0;
+    for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
+        char enc[256];
+        percent_encode(secrets[i], enc, sizeof enc);
+        for (size_t u = 0; u < sizeof users / sizeof *users; u++) {
+            for (size_t sc = 0; sc < 2; sc++) {
+                char url[512], masked[128];
+                snprintf(url, sizeof url, "%s://%s:%s@127.0.0.1:1/0", schemes[sc], users[u], enc);
+                snprintf(masked, sizeof masked, "%s://%s:***@127.0.0.1:1/0", schemes[sc], users[u]);
+                said heard = {0};
+                rf_redis_budget_options o = {.url = url, .timeout_ms = 1000, .log = collect, .log_ctx = &heard};
+                rf_retry_budget *b = NULL;
+                rf_error err;
+                assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+                rf_verdict v = decide(p, b, 503, 1); /* port 1: refused */
+                assert_int_equal(v.budget, RF_BUDGET_LOCAL_FALLBACK);
+                rf_retry_budget_free(b);
+                assert_int_equal(heard.n, 1);
+                assert_non_null(strstr(heard.lines[0], masked));
+                assert_non_null(strstr(heard.lines[0], "cannot connect to redis 127.0.0.1:1: Connection refused"));
+                assert_null(strstr(heard.lines[0], secrets[i]));
+                assert_null(strstr(heard.lines[0], enc));
+                lines++;
+                for (size_t k = 0; k < sizeof broken / sizeof *broken; k++) {
+                    snprintf(url, sizeof url, "%s://%s:%s@127.0.0.1%s", schemes[sc], users[u], enc, broken[k]);
+                    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_EINVAL);
+                    assert_null(strstr(err.message, secrets[i]));
+                    assert_null(strstr(err.message, enc));
+                    int64_t tokens, ttl;
+                    assert_int_equal(rf_retry_budget_redis_peek(&o, "secret", &tokens, &ttl, &err), RF_EINVAL);
+                    assert_null(strstr(err.message, secrets[i]));
+                }
+            }
+        }
+    }
+    printf("%d log lines and %d refusals, none showing its password\n", lines, lines * 4 * 2);
+    rf_policy_free(p);
+}
+
+/* ---- The TLS handshake under the same deadline ------------------------------------------------------------- */
+
+/*
+ * rediss:// against servers that hold the handshake: one that never answers the ClientHello, one that stops in
+ * the middle of its ServerHello record, one that drips a record that never ends, a listen queue that never
+ * completes the TCP handshake, and a plain Redis (it drops a ClientHello, which is not RESP). Every decision
+ * ends within timeout_ms plus a few ms, falls back, and its budget says why once. The budgets trust a CA of the
+ * test's own (one certificate, made with the openssl CLI): the system's bundle takes 30 ms to read in a plain
+ * build and 200 ms under ThreadSanitizer, which would leave budget show's bound measuring that, not the hold.
+ */
+static void test_tls_handshake_ends_by_its_deadline(void **state) {
+    (void)state;
+    char dir[] = "/tmp/rf-tls-ca-XXXXXX", cmd[512], ca[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout %s/ca.key -out %s "
+             "-days 2 -subj '/CN=retryfreeze test CA' >/dev/null 2>&1",
+             dir, ca);
+    if (system(cmd) != 0) {
+        printf("no openssl command: the TLS handshake's deadline is not tested\n");
+        skip();
+    }
+    static const struct {
+        const char *mode, *why;
+    } modes[] = {
+        {"tls-silent", "TLS handshake with redis 127.0.0.1:%d: no whole handshake within 50 ms"},
+        {"tls-stall", "TLS handshake with redis 127.0.0.1:%d: no whole handshake within 50 ms"},
+        {"tls-drip", "TLS handshake with redis 127.0.0.1:%d: no whole handshake within 50 ms"},
+        {"backlog", "cannot connect to redis 127.0.0.1:%d: no connection within 50 ms"},
+        {"ok", "TLS handshake with redis 127.0.0.1:%d: the server closed the connection"},
+    };
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"tls\"}"));
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        pid_t pid;
+        int port = start_fake(modes[m].mode, &pid);
+        assert_int_not_equal(port, 0);
+        char url[64], why[160];
+        snprintf(url, sizeof url, "rediss://127.0.0.1:%d/0", port);
+        snprintf(why, sizeof why, modes[m].why, port);
+        int64_t worst = 0;
+        int fallbacks = 0;
+        for (int i = 0; i < DECISIONS_PER_MODE; i++) {
+            said heard = {0};
+            rf_budget_source source;
+            int64_t took = timed_decision(
+                p, (rf_redis_budget_options){.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS, .ca_file = ca}, &source,
+                &heard);
+            fallbacks += source == RF_BUDGET_LOCAL_FALLBACK;
+            if (took > worst) worst = took;
+            assert_int_equal(heard.n, 1);
+            if (strstr(heard.lines[0], why) == NULL) printf("%s\n", heard.lines[0]);
+            assert_non_null(strstr(heard.lines[0], why));
+        }
+        int64_t tokens, ttl, peek_us = stall_clock_us();
+        rf_error err;
+        rf_redis_budget_options show = {.url = url, .timeout_ms = 200, .ca_file = ca};
+        assert_int_equal(rf_retry_budget_redis_peek(&show, "tls", &tokens, &ttl, &err), RF_EIO);
+        peek_us = stall_clock_us() - peek_us;
+        stop_fake(pid);
+        printf("rediss:// at fake redis %-10s timeout_ms %d: worst of %d decisions %.1f ms, %d fell back; budget "
+               "show --timeout-ms 200: %.1f ms, \"%s\"\n",
+               modes[m].mode, DEADLINE_TIMEOUT_MS, DECISIONS_PER_MODE, (double)worst / 1000, fallbacks,
+               (double)peek_us / 1000, err.message);
+        fflush(stdout);
+        assert_true(within(worst, DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS));
+        assert_true(within(peek_us, 200 + DEADLINE_SLACK_MS));
+        assert_int_equal(fallbacks, DECISIONS_PER_MODE);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    rf_policy_free(p);
+}
+
+/* ---- ACL users: a real redis-server ------------------------------------------------------------------------- */
+
+/* A password with every character a URL's userinfo must escape: the URL carries it percent-encoded. */
+#define ACL_PASSWORD "pa:ss@w/rd%"
+#define ACL_PASSWORD_IN_URL "pa%3Ass%40w%2Frd%25"
+#define ACL_BUCKET "'~retryfreeze:budget:*'"
+/* The budget's user (the documented rules), and users that each lack one of them; the default user may only
+ * PING (the test's own check that the server is up). */
+#define ACL_USERS                                                                         \
+    "--user default on nopass +ping "                                                     \
+    "--user app on '>" ACL_PASSWORD "' " ACL_BUCKET " +evalsha '+script|load' +get +set " \
+    "--user noeval on '>pw' " ACL_BUCKET " '+script|load' +get +set "                     \
+    "--user noload on '>pw' " ACL_BUCKET " +evalsha +get +set "                           \
+    "--user nokeys on '>pw' '~other:*' +evalsha '+script|load' +get +set "                \
+    "--user noset on '>pw' " ACL_BUCKET " +evalsha '+script|load' +get"
+
+/*
+ * Against a real redis-server with ACL users: the budget's user, named in the URL with its percent-encoded
+ * password, decides in the shared bucket; a wrong password, an unknown user, no user, and a user lacking any one
+ * permission the budget needs each fall back at once, and the budget says why exactly once, with what to change
+ * (the decisions after it: one during the reconnection backoff, one after it, which is refused again).
+ */
+static void test_acl_refusals_fall_back_and_are_said_once(void **state) {
+    (void)state;
+    if (acl_redis.port == 0) {
+        skip();
+    }
+    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"acl\"}"));
+    char url[160];
+    snprintf(url, sizeof url, "redis://app:%s@127.0.0.1:%d/0", ACL_PASSWORD_IN_URL, acl_redis.port);
+    rf_budget_source source;
+    said heard = {0};
+    timed_decision(p, (rf_redis_budget_options){.url = url, .timeout_ms = 2000}, &source, &heard);
+    assert_int_equal(source, RF_BUDGET_SHARED);
+    assert_int_equal(heard.n, 0);
+    int64_t tokens = -2, ttl = -2;
+    rf_error err;
+    rf_redis_budget_options show = {.url = url, .timeout_ms = 2000};
+    assert_int_equal(rf_retry_budget_redis_peek(&show, "acl", &tokens, &ttl, &err), RF_EIO); /* no +pttl */
+    assert_string_equal(err.message, "redis PTTL failed: NOPERM this user has no permissions to run the 'pttl' "
+                                     "command");
+    static const struct {
+        const char *userinfo, *why, *hint;
+    } refusals[] = {
+        {"app:wrong@", "redis AUTH failed: WRONGPASS", "(check the user and password in the URL)"},
+        {"ghost:" ACL_PASSWORD_IN_URL "@", "redis AUTH failed: WRONGPASS", "(check the user and password in the URL)"},
+        {"", "redis SCRIPT LOAD failed: NOPERM", "+evalsha +script|load +get +set"},
+        {"noeval:pw@", "redis EVALSHA failed: NOPERM this user has no permissions to run the 'evalsha' command",
+         "+evalsha +script|load +get +set"},
+        {"noload:pw@", "redis SCRIPT LOAD failed: NOPERM this user has no permissions to run the 'script|load'",
+         "+evalsha +script|load +get +set"},
+        {"nokeys:pw@", "redis EVALSHA failed: NOPERM this user has no permissions to access one of the keys",
+         "~retryfreeze:budget:*"},
+        {"noset:pw@", "redis EVALSHA failed: ERR The user executing the script can't run this command",
+         "+evalsha +script|load +get +set"},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+        snprintf(url, sizeof url, "redis://%s127.0.0.1:%d/0", refusals[i].userinfo, acl_redis.port);
+        said told = {0};
+        rf_redis_budget_options o = {.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS, .log = collect, .log_ctx = &told};
+        rf_retry_budget *b = NULL;
+        assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+        int64_t worst = 0;
+        for (int d = 0; d < 3; d++) {
+            if (d == 2) nanosleep(&(struct timespec){.tv_nsec = 150000000}, NULL); /* past the 100 ms backoff */
+            int64_t t0 = stall_clock_us();
+            rf_verdict v = decide(p, b, 503, 1);
+            int64_t took = stall_clock_us() - t0;
+            if (took > worst) worst = took;
+            assert_int_equal(v.budget, RF_BUDGET_LOCAL_FALLBACK);
+        }
+        rf_retry_budget_free(b);
+        printf("redis ACL, %-12s worst of 3 decisions %.1f ms: %s\n",
+               refusals[i].userinfo[0] ? refusals[i].userinfo : "(no user)", (double)worst / 1000, told.lines[0]);
+        fflush(stdout);
+        assert_int_equal(told.n, 1);
+        assert_non_null(strstr(told.lines[0], refusals[i].why));
+        assert_non_null(strstr(told.lines[0], refusals[i].hint));
+        assert_null(strstr(told.lines[0], ACL_PASSWORD));
+        assert_null(strstr(told.lines[0], ACL_PASSWORD_IN_URL));
+        assert_true(within(worst, DEADLINE_TIMEOUT_MS + DEADLINE_SLACK_MS));
+    }
+    rf_policy_free(p);
+}
+
 int main(int argc, char **argv) {
     self_path = argv[0];
     if (argc == 4 && strcmp(argv[1], "--child") == 0) { /* a role in_child started */
@@ -660,7 +1027,9 @@ int main(int argc, char **argv) {
         }
         return 2;
     }
-    redis_port = start_redis();
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    start_redis(&plain_redis, "");
+    start_redis(&acl_redis, ACL_USERS);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_decides_and_falls_back),
         cmocka_unit_test(test_store_needs_a_budget),
@@ -668,8 +1037,13 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_every_decision_ends_by_its_deadline),
         cmocka_unit_test(test_threads_wait_no_longer_than_their_deadline),
         cmocka_unit_test(test_a_name_lookup_ends_by_the_deadline),
+        cmocka_unit_test(test_urls_and_tls_options),
+        cmocka_unit_test(test_no_message_shows_the_password),
+        cmocka_unit_test(test_tls_handshake_ends_by_its_deadline),
+        cmocka_unit_test(test_acl_refusals_fall_back_and_are_said_once),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    if (redis_port) stop_redis();
+    if (plain_redis.port) stop_redis(&plain_redis);
+    if (acl_redis.port) stop_redis(&acl_redis);
     return failed;
 }

@@ -1,10 +1,14 @@
 /*
- * The shared retry budget's store in Redis (retryfreeze/retry_budget_redis.h): hiredis, one connection per
- * budget behind a mutex, one EVALSHA per decision. The bucket's rule runs inside Redis, atomically, in
- * integer thousandths: GET (a missing key is a full bucket), add the delta, clamp to [0, max], SET with an
- * idle expiry. Sources: gRPC proposal A6 (retryThrottling), Redis EVALSHA/SCRIPT LOAD documentation.
+ * The shared retry budget's store in Redis (retryfreeze/retry_budget_redis.h): one connection per budget behind
+ * a mutex, one EVALSHA per decision. The bucket's rule runs inside Redis, atomically, in integer thousandths:
+ * GET (a missing key is a full bucket), add the delta, clamp to [0, max], SET with an idle expiry. Sources: gRPC
+ * proposal A6 (retryThrottling), Redis EVALSHA/SCRIPT LOAD/AUTH/ACL documentation, RFC 3986 (the URL).
+ *
+ * The socket is ours (non-blocking, every wait a poll(2) on the time left): hiredis formats the commands and
+ * parses the replies (redisFormatCommandArgv, redisReader), and OpenSSL runs TLS over two memory BIOs, so the
+ * handshake's bytes go through the same bounded waits as the commands'. Debian 12's hiredis (0.14) has no TLS.
  */
-#define _GNU_SOURCE /* getaddrinfo_a(3), gai_suspend(3): glibc's asynchronous name lookup */
+#define _GNU_SOURCE /* getaddrinfo_a(3), gai_suspend(3): glibc's asynchronous name lookup; explicit_bzero(3) */
 #include "retryfreeze/retry_budget_redis.h"
 #include "../util/clock_ms.h"
 #include "../util/report.h"
@@ -14,14 +18,22 @@
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* KEYS[1] the bucket; ARGV: delta (thousandths), max (thousandths), idle expiry (ms). Returns the new count. */
 static const char BUCKET_SCRIPT[] = "local max = tonumber(ARGV[2])\n"
@@ -35,12 +47,36 @@ static const char BUCKET_SCRIPT[] = "local max = tonumber(ARGV[2])\n"
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
 #define IDLE_TTL_MAX_MS (30LL * 24 * 3600 * 1000) /* 30 days */
+#define IO_CHUNK 16384                            /* one TLS record's worth of bytes per read */
+
+/* Why a budget fell back, by kind: each kind is said once per budget (report). */
+typedef enum failure_kind {
+    FAIL_UNREACHABLE, /* no address, refused, closed, or not whole by the deadline */
+    FAIL_TLS,         /* the handshake or a record failed: the certificate, an alert */
+    FAIL_AUTH,        /* AUTH refused, or a command refused for want of it (WRONGPASS, NOAUTH) */
+    FAIL_PERMISSION,  /* the ACL user may not run a command or touch the key (NOPERM) */
+    FAIL_PROTOCOL,    /* garbage, an unexpected reply, any other error reply */
+    FAIL_KINDS
+} failure_kind;
+
+/* What a log line adds to the reason, by kind: what to change. */
+static const char *const FAILURE_HINTS[FAIL_KINDS] = {
+    [FAIL_AUTH] = " (check the user and password in the URL)",
+    [FAIL_PERMISSION] = " (the budget's ACL user needs ~" KEY_PREFIX "* +evalsha +script|load +get +set, and +select "
+                        "for a db other than 0)",
+};
 
 typedef struct redis_target {
-    char host[256];
-    int port;
+    bool tls;        /* rediss:// */
+    bool host_is_ip; /* a literal address: no lookup, no SNI, the certificate checked for that IP */
+    char host[256];  /* a name or an address, without an IPv6 address' brackets */
+    char port[8];
     int db;
-    char password[256];
+    bool auth;          /* the URL has user:password@ */
+    char user[256];     /* "" for the default user */
+    char password[256]; /* secret: never in a message, wiped when the target is */
+    char where[300];    /* host:port (the port always, an IPv6 address in [ ]), for messages */
+    char shown[600];    /* the URL with the password as ***, for messages */
 } redis_target;
 
 /* One name lookup of the target's host (getaddrinfo_a), kept while it runs: a lookup still running at a
@@ -49,38 +85,71 @@ typedef struct redis_target {
 typedef struct name_lookup {
     struct gaicb req;
     struct addrinfo hints;
-    char host[256];
+    char host[256], port[8];
     bool pending; /* started, its result not yet taken */
 } name_lookup;
+
+/* A connection: its non-blocking socket, TLS over two memory BIOs (rediss://), and the reply parser. */
+typedef struct redis_conn {
+    int fd;
+    SSL *ssl;              /* NULL for redis:// */
+    BIO *tls_in, *tls_out; /* owned by ssl: what came from the socket, what goes to it */
+    bool tls_answered;     /* a record came after the handshake: the server accepted the session */
+    redisReader *reader;
+} redis_conn;
 
 typedef struct redis_store {
     pthread_mutex_t lock;
     redis_target target;
+    SSL_CTX *tls; /* rediss://: the trust and client certificate, read once; NULL for redis:// */
     name_lookup *lookup;
     char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
     int64_t timeout_ms, ttl_ms;
-    redisContext *ctx;       /* NULL while disconnected */
+    redis_conn *conn;        /* NULL while disconnected */
     char sha[41];            /* the script's SHA1 once loaded on this connection, "" before */
     int64_t next_connect_ns; /* no connection attempt before this (CLOCK_MONOTONIC) */
     int64_t backoff_ms;      /* the wait after the next failure */
+    unsigned said;           /* the failure kinds already logged, one bit each */
+    void (*log)(void *, const char *);
+    void *log_ctx;
 } redis_store;
 
 /* One decision's (or one peek's) talk with Redis: its deadline, timeout_ms from the start on CLOCK_MONOTONIC,
- * and why it failed, for messages. */
+ * what a wait is for ("reply", "handshake": for messages), and why and how it failed. */
 typedef struct redis_call {
     int64_t deadline_ns, timeout_ms;
-    char why[256];
+    const char *awaited;
+    failure_kind kind;
+    bool late; /* failed at the deadline (not closed, reset or refused) */
+    char why[384];
 } redis_call;
 
 static redis_call call_of(int64_t timeout_ms) {
-    return (redis_call){.deadline_ns = rfi_mono_ns() + timeout_ms * 1000000, .timeout_ms = timeout_ms};
+    return (redis_call){
+        .deadline_ns = rfi_mono_ns() + timeout_ms * 1000000, .timeout_ms = timeout_ms, .awaited = "reply"};
+}
+
+static bool failed(redis_call *k, failure_kind kind, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Records why the call failed and the kind of failure; returns false, for `return failed(…)`. */
+static bool failed(redis_call *k, failure_kind kind, const char *fmt, ...) {
+    k->kind = kind;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->why, sizeof k->why, fmt, ap);
+    va_end(ap);
+    return false;
 }
 
 /*
  * Waits until fd is ready for events (POLLIN or POLLOUT) or the deadline passes, polling with the time left
  * (poll(2)). True when fd is ready, or in error (the read or write that follows says which); false at the
- * deadline, or when poll itself fails. hiredis' own timeout bounds each read, not a reply: a server that
- * sends one byte at a time never trips it, so every wait of a command goes through here instead.
+ * deadline, or when poll itself fails. A timeout per read bounds a read, not a reply: a server that sends one
+ * byte at a time never trips it, so every wait of a call goes through here instead.
  */
 static bool wait_fd(int fd, short events, int64_t deadline_ns) {
     for (;;) {
@@ -93,152 +162,489 @@ static bool wait_fd(int fd, short events, int64_t deadline_ns) {
     }
 }
 
-/* Parses "redis://[:password@]host[:port][/db]" (no other scheme, no query). */
-static bool parse_url(const char *url, redis_target *t, char *why, size_t why_cap) {
-    static const char scheme[] = "redis://";
-    memset(t, 0, sizeof *t);
-    t->port = 6379;
-    if (url == NULL || strncmp(url, scheme, sizeof scheme - 1) != 0) {
-        snprintf(why, why_cap, "must start with redis://");
-        return false;
+/* errno e's message. _GNU_SOURCE gives GNU's strerror_r, which returns the message (in buf, or a static string)
+ * rather than a status: testing it as a status turned every message into "error N". */
+static const char *errno_text(int e, char *buf, size_t cap) { return strerror_r(e, buf, cap); }
+
+/* ---- The URL ------------------------------------------------------------------------------------------- */
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* s[0..n) into out (cap bytes) with its %XX escapes decoded (RFC 3986 §2.1). False for a malformed escape,
+ * %00 (a C string cannot hold it), or a result that does not fit. */
+static bool percent_decode(const char *s, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            int hi = i + 2 < n ? hex_digit(s[i + 1]) : -1, lo = i + 2 < n ? hex_digit(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return false;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (o + 1 >= cap) return false;
+        out[o++] = (char)c;
     }
-    const char *p = url + sizeof scheme - 1;
-    const char *at = strchr(p, '@');
+    out[o] = '\0';
+    return true;
+}
+
+/*
+ * Parses "redis[s]://[user:password@]host[:port][/db]" (RFC 3986's authority: the userinfo ends at the last '@'
+ * before the path; user and password percent-decoded). No query, no fragment, no control character. A user
+ * without ":password" is refused rather than guessed at: the URL form before ACL users put the password there.
+ * why never quotes the URL (it may hold the password).
+ */
+static bool parse_url(const char *url, redis_target *t, char *why, size_t why_cap) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->port, sizeof t->port, "6379");
+    if (url == NULL) return snprintf(why, why_cap, "must start with redis:// or rediss://"), false;
+    for (const char *c = url; *c; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return snprintf(why, why_cap, "has a control character (a byte below 0x20, or 0x7f)"), false;
+    }
+    const char *p;
+    if (strncasecmp(url, "rediss://", 9) == 0) {
+        t->tls = true;
+        p = url + 9;
+    } else if (strncasecmp(url, "redis://", 8) == 0) {
+        p = url + 8;
+    } else {
+        return snprintf(why, why_cap, "must start with redis:// or rediss://"), false;
+    }
+    const char *scheme_end = p;
+    size_t authority = strcspn(p, "/?#");
+    const char *at = NULL;
+    for (const char *c = p; c < p + authority; c++)
+        if (*c == '@') at = c;
+    const char *user_end = p;
     if (at != NULL) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
-        const char *pw = colon ? colon + 1 : p;
-        size_t n = (size_t)(at - pw);
-        if (n == 0 || n >= sizeof t->password) {
-            snprintf(why, why_cap, "has an empty or over-long password");
-            return false;
-        }
-        memcpy(t->password, pw, n);
+        if (colon == NULL)
+            return snprintf(why, why_cap,
+                            "has a user but no password: write user:password@ (an ACL user) or :password@ (the "
+                            "default user)"),
+                   false;
+        if (colon + 1 == at) return snprintf(why, why_cap, "has an empty password"), false;
+        if (!percent_decode(p, (size_t)(colon - p), t->user, sizeof t->user) ||
+            !percent_decode(colon + 1, (size_t)(at - colon - 1), t->password, sizeof t->password))
+            return snprintf(why, why_cap,
+                            "has a user or password that is over-long or has a bad %%-escape (%%XX, not %%00)"),
+                   false;
+        t->auth = true;
+        user_end = colon;
         p = at + 1;
     }
-    size_t hn = strcspn(p, ":/");
-    if (hn == 0 || hn >= sizeof t->host) {
-        snprintf(why, why_cap, "has no host (redis://host:port/db)");
-        return false;
+    size_t hn;
+    if (*p == '[') { /* an IPv6 address, RFC 3986 §3.2.2 */
+        const char *close = memchr(p, ']', authority - (size_t)(p - scheme_end));
+        hn = close ? (size_t)(close - p - 1) : 0;
+        if (close == NULL || hn == 0 || hn >= sizeof t->host)
+            return snprintf(why, why_cap, "has an IPv6 address that is empty or lacks its closing ]"), false;
+        memcpy(t->host, p + 1, hn);
+        unsigned char a[sizeof(struct in6_addr)];
+        if (inet_pton(AF_INET6, t->host, a) != 1)
+            return snprintf(why, why_cap, "has something in [ ] that is not an IPv6 address"), false;
+        p = close + 1;
+    } else {
+        hn = strcspn(p, ":/?#");
+        if (hn == 0 || hn >= sizeof t->host) return snprintf(why, why_cap, "has no host (redis://host:port/db)"), false;
+        memcpy(t->host, p, hn);
+        p += hn;
     }
-    memcpy(t->host, p, hn);
-    p += hn;
+    unsigned char addr[sizeof(struct in6_addr)];
+    t->host_is_ip = inet_pton(AF_INET, t->host, addr) == 1 || inet_pton(AF_INET6, t->host, addr) == 1;
     if (*p == ':') {
         char *end;
         errno = 0;
         long port = strtol(p + 1, &end, 10);
-        if (end == p + 1 || errno != 0 || port < 1 || port > 65535 || (*end != '\0' && *end != '/')) {
-            snprintf(why, why_cap, "has a port that is not 1..65535");
-            return false;
-        }
-        t->port = (int)port;
+        if (p[1] < '0' || p[1] > '9' || errno != 0 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
+            return snprintf(why, why_cap, "has a port that is not 1..65535"), false;
+        snprintf(t->port, sizeof t->port, "%ld", port);
         p = end;
     }
     if (*p == '/' && p[1] != '\0') {
         char *end;
         errno = 0;
         long db = strtol(p + 1, &end, 10);
-        if (end == p + 1 || errno != 0 || db < 0 || db > 1000000 || *end != '\0') {
-            snprintf(why, why_cap, "has a database that is not a number (redis://host:port/0)");
-            return false;
-        }
+        if (p[1] < '0' || p[1] > '9' || errno != 0 || db < 0 || db > 1000000 || *end != '\0')
+            return snprintf(why, why_cap, "has a database that is not a number (redis://host:port/0)"), false;
         t->db = (int)db;
-    } else if (*p == '/' || *p == '\0') {
-        /* no database: 0 */
-    } else {
-        snprintf(why, why_cap, "has unexpected text after the host");
-        return false;
+    } else if (*p != '/' && *p != '\0') {
+        return snprintf(why, why_cap, "has unexpected text after the host (a query or fragment?)"), false;
+    }
+    bool v6 = strchr(t->host, ':') != NULL;
+    snprintf(t->where, sizeof t->where, "%s%s%s:%s", v6 ? "[" : "", t->host, v6 ? "]" : "", t->port);
+    snprintf(t->shown, sizeof t->shown, "%s://%.*s%s%s/%d", t->tls ? "rediss" : "redis", (int)(user_end - scheme_end),
+             scheme_end, t->auth ? ":***@" : "", t->where, t->db);
+    return true;
+}
+
+/* ---- TLS settings --------------------------------------------------------------------------------------- */
+
+/* OpenSSL's reason for the last error on this thread's queue ("certificate verify failed"). */
+static const char *tls_reason(void) {
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    return r ? r : "no reason given";
+}
+
+/* The key's password callback: none. An encrypted key fails to load instead of prompting on a terminal. */
+static int no_password(char *buf, int size, int rwflag, void *u) {
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return 0;
+}
+
+/* RF_EINVAL naming the option when path is not a readable regular file (a directory, for dir). */
+static rf_status readable(const char *option, const char *path, bool dir, rf_error *err) {
+    struct stat st;
+    char text[128];
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0)
+        return rfi_report(err, RF_EINVAL, option, "%.200s: %s", path, errno_text(errno, text, sizeof text));
+    if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        return rfi_report(err, RF_EINVAL, option, "%.200s: not a %s", path, dir ? "directory" : "regular file");
+    return RF_OK;
+}
+
+/* RF_EINVAL naming the first TLS option whose file or directory cannot be read, or a key without its cert. */
+static rf_status tls_files_readable(const rf_redis_budget_options *o, rf_error *err) {
+    if (o->key && !o->cert)
+        return rfi_report(err, RF_EINVAL, "key", "needs cert (the client certificate it belongs to)");
+    const char *const options[] = {"ca_file", "ca_path", "cert", "key"};
+    const char *const paths[] = {o->ca_file, o->ca_path, o->cert, o->key};
+    for (size_t i = 0; i < 4; i++) {
+        rf_status st = paths[i] ? readable(options[i], paths[i], i == 1, err) : RF_OK;
+        if (st != RF_OK) return st;
+    }
+    return RF_OK;
+}
+
+/*
+ * The TLS context of a rediss:// budget, read once (the files checked by tls_files_readable first): peer verification
+ * on (the chain against ca_file/ca_path or the system's CAs; the host is checked per connection), TLS 1.2 or later, the
+ * client certificate and key when given. RF_EINVAL naming the option that cannot be read or used; RF_ENOMEM.
+ */
+static rf_status tls_context(const rf_redis_budget_options *o, SSL_CTX **out, rf_error *err) {
+    *out = NULL;
+    ERR_clear_error();
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL) return rfi_report(err, RF_ENOMEM, "", "cannot make a TLS context: %s", tls_reason());
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_default_passwd_cb(ctx, no_password);
+    rf_status st = RF_OK;
+    if (o->ca_file || o->ca_path) {
+        if (SSL_CTX_load_verify_locations(ctx, o->ca_file, o->ca_path) != 1)
+            st = rfi_report(err, RF_EINVAL, o->ca_file ? "ca_file" : "ca_path",
+                            "%.200s: no CA certificate could be read (%s)", o->ca_file ? o->ca_file : o->ca_path,
+                            tls_reason());
+    } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        st = rfi_report(err, RF_EINVAL, "ca_file", "the system's CA certificates cannot be read (%s): set ca_file",
+                        tls_reason());
+    }
+    if (st == RF_OK && o->cert) {
+        const char *key = o->key ? o->key : o->cert;
+        if (SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1)
+            st = rfi_report(err, RF_EINVAL, "cert", "%.200s: not a PEM certificate (%s)", o->cert, tls_reason());
+        else if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1)
+            st = rfi_report(err, RF_EINVAL, o->key ? "key" : "cert",
+                            "%.200s: no usable private key (%s; a key with a password is not supported)", key,
+                            tls_reason());
+        else if (SSL_CTX_check_private_key(ctx) != 1)
+            st = rfi_report(err, RF_EINVAL, o->key ? "key" : "cert",
+                            "%.200s: the key does not belong to the certificate", key);
+    }
+    ERR_clear_error();
+    if (st != RF_OK) {
+        SSL_CTX_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return RF_OK;
+}
+
+/* ---- Bytes on the socket, each wait bounded by the call's deadline -------------------------------------------- */
+
+/* Sends p[0..n) whole (MSG_NOSIGNAL: a peer gone is an error here, never a SIGPIPE for the host). */
+static bool send_all(int fd, const char *p, size_t n, redis_call *k, const char *what) {
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            if (!wait_fd(fd, POLLOUT, k->deadline_ns))
+                return k->late = true,
+                       failed(k, FAIL_UNREACHABLE, "%s: not sent within %" PRId64 " ms", what, k->timeout_ms);
+        } else {
+            char text[128];
+            return failed(k, FAIL_UNREACHABLE, "%s: %s", what, errno_text(w < 0 ? errno : EPIPE, text, sizeof text));
+        }
     }
     return true;
 }
 
-static bool reply_ok(redisReply *r, int type) { return r != NULL && r->type == type; }
-
-/*
- * Sends one command and reads its whole reply by deadline_ns, on a non-blocking connection (hiredis'
- * redisBufferWrite, redisBufferRead and redisGetReplyFromReader, each wait bounded by wait_fd). The reply is
- * the caller's; NULL on an I/O error, a protocol error or the deadline, with why saying which. After NULL the
- * connection is out of step (a reply may still arrive) and must be dropped.
- */
-static redisReply *command(redisContext *c, redis_call *k, int argc, const char **argv) {
-    size_t lens[8];
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK) {
-        snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
-        return NULL;
-    }
-    for (int done = 0; !done;) {
-        if (redisBufferWrite(c, &done) != REDIS_OK) {
-            snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
-            return NULL;
-        }
-        if (!done && !wait_fd(c->fd, POLLOUT, k->deadline_ns)) {
-            snprintf(k->why, sizeof k->why, "redis %s: not sent within %" PRId64 " ms", argv[0], k->timeout_ms);
-            return NULL;
-        }
-    }
+/* Receives what has come, up to cap bytes, waiting for some by the deadline: the count, or 0 with why. */
+static size_t receive(int fd, char *buf, size_t cap, redis_call *k, const char *what) {
     for (;;) {
-        void *reply = NULL;
-        if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
-            snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
-            return NULL;
+        ssize_t r = recv(fd, buf, cap, 0);
+        if (r > 0) return (size_t)r;
+        if (r == 0) return failed(k, FAIL_UNREACHABLE, "%s: the server closed the connection", what), 0;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            char text[128];
+            return failed(k, FAIL_UNREACHABLE, "%s: %s", what, errno_text(errno, text, sizeof text)), 0;
         }
-        if (reply != NULL) return reply;
-        if (!wait_fd(c->fd, POLLIN, k->deadline_ns)) {
-            snprintf(k->why, sizeof k->why, "redis %s: no whole reply within %" PRId64 " ms", argv[0], k->timeout_ms);
-            return NULL;
-        }
-        if (redisBufferRead(c) != REDIS_OK) {
-            snprintf(k->why, sizeof k->why, "redis %s: %s", argv[0], c->errstr);
-            return NULL;
-        }
+        if (!wait_fd(fd, POLLIN, k->deadline_ns))
+            return k->late = true,
+                   failed(k, FAIL_UNREACHABLE, "%s: no whole %s within %" PRId64 " ms", what, k->awaited,
+                          k->timeout_ms),
+                   0;
     }
 }
 
+/* ---- TLS over the socket -------------------------------------------------------------------------------- */
+
+/* Why the server's certificate was refused, in the HTTP client's words (OpenSSL's X509_V_ERR_* results). */
+static const char *certificate_problem(long v) {
+    switch (v) {
+    case X509_V_ERR_CERT_HAS_EXPIRED: return "certificate expired";
+    case X509_V_ERR_CERT_NOT_YET_VALID: return "certificate not yet valid";
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE: return "unknown CA (the issuer is not trusted: set ca_file)";
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH: return "hostname mismatch (the certificate does not name this host)";
+    default: return X509_verify_cert_error_string(v);
+    }
+}
+
+/* Sends what OpenSSL has written into the outgoing BIO. */
+static bool tls_flush(redis_conn *c, redis_call *k, const char *what) {
+    char buf[IO_CHUNK];
+    int n;
+    while ((n = BIO_read(c->tls_out, buf, sizeof buf)) > 0)
+        if (!send_all(c->fd, buf, (size_t)n, k, what)) return false;
+    return true;
+}
+
+typedef enum tls_op { TLS_HANDSHAKE, TLS_READ, TLS_WRITE } tls_op;
+
+/*
+ * Runs one TLS operation to its end by the call's deadline: the handshake (SSL_connect), one read (SSL_read:
+ * some plaintext into `in`, up to n bytes) or one whole write (SSL_write of out[0..n)). OpenSSL works on memory
+ * BIOs: what it writes is sent, and when it wants input some is received, each wait on the time left. Returns
+ * the bytes read or written (1 for the handshake), or 0 with why.
+ */
+static int tls_exchange(redis_conn *c, tls_op op, void *in, const void *out, int n, redis_call *k, const char *what) {
+    for (;;) {
+        ERR_clear_error();
+        int rc = op == TLS_HANDSHAKE ? SSL_connect(c->ssl)
+                 : op == TLS_READ    ? SSL_read(c->ssl, in, n)
+                                     : SSL_write(c->ssl, out, n);
+        int e = rc > 0 ? SSL_ERROR_NONE : SSL_get_error(c->ssl, rc);
+        if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ) {
+            long v = SSL_get_verify_result(c->ssl);
+            const char *reason = e == SSL_ERROR_ZERO_RETURN ? "the server closed the session"
+                                 : v != X509_V_OK           ? certificate_problem(v)
+                                                            : tls_reason();
+            bool wants_cert = strstr(reason, "certificate required") != NULL;
+            failed(k, FAIL_TLS, "%s: TLS: %s%s", what, reason,
+                   wants_cert ? " (a server that wants a client certificate does this: set cert and key)" : "");
+            ERR_clear_error();
+            redis_call alert = *k; /* the alert OpenSSL wrote, if any, without waiting and without losing why */
+            alert.deadline_ns = 0;
+            (void)tls_flush(c, &alert, what);
+            return 0;
+        }
+        if (!tls_flush(c, k, what)) return 0;
+        if (rc > 0 && op == TLS_READ) c->tls_answered = true;
+        if (rc > 0) return rc;
+        char bytes[IO_CHUNK];
+        size_t got = receive(c->fd, bytes, sizeof bytes, k, what);
+        if (got == 0) return 0;
+        if (BIO_write(c->tls_in, bytes, (int)got) != (int)got)
+            return failed(k, FAIL_TLS, "%s: TLS: out of memory", what), 0;
+    }
+}
+
+/*
+ * tls_exchange, and what a failure means in the session's first moments. TLS 1.3 refuses a client certificate
+ * after the handshake: an alert, then the connection closed. When the client's first command is still unread
+ * there, the server's kernel answers it with a reset, which may discard the alert, so the client sees a reset or
+ * an end of stream on its next write or read. A session that ends so, after the handshake and before the server's
+ * first record, is a TLS failure, not an unreachable server.
+ */
+static int tls_run(redis_conn *c, tls_op op, void *in, const void *out, int n, redis_call *k, const char *what) {
+    int r = tls_exchange(c, op, in, out, n, k, what);
+    if (r == 0 && k->kind == FAIL_UNREACHABLE && !k->late && !c->tls_answered && SSL_is_init_finished(c->ssl)) {
+        char cause[sizeof k->why]; /* the socket's words, without the "what: " every socket failure starts with */
+        size_t lead = strlen(what);
+        snprintf(cause, sizeof cause, "%s",
+                 strncmp(k->why, what, lead) == 0 && strncmp(k->why + lead, ": ", 2) == 0 ? k->why + lead + 2 : k->why);
+        failed(k, FAIL_TLS,
+               "%s: TLS: the server ended the session before its first reply (%s; a server that wants a client "
+               "certificate does this: set cert and key)",
+               what, cause);
+    }
+    return r;
+}
+
+/* Starts TLS on c for t: SNI and the host check for a name, the address check for an IP, then the handshake. */
+static bool tls_start(redis_conn *c, SSL_CTX *ctx, const redis_target *t, redis_call *k) {
+    char what[sizeof t->where + 32];
+    snprintf(what, sizeof what, "TLS handshake with redis %s", t->where);
+    ERR_clear_error();
+    c->ssl = SSL_new(ctx);
+    BIO *in = BIO_new(BIO_s_mem()), *out = BIO_new(BIO_s_mem());
+    if (c->ssl == NULL || in == NULL || out == NULL) {
+        BIO_free(in);
+        BIO_free(out);
+        return failed(k, FAIL_TLS, "%s: out of memory", what);
+    }
+    BIO_set_mem_eof_return(in, -1); /* empty means "wait for more", not the end of the stream */
+    SSL_set_bio(c->ssl, in, out);
+    c->tls_in = in;
+    c->tls_out = out;
+    bool named = t->host_is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), t->host) == 1
+                               : SSL_set_tlsext_host_name(c->ssl, t->host) == 1 && SSL_set1_host(c->ssl, t->host) == 1;
+    if (!named)
+        return failed(k, FAIL_TLS, "%s: TLS: cannot check the certificate for this host (%s)", what, tls_reason());
+    SSL_set_connect_state(c->ssl);
+    k->awaited = "handshake";
+    bool ok = tls_exchange(c, TLS_HANDSHAKE, NULL, NULL, 0, k, what) > 0;
+    k->awaited = "reply";
+    return ok;
+}
+
+/* ---- A connection --------------------------------------------------------------------------------------- */
+
+/* Closes c: a TLS session that is in step says close_notify first, without waiting. NULL is a no-op. */
+static void conn_free(redis_conn *c) {
+    if (c == NULL) return;
+    if (c->ssl) {
+        if (SSL_is_init_finished(c->ssl) && SSL_shutdown(c->ssl) >= 0) {
+            redis_call now = call_of(0);
+            (void)tls_flush(c, &now, "");
+        }
+        SSL_free(c->ssl);
+        ERR_clear_error();
+    }
+    if (c->reader) redisReaderFree(c->reader);
+    if (c->fd >= 0) close(c->fd);
+    free(c);
+}
+
+static bool conn_send(redis_conn *c, const char *p, size_t n, redis_call *k, const char *what) {
+    if (c->ssl == NULL) return send_all(c->fd, p, n, k, what);
+    return n > INT32_MAX ? failed(k, FAIL_PROTOCOL, "%s: a command too long", what)
+                         : tls_run(c, TLS_WRITE, NULL, p, (int)n, k, what) > 0;
+}
+
+static size_t conn_receive(redis_conn *c, char *buf, size_t cap, redis_call *k, const char *what) {
+    if (c->ssl == NULL) return receive(c->fd, buf, cap, k, what);
+    int n = tls_run(c, TLS_READ, buf, NULL, (int)cap, k, what);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/*
+ * Sends one command and reads its whole reply by the call's deadline. The reply is the caller's; NULL on an
+ * I/O error, a protocol error or the deadline, with why. After NULL the connection is out of step (a reply may
+ * still arrive) and must be dropped. Messages name the command (argv[0]), never its arguments.
+ */
+static redisReply *command(redis_conn *c, redis_call *k, int argc, const char **argv) {
+    size_t lens[8];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    char what[64]; /* SCRIPT's subcommand too; never AUTH's arguments */
+    snprintf(what, sizeof what, "redis %s%s%s", argv[0], strcmp(argv[0], "SCRIPT") == 0 ? " " : "",
+             strcmp(argv[0], "SCRIPT") == 0 ? argv[1] : "");
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (len < 0) return failed(k, FAIL_UNREACHABLE, "%s: out of memory", what), NULL;
+    bool sent = conn_send(c, cmd, (size_t)len, k, what);
+    redisFreeCommand(cmd);
+    if (!sent) return NULL;
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
+            return failed(k, FAIL_PROTOCOL, "%s: %s", what, c->reader->errstr), NULL;
+        if (reply != NULL) return reply;
+        char buf[IO_CHUNK];
+        size_t n = conn_receive(c, buf, sizeof buf, k, what);
+        if (n == 0) return NULL;
+        if (redisReaderFeed(c->reader, buf, n) != REDIS_OK)
+            return failed(k, FAIL_PROTOCOL, "%s: %s", what, c->reader->errstr), NULL;
+    }
+}
+
+static bool reply_ok(redisReply *r, int type) { return r != NULL && r->type == type; }
+
+/* The kind of an error reply (Redis' ACL documentation): NOPERM, or a script's command the user may not run
+ * (Redis 7 reports that one as ERR), is a permission; WRONGPASS and NOAUTH are authentication. */
+static failure_kind error_kind(const char *text) {
+    if (strncmp(text, "NOPERM", 6) == 0 || strstr(text, "can't run this command") != NULL) return FAIL_PERMISSION;
+    if (strncmp(text, "WRONGPASS", 9) == 0 || strncmp(text, "NOAUTH", 6) == 0) return FAIL_AUTH;
+    return FAIL_PROTOCOL;
+}
+
+/* Says why reply r (not NULL) to command `shown` is not the one wanted; returns false. */
+static bool refused(redis_call *k, redisReply *r, const char *shown, failure_kind kind) {
+    if (r->type == REDIS_REPLY_ERROR)
+        return failed(k, kind == FAIL_PROTOCOL ? error_kind(r->str) : kind, "redis %s failed: %.200s", shown, r->str);
+    return failed(k, FAIL_PROTOCOL, "redis %s: an unexpected reply (type %d)", shown, r->type);
+}
+
 /* A command whose only acceptable reply is a status (+OK): AUTH and SELECT. False with why otherwise. */
-static bool command_ok(redisContext *c, redis_call *k, int argc, const char **argv, const char *shown) {
+static bool command_ok(redis_conn *c, redis_call *k, int argc, const char **argv, const char *shown,
+                       failure_kind kind) {
     redisReply *r = command(c, k, argc, argv);
-    bool ok = reply_ok(r, REDIS_REPLY_STATUS);
-    if (!ok && r != NULL)
-        snprintf(k->why, sizeof k->why, "redis %s failed: %.200s", shown, r->str ? r->str : "an unexpected reply");
+    bool ok = reply_ok(r, REDIS_REPLY_STATUS) || (r != NULL && refused(k, r, shown, kind));
     if (r) freeReplyObject(r);
     return ok;
 }
 
 /*
- * The addresses of t->host, in *found (the caller frees them with freeaddrinfo), or NULL in *found for a literal
- * IPv4 or IPv6 address, which is used as it is. A name is looked up with getaddrinfo_a(3), on a thread of its
- * own, and waited for with gai_suspend(3) on the time left: getaddrinfo(3), which hiredis would call, cannot be
- * interrupted, and a resolver that does not answer would hold the decision for its own timeouts (5 s per try
- * by default). A lookup still running at the deadline stays pending in *n. False with why at the deadline or
- * on an error.
+ * The addresses of t's host and port, in *found (the caller frees them with freeaddrinfo). A literal address is
+ * converted at once (AI_NUMERICHOST: no lookup). A name is looked up with getaddrinfo_a(3), on a thread of its
+ * own, and waited for with gai_suspend(3) on the time left: getaddrinfo(3) cannot be interrupted, and a resolver
+ * that does not answer would hold the decision for its own timeouts (5 s per try by default). A lookup still
+ * running at the deadline stays pending in *n. False with why at the deadline or on an error.
  */
 static bool resolve_host(const redis_target *t, name_lookup *n, redis_call *k, struct addrinfo **found) {
     *found = NULL;
-    unsigned char bytes[sizeof(struct in6_addr)];
-    if (inet_pton(AF_INET, t->host, bytes) == 1 || inet_pton(AF_INET6, t->host, bytes) == 1) return true;
+    if (t->host_is_ip) {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
+        int rc = getaddrinfo(t->host, t->port, &hints, found);
+        return rc == 0 || failed(k, FAIL_UNREACHABLE, "cannot use redis address %s: %s", t->where, gai_strerror(rc));
+    }
     if (!n->pending) {
         memset(n, 0, sizeof *n);
         n->hints.ai_family = AF_UNSPEC;
         n->hints.ai_socktype = SOCK_STREAM;
+        n->hints.ai_flags = AI_NUMERICSERV;
         memcpy(n->host, t->host, sizeof n->host);
+        memcpy(n->port, t->port, sizeof n->port);
         n->req.ar_name = n->host;
+        n->req.ar_service = n->port;
         n->req.ar_request = &n->hints;
         struct gaicb *list[1] = {&n->req};
         int rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
-        if (rc != 0) {
-            snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s: %s", t->host, gai_strerror(rc));
-            return false;
-        }
+        if (rc != 0)
+            return failed(k, FAIL_UNREACHABLE, "cannot resolve redis host %.100s: %s", t->host, gai_strerror(rc));
         n->pending = true;
     }
     int rc;
     while ((rc = gai_error(&n->req)) == EAI_INPROGRESS) {
         int64_t left_ns = k->deadline_ns - rfi_mono_ns();
-        if (left_ns <= 0) {
-            snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s within %" PRId64 " ms", t->host,
-                     k->timeout_ms);
-            return false;
-        }
+        if (left_ns <= 0)
+            return failed(k, FAIL_UNREACHABLE, "cannot resolve redis host %.100s within %" PRId64 " ms", t->host,
+                          k->timeout_ms);
         const struct gaicb *list[1] = {&n->req};
         struct timespec wait = {.tv_sec = (time_t)(left_ns / 1000000000), .tv_nsec = (long)(left_ns % 1000000000)};
         (void)gai_suspend(list, 1, &wait); /* done, the time is up, or a signal: gai_error says which */
@@ -247,37 +653,42 @@ static bool resolve_host(const redis_target *t, name_lookup *n, redis_call *k, s
     *found = n->req.ar_result;
     n->req.ar_result = NULL;
     if (rc == 0 && *found != NULL) return true;
-    snprintf(k->why, sizeof k->why, "cannot resolve redis host %.100s: %s", t->host,
-             gai_strerror(rc != 0 ? rc : EAI_NONAME));
-    return false;
+    return failed(k, FAIL_UNREACHABLE, "cannot resolve redis host %.100s: %s", t->host,
+                  gai_strerror(rc != 0 ? rc : EAI_NONAME));
 }
 
-/* A non-blocking connect(2) to addr:port, done by the call's deadline (POLLOUT, then SO_ERROR). NULL with why. */
-static redisContext *connect_addr(const redis_target *t, const char *addr, redis_call *k) {
-    redisContext *c = redisConnectNonBlock(addr, t->port);
-    if (c == NULL || c->err) {
-        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: %.100s", t->host, t->port,
-                 c ? c->errstr : "out of memory");
-        if (c) redisFree(c);
-        return NULL;
-    }
-    if (!wait_fd(c->fd, POLLOUT, k->deadline_ns)) {
-        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: no connection within %" PRId64 " ms",
-                 t->host, t->port, k->timeout_ms);
-        redisFree(c);
-        return NULL;
-    }
+/* A non-blocking connect(2) to one address, done by the call's deadline (POLLOUT, then SO_ERROR): the socket
+ * (non-blocking, close-on-exec, TCP_NODELAY: a command is one small write), or -1 with why. */
+static int connect_addr(const struct addrinfo *ai, const redis_target *t, redis_call *k) {
+    char text[128];
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: %s", t->where,
+                      errno_text(errno, text, sizeof text)),
+               -1;
     int soerr = 0;
-    socklen_t len = sizeof soerr;
-    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
-    if (soerr != 0) {
-        char text[100];
-        if (strerror_r(soerr, text, sizeof text) != 0) snprintf(text, sizeof text, "error %d", soerr);
-        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: %s", t->host, t->port, text);
-        redisFree(c);
-        return NULL;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS && errno != EINTR) {
+            soerr = errno;
+        } else if (!wait_fd(fd, POLLOUT, k->deadline_ns)) {
+            close(fd);
+            return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: no connection within %" PRId64 " ms",
+                          t->where, k->timeout_ms),
+                   -1;
+        } else {
+            socklen_t len = sizeof soerr;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+        }
     }
-    return c;
+    if (soerr != 0) {
+        close(fd);
+        return failed(k, FAIL_UNREACHABLE, "cannot connect to redis %s: %s", t->where,
+                      errno_text(soerr, text, sizeof text)),
+               -1;
+    }
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
 }
 
 /* Frees a lookup that is done with (its store freed, its peek over): cancelled if still running, or, when the
@@ -291,39 +702,67 @@ static void release_lookup(name_lookup *n) {
 }
 
 /*
- * Connects to t by the call's deadline (its host looked up by resolve_host, each address tried in turn by
- * connect_addr), authenticates and selects the database, all within the same deadline. NULL on any failure,
- * with why.
+ * Connects to t by the call's deadline (its host looked up by resolve_host, each address tried in turn),
+ * starts TLS for rediss:// (tls), authenticates (AUTH [user] password) and selects the database, all within the
+ * same deadline. NULL on any failure, with why and its kind.
  */
-static redisContext *connect_target(const redis_target *t, name_lookup *n, redis_call *k) {
+static redis_conn *connect_target(const redis_target *t, SSL_CTX *tls, name_lookup *n, redis_call *k) {
     struct addrinfo *found;
     if (!resolve_host(t, n, k, &found)) return NULL;
-    redisContext *c = found == NULL ? connect_addr(t, t->host, k) : NULL;
-    if (found != NULL)
-        snprintf(k->why, sizeof k->why, "cannot connect to redis %.100s:%d: no usable address", t->host, t->port);
-    for (const struct addrinfo *ai = found; ai != NULL && c == NULL; ai = ai->ai_next) { /* as hiredis does */
-        char addr[INET6_ADDRSTRLEN];
-        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, addr, sizeof addr, NULL, 0, NI_NUMERICHOST) == 0)
-            c = connect_addr(t, addr, k);
+    int fd = -1;
+    for (const struct addrinfo *ai = found; ai != NULL && fd < 0; ai = ai->ai_next) fd = connect_addr(ai, t, k);
+    freeaddrinfo(found);
+    if (fd < 0) return NULL;
+    redis_conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        close(fd);
+        return failed(k, FAIL_UNREACHABLE, "redis %s: out of memory", t->where), NULL;
     }
-    if (found != NULL) freeaddrinfo(found);
-    if (c == NULL) return NULL;
-    char db[16];
+    c->fd = fd;
+    c->reader = redisReaderCreate();
+    if (c->reader == NULL) {
+        failed(k, FAIL_UNREACHABLE, "redis %s: out of memory", t->where);
+        goto fail;
+    }
+    if (tls && !tls_start(c, tls, t, k)) goto fail;
+    const char *auth[3] = {"AUTH"}; /* AUTH [user] password: an ACL user (Redis 6+), or the default user */
+    int argc = 1;
+    if (t->user[0] != '\0') auth[argc++] = t->user;
+    auth[argc++] = t->password;
+    if (t->auth && !command_ok(c, k, argc, auth, "AUTH", FAIL_AUTH)) goto fail;
+    char db[16], shown[24];
     snprintf(db, sizeof db, "%d", t->db);
-    const char *auth[] = {"AUTH", t->password}, *select[] = {"SELECT", db};
-    if (t->password[0] && !command_ok(c, k, 2, auth, "AUTH")) goto fail;
-    char shown[24];
     snprintf(shown, sizeof shown, "SELECT %d", t->db);
-    if (t->db != 0 && !command_ok(c, k, 2, select, shown)) goto fail;
+    const char *select[] = {"SELECT", db};
+    if (t->db != 0 && !command_ok(c, k, 2, select, shown, FAIL_PROTOCOL)) goto fail;
     return c;
 fail:
-    redisFree(c);
+    conn_free(c);
     return NULL;
 }
 
+/* ---- The store ------------------------------------------------------------------------------------------ */
+
+/* Says, once per budget and kind of failure, why its decisions fall back (o->log, else stderr). */
+static void report(redis_store *s, const redis_call *k) {
+    unsigned bit = 1u << k->kind;
+    if (s->said & bit) return;
+    s->said |= bit;
+    char line[1400];
+    snprintf(line, sizeof line,
+             "retryfreeze: shared retry budget %s at %s falls back to the local bucket: %s%s (said once per "
+             "budget for this kind of failure)",
+             s->key + sizeof KEY_PREFIX - 1, s->target.shown, k->why,
+             FAILURE_HINTS[k->kind] ? FAILURE_HINTS[k->kind] : "");
+    if (s->log)
+        s->log(s->log_ctx, line);
+    else
+        fprintf(stderr, "%s\n", line);
+}
+
 static void disconnect(redis_store *s) {
-    if (s->ctx) redisFree(s->ctx);
-    s->ctx = NULL;
+    conn_free(s->conn);
+    s->conn = NULL;
     s->sha[0] = '\0';
     s->next_connect_ns = rfi_mono_ns() + s->backoff_ms * 1000000;
     s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
@@ -331,18 +770,23 @@ static void disconnect(redis_store *s) {
 
 static bool load_script(redis_store *s, redis_call *k) {
     const char *argv[] = {"SCRIPT", "LOAD", BUCKET_SCRIPT};
-    redisReply *r = command(s->ctx, k, 3, argv);
+    redisReply *r = command(s->conn, k, 3, argv);
     bool ok = reply_ok(r, REDIS_REPLY_STRING) && r->len == 40;
-    if (ok) memcpy(s->sha, r->str, 41);
+    if (ok)
+        memcpy(s->sha, r->str, 41);
+    else if (r != NULL)
+        refused(k, r, "SCRIPT LOAD", FAIL_PROTOCOL);
     if (r) freeReplyObject(r);
     return ok;
 }
 
 /*
  * The store's add: one deadline, timeout_ms from entry, bounds all of it: the wait for the lock (another
- * thread's round trip), connect, AUTH, SELECT, SCRIPT LOAD and EVALSHA with its whole reply. False at the
- * deadline or on any error (the decision then uses the local bucket); the connection is dropped unless it
- * ended in step, so a late reply can never be read as the next decision's.
+ * thread's round trip), connect, TLS, AUTH, SELECT, SCRIPT LOAD and EVALSHA with its whole reply. False at the
+ * deadline or on any error (the decision then uses the local bucket): the connection is dropped and the next
+ * attempt waits a backoff, so a late reply can never be read as the next decision's, and a refusal (a wrong
+ * password, a missing permission) is not asked again at every decision. The first failure of each kind is
+ * reported.
  */
 static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
     redis_store *s = ctx;
@@ -356,36 +800,34 @@ static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t
     until.tv_nsec = (long)(ns % 1000000000);
     if (pthread_mutex_timedlock(&s->lock, &until) != 0) return false;
     bool ok = false;
-    if (s->ctx == NULL) {
+    if (s->conn == NULL) {
         if (rfi_mono_ns() < s->next_connect_ns) goto out; /* backing off: fall back at once */
-        s->ctx = connect_target(&s->target, s->lookup, &k);
-        if (s->ctx == NULL) {
-            disconnect(s);
-            goto out;
-        }
+        s->conn = connect_target(&s->target, s->tls, s->lookup, &k);
+        if (s->conn == NULL) goto drop;
     }
-    if (s->sha[0] == '\0' && !load_script(s, &k)) {
-        disconnect(s);
-        goto out;
-    }
+    if (s->sha[0] == '\0' && !load_script(s, &k)) goto drop;
     char delta[24], max[24], ttl[24];
     snprintf(delta, sizeof delta, "%" PRId64, delta_milli);
     snprintf(max, sizeof max, "%" PRId64, max_milli);
     snprintf(ttl, sizeof ttl, "%" PRId64, s->ttl_ms);
     const char *argv[] = {"EVALSHA", s->sha, "1", s->key, delta, max, ttl};
-    redisReply *r = command(s->ctx, &k, 7, argv);
+    redisReply *r = command(s->conn, &k, 7, argv);
     if (reply_ok(r, REDIS_REPLY_ERROR) && strncmp(r->str, "NOSCRIPT", 8) == 0) { /* the server lost its cache */
         freeReplyObject(r);
-        r = load_script(s, &k) ? command(s->ctx, &k, 7, argv) : NULL;
+        r = load_script(s, &k) ? command(s->conn, &k, 7, argv) : NULL;
     }
     if (reply_ok(r, REDIS_REPLY_INTEGER)) {
         *tokens_milli = r->integer;
         s->backoff_ms = BACKOFF_FIRST_MS;
         ok = true;
-    } else if (r == NULL) {
-        disconnect(s); /* timed out, lost or garbled: the stream is out of step */
+    } else if (r != NULL) {
+        refused(&k, r, "EVALSHA", FAIL_PROTOCOL);
     }
     if (r) freeReplyObject(r);
+    if (ok) goto out;
+drop:
+    disconnect(s);
+    report(s, &k);
 out:
     pthread_mutex_unlock(&s->lock);
     return ok;
@@ -394,10 +836,44 @@ out:
 static void redis_free(void *ctx) {
     redis_store *s = ctx;
     if (s == NULL) return;
-    if (s->ctx) redisFree(s->ctx);
+    conn_free(s->conn);
+    SSL_CTX_free(s->tls);
     release_lookup(s->lookup);
     pthread_mutex_destroy(&s->lock);
+    explicit_bzero(&s->target, sizeof s->target); /* the password: not left in the heap */
     free(s);
+}
+
+/* Checks the options a budget and a peek share: the URL into *t, the timeout (0: the default), the TLS
+ * options (only with rediss://) into *tls (NULL for redis://). RF_EINVAL naming the option; RF_ENOMEM. */
+static rf_status check_options(const rf_redis_budget_options *o, redis_target *t, int64_t *timeout_ms, SSL_CTX **tls,
+                               rf_error *err) {
+    *tls = NULL;
+    if (o->timeout_ms < 0 || o->timeout_ms > RF_REDIS_BUDGET_TIMEOUT_MAX_MS)
+        return rfi_report(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms (0 for the default %d), got %" PRId64,
+                          RF_REDIS_BUDGET_TIMEOUT_MAX_MS, RF_REDIS_BUDGET_TIMEOUT_MS, o->timeout_ms);
+    *timeout_ms = o->timeout_ms ? o->timeout_ms : RF_REDIS_BUDGET_TIMEOUT_MS;
+    char why[192];
+    if (!parse_url(o->url, t, why, sizeof why)) {
+        explicit_bzero(t, sizeof *t);
+        return rfi_report(err, RF_EINVAL, "url", "%s", why);
+    }
+    rf_status st = tls_files_readable(o, err); /* each named file first: the message names a bad one */
+    if (st != RF_OK) {
+        explicit_bzero(t, sizeof *t);
+        return st;
+    }
+    if (!t->tls) {
+        const char *given = o->ca_file ? "ca_file" : o->ca_path ? "ca_path" : o->cert ? "cert" : o->key ? "key" : NULL;
+        if (given) {
+            explicit_bzero(t, sizeof *t);
+            return rfi_report(err, RF_EINVAL, given, "needs a rediss:// URL (TLS); redis:// is plain TCP");
+        }
+        return RF_OK;
+    }
+    st = tls_context(o, tls, err);
+    if (st != RF_OK) explicit_bzero(t, sizeof *t);
+    return st;
 }
 
 rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_options *o, rf_retry_budget **out,
@@ -410,40 +886,36 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
         return rfi_report(
             err, RF_EINVAL, "retryBudget.shared",
             "the lock has no retryBudget.shared {name}: a shared budget needs the bucket's name in the lock");
-    if (o->timeout_ms < 0 || o->timeout_ms > RF_REDIS_BUDGET_TIMEOUT_MAX_MS)
-        return rfi_report(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms (0 for the default %d), got %" PRId64,
-                          RF_REDIS_BUDGET_TIMEOUT_MAX_MS, RF_REDIS_BUDGET_TIMEOUT_MS, o->timeout_ms);
     if (o->idle_ttl_ms < 0 || o->idle_ttl_ms > IDLE_TTL_MAX_MS)
         return rfi_report(err, RF_EINVAL, "idle_ttl_ms", "must be 1..%lld ms (0 for the default, 1 hour), got %" PRId64,
                           (long long)IDLE_TTL_MAX_MS, o->idle_ttl_ms);
     redis_store *s = calloc(1, sizeof *s);
     if (s == NULL) return rfi_report(err, RF_ENOMEM, "", "out of memory");
-    char why[128];
-    if (!parse_url(o->url, &s->target, why, sizeof why)) {
+    rf_status st = check_options(o, &s->target, &s->timeout_ms, &s->tls, err);
+    if (st != RF_OK) {
         free(s);
-        return rfi_report(err, RF_EINVAL, "url", "%s", why);
+        return st;
     }
     s->lookup = calloc(1, sizeof *s->lookup);
-    if (s->lookup == NULL) {
+    if (s->lookup == NULL || pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s->lookup);
+        SSL_CTX_free(s->tls);
+        explicit_bzero(&s->target, sizeof s->target);
         free(s);
         return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
     snprintf(s->key, sizeof s->key, KEY_PREFIX "%s", name);
-    s->timeout_ms = o->timeout_ms ? o->timeout_ms : RF_REDIS_BUDGET_TIMEOUT_MS;
     s->ttl_ms = o->idle_ttl_ms ? o->idle_ttl_ms : RF_REDIS_BUDGET_TTL_MS;
     s->backoff_ms = BACKOFF_FIRST_MS;
-    if (pthread_mutex_init(&s->lock, NULL) != 0) {
-        free(s->lookup);
-        free(s);
-        return rfi_report(err, RF_ENOMEM, "", "cannot create a mutex");
-    }
+    s->log = o->log;
+    s->log_ctx = o->log_ctx;
     rf_retry_budget *b = rf_retry_budget_new(p);
     if (b == NULL) {
         redis_free(s);
         return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
     rf_retry_budget_store store = {.add = redis_add, .free = redis_free, .ctx = s};
-    rf_status st = rf_retry_budget_set_store(b, &store, err);
+    st = rf_retry_budget_set_store(b, &store, err);
     if (st != RF_OK) {
         redis_free(s);
         rf_retry_budget_free(b);
@@ -453,45 +925,58 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
     return RF_OK;
 }
 
-rf_status rf_retry_budget_redis_peek(const char *url, const char *name, int64_t timeout_ms, int64_t *tokens_milli,
+/* The bucket's GET and PTTL on an open connection, into *tokens_milli and *ttl_ms; RF_EIO with err. */
+static rf_status peek_bucket(redis_conn *c, redis_call *k, const char *key, int64_t *tokens_milli, int64_t *ttl_ms,
+                             rf_error *err) {
+    const char *get[] = {"GET", key}, *pttl[] = {"PTTL", key};
+    redisReply *g = command(c, k, 2, get);
+    redisReply *x = g ? command(c, k, 2, pttl) : NULL;
+    bool ok = x != NULL; /* both replies whole (else k->why says which was not) */
+    if (ok && reply_ok(g, REDIS_REPLY_NIL))
+        *tokens_milli = -1;
+    else if (ok && reply_ok(g, REDIS_REPLY_STRING))
+        *tokens_milli = strtoll(g->str, NULL, 10);
+    else if (ok)
+        ok = refused(k, g, "GET", FAIL_PROTOCOL);
+    if (ok && !reply_ok(x, REDIS_REPLY_INTEGER)) ok = refused(k, x, "PTTL", FAIL_PROTOCOL);
+    *ttl_ms = ok && x != NULL && x->integer >= 0 ? x->integer : -1;
+    if (g) freeReplyObject(g);
+    if (x) freeReplyObject(x);
+    return ok ? RF_OK : rfi_report(err, RF_EIO, "url", "%s", k->why);
+}
+
+rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const char *name, int64_t *tokens_milli,
                                      int64_t *ttl_ms, rf_error *err) {
-    if (tokens_milli == NULL || ttl_ms == NULL)
-        return rfi_report(err, RF_EINVAL, "", "tokens_milli and ttl_ms are required");
+    if (o == NULL || tokens_milli == NULL || ttl_ms == NULL)
+        return rfi_report(err, RF_EINVAL, "", "options, tokens_milli and ttl_ms are required");
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > RF_SHARED_BUDGET_NAME_MAX ||
         strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
-        return rfi_report(err, RF_EINVAL, "name", "must be 1..64 characters of A-Z a-z 0-9 . _ -, got \"%s\"",
+        return rfi_report(err, RF_EINVAL, "name", "must be 1..64 characters of A-Z a-z 0-9 . _ -, got \"%.64s\"",
                           name ? name : "");
-    if (timeout_ms < 1 || timeout_ms > RF_REDIS_BUDGET_TIMEOUT_MAX_MS)
-        return rfi_report(err, RF_EINVAL, "timeout_ms", "must be 1..%d ms", RF_REDIS_BUDGET_TIMEOUT_MAX_MS);
     redis_target t;
-    char why[128];
-    if (!parse_url(url, &t, why, sizeof why)) return rfi_report(err, RF_EINVAL, "url", "%s", why);
-    redis_call k = call_of(timeout_ms);
+    int64_t timeout_ms;
+    SSL_CTX *tls;
+    /* One deadline for the whole command, reading the CA files included (the system's take tens of ms). */
+    redis_call k =
+        call_of(o->timeout_ms > 0 && o->timeout_ms <= RF_REDIS_BUDGET_TIMEOUT_MAX_MS ? o->timeout_ms
+                                                                                     : RF_REDIS_BUDGET_TIMEOUT_MS);
+    rf_status st = check_options(o, &t, &timeout_ms, &tls, err);
+    if (st != RF_OK) return st;
     name_lookup *lookup = calloc(1, sizeof *lookup);
-    if (lookup == NULL) return rfi_report(err, RF_ENOMEM, "", "out of memory");
-    redisContext *c = connect_target(&t, lookup, &k);
+    redis_conn *c = lookup ? connect_target(&t, tls, lookup, &k) : NULL;
     release_lookup(lookup);
-    if (c == NULL) return rfi_report(err, RF_EIO, "url", "%s", k.why);
-    char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
-    snprintf(key, sizeof key, KEY_PREFIX "%s", name);
-    const char *get[] = {"GET", key}, *pttl[] = {"PTTL", key};
-    redisReply *g = command(c, &k, 2, get);
-    redisReply *x = g ? command(c, &k, 2, pttl) : NULL;
-    rf_status st = RF_OK;
-    if (reply_ok(g, REDIS_REPLY_NIL)) {
-        *tokens_milli = -1;
-    } else if (reply_ok(g, REDIS_REPLY_STRING)) {
-        *tokens_milli = strtoll(g->str, NULL, 10);
-    } else if (g != NULL) {
-        st = rfi_report(err, RF_EIO, "url", "redis GET %s failed: %s", key, g->str ? g->str : "an unexpected reply");
-    } else {
+    if (lookup == NULL)
+        st = rfi_report(err, RF_ENOMEM, "", "out of memory");
+    else if (c == NULL)
         st = rfi_report(err, RF_EIO, "url", "%s", k.why);
+    if (c != NULL) {
+        char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
+        snprintf(key, sizeof key, KEY_PREFIX "%s", name);
+        st = peek_bucket(c, &k, key, tokens_milli, ttl_ms, err);
+        conn_free(c);
     }
-    if (st == RF_OK && x == NULL) st = rfi_report(err, RF_EIO, "url", "%s", k.why);
-    *ttl_ms = (x != NULL && x->type == REDIS_REPLY_INTEGER && x->integer >= 0) ? x->integer : -1;
-    if (g) freeReplyObject(g);
-    if (x) freeReplyObject(x);
-    redisFree(c);
+    SSL_CTX_free(tls);
+    explicit_bzero(&t, sizeof t);
     return st;
 }

@@ -1,7 +1,12 @@
---- `retryfreeze budget show NAME --redis URL [--timeout-ms MS]`: the tokens of a retry budget shared by a
---- fleet in Redis (the lock's retryBudget.shared.name; rf.retry_budget with redis). Reads, never changes.
+--- `retryfreeze budget show NAME --redis URL [--timeout-ms MS] [--ca-file FILE] [--ca-path DIR] [--cert FILE]
+--- [--key FILE]`: the tokens of a retry budget shared by a fleet in Redis (the lock's retryBudget.shared.name;
+--- rf.retry_budget with redis). Reads, never changes. The TLS options are rf.retry_budget's (rediss:// only).
 local core = require "retryfreeze.core"
 local cli_args = require "retryfreeze.cli.args"
+
+-- Each command-line option and the rf.retry_budget option it sets (core.retry_budget_peek's names).
+local PEEK_OPTION = { redis = "redis", timeout_ms = "timeout_ms", ca_file = "ca_file", ca_path = "ca_path",
+  cert = "cert", key = "key" }
 
 return cli_args.command {
   name = "budget",
@@ -9,18 +14,30 @@ return cli_args.command {
   args = "show NAME",
   description = "  Prints the tokens of the shared bucket NAME (retryBudget.shared.name in the lock) held in Redis\n"
     .. "  under retryfreeze:budget:NAME, and how long until it expires while idle. A bucket Redis does not\n"
-    .. "  hold is new or expired: the next decision finds it full.\n"
-    .. "  Exit 0 shown, 1 when Redis cannot be reached, 2 on bad usage.",
+    .. "  hold is new or expired: the next decision finds it full. rediss:// speaks TLS, checking the\n"
+    .. "  server's certificate against the system's CAs or --ca-file/--ca-path.\n"
+    .. "  Exit 0 shown, 1 when Redis cannot be reached or refuses, 2 on bad usage.",
   options = {
-    { "--redis", "string URL", "redis://[:password@]host[:port][/db] of the fleet's Redis", required = true },
+    { "--redis", "string URL", "redis:// or rediss://[user:password@]host[:port][/db] of the fleet's Redis",
+      required = true },
     { "--timeout-ms", "integer MS", "how long to wait for Redis", default = 1000, range = { 1, 10000 } },
+    { "--ca-file", "string FILE", "rediss://: a PEM file of CAs to trust (default: the system's)" },
+    { "--ca-path", "string DIR", "rediss://: a directory of CA certificates (openssl rehash layout)" },
+    { "--cert", "string FILE", "rediss://: a client certificate, PEM, for a server that asks for one" },
+    { "--key", "string FILE", "rediss://: the client certificate's key, PEM (default: read from --cert)",
+      needs = "--cert" },
   },
 
   --- Runs the subcommand (see retryfreeze.cli for ctx).
   run = function(ctx, opts, pos)
-    local ok, tokens, ttl = pcall(core.retry_budget_peek, opts.redis, pos[2], opts.timeout_ms)
-    if not ok then -- in the command line's words: the option, not the binding's argument
-      ctx.fail((tostring(tokens):gsub("^retry_budget_peek: ", ""):gsub("^url ", "--redis URL ")))
+    local peek = {}
+    for from, to in pairs(PEEK_OPTION) do peek[to] = opts[from] end
+    local ok, tokens, ttl = pcall(core.retry_budget_peek, pos[2], peek)
+    if not ok then -- in the command line's words: the option, not the binding's
+      local msg = tostring(tokens):gsub("^retry_budget_peek: ", ""):gsub("^url ", "--redis URL ")
+      ctx.fail((msg:gsub("^(%l[%l_]*) ", function(o)
+        return PEEK_OPTION[o] and "--" .. o:gsub("_", "-") .. " " or nil
+      end)))
     end
     if type(ttl) == "string" then ctx.fail(ttl, 1) end -- (nil, message): Redis could not be reached
     if tokens == nil then
