@@ -71,8 +71,13 @@ static void check_same_record(const rf_ledger_record *a, const rf_ledger_record 
         const rf_ledger_try *x = &a->tries[i], *y = &b->tries[i];
         FZ_CHECK(same_str(x->class_name, y->class_name) && x->status == y->status && x->elapsed_ms == y->elapsed_ms &&
                      x->delay_ms == y->delay_ms && same_str(x->reason, y->reason) &&
-                     same_str(x->retry_after, y->retry_after),
+                     same_str(x->retry_after, y->retry_after) && same_str(x->retry_after_header, y->retry_after_header) &&
+                     x->timeout_ms == y->timeout_ms && same_str(x->transport, y->transport) &&
+                     x->not_sent == y->not_sent && same_str(x->date, y->date),
                  "try %zu changes when written and read back", i);
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+            FZ_CHECK(same_str(x->wait[h], y->wait[h]), "try %zu: wait header %d changes when written and read back", i,
+                     h);
     }
 }
 
@@ -98,8 +103,14 @@ static void check_cjson_agrees(const rf_ledger_record *rec, const char *line, lo
     for (size_t i = 0; i < rec->n_tries; i++) {
         const cJSON *t = cJSON_GetArrayItem(tries, (int)i);
         FZ_CHECK(json_str_is(t, "class", rec->tries[i].class_name) && json_str_is(t, "reason", rec->tries[i].reason) &&
-                     json_str_is(t, "retry_after", rec->tries[i].retry_after),
+                     json_str_is(t, "retry_after", rec->tries[i].retry_after) &&
+                     json_str_is(t, "transport", rec->tries[i].transport) && json_str_is(t, "date", rec->tries[i].date),
                  "cJSON reads other strings in try %zu\n  %.*s", i, (int)len, line);
+        const cJSON *wait = cJSON_GetObjectItemCaseSensitive(t, "wait");
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+            FZ_CHECK(wait ? json_str_is(wait, rf_wait_header_name((rf_wait_header)h), rec->tries[i].wait[h])
+                          : rec->tries[i].wait[h] == NULL,
+                     "cJSON reads other wait headers in try %zu\n  %.*s", i, (int)len, line);
     }
     cJSON_Delete(obj);
 }

@@ -49,6 +49,14 @@ typedef struct rf_try {
     char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
     rf_budget_source budget;     /* the retry budget the verdict after it used (none, local, shared, local-fallback) */
     char error[128];             /* curl's message for a transport failure, "" otherwise */
+    /* What a replay of the request under another lock needs (the ledger's replay facts, retryfreeze/ledger.h): */
+    bool not_sent; /* no byte of the request left (a transparent retry may follow) */
+    /* Every wait header (RF_WAIT_HEADERS) the response carried, whether or not the route read it: wait_at[h] is 1 + the
+     * offset in wait_text of header h's value (NUL-terminated, cut at 255 bytes), 0 when absent or when it no longer
+     * fitted. */
+    uint16_t wait_at[RF_WAIT_HEADER_COUNT];
+    char wait_text[512];
+    char date[48]; /* the response's Date header when it carried a wait header, "" otherwise */
 } rf_try;
 
 /* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
