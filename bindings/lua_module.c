@@ -5,6 +5,7 @@ int luaopen_retryfreeze_core(lua_State *L) {
     rfl_state_open(L); /* first: every call through rfl_method and rfl_function reads it */
     lua_newtable(L);
     rfl_open_policy(L);
+    rfl_open_ffi(L); /* after the policy functions: it reads core.reasons and core.transports */
     rfl_open_ledger(L);
     rfl_open_ledger_tally(L);
     rfl_open_retry_budget(L);

@@ -84,6 +84,13 @@ void *rfl_testobject(lua_State *L, int idx, rfl_type t) {
     return have == tags[t] ? u + sizeof(header) : NULL;
 }
 
+void *rfl_object_at(void *payload, rfl_type t) {
+    if (payload == NULL) return NULL;
+    uint64_t have;
+    memcpy(&have, payload, sizeof have);
+    return have == tags[t] ? (char *)payload + sizeof(header) : NULL; /* tags written: see rfl_testobject */
+}
+
 void *rfl_checkobject(lua_State *L, int idx, rfl_type t) {
     void *p = rfl_testobject(L, idx, t);
     if (p != NULL) return p;

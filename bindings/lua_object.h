@@ -115,6 +115,12 @@ void *rfl_newobject(lua_State *L, rfl_type t, size_t size);
  * idx may be a pseudo-index (an upvalue). */
 void *rfl_testobject(lua_State *L, int idx, rfl_type t);
 
+/* The object of type t whose userdata bytes start at payload (what LuaJIT's FFI passes for a userdata given to a
+ * pointer parameter: lua_ffi.c), or NULL when payload is NULL or carries another tag. Unlike rfl_testobject it
+ * cannot see the userdata's length, so payload must point at readable memory of at least the header's size: a
+ * userdata's bytes do, and so does an io file's FILE. No Lua C API call: it runs inside an FFI call. */
+void *rfl_object_at(void *payload, rfl_type t);
+
 /* The object of type t at idx; raises naming argument idx otherwise: "NAME expected, got light userdata",
  * "NAME expected, got a forged one" (a userdata wearing the metatable without the tag), or "NAME expected, got
  * TYPE". */

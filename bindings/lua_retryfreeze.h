@@ -93,5 +93,17 @@ void rfl_open_json(lua_State *L);
 void rfl_open_glob(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
+/* A decider's decision for one attempt, in C alone (lua_policy.c, for the FFI path of lua_ffi.c): obj is a decider's
+ * bytes; the numbers come as doubles and are checked here as policy:decider's calls check them. RF_OK and *v, or
+ * RF_EINVAL (a fact out of range, the decider closed, or rf_decide refused the facts). */
+rf_status rfl_decider_attempt(void *obj, double status, rf_transport transport, double attempts, double elapsed_ms,
+                              const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,
+                              double now_ms, rf_verdict *v);
+/* The FFI path (lua_ffi.c), under LuaJIT. rfl_open_ffi runs once per luaopen, after rfl_open_policy: it sets
+ * core.ffi in the module table on top of the stack (true when the FFI path is on). rfl_ffi_decider replaces the
+ * decider closure on top of the stack by the FFI's closure over the decider state at state_idx when the path is on,
+ * and returns 1 (the closure on top, for policy:decider's return). */
+void rfl_open_ffi(lua_State *L);
+int rfl_ffi_decider(lua_State *L, int state_idx);
 
 #endif

@@ -4,14 +4,24 @@ set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/
   bindings/lua_ledger_tally.c bindings/lua_client.c bindings/lua_client_generated.c
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_output.c bindings/lua_compat.c
   bindings/lua_object.c bindings/lua_state.c bindings/lua_result.c bindings/lua_json.c
-  bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c)
+  bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c bindings/lua_ffi.c)
+
+# bindings/lua_ffi.lua, the FFI path's Lua half, embedded in the module as a C string (lua_ffi_chunk.h): written at
+# configure time, and again whenever the .lua changes (a configure dependency), only when its text changed.
+set(RF_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+file(READ ${CMAKE_SOURCE_DIR}/bindings/lua_ffi.lua rf_chunk_hex HEX)
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," rf_chunk_bytes "${rf_chunk_hex}")
+file(CONFIGURE OUTPUT ${RF_GENERATED_DIR}/lua_ffi_chunk.h
+  CONTENT "/* Generated from bindings/lua_ffi.lua by cmake/bindings.cmake: do not edit. */\nstatic const unsigned char rfl_ffi_chunk[] = {${rf_chunk_bytes} 0};\n"
+  @ONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bindings/lua_ffi.lua)
 
 # The binding compiled against Lua 5.4 for the `retryfreeze` command (and the 5.4 module, embed_host, the fuzz
 # targets); a rock compiles it only for LuaRocks' Lua, below.
 if(NOT RF_ROCK)
   add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
   target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
-  target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+  target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings ${RF_GENERATED_DIR})
   target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON) # for the include directories
 endif()
 
@@ -123,7 +133,7 @@ foreach(v IN LISTS RF_LUA)
     target_compile_options(${objects} PRIVATE ${RF_WARNINGS})
     target_compile_definitions(${objects} PRIVATE COMPAT53_PREFIX=compat53)
     target_include_directories(${objects} SYSTEM PRIVATE ${incs}) # third-party headers: their warnings are not ours
-    target_include_directories(${objects} PRIVATE bindings)
+    target_include_directories(${objects} PRIVATE bindings ${RF_GENERATED_DIR})
     target_link_libraries(${objects} PRIVATE ${rf_module_libs} PkgConfig::CJSON) # for the include directories
   endif()
   set(mod retryfreeze_lua_module_${tag})
