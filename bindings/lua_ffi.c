@@ -37,21 +37,35 @@
  * rfl_ffi_abi_v1.decide: the decision of the decider whose userdata is `decider` for one attempt (the arguments of a
  * decider's call: the numbers as doubles, checked in C; transport an rf_transport; lengths in bytes); 0 and *out, or
  * 1 when `decider` is no open decider, a fact is out of its range or the engine refused the facts.
+ * rfl_ffi_step_v1: what step_begin and step_after return besides their code (ms: the per-try timeout after begin,
+ * the delay after a retry verdict; reason: the rf_reason of a stop).
+ * rfl_ffi_abi_v1.step_begin and step_after: rf.flow's step:begin and step:after (no on_attempt hook) on the step whose
+ * userdata is `step` (rfl_step_begin_attempt, rfl_step_after_attempt: transport -1 for none, hints by rf_wait_header,
+ * NULL for absent): 0 (an attempt may start / a retry), 1 (the request stops: out->reason), or -1 when `step` is no
+ * open, idle step or an argument is one the method refuses (the Lua half then calls the method, which raises).
  */
-#define RFL_FFI_DECLARATIONS(M)                                                                               \
-    M(                                                                                                        \
-        typedef struct rfl_ffi_verdict_v1 {                                                                   \
-            bool retry;                                                                                       \
-            int32_t reason;                                                                                   \
-            double delay_ms;                                                                                  \
-            double timeout_ms;                                                                                \
-        } rfl_ffi_verdict_v1;                                                                                 \
-        typedef struct rfl_ffi_abi_v1 {                                                                       \
-            uint32_t size;                                                                                    \
-            uint32_t version;                                                                                 \
-            int (*decide)(void *decider, double status, int transport, double attempts, double elapsed_ms,    \
-                          const char *retry_after, size_t retry_after_len, const char *date, size_t date_len, \
-                          double now_ms, rfl_ffi_verdict_v1 *out);                                            \
+#define RFL_FFI_DECLARATIONS(M)                                                                                 \
+    M(                                                                                                          \
+        typedef struct rfl_ffi_verdict_v1 {                                                                     \
+            bool retry;                                                                                         \
+            int32_t reason;                                                                                     \
+            double delay_ms;                                                                                    \
+            double timeout_ms;                                                                                  \
+        } rfl_ffi_verdict_v1;                                                                                   \
+        typedef struct rfl_ffi_step_v1 {                                                                        \
+            int32_t reason;                                                                                     \
+            double ms;                                                                                          \
+        } rfl_ffi_step_v1;                                                                                      \
+        typedef struct rfl_ffi_abi_v1 {                                                                         \
+            uint32_t size;                                                                                      \
+            uint32_t version;                                                                                   \
+            int (*decide)(void *decider, double status, int transport, double attempts, double elapsed_ms,      \
+                          const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,   \
+                          double now_ms, rfl_ffi_verdict_v1 *out);                                              \
+            int (*step_begin)(void *step, double now_ms, rfl_ffi_step_v1 *out);                                 \
+            int (*step_after)(void *step, double status, int transport, bool not_sent, const char *error,       \
+                              const char *date, const char **hints, int n_hints, double now_ms, double wall_ms, \
+                              rfl_ffi_step_v1 *out);                                                            \
         } rfl_ffi_abi_v1;)
 #define RFL_FFI_DECLARE(...) __VA_ARGS__
 #define RFL_FFI_TEXT(...) #__VA_ARGS__
@@ -75,7 +89,34 @@ static int ffi_decide(void *decider, double status, int transport, double attemp
     return 0;
 }
 
-static const rfl_ffi_abi_v1 ffi_abi = {sizeof(rfl_ffi_abi_v1), RFL_FFI_ABI_VERSION, ffi_decide};
+/* rfl_ffi_abi_v1.step_begin. Runs inside an FFI call. */
+static int ffi_step_begin(void *step, double now_ms, rfl_ffi_step_v1 *out) {
+    void *s = rfl_object_at(step, RFL_STEP);
+    if (s == NULL || out == NULL) return -1;
+    int64_t timeout = 0;
+    rf_reason stop = RF_REASON_COUNT;
+    int rc = rfl_step_begin_attempt(s, now_ms, &timeout, &stop);
+    out->ms = (double)timeout;
+    out->reason = (int32_t)stop;
+    return rc;
+}
+
+/* rfl_ffi_abi_v1.step_after. Runs inside an FFI call. */
+static int ffi_step_after(void *step, double status, int transport, bool not_sent, const char *error, const char *date,
+                          const char **hints, int n_hints, double now_ms, double wall_ms, rfl_ffi_step_v1 *out) {
+    void *s = rfl_object_at(step, RFL_STEP);
+    if (s == NULL || out == NULL) return -1;
+    int64_t delay = 0;
+    rf_reason stop = RF_REASON_COUNT;
+    int rc = rfl_step_after_attempt(s, status, transport, not_sent, error, date, hints, n_hints, now_ms, wall_ms,
+                                    &delay, &stop);
+    out->ms = (double)delay;
+    out->reason = (int32_t)stop;
+    return rc;
+}
+
+static const rfl_ffi_abi_v1 ffi_abi = {sizeof(rfl_ffi_abi_v1), RFL_FFI_ABI_VERSION, ffi_decide, ffi_step_begin,
+                                       ffi_step_after};
 
 /* class_name(status, transport) → rf_classify's class name (the Lua half caches each). */
 static int l_class_name(lua_State *L) {
@@ -101,19 +142,26 @@ static bool install(lua_State *L, int module) {
     lua_pushliteral(L, "_LOADED");
     lua_rawget(L, LUA_REGISTRYINDEX);
     lua_pushstring(L, ffi_cdef);
-    lua_pushliteral(L, "rfl_ffi_abi_v1");
-    lua_pushliteral(L, "rfl_ffi_verdict_v1");
     lua_pushlightuserdata(L, (void *)(uintptr_t)&ffi_abi);
     lua_pushinteger(L, RFL_FFI_ABI_VERSION);
     lua_getfield(L, module, "reasons");
     lua_getfield(L, module, "transports");
+    lua_getfield(L, module, "wait_headers");
     lua_pushcfunction(L, l_class_name);
-    lua_call(L, 9, 1);
-    if (lua_type(L, -1) != LUA_TFUNCTION) {
+    lua_call(L, 8, 1);
+    if (lua_type(L, -1) != LUA_TTABLE) {
         lua_pop(L, 1);
         return false;
     }
+    int made = lua_gettop(L); /* {decider = wrap, step_begin = f, step_after = f} */
+    lua_getfield(L, made, "decider");
+    if (lua_type(L, -1) != LUA_TFUNCTION) return luaL_error(L, "retryfreeze.ffi: no decider wrap"), false;
     rfl_hold(L, rfl_state_get(L), RFL_STATE_FFI);
+    lua_getfield(L, made, "step_begin");
+    lua_setfield(L, module, "ffi_step_begin");
+    lua_getfield(L, made, "step_after");
+    lua_setfield(L, module, "ffi_step_after");
+    lua_pop(L, 1);
     return true;
 }
 #endif

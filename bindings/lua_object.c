@@ -131,6 +131,8 @@ unsigned rfl_users(const void *obj) { return header_of(obj)->users; }
 
 bool rfl_collectable(const void *obj) { return header_of(obj)->busy == 0 && header_of(obj)->users == 0; }
 
+bool rfl_is_idle(const void *obj) { return header_of(obj)->open != 0 && header_of(obj)->busy == 0; }
+
 void rfl_retire(lua_State *L, void *obj, void **taken, size_t n) {
     for (size_t i = 0; i < n; i++) {
         rfl_give_back(taken[i]); /* alive: obj's holdings hold what it took */

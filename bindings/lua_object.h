@@ -150,6 +150,9 @@ unsigned rfl_users(const void *obj);
  * (an object in use is reachable from its users and its call); a __gc called by hand (debug.getmetatable) on an
  * object in use does not, and then releases nothing. Every __gc that frees a resource asks this first. */
 bool rfl_collectable(const void *obj);
+/* Whether obj is open and no call of it is running (not busy): what rfl_method checks before a body, for the FFI's
+ * entries (lua_ffi.c), which run no Lua and so need not mark it busy. */
+bool rfl_is_idle(const void *obj);
 /* The end of an object's life (its close, its __gc, a constructor that raised): gives back each object in
  * taken[0..n-1] that it took with rfl_take (a NULL one is skipped; each is set to NULL), drops its holdings and
  * marks it closed. Safe twice; never raises. */
