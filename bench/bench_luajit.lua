@@ -59,6 +59,27 @@ local function run_deciders(deciders)
     end
   end
 end
+-- rf.flow with the FFI's step:begin and step:after, and a second copy of its loop loaded with them hidden (the
+-- methods: what RF_NO_FFI=1 gives), on the same scripted requests: a 503 then a 200, two attempts each, no ledger.
+local core = require "retryfreeze.core"
+local flow_ffi = rf.flow
+local saved_begin, saved_after = core.ffi_step_begin, core.ffi_step_after
+core.ffi_step_begin, core.ffi_step_after, package.loaded["retryfreeze.io_flow"] = nil, nil, nil
+local flow_classic = require("retryfreeze.io_flow").flow
+core.ffi_step_begin, core.ffi_step_after = saved_begin, saved_after
+local flow_policy = assert(rf.load(here .. "/../examples/service.lock.json"))
+local flow_request = { method = "GET", path = "/v1/jobs/7" }
+local replies, clock = { { status = 503 }, { status = 200, body = "ok" } }, 0
+local flow_io = { send = function(attempt) clock = clock + 5; return replies[attempt.number] end,
+                  sleep = function(ms) clock = clock + ms end, now_ms = function() return clock end,
+                  wall_ms = function() return 784111777000 end, rng = rf.rng(1) }
+local flow_iters = math.max(1, math.floor(iters / 50))
+local function run_flow(flow)
+  return function()
+    for _ = 1, flow_iters do flow(flow_policy, flow_request, flow_io) end
+  end
+end
+
 local out, decide = {}, policy.decide
 local variants = {
   { name = "ffi", run = run_deciders(ffi_deciders) },
@@ -78,13 +99,16 @@ local variants = {
   end },
 }
 
+variants[#variants + 1] = { name = "flow_ffi", run = run_flow(flow_ffi), calls = flow_iters }
+variants[#variants + 1] = { name = "flow_classic", run = run_flow(flow_classic), calls = flow_iters }
+
 local best = {}
 for _ = 1, rounds do
   for _, v in ipairs(variants) do
     collectgarbage("collect")
     local t0 = os.clock()
     v.run()
-    local ns = (os.clock() - t0) / iters * 1e9
+    local ns = (os.clock() - t0) / (v.calls or iters) * 1e9
     best[v.name] = math.min(best[v.name] or math.huge, ns)
   end
 end
@@ -103,6 +127,12 @@ print(string.format("  the engine through the FFI alone     %7.1f ns/call (rf_de
   best.floor))
 print(string.format("  pure-Lua seed classifier, JIT       %7.1f ns/call (bench/seed_classifier.lua; does far less)",
   best.seed))
+print(string.format("  rf.flow, 2 attempts, FFI steps       %7.0f ns/request (step:begin and step:after via the FFI)",
+  best.flow_ffi))
+print(string.format("  rf.flow, 2 attempts, the methods     %7.0f ns/request (what RF_NO_FFI=1 gives)",
+  best.flow_classic))
+print(string.format("note: under LuaJIT rf.flow (two attempts, no ledger) takes %.2fx the time with the methods that it "
+  .. "takes with the FFI's step:begin and step:after", best.flow_classic / best.flow_ffi))
 print(string.format("note: under LuaJIT the classic decider (the Lua C API) is %.2fx the time of the JIT-compiled "
   .. "pure-Lua port, and the FFI decider %.2fx faster than the classic one", best.classic / best.seed,
   best.classic / best.ffi))
