@@ -3,10 +3,12 @@
 -- the ledger records; keyed POSTs kept one key on every attempt (a "503,200" script succeeds in 2 attempts only
 -- when the retry carries the first attempt's key); keyless POSTs were sent once; Retry-After was honoured;
 -- no request outlived the lock's totalBudgetMs + 50 ms; nginx's error log holds no Lua error.
--- Usage: lua5.4 spec/nginx_lua_check.lua BUILD_DIR SOURCE_DIR
+-- Usage: luajit spec/nginx_lua_check.lua BUILD_DIR SOURCE_DIR (ctest: the build's luajit, whose module nginx loads
+-- too, so that a LuaJIT-only build runs it; any Lua the build made the module for will do).
 local build, src = arg[1], arg[2]
 package.path = src .. "/lua/?.lua;" .. src .. "/lua/?/init.lua;" .. package.path
-package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
+package.cpath = build .. "/lib/lua/" .. (rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")) .. "/?.so;"
+  .. package.cpath
 local rf = require "retryfreeze"
 local upstream = require "retryfreeze.upstream"
 
