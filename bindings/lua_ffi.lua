@@ -31,7 +31,7 @@ if not pcall(ffi.typeof, abi_type) then ffi.cdef(cdef) end
 local abi = ffi.cast(abi_type .. " *", abi_address)
 if abi.size ~= ffi.sizeof(abi_type) or abi.version ~= version then return nil end
 
-local type, error, next, lower, find = type, error, next, string.lower, string.find
+local type, error, next, lower, find, getmetatable = type, error, next, string.lower, string.find, getmetatable
 local decide, step_begin_c, step_after_c = abi.decide, abi.step_begin, abi.step_after -- one indirect call each
 local new_verdict = ffi.typeof("rfl_ffi_verdict_v" .. version)
 local new_step_out = ffi.typeof("rfl_ffi_step_v" .. version)
@@ -104,10 +104,12 @@ end
 
 --- step_after(step, res, now_ms, wall_ms, on_attempt) → step:after(...): true, delay_ms, or false, reason. The
 --- result's fields are read as step:after reads them (status, transport, not_sent, error, then the headers raw,
---- names case-insensitive, the first a traversal meets winning); with an on_attempt hook, a header name holding a
---- NUL byte, or anything the method would refuse, the method itself runs (and reads them again).
+--- names case-insensitive, the first a traversal meets winning). The method itself runs for a result with a
+--- metatable (its metamethods must run while the method has pinned the step, as they do there), with an
+--- on_attempt hook, for a header name holding a NUL byte, and for anything the method would refuse.
 local function step_after(step, res, now_ms, wall_ms, on_attempt)
-  if on_attempt == nil and type(res) == "table" and type(now_ms) == "number" and type(wall_ms) == "number" then
+  if on_attempt == nil and type(res) == "table" and getmetatable(res) == nil and type(now_ms) == "number"
+    and type(wall_ms) == "number" then
     local status, transport, not_sent, err, headers = res.status, res.transport, res.not_sent, res.error, res.headers
     local t = -1
     if transport ~= nil then t = transport_ids[transport] end

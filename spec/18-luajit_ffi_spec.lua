@@ -133,6 +133,29 @@ describe_or_pending("the FFI path under LuaJIT", function()
     assert.equal("true\t400\t400\ttrue\n", out)
   end)
 
+  -- A result with a metatable takes the method's path: its metamethods run while the step is pinned, as they do
+  -- there (a metamethod that finishes the step is refused as busy, whichever path the flow took).
+  it("reads a result with metamethods as the method does, the step pinned", function()
+    local out = h.clean_exit(run([[
+      local p = assert(rf.load("examples/service.lock.json"))
+      local function hostile(step)
+        return setmetatable({}, { __index = function(_, k)
+          if k == "status" then step:finish("success", 1, 1) end
+          return k == "status" and 503 or nil
+        end })
+      end
+      local messages = {}
+      for i, after in ipairs({ core.ffi_step_after, function(s, ...) return s:after(...) end }) do
+        local step = core.step(p, { method = "GET", path = "/v1/jobs/7" }, { rng = rf.rng(1) }, 0)
+        step:begin(0)
+        local ok, err = pcall(after, step, hostile(step), 5, 784111777000)
+        messages[i] = tostring(ok) .. " " .. tostring(err):gsub("^[^:]*:%d+: ", "")
+      end
+      print(messages[1] == messages[2], messages[1])
+    ]]))
+    assert.equal("true\tfalse rf.flow: step is busy (called from its own on_attempt hook)\n", out)
+  end)
+
   it("keeps the policy alive while a decider uses it, and refuses once the decider was finalized by hand", function()
     local out = h.clean_exit(run([[
       local decide
