@@ -2,7 +2,8 @@
  * The binding's FFI path under LuaJIT (docs/lua.md, "LuaJIT: the FFI path"). Every classic Lua C API call ends a
  * LuaJIT trace, and costs about twice what it costs on Lua 5.4; a call through LuaJIT's FFI is compiled into the
  * trace. So under LuaJIT, policy:decider returns a Lua closure (bindings/lua_ffi.lua, embedded here) that decides each
- * attempt with one FFI call, with the classic closure as its slow path (errors, a closed decider).
+ * attempt with one FFI call, with the classic closure as its slow path (errors, a closed decider), and rf.flow makes
+ * its step:begin and step:after (without a hook) through the FFI, with the methods as theirs.
  *
  * How the FFI reaches the engine: through an ABI table, a read-only struct of function pointers with its size and
  * version, whose address the module hands to its own Lua half, never through a symbol. The module exports only
@@ -134,8 +135,9 @@ static bool ffi_refused(void) {
     return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
 }
 
-/* Runs the Lua half with the module table at module; holds the wrap function it returns in the binding's state.
- * Returns whether the path is on. An error of the Lua half is raised: it is a bug, never an expected state. */
+/* Runs the Lua half with the module table at module: holds its decider wrap in the binding's state (rfl_ffi_decider)
+ * and sets core.ffi_step_begin and core.ffi_step_after (rf.flow's, io_flow.lua). Returns whether the path is on (false:
+ * no FFI in this Lua). An error of the Lua half is raised: it is a bug, never an expected state. */
 static bool install(lua_State *L, int module) {
     if (luaL_loadbuffer(L, (const char *)rfl_ffi_chunk, sizeof rfl_ffi_chunk - 1, "=retryfreeze.ffi") != 0)
         lua_error(L);
@@ -155,7 +157,7 @@ static bool install(lua_State *L, int module) {
     }
     int made = lua_gettop(L); /* {decider = wrap, step_begin = f, step_after = f} */
     lua_getfield(L, made, "decider");
-    if (lua_type(L, -1) != LUA_TFUNCTION) return luaL_error(L, "retryfreeze.ffi: no decider wrap"), false;
+    if (lua_type(L, -1) != LUA_TFUNCTION) luaL_error(L, "retryfreeze.ffi: the Lua half made no decider");
     rfl_hold(L, rfl_state_get(L), RFL_STATE_FFI);
     lua_getfield(L, made, "step_begin");
     lua_setfield(L, module, "ffi_step_begin");
