@@ -1,0 +1,108 @@
+-- retryfreeze replay against live runs: a soak recorded under lock A against the project's fault-injecting upstream
+-- (which draws each try's fault from the request's identity and the try's number, so the same seed gives every
+-- request the same answers), replayed under B, then B run live with the same seed. For a B that stops at or before
+-- A's tries, the prediction must equal the live run.
+local h = require "spec.helper"
+local json = require "retryfreeze.json"
+
+local FAULTS = "503=0.3,429=0.1,500=0.05,reset=0.05"
+local BACKOFF = '"backoff":{"baseMs":1,"maxMs":5,"jitter":"full"}'
+
+-- A lock of one route GET /x/{i} with these fields (a per-try timeout of 2 s unless they give one).
+local function lock(fields)
+  if not fields:find("perAttemptTimeoutMs", 1, true) then fields = '"perAttemptTimeoutMs":2000,' .. fields end
+  return h.temp_file('{"endpoint":"GET /x/{i}",' .. fields .. "}")
+end
+
+local function soak(lock_path, seed, ledger, faults, requests, concurrency)
+  local out, err, code = h.run_cli("soak", lock_path, "--requests", tostring(requests or 300), "--concurrency",
+    tostring(concurrency or 16), "--faults", faults or FAULTS, "--seed", tostring(seed), "--ledger", ledger,
+    "--min-successes", "1000000", "--min-requests", "1000000")
+  assert(code == 0 or code == 1, "soak failed: " .. tostring(out) .. tostring(err))
+end
+
+local function stats_json(ledger)
+  local out, err, code = h.run_cli("stats", ledger, "--json")
+  assert.equal(0, code, err)
+  return json.decode(out)
+end
+
+local function replay_json(ledger, lock_path, ...)
+  local out, err, code = h.run_cli("replay", ledger, "--lock", lock_path, "--json", ...)
+  assert.equal(0, code, err)
+  return json.decode(out)
+end
+
+-- The figures a narrower candidate must predict exactly.
+local function exact_part(s)
+  return { requests = s.requests, successes = s.successes, attempts = s.attempts, terminal = s.terminal,
+    retried_successes = s.retried_successes, reasons = s.reasons, by_attempts = s.by_attempts }
+end
+
+describe("retryfreeze replay: a narrower candidate equals its live run", function()
+  local files = {}
+  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
+  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+
+  local A = '"maxAttempts":5,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429","HTTP_500","CONNECT_RESET"],'
+    .. BACKOFF
+  local pairs_ = {
+    { "fewer attempts", '"maxAttempts":2,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429","HTTP_500",'
+      .. '"CONNECT_RESET"],' .. BACKOFF },
+    { "fewer retryable classes", '"maxAttempts":5,"totalBudgetMs":20000,"retryable":["HTTP_503","CONNECT_RESET"],'
+      .. BACKOFF },
+    { "both, and a class limit", '"maxAttempts":3,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],'
+      .. '"classLimits":{"HTTP_429":1},' .. BACKOFF },
+    { "no retries", '"maxAttempts":1,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF },
+  }
+  for _, seed in ipairs({ 7, 23 }) do
+    for _, pair in ipairs(pairs_) do
+      it(pair[1] .. ", seed " .. seed, function()
+        local a, b = lock(A), lock(pair[2])
+        files[#files + 1], files[#files + 2] = a, b
+        local recorded, live = tmp(), tmp()
+        soak(a, seed, recorded)
+        local predicted = replay_json(recorded, b, "--seed", tostring(seed))
+        soak(b, seed, live)
+        local s = stats_json(live)
+        assert.same(exact_part(s), exact_part(predicted.predicted))
+        assert.same(exact_part(s.by_route["GET /x/{i}"]), exact_part(predicted.predicted.by_route["GET /x/{i}"]))
+        assert.equal(s.requests, predicted.predicted.exact)
+        assert.equal(0, predicted.predicted.modelled)
+        -- and the record is what stats says of it
+        assert.same(exact_part(stats_json(recorded)), exact_part(predicted.recorded))
+        assert.equal(s.attempts - predicted.recorded.attempts, predicted.predicted.extra_attempts)
+      end)
+    end
+  end
+
+  it("a shorter total budget that a Retry-After now exceeds", function()
+    local faults = "503=0.3,ra=1"
+    local a = lock('"maxAttempts":3,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
+    local b = lock('"perAttemptTimeoutMs":500,"maxAttempts":3,"totalBudgetMs":800,"retryable":["HTTP_503"],' .. BACKOFF)
+    files[#files + 1], files[#files + 2] = a, b
+    local recorded, live = tmp(), tmp()
+    soak(a, 5, recorded, faults, 120, 64)
+    local predicted = replay_json(recorded, b, "--seed", "5")
+    soak(b, 5, live, faults, 120, 64)
+    local s = stats_json(live)
+    assert.same(exact_part(s), exact_part(predicted.predicted))
+    assert.is_true(predicted.predicted.deadline_cut > 0)
+    assert.equal(predicted.predicted.deadline_cut, s.reasons["retry-after-exceeds-budget"])
+  end)
+
+  it("a retry budget the record ran without (one flow at a time: the budget sees the record's order)", function()
+    local a = lock('"maxAttempts":4,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF)
+    local b = lock('"maxAttempts":4,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF
+      .. ',"retryBudget":{"maxTokens":10,"tokenRatio":0.1}')
+    files[#files + 1], files[#files + 2] = a, b
+    local recorded, live = tmp(), tmp()
+    soak(a, 9, recorded, "503=0.4,429=0.1", 200, 1)
+    local predicted = replay_json(recorded, b, "--seed", "9")
+    soak(b, 9, live, "503=0.4,429=0.1", 200, 1)
+    local s = stats_json(live)
+    assert.is_true((s.reasons["retry-throttled"] or 0) > 0, "the budget throttled in the live run")
+    assert.same(exact_part(s), exact_part(predicted.predicted))
+    assert.equal(s.reasons["retry-throttled"], predicted.predicted.throttled)
+  end)
+end)
