@@ -352,6 +352,37 @@ static void test_a_wider_candidate_draws_from_the_record(void **state) {
     rf_policy_free(p);
 }
 
+/* Many requests waiting for their drawn tries at once: the queue of waiting requests grows (and, with a small
+ * `pending`, wraps around, drawing the oldest first), and each waiting request keeps reading its own method and path
+ * (a copy that must move with it): every one is predicted on its route, none as no-route. */
+static void test_many_requests_wait(void **state) {
+    (void)state;
+    rf_policy *p = lock("\"maxAttempts\":4,\"retryable\":[\"HTTP_503\"]");
+    static const uint32_t pendings[] = {0, 7};
+    for (size_t k = 0; k < sizeof pendings / sizeof pendings[0]; k++) {
+        rf_replay_options o = {.seed = 3, .pending = pendings[k], .replicates = 4};
+        rf_replay *r = replay_of(p, &o);
+        int64_t ts = T0;
+        for (int i = 0; i < 400; i++) {
+            rf_ledger_record a = i % 2 ? retried(ts += 100) : exhausted(ts += 100);
+            add(r, &a);
+        }
+        finish(r);
+        rf_replay_info info;
+        rf_replay_summary(r, &info);
+        /* With 7 waiting at most, the first are drawn before the pools hold 30 tries: those end as recorded. */
+        assert_int_equal(info.modelled + info.unmodelled, 200);
+        assert_true(pendings[k] == 0 ? info.unmodelled == 0 : info.unmodelled > 0);
+        assert_int_equal(info.no_route, 0);
+        assert_int_equal(ended(rf_replay_predicted(r), "refused", "no-route"), 0);
+        rf_tally_figures got = whole(rf_replay_predicted(r));
+        assert_int_equal(got.requests, 400);
+        assert_true(got.successes > 200 && got.successes <= 400);
+        rf_replay_free(r);
+    }
+    rf_policy_free(p);
+}
+
 /* The retry budget, fed in record order: gRPC A6 with 4 tokens, 1 per retryable failure, 0.5 back per success; a
  * retry is throttled at 2 tokens or fewer. */
 static void test_the_retry_budget_throttles(void **state) {
@@ -473,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_per_try_timeouts),
         cmocka_unit_test(test_no_route_and_harness),
         cmocka_unit_test(test_a_wider_candidate_draws_from_the_record),
+        cmocka_unit_test(test_many_requests_wait),
         cmocka_unit_test(test_the_retry_budget_throttles),
         cmocka_unit_test(test_older_lines_say_what_they_lack),
         cmocka_unit_test(test_read_a_file),

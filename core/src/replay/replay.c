@@ -352,6 +352,14 @@ static void draw_pending(rf_replay *r, pending *e) {
     r->tokens_milli = saved;
 }
 
+/* Points e's walk at e's own copies of its strings: an entry holds pointers into itself, so every move of one
+ * (the queue's growth) must call this. */
+static void rebind(pending *e) {
+    e->w.method = e->method;
+    e->w.path = e->path;
+    if (e->w.host != NULL) e->w.host = e->host;
+}
+
 /* Puts w aside until its tries can be drawn (the oldest waiting request is drawn first when the queue is full). */
 static void put_aside(rf_replay *r, const rfi_replay_walk *w) {
     if (r->queue_n == r->o.pending) {
@@ -368,7 +376,10 @@ static void put_aside(rf_replay *r, const rfi_replay_walk *w) {
             r->incomplete = true;
             return;
         }
-        for (size_t i = 0; i < r->queue_n; i++) more[i] = r->queue[(r->queue_head + i) % r->queue_cap];
+        for (size_t i = 0; i < r->queue_n; i++) {
+            more[i] = r->queue[(r->queue_head + i) % r->queue_cap];
+            rebind(&more[i]);
+        }
         free(r->queue);
         r->queue = more;
         r->queue_cap = cap;
@@ -379,14 +390,10 @@ static void put_aside(rf_replay *r, const rfi_replay_walk *w) {
     memcpy(e->w.text, w->text, w->text_used);
     snprintf(e->method, sizeof e->method, "%.*s", (int)w->method_len, w->method);
     snprintf(e->path, sizeof e->path, "%.*s", (int)w->path_len, w->path);
-    e->w.method = e->method;
     e->w.method_len = strlen(e->method);
-    e->w.path = e->path;
     e->w.path_len = strlen(e->path);
-    if (w->host != NULL) {
-        snprintf(e->host, sizeof e->host, "%s", w->host);
-        e->w.host = e->host;
-    }
+    if (w->host != NULL) snprintf(e->host, sizeof e->host, "%s", w->host);
+    rebind(e);
     e->w.tokens_milli = r->tokens_milli;
 }
 
