@@ -8,10 +8,11 @@ local json = require "retryfreeze.json"
 local FAULTS = "503=0.3,429=0.1,500=0.05,reset=0.05"
 local BACKOFF = '"backoff":{"baseMs":1,"maxMs":5,"jitter":"full"}'
 
--- A lock of one route GET /x/{i} with these fields (a per-try timeout of 2 s unless they give one).
+-- A lock of one route with these fields (GET /x/{i} and a per-try timeout of 2 s unless they give others).
 local function lock(fields)
   if not fields:find("perAttemptTimeoutMs", 1, true) then fields = '"perAttemptTimeoutMs":2000,' .. fields end
-  return h.temp_file('{"endpoint":"GET /x/{i}",' .. fields .. "}")
+  if not fields:find('"endpoint"', 1, true) then fields = '"endpoint":"GET /x/{i}",' .. fields end
+  return h.temp_file("{" .. fields .. "}")
 end
 
 local function soak(lock_path, seed, ledger, faults, requests, concurrency)
@@ -154,4 +155,74 @@ describe("retryfreeze replay: a wider candidate is modelled within 0.02 of its l
       end)
     end
   end
+end)
+
+describe("retryfreeze replay: bad input says what it is", function()
+  local files = {}
+  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
+  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+  local a_fields = '"maxAttempts":3,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF
+  local recorded, recorded2, a, a2
+  setup(function()
+    a, a2 = lock(a_fields), lock('"maxAttempts":2,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
+    files[#files + 1], files[#files + 2] = a, a2
+    recorded, recorded2 = tmp(), tmp()
+    soak(a, 4, recorded, "503=0.3,429=0.1", 100)
+    soak(a2, 4, recorded2, "503=0.3,429=0.1", 50)
+  end)
+
+  it("names each lock of a ledger that mixes them, with its requests", function()
+    local both = h.temp_file(h.read_file(recorded) .. h.read_file(recorded2))
+    files[#files + 1] = both
+    local r = replay_json(both, a)
+    local digest_a = assert(require("retryfreeze").load(a)).digest
+    local digest_a2 = assert(require("retryfreeze").load(a2)).digest
+    assert.same({ { digest = digest_a, requests = 100 }, { digest = digest_a2, requests = 50 } }, r.locks)
+    assert.matches("the ledgers mix 2 locks: " .. digest_a .. " (100), " .. digest_a2 .. " (50)", r.notes[1], 1, true)
+    local text = h.run_cli("replay", both, "--lock", a)
+    assert.matches("note: the ledgers mix 2 locks", text, 1, true)
+  end)
+
+  it("counts requests the candidate routes nowhere as no-route, with no attempt", function()
+    local elsewhere = lock('"endpoint":"GET /y/{i}",' .. a_fields)
+    files[#files + 1] = elsewhere
+    local r = replay_json(recorded, elsewhere)
+    assert.same({ 100, 0, 0, 100 }, { r.predicted.requests, r.predicted.attempts, r.predicted.successes,
+      r.predicted.no_route })
+    assert.same({ ["no-route"] = 100 }, r.predicted.reasons)
+    assert.equal(100, r.predicted.by_route[""].requests)
+    assert.matches("100 requests the candidate routes nowhere: predicted as refused (no-route)", table.concat(r.notes,
+      "\n"), 1, true)
+  end)
+
+  it("treats torn and corrupt lines as stats does", function()
+    local text = h.read_file(recorded)
+    local first_nl = text:find("\n", 1, true)
+    local torn = h.temp_file(text .. '{"ts":"2026-12-02T01:27:01.256Z","route":"GET /x')
+    local corrupt = h.temp_file(text:sub(1, first_nl) .. '{"ts": 12}\n' .. text:sub(first_nl + 1))
+    files[#files + 1], files[#files + 2] = torn, corrupt
+    local s, r = stats_json(torn), replay_json(torn, a)
+    assert.same({ s.torn, s.torn_lines, s.requests }, { r.torn, r.torn_lines, r.recorded.requests })
+    assert.equal(1, r.torn_lines)
+    assert.equal(100, r.predicted.requests)
+    local out, err, code = h.run_cli("replay", corrupt, "--lock", a)
+    local _, serr, scode = h.run_cli("stats", corrupt)
+    assert.same({ 2, "" }, { code, out })
+    assert.equal(scode, code)
+    assert.matches(corrupt .. ":2: corrupt ledger line", err, 1, true)
+    assert.equal(serr:gsub("retryfreeze stats", "retryfreeze replay"), err)
+    r = replay_json(corrupt, a, "--skip-corrupt")
+    assert.same({ 1, 100, 100 }, { r.corrupt_lines, r.recorded.requests, r.predicted.requests })
+  end)
+
+  it("counts the seed harness's lines as recorded only and says which figures it cannot predict", function()
+    local harness = h.temp_file('{"key": "k1", "attempts": 2, "elapsed_s": 0.41, "last": {"status": 200, '
+      .. '"body_len": 12, "verdict": "unknown"}, "ok": true}\n' .. h.read_file(recorded))
+    files[#files + 1] = harness
+    local r = replay_json(harness, a)
+    assert.same({ 101, 100, 1 }, { r.recorded.requests, r.predicted.requests, r.predicted.harness })
+    assert.matches("1 seed-harness line (no method, path or tries): counted as recorded only; no figure of theirs "
+      .. "can be predicted", table.concat(r.notes, "\n"), 1, true)
+    assert.is_nil(r.predicted.by_route["(seed harness)"])
+  end)
 end)
