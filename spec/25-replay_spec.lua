@@ -226,3 +226,61 @@ describe("retryfreeze replay: bad input says what it is", function()
     assert.is_nil(r.predicted.by_route["(seed harness)"])
   end)
 end)
+
+describe("assert.replay and retryfreeze gate --replay", function()
+  require "retryfreeze.spec"
+  local rf = require "retryfreeze"
+  local files = {}
+  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
+  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+  local recorded, narrow, wide
+  setup(function()
+    narrow = lock('"maxAttempts":2,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
+    wide = lock('"maxAttempts":5,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF)
+    files[#files + 1], files[#files + 2] = narrow, wide
+    recorded = tmp()
+    soak(narrow, 6, recorded, "503=0.4,429=0.2", 400, 32)
+  end)
+
+  it("passes and fails on the predicted figures, as gate --replay judges them", function()
+    local n, w = assert(rf.load(narrow)), assert(rf.load(wide))
+    local pn = assert(rf.replay(recorded, n, { seed = 1 })).predicted
+    local pw = assert(rf.replay(recorded, w, { seed = 1 })).predicted
+    assert.is_true(pw.attempts_per_success > pn.attempts_per_success + 0.2)
+    local limit = (pn.attempts_per_success + pw.attempts_per_success) / 2
+    limit = math.floor(limit * 1000) / 1000
+    assert.replay(recorded, n, { max_attempts_per_success = limit })
+    assert.is_not.replay(recorded, w, { max_attempts_per_success = limit })
+    local ok, err = pcall(assert.replay, recorded, w, { max_attempts_per_success = limit }, "the widening")
+    assert.is_false(ok)
+    assert.matches("the widening", tostring(err), 1, true)
+    assert.matches("breach: attempts/success", tostring(err), 1, true)
+    assert.matches("too few samples: GET /x/{i} after HTTP_429", tostring(err), 1, true)
+    -- the same judgement from the command line
+    local out, _, code = h.run_cli("gate", "--replay", recorded, "--lock", wide, "--seed", "1",
+      "--max-attempts-per-success", tostring(limit))
+    assert.equal(1, code)
+    assert.matches("^predicted: retried%-success=", out)
+    assert.matches("breach: attempts/success", out, 1, true)
+    out, _, code = h.run_cli("gate", "--replay", recorded, "--lock", narrow, "--seed", "1",
+      "--max-attempts-per-success", tostring(limit))
+    assert.equal(0, code, out)
+    -- without --replay the ledger itself is judged: what narrow recorded
+    local _, _, plain = h.run_cli("gate", recorded, "--max-attempts-per-success", tostring(limit))
+    assert.equal(0, plain)
+  end)
+
+  it("refuses misuse: not a policy, unknown thresholds, an unreadable ledger, --replay without --lock", function()
+    local w = assert(rf.load(wide))
+    assert.has_error(function() assert.replay(recorded, "x", {}) end,
+      "bad argument #2 to 'replay' (policy expected, got string)")
+    assert.has_error(function() assert.replay(recorded, w, { max_attempt_per_success = 1 }) end,
+      "bad argument #3 to 'replay' (unknown threshold 'max_attempt_per_success')")
+    local ok, err = pcall(assert.replay, "/nonexistent/ledger.jsonl", w, {})
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'replay' (cannot open ledger /nonexistent/ledger.jsonl", tostring(err), 1, true)
+    local _, gerr, code = h.run_cli("gate", "--replay", recorded)
+    assert.equal(2, code)
+    assert.matches("--replay needs --lock", gerr, 1, true)
+  end)
+end)
