@@ -15,6 +15,7 @@
 
 #include "retryfreeze/replay.h"
 
+#include <stddef.h>
 #include <string.h>
 
 typedef struct lreplay {
@@ -49,10 +50,10 @@ static lua_Integer int_option(lua_State *L, int idx, const char *k, lua_Integer 
 /* Pushes the interval of one scope (scope NULL: the whole) as {ratio_lo, ratio_hi…, modelled}. */
 static void push_interval(lua_State *L, const rf_replay_interval *iv) {
     lua_createtable(L, 0, 13);
-#define RF_X_BOUND(name, num, den)          \
-    lua_pushnumber(L, iv->name##_lo);       \
-    lua_setfield(L, -2, #name "_lo");       \
-    lua_pushnumber(L, iv->name##_hi);       \
+#define RF_X_BOUND(name, num, den)    \
+    lua_pushnumber(L, iv->name##_lo); \
+    lua_setfield(L, -2, #name "_lo"); \
+    lua_pushnumber(L, iv->name##_hi); \
     lua_setfield(L, -2, #name "_hi");
     RF_TALLY_RATIOS(RF_X_BOUND)
 #undef RF_X_BOUND
@@ -60,13 +61,27 @@ static void push_interval(lua_State *L, const rf_replay_interval *iv) {
     lua_setfield(L, -2, "modelled");
 }
 
+/* The counts of rf_replay_info, by the names its fields have. */
+#define INFO_COUNT(name) \
+    { #name, offsetof(rf_replay_info, name) }
+static const struct {
+    const char *name;
+    size_t at;
+} INFO_COUNTS[] = {INFO_COUNT(records),        INFO_COUNT(harness),          INFO_COUNT(no_route),
+                   INFO_COUNT(exact),          INFO_COUNT(modelled),         INFO_COUNT(unmodelled),
+                   INFO_COUNT(modelled_tries), INFO_COUNT(assumed_timeouts), INFO_COUNT(timeouts_cut),
+                   INFO_COUNT(deadline_cut),   INFO_COUNT(throttled),        INFO_COUNT(sooner),
+                   INFO_COUNT(overlapping),    INFO_COUNT(older_records),    INFO_COUNT(older_timeouts),
+                   INFO_COUNT(older_waits),    INFO_COUNT(older_dates),      INFO_COUNT(older_tls)};
+#undef INFO_COUNT
+
 static void push_info(lua_State *L, const rf_replay_info *i) {
     lua_createtable(L, 0, 24);
-#define SET(name) rfl_set_int(L, #name, i->name);
-    SET(records) SET(harness) SET(no_route) SET(exact) SET(modelled) SET(unmodelled) SET(modelled_tries)
-    SET(assumed_timeouts) SET(timeouts_cut) SET(deadline_cut) SET(throttled) SET(sooner) SET(overlapping)
-    SET(older_records) SET(older_timeouts) SET(older_waits) SET(older_dates) SET(older_tls)
-#undef SET
+    for (size_t k = 0; k < sizeof INFO_COUNTS / sizeof INFO_COUNTS[0]; k++) {
+        int64_t n;
+        memcpy(&n, (const char *)i + INFO_COUNTS[k].at, sizeof n);
+        rfl_set_int(L, INFO_COUNTS[k].name, n);
+    }
     rfl_set_int(L, "min_samples", i->min_samples);
     rfl_set_int(L, "replicates", i->replicates);
     rfl_set_int(L, "seed", (int64_t)i->seed);

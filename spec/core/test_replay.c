@@ -395,7 +395,8 @@ static void test_the_retry_budget_throttles(void **state) {
     rf_error err;
     assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_OK);
     rf_replay *r = replay_of(p, NULL);
-    /* tokens: 4 → 503: 3 (retry) → 200: 3.5 → 503: 2.5 (retry) → 200: 3 → 503: 2 (throttled, stop) → 503: 1 (throttled) */
+    /* tokens: 4 → 503: 3 (retry) → 200: 3.5 → 503: 2.5 (retry) → 200: 3 → 503: 2 (throttled, stop) → 503: 1 (throttled)
+     */
     for (int i = 0; i < 4; i++) {
         rf_ledger_record a = retried(T0 + 100 * i);
         add(r, &a);

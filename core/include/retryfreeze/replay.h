@@ -37,41 +37,41 @@ extern "C" {
 
 /* What a new replay does. Zeroed: seed 0, by route, the defaults above. */
 typedef struct rf_replay_options {
-    uint64_t seed;         /* the candidate's jitter and the model's draws: the same seed, the same prediction */
-    rf_tally_group group;  /* the scopes of both tallies: by route or by host */
-    uint32_t min_samples;  /* 0: RF_REPLAY_MIN_SAMPLES; else 1..1000000 */
-    uint32_t replicates;   /* 0: RF_REPLAY_REPLICATES; else 2..RF_REPLAY_MAX_REPLICATES */
-    uint32_t pending;      /* 0: RF_REPLAY_PENDING; else 1..RF_REPLAY_MAX_PENDING */
+    uint64_t seed;        /* the candidate's jitter and the model's draws: the same seed, the same prediction */
+    rf_tally_group group; /* the scopes of both tallies: by route or by host */
+    uint32_t min_samples; /* 0: RF_REPLAY_MIN_SAMPLES; else 1..1000000 */
+    uint32_t replicates;  /* 0: RF_REPLAY_REPLICATES; else 2..RF_REPLAY_MAX_REPLICATES */
+    uint32_t pending;     /* 0: RF_REPLAY_PENDING; else 1..RF_REPLAY_MAX_PENDING */
 } rf_replay_options;
 
 /* What a replay found, over every record fed. Requests are counted once each, by how they were predicted. */
 typedef struct rf_replay_info {
-    int64_t records;    /* records fed */
-    int64_t harness;    /* seed-harness records (no method, path or tries): in the recorded figures only */
-    int64_t no_route;   /* requests the candidate routes nowhere: predicted as refused (no-route), no attempt */
-    int64_t exact;      /* requests the record decides alone (the candidate stops at or before its last try) */
-    int64_t modelled;   /* requests with tries the record never made, drawn from its other requests */
-    int64_t unmodelled; /* requests whose needed tries no pool could give (rf_replay_gap): their remaining tries are
-                           not predicted, and they end as recorded */
-    int64_t modelled_tries;   /* tries drawn */
+    int64_t records;        /* records fed */
+    int64_t harness;        /* seed-harness records (no method, path or tries): in the recorded figures only */
+    int64_t no_route;       /* requests the candidate routes nowhere: predicted as refused (no-route), no attempt */
+    int64_t exact;          /* requests the record decides alone (the candidate stops at or before its last try) */
+    int64_t modelled;       /* requests with tries the record never made, drawn from its other requests */
+    int64_t unmodelled;     /* requests whose needed tries no pool could give (rf_replay_gap): their remaining tries are
+                               not predicted, and they end as recorded */
+    int64_t modelled_tries; /* tries drawn */
     int64_t assumed_timeouts; /* recorded tries that timed out at a per-try timeout shorter than the candidate's: the
                                  record cannot say when the upstream would have answered, so they are assumed to time
                                  out again, at the candidate's (their requests count as modelled) */
     int64_t timeouts_cut;     /* recorded tries that ran longer than the candidate's per-try timeout: a TIMEOUT at it */
-    int64_t deadline_cut;     /* requests the candidate's deadline (or a wait beyond it) stopped before the record did */
-    int64_t throttled;        /* requests the candidate's retry budget stopped (retry-throttled) */
-    int64_t sooner;           /* retries the candidate sends sooner than the record did (the upstream's answer to
-                                 them is assumed unchanged) */
-    int64_t overlapping; /* requests that started before an earlier-recorded one ended: the retry budget sees
-                            requests in the order they were recorded, not their tries interleaved */
+    int64_t deadline_cut; /* requests the candidate's deadline (or a wait beyond it) stopped before the record did */
+    int64_t throttled;    /* requests the candidate's retry budget stopped (retry-throttled) */
+    int64_t sooner;       /* retries the candidate sends sooner than the record did (the upstream's answer to
+                             them is assumed unchanged) */
+    int64_t overlapping;  /* requests that started before an earlier-recorded one ended: the retry budget sees
+                             requests in the order they were recorded, not their tries interleaved */
     /* What older lines (without the replay facts of retryfreeze/ledger.h) could not support: */
     int64_t older_records;  /* requests with tries but no replay facts */
     int64_t older_timeouts; /* their TIMEOUT tries: the per-try timeout they ran under taken as their duration */
-    int64_t older_waits; /* their tries on a candidate route that reads a wait header other than the one recorded:
-                            the response's other wait headers are unknown, taken as absent */
-    int64_t older_dates; /* their tries whose wait header is a date (no Date recorded): read against the try's end */
-    int64_t older_tls;   /* their TLS_FAILURE tries (whether the request left is unknown): taken as sent */
-    bool budget;         /* the candidate has a retryBudget */
+    int64_t older_waits;    /* their tries on a candidate route that reads a wait header other than the one recorded:
+                               the response's other wait headers are unknown, taken as absent */
+    int64_t older_dates;    /* their tries whose wait header is a date (no Date recorded): read against the try's end */
+    int64_t older_tls;      /* their TLS_FAILURE tries (whether the request left is unknown): taken as sent */
+    bool budget;            /* the candidate has a retryBudget */
     uint32_t min_samples, replicates;
     uint64_t seed;
     bool finished; /* rf_replay_finish ran */
@@ -132,8 +132,7 @@ RF_API rf_status rf_replay_add(rf_replay *r, const rf_ledger_record *rec, rf_err
  * errors are the reader's (RF_EINVAL, RF_EIO, RF_ENOMEM naming the file). file may be NULL. After an error, discard
  * the replay. Memory: the reader's window, whatever the file's length.
  */
-RF_API rf_status rf_replay_read(rf_replay *r, const char *path, bool skip_corrupt, rf_tally_file *file,
-                                rf_error *err);
+RF_API rf_status rf_replay_read(rf_replay *r, const char *path, bool skip_corrupt, rf_tally_file *file, rf_error *err);
 
 /* Draws the tries of every request still waiting, and ends feeding (rf_replay_add then refuses). RF_ENOMEM. A second
  * call does nothing. */

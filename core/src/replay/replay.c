@@ -42,13 +42,13 @@ struct rf_replay {
     rf_ledger_tally *recorded, *predicted;
     rfi_replay_route *routes;
     size_t n_routes;
-    rf_retry_budget *budget;           /* the candidate's retryBudget, its bucket in tokens_milli; NULL without */
-    int64_t tokens_milli, max_milli;   /* the bucket (the budget's store: replay_store_add) */
-    rf_rng jitter, draws;              /* the prediction's backoff jitter, and its draws from the pools */
-    rf_rng *replicate_rng;             /* one per replicate: its jitter and its draws */
+    rf_retry_budget *budget;         /* the candidate's retryBudget, its bucket in tokens_milli; NULL without */
+    int64_t tokens_milli, max_milli; /* the bucket (the budget's store: replay_store_add) */
+    rf_rng jitter, draws;            /* the prediction's backoff jitter, and its draws from the pools */
+    rf_rng *replicate_rng;           /* one per replicate: its jitter and its draws */
     rfi_replay_pools *pools;
     rfi_replay_spread *spread;
-    pending *queue;                    /* a ring: n waiting from head */
+    pending *queue; /* a ring: n waiting from head */
     size_t queue_cap, queue_head, queue_n;
     gap *gaps;
     size_t n_gaps, cap_gaps;
@@ -219,7 +219,9 @@ static void emit(rf_replay *r, const rfi_replay_walk *w) {
     const rf_outcome outcome = rfi_replay_walk_outcome(w);
     const rf_reason reason = w->unmodelled ? (rf_reason)w->rec_reason : (rf_reason)w->stop;
     int64_t ts = w->start_wall_ms + w->clock_ms;
-    rf_ledger_record rec = {.ts_ms = ts < 0 ? 0 : ts > RFI_LEDGER_TS_MAX_MS ? RFI_LEDGER_TS_MAX_MS : ts,
+    rf_ledger_record rec = {.ts_ms = ts < 0                      ? 0
+                                     : ts > RFI_LEDGER_TS_MAX_MS ? RFI_LEDGER_TS_MAX_MS
+                                                                 : ts,
                             .route = r->routes[w->route].endpoint,
                             .method = w->method,
                             .path = w->path,
@@ -235,15 +237,15 @@ static void emit(rf_replay *r, const rfi_replay_walk *w) {
                             .host = w->host};
     for (size_t i = 0; i < w->n; i++) {
         const rfi_replay_try *t = &w->tries[i];
-        rec.tries[i] = (rf_ledger_try){
-            .class_name = r->class_names[t->class_id],
-            .status = t->status,
-            .elapsed_ms = t->elapsed_ms,
-            .delay_ms = t->delay_ms,
-            .reason = rf_reason_name((rf_reason)t->reason),
-            .retry_after = t->ra_at ? w->text + t->ra_at - 1 : NULL,
-            .retry_after_header = t->ra_at ? rf_wait_header_name((rf_wait_header)t->ra_header) : NULL,
-            .timeout_ms = t->timeout_ms};
+        rec.tries[i] =
+            (rf_ledger_try){.class_name = r->class_names[t->class_id],
+                            .status = t->status,
+                            .elapsed_ms = t->elapsed_ms,
+                            .delay_ms = t->delay_ms,
+                            .reason = rf_reason_name((rf_reason)t->reason),
+                            .retry_after = t->ra_at ? w->text + t->ra_at - 1 : NULL,
+                            .retry_after_header = t->ra_at ? rf_wait_header_name((rf_wait_header)t->ra_header) : NULL,
+                            .timeout_ms = t->timeout_ms};
     }
     if (!rfi_ledger_tally_record(r->predicted, &rec, w->host)) r->incomplete = true;
     rf_replay_info *info = &r->info;
@@ -530,7 +532,8 @@ rf_status rf_replay_read(rf_replay *r, const char *path, bool skip_corrupt, rf_t
     if (file == NULL) file = &local;
     memset(file, 0, sizeof *file);
     if (r == NULL || r->info.finished) {
-        rfi_ledger_error(err, "r", 0, 0, r ? "the replay is finished: rf_replay_finish ended its feeding" : "r is NULL");
+        rfi_ledger_error(err, "r", 0, 0,
+                         r ? "the replay is finished: rf_replay_finish ended its feeding" : "r is NULL");
         return RF_EINVAL;
     }
     rf_ledger_reader *reader;
@@ -583,7 +586,8 @@ rf_status rf_replay_finish(rf_replay *r, rf_error *err) {
     return incomplete(r, err);
 }
 
-/* ---- reading ------------------------------------------------------------------------------------------------------ */
+/* ---- reading ------------------------------------------------------------------------------------------------------
+ */
 
 const rf_ledger_tally *rf_replay_recorded(const rf_replay *r) { return r ? r->recorded : NULL; }
 
@@ -604,7 +608,8 @@ bool rf_replay_interval_of(const rf_replay *r, const char *scope, rf_replay_inte
         rf_ledger_tally_whole(r->predicted, &s);
     } else {
         bool found = false;
-        for (size_t i = 0; !found && rf_ledger_tally_scope(r->predicted, i, &s); i++) found = strcmp(s.name, scope) == 0;
+        for (size_t i = 0; !found && rf_ledger_tally_scope(r->predicted, i, &s); i++)
+            found = strcmp(s.name, scope) == 0;
         if (!found) return false;
     }
     rfi_replay_spread_interval(r->spread, scope, &s.figures, out);

@@ -50,9 +50,9 @@ typedef struct rfi_replay_try {
     int64_t elapsed_ms, delay_ms, timeout_ms;
     uint16_t class_id;
     int16_t status;
-    uint8_t reason;    /* rf_reason */
-    int8_t ra_header;  /* the rf_wait_header of its retry_after, -1: none */
-    uint16_t ra_at;    /* 1 + the offset of its retry_after in the walk's text, 0: none */
+    uint8_t reason;   /* rf_reason */
+    int8_t ra_header; /* the rf_wait_header of its retry_after, -1: none */
+    uint16_t ra_at;   /* 1 + the offset of its retry_after in the walk's text, 0: none */
 } rfi_replay_try;
 
 /* One request's replay under the candidate: its facts, its progress, and (unless light) its predicted tries. The
@@ -72,10 +72,10 @@ typedef struct rfi_replay_walk {
     int rec_attempts, rec_status;
     int64_t rec_elapsed_ms;
     /* progress */
-    int attempts;   /* the engine's attempts (followed redirects are part of theirs) */
-    int requests;   /* tries sent */
-    int hops;       /* redirects followed in the attempt in flight */
-    bool in_hop;    /* the next try is a followed redirect's */
+    int attempts;     /* the engine's attempts (followed redirects are part of theirs) */
+    int requests;     /* tries sent */
+    int hops;         /* redirects followed in the attempt in flight */
+    bool in_hop;      /* the next try is a followed redirect's */
     int64_t clock_ms; /* the engine's elapsed_ms at the start of the next try */
     int64_t delay_ms; /* the wait before the next try */
     int64_t hop_timeout_ms;
@@ -83,10 +83,10 @@ typedef struct rfi_replay_walk {
     int last_status;
     bool last_retryable; /* the last failure's class is retryable on the route (true before any failure) */
     bool done;
-    uint8_t stop;   /* rf_reason, once done */
-    bool modelled;  /* a try was drawn or assumed */
+    uint8_t stop;  /* rf_reason, once done */
+    bool modelled; /* a try was drawn or assumed */
     bool unmodelled;
-    bool light;     /* a replicate's: no tries kept */
+    bool light;           /* a replicate's: no tries kept */
     int64_t tokens_milli; /* a waiting walk's retry budget, when it was put aside */
     /* the predicted tries */
     size_t n;
@@ -109,7 +109,7 @@ typedef struct rfi_replay_ctx {
     const rf_policy *p;
     const rfi_replay_route *routes; /* by candidate route index */
     rf_retry_budget *budget;        /* the candidate's retry budget, or NULL */
-    rf_replay_info *info;           /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
+    rf_replay_info *info; /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
 } rfi_replay_ctx;
 
 /* Starts w for rec on candidate route `route` (its strings borrowed from rec). */
@@ -117,8 +117,8 @@ void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, long
 
 /* The facts of recorded try i of rec, which ended at wall time end_wall_ms; older-line notes go to info (may be
  * NULL) as route (the candidate's) would need them. */
-void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t end_wall_ms, const rfi_replay_route *route,
-                               rf_replay_info *info, rfi_replay_facts *f);
+void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t end_wall_ms,
+                               const rfi_replay_route *route, rf_replay_info *info, rfi_replay_facts *f);
 
 /* One more try of w, whose facts (as recorded or drawn, before the candidate's per-try timeout) are f: rf_budget (or
  * a followed redirect's timeout), the timeout applied, rf_decide_on_route or rf_redirect_verdict, the verdict kept.

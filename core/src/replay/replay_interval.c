@@ -122,7 +122,7 @@ static double clamp(double x, bool fraction) {
 void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, const rf_tally_figures *f,
                                 rf_replay_interval *out) {
     memset(out, 0, sizeof *out);
-    const counts point = {f->requests,         f->successes, f->failures,         f->terminal,
+    const counts point = {f->requests,          f->successes, f->failures,         f->terminal,
                           f->retried_successes, f->attempts,  f->success_attempts, f->retries};
     const ratios p = ratios_of(&point);
     const block *b = find(s, name);
@@ -130,8 +130,13 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
     ratios sum = {0}, sum2 = {0};
     for (uint32_t k = 0; out->modelled && k < s->k; k++) {
         const int64_t *d = b->d + (size_t)k * RFI_REPLAY_COUNTS;
-        counts c = {point.requests + d[0],          point.successes + d[1], 0, point.terminal + d[2],
-                    point.retried_successes + d[3], point.attempts + d[4], point.success_attempts + d[5],
+        counts c = {point.requests + d[0],
+                    point.successes + d[1],
+                    0,
+                    point.terminal + d[2],
+                    point.retried_successes + d[3],
+                    point.attempts + d[4],
+                    point.success_attempts + d[5],
                     point.retries + d[6]};
         c.failures = c.requests - c.successes;
         ratios r = ratios_of(&c);
@@ -140,14 +145,15 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
 #undef RF_X_SUM
     }
     const double k = (double)s->k;
-    /* the sample standard deviation over the replicates (0 without modelled requests), then the prediction ± 1.96 of it */
-#define RF_X_BOUNDS(name, num, den)                                                                                   \
-    {                                                                                                                 \
-        double var = out->modelled ? (sum2.name - sum.name * sum.name / k) / (k - 1) : 0;                             \
-        double sd = var > 0 ? sqrt(var) : 0;                                                                          \
-        bool fraction = strstr(#name, "rate") != NULL || strcmp(#name, "retried_success_ratio") == 0;                 \
-        out->name##_lo = clamp(p.name - 1.96 * sd, fraction);                                                        \
-        out->name##_hi = clamp(p.name + 1.96 * sd, fraction);                                                        \
+    /* the sample standard deviation over the replicates (0 without modelled requests), then the prediction ± 1.96 of it
+     */
+#define RF_X_BOUNDS(name, num, den)                                                                   \
+    {                                                                                                 \
+        double var = out->modelled ? (sum2.name - sum.name * sum.name / k) / (k - 1) : 0;             \
+        double sd = var > 0 ? sqrt(var) : 0;                                                          \
+        bool fraction = strstr(#name, "rate") != NULL || strcmp(#name, "retried_success_ratio") == 0; \
+        out->name##_lo = clamp(p.name - 1.96 * sd, fraction);                                         \
+        out->name##_hi = clamp(p.name + 1.96 * sd, fraction);                                         \
     }
     RF_TALLY_RATIOS(RF_X_BOUNDS)
 #undef RF_X_BOUNDS

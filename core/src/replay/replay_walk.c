@@ -68,7 +68,8 @@ void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, long
     w->has_key = rec->key != NULL;
     int64_t spent = 0;
     for (size_t i = 0; i < rec->n_tries; i++) spent += rec->tries[i].elapsed_ms + rec->tries[i].delay_ms;
-    w->overhead_ms = rec->n_tries > 0 && rec->elapsed_ms > spent ? (rec->elapsed_ms - spent) / (int64_t)rec->n_tries : 0;
+    w->overhead_ms =
+        rec->n_tries > 0 && rec->elapsed_ms > spent ? (rec->elapsed_ms - spent) / (int64_t)rec->n_tries : 0;
     w->start_wall_ms = rec->ts_ms - rec->elapsed_ms;
     w->rec_tries = (int)rec->n_tries;
     int outcome = outcome_of(rec->outcome), reason = reason_of(rec->reason);
@@ -82,8 +83,8 @@ void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, long
     w->last_retryable = true;
 }
 
-void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t end_wall_ms, const rfi_replay_route *route,
-                               rf_replay_info *info, rfi_replay_facts *f) {
+void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t end_wall_ms,
+                               const rfi_replay_route *route, rf_replay_info *info, rfi_replay_facts *f) {
     const rf_ledger_try *t = &rec->tries[i];
     *f = (rfi_replay_facts){.status = t->status,
                             .transport = transport_of_class(t->class_name),
@@ -126,7 +127,8 @@ void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t en
         }
     }
     int64_t delay;
-    if (f->wait[h] != NULL && rf_wait_header_parse(h, f->wait[h], strlen(f->wait[h]), 0, NULL, 0, &delay) == RF_RA_NO_CLOCK)
+    if (f->wait[h] != NULL &&
+        rf_wait_header_parse(h, f->wait[h], strlen(f->wait[h]), 0, NULL, 0, &delay) == RF_RA_NO_CLOCK)
         info->older_dates++; /* a valid date: read against the try's end, not the response's Date */
 }
 
