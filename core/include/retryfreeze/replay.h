@@ -32,7 +32,7 @@ extern "C" {
 /* Recorded tries a pool keeps (a uniform reservoir of all it was offered). */
 #define RF_REPLAY_POOL_SAMPLES 512
 /* Requests that wait for drawn tries until the pools have seen more of the record, by default and at most. */
-#define RF_REPLAY_PENDING 4096
+#define RF_REPLAY_PENDING 1024
 #define RF_REPLAY_MAX_PENDING 1000000
 
 /* What a new replay does. Zeroed: seed 0, by route, the defaults above. */

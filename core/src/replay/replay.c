@@ -214,27 +214,35 @@ static rfi_replay_counts counts_of(const rfi_replay_walk *w) {
     return (rfi_replay_counts){{1, ok, terminal, ok && n > 1, n, ok ? n : 0, n > 1 ? n - 1 : 0}};
 }
 
+/* Clears a predicted record's head (every field but the tries, which emit writes one by one): zeroing all
+ * RF_LEDGER_MAX_TRIES tries per request would cost more than the rest of its prediction. */
+static void clear_head(rf_ledger_record *rec) {
+    memset(rec, 0, offsetof(rf_ledger_record, tries));
+    rec->host = NULL;
+    rec->budget = NULL;
+}
+
 /* Counts w's request as predicted, and what became of it. */
 static void emit(rf_replay *r, const rfi_replay_walk *w) {
     const rf_outcome outcome = rfi_replay_walk_outcome(w);
     const rf_reason reason = w->unmodelled ? (rf_reason)w->rec_reason : (rf_reason)w->stop;
     int64_t ts = w->start_wall_ms + w->clock_ms;
-    rf_ledger_record rec = {.ts_ms = ts < 0                      ? 0
-                                     : ts > RFI_LEDGER_TS_MAX_MS ? RFI_LEDGER_TS_MAX_MS
-                                                                 : ts,
-                            .route = r->routes[w->route].endpoint,
-                            .method = w->method,
-                            .path = w->path,
-                            .key = w->has_key ? "" : NULL,
-                            .policy = rf_policy_digest(r->p),
-                            .attempts = w->requests,
-                            .elapsed_ms = w->clock_ms,
-                            .outcome = rf_outcome_name(outcome),
-                            .reason = rf_reason_name(reason),
-                            .ok = outcome == RF_OUTCOME_SUCCESS,
-                            .status = w->last_status,
-                            .n_tries = w->n,
-                            .host = w->host};
+    rf_ledger_record rec;
+    clear_head(&rec);
+    rec.ts_ms = ts < 0 ? 0 : ts > RFI_LEDGER_TS_MAX_MS ? RFI_LEDGER_TS_MAX_MS : ts;
+    rec.route = r->routes[w->route].endpoint;
+    rec.method = w->method;
+    rec.path = w->path;
+    rec.key = w->has_key ? "" : NULL;
+    rec.policy = rf_policy_digest(r->p);
+    rec.attempts = w->requests;
+    rec.elapsed_ms = w->clock_ms;
+    rec.outcome = rf_outcome_name(outcome);
+    rec.reason = rf_reason_name(reason);
+    rec.ok = outcome == RF_OUTCOME_SUCCESS;
+    rec.status = w->last_status;
+    rec.n_tries = w->n;
+    rec.host = w->host;
     for (size_t i = 0; i < w->n; i++) {
         const rfi_replay_try *t = &w->tries[i];
         rec.tries[i] =
@@ -263,15 +271,17 @@ static void emit(rf_replay *r, const rfi_replay_walk *w) {
 
 /* A request the candidate routes nowhere: refused before any attempt, as the client refuses it. */
 static void emit_no_route(rf_replay *r, const rf_ledger_record *rec) {
-    rf_ledger_record out = {.ts_ms = rec->ts_ms - rec->elapsed_ms < 0 ? 0 : rec->ts_ms - rec->elapsed_ms,
-                            .route = "",
-                            .method = rec->method,
-                            .path = rec->path,
-                            .key = rec->key,
-                            .policy = rf_policy_digest(r->p),
-                            .outcome = rf_outcome_name(RF_OUTCOME_REFUSED),
-                            .reason = rf_reason_name(RF_REASON_NO_ROUTE),
-                            .host = rec->host};
+    rf_ledger_record out;
+    clear_head(&out);
+    out.ts_ms = rec->ts_ms - rec->elapsed_ms < 0 ? 0 : rec->ts_ms - rec->elapsed_ms;
+    out.route = "";
+    out.method = rec->method;
+    out.path = rec->path;
+    out.key = rec->key;
+    out.policy = rf_policy_digest(r->p);
+    out.outcome = rf_outcome_name(RF_OUTCOME_REFUSED);
+    out.reason = rf_reason_name(RF_REASON_NO_ROUTE);
+    out.host = rec->host;
     if (!rfi_ledger_tally_record(r->predicted, &out, rec->host)) r->incomplete = true;
     r->info.no_route++;
 }
@@ -436,7 +446,7 @@ static void count_lock(rf_replay *r, const char *digest) {
 /* Whether recorded try i of rec starts an attempt of its own (not a followed redirect's hop) and is no 3xx the
  * client decided as a redirect: the tries a pool may hold. */
 static bool poolable(const rf_ledger_record *rec, size_t i, const rfi_replay_facts *f) {
-    if (i > 0 && strcmp(rec->tries[i - 1].reason, "redirect") == 0) return false;
+    if (i > 0 && rec->tries[i - 1].reason[0] == 'r' && strcmp(rec->tries[i - 1].reason, "redirect") == 0) return false;
     return f->redirect == 0;
 }
 
@@ -451,7 +461,15 @@ static void replay_record(rf_replay *r, const rf_ledger_record *rec) {
     }
     if (rec->ts_ms - rec->elapsed_ms < r->last_end_ms) info->overlapping++;
     if (rec->ts_ms > r->last_end_ms) r->last_end_ms = rec->ts_ms;
-    const long route = rf_policy_match(r->p, rec->method, strlen(rec->method), rec->path, strlen(rec->path));
+    /* rf_budget before the first attempt routes the request, as the client's first call does; a method or path it
+     * refuses is refused again before any attempt (no-route, fail closed), the route found the policy's way. */
+    const size_t method_len = strlen(rec->method), path_len = strlen(rec->path);
+    rf_attempt_budget first = {.reason = RF_REASON_NO_ROUTE};
+    rf_error refused;
+    if (rf_budget(r->p, rec->method, method_len, rec->path, path_len, 0, 0, &first, &refused) != RF_OK)
+        first = (rf_attempt_budget){.reason = RF_REASON_NO_ROUTE,
+                                    .route = rf_policy_match(r->p, rec->method, method_len, rec->path, path_len)};
+    const long route = first.route;
     if (route < 0) {
         emit_no_route(r, rec);
         return;
@@ -475,7 +493,7 @@ static void replay_record(rf_replay *r, const rf_ledger_record *rec) {
     }
     if (older) info->older_records++;
     rfi_replay_walk w;
-    rfi_replay_walk_start(&w, rec, route);
+    rfi_replay_walk_start(&w, rec, &first);
     const rfi_replay_ctx c = {.p = r->p, .routes = r->routes, .budget = r->budget, .info = info};
     for (size_t i = 0; i < rec->n_tries && !w.done; i++) {
         if (i > 0 && !w.in_hop && w.delay_ms < rec->tries[i].delay_ms) info->sooner++;

@@ -86,8 +86,9 @@ typedef struct rfi_replay_walk {
     uint8_t stop;  /* rf_reason, once done */
     bool modelled; /* a try was drawn or assumed */
     bool unmodelled;
-    bool light;           /* a replicate's: no tries kept */
-    int64_t tokens_milli; /* a waiting walk's retry budget, when it was put aside */
+    bool light;              /* a replicate's: no tries kept */
+    int64_t tokens_milli;    /* a waiting walk's retry budget, when it was put aside */
+    rf_attempt_budget first; /* rf_budget before the first attempt (attempts 0, elapsed 0), asked once per request */
     /* the predicted tries */
     size_t n;
     size_t text_used;
@@ -112,8 +113,9 @@ typedef struct rfi_replay_ctx {
     rf_replay_info *info; /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
 } rfi_replay_ctx;
 
-/* Starts w for rec on candidate route `route` (its strings borrowed from rec). */
-void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, long route);
+/* Starts w for rec on candidate route first->route (its strings borrowed from rec); first is rf_budget's answer
+ * before its first attempt (the call that also routed it). */
+void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, const rf_attempt_budget *first);
 
 /* The facts of recorded try i of rec, which ended at wall time end_wall_ms; older-line notes go to info (may be
  * NULL) as route (the candidate's) would need them. */

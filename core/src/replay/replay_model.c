@@ -15,21 +15,25 @@
 /* Bytes a sample keeps for its wait headers and Date (a header that no longer fits is left out). */
 #define SAMPLE_TEXT 256
 
+/* A sample's facts, apart from its text (a draw reads these; the text only when a header is there): a pool's
+ * samples stay small enough for the cache, which the redraws of the interval hit at random. */
 typedef struct sample {
     int64_t elapsed_ms, timeout_ms, wall_ms;
     int16_t status;
     uint8_t transport;
     bool not_sent, older;
-    uint16_t wait_at[RF_WAIT_HEADER_COUNT]; /* 1 + offset in text, 0: absent */
+    uint16_t wait_at[RF_WAIT_HEADER_COUNT]; /* 1 + offset in its text, 0: absent */
     uint16_t date_at;
-    char text[SAMPLE_TEXT];
 } sample;
+
+typedef char sample_text[SAMPLE_TEXT];
 
 typedef struct pool {
     uint64_t key; /* route << 16 | class */
     int64_t seen;
     uint32_t size, cap;
     sample *samples;
+    sample_text *texts; /* [i]: samples[i]'s wait headers and Date */
 } pool;
 
 struct rfi_replay_pools {
@@ -62,7 +66,10 @@ rfi_replay_pools *rfi_replay_pools_new(uint64_t seed) {
 
 void rfi_replay_pools_free(rfi_replay_pools *p) {
     if (p == NULL) return;
-    for (size_t i = 0; i < p->n; i++) free(p->pools[i].samples);
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->pools[i].samples);
+        free(p->pools[i].texts);
+    }
     free(p->pools);
     free(p->slots);
     free(p);
@@ -112,18 +119,18 @@ static pool *pool_of(rfi_replay_pools *p, uint64_t key) {
     return &p->pools[p->n - 1];
 }
 
-/* s's copy of string v in its text (1 + offset), 0 when v is NULL or no longer fits. */
-static uint16_t keep(sample *s, size_t *used, const char *v) {
+/* A copy of string v in text (1 + offset), 0 when v is NULL or no longer fits. */
+static uint16_t keep(char *text, size_t *used, const char *v) {
     if (v == NULL) return 0;
     size_t n = strlen(v) + 1;
     if (n > SAMPLE_TEXT - *used) return 0;
-    memcpy(s->text + *used, v, n);
+    memcpy(text + *used, v, n);
     uint16_t at = (uint16_t)(*used + 1);
     *used += n;
     return at;
 }
 
-static void sample_of(const rfi_replay_facts *f, sample *s) {
+static void sample_of(const rfi_replay_facts *f, sample *s, char *text) {
     s->elapsed_ms = f->elapsed_ms;
     s->timeout_ms = f->timeout_ms;
     s->wall_ms = f->wall_ms;
@@ -132,8 +139,8 @@ static void sample_of(const rfi_replay_facts *f, sample *s) {
     s->not_sent = f->not_sent;
     s->older = f->older;
     size_t used = 0;
-    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) s->wait_at[h] = keep(s, &used, f->wait[h]);
-    s->date_at = keep(s, &used, f->date);
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) s->wait_at[h] = keep(text, &used, f->wait[h]);
+    s->date_at = keep(text, &used, f->date);
 }
 
 /* Offers f to the reservoir of key; false when memory ran out. */
@@ -150,14 +157,16 @@ static bool offer(rfi_replay_pools *p, uint64_t key, const rfi_replay_facts *f) 
         uint32_t cap = q->cap ? 2 * q->cap : 4;
         if (cap > RF_REPLAY_POOL_SAMPLES) cap = RF_REPLAY_POOL_SAMPLES;
         sample *more = realloc(q->samples, cap * sizeof *more);
-        if (more == NULL) {
+        if (more != NULL) q->samples = more;
+        sample_text *texts = more ? realloc(q->texts, cap * sizeof *texts) : NULL;
+        if (texts == NULL) {
             q->seen--;
             return false;
         }
-        q->samples = more;
+        q->texts = texts;
         q->cap = cap;
     }
-    sample_of(f, &q->samples[at]);
+    sample_of(f, &q->samples[at], q->texts[at]);
     if (at == q->size) q->size++;
     return true;
 }
@@ -176,9 +185,12 @@ int64_t rfi_replay_pools_seen(const rfi_replay_pools *p, long route, uint16_t cl
 
 /* Sample j of q (replicate >= 0: the sample replicate's resample puts at position j) as facts. */
 static void facts_of(const rfi_replay_pools *p, const pool *q, uint32_t j, int replicate, rfi_replay_drawn *out) {
-    if (replicate >= 0)
-        j = (uint32_t)(mix(p->seed ^ mix(q->key * UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)replicate) ^ j) % q->size);
+    if (replicate >= 0) { /* the top 32 bits of a hash scaled to 0..size-1 (multiply and shift: no division) */
+        const uint64_t h = mix(p->seed ^ mix(q->key * UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)replicate) ^ j);
+        j = (uint32_t)(((h >> 32) * q->size) >> 32);
+    }
     const sample *s = &q->samples[j];
+    const char *text = q->texts[j];
     rfi_replay_facts *f = &out->facts;
     *f = (rfi_replay_facts){.status = s->status,
                             .transport = (rf_transport)s->transport,
@@ -186,9 +198,9 @@ static void facts_of(const rfi_replay_pools *p, const pool *q, uint32_t j, int r
                             .elapsed_ms = s->elapsed_ms,
                             .timeout_ms = s->timeout_ms,
                             .wall_ms = s->wall_ms,
-                            .date = s->date_at ? s->text + s->date_at - 1 : NULL,
+                            .date = s->date_at ? text + s->date_at - 1 : NULL,
                             .older = s->older};
-    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) f->wait[h] = s->wait_at[h] ? s->text + s->wait_at[h] - 1 : NULL;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) f->wait[h] = s->wait_at[h] ? text + s->wait_at[h] - 1 : NULL;
     out->class_id = (uint16_t)(q->key & 0xffff);
 }
 

@@ -15,8 +15,8 @@
 #include <string.h>
 
 int rfi_replay_class_id(const char *name) {
-    if (strncmp(name, "HTTP_", 5) == 0 && name[5] >= '1' && name[5] <= '5' && name[6] >= '0' && name[6] <= '9' &&
-        name[7] >= '0' && name[7] <= '9' && name[8] == '\0')
+    if (name[0] == 'H' && name[1] == 'T' && name[2] == 'T' && name[3] == 'P' && name[4] == '_' && name[5] >= '1' &&
+        name[5] <= '5' && name[6] >= '0' && name[6] <= '9' && name[7] >= '0' && name[7] <= '9' && name[8] == '\0')
         return (name[5] - '0') * 100 + (name[6] - '0') * 10 + (name[7] - '0');
 #define RF_X_NAMED(e, token) \
     if (strcmp(name, token) == 0) return RFI_REPLAY_NAMED + e;
@@ -25,41 +25,36 @@ int rfi_replay_class_id(const char *name) {
     return RFI_REPLAY_UNKNOWN;
 }
 
-/* The transport an older line's class implies (vocabulary.h: a transport outcome decides the class): exact but for
- * connect-reset and got-nothing (one class, one decision) and TLS_FAILURE's not_sent (unknown: taken as sent). */
+/* The transport an older line's class implies, by the engine's own mapping (rf_classify): exact but for
+ * connect-reset and got-nothing (one class, one decision) and TLS_FAILURE's not_sent (unknown: taken as sent). An
+ * HTTP class (most tries) is a response: no string compare. */
 static rf_transport transport_of_class(const char *name) {
-    static const struct {
-        const char *class_name;
-        rf_transport t;
-    } map[] = {{"TIMEOUT", RF_TRANSPORT_TIMEOUT},
-               {"CONNECT_RESET", RF_TRANSPORT_CONNECT_RESET},
-               {"CONNECT_REFUSED", RF_TRANSPORT_CONNECT_REFUSED},
-               {"DNS_FAILURE", RF_TRANSPORT_DNS},
-               {"TLS_FAILURE", RF_TRANSPORT_TLS},
-               {"UNKNOWN", RF_TRANSPORT_OTHER},
-               {"PROXY_REFUSED", RF_TRANSPORT_PROXY_REFUSED},
-               {"TOO_MANY_REDIRECTS", RF_TRANSPORT_TOO_MANY_REDIRECTS}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(name, map[i].class_name) == 0) return map[i].t;
+    if (name[0] == 'H' && name[1] == 'T' && name[2] == 'T' && name[3] == 'P' && name[4] == '_') return RF_TRANSPORT_OK;
+    char buf[RF_CLASS_NAME_MAX];
+    for (int t = RF_TRANSPORT_OK + 1; t < RF_TRANSPORT_COUNT; t++) {
+        rf_classify(0, (rf_transport)t, buf);
+        if (strcmp(name, buf) == 0) return (rf_transport)t;
+    }
     return RF_TRANSPORT_OK;
 }
 
 /* A reason's enum from its name; -1 when it is none. */
 static int reason_of(const char *name) {
     for (int i = 0; i < RF_REASON_COUNT; i++)
-        if (strcmp(name, rf_reason_name((rf_reason)i)) == 0) return i;
+        if (name[0] == rf_reason_name((rf_reason)i)[0] && strcmp(name, rf_reason_name((rf_reason)i)) == 0) return i;
     return -1;
 }
 
 static int outcome_of(const char *name) {
     for (int i = 0; i < RF_OUTCOME_COUNT; i++)
-        if (strcmp(name, rf_outcome_name((rf_outcome)i)) == 0) return i;
+        if (name[0] == rf_outcome_name((rf_outcome)i)[0] && strcmp(name, rf_outcome_name((rf_outcome)i)) == 0) return i;
     return -1;
 }
 
-void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, long route) {
+void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, const rf_attempt_budget *first) {
     memset(w, 0, offsetof(rfi_replay_walk, tries));
-    w->route = route;
+    w->route = first->route;
+    w->first = *first;
     w->method = rec->method;
     w->method_len = strlen(rec->method);
     w->path = rec->path;
@@ -93,7 +88,7 @@ void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t en
                             .timeout_ms = t->timeout_ms,
                             .wall_ms = end_wall_ms,
                             .date = t->date,
-                            .stopped_by_caller = strcmp(t->reason, "stopped-by-caller") == 0,
+                            .stopped_by_caller = t->reason[0] == 's' && strcmp(t->reason, "stopped-by-caller") == 0,
                             .older = t->timeout_ms <= 0};
     if (t->transport) rf_transport_parse(t->transport, strlen(t->transport), &f->transport);
     /* A 3xx the record decided by the redirect verdict (the client follows redirects): it followed it, stopped it
@@ -172,9 +167,12 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
         timeout = w->hop_timeout_ms;
     } else {
         rf_attempt_budget b = {.reason = RF_REASON_NO_ROUTE}; /* fail closed should rf_budget ever refuse */
-        if (rf_budget(c->p, w->method, w->method_len, w->path, w->path_len, w->attempts, w->clock_ms, &b, &err) !=
-                RF_OK ||
-            !b.allowed) {
+        if (w->attempts == 0 && w->clock_ms == 0)             /* asked when the request was routed */
+            b = w->first;
+        else if (rf_budget(c->p, w->method, w->method_len, w->path, w->path_len, w->attempts, w->clock_ms, &b, &err) !=
+                 RF_OK)
+            b = (rf_attempt_budget){.reason = RF_REASON_NO_ROUTE};
+        if (!b.allowed) {
             rfi_replay_walk_end(w, b.reason);
             return false;
         }
