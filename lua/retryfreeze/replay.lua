@@ -4,6 +4,7 @@
 --- so both sides carry the figures `retryfreeze stats` prints, by the same names (docs/evidence.md "Replay").
 --- This module resolves the files, adds what the tally does not count (the extra load on the upstream, the notes
 --- that say what could not be predicted exactly) and renders the text.
+local math = require("retryfreeze.compat").math
 local core = require "retryfreeze.core"
 local glob = require "retryfreeze.glob"
 local ledger_stats = require "retryfreeze.ledger_stats"
@@ -150,11 +151,9 @@ function M.replay(paths, policy, opts)
   return result
 end
 
+-- A count as an integer, a ratio with 4 decimals.
 local function fmt(v)
-  if math.type and math.type(v) == "integer" or (not math.type and v == math.floor(v) and v > -1e15 and v < 1e15
-    and tostring(v):find("^%-?%d+$")) then
-    return tostring(v)
-  end
+  if math.type(v) == "integer" then return string.format("%d", v) end
   return string.format("%.4f", v)
 end
 
