@@ -9,13 +9,7 @@
 -- Internal: lua5.4 bench/bench_replay.lua --measure stats|replay LEDGER LOCK
 local TARGET <const> = 0.5 -- replay lines/s over stats lines/s, at least
 
-local function vmhwm_kb()
-  local f = io.open("/proc/self/status")
-  if not f then return -1 end
-  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
-  f:close()
-  return math.tointeger(tonumber(kb)) or -1
-end
+local vmhwm_kb = require "bench.peak_memory"
 
 if arg[1] == "--measure" then
   local mode, path, lock = arg[2], arg[3], arg[4]

@@ -204,10 +204,8 @@ static int replay_run(lua_State *L, rfl_call *call) {
 static int l_replay(lua_State *L) { return rfl_function(L, replay_run); }
 
 void rfl_open_replay(lua_State *L) {
-    rfl_new_metatable(L, RFL_REPLAY, NULL);
-    lua_pushcfunction(L, l_replay_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_replay);
-    lua_setfield(L, -2, "ledger_replay");
+    static const luaL_Reg meta[] = {{"__gc", l_replay_gc}, {NULL, NULL}};
+    rfl_new_type(L, RFL_REPLAY, NULL, meta);
+    static const luaL_Reg functions[] = {{"ledger_replay", l_replay}, {NULL, NULL}};
+    luaL_setfuncs(L, functions, 0);
 }
