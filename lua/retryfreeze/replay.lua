@@ -159,49 +159,52 @@ end
 
 -- The side-by-side lines of one scope: figure, recorded, predicted, interval.
 local function scope_lines(lines, rec, pred, iv)
-  lines[#lines + 1] = string.format("  %-24s %14s %14s  %s", "figure", "recorded", "predicted", "interval")
+  lines[#lines + 1] = util.format("  %-24s %14s %14s  %s", "figure", "recorded", "predicted", "interval")
   for _, k in ipairs(M.figures) do
     local interval = ""
     if iv and iv.modelled and iv[k .. "_lo"] then
-      interval = string.format("[%.4f, %.4f]", iv[k .. "_lo"], iv[k .. "_hi"])
+      interval = util.format("[%.4f, %.4f]", iv[k .. "_lo"], iv[k .. "_hi"])
     end
-    lines[#lines + 1] = string.format("  %-24s %14s %14s  %s", k, rec and fmt(rec[k]) or "-",
+    lines[#lines + 1] = util.format("  %-24s %14s %14s  %s", k, rec and fmt(rec[k]) or "-",
       pred and fmt(pred[k]) or "-", interval)
   end
   local reasons = {}
   for reason in pairs(rec and rec.reasons or {}) do reasons[reason] = true end
   for reason in pairs(pred and pred.reasons or {}) do reasons[reason] = true end
   for _, reason in ipairs(util.sorted_keys(reasons)) do
-    lines[#lines + 1] = string.format("  %-24s %14s %14s", "reason " .. reason,
+    lines[#lines + 1] = util.format("  %-24s %14s %14s", "reason " .. reason,
       tostring(rec and rec.reasons[reason] or 0), tostring(pred and pred.reasons[reason] or 0))
   end
 end
 
---- The text `retryfreeze replay` prints.
+--- The text `retryfreeze replay` prints; every name from a ledger or a lock (routes, reasons, hosts, files, notes)
+--- through util.printable, as `stats` prints them.
 -- @param r a result of M.replay; group "by_route" or "by_host"
 -- @return string
 function M.render(r, group)
   group = group or "by_route"
   local p = r.predicted
-  local lines = { "replay under " .. tostring(r.candidate) .. " of " .. r.recorded.requests .. " recorded requests ("
-    .. p.exact .. " exact, " .. p.modelled .. " modelled, " .. p.unmodelled .. " not modelled, " .. p.no_route
-    .. " no-route, " .. p.harness .. " seed-harness)" }
+  local lines = { util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
+    .. "%d no-route, %d seed-harness)", tostring(r.candidate), r.recorded.requests, p.exact, p.modelled, p.unmodelled,
+    p.no_route, p.harness) }
   scope_lines(lines, r.recorded, p, r.interval.whole)
-  lines[#lines + 1] = string.format("  upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
+  lines[#lines + 1] = util.format("  upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
     p.upstream_attempts, p.extra_attempts, p.upstream_attempts_per_second, p.extra_attempts_per_second,
     p.duration_ms)
-  lines[#lines + 1] = string.format("  retry budget throttled %d requests; deadlines cut %d requests", p.throttled,
+  lines[#lines + 1] = util.format("  retry budget throttled %d requests; deadlines cut %d requests", p.throttled,
     p.deadline_cut)
   local names = {}
   for name in pairs(r.recorded[group] or {}) do names[name] = true end
   for name in pairs(p[group] or {}) do names[name] = true end
   for _, name in ipairs(util.sorted_keys(names)) do
-    lines[#lines + 1] = (group == "by_host" and "host " or "route ") .. ledger_stats.route_label(name)
+    lines[#lines + 1] = util.format("%s %s", group == "by_host" and "host" or "route", ledger_stats.route_label(name))
     scope_lines(lines, r.recorded[group][name], p[group][name], r.interval[name])
   end
-  for path, line in pairs(r.torn) do lines[#lines + 1] = "note: torn line " .. path .. ":" .. line end
+  for _, path in ipairs(util.sorted_keys(r.torn)) do
+    lines[#lines + 1] = util.format("note: torn line %s:%d", path, r.torn[path])
+  end
   if r.corrupt_lines > 0 then lines[#lines + 1] = "note: " .. r.corrupt_lines .. " corrupt lines skipped" end
-  for _, n in ipairs(r.notes) do lines[#lines + 1] = "note: " .. n end
+  for _, n in ipairs(r.notes) do lines[#lines + 1] = util.format("note: %s", n) end
   return table.concat(lines, "\n") .. "\n"
 end
 
