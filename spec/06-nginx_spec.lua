@@ -51,21 +51,6 @@ local LOCK = [[
 
 local nginx = servers.nginx_bin
 
--- Ports are drawn from 20000..32000, below Linux's ephemeral range (32768..60999), so no outgoing connection
--- or `--port 0` server takes them meanwhile.
-
---- A loopback port nothing listens on right now: a random one that a real connect() finds refused.
-local function closed_port(policy)
-  for _ = 1, 20 do
-    local port = math.random(20000, 32000)
-    local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. port, rng_seed = 1 }
-    local r = c:request{ method = "GET", path = "/refused" }
-    c:close()
-    if r.tries[1] and r.tries[1].transport == "connect-refused" then return port end
-  end
-  error("no closed loopback port found in 20 tries")
-end
-
 -- 1000 response headers X-H-1 … X-H-1000 (issue 6 §3).
 local function many_headers()
   local h = {}
@@ -133,7 +118,7 @@ describe("rf.client against nginx", function()
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "06-nginx.lock"))
-    dead_port = closed_port(policy)
+    dead_port = servers.closed_port()
     ng = assert(start_nginx(dead_port))
     ledger_path = os.tmpname()
     ledger = assert(rf.ledger.open(ledger_path))
@@ -451,7 +436,7 @@ describe("the nginx embedding example", function()
     local dir = servers_dir.temp_dir("nginx-badlock")
     finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
     local lock, why = bad_lock(dir)
-    local port = math.random(20000, 32000)
+    local port = servers_dir.closed_port() -- so that a listener found there afterwards is nginx's
     write_conf(dir, lock, port, 9) -- nginx never starts: no upstream needed
     local out, err, code = helper.sh("timeout 20 " .. nginx_cmd(dir))
     assert.is_true(code ~= 0 and code ~= 124, "nginx started with a bad lock (exit " .. code .. ")")
@@ -466,7 +451,7 @@ describe("the nginx embedding example", function()
     local dir = servers_dir.temp_dir("nginx-check")
     finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
     local lock, why = bad_lock(dir)
-    write_conf(dir, lock, math.random(20000, 32000), 9)
+    write_conf(dir, lock, servers_dir.closed_port(), 9)
     local out, err, code = helper.sh(nginx_cmd(dir, "-t"))
     assert.equal(0, code, "nginx -t now fails on a bad lock (update docs/embedding.md):\n" .. out .. err)
     out, err, code = helper.sh(shell_quote(helper.cli) .. " check " .. shell_quote(lock) .. " >/dev/null && "
