@@ -63,8 +63,8 @@ static rf_ledger_record sample(void) {
     r.status = 201;
     r.body_len = 17;
     r.n_tries = 2;
-    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL};
-    r.tries[1] = (rf_ledger_try){"SUCCESS", 201, 30, 1000, "success", NULL, NULL};
+    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL, 0, false, NULL};
+    r.tries[1] = (rf_ledger_try){"SUCCESS", 201, 30, 1000, "success", NULL, NULL, 0, false, NULL};
     return r;
 }
 
@@ -314,7 +314,7 @@ static void test_round_trip(void **state) {
     recs[2].n_tries = RF_LEDGER_MAX_TRIES;
     for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
         recs[2].tries[i] = (rf_ledger_try){
-            "HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT", NULL};
+            "HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT", NULL, 0, false, NULL};
     }
     recs[2].elapsed_ms = MAX_SAFE;
     recs[2].body_len = -MAX_SAFE;
