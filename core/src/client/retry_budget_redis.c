@@ -790,9 +790,9 @@ static void report(redis_store *s, const redis_call *k) {
     s->said |= bit;
     char line[1400];
     snprintf(line, sizeof line,
-             "retryfreeze: shared retry budget %s at %s falls back to the local bucket: %s%s (said once per "
+             "retryfreeze: shared retry budget %s at %s falls back to the local %s: %s%s (said once per "
              "budget for this kind of failure)",
-             s->name, s->target.shown, k->why,
+             s->name, s->target.shown, s->script == WINDOW_SCRIPT ? "window" : "bucket", k->why,
              FAILURE_HINTS[k->kind] ? FAILURE_HINTS[k->kind] : "");
     if (s->log)
         s->log(s->log_ctx, line);
