@@ -118,6 +118,18 @@ describe("hedging in the client", function()
     assert.is_true(r.tries[2].start_ms >= r.tries[1].start_ms + r.tries[1].elapsed_ms)
   end)
 
+  it("a Retry-After on a hedge holds back the next hedge and the retry", function()
+    -- Without the wait the request above took a third attempt 10 ms after the 503; asked to wait 1 s, it makes
+    -- none, and the stalled first attempt's answer at 800 ms wins.
+    local r, took, sent = send(client, { method = "GET", path = fresh("/nf/") }, "timeout,503;retry-after=1")
+    assert.equal(200, r.status)
+    assert.equal(2, r.attempts)
+    assert.equal(2, sent)
+    assert.is_true(took >= STALL_MS and took < 1000 + DELAY_MS, tostring(took))
+    assert.same({ "failed", "winner" }, { r.tries[1].fate, r.tries[2].fate })
+    assert.same({ true, false, 0 }, { r.tries[1].hedge, r.tries[2].hedge, r.tries[2].start_ms })
+  end)
+
   it("client:all hedges each request on the multi, side by side", function()
     local reqs = {}
     for i = 1, 4 do
@@ -145,7 +157,8 @@ describe("hedging in the client", function()
     assert.is_nil(records[2].tries[1].fate) -- the keyless POST never hedged: its line is any request's
     local s = assert(rf.ledger.stats(ledger_path))
     -- Counted from the records here, by the ledger's definitions, and by the tally: one hedge each for the GET,
-    -- the keyed POST, the fatal request and the 4 of client:all, one or two for the non-fatal request.
+    -- the keyed POST, the fatal request, the one told to wait and the 4 of client:all, one or two for the non-fatal
+    -- request.
     local hedged, hedges, wins = 0, 0, 0
     for _, rec in ipairs(records) do
       local n, won = 0, false
@@ -157,14 +170,14 @@ describe("hedging in the client", function()
       end
       hedged, hedges, wins = hedged + (n > 0 and 1 or 0), hedges + n, wins + (won and 1 or 0)
     end
-    assert.equal(9, s.requests)
-    assert.same({ 8, hedges, wins }, { s.hedged, s.hedges, s.hedge_wins })
-    assert.is_true(hedges == 8 or hedges == 9, tostring(hedges))
+    assert.equal(10, s.requests)
+    assert.same({ 9, hedges, wins }, { s.hedged, s.hedges, s.hedge_wins })
+    assert.is_true(hedges == 9 or hedges == 10, tostring(hedges))
     assert.is_true(wins == 6 or wins == 7, tostring(wins))
     local out = h.run_cli("stats", ledger_path)
-    assert.truthy(out:find(string.format("hedges %26d  (%.3f per request, in 8 requests)", hedges, hedges / 9), 1,
+    assert.truthy(out:find(string.format("hedges %26d  (%.3f per request, in 9 requests)", hedges, hedges / 10), 1,
       true), out)
-    assert.truthy(out:find(string.format("won by a hedge %18d  (%.2f%% of requests)", wins, 100 * wins / 9), 1,
+    assert.truthy(out:find(string.format("won by a hedge %18d  (%.2f%% of requests)", wins, 100 * wins / 10), 1,
       true), out)
   end)
 end)
