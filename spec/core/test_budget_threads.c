@@ -108,7 +108,7 @@ static void *watch(void *arg) {
     do { /* at least one sample, however the threads are scheduled */
         rf_budget_window bw;
         int64_t t = rf_retry_budget_window(w->s->budget, NOW_MS, &bw) ? bw.allowance_milli - bw.retries * 1000
-                                                                     : rf_retry_budget_tokens_milli(w->s->budget);
+                                                                      : rf_retry_budget_tokens_milli(w->s->budget);
         if (t < w->min_seen) w->min_seen = t;
         if (t > w->max_seen) w->max_seen = t;
     } while (!atomic_load(&w->s->done));
@@ -266,10 +266,8 @@ static void test_ratio_window_slides(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ratio_window),
-        cmocka_unit_test(test_ratio_window_slides),
-        cmocka_unit_test(test_failures_only),
-        cmocka_unit_test(test_balanced),
+        cmocka_unit_test(test_ratio_window),     cmocka_unit_test(test_ratio_window_slides),
+        cmocka_unit_test(test_failures_only),    cmocka_unit_test(test_balanced),
         cmocka_unit_test(test_fractional_ratio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -313,8 +313,9 @@ static void test_round_trip(void **state) {
     recs[2] = sample(); /* every try with a Retry-After, the integer extremes, escapes, UTF-8 */
     recs[2].n_tries = RF_LEDGER_MAX_TRIES;
     for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
-        recs[2].tries[i] = (rf_ledger_try){
-            "HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT", NULL, 0, false, NULL};
+        recs[2].tries[i] =
+            (rf_ledger_try){"HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT",
+                            NULL,       0,   false,      NULL};
     }
     recs[2].elapsed_ms = MAX_SAFE;
     recs[2].body_len = -MAX_SAFE;

@@ -123,8 +123,8 @@ typedef struct rf_step_result {
     const char *date;                        /* the Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
     const char *error;                       /* the transport's message, or NULL */
-    int64_t now_ms; /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
-    int64_t wall_ms;                         /* Unix time in ms (for HTTP-date Retry-After) */
+    int64_t now_ms;  /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
+    int64_t wall_ms; /* Unix time in ms (for HTTP-date Retry-After) */
 } rf_step_result;
 
 /* One logical request driven by a host. Fill with rf_step_init; the request and response outlive it. */

@@ -108,12 +108,12 @@ typedef struct rf_retry_budget rf_retry_budget;
  * bucket (gRPC A6) a retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it,
  * and a retry is throttled while tokens <= maxTokens / 2; for a ratio (retryBudget.retryRatio) the first attempt's
  * decision (attempts 1) counts the request in the window at f->mono_ms and a retry verdict counts a retry, throttled
- * when the window's retries would pass retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and fills *out, or RF_EINVAL (*out unspecified, err->path
- * names the field): p, f or out NULL; method missing or with a lowercase letter (RFC 9110 §9.1: no route could
- * match); path missing; status not 0 or 100..599; transport out of range; attempts < 1; elapsed_ms < 0; a hint the
- * route does not read; rng NULL for a jittered route that needs a backoff. A refusal has no effect: the budget is
- * charged only when the call returns RF_OK.
- * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
+ * when the window's retries would pass retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and
+ * fills *out, or RF_EINVAL (*out unspecified, err->path names the field): p, f or out NULL; method missing or with a
+ * lowercase letter (RFC 9110 §9.1: no route could match); path missing; status not 0 or 100..599; transport out of
+ * range; attempts < 1; elapsed_ms < 0; a hint the route does not read; rng NULL for a jittered route that needs a
+ * backoff. A refusal has no effect: the budget is charged only when the call returns RF_OK. Allocates nothing and reads
+ * no clock; p and budget may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);
@@ -207,10 +207,10 @@ RF_API int rf_policy_class_attempts(const rf_policy *p, size_t route, int status
  * success wins and the others are cancelled; a failure of a class not in nonFatalClasses ends it (hedge-fatal).
  */
 typedef struct rf_hedging {
-    bool hedged;         /* the request is hedged (else it is sent one attempt at a time, as on any route) */
-    int max_attempts;    /* hedging.maxAttempts: most attempts the hedging delay starts, the first included */
-    int64_t delay_ms;    /* hedging.hedgingDelayMs: the wait after an attempt starts before the next may */
-    rf_reason why_not;   /* not hedged: no-route, max-attempts (the route has no hedging), mutating-without-idempotency */
+    bool hedged;       /* the request is hedged (else it is sent one attempt at a time, as on any route) */
+    int max_attempts;  /* hedging.maxAttempts: most attempts the hedging delay starts, the first included */
+    int64_t delay_ms;  /* hedging.hedgingDelayMs: the wait after an attempt starts before the next may */
+    rf_reason why_not; /* not hedged: no-route, max-attempts (the route has no hedging), mutating-without-idempotency */
 } rf_hedging;
 
 /*

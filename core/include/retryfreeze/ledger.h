@@ -18,9 +18,10 @@
  *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after"},…]}
  * retry_after_header is written only when set (a line without it reads as NULL), so lines without a wait
  * header are byte-identical to those of earlier versions; so are a hedged request's "start_ms", "hedge" and "fate",
- * after it (…,"retry_after":null,"start_ms":100,"hedge":true,"fate":"winner"}), absent from other requests' tries. After tries come, only when set, "host":"web-3"
- * (a writer writes its host on every line) and "budget":"shared" (which retry budget the request used).
- * Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
+ * after it (…,"retry_after":null,"start_ms":100,"hedge":true,"fate":"winner"}), absent from other requests' tries.
+ * After tries come, only when set, "host":"web-3" (a writer writes its host on every line) and "budget":"shared" (which
+ * retry budget the request used). Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON
+ * double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
  * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the

@@ -51,9 +51,10 @@ extern "C" {
  *   hedges             hedges started (tries with "hedge": true), cancelled ones included
  *   hedge_wins         requests a hedge won (its try's fate "winner")
  */
-#define RF_TALLY_COUNTS(X)                                                                                          \
-    X(requests) X(successes) X(failures) X(terminal) X(retried_successes) X(attempts) X(success_attempts) X(retries) \
-        X(hedged) X(hedges) X(hedge_wins)
+#define RF_TALLY_REQUEST_COUNTS(X) \
+    X(requests) X(successes) X(failures) X(terminal) X(retried_successes) X(attempts) X(success_attempts) X(retries)
+#define RF_TALLY_HEDGE_COUNTS(X) X(hedged) X(hedges) X(hedge_wins)
+#define RF_TALLY_COUNTS(X) RF_TALLY_REQUEST_COUNTS(X) RF_TALLY_HEDGE_COUNTS(X)
 
 /*
  * The ratios of a scope: X(name, numerator, denominator), each a count above; 0 when the denominator is 0.

@@ -14,12 +14,12 @@ extern "C" {
 #endif
 
 /* What became of a logical request. X(C name, string). */
-#define RF_OUTCOMES(X)                                                                                    \
-    X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                    \
-    X(RF_OUTCOME_TERMINAL, "terminal")   /* non-retryable class, hook, server-pushback, hedge-fatal */    \
-    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts, class-limit */                                  \
-    X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */               \
-    X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                        \
+#define RF_OUTCOMES(X)                                                                                 \
+    X(RF_OUTCOME_SUCCESS, "success")     /* 2xx/3xx */                                                 \
+    X(RF_OUTCOME_TERMINAL, "terminal")   /* non-retryable class, hook, server-pushback, hedge-fatal */ \
+    X(RF_OUTCOME_EXHAUSTED, "exhausted") /* max-attempts, class-limit */                               \
+    X(RF_OUTCOME_DEADLINE, "deadline")   /* deadline, or a Retry-After beyond the budget */            \
+    X(RF_OUTCOME_THROTTLED, "throttled") /* retry-throttled by the retry budget */                     \
     X(RF_OUTCOME_REFUSED, "refused")     /* no-route, unpinned-source, mutating-without-idempotency */
 
 typedef enum rf_outcome { RF_OUTCOMES(RF_X_ENUM2) RF_OUTCOME_COUNT } rf_outcome;
@@ -29,9 +29,9 @@ typedef enum rf_outcome { RF_OUTCOMES(RF_X_ENUM2) RF_OUTCOME_COUNT } rf_outcome;
  * once), as the ledger's tries record it ("fate"). X(C name, string). An attempt of a request that never hedged has
  * no fate (RF_FATE_NONE, written as nothing).
  */
-#define RF_TRY_FATES(X)                                                                                    \
-    X(RF_FATE_NONE, "none")           /* not a hedged request's attempt */                                 \
-    X(RF_FATE_WINNER, "winner")       /* its response was acceptable (a success) and ended the request */ \
+#define RF_TRY_FATES(X)                                                                                     \
+    X(RF_FATE_NONE, "none")           /* not a hedged request's attempt */                                  \
+    X(RF_FATE_WINNER, "winner")       /* its response was acceptable (a success) and ended the request */   \
     X(RF_FATE_CANCELLED, "cancelled") /* aborted in flight: another attempt's response ended the request */ \
     X(RF_FATE_FAILED, "failed")       /* it ended with a failure of its own */
 

@@ -172,8 +172,9 @@ RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli
 
 /*
  * The lock's retry budget in its ratio form (retryBudget {retryRatio, minRetriesPerSecond, ttlMs}, docs/lock.md: in
- * the last ttl_ms, retries <= retryRatio × requests + minRetriesPerSecond × ttlMs / 1000): true and its retryRatio × 1000,
- * minRetriesPerSecond and ttlMs into the out pointers that are not NULL; false for a token bucket, no budget, or NULL.
+ * the last ttl_ms, retries <= retryRatio × requests + minRetriesPerSecond × ttlMs / 1000): true and its retryRatio ×
+ * 1000, minRetriesPerSecond and ttlMs into the out pointers that are not NULL; false for a token bucket, no budget, or
+ * NULL.
  */
 RF_API bool rf_policy_retry_ratio(const rf_policy *p, int64_t *retry_ratio_milli, int64_t *min_retries_per_second,
                                   int64_t *ttl_ms);

@@ -2,10 +2,11 @@
  * A retry budget shared by a fleet: the lock's retryBudget (gRPC A6 retryThrottling) kept in Redis, so that
  * 40 processes draw on one bucket instead of 40. A ratio budget (retryBudget.retryRatio) keeps its window there the
  * same way: one script per decision counts the request or the retry in the window's slot of Redis' own clock (TIME)
- * and says whether the retry is allowed (retry_budget_redis.c, WINDOW_SCRIPT), exactly the local rule. Each decision that touches the budget runs one server-side
- * script (EVALSHA) that adds the attempt's effect and returns the new count atomically: a retryable failure
- * takes 1 token, a success adds tokenRatio, the count stays in [0, maxTokens] in thousandths (no float drift),
- * and a retry is throttled while tokens <= maxTokens / 2 — exactly the local budget's rule (rf_decide).
+ * and says whether the retry is allowed (retry_budget_redis.c, WINDOW_SCRIPT), exactly the local rule. Each decision
+ * that touches the budget runs one server-side script (EVALSHA) that adds the attempt's effect and returns the new
+ * count atomically: a retryable failure takes 1 token, a success adds tokenRatio, the count stays in [0, maxTokens] in
+ * thousandths (no float drift), and a retry is throttled while tokens <= maxTokens / 2 — exactly the local budget's
+ * rule (rf_decide).
  *
  * When Redis is down or slow, a decision waits at most timeout_ms and then uses the process's own bucket
  * (verdict and ledger say "local-fallback"): an outage never means unlimited retries. The timeout is one

@@ -45,9 +45,9 @@ typedef struct rfi_attempt_end {
     int64_t request_elapsed_ms;              /* since the request started, as the engine is told */
     int64_t wall_ms;                         /* Unix time in ms (for an HTTP-date) */
     int64_t mono_ms;                         /* monotonic ms (a ratio retry budget's window), 0: unknown */
-    bool counted;  /* the attempt was counted when it started (rfi_step_started: a hedged request's) */
-    bool hedged;   /* one of a hedged request's attempts: facts.hedged, and its try gets a fate */
-    bool hedge;    /* started by the hedging delay beside others (rf_try.hedge) */
+    bool counted;     /* the attempt was counted when it started (rfi_step_started: a hedged request's) */
+    bool hedged;      /* one of a hedged request's attempts: facts.hedged, and its try gets a fate */
+    bool hedge;       /* started by the hedging delay beside others (rf_try.hedge) */
     int64_t start_ms; /* when it started, ms after the request's first attempt (rf_try.start_ms); -1: not kept */
 } rfi_attempt_end;
 

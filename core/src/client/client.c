@@ -371,7 +371,8 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
         curl_multi_perform(c->multi, &running);
         bool progressed = end_finished(c->multi);
         now = rfi_mono_ms();
-        for (rf_pending *p = c->first; p != NULL; p = p->next) progressed = end_overdue(c->multi, &p->flow, now) || progressed;
+        for (rf_pending *p = c->first; p != NULL; p = p->next)
+            progressed = end_overdue(c->multi, &p->flow, now) || progressed;
         if (progressed) continue;
         if (now >= until) break;
         int64_t wait = until - now;

@@ -580,11 +580,10 @@ static void hedged_end(rfi_flow *f, rfi_wire *w, observed *o, int64_t now) {
     f->at.timeout_ms = w->timeout_ms;
     rf_verdict v;
     int hook_rc = 0;
-    bool retry =
-        rfi_step_after(&f->at, &o->end, NULL, &f->env->rng, f->env->budget, f->hook, f->hook_ud, &hook_rc, &v);
+    bool retry = rfi_step_after(&f->at, &o->end, NULL, &f->env->rng, f->env->budget, f->hook, f->hook_ud, &hook_rc, &v);
     if (hook_rc < 0) f->hook_failed = true;
-    if (v.reason == RF_REASON_SUCCESS || v.reason == RF_REASON_HEDGE_FATAL ||
-        v.reason == RF_REASON_STOPPED_BY_CALLER || hook_rc < 0) {
+    if (v.reason == RF_REASON_SUCCESS || v.reason == RF_REASON_HEDGE_FATAL || v.reason == RF_REASON_STOPPED_BY_CALLER ||
+        hook_rc < 0) {
         cancel_in_flight(f, v.reason, now);
         flow_done(f, w, v.reason);
         return;

@@ -54,14 +54,14 @@ typedef struct rfi_wire {
     rfi_buf body, head;
     rfi_response_head rh; /* the wait headers and Date of this attempt's response */
     char errbuf[CURL_ERROR_SIZE];
-    int sends;           /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
-    int responses;       /* response status lines received in this attempt */
-    bool resend_blocked; /* libcurl's own resend was aborted */
-    bool timed_out;      /* the client itself ended the attempt at its per-try timeout (rfi_wire_overdue) */
-    bool busy;           /* a transfer is in flight on it */
-    bool in_multi;       /* its handle is in the client's curl multi (client.c sets and clears it) */
-    bool hedge;          /* started by the hedging delay, beside attempts still in flight */
-    int64_t start_ms;    /* when its transfer started (CLOCK_MONOTONIC) */
+    int sends;                    /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
+    int responses;                /* response status lines received in this attempt */
+    bool resend_blocked;          /* libcurl's own resend was aborted */
+    bool timed_out;               /* the client itself ended the attempt at its per-try timeout (rfi_wire_overdue) */
+    bool busy;                    /* a transfer is in flight on it */
+    bool in_multi;                /* its handle is in the client's curl multi (client.c sets and clears it) */
+    bool hedge;                   /* started by the hedging delay, beside attempts still in flight */
+    int64_t start_ms;             /* when its transfer started (CLOCK_MONOTONIC) */
     int64_t delay_ms, timeout_ms; /* the wait before it, and its per-try timeout */
     rfi_peer peer;
 } rfi_wire;
@@ -73,9 +73,9 @@ typedef struct rfi_wire {
  * may have several wires IN_FLIGHT, and start one more while it is (rfi_flow_start_due). */
 typedef struct rfi_flow {
     rfi_flow_env *env;
-    rfi_wire wire;                       /* its first wire: the only one of a request that is not hedged */
-    rfi_wire *more[RFI_MAX_WIRES - 1];   /* a hedged request's other wires, made as it hedges */
-    rfi_attempts at; /* the request, its response and its attempts, as the attempt loop keeps them */
+    rfi_wire wire;                     /* its first wire: the only one of a request that is not hedged */
+    rfi_wire *more[RFI_MAX_WIRES - 1]; /* a hedged request's other wires, made as it hedges */
+    rfi_attempts at;                   /* the request, its response and its attempts, as the attempt loop keeps them */
     rfi_limits limits;
     char *url;
     struct curl_slist *headers;
@@ -84,9 +84,9 @@ typedef struct rfi_flow {
     rf_attempt_hook hook;
     void *hook_ud;
     bool hook_failed;
-    rfi_hop hop;     /* the redirect being followed (zeroed: the request itself), reset when an attempt starts */
-    int hops;        /* redirects followed in this attempt */
-    bool in_hop;     /* the next request is a hop, not a new attempt */
+    rfi_hop hop; /* the redirect being followed (zeroed: the request itself), reset when an attempt starts */
+    int hops;    /* redirects followed in this attempt */
+    bool in_hop; /* the next request is a hop, not a new attempt */
     int64_t hop_timeout_ms;
     int64_t done_wall_ms; /* when the flow ended: its ledger line's timestamp */
     /* Hedging (rf_policy_hedging): */

@@ -68,11 +68,13 @@ static const char WINDOW_SCRIPT[] =
     "local q, r = cq, cr\n"
     "for i = 0, 9 do\n"
     "  local s = h['k' .. i]\n"
-    "  if i ~= pos and s ~= nil and n(s) <= k and n(s) > k - 10 then q = q + n(h['q' .. i]); r = r + n(h['r' .. i]) end\n"
+    "  if i ~= pos and s ~= nil and n(s) <= k and n(s) > k - 10 then q = q + n(h['q' .. i]); r = r + n(h['r' .. i]) "
+    "end\n"
     "end\n"
     "local allowed = 1\n"
     "if ARGV[2] == '1' then\n"
-    "  if (r + 1) * 1000 <= tonumber(ARGV[3]) * q + tonumber(ARGV[4]) then cr = cr + 1; r = r + 1 else allowed = 0 end\n"
+    "  if (r + 1) * 1000 <= tonumber(ARGV[3]) * q + tonumber(ARGV[4]) then cr = cr + 1; r = r + 1 else allowed = 0 "
+    "end\n"
     "end\n"
     "redis.call('HSET', KEYS[1], 'ttl', ttl, 'newest', k, 'ratio', ARGV[3], 'reserve', ARGV[4], 'k' .. pos, k,\n"
     "  'q' .. pos, cq, 'r' .. pos, cr)\n"
@@ -143,7 +145,7 @@ typedef struct redis_store {
     name_lookup *lookup;
     char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX + sizeof WINDOW_SUFFIX];
     char name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* the budget's name (retryBudget.shared.name), for messages */
-    const char *script; /* BUCKET_SCRIPT or WINDOW_SCRIPT: the rule of the budget's form */
+    const char *script;                       /* BUCKET_SCRIPT or WINDOW_SCRIPT: the rule of the budget's form */
     int64_t timeout_ms, ttl_ms;
     redis_conn *conn;        /* NULL while disconnected */
     char sha[41];            /* the script's SHA1 once loaded on this connection, "" before */
@@ -1005,10 +1007,8 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
         redis_free(s);
         return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
-    rf_retry_budget_store store = {.add = ratio ? NULL : redis_add,
-                                   .window = ratio ? redis_window : NULL,
-                                   .free = redis_free,
-                                   .ctx = s};
+    rf_retry_budget_store store = {
+        .add = ratio ? NULL : redis_add, .window = ratio ? redis_window : NULL, .free = redis_free, .ctx = s};
     st = rf_retry_budget_set_store(b, &store, err);
     if (st != RF_OK) {
         redis_free(s);

@@ -159,7 +159,8 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
     if (st != RF_OK) return st;
     out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
-    /* A ratio budget counts the request at its first attempt's decision (a hedge may count it first: rf_hedge_decide). */
+    /* A ratio budget counts the request at its first attempt's decision (a hedge may count it first: rf_hedge_decide).
+     */
     const bool first = f->attempts == 1, ratio = rfi_retry_budget_is_ratio(budget);
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
         if (ratio)

@@ -96,7 +96,8 @@ static bool one_budget_form(void *holder, const char *path, rf_error *err) {
         rfi_path_child(sub, path, rfi_field_key(f));
         if (f->pub.default_json == NULL) {
             rfi_fail(err, sub, "is required in a retryBudget %s (no default)",
-                     ratio >= 0 ? "ratio (retryRatio, minRetriesPerSecond, ttlMs)" : "token bucket (maxTokens, tokenRatio)");
+                     ratio >= 0 ? "ratio (retryRatio, minRetriesPerSecond, ttlMs)"
+                                : "token bucket (maxTokens, tokenRatio)");
             return false;
         }
         const rfi_read_ctx ctx = {.lock = p};

@@ -24,8 +24,8 @@ static rf_status build_views(rf_policy *p, rf_error *err) {
         r->n_not_retryable_tokens = rfi_class_tokens(&r->not_retryable, tokens, RFI_MAX_CLASSES);
         r->n_class_limit_tokens = rfi_class_limits_view(r, tokens, values);
         r->n_hedge_non_fatal_tokens = rfi_class_tokens(&r->hedge_non_fatal, tokens, RFI_MAX_CLASSES);
-        n_tokens += r->n_retryable_tokens + r->n_not_retryable_tokens + r->n_class_limit_tokens +
-                    r->n_hedge_non_fatal_tokens;
+        n_tokens +=
+            r->n_retryable_tokens + r->n_not_retryable_tokens + r->n_class_limit_tokens + r->n_hedge_non_fatal_tokens;
         n_values += r->n_class_limit_tokens;
     }
     p->view_tokens = malloc((n_tokens > 0 ? n_tokens : 1) * sizeof *p->view_tokens);

@@ -99,8 +99,8 @@ static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error 
     char field[64];
     field_path(field, sizeof field, at, "fate");
     if (t->fate == NULL)
-        rfi_ledger_error(err, field, 0, 0, "%s is NULL, but start_ms or hedge is set: they come with a hedged try's fate",
-                         field);
+        rfi_ledger_error(err, field, 0, 0,
+                         "%s is NULL, but start_ms or hedge is set: they come with a hedged try's fate", field);
     else if (!rfi_ledger_fate_known(t->fate, strlen(t->fate)))
         rfi_ledger_error(err, field, 0, 0, "%s is \"%.40s\", not a fate (winner, cancelled, failed)", field, t->fate);
     else

@@ -50,8 +50,9 @@ enum try_field {
     T_FATE,
     T_COUNT
 };
-static const char *const try_fields[T_COUNT] = {"class",       "status",   "elapsed_ms", "delay_ms", "reason",
-                                                "retry_after", "retry_after_header", "start_ms", "hedge", "fate"};
+static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",         "delay_ms",
+                                                "reason", "retry_after", "retry_after_header", "start_ms",
+                                                "hedge",  "fate"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
