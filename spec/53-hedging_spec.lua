@@ -237,3 +237,38 @@ describe("hedging where attempts cannot overlap", function()
       .. "a client without follow_redirects")
   end)
 end)
+
+describe("retryfreeze soak --compare-hedging", function()
+  it("under a slow tail, hedging cuts p99: both runs' figures and the extra attempts, in one run", function()
+    local dir = h.temp_dir("hedge-soak")
+    local lock = h.write_file(dir .. "/lock.json", [[{"version": 1,
+      "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 2000, "totalBudgetMs": 5000, "retryable": ["HTTP_503"],
+                   "backoff": {"baseMs": 10, "multiplier": 2, "maxMs": 100, "jitter": "none"}},
+      "routes": [{"endpoint": "GET /s/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 50}}]}]])
+    local out, err = h.run_cli("soak", lock, "--requests", "300", "--concurrency", "16", "--faults", "slow=0.05:800ms",
+      "--compare-hedging", "--ledger", dir .. "/soak.jsonl")
+    os.execute("rm -rf '" .. dir .. "'")
+    print("\n" .. out)
+    local with, without, attempts, plain = out:match("p99 (%d+) ms with hedging, (%d+) ms without; p50 %d+ ms, %d+ ms; "
+      .. "attempts (%d+) with, (%d+) without")
+    assert.truthy(with, out .. err)
+    -- Without hedging a slow answer (5 %) is the p99: 800 ms. With it, a hedge after 50 ms answers at once unless
+    -- it is slow too (0.25 %), so the p99 is about the hedging delay.
+    assert.is_true(tonumber(without) >= 800, out)
+    assert.is_true(tonumber(with) < 400, out)
+    local hedges = tonumber(out:match("hedges=(%d+) in"))
+    assert.equal(tonumber(plain) + hedges, tonumber(attempts)) -- the extra attempts are the hedges
+    assert.is_true(hedges > 0)
+  end)
+
+  it("refuses a lock that hedges no route", function()
+    local lock = h.temp_file('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,"totalBudgetMs":500,'
+      .. '"retryable":["HTTP_503"]}')
+    local ledger = os.tmpname()
+    local _, err, code = h.run_cli("soak", lock, "--requests", "1", "--compare-hedging", "--ledger", ledger)
+    os.remove(lock)
+    os.remove(ledger)
+    assert.equal(2, code)
+    assert.matches("--compare-hedging: the lock hedges no route", err, 1, true)
+  end)
+end)

@@ -245,6 +245,7 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
     f->hook = hook;
     f->hook_ud = hook_ud;
     f->retry_at = -1;
+    f->first_start_ms = -1;
     memset(resp, 0, sizeof *resp);
     rf_status st = check_request(env, req, err);
     if (st != RF_OK) return st;
@@ -336,6 +337,7 @@ static void wire_start(rfi_flow *f, rfi_wire *w, int64_t timeout_ms, int64_t del
     w->timed_out = false;
     w->busy = true;
     w->start_ms = rfi_mono_ms();
+    if (f->first_start_ms < 0) f->first_start_ms = w->start_ms;
     f->in_flight++;
     f->state = RFI_FLOW_IN_FLIGHT;
 }
@@ -504,7 +506,7 @@ static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed
                                .hedged = f->hedging.hedged,
                                .counted = f->hedging.hedged,
                                .hedge = w->hedge,
-                               .start_ms = w->start_ms - f->start_ms};
+                               .start_ms = w->start_ms - f->first_start_ms};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) o->end.hints[h] = w->rh.has_hint[h] ? w->rh.hint[h] : NULL;
 }
 
@@ -560,7 +562,7 @@ static void cancel_in_flight(rfi_flow *f, rf_reason reason, int64_t now) {
                                    .counted = true,
                                    .hedged = true,
                                    .hedge = w->hedge,
-                                   .start_ms = w->start_ms - f->start_ms};
+                                   .start_ms = w->start_ms - f->first_start_ms};
         f->at.delay_ms = w->delay_ms;
         f->at.timeout_ms = w->timeout_ms;
         rfi_step_cancelled(&f->at, &e, reason);

@@ -81,6 +81,7 @@ typedef struct rfi_flow {
     struct curl_slist *headers;
     rfi_flow_state state;
     int64_t start_ms, wake_ms;
+    int64_t first_start_ms; /* when its first attempt started (a try's start_ms counts from it); -1 before */
     rf_attempt_hook hook;
     void *hook_ud;
     bool hook_failed;
