@@ -1,6 +1,7 @@
 --- `retryfreeze budget show NAME --redis URL [--timeout-ms MS] [--ca-file FILE] [--ca-path DIR] [--cert FILE]
 --- [--key FILE]`: a retry budget shared by a fleet in Redis (the lock's retryBudget.shared.name; rf.retry_budget with
---- redis): a token bucket's tokens, or a ratio's window (requests, retries, allowance). Reads, never changes. The TLS options are rf.retry_budget's (rediss:// only).
+--- redis): a token bucket's tokens, or a ratio's window (requests, retries, allowance). Reads, never changes. The
+--- TLS options are rf.retry_budget's (rediss:// only).
 local core = require "retryfreeze.core"
 local cli_args = require "retryfreeze.cli.args"
 
