@@ -179,6 +179,10 @@ describe("hedging in the client", function()
       true), out)
     assert.truthy(out:find(string.format("won by a hedge %18d  (%.2f%% of requests)", wins, 100 * wins / 10), 1,
       true), out)
+    -- The report shows them beside its summary.
+    local page = h.run_cli("report", ledger_path, "-o", "-")
+    assert.truthy(page:find(string.format('<div class="note" id="hedging" data-hedges="%d" data-hedge-wins="%d">hedges: '
+      .. '%d in 9 requests', hedges, wins, hedges), 1, true))
   end)
 end)
 
