@@ -131,11 +131,16 @@ describe_54("a ratio retry budget shared through Redis", function()
     -- The script counts atomically in Redis: never past 20% of the 200 requests; a retry refused early (the window
     -- had too few requests yet) is not made up later, so a few less under some interleavings.
     assert.is_true(retries <= 40 and retries >= 36, tostring(retries))
-    local out = h.run_cli("budget", "show", "ratio-fleet", "--redis", srv.url)
+    local out = h.run_cli("budget", "show", "ratio-fleet", "--redis", srv.url, "--window")
     local req, ret, allowed = out:match("^ratio%-fleet window 60000 ms: requests (%d+) retries (%d+) allowed (%S+) ")
     assert.equal("200", req, out)
     assert.equal(tostring(retries), ret)
     assert.equal("40", allowed)
+    -- Without --window it reads the token bucket under the name, which a ratio budget never writes.
+    assert.equal("ratio-fleet: no bucket in Redis (new, or expired while idle: it starts full)\n",
+      (h.run_cli("budget", "show", "ratio-fleet", "--redis", srv.url)))
+    assert.equal("nobody: no window in Redis (new, or expired while idle: it starts empty)\n",
+      (h.run_cli("budget", "show", "nobody", "--redis", srv.url, "--window")))
   end)
 
   it_redis("the reserve is the fleet's: minRetriesPerSecond 1 over 60 s allows 60 retries in all, not 8 x 60",
