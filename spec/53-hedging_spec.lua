@@ -194,7 +194,7 @@ describe("hedging and the retry budget", function()
   it("a hedge takes a retry-budget token: a budget that throttles stops the hedging", function()
     -- maxTokens 2: a token taken leaves 1 <= 2 / 2, so the first hedge is refused.
     local policy = assert(rf.load_string(lock_text(HEDGED, '{"maxTokens": 2, "tokenRatio": 1}')))
-    local c <close> = rf.client{ policy = policy, base_url = up.url, retry_budget = true }
+    local c = rf.client{ policy = policy, base_url = up.url, retry_budget = true }
     local before = assert(upstream.stats(up.url)).requests
     local r = c:request{ method = "GET", path = "/h/throttled", headers = { ["X-Fault-Script"] = "timeout" } }
     assert.equal(200, r.status)
@@ -202,12 +202,13 @@ describe("hedging and the retry budget", function()
     assert.equal(1, assert(upstream.stats(up.url)).requests - before)
     -- The refused hedge's token taken (2 - 1: throttled at <= 1), then the success's tokenRatio added back.
     assert.equal(2, c:retry_tokens())
+    c:close()
   end)
 
   it("a ratio budget counts a hedge as a retry", function()
     local policy = assert(rf.load_string(lock_text(HEDGED, '{"retryRatio": 1, "ttlMs": 60000}')))
     local budget = rf.retry_budget(policy)
-    local c <close> = rf.client{ policy = policy, base_url = up.url, retry_budget = budget }
+    local c = rf.client{ policy = policy, base_url = up.url, retry_budget = budget }
     local r = c:request{ method = "GET", path = "/h/ratio", headers = { ["X-Fault-Script"] = "timeout" } }
     assert.equal(2, r.attempts)
     local w = budget:window()
@@ -235,10 +236,11 @@ describe("hedging where attempts cannot overlap", function()
   end)
 
   it("a client that follows redirects refuses a hedged request", function()
-    local c <close> = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", follow_redirects = true }
+    local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:1", follow_redirects = true }
     assert.has_error(function() c:request{ method = "GET", path = "/h/x" } end, 'client:request: follow_redirects route '
       .. '"GET /h/*" hedges its requests (hedging), whose attempts overlap and do not follow redirects: send it with '
       .. "a client without follow_redirects")
+    c:close()
   end)
 end)
 
