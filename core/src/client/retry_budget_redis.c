@@ -595,13 +595,19 @@ static size_t conn_receive(redis_conn *c, char *buf, size_t cap, redis_call *k, 
     return n > 0 ? (size_t)n : 0;
 }
 
+/* Most words one command has: EVALSHA, its SHA, the key count, the key and a window script's 6 arguments. */
+#define COMMAND_ARGS_MAX 10
+#define SCRIPT_ARGS_MAX (COMMAND_ARGS_MAX - 4)
+
 /*
  * Sends one command and reads its whole reply by the call's deadline. The reply is the caller's; NULL on an
  * I/O error, a protocol error or the deadline, with why. After NULL the connection is out of step (a reply may
  * still arrive) and must be dropped. Messages name the command (argv[0]), never its arguments.
  */
 static redisReply *command(redis_conn *c, redis_call *k, int argc, const char **argv) {
-    size_t lens[8];
+    size_t lens[COMMAND_ARGS_MAX];
+    if (argc < 1 || argc > COMMAND_ARGS_MAX) /* fail closed: a caller's bug, never a write past lens */
+        return failed(k, FAIL_PROTOCOL, "redis: a command of %d words (at most %d)", argc, COMMAND_ARGS_MAX), NULL;
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     char what[64]; /* SCRIPT's subcommand too; never AUTH's arguments */
     snprintf(what, sizeof what, "redis %s%s%s", argv[0], strcmp(argv[0], "SCRIPT") == 0 ? " " : "",
@@ -835,10 +841,10 @@ static bool store_lock(redis_store *s, const redis_call *k) {
 }
 
 /*
- * One decision's EVALSHA of the store's script on its key with args[0..n) (the lock held): connects and loads the
- * script first when needed, and loads it again when the server lost its cache (NOSCRIPT). The reply (the caller
- * frees it), or NULL with k->why. *backing_off: no connection attempt was made (the backoff after a failure), so
- * there is nothing new to report.
+ * One decision's EVALSHA of the store's script on its key with args[0..n), n at most SCRIPT_ARGS_MAX (the lock held):
+ * connects and loads the script first when needed, and loads it again when the server lost its cache (NOSCRIPT). The
+ * reply (the caller frees it), or NULL with k->why. *backing_off: no connection attempt was made (the backoff after a
+ * failure), so there is nothing new to report.
  */
 static redisReply *evalsha(redis_store *s, redis_call *k, const char *const *args, int n, bool *backing_off) {
     *backing_off = false;
@@ -848,8 +854,8 @@ static redisReply *evalsha(redis_store *s, redis_call *k, const char *const *arg
         if (s->conn == NULL) return NULL;
     }
     if (s->sha[0] == '\0' && !load_script(s, k)) return NULL;
-    const char *argv[4 + 6] = {"EVALSHA", s->sha, "1", s->key};
-    for (int i = 0; i < n; i++) argv[4 + i] = args[i];
+    const char *argv[COMMAND_ARGS_MAX] = {"EVALSHA", s->sha, "1", s->key};
+    for (int i = 0; i < n && i < SCRIPT_ARGS_MAX; i++) argv[4 + i] = args[i];
     redisReply *r = command(s->conn, k, 4 + n, argv);
     if (reply_ok(r, REDIS_REPLY_ERROR) && strncmp(r->str, "NOSCRIPT", 8) == 0) { /* the server lost its cache */
         freeReplyObject(r);
