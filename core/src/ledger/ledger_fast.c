@@ -10,7 +10,9 @@
 #include <limits.h>
 #include <string.h>
 
-#define MAX_STRINGS (8 + 4 * RF_LEDGER_MAX_TRIES)
+/* The most strings a line holds: ts, route, method, path, key, policy, outcome, reason, host and budget, and per try
+ * class, reason, retry_after, retry_after_header and fate. A line with more is left to the general parser. */
+#define MAX_STRINGS (10 + 5 * RF_LEDGER_MAX_TRIES)
 
 typedef struct cursor {
     const char *p, *end;
