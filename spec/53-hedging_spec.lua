@@ -18,6 +18,10 @@ local function lock_text(routes, budget)
 end
 
 local HEDGED = [[{"endpoint": "GET /h/*", "hedging": {"maxAttempts": 2, "hedgingDelayMs": 100}},
+  {"endpoint": "GET /pb/*", "retryAfter": {"headers": ["grpc-retry-pushback-ms"]},
+   "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["HTTP_503"]}},
+  {"endpoint": "GET /dl/*", "perAttemptTimeoutMs": 300, "totalBudgetMs": 300, "minAttemptMs": 50,
+   "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["TIMEOUT"]}},
   {"endpoint": "POST /h/*", "hedging": {"maxAttempts": 2, "hedgingDelayMs": 100}},
   {"endpoint": "GET /nf/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["HTTP_503"]}}]]
 
@@ -130,6 +134,25 @@ describe("hedging in the client", function()
     assert.same({ true, false, 0 }, { r.tries[1].hedge, r.tries[2].hedge, r.tries[2].start_ms })
   end)
 
+  it("a server's pushback on a hedge stops the hedging; the attempt in flight goes on and wins", function()
+    local r, took, sent = send(client, { method = "GET", path = fresh("/pb/") },
+      "timeout,503;header=grpc-retry-pushback-ms:-1")
+    assert.equal(200, r.status)
+    assert.equal(2, r.attempts)
+    assert.equal(2, sent)
+    assert.is_true(took >= STALL_MS, tostring(took))
+    assert.same({ "server-pushback", "failed" }, { r.tries[1].reason, r.tries[1].fate })
+  end)
+
+  it("the deadline holds for hedges: every attempt's per-try timeout ends by totalBudgetMs", function()
+    local r, took = send(client, { method = "GET", path = fresh("/dl/") }, "timeout,timeout,timeout")
+    assert.is_false(r.ok)
+    assert.is_true(took >= 300 and took < 300 + 250, tostring(took))
+    for _, t in ipairs(r.tries) do
+      assert.is_true(t.start_ms + t.elapsed_ms <= 300 + 100, t.start_ms .. " + " .. t.elapsed_ms)
+    end
+  end)
+
   it("client:all hedges each request on the multi, side by side", function()
     local reqs = {}
     for i = 1, 4 do
@@ -157,8 +180,8 @@ describe("hedging in the client", function()
     assert.is_nil(records[2].tries[1].fate) -- the keyless POST never hedged: its line is any request's
     local s = assert(rf.ledger.stats(ledger_path))
     -- Counted from the records here, by the ledger's definitions, and by the tally: one hedge each for the GET,
-    -- the keyed POST, the fatal request, the one told to wait and the 4 of client:all, one or two for the non-fatal
-    -- request.
+    -- the keyed POST, the fatal request, the one told to wait, the one pushed back and the 4 of client:all, two for
+    -- the one that ran into its deadline, one or two for the non-fatal request.
     local hedged, hedges, wins = 0, 0, 0
     for _, rec in ipairs(records) do
       local n, won = 0, false
@@ -170,19 +193,19 @@ describe("hedging in the client", function()
       end
       hedged, hedges, wins = hedged + (n > 0 and 1 or 0), hedges + n, wins + (won and 1 or 0)
     end
-    assert.equal(10, s.requests)
-    assert.same({ 9, hedges, wins }, { s.hedged, s.hedges, s.hedge_wins })
-    assert.is_true(hedges == 9 or hedges == 10, tostring(hedges))
+    assert.equal(12, s.requests)
+    assert.same({ 11, hedges, wins }, { s.hedged, s.hedges, s.hedge_wins })
+    assert.is_true(hedges == 12 or hedges == 13, tostring(hedges))
     assert.is_true(wins == 6 or wins == 7, tostring(wins))
     local out = h.run_cli("stats", ledger_path)
-    assert.truthy(out:find(string.format("hedges %26d  (%.3f per request, in 9 requests)", hedges, hedges / 10), 1,
+    assert.truthy(out:find(string.format("hedges %26d  (%.3f per request, in 11 requests)", hedges, hedges / 12), 1,
       true), out)
-    assert.truthy(out:find(string.format("won by a hedge %18d  (%.2f%% of requests)", wins, 100 * wins / 10), 1,
+    assert.truthy(out:find(string.format("won by a hedge %18d  (%.2f%% of requests)", wins, 100 * wins / 12), 1,
       true), out)
     -- The report shows them beside its summary.
     local page = h.run_cli("report", ledger_path, "-o", "-")
     assert.truthy(page:find(string.format('<div class="note" id="hedging" data-hedges="%d" data-hedge-wins="%d">hedges: '
-      .. '%d in 9 requests', hedges, wins, hedges), 1, true))
+      .. '%d in 11 requests', hedges, wins, hedges), 1, true))
   end)
 end)
 
