@@ -309,6 +309,14 @@ static void push_try(lua_State *L, const rf_try *t) {
         lua_pushstring(L, t->error);
         lua_setfield(L, -2, "error");
     }
+    if (t->fate != RF_FATE_NONE) { /* one of a hedged request's attempts */
+        lua_pushinteger(L, t->start_ms);
+        lua_setfield(L, -2, "start_ms");
+        lua_pushboolean(L, t->hedge);
+        lua_setfield(L, -2, "hedge");
+        lua_pushstring(L, rf_try_fate_name(t->fate));
+        lua_setfield(L, -2, "fate");
+    }
 }
 
 /* Response headers as {lowercased name = value}; the first occurrence of a name wins (as for Retry-After). */

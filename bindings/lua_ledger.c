@@ -167,6 +167,12 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
         set_str(L, "reason", t->reason);
         set_str(L, "retry_after", t->retry_after);
         set_str(L, "retry_after_header", t->retry_after_header);
+        if (t->fate != NULL) { /* a hedged request's try */
+            rfl_set_int(L, "start_ms", t->start_ms);
+            lua_pushboolean(L, t->hedge);
+            lua_setfield(L, -2, "hedge");
+            set_str(L, "fate", t->fate);
+        }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "tries");

@@ -19,6 +19,7 @@ add_library(retryfreeze SHARED
   core/src/engine/backoff.c
   core/src/engine/retry_budget.c
   core/src/engine/decide.c
+  core/src/engine/hedge.c
   core/src/engine/redirect.c
   core/src/engine/retry_after.c
   core/src/engine/wait_headers.c

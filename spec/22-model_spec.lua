@@ -137,6 +137,17 @@ describe("retryfreeze model", function()
     assert.matches("note: GET /x retries no class: it makes 1 attempt per request whatever p is\n", out, 1, true)
   end)
 
+  it("counts a hedged route's hedges as load: up to hedging.maxAttempts even with no failure", function()
+    local hedged = h.temp_file('{"endpoint":"GET /x","maxAttempts":3,"perAttemptTimeoutMs":1000,"totalBudgetMs":3000,'
+      .. '"retryable":["HTTP_503"],"hedging":{"maxAttempts":3,"hedgingDelayMs":50}}')
+    local out = h.run_cli("model", hedged)
+    os.remove(hedged)
+    assert.matches("note: GET /x hedges (hedging maxAttempts 3, hedgingDelayMs 50): an attempt unanswered after 50 ms "
+      .. "starts another even with no failure, so up to 3 attempts per request; with a share s of answers that take "
+      .. "longer than 150 ms (a slow tail, independent), the attempts per request are the table's at p = s for "
+      .. "maxAttempts 3\n", out, 1, true)
+  end)
+
   it("prints one JSON object with --json", function()
     local out, _, code = h.run_cli("model", three, "--failure-rate", "0.3", "--layers", "3", "--json")
     assert.equal(0, code)

@@ -182,6 +182,7 @@ describe("docs/lock.md", function()
     retryBudget = allowed(with('"retryBudget": {"zzz": 1}')),
     ["retryBudget.shared"] = allowed(with('"retryBudget": {"maxTokens": 1, "tokenRatio": 1, "shared": {"zzz": 1}}')),
     gate = allowed(with('"gate": {"zzz": 1}')),
+    hedging = allowed(with('"hedging": {"zzz": 1}')),
   }
   local fields = assert(top["Fields"], "docs/lock.md has no '## Fields'")
   local sub = sections(fields, "###")
@@ -191,7 +192,7 @@ describe("docs/lock.md", function()
     for _, ctx in ipairs({ "flat", "multi", "defaults", "route" }) do
       for _, k in ipairs(contexts[ctx]) do accepted[k] = true end
     end
-    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "retryBudget.shared", "gate" }) do
+    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "retryBudget.shared", "gate", "hedging" }) do
       for _, k in ipairs(contexts[obj]) do accepted[k == "$comment" and k or obj .. "." .. k] = true end
     end
     local documented = {}
@@ -278,7 +279,7 @@ describe("docs/lock.md", function()
       ["false-to-true"] = "from `false` to `true`", removed = "it is removed", ["any-change"] = "change",
       ["item-removed"] = "is removed", ["delay-window"] = "delay window", retryable = "becomes retryable",
       ["own-method"] = "own method", ["class-attempts"] = "limit is raised", requests = "some request",
-      fields = "fields", never = "never",
+      fields = "fields", never = "never", hedges = "hedged attempts",
     }
     local function default_says(r)
       if r.if_absent == "required" then return "^required" end
@@ -354,13 +355,21 @@ describe("docs/lock.md", function()
       "retryBudget": {"maxTokens": 10, "tokenRatio": 0.5},
       "gate": {"maxRetriedSuccess": 0.5, "maxAttemptsPerSuccess": 2, "maxTerminalRate": 0.5, "maxRetryRatio": 1,
                "minSuccessRate": 0.5, "minSuccesses": 10}}]])
-    local old = assert(rf.load_string(json.encode(base)))
+    -- The fields of an optional object or of retryBudget's other form are probed on a base that has them.
+    local token_budget = base.retryBudget
+    local ratio_budget = { retryRatio = 0.5, minRetriesPerSecond = 1, ttlMs = 1000 }
+    local function base_for(name)
+      base.retryBudget = ratio_budget[name:match("^retryBudget%.(%w+)$") or ""] and ratio_budget or token_budget
+      base.hedging = name:match("^hedging%.") and { maxAttempts = 3, hedgingDelayMs = 100 } or nil
+    end
     local checked = 0
     for _, cells in ipairs(table_rows(fields, "field")) do
       local name, when = code(cells[1]), cells[#cells]
       local grows, shrinks = when:find("grows", 1, true), when:find("shrinks", 1, true)
       local flips = when:find("`true` → `false`", 1, true)
       if grows or shrinks or flips then
+        base_for(name)
+        local old = assert(rf.load_string(json.encode(base)))
         local obj, key = name:match("^(%w+)%.(%w+)$")
         local holder = obj and base[obj] or base
         key = key or name

@@ -279,6 +279,35 @@ composite[#composite + 1] = { widens = "class-attempts",
       return "attempts by class (classLimits): " .. table.concat(parts, ", ")
     end }
 
+-- Hedging, by effect (gRPC A6 hedgingPolicy): more hedged attempts, or sooner, or hedging going on past more failure
+-- classes, gives a request more attempts on the wire: hedging added, its maxAttempts raised, its hedgingDelayMs
+-- lowered or a class made non-fatal widens; the reverse narrows; a change both ways is widening (fail closed).
+local function hedging_of(r)
+  local hg = r.hedging
+  if hg == nil then return false end
+  local set = {}
+  for _, c in ipairs(hg.non_fatal_classes) do set[c] = true end
+  return { max = hg.max_attempts, delay = hg.hedging_delay_ms, non_fatal = set }
+end
+local function hedging_text(h)
+  if not h then return "none" end
+  local classes = class_list(h.non_fatal)
+  return string.format("{maxAttempts %d, hedgingDelayMs %d%s}", h.max, h.delay,
+    classes ~= "" and ", nonFatalClasses " .. classes or "")
+end
+composite[#composite + 1] = { widens = "hedges", by_object = true,
+    value = function(_, _, r) return hedging_of(r) end,
+    compare = function(a, b)
+      if not a and not b then return nil end
+      if not a then return "widening" end
+      if not b then return "narrowing" end
+      local added, removed = set_diff(a.non_fatal, b.non_fatal)
+      if b.max > a.max or b.delay < a.delay or next(added) then return "widening" end
+      if b.max < a.max or b.delay > a.delay or next(removed) then return "narrowing" end
+      return nil
+    end,
+    text = function(a, b) return "hedging " .. hedging_text(a) .. " → " .. hedging_text(b) end }
+
 --- The per-request effects, in report order: one per scalar field of a route (its row's widens is grows, shrinks or
 --- true-to-false), then the composite ones above. Each entry:
 ---   field    the name a change carries ("maxAttempts", "retryable", "backoff", …): the first row's path (for
@@ -300,7 +329,7 @@ end
 for _, e in ipairs(composite) do
   e.covers = {}
   for _, row in ipairs(SCHEMA) do
-    if row.place == "route" and row.widens == e.widens then
+    if row.place == "route" and row.widens == e.widens and row.type ~= "object" then -- an object: by its fields
       e.field = e.field or (e.by_object and row.parent or row.path)
       e.covers[#e.covers + 1] = row.type == "class-limits" and row.path .. ".*" or row.path
     end
@@ -680,15 +709,26 @@ local function as_set(list)
   return s
 end
 
--- retryBudget (the canonical form's object, lock keys): its numbers, then whether the bucket is shared.
+-- retryBudget (the canonical form's object, lock keys): its form (a token bucket or a ratio over a window), its
+-- numbers, then whether the bucket is shared.
 local BUDGET_ROWS = rows_under("retryBudget")
+
+-- The ratio form is the one with retryRatio (the loader fills in its other fields); else a token bucket.
+local function budget_form(rb) return rb.retryRatio ~= nil and "ratio" or "tokens" end
+
+-- Whether a budget allows no retry and no hedge at all, whatever comes: a ratio with retryRatio 0 and no minimum; a
+-- token bucket of at most 2 tokens, whose count after a failure (maxTokens - 1) is never above maxTokens / 2.
+local function allows_none(rb)
+  if budget_form(rb) == "ratio" then return rb.retryRatio == 0 and rb.minRetriesPerSecond == 0 end
+  return rb.maxTokens <= 2
+end
 
 local function compare_retry_budget(a, b, out)
   local none_a, none_b = a == nil or a == json.null, b == nil or b == json.null
   local function desc(rb)
     local parts = {}
     for _, row in ipairs(BUDGET_ROWS) do
-      if numeric(row) then parts[#parts + 1] = row.key .. " " .. show(rb[row.key]) end
+      if numeric(row) and rb[row.key] ~= nil then parts[#parts + 1] = row.key .. " " .. show(rb[row.key]) end
     end
     return "{" .. table.concat(parts, ", ") .. "}"
   end
@@ -699,9 +739,22 @@ local function compare_retry_budget(a, b, out)
   elseif none_a then
     out[#out + 1] = change("narrowing", M.POLICY, "retryBudget", nil, desc(b),
       "retryBudget none → " .. desc(b))
+  elseif budget_form(a) ~= budget_form(b) then
+    -- A token bucket allows a burst then stops while all fail; a ratio allows a share of the traffic for ever: neither
+    -- bounds the other, so a switch widens unless the new budget allows no retry at all.
+    local narrower = allows_none(b)
+    out[#out + 1] = change(narrower and "narrowing" or "widening", M.POLICY, "retryBudget", desc(a), desc(b),
+      "retryBudget " .. desc(a) .. " → " .. desc(b) .. (narrower and " (it allows no retry)"
+        or " (another kind of budget: judged widening unless it allows no retry)"))
   else
     for _, row in ipairs(BUDGET_ROWS) do
-      if numeric(row) then compare_number(row, a[row.key], b[row.key], out) end
+      if numeric(row) and row.widens == "any-change" then -- the window: longer lets a burst spend more, shorter
+        if a[row.key] ~= b[row.key] then -- forgets the retries it spent sooner; either can allow a retry refused now
+          out[#out + 1] = change("widening", M.POLICY, row.path, a[row.key], b[row.key])
+        end
+      elseif numeric(row) then
+        compare_number(row, a[row.key], b[row.key], out)
+      end
     end
     -- A fleet-wide bucket throttles more than one per process: adding it narrows; removing it, or renaming it
     -- (a fresh, full bucket that no process has drawn on yet), widens.

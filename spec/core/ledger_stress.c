@@ -71,9 +71,9 @@ static rf_ledger_record record(const char *path) {
     r.status = 201;
     r.body_len = 512;
     r.n_tries = 3;
-    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 210, 0, "pinned-status", "1", NULL};
-    r.tries[1] = (rf_ledger_try){"TIMEOUT", 0, 500, 1000, "pinned-status", NULL, NULL};
-    r.tries[2] = (rf_ledger_try){"SUCCESS", 201, 120, 0, "success", NULL, NULL};
+    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 210, 0, "pinned-status", "1", NULL, 0, false, NULL};
+    r.tries[1] = (rf_ledger_try){"TIMEOUT", 0, 500, 1000, "pinned-status", NULL, NULL, 0, false, NULL};
+    r.tries[2] = (rf_ledger_try){"SUCCESS", 201, 120, 0, "success", NULL, NULL, 0, false, NULL};
     return r;
 }
 

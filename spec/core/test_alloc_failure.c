@@ -465,8 +465,8 @@ static void test_ledger_append(void **state) {
     rec.status = 200;
     rec.body_len = 17;
     rec.n_tries = 2;
-    rec.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL};
-    rec.tries[1] = (rf_ledger_try){"HTTP_200", 200, 9, 1000, "success", NULL, NULL};
+    rec.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL, 0, false, NULL};
+    rec.tries[1] = (rf_ledger_try){"HTTP_200", 200, 9, 1000, "success", NULL, NULL, 0, false, NULL};
     ledger_arg la = {path, &rec};
     fail_each_allocation("ledger open + append", op_ledger_append, &la, RAN_OK, false);
     remove(path);

@@ -63,8 +63,8 @@ static rf_ledger_record sample(void) {
     r.status = 201;
     r.body_len = 17;
     r.n_tries = 2;
-    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL};
-    r.tries[1] = (rf_ledger_try){"SUCCESS", 201, 30, 1000, "success", NULL, NULL};
+    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL, 0, false, NULL};
+    r.tries[1] = (rf_ledger_try){"SUCCESS", 201, 30, 1000, "success", NULL, NULL, 0, false, NULL};
     return r;
 }
 
@@ -195,6 +195,96 @@ static void test_retry_after_header(void **state) {
     unlink(path);
 }
 
+/* A hedged request's tries: start_ms, hedge and fate written after the others only when a fate is set, read back by
+ * the fast and the general parser (any key order), absent in every other line; refused when they do not come
+ * together, when the fate is not one, or when start_ms is out of range; the writer refuses the same. */
+static void test_hedge_fields(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.tries[0].start_ms = 0;
+    rec.tries[0].fate = "cancelled";
+    rec.tries[1].start_ms = 100;
+    rec.tries[1].hedge = true;
+    rec.tries[1].fate = "winner";
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf, "\"retry_after\":\"1\",\"start_ms\":0,\"fate\":\"cancelled\"},"));
+    assert_non_null(strstr(buf, "\"retry_after\":null,\"start_ms\":100,\"hedge\":true,\"fate\":\"winner\"}]}"));
+    char both[4096];
+    snprintf(both, sizeof both, "%s\n%s\n", buf,
+             "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+             "\"key\":null,\"policy\":\"sha256:0123abcd\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"success\",\"reason\":\"success\",\"ok\":true,\"status\":200,\"body_len\":0,\"tries\":"
+             "[{\"fate\":\"winner\",\"hedge\":true,\"start_ms\":7,\"class\":\"HTTP_200\",\"status\":200,"
+             "\"elapsed_ms\":5,\"delay_ms\":0,\"reason\":\"success\",\"retry_after\":null}]}");
+    const char *path = tmp_file("hedge.jsonl");
+    write_bytes(path, both, strlen(both));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    assert_string_equal(got.tries[0].fate, "cancelled");
+    assert_int_equal(got.tries[0].start_ms, 0);
+    assert_false(got.tries[0].hedge);
+    assert_string_equal(got.tries[1].fate, "winner");
+    assert_int_equal(got.tries[1].start_ms, 100);
+    assert_true(got.tries[1].hedge);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err); /* another key order: the general parser */
+    assert_string_equal(got.tries[0].fate, "winner");
+    assert_int_equal(got.tries[0].start_ms, 7);
+    assert_true(got.tries[0].hedge);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    /* Lines without them (every request that never hedged) read back as no fate. */
+    rec = sample();
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_null(strstr(buf, "fate"));
+    assert_null(strstr(buf, "start_ms"));
+    /* Refused by the reader, naming the field. */
+    static const struct {
+        const char *tail, *says;
+    } bad[] = {
+        {"\"start_ms\":3}]}", "start_ms"},               /* without a fate */
+        {"\"hedge\":true}]}", "hedge"},                  /* without a fate */
+        {"\"start_ms\":3,\"fate\":\"lost\"}]}", "fate"}, /* not a fate */
+        {"\"start_ms\":3,\"fate\":\"none\"}]}", "fate"}, /* never written */
+        {"\"fate\":\"winner\"}]}", "start_ms"},          /* without its start */
+        {"\"start_ms\":-1,\"fate\":\"winner\"}]}", "start_ms"},
+        {"\"start_ms\":3,\"hedge\":1,\"fate\":\"winner\"}]}", "hedge"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char line[1024];
+        snprintf(line, sizeof line,
+                 "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+                 "\"key\":null,\"policy\":\"sha256:0\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":\"success\","
+                 "\"reason\":\"success\",\"ok\":true,\"status\":200,\"body_len\":0,\"tries\":[{\"class\":"
+                 "\"HTTP_200\",\"status\":200,\"elapsed_ms\":5,\"delay_ms\":0,\"reason\":\"success\","
+                 "\"retry_after\":null,%s\n",
+                 bad[i].tail);
+        write_bytes(path, line, strlen(line));
+        r = reader_open_ok(path);
+        expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+        if (strstr(err.message, bad[i].says) == NULL) fail_msg("case %zu: %s", i, err.message);
+        rf_ledger_reader_close(r);
+    }
+    unlink(path);
+    /* Refused by the writer: a fate that is not one, start_ms without a fate, a start out of range. */
+    rec = sample();
+    rec.tries[1].fate = "lost";
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) < 0);
+    assert_string_equal(err.path, "$.tries[1].fate");
+    rec.tries[1].fate = NULL;
+    rec.tries[1].hedge = true;
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) < 0);
+    assert_string_equal(err.path, "$.tries[1].fate");
+    rec.tries[1].hedge = false;
+    rec.tries[1].fate = "failed";
+    rec.tries[1].start_ms = -5;
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) < 0);
+    assert_non_null(strstr(err.message, "start_ms"));
+}
+
 static void test_format_key_null_and_timestamps(void **state) {
     (void)state;
     static const struct {
@@ -313,8 +403,9 @@ static void test_round_trip(void **state) {
     recs[2] = sample(); /* every try with a Retry-After, the integer extremes, escapes, UTF-8 */
     recs[2].n_tries = RF_LEDGER_MAX_TRIES;
     for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
-        recs[2].tries[i] = (rf_ledger_try){
-            "HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT", NULL};
+        recs[2].tries[i] =
+            (rf_ledger_try){"HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT",
+                            NULL,       0,   false,      NULL};
     }
     recs[2].elapsed_ms = MAX_SAFE;
     recs[2].body_len = -MAX_SAFE;
@@ -1153,6 +1244,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format_known_record),
         cmocka_unit_test(test_retry_after_header),
+        cmocka_unit_test(test_hedge_fields),
         cmocka_unit_test(test_format_key_null_and_timestamps),
         cmocka_unit_test(test_format_integers_stay_integers),
         cmocka_unit_test(test_format_escapes_strings),

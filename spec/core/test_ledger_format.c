@@ -82,8 +82,8 @@ static rf_ledger_record record_of(const char *s, fields *f) {
     r.status = 201;
     r.body_len = -17;
     r.n_tries = 2;
-    r.tries[0] = (rf_ledger_try){s, 503, 20, 0, s, s, s};
-    r.tries[1] = (rf_ledger_try){s, 201, 30, 1000, s, NULL, NULL};
+    r.tries[0] = (rf_ledger_try){s, 503, 20, 0, s, s, s, 0, false, NULL};
+    r.tries[1] = (rf_ledger_try){s, 201, 30, 1000, s, NULL, NULL, 0, false, NULL};
     r.host = s;
     r.budget = s;
     return r;

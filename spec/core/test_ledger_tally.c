@@ -44,7 +44,8 @@ static rf_ledger_record rec(const char *route, int64_t ts_ms, int attempts, int6
 
 static void try_(rf_ledger_record *r, const char *class_name, int status, int64_t elapsed_ms, int64_t delay_ms,
                  const char *reason, const char *retry_after, const char *header) {
-    r->tries[r->n_tries++] = (rf_ledger_try){class_name, status, elapsed_ms, delay_ms, reason, retry_after, header};
+    r->tries[r->n_tries++] =
+        (rf_ledger_try){class_name, status, elapsed_ms, delay_ms, reason, retry_after, header, 0, false, NULL};
 }
 
 /* The four records of the figures test:

@@ -49,6 +49,10 @@ typedef struct rf_try {
     char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
     rf_budget_source budget;     /* the retry budget the verdict after it used (none, local, shared, local-fallback) */
     char error[128];             /* curl's message for a transport failure, "" otherwise */
+    /* Of a request that hedged (gRPC A6 hedging: attempts overlapped), else -1, false and RF_FATE_NONE: */
+    int64_t start_ms; /* when it started, ms after the request's first attempt started */
+    bool hedge;       /* started by the hedging delay (hedging.hedgingDelayMs) beside attempts in flight */
+    rf_try_fate fate; /* winner (its success ended the request), cancelled (aborted in flight), or failed */
 } rf_try;
 
 /* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
@@ -119,8 +123,8 @@ typedef struct rf_step_result {
     const char *date;                        /* the Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
     const char *error;                       /* the transport's message, or NULL */
-    int64_t now_ms;                          /* monotonic time at the attempt's end */
-    int64_t wall_ms;                         /* Unix time in ms (for HTTP-date Retry-After) */
+    int64_t now_ms;  /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
+    int64_t wall_ms; /* Unix time in ms (for HTTP-date Retry-After) */
 } rf_step_result;
 
 /* One logical request driven by a host. Fill with rf_step_init; the request and response outlive it. */
@@ -139,7 +143,9 @@ typedef struct rf_step {
 /* Starts request req at now_ms (the host's monotonic clock). p, req and resp are borrowed and must outlive the step;
  * *resp is overwritten (zeroed or cleared before) and owns its tries until rf_response_clear. RF_EINVAL (err->path
  * "method" or "path"): a missing method or one with a lowercase letter (RFC 9110 §9.1, as rf_budget), a path not
- * starting with '/'. RF_ENOMEM. err may be NULL. One thread at a time per step. */
+ * starting with '/'; (err->path "hedging") a request its route hedges (rf_policy_hedging: hedged), whose attempts
+ * overlap, which a step of one attempt at a time cannot send. RF_ENOMEM. err may be NULL. One thread at a time per
+ * step. */
 RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                               rf_error *err);
 /* Before an attempt at now_ms: true and *timeout_ms (the per-try timeout, rf_budget), or false and *stop (the

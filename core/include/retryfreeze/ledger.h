@@ -17,9 +17,11 @@
  *    "ok":true,"status":200,"body_len":17,"tries":[{"class":"HTTP_503","status":503,"elapsed_ms":20,
  *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after"},…]}
  * retry_after_header is written only when set (a line without it reads as NULL), so lines without a wait
- * header are byte-identical to those of earlier versions. After tries come, only when set, "host":"web-3"
- * (a writer writes its host on every line) and "budget":"shared" (which retry budget the request used).
- * Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
+ * header are byte-identical to those of earlier versions; so are a hedged request's "start_ms", "hedge" and "fate",
+ * after it (…,"retry_after":null,"start_ms":100,"hedge":true,"fate":"winner"}), absent from other requests' tries.
+ * After tries come, only when set, "host":"web-3" (a writer writes its host on every line) and "budget":"shared" (which
+ * retry budget the request used). Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON
+ * double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
  * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the
@@ -61,6 +63,11 @@ typedef struct rf_ledger_try {
                                        (JSON null) */
     const char *retry_after_header; /* which wait header retry_after came from ("retry-after", "retry-after-ms",
                                        …; docs/lock.md#wait-headers), or NULL: the key is then not written */
+    /* A hedged request's (gRPC A6 hedging: attempts in flight at once), written only when set, so the tries of a
+     * request that never hedged are byte-identical to those of earlier versions (which read back as -1/false/NULL): */
+    int64_t start_ms; /* when it started, ms after the request's first attempt (0..2^53); 0 without a fate */
+    bool hedge;       /* started by the hedging delay beside attempts in flight ("hedge":true); false: not written */
+    const char *fate; /* "winner", "cancelled" or "failed" (RF_TRY_FATES); NULL: not written */
 } rf_ledger_try;
 
 /*

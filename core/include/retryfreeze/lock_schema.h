@@ -70,6 +70,7 @@ extern "C" {
     X(RF_WIDENS_OWN_METHOD, "own-method")                 /* the route's own method no longer needs a key */           \
     X(RF_WIDENS_CLASS_ATTEMPTS, "class-attempts")         /* a class gets more attempts */                             \
     X(RF_WIDENS_REQUESTS, "requests")                     /* some request reaches a route that gives it more */        \
+    X(RF_WIDENS_HEDGES, "hedges")                         /* a request gets more hedged attempts, or sooner */         \
     X(RF_WIDENS_FIELDS, "fields")                         /* judged field by field (its rows) */                       \
     X(RF_WIDENS_NEVER, "never")                           /* no change of it widens (a renamed {param} is neutral) */
 

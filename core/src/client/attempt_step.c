@@ -100,22 +100,45 @@ bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_
 }
 
 /* The try of the request that just ended, recorded in the response (room was made before: rfi_step_after). */
-static rf_try *record_try(rfi_attempts *a, const rfi_attempt_end *e, int status) {
+static rf_try *new_try(rfi_attempts *a, const rfi_attempt_end *e) {
     rf_response *r = a->resp;
-    if (!e->hop) a->attempts++;
-    a->requests++;
     rf_try *t = &r->tries[r->n_tries < a->tries_cap ? r->n_tries : a->tries_cap - 1];
     memset(t, 0, sizeof *t);
-    t->status = status;
     t->transport = e->transport;
     t->elapsed_ms = e->elapsed_ms;
     t->delay_ms = a->delay_ms;
     t->timeout_ms = a->timeout_ms;
+    t->start_ms = e->hedged ? e->start_ms : -1;
+    t->hedge = e->hedged && e->hedge;
     if (e->error) snprintf(t->error, sizeof t->error, "%.127s", e->error);
     if (r->n_tries < a->tries_cap) r->n_tries++;
+    return t;
+}
+
+static rf_try *record_try(rfi_attempts *a, const rfi_attempt_end *e, int status) {
+    rf_response *r = a->resp;
+    if (!e->counted) { /* a hedged request's attempts count when they start (rfi_step_started) */
+        if (!e->hop) a->attempts++;
+        a->requests++;
+    }
+    rf_try *t = new_try(a, e);
+    t->status = status;
     r->status = status;
     r->attempts = a->requests;
     return t;
+}
+
+void rfi_step_started(rfi_attempts *a) {
+    a->attempts++;
+    a->requests++;
+    a->resp->attempts = a->requests;
+}
+
+void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason) {
+    rf_try *t = new_try(a, e);
+    rf_classify(0, RF_TRANSPORT_OTHER, t->class_name); /* no response: UNKNOWN */
+    t->reason = reason;
+    t->fate = RF_FATE_CANCELLED;
 }
 
 /* The facts of the request that just ended; only the wait headers the route reads. */
@@ -133,7 +156,9 @@ static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status
                     .elapsed_ms = e->request_elapsed_ms,
                     .not_sent = e->not_sent,
                     .has_idempotency_key = req->idempotency_key != NULL,
-                    .now_ms = e->wall_ms};
+                    .now_ms = e->wall_ms,
+                    .mono_ms = e->mono_ms,
+                    .hedged = e->hedged};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (a->reads[h] && e->hints[h] != NULL) {
             f->hints[h] = e->hints[h];
@@ -201,6 +226,7 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
     if (redirect != NULL) redirect->followed = false;
     if (redirect == NULL || !redirect_verdict(a, e, redirect, &facts, t, v))
         a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng, budget, t, v);
+    if (e->hedged) t->fate = v->reason == RF_REASON_SUCCESS ? RF_FATE_WINNER : RF_FATE_FAILED;
     *hook_rc = rf_step_narrow(hook, hook_ud, t, v);
     if (v->retry && !room_for_another_try(a)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */
         v->retry = false;
@@ -267,7 +293,10 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
                                         .reason = rf_reason_name(t->reason),
                                         /* a header the verdict names is recorded even when it was empty */
                                         .retry_after = t->retry_after_header[0] ? t->retry_after : NULL,
-                                        .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL};
+                                        .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL,
+                                        .start_ms = t->fate != RF_FATE_NONE ? t->start_ms : 0,
+                                        .hedge = t->fate != RF_FATE_NONE && t->hedge,
+                                        .fate = t->fate != RF_FATE_NONE ? rf_try_fate_name(t->fate) : NULL};
     }
 }
 
@@ -344,11 +373,22 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
             return RF_EINVAL;
         }
     }
+    const long route = rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path));
+    rf_hedging hg;
+    if (rf_policy_hedging(p, route, req->method, strlen(req->method), req->idempotency_key != NULL, &hg) == RF_OK &&
+        hg.hedged) {
+        rf_route_view rv;
+        rf_policy_route(p, (size_t)route, &rv);
+        return rfi_fail(err, "hedging",
+                        "route \"%s\" hedges its requests (hedging: several attempts in flight at once), which a step "
+                        "of one attempt at a time cannot do: send it with the client (rf_client_request, "
+                        "rf_client_all; in Lua client:request, client:all)",
+                        rv.endpoint);
+    }
     resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
     if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     rfi_attempts a;
-    rfi_attempts_init(&a, p, req, resp,
-                      rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), RF_MAX_TRIES);
+    rfi_attempts_init(&a, p, req, resp, route, RF_MAX_TRIES);
     s->policy = p;
     s->req = req;
     s->resp = resp;
@@ -407,7 +447,9 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
                          .not_sent = res->not_sent,
                          .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
                          .request_elapsed_ms = elapsed_between(s->start_ms, res->now_ms),
-                         .wall_ms = res->wall_ms};
+                         .wall_ms = res->wall_ms,
+                         .mono_ms = res->now_ms,
+                         .start_ms = -1};
     memcpy(e.hints, res->hints, sizeof e.hints);
     rf_verdict v;
     bool retry = rfi_step_after(&a, &e, NULL, rng, budget, hook, hook_ud, hook_rc, &v);

@@ -44,6 +44,11 @@ typedef struct rfi_attempt_end {
     int64_t elapsed_ms;                      /* this request's time on the wire */
     int64_t request_elapsed_ms;              /* since the request started, as the engine is told */
     int64_t wall_ms;                         /* Unix time in ms (for an HTTP-date) */
+    int64_t mono_ms;                         /* monotonic ms (a ratio retry budget's window), 0: unknown */
+    bool counted;     /* the attempt was counted when it started (rfi_step_started: a hedged request's) */
+    bool hedged;      /* one of a hedged request's attempts: facts.hedged, and its try gets a fate */
+    bool hedge;       /* started by the hedging delay beside others (rf_try.hedge) */
+    int64_t start_ms; /* when it started, ms after the request's first attempt (rf_try.start_ms); -1: not kept */
 } rfi_attempt_end;
 
 /* A 3xx the client follows itself (client_redirect.c): rf_redirect_verdict decides it in rf_decide's place. */
@@ -64,6 +69,14 @@ typedef struct rfi_redirect_ask {
  */
 bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
                     rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v);
+
+/* A hedged request's attempt starts: it counts now, as an attempt and a request sent (its try is recorded when it
+ * ends, rfi_step_after with e->counted, or when it is cancelled). */
+void rfi_step_started(rfi_attempts *a);
+
+/* Records the try of an attempt cancelled in flight because reason ended the request (another attempt's response):
+ * no status, class UNKNOWN, the reason, fate cancelled, e's times; the response's status and attempts stay. */
+void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason);
 
 /* Ends the request with reason after elapsed_ms: the response's reason, outcome, ok, elapsed_ms, route and budget
  * (what rf_step_finish does before its ledger line). */

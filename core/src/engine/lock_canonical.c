@@ -139,8 +139,8 @@ static bool write_object(const writer *w, cJSON *obj, const char *holder, const 
         const size_t i = order->row[k];
         const rfi_field *f = &rfi_lock_fields[i];
         if (f->pub.canonical == RF_CANON_NEVER) continue;
-        /* A route's fields are all set once it is loaded (required, or defaulted). */
-        bool present = f->pub.place == RF_PLACE_ROUTE || (w->p->has & RFI_BIT(i)) != 0;
+        /* A route's fields are all set once it is loaded (required, or defaulted), but an optional object's. */
+        bool present = rfi_field_present(w->p, f, i, holder);
         if (!present) {
             if (f->pub.canonical == RF_CANON_NULL_WHEN_NONE && !cJSON_AddNullToObject(obj, rfi_field_key(f)))
                 return false;

@@ -342,6 +342,14 @@ static bool read_object(const rfi_field *f, const cJSON *obj, const char *path, 
     return true;
 }
 
+rf_status rfi_field_default(const rfi_field *f, const char *path, const rfi_read_ctx *ctx, rf_error *err) {
+    cJSON *v = cJSON_Parse(f->pub.default_json);
+    if (v == NULL) return rfi_report(err, RF_ENOMEM, "$", "out of memory"); /* the defaults are valid JSON */
+    bool ok = rfi_field_read(f, v, path, ctx, err);
+    cJSON_Delete(v);
+    return ok ? RF_OK : RF_EINVAL;
+}
+
 bool rfi_field_read(const rfi_field *f, const cJSON *c, const char *path, const rfi_read_ctx *ctx, rf_error *err) {
     const bool route = f->pub.place == RF_PLACE_ROUTE;
     void *holder = route ? (void *)ctx->route : (void *)ctx->lock;

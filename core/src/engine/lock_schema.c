@@ -20,6 +20,7 @@
 #define ROUTE_LIST_REF(n, items) ROUTE_LIST(n, items), .items_ref = true
 #define LOCK_AT(m) .at = offsetof(rf_policy, m), .size = sizeof(((rf_policy *)0)->m)
 #define LOCK_HAS(m) .has_at = offsetof(rf_policy, m) + 1
+#define ROUTE_HAS(m) .has_at = offsetof(rfi_route, m) + 1
 
 /* The row's public part, in rf_lock_field's order. ROW: at the top of its place; IN(object path, key, parent id, …):
  * in an object. */
@@ -56,10 +57,61 @@
     LOCK_AT(gate.view.member##_milli), LOCK_HAS(gate.view.has_##member)
 
 /* retryable: a redirect loop is never retried (the same chain would loop again). */
-static bool no_redirect_loop(const void *holder, const char *path, rf_error *err) {
+static bool no_redirect_loop(void *holder, const char *path, rf_error *err) {
     const rfi_route *r = holder;
     if (!(r->retryable.named & (1u << RF_CLASS_TOO_MANY_REDIRECTS))) return true;
     rfi_fail(err, path, "TOO_MANY_REDIRECTS cannot be retryable: the same redirect chain would loop again");
+    return false;
+}
+
+/* The rows of each form of retryBudget: a token bucket (gRPC A6) or a ratio over a window (Linkerd, Finagle). */
+static const rfi_field_id TOKEN_ROWS[] = {RFI_F_BUDGET_MAX_TOKENS, RFI_F_BUDGET_TOKEN_RATIO};
+static const rfi_field_id RATIO_ROWS[] = {RFI_F_BUDGET_RETRY_RATIO, RFI_F_BUDGET_MIN_PER_SECOND, RFI_F_BUDGET_TTL};
+
+/* The first row of rows[0..n) the lock sets, or -1. */
+static long first_set(const rf_policy *p, const rfi_field_id *rows, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p->has & RFI_BIT(rows[i])) return (long)rows[i];
+    return -1;
+}
+
+/* retryBudget: one form or the other, each complete: a token bucket needs both its fields; a ratio needs retryRatio,
+ * and takes its rows' defaults for the others (read as the lock's own values would be). */
+static bool one_budget_form(void *holder, const char *path, rf_error *err) {
+    rf_policy *p = holder;
+    char sub[RFI_PATH_CAP];
+    const long token = first_set(p, TOKEN_ROWS, 2), ratio = first_set(p, RATIO_ROWS, 3);
+    if (token >= 0 && ratio >= 0) {
+        rfi_fail(err, path,
+                 "has both a token bucket (%s) and a ratio (%s): a retry budget is one or the other (maxTokens and "
+                 "tokenRatio, or retryRatio, minRetriesPerSecond and ttlMs)",
+                 rfi_field_key(&rfi_lock_fields[token]), rfi_field_key(&rfi_lock_fields[ratio]));
+        return false;
+    }
+    const rfi_field_id *rows = ratio >= 0 ? RATIO_ROWS : TOKEN_ROWS;
+    const size_t n = ratio >= 0 ? 3 : 2;
+    for (size_t i = 0; i < n; i++) {
+        const rfi_field *f = &rfi_lock_fields[rows[i]];
+        if (p->has & RFI_BIT(rows[i])) continue;
+        rfi_path_child(sub, path, rfi_field_key(f));
+        if (f->pub.default_json == NULL) {
+            rfi_fail(err, sub, "is required in a retryBudget %s (no default)",
+                     ratio >= 0 ? "ratio (retryRatio, minRetriesPerSecond, ttlMs)"
+                                : "token bucket (maxTokens, tokenRatio)");
+            return false;
+        }
+        const rfi_read_ctx ctx = {.lock = p};
+        if (rfi_field_default(f, sub, &ctx, err) != RF_OK) return false;
+    }
+    return true;
+}
+
+/* retryBudget.ttlMs: the window is 10 slots of ttlMs / 10 ms (retry_budget.c), so it divides by 10. */
+static bool window_in_slots(void *holder, const char *path, rf_error *err) {
+    const rf_policy *p = holder;
+    if (p->budget_ttl_ms % 10 == 0) return true;
+    rfi_fail(err, path, "must be a multiple of 10 (the window is 10 slots of ttlMs / 10 ms), got %lld",
+             (long long)p->budget_ttl_ms);
     return false;
 }
 
@@ -71,13 +123,27 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
     [RFI_F_ROUTES] = {ROW("routes", MULTI, ROUTES, 1, RFI_MAX_ROUTES, REQUIRED, NULL, ALWAYS, REQUESTS, NULL)},
     /* The lock's top level, in both forms. */
     [RFI_F_RETRY_BUDGET] = {ROW("retryBudget", LOCK, OBJECT, 0, 0, NONE, NULL, NULL_WHEN_NONE, REMOVED, "retry_budget"),
-                            .in_route = "retryBudget is client-wide (gRPC retryThrottling): set it at the top level"},
-    [RFI_F_BUDGET_MAX_TOKENS] = {IN("retryBudget", "maxTokens", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 1, 1000, REQUIRED,
-                                    NULL, ALWAYS, GROWS, "retry_budget.max_tokens"),
+                            .in_route = "retryBudget is client-wide (gRPC retryThrottling): set it at the top level",
+                            .shape = "{maxTokens, tokenRatio} or {retryRatio, minRetriesPerSecond, ttlMs}",
+                            .check = one_budget_form},
+    /* The token bucket (gRPC A6 retryThrottling). Required in that form (one_budget_form). */
+    [RFI_F_BUDGET_MAX_TOKENS] = {IN("retryBudget", "maxTokens", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 1, 1000, NONE, NULL,
+                                    ALWAYS, GROWS, "retry_budget.max_tokens"),
                                  LOCK_AT(budget_max_tokens)},
-    [RFI_F_BUDGET_TOKEN_RATIO] = {IN("retryBudget", "tokenRatio", RFI_F_RETRY_BUDGET, LOCK, DECIMAL, 1, 1000000,
-                                     REQUIRED, NULL, ALWAYS, GROWS, "retry_budget.token_ratio"),
+    [RFI_F_BUDGET_TOKEN_RATIO] = {IN("retryBudget", "tokenRatio", RFI_F_RETRY_BUDGET, LOCK, DECIMAL, 1, 1000000, NONE,
+                                     NULL, ALWAYS, GROWS, "retry_budget.token_ratio"),
                                   LOCK_AT(budget_token_ratio_milli)},
+    /* The ratio over a sliding window (Linkerd, Envoy, Finagle): retries <= retryRatio × requests +
+     * minRetriesPerSecond × ttlMs / 1000 in the last ttlMs. Absent from a token bucket's canonical form. */
+    [RFI_F_BUDGET_RETRY_RATIO] = {IN("retryBudget", "retryRatio", RFI_F_RETRY_BUDGET, LOCK, DECIMAL, 0, 1000000, NONE,
+                                     NULL, ALWAYS, GROWS, "retry_budget.retry_ratio"),
+                                  LOCK_AT(budget_retry_ratio_milli)},
+    [RFI_F_BUDGET_MIN_PER_SECOND] = {IN("retryBudget", "minRetriesPerSecond", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 0,
+                                        100000, NONE, "0", ALWAYS, GROWS, "retry_budget.min_retries_per_second"),
+                                     LOCK_AT(budget_min_per_second)},
+    [RFI_F_BUDGET_TTL] = {IN("retryBudget", "ttlMs", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 100, 3600000, NONE, "10000",
+                             ALWAYS, ANY_CHANGE, "retry_budget.ttl_ms"),
+                          LOCK_AT(budget_ttl_ms), .check = window_in_slots},
     [RFI_F_BUDGET_SHARED] = {IN("retryBudget", "shared", RFI_F_RETRY_BUDGET, LOCK, OBJECT, 0, 0, NONE, NULL, ALWAYS,
                                 REMOVED, NULL),
                              .canonical_last = true},
@@ -177,6 +243,19 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
                                 "class_limits"),
                             ROUTE_SPAN(has_class_limits, class_limit_named),
                             ROUTE_LIST_REF(n_class_limit_tokens, class_limit_ptrs)},
+    /* Hedging (gRPC A6 hedgingPolicy): left out of the canonical form when absent, so older locks keep their digest. */
+    [RFI_F_HEDGING] = {ROW("hedging", ROUTE, OBJECT, 0, 0, NONE, NULL, UNLESS_DEFAULT, HEDGES, "hedging"),
+                       ROUTE_SPAN(has_hedging, hedge_non_fatal), ROUTE_HAS(has_hedging)},
+    [RFI_F_HEDGING_MAX_ATTEMPTS] = {IN("hedging", "maxAttempts", RFI_F_HEDGING, ROUTE, INTEGER, 2, 10, REQUIRED, NULL,
+                                       ALWAYS, HEDGES, "hedging.max_attempts"),
+                                    ROUTE_AT(hedge_max_attempts)},
+    [RFI_F_HEDGING_DELAY] = {IN("hedging", "hedgingDelayMs", RFI_F_HEDGING, ROUTE, INTEGER, 1, 600000, REQUIRED, NULL,
+                                ALWAYS, HEDGES, "hedging.hedging_delay_ms"),
+                             ROUTE_AT(hedge_delay_ms)},
+    [RFI_F_HEDGING_NON_FATAL] = {IN("hedging", "nonFatalClasses", RFI_F_HEDGING, ROUTE, CLASSES, 0, RFI_MAX_CLASSES,
+                                    VALUE, "[]", ALWAYS, HEDGES, "hedging.non_fatal_classes"),
+                                 ROUTE_AT(hedge_non_fatal),
+                                 ROUTE_LIST_REF(n_hedge_non_fatal_tokens, hedge_non_fatal_ptrs)},
 };
 
 size_t rf_lock_schema_count(void) { return RFI_FIELD_COUNT; }
@@ -209,10 +288,12 @@ rf_status rf_lock_field_check(size_t i, double value, rf_error *err) {
     return rfi_field_read(f, &item, path, &ctx, err) ? RF_OK : RF_EINVAL;
 }
 
-/* Whether the lock sets row i (a route's fields always are, once loaded: each is required or has a default). */
-static bool present(const rf_policy *p, const rfi_field *f, size_t i) {
-    if (f->pub.place == RF_PLACE_ROUTE) return true;
-    return (p->has & RFI_BIT(i)) != 0;
+/* Whether the lock sets row i: a route's fields always are, once loaded (each is required or has a default), but
+ * those of an optional route object (hedging), which are set when its has_at bool is. */
+bool rfi_field_present(const rf_policy *p, const rfi_field *f, size_t i, const char *holder) {
+    if (f->pub.place != RF_PLACE_ROUTE) return (p->has & RFI_BIT(i)) != 0;
+    const rfi_field *flag = f->has_at != 0 ? f : f->pub.parent >= 0 ? &rfi_lock_fields[f->pub.parent] : NULL;
+    return flag == NULL || flag->has_at == 0 || *(const bool *)(const void *)(holder + flag->has_at - 1);
 }
 
 rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_value *out) {
@@ -225,7 +306,7 @@ rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_v
     } else {
         h = (const char *)p;
     }
-    *out = (rf_field_value){.present = present(p, f, i)};
+    *out = (rf_field_value){.present = rfi_field_present(p, f, i, h)};
     if (!out->present) return RF_OK;
     switch (f->pub.type) {
     case RF_FIELD_INTEGER:

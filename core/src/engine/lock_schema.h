@@ -20,6 +20,9 @@ typedef enum rfi_field_id {
     RFI_F_RETRY_BUDGET,
     RFI_F_BUDGET_MAX_TOKENS,
     RFI_F_BUDGET_TOKEN_RATIO,
+    RFI_F_BUDGET_RETRY_RATIO,
+    RFI_F_BUDGET_MIN_PER_SECOND,
+    RFI_F_BUDGET_TTL,
     RFI_F_BUDGET_SHARED,
     RFI_F_BUDGET_SHARED_NAME,
     RFI_F_GATE,
@@ -49,6 +52,10 @@ typedef enum rfi_field_id {
     RFI_F_RETRY_AFTER_MAX,
     RFI_F_RETRY_AFTER_HEADERS,
     RFI_F_CLASS_LIMITS,
+    RFI_F_HEDGING,
+    RFI_F_HEDGING_MAX_ATTEMPTS,
+    RFI_F_HEDGING_DELAY,
+    RFI_F_HEDGING_NON_FATAL,
     RFI_FIELD_COUNT
 } rfi_field_id;
 
@@ -66,7 +73,8 @@ typedef struct rfi_field {
      * items_ref a pointer to them (a route's class lists lie in the policy's view block: policy.c). */
     size_t n_at, items_at;
     bool items_ref;
-    /* 1 + the offset of a bool in the holder the loader sets with the field (rf_gate_view's has_*); 0: none. */
+    /* 1 + the offset of a bool in the holder the loader sets with the field (rf_gate_view's has_*, a route's
+     * has_hedging); 0: none. A route's row with one (or inside an object with one) is present only when it is set. */
     size_t has_at;
     /* An object's shape, as its refusal names it ("of gate thresholds"); NULL: "{its required rows}", or
      * "{its rows}" when none is required. */
@@ -76,11 +84,16 @@ typedef struct rfi_field {
     /* The canonical form writes it after its object's other keys (which it sorts), as it did before they were
      * sorted: a signed digest must not change. */
     bool canonical_last;
-    /* A rule of this field alone, checked once it is read; NULL: none. */
-    bool (*check)(const void *holder, const char *path, rf_error *err);
+    /* A rule of this field alone, checked once it is read (an object's: once its members are, and it may fill in
+     * their defaults); NULL: none. */
+    bool (*check)(void *holder, const char *path, rf_error *err);
 } rfi_field;
 
 extern const rfi_field rfi_lock_fields[RFI_FIELD_COUNT];
+
+/* Whether policy p sets row f (row i) in holder (a route's or p): a lock's field when p->has says so; a route's
+ * always, but those of an optional route object (has_at: hedging) when that object is set. */
+bool rfi_field_present(const rf_policy *p, const rfi_field *f, size_t i, const char *holder);
 
 /* The row's key in its object ("baseMs"). */
 static inline const char *rfi_field_key(const rfi_field *f) { return f->pub.key; }
@@ -116,6 +129,10 @@ typedef struct rfi_read_ctx {
  */
 bool rfi_field_read(const rfi_field *f, const struct cJSON *c, const char *path, const rfi_read_ctx *ctx,
                     rf_error *err);
+
+/* Reads row f's default_json as its value (at path, for a refusal: a bug in the table) and marks it set. RF_OK,
+ * RF_ENOMEM, or RF_EINVAL with err. */
+rf_status rfi_field_default(const rfi_field *f, const char *path, const rfi_read_ctx *ctx, rf_error *err);
 
 /* The row of member key at the top of a place set (parent -1; places: bits 1 << rf_field_place) or in the object
  * of row `parent`; -1 when none. */

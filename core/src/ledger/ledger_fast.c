@@ -10,7 +10,9 @@
 #include <limits.h>
 #include <string.h>
 
-#define MAX_STRINGS (8 + 3 * RF_LEDGER_MAX_TRIES)
+/* The most strings a line holds: ts, route, method, path, key, policy, outcome, reason, host and budget, and per try
+ * class, reason, retry_after, retry_after_header and fate. A line with more is left to the general parser. */
+#define MAX_STRINGS (10 + 5 * RF_LEDGER_MAX_TRIES)
 
 typedef struct cursor {
     const char *p, *end;
@@ -75,12 +77,23 @@ static bool int53(cursor *c, int64_t *out) {
     return integer(c, -RFI_LEDGER_MAX_SAFE_INT, RFI_LEDGER_MAX_SAFE_INT, out);
 }
 
+/* A hedged request's fields of a try, in the writer's order: ,"start_ms":N[,"hedge":true],"fate":"…" (a fate the
+ * vocabulary knows, checked before the line is terminated), or none of them. */
+static bool hedge_fields(cursor *c, rf_ledger_try *t) {
+    if (!LIT(c, ",\"start_ms\":")) return true;
+    if (!integer(c, 0, RFI_LEDGER_MAX_SAFE_INT, &t->start_ms)) return false;
+    t->hedge = LIT(c, ",\"hedge\":true");
+    return LIT(c, ",\"fate\":\"") && str(c, &t->fate) &&
+           rfi_ledger_fate_known(t->fate, (size_t)(c->ends[c->n_ends - 1] - t->fate));
+}
+
 static bool try_entry(cursor *c, rf_ledger_try *t) {
     return LIT(c, "{\"class\":\"") && str(c, &t->class_name) && LIT(c, ",\"status\":") && int32(c, &t->status) &&
            LIT(c, ",\"elapsed_ms\":") && int53(c, &t->elapsed_ms) && LIT(c, ",\"delay_ms\":") &&
            int53(c, &t->delay_ms) && LIT(c, ",\"reason\":\"") && str(c, &t->reason) && LIT(c, ",\"retry_after\":") &&
            str_or_null(c, true, &t->retry_after) &&
-           (!LIT(c, ",\"retry_after_header\":\"") || str(c, &t->retry_after_header)) && LIT(c, "}");
+           (!LIT(c, ",\"retry_after_header\":\"") || str(c, &t->retry_after_header)) && hedge_fields(c, t) &&
+           LIT(c, "}");
 }
 
 bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {

@@ -2,7 +2,8 @@
  * A ledger record as one JSON line. Fields always appear in this order, every one of them present:
  *   ts, route, method, path, key, policy, attempts, elapsed_ms, outcome, reason, ok, status, body_len, tries
  * then, only when set, host and budget.
- * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent).
+ * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent), then only
+ * when set retry_after_header and a hedged request's start_ms, hedge and fate.
  * Integers are emitted as plain integer tokens: a JSON library's number printer goes through a double and
  * "%1.15g", which prints 1e15 as "1e+15" and 2^53 as "9.00719925474099e+15" (lossy).
  * The line is written straight into the caller's buffer, with no tree and no allocation (an append is on
@@ -17,6 +18,7 @@
  * secrets (?api_key=…), and the ledger stores none.
  */
 #include "ledger_internal.h"
+#include "retryfreeze/outcome.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -69,13 +71,41 @@ static bool check_int(int64_t v, long i, const char *name, rf_error *err) {
     return false;
 }
 
+bool rfi_ledger_fate_known(const char *s, size_t len) {
+    for (int f = RF_FATE_NONE + 1; f < RF_TRY_FATE_COUNT; f++) {
+        const char *name = rf_try_fate_name((rf_try_fate)f);
+        if (strlen(name) == len && memcmp(name, s, len) == 0) return true;
+    }
+    return false;
+}
+
+/* A hedged request's fields of a try: a fate the vocabulary knows, a start_ms in 0..2^53; without a fate neither a
+ * start_ms nor hedge (they are written with it). */
+static bool hedge_fields_ok(const rf_ledger_try *t) {
+    if (t->fate == NULL) return t->start_ms == 0 && !t->hedge;
+    return rfi_ledger_fate_known(t->fate, strlen(t->fate)) && t->start_ms >= 0 && safe_int(t->start_ms);
+}
+
 static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error *err) {
     const long at = (long)i;
-    return check_string(t->class_name, false, at, "class", total, err) &&
-           check_string(t->reason, false, at, "reason", total, err) &&
-           check_string(t->retry_after, true, at, "retry_after", total, err) &&
-           check_string(t->retry_after_header, true, at, "retry_after_header", total, err) &&
-           check_int(t->elapsed_ms, at, "elapsed_ms", err) && check_int(t->delay_ms, at, "delay_ms", err);
+    if (!(check_string(t->class_name, false, at, "class", total, err) &&
+          check_string(t->reason, false, at, "reason", total, err) &&
+          check_string(t->retry_after, true, at, "retry_after", total, err) &&
+          check_string(t->retry_after_header, true, at, "retry_after_header", total, err) &&
+          check_string(t->fate, true, at, "fate", total, err) && check_int(t->elapsed_ms, at, "elapsed_ms", err) &&
+          check_int(t->delay_ms, at, "delay_ms", err)))
+        return false;
+    if (hedge_fields_ok(t)) return true;
+    char field[64];
+    field_path(field, sizeof field, at, "fate");
+    if (t->fate == NULL)
+        rfi_ledger_error(err, field, 0, 0,
+                         "%s is NULL, but start_ms or hedge is set: they come with a hedged try's fate", field);
+    else if (!rfi_ledger_fate_known(t->fate, strlen(t->fate)))
+        rfi_ledger_error(err, field, 0, 0, "%s is \"%.40s\", not a fate (winner, cancelled, failed)", field, t->fate);
+    else
+        rfi_ledger_error(err, field, 0, 0, "%s: start_ms is %" PRId64 ", not in 0..2^53", field, t->start_ms);
+    return false;
 }
 
 /* Everything that can make a record unwritable, checked before any allocation. */
@@ -389,7 +419,7 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
 }
 
 /* The strings of a line in the order it writes them, and their lengths (SIZE_MAX for NULL). */
-#define LINE_STRINGS (8 + 4 * RF_LEDGER_MAX_TRIES + 2)
+#define LINE_STRINGS (8 + 5 * RF_LEDGER_MAX_TRIES + 2)
 
 static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
     bool ok = true;
@@ -408,6 +438,14 @@ static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *len
     if (t->retry_after_header) {
         PUT(o, ",\"retry_after_header\":\"");
         ok &= put_body(o, t->retry_after_header, lens[3], roomy);
+        PUT(o, "\"");
+    }
+    if (t->fate) { /* a hedged request's try: when it started, whether the hedging delay started it, its fate */
+        PUT(o, ",\"start_ms\":");
+        put_int(o, t->start_ms, roomy);
+        if (t->hedge) PUT(o, ",\"hedge\":true");
+        PUT(o, ",\"fate\":\"");
+        ok &= put_body(o, t->fate, lens[4], roomy);
         PUT(o, "\"");
     }
     PUT(o, "}");
@@ -455,17 +493,17 @@ static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, 
     PUT(o, ",\"tries\":[");
     for (size_t i = 0; i < rec->n_tries; i++) {
         if (i > 0) PUT(o, ",");
-        ok &= put_try(o, &rec->tries[i], lens + 7 + 4 * i, roomy);
+        ok &= put_try(o, &rec->tries[i], lens + 7 + 5 * i, roomy);
     }
     PUT(o, "]");
     if (host) {
         PUT(o, ",\"host\":\"");
-        ok &= put_body(o, host, lens[7 + 4 * rec->n_tries], roomy);
+        ok &= put_body(o, host, lens[7 + 5 * rec->n_tries], roomy);
         PUT(o, "\"");
     }
     if (rec->budget) {
         PUT(o, ",\"budget\":\"");
-        ok &= put_body(o, rec->budget, lens[8 + 4 * rec->n_tries], roomy);
+        ok &= put_body(o, rec->budget, lens[8 + 5 * rec->n_tries], roomy);
         PUT(o, "\"");
     }
     PUT(o, "}");
@@ -498,11 +536,12 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
         lens[n++] = length_of(t->reason, &total);
         lens[n++] = length_of(t->retry_after, &total);
         lens[n++] = length_of(t->retry_after_header, &total);
+        lens[n++] = length_of(t->fate, &total);
     }
     lens[n++] = length_of(host, &total);
     lens[n] = length_of(rec->budget, &total);
     /* the keys and punctuation, generously; the redacted query; the strings escaped */
-    const size_t bound = 512 + 160 * rec->n_tries + 256 + 6 * total;
+    const size_t bound = 512 + 224 * rec->n_tries + 256 + 6 * total;
     out o = {buf, cap, 0};
     const bool ok = bound + 16 <= cap ? emit_line(rec, host, &o, lens, true) : emit_line(rec, host, &o, lens, false);
     *len = o.len;
@@ -517,7 +556,7 @@ static bool quick_check(const rf_ledger_record *rec) {
               rec->n_tries <= RF_LEDGER_MAX_TRIES;
     for (size_t i = 0; ok && i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
-        ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms);
+        ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && hedge_fields_ok(t);
     }
     return ok;
 }

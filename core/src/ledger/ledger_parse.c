@@ -37,9 +37,22 @@ static const char *const record_fields[F_COUNT] = {"ts",       "route",      "me
                                                    "attempts", "elapsed_ms", "outcome", "reason", "ok",  "status",
                                                    "body_len", "tries",      "host",    "budget"};
 
-enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_RETRY_AFTER_HEADER, T_COUNT };
-static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",        "delay_ms",
-                                                "reason", "retry_after", "retry_after_header"};
+enum try_field {
+    T_CLASS,
+    T_STATUS,
+    T_ELAPSED_MS,
+    T_DELAY_MS,
+    T_REASON,
+    T_RETRY_AFTER, /* the fields above are required; retry_after (null) and those below came later, optional */
+    T_RETRY_AFTER_HEADER,
+    T_START_MS, /* start_ms, hedge and fate: a hedged request's, together (fate names them) */
+    T_HEDGE,
+    T_FATE,
+    T_COUNT
+};
+static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",         "delay_ms",
+                                                "reason", "retry_after", "retry_after_header", "start_ms",
+                                                "hedge",  "fate"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -138,14 +151,33 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
     }
     t->retry_after = NULL;
     t->retry_after_header = NULL;
-    return want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
-           want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
-           want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
-           want_int53(f[T_DELAY_MS], prefix, "delay_ms", &t->delay_ms, c) &&
-           want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
-           (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c)) &&
-           (!f[T_RETRY_AFTER_HEADER] ||
-            want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c));
+    t->start_ms = 0;
+    t->hedge = false;
+    t->fate = NULL;
+    if (!(want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
+          want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
+          want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
+          want_int53(f[T_DELAY_MS], prefix, "delay_ms", &t->delay_ms, c) &&
+          want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
+          (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c)) &&
+          (!f[T_RETRY_AFTER_HEADER] ||
+           want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c))))
+        return false;
+    if (!f[T_FATE]) {
+        if (f[T_START_MS] || f[T_HEDGE])
+            return refuse(c, "field \"%s%s\" without \"%sfate\" (a hedged try's fields come together)", prefix,
+                          f[T_START_MS] ? "start_ms" : "hedge", prefix);
+        return true;
+    }
+    if (!want_string(f[T_FATE], false, prefix, "fate", &t->fate, c)) return false;
+    if (!rfi_ledger_fate_known(t->fate, strlen(t->fate)))
+        return refuse(c, "field \"%sfate\" must be winner, cancelled or failed, got \"%.40s\"", prefix, t->fate);
+    if (!f[T_START_MS]) return refuse(c, "missing field \"%sstart_ms\" (a hedged try's start)", prefix);
+    if (!want_int(f[T_START_MS], 0, RFI_LEDGER_MAX_SAFE_INT, prefix, "start_ms", &t->start_ms, c)) return false;
+    if (f[T_HEDGE] && !cJSON_IsBool(f[T_HEDGE]))
+        return refuse(c, "field \"%shedge\" must be a boolean, got %s", prefix, rfi_json_type_name(f[T_HEDGE]));
+    t->hedge = f[T_HEDGE] != NULL && cJSON_IsTrue(f[T_HEDGE]);
+    return true;
 }
 
 static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c) {

@@ -170,6 +170,14 @@ local function run(ctx, opts, pos)
   out:write("  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
     .. "  (each of those only lowers the real numbers)\n")
   for _, r in ipairs(routes) do
+    local hg = r.hedging
+    if hg then -- hedges are load whatever fails: the same arithmetic, with a slow share in p's place
+      out:printf("note: %s hedges (hedging maxAttempts %d, hedgingDelayMs %d): an attempt unanswered after %d ms "
+        .. "starts another even with no failure, so up to %d attempts per request; with a share s of answers that "
+        .. "take longer than %d ms (a slow tail, independent), the attempts per request are the table's at p = s "
+        .. "for maxAttempts %d\n", r.endpoint, hg.max_attempts, hg.hedging_delay_ms, hg.hedging_delay_ms,
+        hg.max_attempts, hg.max_attempts * hg.hedging_delay_ms, hg.max_attempts)
+    end
     if #r.retryable == 0 then
       out:printf("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint)
     end
