@@ -35,7 +35,7 @@
  *
  * Which entry point follows which rule:
  *  1: client:request, all, _start, _finish, _run, _run_generated, _set_scheduled, in_flight, retry_tokens, close,
- *     __close (lua_client.c); ledger:close, __close, _tally_appends, _appended, and the ledger iterator, pinning its
+ *     __close (lua_client.c); ledger:close, __close, _tally_appends, _appended, hold, flush, held, and the ledger iterator, pinning its
  *     reader (lua_ledger.c); budget:tokens, is_shared, close, __close (lua_retry_budget.c); step:begin, after,
  *     finish (lua_step.c); tally:read, stats, timeline (lua_ledger_tally.c). A pending request is used only through its
  * own client (_start and _finish refuse another client's box), so the client's pin covers it. 2: rf.client
