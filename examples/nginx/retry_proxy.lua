@@ -246,7 +246,8 @@ local function send(attempt)
       if not buf then return failed(sock, transport_of(rerr), rerr) end
     end
   end
-  local body, extra, berr, partial = nil, false, nil, nil
+  local body, berr, partial
+  local extra = false
   if attempt.method == "HEAD" or status == 204 or status == 304 then
     body, extra = "", buf ~= ""
   elseif chunked then
