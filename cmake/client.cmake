@@ -39,10 +39,3 @@ target_link_libraries(test_retry_budget_store PRIVATE retryfreeze_client retryfr
 add_dependencies(test_retry_budget_store fake_resp)
 add_test(NAME c_test_retry_budget_store COMMAND test_retry_budget_store)
 set_tests_properties(c_test_retry_budget_store PROPERTIES LABELS "c" TIMEOUT 60)
-
-# The step machine for a host's own transport: rf_step_restart answers as a fresh rf_step_init.
-add_executable(test_attempt_step spec/core/test_attempt_step.c)
-target_compile_options(test_attempt_step PRIVATE ${RF_WARNINGS})
-target_link_libraries(test_attempt_step PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA)
-add_test(NAME c_test_attempt_step COMMAND test_attempt_step)
-set_tests_properties(c_test_attempt_step PROPERTIES LABELS "c")

@@ -246,8 +246,7 @@ local function send(attempt)
       if not buf then return failed(sock, transport_of(rerr), rerr) end
     end
   end
-  local body, berr, partial
-  local extra = false
+  local body, extra, berr, partial = nil, false, nil, nil
   if attempt.method == "HEAD" or status == 204 or status == 304 then
     body, extra = "", buf ~= ""
   elseif chunked then

@@ -142,11 +142,6 @@ typedef struct rf_step {
  * starting with '/'. RF_ENOMEM. err may be NULL. One thread at a time per step. */
 RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                               rf_error *err);
-/* Starts request req on s, whose last request ended (rf_step_end_request), at now_ms: the same policy and response,
- * whose tries array is reused (nothing is allocated; the response's body and headers are freed and it is zeroed), so a
- * host that runs request after request keeps one step. req is borrowed as for rf_step_init. RF_EINVAL as rf_step_init
- * (s then stays an ended step), or (err->path "step") when s is NULL or has no ended request. err may be NULL. */
-RF_API rf_status rf_step_restart(rf_step *s, const rf_request *req, int64_t now_ms, rf_error *err);
 /* Before an attempt at now_ms: true and *timeout_ms (the per-try timeout, rf_budget), or false and *stop (the
  * request ends: call rf_step_end_request). */
 RF_API bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop);

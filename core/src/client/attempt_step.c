@@ -325,13 +325,12 @@ void rfi_step_write(rf_ledger *l, const rf_policy *p, const rfi_finished *done, 
 
 /* ---- rf_step: the core for a host's own transport ------------------------------------------------------------- */
 
-/* rf_step_init and rf_step_restart: starts req on s with the response resp, whose tries array is tries (RF_MAX_TRIES,
- * zeroed); on an error nothing of s is set but what memset cleared, and tries is resp's nonetheless. */
-static rf_status start(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, rf_try *tries,
-                       int64_t now_ms, rf_error *err) {
+rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
+                       rf_error *err) {
+    rf_error local;
+    if (err == NULL) err = &local;
     memset(s, 0, sizeof *s);
     memset(resp, 0, sizeof *resp);
-    resp->tries = tries;
     if (req->method == NULL || req->method[0] == '\0' || req->path == NULL || req->path[0] != '/') {
         return rfi_fail(err, req->method == NULL || req->method[0] == '\0' ? "method" : "path",
                         "is required (a path starts with '/')");
@@ -345,6 +344,8 @@ static rf_status start(rf_step *s, const rf_policy *p, const rf_request *req, rf
             return RF_EINVAL;
         }
     }
+    resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
+    if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     rfi_attempts a;
     rfi_attempts_init(&a, p, req, resp,
                       rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), RF_MAX_TRIES);
@@ -355,47 +356,6 @@ static rf_status start(rf_step *s, const rf_policy *p, const rf_request *req, rf
     s->last_class_retryable = a.last_class_retryable;
     memcpy(s->reads, a.reads, sizeof s->reads);
     return RF_OK;
-}
-
-rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
-                       rf_error *err) {
-    rf_error local;
-    if (err == NULL) err = &local;
-    rf_try *tries = NULL;
-    if (req->method != NULL && req->method[0] != '\0' && req->path != NULL && req->path[0] == '/') {
-        tries = calloc(RF_MAX_TRIES, sizeof *tries);
-        if (tries == NULL) {
-            memset(s, 0, sizeof *s);
-            memset(resp, 0, sizeof *resp);
-            return rfi_report(err, RF_ENOMEM, "request", "out of memory");
-        }
-    }
-    rf_status st = start(s, p, req, resp, tries, now_ms, err);
-    if (st != RF_OK) {
-        free(tries);
-        resp->tries = NULL;
-    }
-    return st;
-}
-
-rf_status rf_step_restart(rf_step *s, const rf_request *req, int64_t now_ms, rf_error *err) {
-    rf_error local;
-    if (err == NULL) err = &local;
-    if (s == NULL || !s->done || s->resp == NULL || s->resp->tries == NULL || s->policy == NULL)
-        return rfi_fail(err, "step", "has no ended request to start the next one after (rf_step_init first)");
-    rf_response *resp = s->resp;
-    rf_try *tries = resp->tries;
-    memset(tries, 0, resp->n_tries * sizeof *tries);
-    free(resp->body);
-    free(resp->headers);
-    const rf_policy *p = s->policy;
-    rf_status st = start(s, p, req, resp, tries, now_ms, err);
-    if (st != RF_OK) { /* s stays an ended step of p: a later restart may still start */
-        s->policy = p;
-        s->resp = resp;
-        s->done = true;
-    }
-    return st;
 }
 
 /* now_ms - since_ms for the host's clock readings, without signed overflow: 0 when the clock went backwards,
