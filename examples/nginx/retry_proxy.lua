@@ -16,6 +16,9 @@ local ngx = ngx
 local tcp, sleep, log, ERR, now_ms = ngx.socket.tcp, ngx.sleep, ngx.log, ngx.ERR, rf.monotonic_ms
 local find, sub, lower, match, byte = string.find, string.sub, string.lower, string.match, string.byte
 local pairs, tonumber, tostring, type, concat = pairs, tonumber, tostring, type, table.concat
+local var, exiting, flow = ngx.var, ngx.worker.exiting, rf.flow
+local get_method, read_body, get_body_data, get_body_file =
+  ngx.req.get_method, ngx.req.read_body, ngx.req.get_body_data, ngx.req.get_body_file
 
 -- The options of M.init besides lock, ledger, upstream_host and upstream_port: {name, default, min, max}.
 local OPTIONS = {
@@ -246,7 +249,8 @@ local function send(attempt)
       if not buf then return failed(sock, transport_of(rerr), rerr) end
     end
   end
-  local body, extra, berr, partial = nil, false, nil, nil
+  local body, berr, partial
+  local extra = false
   if attempt.method == "HEAD" or status == 204 or status == 304 then
     body, extra = "", buf ~= ""
   elseif chunked then
@@ -302,28 +306,35 @@ function M.exit_worker()
 end
 
 --- content_by_lua_block: proxies this request to the upstream through rf.flow and answers with the last
---- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts.
+--- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts. A request body nginx spooled to a
+--- file (over client_body_buffer_size) is refused with 413 and an error-log line naming the setting: the proxy sends
+--- bodies from memory, and never sends a request without the body its client sent.
 function M.handle()
   if not worker then
     error("retry_proxy: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or failed "
       .. "(see the error log)", 0)
   end
-  ngx.req.read_body()
-  local inbound = ngx.req.get_headers()
-  local key = inbound["idempotency-key"]
-  local request = { method = ngx.req.get_method(), path = ngx.var.uri, query = ngx.var.args,
-                    body = ngx.req.get_body_data(), idempotency_key = type(key) == "string" and key or nil,
-                    headers = {} }
-  local script = inbound["x-fault-script"] -- the test upstream's fault script, passed through
-  if type(script) == "string" then request.headers["X-Fault-Script"] = script end
-  local r = rf.flow(shared.policy, request, worker.io)
+  -- The inbound fields are read one by one (ngx.var.http_*: the first of repeated fields), not as a table of all.
+  local body
+  if var.http_content_length or var.http_transfer_encoding then
+    read_body()
+    body = get_body_data()
+    if not body and get_body_file() then
+      log(ERR, "retry_proxy: the request body is over client_body_buffer_size; raise it to client_max_body_size")
+      return ngx.exit(413)
+    end
+  end
+  local script = var.http_x_fault_script -- the test upstream's fault script, passed through
+  local r = flow(shared.policy, { method = get_method(), path = var.uri, query = var.args, body = body,
+                                  idempotency_key = var.http_idempotency_key,
+                                  headers = script and { ["X-Fault-Script"] = script } or nil }, worker.io)
   if r.ledger_error then log(ERR, "retry_proxy: ledger: ", r.ledger_error) end
-  if ngx.worker.exiting() then flush_ledger() end -- past the timer's last run: this line goes out now
+  if exiting() then flush_ledger() end -- past the timer's last run: this line goes out now
   ngx.status = r.status > 0 and r.status or 502
   local header = ngx.header
   header["X-Retryfreeze-Outcome"] = r.outcome
   header["X-Retryfreeze-Reason"] = r.reason
-  header["X-Retryfreeze-Attempts"] = tostring(r.attempts)
+  header["X-Retryfreeze-Attempts"] = r.attempts
   header["Content-Length"] = #r.body
   ngx.print(r.body)
 end
