@@ -48,6 +48,17 @@ describe("rf.flow with a fake io", function()
     assert.equal("POST /v1/jobs", r.route)
   end)
 
+  -- Under LuaJIT the wait headers go to C through one array of pointers, cleared after each attempt: an attempt
+  -- without the header, and the next request, must not see the last one's.
+  it("gives each attempt only its own wait headers", function()
+    local r = rf.flow(policy, post, (fake_io({ { status = 429, headers = { ["Retry-After"] = "1" } },
+      { status = 429, headers = { Date = "Wed, 02 Dec 2026 01:00:00 GMT" } } })))
+    assert.same({ "1", "retry-after" }, { r.tries[1].retry_after, r.tries[1].retry_after_header })
+    assert.same({ "HTTP_429", nil, nil }, { r.tries[2].class, r.tries[2].retry_after, r.tries[2].retry_after_header })
+    r = rf.flow(policy, post, (fake_io({ { status = 200 } })))
+    assert.is_nil(r.tries[1].retry_after)
+  end)
+
   it("terminal: a class the lock does not retry", function()
     local io, seen = fake_io({ { status = 500 } })
     local r = rf.flow(policy, post, io)
