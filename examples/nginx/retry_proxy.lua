@@ -145,9 +145,16 @@ local function read_chunked(sock, buf, pos, deadline)
   end
 end
 
+-- The response header fields the proxy reads: the framing ones, and those rf.flow decides on (Date and the wait headers
+-- the engine knows, rf.wait_headers). No other field becomes a string: the answer carries the upstream's body alone.
+local READ_FIELDS = { ["content-length"] = true, ["transfer-encoding"] = true, connection = true, date = true }
+for _, name in ipairs(rf.wait_headers) do READ_FIELDS[name] = true end
+local READ_LENGTHS = {} -- the lengths of those names: a field of another length is skipped without a string made
+for name in pairs(READ_FIELDS) do READ_LENGTHS[#name] = true end
+
 -- The response's status line and header fields from buf, whose head ends at head_end (where "\r\n\r\n" starts):
--- status, headers {lowercase name = first value, trimmed}, and how the body is framed (Content-Length, chunked, close:
--- RFC 9112 §6.3); or nil for a malformed head. Plain searches and byte reads only, which LuaJIT compiles.
+-- status, headers {lowercase name = first value, trimmed} of the READ_FIELDS, and how the body is framed
+-- (Content-Length, chunked, close: RFC 9112 §6.3); or nil for a malformed head. Plain searches and byte reads only.
 local function parse_head(buf, head_end)
   if sub(buf, 1, 7) ~= "HTTP/1." or byte(buf, 9) ~= 32 then return nil end -- "HTTP/1.x NNN"
   local minor, _, d1, d2, d3, after = byte(buf, 8, 13) -- a head holds "\r\n\r\n" past the status code's digits
@@ -161,8 +168,8 @@ local function parse_head(buf, head_end)
   while pos <= head_end do
     local eol = find(buf, "\r\n", pos, true)
     local colon = find(buf, ":", pos, true)
-    if colon and colon < eol and colon > pos then -- else no field (obs-fold): skipped
-      local name = lower(sub(buf, pos, colon - 1))
+    local name = colon and colon < eol and colon > pos and READ_LENGTHS[colon - pos] and lower(sub(buf, pos, colon - 1))
+    if name and READ_FIELDS[name] then -- else another field, or none (obs-fold): skipped
       local from, to = colon + 1, eol - 1
       local c = byte(buf, from)
       while from <= to and (c == 32 or c == 9) do
