@@ -513,9 +513,9 @@ describe("the nginx embedding example", function()
   }
 }
 ]]):format(ports[2]))
-        local f = assert(io.open(dir .. "/nginx.conf", "w"))
-        f:write(conf)
-        f:close()
+        local cf = assert(io.open(dir .. "/nginx.conf", "w"))
+        cf:write(conf)
+        cf:close()
         return servers_dir.spawn(nginx_cmd(dir), dir .. "/nginx.out", dir)
       end,
       log = dir .. "/nginx.out" }
@@ -547,8 +547,8 @@ describe("the nginx embedding example", function()
       local status, _, attempts = call("GET", "/items/stall")
       assert.same({ 502, 3 }, { status, attempts })
       for _ = 1, 3 do
-        local st, body, n = call("GET", "/items/cl")
-        assert.same({ 200, 1 }, { st, n })
+        local st, body, tries = call("GET", "/items/cl")
+        assert.same({ 200, 1 }, { st, tries })
         assert.matches("^%d+$", body)
       end
     end)
