@@ -208,6 +208,21 @@ static bool reserve(rf_ledger *l, size_t need) {
     return true;
 }
 
+/* With RF_LEDGER_FSYNC_LINE, fsync(2)s l's descriptor (again on EINTR): RF_OK, or RF_EIO with err said. After each
+ * write of whole lines: a single line, held lines, a batch. */
+static rf_status sync_lines(rf_ledger *l, rf_error *err) {
+    if (l->fsync_mode != RF_LEDGER_FSYNC_LINE) return RF_OK;
+    int rc;
+    do {
+        rc = fsync(l->fd);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        rfi_ledger_errno_error(err, l->path, errno, "cannot fsync ledger");
+        return RF_EIO;
+    }
+    return RF_OK;
+}
+
 /* ---- held lines (rf_ledger_hold) ------------------------------------------------------------------------ */
 
 /* Drops held lines another process formatted: a child forked while they were held (its parent writes them). */
@@ -275,17 +290,7 @@ static rf_status write_held(rf_ledger *l, rf_error *err) {
         return RF_EIO;
     }
     l->torn = false;
-    if (l->fsync_mode == RF_LEDGER_FSYNC_LINE) {
-        int rc;
-        do {
-            rc = fsync(l->fd);
-        } while (rc != 0 && errno == EINTR);
-        if (rc != 0) {
-            rfi_ledger_errno_error(err, l->path, errno, "cannot fsync ledger");
-            return RF_EIO;
-        }
-    }
-    return RF_OK;
+    return sync_lines(l, err);
 }
 
 /* rf_ledger_append while holding: formats rec after the held lines; writes them first when it would not fit. */
@@ -402,17 +407,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     /* The line is in the file whole: an observer counts it now (before fsync, whose failure does not take the
      * line back out; a reader of the file sees it either way). */
     if (l->observer) l->observer(l->observer_ud, rec, rec->host ? rec->host : host);
-    if (l->fsync_mode == RF_LEDGER_FSYNC_LINE) {
-        int rc;
-        do {
-            rc = fsync(l->fd);
-        } while (rc != 0 && errno == EINTR);
-        if (rc != 0) {
-            rfi_ledger_errno_error(err, l->path, errno, "cannot fsync ledger");
-            return RF_EIO;
-        }
-    }
-    return RF_OK;
+    return sync_lines(l, err);
 }
 
 /* Lines a batch holds at most: their end offsets are kept on the stack to tell which a short write cut. */
@@ -505,16 +500,7 @@ size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs,
                              l->path, w, used);
             batch_fail(idx + whole, lines - whole, status, errs, RF_EIO, &failure);
         }
-        if (l->fsync_mode == RF_LEDGER_FSYNC_LINE && whole > 0) {
-            int rc;
-            do {
-                rc = fsync(l->fd);
-            } while (rc != 0 && errno == EINTR);
-            if (rc != 0) {
-                rfi_ledger_errno_error(&failure, l->path, errno, "cannot fsync ledger");
-                batch_fail(idx, whole, status, errs, RF_EIO, &failure);
-            }
-        }
+        if (whole > 0 && sync_lines(l, &failure) != RF_OK) batch_fail(idx, whole, status, errs, RF_EIO, &failure);
     }
     return written;
 }
