@@ -280,8 +280,41 @@ static int step_after(lua_State *L, rfl_call *call) {
     return 2;
 }
 
+/* The response's headers from the host's table at idx (its string names and values; other entries are skipped):
+ * {lowercased name = value, trimmed of spaces, tabs and CRs at both ends}, the first a traversal meets winning, as
+ * client:request's response gives them. Raw reads only: no metamethod of the host's table runs. */
+static void push_headers_of(lua_State *L, int idx) {
+    lua_newtable(L);
+    if (lua_type(L, idx) != LUA_TTABLE) return;
+    int out = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+            size_t name_len = 0, len = 0;
+            const char *name = lua_tolstring(L, -2, &name_len), *v = lua_tolstring(L, -1, &len);
+            const char *ve = v + len;
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (size_t i = 0; i < name_len; i++) luaL_addchar(&b, (char)tolower((unsigned char)name[i]));
+            luaL_pushresult(&b);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, out) == LUA_TNIL) {
+                lua_pop(L, 1);
+                while (v < ve && (*v == ' ' || *v == '\t' || *v == '\r')) v++;
+                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) ve--;
+                lua_pushlstring(L, v, (size_t)(ve - v));
+                lua_rawset(L, out);
+            } else {
+                lua_pop(L, 2);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
 /* step:finish(reason, now_ms, wall_ms [, body [, headers]]) → the response table (client:request's shape); the
- * ledger record is appended here. body: the last attempt's body (a string); headers: its {name = value}. */
+ * ledger record is appended here. body: the last attempt's body (a string, or a number, which becomes one); headers:
+ * its {name = value}. The body is the response's as given, not copied: the ledger records its length. */
 static int step_finish(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
     const char *reason_name = luaL_checkstring(L, 2);
@@ -291,42 +324,22 @@ static int step_finish(lua_State *L, rfl_call *call) {
     luaL_argcheck(L, reason != RF_REASON_COUNT, 2, "a reason from rf.reasons");
     int64_t now = clock_arg(L, 3, "io.now_ms"), wall = clock_arg(L, 4, "io.wall_ms");
     size_t body_len = 0;
-    const char *body = luaL_optlstring(L, 5, "", &body_len);
-    lua_newtable(L); /* the header block's lines, joined below */
-    int lines = lua_gettop(L);
-    int n = 0;
-    if (lua_type(L, 6) == LUA_TTABLE) {
-        lua_pushnil(L);
-        while (lua_next(L, 6) != 0) {
-            if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-                lua_pushfstring(L, "%s: %s\r\n", lua_tostring(L, -2), lua_tostring(L, -1));
-                lua_rawseti(L, lines, ++n);
-            }
-            lua_pop(L, 1);
-        }
+    luaL_optlstring(L, 5, "", &body_len); /* a number becomes a string in its slot */
+    lua_settop(L, 6);
+    if (lua_isnil(L, 5)) {
+        lua_pushliteral(L, "");
+        lua_replace(L, 5);
     }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, lines, i);
-        luaL_addvalue(&b);
-    }
-    luaL_pushresult(&b);
-    size_t head_len = 0;
-    const char *head = lua_tolstring(L, -1, &head_len);
     rf_response *r = &ls->resp;
-    r->body = malloc(body_len + 1);
-    r->headers = malloc(head_len + 1);
-    if (r->body == NULL || r->headers == NULL) return rfl_error(L, "rf.flow: out of memory");
-    memcpy(r->body, body, body_len);
-    r->body[body_len] = '\0';
-    r->body_len = body_len;
-    memcpy(r->headers, head, head_len);
-    r->headers[head_len] = '\0';
-    r->headers_len = head_len;
+    r->body_len = body_len; /* the ledger's body_len; r->body and r->headers stay NULL */
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
     rfl_set_open(ls, false); /* finished (its closed state) before anything can raise: never recorded twice */
+    r->body_len = 0;
     rfl_push_response(L, r);
+    lua_pushvalue(L, 5);
+    lua_setfield(L, -2, "body");
+    push_headers_of(L, 6);
+    lua_setfield(L, -2, "headers");
     step_release(L, ls);
     return 1;
 }

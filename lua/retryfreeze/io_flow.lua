@@ -16,6 +16,8 @@ local request_keys = { method = true, path = true, query = true, headers = true,
 local io_keys = { send = true, sleep = true, now_ms = true, wall_ms = true, ledger = true, rng = true,
                   on_attempt = true, retry_budget = true }
 
+local required_io = { "send", "sleep", "now_ms" }
+
 local function check_keys(t, allowed, what)
   for k in pairs(t) do
     if not allowed[k] then error("rf.flow: " .. what .. ": unknown key '" .. tostring(k) .. "'", 3) end
@@ -42,17 +44,17 @@ function M.flow(policy, request, io)
   if type(io) ~= "table" then error("rf.flow: io must be a table", 2) end
   check_keys(request, request_keys, "request")
   check_keys(io, io_keys, "io")
-  for _, f in ipairs({ "send", "sleep", "now_ms" }) do
+  for _, f in ipairs(required_io) do
     if type(io[f]) ~= "function" then error("rf.flow: io." .. f .. " must be a function", 2) end
   end
   if io.on_attempt ~= nil and type(io.on_attempt) ~= "function" then
     error("rf.flow: io.on_attempt must be a function", 2)
   end
   local wall = io.wall_ms or core.wall_ms
-  local step = core.step(policy, request, { ledger = io.ledger, rng = io.rng, retry_budget = io.retry_budget },
-    now(io))
+  -- io holds the step's options under their own names (ledger, rng, retry_budget): no table of its own per request.
+  local step = core.step(policy, request, io, now(io))
   local headers = {}
-  for name, value in pairs(request.headers or {}) do
+  for name, value in pairs(request.headers or headers) do
     if type(name) ~= "string" or type(value) ~= "string" then
       error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
     end

@@ -131,7 +131,9 @@ typedef struct rf_step_result {
 typedef struct rf_step {
     const rf_policy *policy;
     const rf_request *req;
-    rf_response *resp; /* its tries array (RF_MAX_TRIES) is allocated by rf_step_init, freed by rf_response_clear */
+    /* resp's tries array is allocated by rf_step_init, grown by rf_step_after, freed by rf_response_clear */
+    rf_response *resp;
+    size_t tries_cap;                 /* room in resp->tries: from 1 up to RF_MAX_TRIES */
     bool reads[RF_WAIT_HEADER_COUNT]; /* the wait headers the route reads */
     int64_t start_ms, attempt_start_ms, delay_ms, timeout_ms;
     int attempts;

@@ -144,6 +144,34 @@ RF_API size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const
 #define RF_LEDGER_BATCH_BYTES (256 * 1024)
 
 /*
+ * Holds l's lines in memory and writes them as one batch of whole lines, for a host that appends many short
+ * requests (a proxy's worker): one write(2) per batch instead of one per line. From now on rf_ledger_append formats
+ * each line after the held ones and returns RF_OK without writing; the held lines go out in one write(2) on
+ * O_APPEND (then one fsync(2) with RF_LEDGER_FSYNC_LINE) when the next line would take them past max_bytes (a line
+ * longer than max_bytes goes alone, at once), at rf_ledger_flush, at rf_ledger_append_batch (first, so the order
+ * stays), and at rf_ledger_close. A held line is in the file only after one of those: the host bounds the delay by
+ * calling rf_ledger_flush (on a timer and before it exits); a crash loses what was held. An RF_EIO from the write
+ * of held lines is returned by the call that made it (rf_ledger_append: the record being appended stays held; err
+ * says how many held lines were lost). Lines held in one process are never written by another: a child forked
+ * while lines were held drops them at its first append or flush (its parent writes them).
+ * max_bytes: 1..RF_LEDGER_BATCH_BYTES, or 0 to stop holding (the held lines are written first: rf_ledger_flush's
+ * result). RF_EINVAL: NULL l, max_bytes over RF_LEDGER_BATCH_BYTES, or an observer is set (rf_ledger_observe: an
+ * observer is told of each line as it is written, with its record, which a held line no longer has).
+ */
+RF_API rf_status rf_ledger_hold(rf_ledger *l, size_t max_bytes, rf_error *err);
+
+/*
+ * Writes the lines rf_ledger_hold made l hold, with one write(2) (RF_OK and nothing written when none are held).
+ * RF_EIO: the write failed or was cut short (a full disk): the lines before the cut are whole in the file, the
+ * others are lost (err says how many), and the next write starts with the "\n" ending the fragment, as for
+ * rf_ledger_append; or fsync(2) failed. RF_EINVAL: NULL l.
+ */
+RF_API rf_status rf_ledger_flush(rf_ledger *l, rf_error *err);
+
+/* The number of lines l holds (rf_ledger_hold), not yet written; 0 for NULL. */
+RF_API size_t rf_ledger_held(const rf_ledger *l);
+
+/*
  * An observer of a ledger's appends (rf_ledger_observe): called by rf_ledger_append after each line it wrote
  * whole (RF_OK), with the record as given and the host the line carries (the record's, else the ledger's; NULL
  * when the line has none). What it receives is what a reader of that line gets back (the writer refuses what
@@ -155,7 +183,7 @@ typedef void (*rf_ledger_observer)(void *ud, const rf_ledger_record *rec, const 
 
 /*
  * Sets l's observer: fn(ud, rec, host) after every whole append from now on; NULL fn removes it. One at a time:
- * a later call replaces the earlier. RF_EINVAL: NULL l.
+ * a later call replaces the earlier. RF_EINVAL: NULL l, or a non-NULL fn while l holds lines (rf_ledger_hold).
  */
 RF_API rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud, rf_error *err);
 
@@ -169,8 +197,8 @@ RF_API rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud
  */
 RF_API rf_status rf_ledger_set_host(rf_ledger *l, const char *host, rf_error *err);
 
-/* Closes the descriptor and frees l (always, even on error); NULL is a no-op. Returns RF_EIO if close(2)
- * reported an error. */
+/* Writes the lines l holds (rf_ledger_hold), closes the descriptor and frees l (always, even on error); NULL is a
+ * no-op. Returns RF_EIO if writing the held lines (rf_ledger_flush) or close(2) reported an error. */
 RF_API rf_status rf_ledger_close(rf_ledger *l, rf_error *err);
 
 /*

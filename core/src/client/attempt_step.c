@@ -385,10 +385,13 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
                         "rf_client_all; in Lua client:request, client:all)",
                         rv.endpoint);
     }
-    resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
+    /* Room for one try, grown by rf_step_after up to RF_MAX_TRIES, as client_flow.c does: a host that runs request
+     * after request (a proxy) pays for the tries its requests take, not for RF_MAX_TRIES zeroed ones each. */
+    resp->tries = malloc(sizeof *resp->tries);
     if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     rfi_attempts a;
-    rfi_attempts_init(&a, p, req, resp, route, RF_MAX_TRIES);
+    rfi_attempts_init(&a, p, req, resp, route, 1);
+    s->tries_cap = 1;
     s->policy = p;
     s->req = req;
     s->resp = resp;
@@ -416,7 +419,7 @@ static void attempts_of(const rf_step *s, rfi_attempts *a) {
                             rf_policy_match(s->policy, req->method, strlen(req->method), req->path, strlen(req->path)),
                         .attempts = s->attempts,
                         .requests = s->attempts,
-                        .tries_cap = RF_MAX_TRIES,
+                        .tries_cap = s->tries_cap,
                         .delay_ms = s->delay_ms,
                         .timeout_ms = s->timeout_ms,
                         .last_class_retryable = s->last_class_retryable};
@@ -453,6 +456,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
     memcpy(e.hints, res->hints, sizeof e.hints);
     rf_verdict v;
     bool retry = rfi_step_after(&a, &e, NULL, rng, budget, hook, hook_ud, hook_rc, &v);
+    s->tries_cap = a.tries_cap; /* resp->tries may have grown (moved) */
     s->attempts = a.attempts;
     s->last_class_retryable = a.last_class_retryable;
     if (!retry) {
