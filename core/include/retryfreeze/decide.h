@@ -69,6 +69,10 @@ typedef struct rf_facts {
      * hints[RF_WAIT_RETRY_AFTER] is the same field as retry_after: give it in one place only. */
     const char *hints[RF_WAIT_HEADER_COUNT];
     size_t hint_lens[RF_WAIT_HEADER_COUNT];
+    /* Propagation across layers (retryfreeze/propagation.h), read only by a route with propagation: */
+    bool overloaded;     /* the response carried the route's propagation.overloadedHeader: never retried */
+    int inbound_attempt; /* the caller's attempt number (its propagation.attemptHeader, rf_inbound), 0 when none:
+                            above 1 the caller is retrying, so with propagation.inboundAttempt no retry here */
 } rf_facts;
 
 /* The verdict after one attempt. */
@@ -93,7 +97,9 @@ typedef struct rf_retry_budget rf_retry_budget;
 /*
  * Decides retry or stop. Checks, in this order, each giving its reason (docs/reasons.md):
  *   unpinned-source, no-route, success (2xx/3xx), max-attempts, class-limit (classLimits: the failure's class
- *   has a limit and attempts >= it), status-not-retryable, mutating-without-idempotency, server-pushback
+ *   has a limit and attempts >= it), status-not-retryable, upstream-overloaded (the route has propagation and the
+ *   facts say overloaded), inbound-retry (the route has propagation.inboundAttempt and inbound_attempt > 1),
+ *   mutating-without-idempotency, server-pushback
  *   (grpc-retry-pushback-ms says stop), retry-after-exceeds-budget, deadline, retry-throttled, else
  *   pinned-status.
  * The wait: the route's retryAfter.headers are read in order and the first present and valid one wins
@@ -104,9 +110,9 @@ typedef struct rf_retry_budget rf_retry_budget;
  * retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it) and a retry is
  * throttled while tokens <= maxTokens / 2. Returns RF_OK and fills *out, or RF_EINVAL (*out unspecified, err->path
  * names the field): p, f or out NULL; method missing or with a lowercase letter (RFC 9110 §9.1: no route could
- * match); path missing; status not 0 or 100..599; transport out of range; attempts < 1; elapsed_ms < 0; a hint the
- * route does not read; rng NULL for a jittered route that needs a backoff. A refusal has no effect: the budget is
- * charged only when the call returns RF_OK.
+ * match); path missing; status not 0 or 100..599; transport out of range; attempts < 1; elapsed_ms < 0;
+ * inbound_attempt < 0; a hint the route does not read; rng NULL for a jittered route that needs a backoff. A
+ * refusal has no effect: the budget is charged only when the call returns RF_OK.
  * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,

@@ -49,6 +49,12 @@ typedef enum rfi_field_id {
     RFI_F_RETRY_AFTER_MAX,
     RFI_F_RETRY_AFTER_HEADERS,
     RFI_F_CLASS_LIMITS,
+    RFI_F_PROPAGATION,
+    RFI_F_PROPAGATION_ATTEMPT_HEADER,
+    RFI_F_PROPAGATION_DEADLINE_HEADER,
+    RFI_F_PROPAGATION_OVERLOADED_HEADER,
+    RFI_F_PROPAGATION_INBOUND_DEADLINE,
+    RFI_F_PROPAGATION_INBOUND_ATTEMPT,
     RFI_FIELD_COUNT
 } rfi_field_id;
 
@@ -84,6 +90,18 @@ extern const rfi_field rfi_lock_fields[RFI_FIELD_COUNT];
 
 /* The row's key in its object ("baseMs"). */
 static inline const char *rfi_field_key(const rfi_field *f) { return f->pub.key; }
+
+/* Whether row i is set in the policy (holder: the route, for a route's field). A lock's field is set when the lock
+ * (or a default) sets it; a route's field always is (required, or defaulted), unless it or an object holding it is an
+ * optional one the route leaves out (a row with has_at whose bool is false: propagation). */
+static inline bool rfi_field_present(const rf_policy *p, const void *holder, size_t i) {
+    if (rfi_lock_fields[i].pub.place != RF_PLACE_ROUTE) return (p->has & RFI_BIT(i)) != 0;
+    for (long k = (long)i; k >= 0; k = rfi_lock_fields[k].pub.parent) {
+        const size_t has_at = rfi_lock_fields[k].has_at;
+        if (has_at != 0 && !*((const bool *)(const void *)((const char *)holder + has_at - 1))) return false;
+    }
+    return true;
+}
 
 /* The holder's value of row f (holder + f->at). */
 static inline void *rfi_field_value(void *holder, const rfi_field *f) { return (char *)holder + f->at; }
