@@ -45,10 +45,14 @@ typedef struct rf_propagation {
  */
 RF_API rf_status rf_policy_propagation(const rf_policy *p, long route, rf_propagation *out);
 
+/* The largest deadline a caller's header may give: 2^53 - 1 ms (exact in a JSON number; 285 000 years). A larger
+ * one narrows nothing, and is ignored. */
+#define RF_INBOUND_DEADLINE_MAX INT64_C(9007199254740991)
+
 /* What a caller's request said, read header by header (rf_inbound_header). Zeroed: nothing. */
 typedef struct rf_inbound {
     bool has_deadline;   /* a valid deadline header came */
-    int64_t deadline_ms; /* the smallest valid one: the ms the caller has left, 0..INT64_MAX */
+    int64_t deadline_ms; /* the smallest valid one: the ms the caller has left, 0..RF_INBOUND_DEADLINE_MAX */
     int attempt;         /* the largest valid attempt number, 1..INT_MAX (a larger value counts INT_MAX); 0: none */
 } rf_inbound;
 
@@ -58,7 +62,7 @@ typedef struct rf_inbound {
  * (value_len bytes) is a comma-separated list of elements, each trimmed of spaces and tabs: an element of 1*DIGIT
  * counts (for the attempt, 1 and more), anything else (a sign, a fraction, letters, an empty element) is ignored.
  * Repeated fields and elements fold by the narrowest: the smallest deadline, the largest attempt. A deadline too
- * large for int64 is ignored (it narrows nothing). Never fails: a bad value only fails to narrow. NULL prop, name,
+ * large (over RF_INBOUND_DEADLINE_MAX) is ignored: it narrows nothing. Never fails: a bad value only fails to narrow. NULL prop, name,
  * value or in: nothing happens.
  */
 RF_API void rf_inbound_header(const rf_propagation *prop, const char *name, size_t name_len, const char *value,

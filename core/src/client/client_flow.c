@@ -223,17 +223,18 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
     memset(resp, 0, sizeof *resp);
     rf_status st = check_request(env, req, err);
     if (st != RF_OK) return st;
-    /* A request's method and path do not change: its route is matched once, for every verdict. */
+    /* A request's method and path do not change: its route is matched once, for every verdict. Room for one try (most
+     * requests take one; a few hundred bytes, which malloc serves from its caches), grown by the attempt loop up to
+     * RF_MAX_TRIES. */
     long route = rf_policy_match(env->policy, req->method, strlen(req->method), req->path, strlen(req->path));
-    st = rfi_limits_init(&f->limits, env->policy, route, req, err);
+    rfi_attempts_init(&f->at, env->policy, req, resp, route, 1);
+    st = rfi_limits_init(&f->limits, env->policy, route, req, rfi_step_inbound_deadline(&f->at), err);
     if (st != RF_OK) return st;
-    /* Room for one try (most requests take one; a few hundred bytes, which malloc serves from its caches), grown by
-     * the attempt loop up to RF_MAX_TRIES. */
+    f->rh.overloaded_name = f->at.prop.enabled ? f->at.prop.overloaded_header : NULL;
     if (!build_url(f, req) || !build_headers(f, req) || (resp->tries = malloc(sizeof *resp->tries)) == NULL) {
         rfi_flow_cleanup(f);
         return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     }
-    rfi_attempts_init(&f->at, env->policy, req, resp, route, 1);
     f->start_ms = rfi_mono_ms();
     f->state = RFI_FLOW_READY;
     return RF_OK;
@@ -243,12 +244,41 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
 
 static void flow_done(rfi_flow *f, rf_reason reason);
 
+/* Whether header line `line` ("Name: value") is one of the propagation lines' names (lines[0..n), "name: value"). */
+static bool propagated_name(const char *line, char lines[2][RF_PROPAGATION_LINE_MAX], size_t n) {
+    const char *colon = strchr(line, ':');
+    for (size_t i = 0; colon != NULL && i < n; i++) {
+        const size_t len = (size_t)(colon - line);
+        if (strncasecmp(line, lines[i], len) == 0 && lines[i][len] == ':') return true;
+    }
+    return false;
+}
+
+/* The header list this attempt sends: the request's (a followed redirect's own), and with the route's propagation
+ * its attempt number and the ms it may take, in a list of its own built for the attempt, where they replace any
+ * line of the same name. False when memory runs out. */
+static bool attempt_header_list(rfi_flow *f, struct curl_slist **out) {
+    struct curl_slist *base = f->hop.url ? f->hop.headers : f->headers;
+    curl_slist_free_all(f->attempt_headers);
+    f->attempt_headers = NULL;
+    char lines[2][RF_PROPAGATION_LINE_MAX];
+    const size_t n = rfi_step_lines(&f->at, f->in_hop, f->at.timeout_ms, lines);
+    *out = base;
+    if (n == 0) return true;
+    bool ok = true;
+    for (const struct curl_slist *l = base; ok && l != NULL; l = l->next)
+        if (!propagated_name(l->data, lines, n)) ok = append_header(&f->attempt_headers, l->data);
+    for (size_t i = 0; ok && i < n; i++) ok = append_header(&f->attempt_headers, lines[i]);
+    *out = f->attempt_headers;
+    return ok;
+}
+
 /* Sets every option of this attempt's request on the flow's easy handle. The handle is the client's, with the
  * options all its requests share (rfi_easy_new); every other option any attempt sets is set here, to this
  * attempt's value or back to libcurl's default, so nothing of an earlier attempt or request carries over
  * (spec/core/test_client_flow.c: a POST's body, headers and method on a reused handle): a curl_easy_reset and the
- * shared options again cost more than the rest of the attempt's setup. */
-static void set_attempt_options(rfi_flow *f) {
+ * shared options again cost more than the rest of the attempt's setup. headers: attempt_header_list's. */
+static void set_attempt_options(rfi_flow *f, struct curl_slist *headers) {
     const rf_request *req = f->at.req;
     const char *method = f->hop.method ? f->hop.method : req->method;
     const char *body = f->hop.drop_body ? NULL : req->body;
@@ -257,7 +287,7 @@ static void set_attempt_options(rfi_flow *f) {
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)f->at.timeout_ms);
     rfi_network_apply(&f->env->net, e, f->at.timeout_ms, f->url, &f->peer); /* connect timeout, HTTP version */
     /* A hop sends its own list, even an empty one (every header dropped for another origin): never the request's. */
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->hop.url ? f->hop.headers : f->headers);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, f->errbuf);
@@ -296,11 +326,16 @@ bool rfi_flow_begin_attempt(rfi_flow *f) {
         rfi_hop_clear(&f->hop); /* a new attempt starts from the request itself */
         f->hops = 0;
     }
+    struct curl_slist *headers;
+    if (!attempt_header_list(f, &headers)) { /* out of memory: no attempt without its propagation, fail closed */
+        flow_done(f, RF_REASON_MAX_ATTEMPTS);
+        return false;
+    }
     buf_reset(&f->body);
     buf_reset(&f->head);
     rfi_response_head_reset(&f->rh);
     f->errbuf[0] = '\0';
-    set_attempt_options(f);
+    set_attempt_options(f, headers);
     f->sends = f->responses = 0;
     f->resend_blocked = false;
     f->timed_out = false;
@@ -346,6 +381,7 @@ static void observe(rfi_flow *f, CURLcode rc, int64_t now, observed *o) {
                                .date = f->rh.has_date ? f->rh.date : NULL,
                                .not_sent = rc != CURLE_OK && request_size == 0, /* no byte of the request went out */
                                .hop = f->in_hop,
+                               .overloaded = f->rh.overloaded,
                                .elapsed_ms = now - f->attempt_start_ms,
                                .request_elapsed_ms = rfi_limits_elapsed(&f->limits, now - f->start_ms),
                                .wall_ms = rfi_wall_ms()};
@@ -432,6 +468,8 @@ void rfi_flow_cleanup(rfi_flow *f) {
     f->url = NULL;
     curl_slist_free_all(f->headers);
     f->headers = NULL;
+    curl_slist_free_all(f->attempt_headers);
+    f->attempt_headers = NULL;
     free(f->body.data);
     free(f->head.data);
     f->body = (rfi_buf){0};

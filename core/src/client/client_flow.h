@@ -45,6 +45,8 @@ typedef struct rfi_flow {
     rfi_limits limits;
     char *url;
     struct curl_slist *headers;
+    struct curl_slist *attempt_headers; /* with the route's propagation: the list this attempt sends (the request's or
+                                           the hop's, and its propagation lines), rebuilt for every attempt */
     rfi_flow_state state;
     int64_t start_ms, attempt_start_ms, wake_ms;
     rfi_buf body, head;

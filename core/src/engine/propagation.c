@@ -81,9 +81,10 @@ void rf_inbound_header(const rf_propagation *prop, const char *name, size_t name
         uint64_t v;
         bool overflow;
         if (digits(a, e, &v, &overflow)) {
-            if (deadline && !overflow && (!in->has_deadline || (int64_t)v < in->deadline_ms)) {
+            if (deadline && !overflow && v <= RF_INBOUND_DEADLINE_MAX &&
+                (!in->has_deadline || (int64_t)v < in->deadline_ms)) {
                 in->has_deadline = true;
-                in->deadline_ms = (int64_t)v; /* a deadline past int64 narrows nothing: ignored */
+                in->deadline_ms = (int64_t)v; /* a larger deadline narrows nothing: ignored */
             } else if (!deadline && v >= 1) {
                 const int attempt = v > (uint64_t)INT_MAX ? INT_MAX : (int)v; /* a huge attempt still narrows */
                 if (attempt > in->attempt) in->attempt = attempt;
