@@ -6,6 +6,7 @@ int luaopen_retryfreeze_core(lua_State *L) {
     lua_newtable(L);
     rfl_open_policy(L);
     rfl_open_lock_schema(L);
+    rfl_open_ffi(L); /* after the policy functions: it reads core.reasons and core.transports */
     rfl_open_ledger(L);
     rfl_open_ledger_tally(L);
     rfl_open_retry_budget(L);

@@ -91,6 +91,13 @@ void *rfl_testobject(lua_State *L, int idx, rfl_type t) {
     return have == tags[t] ? u + sizeof(header) : NULL;
 }
 
+void *rfl_object_at(void *payload, rfl_type t) {
+    if (payload == NULL) return NULL;
+    uint64_t have;
+    memcpy(&have, payload, sizeof have);
+    return have == tags[t] ? (char *)payload + sizeof(header) : NULL; /* tags written: see rfl_testobject */
+}
+
 void *rfl_checkobject(lua_State *L, int idx, rfl_type t) {
     void *p = rfl_testobject(L, idx, t);
     if (p != NULL) return p;
@@ -130,6 +137,8 @@ void rfl_give_back(void *obj) {
 unsigned rfl_users(const void *obj) { return header_of(obj)->users; }
 
 bool rfl_collectable(const void *obj) { return header_of(obj)->busy == 0 && header_of(obj)->users == 0; }
+
+bool rfl_is_idle(const void *obj) { return header_of(obj)->open != 0 && header_of(obj)->busy == 0; }
 
 void rfl_retire(lua_State *L, void *obj, void **taken, size_t n) {
     for (size_t i = 0; i < n; i++) {

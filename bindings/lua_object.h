@@ -118,6 +118,12 @@ void *rfl_newobject(lua_State *L, rfl_type t, size_t size);
  * idx may be a pseudo-index (an upvalue). */
 void *rfl_testobject(lua_State *L, int idx, rfl_type t);
 
+/* The object of type t whose userdata bytes start at payload (what LuaJIT's FFI passes for a userdata given to a
+ * pointer parameter: lua_ffi.c), or NULL when payload is NULL or carries another tag. Unlike rfl_testobject it
+ * cannot see the userdata's length, so payload must point at readable memory of at least the header's size: a
+ * userdata's bytes do, and so does an io file's FILE. No Lua C API call: it runs inside an FFI call. */
+void *rfl_object_at(void *payload, rfl_type t);
+
 /* The object of type t at idx; raises naming argument idx otherwise: "NAME expected, got light userdata",
  * "NAME expected, got a forged one" (a userdata wearing the metatable without the tag), or "NAME expected, got
  * TYPE". */
@@ -147,6 +153,9 @@ unsigned rfl_users(const void *obj);
  * (an object in use is reachable from its users and its call); a __gc called by hand (debug.getmetatable) on an
  * object in use does not, and then releases nothing. Every __gc that frees a resource asks this first. */
 bool rfl_collectable(const void *obj);
+/* Whether obj is open and no call of it is running (not busy): what rfl_method checks before a body, for the FFI's
+ * entries (lua_ffi.c), which run no Lua and so need not mark it busy. */
+bool rfl_is_idle(const void *obj);
 /* The end of an object's life (its close, its __gc, a constructor that raised): gives back each object in
  * taken[0..n-1] that it took with rfl_take (a NULL one is skipped; each is set to NULL), drops its holdings and
  * marks it closed. Safe twice; never raises. */

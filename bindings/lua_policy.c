@@ -158,6 +158,11 @@ enum {
     F_INBOUND_ATTEMPT
 };
 
+/* The integer facts' ranges: attempts (counting this one) and the millisecond facts (elapsed_ms, now_ms; a quarter of
+ * int64 keeps the engine's sums far from overflow; where Lua has only doubles, RFL_INT_EXACT bounds them first). */
+#define FACT_ATTEMPTS_MAX 1000000
+#define FACT_MS_MAX (INT64_MAX / 4)
+
 /* Where a fact comes from: argument arg, a facts table (table) or the value itself. */
 typedef struct fact_src {
     int arg;
@@ -244,19 +249,23 @@ static inline __attribute__((always_inline)) void fact_transport(lua_State *L, i
     if (t != NULL && rf_transport_parse(t, len, &f->transport) != 0) transport_error(L, src, t);
 }
 
+/* An attempt's now_ms when the caller gave none (0) and a Retry-After may need it: the wall clock. */
+static inline void attempt_clock(rf_facts *f) {
+    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = rfi_wall_ms();
+}
+
 /* The facts of one attempt that both forms read, at v + i for i = 0 status, 1 transport, 2 attempts, 3 elapsed_ms,
  * 4 retry_after, 5 date, 6 now_ms (a decider's arguments), each named as an argument. */
 static inline __attribute__((always_inline)) void read_attempt_facts(lua_State *L, int v, rf_facts *f) {
     fact_status(L, v, (fact_src){v, false}, f);
     fact_transport(L, v + 1, (fact_src){v + 1, false}, f);
-    f->attempts = (int)int_fact(L, v + 2, (fact_src){v + 2, false}, "attempts", 1, 1000000, 1);
-    f->elapsed_ms = int_fact(L, v + 3, (fact_src){v + 3, false}, "elapsed_ms", 0, INT64_MAX / 4, 0);
+    f->attempts = (int)int_fact(L, v + 2, (fact_src){v + 2, false}, "attempts", 1, FACT_ATTEMPTS_MAX, 1);
+    f->elapsed_ms = int_fact(L, v + 3, (fact_src){v + 3, false}, "elapsed_ms", 0, FACT_MS_MAX, 0);
     f->retry_after = str_fact(L, v + 4, (fact_src){v + 4, false}, "retry_after", &f->retry_after_len);
     f->date = str_fact(L, v + 5, (fact_src){v + 5, false}, "date", &f->date_len);
-    f->now_ms = lua_type(L, v + 6) <= LUA_TNIL
-                    ? 0
-                    : int_fact(L, v + 6, (fact_src){v + 6, false}, "now_ms", 0, INT64_MAX / 4, 0);
-    if (f->now_ms == 0 && f->retry_after != NULL) f->now_ms = rfi_wall_ms();
+    f->now_ms =
+        lua_type(L, v + 6) <= LUA_TNIL ? 0 : int_fact(L, v + 6, (fact_src){v + 6, false}, "now_ms", 0, FACT_MS_MAX, 0);
+    attempt_clock(f);
 }
 
 /* The fact names as the Lua strings of this state: short strings are interned (every Lua 5.1–5.4, LuaJIT), so a
@@ -337,8 +346,8 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
         case F_TRANSPORT: fact_transport(L, v, src, f); break;
         case F_RETRY_AFTER: f->retry_after = str_fact(L, v, src, "retry_after", &f->retry_after_len); break;
         case F_DATE: f->date = str_fact(L, v, src, "date", &f->date_len); break;
-        case F_ATTEMPTS: f->attempts = (int)int_fact(L, v, src, "attempts", 1, 1000000, 1); break;
-        case F_ELAPSED: f->elapsed_ms = int_fact(L, v, src, "elapsed_ms", 0, INT64_MAX / 4, 0); break;
+        case F_ATTEMPTS: f->attempts = (int)int_fact(L, v, src, "attempts", 1, FACT_ATTEMPTS_MAX, 1); break;
+        case F_ELAPSED: f->elapsed_ms = int_fact(L, v, src, "elapsed_ms", 0, FACT_MS_MAX, 0); break;
         case F_KEY:
             if (lua_type(L, v) == LUA_TBOOLEAN) {
                 f->has_idempotency_key = lua_toboolean(L, v);
@@ -349,7 +358,7 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
             }
             break;
         case F_SOURCE: f->source = str_fact(L, v, src, "source", &f->source_len); break;
-        case F_NOW: f->now_ms = int_fact(L, v, src, "now_ms", 0, INT64_MAX / 4, 0); break;
+        case F_NOW: f->now_ms = int_fact(L, v, src, "now_ms", 0, FACT_MS_MAX, 0); break;
         case F_HINTS: read_hints(L, v, src, f); break;
         case F_NOT_SENT:
             if (lua_type(L, v) != LUA_TBOOLEAN)
@@ -725,9 +734,45 @@ static int l_decider(lua_State *L) {
     d->lp = lp;
     d->rng = rng;
     rfl_set_open(d, true);
-    rfl_held(L, rfl_state_get(L), RFL_STATE_STRINGS); /* at 8: the closure's upvalues are d and the cache */
+    lua_pushvalue(L, 7);
+    rfl_held(L, rfl_state_get(L), RFL_STATE_STRINGS); /* at 9: the closure's upvalues are d and the cache */
     lua_pushcclosure(L, l_decider_call, 2);
-    return 1;
+    return rfl_ffi_decider(L, 7); /* under LuaJIT, the FFI's closure over d (lua_ffi.c) */
+}
+
+/* ---- the decider's FFI entry (lua_ffi.c) ------------------------------------------------------------ */
+
+/* Whether x (a number as a double, what the FFI passes) is an integer in lo..hi that int_fact accepts. */
+static inline bool fact_exact(double x, lua_Integer lo, lua_Integer hi) {
+    if (hi > RFL_INT_EXACT) hi = RFL_INT_EXACT;
+    return x >= (double)lo && x <= (double)hi && x == (double)(int64_t)x; /* NaN fails the first test */
+}
+
+/* A decider's decision for one attempt from C alone, for the FFI: d a decider's bytes (rfl_object_at), the attempt's
+ * facts as a decider's call takes them, the numbers as doubles and the strings with their lengths, checked here as
+ * read_attempt_facts checks them (the FFI's Lua half checks only the types) and written into d's facts. RF_OK and *v;
+ * RF_EINVAL when a fact is out of its range, d is closed or the engine refused the facts: the classic call then
+ * raises the classic message. */
+rf_status rfl_decider_attempt(void *obj, double status, rf_transport transport, double attempts, double elapsed_ms,
+                              const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,
+                              double now_ms, rf_verdict *v) {
+    ldecider *d = obj;
+    if (!fact_exact(status, 0, 599) || (status != 0 && status < 100) || !fact_exact(attempts, 1, FACT_ATTEMPTS_MAX) ||
+        !fact_exact(elapsed_ms, 0, FACT_MS_MAX) || !fact_exact(now_ms, 0, FACT_MS_MAX))
+        return RF_EINVAL;
+    if (d->lp == NULL || d->lp->p == NULL) return RF_EINVAL;
+    rf_facts *f = &d->facts;
+    f->status = (int)status;
+    f->transport = transport;
+    f->attempts = (int)attempts;
+    f->elapsed_ms = (int64_t)elapsed_ms;
+    f->retry_after = retry_after;
+    f->retry_after_len = retry_after_len;
+    f->date = date;
+    f->date_len = date_len;
+    f->now_ms = (int64_t)now_ms;
+    attempt_clock(f);
+    return decider_decide(d, v, NULL);
 }
 
 /* Pushes the decide closure (l_decide) with its upvalues (UV_*); the binding's state and its string cache must
@@ -758,9 +803,9 @@ static int l_budget(lua_State *L) {
         else if (strcmp(k, "path") == 0)
             path = str_fact(L, v, src, k, &plen);
         else if (strcmp(k, "attempts") == 0)
-            attempts = int_fact(L, v, src, k, 0, 1000000, 0);
+            attempts = int_fact(L, v, src, k, 0, FACT_ATTEMPTS_MAX, 0);
         else if (strcmp(k, "elapsed_ms") == 0)
-            elapsed = int_fact(L, v, src, k, 0, INT64_MAX / 4, 0);
+            elapsed = int_fact(L, v, src, k, 0, FACT_MS_MAX, 0);
         else
             luaL_argerror(L, 2, lua_pushfstring(L, "unknown budget key '%s' (method, path, attempts, elapsed_ms)", k));
         lua_pop(L, 1);

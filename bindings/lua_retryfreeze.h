@@ -99,5 +99,26 @@ bool rfl_push_lock_view(lua_State *L, const rf_policy *p, const char *path);
 void rfl_open_lock_schema(lua_State *L);
 /* Registers the Policy and Rng metatables and adds the policy functions to the table on top of the stack. */
 void rfl_open_policy(lua_State *L);
+/* A decider's decision for one attempt, in C alone (lua_policy.c, for the FFI path of lua_ffi.c): obj is a decider's
+ * bytes; the numbers come as doubles and are checked here as policy:decider's calls check them. RF_OK and *v, or
+ * RF_EINVAL (a fact out of range, the decider closed, or rf_decide refused the facts). */
+rf_status rfl_decider_attempt(void *obj, double status, rf_transport transport, double attempts, double elapsed_ms,
+                              const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,
+                              double now_ms, rf_verdict *v);
+/* step:begin and step:after (without a hook) in C alone, for the FFI path (lua_step.c): obj is a step's bytes, the
+ * clocks doubles, checked as the methods check them. begin: 0 and *timeout_ms, 1 and *stop (the request ends), or
+ * -1 (the step is finished or busy, or a clock is out of range: the method raises). after: the result's fields as
+ * step:after reads them (transport -1: none given; hints[n_hints], RF_WAIT_HEADER_COUNT, by rf_wait_header); 0 and
+ * *delay_ms (retry), 1 and *stop, or -1 (as begin's, also a status or transport step:after refuses, or no begin). */
+int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_reason *stop);
+int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
+                           const char *const *hints, int n_hints, double now_ms, double wall_ms, int64_t *delay_ms,
+                           rf_reason *stop);
+/* The FFI path (lua_ffi.c), under LuaJIT. rfl_open_ffi runs once per luaopen, after rfl_open_policy: it sets
+ * core.ffi in the module table on top of the stack (true when the FFI path is on). rfl_ffi_decider replaces the
+ * decider closure on top of the stack by the FFI's closure over the decider state at state_idx when the path is on,
+ * and returns 1 (the closure on top, for policy:decider's return). */
+void rfl_open_ffi(lua_State *L);
+int rfl_ffi_decider(lua_State *L, int state_idx);
 
 #endif

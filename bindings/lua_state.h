@@ -21,8 +21,9 @@ struct rfl_state {
                                           (lua_policy.c); the strings are held at RFL_STATE_FACT_NAMES */
 };
 
-/* The state's holdings (rfl_hold): the verdict string cache (a table, lua_policy.c) and the fact name strings. */
-enum { RFL_STATE_STRINGS = 1, RFL_STATE_FACT_NAMES = 2 };
+/* The state's holdings (rfl_hold): the verdict string cache (a table, lua_policy.c), the fact name strings, and the
+ * FFI path's wrap function when the path is on (lua_ffi.c). */
+enum { RFL_STATE_STRINGS = 1, RFL_STATE_FACT_NAMES = 2, RFL_STATE_FFI = 3 };
 
 /* The registry key of the state (for a reader that must not raise: lua_rawgetp, then rfl_testobject). */
 const void *rfl_state_key(void);

@@ -342,6 +342,42 @@ static int l_step_begin(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OP
 static int l_step_after(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_after); }
 static int l_step_finish(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_finish); }
 
+/* ---- the step's FFI entries (lua_ffi.c) -------------------------------------------------------------- */
+
+/* Whether x (a double, what the FFI passes) is a clock reading clock_arg accepts: an integer in 0..2^53-1. */
+static bool ffi_clock(double x) { return x >= 0 && x <= 9007199254740991.0 && x == (double)(int64_t)x; }
+
+int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_reason *stop) {
+    lstep *ls = obj;
+    if (!rfl_is_idle(ls) || !ffi_clock(now_ms)) return -1;
+    if (!rf_step_begin(&ls->s, (int64_t)now_ms, timeout_ms, stop)) return 1;
+    ls->began = true;
+    return 0;
+}
+
+int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
+                           const char *const *hints, int n_hints, double now_ms, double wall_ms, int64_t *delay_ms,
+                           rf_reason *stop) {
+    lstep *ls = obj;
+    if (!rfl_is_idle(ls) || !ls->began || !ffi_clock(now_ms) || !ffi_clock(wall_ms)) return -1;
+    if (!(status >= 0 && status <= 599 && status == (double)(int)status) || (status > 0 && status < 100)) return -1;
+    if (n_hints != RF_WAIT_HEADER_COUNT || hints == NULL || transport < -1 || transport >= RF_TRANSPORT_COUNT)
+        return -1;
+    rf_transport t = transport >= 0 ? (rf_transport)transport : status > 0 ? RF_TRANSPORT_OK : RF_TRANSPORT_OTHER;
+    if (t == RF_TRANSPORT_OK && status == 0) return -1; /* step:after raises */
+    rf_step_result res = {.status = (int)status,
+                          .transport = t,
+                          .date = date,
+                          .not_sent = not_sent,
+                          .error = error,
+                          .now_ms = (int64_t)now_ms,
+                          .wall_ms = (int64_t)wall_ms};
+    for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++) res.hints[w] = hints[w];
+    ls->began = false;
+    int hook_rc = 0;
+    return rf_step_after(&ls->s, &res, ls->rng, ls->budget, NULL, NULL, &hook_rc, delay_ms, stop) ? 0 : 1;
+}
+
 void rfl_open_step(lua_State *L) {
     static const luaL_Reg step_methods[] = {
         {"begin", l_step_begin}, {"after", l_step_after}, {"finish", l_step_finish}, {NULL, NULL}};

@@ -30,6 +30,9 @@ add_custom_target(bench
 if(TARGET retryfreeze-serve)
   add_dependencies(bench retryfreeze-serve) # bench/run skips the client bench without it
 endif()
+if(TARGET retryfreeze_lua_module_luajit)
+  add_dependencies(bench retryfreeze_lua_module_luajit) # bench/bench_luajit.lua; skipped without it
+endif()
 
 # bench/bench_stats.lua's floor: the C ledger reader alone (no Lua), measured in the same run.
 add_executable(bench_stats bench/bench_stats.c)

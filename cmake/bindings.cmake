@@ -4,14 +4,25 @@ set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/
   bindings/lua_ledger_tally.c bindings/lua_client.c bindings/lua_client_generated.c
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_output.c bindings/lua_compat.c
   bindings/lua_object.c bindings/lua_state.c bindings/lua_result.c bindings/lua_json.c
-  bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c ${RF_UTIL_OS_SOURCES})
+  bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c bindings/lua_ffi.c
+  ${RF_UTIL_OS_SOURCES})
+
+# bindings/lua_ffi.lua, the FFI path's Lua half, embedded in the module as a C string (lua_ffi_chunk.h): written at
+# configure time, and again whenever the .lua changes (a configure dependency), only when its text changed.
+set(RF_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+file(READ ${CMAKE_SOURCE_DIR}/bindings/lua_ffi.lua rf_chunk_hex HEX)
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," rf_chunk_bytes "${rf_chunk_hex}")
+file(CONFIGURE OUTPUT ${RF_GENERATED_DIR}/lua_ffi_chunk.h
+  CONTENT "/* Generated from bindings/lua_ffi.lua by cmake/bindings.cmake: do not edit. */\nstatic const unsigned char rfl_ffi_chunk[] = {${rf_chunk_bytes} 0};\n"
+  @ONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bindings/lua_ffi.lua)
 
 # The binding compiled against Lua 5.4 for the `retryfreeze` command (and the 5.4 module, embed_host, the fuzz
 # targets); a rock compiles it only for LuaRocks' Lua, below.
 if(NOT RF_ROCK)
   add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
   target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
-  target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+  target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings ${RF_GENERATED_DIR})
   target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON) # for the include directories
 endif()
 
@@ -123,7 +134,7 @@ foreach(v IN LISTS RF_LUA)
     target_compile_options(${objects} PRIVATE ${RF_WARNINGS})
     target_compile_definitions(${objects} PRIVATE COMPAT53_PREFIX=compat53)
     target_include_directories(${objects} SYSTEM PRIVATE ${incs}) # third-party headers: their warnings are not ours
-    target_include_directories(${objects} PRIVATE bindings)
+    target_include_directories(${objects} PRIVATE bindings ${RF_GENERATED_DIR})
     target_link_libraries(${objects} PRIVATE ${rf_module_libs} PkgConfig::CJSON) # for the include directories
   endif()
   set(mod retryfreeze_lua_module_${tag})
@@ -161,19 +172,58 @@ set_target_properties(retryfreeze_cli PROPERTIES
 if(NOT RF_TESTS)
   return()
 endif()
-# busted specs (spec/*_spec.lua) against this build: .busted reads RF_BUILD_DIR for its cpath.
-find_program(LUA54 NAMES lua5.4 REQUIRED)
+# busted specs (spec/*_spec.lua) against this build: .busted reads RF_BUILD_DIR for its cpath, and picks the module
+# of the Lua that runs busted. The main run (test busted) uses the build's main Lua: 5.4 when RF_LUA lists it, else
+# the first listed (a LuaJIT-only build, as OpenResty users configure, runs its suite under luajit): every build
+# configuration runs its own tests with a Lua it built the module for. The interpreters: lua5.4, lua5.3, …, luajit.
 find_program(BUSTED NAMES busted REQUIRED)
-add_test(NAME busted COMMAND ${LUA54} ${BUSTED} --output=plainTerminal WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+foreach(v IN LISTS RF_LUA)
+  string(REPLACE "." "" tag "${v}")
+  if(v STREQUAL "luajit")
+    find_program(RF_LUA_BIN_${tag} NAMES luajit)
+  else()
+    find_program(RF_LUA_BIN_${tag} NAMES lua${v})
+  endif()
+endforeach()
+if("5.4" IN_LIST RF_LUA)
+  set(RF_LUA_MAIN 5.4)
+else()
+  list(GET RF_LUA 0 RF_LUA_MAIN)
+endif()
+string(REPLACE "." "" rf_main_tag "${RF_LUA_MAIN}")
+set(RF_LUA_MAIN_BIN ${RF_LUA_BIN_${rf_main_tag}})
+if(NOT RF_LUA_MAIN_BIN)
+  message(FATAL_ERROR "RF_TESTS=ON: no interpreter for Lua ${RF_LUA_MAIN}, the build's main Lua (bash .ci/deps --tests)")
+endif()
+set(RF_LUAJIT ${RF_LUA_BIN_luajit})
+# The engine's specs (load, decide, immutability, hostile scripts, JSON, stats): what Lua 5.1, 5.2 and 5.3 run; 5.4
+# and LuaJIT run the whole suite.
+set(RF_ENGINE_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua
+  spec/14-json_spec.lua spec/16-compat_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua spec/34-io_flow_spec.lua)
+if(RF_LUA_MAIN MATCHES "^(5\\.4|luajit)$")
+  set(rf_main_specs "")
+else()
+  set(rf_main_specs ${RF_ENGINE_SPECS})
+endif()
+add_test(NAME busted COMMAND ${RF_LUA_MAIN_BIN} ${BUSTED} --output=plainTerminal ${rf_main_specs}
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(busted PROPERTIES LABELS "lua" RESOURCE_LOCK busted_suite
   ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
 
-# The randomized misuse harness (spec/harness/misuse.lua), a short run; .ci/run runs it longer under ASan.
+# The randomized misuse harness (spec/harness/misuse.lua), a short run under the main Lua, and under LuaJIT too when
+# that is another (its FFI path meets the same hostile tables); .ci/run runs it longer under ASan.
 if(TARGET retryfreeze-serve)
-  add_test(NAME misuse_short COMMAND ${LUA54} ${CMAKE_SOURCE_DIR}/spec/harness/misuse.lua
-    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(misuse_short PROPERTIES LABELS "lua" TIMEOUT 120
-    ENVIRONMENT "RF_MISUSE_SECONDS=4;RF_BUILD_DIR=${CMAKE_BINARY_DIR};RF_SERVE=$<TARGET_FILE:retryfreeze-serve>")
+  set(rf_misuse misuse_short ${RF_LUA_MAIN_BIN})
+  if(RF_LUAJIT AND NOT RF_LUA_MAIN STREQUAL "luajit")
+    list(APPEND rf_misuse misuse_short_luajit ${RF_LUAJIT})
+  endif()
+  while(rf_misuse)
+    list(POP_FRONT rf_misuse rf_name rf_interp)
+    add_test(NAME ${rf_name} COMMAND ${rf_interp} ${CMAKE_SOURCE_DIR}/spec/harness/misuse.lua
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${rf_name} PROPERTIES LABELS "lua" TIMEOUT 120
+      ENVIRONMENT "RF_MISUSE_SECONDS=4;RF_BUILD_DIR=${CMAKE_BINARY_DIR};RF_SERVE=$<TARGET_FILE:retryfreeze-serve>")
+  endwhile()
 endif()
 
 # examples/embed_host.c: a C program embedding Lua and the module, run as a test.
@@ -185,21 +235,16 @@ set_tests_properties(embed_host PROPERTIES LABELS "c"
   PASS_REGULAR_EXPRESSION "^sha256:[0-9a-f]+ true pinned-status delay_ms=1000 timeout_ms=1400\n$")
 
 # The busted specs under the other Lua versions of RF_LUA (label lua_versions): the whole suite under LuaJIT,
-# the engine's specs (load, decide, immutability, hostile scripts, JSON, stats) under Lua 5.1, 5.2 and 5.3.
-set(RF_ENGINE_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua
-  spec/14-json_spec.lua spec/16-compat_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua spec/34-io_flow_spec.lua)
+# the engine's specs under Lua 5.1, 5.2 and 5.3.
 foreach(v IN LISTS RF_LUA)
-  if(v STREQUAL "5.4")
+  if(v STREQUAL RF_LUA_MAIN)
     continue()
   endif()
   string(REPLACE "." "" tag "${v}")
+  set(interp ${RF_LUA_BIN_${tag}})
   if(v STREQUAL "luajit")
-    find_program(RF_LUAJIT NAMES luajit)
-    set(interp ${RF_LUAJIT})
     set(specs "")
   else()
-    find_program(RF_LUA${tag}_BIN NAMES lua${v})
-    set(interp ${RF_LUA${tag}_BIN})
     set(specs ${RF_ENGINE_SPECS})
   endif()
   if(NOT interp)
@@ -213,12 +258,24 @@ foreach(v IN LISTS RF_LUA)
     ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
 endforeach()
 
+# The engine's specs under LuaJIT with the FFI path off (RF_NO_FFI=1): busted_luajit runs the suite with it on, so
+# policy:decider's two paths both meet them (docs/lua.md, "LuaJIT: the FFI path").
+set(RF_FFI_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua spec/12-table_spec.lua
+  spec/13-assertions_spec.lua spec/15-wait_signals_spec.lua spec/18-luajit_ffi_spec.lua)
+if("luajit" IN_LIST RF_LUA AND RF_LUAJIT)
+  add_test(NAME busted_luajit_no_ffi COMMAND ${RF_LUAJIT} ${BUSTED} --output=plainTerminal ${RF_FFI_SPECS}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(busted_luajit_no_ffi PROPERTIES LABELS "lua;lua_versions" TIMEOUT 300 RESOURCE_LOCK busted_suite
+    ENVIRONMENT "RF_NO_FFI=1;RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
+endif()
+
 # nginx with lua-nginx-module (LuaJIT) in front of retryfreeze-serve, every request through rf.flow
 # (examples/nginx): 200 requests with curl, ~6 s. Needs the LuaJIT module (RF_LUA), nginx and the Lua module.
 find_program(RF_NGINX nginx PATHS /usr/sbin)
-if("luajit" IN_LIST RF_LUA AND RF_NGINX AND EXISTS /usr/lib/nginx/modules/ngx_http_lua_module.so
+if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/modules/ngx_http_lua_module.so
    AND TARGET retryfreeze-serve)
-  add_test(NAME nginx_lua COMMAND ${LUA54} ${CMAKE_SOURCE_DIR}/spec/nginx_lua_check.lua ${CMAKE_BINARY_DIR}
+  # The check runs under luajit with the build's LuaJIT module, which nginx loads too: a LuaJIT-only build has it.
+  add_test(NAME nginx_lua COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/nginx_lua_check.lua ${CMAKE_BINARY_DIR}
            ${CMAKE_SOURCE_DIR})
   set_tests_properties(nginx_lua PROPERTIES LABELS "nginx_lua;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
 else()

@@ -88,6 +88,12 @@ endforeach()
 if(RF_ROCK)
   return()
 endif()
+# The `retryfreeze` command embeds Lua 5.4 and reads the Lua library from share/lua/5.4 beside it, whatever RF_LUA
+# builds modules for: a build without the 5.4 module (RF_LUA=luajit) installs the library there too.
+if(NOT "5.4" IN_LIST rf_abis_done)
+  install(DIRECTORY lua/retryfreeze DESTINATION ${CMAKE_INSTALL_DATADIR}/lua/5.4 FILES_MATCHING PATTERN "*.lua"
+          PATTERN "vendor/vega/*.min.js" PATTERN "vendor/vega/LICENSE.*")
+endif()
 
 install(TARGETS retryfreeze retryfreeze_client retryfreeze_static retryfreeze_client_static retryfreeze_lua_static
   EXPORT retryfreezeTargets

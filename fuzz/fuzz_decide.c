@@ -262,8 +262,9 @@ static void check_wait_header(const rf_policy *p, const rf_facts *f, const rf_ve
     const char *name = rf_wait_header_name((rf_wait_header)v->retry_after_header);
     CHECK_V(in_list(r.retry_after_headers, r.n_retry_after_headers, name, strlen(name)),
             "verdict names %s, which the route does not read", name);
-    bool given = f->hints[v->retry_after_header] != NULL && f->hint_lens[v->retry_after_header] > 0;
-    if (v->retry_after_header == RF_WAIT_RETRY_AFTER) given |= f->retry_after != NULL && f->retry_after_len > 0;
+    /* Present is not NULL, even empty: an empty field is one the server sent (core/src/engine/wait_hints.c). */
+    bool given = f->hints[v->retry_after_header] != NULL;
+    if (v->retry_after_header == RF_WAIT_RETRY_AFTER) given |= f->retry_after != NULL;
     CHECK_V(given, "verdict names %s, which the facts do not carry", name);
 }
 

@@ -396,7 +396,7 @@ describe("git show", function()
       print(e2)
     ]]
     local t0 = os.time()
-    local out, err, code = h.run_lua(script, { timeout_s = 30, lua = "env PATH=" .. h.shell_quote(dir) .. ":\"$PATH\" lua5.4" })
+    local out, err, code = h.run_lua(script, { timeout_s = 30, lua = "env PATH=" .. h.shell_quote(dir) .. ":\"$PATH\" " .. h.child_lua })
     local took = os.time() - t0
     os.execute("rm -rf " .. h.shell_quote(dir))
     assert.equal(0, code, err)

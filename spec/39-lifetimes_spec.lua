@@ -17,12 +17,16 @@ local LOCK = [[{"version":1,"defaults":{"maxAttempts":3,"perAttemptTimeoutMs":20
 local function run_lua(source, url, timeout_s)
   local prelude = string.format("local rf = require 'retryfreeze'; local URL = %q; local LOCK = assert(rf.load_string(%q)); ",
     url or "http://127.0.0.1:9", LOCK)
-  return h.run_lua(prelude .. source, { timeout_s = timeout_s })
+  return h.run_lua(prelude .. source, { lua = "lua5.4", dir = "5.4", timeout_s = timeout_s })
 end
 
 local clean = h.clean_exit -- no crash, no sanitizer report, no hang
 
 local BUSY = "client is busy %(called from its own on_attempt hook%)"
+
+-- The cases run under Lua 5.4 (<close>, 5.4's coroutines), except those that name their runtimes: pending in a build
+-- without the 5.4 module (RF_LUA=luajit), whose LuaJIT runs the runtimes' cases.
+local it_54 = h.has_module("5.4") and it or pending
 
 describe("lifetimes and re-entrancy (issue 10)", function()
   local up
@@ -30,7 +34,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   teardown(function() up.stop() end)
 
   describe("stack discipline", function()
-    it("client:all takes 10000 requests (its documented maximum) on a fresh Lua stack", function()
+    it_54("client:all takes 10000 requests (its documented maximum) on a fresh Lua stack", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }
         local reqs = {}
@@ -41,7 +45,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.equal("10000\trefused\tno-route\n", out)
     end)
 
-    it("client:all takes 10000 requests inside a coroutine", function()
+    it_54("client:all takes 10000 requests inside a coroutine", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }
         local co = coroutine.wrap(function()
@@ -55,7 +59,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.equal("10000\trefused\n", out)
     end)
 
-    it("client:all sends 10000 requests to the upstream, at most 100 at a time, each response in order", function()
+    it_54("client:all sends 10000 requests to the upstream, at most 100 at a time, each response in order", function()
       local before = assert(upstream.stats(up.url)).requests
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }
@@ -72,7 +76,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.equal(10000, assert(upstream.stats(up.url)).requests - before) -- /__stats counts no request
     end)
 
-    it("client:all refuses more than 10000 requests with an argument error", function()
+    it_54("client:all refuses more than 10000 requests with an argument error", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }
         local reqs = {}
@@ -88,7 +92,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       "c:request{ method = 'GET', path = '/echo/3' }", "c:retry_tokens()", "c:in_flight()",
       "do local x <close> = c end", "c:_run(0)", "c:_set_scheduled(true)",
       "c:_start{ method = 'GET', path = '/echo/4' }" }) do
-      it(call, function()
+      it_54(call, function()
         local out = clean(run_lua(string.format([[
           local c
           c = rf.client{ policy = LOCK, base_url = URL, on_attempt = function() %s end }
@@ -108,7 +112,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       end)
     end
 
-    it("a request's own on_attempt that calls client:all raises instead of hanging", function()
+    it_54("a request's own on_attempt that calls client:all raises instead of hanging", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }
         print(pcall(c.request, c, { method = "GET", path = "/echo/1",
@@ -118,7 +122,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.matches("^false\t[^\n]*" .. BUSY .. "\n200\n$", out)
     end)
 
-    it("a hook of client:all that closes the client raises, and every response is cleaned up", function()
+    it_54("a hook of client:all that closes the client raises, and every response is cleaned up", function()
       local out = clean(run_lua([[
         local c
         c = rf.client{ policy = LOCK, base_url = URL, on_attempt = function() c:close() end }
@@ -131,7 +135,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   end)
 
   describe("requests started without a coroutine (client:_start, scheduler.run_requests)", function()
-    it("a dropped box abandons its transfer; a box outlives the request table and its strings", function()
+    it_54("a dropped box abandons its transfer; a box outlives the request table and its strings", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }
         do -- started, then dropped and collected while in flight
@@ -158,7 +162,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   end)
 
   describe("scheduled flows", function()
-    it("a flow resumed by another flow before its response is ready raises; the others go on", function()
+    it_54("a flow resumed by another flow before its response is ready raises; the others go on", function()
       local out = clean(run_lua([[
         local scheduler = require "retryfreeze.scheduler"
         local c = rf.client{ policy = LOCK, base_url = URL }
@@ -181,7 +185,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.matches("^false\t[^\n]*resumed before its response was ready[^\n]*\n200\n1\t0\t1\n$", out)
     end)
 
-    it("client:all inside a scheduled flow while other flows' requests are in flight raises", function()
+    it_54("client:all inside a scheduled flow while other flows' requests are in flight raises", function()
       local out = clean(run_lua([[
         local scheduler = require "retryfreeze.scheduler"
         local c = rf.client{ policy = LOCK, base_url = URL }
@@ -200,7 +204,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   end)
 
   describe("a ledger a client holds", function()
-    it("is not closed under the client: ledger:close() answers nil, why; the client keeps recording", function()
+    it_54("is not closed under the client: ledger:close() answers nil, why; the client keeps recording", function()
       local path = os.tmpname()
       local out = clean(run_lua(string.format([[
         local l = assert(rf.ledger.open(%q))
@@ -221,7 +225,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.equal(1, n)
     end)
 
-    it("collecting the client releases the ledger", function()
+    it_54("collecting the client releases the ledger", function()
       local path = os.tmpname()
       local out = clean(run_lua(string.format([[
         local l = assert(rf.ledger.open(%q))
@@ -262,7 +266,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       assert.equal(want_lines, n)
     end
 
-    it("a hook that drops the request's strings and collects garbage changes nothing sent or recorded", function()
+    it_54("a hook that drops the request's strings and collects garbage changes nothing sent or recorded", function()
       local path = os.tmpname()
       local out = clean(run_lua("local TAG = 'a' " .. REQUEST .. string.format([[
         local l = assert(rf.ledger.open(%q))
@@ -275,7 +279,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
       check_ledger(path, 1)
     end)
 
-    it("the same from another flow under retryfreeze.scheduler", function()
+    it_54("the same from another flow under retryfreeze.scheduler", function()
       local path = os.tmpname()
       local out = clean(run_lua("local TAG = 'b' " .. REQUEST .. string.format([[
         local scheduler = require "retryfreeze.scheduler"
@@ -313,9 +317,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
     local BUDGET_LOCK = [[{"version":1,"retryBudget":{"maxTokens":10,"tokenRatio":0.1},"defaults":{"maxAttempts":3,
       "perAttemptTimeoutMs":2000,"totalBudgetMs":5000,"retryable":["HTTP_503"],"backoff":{"baseMs":5,"maxMs":10}},
       "routes":[{"endpoint":"GET /echo/*"}]}]]
-    local build = os.getenv("RF_BUILD_DIR") or "build"
-    local has_luajit = os.execute("test -f " .. build .. "/lib/lua/luajit/retryfreeze/core.so")
-    local runtimes = { { name = "lua5.4" }, { name = "luajit", lua = "luajit", dir = "luajit" },
+    local runtimes = { { name = "lua5.4", lua = "lua5.4", dir = "5.4" }, { name = "luajit", lua = "luajit", dir = "luajit" },
       { name = "retryfreeze run", cli = true } }
 
     --- Runs source as run_lua does (URL, LOCK and rf; also BLOCK, a policy with a retry budget, and core) under
@@ -355,7 +357,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
     local BUDGET_IN_USE = "cannot close a retry budget that 1 open clients or running flows use"
 
     for _, rt in ipairs(runtimes) do
-      local it_or_pending = (rt.lua ~= "luajit" or has_luajit == true or has_luajit == 0) and it or pending
+      local it_or_pending = (rt.cli or h.has_module(rt.dir)) and it or pending -- a runtime the build has a module for
 
       it_or_pending(rt.name .. ": a request whose __index closes the client: request, all and _start go on", function()
         local out = run_in(rt, [[
@@ -524,7 +526,7 @@ describe("lifetimes and re-entrancy (issue 10)", function()
   end)
 
   describe("ledger hygiene", function()
-    it("records the path with its query values redacted (?api_key=SECRET)", function()
+    it_54("records the path with its query values redacted (?api_key=SECRET)", function()
       local path = os.tmpname()
       local out = clean(run_lua(string.format([[
         local l = assert(rf.ledger.open(%q))

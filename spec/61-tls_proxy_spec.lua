@@ -40,7 +40,7 @@ local function child(env, snippet)
   local err_file = os.tmpname()
   local script = os.tmpname()
   h.write_file(script, 'local rf = require "retryfreeze"\n' .. snippet)
-  local cmd = table.concat(prefix, " ") .. " " .. h.lua_env("5.4") .. "lua5.4 " .. script .. " 2>" .. err_file
+  local cmd = table.concat(prefix, " ") .. " " .. h.lua_env() .. h.child_lua .. " " .. script .. " 2>" .. err_file
   local p = io.popen(cmd)
   local out = p:read("a")
   p:close()

@@ -20,11 +20,24 @@ M.cli = os.getenv("RF_CLI") or "build/bin/retryfreeze"
 --- The build tree under test: $RF_BUILD_DIR (set by ctest), else ./build.
 M.build_dir = os.getenv("RF_BUILD_DIR") or "build"
 
+--- Whether the build under test has the module for runtime dir ("5.4", "5.1", "luajit"…): RF_LUA says which it
+--- builds (a LuaJIT-only build, as OpenResty users configure it, has no 5.4 module).
+function M.has_module(dir)
+  local f = io.open(M.build_dir .. "/lib/lua/" .. dir .. "/retryfreeze/core.so", "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+--- The Lua a spec's child runs when the spec names none: lua5.4 with the build's 5.4 module, or the build's LuaJIT
+--- in a build without a 5.4 module (so that every build configuration runs its own specs).
+M.child_lua, M.child_dir = "lua5.4", "5.4"
+if not M.has_module("5.4") and M.has_module("luajit") then M.child_lua, M.child_dir = "luajit", "luajit" end
+
 --- The environment a child Lua needs to load the module from this tree: a shell prefix setting LUA_PATH to
---- lua/ and LUA_CPATH to the build's module for runtime `dir` ("5.4", "5.1", "luajit"…; default "5.4").
+--- lua/ and LUA_CPATH to the build's module for runtime `dir` ("5.4", "5.1", "luajit"…; default M.child_dir).
 function M.lua_env(dir)
   return string.format("LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH=%s ",
-    M.shell_quote(M.build_dir .. "/lib/lua/" .. (dir or "5.4") .. "/?.so;;"))
+    M.shell_quote(M.build_dir .. "/lib/lua/" .. (dir or M.child_dir) .. "/?.so;;"))
 end
 
 --- The entries of the X-macro `name` defined in the C header at path (X(C_NAME, "string", …)): a list of
@@ -42,13 +55,13 @@ function M.x_macro(path, name)
 end
 
 --- Runs Lua source in a child interpreter with the module on its paths (a crash there fails one test instead
---- of killing busted). opts: {lua = "lua5.4" (the interpreter), dir = "5.4" (see lua_env), timeout_s = 60}.
+--- of killing busted). opts: {lua = M.child_lua (the interpreter), dir = M.child_dir (see lua_env), timeout_s = 60}.
 --- Returns stdout, stderr and the exit code (124 when the timeout killed it).
 function M.run_lua(source, opts)
   opts = opts or {}
   local path = M.temp_file(source)
   local out, err, code = M.sh(string.format("%stimeout %d %s %s", M.lua_env(opts.dir), opts.timeout_s or 60,
-    opts.lua or "lua5.4", M.shell_quote(path)))
+    opts.lua or M.child_lua, M.shell_quote(path)))
   os.remove(path)
   return out, err, code
 end

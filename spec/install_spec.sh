@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and uses it as a new user would: (a) builds examples/embed_host.c
-# with pkg-config, (b) requires the module from a stock lua5.4 with only the prefix on LUA_PATH/LUA_CPATH,
-# (c) runs `retryfreeze check` from the prefix. Usage: install_spec.sh BUILD_DIR SOURCE_DIR
+# with pkg-config, (b) requires each installed module from a stock interpreter of its ABI with only the prefix on
+# LUA_PATH/LUA_CPATH, (c) runs `retryfreeze check` from the prefix. Usage: install_spec.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1
 src=$2
@@ -87,11 +87,21 @@ readelf -d "$prefix/consumer-retryfreeze_static/build/decide_host" | grep -q 'NE
   fail "decide_host linked against retryfreeze::retryfreeze_static needs a shared libretryfreeze"
 echo "ok: decide_host built with pkg-config and with find_package (shared and static targets): $out"
 
-out=$(cd / && LUA_PATH="$prefix/share/lua/5.4/?.lua;$prefix/share/lua/5.4/?/init.lua" \
-  LUA_CPATH="$prefix/lib/lua/5.4/?.so" lua5.4 -e 'local rf = require "retryfreeze"; print(rf.VERSION)')
+# Each installed module from a stock interpreter of its ABI, with only the prefix on its paths: lua5.4 for
+# lib/lua/5.4; luajit (or lua5.1) for lib/lua/5.1, which LuaJIT and 5.1 share. A LuaJIT-only build has no 5.4 module.
 want=$(sed -n 's/^project(retryfreeze VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
-[[ $out == "$want" ]] || fail "lua5.4 require gave '$out', want '$want'"
-echo "ok: require \"retryfreeze\" from the prefix: $out"
+required=0
+for abi in 5.4 5.3 5.2 5.1; do
+  [[ -f $prefix/lib/lua/$abi/retryfreeze/core.so ]] || continue
+  lua=lua$abi
+  [[ $abi == 5.1 ]] && command -v luajit >/dev/null && lua=luajit
+  out=$(cd / && LUA_PATH="$prefix/share/lua/$abi/?.lua;$prefix/share/lua/$abi/?/init.lua" \
+    LUA_CPATH="$prefix/lib/lua/$abi/?.so" $lua -e 'local rf = require "retryfreeze"; print(rf.VERSION)')
+  [[ $out == "$want" ]] || fail "$lua require gave '$out', want '$want'"
+  echo "ok: require \"retryfreeze\" from the prefix under $lua: $out"
+  required=$((required + 1))
+done
+[[ $required -ge 1 ]] || fail "no module was required from the prefix"
 
 out=$(cd / && "$prefix/bin/retryfreeze" check "$prefix/share/retryfreeze/examples/retry-budget.lock.json")
 [[ $out == ok:* ]] || fail "retryfreeze check printed: $out"

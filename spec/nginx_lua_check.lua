@@ -1,12 +1,15 @@
 -- ctest nginx_lua: nginx with lua-nginx-module (LuaJIT) in front of retryfreeze-serve, every request through
--- rf.flow (examples/nginx). 200 requests with curl (20 at a time), then: the upstream saw exactly the attempts
--- the ledger records; keyed POSTs kept one key on every attempt (a "503,200" script succeeds in 2 attempts only
--- when the retry carries the first attempt's key); keyless POSTs were sent once; Retry-After was honoured;
+-- rf.flow (examples/nginx), its steps through the FFI (rf.ffi is checked true in the workers). 200 requests with
+-- curl (20 at a time), then: the upstream saw exactly the attempts the ledger records; keyed POSTs kept one key
+-- on every attempt (a "503,200" script succeeds in 2 attempts only when the retry carries the first attempt's
+-- key); keyless POSTs were sent once; Retry-After was honoured;
 -- no request outlived the lock's totalBudgetMs + 50 ms; nginx's error log holds no Lua error.
--- Usage: lua5.4 spec/nginx_lua_check.lua BUILD_DIR SOURCE_DIR
+-- Usage: luajit spec/nginx_lua_check.lua BUILD_DIR SOURCE_DIR (ctest: the build's luajit, whose module nginx loads
+-- too, so that a LuaJIT-only build runs it; any Lua the build made the module for will do).
 local build, src = arg[1], arg[2]
 package.path = src .. "/lua/?.lua;" .. src .. "/lua/?/init.lua;" .. package.path
-package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
+package.cpath = build .. "/lib/lua/" .. (rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")) .. "/?.so;"
+  .. package.cpath
 local rf = require "retryfreeze"
 local upstream = require "retryfreeze.upstream"
 
@@ -36,6 +39,11 @@ local function pick_port()
     .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
 end
 local conf_in = assert(io.open(src .. "/examples/nginx/nginx.conf.in")):read("a")
+-- One location of the check's own: which decision path nginx's LuaJIT took (rf.ffi: the FFI path, docs/lua.md).
+local conf_ffi, found = conf_in:gsub("location / {", "location = /__rf_ffi { content_by_lua_block { "
+  .. "ngx.print(tostring(require('retryfreeze').ffi)) } }\n    location / {", 1)
+assert(found == 1, "examples/nginx/nginx.conf.in has no 'location / {'")
+conf_in = conf_ffi
 local ledger = dir .. "/ledger.jsonl"
 -- Started as root, nginx's workers run as nobody, as the example documents: the master loads the lock and the
 -- Lua modules and opens the ledger before they drop privileges (init_by_lua_block), so the workers read no file
@@ -64,6 +72,8 @@ for _ = 1, 5 do
   os.execute("kill " .. nginx_pid .. " 2>/dev/null; sleep 0.2")
 end
 check(started, "nginx with the Lua module answers on 127.0.0.1:" .. port)
+local ffi_on = sh("curl -s http://127.0.0.1:" .. port .. "/__rf_ffi 2>/dev/null")
+check(ffi_on == "true", "nginx's workers decide through the FFI path (rf.ffi: " .. ffi_on .. ")")
 
 -- 200 requests: 60 keyed "503,200", 30 keyed "429;retry-after=1,200", 30 keyless "503,200", 80 GETs with the
 -- upstream's random faults. Each line: kind method path key script ("-" for none); 20 curls at a time.

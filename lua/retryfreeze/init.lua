@@ -32,6 +32,10 @@ end
 --- field that is not a number.
 M.lock_field_check = core.lock_field_check
 
+--- Whether decisions run through LuaJIT's FFI (docs/lua.md, "LuaJIT: the FFI path"): true under LuaJIT unless the
+--- environment had RF_NO_FFI=1 when the module opened or a sandbox took `ffi` out; false on every other Lua.
+M.ffi = core.ffi
+
 --- The libcurl the client runs on: {version = "7.88.1", ssl = "OpenSSL/…" or nil, http2 = bool}.
 M.libcurl = core.libcurl
 

@@ -6,6 +6,12 @@ local core = require "retryfreeze.core"
 
 local M = {}
 
+-- step:begin and step:after: under LuaJIT through the FFI (core.ffi_step_begin and core.ffi_step_after: the same
+-- results and errors, docs/lua.md "LuaJIT: the FFI path"), elsewhere the methods themselves.
+local step_begin = core.ffi_step_begin or function(step, now_ms) return step:begin(now_ms) end
+local step_after = core.ffi_step_after
+  or function(step, res, now_ms, wall_ms, on_attempt) return step:after(res, now_ms, wall_ms, on_attempt) end
+
 local request_keys = { method = true, path = true, query = true, headers = true, body = true, idempotency_key = true }
 local io_keys = { send = true, sleep = true, now_ms = true, wall_ms = true, ledger = true, rng = true,
                   on_attempt = true, retry_budget = true }
@@ -59,7 +65,7 @@ function M.flow(policy, request, io)
   local last, number = nil, 0
   local reason
   while true do
-    local timeout_ms, stop = step:begin(now(io))
+    local timeout_ms, stop = step_begin(step, now(io))
     if not timeout_ms then
       reason = stop
       break
@@ -71,7 +77,7 @@ function M.flow(policy, request, io)
                           headers = attempt_headers, body = request.body, timeout_ms = timeout_ms })
     if type(res) ~= "table" then error("rf.flow: io.send must return a table, got " .. type(res), 2) end
     last = res
-    local retry, x, hook_err = step:after(res, now(io), math.floor(wall()), io.on_attempt)
+    local retry, x, hook_err = step_after(step, res, now(io), math.floor(wall()), io.on_attempt)
     if hook_err ~= nil then
       step:finish(x, now(io), math.floor(wall()), res.body, res.headers)
       error(hook_err, 0)

@@ -11,7 +11,8 @@
 --- every path and key in it one the harness sent (heap garbage there is a use after free that escaped the
 --- sanitizers).
 ---
---- Run: RF_BUILD_DIR=build lua5.4 spec/harness/misuse.lua (ctest runs it as misuse_short for 4 s).
+--- Run: RF_BUILD_DIR=build lua5.4 spec/harness/misuse.lua, or luajit (ctest runs it as misuse_short for 4 s, and
+--- under LuaJIT as misuse_short_luajit).
 --- Environment: RF_MISUSE_SECONDS (default 10): how long to run; RF_MISUSE_SEED (default: the clock): the seed of
 --- the random choices, printed so a failure can be replayed; RF_BUILD_DIR (default build): the build whose module
 --- and retryfreeze-serve are used; RF_SERVE overrides the server.
@@ -20,7 +21,11 @@
 local root = (arg and arg[0] or ""):match("^(.*)/spec/harness/[^/]*$") or "."
 local build = os.getenv("RF_BUILD_DIR") or (root .. "/build")
 package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
-package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
+-- The module of the running Lua (ctest runs it under the build's main Lua, and under LuaJIT); on 5.1 and LuaJIT the
+-- harness uses the 5.3 library (math.type, …) from lua-compat53, as the specs do.
+package.cpath = build .. "/lib/lua/" .. (rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")) .. "/?.so;"
+  .. package.cpath
+if _VERSION < "Lua 5.3" then require "compat53" end
 
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"

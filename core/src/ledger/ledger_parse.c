@@ -264,7 +264,7 @@ static bool want_inbound(const cJSON *deadline, const cJSON *attempt, rf_ledger_
 
 static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) {
     const cJSON *f[F_COUNT];
-    const char *ts;
+    const char *ts = NULL;
 
     if (!cJSON_IsObject(root)) {
         return refuse(c, "the line must be a JSON object, got %s", rfi_json_type_name(root));

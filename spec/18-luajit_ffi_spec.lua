@@ -1,0 +1,229 @@
+-- The FFI path under LuaJIT (bindings/lua_ffi.c, bindings/lua_ffi.lua; docs/lua.md, "LuaJIT: the FFI path"): the
+-- same verdicts and errors as the classic path, and lifetimes as safe. Every case runs in a child `luajit` (this
+-- spec runs under any Lua), so a crash fails one test instead of killing busted; under .ci/run the children
+-- inherit the sanitizer preload. Pending when the build has no LuaJIT module.
+local h = require "spec.helper"
+
+local build = h.build_dir
+local has_luajit = os.execute("test -f " .. build .. "/lib/lua/luajit/retryfreeze/core.so")
+local describe_or_pending = (has_luajit == true or has_luajit == 0) and describe or pending
+local locks = { "examples/retry-budget.lock.json", "examples/service.lock.json", "spec/fixtures/ffi_routes.lock.json" }
+
+--- Runs Lua source in a child luajit with the build's LuaJIT module; env: a shell prefix ("RF_NO_FFI=1 "). The
+--- child starts without this process's RF_NO_FFI (ctest's busted_luajit_no_ffi sets it for this spec too).
+local function run(source, env)
+  local path = h.temp_file("local rf = require 'retryfreeze'; local core = require 'retryfreeze.core'; " .. source)
+  local out, err, code = h.sh(string.format("%senv -u RF_NO_FFI %stimeout 120 luajit %s", h.lua_env("luajit"),
+    env or "", h.shell_quote(path)))
+  os.remove(path)
+  return out, err, code
+end
+
+--- The verdict lines of spec/harness/ffi_verdicts.lua for seed and draws, under env.
+local function verdicts(seed, draws, env)
+  local quoted = {}
+  for i, l in ipairs(locks) do quoted[i] = h.shell_quote(l) end
+  return h.clean_exit(h.sh(string.format("%senv -u RF_NO_FFI %stimeout 120 luajit spec/harness/ffi_verdicts.lua %d %d %s",
+    h.lua_env("luajit"), env or "", seed, draws, table.concat(quoted, " "))))
+end
+
+describe_or_pending("the FFI path under LuaJIT", function()
+  it("is on by default and off with RF_NO_FFI=1 (RF_NO_FFI=0 or empty keeps it on)", function()
+    local source = "print(rf.ffi, core.ffi, type(assert(rf.load('" .. locks[1] .. "')):decider('GET', '/', false)))"
+    assert.equal("true\ttrue\tfunction\n", h.clean_exit(run(source)))
+    assert.equal("false\tfalse\tfunction\n", h.clean_exit(run(source, "RF_NO_FFI=1 ")))
+    assert.equal("true\ttrue\tfunction\n", h.clean_exit(run(source, "RF_NO_FFI=0 ")))
+    assert.equal("true\ttrue\tfunction\n", h.clean_exit(run(source, "RF_NO_FFI= ")))
+  end)
+
+  -- The property: for adversarial draws (spec/harness/ffi_verdicts.lua says which), each decider call gives the
+  -- same verdict or the same error through both paths, delays drawn from the same seeds. The draws reach every
+  -- reason a decider can give without a retry budget, and every kind of refusal.
+  it("gives the classic path's verdicts and errors for drawn facts, call for call", function()
+    local reasons, refusals = {}, 0
+    for seed = 1, 3 do
+      local on = verdicts(seed, 2500)
+      local off = verdicts(seed, 2500, "RF_NO_FFI=1 ")
+      assert.equal("ffi true\n", on:match("^[^\n]*\n"))
+      assert.equal("ffi false\n", off:match("^[^\n]*\n"))
+      local on_lines, off_lines = {}, {}
+      for line in on:gmatch("[^\n]+") do on_lines[#on_lines + 1] = line end
+      for line in off:gmatch("[^\n]+") do off_lines[#off_lines + 1] = line end
+      assert.equal(#off_lines, #on_lines)
+      for i = 2, #on_lines do
+        if on_lines[i] ~= off_lines[i] then
+          assert.equal(off_lines[i], on_lines[i], "seed " .. seed .. ", line " .. i)
+        end
+        local reason = on_lines[i]:match('%-> true %a+ "([%a-]+)" ')
+        if reason then reasons[reason] = (reasons[reason] or 0) + 1 end
+        if on_lines[i]:find("-> false ", 1, true) or on_lines[i]:find(" made: ", 1, true) then
+          refusals = refusals + 1
+        end
+      end
+    end
+    for _, r in ipairs({ "no-route", "success", "max-attempts", "class-limit", "status-not-retryable",
+      "mutating-without-idempotency", "retry-after-exceeds-budget", "deadline", "pinned-status", "transparent-retry" }) do
+      assert.is_true((reasons[r] or 0) >= 5, r .. " drawn " .. tostring(reasons[r] or 0) .. " times")
+    end
+    assert.is_true(refusals >= 500, refusals .. " refusals")
+  end)
+
+  -- The same property for rf.flow's steps (spec/harness/ffi_flows.lua): drawn io.send results, the whole response
+  -- (outcome, reason, every try) or the error compared request by request.
+  it("gives rf.flow the classic responses and errors for drawn results, request by request", function()
+    local reasons, errors = {}, 0
+    for seed = 1, 3 do
+      local on = h.clean_exit(h.sh(string.format("%senv -u RF_NO_FFI timeout 120 luajit spec/harness/ffi_flows.lua "
+        .. "%d 1500 %s", h.lua_env("luajit"), seed, table.concat(locks, " "))))
+      local off = h.clean_exit(h.sh(string.format("%sRF_NO_FFI=1 timeout 120 luajit spec/harness/ffi_flows.lua "
+        .. "%d 1500 %s", h.lua_env("luajit"), seed, table.concat(locks, " "))))
+      assert.equal("ffi true\n", on:match("^[^\n]*\n"))
+      assert.equal("ffi false\n", off:match("^[^\n]*\n"))
+      local off_lines = {}
+      for line in off:gmatch("[^\n]+") do off_lines[#off_lines + 1] = line end
+      local i = 0
+      for line in on:gmatch("[^\n]+") do
+        i = i + 1
+        if i > 1 and line ~= off_lines[i] then assert.equal(off_lines[i], line, "seed " .. seed .. ", line " .. i) end
+        for r in line:gmatch('try%d+=[^ ]-,[^ ]-,[^ ]-,[^ ]-,[^ ]-,[^ ]-,"([%a-]+)"') do reasons[r] = true end
+        if line:find(" error: ", 1, true) then errors = errors + 1 end
+      end
+      assert.equal(#off_lines, i)
+    end
+    for _, r in ipairs({ "pinned-status", "status-not-retryable", "success", "mutating-without-idempotency",
+      "max-attempts", "retry-after-exceeds-budget", "stopped-by-caller", "class-limit", "transparent-retry" }) do
+      assert.is_true(reasons[r], r .. " was never drawn")
+    end
+    assert.is_true(errors >= 50, errors .. " errors")
+  end)
+
+  -- Which spelling of a header wins ("the first one a table traversal meets") cannot be compared across processes
+  -- (LuaJIT seeds its string hashes per process): twin steps in one process, one through the FFI, one through the
+  -- method, get the same headers tables.
+  it("lets the same header spelling win in step:after as the method does", function()
+    local out = h.clean_exit(run([=[
+      local p = assert(rf.load("spec/fixtures/ffi_routes.lock.json"))
+      local names = { "Retry-After", "retry-after", "RETRY-AFTER", "Retry-After\0x", "Date", "DATE", "date\0",
+                      "Retry-After-Ms", "retry-after-ms" }
+      local values = { "0", "1", "2", "", "soon", "Sun, 06 Nov 1994 08:49:39 GMT", "Sun, 06 Nov 1994 08:49:37 GMT" }
+      local state = 7
+      local function random(m) state = state * 16807 % 2147483647; return state % m + 1 end
+      local same, n, dups = 0, 0, 0
+      for i = 1, 400 do
+        local headers, seen = {}, 0
+        for _ = 1, random(5) do headers[names[random(#names)]] = values[random(#values)] end
+        for name in pairs(headers) do if name:lower() == "retry-after" then seen = seen + 1 end end
+        if seen > 1 then dups = dups + 1 end
+        local res = { status = 503, headers = headers }
+        local path = i % 2 == 0 and "/v1/refunds" or "/v1/jobs"
+        local a = core.step(p, { method = "POST", path = path, idempotency_key = "k" }, { rng = rf.rng(i) }, 0)
+        local b = core.step(p, { method = "POST", path = path, idempotency_key = "k" }, { rng = rf.rng(i) }, 0)
+        core.ffi_step_begin(a, 0)
+        b:begin(0)
+        local ra, xa = core.ffi_step_after(a, res, 10, 784111777000)
+        local rb, xb = b:after(res, 10, 784111777000)
+        local ta = a:finish(ra and "pinned-status" or xa, 20, 784111777000).tries[1]
+        local tb = b:finish(rb and "pinned-status" or xb, 20, 784111777000).tries[1]
+        n = n + 1
+        if ra == rb and xa == xb and ta.retry_after == tb.retry_after and ta.retry_after_header == tb.retry_after_header
+          and ta.reason == tb.reason then same = same + 1 end
+      end
+      print(rf.ffi, same, n, dups >= 50)
+    ]=]))
+    assert.equal("true\t400\t400\ttrue\n", out)
+  end)
+
+  -- A result with a metatable takes the method's path: its metamethods run while the step is pinned, as they do
+  -- there (a metamethod that finishes the step is refused as busy, whichever path the flow took).
+  it("reads a result with metamethods as the method does, the step pinned", function()
+    local out = h.clean_exit(run([[
+      local p = assert(rf.load("examples/service.lock.json"))
+      local function hostile(step)
+        return setmetatable({}, { __index = function(_, k)
+          if k == "status" then step:finish("success", 1, 1) end
+          return k == "status" and 503 or nil
+        end })
+      end
+      local messages = {}
+      for i, after in ipairs({ core.ffi_step_after, function(s, ...) return s:after(...) end }) do
+        local step = core.step(p, { method = "GET", path = "/v1/jobs/7" }, { rng = rf.rng(1) }, 0)
+        step:begin(0)
+        local ok, err = pcall(after, step, hostile(step), 5, 784111777000)
+        messages[i] = tostring(ok) .. " " .. tostring(err):gsub("^[^:]*:%d+: ", "")
+      end
+      print(messages[1] == messages[2], messages[1])
+    ]]))
+    assert.equal("true\tfalse rf.flow: step is busy (called from its own on_attempt hook)\n", out)
+  end)
+
+  it("keeps the policy alive while a decider uses it, and refuses once the decider was finalized by hand", function()
+    local out = h.clean_exit(run([[
+      local decide
+      do
+        local p = assert(rf.load("examples/retry-budget.lock.json"))
+        decide = p:decider("POST", "/v1/jobs", true, rf.rng(3))
+        debug.getmetatable(p).__gc(p) -- a __gc called by hand on a policy in use frees nothing
+      end
+      collectgarbage(); collectgarbage()
+      print(decide(504, nil, 1, 0))
+      local name, state = debug.getupvalue(decide, 1)
+      print(name, type(state))
+      debug.getmetatable(state).__gc(state)
+      for _ = 1, 2 do print(pcall(decide, 504, nil, 1, 0)) end
+      debug.getmetatable(state).__gc(state) -- twice: still harmless
+      print(pcall(decide, 504, nil, 1, 0))
+    ]]))
+    local rf = require "retryfreeze"
+    local want = assert(rf.load(h.desk_lock)):decide({ method = "POST", path = "/v1/jobs", status = 504,
+      idempotency_key = "k" }, rf.rng(3))
+    assert.equal(string.format("true\t%s\t%d\t%d\t%s\nstate\tuserdata\n", want.reason, want.delay_ms,
+      want.timeout_ms, want.class) .. ("false\tretryfreeze: decider is closed\n"):rep(3), out)
+  end)
+
+  -- What a script reaches without the debug library: the decider, a Lua function; no cdata anywhere in rf, core
+  -- or a decider's results, so no pointer to keep. With debug.getupvalue it reaches the decider's internals
+  -- (docs/reliability.md, "Hostile Lua"): replacing any of them with a hostile value raises or decides, never
+  -- crashes; setfenv changes nothing (the closure reads no global).
+  it("hands a script no cdata, and survives hostile upvalues and environments", function()
+    local out = h.clean_exit(run([[
+      local p = assert(rf.load("examples/retry-budget.lock.json"))
+      local seen, cdata = {}, 0
+      local function scan(v)
+        if type(v) == "cdata" then cdata = cdata + 1 end
+        if type(v) ~= "table" or seen[v] then return end
+        seen[v] = true
+        for k, x in pairs(v) do scan(k); scan(x) end
+      end
+      local d = p:decider("POST", "/v1/jobs", true, rf.rng(1))
+      scan(rf); scan(core); scan({ d(504, nil, 1, 0) }); scan({ d(429, nil, 1, 0, "1", nil, 784111777000) })
+      print("cdata", cdata)
+      local want = { p:decider("POST", "/v1/jobs", true, rf.rng(5))(504, nil, 1, 0) }
+      local fresh = p:decider("POST", "/v1/jobs", true, rf.rng(5))
+      setfenv(fresh, setmetatable({}, { __index = function() error("a global was read") end }))
+      local got = { pcall(fresh, 504, nil, 1, 0) }
+      print("setfenv", got[1], got[3] == want[2] and got[4] == want[3] and got[6] == want[5], got[3], got[6])
+      local other = p:decider("GET", "/x", false)
+      local hostile = { false, 0, -1, 2 ^ 53, "x", {}, io.stdout, tostring, coroutine.create(tostring), p, rf.rng(1),
+                        select(2, debug.getupvalue(other, 1)), function() return 1 end }
+      local calls, crashes = 0, 0
+      for i = 1, 64 do
+        local name = debug.getupvalue(d, i)
+        if name == nil then break end
+        for _, bad in ipairs(hostile) do
+          local victim = p:decider("POST", "/v1/jobs", true, rf.rng(5))
+          debug.setupvalue(victim, i, bad)
+          for _, args in ipairs({ { 504, nil, 1, 0 }, { 0, "timeout", 1, 0 }, { 429, nil, 1, 0, "1", nil, 1 },
+                                  { 42, nil, 1, 0 } }) do
+            pcall(victim, unpack(args, 1, 7))
+            calls = calls + 1
+          end
+        end
+      end
+      print("hostile calls", calls > 100)
+      local again = { p:decider("POST", "/v1/jobs", true, rf.rng(5))(504, nil, 1, 0) }
+      print("unchanged", want[2] == again[2] and want[3] == again[3])
+    ]]))
+    assert.equal("cdata\t0\nsetfenv\ttrue\ttrue\tpinned-status\tHTTP_504\nhostile calls\ttrue\n"
+      .. "unchanged\ttrue\n", out)
+  end)
+end)
