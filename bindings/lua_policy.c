@@ -137,7 +137,7 @@ static int l_load_file(lua_State *L) {
  * table (an error of argument src.arg, the table) or "status" as an argument (argument src.arg itself).
  */
 static const char *const fact_keys[] = {
-    "method",          "path",   "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
+    "method",          "path",   "status", "transport", "retry_after", "date",       "attempts",        "elapsed_ms",
     "idempotency_key", "source", "now_ms", "hints",     "not_sent",    "overloaded", "inbound_attempt", NULL};
 _Static_assert(sizeof fact_keys / sizeof *fact_keys == RFL_N_FACTS + 1, "one identity per fact name");
 enum {

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROUTE_FIELDS                                                                                         \
+#define ROUTE_FIELDS                                                                                       \
     "\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,\"retryable\":[\"HTTP_503\"]," \
     "\"backoff\":{\"jitter\":\"none\"}"
 #define PLAIN_LOCK "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS "}"
@@ -42,8 +42,8 @@ static void refused(const char *text, const char *want_path, const char *want_in
 }
 
 static rf_facts facts(int status, int attempts) {
-    return (rf_facts){.method = "GET", .method_len = 3, .path = "/a", .path_len = 2, .status = status,
-                      .attempts = attempts};
+    return (rf_facts){
+        .method = "GET", .method_len = 3, .path = "/a", .path_len = 2, .status = status, .attempts = attempts};
 }
 
 static rf_reason reason_of(const rf_policy *p, const rf_facts *f) {
@@ -79,10 +79,10 @@ static void test_absent_changes_nothing(void **state) {
 static void test_present_canonical(void **state) {
     (void)state;
     rf_policy *a = load(PROPAGATING_LOCK);
-    rf_policy *b = load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
-                        ",\"propagation\":{\"attemptHeader\":\"X-Envoy-Attempt-Count\","
-                        "\"deadlineHeader\":\"x-envoy-expected-rq-timeout-ms\",\"overloadedHeader\":\"X-ENVOY-OVERLOADED\","
-                        "\"inboundDeadline\":true,\"inboundAttempt\":true}}");
+    rf_policy *b =
+        load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"X-Envoy-Attempt-Count\","
+             "\"deadlineHeader\":\"x-envoy-expected-rq-timeout-ms\",\"overloadedHeader\":\"X-ENVOY-OVERLOADED\","
+             "\"inboundDeadline\":true,\"inboundAttempt\":true}}");
     rf_policy *c = load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x-try\"}}");
     rf_policy *plain = load(PLAIN_LOCK);
     assert_string_equal(rf_policy_digest(a), rf_policy_digest(b));
@@ -147,12 +147,14 @@ static void test_refusals(void **state) {
             "$.propagation.attemptHeader", "must be an HTTP header name of 1..64 characters");
     refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"\"}}",
             "$.propagation.attemptHeader", "must be an HTTP header name");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
-            ",\"propagation\":{\"attemptHeader\":\"x123456789x123456789x123456789x123456789x123456789x123456789x1234\"}}",
-            "$.propagation.attemptHeader", "of 1..64 characters");
+    refused(
+        "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
+        ",\"propagation\":{\"attemptHeader\":\"x123456789x123456789x123456789x123456789x123456789x123456789x1234\"}}",
+        "$.propagation.attemptHeader", "of 1..64 characters");
     refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"deadlineHeader\":\"Host\"}}",
             "$.propagation.deadlineHeader", "\"host\" is a header the client writes itself");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"overloadedHeader\":\"X-Envoy-Attempt-Count\"}}",
+    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
+            ",\"propagation\":{\"overloadedHeader\":\"X-Envoy-Attempt-Count\"}}",
             "$.propagation.overloadedHeader", "\"x-envoy-attempt-count\" is already propagation.attemptHeader");
     /* Once inherited: the route's own name repeats one it takes from defaults. */
     refused("{\"version\":1,\"defaults\":{" ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x-a\"}},"
@@ -203,7 +205,8 @@ static void test_reasons_in_order(void **state) {
     rf_policy_free(p);
     const char *order[] = {"status-not-retryable", "upstream-overloaded", "inbound-retry",
                            "mutating-without-idempotency"};
-    for (int i = 0; i < 4; i++) assert_string_equal(rf_reason_name((rf_reason)(RF_REASON_STATUS_NOT_RETRYABLE + i)), order[i]);
+    for (int i = 0; i < 4; i++)
+        assert_string_equal(rf_reason_name((rf_reason)(RF_REASON_STATUS_NOT_RETRYABLE + i)), order[i]);
 }
 
 static rf_propagation defaults(void) {
@@ -234,24 +237,24 @@ static void test_inbound_examples(void **state) {
     } cases[] = {
         {"300", true, 300, 300},
         {"  300\t", true, 300, 300},
-        {"0", true, 0, 0},                  /* no time left; attempt 0 is no attempt number */
-        {"-5", false, 0, 0},                /* a sign */
+        {"0", true, 0, 0},   /* no time left; attempt 0 is no attempt number */
+        {"-5", false, 0, 0}, /* a sign */
         {"+5", false, 0, 0},
-        {"5.0", false, 0, 0},               /* a fraction */
+        {"5.0", false, 0, 0}, /* a fraction */
         {"1e3", false, 0, 0},
         {"0x10", false, 0, 0},
         {"", false, 0, 0},
         {" ", false, 0, 0},
         {"abc", false, 0, 0},
-        {"3 00", false, 0, 0},              /* an inner space */
-        {"300, 200", true, 200, 300},       /* a joined repeat: the narrowest of each */
-        {"300,abc", true, 300, 300},        /* a bad element narrows nothing, the good one still counts */
+        {"3 00", false, 0, 0},        /* an inner space */
+        {"300, 200", true, 200, 300}, /* a joined repeat: the narrowest of each */
+        {"300,abc", true, 300, 300},  /* a bad element narrows nothing, the good one still counts */
         {",,7,", true, 7, 7},
         {"99999999999999999999999", false, 0, INT_MAX}, /* past int64: no deadline; an attempt still narrows */
         {"9007199254740991", true, INT64_C(9007199254740991), INT_MAX},
         {"9007199254740992", false, 0, INT_MAX}, /* past RF_INBOUND_DEADLINE_MAX: narrows nothing */
         {"9223372036854775808", false, 0, INT_MAX},
-        {"\xd9\xa3", false, 0, 0},          /* ARABIC-INDIC DIGIT THREE: not an ASCII digit */
+        {"\xd9\xa3", false, 0, 0}, /* ARABIC-INDIC DIGIT THREE: not an ASCII digit */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         rf_inbound d = read_value(D, cases[i].value), a = read_value(A, cases[i].value);
@@ -347,8 +350,7 @@ static void test_inbound_property(void **state) {
                 s = comma + 1;
             }
         }
-        if (in.has_deadline != want_has || (want_has && in.deadline_ms != want_deadline) ||
-            in.attempt != want_attempt)
+        if (in.has_deadline != want_has || (want_has && in.deadline_ms != want_deadline) || in.attempt != want_attempt)
             fail_msg("round %d: got has=%d deadline=%lld attempt=%d, want has=%d deadline=%lld attempt=%d", round,
                      in.has_deadline, (long long)in.deadline_ms, in.attempt, want_has, (long long)want_deadline,
                      want_attempt);
@@ -383,7 +385,8 @@ static void test_tells_overloaded(void **state) {
     off.enabled = false;
     for (int r = 0; r < RF_REASON_COUNT; r++) {
         for (int o = 0; o < RF_OUTCOME_COUNT; o++) {
-            const bool want = o == RF_OUTCOME_EXHAUSTED || o == RF_OUTCOME_THROTTLED || r == RF_REASON_UPSTREAM_OVERLOADED;
+            const bool want =
+                o == RF_OUTCOME_EXHAUSTED || o == RF_OUTCOME_THROTTLED || r == RF_REASON_UPSTREAM_OVERLOADED;
             assert_int_equal(rf_propagation_tells_overloaded(&on, (rf_reason)r, (rf_outcome)o), want);
             assert_false(rf_propagation_tells_overloaded(&off, (rf_reason)r, (rf_outcome)o));
         }
@@ -396,10 +399,14 @@ static void test_tells_overloaded(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_absent_changes_nothing), cmocka_unit_test(test_present_canonical),
-        cmocka_unit_test(test_inherited),              cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_reasons_in_order),       cmocka_unit_test(test_inbound_examples),
-        cmocka_unit_test(test_inbound_property),       cmocka_unit_test(test_lines),
+        cmocka_unit_test(test_absent_changes_nothing),
+        cmocka_unit_test(test_present_canonical),
+        cmocka_unit_test(test_inherited),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_reasons_in_order),
+        cmocka_unit_test(test_inbound_examples),
+        cmocka_unit_test(test_inbound_property),
+        cmocka_unit_test(test_lines),
         cmocka_unit_test(test_tells_overloaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

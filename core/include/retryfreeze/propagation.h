@@ -31,12 +31,12 @@ extern "C" {
 
 /* A route's propagation (the lock's `propagation` object, defaults applied). Strings are the policy's. */
 typedef struct rf_propagation {
-    bool enabled;                  /* the route has propagation; false: nothing is sent, read or told */
-    const char *attempt_header;    /* lowercase field names */
+    bool enabled;               /* the route has propagation; false: nothing is sent, read or told */
+    const char *attempt_header; /* lowercase field names */
     const char *deadline_header;
     const char *overloaded_header;
-    bool inbound_deadline;         /* a caller's deadline header narrows this request's deadline */
-    bool inbound_attempt;          /* a caller's attempt number above 1 leaves this layer one attempt */
+    bool inbound_deadline; /* a caller's deadline header narrows this request's deadline */
+    bool inbound_attempt;  /* a caller's attempt number above 1 leaves this layer one attempt */
 } rf_propagation;
 
 /*
@@ -62,8 +62,8 @@ typedef struct rf_inbound {
  * (value_len bytes) is a comma-separated list of elements, each trimmed of spaces and tabs: an element of 1*DIGIT
  * counts (for the attempt, 1 and more), anything else (a sign, a fraction, letters, an empty element) is ignored.
  * Repeated fields and elements fold by the narrowest: the smallest deadline, the largest attempt. A deadline too
- * large (over RF_INBOUND_DEADLINE_MAX) is ignored: it narrows nothing. Never fails: a bad value only fails to narrow. NULL prop, name,
- * value or in: nothing happens.
+ * large (over RF_INBOUND_DEADLINE_MAX) is ignored: it narrows nothing. Never fails: a bad value only fails to narrow.
+ * NULL prop, name, value or in: nothing happens.
  */
 RF_API void rf_inbound_header(const rf_propagation *prop, const char *name, size_t name_len, const char *value,
                               size_t value_len, rf_inbound *in);

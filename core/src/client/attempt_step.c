@@ -235,8 +235,8 @@ static void finish(const rf_policy *p, long route, rf_reason reason, bool last_c
     r->outcome = rf_outcome_of_stop(reason, last_class_retryable);
     r->ok = r->outcome == RF_OUTCOME_SUCCESS;
     rf_propagation prop;
-    r->overloaded = rf_policy_propagation(p, route, &prop) == RF_OK &&
-                    rf_propagation_tells_overloaded(&prop, reason, r->outcome);
+    r->overloaded =
+        rf_policy_propagation(p, route, &prop) == RF_OK && rf_propagation_tells_overloaded(&prop, reason, r->outcome);
     r->elapsed_ms = elapsed_ms;
     rf_route_view rv;
     r->route = route >= 0 && rf_policy_route(p, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;

@@ -260,9 +260,9 @@ static bool read_name(const cJSON *c, const char *path, const rfi_field *f, char
 
 /* Header names a propagation field may not take: the ones the client writes itself, or that frame the message (RFC
  * 9110 §7.6.1, §6.4.1, §10.1.1), which an attempt number or a deadline would break. */
-static const char *const framing_headers[] = {"host",     "content-length", "transfer-encoding", "connection",
-                                              "keep-alive", "te",           "trailer",           "upgrade",
-                                              "expect",   "idempotency-key"};
+static const char *const framing_headers[] = {
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive",
+    "te",   "trailer",        "upgrade",           "expect",     "idempotency-key"};
 
 /* An HTTP field name of min..max characters (an RFC 9110 §5.1 token), kept lowercase: names are case-insensitive,
  * so the canonical form (and the digest) does not depend on how the lock spells one. */

@@ -58,19 +58,19 @@
 
 /* A field of propagation (propagation.c): a route's, with its default; header names are kept lowercase. */
 #define PROPAGATION(key_, type_, min_, max_, default_, widens_, view_, member, about_) \
-    .pub = {.path = "propagation." key_,                                             \
-            .key = key_,                                                             \
-            .parent = RFI_F_PROPAGATION,                                             \
-            .place = RF_PLACE_ROUTE,                                                 \
-            .type = RF_FIELD_##type_,                                                \
-            .min = min_,                                                             \
-            .max = max_,                                                             \
-            .if_absent = RF_DEFAULT_VALUE,                                           \
-            .default_json = default_,                                                \
-            .canonical = RF_CANON_ALWAYS,                                            \
-            .widens = RF_WIDENS_##widens_,                                           \
-            .view = "propagation." view_,                                            \
-            .about = about_},                                                        \
+    .pub = {.path = "propagation." key_,                                               \
+            .key = key_,                                                               \
+            .parent = RFI_F_PROPAGATION,                                               \
+            .place = RF_PLACE_ROUTE,                                                   \
+            .type = RF_FIELD_##type_,                                                  \
+            .min = min_,                                                               \
+            .max = max_,                                                               \
+            .if_absent = RF_DEFAULT_VALUE,                                             \
+            .default_json = default_,                                                  \
+            .canonical = RF_CANON_ALWAYS,                                              \
+            .widens = RF_WIDENS_##widens_,                                             \
+            .view = "propagation." view_,                                              \
+            .about = about_},                                                          \
     ROUTE_AT(prop.member)
 
 /* retryable: a redirect loop is never retried (the same chain would loop again). */
@@ -200,8 +200,9 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
     [RFI_F_PROPAGATION] = {ROW("propagation", ROUTE, OBJECT, 0, 0, NONE, NULL, ALWAYS, REMOVED, "propagation"),
                            ROUTE_AT(prop.on), ROUTE_HAS(prop.on)},
     [RFI_F_PROPAGATION_ATTEMPT_HEADER] = {PROPAGATION(
-        "attemptHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-attempt-count\"", ANY_CHANGE, "attempt_header",
-        attempt_header, "sent on every attempt: its number (1, 2, 3…); a caller's above 1 is a retry")},
+        "attemptHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-attempt-count\"", ANY_CHANGE,
+        "attempt_header", attempt_header,
+        "sent on every attempt: its number (1, 2, 3…); a caller's above 1 is a retry")},
     [RFI_F_PROPAGATION_DEADLINE_HEADER] = {PROPAGATION(
         "deadlineHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-expected-rq-timeout-ms\"", ANY_CHANGE,
         "deadline_header", deadline_header,
@@ -213,9 +214,9 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
     [RFI_F_PROPAGATION_INBOUND_DEADLINE] = {PROPAGATION("inboundDeadline", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE,
                                                         "inbound_deadline", inbound_deadline,
                                                         "a caller's deadline header narrows this request's deadline")},
-    [RFI_F_PROPAGATION_INBOUND_ATTEMPT] = {PROPAGATION("inboundAttempt", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE,
-                                                       "inbound_attempt", inbound_attempt,
-                                                       "a caller's attempt number above 1 leaves this layer one attempt")},
+    [RFI_F_PROPAGATION_INBOUND_ATTEMPT] = {PROPAGATION(
+        "inboundAttempt", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE, "inbound_attempt", inbound_attempt,
+        "a caller's attempt number above 1 leaves this layer one attempt")},
 };
 
 size_t rf_lock_schema_count(void) { return RFI_FIELD_COUNT; }

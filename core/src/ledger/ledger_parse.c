@@ -36,8 +36,8 @@ enum record_field {
     F_COUNT
 };
 static const char *const record_fields[F_COUNT] = {
-    "ts",     "route",  "method",   "path",  "key",  "policy", "attempts", "elapsed_ms",          "outcome",
-    "reason", "ok",     "status",   "body_len", "tries", "host", "budget", "inbound_deadline_ms", "inbound_attempt"};
+    "ts",     "route", "method", "path",     "key",   "policy", "attempts", "elapsed_ms",          "outcome",
+    "reason", "ok",    "status", "body_len", "tries", "host",   "budget",   "inbound_deadline_ms", "inbound_attempt"};
 
 enum try_field { T_CLASS, T_STATUS, T_ELAPSED_MS, T_DELAY_MS, T_REASON, T_RETRY_AFTER, T_RETRY_AFTER_HEADER, T_COUNT };
 static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",        "delay_ms",
@@ -250,8 +250,8 @@ static bool want_range(const cJSON *v, int64_t lo, int64_t hi, const char *range
 static bool want_inbound(const cJSON *deadline, const cJSON *attempt, rf_ledger_record *rec, complaint *c) {
     int64_t n = 0;
     if (deadline != NULL) {
-        if (!want_range(deadline, 0, RFI_LEDGER_MAX_SAFE_INT, "0..2^53", "inbound_deadline_ms", &rec->inbound_deadline_ms,
-                        c))
+        if (!want_range(deadline, 0, RFI_LEDGER_MAX_SAFE_INT, "0..2^53", "inbound_deadline_ms",
+                        &rec->inbound_deadline_ms, c))
             return false;
         rec->has_inbound_deadline = true;
     }
