@@ -23,7 +23,12 @@ function M.init(opts)
   if not policy then error(why, 0) end -- "PATH: $.json.path: message"
   local ledger, lerr = rf.ledger.open(opts.ledger)
   if not ledger then error(lerr, 0) end
-  shared = { policy = policy, ledger = ledger, host = opts.upstream_host, port = opts.upstream_port }
+  -- The header each route with propagation tells its caller with, when it stops after retrying (docs/lock.md)
+  local tells = {}
+  for _, route in ipairs(policy:routes()) do
+    if route.propagation then tells[route.endpoint] = route.propagation.overloaded_header end
+  end
+  shared = { policy = policy, ledger = ledger, host = opts.upstream_host, port = opts.upstream_port, tells = tells }
 end
 
 --- Called from init_worker_by_lua_block: this worker's RNG and retry budget.
@@ -94,17 +99,21 @@ local function send(attempt)
 end
 
 --- content_by_lua_block: proxies this request to the upstream through rf.flow and answers with the last
---- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts.
+--- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts, and, when the route has
+--- propagation and the flow stopped after retrying, its overloaded header (x-envoy-overloaded: true).
 function M.handle()
   if not worker then
     error("retry_proxy: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or failed "
       .. "(see the error log)", 0)
   end
   ngx.req.read_body()
-  local key = ngx.req.get_headers()["idempotency-key"]
+  local inbound = ngx.req.get_headers()
+  local key = inbound["idempotency-key"]
+  -- inbound_headers: the caller's own; with the route's propagation its deadline and attempt number narrow this
+  -- layer's (never widen them), and what this layer sends upstream is its own attempt's (docs/embedding.md)
   local request = { method = ngx.req.get_method(), path = ngx.var.uri, query = ngx.var.args, body = ngx.req.get_body_data(),
-                    idempotency_key = type(key) == "string" and key or nil, headers = {} }
-  local script = ngx.req.get_headers()["x-fault-script"] -- the test upstream's fault script, passed through
+                    idempotency_key = type(key) == "string" and key or nil, headers = {}, inbound_headers = inbound }
+  local script = inbound["x-fault-script"] -- the test upstream's fault script, passed through
   if type(script) == "string" then request.headers["X-Fault-Script"] = script end
   local r = rf.flow(shared.policy, request, {
     send = send,
@@ -119,6 +128,8 @@ function M.handle()
   ngx.header["X-Retryfreeze-Outcome"] = r.outcome
   ngx.header["X-Retryfreeze-Reason"] = r.reason
   ngx.header["X-Retryfreeze-Attempts"] = tostring(r.attempts)
+  -- retried here already (or shed below): the caller, told so, does not retry it again
+  if r.overloaded and r.route and shared.tells[r.route] then ngx.header[shared.tells[r.route]] = "true" end
   ngx.print(r.body)
 end
 
