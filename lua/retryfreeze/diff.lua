@@ -601,7 +601,7 @@ local function compare_group(g, ctx, out)
       local effect = ctx.covered[k]
       -- A field inside an object whose own effect changed ("propagation" added) is said by that change.
       local said_by_parent = false
-      for prefix in k:gmatch("()%.") do said_by_parent = said_by_parent or judged[k:sub(1, prefix - 1)] == true end
+      for dot in k:gmatch("()%.") do said_by_parent = said_by_parent or judged[k:sub(1, dot - 1)] == true end
       if said_by_parent then -- luacheck: ignore 542
       elseif effect == nil then
         found = found + 1
