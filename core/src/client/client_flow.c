@@ -230,7 +230,7 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
     rfi_attempts_init(&f->at, env->policy, req, resp, route, 1);
     st = rfi_limits_init(&f->limits, env->policy, route, req, rfi_step_inbound_deadline(&f->at), err);
     if (st != RF_OK) return st;
-    f->rh.overloaded_name = f->at.prop.enabled ? f->at.prop.overloaded_header : NULL;
+    rfi_response_head_init(&f->rh, f->at.prop.enabled ? f->at.prop.overloaded_header : NULL);
     if (!build_url(f, req) || !build_headers(f, req) || (resp->tries = malloc(sizeof *resp->tries)) == NULL) {
         rfi_flow_cleanup(f);
         return rfi_report(err, RF_ENOMEM, "request", "out of memory");

@@ -29,11 +29,17 @@ typedef struct rfi_response_head {
     bool has_hint[RF_WAIT_HEADER_COUNT];
     char date[64];
     bool has_date;
-    const char *overloaded_name; /* the lowercase name to look for, NULL: none; kept across resets */
+    const char *overloaded_name; /* the lowercase name to look for, NULL: none (rfi_response_head_init); kept by
+                                    rfi_response_head_reset */
     bool overloaded;
 } rfi_response_head;
 
-/* Forgets everything (a new attempt, or a new response after a 1xx or a followed redirect). */
+/* Sets every field: nothing seen, and overloaded_name (NULL: none; a lowercase field name that outlives h, the
+ * route's propagation.overloadedHeader) as the header whose presence sets overloaded. */
+void rfi_response_head_init(rfi_response_head *h, const char *overloaded_name);
+
+/* Forgets what the responses said, keeping overloaded_name (a new attempt, or a new response after a 1xx or a
+ * followed redirect). */
 void rfi_response_head_reset(rfi_response_head *h);
 
 /*
