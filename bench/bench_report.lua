@@ -6,13 +6,7 @@
 -- Usage: lua5.4 bench/bench_report.lua [--dir DIR] [--sizes 100000,1000000] [--keep]
 -- (bench/run sets LUA_PATH and LUA_CPATH to the source tree and the build).
 -- Internal: lua5.4 bench/bench_report.lua --measure stats|report LEDGER [OUT.html]
-local function vmhwm_kb()
-  local f = io.open("/proc/self/status")
-  if not f then return -1 end
-  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
-  f:close()
-  return math.tointeger(tonumber(kb)) or -1
-end
+local vmhwm_kb = require "bench.peak_memory"
 
 if arg[1] == "--measure" then
   local mode, path, out = arg[2], arg[3], arg[4]

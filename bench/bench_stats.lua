@@ -8,13 +8,7 @@
 -- Internal: lua5.4 bench/bench_stats.lua --measure stats|read|cli-text|cli-json LEDGER
 local TARGET <const> = 500000 -- lines per second (issue 4 §5)
 
-local function vmhwm_kb()
-  local f = io.open("/proc/self/status")
-  if not f then return -1 end
-  local kb = f:read("a"):match("VmHWM:%s*(%d+)")
-  f:close()
-  return math.tointeger(tonumber(kb)) or -1
-end
+local vmhwm_kb = require "bench.peak_memory"
 
 if arg[1] == "--measure" then
   local mode, path = arg[2], arg[3]

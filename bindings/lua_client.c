@@ -777,25 +777,14 @@ void rfl_open_client(lua_State *L) {
                                        {"_run_generated", l_run_generated},
                                        {"close", l_client_close},
                                        {NULL, NULL}};
-    rfl_new_metatable(L, RFL_CLIENT, methods);
-    lua_pushcfunction(L, l_client_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_client_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, l_client_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-    rfl_new_metatable(L, RFL_RESPONSES, NULL);
-    lua_pushcfunction(L, l_responses_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    rfl_new_metatable(L, RFL_PENDING, NULL);
-    lua_pushcfunction(L, l_pending_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_client_new);
-    lua_setfield(L, -2, "client");
-    lua_pushcfunction(L, l_new_key);
-    lua_setfield(L, -2, "new_key");
+    static const luaL_Reg client_meta[] = {
+        {"__gc", l_client_gc}, {"__close", l_client_close}, {"__tostring", l_client_tostring}, {NULL, NULL}};
+    static const luaL_Reg responses_meta[] = {{"__gc", l_responses_gc}, {NULL, NULL}};
+    static const luaL_Reg pending_meta[] = {{"__gc", l_pending_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"client", l_client_new}, {"new_key", l_new_key}, {NULL, NULL}};
+    rfl_new_type(L, RFL_CLIENT, methods, client_meta);
+    rfl_new_type(L, RFL_RESPONSES, NULL, responses_meta);
+    rfl_new_type(L, RFL_PENDING, NULL, pending_meta);
+    luaL_setfuncs(L, funcs, 0);
     rfl_open_client_network(L);
 }

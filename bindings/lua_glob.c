@@ -44,10 +44,8 @@ static int l_glob(lua_State *L) {
 }
 
 void rfl_open_glob(lua_State *L) {
-    rfl_new_metatable(L, RFL_GLOB, NULL);
-    lua_pushcfunction(L, glob_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_glob);
-    lua_setfield(L, -2, "glob");
+    static const luaL_Reg meta[] = {{"__gc", glob_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"glob", l_glob}, {NULL, NULL}};
+    rfl_new_type(L, RFL_GLOB, NULL, meta);
+    luaL_setfuncs(L, funcs, 0);
 }

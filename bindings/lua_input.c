@@ -74,12 +74,10 @@ static int l_read_file(lua_State *L) {
 }
 
 void rfl_open_input(lua_State *L) {
-    rfl_new_metatable(L, RFL_TEXT, NULL);
-    lua_pushcfunction(L, l_text_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_read_file);
-    lua_setfield(L, -2, "read_file");
+    static const luaL_Reg meta[] = {{"__gc", l_text_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"read_file", l_read_file}, {NULL, NULL}};
+    rfl_new_type(L, RFL_TEXT, NULL, meta);
+    luaL_setfuncs(L, funcs, 0);
     rfl_set_int(L, "LOCK_MAX_BYTES", RF_LOCK_MAX_BYTES);
     rfl_set_int(L, "TABLE_MAX_BYTES", RF_TABLE_MAX_BYTES);
     rfl_set_int(L, "LOG_MAX_BYTES", RF_LOG_MAX_BYTES);

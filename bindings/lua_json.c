@@ -435,10 +435,8 @@ static int l_json_codec(lua_State *L) {
 }
 
 void rfl_open_json(lua_State *L) {
-    rfl_new_metatable(L, RFL_JSON_TREE, NULL);
-    lua_pushcfunction(L, box_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_json_codec);
-    lua_setfield(L, -2, "json_codec");
+    static const luaL_Reg meta[] = {{"__gc", box_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"json_codec", l_json_codec}, {NULL, NULL}};
+    rfl_new_type(L, RFL_JSON_TREE, NULL, meta);
+    luaL_setfuncs(L, funcs, 0);
 }

@@ -305,18 +305,10 @@ void rfl_open_ledger(lua_State *L) {
                                        {"_tally_appends", l_ledger_tally_appends},
                                        {"_appended", l_ledger_appended},
                                        {NULL, NULL}};
-    rfl_new_metatable(L, RFL_LEDGER, methods);
-    lua_pushcfunction(L, l_ledger_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_ledger_close);
-    lua_setfield(L, -2, "__close");
-    lua_pop(L, 1);
-    rfl_new_metatable(L, RFL_READER, NULL);
-    lua_pushcfunction(L, l_reader_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_ledger_open);
-    lua_setfield(L, -2, "ledger_open");
-    lua_pushcfunction(L, l_ledger_read);
-    lua_setfield(L, -2, "ledger_read");
+    static const luaL_Reg ledger_meta[] = {{"__gc", l_ledger_gc}, {"__close", l_ledger_close}, {NULL, NULL}};
+    static const luaL_Reg reader_meta[] = {{"__gc", l_reader_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"ledger_open", l_ledger_open}, {"ledger_read", l_ledger_read}, {NULL, NULL}};
+    rfl_new_type(L, RFL_LEDGER, methods, ledger_meta);
+    rfl_new_type(L, RFL_READER, NULL, reader_meta);
+    luaL_setfuncs(L, funcs, 0);
 }

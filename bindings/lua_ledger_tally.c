@@ -277,10 +277,8 @@ static int l_bucket_range(lua_State *L) {
 void rfl_open_ledger_tally(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"read", l_tally_read}, {"stats", l_tally_stats}, {"timeline", l_tally_timeline}, {NULL, NULL}};
-    rfl_new_metatable(L, RFL_TALLY, methods);
-    lua_pushcfunction(L, l_tally_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", l_tally_gc}, {NULL, NULL}};
+    rfl_new_type(L, RFL_TALLY, methods, meta);
     static const luaL_Reg functions[] = {{"ledger_tally", l_tally_new},
                                          {"ledger_bucket", l_bucket},
                                          {"ledger_bucket_range", l_bucket_range},

@@ -50,15 +50,21 @@ uint64_t rfl_object_tag(rfl_type t) {
     return tags[t];
 }
 
-void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods) {
+void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods, const luaL_Reg *meta) {
     luaL_newmetatable(L, type_names[t]);
     if (methods != NULL) {
         lua_newtable(L);
         luaL_setfuncs(L, methods, 0);
         lua_setfield(L, -2, "__index");
     }
+    if (meta != NULL) luaL_setfuncs(L, meta, 0);
     lua_pushstring(L, type_names[t]);
     lua_setfield(L, -2, "__metatable");
+}
+
+void rfl_new_type(lua_State *L, rfl_type t, const luaL_Reg *methods, const luaL_Reg *meta) {
+    rfl_new_metatable(L, t, methods, meta);
+    lua_pop(L, 1);
 }
 
 static header *header_of(const void *obj) { return (header *)(void *)((char *)(uintptr_t)obj - sizeof(header)); }

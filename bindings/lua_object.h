@@ -100,8 +100,12 @@ const char *rfl_type_name(rfl_type t);
 /* ---- identity ------------------------------------------------------------------------------------ */
 
 /* Makes the registry's metatable of type t (luaL_newmetatable): __metatable is its name (getmetatable gives the
- * name, not the table), and with methods (NULL: none) __index is a table of them. Leaves it on the stack. */
-void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods);
+ * name, not the table), with methods (NULL: none) __index is a table of them, and the metamethods in meta (NULL:
+ * none; __gc, __close, __tostring, …) are set on it. Leaves it on the stack. */
+void rfl_new_metatable(lua_State *L, rfl_type t, const luaL_Reg *methods, const luaL_Reg *meta);
+
+/* rfl_new_metatable, then pops it: how a type whose metatable needs nothing else is registered. */
+void rfl_new_type(lua_State *L, rfl_type t, const luaL_Reg *methods, const luaL_Reg *meta);
 
 /* The tag objects of type t carry: the per-process secret mixed with t's name (FNV-1a). The secret comes from
  * the OS (rfi_os_random) on first use, with the tags of every type (pthread_once; write-once, read-only after). */

@@ -112,10 +112,7 @@ static int l_check_output(lua_State *L) {
 }
 
 void rfl_open_output(lua_State *L) {
-    lua_pushcfunction(L, l_check_output);
-    lua_setfield(L, -2, "check_output");
-    lua_pushcfunction(L, l_write_file);
-    lua_setfield(L, -2, "write_file");
-    lua_pushcfunction(L, l_append_file);
-    lua_setfield(L, -2, "append_file");
+    static const luaL_Reg funcs[] = {
+        {"check_output", l_check_output}, {"write_file", l_write_file}, {"append_file", l_append_file}, {NULL, NULL}};
+    luaL_setfuncs(L, funcs, 0);
 }

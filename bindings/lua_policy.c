@@ -1141,27 +1141,19 @@ void rfl_open_policy(lua_State *L) {
     make_fact_index(L, st);
     make_string_cache(L, st);
     static const luaL_Reg rng_methods[] = {{"between", l_rng_between}, {NULL, NULL}};
-    rfl_new_metatable(L, RFL_RNG, rng_methods);
-    lua_pop(L, 1);
+    static const luaL_Reg decider_meta[] = {{"__gc", l_decider_gc}, {NULL, NULL}};
+    static const luaL_Reg policy_meta[] = {
+        {"__newindex", l_policy_newindex}, {"__gc", l_policy_gc}, {"__tostring", l_policy_tostring}, {NULL, NULL}};
+    rfl_new_type(L, RFL_RNG, rng_methods, NULL);
+    rfl_new_type(L, RFL_DECIDER, NULL, decider_meta);
 
-    rfl_new_metatable(L, RFL_DECIDER, NULL);
-    lua_pushcfunction(L, l_decider_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-
-    rfl_new_metatable(L, RFL_POLICY, NULL);
+    rfl_new_metatable(L, RFL_POLICY, NULL, policy_meta);
     luaL_newlibtable(L, policy_methods);
     luaL_setfuncs(L, policy_methods, 0);
     push_decide(L, st); /* replaces the plain entry: decide carries its upvalues */
     lua_setfield(L, -2, "decide");
     lua_pushcclosure(L, l_policy_index, 1);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_policy_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushcfunction(L, l_policy_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_policy_tostring);
-    lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
 
     static const luaL_Reg funcs[] = {{"load_string", l_load_string},

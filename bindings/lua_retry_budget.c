@@ -211,14 +211,9 @@ void rfl_open_retry_budget(lua_State *L) {
                                        {"is_shared", l_retry_budget_is_shared},
                                        {"close", l_retry_budget_close},
                                        {NULL, NULL}};
-    rfl_new_metatable(L, RFL_BUDGET, methods);
-    lua_pushcfunction(L, l_retry_budget_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_retry_budget_close);
-    lua_setfield(L, -2, "__close");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, rfl_retry_budget_new);
-    lua_setfield(L, -2, "retry_budget");
-    lua_pushcfunction(L, l_retry_budget_peek);
-    lua_setfield(L, -2, "retry_budget_peek");
+    static const luaL_Reg meta[] = {{"__gc", l_retry_budget_gc}, {"__close", l_retry_budget_close}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {
+        {"retry_budget", rfl_retry_budget_new}, {"retry_budget_peek", l_retry_budget_peek}, {NULL, NULL}};
+    rfl_new_type(L, RFL_BUDGET, methods, meta);
+    luaL_setfuncs(L, funcs, 0);
 }

@@ -409,14 +409,9 @@ void rfl_open_step(lua_State *L) {
                                             {"finish", l_step_finish},
                                             {"propagation", l_step_propagation},
                                             {NULL, NULL}};
-    rfl_new_metatable(L, RFL_STEP, step_methods);
-    lua_pushcfunction(L, l_step_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_step_new);
-    lua_setfield(L, -2, "step");
-    lua_pushcfunction(L, l_wall_ms);
-    lua_setfield(L, -2, "wall_ms");
-    lua_pushcfunction(L, l_monotonic_ms);
-    lua_setfield(L, -2, "monotonic_ms");
+    static const luaL_Reg step_meta[] = {{"__gc", l_step_gc}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {
+        {"step", l_step_new}, {"wall_ms", l_wall_ms}, {"monotonic_ms", l_monotonic_ms}, {NULL, NULL}};
+    rfl_new_type(L, RFL_STEP, step_methods, step_meta);
+    luaL_setfuncs(L, funcs, 0);
 }

@@ -261,7 +261,7 @@ endforeach()
 # The engine's specs under LuaJIT with the FFI path off (RF_NO_FFI=1): busted_luajit runs the suite with it on, so
 # policy:decider's two paths both meet them (docs/lua.md, "LuaJIT: the FFI path").
 set(RF_FFI_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua spec/12-table_spec.lua
-  spec/13-assertions_spec.lua spec/15-wait_signals_spec.lua spec/18-luajit_ffi_spec.lua)
+  spec/13-assertions_spec.lua spec/15-wait_signals_spec.lua spec/80-luajit_ffi_spec.lua)
 if("luajit" IN_LIST RF_LUA AND RF_LUAJIT)
   add_test(NAME busted_luajit_no_ffi COMMAND ${RF_LUAJIT} ${BUSTED} --output=plainTerminal ${RF_FFI_SPECS}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -2,6 +2,7 @@
 -- Retry-After in seconds and as an HTTP-date, the deadline, the ledger, the on_attempt hook.
 local rf = require "retryfreeze"
 local h = require "spec.helper"
+local servers = require "spec.support.servers"
 local upstream = require "retryfreeze.upstream"
 local stall = require "spec.support.stall"
 
@@ -9,21 +10,14 @@ local desk = assert(rf.load(h.desk_lock))
 local service = assert(rf.load("examples/service.lock.json"))
 
 describe("rf.client against the fault-injecting upstream", function()
-  local up, ledger_path, ledger, client
+  local fx, up, ledger_path, client
 
   setup(function()
-    up = assert(upstream.start{ bindir = h.bindir, stall_ms = 5000, max_seconds = 120 })
-    ledger_path = os.tmpname()
-    ledger = assert(rf.ledger.open(ledger_path))
-    client = rf.client{ policy = desk, base_url = up.url, ledger = ledger, rng_seed = 1 }
+    fx = servers.client_on_upstream(desk)
+    up, ledger_path, client = fx.up, fx.ledger_path, fx.client
   end)
 
-  teardown(function()
-    client:close()
-    ledger:close()
-    os.remove(ledger_path)
-    up.stop()
-  end)
+  teardown(function() fx.stop() end)
 
   local function post(script, key)
     return client:request{ method = "POST", path = "/v1/jobs", body = "{}", idempotency_key = key or rf.new_key(),

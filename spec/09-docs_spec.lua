@@ -16,11 +16,7 @@ local function first_column(text)
   return names
 end
 
-local function sorted(list)
-  local copy = table.move(list, 1, #list, 1, {})
-  table.sort(copy)
-  return copy
-end
+local sorted = require("spec.helper").sorted
 
 describe("README.md", function()
   it("lists exactly the engine's reasons", function()

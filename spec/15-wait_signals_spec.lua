@@ -3,8 +3,7 @@
 -- request's time minus its attempts' time on the wire, within 20 ms), and the ledger records which header was
 -- used and its raw value. Also gRPC pushback's stop and a per-class attempt limit, on the wire.
 local rf = require "retryfreeze"
-local h = require "spec.helper"
-local upstream = require "retryfreeze.upstream"
+local servers = require "spec.support.servers"
 
 local LOCK = [[{
   "version": 1,
@@ -21,22 +20,15 @@ local LOCK = [[{
 local TOLERANCE_MS = 20
 
 describe("wait headers against the fault-injecting upstream", function()
-  local up, ledger_path, ledger, client, policy
+  local fx, ledger_path, client, policy
 
   setup(function()
     policy = assert(rf.load_string(LOCK))
-    up = assert(upstream.start{ bindir = h.bindir, stall_ms = 5000, max_seconds = 120 })
-    ledger_path = os.tmpname()
-    ledger = assert(rf.ledger.open(ledger_path))
-    client = rf.client{ policy = policy, base_url = up.url, ledger = ledger, rng_seed = 1 }
+    fx = servers.client_on_upstream(policy)
+    ledger_path, client = fx.ledger_path, fx.client
   end)
 
-  teardown(function()
-    client:close()
-    ledger:close()
-    os.remove(ledger_path)
-    up.stop()
-  end)
+  teardown(function() fx.stop() end)
 
   local function last_record()
     local last

@@ -11,11 +11,7 @@ local function read(path)
   return text
 end
 
-local function sorted(list)
-  local copy = table.move(list, 1, #list, 1, {})
-  table.sort(copy)
-  return copy
-end
+local sorted = require("spec.helper").sorted
 
 local function keys_of(set)
   local list = {}

@@ -103,6 +103,13 @@ function M.run_cli(...)
   return M.sh(M.cli .. " " .. table.concat(args, " "))
 end
 
+--- A sorted copy of a list (the list itself is left as it is).
+function M.sorted(list)
+  local copy = table.move(list, 1, #list, 1, {})
+  table.sort(copy)
+  return copy
+end
+
 --- Quotes s (any value, through tostring) as one word for a POSIX shell: single quotes, a ' inside as '\''.
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 

@@ -1,6 +1,6 @@
 -- Draws rf.flow requests with scripted io.send results and prints one line per request: its response (outcome,
 -- reason, status, attempts, elapsed_ms, route and every try's fields) or its error, under whichever path the module
--- took for step:begin and step:after (spec/18-luajit_ffi_spec.lua runs it under LuaJIT with the FFI path on and
+-- took for step:begin and step:after (spec/80-luajit_ffi_spec.lua runs it under LuaJIT with the FFI path on and
 -- with RF_NO_FFI=1 and compares the outputs line by line).
 -- Usage: luajit spec/harness/ffi_flows.lua SEED DRAWS LOCK... (the first line printed is "ffi true|false").
 -- The results drawn: statuses valid and not (0, 1xx..5xx, 600, -1, 1.5, strings), every transport, unknown ones and
@@ -10,12 +10,7 @@
 local rf = require "retryfreeze"
 
 local seed, draws = tonumber(arg[1]), tonumber(arg[2])
-local state = seed % 2147483646 + 1
-local function random(n) -- Park-Miller (MINSTD): exact in doubles, the same draws on every Lua
-  state = state * 16807 % 2147483647
-  return state % n + 1
-end
-local function pick(list) return list[random(#list)] end
+local random, pick = require("spec.support.minstd")(seed)
 
 local STATUSES = { 200, 200, 204, 429, 500, 502, 503, 503, 504, 504, 404, 0 }
 local BAD_STATUSES = { 600, -1, 1.5, "503", 99, true }

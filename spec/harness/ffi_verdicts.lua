@@ -1,5 +1,5 @@
 -- Draws attempts' facts and prints one line per decider call: its verdict (retry, reason, delay_ms, timeout_ms,
--- class) or its error, under whichever decision path the module took (spec/18-luajit_ffi_spec.lua runs it under
+-- class) or its error, under whichever decision path the module took (spec/80-luajit_ffi_spec.lua runs it under
 -- LuaJIT twice, with the FFI path on and with RF_NO_FFI=1, and compares the outputs line by line).
 -- Usage: luajit spec/harness/ffi_verdicts.lua SEED DRAWS LOCK... (the first line printed is "ffi true|false").
 -- The draws are adversarial: statuses at and past their edges (and non-integers, NaN, infinities, strings), every
@@ -10,12 +10,7 @@
 local rf = require "retryfreeze"
 
 local seed, draws = tonumber(arg[1]), tonumber(arg[2])
-local state = seed % 2147483646 + 1
-local function random(n) -- Park-Miller (MINSTD): exact in doubles, the same draws on every Lua
-  state = state * 16807 % 2147483647
-  return state % n + 1
-end
-local function pick(list) return list[random(#list)] end
+local random, pick = require("spec.support.minstd")(seed)
 
 -- Each fact is drawn from its valid values most of the time (the verdicts), and from its edges and invalid values
 -- otherwise (the refusals, which the FFI path hands to the classic one).

@@ -288,4 +288,23 @@ function M.make_certs(dir)
   os.execute("chmod 644 " .. dir .. "/*")
 end
 
+--- The project's fault-injecting upstream with a client of policy in front of it, writing to a fresh ledger:
+-- { up, client, ledger, ledger_path, stop = function } (stop closes the client and the ledger, removes the
+-- ledger file and stops the upstream). The upstream stalls at most 5 s and exits by itself after 120 s.
+function M.client_on_upstream(policy)
+  local rf = require "retryfreeze"
+  local upstream = require "retryfreeze.upstream"
+  local fx = { up = assert(upstream.start{ bindir = h.bindir, stall_ms = 5000, max_seconds = 120 }) }
+  fx.ledger_path = os.tmpname()
+  fx.ledger = assert(rf.ledger.open(fx.ledger_path))
+  fx.client = rf.client{ policy = policy, base_url = fx.up.url, ledger = fx.ledger, rng_seed = 1 }
+  function fx.stop()
+    fx.client:close()
+    fx.ledger:close()
+    os.remove(fx.ledger_path)
+    fx.up.stop()
+  end
+  return fx
+end
+
 return M

@@ -149,15 +149,18 @@ static bool failed(redis_call *k, failure_kind kind, const char *fmt, ...) {
  * Waits until fd is ready for events (POLLIN or POLLOUT) or the deadline passes, polling with the time left
  * (poll(2)). True when fd is ready, or in error (the read or write that follows says which); false at the
  * deadline, or when poll itself fails. A timeout per read bounds a read, not a reply: a server that sends one
- * byte at a time never trips it, so every wait of a call goes through here instead.
+ * byte at a time never trips it, so every wait of a call goes through here instead. Past the deadline fd is
+ * still polled once without waiting: a process the machine did not run until then finds what arrived in the
+ * meantime instead of blaming the server for its own stall (a loaded 2-core machine named a stalled PTTL a
+ * connect timeout).
  */
 static bool wait_fd(int fd, short events, int64_t deadline_ns) {
     for (;;) {
         int64_t left_ns = deadline_ns - rfi_mono_ns();
-        if (left_ns <= 0) return false;
         struct pollfd p = {.fd = fd, .events = events};
-        int n = poll(&p, 1, (int)((left_ns + 999999) / 1000000));
+        int n = poll(&p, 1, left_ns <= 0 ? 0 : (int)((left_ns + 999999) / 1000000));
         if (n > 0) return true;
+        if (n == 0 && left_ns <= 0) return false;
         if (n < 0 && errno != EINTR) return false;
     }
 }
