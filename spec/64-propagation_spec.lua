@@ -6,7 +6,6 @@
 local rf = require "retryfreeze"
 local h = require "spec.helper"
 local servers = require "spec.support.servers"
-local upstream = require "retryfreeze.upstream"
 
 -- perAttemptTimeoutMs = totalBudgetMs and a fixed backoff: each attempt's deadline header is the time left, so it
 -- shrinks attempt by attempt by at least the backoff.
@@ -230,17 +229,15 @@ describe("propagation on the wire", function()
 end)
 
 describe("propagation against a slow upstream", function()
-  local up, client
+  local fx, client
 
   setup(function()
-    up = assert(upstream.start{ bindir = h.bindir, stall_ms = 1000, max_seconds = 120 })
-    client = rf.client{ policy = assert(rf.load_string(LOCK)), base_url = up.url,
-      rng_seed = 1 }
+    fx = servers.client_on_upstream(assert(rf.load_string(LOCK)), { stall_ms = 1000 }) -- 1 s to answer
+    client = fx.client
   end)
 
   teardown(function()
-    if client then client:close() end
-    if up then up.stop() end
+    if fx then fx.stop() end
   end)
 
   it("ends within about the caller's 300 ms against a 1-second upstream", function()
