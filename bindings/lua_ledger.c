@@ -224,6 +224,8 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
     lua_setfield(L, -2, "tries");
     set_str(L, "host", rec->host);
     set_str(L, "budget", rec->budget);
+    if (rec->has_inbound_deadline) rfl_set_int(L, "inbound_deadline_ms", rec->inbound_deadline_ms);
+    if (rec->inbound_attempt > 0) rfl_set_int(L, "inbound_attempt", rec->inbound_attempt);
 }
 
 static int l_reader_gc(lua_State *L) {

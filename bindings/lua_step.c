@@ -97,8 +97,9 @@ static void step_release(lua_State *L, void *obj) {
     rfl_retire(L, ls, ls->taken, 3);
 }
 
-/* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, …} (other keys are
- * the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at now_ms. */
+/* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, inbound_headers=, …}
+ * (other keys are the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at
+ * now_ms. */
 static int step_new(lua_State *L, rfl_call *call) {
     rfl_check_policy(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -116,6 +117,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
         return rfl_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
+    rfl_read_inbound(L, 2, keep, &ls->req);
     rfl_hold(L, ls, H_KEEP);
     /* Each object is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 3, "ledger") != LUA_TNIL)
@@ -158,6 +160,26 @@ static int step_begin(lua_State *L, rfl_call *call) {
     }
     ls->began = true;
     lua_pushinteger(L, (lua_Integer)timeout);
+    return 1;
+}
+
+/* step:propagation() → {name = value, …}: the headers the attempt step:begin just allowed sends with the route's
+ * propagation (its number and the ms it may take, rf_step_propagation_lines), or nil when the route has none. */
+static int step_propagation(lua_State *L, rfl_call *call) {
+    lstep *ls = call->self;
+    char lines[2][RF_PROPAGATION_LINE_MAX];
+    const size_t n = rf_step_propagation_lines(&ls->s, lines);
+    if (n == 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_createtable(L, 0, (int)n);
+    for (size_t i = 0; i < n; i++) {
+        const char *colon = strchr(lines[i], ':');
+        lua_pushlstring(L, lines[i], (size_t)(colon - lines[i]));
+        lua_pushstring(L, colon + 2);
+        lua_rawset(L, -3);
+    }
     return 1;
 }
 
@@ -208,7 +230,8 @@ static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
 }
 
 /* step:after(result, now_ms, wall_ms [, on_attempt]) → true, delay_ms (wait, then step:begin), or false, reason
- * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}. */
+ * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}; with the
+ * route's propagation, a header named its overloadedHeader (any case, any value) makes the response overloaded. */
 static int step_after(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
     if (!ls->began) return rfl_error(L, "rf.flow: step:after without step:begin");
@@ -247,6 +270,7 @@ static int step_after(lua_State *L, rfl_call *call) {
                 const char *name = lua_tostring(L, -2), *value = lua_tostring(L, -1);
                 bool used = false;
                 if (strcasecmp(name, "date") == 0 && res.date == NULL) res.date = value, used = true;
+                if (ls->s.prop.enabled && strcasecmp(name, ls->s.prop.overloaded_header) == 0) res.overloaded = true;
                 for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++)
                     if (res.hints[w] == NULL && strcasecmp(name, rf_wait_header_name((rf_wait_header)w)) == 0)
                         res.hints[w] = value, used = true;
@@ -354,6 +378,7 @@ static int l_step_gc(lua_State *L) {
 static int l_step_begin(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_begin); }
 static int l_step_after(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_after); }
 static int l_step_finish(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_finish); }
+static int l_step_propagation(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_propagation); }
 
 /* ---- the step's FFI entries (lua_ffi.c) -------------------------------------------------------------- */
 
@@ -392,8 +417,11 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
 }
 
 void rfl_open_step(lua_State *L) {
-    static const luaL_Reg step_methods[] = {
-        {"begin", l_step_begin}, {"after", l_step_after}, {"finish", l_step_finish}, {NULL, NULL}};
+    static const luaL_Reg step_methods[] = {{"begin", l_step_begin},
+                                            {"after", l_step_after},
+                                            {"finish", l_step_finish},
+                                            {"propagation", l_step_propagation},
+                                            {NULL, NULL}};
     static const luaL_Reg step_meta[] = {{"__gc", l_step_gc}, {NULL, NULL}};
     static const luaL_Reg funcs[] = {
         {"step", l_step_new}, {"wall_ms", l_wall_ms}, {"monotonic_ms", l_monotonic_ms}, {NULL, NULL}};

@@ -209,6 +209,36 @@ describe("diff.compare", function()
       diff.lines(diff.compare(pb, pa)))
   end)
 
+  it("propagation removed or a narrowing of it turned off widens; a header renamed widens; the reverse narrows", function()
+    local on = base()
+    on.routes[2].propagation = {}
+    local off = base()
+    assert.same({ "NARROWING  GET /v1/jobs/{id}  propagation none → on" }, diff.lines(diff.compare(load(off), load(on))))
+    assert.same({ "WIDENING  GET /v1/jobs/{id}  propagation on → none" }, diff.lines(diff.compare(load(on), load(off))))
+    for _, key in ipairs({ "inboundDeadline", "inboundAttempt" }) do
+      local flipped = base()
+      flipped.routes[2].propagation = { [key] = false }
+      assert.same({ "WIDENING  GET /v1/jobs/{id}  propagation." .. key .. " true → false" },
+        diff.lines(diff.compare(load(on), load(flipped))), key)
+      assert.same({ "NARROWING  GET /v1/jobs/{id}  propagation." .. key .. " false → true" },
+        diff.lines(diff.compare(load(flipped), load(on))), key)
+    end
+    for _, key in ipairs({ "attemptHeader", "deadlineHeader", "overloadedHeader" }) do
+      local renamed = base()
+      renamed.routes[2].propagation = { [key] = "X-Other" }
+      local lines = diff.lines(diff.compare(load(on), load(renamed)))
+      assert.equal(1, #lines, key)
+      assert.matches("^WIDENING  GET /v1/jobs/{id}  propagation%." .. key .. " [%w-]+ → x%-other$", lines[1])
+      assert.equal("WIDENING", diff.lines(diff.compare(load(renamed), load(on)))[1]:match("^%u+"), key)
+    end
+    -- the same propagation spelt differently (defaults written out, names in another case) changes nothing
+    local spelt = base()
+    spelt.routes[2].propagation = { attemptHeader = "X-Envoy-Attempt-Count", inboundAttempt = true }
+    assert.same({}, diff.compare(load(on), load(spelt)))
+    assert.equal(load(on).digest, load(spelt).digest)
+    assert.not_equal(load(off).digest, load(on).digest)
+  end)
+
   it("a gate removed widens, added narrows", function()
     local tb = base()
     tb.gate = nil

@@ -17,8 +17,8 @@ local tcp, sleep, log, ERR, now_ms = ngx.socket.tcp, ngx.sleep, ngx.log, ngx.ERR
 local find, sub, lower, match, byte = string.find, string.sub, string.lower, string.match, string.byte
 local pairs, tonumber, tostring, type, concat = pairs, tonumber, tostring, type, table.concat
 local var, exiting, flow = ngx.var, ngx.worker.exiting, rf.flow
-local get_method, read_body, get_body_data, get_body_file =
-  ngx.req.get_method, ngx.req.read_body, ngx.req.get_body_data, ngx.req.get_body_file
+local get_method, read_body, get_body_data, get_body_file, get_headers =
+  ngx.req.get_method, ngx.req.read_body, ngx.req.get_body_data, ngx.req.get_body_file, ngx.req.get_headers
 
 -- The options of M.init besides lock, ledger, upstream_host and upstream_port: {name, default, min, max}.
 local OPTIONS = {
@@ -42,6 +42,16 @@ local READ_BYTES = 16384
 local shared -- {policy=, ledger=, host=, port=, options…}: made by the master (M.init), inherited by every worker
 local worker -- {io=}: this worker's own (M.init_worker): rf.flow's io with its RNG and retry budget
 
+-- The response header fields the proxy reads: the framing ones, and those rf.flow decides on (Date, the wait headers
+-- the engine knows, rf.wait_headers, and each route's propagation.overloadedHeader: M.init). No other field becomes a
+-- string: the answer carries the upstream's body alone.
+local READ_FIELDS, READ_LENGTHS = {}, {} -- READ_LENGTHS: a field of another length is skipped without a string made
+local function read_field(name)
+  READ_FIELDS[name], READ_LENGTHS[#name] = true, true
+end
+for _, name in ipairs({ "content-length", "transfer-encoding", "connection", "date" }) do read_field(name) end
+for _, name in ipairs(rf.wait_headers) do read_field(name) end
+
 --- Called from init_by_lua_block, in the master, as nginx loads its configuration: loads and validates the lock and
 --- opens the ledger, raising the lock's or the ledger's error (or a bad option's), which fails the start with that
 --- message.
@@ -52,7 +62,17 @@ function M.init(opts)
   if not policy then error(why, 0) end -- "PATH: $.json.path: message"
   local ledger, lerr = rf.ledger.open(opts.ledger)
   if not ledger then error(lerr, 0) end
-  shared = { policy = policy, ledger = ledger, host = opts.upstream_host, port = opts.upstream_port }
+  -- The header each route with propagation tells its caller with, when it stops after retrying (docs/lock.md);
+  -- the response's copy of it is one rf.flow decides on, so the head parser reads it too.
+  local tells, propagates = {}, false
+  for _, route in ipairs(policy:routes()) do
+    if route.propagation then
+      tells[route.endpoint], propagates = route.propagation.overloaded_header, true
+      read_field(route.propagation.overloaded_header)
+    end
+  end
+  shared = { policy = policy, ledger = ledger, host = opts.upstream_host, port = opts.upstream_port, tells = tells,
+             propagates = propagates }
   for _, o in ipairs(OPTIONS) do
     local name, value = o[1], opts[o[1]]
     if value == nil then value = o[2] end
@@ -144,13 +164,6 @@ local function read_chunked(sock, buf, pos, deadline)
     pos = pos + size + 2
   end
 end
-
--- The response header fields the proxy reads: the framing ones, and those rf.flow decides on (Date and the wait headers
--- the engine knows, rf.wait_headers). No other field becomes a string: the answer carries the upstream's body alone.
-local READ_FIELDS = { ["content-length"] = true, ["transfer-encoding"] = true, connection = true, date = true }
-for _, name in ipairs(rf.wait_headers) do READ_FIELDS[name] = true end
-local READ_LENGTHS = {} -- the lengths of those names: a field of another length is skipped without a string made
-for name in pairs(READ_FIELDS) do READ_LENGTHS[#name] = true end
 
 -- The response's status line and header fields from buf, whose head ends at head_end (where "\r\n\r\n" starts):
 -- status, headers {lowercase name = first value, trimmed} of the READ_FIELDS, and how the body is framed
@@ -313,15 +326,18 @@ function M.exit_worker()
 end
 
 --- content_by_lua_block: proxies this request to the upstream through rf.flow and answers with the last
---- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts. A request body nginx spooled to a
---- file (over client_body_buffer_size) is refused with 413 and an error-log line naming the setting: the proxy sends
---- bodies from memory, and never sends a request without the body its client sent.
+--- attempt's status and body, plus X-Retryfreeze-Outcome, -Reason and -Attempts, and, when the route has
+--- propagation and the flow stopped after retrying, its overloaded header (x-envoy-overloaded: true). A request body
+--- nginx spooled to a file (over client_body_buffer_size) is refused with 413 and an error-log line naming the
+--- setting: the proxy sends bodies from memory, and never sends a request without the body its client sent.
 function M.handle()
   if not worker then
     error("retry_proxy: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or failed "
       .. "(see the error log)", 0)
   end
-  -- The inbound fields are read one by one (ngx.var.http_*: the first of repeated fields), not as a table of all.
+  -- The inbound fields are read one by one (ngx.var.http_*: the first of repeated fields), not as a table of all;
+  -- only a lock with propagation takes the caller's headers as a table (inbound_headers: their deadline and attempt
+  -- number narrow this layer's, never widen them, and what goes upstream is this layer's own: docs/embedding.md).
   local body
   if var.http_content_length or var.http_transfer_encoding then
     read_body()
@@ -334,7 +350,8 @@ function M.handle()
   local script = var.http_x_fault_script -- the test upstream's fault script, passed through
   local r = flow(shared.policy, { method = get_method(), path = var.uri, query = var.args, body = body,
                                   idempotency_key = var.http_idempotency_key,
-                                  headers = script and { ["X-Fault-Script"] = script } or nil }, worker.io)
+                                  headers = script and { ["X-Fault-Script"] = script } or nil,
+                                  inbound_headers = shared.propagates and get_headers() or nil }, worker.io)
   if r.ledger_error then log(ERR, "retry_proxy: ledger: ", r.ledger_error) end
   if exiting() then flush_ledger() end -- past the timer's last run: this line goes out now
   ngx.status = r.status > 0 and r.status or 502
@@ -343,6 +360,8 @@ function M.handle()
   header["X-Retryfreeze-Reason"] = r.reason
   header["X-Retryfreeze-Attempts"] = r.attempts
   header["Content-Length"] = #r.body
+  -- retried here already (or shed below): the caller, told so, does not retry it again
+  if r.overloaded and r.route and shared.tells[r.route] then header[shared.tells[r.route]] = "true" end
   ngx.print(r.body)
 end
 

@@ -183,19 +183,58 @@ local function at_view(t, view)
   return t
 end
 
--- The comparator of a scalar field by its row's widens: a larger or smaller value, or true → false.
-local scalar_compare = { grows = M.more_is_wider, shrinks = M.less_is_wider, ["true-to-false"] = M.dropping_is_wider }
+--- Any other value widens (a header name: the next layer, or this one, no longer reads what the other says).
+function M.changing_is_wider(a, b)
+  if a == b then return nil end
+  return "widening"
+end
+
+-- The comparator of a scalar field by its row's widens: a larger or smaller value, true → false, or any change
+-- of a single value (a list's any-change is judged as a whole: the composite below).
+local scalar_compare = { grows = M.more_is_wider, shrinks = M.less_is_wider, ["true-to-false"] = M.dropping_is_wider,
+  ["any-change"] = M.changing_is_wider }
+local LIST_TYPES = { classes = true, methods = true, ["wait-headers"] = true, reasons = true, ["class-limits"] = true }
+
+local function row_at(path)
+  for _, row in ipairs(SCHEMA) do
+    if row.path == path then return row end
+  end
+end
+
+-- A route's object that a route may leave out (its row has no default: propagation), whose fields exist only with it.
+local function optional_object(row)
+  local parent = row.parent and row_at(row.parent)
+  return parent ~= nil and parent.place == "route" and parent.if_absent == "none"
+end
 
 local function scalar(row)
-  local field = row.path
+  local field, compare = row.path, scalar_compare[row.widens]
+  -- A field of an optional object is compared where the object is on both sides: the object's own effect judges
+  -- it coming or going.
+  if optional_object(row) then
+    local own = compare
+    compare = function(a, b)
+      if a == nil or b == nil then return nil end
+      return own(a, b)
+    end
+  end
   return { field = field, covers = { field },
-    value = function(_, _, r) return at_view(r, row.view) end, compare = scalar_compare[row.widens],
+    value = function(_, _, r) return at_view(r, row.view) end, compare = compare,
     text = function(a, b) return string.format("%s %s → %s", field, show(a), show(b)) end }
 end
 
 --- The per-request effects of the fields judged as a whole, by their rows' widens (rf.lock_schema()), in report
 --- order after the scalar fields: each entry's field and covers come from the rows of its kind.
 local composite = {}
+-- A route's optional object (propagation) dropped: whatever it narrowed (a response's overloaded flag, a caller's
+-- deadline and attempt) no longer narrows, and the next layer is told nothing. Its fields are judged by their own
+-- rows while it stays.
+composite[#composite + 1] = { widens = "removed",
+    value = function(_, _, r, _, row) return at_view(r, row.view) ~= nil end,
+    compare = M.dropping_is_wider,
+    text = function(a, b, _, _, row)
+      return string.format("%s %s → %s", row.path, a and "on" or "none", b and "on" or "none")
+    end }
 composite[#composite + 1] = { widens = "own-method",
     value = function(_, _, r, method)
       for _, m in ipairs(r.idempotency_required) do if m == method then return true end end
@@ -323,18 +362,29 @@ composite[#composite + 1] = { widens = "hedges", by_object = true,
 --- A field of a route whose row's widens none of these judges is reported, when it changes, as an unclassified
 --- widening (fail closed).
 M.effects = {}
+local scalar_rows = {}
 for _, row in ipairs(SCHEMA) do
-  if row.place == "route" and scalar_compare[row.widens] then M.effects[#M.effects + 1] = scalar(row) end
+  if row.place == "route" and scalar_compare[row.widens] and not LIST_TYPES[row.type] then
+    M.effects[#M.effects + 1] = scalar(row)
+    scalar_rows[row] = true
+  end
 end
 for _, e in ipairs(composite) do
   e.covers = {}
   for _, row in ipairs(SCHEMA) do
-    if row.place == "route" and row.widens == e.widens and row.type ~= "object" then -- an object: by its fields
+    if row.place == "route" and row.widens == e.widens and not scalar_rows[row] then
       e.field = e.field or (e.by_object and row.parent or row.path)
+      e.row = e.row or row
       e.covers[#e.covers + 1] = row.type == "class-limits" and row.path .. ".*" or row.path
     end
   end
-  if e.field then M.effects[#M.effects + 1] = e end
+  if e.field then
+    -- value and text get the (first) row the effect judges, for the effects that read one row.
+    local value, text = e.value, e.text
+    e.value = function(policy, endpoint, r, method) return value(policy, endpoint, r, method, e.row) end
+    e.text = function(a, b, ra, rb) return text(a, b, ra, rb, e.row) end
+    M.effects[#M.effects + 1] = e
+  end
 end
 
 -- ---------------------------------------------------------------------------------------------------------
@@ -578,7 +628,11 @@ local function compare_group(g, ctx, out)
   for _, k in ipairs(sorted_keys(keys)) do
     if fa[k] ~= fb[k] then
       local effect = ctx.covered[k]
-      if effect == nil then
+      -- A field inside an object whose own effect changed ("propagation" added) is said by that change.
+      local said_by_parent = false
+      for dot in k:gmatch("()%.") do said_by_parent = said_by_parent or judged[k:sub(1, dot - 1)] == true end
+      if said_by_parent then -- luacheck: ignore 542
+      elseif effect == nil then
         found = found + 1
         out[#out + 1] = change("widening", g.en, k, fa[k], fb[k], prefix .. string.format(
           "%s %s → %s (not classified, so treated as widening)", k, fa[k] or "none", fb[k] or "none"))

@@ -738,6 +738,74 @@ static void test_corrupt_fields(void **state) {
     }
 }
 
+/* What the request's caller propagated: written after the tries (and host and budget) only when present, read back
+ * by the fast and the general parser alike; a line without them reads as none; a bad value is corrupt, named. */
+static void test_inbound_fields(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.budget = "local";
+    rec.has_inbound_deadline = true;
+    rec.inbound_deadline_ms = 300;
+    rec.inbound_attempt = 2;
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf, "\"budget\":\"local\",\"inbound_deadline_ms\":300,\"inbound_attempt\":2}"));
+    rf_ledger_record zero = sample();
+    char plain[2048];
+    assert_true(rf_ledger_format(&zero, plain, sizeof plain, &err) > 0);
+    assert_null(strstr(plain, "inbound")); /* absent: the line of before, byte for byte */
+    /* the same fields in another order: the general parser */
+    char text[8192];
+    snprintf(text, sizeof text, "%s\n%s\n%s\n", buf, plain,
+             "{\"inbound_attempt\":7,\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\","
+             "\"path\":\"/x\",\"key\":null,\"policy\":\"sha256:0\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"terminal\",\"reason\":\"inbound-retry\",\"ok\":false,\"status\":503,\"body_len\":0,\"tries\":[],"
+             "\"inbound_deadline_ms\":0}");
+    const char *path = tmp_file("inbound.jsonl");
+    write_bytes(path, text, strlen(text));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    assert_true(got.has_inbound_deadline);
+    assert_int_equal(got.inbound_deadline_ms, 300);
+    assert_int_equal(got.inbound_attempt, 2);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_false(got.has_inbound_deadline);
+    assert_int_equal(got.inbound_attempt, 0);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_true(got.has_inbound_deadline);
+    assert_int_equal(got.inbound_deadline_ms, 0);
+    assert_int_equal(got.inbound_attempt, 7);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    unlink(path);
+    /* refused when written, named */
+    rec.inbound_deadline_ms = -1;
+    assert_int_equal(rf_ledger_format(&rec, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.inbound_deadline_ms");
+    rec.inbound_deadline_ms = 300;
+    rec.inbound_attempt = -2;
+    assert_int_equal(rf_ledger_format(&rec, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.inbound_attempt");
+    /* refused when read, named */
+    static const struct {
+        const char *to, *message;
+    } bad[] = {
+        {"],\"inbound_attempt\":0}", "field \"$.inbound_attempt\" must be an integer in 1..2147483647, got 0"},
+        {"],\"inbound_attempt\":\"2\"}",
+         "field \"$.inbound_attempt\" must be an integer in 1..2147483647, got a string"},
+        {"],\"inbound_deadline_ms\":-5}", "field \"$.inbound_deadline_ms\" must be an integer in 0..2^53, got -5"},
+        {"],\"inbound_deadline_ms\":1.5}", "field \"$.inbound_deadline_ms\" must be an integer in 0..2^53, got 1.5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *line = mutate("]}", bad[i].to);
+        expect_corrupt_middle(line, bad[i].message);
+        free(line);
+    }
+}
+
 static void test_retry_after_may_be_omitted(void **state) {
     (void)state;
     const char *path = tmp_file("omitted.jsonl");
@@ -1245,6 +1313,7 @@ int main(void) {
         cmocka_unit_test(test_format_known_record),
         cmocka_unit_test(test_retry_after_header),
         cmocka_unit_test(test_hedge_fields),
+        cmocka_unit_test(test_inbound_fields),
         cmocka_unit_test(test_format_key_null_and_timestamps),
         cmocka_unit_test(test_format_integers_stay_integers),
         cmocka_unit_test(test_format_escapes_strings),

@@ -73,6 +73,10 @@ typedef struct rf_facts {
                         unknown (the window's newest slot). Every user of one budget must read the same clock */
     bool hedged;     /* the attempt is one of a hedged request's (rf_policy_hedging: hedged): a failure of a class not
                         in its route's hedging.nonFatalClasses ends the request (hedge-fatal, gRPC A6) */
+    /* Propagation across layers (retryfreeze/propagation.h), read only by a route with propagation: */
+    bool overloaded;     /* the response carried the route's propagation.overloadedHeader: never retried */
+    int inbound_attempt; /* the caller's attempt number (its propagation.attemptHeader, rf_inbound), 0 when none:
+                            above 1 the caller is retrying, so with propagation.inboundAttempt no retry here */
 } rf_facts;
 
 /* The verdict after one attempt. */
@@ -98,8 +102,10 @@ typedef struct rf_retry_budget rf_retry_budget;
  * Decides retry or stop. Checks, in this order, each giving its reason (docs/reasons.md):
  *   unpinned-source, no-route, success (2xx/3xx), hedge-fatal (f->hedged, and the class is not in the route's
  *   hedging.nonFatalClasses), max-attempts, class-limit (classLimits: the failure's class has a limit and attempts
- *   >= it), status-not-retryable, mutating-without-idempotency, server-pushback (grpc-retry-pushback-ms says
- *   stop), retry-after-exceeds-budget, deadline, retry-throttled, else pinned-status.
+ *   >= it), status-not-retryable, upstream-overloaded (the route has propagation and the facts say overloaded),
+ *   inbound-retry (the route has propagation.inboundAttempt and inbound_attempt > 1), mutating-without-idempotency,
+ *   server-pushback (grpc-retry-pushback-ms says stop), retry-after-exceeds-budget, deadline, retry-throttled, else
+ *   pinned-status.
  * The wait: the route's retryAfter.headers are read in order and the first present and valid one wins
  * (rf_wait_header_parse). delay_ms is that wait when valid (never retry sooner than the server asked), else
  * the backoff for this attempt count; a wait over retryAfter.maxMs or over the time left stops the request. rng
@@ -111,9 +117,9 @@ typedef struct rf_retry_budget rf_retry_budget;
  * when the window's retries would pass retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and
  * fills *out, or RF_EINVAL (*out unspecified, err->path names the field): p, f or out NULL; method missing or with a
  * lowercase letter (RFC 9110 §9.1: no route could match); path missing; status not 0 or 100..599; transport out of
- * range; attempts < 1; elapsed_ms < 0; a hint the route does not read; rng NULL for a jittered route that needs a
- * backoff. A refusal has no effect: the budget is charged only when the call returns RF_OK. Allocates nothing and reads
- * no clock; p and budget may be shared between threads, rng may not.
+ * range; attempts < 1; elapsed_ms < 0; inbound_attempt < 0; a hint the route does not read; rng NULL for a jittered
+ * route that needs a backoff. A refusal has no effect: the budget is charged only when the call returns RF_OK.
+ * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);

@@ -19,9 +19,9 @@
  * retry_after_header is written only when set (a line without it reads as NULL), so lines without a wait
  * header are byte-identical to those of earlier versions; so are a hedged request's "start_ms", "hedge" and "fate",
  * after it (…,"retry_after":null,"start_ms":100,"hedge":true,"fate":"winner"}), absent from other requests' tries.
- * After tries come, only when set, "host":"web-3" (a writer writes its host on every line) and "budget":"shared" (which
- * retry budget the request used). Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON
- * double).
+ * After tries come, only when set, "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which
+ * retry budget the request used), and what the request's caller propagated: "inbound_deadline_ms":300 and
+ * "inbound_attempt":2. Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
  * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the
@@ -96,6 +96,11 @@ typedef struct rf_ledger_record {
     /* Optional, written after tries only when set (older lines have neither): */
     const char *host;   /* who wrote the line; rf_ledger_append fills in the ledger's host when NULL */
     const char *budget; /* the retry budget the request used: "local", "shared", "local-fallback"; NULL = none */
+    /* What the request's caller propagated (retryfreeze/propagation.h), written after budget only when present
+     * (older lines have neither): */
+    bool has_inbound_deadline;   /* "inbound_deadline_ms" is written */
+    int64_t inbound_deadline_ms; /* the ms the caller had left, 0..2^53 */
+    int inbound_attempt;         /* the caller's attempt number, 1..INT_MAX; 0 = none (not written) */
 } rf_ledger_record;
 
 typedef enum rf_ledger_fsync { RF_LEDGER_FSYNC_NONE = 0, RF_LEDGER_FSYNC_LINE = 1 } rf_ledger_fsync;

@@ -5,6 +5,7 @@
  * of finished requests are written here too, by one writer.
  */
 #include "attempt_step_internal.h"
+#include "client_limits.h"
 #include "../util/report.h"
 
 #include <stdio.h>
@@ -83,6 +84,10 @@ void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *re
                 a->reads[h] = true;
         }
     }
+    rf_policy_propagation(p, route, &a->prop); /* disabled for no route */
+    resp->inbound = (rf_inbound){0};
+    for (size_t i = 0; a->prop.enabled && i < req->n_inbound_headers; i++)
+        rf_inbound_line(&a->prop, req->inbound_headers[i], &resp->inbound);
 }
 
 bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop) {
@@ -97,6 +102,15 @@ bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_
     }
     *timeout_ms = b.timeout_ms;
     return true;
+}
+
+int64_t rfi_step_inbound_deadline(const rfi_attempts *a) {
+    const rf_inbound *in = &a->resp->inbound;
+    return a->prop.enabled && a->prop.inbound_deadline && in->has_deadline ? in->deadline_ms : -1;
+}
+
+size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms, char lines[2][RF_PROPAGATION_LINE_MAX]) {
+    return rf_propagation_lines(&a->prop, in_hop ? a->attempts : a->attempts + 1, timeout_ms, lines);
 }
 
 /* The try of the request that just ended, recorded in the response (room was made before: rfi_step_after). */
@@ -158,7 +172,9 @@ static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status
                     .has_idempotency_key = req->idempotency_key != NULL,
                     .now_ms = e->wall_ms,
                     .mono_ms = e->mono_ms,
-                    .hedged = e->hedged};
+                    .hedged = e->hedged,
+                    .overloaded = e->overloaded,
+                    .inbound_attempt = a->resp->inbound.attempt};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (a->reads[h] && e->hints[h] != NULL) {
             f->hints[h] = e->hints[h];
@@ -238,12 +254,15 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
 
 /* ---- the end of a request ------------------------------------------------------------------------------------ */
 
-/* The response's end: reason, outcome, ok, elapsed_ms, route and budget. */
+/* The response's end: reason, outcome, ok, elapsed_ms, route, budget and what a proxy tells its caller. */
 static void finish(const rf_policy *p, long route, rf_reason reason, bool last_class_retryable, int64_t elapsed_ms,
                    rf_response *r) {
     r->reason = reason;
     r->outcome = rf_outcome_of_stop(reason, last_class_retryable);
     r->ok = r->outcome == RF_OUTCOME_SUCCESS;
+    rf_propagation prop;
+    r->overloaded =
+        rf_policy_propagation(p, route, &prop) == RF_OK && rf_propagation_tells_overloaded(&prop, reason, r->outcome);
     r->elapsed_ms = elapsed_ms;
     rf_route_view rv;
     r->route = route >= 0 && rf_policy_route(p, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;
@@ -284,6 +303,9 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
     rec->body_len = (int64_t)r->body_len;
     rec->n_tries = r->n_tries;
     rec->budget = r->budget != RF_BUDGET_NONE ? rf_budget_source_name(r->budget) : NULL;
+    rec->has_inbound_deadline = r->inbound.has_deadline;
+    rec->inbound_deadline_ms = r->inbound.deadline_ms;
+    rec->inbound_attempt = r->inbound.attempt;
     for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
         const rf_try *t = &r->tries[i];
         rec->tries[i] = (rf_ledger_try){.class_name = t->class_name,
@@ -385,13 +407,19 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
                         "rf_client_all; in Lua client:request, client:all)",
                         rv.endpoint);
     }
+    rfi_attempts a;
+    rfi_attempts_init(&a, p, req, resp, route, 1);
+    rfi_limits limits;
+    rf_status st = rfi_limits_init(&limits, p, route, req, rfi_step_inbound_deadline(&a), err);
+    if (st != RF_OK) return st;
     /* Room for one try, grown by rf_step_after up to RF_MAX_TRIES, as client_flow.c does: a host that runs request
      * after request (a proxy) pays for the tries its requests take, not for RF_MAX_TRIES zeroed ones each. */
     resp->tries = malloc(sizeof *resp->tries);
     if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
-    rfi_attempts a;
-    rfi_attempts_init(&a, p, req, resp, route, 1);
     s->tries_cap = 1;
+    s->prop = a.prop;
+    s->elapsed_shift_ms = limits.elapsed_shift_ms;
+    s->timeout_cap_ms = limits.timeout_ms;
     s->policy = p;
     s->req = req;
     s->resp = resp;
@@ -422,8 +450,14 @@ static void attempts_of(const rf_step *s, rfi_attempts *a) {
                         .tries_cap = s->tries_cap,
                         .delay_ms = s->delay_ms,
                         .timeout_ms = s->timeout_ms,
-                        .last_class_retryable = s->last_class_retryable};
+                        .last_class_retryable = s->last_class_retryable,
+                        .prop = s->prop};
     memcpy(a->reads, s->reads, sizeof a->reads);
+}
+
+/* The step's own limits (rf_step_init). */
+static rfi_limits limits_of(const rf_step *s) {
+    return (rfi_limits){.elapsed_shift_ms = s->elapsed_shift_ms, .timeout_ms = s->timeout_cap_ms};
 }
 
 bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop) {
@@ -433,23 +467,34 @@ bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *s
     }
     rfi_attempts a;
     attempts_of(s, &a);
-    if (!rfi_step_begin(&a, elapsed_between(s->start_ms, now_ms), &s->timeout_ms, stop)) return false;
+    const rfi_limits l = limits_of(s);
+    int64_t timeout;
+    if (!rfi_step_begin(&a, rfi_limits_elapsed(&l, elapsed_between(s->start_ms, now_ms)), &timeout, stop)) return false;
+    s->timeout_ms = rfi_limits_timeout(&l, timeout);
     s->attempt_start_ms = now_ms;
     *timeout_ms = s->timeout_ms;
     return true;
+}
+
+size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPAGATION_LINE_MAX]) {
+    rfi_attempts a;
+    attempts_of(s, &a);
+    return rfi_step_lines(&a, false, s->timeout_ms, lines);
 }
 
 bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget, rf_attempt_hook hook,
                    void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop) {
     rfi_attempts a;
     attempts_of(s, &a);
+    const rfi_limits l = limits_of(s);
     rfi_attempt_end e = {.status = res->status,
                          .transport = res->transport,
                          .error = res->error,
                          .date = res->date,
                          .not_sent = res->not_sent,
+                         .overloaded = res->overloaded,
                          .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
-                         .request_elapsed_ms = elapsed_between(s->start_ms, res->now_ms),
+                         .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, res->now_ms)),
                          .wall_ms = res->wall_ms,
                          .mono_ms = res->now_ms,
                          .start_ms = -1};

@@ -21,16 +21,26 @@ typedef struct rfi_attempts {
     size_t tries_cap;                 /* room in resp->tries (grown up to RF_MAX_TRIES as tries come) */
     int64_t delay_ms, timeout_ms;     /* the wait before, and the per-try timeout of, the attempt in flight */
     bool last_class_retryable;        /* the last failure's class is retryable (true before any failure) */
+    rf_propagation prop;              /* the route's propagation (disabled: nothing sent, read or told) */
 } rfi_attempts;
 
 /* Starts a for request req on route (rf_policy_match, -1: none) into resp, whose tries array holds tries_cap
- * (allocated by the caller, at least 1). */
+ * (allocated by the caller, at least 1). With the route's propagation, resp->inbound is what req's inbound_headers
+ * say. */
 void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp, long route,
                        size_t tries_cap);
+
+/* The deadline the request's caller propagated, in ms, when the route's propagation reads it (inboundDeadline);
+ * -1: none. For rfi_limits_init. */
+int64_t rfi_step_inbound_deadline(const rfi_attempts *a);
 
 /* Before an attempt, elapsed_ms into the request as the engine is told: true and *timeout_ms (rf_budget's per-try
  * timeout), or false and *stop (max-attempts, deadline; no-route when rf_budget refuses). */
 bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop);
+
+/* The propagation lines of the attempt about to start (its number: in_hop, a followed redirect's request, is part of
+ * the attempt in flight; else the next), which may take timeout_ms: rf_propagation_lines. */
+size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms, char lines[2][RF_PROPAGATION_LINE_MAX]);
 
 /* What one HTTP request of an attempt ended with, in the engine's words (the transport's part is done). */
 typedef struct rfi_attempt_end {
@@ -41,6 +51,7 @@ typedef struct rfi_attempt_end {
     const char *date;                        /* its Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
     bool hop;                                /* a followed redirect's request: part of the attempt in flight */
+    bool overloaded;                         /* the response carried the route's propagation.overloadedHeader */
     int64_t elapsed_ms;                      /* this request's time on the wire */
     int64_t request_elapsed_ms;              /* since the request started, as the engine is told */
     int64_t wall_ms;                         /* Unix time in ms (for an HTTP-date) */

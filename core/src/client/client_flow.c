@@ -228,6 +228,11 @@ static bool build_headers(rfi_flow *f, const rf_request *req) {
     return ok;
 }
 
+/* The name of the header that says an upstream is overloaded, with the route's propagation; NULL without. */
+static const char *overloaded_name(const rfi_flow *f) {
+    return f->at.prop.enabled ? f->at.prop.overloaded_header : NULL;
+}
+
 /* A wire of flow f on easy, its buffers empty and capped by the client's options. */
 static void wire_init(rfi_wire *w, rfi_flow *f, CURL *easy) {
     memset(w, 0, sizeof *w);
@@ -252,8 +257,6 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
     /* A request's method and path do not change: its route is matched once, for every verdict. */
     const size_t method_len = strlen(req->method);
     long route = rf_policy_match(env->policy, req->method, method_len, req->path, strlen(req->path));
-    st = rfi_limits_init(&f->limits, env->policy, route, req, err);
-    if (st != RF_OK) return st;
     rf_policy_hedging(env->policy, route, req->method, method_len, req->idempotency_key != NULL, &f->hedging);
     /* Room for one try (most requests take one; a few hundred bytes, which malloc serves from its caches), grown by
      * the attempt loop up to RF_MAX_TRIES; a hedged request's tries, one per attempt started, up front. */
@@ -268,11 +271,14 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
                             rv.endpoint);
         tries = (size_t)rv.max_attempts;
     }
+    rfi_attempts_init(&f->at, env->policy, req, resp, route, tries);
+    st = rfi_limits_init(&f->limits, env->policy, route, req, rfi_step_inbound_deadline(&f->at), err);
+    if (st != RF_OK) return st;
+    rfi_response_head_init(&f->wire.rh, overloaded_name(f));
     if (!build_url(f, req) || !build_headers(f, req) || (resp->tries = malloc(tries * sizeof *resp->tries)) == NULL) {
         rfi_flow_cleanup(f);
         return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     }
-    rfi_attempts_init(&f->at, env->policy, req, resp, route, tries);
     f->start_ms = rfi_mono_ms();
     f->state = RFI_FLOW_READY;
     return RF_OK;
@@ -281,6 +287,33 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
 /* ---- an attempt ---------------------------------------------------------------------------------------------- */
 
 static void flow_done(rfi_flow *f, rfi_wire *answer, rf_reason reason);
+
+/* Whether header line `line` ("Name: value") is one of the propagation lines' names (lines[0..n), "name: value"). */
+static bool propagated_name(const char *line, char lines[2][RF_PROPAGATION_LINE_MAX], size_t n) {
+    const char *colon = strchr(line, ':');
+    for (size_t i = 0; colon != NULL && i < n; i++) {
+        const size_t len = (size_t)(colon - line);
+        if (strncasecmp(line, lines[i], len) == 0 && lines[i][len] == ':') return true;
+    }
+    return false;
+}
+
+/* Builds the header list attempt number `attempt` sends on w with per-try timeout timeout_ms: with the route's
+ * propagation, the request's list (a followed redirect's own) with its attempt number and the ms it may take, in a
+ * list of the wire's own, where they replace any line of the same name; without, none (the request's list is sent).
+ * False when memory runs out. */
+static bool wire_headers(rfi_flow *f, rfi_wire *w, int attempt, int64_t timeout_ms) {
+    struct curl_slist *base = f->hop.url ? f->hop.headers : f->headers;
+    curl_slist_free_all(w->attempt_headers);
+    w->attempt_headers = NULL;
+    char lines[2][RF_PROPAGATION_LINE_MAX];
+    const size_t n = rf_propagation_lines(&f->at.prop, attempt, timeout_ms, lines);
+    bool ok = true;
+    for (const struct curl_slist *l = base; ok && n > 0 && l != NULL; l = l->next)
+        if (!propagated_name(l->data, lines, n)) ok = append_header(&w->attempt_headers, l->data);
+    for (size_t i = 0; ok && i < n; i++) ok = append_header(&w->attempt_headers, lines[i]);
+    return ok;
+}
 
 /* Sets every option of this attempt's request on w's easy handle. The handle is the client's, with the options all
  * its requests share (rfi_easy_new); every other option any attempt sets is set here, to this attempt's value or
@@ -296,7 +329,10 @@ static void set_attempt_options(rfi_flow *f, rfi_wire *w) {
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)w->timeout_ms);
     rfi_network_apply(&f->env->net, e, w->timeout_ms, f->url, &w->peer); /* connect timeout, HTTP version */
     /* A hop sends its own list, even an empty one (every header dropped for another origin): never the request's. */
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->hop.url ? f->hop.headers : f->headers);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER,
+                     w->attempt_headers != NULL ? w->attempt_headers
+                     : f->hop.url               ? f->hop.headers
+                                                : f->headers);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, w);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, w);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, w->errbuf);
@@ -358,6 +394,11 @@ static rfi_wire *begin_attempt(rfi_flow *f) {
         rfi_hop_clear(&f->hop); /* a new attempt starts from the request itself */
         f->hops = 0;
     }
+    /* The attempt's number: the next one, or the one a followed redirect belongs to. */
+    if (!wire_headers(f, &f->wire, f->in_hop ? f->at.attempts : f->at.attempts + 1, f->at.timeout_ms)) {
+        flow_done(f, &f->wire, RF_REASON_MAX_ATTEMPTS); /* out of memory: no attempt without its propagation */
+        return NULL;
+    }
     wire_start(f, &f->wire, f->at.timeout_ms, f->at.delay_ms, false);
     return &f->wire;
 }
@@ -376,6 +417,7 @@ static rfi_wire *idle_wire(rfi_flow *f) {
                 return NULL;
             }
             wire_init(w, f, easy);
+            rfi_response_head_init(&w->rh, overloaded_name(f));
             f->more[i] = w;
             return w;
         }
@@ -413,7 +455,9 @@ static rfi_wire *begin_hedged(rfi_flow *f, int64_t now, bool hedge) {
             return NULL;
         }
     }
+    const int64_t per_try_ms = rfi_limits_timeout(&f->limits, timeout);
     rfi_wire *w = idle_wire(f);
+    if (w != NULL && !wire_headers(f, w, f->at.attempts + 1, per_try_ms)) w = NULL;
     if (w == NULL) { /* out of memory: no more hedges; with nothing in flight the request ends (fail closed) */
         f->hedge_stopped = true;
         if (f->in_flight == 0) flow_done(f, f->last ? f->last : &f->wire, RF_REASON_MAX_ATTEMPTS);
@@ -421,7 +465,7 @@ static rfi_wire *begin_hedged(rfi_flow *f, int64_t now, bool hedge) {
     }
     rfi_step_started(&f->at);
     if (hedge) f->hedges++;
-    wire_start(f, w, rfi_limits_timeout(&f->limits, timeout), delay, hedge);
+    wire_start(f, w, per_try_ms, delay, hedge);
     /* The next hedge: hedgingDelayMs after this start, and never before a wait a server asked for. */
     if (now + f->hedging.delay_ms > f->hedge_at) f->hedge_at = now + f->hedging.delay_ms;
     return w;
@@ -499,6 +543,7 @@ static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed
                                .date = w->rh.has_date ? w->rh.date : NULL,
                                .not_sent = rc != CURLE_OK && request_size == 0, /* no byte of the request went out */
                                .hop = f->in_hop,
+                               .overloaded = w->rh.overloaded,
                                .elapsed_ms = now - w->start_ms,
                                .request_elapsed_ms = rfi_limits_elapsed(&f->limits, now - f->start_ms),
                                .wall_ms = rfi_wall_ms(),
@@ -679,6 +724,8 @@ void rfi_flow_release_wires(rfi_flow *f) {
 
 /* Frees what a wire's buffers hold. */
 static void wire_free_buffers(rfi_wire *w) {
+    curl_slist_free_all(w->attempt_headers);
+    w->attempt_headers = NULL;
     free(w->body.data);
     free(w->head.data);
     w->body = (rfi_buf){0};

@@ -53,6 +53,9 @@ typedef struct rfi_wire {
     CURL *easy;
     rfi_buf body, head;
     rfi_response_head rh; /* the wait headers and Date of this attempt's response */
+    struct curl_slist
+        *attempt_headers; /* with the route's propagation: the list this attempt sends (the request's or
+                             the hop's, and its propagation lines), rebuilt for every attempt; else NULL */
     char errbuf[CURL_ERROR_SIZE];
     int sends;                    /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
     int responses;                /* response status lines received in this attempt */

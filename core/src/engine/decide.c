@@ -44,6 +44,8 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
     if ((unsigned)f->transport >= RF_TRANSPORT_COUNT) return rfi_fail(err, "transport", "is not a transport outcome");
     if (f->attempts < 1) return rfi_fail(err, "attempts", "must be >= 1 (attempts made so far), got %d", f->attempts);
     if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
+    if (f->inbound_attempt < 0)
+        return rfi_fail(err, "inbound_attempt", "must be >= 0 (0: none), got %d", f->inbound_attempt);
     return RF_OK;
 }
 
@@ -57,7 +59,8 @@ static inline rf_status check_facts(const rf_facts *f, rf_error *err) {
     /* Every field at once, one branch on the decision path; check_fields then names what is wrong. */
     const bool bad = (f->method == NULL) | (f->method_len == 0) | (f->path == NULL) | (f->path_len == 0) |
                      ((f->status != 0) & ((unsigned)f->status - 100u > 499u)) |
-                     ((unsigned)f->transport >= RF_TRANSPORT_COUNT) | (f->attempts < 1) | (f->elapsed_ms < 0);
+                     ((unsigned)f->transport >= RF_TRANSPORT_COUNT) | (f->attempts < 1) | (f->elapsed_ms < 0) |
+                     (f->inbound_attempt < 0);
     if (!bad) return RF_OK;
     rf_status st = check_fields(f, err);
     if (st != RF_OK && f->method != NULL && f->method_len > 0 &&
@@ -82,6 +85,16 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
     }
     if (!retryable) {
         rfi_stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
+        return RF_OK;
+    }
+    /* Propagation: the upstream says it is overloaded (Envoy never retries that), or the caller is retrying
+     * already, so this layer makes one attempt: a request is retried at one layer only. */
+    if (r->prop.on && f->overloaded) {
+        rfi_stop(out, RF_REASON_UPSTREAM_OVERLOADED);
+        return RF_OK;
+    }
+    if (r->prop.on && r->prop.inbound_attempt && f->inbound_attempt > 1) {
+        rfi_stop(out, RF_REASON_INBOUND_RETRY);
         return RF_OK;
     }
     /* A request that never left cannot have been acted on: its retry needs no key (transparentRetry). */

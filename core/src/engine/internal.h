@@ -5,6 +5,7 @@
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
+#include "retryfreeze/propagation.h"
 #include "../util/json_path.h"
 #include "../util/json_text.h"
 #include "../util/report.h"
@@ -57,6 +58,17 @@ typedef struct rfi_endpoint {
     bool wildcard; /* last segment is "*" */
 } rfi_endpoint;
 
+/* A route's propagation (lock field propagation, propagation.c): `on` is set by the loader with the object (or
+ * inherited from defaults'), the rest are its subfields, defaults applied; header names are kept lowercase. */
+typedef struct rfi_propagation {
+    bool on;
+    char attempt_header[RF_PROPAGATION_HEADER_MAX + 1];
+    char deadline_header[RF_PROPAGATION_HEADER_MAX + 1];
+    char overloaded_header[RF_PROPAGATION_HEADER_MAX + 1];
+    bool inbound_deadline;
+    bool inbound_attempt;
+} rfi_propagation;
+
 typedef struct rfi_route {
     rfi_endpoint endpoint;
     int64_t max_attempts;
@@ -91,6 +103,7 @@ typedef struct rfi_route {
     int64_t hedge_max_attempts;
     int64_t hedge_delay_ms;
     rfi_class_set hedge_non_fatal;
+    rfi_propagation prop;
     /* Views for rf_route_view, built at load (policy.c). The class lists lie in the policy's view block (sized to
      * fit: a lock may hold RFI_MAX_ROUTES routes) and name static strings (rfi_class_tokens). */
     size_t n_retryable_tokens, n_not_retryable_tokens, n_class_limit_tokens, n_hedge_non_fatal_tokens;
@@ -232,6 +245,10 @@ typedef struct rfi_wait {
     int64_t delay_ms;             /* on OK */
 } rfi_wait;
 void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out);
+
+/* Propagation (propagation.c). */
+/* Refuses a route whose propagation names one header for two purposes (once inherited); where is its JSON path. */
+bool rfi_propagation_check(const rfi_route *r, const char *where, rf_error *err);
 
 /* Endpoints (endpoint.c). */
 /* Parses "METHOD /pattern"; on failure writes why into msg. */

@@ -123,6 +123,7 @@ static bool finish_route(spec *sp, const rfi_lock_defaults *d, rf_error *err) {
                  (long long)r->backoff_base_ms);
         return false;
     }
+    if (!rfi_propagation_check(r, sp->where, err)) return false;
     char both[RF_CLASS_NAME_MAX];
     if (rfi_class_overlap(&r->retryable, &r->not_retryable, both)) {
         rfi_path_child(sub, sp->where, "notRetryable");

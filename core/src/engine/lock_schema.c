@@ -18,9 +18,9 @@
     .size = offsetof(rfi_route, last) + sizeof(((rfi_route *)0)->last) - offsetof(rfi_route, first)
 #define ROUTE_LIST(n, items) .n_at = offsetof(rfi_route, n), .items_at = offsetof(rfi_route, items)
 #define ROUTE_LIST_REF(n, items) ROUTE_LIST(n, items), .items_ref = true
+#define ROUTE_HAS(m) .has_at = offsetof(rfi_route, m) + 1
 #define LOCK_AT(m) .at = offsetof(rf_policy, m), .size = sizeof(((rf_policy *)0)->m)
 #define LOCK_HAS(m) .has_at = offsetof(rf_policy, m) + 1
-#define ROUTE_HAS(m) .has_at = offsetof(rfi_route, m) + 1
 
 /* The row's public part, in rf_lock_field's order. ROW: at the top of its place; IN(object path, key, parent id, …):
  * in an object. */
@@ -55,6 +55,23 @@
             .view = "gate." view_,                                    \
             .about = about_},                                         \
     LOCK_AT(gate.view.member##_milli), LOCK_HAS(gate.view.has_##member)
+
+/* A field of propagation (propagation.c): a route's, with its default; header names are kept lowercase. */
+#define PROPAGATION(key_, type_, min_, max_, default_, widens_, view_, member, about_) \
+    .pub = {.path = "propagation." key_,                                               \
+            .key = key_,                                                               \
+            .parent = RFI_F_PROPAGATION,                                               \
+            .place = RF_PLACE_ROUTE,                                                   \
+            .type = RF_FIELD_##type_,                                                  \
+            .min = min_,                                                               \
+            .max = max_,                                                               \
+            .if_absent = RF_DEFAULT_VALUE,                                             \
+            .default_json = default_,                                                  \
+            .canonical = RF_CANON_ALWAYS,                                              \
+            .widens = RF_WIDENS_##widens_,                                             \
+            .view = "propagation." view_,                                              \
+            .about = about_},                                                          \
+    ROUTE_AT(prop.member)
 
 /* retryable: a redirect loop is never retried (the same chain would loop again). */
 static bool no_redirect_loop(void *holder, const char *path, rf_error *err) {
@@ -256,6 +273,28 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
                                     VALUE, "[]", ALWAYS, HEDGES, "hedging.non_fatal_classes"),
                                  ROUTE_AT(hedge_non_fatal),
                                  ROUTE_LIST_REF(n_hedge_non_fatal_tokens, hedge_non_fatal_ptrs)},
+    /* Propagation across layers: absent, the route sends, reads and tells nothing (and the canonical form leaves it
+     * out, so a lock written before it keeps its digest); present, its fields are all written. */
+    [RFI_F_PROPAGATION] = {ROW("propagation", ROUTE, OBJECT, 0, 0, NONE, NULL, ALWAYS, REMOVED, "propagation"),
+                           ROUTE_AT(prop.on), ROUTE_HAS(prop.on)},
+    [RFI_F_PROPAGATION_ATTEMPT_HEADER] = {PROPAGATION(
+        "attemptHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-attempt-count\"", ANY_CHANGE,
+        "attempt_header", attempt_header,
+        "sent on every attempt: its number (1, 2, 3…); a caller's above 1 is a retry")},
+    [RFI_F_PROPAGATION_DEADLINE_HEADER] = {PROPAGATION(
+        "deadlineHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-expected-rq-timeout-ms\"", ANY_CHANGE,
+        "deadline_header", deadline_header,
+        "sent on every attempt: the ms it may take (its per-try timeout); a caller's is the time it has left")},
+    [RFI_F_PROPAGATION_OVERLOADED_HEADER] = {PROPAGATION(
+        "overloadedHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-overloaded\"", ANY_CHANGE,
+        "overloaded_header", overloaded_header,
+        "a response with it is not retried; told to the caller when this layer stops after retrying")},
+    [RFI_F_PROPAGATION_INBOUND_DEADLINE] = {PROPAGATION("inboundDeadline", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE,
+                                                        "inbound_deadline", inbound_deadline,
+                                                        "a caller's deadline header narrows this request's deadline")},
+    [RFI_F_PROPAGATION_INBOUND_ATTEMPT] = {PROPAGATION(
+        "inboundAttempt", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE, "inbound_attempt", inbound_attempt,
+        "a caller's attempt number above 1 leaves this layer one attempt")},
 };
 
 size_t rf_lock_schema_count(void) { return RFI_FIELD_COUNT; }
@@ -288,14 +327,6 @@ rf_status rf_lock_field_check(size_t i, double value, rf_error *err) {
     return rfi_field_read(f, &item, path, &ctx, err) ? RF_OK : RF_EINVAL;
 }
 
-/* Whether the lock sets row i: a route's fields always are, once loaded (each is required or has a default), but
- * those of an optional route object (hedging), which are set when its has_at bool is. */
-bool rfi_field_present(const rf_policy *p, const rfi_field *f, size_t i, const char *holder) {
-    if (f->pub.place != RF_PLACE_ROUTE) return (p->has & RFI_BIT(i)) != 0;
-    const rfi_field *flag = f->has_at != 0 ? f : f->pub.parent >= 0 ? &rfi_lock_fields[f->pub.parent] : NULL;
-    return flag == NULL || flag->has_at == 0 || *(const bool *)(const void *)(holder + flag->has_at - 1);
-}
-
 rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_value *out) {
     if (p == NULL || out == NULL || i >= RFI_FIELD_COUNT) return RF_EINVAL;
     const rfi_field *f = &rfi_lock_fields[i];
@@ -306,7 +337,7 @@ rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_v
     } else {
         h = (const char *)p;
     }
-    *out = (rf_field_value){.present = rfi_field_present(p, f, i, h)};
+    *out = (rf_field_value){.present = rfi_field_present(p, h, i)};
     if (!out->present) return RF_OK;
     switch (f->pub.type) {
     case RF_FIELD_INTEGER:
@@ -314,7 +345,8 @@ rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_v
     case RF_FIELD_BOOLEAN: out->number = *(const bool *)(const void *)(h + f->at); break;
     case RF_FIELD_ENDPOINT: out->text = ((const rfi_endpoint *)(const void *)(h + f->at))->text; break;
     case RF_FIELD_JITTER: out->text = rf_jitter_name(*(const rf_jitter *)(const void *)(h + f->at)); break;
-    case RF_FIELD_NAME: out->text = h + f->at; break;
+    case RF_FIELD_NAME:
+    case RF_FIELD_HEADER: out->text = h + f->at; break;
     case RF_FIELD_ROUTES:
         out->n = p->n_routes;
         out->number = (int64_t)p->n_routes;

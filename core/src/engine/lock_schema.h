@@ -56,6 +56,12 @@ typedef enum rfi_field_id {
     RFI_F_HEDGING_MAX_ATTEMPTS,
     RFI_F_HEDGING_DELAY,
     RFI_F_HEDGING_NON_FATAL,
+    RFI_F_PROPAGATION,
+    RFI_F_PROPAGATION_ATTEMPT_HEADER,
+    RFI_F_PROPAGATION_DEADLINE_HEADER,
+    RFI_F_PROPAGATION_OVERLOADED_HEADER,
+    RFI_F_PROPAGATION_INBOUND_DEADLINE,
+    RFI_F_PROPAGATION_INBOUND_ATTEMPT,
     RFI_FIELD_COUNT
 } rfi_field_id;
 
@@ -91,12 +97,20 @@ typedef struct rfi_field {
 
 extern const rfi_field rfi_lock_fields[RFI_FIELD_COUNT];
 
-/* Whether policy p sets row f (row i) in holder (a route's or p): a lock's field when p->has says so; a route's
- * always, but those of an optional route object (has_at: hedging) when that object is set. */
-bool rfi_field_present(const rf_policy *p, const rfi_field *f, size_t i, const char *holder);
-
 /* The row's key in its object ("baseMs"). */
 static inline const char *rfi_field_key(const rfi_field *f) { return f->pub.key; }
+
+/* Whether row i is set in the policy (holder: the route, for a route's field). A lock's field is set when the lock
+ * (or a default) sets it; a route's field always is (required, or defaulted), unless it or an object holding it is an
+ * optional one the route leaves out (a row with has_at whose bool is false: hedging, propagation). */
+static inline bool rfi_field_present(const rf_policy *p, const void *holder, size_t i) {
+    if (rfi_lock_fields[i].pub.place != RF_PLACE_ROUTE) return (p->has & RFI_BIT(i)) != 0;
+    for (long k = (long)i; k >= 0; k = rfi_lock_fields[k].pub.parent) {
+        const size_t has_at = rfi_lock_fields[k].has_at;
+        if (has_at != 0 && !*((const bool *)(const void *)((const char *)holder + has_at - 1))) return false;
+    }
+    return true;
+}
 
 /* The holder's value of row f (holder + f->at). */
 static inline void *rfi_field_value(void *holder, const rfi_field *f) { return (char *)holder + f->at; }

@@ -123,6 +123,11 @@ bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
     }
     if (ok && LIT(&c, ",\"host\":\"")) ok = str(&c, &rec->host);
     if (ok && LIT(&c, ",\"budget\":\"")) ok = str(&c, &rec->budget);
+    if (ok && LIT(&c, ",\"inbound_deadline_ms\":"))
+        ok = (rec->has_inbound_deadline = integer(&c, 0, RFI_LEDGER_MAX_SAFE_INT, &rec->inbound_deadline_ms));
+    int64_t attempt = 0;
+    if (ok && LIT(&c, ",\"inbound_attempt\":")) ok = integer(&c, 1, INT_MAX, &attempt);
+    rec->inbound_attempt = (int)attempt;
     ok = ok && LIT(&c, "}") && c.p == c.end;
     /* ts: exactly the writer's format and a real date, as the strict parser demands. */
     if (!ok || ts + RFI_LEDGER_TS_LEN != c.ends[0] || !rfi_ledger_ts_parse(ts, RFI_LEDGER_TS_LEN, &rec->ts_ms)) {

@@ -1,7 +1,7 @@
 /*
  * A ledger record as one JSON line. Fields always appear in this order, every one of them present:
  *   ts, route, method, path, key, policy, attempts, elapsed_ms, outcome, reason, ok, status, body_len, tries
- * then, only when set, host and budget.
+ * then, only when set, host, budget, inbound_deadline_ms and inbound_attempt.
  * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent), then only
  * when set retry_after_header and a hedged request's start_ms, hedge and fate.
  * Integers are emitted as plain integer tokens: a JSON library's number printer goes through a double and
@@ -128,6 +128,16 @@ static bool check_record(const rf_ledger_record *rec, const char *host, rf_error
         !check_string(host, true, -1, "host", &total, err) ||
         !check_string(rec->budget, true, -1, "budget", &total, err) ||
         !check_int(rec->elapsed_ms, -1, "elapsed_ms", err) || !check_int(rec->body_len, -1, "body_len", err)) {
+        return false;
+    }
+    if (rec->has_inbound_deadline && (rec->inbound_deadline_ms < 0 || !safe_int(rec->inbound_deadline_ms))) {
+        rfi_ledger_error(err, "$.inbound_deadline_ms", 0, 0, "$.inbound_deadline_ms is %" PRId64 ", outside 0..2^53",
+                         rec->inbound_deadline_ms);
+        return false;
+    }
+    if (rec->inbound_attempt < 0) {
+        rfi_ledger_error(err, "$.inbound_attempt", 0, 0, "$.inbound_attempt is %d: 1 and up, or 0 for none",
+                         rec->inbound_attempt);
         return false;
     }
     if (rec->n_tries > RF_LEDGER_MAX_TRIES) {
@@ -506,6 +516,14 @@ static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, 
         ok &= put_body(o, rec->budget, lens[8 + 5 * rec->n_tries], roomy);
         PUT(o, "\"");
     }
+    if (rec->has_inbound_deadline) {
+        PUT(o, ",\"inbound_deadline_ms\":");
+        put_int(o, rec->inbound_deadline_ms, roomy);
+    }
+    if (rec->inbound_attempt > 0) {
+        PUT(o, ",\"inbound_attempt\":");
+        put_int(o, rec->inbound_attempt, roomy);
+    }
     PUT(o, "}");
     return ok;
 }
@@ -541,7 +559,7 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
     lens[n++] = length_of(host, &total);
     lens[n] = length_of(rec->budget, &total);
     /* the keys and punctuation, generously; the redacted query; the strings escaped */
-    const size_t bound = 512 + 224 * rec->n_tries + 256 + 6 * total;
+    const size_t bound = 512 + 224 * rec->n_tries + 256 + 64 + 6 * total;
     out o = {buf, cap, 0};
     const bool ok = bound + 16 <= cap ? emit_line(rec, host, &o, lens, true) : emit_line(rec, host, &o, lens, false);
     *len = o.len;
@@ -553,7 +571,8 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
 static bool quick_check(const rf_ledger_record *rec) {
     bool ok = rec->ts_ms >= 0 && rec->ts_ms <= RFI_LEDGER_TS_MAX_MS && rec->route && rec->method && rec->path &&
               rec->policy && rec->outcome && rec->reason && safe_int(rec->elapsed_ms) && safe_int(rec->body_len) &&
-              rec->n_tries <= RF_LEDGER_MAX_TRIES;
+              rec->n_tries <= RF_LEDGER_MAX_TRIES && rec->inbound_attempt >= 0 &&
+              (!rec->has_inbound_deadline || (rec->inbound_deadline_ms >= 0 && safe_int(rec->inbound_deadline_ms)));
     for (size_t i = 0; ok && i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
         ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && hedge_fields_ok(t);

@@ -28,14 +28,16 @@ enum record_field {
     F_STATUS,
     F_BODY_LEN,
     F_TRIES,
-    F_REQUIRED, /* the fields above are required; host and budget came later and are optional */
+    F_REQUIRED, /* the fields above are required; the ones below came later and are optional */
     F_HOST = F_REQUIRED,
     F_BUDGET,
+    F_INBOUND_DEADLINE,
+    F_INBOUND_ATTEMPT,
     F_COUNT
 };
-static const char *const record_fields[F_COUNT] = {"ts",       "route",      "method",  "path",   "key", "policy",
-                                                   "attempts", "elapsed_ms", "outcome", "reason", "ok",  "status",
-                                                   "body_len", "tries",      "host",    "budget"};
+static const char *const record_fields[F_COUNT] = {
+    "ts",     "route", "method", "path",     "key",   "policy", "attempts", "elapsed_ms",          "outcome",
+    "reason", "ok",    "status", "body_len", "tries", "host",   "budget",   "inbound_deadline_ms", "inbound_attempt"};
 
 enum try_field {
     T_CLASS,
@@ -263,6 +265,35 @@ static bool fill_harness(const cJSON *root, rf_ledger_record *rec, complaint *c)
     return true;
 }
 
+/* An integral JSON number of a top-level field in [lo, hi], which the refusal names as range ("1..2147483647"). */
+static bool want_range(const cJSON *v, int64_t lo, int64_t hi, const char *range, const char *name, int64_t *out,
+                       complaint *c) {
+    const double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
+    if (cJSON_IsNumber(v) && d >= (double)lo && d <= (double)hi && (double)(int64_t)d == d) {
+        *out = (int64_t)d;
+        return true;
+    }
+    char text[RFI_NUMBER_TEXT_MAX];
+    return refuse(c, "field \"$.%s\" must be an integer in %s, got %s", name, range,
+                  cJSON_IsNumber(v) ? rfi_number_text(text, d) : rfi_json_type_name(v));
+}
+
+/* What the request's caller propagated: inbound_deadline_ms (0..2^53) and inbound_attempt (1 and up). */
+static bool want_inbound(const cJSON *deadline, const cJSON *attempt, rf_ledger_record *rec, complaint *c) {
+    int64_t n = 0;
+    if (deadline != NULL) {
+        if (!want_range(deadline, 0, RFI_LEDGER_MAX_SAFE_INT, "0..2^53", "inbound_deadline_ms",
+                        &rec->inbound_deadline_ms, c))
+            return false;
+        rec->has_inbound_deadline = true;
+    }
+    if (attempt != NULL) {
+        if (!want_range(attempt, 1, INT_MAX, "1..2147483647", "inbound_attempt", &n, c)) return false;
+        rec->inbound_attempt = (int)n;
+    }
+    return true;
+}
+
 static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) {
     const cJSON *f[F_COUNT];
     const char *ts = NULL;
@@ -306,7 +337,8 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
            want_int32(f[F_STATUS], "$.", "status", &rec->status, c) &&
            want_int53(f[F_BODY_LEN], "$.", "body_len", &rec->body_len, c) && fill_tries(f[F_TRIES], rec, c) &&
            (!f[F_HOST] || want_string(f[F_HOST], false, "$.", "host", &rec->host, c)) &&
-           (!f[F_BUDGET] || want_string(f[F_BUDGET], false, "$.", "budget", &rec->budget, c));
+           (!f[F_BUDGET] || want_string(f[F_BUDGET], false, "$.", "budget", &rec->budget, c)) &&
+           want_inbound(f[F_INBOUND_DEADLINE], f[F_INBOUND_ATTEMPT], rec, c);
 }
 
 rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,
