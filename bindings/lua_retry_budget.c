@@ -209,15 +209,25 @@ static int l_retry_budget_gc(lua_State *L) {
  * URL, required), timeout_ms (1..10000, default 20), ca_file, ca_path, cert, key (rediss://), as rf.retry_budget
  * takes them. Raises on a bad name, URL or option.
  */
-static int l_retry_budget_peek(lua_State *L) {
+/* The arguments of a peek (fn: its name in errors; what: "bucket" or "window"): the budget's name, and the options in
+ * *o (the URL required, idle_ttl_ms refused). Raises on a bad one. */
+static const char *peek_args(lua_State *L, const char *fn, const char *what, rf_redis_budget_options *o) {
     luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
-    const char *name = rfl_tostring_nonul(L, 1, "retry_budget_peek: name");
-    rf_redis_budget_options o = {0};
-    read_redis_options(L, 2, "retry_budget_peek", &o);
-    if (o.url == NULL) return rfl_error(L, "retry_budget_peek: redis (the URL) is required");
-    if (o.idle_ttl_ms) return rfl_error(L, "retry_budget_peek: idle_ttl_ms does not apply to reading a bucket");
+    char where[64];
+    snprintf(where, sizeof where, "%s: name", fn);
+    const char *name = rfl_tostring_nonul(L, 1, where);
+    *o = (rf_redis_budget_options){0};
+    read_redis_options(L, 2, fn, o);
+    if (o->url == NULL) rfl_error(L, "%s: redis (the URL) is required", fn);
+    if (o->idle_ttl_ms) rfl_error(L, "%s: idle_ttl_ms does not apply to reading a %s", fn, what);
+    return name;
+}
+
+static int l_retry_budget_peek(lua_State *L) {
+    rf_redis_budget_options o;
+    const char *name = peek_args(L, "retry_budget_peek", "bucket", &o);
     int64_t tokens = -1, ttl = -1;
     rf_error err;
     rf_status st = rf_retry_budget_redis_peek(&o, name, &tokens, &ttl, &err);
@@ -241,20 +251,14 @@ static int l_retry_budget_peek(lua_State *L) {
  * as core.retry_budget_peek's.
  */
 static int l_retry_budget_peek_window(lua_State *L) {
-    luaL_checkstring(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_settop(L, 2);
-    const char *name = rfl_tostring_nonul(L, 1, "retry_budget_peek: name");
-    rf_redis_budget_options o = {0};
-    read_redis_options(L, 2, "retry_budget_peek", &o);
-    if (o.url == NULL) return rfl_error(L, "retry_budget_peek: redis (the URL) is required");
-    if (o.idle_ttl_ms) return rfl_error(L, "retry_budget_peek: idle_ttl_ms does not apply to reading a window");
+    rf_redis_budget_options o;
+    const char *name = peek_args(L, "retry_budget_peek_window", "window", &o);
     bool found = false;
     rf_budget_window w;
     int64_t idle = -1;
     rf_error err;
     rf_status st = rf_retry_budget_redis_peek_window(&o, name, &found, &w, &idle, &err);
-    if (st == RF_EINVAL) return rfl_error(L, "retry_budget_peek: %s %s", err.path, err.message);
+    if (st == RF_EINVAL) return rfl_error(L, "retry_budget_peek_window: %s %s", err.path, err.message);
     if (st != RF_OK) return rfl_fail(L, err.message, NULL);
     if (!found)
         lua_pushnil(L);

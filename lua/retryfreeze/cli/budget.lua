@@ -39,7 +39,7 @@ return cli_args.command {
     for from, to in pairs(PEEK_OPTION) do peek[to] = opts[from] end
     -- in the command line's words: the option, not the binding's
     local function usage_fail(err)
-      local msg = tostring(err):gsub("^retry_budget_peek: ", ""):gsub("^url ", "--redis URL ")
+      local msg = tostring(err):gsub("^retry_budget_peek[%w_]*: ", ""):gsub("^url ", "--redis URL ")
       ctx.fail((msg:gsub("^(%l[%l_]*) ", function(o)
         return PEEK_OPTION[o] and "--" .. o:gsub("_", "-") .. " " or nil
       end)))
