@@ -221,8 +221,9 @@ static int l_pending_gc(lua_State *L) {
 
 /* ---- requests ----------------------------------------------------------------------------------- */
 
-static const char *const request_keys[] = {"method",          "path",       "query",       "headers",    "body",
-                                           "idempotency_key", "on_attempt", "deadline_ms", "timeout_ms", NULL};
+static const char *const request_keys[] = {
+    "method",     "path",        "query",      "headers",         "body", "idempotency_key",
+    "on_attempt", "deadline_ms", "timeout_ms", "inbound_headers", NULL};
 
 /* request[key] as a string (NULL when nil), stored in the keeper table at index keep: C reads it while the
  * request runs, and a hook may drop it from the request table. A nil is stored too when the keeper is reused
@@ -273,6 +274,7 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     req->body = opt_string_field(L, idx, keep, "body", &req->body_len, clear);
     req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len, clear);
     rfl_read_request_limits(L, idx, req);
+    rfl_read_inbound(L, idx, keep, req);
     lua_getfield(L, idx, "headers");
     req->headers = lines;
     req->n_headers = header_lines(L, -1, keep, "request.headers", lines, cap);
@@ -308,6 +310,14 @@ static void push_try(lua_State *L, const rf_try *t) {
     if (t->error[0]) {
         lua_pushstring(L, t->error);
         lua_setfield(L, -2, "error");
+    }
+    if (t->fate != RF_FATE_NONE) { /* one of a hedged request's attempts */
+        lua_pushinteger(L, t->start_ms);
+        lua_setfield(L, -2, "start_ms");
+        lua_pushboolean(L, t->hedge);
+        lua_setfield(L, -2, "hedge");
+        lua_pushstring(L, rf_try_fate_name(t->fate));
+        lua_setfield(L, -2, "fate");
     }
 }
 
@@ -376,6 +386,16 @@ static void push_response(lua_State *L, const rf_response *r) {
     if (r->budget != RF_BUDGET_NONE) {
         lua_pushstring(L, rf_budget_source_name(r->budget));
         lua_setfield(L, -2, "budget");
+    }
+    lua_pushboolean(L, r->overloaded); /* with propagation: tell the caller (its overloadedHeader) */
+    lua_setfield(L, -2, "overloaded");
+    if (r->inbound.has_deadline) {
+        lua_pushinteger(L, (lua_Integer)r->inbound.deadline_ms);
+        lua_setfield(L, -2, "inbound_deadline_ms");
+    }
+    if (r->inbound.attempt > 0) {
+        lua_pushinteger(L, r->inbound.attempt);
+        lua_setfield(L, -2, "inbound_attempt");
     }
     if (r->ledger_error[0]) {
         lua_pushstring(L, r->ledger_error);

@@ -106,6 +106,67 @@ void rfl_read_request_limits(lua_State *L, int idx, rf_request *req) {
     }
 }
 
+/* One inbound header line "name: value" appended to the array at lines (its value a string; anything else raises:
+ * a script's mistake, unlike a caller's bad value, which only fails to narrow). */
+static void inbound_line(lua_State *L, int lines, const char *name, size_t nlen, int value) {
+    if (lua_type(L, value) != LUA_TSTRING)
+        rfl_error(L, "request.inbound_headers must map names to a string or an array of strings, got %s for %s",
+                  luaL_typename(L, value), name);
+    size_t vlen = 0;
+    const char *v = lua_tolstring(L, value, &vlen);
+    if (memchr(name, '\0', nlen) != NULL || memchr(v, '\0', vlen) != NULL) return; /* C would cut it: no such header */
+    lua_pushfstring(L, "%s: %s", name, v);
+    lua_rawseti(L, lines, (lua_Integer)lua_rawlen(L, lines) + 1);
+}
+
+void rfl_read_inbound(lua_State *L, int idx, int keep, rf_request *req) {
+    req->inbound_headers = NULL;
+    req->n_inbound_headers = 0;
+    lua_getfield(L, idx, "inbound_headers");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        lua_setfield(L, keep, "inbound_headers"); /* a reused keeper holds nothing of an earlier request */
+        return;
+    }
+    if (lua_type(L, -1) != LUA_TTABLE)
+        rfl_error(L, "request.inbound_headers must be a table {name = value or {values}}, got %s",
+                  luaL_typename(L, -1));
+    int in = lua_gettop(L);
+    lua_newtable(L); /* the lines, then the pointers to them: both kept by the keeper */
+    int lines = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, in) != 0) { /* raw: no metamethod runs */
+        if (lua_type(L, -2) != LUA_TSTRING)
+            rfl_error(L, "request.inbound_headers has a non-string key (%s)", luaL_typename(L, -2));
+        size_t nlen = 0;
+        const char *name = lua_tolstring(L, -2, &nlen);
+        if (lua_type(L, -1) == LUA_TTABLE) { /* a repeated header, as ngx.req.get_headers() gives it */
+            int vals = lua_gettop(L);
+            for (lua_Integer i = 1; lua_rawgeti(L, vals, i) != LUA_TNIL; i++) {
+                inbound_line(L, lines, name, nlen, lua_gettop(L));
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        } else {
+            inbound_line(L, lines, name, nlen, lua_gettop(L));
+        }
+        lua_pop(L, 1);
+    }
+    const size_t n = (size_t)lua_rawlen(L, lines);
+    const char **ptrs = n > 0 ? lua_newuserdatauv(L, n * sizeof *ptrs, 0) : NULL;
+    if (n > 0) lua_rawseti(L, lines, 0); /* the pointer array, kept with the lines */
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, lines, (lua_Integer)i + 1);
+        ptrs[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_setfield(L, keep, "inbound_headers");
+    lua_pop(L, 1);
+    req->inbound_headers = ptrs;
+    req->n_inbound_headers = n;
+}
+
 /* rf.libcurl = {version = "7.88.1", ssl = "OpenSSL/3.0.2" or nil, http2 = bool}: what the client runs on
  * (rf_client_runtime_info); `retryfreeze --version` prints it. */
 void rfl_open_client_network(lua_State *L) {

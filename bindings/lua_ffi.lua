@@ -91,6 +91,13 @@ end
 
 local step_out = new_step_out() -- one per state: nothing runs between an FFI call and the read of its result
 local hints = ffi.new("const char *[?]", n_waits)
+-- Whether hints may hold a pointer: set before the first hint is stored, cleared with them. Most responses carry no
+-- wait header, and each store into a cdata array costs the interpreter (nginx runs much of a handler interpreted).
+local hints_set = false
+local function clear_hints()
+  for i = 0, n_waits - 1 do hints[i] = nil end
+  hints_set = false
+end
 
 --- step_begin(step, now_ms) → step:begin(now_ms): the per-try timeout, or nil, reason.
 local function step_begin(step, now_ms)
@@ -117,7 +124,7 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
     if t ~= nil and type(status) == "number" and (headers == nil or type(headers) == "table") then
       if type(err) ~= "string" then err = nil end
       local date, fast = nil, true
-      for i = 0, n_waits - 1 do hints[i] = nil end
+      if hints_set then clear_hints() end -- left set only if a call above raised between a store and its clearing
       if headers ~= nil then
         for name, value in next, headers do
           if type(name) == "string" and type(value) == "string" then
@@ -130,7 +137,10 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
               if date == nil then date = value end
             else
               local w = wait_ids[lname]
-              if w ~= nil and hints[w] == nil then hints[w] = value end
+              if w ~= nil and hints[w] == nil then
+                hints_set = true
+                hints[w] = value
+              end
             end
           end
         end
@@ -138,9 +148,11 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
       if fast then
         local rc = step_after_c(step, status, t, not_sent and true or false, err, date, hints, n_waits, now_ms, wall_ms,
           step_out)
-        for i = 0, n_waits - 1 do hints[i] = nil end -- no pointer into a Lua string outlives the call
+        if hints_set then clear_hints() end -- no pointer into a Lua string outlives the call
         if rc == 0 then return true, step_out.ms end
         if rc == 1 then return false, reason_names[step_out.reason] end
+      elseif hints_set then
+        clear_hints()
       end
     end
   end

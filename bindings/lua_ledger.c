@@ -106,10 +106,53 @@ static int l_ledger_gc(lua_State *L) {
 static int ledger_tally_appends(lua_State *L, rfl_call *call) {
     lledger *ll = call->self;
     if (ll->appended != NULL) return 0;
-    if (rf_ledger_tally_new(NULL, &ll->appended, NULL) != RF_OK)
-        return rfl_error(L, "ledger:_tally_appends: out of memory");
-    rf_ledger_observe(ll->l, rf_ledger_tally_observer, ll->appended, NULL);
+    rf_ledger_tally *tally = NULL;
+    if (rf_ledger_tally_new(NULL, &tally, NULL) != RF_OK) return rfl_error(L, "ledger:_tally_appends: out of memory");
+    rf_error err;
+    if (rf_ledger_observe(ll->l, rf_ledger_tally_observer, tally, &err) != RF_OK) {
+        rf_ledger_tally_free(tally);
+        return rfl_error(L, "ledger:_tally_appends: %s", err.message);
+    }
+    ll->appended = tally;
     return 0;
+}
+
+/* ledger:hold(max_bytes) → true, or nil, message. max_bytes > 0: from now on each line is held in memory and the
+ * held lines go out as one write(2) of whole lines when the next would take them past max_bytes, at ledger:flush()
+ * and at close (rf_ledger_hold; a line longer than max_bytes goes alone, at once); 0: lines go out at once again,
+ * the held ones first. The host bounds how long a line waits by calling ledger:flush() (a timer, and before it
+ * exits: examples/nginx/retry_proxy.lua). nil, message: writing the held lines failed (those not written are lost;
+ * the message says how many). Raises for max_bytes not an integer from 0 to core.LEDGER_BATCH_BYTES, and on a
+ * ledger counting its appends (ledger:_tally_appends needs each line's record as it is written). */
+static int ledger_hold(lua_State *L, rfl_call *call) {
+    lledger *ll = call->self;
+    lua_Integer max = 0;
+    if (!rfl_tointeger_exact(L, 2, &max) || max < 0 || max > RF_LEDGER_BATCH_BYTES)
+        return rfl_error(L, "ledger:hold: max_bytes must be an integer from 0 to %d, got %s", RF_LEDGER_BATCH_BYTES,
+                         lua_type(L, 2) == LUA_TNUMBER ? lua_tostring(L, 2) : luaL_typename(L, 2));
+    rf_error err;
+    rf_status st = rf_ledger_hold(ll->l, (size_t)max, &err);
+    if (st == RF_EINVAL) return rfl_error(L, "ledger:hold: %s", err.message);
+    if (st != RF_OK) return rfl_fail(L, err.message, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* ledger:flush() → true, or nil, message: writes the lines ledger:hold made it hold, in one write(2) (nothing held:
+ * true at once). nil, message: the write failed or was cut short (a full disk); the message says how many held lines
+ * were lost. */
+static int ledger_flush(lua_State *L, rfl_call *call) {
+    lledger *ll = call->self;
+    rf_error err;
+    if (rf_ledger_flush(ll->l, &err) != RF_OK) return rfl_fail(L, err.message, NULL);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* ledger:held() → the number of lines held (ledger:hold) and not yet written. */
+static int ledger_held(lua_State *L, rfl_call *call) {
+    lua_pushinteger(L, (lua_Integer)rf_ledger_held(((lledger *)call->self)->l));
+    return 1;
 }
 
 /* ledger:_appended() → stats: the counts since ledger:_tally_appends, as core.ledger_tally's tally:stats() gives
@@ -127,6 +170,9 @@ static int ledger_appended(lua_State *L, rfl_call *call) {
 static int l_ledger_close(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, 0, ledger_close); }
 static int l_ledger_tally_appends(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_tally_appends); }
 static int l_ledger_appended(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, 0, ledger_appended); }
+static int l_ledger_hold(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_hold); }
+static int l_ledger_flush(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_flush); }
+static int l_ledger_held(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_held); }
 
 static void set_str(lua_State *L, const char *k, const char *v) {
     if (v == NULL) return;
@@ -188,11 +234,19 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
         set_str(L, "retry_after", t->retry_after);
         set_str(L, "retry_after_header", t->retry_after_header);
         push_try_facts(L, t);
+        if (t->fate != NULL) { /* a hedged request's try */
+            rfl_set_int(L, "start_ms", t->start_ms);
+            lua_pushboolean(L, t->hedge);
+            lua_setfield(L, -2, "hedge");
+            set_str(L, "fate", t->fate);
+        }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "tries");
     set_str(L, "host", rec->host);
     set_str(L, "budget", rec->budget);
+    if (rec->has_inbound_deadline) rfl_set_int(L, "inbound_deadline_ms", rec->inbound_deadline_ms);
+    if (rec->inbound_attempt > 0) rfl_set_int(L, "inbound_attempt", rec->inbound_attempt);
 }
 
 static int l_reader_gc(lua_State *L) {
@@ -323,6 +377,9 @@ void rfl_open_ledger(lua_State *L) {
     static const luaL_Reg methods[] = {{"close", l_ledger_close},
                                        {"_tally_appends", l_ledger_tally_appends},
                                        {"_appended", l_ledger_appended},
+                                       {"hold", l_ledger_hold},
+                                       {"flush", l_ledger_flush},
+                                       {"held", l_ledger_held},
                                        {NULL, NULL}};
     static const luaL_Reg ledger_meta[] = {{"__gc", l_ledger_gc}, {"__close", l_ledger_close}, {NULL, NULL}};
     static const luaL_Reg reader_meta[] = {{"__gc", l_reader_gc}, {NULL, NULL}};
@@ -330,4 +387,6 @@ void rfl_open_ledger(lua_State *L) {
     rfl_new_type(L, RFL_LEDGER, methods, ledger_meta);
     rfl_new_type(L, RFL_READER, NULL, reader_meta);
     luaL_setfuncs(L, funcs, 0);
+    lua_pushinteger(L, RF_LEDGER_BATCH_BYTES);
+    lua_setfield(L, -2, "LEDGER_BATCH_BYTES");
 }

@@ -101,7 +101,8 @@ static void push_value(lua_State *L, const rf_lock_field *f, const rf_field_valu
     case RF_FIELD_BOOLEAN: lua_pushboolean(L, v->number != 0); return;
     case RF_FIELD_ENDPOINT:
     case RF_FIELD_JITTER:
-    case RF_FIELD_NAME: lua_pushstring(L, v->text); return;
+    case RF_FIELD_NAME:
+    case RF_FIELD_HEADER: lua_pushstring(L, v->text); return;
     case RF_FIELD_CLASS_LIMITS:
         lua_createtable(L, 0, (int)v->n);
         for (size_t k = 0; k < v->n; k++) {

@@ -35,14 +35,14 @@
  *
  * Which entry point follows which rule:
  *  1: client:request, all, _start, _finish, _run, _run_generated, _set_scheduled, in_flight, retry_tokens, close,
- *     __close (lua_client.c); ledger:close, __close, _tally_appends, _appended, and the ledger iterator, pinning its
- *     reader (lua_ledger.c); budget:tokens, is_shared, close, __close (lua_retry_budget.c); step:begin, after,
- *     finish (lua_step.c); tally:read, stats, timeline (lua_ledger_tally.c). A pending request is used only through its
- * own client (_start and _finish refuse another client's box), so the client's pin covers it. 2: rf.client
- * (lua_client.c), core.step (lua_step.c), rf.retry_budget (lua_retry_budget.c), rf.ledger.open and rf.ledger.read
- * (lua_ledger.c), core.ledger_tally (lua_ledger_tally.c), core.ledger_replay (lua_replay.c). 3: policy:decide and
- * core.decide, policy:decider and its calls, policy:budget, classify, routes, effective_json, canonical_json,
- * match, delay_window, class_retryable, class_attempts, the policy's __index,
+ *     __close (lua_client.c); ledger:close, __close, _tally_appends, _appended, hold, flush, held, and the ledger
+ *     iterator, pinning its reader (lua_ledger.c); budget:tokens, is_shared, close, __close (lua_retry_budget.c);
+ * step:begin, after, finish (lua_step.c); tally:read, stats, timeline (lua_ledger_tally.c). A pending request is used
+ * only through its own client (_start and _finish refuse another client's box), so the client's pin covers it. 2:
+ * rf.client (lua_client.c), core.step (lua_step.c), rf.retry_budget (lua_retry_budget.c), rf.ledger.open and
+ * rf.ledger.read (lua_ledger.c), core.ledger_tally (lua_ledger_tally.c), core.ledger_replay (lua_replay.c). 3:
+ * policy:decide and core.decide, policy:decider and its calls, policy:budget, classify, routes, effective_json,
+ * canonical_json, match, delay_window, class_retryable, class_attempts, the policy's __index,
  *     __newindex, __tostring; core.load_string, load_file; rf.rng and rng:between (lua_policy.c).
  *  4: core.read_file (lua_input.c), glob (lua_glob.c), json_codec's decode and encode (lua_json.c), sha256,
  *     parse_retry_after, parse_wait_header (lua_policy.c), ledger_bucket, ledger_bucket_range (lua_ledger_tally.c),

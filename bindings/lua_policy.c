@@ -12,6 +12,7 @@
 #include "../core/src/util/clock_ms.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -136,8 +137,8 @@ static int l_load_file(lua_State *L) {
  * table (an error of argument src.arg, the table) or "status" as an argument (argument src.arg itself).
  */
 static const char *const fact_keys[] = {
-    "method",          "path",   "status", "transport", "retry_after", "date", "attempts", "elapsed_ms",
-    "idempotency_key", "source", "now_ms", "hints",     "not_sent",    NULL};
+    "method",          "path",   "status", "transport", "retry_after", "date",       "attempts",        "elapsed_ms",
+    "idempotency_key", "source", "now_ms", "hints",     "not_sent",    "overloaded", "inbound_attempt", NULL};
 _Static_assert(sizeof fact_keys / sizeof *fact_keys == RFL_N_FACTS + 1, "one identity per fact name");
 enum {
     F_METHOD,
@@ -152,7 +153,9 @@ enum {
     F_SOURCE,
     F_NOW,
     F_HINTS,
-    F_NOT_SENT
+    F_NOT_SENT,
+    F_OVERLOADED,
+    F_INBOUND_ATTEMPT
 };
 
 /* The integer facts' ranges: attempts (counting this one) and the millisecond facts (elapsed_ms, now_ms; a quarter of
@@ -362,6 +365,12 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
                 fact_error(L, src, "not_sent", "must be a boolean, got %s", luaL_typename(L, v));
             f->not_sent = lua_toboolean(L, v);
             break;
+        case F_OVERLOADED:
+            if (lua_type(L, v) != LUA_TBOOLEAN)
+                fact_error(L, src, "overloaded", "must be a boolean, got %s", luaL_typename(L, v));
+            f->overloaded = lua_toboolean(L, v);
+            break;
+        case F_INBOUND_ATTEMPT: f->inbound_attempt = (int)int_fact(L, v, src, "inbound_attempt", 0, INT_MAX, 0); break;
         default:
             if (lua_type(L, -2) != LUA_TSTRING)
                 luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
@@ -369,7 +378,8 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
                           lua_pushfstring(L,
                                           "unknown fact '%s' (the engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
-                                          "idempotency_key, source, now_ms, hints, not_sent)",
+                                          "idempotency_key, source, now_ms, hints, not_sent, overloaded, "
+                                          "inbound_attempt)",
                                           lua_tostring(L, -2)));
         }
         lua_pop(L, 1);

@@ -8,6 +8,7 @@
 #include "lua_retryfreeze.h"
 
 #include "retryfreeze/retry_budget_redis.h"
+#include "../core/src/util/clock_ms.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -144,6 +145,32 @@ static int budget_tokens(lua_State *L, rfl_call *call) {
     return 1;
 }
 
+/* Pushes a ratio window as {ttl_ms, requests, retries, allowance} (allowance: the retries it allows, a number with
+ * up to 3 decimals). */
+static void push_window(lua_State *L, const rf_budget_window *w) {
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, (lua_Integer)w->ttl_ms);
+    lua_setfield(L, -2, "ttl_ms");
+    lua_pushinteger(L, (lua_Integer)w->requests);
+    lua_setfield(L, -2, "requests");
+    lua_pushinteger(L, (lua_Integer)w->retries);
+    lua_setfield(L, -2, "retries");
+    lua_pushnumber(L, (lua_Number)w->allowance_milli / 1000.0);
+    lua_setfield(L, -2, "allowance");
+}
+
+/* budget:window() → a ratio budget's local window now (rf_retry_budget_window on the monotonic clock the client
+ * decides with): {ttl_ms, requests, retries, allowance}; nil for a token bucket. For a shared budget this is the
+ * fallback window; `retryfreeze budget show` reads the shared one. */
+static int budget_window(lua_State *L, rfl_call *call) {
+    rf_budget_window w;
+    if (!rf_retry_budget_window(((lbudget *)call->self)->b, rfi_mono_ms(), &w))
+        lua_pushnil(L);
+    else
+        push_window(L, &w);
+    return 1;
+}
+
 /* budget:is_shared() → true when the bucket lives in Redis. */
 static int budget_is_shared(lua_State *L, rfl_call *call) {
     lua_pushboolean(L, ((lbudget *)call->self)->shared);
@@ -163,6 +190,7 @@ static int budget_close(lua_State *L, rfl_call *call) {
 }
 
 static int l_retry_budget_tokens(lua_State *L) { return rfl_method(L, 1, RFL_BUDGET, RFL_OPEN, budget_tokens); }
+static int l_retry_budget_window(lua_State *L) { return rfl_method(L, 1, RFL_BUDGET, RFL_OPEN, budget_window); }
 static int l_retry_budget_is_shared(lua_State *L) { return rfl_method(L, 1, RFL_BUDGET, RFL_OPEN, budget_is_shared); }
 static int l_retry_budget_close(lua_State *L) { return rfl_method(L, 1, RFL_BUDGET, 0, budget_close); }
 
@@ -181,15 +209,25 @@ static int l_retry_budget_gc(lua_State *L) {
  * URL, required), timeout_ms (1..10000, default 20), ca_file, ca_path, cert, key (rediss://), as rf.retry_budget
  * takes them. Raises on a bad name, URL or option.
  */
-static int l_retry_budget_peek(lua_State *L) {
+/* The arguments of a peek (fn: its name in errors; what: "bucket" or "window"): the budget's name, and the options in
+ * *o (the URL required, idle_ttl_ms refused). Raises on a bad one. */
+static const char *peek_args(lua_State *L, const char *fn, const char *what, rf_redis_budget_options *o) {
     luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
-    const char *name = rfl_tostring_nonul(L, 1, "retry_budget_peek: name");
-    rf_redis_budget_options o = {0};
-    read_redis_options(L, 2, "retry_budget_peek", &o);
-    if (o.url == NULL) return rfl_error(L, "retry_budget_peek: redis (the URL) is required");
-    if (o.idle_ttl_ms) return rfl_error(L, "retry_budget_peek: idle_ttl_ms does not apply to reading a bucket");
+    char where[64];
+    snprintf(where, sizeof where, "%s: name", fn);
+    const char *name = rfl_tostring_nonul(L, 1, where);
+    *o = (rf_redis_budget_options){0};
+    read_redis_options(L, 2, fn, o);
+    if (o->url == NULL) rfl_error(L, "%s: redis (the URL) is required", fn);
+    if (o->idle_ttl_ms) rfl_error(L, "%s: idle_ttl_ms does not apply to reading a %s", fn, what);
+    return name;
+}
+
+static int l_retry_budget_peek(lua_State *L) {
+    rf_redis_budget_options o;
+    const char *name = peek_args(L, "retry_budget_peek", "bucket", &o);
     int64_t tokens = -1, ttl = -1;
     rf_error err;
     rf_status st = rf_retry_budget_redis_peek(&o, name, &tokens, &ttl, &err);
@@ -206,14 +244,44 @@ static int l_retry_budget_peek(lua_State *L) {
     return 2;
 }
 
+/*
+ * core.retry_budget_peek_window(name, opts) → {ttl_ms, requests, retries, allowance} (or nil for a window Redis does
+ * not hold), idle_ms (integer, or nil) | nil, message when Redis cannot be reached or refuses: a ratio budget's
+ * shared window (Redis key retryfreeze:budget:NAME:window) as it stands on Redis' clock, unchanged. opts and errors
+ * as core.retry_budget_peek's.
+ */
+static int l_retry_budget_peek_window(lua_State *L) {
+    rf_redis_budget_options o;
+    const char *name = peek_args(L, "retry_budget_peek_window", "window", &o);
+    bool found = false;
+    rf_budget_window w;
+    int64_t idle = -1;
+    rf_error err;
+    rf_status st = rf_retry_budget_redis_peek_window(&o, name, &found, &w, &idle, &err);
+    if (st == RF_EINVAL) return rfl_error(L, "retry_budget_peek_window: %s %s", err.path, err.message);
+    if (st != RF_OK) return rfl_fail(L, err.message, NULL);
+    if (!found)
+        lua_pushnil(L);
+    else
+        push_window(L, &w);
+    if (idle < 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, (lua_Integer)idle);
+    return 2;
+}
+
 void rfl_open_retry_budget(lua_State *L) {
     static const luaL_Reg methods[] = {{"tokens", l_retry_budget_tokens},
+                                       {"window", l_retry_budget_window},
                                        {"is_shared", l_retry_budget_is_shared},
                                        {"close", l_retry_budget_close},
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__gc", l_retry_budget_gc}, {"__close", l_retry_budget_close}, {NULL, NULL}};
-    static const luaL_Reg funcs[] = {
-        {"retry_budget", rfl_retry_budget_new}, {"retry_budget_peek", l_retry_budget_peek}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"retry_budget", rfl_retry_budget_new},
+                                     {"retry_budget_peek", l_retry_budget_peek},
+                                     {"retry_budget_peek_window", l_retry_budget_peek_window},
+                                     {NULL, NULL}};
     rfl_new_type(L, RFL_BUDGET, methods, meta);
     luaL_setfuncs(L, funcs, 0);
 }

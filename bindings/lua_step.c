@@ -97,8 +97,9 @@ static void step_release(lua_State *L, void *obj) {
     rfl_retire(L, ls, ls->taken, 3);
 }
 
-/* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, …} (other keys are
- * the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at now_ms. */
+/* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, inbound_headers=, …}
+ * (other keys are the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at
+ * now_ms. */
 static int step_new(lua_State *L, rfl_call *call) {
     rfl_check_policy(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -116,6 +117,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
         return rfl_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
+    rfl_read_inbound(L, 2, keep, &ls->req);
     rfl_hold(L, ls, H_KEEP);
     /* Each object is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 3, "ledger") != LUA_TNIL)
@@ -158,6 +160,26 @@ static int step_begin(lua_State *L, rfl_call *call) {
     }
     ls->began = true;
     lua_pushinteger(L, (lua_Integer)timeout);
+    return 1;
+}
+
+/* step:propagation() → {name = value, …}: the headers the attempt step:begin just allowed sends with the route's
+ * propagation (its number and the ms it may take, rf_step_propagation_lines), or nil when the route has none. */
+static int step_propagation(lua_State *L, rfl_call *call) {
+    lstep *ls = call->self;
+    char lines[2][RF_PROPAGATION_LINE_MAX];
+    const size_t n = rf_step_propagation_lines(&ls->s, lines);
+    if (n == 0) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_createtable(L, 0, (int)n);
+    for (size_t i = 0; i < n; i++) {
+        const char *colon = strchr(lines[i], ':');
+        lua_pushlstring(L, lines[i], (size_t)(colon - lines[i]));
+        lua_pushstring(L, colon + 2);
+        lua_rawset(L, -3);
+    }
     return 1;
 }
 
@@ -208,7 +230,8 @@ static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
 }
 
 /* step:after(result, now_ms, wall_ms [, on_attempt]) → true, delay_ms (wait, then step:begin), or false, reason
- * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}. */
+ * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}; with the
+ * route's propagation, a header named its overloadedHeader (any case, any value) makes the response overloaded. */
 static int step_after(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
     if (!ls->began) return rfl_error(L, "rf.flow: step:after without step:begin");
@@ -247,6 +270,7 @@ static int step_after(lua_State *L, rfl_call *call) {
                 const char *name = lua_tostring(L, -2), *value = lua_tostring(L, -1);
                 bool used = false;
                 if (strcasecmp(name, "date") == 0 && res.date == NULL) res.date = value, used = true;
+                if (ls->s.prop.enabled && strcasecmp(name, ls->s.prop.overloaded_header) == 0) res.overloaded = true;
                 for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++)
                     if (res.hints[w] == NULL && strcasecmp(name, rf_wait_header_name((rf_wait_header)w)) == 0)
                         res.hints[w] = value, used = true;
@@ -280,8 +304,41 @@ static int step_after(lua_State *L, rfl_call *call) {
     return 2;
 }
 
+/* The response's headers from the host's table at idx (its string names and values; other entries are skipped):
+ * {lowercased name = value, trimmed of spaces, tabs and CRs at both ends}, the first a traversal meets winning, as
+ * client:request's response gives them. Raw reads only: no metamethod of the host's table runs. */
+static void push_headers_of(lua_State *L, int idx) {
+    lua_newtable(L);
+    if (lua_type(L, idx) != LUA_TTABLE) return;
+    int out = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+            size_t name_len = 0, len = 0;
+            const char *name = lua_tolstring(L, -2, &name_len), *v = lua_tolstring(L, -1, &len);
+            const char *ve = v + len;
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (size_t i = 0; i < name_len; i++) luaL_addchar(&b, (char)tolower((unsigned char)name[i]));
+            luaL_pushresult(&b);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, out) == LUA_TNIL) {
+                lua_pop(L, 1);
+                while (v < ve && (*v == ' ' || *v == '\t' || *v == '\r')) v++;
+                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) ve--;
+                lua_pushlstring(L, v, (size_t)(ve - v));
+                lua_rawset(L, out);
+            } else {
+                lua_pop(L, 2);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
 /* step:finish(reason, now_ms, wall_ms [, body [, headers]]) → the response table (client:request's shape); the
- * ledger record is appended here. body: the last attempt's body (a string); headers: its {name = value}. */
+ * ledger record is appended here. body: the last attempt's body (a string, or a number, which becomes one); headers:
+ * its {name = value}. The body is the response's as given, not copied: the ledger records its length. */
 static int step_finish(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
     const char *reason_name = luaL_checkstring(L, 2);
@@ -291,42 +348,22 @@ static int step_finish(lua_State *L, rfl_call *call) {
     luaL_argcheck(L, reason != RF_REASON_COUNT, 2, "a reason from rf.reasons");
     int64_t now = clock_arg(L, 3, "io.now_ms"), wall = clock_arg(L, 4, "io.wall_ms");
     size_t body_len = 0;
-    const char *body = luaL_optlstring(L, 5, "", &body_len);
-    lua_newtable(L); /* the header block's lines, joined below */
-    int lines = lua_gettop(L);
-    int n = 0;
-    if (lua_type(L, 6) == LUA_TTABLE) {
-        lua_pushnil(L);
-        while (lua_next(L, 6) != 0) {
-            if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-                lua_pushfstring(L, "%s: %s\r\n", lua_tostring(L, -2), lua_tostring(L, -1));
-                lua_rawseti(L, lines, ++n);
-            }
-            lua_pop(L, 1);
-        }
+    luaL_optlstring(L, 5, "", &body_len); /* a number becomes a string in its slot */
+    lua_settop(L, 6);
+    if (lua_isnil(L, 5)) {
+        lua_pushliteral(L, "");
+        lua_replace(L, 5);
     }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, lines, i);
-        luaL_addvalue(&b);
-    }
-    luaL_pushresult(&b);
-    size_t head_len = 0;
-    const char *head = lua_tolstring(L, -1, &head_len);
     rf_response *r = &ls->resp;
-    r->body = malloc(body_len + 1);
-    r->headers = malloc(head_len + 1);
-    if (r->body == NULL || r->headers == NULL) return rfl_error(L, "rf.flow: out of memory");
-    memcpy(r->body, body, body_len);
-    r->body[body_len] = '\0';
-    r->body_len = body_len;
-    memcpy(r->headers, head, head_len);
-    r->headers[head_len] = '\0';
-    r->headers_len = head_len;
+    r->body_len = body_len; /* the ledger's body_len; r->body and r->headers stay NULL */
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
     rfl_set_open(ls, false); /* finished (its closed state) before anything can raise: never recorded twice */
+    r->body_len = 0;
     rfl_push_response(L, r);
+    lua_pushvalue(L, 5);
+    lua_setfield(L, -2, "body");
+    push_headers_of(L, 6);
+    lua_setfield(L, -2, "headers");
     step_release(L, ls);
     return 1;
 }
@@ -341,6 +378,7 @@ static int l_step_gc(lua_State *L) {
 static int l_step_begin(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_begin); }
 static int l_step_after(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_after); }
 static int l_step_finish(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_finish); }
+static int l_step_propagation(lua_State *L) { return rfl_method(L, 1, RFL_STEP, RFL_OPEN, step_propagation); }
 
 /* ---- the step's FFI entries (lua_ffi.c) -------------------------------------------------------------- */
 
@@ -379,8 +417,11 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
 }
 
 void rfl_open_step(lua_State *L) {
-    static const luaL_Reg step_methods[] = {
-        {"begin", l_step_begin}, {"after", l_step_after}, {"finish", l_step_finish}, {NULL, NULL}};
+    static const luaL_Reg step_methods[] = {{"begin", l_step_begin},
+                                            {"after", l_step_after},
+                                            {"finish", l_step_finish},
+                                            {"propagation", l_step_propagation},
+                                            {NULL, NULL}};
     static const luaL_Reg step_meta[] = {{"__gc", l_step_gc}, {NULL, NULL}};
     static const luaL_Reg funcs[] = {
         {"step", l_step_new}, {"wall_ms", l_wall_ms}, {"monotonic_ms", l_monotonic_ms}, {NULL, NULL}};

@@ -278,6 +278,12 @@ if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/
   add_test(NAME nginx_lua COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/nginx_lua_check.lua ${CMAKE_BINARY_DIR}
            ${CMAKE_SOURCE_DIR})
   set_tests_properties(nginx_lua PROPERTIES LABELS "nginx_lua;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
+  # Three layers on loopback (a client, two nginx running the proxy, an always-503 upstream): the retries
+  # multiply without propagation (27 per request) and do not with it (at most 3); ~10 s.
+  add_test(NAME layers COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/layers_check.lua ${CMAKE_BINARY_DIR}
+           ${CMAKE_SOURCE_DIR})
+  set_tests_properties(layers PROPERTIES LABELS "layers;nginx_lua;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
 else()
-  message(STATUS "retryfreeze: ctest nginx_lua not registered (needs RF_LUA with luajit, nginx, libnginx-mod-http-lua)")
+  message(STATUS "retryfreeze: ctests nginx_lua and layers not registered (needs RF_LUA with luajit, nginx, "
+                 "libnginx-mod-http-lua)")
 endif()

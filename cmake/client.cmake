@@ -39,3 +39,11 @@ target_link_libraries(test_retry_budget_store PRIVATE retryfreeze_client retryfr
 add_dependencies(test_retry_budget_store fake_resp)
 add_test(NAME c_test_retry_budget_store COMMAND test_retry_budget_store)
 set_tests_properties(c_test_retry_budget_store PROPERTIES LABELS "c" TIMEOUT 60)
+
+# Propagation on the wire: every attempt's number and deadline at a loopback upstream the test forks, an overloaded
+# 503 not retried, the caller's headers narrowing only.
+add_executable(test_client_propagation spec/core/test_client_propagation.c)
+target_compile_options(test_client_propagation PRIVATE ${RF_WARNINGS})
+target_link_libraries(test_client_propagation PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA)
+add_test(NAME c_test_client_propagation COMMAND test_client_propagation)
+set_tests_properties(c_test_client_propagation PROPERTIES LABELS "c" TIMEOUT 60)

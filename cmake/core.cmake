@@ -19,12 +19,14 @@ add_library(retryfreeze SHARED
   core/src/engine/backoff.c
   core/src/engine/retry_budget.c
   core/src/engine/decide.c
+  core/src/engine/hedge.c
   core/src/engine/redirect.c
   core/src/engine/retry_after.c
   core/src/engine/wait_headers.c
   core/src/engine/wait_hints.c
   core/src/engine/lock_wait_headers.c
   core/src/engine/class_limits.c
+  core/src/engine/propagation.c
 )
 target_include_directories(retryfreeze PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
@@ -49,6 +51,7 @@ endif()
 rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
 rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
+rf_add_c_test(test_propagation spec/core/test_propagation.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_vocabulary_lists spec/core/test_vocabulary_lists.c)
 rf_add_c_test(test_lock_schema spec/core/test_lock_schema.c)

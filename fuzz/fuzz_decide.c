@@ -20,11 +20,15 @@
  *     retry_after_header is one the route lists and the facts carry, and server-pushback comes only from
  *     grpc-retry-pushback-ms;
  *   - rf_budget: an allowed attempt has 1 ≤ timeout_ms ≤ perAttemptTimeoutMs and ends by the deadline;
- *   - rf_backoff_ms is in [0, backoff.maxMs] for every attempt count up to INT_MAX.
+ *   - rf_backoff_ms is in [0, backoff.maxMs] for every attempt count up to INT_MAX;
+ *   - propagation only narrows: an overloaded response or a caller's attempt above 1 never turns a stop into a
+ *     retry, stops on a route with propagation (the attempt only with inboundAttempt) and changes nothing on a
+ *     route without it.
  */
 #include "fuzz.h"
 
 #include "retryfreeze/decide.h"
+#include "retryfreeze/propagation.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -64,6 +68,11 @@ static const char *const edge_locks[] = {
     "\"x-ms-retry-after-ms\",\"ratelimit\",\"ratelimit-reset\",\"x-ratelimit-reset\",\"retry-after\"]}},"
     "\"routes\":[{\"endpoint\":\"POST /v1/jobs\"},{\"endpoint\":\"GET /v1/*\",\"retryAfter\":{\"honor\":false,"
     "\"headers\":[\"ratelimit\",\"retry-after\"]}}]}",
+    /* Propagation across layers: every narrowing on one route, the caller's attempt ignored on another. */
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":4,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+    "\"retryable\":[\"HTTP_5XX\",\"TIMEOUT\"],\"idempotencyRequired\":[]},"
+    "\"routes\":[{\"endpoint\":\"POST /v1/jobs\",\"propagation\":{}},{\"endpoint\":\"GET /v1/*\","
+    "\"propagation\":{\"inboundAttempt\":false}},{\"endpoint\":\"PUT /v1/jobs\"}]}",
 };
 
 /* Values for the wait headers other than Retry-After (retry_afters serves all of them too). */
@@ -341,6 +350,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 f->hints[h] = pick_string(&in, retry_afters, sizeof retry_afters / sizeof retry_afters[0],
                                           &f->hint_lens[h], true);
         }
+        uint8_t pk = fz_u8(&in); /* the propagation facts, read only by a route with propagation */
+        f->overloaded = pk & 1;
+        f->inbound_attempt = (pk >> 1) % 4 == 3 ? (int)(fz_uint(&in, 4) & INT_MAX) : (pk >> 1) % 4;
         uint64_t seed = fz_uint(&in, 8);
         bool no_rng = (fz_u8(&in) & 7) == 0;
 
@@ -411,6 +423,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (budgeted.retry) CHECK_V(after > max_milli / 2, "a retry with %lld tokens left", (long long)after);
             if (budgeted.reason == RF_REASON_RETRY_THROTTLED)
                 CHECK_V(after <= max_milli / 2, "throttled with %lld tokens left", (long long)after);
+        }
+
+        /* Propagation only narrows: the verdict without the caller's and the response's propagation facts retries
+         * whenever this one does, and the two agree where the route has no propagation. */
+        if (f->overloaded || f->inbound_attempt != 0) {
+            rf_facts bare = *f;
+            bare.overloaded = false;
+            bare.inbound_attempt = 0;
+            rf_rng rng5;
+            rf_rng_seed(&rng5, seed);
+            rf_verdict b5;
+            rf_status st5 = rf_decide(p, &bare, no_rng ? NULL : &rng5, NULL, &b5, &err);
+            /* without an rng, the bare facts may reach the jittered backoff the propagation facts stopped before */
+            FZ_CHECK(st5 == RF_OK || (no_rng && !plain.retry && strcmp(err.path, "rng") == 0), "decide bare failed: %s",
+                     err.message);
+            if (st5 != RF_OK) b5 = (rf_verdict){.retry = true};
+            rf_propagation prop;
+            FZ_CHECK(rf_policy_propagation(p, plain.route, &prop) == RF_OK, "rf_policy_propagation");
+            if (!prop.enabled) CHECK_V(same_verdict(&plain, &b5), "propagation facts changed a route without it");
+            if (plain.retry) CHECK_V(b5.retry, "the propagation facts turned a stop into a retry");
+            if (prop.enabled && f->overloaded) CHECK_V(!plain.retry, "an overloaded response was retried");
+            if (prop.enabled && prop.inbound_attempt && f->inbound_attempt > 1)
+                CHECK_V(!plain.retry, "retried while the caller retries (inbound attempt %d)", f->inbound_attempt);
         }
 
         /* More elapsed time never widens. */

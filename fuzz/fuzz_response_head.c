@@ -11,7 +11,9 @@
  *     value, or "" when over 63 bytes or with CR, LF or NUL (a value is kept whole or not at all);
  *   - every kept value is NUL-terminated within its buffer, starts and ends without SP/HTAB/CR/LF, and holds
  *     no NUL before its end;
- *   - each value parses to a known status, a delay written only on ok and then >= 0, the same twice.
+ *   - each value parses to a known status, a delay written only on ok and then >= 0, the same twice;
+ *   - overloaded says whether a line named x-envoy-overloaded (any case, any value) came after the last status
+ *     line.
  */
 #include "fuzz.h"
 
@@ -22,6 +24,8 @@
 #include <strings.h>
 
 #define NOW_MS INT64_C(1700000000000)
+/* The propagation's overloaded header the head looks for (the lock's default, lowercase). */
+static const char OVERLOADED[] = "x-envoy-overloaded";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -50,8 +54,11 @@ static void check_kept(const char *what, const char *s, size_t cap) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text = (const char *)data;
     rfi_response_head h;
-    memset(&h, 0xAB, sizeof h); /* garbage first: reset must set everything that is read */
-    rfi_response_head_reset(&h);
+    memset(&h, 0xAB, sizeof h); /* garbage first: init must set everything that is read */
+    rfi_response_head_init(&h, OVERLOADED);
+    rfi_response_head_reset(&h); /* and reset keeps the name it looks for */
+    FZ_CHECK(h.overloaded_name == OVERLOADED && !h.overloaded, "reset lost the overloaded header's name");
+    bool overloaded = false; /* the reference: an x-envoy-overloaded line since the last status line */
     /* The reference: where each wait header's first line since the last status line is, and Date's. */
     const char *first[RF_WAIT_HEADER_COUNT] = {0}, *date_line = NULL;
     size_t first_len[RF_WAIT_HEADER_COUNT] = {0}, first_name[RF_WAIT_HEADER_COUNT] = {0}, date_len = 0;
@@ -66,10 +73,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             memset(first, 0, sizeof first);
             date_line = NULL;
             ratelimit_lines = 0;
+            overloaded = false;
             for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++) FZ_CHECK(!h.has_hint[w], "a status line kept a header");
             FZ_CHECK(!h.has_date, "a status line kept Date");
         } else {
             const char *colon = memchr(line, ':', len);
+            if (colon && (size_t)(colon - line) == sizeof OVERLOADED - 1 &&
+                strncasecmp(line, OVERLOADED, sizeof OVERLOADED - 1) == 0)
+                overloaded = true;
             rf_wait_header w;
             if (colon && rf_wait_header_parse_name(line, (size_t)(colon - line), &w) == 0) {
                 if (first[w] == NULL) {
@@ -85,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         at += len;
     }
+    FZ_CHECK(h.overloaded == overloaded, "overloaded: kept %d, seen %d", h.overloaded, overloaded);
     for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++) {
         FZ_CHECK(h.has_hint[w] == (first[w] != NULL), "%s: kept %d, seen %d", rf_wait_header_name((rf_wait_header)w),
                  h.has_hint[w], first[w] != NULL);

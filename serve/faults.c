@@ -47,9 +47,25 @@ static int fail(char *err, size_t errlen, const char *what, const char *tok, siz
     return -1;
 }
 
-static int has_rule(const struct srv_fault_spec *spec, enum srv_fault_kind kind, int status) {
+static int has_rule(const struct srv_fault_spec *spec, const struct srv_fault_rule *r) {
     for (size_t i = 0; i < spec->count; i++)
-        if (spec->rules[i].kind == kind && spec->rules[i].status == status) return 1;
+        if (spec->rules[i].kind == r->kind && spec->rules[i].status == r->status &&
+            (spec->rules[i].stall_ms > 0) == (r->stall_ms > 0))
+            return 1;
+    return 0;
+}
+
+/* slow=P:MS or P:MSms: the probability, and into *stall_ms the stall, 1..3600000 ms; *plen the probability's length. */
+static int parse_slow(const char *val, size_t vlen, size_t *plen, long *stall_ms) {
+    const char *colon = memchr(val, ':', vlen);
+    if (colon == NULL) return -1;
+    *plen = (size_t)(colon - val);
+    const char *ms = colon + 1;
+    size_t mlen = vlen - *plen - 1;
+    if (mlen >= 2 && memcmp(ms + mlen - 2, "ms", 2) == 0) mlen -= 2;
+    uint64_t v;
+    if (srv_parse_uint(ms, mlen, 3600000, &v) != 0 || v == 0) return -1;
+    *stall_ms = (long)v;
     return 0;
 }
 
@@ -69,20 +85,24 @@ static int parse_token(const char *tok, size_t len, struct srv_fault_spec *spec,
         return 0;
     }
 
-    struct srv_fault_rule rule = {SRV_FAULT_STATUS, 0, 0};
+    struct srv_fault_rule rule = {SRV_FAULT_STATUS, 0, 0, 0};
     uint64_t status;
-    if (nlen == 7 && memcmp(tok, "timeout", 7) == 0)
+    if (nlen == 7 && memcmp(tok, "timeout", 7) == 0) {
         rule.kind = SRV_FAULT_TIMEOUT;
-    else if (nlen == 5 && memcmp(tok, "reset", 5) == 0)
+    } else if (nlen == 4 && memcmp(tok, "slow", 4) == 0) { /* a stall of its own before the work: a slow tail */
+        rule.kind = SRV_FAULT_TIMEOUT;
+        if (parse_slow(val, vlen, &vlen, &rule.stall_ms) != 0)
+            return fail(err, errlen, "bad slow (want slow=P:MS, MS 1..3600000, e.g. slow=0.05:800ms)", tok, len);
+    } else if (nlen == 5 && memcmp(tok, "reset", 5) == 0)
         rule.kind = SRV_FAULT_RESET;
     else if (nlen == 5 && memcmp(tok, "empty", 5) == 0)
         rule.kind = SRV_FAULT_EMPTY;
     else if (nlen == 3 && srv_parse_uint(tok, 3, 599, &status) == 0 && status >= 200)
         rule.status = (int)status; /* no 1xx: an interim response cannot be the answer */
     else
-        return fail(err, errlen, "unknown fault (want 200..599, timeout, reset, empty or ra)", tok, len);
+        return fail(err, errlen, "unknown fault (want 200..599, timeout, slow, reset, empty or ra)", tok, len);
 
-    if (has_rule(spec, rule.kind, rule.status)) return fail(err, errlen, "repeated fault", tok, len);
+    if (has_rule(spec, &rule)) return fail(err, errlen, "repeated fault", tok, len);
     if (parse_probability(val, vlen, &rule.ppb) != 0)
         return fail(err, errlen, "bad probability (decimal 0..1, at most 9 decimals)", tok, len);
     if (spec->count == SRV_FAULT_RULES_MAX) return fail(err, errlen, "too many faults", tok, len);

@@ -19,7 +19,8 @@ enum srv_fault_kind {
 
 struct srv_fault_rule {
     enum srv_fault_kind kind;
-    int status; /* SRV_FAULT_STATUS only */
+    int status;    /* SRV_FAULT_STATUS only */
+    long stall_ms; /* SRV_FAULT_TIMEOUT from slow=P:MS: its own stall; 0 = --stall-ms */
     uint64_t ppb;
 };
 
@@ -30,8 +31,8 @@ struct srv_fault_spec {
     long retry_after_s; /* ra=N for 503 and 429; -1 when absent */
 };
 
-/* Parses "503=0.2,429=0.05,timeout=0.02,reset=0.01,empty=0.01,ra=1" (empty text = no faults;
- * statuses 200..599).
+/* Parses "503=0.2,429=0.05,timeout=0.02,reset=0.01,empty=0.01,slow=0.05:800ms,ra=1" (empty text = no faults;
+ * statuses 200..599; slow=P:MS[ms] stalls MS ms, 1..3600000, before the work, then 200: a slow tail).
  * Returns 0, or -1 with a message naming the offending token in err. */
 int srv_faults_parse(const char *text, struct srv_fault_spec *out, char *err, size_t errlen);
 

@@ -140,7 +140,7 @@ static enum MHD_Result play(struct srv_handler *h, struct MHD_Connection *conn, 
     case SRV_FAULT_EMPTY: return MHD_NO;
     case SRV_FAULT_CUT: return respond_cut(conn);
     case SRV_FAULT_TIMEOUT:
-        if (srv_stop_sleep_ms(h->stop, h->stall_ms) != 0) return MHD_NO;
+        if (srv_stop_sleep_ms(h->stop, step->stall_ms > 0 ? step->stall_ms : h->stall_ms) != 0) return MHD_NO;
         break;
     case SRV_FAULT_STATUS: break;
     }

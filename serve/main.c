@@ -60,7 +60,9 @@
  *   request's sequence identity (its Idempotency-Key, or method + path + script) and its attempt number in
  *   that sequence: the same seed and the same requests give the same faults, in any arrival order.
  *   Tokens NAME=P with NAME one of NNN (200..599), timeout, reset, empty and P a decimal 0..1 with
- *   at most 9 decimals; the probabilities must sum to at most 1; the rest is 200. ra=N adds
+ *   at most 9 decimals; slow=P:MS (or P:MSms, MS 1..3600000) is a timeout that stalls MS ms instead of
+ *   --stall-ms (a slow tail: the work has not started, so it counts as timeout and never executes);
+ *   the probabilities must sum to at most 1; the rest is 200. ra=N adds
  *   Retry-After: N to random 503 and 429 answers. Unknown or repeated tokens, bad numbers: exit 2.
  *   Attempts with a script never draw, so they do not shift the random sequence.
  *
@@ -120,7 +122,8 @@ static const char usage[] =
     "  --faults SPEC      random faults for unscripted attempts, e.g.\n"
     "                     \"503=0.2,429=0.05,500=0.02,timeout=0.02,reset=0.01,empty=0.01,ra=1\"\n"
     "                     NNN|timeout|reset|empty=P with NNN 200..599 and P decimal 0..1,\n"
-    "                     summing to <= 1 (the rest is 200); ra=N adds Retry-After: N to\n"
+    "                     summing to <= 1 (the rest is 200); slow=P:MS stalls MS ms before\n"
+    "                     the work, then 200 (a slow tail); ra=N adds Retry-After: N to\n"
     "                     random 503 and 429. Default: no faults\n"
     "  --seed S           seed of the random faults (default 1); POST /__reset reseeds\n"
     "  --stall-ms MS      how long a timeout stalls before answering 200 (default 10000)\n"

@@ -32,6 +32,7 @@ struct srv_step {
     enum srv_fault_kind kind;
     int status;                            /* SRV_FAULT_STATUS only */
     long delay_ms;                         /* sleep before answering; 0 = none */
+    long stall_ms;                         /* SRV_FAULT_TIMEOUT: its own stall (--faults slow=); 0 = --stall-ms */
     enum srv_retry_after ra;               /* which Retry-After to send, if any */
     char ra_text[SRV_RETRY_AFTER_MAX + 1]; /* SRV_RA_TEXT: sent verbatim */
     long long ra_date_offset_s;            /* SRV_RA_DATE: IMF-fixdate this many seconds from now */

@@ -40,6 +40,7 @@ static void random_step(struct srv_upstream *u, const char *id, size_t len, uint
     memset(out, 0, sizeof *out);
     out->kind = rule ? rule->kind : SRV_FAULT_STATUS;
     out->status = rule ? rule->status : 200;
+    out->stall_ms = rule ? rule->stall_ms : 0;
     if (out->kind == SRV_FAULT_STATUS && (out->status == 503 || out->status == 429) && u->faults.retry_after_s >= 0) {
         out->ra = SRV_RA_TEXT;
         snprintf(out->ra_text, sizeof out->ra_text, "%ld", u->faults.retry_after_s);

@@ -80,9 +80,10 @@ describe("rf.load", function()
 
   it("exposes VERSION and the vocabulary", function()
     assert.matches("^%d+%.%d+%.%d+$", rf.VERSION)
-    assert.same({ "unpinned-source", "no-route", "success", "max-attempts", "class-limit", "status-not-retryable",
-      "mutating-without-idempotency", "server-pushback", "retry-after-exceeds-budget", "deadline", "retry-throttled",
-      "stopped-by-caller", "pinned-status", "within-budget", "transparent-retry", "redirect" }, rf.reasons)
+    assert.same({ "unpinned-source", "no-route", "success", "hedge-fatal", "max-attempts", "class-limit",
+      "status-not-retryable", "upstream-overloaded", "inbound-retry", "mutating-without-idempotency", "server-pushback",
+      "retry-after-exceeds-budget", "deadline", "retry-throttled", "stopped-by-caller", "pinned-status",
+      "within-budget", "transparent-retry", "redirect" }, rf.reasons)
     assert.same({ "ok", "timeout", "connect-reset", "connect-refused", "dns", "tls", "got-nothing", "other",
       "proxy-refused", "too-many-redirects" }, rf.transports)
     assert.same({ "retry-after", "retry-after-ms", "x-ms-retry-after-ms", "ratelimit-reset", "ratelimit",

@@ -51,21 +51,6 @@ local LOCK = [[
 
 local nginx = servers.nginx_bin
 
--- Ports are drawn from 20000..32000, below Linux's ephemeral range (32768..60999), so no outgoing connection
--- or `--port 0` server takes them meanwhile.
-
---- A loopback port nothing listens on right now: a random one that a real connect() finds refused.
-local function closed_port(policy)
-  for _ = 1, 20 do
-    local port = math.random(20000, 32000)
-    local c = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. port, rng_seed = 1 }
-    local r = c:request{ method = "GET", path = "/refused" }
-    c:close()
-    if r.tries[1] and r.tries[1].transport == "connect-refused" then return port end
-  end
-  error("no closed loopback port found in 20 tries")
-end
-
 -- 1000 response headers X-H-1 … X-H-1000 (issue 6 §3).
 local function many_headers()
   local h = {}
@@ -133,7 +118,7 @@ describe("rf.client against nginx", function()
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "06-nginx.lock"))
-    dead_port = closed_port(policy)
+    dead_port = servers.closed_port()
     ng = assert(start_nginx(dead_port))
     ledger_path = os.tmpname()
     ledger = assert(rf.ledger.open(ledger_path))
@@ -451,7 +436,7 @@ describe("the nginx embedding example", function()
     local dir = servers_dir.temp_dir("nginx-badlock")
     finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
     local lock, why = bad_lock(dir)
-    local port = math.random(20000, 32000)
+    local port = servers_dir.closed_port() -- so that a listener found there afterwards is nginx's
     write_conf(dir, lock, port, 9) -- nginx never starts: no upstream needed
     local out, err, code = helper.sh("timeout 20 " .. nginx_cmd(dir))
     assert.is_true(code ~= 0 and code ~= 124, "nginx started with a bad lock (exit " .. code .. ")")
@@ -466,7 +451,7 @@ describe("the nginx embedding example", function()
     local dir = servers_dir.temp_dir("nginx-check")
     finally(function() os.execute("rm -rf " .. shell_quote(dir)) end)
     local lock, why = bad_lock(dir)
-    write_conf(dir, lock, math.random(20000, 32000), 9)
+    write_conf(dir, lock, servers_dir.closed_port(), 9)
     local out, err, code = helper.sh(nginx_cmd(dir, "-t"))
     assert.equal(0, code, "nginx -t now fails on a bad lock (update docs/embedding.md):\n" .. out .. err)
     out, err, code = helper.sh(shell_quote(helper.cli) .. " check " .. shell_quote(lock) .. " >/dev/null && "
@@ -475,6 +460,85 @@ describe("the nginx embedding example", function()
     assert.equal("", out)
     assert.truthy(err:find(why, 1, true), err)
     assert.falsy(err:find("test is successful", 1, true)) -- nginx -t did not run
+  end)
+
+  -- The example's own nginx serves as its upstream too (a second server block, one worker, so that one pool serves
+  -- every request): each answer's body names the upstream connection it came on ($connection), so the proxy's
+  -- answers show which connection each attempt used.
+  it("pools upstream connections across framings, and closes one the upstream closes or an error leaves", function()
+    local dir = servers_dir.temp_dir("nginx-pool")
+    -- The example's lock, with HEAD routed too.
+    local lock = dir .. "/proxy.lock.json"
+    local text, n = assert(helper.try_read_file("examples/nginx/proxy.lock.json"))
+      :gsub('{"endpoint": "GET /items/%*"}', '%0, {"endpoint": "HEAD /items/*"}')
+    assert.equal(1, n)
+    local f = assert(io.open(lock, "w"))
+    f:write(text)
+    f:close()
+    local started, err = servers_dir.start{ name = "nginx (examples/nginx, pooled)", dir = dir, ports = 2,
+      launch = function(ports)
+        local conf = example_conf(example_values(dir, lock, ports[1], ports[2]))
+        conf = conf:gsub("worker_processes %d+;", "worker_processes 1;")
+        conf = conf:gsub("\n}%s*$", "\n" .. ([[
+  server {
+    listen 127.0.0.1:%d;
+    keepalive_requests 1000;
+    location /items/cl { return 200 "$connection"; }
+    location /items/empty { return 204; }
+    location /items/chunked {
+      content_by_lua_block { ngx.print(ngx.var.connection); ngx.flush(true); ngx.print("-chunked") }
+    }
+    location /items/close { keepalive_timeout 0; return 200 "$connection"; }
+    location /items/stall {
+      content_by_lua_block {
+        ngx.header["Content-Length"] = 20
+        ngx.print("0123456789"); ngx.flush(true); ngx.sleep(1.2); ngx.print("late bytes")
+      }
+    }
+  }
+}
+]]):format(ports[2]))
+        local cf = assert(io.open(dir .. "/nginx.conf", "w"))
+        cf:write(conf)
+        cf:close()
+        return servers_dir.spawn(nginx_cmd(dir), dir .. "/nginx.out", dir)
+      end,
+      log = dir .. "/nginx.out" }
+    assert(started, err)
+    local base = "http://127.0.0.1:" .. started.port
+    --- method path → status, body, attempts (the proxy's answer)
+    local function call(method, path)
+      local out = helper.sh(plain("curl -s -m 10 " .. (method == "HEAD" and "-I" or "-X " .. method .. " -D -") .. " "
+        .. shell_quote(base .. path)))
+      local status = tonumber(out:match("^HTTP/1.1 (%d+)"))
+      local attempts = tonumber(out:match("X%-Retryfreeze%-Attempts: (%d+)"))
+      return status, out:match("\r\n\r\n(.*)$"), attempts -- HEAD: "" after the head
+    end
+    local ok_run, run_err = pcall(function()
+      local _, c1 = call("GET", "/items/cl")
+      assert.matches("^%d+$", c1)
+      assert.same({ 200, c1, 1 }, { call("GET", "/items/cl") }) -- Content-Length: the connection went back
+      assert.same({ 200, c1 .. "-chunked", 1 }, { call("GET", "/items/chunked") }) -- chunked
+      assert.same({ 204, "", 1 }, { call("GET", "/items/empty") }) -- 204: no body
+      assert.same({ 200, "", 1 }, { call("HEAD", "/items/cl") }) -- HEAD: a Content-Length and no body
+      assert.same({ 200, c1, 1 }, { call("GET", "/items/cl") })
+      -- The upstream says Connection: close: the proxy closes it too, and the next attempt opens another.
+      assert.same({ 200, c1, 1 }, { call("GET", "/items/close") })
+      local _, c2 = call("GET", "/items/cl")
+      assert.matches("^%d+$", c2)
+      assert.are_not.equal(c1, c2)
+      -- A body cut by the per-try timeout (1 s) leaves a connection in an unknown state: closed, never pooled,
+      -- so no later attempt reads its late bytes as its own response.
+      local status, _, attempts = call("GET", "/items/stall")
+      assert.same({ 502, 3 }, { status, attempts })
+      for _ = 1, 3 do
+        local st, body, tries = call("GET", "/items/cl")
+        assert.same({ 200, 1 }, { st, tries })
+        assert.matches("^%d+$", body)
+      end
+    end)
+    started.stop("QUIT")
+    assert(ok_run, run_err)
   end)
 
   local as_root = helper.sh("id -u") == "0\n"
@@ -522,10 +586,16 @@ describe("the nginx embedding example", function()
       end
       assert.truthy(log:find("init_by_lua error: " .. why, 1, true), log)
       get(5)
-      local n = 0
-      for rec in rf.ledger.read(ledger) do
-        n = n + 1
-        assert.equal("GET /items/*", rec.route)
+      -- Each worker holds its lines and writes them within ledger_flush_ms (200 ms by default).
+      local n
+      for _ = 1, 100 do
+        n = 0
+        for rec in rf.ledger.read(ledger) do
+          n = n + 1
+          assert.equal("GET /items/*", rec.route)
+        end
+        if n >= 5 then break end
+        os.execute("sleep 0.05")
       end
       assert.equal(5, n)
       -- No sanitizer report from nginx (the sanitized run's module runs in it), no error but the refused reload's.

@@ -209,6 +209,36 @@ describe("diff.compare", function()
       diff.lines(diff.compare(pb, pa)))
   end)
 
+  it("propagation removed or a narrowing of it turned off widens; a header renamed widens; the reverse narrows", function()
+    local on = base()
+    on.routes[2].propagation = {}
+    local off = base()
+    assert.same({ "NARROWING  GET /v1/jobs/{id}  propagation none → on" }, diff.lines(diff.compare(load(off), load(on))))
+    assert.same({ "WIDENING  GET /v1/jobs/{id}  propagation on → none" }, diff.lines(diff.compare(load(on), load(off))))
+    for _, key in ipairs({ "inboundDeadline", "inboundAttempt" }) do
+      local flipped = base()
+      flipped.routes[2].propagation = { [key] = false }
+      assert.same({ "WIDENING  GET /v1/jobs/{id}  propagation." .. key .. " true → false" },
+        diff.lines(diff.compare(load(on), load(flipped))), key)
+      assert.same({ "NARROWING  GET /v1/jobs/{id}  propagation." .. key .. " false → true" },
+        diff.lines(diff.compare(load(flipped), load(on))), key)
+    end
+    for _, key in ipairs({ "attemptHeader", "deadlineHeader", "overloadedHeader" }) do
+      local renamed = base()
+      renamed.routes[2].propagation = { [key] = "X-Other" }
+      local lines = diff.lines(diff.compare(load(on), load(renamed)))
+      assert.equal(1, #lines, key)
+      assert.matches("^WIDENING  GET /v1/jobs/{id}  propagation%." .. key .. " [%w-]+ → x%-other$", lines[1])
+      assert.equal("WIDENING", diff.lines(diff.compare(load(renamed), load(on)))[1]:match("^%u+"), key)
+    end
+    -- the same propagation spelt differently (defaults written out, names in another case) changes nothing
+    local spelt = base()
+    spelt.routes[2].propagation = { attemptHeader = "X-Envoy-Attempt-Count", inboundAttempt = true }
+    assert.same({}, diff.compare(load(on), load(spelt)))
+    assert.equal(load(on).digest, load(spelt).digest)
+    assert.not_equal(load(off).digest, load(on).digest)
+  end)
+
   it("a gate removed widens, added narrows", function()
     local tb = base()
     tb.gate = nil
@@ -512,6 +542,67 @@ describe("diff.compare: class limits and wait headers, by effect", function()
     -- Writing the default out, or in another case, changes nothing.
     assert.same({}, lines(nil, function(t) t.routes[3].retryAfter = { honor = true, maxMs = 3000,
       headers = { "Retry-After" } } end))
+  end)
+end)
+
+describe("diff.compare: hedging and the ratio retry budget, by effect", function()
+  local function lines(edit_old, edit_new)
+    local a, b = base(), base()
+    if edit_old then edit_old(a) end
+    if edit_new then edit_new(b) end
+    return diff.lines(diff.compare(load(a), load(b)))
+  end
+  local function hedge(max, delay, classes)
+    return function(t) t.routes[3].hedging = { maxAttempts = max, hedgingDelayMs = delay, nonFatalClasses = classes } end
+  end
+
+  it("hedging added, raised, sooner or past more classes widens; the reverse narrows; both ways widens", function()
+    assert.same({ "WIDENING  GET /v1/*  hedging none → {maxAttempts 3, hedgingDelayMs 100}" },
+      lines(nil, hedge(3, 100)))
+    assert.same({ "NARROWING  GET /v1/*  hedging {maxAttempts 3, hedgingDelayMs 100} → none" },
+      lines(hedge(3, 100), nil))
+    assert.same({ "WIDENING  GET /v1/*  hedging {maxAttempts 3, hedgingDelayMs 100} → {maxAttempts 4, hedgingDelayMs 100}" },
+      lines(hedge(3, 100), hedge(4, 100)))
+    assert.same({ "WIDENING  GET /v1/*  hedging {maxAttempts 3, hedgingDelayMs 100} → {maxAttempts 3, hedgingDelayMs 50}" },
+      lines(hedge(3, 100), hedge(3, 50)))
+    assert.same({ "NARROWING  GET /v1/*  hedging {maxAttempts 3, hedgingDelayMs 50} → {maxAttempts 3, hedgingDelayMs 100}" },
+      lines(hedge(3, 50), hedge(3, 100)))
+    assert.same({ "WIDENING  GET /v1/*  hedging {maxAttempts 3, hedgingDelayMs 100} → {maxAttempts 3, hedgingDelayMs 100, "
+      .. "nonFatalClasses HTTP_503}" }, lines(hedge(3, 100), hedge(3, 100, { "HTTP_503" })))
+    -- Fewer attempts but sooner: one request may get a hedge earlier, so it widens (fail closed).
+    assert.same({ "WIDENING  GET /v1/*  hedging {maxAttempts 3, hedgingDelayMs 100} → {maxAttempts 2, hedgingDelayMs 50}" },
+      lines(hedge(3, 100), hedge(2, 50)))
+    -- The canonical form: classes by alias and order are the same hedging.
+    assert.same({}, lines(hedge(3, 100, { "HTTP_503", "TIMEOUT" }), hedge(3, 100, { "TIMEOUT", "HTTP_503" })))
+  end)
+
+  local ratio = function(r, m, ttl)
+    return function(t) t.retryBudget = { retryRatio = r, minRetriesPerSecond = m, ttlMs = ttl } end
+  end
+
+  it("a higher ratio or minimum widens, lower narrows; any window change widens", function()
+    assert.same({ "WIDENING  (policy)  retryBudget.retryRatio 0.2 → 0.25" }, lines(ratio(0.2, 0, 10000), ratio(0.25, 0, 10000)))
+    assert.same({ "NARROWING  (policy)  retryBudget.retryRatio 0.25 → 0.2" }, lines(ratio(0.25, 0, 10000), ratio(0.2, 0, 10000)))
+    assert.same({ "WIDENING  (policy)  retryBudget.minRetriesPerSecond 0 → 5" }, lines(ratio(0.2, 0, 10000), ratio(0.2, 5, 10000)))
+    assert.same({ "WIDENING  (policy)  retryBudget.ttlMs 10000 → 20000" }, lines(ratio(0.2, 0, 10000), ratio(0.2, 0, 20000)))
+    assert.same({ "WIDENING  (policy)  retryBudget.ttlMs 20000 → 10000" }, lines(ratio(0.2, 0, 20000), ratio(0.2, 0, 10000)))
+    -- minRetriesPerSecond 0 and ttlMs 10000 are the defaults: writing them out changes nothing.
+    assert.same({}, lines(function(t) t.retryBudget = { retryRatio = 0.2 } end, ratio(0.2, 0, 10000)))
+  end)
+
+  it("switching kinds widens unless the new budget allows no retry at all", function()
+    local tokens = function(t) t.retryBudget = { maxTokens = 100, tokenRatio = 0.5 } end
+    assert.same({ "WIDENING  (policy)  retryBudget {maxTokens 100, tokenRatio 0.5} → {retryRatio 0.2, "
+      .. "minRetriesPerSecond 0, ttlMs 10000} (another kind of budget: judged widening unless it allows no retry)" },
+      lines(tokens, ratio(0.2, 0, 10000)))
+    assert.same({ "WIDENING  (policy)  retryBudget {retryRatio 0.2, minRetriesPerSecond 0, ttlMs 10000} → "
+      .. "{maxTokens 100, tokenRatio 0.5} (another kind of budget: judged widening unless it allows no retry)" },
+      lines(ratio(0.2, 0, 10000), tokens))
+    assert.same({ "NARROWING  (policy)  retryBudget {maxTokens 100, tokenRatio 0.5} → {retryRatio 0, "
+      .. "minRetriesPerSecond 0, ttlMs 10000} (it allows no retry)" }, lines(tokens, ratio(0, 0, 10000)))
+    assert.same({ "NARROWING  (policy)  retryBudget {retryRatio 0.2, minRetriesPerSecond 0, ttlMs 10000} → "
+      .. "{maxTokens 2, tokenRatio 0.5} (it allows no retry)" },
+      lines(ratio(0.2, 0, 10000), function(t) t.retryBudget = { maxTokens = 2, tokenRatio = 0.5 } end))
   end)
 end)
 

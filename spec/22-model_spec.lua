@@ -35,6 +35,64 @@ describe("model.predict", function()
     assert.equal(10 ^ 4, model.predict{ max_attempts = 10, p = 1, layers = 4 }.layered_expected)
   end)
 
+  it("with propagation, one layer's retries reach the innermost service: 3, not 27, for 3 × 3", function()
+    local m = model.predict{ max_attempts = 3, p = 0.3, layers = 3 }
+    assert.same({ 27, 3 }, { m.layered_worst_case, m.propagated_worst_case })
+    near(1.39, m.propagated_expected)
+    near(0.973, m.propagated_success_probability)
+    near(1.39 / 0.973, m.propagated_attempts_per_success)
+    m = model.predict{ max_attempts = 4, p = 1, layers = 3 }
+    assert.same({ 64, 4, 4, 0, math.huge }, { m.layered_expected, m.propagated_worst_case, m.propagated_expected,
+      m.propagated_success_probability, m.propagated_attempts_per_success })
+  end)
+
+  it("agrees with the engine's decisions across 3 layers, with and without propagation", function()
+    -- Each layer decides with policy:decide. Layer i's attempt calls layer i + 1, which stops as its verdicts say
+    -- and, with propagation, tells its caller overloaded when it stopped exhausted or upstream-overloaded (the
+    -- response's overloaded, docs/lock.md); the innermost layer's attempts reach the service, failing with p.
+    local plain = assert(rf.load_string(THREE))
+    local propagated = assert(rf.load_string(THREE:sub(1, -2) .. ',"propagation":{}}'))
+    local function run(policy, p, layers, requests)
+      local rng = rf.rng(3)
+      math.randomseed(11)
+      local service, worst, successes = 0, 0, 0
+      local function layer(i, inbound_attempt) -- → status, overloaded
+        local a = 0
+        while true do
+          a = a + 1
+          local status, overloaded
+          if i == layers then
+            service = service + 1
+            status, overloaded = math.random() < p and 503 or 200, false
+          else
+            status, overloaded = layer(i + 1, a)
+          end
+          local v = policy:decide({ method = "POST", path = "/v1/jobs", status = status, idempotency_key = "k",
+            attempts = a, elapsed_ms = 0, overloaded = overloaded, inbound_attempt = inbound_attempt }, rng)
+          if not v.retry then
+            local tells = v.reason == "max-attempts" or v.reason == "upstream-overloaded"
+            return status, tells
+          end
+        end
+      end
+      for _ = 1, requests do
+        local before = service
+        if layer(1, 0) == 200 then successes = successes + 1 end
+        if service - before > worst then worst = service - before end
+      end
+      return service / requests, worst, successes / requests
+    end
+    local m = model.predict{ max_attempts = 3, p = 0.9, layers = 3 }
+    local mean, worst, success = run(plain, 0.9, 3, 4000)
+    near(m.layered_expected, mean, 0.4) -- the innermost attempts' sd is under 9: 0.14 standard error over 4000
+    assert.equal(27, worst)
+    near(m.layered_success_probability, success, 0.02)
+    mean, worst, success = run(propagated, 0.9, 3, 4000)
+    near(m.propagated_expected, mean, 0.03)
+    assert.equal(3, worst)
+    near(m.propagated_success_probability, success, 0.02)
+  end)
+
   it("handles the ends: p = 0 is one attempt, p = 1 is the worst case with no success", function()
     local m = model.predict{ max_attempts = 4, p = 0 }
     assert.same({ 1, 1, 1 }, { m.attempts_per_request, m.success_probability, m.attempts_per_success })
@@ -113,7 +171,20 @@ describe("retryfreeze model", function()
     assert.equal(0, code)
     assert.matches("    with 3 layers: worst case  27 attempts per user request (3^3)\n", out, 1, true)
     assert.matches("    with 3 layers: expected    1.43 attempts at the innermost service per user request\n", out, 1, true)
-    assert.matches("\n    0%.9 +2%.71 +27%.10%% +10%.00 +3 +9%.42 +94%.19%% +27\n", out)
+    assert.matches("\n    0%.9 +2%.71 +27%.10%% +10%.00 +3 +9%.42 +94%.19%% +27 +2%.71 +27%.10%% +3\n", out)
+  end)
+
+  it("prints the propagated case beside it: 27 without propagation, 3 with it, for 3 × 3", function()
+    local out, _, code = h.run_cli("model", three, "--failure-rate", "0.3", "--layers", "3")
+    assert.equal(0, code)
+    assert.matches("    with 3 layers: worst case  27 attempts per user request (3^3)\n", out, 1, true)
+    assert.matches("    propagated: worst case     3 attempts per user request (one layer retries)\n", out, 1, true)
+    assert.matches("    propagated: expected       1.39 attempts at the innermost service per user request\n", out, 1,
+      true)
+    assert.matches("    propagated: success        97.30%\n", out, 1, true)
+    assert.matches("   3 layers:  expected   success   worst   propagated:  expected   success   worst\n", out, 1, true)
+    -- one layer: nothing to propagate across, no such column
+    assert.is_nil(h.run_cli("model", three):find("propagated", 1, true))
   end)
 
   it("groups a multi-route lock's routes by maxAttempts and picks one with --route", function()
@@ -135,6 +206,17 @@ describe("retryfreeze model", function()
     local out = h.run_cli("model", none)
     os.remove(none)
     assert.matches("note: GET /x retries no class: it makes 1 attempt per request whatever p is\n", out, 1, true)
+  end)
+
+  it("counts a hedged route's hedges as load: up to hedging.maxAttempts even with no failure", function()
+    local hedged = h.temp_file('{"endpoint":"GET /x","maxAttempts":3,"perAttemptTimeoutMs":1000,"totalBudgetMs":3000,'
+      .. '"retryable":["HTTP_503"],"hedging":{"maxAttempts":3,"hedgingDelayMs":50}}')
+    local out = h.run_cli("model", hedged)
+    os.remove(hedged)
+    assert.matches("note: GET /x hedges (hedging maxAttempts 3, hedgingDelayMs 50): an attempt unanswered after 50 ms "
+      .. "starts another even with no failure, so up to 3 attempts per request; with a share s of answers that take "
+      .. "longer than 150 ms (a slow tail, independent), the attempts per request are the table's at p = s for "
+      .. "maxAttempts 3\n", out, 1, true)
   end)
 
   it("prints one JSON object with --json", function()

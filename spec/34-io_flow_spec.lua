@@ -48,6 +48,17 @@ describe("rf.flow with a fake io", function()
     assert.equal("POST /v1/jobs", r.route)
   end)
 
+  -- Under LuaJIT the wait headers go to C through one array of pointers, cleared after each attempt: an attempt
+  -- without the header, and the next request, must not see the last one's.
+  it("gives each attempt only its own wait headers", function()
+    local r = rf.flow(policy, post, (fake_io({ { status = 429, headers = { ["Retry-After"] = "1" } },
+      { status = 429, headers = { Date = "Wed, 02 Dec 2026 01:00:00 GMT" } } })))
+    assert.same({ "1", "retry-after" }, { r.tries[1].retry_after, r.tries[1].retry_after_header })
+    assert.same({ "HTTP_429", nil, nil }, { r.tries[2].class, r.tries[2].retry_after, r.tries[2].retry_after_header })
+    r = rf.flow(policy, post, (fake_io({ { status = 200 } })))
+    assert.is_nil(r.tries[1].retry_after)
+  end)
+
   it("terminal: a class the lock does not retry", function()
     local io, seen = fake_io({ { status = 500 } })
     local r = rf.flow(policy, post, io)
@@ -118,6 +129,53 @@ describe("rf.flow with a fake io", function()
     os.remove(path)
     assert.equal(1, select(2, text:gsub("\n", "")))
     assert.matches('"outcome":"terminal","reason":"stopped%-by%-caller"', text)
+  end)
+
+  -- The step starts with room for one try and grows it as tries come (up to RF_MAX_TRIES): every try of a long
+  -- request is kept, in the response and in its ledger line.
+  it("keeps every try of a request of ten attempts, in the response and the ledger", function()
+    local lock = assert(rf.load_string('{"version":1,"defaults":{"maxAttempts":10,"perAttemptTimeoutMs":100,'
+      .. '"totalBudgetMs":60000,"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":1,"jitter":"none"}},'
+      .. '"routes":[{"endpoint":"GET /items/*"}]}'))
+    local path = os.tmpname()
+    finally(function() os.remove(path) end)
+    local ledger = assert(rf.ledger.open(path))
+    local script = {}
+    for i = 1, 9 do script[i] = { status = 503 } end
+    script[10] = { status = 200, body = "ok" }
+    local io = fake_io(script, { ledger = ledger })
+    local r = rf.flow(lock, { method = "GET", path = "/items/1" }, io)
+    ledger:close()
+    assert.same({ "success", 10, 10 }, { r.outcome, r.attempts, #r.tries })
+    for i = 1, 9 do assert.same({ 503, "HTTP_503", i > 1 and 1 or 0 }, { r.tries[i].status, r.tries[i].class,
+      r.tries[i].delay_ms }) end
+    assert.same({ 200, "HTTP_200" }, { r.tries[10].status, r.tries[10].class })
+    local recs = {}
+    for rec in rf.ledger.read(path) do recs[#recs + 1] = rec end
+    local rec = recs[1]
+    assert.equal(1, #recs)
+    assert.equal(10, #rec.tries)
+    for i = 1, 10 do assert.equal(r.tries[i].status, rec.tries[i].status) end
+  end)
+
+  it("answers with the last attempt's body as given and its headers by lowercase name", function()
+    local path = os.tmpname()
+    finally(function() os.remove(path) end)
+    local ledger = assert(rf.ledger.open(path))
+    local body = "a\0b" .. ("x"):rep(100000)
+    local io = fake_io({ { status = 200, body = body,
+      headers = { ["Content-Type"] = " text/plain\t", ETag = '"v1"', [1] = "not a header", X = 7 } } },
+      { ledger = ledger })
+    local r = rf.flow(policy, post, io)
+    ledger:close()
+    assert.equal(body, r.body)
+    assert.same({ ["content-type"] = "text/plain", etag = '"v1"' }, r.headers)
+    for rec in rf.ledger.read(path) do assert.equal(#body, rec.body_len) end
+    -- A number body is a string in the response, as client:request gives it; none is "".
+    r = rf.flow(policy, post, (fake_io({ { status = 200, body = 42 } })))
+    assert.equal("42", r.body)
+    r = rf.flow(policy, post, (fake_io({ { status = 200 } })))
+    assert.same({ "", {} }, { r.body, r.headers })
   end)
 
   it("refuses misuse with a clear error", function()

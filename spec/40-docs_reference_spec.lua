@@ -139,11 +139,11 @@ local function c_format_args(src, fname, arg)
 end
 
 --- A Lua pattern that matches what a printf format prints, within one line and one code span: each
---- conversion (%s, %lld, %.17g, …) matches any text without a backquote or a newline.
+--- conversion (%s, %lld, %.17g, …) matches any text without a backquote or a newline; %% prints one %.
 local function format_pattern(fmt)
   local parts = {}
-  for chunk in (fmt .. "%s"):gmatch("(.-)%%[%-#0-9%.%*]*[lz]*[dsgucx]") do
-    parts[#parts + 1] = (chunk:gsub("%p", "%%%0"))
+  for chunk in (fmt:gsub("%%%%", "\0") .. "%s"):gmatch("(.-)%%[%-#0-9%.%*]*[lz]*[dsgucx]") do
+    parts[#parts + 1] = (chunk:gsub("%z", "%%"):gsub("%p", "%%%0"))
   end
   return table.concat(parts, "[^`\n]-")
 end
@@ -182,6 +182,8 @@ describe("docs/lock.md", function()
     retryBudget = allowed(with('"retryBudget": {"zzz": 1}')),
     ["retryBudget.shared"] = allowed(with('"retryBudget": {"maxTokens": 1, "tokenRatio": 1, "shared": {"zzz": 1}}')),
     gate = allowed(with('"gate": {"zzz": 1}')),
+    hedging = allowed(with('"hedging": {"zzz": 1}')),
+    propagation = allowed(with('"propagation": {"zzz": 1}')),
   }
   local fields = assert(top["Fields"], "docs/lock.md has no '## Fields'")
   local sub = sections(fields, "###")
@@ -191,7 +193,8 @@ describe("docs/lock.md", function()
     for _, ctx in ipairs({ "flat", "multi", "defaults", "route" }) do
       for _, k in ipairs(contexts[ctx]) do accepted[k] = true end
     end
-    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "retryBudget.shared", "gate" }) do
+    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "retryBudget.shared", "gate", "hedging",
+      "propagation" }) do
       for _, k in ipairs(contexts[obj]) do accepted[k == "$comment" and k or obj .. "." .. k] = true end
     end
     local documented = {}
@@ -223,7 +226,7 @@ describe("docs/lock.md", function()
     local flat = { "retryBudget", "gate", "transparentRetry", "version", "defaults", "routes" }
     table.move(route, 1, #route, #flat + 1, flat)
     assert.same(sorted(contexts.flat), sorted(flat))
-    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "gate" }) do
+    for _, obj in ipairs({ "backoff", "retryAfter", "retryBudget", "gate", "propagation" }) do
       local list, nested = {}, {} -- a nested object's keys (retryBudget.shared.name) sit in its parent's table
       for _, n in ipairs(names(obj, obj .. ".")) do
         local parent, key = n:match("^(.-)%.([^.]+)$")
@@ -265,6 +268,7 @@ describe("docs/lock.md", function()
       object = function() return "object" end,
       endpoint = function(r) return r.min .. ".." .. r.max .. " characters" end,
       name = function(r) return r.min .. ".." .. r.max .. " characters" end,
+      header = function(r) return "header name of " .. r.min .. ".." .. r.max .. " characters" end,
       classes = function() return "array of failure classes" end,
       methods = function(r) return "at most " .. r.max end,
       ["wait-headers"] = function(r) return "array of " .. r.min .. ".." .. r.max end,
@@ -278,7 +282,7 @@ describe("docs/lock.md", function()
       ["false-to-true"] = "from `false` to `true`", removed = "it is removed", ["any-change"] = "change",
       ["item-removed"] = "is removed", ["delay-window"] = "delay window", retryable = "becomes retryable",
       ["own-method"] = "own method", ["class-attempts"] = "limit is raised", requests = "some request",
-      fields = "fields", never = "never",
+      fields = "fields", never = "never", hedges = "hedged attempts",
     }
     local function default_says(r)
       if r.if_absent == "required" then return "^required" end
@@ -351,16 +355,24 @@ describe("docs/lock.md", function()
     local base = json.decode([[{"endpoint": "GET /x", "maxAttempts": 4, "perAttemptTimeoutMs": 1000,
       "totalBudgetMs": 4000, "minAttemptMs": 200, "retryable": ["HTTP_503"],
       "backoff": {"baseMs": 100, "multiplier": 2, "maxMs": 300}, "retryAfter": {"honor": true, "maxMs": 2000},
-      "retryBudget": {"maxTokens": 10, "tokenRatio": 0.5},
+      "propagation": {}, "retryBudget": {"maxTokens": 10, "tokenRatio": 0.5},
       "gate": {"maxRetriedSuccess": 0.5, "maxAttemptsPerSuccess": 2, "maxTerminalRate": 0.5, "maxRetryRatio": 1,
                "minSuccessRate": 0.5, "minSuccesses": 10}}]])
-    local old = assert(rf.load_string(json.encode(base)))
+    -- The fields of an optional object or of retryBudget's other form are probed on a base that has them.
+    local token_budget = base.retryBudget
+    local ratio_budget = { retryRatio = 0.5, minRetriesPerSecond = 1, ttlMs = 1000 }
+    local function base_for(name)
+      base.retryBudget = ratio_budget[name:match("^retryBudget%.(%w+)$") or ""] and ratio_budget or token_budget
+      base.hedging = name:match("^hedging%.") and { maxAttempts = 3, hedgingDelayMs = 100 } or nil
+    end
     local checked = 0
     for _, cells in ipairs(table_rows(fields, "field")) do
       local name, when = code(cells[1]), cells[#cells]
       local grows, shrinks = when:find("grows", 1, true), when:find("shrinks", 1, true)
       local flips = when:find("`true` → `false`", 1, true)
       if grows or shrinks or flips then
+        base_for(name)
+        local old = assert(rf.load_string(json.encode(base)))
         local obj, key = name:match("^(%w+)%.(%w+)$")
         local holder = obj and base[obj] or base
         key = key or name
@@ -457,7 +469,7 @@ describe("docs/lock.md", function()
     it("documents every message the loader can give", function()
       local formats = {}
       for _, file in ipairs({ "lock_load.c", "lock_fields.c", "lock_schema.c", "lock_canonical.c", "policy.c",
-        "lock_wait_headers.c", "class_limits.c", "failure_class.c", "route_index.c" }) do
+        "lock_wait_headers.c", "class_limits.c", "failure_class.c", "route_index.c", "propagation.c" }) do
         for _, f in ipairs(c_format_args(read("core/src/engine/" .. file), "rfi_fail", 3)) do formats[#formats + 1] = f end
       end
       for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end

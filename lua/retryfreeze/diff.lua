@@ -183,19 +183,58 @@ local function at_view(t, view)
   return t
 end
 
--- The comparator of a scalar field by its row's widens: a larger or smaller value, or true → false.
-local scalar_compare = { grows = M.more_is_wider, shrinks = M.less_is_wider, ["true-to-false"] = M.dropping_is_wider }
+--- Any other value widens (a header name: the next layer, or this one, no longer reads what the other says).
+function M.changing_is_wider(a, b)
+  if a == b then return nil end
+  return "widening"
+end
+
+-- The comparator of a scalar field by its row's widens: a larger or smaller value, true → false, or any change
+-- of a single value (a list's any-change is judged as a whole: the composite below).
+local scalar_compare = { grows = M.more_is_wider, shrinks = M.less_is_wider, ["true-to-false"] = M.dropping_is_wider,
+  ["any-change"] = M.changing_is_wider }
+local LIST_TYPES = { classes = true, methods = true, ["wait-headers"] = true, reasons = true, ["class-limits"] = true }
+
+local function row_at(path)
+  for _, row in ipairs(SCHEMA) do
+    if row.path == path then return row end
+  end
+end
+
+-- A route's object that a route may leave out (its row has no default: propagation), whose fields exist only with it.
+local function optional_object(row)
+  local parent = row.parent and row_at(row.parent)
+  return parent ~= nil and parent.place == "route" and parent.if_absent == "none"
+end
 
 local function scalar(row)
-  local field = row.path
+  local field, compare = row.path, scalar_compare[row.widens]
+  -- A field of an optional object is compared where the object is on both sides: the object's own effect judges
+  -- it coming or going.
+  if optional_object(row) then
+    local own = compare
+    compare = function(a, b)
+      if a == nil or b == nil then return nil end
+      return own(a, b)
+    end
+  end
   return { field = field, covers = { field },
-    value = function(_, _, r) return at_view(r, row.view) end, compare = scalar_compare[row.widens],
+    value = function(_, _, r) return at_view(r, row.view) end, compare = compare,
     text = function(a, b) return string.format("%s %s → %s", field, show(a), show(b)) end }
 end
 
 --- The per-request effects of the fields judged as a whole, by their rows' widens (rf.lock_schema()), in report
 --- order after the scalar fields: each entry's field and covers come from the rows of its kind.
 local composite = {}
+-- A route's optional object (propagation) dropped: whatever it narrowed (a response's overloaded flag, a caller's
+-- deadline and attempt) no longer narrows, and the next layer is told nothing. Its fields are judged by their own
+-- rows while it stays.
+composite[#composite + 1] = { widens = "removed",
+    value = function(_, _, r, _, row) return at_view(r, row.view) ~= nil end,
+    compare = M.dropping_is_wider,
+    text = function(a, b, _, _, row)
+      return string.format("%s %s → %s", row.path, a and "on" or "none", b and "on" or "none")
+    end }
 composite[#composite + 1] = { widens = "own-method",
     value = function(_, _, r, method)
       for _, m in ipairs(r.idempotency_required) do if m == method then return true end end
@@ -279,6 +318,35 @@ composite[#composite + 1] = { widens = "class-attempts",
       return "attempts by class (classLimits): " .. table.concat(parts, ", ")
     end }
 
+-- Hedging, by effect (gRPC A6 hedgingPolicy): more hedged attempts, or sooner, or hedging going on past more failure
+-- classes, gives a request more attempts on the wire: hedging added, its maxAttempts raised, its hedgingDelayMs
+-- lowered or a class made non-fatal widens; the reverse narrows; a change both ways is widening (fail closed).
+local function hedging_of(r)
+  local hg = r.hedging
+  if hg == nil then return false end
+  local set = {}
+  for _, c in ipairs(hg.non_fatal_classes) do set[c] = true end
+  return { max = hg.max_attempts, delay = hg.hedging_delay_ms, non_fatal = set }
+end
+local function hedging_text(h)
+  if not h then return "none" end
+  local classes = class_list(h.non_fatal)
+  return string.format("{maxAttempts %d, hedgingDelayMs %d%s}", h.max, h.delay,
+    classes ~= "" and ", nonFatalClasses " .. classes or "")
+end
+composite[#composite + 1] = { widens = "hedges", by_object = true,
+    value = function(_, _, r) return hedging_of(r) end,
+    compare = function(a, b)
+      if not a and not b then return nil end
+      if not a then return "widening" end
+      if not b then return "narrowing" end
+      local added, removed = set_diff(a.non_fatal, b.non_fatal)
+      if b.max > a.max or b.delay < a.delay or next(added) then return "widening" end
+      if b.max < a.max or b.delay > a.delay or next(removed) then return "narrowing" end
+      return nil
+    end,
+    text = function(a, b) return "hedging " .. hedging_text(a) .. " → " .. hedging_text(b) end }
+
 --- The per-request effects, in report order: one per scalar field of a route (its row's widens is grows, shrinks or
 --- true-to-false), then the composite ones above. Each entry:
 ---   field    the name a change carries ("maxAttempts", "retryable", "backoff", …): the first row's path (for
@@ -294,18 +362,29 @@ composite[#composite + 1] = { widens = "class-attempts",
 --- A field of a route whose row's widens none of these judges is reported, when it changes, as an unclassified
 --- widening (fail closed).
 M.effects = {}
+local scalar_rows = {}
 for _, row in ipairs(SCHEMA) do
-  if row.place == "route" and scalar_compare[row.widens] then M.effects[#M.effects + 1] = scalar(row) end
+  if row.place == "route" and scalar_compare[row.widens] and not LIST_TYPES[row.type] then
+    M.effects[#M.effects + 1] = scalar(row)
+    scalar_rows[row] = true
+  end
 end
 for _, e in ipairs(composite) do
   e.covers = {}
   for _, row in ipairs(SCHEMA) do
-    if row.place == "route" and row.widens == e.widens then
+    if row.place == "route" and row.widens == e.widens and not scalar_rows[row] then
       e.field = e.field or (e.by_object and row.parent or row.path)
+      e.row = e.row or row
       e.covers[#e.covers + 1] = row.type == "class-limits" and row.path .. ".*" or row.path
     end
   end
-  if e.field then M.effects[#M.effects + 1] = e end
+  if e.field then
+    -- value and text get the (first) row the effect judges, for the effects that read one row.
+    local value, text = e.value, e.text
+    e.value = function(policy, endpoint, r, method) return value(policy, endpoint, r, method, e.row) end
+    e.text = function(a, b, ra, rb) return text(a, b, ra, rb, e.row) end
+    M.effects[#M.effects + 1] = e
+  end
 end
 
 -- ---------------------------------------------------------------------------------------------------------
@@ -549,7 +628,11 @@ local function compare_group(g, ctx, out)
   for _, k in ipairs(sorted_keys(keys)) do
     if fa[k] ~= fb[k] then
       local effect = ctx.covered[k]
-      if effect == nil then
+      -- A field inside an object whose own effect changed ("propagation" added) is said by that change.
+      local said_by_parent = false
+      for dot in k:gmatch("()%.") do said_by_parent = said_by_parent or judged[k:sub(1, dot - 1)] == true end
+      if said_by_parent then -- luacheck: ignore 542
+      elseif effect == nil then
         found = found + 1
         out[#out + 1] = change("widening", g.en, k, fa[k], fb[k], prefix .. string.format(
           "%s %s → %s (not classified, so treated as widening)", k, fa[k] or "none", fb[k] or "none"))
@@ -680,15 +763,26 @@ local function as_set(list)
   return s
 end
 
--- retryBudget (the canonical form's object, lock keys): its numbers, then whether the bucket is shared.
+-- retryBudget (the canonical form's object, lock keys): its form (a token bucket or a ratio over a window), its
+-- numbers, then whether the bucket is shared.
 local BUDGET_ROWS = rows_under("retryBudget")
+
+-- The ratio form is the one with retryRatio (the loader fills in its other fields); else a token bucket.
+local function budget_form(rb) return rb.retryRatio ~= nil and "ratio" or "tokens" end
+
+-- Whether a budget allows no retry and no hedge at all, whatever comes: a ratio with retryRatio 0 and no minimum; a
+-- token bucket of at most 2 tokens, whose count after a failure (maxTokens - 1) is never above maxTokens / 2.
+local function allows_none(rb)
+  if budget_form(rb) == "ratio" then return rb.retryRatio == 0 and rb.minRetriesPerSecond == 0 end
+  return rb.maxTokens <= 2
+end
 
 local function compare_retry_budget(a, b, out)
   local none_a, none_b = a == nil or a == json.null, b == nil or b == json.null
   local function desc(rb)
     local parts = {}
     for _, row in ipairs(BUDGET_ROWS) do
-      if numeric(row) then parts[#parts + 1] = row.key .. " " .. show(rb[row.key]) end
+      if numeric(row) and rb[row.key] ~= nil then parts[#parts + 1] = row.key .. " " .. show(rb[row.key]) end
     end
     return "{" .. table.concat(parts, ", ") .. "}"
   end
@@ -699,9 +793,22 @@ local function compare_retry_budget(a, b, out)
   elseif none_a then
     out[#out + 1] = change("narrowing", M.POLICY, "retryBudget", nil, desc(b),
       "retryBudget none → " .. desc(b))
+  elseif budget_form(a) ~= budget_form(b) then
+    -- A token bucket allows a burst then stops while all fail; a ratio allows a share of the traffic for ever: neither
+    -- bounds the other, so a switch widens unless the new budget allows no retry at all.
+    local narrower = allows_none(b)
+    out[#out + 1] = change(narrower and "narrowing" or "widening", M.POLICY, "retryBudget", desc(a), desc(b),
+      "retryBudget " .. desc(a) .. " → " .. desc(b) .. (narrower and " (it allows no retry)"
+        or " (another kind of budget: judged widening unless it allows no retry)"))
   else
     for _, row in ipairs(BUDGET_ROWS) do
-      if numeric(row) then compare_number(row, a[row.key], b[row.key], out) end
+      if numeric(row) and row.widens == "any-change" then -- the window: longer lets a burst spend more, shorter
+        if a[row.key] ~= b[row.key] then -- forgets the retries it spent sooner; either can allow a retry refused now
+          out[#out + 1] = change("widening", M.POLICY, row.path, a[row.key], b[row.key])
+        end
+      elseif numeric(row) then
+        compare_number(row, a[row.key], b[row.key], out)
+      end
     end
     -- A fleet-wide bucket throttles more than one per process: adding it narrows; removing it, or renaming it
     -- (a fresh, full bucket that no process has drawn on yet), widens.

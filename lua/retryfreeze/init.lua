@@ -135,7 +135,9 @@ M.monotonic_ms = core.monotonic_ms
 -- rf.ledger.open(path [, {fsync = "none"|"line"}]) → ledger, or nil, message
 -- rf.ledger.read(path [, {skip_corrupt = true}]) → iterator, state: `for rec in it, state do … end`; then
 --   state.torn is false or the torn last line's number; a corrupt line raises "path:line: …" unless skipped.
-M.ledger = { open = core.ledger_open, read = core.ledger_read }
+-- ledger:hold(max_bytes) holds lines and writes them in batches of whole lines, at most BATCH_BYTES (256 KiB) each;
+--   ledger:flush() writes the held ones; ledger:held() counts them (docs/lua.md, "Ledger").
+M.ledger = { open = core.ledger_open, read = core.ledger_read, BATCH_BYTES = core.LEDGER_BATCH_BYTES }
 
 --- rf.ledger.stats(paths [, {skip_corrupt = true}]) → stats, or nil, message (see docs/evidence.md).
 -- Loaded on first use: `require "retryfreeze"` itself loads only the binding and rf.flow's loop, so that it

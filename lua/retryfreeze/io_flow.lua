@@ -9,12 +9,17 @@ local M = {}
 -- step:begin and step:after: under LuaJIT through the FFI (core.ffi_step_begin and core.ffi_step_after: the same
 -- results and errors, docs/lua.md "LuaJIT: the FFI path"), elsewhere the methods themselves.
 local step_begin = core.ffi_step_begin or function(step, now_ms) return step:begin(now_ms) end
-local step_after = core.ffi_step_after
-  or function(step, res, now_ms, wall_ms, on_attempt) return step:after(res, now_ms, wall_ms, on_attempt) end
+local function method_after(step, res, now_ms, wall_ms, on_attempt)
+  return step:after(res, now_ms, wall_ms, on_attempt)
+end
+local step_after = core.ffi_step_after or method_after
 
-local request_keys = { method = true, path = true, query = true, headers = true, body = true, idempotency_key = true }
+local request_keys = { method = true, path = true, query = true, headers = true, body = true, idempotency_key = true,
+                       inbound_headers = true }
 local io_keys = { send = true, sleep = true, now_ms = true, wall_ms = true, ledger = true, rng = true,
                   on_attempt = true, retry_budget = true }
+
+local required_io = { "send", "sleep", "now_ms" }
 
 local function check_keys(t, allowed, what)
   for k in pairs(t) do
@@ -30,29 +35,33 @@ end
 
 --- Runs request under policy with the host's I/O.
 -- @param policy a policy from rf.load
--- @param request {method=, path=, query=, headers={Name="value"}, body=, idempotency_key=}
+-- @param request {method=, path=, query=, headers={Name="value"}, body=, idempotency_key=, inbound_headers=} where
+--   inbound_headers are the headers of the request this one serves ({name = value or {values}}, as
+--   ngx.req.get_headers() gives them): with the route's propagation they narrow the deadline and the attempts.
 -- @param io {send=function(attempt) → {status=, transport=, headers=, body=, error=, not_sent=},
 --   sleep=function(ms), now_ms=function() → ms (monotonic), wall_ms=function() → Unix ms (default: the clock),
 --   ledger=, rng=rf.rng(seed), on_attempt=function(try, verdict) → false stops, retry_budget=rf.retry_budget(p)}.
---   attempt = {number=, method=, path=, query=, headers= (with Idempotency-Key), body=, timeout_ms=}.
+--   attempt = {number=, method=, path=, query=, headers= (with Idempotency-Key, and with the route's propagation
+--   its attempt number and the ms it may take), body=, timeout_ms=}.
 -- @return the response table of client:request: {status, ok, outcome, reason, attempts, elapsed_ms, body,
---   headers, tries, route [, ledger_error]}. Misuse raises; so does an error raised by io.send or io.sleep.
+--   headers, tries, route, overloaded [, inbound_deadline_ms, inbound_attempt, ledger_error]}. Misuse raises; so
+--   does an error raised by io.send or io.sleep.
 function M.flow(policy, request, io)
   if type(request) ~= "table" then error("rf.flow: request must be a table", 2) end
   if type(io) ~= "table" then error("rf.flow: io must be a table", 2) end
   check_keys(request, request_keys, "request")
   check_keys(io, io_keys, "io")
-  for _, f in ipairs({ "send", "sleep", "now_ms" }) do
+  for _, f in ipairs(required_io) do
     if type(io[f]) ~= "function" then error("rf.flow: io." .. f .. " must be a function", 2) end
   end
   if io.on_attempt ~= nil and type(io.on_attempt) ~= "function" then
     error("rf.flow: io.on_attempt must be a function", 2)
   end
   local wall = io.wall_ms or core.wall_ms
-  local step = core.step(policy, request, { ledger = io.ledger, rng = io.rng, retry_budget = io.retry_budget },
-    now(io))
+  -- io holds the step's options under their own names (ledger, rng, retry_budget): no table of its own per request.
+  local step = core.step(policy, request, io, now(io))
   local headers = {}
-  for name, value in pairs(request.headers or {}) do
+  for name, value in pairs(request.headers or headers) do
     if type(name) ~= "string" or type(value) ~= "string" then
       error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
     end
@@ -71,13 +80,20 @@ function M.flow(policy, request, io)
       break
     end
     number = number + 1
+    -- with the route's propagation: this attempt's number and the ms it may take, replacing the request's own
+    local sent = step:propagation()
     local attempt_headers = {}
-    for k, v in pairs(headers) do attempt_headers[k] = v end -- a fresh copy: the host may change its own
+    for k, v in pairs(headers) do -- a fresh copy: the host may change its own
+      if not (sent and sent[k:lower()]) then attempt_headers[k] = v end
+    end
+    if sent then for k, v in pairs(sent) do attempt_headers[k] = v end end
     local res = io.send({ number = number, method = request.method, path = request.path, query = request.query,
                           headers = attempt_headers, body = request.body, timeout_ms = timeout_ms })
     if type(res) ~= "table" then error("rf.flow: io.send must return a table, got " .. type(res), 2) end
     last = res
-    local retry, x, hook_err = step_after(step, res, now(io), math.floor(wall()), io.on_attempt)
+    -- the response's overloaded header is read by the method (the FFI's fast path passes no headers but the wait's)
+    local after = sent and method_after or step_after
+    local retry, x, hook_err = after(step, res, now(io), math.floor(wall()), io.on_attempt)
     if hook_err ~= nil then
       step:finish(x, now(io), math.floor(wall()), res.body, res.headers)
       error(hook_err, 0)

@@ -68,7 +68,8 @@ end
 --    non-retryable class), retried_successes (ok after more than one attempt), attempts, success_attempts
 --    (attempts of the successful requests), retries (attempts after the first), success_rate, terminal_rate
 --    (terminal / requests), retried_success_ratio (retried_successes / successes), attempts_per_success
---    (success_attempts / successes), attempts_per_request, retry_ratio (retries / requests),
+--    (success_attempts / successes), attempts_per_request, retry_ratio (retries / requests), hedged, hedges,
+--    hedge_wins, hedges_per_request, hedge_win_rate (docs/evidence.md: a hedged request's tries),
 --    elapsed_ms = {p50, p95, p99, min, max, mean} (ms; empty when no requests), elapsed_ms_sum (ms), by_outcome = {[outcome] = n},
 --    by_reason = {["outcome reason"] = n}, reasons = {[reason] = n},
 --    retried_classes = {[class] = n: attempts of that failure class that were retried},
@@ -197,6 +198,10 @@ function M.render(s)
   line("  %-22s %10.3f", "attempts per success", s.attempts_per_success)
   line("  %-22s %10.3f", "attempts per request", s.attempts_per_request)
   line("  %-22s %10d  (%.3f per request)", "retries", s.retries, s.retry_ratio)
+  if s.hedges > 0 then -- only ledgers of hedged routes (the lock's hedging) have hedges
+    line("  %-22s %10d  (%.3f per request, in %d requests)", "hedges", s.hedges, s.hedges_per_request, s.hedged)
+    line("  %-22s %10d  (%s of requests)", "won by a hedge", s.hedge_wins, pct(s.hedge_win_rate))
+  end
   local e = s.elapsed_ms
   if e.p50 then
     line("  %-22s p50 %d  p95 %d  p99 %d  max %d", "elapsed_ms", e.p50, e.p95, e.p99, e.max)

@@ -18,6 +18,12 @@
 ---   layered expected            = E(q0)·E(q1)·…·E(q(L−1)), q0 = p, q(i+1) = q(i)^n: the attempts that reach the
 ---                                 innermost service per user request (layer i's call fails with q(i))
 ---   layered success             = 1 − q(L−1)^n = 1 − p^(n^L)
+--- With propagation at every layer (the lock's `propagation`, docs/lock.md): the innermost layer retries, and when
+--- it gives up it tells its caller it is overloaded, so no outer layer retries; an inner layer called with an
+--- attempt above 1 makes one attempt. The innermost service then sees one layer's retries:
+---   propagated worst case       = n               (not n^L)
+---   propagated expected         = E(p)
+---   propagated success          = S(p) = 1 − p^n  (the price: the outer layers' retries are given up)
 local math = require("retryfreeze.compat").math
 local M = {}
 
@@ -35,7 +41,9 @@ end
 --   probability of one attempt), layers = integer 1..16 (default 1: no nesting)}
 -- @return {attempts_per_request, success_probability, attempts_per_success, worst_case (integer),
 --   layered_worst_case (integer, n^L), layered_expected (attempts reaching the innermost service per user
---   request), layered_success_probability, layered_attempts_per_success, layers, max_attempts, p};
+--   request), layered_success_probability, layered_attempts_per_success, propagated_worst_case (integer, n),
+--   propagated_expected, propagated_success_probability, propagated_attempts_per_success (the same L layers with
+--   propagation at every one), layers, max_attempts, p};
 --   attempts per success is math.huge when the success probability is 0. Raises on a bad argument.
 function M.predict(args)
   if type(args) ~= "table" then error("bad argument #1 to 'predict' (table expected, got " .. type(args) .. ")", 2) end
@@ -69,6 +77,11 @@ function M.predict(args)
     layered_expected = layered,
     layered_success_probability = layered_success,
     layered_attempts_per_success = layered_success > 0 and layered / layered_success or math.huge,
+    -- propagation: one layer's retries reach the service, whatever L (the innermost's, the others told to stop)
+    propagated_worst_case = n,
+    propagated_expected = per_request,
+    propagated_success_probability = success,
+    propagated_attempts_per_success = success > 0 and per_request / success or math.huge,
   }
 end
 

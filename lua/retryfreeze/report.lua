@@ -390,6 +390,11 @@ function M.render(model)
 
   w('<section class="verdict ', v.state, '" id="verdict" data-state="', v.state, '"><strong>gate: ', html(v.state),
     '</strong>', html(v.text), '\n<pre id="summary">', html(model.summary), '</pre>\n')
+  if s.hedges > 0 then -- the lock's hedging: the attempts it added, and how often they won
+    w('<div class="note" id="hedging" data-hedges="', s.hedges, '" data-hedge-wins="', s.hedge_wins, '">',
+      html(string.format("hedges: %d in %d requests (%.3f per request); won by a hedge: %d (%s of requests)",
+        s.hedges, s.hedged, s.hedges_per_request, s.hedge_wins, pct(s.hedge_win_rate))), '</div>\n')
+  end
   for _, n in ipairs(v.notes) do w('<div class="note">', html(n), '</div>\n') end
   for _, b in ipairs(v.breaches) do w('<div class="bad breach">', html(b), '</div>\n') end
   local parts = {}

@@ -80,6 +80,21 @@ function M.start(opts)
   return setmetatable(up, { __gc = up.stop })
 end
 
+--- Resets the upstream (POST /__reset): its stats and sequences forgotten and its generator reseeded, so the same
+--- requests draw the same faults again.
+-- @param url string: the upstream's base URL
+-- @return true, or nil, why
+function M.reset(url)
+  local rf = require "retryfreeze"
+  local lock = assert(rf.load_string('{"endpoint":"POST /__reset","maxAttempts":1,"perAttemptTimeoutMs":2000,'
+    .. '"totalBudgetMs":2000,"retryable":[]}', "reset.lock"))
+  local probe = rf.client{ policy = lock, base_url = url }
+  local r = probe:request{ method = "POST", path = "/__reset" }
+  probe:close()
+  if not r.ok then return nil, "POST /__reset: " .. r.outcome .. " " .. r.reason end
+  return true
+end
+
 --- The upstream's counters, read with GET /__stats through a one-attempt client (loopback only).
 -- @param url string: the upstream's base URL
 -- @return {requests=, executions=, duplicate_executions=, keys=} (integers), or nil, why

@@ -7,8 +7,10 @@
  *     saturates: it ends exactly full, never dips below maxTokens − 8, and every failure retried;
  *   - fractional: two failures, then twenty successes at tokenRatio 0.1, per thread: the thousandths add up
  *     exactly (no lost update), the bucket ends exactly full.
- * A watcher thread samples the count throughout: it stays within [0, maxTokens]. .ci/tsan builds this test
- * with ThreadSanitizer, which must report no data race.
+ *   - a ratio (retryBudget.retryRatio 0.2, one window): every decision counts a request and asks for a retry, so
+ *     exactly one in five retried (the window's count and check are one step under its lock), whichever threads.
+ * A watcher thread samples the count throughout: it stays within [0, maxTokens] (a ratio: the window's retries
+ * never pass its allowance). .ci/tsan builds this test with ThreadSanitizer, which must report no data race.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -33,6 +35,15 @@
     "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000," \
     "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"             \
     "\"retryBudget\":{\"maxTokens\":" max ",\"tokenRatio\":" ratio "}}"
+
+/* The same route under a ratio budget over a 60 s window. */
+#define LOCK_WITH_RATIO(ratio)                                                                                \
+    "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000," \
+    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"             \
+    "\"retryBudget\":{\"retryRatio\":" ratio ",\"ttlMs\":60000}}"
+
+/* The monotonic time every decision of this test is made at (ms): one slot of the ratio window. */
+#define NOW_MS 5000
 
 typedef enum step { FAIL, SUCCEED } step;
 
@@ -66,6 +77,7 @@ static void *decide_loop(void *arg) {
     f.transport = RF_TRANSPORT_OK;
     f.attempts = 1;
     f.elapsed_ms = 0;
+    f.mono_ms = NOW_MS;
     pthread_barrier_wait(&s->start);
     for (long r = 0; r < ROUNDS; r++) {
         for (size_t i = 0; i < s->pattern_len; i++) {
@@ -94,7 +106,9 @@ static void *watch(void *arg) {
     w->max_seen = INT64_MIN;
     pthread_barrier_wait(&w->s->start);
     do { /* at least one sample, however the threads are scheduled */
-        int64_t t = rf_retry_budget_tokens_milli(w->s->budget);
+        rf_budget_window bw;
+        int64_t t = rf_retry_budget_window(w->s->budget, NOW_MS, &bw) ? bw.allowance_milli - bw.retries * 1000
+                                                                      : rf_retry_budget_tokens_milli(w->s->budget);
         if (t < w->min_seen) w->min_seen = t;
         if (t > w->max_seen) w->max_seen = t;
     } while (!atomic_load(&w->s->done));
@@ -191,10 +205,69 @@ static void test_fractional_ratio(void **state) {
     assert_true(t.max_seen <= 100000);
 }
 
+static void test_ratio_window(void **state) {
+    (void)state;
+    static const step pattern[] = {FAIL};
+    totals t = run(LOCK_WITH_RATIO("0.2"), pattern, 1);
+    assert_int_equal(t.errors, 0);
+    assert_int_equal(t.other, 0);
+    /* After q requests the window holds floor(q / 5) retries: the n-th retry waits for the 5n-th request. */
+    assert_int_equal(t.retried, THREADS * ROUNDS / 5);
+    assert_int_equal(t.throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
+    assert_true(t.min_seen >= 0); /* retries × 1000 never passed the allowance */
+}
+
+/* The window slides: counts older than ttlMs leave it, slot by slot (10 slots of ttlMs / 10). */
+static void test_ratio_window_slides(void **state) {
+    (void)state;
+    const char *lock = LOCK_WITH_RATIO("0.5");
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(lock, strlen(lock), &p, &err), RF_OK);
+    rf_retry_budget *b = rf_retry_budget_new(p);
+    rf_facts f = {.method = "GET", .method_len = 3, .path = "/v1/jobs", .path_len = 8, .status = 503, .attempts = 1};
+    rf_rng rng;
+    rf_rng_seed(&rng, 1);
+    rf_verdict v;
+    long retried = 0;
+    for (int i = 0; i < 10; i++) { /* 10 requests at t = 1 s: 5 retries allowed */
+        f.mono_ms = 1000;
+        assert_int_equal(rf_decide(p, &f, &rng, b, &v, &err), RF_OK);
+        retried += v.retry;
+    }
+    assert_int_equal(retried, 5);
+    rf_budget_window w;
+    assert_true(rf_retry_budget_window(b, 1000, &w));
+    assert_int_equal(w.requests, 10);
+    assert_int_equal(w.retries, 5);
+    assert_int_equal(w.allowance_milli, 5000);
+    assert_int_equal(w.ttl_ms, 60000);
+    /* Slots of 6 s: the slot of t = 1 s (0..5.999 s) is in the window until t = 59.999 s and has left at 60 s. */
+    assert_true(rf_retry_budget_window(b, 59999, &w));
+    assert_int_equal(w.requests, 10);
+    assert_true(rf_retry_budget_window(b, 60000, &w));
+    assert_int_equal(w.requests, 0);
+    assert_int_equal(w.retries, 0);
+    /* A retry asked then (attempts 2: no new request) finds an empty window: throttled, not counted. */
+    f.mono_ms = 61000;
+    f.attempts = 2;
+    assert_int_equal(rf_decide(p, &f, &rng, b, &v, &err), RF_OK);
+    assert_false(v.retry);
+    assert_int_equal(v.reason, RF_REASON_RETRY_THROTTLED);
+    assert_true(rf_retry_budget_window(b, 61000, &w));
+    assert_int_equal(w.retries, 0);
+    /* A clock that runs back never reopens the past: the window stays at its newest slot. */
+    assert_true(rf_retry_budget_window(b, 1000, &w));
+    assert_int_equal(w.requests, 0);
+    assert_int_equal(rf_retry_budget_tokens_milli(b), -1);
+    rf_retry_budget_free(b);
+    rf_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_failures_only),
-        cmocka_unit_test(test_balanced),
+        cmocka_unit_test(test_ratio_window),     cmocka_unit_test(test_ratio_window_slides),
+        cmocka_unit_test(test_failures_only),    cmocka_unit_test(test_balanced),
         cmocka_unit_test(test_fractional_ratio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /*
  * Failing allocator for the client (issue 6 §2): every allocation of one rf_client_new + rf_client_request +
  * rf_client_free against the project's upstream is failed in turn, N = 1, 2, … until a run makes fewer than
- * N allocations. Each run must end cleanly — RF_ENOMEM from rf_client_new, or a response (an allocation that
- * fails inside libcurl is a transport failure, never a crash) — and leave no block behind.
+ * N allocations: for a keyed POST retried once, then for a hedged GET whose hedge wins. Each run must end cleanly —
+ * RF_ENOMEM from rf_client_new, or a response (an allocation that fails inside libcurl is a transport failure, never a
+ * crash) — and leave no block behind.
  *
  * Allocations are caught as in test_alloc_failure.c: the client's and the engine's own through -Wl,--wrap,
  * and libcurl's through curl_global_init_mem, all counted by the same allocator.
@@ -96,6 +97,86 @@ static void *hook_calloc(size_t n, size_t size) { return __wrap_calloc(n, size);
 #define RF_LOCK_PATH "examples/retry-budget.lock.json"
 #endif
 
+/* What the runs of every pass gave. */
+typedef struct tally {
+    long runs, enomem, responses, ok_responses;
+} tally;
+
+/* A hedged route (hedging: attempts in flight at once), for the second pass. */
+#define HEDGED_LOCK                                                                                         \
+    "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":2,\"perAttemptTimeoutMs\":2000,\"totalBudgetMs\":4000," \
+    "\"retryable\":[\"HTTP_503\"],\"hedging\":{\"maxAttempts\":2,\"hedgingDelayMs\":10}}"
+
+/* Fails every allocation of one rf_client_new + rf_client_request (method, the fault script header) +
+ * rf_client_free in turn, after a calibration run that must succeed in want_attempts attempts; counts into *t. 0, or 1
+ * on a finding. */
+static int fail_each(const char *url, const rf_policy *policy, const char *method, const char *script,
+                     int want_attempts, long only, tally *t) {
+    const char *headers[] = {script};
+    long ok_responses = 0, responses_before = t->responses;
+    int rc = 0;
+    rf_error err;
+    /* n = 0 is the calibration run: nothing fails, and its allocation count is how many points there are. */
+    long points = -1;
+    for (long n = only > 0 ? only : 0; points < 0 || n <= points; n++) {
+        char key[32];
+        snprintf(key, sizeof key, "alloc-%s-%ld", method, n); /* a fresh sequence at the upstream every run */
+        rf_request req = {.method = method,
+                          .path = "/v1/jobs",
+                          .body = "{}",
+                          .body_len = 2,
+                          .idempotency_key = key,
+                          .headers = headers,
+                          .n_headers = 1};
+        rf_client_options o = {.policy = policy, .base_url = url, .rng_seed = 1};
+        long live_before = A.live;
+        A.fail_at = n;
+        A.count = 0;
+        A.failed = false;
+        rf_client *c = NULL;
+        rf_status st = rf_client_new(&o, &c, &err);
+        if (st == RF_OK) {
+            rf_response r = {0};
+            st = rf_client_request(c, &req, NULL, NULL, &r, &err);
+            if (st == RF_OK) {
+                t->responses++;
+                if (r.ok && r.attempts == want_attempts) ok_responses++;
+            } else if (st == RF_ENOMEM) {
+                t->enomem++;
+            } else {
+                fprintf(stderr, "run %ld: rf_client_request returned %d (%s %s)\n", n, st, err.path, err.message);
+                rc = 1;
+            }
+            rf_response_clear(&r);
+            rf_client_free(c);
+        } else if (st == RF_ENOMEM) {
+            t->enomem++;
+        } else {
+            fprintf(stderr, "run %ld: rf_client_new returned %d (%s %s)\n", n, st, err.path, err.message);
+            rc = 1;
+        }
+        A.fail_at = 0;
+        if (A.live != live_before) {
+            fprintf(stderr, "run %ld: %ld blocks leaked\n", n, A.live - live_before);
+            rc = 1;
+        }
+        if (n == 0) {
+            points = A.count;
+            if (ok_responses != 1) {
+                fprintf(stderr, "the calibration run did not succeed\n");
+                rc = 1;
+            }
+            ok_responses = 0;
+            t->responses = responses_before;
+            continue;
+        }
+        t->runs++;
+        if (rc != 0 || only > 0) break;
+    }
+    t->ok_responses += ok_responses;
+    return rc;
+}
+
 int main(int argc, char **argv) {
     /* Without arguments (as .ci/run's valgrind pass runs every build/test_*): the build's own paths. */
     const char *serve = argc > 1 ? argv[1] : RF_SERVE_PATH, *lock = argc > 2 ? argv[2] : RF_LOCK_PATH;
@@ -116,73 +197,25 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", err.path, err.message);
         return 1;
     }
-    const char *headers[] = {"X-Fault-Script: 504,200"};
-    long runs = 0, enomem = 0, responses = 0, ok_responses = 0;
-    int rc = 0;
     /* RF_ALLOC_ONLY=N runs only fail point N (to look at one finding under valgrind). */
     long only = getenv("RF_ALLOC_ONLY") ? atol(getenv("RF_ALLOC_ONLY")) : 0;
-    /* n = 0 is the calibration run: nothing fails, and its allocation count is how many points there are. */
-    long points = -1;
-    for (long n = only > 0 ? only : 0; points < 0 || n <= points; n++) {
-        char key[32];
-        snprintf(key, sizeof key, "alloc-%ld", n); /* a fresh sequence at the upstream for every run */
-        rf_request req = {.method = "POST",
-                          .path = "/v1/jobs",
-                          .body = "{}",
-                          .body_len = 2,
-                          .idempotency_key = key,
-                          .headers = headers,
-                          .n_headers = 1};
-        rf_client_options o = {.policy = policy, .base_url = url, .rng_seed = 1};
-        long live_before = A.live;
-        A.fail_at = n;
-        A.count = 0;
-        A.failed = false;
-        rf_client *c = NULL;
-        rf_status st = rf_client_new(&o, &c, &err);
-        if (st == RF_OK) {
-            rf_response r = {0};
-            st = rf_client_request(c, &req, NULL, NULL, &r, &err);
-            if (st == RF_OK) {
-                responses++;
-                if (r.ok) ok_responses++;
-            } else if (st == RF_ENOMEM) {
-                enomem++;
-            } else {
-                fprintf(stderr, "run %ld: rf_client_request returned %d (%s %s)\n", n, st, err.path, err.message);
-                rc = 1;
-            }
-            rf_response_clear(&r);
-            rf_client_free(c);
-        } else if (st == RF_ENOMEM) {
-            enomem++;
-        } else {
-            fprintf(stderr, "run %ld: rf_client_new returned %d (%s %s)\n", n, st, err.path, err.message);
-            rc = 1;
-        }
-        A.fail_at = 0;
-        if (A.live != live_before) {
-            fprintf(stderr, "run %ld: %ld blocks leaked\n", n, A.live - live_before);
-            rc = 1;
-        }
-        if (n == 0) {
-            points = A.count;
-            if (ok_responses != 1) {
-                fprintf(stderr, "the calibration run did not succeed\n");
-                rc = 1;
-            }
-            ok_responses = responses = 0;
-            continue;
-        }
-        runs++;
-        if (rc != 0 || only > 0) break;
+    tally t = {0};
+    /* A keyed POST retried once (504, 200); then a hedged GET: its first answer comes after 50 ms, a hedge starts
+     * after 10 ms and wins, the first attempt's transfer is aborted (two easy handles, the client's own multi). */
+    int rc = fail_each(url, policy, "POST", "X-Fault-Script: 504,200", 2, only, &t);
+    rf_policy *hedged = NULL;
+    if (rc == 0 && rf_policy_load_buffer(HEDGED_LOCK, strlen(HEDGED_LOCK), &hedged, &err) != RF_OK) {
+        fprintf(stderr, "%s: %s\n", err.path, err.message);
+        rc = 1;
     }
+    if (rc == 0) rc = fail_each(url, hedged, "GET", "X-Fault-Script: ok;delay=50", 2, only, &t);
+    rf_policy_free(hedged);
     rf_policy_free(policy);
     serve_child_stop(serve_pid);
     curl_global_cleanup();
     printf("client failing allocator: %ld allocation points, each failed in turn: %ld RF_ENOMEM, %ld responses "
            "(%ld still successful), 0 leaks\n",
-           runs, enomem, responses, ok_responses);
-    printf("%ld passed, %d failed\n", rc == 0 ? runs : 0, rc == 0 ? 0 : 1);
+           t.runs, t.enomem, t.responses, t.ok_responses);
+    printf("%ld passed, %d failed\n", rc == 0 ? t.runs : 0, rc == 0 ? 0 : 1);
     return rc;
 }

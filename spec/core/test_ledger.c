@@ -305,6 +305,96 @@ static void test_replay_facts(void **state) {
     assert_string_equal(err.path, "$.tries[0].wait.ratelimit-reset");
 }
 
+/* A hedged request's tries: start_ms, hedge and fate written after the others only when a fate is set, read back by
+ * the fast and the general parser (any key order), absent in every other line; refused when they do not come
+ * together, when the fate is not one, or when start_ms is out of range; the writer refuses the same. */
+static void test_hedge_fields(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.tries[0].start_ms = 0;
+    rec.tries[0].fate = "cancelled";
+    rec.tries[1].start_ms = 100;
+    rec.tries[1].hedge = true;
+    rec.tries[1].fate = "winner";
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf, "\"retry_after\":\"1\",\"start_ms\":0,\"fate\":\"cancelled\"},"));
+    assert_non_null(strstr(buf, "\"retry_after\":null,\"start_ms\":100,\"hedge\":true,\"fate\":\"winner\"}]}"));
+    char both[4096];
+    snprintf(both, sizeof both, "%s\n%s\n", buf,
+             "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+             "\"key\":null,\"policy\":\"sha256:0123abcd\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"success\",\"reason\":\"success\",\"ok\":true,\"status\":200,\"body_len\":0,\"tries\":"
+             "[{\"fate\":\"winner\",\"hedge\":true,\"start_ms\":7,\"class\":\"HTTP_200\",\"status\":200,"
+             "\"elapsed_ms\":5,\"delay_ms\":0,\"reason\":\"success\",\"retry_after\":null}]}");
+    const char *path = tmp_file("hedge.jsonl");
+    write_bytes(path, both, strlen(both));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    assert_string_equal(got.tries[0].fate, "cancelled");
+    assert_int_equal(got.tries[0].start_ms, 0);
+    assert_false(got.tries[0].hedge);
+    assert_string_equal(got.tries[1].fate, "winner");
+    assert_int_equal(got.tries[1].start_ms, 100);
+    assert_true(got.tries[1].hedge);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err); /* another key order: the general parser */
+    assert_string_equal(got.tries[0].fate, "winner");
+    assert_int_equal(got.tries[0].start_ms, 7);
+    assert_true(got.tries[0].hedge);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    /* Lines without them (every request that never hedged) read back as no fate. */
+    rec = sample();
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_null(strstr(buf, "fate"));
+    assert_null(strstr(buf, "start_ms"));
+    /* Refused by the reader, naming the field. */
+    static const struct {
+        const char *tail, *says;
+    } bad[] = {
+        {"\"start_ms\":3}]}", "start_ms"},               /* without a fate */
+        {"\"hedge\":true}]}", "hedge"},                  /* without a fate */
+        {"\"start_ms\":3,\"fate\":\"lost\"}]}", "fate"}, /* not a fate */
+        {"\"start_ms\":3,\"fate\":\"none\"}]}", "fate"}, /* never written */
+        {"\"fate\":\"winner\"}]}", "start_ms"},          /* without its start */
+        {"\"start_ms\":-1,\"fate\":\"winner\"}]}", "start_ms"},
+        {"\"start_ms\":3,\"hedge\":1,\"fate\":\"winner\"}]}", "hedge"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char line[1024];
+        snprintf(line, sizeof line,
+                 "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+                 "\"key\":null,\"policy\":\"sha256:0\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":\"success\","
+                 "\"reason\":\"success\",\"ok\":true,\"status\":200,\"body_len\":0,\"tries\":[{\"class\":"
+                 "\"HTTP_200\",\"status\":200,\"elapsed_ms\":5,\"delay_ms\":0,\"reason\":\"success\","
+                 "\"retry_after\":null,%s\n",
+                 bad[i].tail);
+        write_bytes(path, line, strlen(line));
+        r = reader_open_ok(path);
+        expect_next(r, &got, RF_LEDGER_CORRUPT, &err);
+        if (strstr(err.message, bad[i].says) == NULL) fail_msg("case %zu: %s", i, err.message);
+        rf_ledger_reader_close(r);
+    }
+    unlink(path);
+    /* Refused by the writer: a fate that is not one, start_ms without a fate, a start out of range. */
+    rec = sample();
+    rec.tries[1].fate = "lost";
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) < 0);
+    assert_string_equal(err.path, "$.tries[1].fate");
+    rec.tries[1].fate = NULL;
+    rec.tries[1].hedge = true;
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) < 0);
+    assert_string_equal(err.path, "$.tries[1].fate");
+    rec.tries[1].hedge = false;
+    rec.tries[1].fate = "failed";
+    rec.tries[1].start_ms = -5;
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) < 0);
+    assert_non_null(strstr(err.message, "start_ms"));
+}
+
 static void test_format_key_null_and_timestamps(void **state) {
     (void)state;
     static const struct {
@@ -757,6 +847,74 @@ static void test_corrupt_fields(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *line = mutate(cases[i].from, cases[i].to);
         expect_corrupt_middle(line, cases[i].message);
+        free(line);
+    }
+}
+
+/* What the request's caller propagated: written after the tries (and host and budget) only when present, read back
+ * by the fast and the general parser alike; a line without them reads as none; a bad value is corrupt, named. */
+static void test_inbound_fields(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.budget = "local";
+    rec.has_inbound_deadline = true;
+    rec.inbound_deadline_ms = 300;
+    rec.inbound_attempt = 2;
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf, "\"budget\":\"local\",\"inbound_deadline_ms\":300,\"inbound_attempt\":2}"));
+    rf_ledger_record zero = sample();
+    char plain[2048];
+    assert_true(rf_ledger_format(&zero, plain, sizeof plain, &err) > 0);
+    assert_null(strstr(plain, "inbound")); /* absent: the line of before, byte for byte */
+    /* the same fields in another order: the general parser */
+    char text[8192];
+    snprintf(text, sizeof text, "%s\n%s\n%s\n", buf, plain,
+             "{\"inbound_attempt\":7,\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\","
+             "\"path\":\"/x\",\"key\":null,\"policy\":\"sha256:0\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"terminal\",\"reason\":\"inbound-retry\",\"ok\":false,\"status\":503,\"body_len\":0,\"tries\":[],"
+             "\"inbound_deadline_ms\":0}");
+    const char *path = tmp_file("inbound.jsonl");
+    write_bytes(path, text, strlen(text));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    assert_true(got.has_inbound_deadline);
+    assert_int_equal(got.inbound_deadline_ms, 300);
+    assert_int_equal(got.inbound_attempt, 2);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_false(got.has_inbound_deadline);
+    assert_int_equal(got.inbound_attempt, 0);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_true(got.has_inbound_deadline);
+    assert_int_equal(got.inbound_deadline_ms, 0);
+    assert_int_equal(got.inbound_attempt, 7);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    unlink(path);
+    /* refused when written, named */
+    rec.inbound_deadline_ms = -1;
+    assert_int_equal(rf_ledger_format(&rec, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.inbound_deadline_ms");
+    rec.inbound_deadline_ms = 300;
+    rec.inbound_attempt = -2;
+    assert_int_equal(rf_ledger_format(&rec, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.inbound_attempt");
+    /* refused when read, named */
+    static const struct {
+        const char *to, *message;
+    } bad[] = {
+        {"],\"inbound_attempt\":0}", "field \"$.inbound_attempt\" must be an integer in 1..2147483647, got 0"},
+        {"],\"inbound_attempt\":\"2\"}",
+         "field \"$.inbound_attempt\" must be an integer in 1..2147483647, got a string"},
+        {"],\"inbound_deadline_ms\":-5}", "field \"$.inbound_deadline_ms\" must be an integer in 0..2^53, got -5"},
+        {"],\"inbound_deadline_ms\":1.5}", "field \"$.inbound_deadline_ms\" must be an integer in 0..2^53, got 1.5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *line = mutate("]}", bad[i].to);
+        expect_corrupt_middle(line, bad[i].message);
         free(line);
     }
 }
@@ -1268,6 +1426,8 @@ int main(void) {
         cmocka_unit_test(test_format_known_record),
         cmocka_unit_test(test_retry_after_header),
         cmocka_unit_test(test_replay_facts),
+        cmocka_unit_test(test_hedge_fields),
+        cmocka_unit_test(test_inbound_fields),
         cmocka_unit_test(test_format_key_null_and_timestamps),
         cmocka_unit_test(test_format_integers_stay_integers),
         cmocka_unit_test(test_format_escapes_strings),

@@ -396,7 +396,7 @@ static void test_objects_refuse_other_shapes_comments_and_keys(void **state) {
          "must be an object {baseMs, multiplier, maxMs, jitter}, got a number"},
         {"{" MINIMAL ",\"retryAfter\":[]}", "$.retryAfter", "must be an object {honor, maxMs, headers}, got an array"},
         {"{" MINIMAL ",\"retryBudget\":\"x\"}", "$.retryBudget",
-         "must be an object {maxTokens, tokenRatio}, got a string"},
+         "must be an object {maxTokens, tokenRatio} or {retryRatio, minRetriesPerSecond, ttlMs}, got a string"},
         {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1,\"shared\":true}}", "$.retryBudget.shared",
          "must be an object {name}, got a boolean"},
         {"{" MINIMAL ",\"gate\":5}", "$.gate", "must be an object of gate thresholds, got a number"},

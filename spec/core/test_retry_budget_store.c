@@ -287,6 +287,63 @@ static void test_threads_share_one_redis_bucket(void **state) {
     rf_policy_free(p);
 }
 
+/* A ratio budget (retryRatio 0.2) kept in Redis: the window's script takes 6 arguments, so its EVALSHA is the
+ * longest command the store sends (10 words). 8 threads, each decision a request asking for a retry: one window
+ * allows exactly one retry in five requests, whatever the interleaving (the script runs atomically). */
+static void test_threads_share_one_redis_window(void **state) {
+    (void)state;
+    if (plain_redis.port == 0) {
+        skip();
+    }
+    static const char lock[] =
+        "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+        "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"
+        "\"retryBudget\":{\"retryRatio\":0.2,\"ttlMs\":600000,\"shared\":{\"name\":\"window-threads\"}}}";
+    rf_policy *p = load(lock);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
+    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    worker w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.p = p, .b = b, .start = &start};
+        pthread_create(&t[i], NULL, fail_loop, &w[i]);
+    }
+    long retried = 0, throttled = 0, shared = 0, other = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        retried += w[i].retried;
+        throttled += w[i].throttled;
+        shared += w[i].shared;
+        other += w[i].other;
+    }
+    pthread_barrier_destroy(&start);
+    assert_int_equal(retried, THREADS * ROUNDS / 5);
+    assert_int_equal(throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
+    assert_int_equal(shared, THREADS * ROUNDS);
+    assert_int_equal(other, 0);
+    bool found = false;
+    rf_budget_window win;
+    int64_t idle = -2;
+    rf_redis_budget_options show = {.url = url, .timeout_ms = 1000};
+    assert_int_equal(rf_retry_budget_redis_peek_window(&show, "window-threads", &found, &win, &idle, &err), RF_OK);
+    assert_true(found);
+    assert_int_equal(win.requests, THREADS * ROUNDS);
+    assert_int_equal(win.retries, THREADS * ROUNDS / 5);
+    assert_int_equal(win.allowance_milli, 200 * THREADS * ROUNDS);
+    assert_int_equal(win.ttl_ms, 600000);
+    assert_true(idle > 0);
+    assert_int_equal(rf_retry_budget_redis_peek_window(&show, "never-used", &found, &win, &idle, &err), RF_OK);
+    assert_false(found);
+    rf_retry_budget_free(b);
+    rf_policy_free(p);
+}
+
 /* ---- One deadline per decision, against a hostile Redis ------------------------------------------------ */
 
 #if defined(__has_include)
@@ -1034,6 +1091,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_store_decides_and_falls_back),
         cmocka_unit_test(test_store_needs_a_budget),
         cmocka_unit_test(test_threads_share_one_redis_bucket),
+        cmocka_unit_test(test_threads_share_one_redis_window),
         cmocka_unit_test(test_every_decision_ends_by_its_deadline),
         cmocka_unit_test(test_threads_wait_no_longer_than_their_deadline),
         cmocka_unit_test(test_a_name_lookup_ends_by_the_deadline),

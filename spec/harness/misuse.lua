@@ -45,7 +45,8 @@ local URL = up.url
 local LOCK = assert(rf.load_string([[{"version":1,"retryBudget":{"maxTokens":10,"tokenRatio":0.1},
   "defaults":{"maxAttempts":3,"perAttemptTimeoutMs":100,
   "totalBudgetMs":300,"retryable":["HTTP_503","CONNECT_RESET","TIMEOUT"],"backoff":{"baseMs":1,"maxMs":5}},
-  "routes":[{"endpoint":"GET /echo/*"},{"endpoint":"POST /echo/*","idempotencyRequired":[]}]}]], "misuse.lock"))
+  "routes":[{"endpoint":"GET /echo/*","propagation":{}},{"endpoint":"POST /echo/*","idempotencyRequired":[]}]}]],
+  "misuse.lock"))
 
 local stats = { sequences = 0, operations = 0, raised = 0, responses = 0, ledger_lines = 0, hostile_tables = 0,
   metamethods = 0, acts = 0, storm_acts = 0 }
@@ -58,6 +59,12 @@ local SCRIPTS = { "200", "503,200", "503,503,503", "reset,200", "timeout", "empt
 local n = 0
 local function next_n() n = n + 1 return n end
 
+--- A caller's propagation headers (rf_request.inbound_headers): good, bad and repeated values, fresh strings.
+local function new_inbound()
+  return { ["x-envoy-attempt-count"] = pick({ "1", "2", "x", "-1", "99999999999999999999" }) .. "",
+           ["X-Envoy-Expected-Rq-Timeout-Ms"] = { pick({ "50", "abc", "", "1e9" }) .. "", "200, 7" } }
+end
+
 --- A request table with fresh (collectable) strings. Some paths have no route (refused, nothing sent), some
 --- carry a secret in the query, which the ledger must never show.
 local function new_request(k)
@@ -67,6 +74,7 @@ local function new_request(k)
   if math.random() < 0.4 then r.body = ("b"):rep(math.random(0, 3000)) .. k end
   if math.random() < 0.5 then r.idempotency_key = "k-" .. k .. "-" .. math.random(1e6) end
   if math.random() < 0.7 then r.headers = { ["X-Fault-Script"] = pick(SCRIPTS), ["X-Pad"] = ("h"):rep(40) .. k } end
+  if math.random() < 0.3 then r.inbound_headers = new_inbound() end
   return r
 end
 
@@ -203,6 +211,7 @@ local function hostile_request(c, k)
   local req = new_request(k)
   local ctx = { client = c, victim = req }
   if req.headers then req.headers = hostile(req.headers, ctx) end
+  if req.inbound_headers then req.inbound_headers = hostile(req.inbound_headers, ctx) end
   return hostile(req, ctx), req
 end
 
@@ -399,6 +408,7 @@ local OPS = {
     if math.random() < 0.4 then plain_io.on_attempt = new_hook(ctx) end
     local req = { method = pick({ "GET", "POST" }), path = "/echo/" .. next_n() }
     if math.random() < 0.5 then req.idempotency_key = "k-" .. next_n() .. "-" .. math.random(1e6) end
+    if math.random() < 0.3 then req.inbound_headers = hostile(new_inbound(), ctx) end
     check_response(rf.flow(LOCK, hostile(req, ctx), hostile(plain_io, ctx)))
   end,
   step = function() -- core.step driven by hand, its result tables hostile and able to finish the step

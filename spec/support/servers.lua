@@ -290,11 +290,13 @@ end
 
 --- The project's fault-injecting upstream with a client of policy in front of it, writing to a fresh ledger:
 -- { up, client, ledger, ledger_path, stop = function } (stop closes the client and the ledger, removes the
--- ledger file and stops the upstream). The upstream stalls at most 5 s and exits by itself after 120 s.
-function M.client_on_upstream(policy)
+-- ledger file and stops the upstream). The upstream stalls opts.stall_ms (default 5000) at most and exits by itself
+-- after 120 s.
+function M.client_on_upstream(policy, opts)
   local rf = require "retryfreeze"
   local upstream = require "retryfreeze.upstream"
-  local fx = { up = assert(upstream.start{ bindir = h.bindir, stall_ms = 5000, max_seconds = 120 }) }
+  local stall_ms = opts and opts.stall_ms or 5000
+  local fx = { up = assert(upstream.start{ bindir = h.bindir, stall_ms = stall_ms, max_seconds = 120 }) }
   fx.ledger_path = os.tmpname()
   fx.ledger = assert(rf.ledger.open(fx.ledger_path))
   fx.client = rf.client{ policy = policy, base_url = fx.up.url, ledger = fx.ledger, rng_seed = 1 }

@@ -40,6 +40,16 @@ function M.across(fn)
   return r, M.ms() - before
 end
 
+--- The machine's CPU pressure so far, in ms (it never goes back): the time during which at least one runnable
+--- task waited for a CPU ("some total" of /proc/pressure/cpu, in µs: the kernel's PSI). For a window in which a
+--- child process does the work (the CLI), whose own run-queue delay this thread cannot read: an overestimate for
+--- that child, which only loosens a bound. Always 0 where the kernel has no PSI (judged without allowance).
+function M.machine_ms()
+  local line = read_line("/proc/pressure/cpu")
+  local us = line and tonumber(line:match("total=(%d+)"))
+  return us and us / 1000 or 0
+end
+
 --- A face of `client` for retryfreeze.scheduler that samples the stall after every pass of the client
 --- (client:_run), and the samples {t_ms, stall_ms} in time order (the first taken now).
 function M.sampled(client)

@@ -14,6 +14,7 @@
 #include "retryfreeze/decide.h"
 #include "retryfreeze/ledger.h"
 #include "retryfreeze/outcome.h"
+#include "retryfreeze/propagation.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,11 @@ typedef struct rf_request {
     int64_t deadline_ms; /* optional (0 = the lock's): this request's total budget, at most the route's totalBudgetMs
                             (larger is RF_EINVAL naming the lock's limit) */
     int64_t timeout_ms;  /* optional (0 = the lock's): its per-try timeout, at most perAttemptTimeoutMs */
+    /* optional "Name: value" lines of the request this one serves (a proxy's inbound request, its caller's): with
+     * the route's propagation, its deadline header narrows this request's deadline and its attempt header above 1
+     * leaves one attempt (rf_inbound_line; a bad value narrows nothing, never an error). Others are ignored. */
+    const char *const *inbound_headers;
+    size_t n_inbound_headers;
 } rf_request;
 
 /* One attempt, as returned to the caller and written to the ledger. */
@@ -49,6 +55,10 @@ typedef struct rf_try {
     char retry_after_header[24]; /* that header's lowercase name ("retry-after", "retry-after-ms", …), "" when none */
     rf_budget_source budget;     /* the retry budget the verdict after it used (none, local, shared, local-fallback) */
     char error[128];             /* curl's message for a transport failure, "" otherwise */
+    /* Of a request that hedged (gRPC A6 hedging: attempts overlapped), else -1, false and RF_FATE_NONE: */
+    int64_t start_ms; /* when it started, ms after the request's first attempt started */
+    bool hedge;       /* started by the hedging delay (hedging.hedgingDelayMs) beside attempts in flight */
+    rf_try_fate fate; /* winner (its success ended the request), cancelled (aborted in flight), or failed */
     /* What a replay of the request under another lock needs (the ledger's replay facts, retryfreeze/ledger.h): */
     bool not_sent; /* no byte of the request left (a transparent retry may follow) */
     /* Every wait header (RF_WAIT_HEADERS) the response carried, whether or not the route read it: wait_at[h] is 1 + the
@@ -80,6 +90,10 @@ typedef struct rf_response {
     const char *route; /* endpoint of the deciding route (owned by the policy), NULL when none */
     rf_budget_source budget; /* the retry budget the request used; local-fallback if any decision fell back */
     char ledger_error[256];  /* "" or why the ledger append failed (the request itself is unaffected) */
+    rf_inbound inbound;      /* what the request's inbound_headers said, as its route's propagation reads them */
+    bool overloaded; /* with the route's propagation: this request stopped after retrying (exhausted, throttled) or
+                        its upstream said so (rf_propagation_tells_overloaded): a proxy tells its caller with the
+                        route's propagation.overloadedHeader, so the caller does not retry what was retried */
 } rf_response;
 
 /* Frees what a response owns and zeroes it; safe on a zeroed response and twice. */
@@ -127,32 +141,45 @@ typedef struct rf_step_result {
     const char *date;                        /* the Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
     const char *error;                       /* the transport's message, or NULL */
-    int64_t now_ms;                          /* monotonic time at the attempt's end */
-    int64_t wall_ms;                         /* Unix time in ms (for HTTP-date Retry-After) */
+    int64_t now_ms;  /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
+    int64_t wall_ms; /* Unix time in ms (for HTTP-date Retry-After) */
+    bool overloaded; /* the response carried the route's propagation.overloadedHeader (rf_step.prop) */
 } rf_step_result;
 
 /* One logical request driven by a host. Fill with rf_step_init; the request and response outlive it. */
 typedef struct rf_step {
     const rf_policy *policy;
     const rf_request *req;
-    rf_response *resp; /* its tries array (RF_MAX_TRIES) is allocated by rf_step_init, freed by rf_response_clear */
+    /* resp's tries array is allocated by rf_step_init, grown by rf_step_after, freed by rf_response_clear */
+    rf_response *resp;
+    size_t tries_cap;                 /* room in resp->tries: from 1 up to RF_MAX_TRIES */
     bool reads[RF_WAIT_HEADER_COUNT]; /* the wait headers the route reads */
     int64_t start_ms, attempt_start_ms, delay_ms, timeout_ms;
     int attempts;
     bool last_class_retryable, done;
+    rf_propagation prop; /* the route's propagation: the headers an attempt sends and the response's overloaded one */
+    int64_t elapsed_shift_ms, timeout_cap_ms; /* the request's own limits: its deadline_ms, its inbound deadline and
+                                                 its timeout_ms, as rf_client_request applies them */
 } rf_step;
 
 /* Elapsed times are differences of the host's now_ms readings, computed without overflow: a reading earlier
  * than the start counts 0 ms, a difference beyond INT64_MAX counts INT64_MAX. */
 /* Starts request req at now_ms (the host's monotonic clock). p, req and resp are borrowed and must outlive the step;
- * *resp is overwritten (zeroed or cleared before) and owns its tries until rf_response_clear. RF_EINVAL (err->path
- * "method" or "path"): a missing method or one with a lowercase letter (RFC 9110 §9.1, as rf_budget), a path not
- * starting with '/'. RF_ENOMEM. err may be NULL. One thread at a time per step. */
+ * *resp is overwritten (zeroed or cleared before) and owns its tries until rf_response_clear. The request's own
+ * limits narrow the route's as for rf_client_request: deadline_ms, timeout_ms and, with the route's propagation,
+ * the inbound_headers' deadline (resp->inbound says what they said). RF_EINVAL (err->path "method", "path",
+ * "deadline_ms" or "timeout_ms"): a missing method or one with a lowercase letter (RFC 9110 §9.1, as rf_budget), a
+ * path not starting with '/', a limit that is negative or wider than the lock's; (err->path "hedging") a request
+ * its route hedges (rf_policy_hedging: hedged), whose attempts overlap, which a step of one attempt at a time cannot
+ * send. RF_ENOMEM. err may be NULL. One thread at a time per step. */
 RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                               rf_error *err);
 /* Before an attempt at now_ms: true and *timeout_ms (the per-try timeout, rf_budget), or false and *stop (the
  * request ends: call rf_step_end_request). */
 RF_API bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop);
+/* The header lines the attempt rf_step_begin just allowed sends (its number, the ms it may take), into
+ * lines[0..2): rf_propagation_lines for the route's propagation; 0 (none) without it. */
+RF_API size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPAGATION_LINE_MAX]);
 /* After the attempt: records its try, decides (rf_step_verdict; only the wait headers the route reads are passed
  * on), lets the hook narrow (rf_step_narrow). true and *delay_ms: wait that long, then rf_step_begin again; false
  * and *stop: the request ends. *hook_rc is the hook's value (< 0: it failed). hook_rc, delay_ms and stop must not

@@ -69,6 +69,14 @@ typedef struct rf_facts {
      * hints[RF_WAIT_RETRY_AFTER] is the same field as retry_after: give it in one place only. */
     const char *hints[RF_WAIT_HEADER_COUNT];
     size_t hint_lens[RF_WAIT_HEADER_COUNT];
+    int64_t mono_ms; /* the caller's monotonic clock in ms (CLOCK_MONOTONIC), for a ratio retry budget's window; 0 =
+                        unknown (the window's newest slot). Every user of one budget must read the same clock */
+    bool hedged;     /* the attempt is one of a hedged request's (rf_policy_hedging: hedged): a failure of a class not
+                        in its route's hedging.nonFatalClasses ends the request (hedge-fatal, gRPC A6) */
+    /* Propagation across layers (retryfreeze/propagation.h), read only by a route with propagation: */
+    bool overloaded;     /* the response carried the route's propagation.overloadedHeader: never retried */
+    int inbound_attempt; /* the caller's attempt number (its propagation.attemptHeader, rf_inbound), 0 when none:
+                            above 1 the caller is retrying, so with propagation.inboundAttempt no retry here */
 } rf_facts;
 
 /* The verdict after one attempt. */
@@ -92,21 +100,25 @@ typedef struct rf_retry_budget rf_retry_budget;
 
 /*
  * Decides retry or stop. Checks, in this order, each giving its reason (docs/reasons.md):
- *   unpinned-source, no-route, success (2xx/3xx), max-attempts, class-limit (classLimits: the failure's class
- *   has a limit and attempts >= it), status-not-retryable, mutating-without-idempotency, server-pushback
- *   (grpc-retry-pushback-ms says stop), retry-after-exceeds-budget, deadline, retry-throttled, else
+ *   unpinned-source, no-route, success (2xx/3xx), hedge-fatal (f->hedged, and the class is not in the route's
+ *   hedging.nonFatalClasses), max-attempts, class-limit (classLimits: the failure's class has a limit and attempts
+ *   >= it), status-not-retryable, upstream-overloaded (the route has propagation and the facts say overloaded),
+ *   inbound-retry (the route has propagation.inboundAttempt and inbound_attempt > 1), mutating-without-idempotency,
+ *   server-pushback (grpc-retry-pushback-ms says stop), retry-after-exceeds-budget, deadline, retry-throttled, else
  *   pinned-status.
  * The wait: the route's retryAfter.headers are read in order and the first present and valid one wins
  * (rf_wait_header_parse). delay_ms is that wait when valid (never retry sooner than the server asked), else
  * the backoff for this attempt count; a wait over retryAfter.maxMs or over the time left stops the request. rng
  * supplies jitter and may be NULL only when the route's jitter is "none" (else RF_EINVAL). budget (may be NULL) is the
- * client's retry budget: when the lock has retryBudget, this call records the attempt's effect on it (gRPC A6: a
- * retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it) and a retry is
- * throttled while tokens <= maxTokens / 2. Returns RF_OK and fills *out, or RF_EINVAL (*out unspecified, err->path
- * names the field): p, f or out NULL; method missing or with a lowercase letter (RFC 9110 §9.1: no route could
- * match); path missing; status not 0 or 100..599; transport out of range; attempts < 1; elapsed_ms < 0; a hint the
- * route does not read; rng NULL for a jittered route that needs a backoff. A refusal has no effect: the budget is
- * charged only when the call returns RF_OK.
+ * client's retry budget: when the lock has retryBudget, this call records the attempt's effect on it: for a token
+ * bucket (gRPC A6) a retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it,
+ * and a retry is throttled while tokens <= maxTokens / 2; for a ratio (retryBudget.retryRatio) the first attempt's
+ * decision (attempts 1) counts the request in the window at f->mono_ms and a retry verdict counts a retry, throttled
+ * when the window's retries would pass retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and
+ * fills *out, or RF_EINVAL (*out unspecified, err->path names the field): p, f or out NULL; method missing or with a
+ * lowercase letter (RFC 9110 §9.1: no route could match); path missing; status not 0 or 100..599; transport out of
+ * range; attempts < 1; elapsed_ms < 0; inbound_attempt < 0; a hint the route does not read; rng NULL for a jittered
+ * route that needs a backoff. A refusal has no effect: the budget is charged only when the call returns RF_OK.
  * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
@@ -194,6 +206,51 @@ RF_API bool rf_policy_class_retryable(const rf_policy *p, size_t route, int stat
 RF_API int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_transport transport);
 
 /*
+ * The hedging a request gets (the lock's hedging, gRPC A6 hedgingPolicy): on a route with hedging, a request is
+ * hedged unless its method needs an idempotency key for retries (idempotencyRequired) and it has none, so that a
+ * keyless POST is sent once. Then its attempts may overlap: the first starts; while no acceptable response has come,
+ * another may start every hedgingDelayMs (rf_hedge_decide says whether), up to hedging.maxAttempts started; the first
+ * success wins and the others are cancelled; a failure of a class not in nonFatalClasses ends it (hedge-fatal).
+ */
+typedef struct rf_hedging {
+    bool hedged;       /* the request is hedged (else it is sent one attempt at a time, as on any route) */
+    int max_attempts;  /* hedging.maxAttempts: most attempts the hedging delay starts, the first included */
+    int64_t delay_ms;  /* hedging.hedgingDelayMs: the wait after an attempt starts before the next may */
+    rf_reason why_not; /* not hedged: no-route, max-attempts (the route has no hedging), mutating-without-idempotency */
+} rf_hedging;
+
+/*
+ * Fills *out for a request of method (method_len bytes; has_key: it carries an idempotency key) on route (an
+ * rf_policy_match answer, -1 for none). RF_EINVAL for NULL p, method or out, or a route out of range. No allocation.
+ */
+RF_API rf_status rf_policy_hedging(const rf_policy *p, long route, const char *method, size_t method_len, bool has_key,
+                                   rf_hedging *out);
+
+/* What a hedged request knows when its hedging delay has passed with its attempts still in flight. */
+typedef struct rf_hedge_facts {
+    const char *method; /* required, as in rf_facts */
+    size_t method_len;
+    int started;              /* attempts started so far (hedges and retries), >= 1 */
+    int64_t elapsed_ms;       /* since the first attempt started, as rf_decide is told, >= 0 */
+    bool has_idempotency_key; /* the request carries an Idempotency-Key (the same on every attempt) */
+    int64_t mono_ms;          /* as rf_facts.mono_ms: for a ratio retry budget */
+} rf_hedge_facts;
+
+/*
+ * May a hedge (one more attempt, started while the others are still in flight) start now? A hedge is a retry for
+ * every limit: checks, in this order, no-route (route -1), max-attempts (the route has no hedging, or started >=
+ * hedging.maxAttempts or >= maxAttempts), mutating-without-idempotency, deadline (less than minAttemptMs left), then
+ * the retry budget: a hedge takes 1 token from a token bucket and is refused while tokens <= maxTokens / 2 after it
+ * (retry-throttled); of a ratio it is one retry of the window (the request's first, started == 1, also counts the
+ * request), refused past the window's allowance. Allowed: retry true, reason within-budget, timeout_ms the hedge's
+ * per-try timeout (min(perAttemptTimeoutMs, time left)), delay_ms 0, budget the source it used. The budget is touched
+ * only when every other check passed. RF_EINVAL (err->path the field): NULL p, h or out; route out of range; no
+ * method; started < 1; elapsed_ms < 0. Allocates nothing and reads no clock.
+ */
+RF_API rf_status rf_hedge_decide(const rf_policy *p, long route, const rf_hedge_facts *h, rf_retry_budget *budget,
+                                 rf_verdict *out, rf_error *err);
+
+/*
  * Creates the client-wide retry budget (gRPC A6 retryThrottling) for policy p, full (tokens = maxTokens). It copies
  * the configuration, so p may be freed before it. Thread-safe: any number of threads may pass it to rf_decide
  * concurrently (C11 atomics). When the lock has no retryBudget (or p is NULL) the object is inert: rf_decide never
@@ -203,22 +260,40 @@ RF_API rf_retry_budget *rf_retry_budget_new(const rf_policy *p);
 /* Frees b and, when it has a shared store, the store's ctx (store->free). NULL is a no-op. Only once no thread,
  * client or rf_step uses it. */
 RF_API void rf_retry_budget_free(rf_retry_budget *b);
-/* Current tokens × 1000 (0..maxTokens × 1000) of the local bucket, read atomically; -1 for an inert or NULL budget.
- * With a shared store this is the fallback bucket, not the fleet's. */
+/* Current tokens × 1000 (0..maxTokens × 1000) of the local bucket, read atomically; -1 for an inert or NULL budget
+ * and for the ratio form. With a shared store this is the fallback bucket, not the fleet's. */
 RF_API int64_t rf_retry_budget_tokens_milli(const rf_retry_budget *b);
 
+/* A ratio budget's window as it stands (docs/lock.md, retryBudget): the requests and retries it counts, and how many
+ * retries × 1000 it allows (retryRatio × requests + minRetriesPerSecond × ttlMs / 1000, × 1000). */
+typedef struct rf_budget_window {
+    int64_t ttl_ms;          /* retryBudget.ttlMs: the window's length */
+    int64_t requests;        /* requests counted in the window */
+    int64_t retries;         /* retries (and hedges) counted in the window */
+    int64_t allowance_milli; /* retries × 1000 the window allows; a retry is allowed while (retries + 1) × 1000 fits */
+} rf_budget_window;
+
+/* Fills *out with the local window of ratio budget b at mono_ms (as rf_facts.mono_ms; 0: its newest slot) and returns
+ * true; false (*out zeroed) for a token bucket, an inert or NULL budget. With a shared store this is the fallback
+ * window, not the fleet's. Counts nothing; thread-safe. */
+RF_API bool rf_retry_budget_window(const rf_retry_budget *b, int64_t mono_ms, rf_budget_window *out);
+
 /*
- * A shared token store: the same token bucket held for a whole fleet (gRPC A6 semantics, kept by a server
- * such as Redis: see retryfreeze/retry_budget_redis.h). add applies delta_milli to the shared bucket,
- * clamped to [0, max_milli] (a bucket the store has not seen starts full, at max_milli), and sets
- * *tokens_milli to the new count; it returns false when the store could not answer (down, slow), and must
- * then have waited no longer than its own timeout. free releases ctx (may be NULL). Both must be
- * thread-safe when the budget is shared between threads.
+ * A shared store: the same budget held for a whole fleet by a server such as Redis (retryfreeze/retry_budget_redis.h).
+ * For a token bucket (gRPC A6 semantics), add applies delta_milli to the shared bucket, clamped to [0, max_milli] (a
+ * bucket the store has not seen starts full, at max_milli), and sets *tokens_milli to the new count. For a ratio,
+ * window applies one decision to the shared window on the store's own clock: request counts a request, retry asks for
+ * a retry, allowed when (retries + 1) × 1000 <= ratio_milli × requests + reserve_milli over the last ttl_ms (then it
+ * is counted), and sets *allowed. Each returns false when the store could not answer (down, slow), and must then have
+ * waited no longer than its own timeout. free releases ctx (may be NULL). All must be thread-safe when the budget is
+ * shared between threads. A store needs the op of its budget's form (the other may be NULL).
  */
 typedef struct rf_retry_budget_store {
     bool (*add)(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli);
     void (*free)(void *ctx);
     void *ctx;
+    bool (*window)(void *ctx, bool request, bool retry, int64_t ratio_milli, int64_t reserve_milli, int64_t ttl_ms,
+                   bool *allowed);
 } rf_retry_budget_store;
 
 /*
@@ -226,7 +301,8 @@ typedef struct rf_retry_budget_store {
  * (verdict budget "shared"). When store->add fails, the decision uses and updates this budget's local
  * bucket instead (verdict budget "local-fallback"): a store outage never means unlimited retries. The budget
  * takes ownership of store->ctx (freed by rf_retry_budget_free; on an error the caller keeps it); *store is copied.
- * RF_EINVAL when the budget is inert (the lock has no retryBudget), already has a store, or b/store/add is NULL.
+ * RF_EINVAL when the budget is inert (the lock has no retryBudget), already has a store, b or store is NULL, or
+ * the op of the budget's form (add for a token bucket, window for a ratio) is NULL.
  * Not thread-safe: set the store before the budget is shared.
  */
 RF_API rf_status rf_retry_budget_set_store(rf_retry_budget *b, const rf_retry_budget_store *store, rf_error *err);

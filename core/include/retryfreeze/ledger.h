@@ -17,13 +17,14 @@
  *    "ok":true,"status":200,"body_len":17,"tries":[{"class":"HTTP_503","status":503,"elapsed_ms":20,
  *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after",
  *    "timeout_ms":2000,"wait":{"retry-after":"1"},"date":"Sun, 29 Nov 2026 17:20:01 GMT"},…]}
- * retry_after_header is written only when set (a line without it reads as NULL). So are a try's replay facts,
- * after it in this order: "timeout_ms" (> 0), "transport" (not "ok"), "not_sent" (true), "wait" (the wait
- * headers the response carried, in RF_WAIT_HEADERS order) and "date" (the response's Date, with a wait header):
- * a line of an older writer lacks them and reads with them zeroed. After tries come, only when set,
- * "host":"web-3" (a writer writes its host on every line) and "budget":"shared" (which retry budget the request
- * used).
- * Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
+ * retry_after_header is written only when set (a line without it reads as NULL). So are a hedged request's
+ * "start_ms", "hedge" and "fate", after it (…,"start_ms":100,"hedge":true,"fate":"winner"), absent from other
+ * requests' tries; and then a try's replay facts, in this order: "timeout_ms" (> 0), "transport" (not "ok"),
+ * "not_sent" (true), "wait" (the wait headers the response carried, in RF_WAIT_HEADERS order) and "date" (the
+ * response's Date, with a wait header): a line of an older writer lacks them and reads with them zeroed. After
+ * tries come, only when set, "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which
+ * retry budget the request used), and what the request's caller propagated: "inbound_deadline_ms":300 and
+ * "inbound_attempt":2. Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
  * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the
@@ -66,6 +67,11 @@ typedef struct rf_ledger_try {
                                        (JSON null) */
     const char *retry_after_header; /* which wait header retry_after came from ("retry-after", "retry-after-ms",
                                        …; docs/lock.md#wait-headers), or NULL: the key is then not written */
+    /* A hedged request's (gRPC A6 hedging: attempts in flight at once), written only when set, so the tries of a
+     * request that never hedged are byte-identical to those of earlier versions (which read back as -1/false/NULL): */
+    int64_t start_ms; /* when it started, ms after the request's first attempt (0..2^53); 0 without a fate */
+    bool hedge;       /* started by the hedging delay beside attempts in flight ("hedge":true); false: not written */
+    const char *fate; /* "winner", "cancelled" or "failed" (RF_TRY_FATES); NULL: not written */
     /* The facts a replay of the request under another lock needs (retryfreeze/replay.h), each written only when
      * set, so a record that leaves them zeroed is written as before; a line of an older writer reads with them
      * zeroed. */
@@ -104,6 +110,11 @@ typedef struct rf_ledger_record {
     /* Optional, written after tries only when set (older lines have neither): */
     const char *host;   /* who wrote the line; rf_ledger_append fills in the ledger's host when NULL */
     const char *budget; /* the retry budget the request used: "local", "shared", "local-fallback"; NULL = none */
+    /* What the request's caller propagated (retryfreeze/propagation.h), written after budget only when present
+     * (older lines have neither): */
+    bool has_inbound_deadline;   /* "inbound_deadline_ms" is written */
+    int64_t inbound_deadline_ms; /* the ms the caller had left, 0..2^53 */
+    int inbound_attempt;         /* the caller's attempt number, 1..INT_MAX; 0 = none (not written) */
 } rf_ledger_record;
 
 typedef enum rf_ledger_fsync { RF_LEDGER_FSYNC_NONE = 0, RF_LEDGER_FSYNC_LINE = 1 } rf_ledger_fsync;
@@ -152,6 +163,34 @@ RF_API size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const
 #define RF_LEDGER_BATCH_BYTES (256 * 1024)
 
 /*
+ * Holds l's lines in memory and writes them as one batch of whole lines, for a host that appends many short
+ * requests (a proxy's worker): one write(2) per batch instead of one per line. From now on rf_ledger_append formats
+ * each line after the held ones and returns RF_OK without writing; the held lines go out in one write(2) on
+ * O_APPEND (then one fsync(2) with RF_LEDGER_FSYNC_LINE) when the next line would take them past max_bytes (a line
+ * longer than max_bytes goes alone, at once), at rf_ledger_flush, at rf_ledger_append_batch (first, so the order
+ * stays), and at rf_ledger_close. A held line is in the file only after one of those: the host bounds the delay by
+ * calling rf_ledger_flush (on a timer and before it exits); a crash loses what was held. An RF_EIO from the write
+ * of held lines is returned by the call that made it (rf_ledger_append: the record being appended stays held; err
+ * says how many held lines were lost). Lines held in one process are never written by another: a child forked
+ * while lines were held drops them at its first append or flush (its parent writes them).
+ * max_bytes: 1..RF_LEDGER_BATCH_BYTES, or 0 to stop holding (the held lines are written first: rf_ledger_flush's
+ * result). RF_EINVAL: NULL l, max_bytes over RF_LEDGER_BATCH_BYTES, or an observer is set (rf_ledger_observe: an
+ * observer is told of each line as it is written, with its record, which a held line no longer has).
+ */
+RF_API rf_status rf_ledger_hold(rf_ledger *l, size_t max_bytes, rf_error *err);
+
+/*
+ * Writes the lines rf_ledger_hold made l hold, with one write(2) (RF_OK and nothing written when none are held).
+ * RF_EIO: the write failed or was cut short (a full disk): the lines before the cut are whole in the file, the
+ * others are lost (err says how many), and the next write starts with the "\n" ending the fragment, as for
+ * rf_ledger_append; or fsync(2) failed. RF_EINVAL: NULL l.
+ */
+RF_API rf_status rf_ledger_flush(rf_ledger *l, rf_error *err);
+
+/* The number of lines l holds (rf_ledger_hold), not yet written; 0 for NULL. */
+RF_API size_t rf_ledger_held(const rf_ledger *l);
+
+/*
  * An observer of a ledger's appends (rf_ledger_observe): called by rf_ledger_append after each line it wrote
  * whole (RF_OK), with the record as given and the host the line carries (the record's, else the ledger's; NULL
  * when the line has none). What it receives is what a reader of that line gets back (the writer refuses what
@@ -163,7 +202,7 @@ typedef void (*rf_ledger_observer)(void *ud, const rf_ledger_record *rec, const 
 
 /*
  * Sets l's observer: fn(ud, rec, host) after every whole append from now on; NULL fn removes it. One at a time:
- * a later call replaces the earlier. RF_EINVAL: NULL l.
+ * a later call replaces the earlier. RF_EINVAL: NULL l, or a non-NULL fn while l holds lines (rf_ledger_hold).
  */
 RF_API rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud, rf_error *err);
 
@@ -177,8 +216,8 @@ RF_API rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud
  */
 RF_API rf_status rf_ledger_set_host(rf_ledger *l, const char *host, rf_error *err);
 
-/* Closes the descriptor and frees l (always, even on error); NULL is a no-op. Returns RF_EIO if close(2)
- * reported an error. */
+/* Writes the lines l holds (rf_ledger_hold), closes the descriptor and frees l (always, even on error); NULL is a
+ * no-op. Returns RF_EIO if writing the held lines (rf_ledger_flush) or close(2) reported an error. */
 RF_API rf_status rf_ledger_close(rf_ledger *l, rf_error *err);
 
 /*

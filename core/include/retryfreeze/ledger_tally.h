@@ -46,10 +46,15 @@ extern "C" {
  *   retried_successes  successes after more than one attempt
  *   attempts           HTTP requests sent (the ledger's attempts: followed redirects included)
  *   success_attempts   attempts of the successful requests
- *   retries            attempts after the first
+ *   retries            attempts after the first (hedges included)
+ *   hedged             requests that started a hedge (an attempt beside others in flight: the lock's hedging)
+ *   hedges             hedges started (tries with "hedge": true), cancelled ones included
+ *   hedge_wins         requests a hedge won (its try's fate "winner")
  */
-#define RF_TALLY_COUNTS(X) \
+#define RF_TALLY_REQUEST_COUNTS(X) \
     X(requests) X(successes) X(failures) X(terminal) X(retried_successes) X(attempts) X(success_attempts) X(retries)
+#define RF_TALLY_HEDGE_COUNTS(X) X(hedged) X(hedges) X(hedge_wins)
+#define RF_TALLY_COUNTS(X) RF_TALLY_REQUEST_COUNTS(X) RF_TALLY_HEDGE_COUNTS(X)
 
 /*
  * The ratios of a scope: X(name, numerator, denominator), each a count above; 0 when the denominator is 0.
@@ -61,7 +66,9 @@ extern "C" {
     X(retried_success_ratio, retried_successes, successes) \
     X(attempts_per_success, success_attempts, successes)   \
     X(attempts_per_request, attempts, requests)            \
-    X(retry_ratio, retries, requests)
+    X(retry_ratio, retries, requests)                      \
+    X(hedges_per_request, hedges, requests)                \
+    X(hedge_win_rate, hedge_wins, requests)
 
 #define RF_X_TALLY_COUNT(name) int64_t name;
 #define RF_X_TALLY_RATIO(name, num, den) double name;

@@ -16,7 +16,8 @@ extern "C" {
 #endif
 
 /* What a field holds (X(C name, string)). min and max of a row bound: an integer's value, a decimal's value × 1000,
- * a list's number of items, an endpoint's or a name's number of characters, and each limit of class-limits. */
+ * a list's number of items, an endpoint's, a name's or a header's number of characters, and each limit of
+ * class-limits. */
 #define RF_FIELD_TYPES(X)                                                                                    \
     X(RF_FIELD_OBJECT, "object")             /* an object of fields: the rows whose parent it is */          \
     X(RF_FIELD_INTEGER, "integer")           /* an integer in [min, max] */                                  \
@@ -30,7 +31,8 @@ extern "C" {
     X(RF_FIELD_CLASS_LIMITS, "class-limits") /* an object {class token: attempts} */                         \
     X(RF_FIELD_REASONS, "reasons")           /* an array of distinct RF_REASONS */                           \
     X(RF_FIELD_NAME, "name")                 /* a string of A-Z a-z 0-9 . _ - */                             \
-    X(RF_FIELD_ROUTES, "routes")             /* the array of route objects */
+    X(RF_FIELD_ROUTES, "routes")             /* the array of route objects */                                \
+    X(RF_FIELD_HEADER, "header")             /* an HTTP field name (RFC 9110 §5.1 token), kept lowercase */
 
 /* Where a field may be written (X(C name, string)). */
 #define RF_FIELD_PLACES(X)                                                                                          \
@@ -70,6 +72,7 @@ extern "C" {
     X(RF_WIDENS_OWN_METHOD, "own-method")                 /* the route's own method no longer needs a key */           \
     X(RF_WIDENS_CLASS_ATTEMPTS, "class-attempts")         /* a class gets more attempts */                             \
     X(RF_WIDENS_REQUESTS, "requests")                     /* some request reaches a route that gives it more */        \
+    X(RF_WIDENS_HEDGES, "hedges")                         /* a request gets more hedged attempts, or sooner */         \
     X(RF_WIDENS_FIELDS, "fields")                         /* judged field by field (its rows) */                       \
     X(RF_WIDENS_NEVER, "never")                           /* no change of it widens (a renamed {param} is neutral) */
 
@@ -116,7 +119,7 @@ RF_API rf_status rf_lock_field_check(size_t i, double value, rf_error *err);
 typedef struct rf_field_value {
     bool present;             /* false: absent (RF_DEFAULT_NONE, or inside an absent object) */
     int64_t number;           /* integer; decimal × 1000; boolean 0 or 1; routes and lists: the count */
-    const char *text;         /* endpoint, jitter, name */
+    const char *text;         /* endpoint, jitter, name, header */
     size_t n;                 /* lists, class-limits: the number of items */
     const char *const *items; /* lists: the canonical strings (classes sorted, aliases expanded); class-limits:
                                  the classes, sorted */

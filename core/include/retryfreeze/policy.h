@@ -93,6 +93,11 @@ typedef struct rf_route_view {
     size_t n_class_limits;
     const char *const *class_limit_classes; /* classLimits: canonical class tokens, sorted */
     const int *class_limit_values;          /* the limit of class_limit_classes[i], 1..max_attempts */
+    bool hedging;                           /* the route hedges (lock field hedging, gRPC A6 hedgingPolicy) */
+    int hedging_max_attempts;               /* hedging.maxAttempts, 2..max_attempts; 0 without hedging */
+    int64_t hedging_delay_ms;               /* hedging.hedgingDelayMs, 1..600000; 0 without hedging */
+    size_t n_hedging_non_fatal;
+    const char *const *hedging_non_fatal; /* hedging.nonFatalClasses: canonical class tokens, sorted */
 } rf_route_view;
 
 /*
@@ -158,11 +163,21 @@ RF_API int rf_policy_next_segment(const rf_policy *p, const char *method, size_t
                                   size_t prefix_len, size_t *cursor, rf_next_segment *out);
 
 /*
- * The client-wide retry budget of the lock (gRPC A6 retryThrottling), if it has one: true and the
- * configuration in thousandths of a token into the out pointers that are not NULL; false when the lock sets none
- * (retries are then never throttled) or p is NULL.
+ * The client-wide retry budget of the lock, if it has one (either form): true and, for a token bucket (gRPC A6
+ * retryThrottling), its configuration in thousandths of a token into the out pointers that are not NULL (both 0 for
+ * the ratio form: rf_policy_retry_ratio); false when the lock sets none (retries are then never throttled) or p is
+ * NULL.
  */
 RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli);
+
+/*
+ * The lock's retry budget in its ratio form (retryBudget {retryRatio, minRetriesPerSecond, ttlMs}, docs/lock.md: in
+ * the last ttl_ms, retries <= retryRatio × requests + minRetriesPerSecond × ttlMs / 1000): true and its retryRatio ×
+ * 1000, minRetriesPerSecond and ttlMs into the out pointers that are not NULL; false for a token bucket, no budget, or
+ * NULL.
+ */
+RF_API bool rf_policy_retry_ratio(const rf_policy *p, int64_t *retry_ratio_milli, int64_t *min_retries_per_second,
+                                  int64_t *ttl_ms);
 
 /* Longest retryBudget.shared.name. */
 #define RF_SHARED_BUDGET_NAME_MAX 64

@@ -1,9 +1,12 @@
 /*
  * A retry budget shared by a fleet: the lock's retryBudget (gRPC A6 retryThrottling) kept in Redis, so that
- * 40 processes draw on one bucket instead of 40. Each decision that touches the budget runs one server-side
- * script (EVALSHA) that adds the attempt's effect and returns the new count atomically: a retryable failure
- * takes 1 token, a success adds tokenRatio, the count stays in [0, maxTokens] in thousandths (no float drift),
- * and a retry is throttled while tokens <= maxTokens / 2 — exactly the local budget's rule (rf_decide).
+ * 40 processes draw on one bucket instead of 40. A ratio budget (retryBudget.retryRatio) keeps its window there the
+ * same way: one script per decision counts the request or the retry in the window's slot of Redis' own clock (TIME)
+ * and says whether the retry is allowed (retry_budget_redis.c, WINDOW_SCRIPT), exactly the local rule. Each decision
+ * that touches the budget runs one server-side script (EVALSHA) that adds the attempt's effect and returns the new
+ * count atomically: a retryable failure takes 1 token, a success adds tokenRatio, the count stays in [0, maxTokens] in
+ * thousandths (no float drift), and a retry is throttled while tokens <= maxTokens / 2 — exactly the local budget's
+ * rule (rf_decide).
  *
  * When Redis is down or slow, a decision waits at most timeout_ms and then uses the process's own bucket
  * (verdict and ledger say "local-fallback"): an outage never means unlimited retries. The timeout is one
@@ -83,6 +86,17 @@ RF_API rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_bu
  */
 RF_API rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const char *name, int64_t *tokens_milli,
                                             int64_t *ttl_ms, rf_error *err);
+
+/*
+ * Reads the ratio window `name` (a lock whose retryBudget is a ratio, with shared.name: Redis key
+ * "retryfreeze:budget:<name>:window") at o->url without changing it: *found false when Redis holds no such window
+ * (new, or expired while idle); else *w as the window stands at Redis' own clock (TIME, the clock its decisions
+ * use): ttl_ms, the requests and retries it counts, and its allowance × 1000 with the retryRatio and minimum the last
+ * decision wrote; and *idle_ms, its remaining idle expiry (-1 when absent). For `retryfreeze budget show`. One
+ * deadline and one connection, as rf_retry_budget_redis_peek; the same errors. Thread-safe.
+ */
+RF_API rf_status rf_retry_budget_redis_peek_window(const rf_redis_budget_options *o, const char *name, bool *found,
+                                                   rf_budget_window *w, int64_t *idle_ms, rf_error *err);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,9 @@ extern "C" {
 
 /*
  * Verdict reasons: X(C name, stable kebab-case string, retry?). Listed in the order rf_decide checks them
- * (docs/design.md); stopped-by-caller is the client's (an on_attempt hook narrowed a retry); pinned-status
+ * (docs/design.md); upstream-overloaded and inbound-retry are a route's propagation (retryfreeze/propagation.h);
+ * stopped-by-caller is the client's (an on_attempt hook narrowed a retry); hedge-fatal ends a
+ * hedged request on a failure of a class its hedging does not list as non-fatal (gRPC A6); pinned-status
  * and transparent-retry are a retry verdict's (transparent-retry: a keyless mutating request retried because
  * it never left, see rf_decide), within-budget is rf_budget's, and redirect is a followed 3xx
  * (rf_redirect_verdict).
@@ -22,9 +24,12 @@ extern "C" {
     X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                           \
     X(RF_REASON_NO_ROUTE, "no-route", 0)                                         \
     X(RF_REASON_SUCCESS, "success", 0)                                           \
+    X(RF_REASON_HEDGE_FATAL, "hedge-fatal", 0)                                   \
     X(RF_REASON_MAX_ATTEMPTS, "max-attempts", 0)                                 \
     X(RF_REASON_CLASS_LIMIT, "class-limit", 0)                                   \
     X(RF_REASON_STATUS_NOT_RETRYABLE, "status-not-retryable", 0)                 \
+    X(RF_REASON_UPSTREAM_OVERLOADED, "upstream-overloaded", 0)                   \
+    X(RF_REASON_INBOUND_RETRY, "inbound-retry", 0)                               \
     X(RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY, "mutating-without-idempotency", 0) \
     X(RF_REASON_SERVER_PUSHBACK, "server-pushback", 0)                           \
     X(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, "retry-after-exceeds-budget", 0)     \

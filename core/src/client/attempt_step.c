@@ -5,6 +5,7 @@
  * of finished requests are written here too, by one writer.
  */
 #include "attempt_step_internal.h"
+#include "client_limits.h"
 #include "../util/report.h"
 
 #include <stdio.h>
@@ -83,6 +84,10 @@ void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *re
                 a->reads[h] = true;
         }
     }
+    rf_policy_propagation(p, route, &a->prop); /* disabled for no route */
+    resp->inbound = (rf_inbound){0};
+    for (size_t i = 0; a->prop.enabled && i < req->n_inbound_headers; i++)
+        rf_inbound_line(&a->prop, req->inbound_headers[i], &resp->inbound);
 }
 
 bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop) {
@@ -119,24 +124,56 @@ static void record_replay_facts(rf_try *t, const rfi_attempt_end *e) {
     if (any && e->date != NULL) snprintf(t->date, sizeof t->date, "%s", e->date);
 }
 
+int64_t rfi_step_inbound_deadline(const rfi_attempts *a) {
+    const rf_inbound *in = &a->resp->inbound;
+    return a->prop.enabled && a->prop.inbound_deadline && in->has_deadline ? in->deadline_ms : -1;
+}
+
+size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms, char lines[2][RF_PROPAGATION_LINE_MAX]) {
+    return rf_propagation_lines(&a->prop, in_hop ? a->attempts : a->attempts + 1, timeout_ms, lines);
+}
+
 /* The try of the request that just ended, recorded in the response (room was made before: rfi_step_after). */
-static rf_try *record_try(rfi_attempts *a, const rfi_attempt_end *e, int status) {
+static rf_try *new_try(rfi_attempts *a, const rfi_attempt_end *e) {
     rf_response *r = a->resp;
-    if (!e->hop) a->attempts++;
-    a->requests++;
     rf_try *t = &r->tries[r->n_tries < a->tries_cap ? r->n_tries : a->tries_cap - 1];
     memset(t, 0, sizeof *t);
-    t->status = status;
     t->transport = e->transport;
     t->elapsed_ms = e->elapsed_ms;
     t->delay_ms = a->delay_ms;
     t->timeout_ms = a->timeout_ms;
+    t->start_ms = e->hedged ? e->start_ms : -1;
+    t->hedge = e->hedged && e->hedge;
     if (e->error) snprintf(t->error, sizeof t->error, "%.127s", e->error);
     record_replay_facts(t, e);
     if (r->n_tries < a->tries_cap) r->n_tries++;
+    return t;
+}
+
+static rf_try *record_try(rfi_attempts *a, const rfi_attempt_end *e, int status) {
+    rf_response *r = a->resp;
+    if (!e->counted) { /* a hedged request's attempts count when they start (rfi_step_started) */
+        if (!e->hop) a->attempts++;
+        a->requests++;
+    }
+    rf_try *t = new_try(a, e);
+    t->status = status;
     r->status = status;
     r->attempts = a->requests;
     return t;
+}
+
+void rfi_step_started(rfi_attempts *a) {
+    a->attempts++;
+    a->requests++;
+    a->resp->attempts = a->requests;
+}
+
+void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason) {
+    rf_try *t = new_try(a, e);
+    rf_classify(0, RF_TRANSPORT_OTHER, t->class_name); /* no response: UNKNOWN */
+    t->reason = reason;
+    t->fate = RF_FATE_CANCELLED;
 }
 
 /* The facts of the request that just ended; only the wait headers the route reads. */
@@ -154,7 +191,11 @@ static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status
                     .elapsed_ms = e->request_elapsed_ms,
                     .not_sent = e->not_sent,
                     .has_idempotency_key = req->idempotency_key != NULL,
-                    .now_ms = e->wall_ms};
+                    .now_ms = e->wall_ms,
+                    .mono_ms = e->mono_ms,
+                    .hedged = e->hedged,
+                    .overloaded = e->overloaded,
+                    .inbound_attempt = a->resp->inbound.attempt};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (a->reads[h] && e->hints[h] != NULL) {
             f->hints[h] = e->hints[h];
@@ -222,6 +263,7 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
     if (redirect != NULL) redirect->followed = false;
     if (redirect == NULL || !redirect_verdict(a, e, redirect, &facts, t, v))
         a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng, budget, t, v);
+    if (e->hedged) t->fate = v->reason == RF_REASON_SUCCESS ? RF_FATE_WINNER : RF_FATE_FAILED;
     *hook_rc = rf_step_narrow(hook, hook_ud, t, v);
     if (v->retry && !room_for_another_try(a)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */
         v->retry = false;
@@ -233,12 +275,15 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
 
 /* ---- the end of a request ------------------------------------------------------------------------------------ */
 
-/* The response's end: reason, outcome, ok, elapsed_ms, route and budget. */
+/* The response's end: reason, outcome, ok, elapsed_ms, route, budget and what a proxy tells its caller. */
 static void finish(const rf_policy *p, long route, rf_reason reason, bool last_class_retryable, int64_t elapsed_ms,
                    rf_response *r) {
     r->reason = reason;
     r->outcome = rf_outcome_of_stop(reason, last_class_retryable);
     r->ok = r->outcome == RF_OUTCOME_SUCCESS;
+    rf_propagation prop;
+    r->overloaded =
+        rf_policy_propagation(p, route, &prop) == RF_OK && rf_propagation_tells_overloaded(&prop, reason, r->outcome);
     r->elapsed_ms = elapsed_ms;
     rf_route_view rv;
     r->route = route >= 0 && rf_policy_route(p, (size_t)route, &rv) == RF_OK ? rv.endpoint : NULL;
@@ -279,6 +324,9 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
     rec->body_len = (int64_t)r->body_len;
     rec->n_tries = r->n_tries;
     rec->budget = r->budget != RF_BUDGET_NONE ? rf_budget_source_name(r->budget) : NULL;
+    rec->has_inbound_deadline = r->inbound.has_deadline;
+    rec->inbound_deadline_ms = r->inbound.deadline_ms;
+    rec->inbound_attempt = r->inbound.attempt;
     for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
         const rf_try *t = &r->tries[i];
         rec->tries[i] =
@@ -290,6 +338,9 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
                             /* a header the verdict names is recorded even when it was empty */
                             .retry_after = t->retry_after_header[0] ? t->retry_after : NULL,
                             .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL,
+                            .start_ms = t->fate != RF_FATE_NONE ? t->start_ms : 0,
+                            .hedge = t->fate != RF_FATE_NONE && t->hedge,
+                            .fate = t->fate != RF_FATE_NONE ? rf_try_fate_name(t->fate) : NULL,
                             .timeout_ms = t->timeout_ms > 0 ? t->timeout_ms : 0,
                             .transport = t->transport != RF_TRANSPORT_OK ? rf_transport_name(t->transport) : NULL,
                             .not_sent = t->not_sent,
@@ -372,11 +423,31 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
             return RF_EINVAL;
         }
     }
-    resp->tries = calloc(RF_MAX_TRIES, sizeof *resp->tries);
-    if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
+    const long route = rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path));
+    rf_hedging hg;
+    if (rf_policy_hedging(p, route, req->method, strlen(req->method), req->idempotency_key != NULL, &hg) == RF_OK &&
+        hg.hedged) {
+        rf_route_view rv;
+        rf_policy_route(p, (size_t)route, &rv);
+        return rfi_fail(err, "hedging",
+                        "route \"%s\" hedges its requests (hedging: several attempts in flight at once), which a step "
+                        "of one attempt at a time cannot do: send it with the client (rf_client_request, "
+                        "rf_client_all; in Lua client:request, client:all)",
+                        rv.endpoint);
+    }
     rfi_attempts a;
-    rfi_attempts_init(&a, p, req, resp,
-                      rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), RF_MAX_TRIES);
+    rfi_attempts_init(&a, p, req, resp, route, 1);
+    rfi_limits limits;
+    rf_status st = rfi_limits_init(&limits, p, route, req, rfi_step_inbound_deadline(&a), err);
+    if (st != RF_OK) return st;
+    /* Room for one try, grown by rf_step_after up to RF_MAX_TRIES, as client_flow.c does: a host that runs request
+     * after request (a proxy) pays for the tries its requests take, not for RF_MAX_TRIES zeroed ones each. */
+    resp->tries = malloc(sizeof *resp->tries);
+    if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
+    s->tries_cap = 1;
+    s->prop = a.prop;
+    s->elapsed_shift_ms = limits.elapsed_shift_ms;
+    s->timeout_cap_ms = limits.timeout_ms;
     s->policy = p;
     s->req = req;
     s->resp = resp;
@@ -404,11 +475,17 @@ static void attempts_of(const rf_step *s, rfi_attempts *a) {
                             rf_policy_match(s->policy, req->method, strlen(req->method), req->path, strlen(req->path)),
                         .attempts = s->attempts,
                         .requests = s->attempts,
-                        .tries_cap = RF_MAX_TRIES,
+                        .tries_cap = s->tries_cap,
                         .delay_ms = s->delay_ms,
                         .timeout_ms = s->timeout_ms,
-                        .last_class_retryable = s->last_class_retryable};
+                        .last_class_retryable = s->last_class_retryable,
+                        .prop = s->prop};
     memcpy(a->reads, s->reads, sizeof a->reads);
+}
+
+/* The step's own limits (rf_step_init). */
+static rfi_limits limits_of(const rf_step *s) {
+    return (rfi_limits){.elapsed_shift_ms = s->elapsed_shift_ms, .timeout_ms = s->timeout_cap_ms};
 }
 
 bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *stop) {
@@ -418,27 +495,41 @@ bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_reason *s
     }
     rfi_attempts a;
     attempts_of(s, &a);
-    if (!rfi_step_begin(&a, elapsed_between(s->start_ms, now_ms), &s->timeout_ms, stop)) return false;
+    const rfi_limits l = limits_of(s);
+    int64_t timeout;
+    if (!rfi_step_begin(&a, rfi_limits_elapsed(&l, elapsed_between(s->start_ms, now_ms)), &timeout, stop)) return false;
+    s->timeout_ms = rfi_limits_timeout(&l, timeout);
     s->attempt_start_ms = now_ms;
     *timeout_ms = s->timeout_ms;
     return true;
+}
+
+size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPAGATION_LINE_MAX]) {
+    rfi_attempts a;
+    attempts_of(s, &a);
+    return rfi_step_lines(&a, false, s->timeout_ms, lines);
 }
 
 bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget, rf_attempt_hook hook,
                    void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop) {
     rfi_attempts a;
     attempts_of(s, &a);
+    const rfi_limits l = limits_of(s);
     rfi_attempt_end e = {.status = res->status,
                          .transport = res->transport,
                          .error = res->error,
                          .date = res->date,
                          .not_sent = res->not_sent,
+                         .overloaded = res->overloaded,
                          .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
-                         .request_elapsed_ms = elapsed_between(s->start_ms, res->now_ms),
-                         .wall_ms = res->wall_ms};
+                         .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, res->now_ms)),
+                         .wall_ms = res->wall_ms,
+                         .mono_ms = res->now_ms,
+                         .start_ms = -1};
     memcpy(e.hints, res->hints, sizeof e.hints);
     rf_verdict v;
     bool retry = rfi_step_after(&a, &e, NULL, rng, budget, hook, hook_ud, hook_rc, &v);
+    s->tries_cap = a.tries_cap; /* resp->tries may have grown (moved) */
     s->attempts = a.attempts;
     s->last_class_retryable = a.last_class_retryable;
     if (!retry) {

@@ -21,16 +21,26 @@ typedef struct rfi_attempts {
     size_t tries_cap;                 /* room in resp->tries (grown up to RF_MAX_TRIES as tries come) */
     int64_t delay_ms, timeout_ms;     /* the wait before, and the per-try timeout of, the attempt in flight */
     bool last_class_retryable;        /* the last failure's class is retryable (true before any failure) */
+    rf_propagation prop;              /* the route's propagation (disabled: nothing sent, read or told) */
 } rfi_attempts;
 
 /* Starts a for request req on route (rf_policy_match, -1: none) into resp, whose tries array holds tries_cap
- * (allocated by the caller, at least 1). */
+ * (allocated by the caller, at least 1). With the route's propagation, resp->inbound is what req's inbound_headers
+ * say. */
 void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp, long route,
                        size_t tries_cap);
+
+/* The deadline the request's caller propagated, in ms, when the route's propagation reads it (inboundDeadline);
+ * -1: none. For rfi_limits_init. */
+int64_t rfi_step_inbound_deadline(const rfi_attempts *a);
 
 /* Before an attempt, elapsed_ms into the request as the engine is told: true and *timeout_ms (rf_budget's per-try
  * timeout), or false and *stop (max-attempts, deadline; no-route when rf_budget refuses). */
 bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop);
+
+/* The propagation lines of the attempt about to start (its number: in_hop, a followed redirect's request, is part of
+ * the attempt in flight; else the next), which may take timeout_ms: rf_propagation_lines. */
+size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms, char lines[2][RF_PROPAGATION_LINE_MAX]);
 
 /* What one HTTP request of an attempt ended with, in the engine's words (the transport's part is done). */
 typedef struct rfi_attempt_end {
@@ -41,9 +51,15 @@ typedef struct rfi_attempt_end {
     const char *date;                        /* its Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
     bool hop;                                /* a followed redirect's request: part of the attempt in flight */
+    bool overloaded;                         /* the response carried the route's propagation.overloadedHeader */
     int64_t elapsed_ms;                      /* this request's time on the wire */
     int64_t request_elapsed_ms;              /* since the request started, as the engine is told */
     int64_t wall_ms;                         /* Unix time in ms (for an HTTP-date) */
+    int64_t mono_ms;                         /* monotonic ms (a ratio retry budget's window), 0: unknown */
+    bool counted;     /* the attempt was counted when it started (rfi_step_started: a hedged request's) */
+    bool hedged;      /* one of a hedged request's attempts: facts.hedged, and its try gets a fate */
+    bool hedge;       /* started by the hedging delay beside others (rf_try.hedge) */
+    int64_t start_ms; /* when it started, ms after the request's first attempt (rf_try.start_ms); -1: not kept */
 } rfi_attempt_end;
 
 /* A 3xx the client follows itself (client_redirect.c): rf_redirect_verdict decides it in rf_decide's place. */
@@ -64,6 +80,14 @@ typedef struct rfi_redirect_ask {
  */
 bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
                     rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v);
+
+/* A hedged request's attempt starts: it counts now, as an attempt and a request sent (its try is recorded when it
+ * ends, rfi_step_after with e->counted, or when it is cancelled). */
+void rfi_step_started(rfi_attempts *a);
+
+/* Records the try of an attempt cancelled in flight because reason ended the request (another attempt's response):
+ * no status, class UNKNOWN, the reason, fate cancelled, e's times; the response's status and attempts stay. */
+void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason);
 
 /* Ends the request with reason after elapsed_ms: the response's reason, outcome, ok, elapsed_ms, route and budget
  * (what rf_step_finish does before its ledger line). */

@@ -25,14 +25,9 @@ struct rf_client {
     CURL *easy;               /* reused for sequential requests: keep-alive */
     bool owns_budget;         /* false when the caller passed its own (options.budget) */
     CURLM *multi;             /* for started (asynchronous) requests; created on first use */
+    CURLM *solo;              /* for a blocking request that hedges (attempts in flight at once); on first use */
     struct rf_pending *first; /* started requests not yet reported done: a doubly linked list */
     size_t n_pending;
-    /* Easy handles of finished started requests, reused by the next rf_client_start: curl_easy_init and
-     * curl_easy_cleanup per request cost more than the request itself on a fast upstream. A handle is this
-     * client's only: the options all its requests share are set once (rfi_easy_new), and every attempt sets
-     * every other option it or any request could have set (rfi_flow_begin_attempt), so nothing carries over. */
-    CURL **idle;
-    size_t n_idle, idle_cap;
     /* Started requests reported done whose caller has not freed them yet: a doubly linked list, so that
      * rf_client_free can tell each it has no client any more. */
     struct rf_pending *reported;
@@ -44,12 +39,12 @@ struct rf_client {
     rfi_batch batch; /* the ledger lines of one rf_client_run's reported requests, built here and written together */
 };
 
-/* A started request: its flow, its own easy handle, its place in the client's list. */
+/* A started request: its flow (with its wires' easy handles), its place in the client's list. */
 struct rf_pending {
-    rfi_flow flow; /* first: CURLOPT_PRIVATE is the flow, and so the request */
-    rf_client *c;  /* NULL once the client is freed (a reported request may outlive it) */
+    rfi_flow flow;
+    rf_client *c; /* NULL once the client is freed (a reported request may outlive it) */
     struct rf_pending *prev, *next;
-    bool in_multi, reported;
+    bool reported;
     bool logged; /* its ledger line is written (or it has none to write) */
 };
 
@@ -125,9 +120,10 @@ void rf_client_free(rf_client *c) {
         free(p);
     }
     if (c->multi) curl_multi_cleanup(c->multi);
+    if (c->solo) curl_multi_cleanup(c->solo);
     if (c->easy) curl_easy_cleanup(c->easy);
-    for (size_t i = 0; i < c->n_idle; i++) curl_easy_cleanup(c->idle[i]);
-    free(c->idle);
+    for (size_t i = 0; i < c->env.n_idle; i++) curl_easy_cleanup(c->env.idle[i]);
+    free(c->env.idle);
     rfi_batch_free(&c->batch);
     for (size_t i = 0; i < c->env.n_headers; i++) free(c->env.headers[i]);
     free(c->env.headers);
@@ -148,6 +144,94 @@ static void sleep_ms(int64_t ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+/* ---- driving flows on a curl multi ----------------------------------------------------------------------- */
+
+/* Adds to multi every transfer f has due at now (rfi_flow_start_due); true when any was added. */
+static bool plug_due(CURLM *multi, rfi_flow *f, int64_t now) {
+    bool added = false;
+    for (rfi_wire *w; (w = rfi_flow_start_due(f, now)) != NULL; added = true) {
+        curl_multi_add_handle(multi, w->easy);
+        w->in_multi = true;
+    }
+    return added;
+}
+
+/* Takes out of multi the handles of f's wires no transfer uses any more: a hedged request's attempts cancelled when
+ * another's response ended it (their transfers are aborted here). */
+static void unplug_idle(CURLM *multi, rfi_flow *f) {
+    rfi_wire *wires[RFI_MAX_WIRES];
+    size_t n = rfi_flow_wires(f, wires);
+    for (size_t i = 0; i < n; i++) {
+        if (!wires[i]->in_multi || wires[i]->busy) continue;
+        curl_multi_remove_handle(multi, wires[i]->easy);
+        wires[i]->in_multi = false;
+    }
+}
+
+/* A transfer multi reports done: its attempt ends, then the transfers that ending cancelled are taken out. */
+static void end_transfer(CURLM *multi, const CURLMsg *msg) {
+    rfi_wire *w = NULL;
+    CURL *easy = msg->easy_handle;
+    CURLcode rc = msg->data.result;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&w); /* CURLOPT_PRIVATE is the wire */
+    curl_multi_remove_handle(multi, easy);
+    if (w == NULL) return;
+    w->in_multi = false;
+    rfi_flow_end_attempt(w->flow, w, rc);
+    unplug_idle(multi, w->flow);
+}
+
+/* Drains multi's finished transfers (end_transfer); true when any. A handle taken out on the way (a cancelled
+ * attempt) has its message taken out with it by libcurl. */
+static bool end_finished(CURLM *multi) {
+    CURLMsg *msg;
+    int left;
+    bool any = false;
+    while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        end_transfer(multi, msg);
+        any = true;
+    }
+    return any;
+}
+
+/* libcurl checks a transfer's timer only when driven, and from when it first drove it: an attempt of f still in
+ * flight past its own per-try timeout (the caller was busy between calls) ends here, as a timeout. Called after the
+ * messages are drained, so no message can name a handle removed here. True when any ended. */
+static bool end_overdue(CURLM *multi, rfi_flow *f, int64_t now) {
+    rfi_wire *wires[RFI_MAX_WIRES];
+    size_t n = rfi_flow_wires(f, wires);
+    bool ended = false;
+    for (size_t i = 0; i < n; i++) {
+        rfi_wire *w = wires[i];
+        if (!w->in_multi || !rfi_wire_overdue(w, now)) continue;
+        curl_multi_remove_handle(multi, w->easy);
+        w->in_multi = false;
+        w->timed_out = true;
+        rfi_flow_end_attempt(f, w, CURLE_OPERATION_TIMEDOUT);
+        unplug_idle(multi, f);
+        ended = true;
+    }
+    return ended;
+}
+
+/* A blocking request that hedges: its attempts overlap, so it runs on the client's own multi until it is DONE; then
+ * its other wires' handles go back to the client. */
+static void run_hedged(CURLM *multi, rfi_flow *f) {
+    while (f->state != RFI_FLOW_DONE) {
+        plug_due(multi, f, rfi_mono_ms());
+        if (f->state == RFI_FLOW_DONE) break;
+        int running = 0;
+        curl_multi_perform(multi, &running);
+        bool progressed = end_finished(multi);
+        progressed = end_overdue(multi, f, rfi_mono_ms()) || progressed;
+        if (progressed) continue;
+        int64_t next = rfi_flow_next_ms(f), wait = next < 0 ? 100 : next - rfi_mono_ms();
+        curl_multi_poll(multi, NULL, 0, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait), NULL);
+    }
+    rfi_flow_release_wires(f);
+}
+
 rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
                             rf_error *err) {
     if (c == NULL || req == NULL || out == NULL)
@@ -157,12 +241,19 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     rfi_flow f;
     rf_status st = rfi_flow_init(&f, &c->env, c->easy, req, out, hook, hook_ud, err);
     if (st != RF_OK) return st;
-    while (f.state != RFI_FLOW_DONE) {
-        if (f.state == RFI_FLOW_WAITING) {
-            sleep_ms(f.wake_ms - rfi_mono_ms());
-            f.state = RFI_FLOW_READY;
+    if (f.hedging.hedged) {
+        if (c->solo == NULL && (c->solo = curl_multi_init()) == NULL) {
+            free(out->tries);
+            out->tries = NULL;
+            rfi_flow_cleanup(&f);
+            return rfi_report(err, RF_ENOMEM, "client", "out of memory");
         }
-        if (rfi_flow_begin_attempt(&f)) rfi_flow_end_attempt(&f, curl_easy_perform(c->easy));
+        run_hedged(c->solo, &f);
+    }
+    while (f.state != RFI_FLOW_DONE) {
+        if (f.state == RFI_FLOW_WAITING) sleep_ms(f.wake_ms - rfi_mono_ms());
+        rfi_wire *w = rfi_flow_start_due(&f, rfi_mono_ms());
+        if (w != NULL) rfi_flow_end_attempt(&f, w, curl_easy_perform(w->easy));
     }
     if (c->ledger != NULL) {
         rfi_finished done = rfi_flow_finished(&f);
@@ -172,21 +263,6 @@ rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook
     rfi_flow_cleanup(&f);
     if (hook_failed) return rfi_fail(err, "on_attempt", "the attempt hook failed");
     return RF_OK;
-}
-
-/* Keeps an easy handle no transfer uses for the next started request (or frees it when memory runs out). */
-static void release_easy(rf_client *c, CURL *easy) {
-    if (c->n_idle == c->idle_cap) {
-        size_t cap = c->idle_cap ? 2 * c->idle_cap : 16;
-        CURL **more = realloc(c->idle, cap * sizeof *more);
-        if (more == NULL) {
-            curl_easy_cleanup(easy);
-            return;
-        }
-        c->idle = more;
-        c->idle_cap = cap;
-    }
-    c->idle[c->n_idle++] = easy;
 }
 
 rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud, rf_response *out,
@@ -203,19 +279,19 @@ rf_status rf_client_start(rf_client *c, const rf_request *req, rf_attempt_hook h
     } else {
         p = malloc(sizeof *p);
     }
-    CURL *easy = p == NULL ? NULL : c->n_idle > 0 ? c->idle[--c->n_idle] : rfi_easy_new(&c->env);
+    CURL *easy = p == NULL ? NULL : rfi_easy_take(&c->env);
     if (easy == NULL) {
         free(p);
         goto nomem;
     }
     rf_status st = rfi_flow_init(&p->flow, &c->env, easy, req, out, hook, hook_ud, err);
     if (st != RF_OK) {
-        release_easy(c, easy);
+        rfi_easy_give(&c->env, easy);
         free(p);
         return st;
     }
     p->c = c;
-    p->in_multi = p->reported = false;
+    p->reported = false;
     p->logged = c->ledger == NULL; /* without a ledger there is no line to write */
     p->prev = NULL;
     p->next = c->first;
@@ -268,14 +344,8 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
         for (rf_pending *p = c->first, *next; p != NULL; p = next) {
             next = p->next;
             rfi_flow *f = &p->flow;
-            if (f->state == RFI_FLOW_WAITING && f->wake_ms <= now) f->state = RFI_FLOW_READY;
-            if (f->state == RFI_FLOW_READY && rfi_flow_begin_attempt(f)) {
-                curl_multi_add_handle(c->multi, f->easy);
-                p->in_multi = added = true;
-            }
-            int64_t wake = f->state == RFI_FLOW_WAITING     ? f->wake_ms
-                           : f->state == RFI_FLOW_IN_FLIGHT ? f->attempt_start_ms + f->at.timeout_ms
-                                                            : -1;
+            added = plug_due(c->multi, f, now) || added;
+            int64_t wake = rfi_flow_next_ms(f);
             if (wake >= 0 && (next_wake < 0 || wake < next_wake)) next_wake = wake;
             if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
                 unlink_pending(p);
@@ -283,11 +353,12 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
                 p->next = c->reported;
                 if (c->reported) c->reported->prev = p;
                 c->reported = p;
-                /* Its transfers are over (the flow is DONE, its handle out of the multi): the handle goes back
+                /* Its transfers are over (the flow is DONE, its handles out of the multi): the handles go back
                  * to the client now, so a reported request never needs its client again (it may be freed
                  * after the client, rf_pending_free). */
-                release_easy(c, f->easy);
-                f->easy = NULL;
+                rfi_easy_give(&c->env, f->wire.easy);
+                f->wire.easy = NULL;
+                rfi_flow_release_wires(f);
                 done[n_done++] = p;
             }
         }
@@ -298,34 +369,10 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
             break;
         }
         curl_multi_perform(c->multi, &running);
-        CURLMsg *msg;
-        int left;
-        bool progressed = false;
-        while ((msg = curl_multi_info_read(c->multi, &left)) != NULL) {
-            if (msg->msg != CURLMSG_DONE) continue;
-            rf_pending *p = NULL;
-            CURL *easy = msg->easy_handle;
-            CURLcode rc = msg->data.result;
-            curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&p); /* CURLOPT_PRIVATE is the flow, first member */
-            curl_multi_remove_handle(c->multi, easy);
-            if (p) {
-                p->in_multi = false;
-                rfi_flow_end_attempt(&p->flow, rc);
-                progressed = true;
-            }
-        }
-        /* libcurl checks a transfer's timer only when driven, and from when it first drove it: an attempt still
-         * in flight past its own per-try timeout (the caller was busy between calls) ends here, as a timeout.
-         * After the messages are drained, so no message can name a handle removed here. */
+        bool progressed = end_finished(c->multi);
         now = rfi_mono_ms();
-        for (rf_pending *p = c->first; p != NULL; p = p->next) {
-            if (!p->in_multi || !rfi_flow_overdue(&p->flow, now)) continue;
-            curl_multi_remove_handle(c->multi, p->flow.easy);
-            p->in_multi = false;
-            p->flow.timed_out = true;
-            rfi_flow_end_attempt(&p->flow, CURLE_OPERATION_TIMEDOUT);
-            progressed = true;
-        }
+        for (rf_pending *p = c->first; p != NULL; p = p->next)
+            progressed = end_overdue(c->multi, &p->flow, now) || progressed;
         if (progressed) continue;
         if (now >= until) break;
         int64_t wait = until - now;
@@ -347,8 +394,13 @@ void rf_pending_free(rf_pending *p) {
     if (p == NULL) return;
     rf_client *c = p->c; /* NULL: reported, and the client is gone */
     if (c != NULL) unlink_pending(p);
-    if (p->in_multi) curl_multi_remove_handle(c->multi, p->flow.easy);
-    curl_easy_cleanup(p->flow.easy); /* NULL once reported: the handle went back to the client then */
+    rfi_wire *wires[RFI_MAX_WIRES]; /* none once reported: the handles went back to the client then */
+    size_t n = rfi_flow_wires(&p->flow, wires);
+    for (size_t i = 0; i < n; i++) {
+        if (wires[i]->in_multi) curl_multi_remove_handle(c->multi, wires[i]->easy);
+        curl_easy_cleanup(wires[i]->easy);
+        wires[i]->easy = NULL;
+    }
     if (c != NULL && p->flow.state == RFI_FLOW_DONE && !p->logged) /* ended but never reported: its line goes out */
         write_lines(c, &p, 1, NULL);
     if (p->flow.state != RFI_FLOW_DONE) { /* abandoned: its response is left as it was given, owning nothing */

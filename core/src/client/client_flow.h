@@ -14,7 +14,8 @@
 #include <curl/curl.h>
 
 /* What a flow takes from its client: the policy, the state all the client's requests share (the jitter RNG, the
- * retry budget) and the client's options a request reads. Owned by the client, which outlives its flows. */
+ * retry budget, its spare easy handles) and the client's options a request reads. Owned by the client, which
+ * outlives its flows. */
 typedef struct rfi_flow_env {
     const rf_policy *policy;
     rf_rng rng;
@@ -26,6 +27,12 @@ typedef struct rfi_flow_env {
     int max_redirects; /* followed 3xx per attempt, 1..RF_MAX_REDIRECTS */
     size_t max_body_bytes;
     rfi_network net;
+    /* Easy handles no transfer uses, for the next request or hedge (rfi_easy_take): curl_easy_init and
+     * curl_easy_cleanup per request cost more than the request itself on a fast upstream. A handle is this client's
+     * only: the options all its requests share are set once (rfi_easy_new), and every attempt sets every other
+     * option it or any request could have set (set_attempt_options), so nothing carries over. */
+    CURL **idle;
+    size_t n_idle, idle_cap;
 } rfi_flow_env;
 
 /* A growable byte buffer with a hard cap: an append past the cap fails and marks the buffer. */
@@ -37,32 +44,63 @@ typedef struct rfi_buf {
 
 typedef enum rfi_flow_state { RFI_FLOW_READY, RFI_FLOW_WAITING, RFI_FLOW_IN_FLIGHT, RFI_FLOW_DONE } rfi_flow_state;
 
-/* One logical request moving through its attempts: READY → IN_FLIGHT → WAITING → READY … → DONE. */
+struct rfi_flow;
+
+/* One attempt on the wire: its easy handle and what it has read. A flow's first wire is its own; a hedged request
+ * (several attempts in flight at once, gRPC A6 hedging) takes more from its client's spare handles as it hedges. */
+typedef struct rfi_wire {
+    struct rfi_flow *flow;
+    CURL *easy;
+    rfi_buf body, head;
+    rfi_response_head rh; /* the wait headers and Date of this attempt's response */
+    struct curl_slist
+        *attempt_headers; /* with the route's propagation: the list this attempt sends (the request's or
+                             the hop's, and its propagation lines), rebuilt for every attempt; else NULL */
+    char errbuf[CURL_ERROR_SIZE];
+    int sends;                    /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
+    int responses;                /* response status lines received in this attempt */
+    bool resend_blocked;          /* libcurl's own resend was aborted */
+    bool timed_out;               /* the client itself ended the attempt at its per-try timeout (rfi_wire_overdue) */
+    bool busy;                    /* a transfer is in flight on it */
+    bool in_multi;                /* its handle is in the client's curl multi (client.c sets and clears it) */
+    bool hedge;                   /* started by the hedging delay, beside attempts still in flight */
+    int64_t start_ms;             /* when its transfer started (CLOCK_MONOTONIC) */
+    int64_t delay_ms, timeout_ms; /* the wait before it, and its per-try timeout */
+    rfi_peer peer;
+} rfi_wire;
+
+/* Most attempts one request has on the wire at once: a route's maxAttempts at most (hedging.maxAttempts). */
+#define RFI_MAX_WIRES 10
+
+/* One logical request moving through its attempts: READY → IN_FLIGHT → WAITING → READY … → DONE. A hedged request
+ * may have several wires IN_FLIGHT, and start one more while it is (rfi_flow_start_due). */
 typedef struct rfi_flow {
     rfi_flow_env *env;
-    CURL *easy;
-    rfi_attempts at; /* the request, its response and its attempts, as the attempt loop keeps them */
+    rfi_wire wire;                     /* its first wire: the only one of a request that is not hedged */
+    rfi_wire *more[RFI_MAX_WIRES - 1]; /* a hedged request's other wires, made as it hedges */
+    rfi_attempts at;                   /* the request, its response and its attempts, as the attempt loop keeps them */
     rfi_limits limits;
     char *url;
     struct curl_slist *headers;
     rfi_flow_state state;
-    int64_t start_ms, attempt_start_ms, wake_ms;
-    rfi_buf body, head;
-    rfi_response_head rh; /* the wait headers and Date of this attempt's response */
-    char errbuf[CURL_ERROR_SIZE];
+    int64_t start_ms, wake_ms;
+    int64_t first_start_ms; /* when its first attempt started (a try's start_ms counts from it); -1 before */
     rf_attempt_hook hook;
     void *hook_ud;
     bool hook_failed;
-    int sends;           /* sends libcurl started in this attempt (CURLOPT_PREREQFUNCTION) */
-    int responses;       /* response status lines received in this attempt */
-    bool resend_blocked; /* libcurl's own resend was aborted */
-    bool timed_out;      /* the client itself ended the attempt at its per-try timeout (rfi_flow_overdue) */
-    rfi_hop hop;         /* the redirect being followed (zeroed: the request itself), reset when an attempt starts */
-    int hops;            /* redirects followed in this attempt */
-    bool in_hop;         /* the next request is a hop, not a new attempt */
+    rfi_hop hop; /* the redirect being followed (zeroed: the request itself), reset when an attempt starts */
+    int hops;    /* redirects followed in this attempt */
+    bool in_hop; /* the next request is a hop, not a new attempt */
     int64_t hop_timeout_ms;
-    rfi_peer peer;
     int64_t done_wall_ms; /* when the flow ended: its ledger line's timestamp */
+    /* Hedging (rf_policy_hedging): */
+    rf_hedging hedging;
+    int in_flight;      /* wires busy */
+    int hedges;         /* hedges started */
+    bool hedge_stopped; /* no more hedges: refused (throttled, the deadline, …) or the server said stop */
+    int64_t hedge_at;   /* when the next hedge may start: the last start + hedgingDelayMs, or a wait a server asked */
+    int64_t retry_at;   /* a retry a verdict allowed while others were in flight: when it starts; -1 none */
+    rfi_wire *last;     /* the wire whose response came last: the answer when the request ends without a winner */
 } rfi_flow;
 
 /* Validates one "Name: value" header line (token name, no CR/LF/NUL, no raw Idempotency-Key). */
@@ -70,21 +108,41 @@ bool rfi_header_valid(const char *line, char *why, size_t why_cap);
 /* A new easy handle for a client with env's options that all its requests share already set (callbacks,
  * protocols, TLS, proxy, User-Agent); NULL when memory runs out. */
 CURL *rfi_easy_new(const rfi_flow_env *env);
-/* Prepares a flow of req on easy (the URL, the header list, the route, the tries): RF_EINVAL (err->path the field)
- * for a bad request, RF_ENOMEM. The request and the response must outlive the flow; *resp is overwritten. */
+/* A spare easy handle of env's, or a new one (NULL when memory runs out). */
+CURL *rfi_easy_take(rfi_flow_env *env);
+/* Keeps easy (no transfer uses it) for the next request, or frees it when memory runs out. */
+void rfi_easy_give(rfi_flow_env *env, CURL *easy);
+/* Prepares a flow of req on easy (the URL, the header list, the route, the tries, its hedging): RF_EINVAL
+ * (err->path the field) for a bad request, RF_ENOMEM. The request and the response must outlive the flow; *resp is
+ * overwritten. */
 rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_request *req, rf_response *resp,
                         rf_attempt_hook hook, void *hook_ud, rf_error *err);
-/* Asks rf_budget; when allowed, configures the easy handle for the next attempt and returns true (IN_FLIGHT);
- * otherwise the flow is DONE. */
-bool rfi_flow_begin_attempt(rfi_flow *f);
-/* Ends the attempt in flight with libcurl's result rc: WAITING (wake_ms) or DONE. */
-void rfi_flow_end_attempt(rfi_flow *f, CURLcode rc);
-/* True when an in-flight attempt has run past its per-try timeout (attempt start + timeout): the caller ends it
- * with rfi_flow_end_attempt(f, CURLE_OPERATION_TIMEDOUT) after marking it timed_out. */
-bool rfi_flow_overdue(const rfi_flow *f, int64_t now_ms);
+/*
+ * What is due at now: a READY flow's next attempt (rf_budget; refused: the flow is DONE), or, in a hedged request
+ * with attempts in flight, a retry a verdict allowed or a hedge its delay allows (rf_hedge_decide; refused: no more
+ * hedges). Returns the wire that started (its easy handle is to be performed: configured for this attempt), or NULL
+ * when nothing started. Call again until NULL: a hedged request may start more than one.
+ */
+rfi_wire *rfi_flow_start_due(rfi_flow *f, int64_t now);
+/* When the flow next needs rfi_flow_start_due or its per-try timeouts checked: a WAITING flow's wake, a hedged
+ * request's next hedge or retry, the earliest per-try timeout in flight; -1 when DONE. */
+int64_t rfi_flow_next_ms(const rfi_flow *f);
+/* Ends the attempt in flight on w with libcurl's result rc: the flow is then WAITING (wake_ms), DONE, or, hedged,
+ * still IN_FLIGHT on its other wires. A response that ends a hedged request cancels its other attempts: their tries
+ * are recorded as cancelled and their wires left busy no more, for the caller to take their handles out of the multi
+ * (in_multi and not busy: the transfer is aborted). */
+void rfi_flow_end_attempt(rfi_flow *f, rfi_wire *w, CURLcode rc);
+/* True when w's attempt has run past its per-try timeout (start + timeout): the caller ends it with
+ * rfi_flow_end_attempt(f, w, CURLE_OPERATION_TIMEDOUT) after marking it timed_out. */
+bool rfi_wire_overdue(const rfi_wire *w, int64_t now_ms);
+/* The flow's wires that have an easy handle, into out[] (at most RFI_MAX_WIRES); returns how many. */
+size_t rfi_flow_wires(rfi_flow *f, rfi_wire **out);
 /* The finished request of a DONE flow, for the ledger writer (rfi_step_write). */
 rfi_finished rfi_flow_finished(const rfi_flow *f);
-/* Frees the flow's own resources (not the response). */
+/* Gives the easy handles of a hedged request's other wires back to env (its first wire's handle stays the
+ * caller's). */
+void rfi_flow_release_wires(rfi_flow *f);
+/* Frees the flow's own resources (not the response, not its wires' easy handles). */
 void rfi_flow_cleanup(rfi_flow *f);
 
 #endif

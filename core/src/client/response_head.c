@@ -5,9 +5,15 @@
 #include <string.h>
 #include <strings.h>
 
+void rfi_response_head_init(rfi_response_head *h, const char *overloaded_name) {
+    memset(h, 0, sizeof *h);
+    h->overloaded_name = overloaded_name;
+}
+
 void rfi_response_head_reset(rfi_response_head *h) {
     memset(h->has_hint, 0, sizeof h->has_hint);
     h->has_date = false;
+    h->overloaded = false;
     h->date[0] = '\0';
 }
 
@@ -69,5 +75,9 @@ bool rfi_response_head_line(rfi_response_head *h, const char *line, size_t len) 
         header_value(line, len, 4, h->date, sizeof h->date); /* "" unless it fits whole and clean */
         h->has_date = true;
     }
+    /* whatever else the line is (a lock may name any header, a wait header or Date too) */
+    if (colon != NULL && h->overloaded_name != NULL && strlen(h->overloaded_name) == (size_t)(colon - line) &&
+        strncasecmp(line, h->overloaded_name, (size_t)(colon - line)) == 0)
+        h->overloaded = true;
     return false;
 }

@@ -22,15 +22,24 @@
 #define RFI_HINT_BAD "(value holds CR, LF or NUL)"
 
 /* What one response's head said: the first line of each wait header (ratelimit's lines joined with ", ",
- * RFC 9110 §5.3, as one RFC 8941 List), and the first Date, each trimmed of spaces, tabs and the line end. */
+ * RFC 9110 §5.3, as one RFC 8941 List), and the first Date, each trimmed of spaces, tabs and the line end; and
+ * whether it carried the overloaded header of the route's propagation (any value, as Envoy reads it). */
 typedef struct rfi_response_head {
     char hint[RF_WAIT_HEADER_COUNT][RFI_HINT_CAP];
     bool has_hint[RF_WAIT_HEADER_COUNT];
     char date[64];
     bool has_date;
+    const char *overloaded_name; /* the lowercase name to look for, NULL: none (rfi_response_head_init); kept by
+                                    rfi_response_head_reset */
+    bool overloaded;
 } rfi_response_head;
 
-/* Forgets everything (a new attempt, or a new response after a 1xx or a followed redirect). */
+/* Sets every field: nothing seen, and overloaded_name (NULL: none; a lowercase field name that outlives h, the
+ * route's propagation.overloadedHeader) as the header whose presence sets overloaded. */
+void rfi_response_head_init(rfi_response_head *h, const char *overloaded_name);
+
+/* Forgets what the responses said, keeping overloaded_name (a new attempt, or a new response after a 1xx or a
+ * followed redirect). */
 void rfi_response_head_reset(rfi_response_head *h);
 
 /*
@@ -38,7 +47,8 @@ void rfi_response_head_reset(rfi_response_head *h);
  * starts a new response: the head is reset first, and true is returned. A "Name: value" line of a wait header
  * (names case-insensitive, rf_wait_header_parse_name) or of Date is recorded; any other line is ignored. A
  * value holding CR, LF or NUL (once trimmed) is recorded as RFI_HINT_BAD, one over 255 bytes as
- * RFI_HINT_TOO_LONG; such a Date, or one over 63 bytes, as "" (which no parser accepts): never a cut value.
+ * RFI_HINT_TOO_LONG; such a Date, or one over 63 bytes, as "" (which no parser accepts): never a cut value. A
+ * line of overloaded_name (case-insensitive) sets overloaded.
  */
 bool rfi_response_head_line(rfi_response_head *h, const char *line, size_t len);
 

@@ -43,7 +43,46 @@ static const char BUCKET_SCRIPT[] = "local max = tonumber(ARGV[2])\n"
                                     "redis.call('SET', KEYS[1], t, 'PX', ARGV[3])\n"
                                     "return t\n";
 
+/*
+ * A ratio window (retryBudget.retryRatio): KEYS[1] a hash, ARGV: request (0/1), retry (0/1), retryRatio × 1000,
+ * reserve (minRetriesPerSecond × ttlMs: retries × 1000), ttlMs, idle expiry (ms). On the server's clock (TIME): the
+ * window is the slot of now and the 9 before it, slots of ttlMs / 10 ms, each k<i> (its number), q<i> (requests) and
+ * r<i> (retries) at i = its number mod 10; a window of another ttlMs starts afresh. Returns {allowed, requests,
+ * retries}, a refused retry not counted: the rule of the local window (retry_budget.c).
+ */
+static const char WINDOW_SCRIPT[] =
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local function n(x) return tonumber(x) or 0 end\n"
+    "local ttl = tonumber(ARGV[5])\n"
+    "local t = redis.call('TIME')\n"
+    "local k = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / (ttl / 10))\n"
+    "local a = redis.call('HGETALL', KEYS[1])\n"
+    "local h = {}\n"
+    "for i = 1, #a, 2 do h[a[i]] = a[i + 1] end\n"
+    "if h.ttl ~= nil and n(h.ttl) ~= ttl then redis.call('DEL', KEYS[1]); h = {} end\n"
+    "if h.newest ~= nil and k < n(h.newest) then k = n(h.newest) end\n"
+    "local pos = k % 10\n"
+    "local cq, cr = 0, 0\n"
+    "if h['k' .. pos] ~= nil and n(h['k' .. pos]) == k then cq, cr = n(h['q' .. pos]), n(h['r' .. pos]) end\n"
+    "if ARGV[1] == '1' then cq = cq + 1 end\n"
+    "local q, r = cq, cr\n"
+    "for i = 0, 9 do\n"
+    "  local s = h['k' .. i]\n"
+    "  if i ~= pos and s ~= nil and n(s) <= k and n(s) > k - 10 then q = q + n(h['q' .. i]); r = r + n(h['r' .. i]) "
+    "end\n"
+    "end\n"
+    "local allowed = 1\n"
+    "if ARGV[2] == '1' then\n"
+    "  if (r + 1) * 1000 <= tonumber(ARGV[3]) * q + tonumber(ARGV[4]) then cr = cr + 1; r = r + 1 else allowed = 0 "
+    "end\n"
+    "end\n"
+    "redis.call('HSET', KEYS[1], 'ttl', ttl, 'newest', k, 'ratio', ARGV[3], 'reserve', ARGV[4], 'k' .. pos, k,\n"
+    "  'q' .. pos, cq, 'r' .. pos, cr)\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[6])\n"
+    "return {allowed, q, r}\n";
+
 #define KEY_PREFIX "retryfreeze:budget:"
+#define WINDOW_SUFFIX ":window" /* a ratio's key: the name holds no ':', so it is never a bucket's */
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
 #define IDLE_TTL_MAX_MS (30LL * 24 * 3600 * 1000) /* 30 days */
@@ -62,7 +101,8 @@ typedef enum failure_kind {
 /* What a log line adds to the reason, by kind: what to change. */
 static const char *const FAILURE_HINTS[FAIL_KINDS] = {
     [FAIL_AUTH] = " (check the user and password in the URL)",
-    [FAIL_PERMISSION] = " (the budget's ACL user needs ~" KEY_PREFIX "* +evalsha +script|load +get +set, and +select "
+    [FAIL_PERMISSION] = " (the budget's ACL user needs ~" KEY_PREFIX "* +evalsha +script|load +get +set (a ratio "
+                        "budget: +hgetall +hset +del +pexpire +time instead of +get +set), and +select "
                         "for a db other than 0)",
 };
 
@@ -103,7 +143,9 @@ typedef struct redis_store {
     redis_target target;
     SSL_CTX *tls; /* rediss://: the trust and client certificate, read once; NULL for redis:// */
     name_lookup *lookup;
-    char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
+    char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX + sizeof WINDOW_SUFFIX];
+    char name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* the budget's name (retryBudget.shared.name), for messages */
+    const char *script;                       /* BUCKET_SCRIPT or WINDOW_SCRIPT: the rule of the budget's form */
     int64_t timeout_ms, ttl_ms;
     redis_conn *conn;        /* NULL while disconnected */
     char sha[41];            /* the script's SHA1 once loaded on this connection, "" before */
@@ -556,13 +598,19 @@ static size_t conn_receive(redis_conn *c, char *buf, size_t cap, redis_call *k, 
     return n > 0 ? (size_t)n : 0;
 }
 
+/* Most words one command has: EVALSHA, its SHA, the key count, the key and a window script's 6 arguments. */
+#define COMMAND_ARGS_MAX 10
+#define SCRIPT_ARGS_MAX (COMMAND_ARGS_MAX - 4)
+
 /*
  * Sends one command and reads its whole reply by the call's deadline. The reply is the caller's; NULL on an
  * I/O error, a protocol error or the deadline, with why. After NULL the connection is out of step (a reply may
  * still arrive) and must be dropped. Messages name the command (argv[0]), never its arguments.
  */
 static redisReply *command(redis_conn *c, redis_call *k, int argc, const char **argv) {
-    size_t lens[8];
+    size_t lens[COMMAND_ARGS_MAX];
+    if (argc < 1 || argc > COMMAND_ARGS_MAX) /* fail closed: a caller's bug, never a write past lens */
+        return failed(k, FAIL_PROTOCOL, "redis: a command of %d words (at most %d)", argc, COMMAND_ARGS_MAX), NULL;
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     char what[64]; /* SCRIPT's subcommand too; never AUTH's arguments */
     snprintf(what, sizeof what, "redis %s%s%s", argv[0], strcmp(argv[0], "SCRIPT") == 0 ? " " : "",
@@ -753,9 +801,9 @@ static void report(redis_store *s, const redis_call *k) {
     s->said |= bit;
     char line[1400];
     snprintf(line, sizeof line,
-             "retryfreeze: shared retry budget %s at %s falls back to the local bucket: %s%s (said once per "
+             "retryfreeze: shared retry budget %s at %s falls back to the local %s: %s%s (said once per "
              "budget for this kind of failure)",
-             s->key + sizeof KEY_PREFIX - 1, s->target.shown, k->why,
+             s->name, s->target.shown, s->script == WINDOW_SCRIPT ? "window" : "bucket", k->why,
              FAILURE_HINTS[k->kind] ? FAILURE_HINTS[k->kind] : "");
     if (s->log)
         s->log(s->log_ctx, line);
@@ -772,7 +820,7 @@ static void disconnect(redis_store *s) {
 }
 
 static bool load_script(redis_store *s, redis_call *k) {
-    const char *argv[] = {"SCRIPT", "LOAD", BUCKET_SCRIPT};
+    const char *argv[] = {"SCRIPT", "LOAD", s->script};
     redisReply *r = command(s->conn, k, 3, argv);
     bool ok = reply_ok(r, REDIS_REPLY_STRING) && r->len == 40;
     if (ok)
@@ -783,10 +831,59 @@ static bool load_script(redis_store *s, redis_call *k) {
     return ok;
 }
 
+/* Takes the store's lock within k's deadline (another thread's round trip counts in it). As
+ * pthread_mutex_timedlock takes it: CLOCK_REALTIME (a step of the wall clock during this wait moves its end:
+ * pthread_mutex_clocklock would not, but ThreadSanitizer does not know that one). */
+static bool store_lock(redis_store *s, const redis_call *k) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + (k->deadline_ns - rfi_mono_ns());
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    return pthread_mutex_timedlock(&s->lock, &until) == 0;
+}
+
 /*
- * The store's add: one deadline, timeout_ms from entry, bounds all of it: the wait for the lock (another
- * thread's round trip), connect, TLS, AUTH, SELECT, SCRIPT LOAD and EVALSHA with its whole reply. False at the
- * deadline or on any error (the decision then uses the local bucket): the connection is dropped and the next
+ * One decision's EVALSHA of the store's script on its key with args[0..n), n at most SCRIPT_ARGS_MAX (the lock held):
+ * connects and loads the script first when needed, and loads it again when the server lost its cache (NOSCRIPT). The
+ * reply (the caller frees it), or NULL with k->why. *backing_off: no connection attempt was made (the backoff after a
+ * failure), so there is nothing new to report.
+ */
+static redisReply *evalsha(redis_store *s, redis_call *k, const char *const *args, int n, bool *backing_off) {
+    *backing_off = false;
+    if (s->conn == NULL) {
+        if (rfi_mono_ns() < s->next_connect_ns) return *backing_off = true, NULL; /* fall back at once */
+        s->conn = connect_target(&s->target, s->tls, s->lookup, k);
+        if (s->conn == NULL) return NULL;
+    }
+    if (s->sha[0] == '\0' && !load_script(s, k)) return NULL;
+    const char *argv[COMMAND_ARGS_MAX] = {"EVALSHA", s->sha, "1", s->key};
+    for (int i = 0; i < n && i < SCRIPT_ARGS_MAX; i++) argv[4 + i] = args[i];
+    redisReply *r = command(s->conn, k, 4 + n, argv);
+    if (reply_ok(r, REDIS_REPLY_ERROR) && strncmp(r->str, "NOSCRIPT", 8) == 0) { /* the server lost its cache */
+        freeReplyObject(r);
+        r = load_script(s, k) ? command(s->conn, k, 4 + n, argv) : NULL;
+    }
+    return r;
+}
+
+/* The end of a decision with the lock held: a good reply resets the backoff; a failure drops the connection (a late
+ * reply can never be read as the next decision's) and is reported once per kind. Unlocks. Returns ok. */
+static bool store_done(redis_store *s, redis_call *k, bool ok, bool backing_off) {
+    if (ok) {
+        s->backoff_ms = BACKOFF_FIRST_MS;
+    } else if (!backing_off) {
+        disconnect(s);
+        report(s, k);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/*
+ * The store's add (a token bucket): one deadline, timeout_ms from entry, bounds all of it: the wait for the lock
+ * (another thread's round trip), connect, TLS, AUTH, SELECT, SCRIPT LOAD and EVALSHA with its whole reply. False at
+ * the deadline or on any error (the decision then uses the local bucket): the connection is dropped and the next
  * attempt waits a backoff, so a late reply can never be read as the next decision's, and a refusal (a wrong
  * password, a missing permission) is not asked again at every decision. The first failure of each kind is
  * reported.
@@ -794,46 +891,45 @@ static bool load_script(redis_store *s, redis_call *k) {
 static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
     redis_store *s = ctx;
     redis_call k = call_of(s->timeout_ms);
-    /* The time left, as pthread_mutex_timedlock takes it (CLOCK_REALTIME; a step of the wall clock during this
-     * wait moves its end: pthread_mutex_clocklock would not, but ThreadSanitizer does not know that one). */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    int64_t ns = until.tv_nsec + (k.deadline_ns - rfi_mono_ns());
-    until.tv_sec += (time_t)(ns / 1000000000);
-    until.tv_nsec = (long)(ns % 1000000000);
-    if (pthread_mutex_timedlock(&s->lock, &until) != 0) return false;
-    bool ok = false;
-    if (s->conn == NULL) {
-        if (rfi_mono_ns() < s->next_connect_ns) goto out; /* backing off: fall back at once */
-        s->conn = connect_target(&s->target, s->tls, s->lookup, &k);
-        if (s->conn == NULL) goto drop;
-    }
-    if (s->sha[0] == '\0' && !load_script(s, &k)) goto drop;
+    if (!store_lock(s, &k)) return false;
     char delta[24], max[24], ttl[24];
     snprintf(delta, sizeof delta, "%" PRId64, delta_milli);
     snprintf(max, sizeof max, "%" PRId64, max_milli);
     snprintf(ttl, sizeof ttl, "%" PRId64, s->ttl_ms);
-    const char *argv[] = {"EVALSHA", s->sha, "1", s->key, delta, max, ttl};
-    redisReply *r = command(s->conn, &k, 7, argv);
-    if (reply_ok(r, REDIS_REPLY_ERROR) && strncmp(r->str, "NOSCRIPT", 8) == 0) { /* the server lost its cache */
-        freeReplyObject(r);
-        r = load_script(s, &k) ? command(s->conn, &k, 7, argv) : NULL;
-    }
-    if (reply_ok(r, REDIS_REPLY_INTEGER)) {
+    const char *args[] = {delta, max, ttl};
+    bool backing_off;
+    redisReply *r = evalsha(s, &k, args, 3, &backing_off);
+    bool ok = reply_ok(r, REDIS_REPLY_INTEGER);
+    if (ok)
         *tokens_milli = r->integer;
-        s->backoff_ms = BACKOFF_FIRST_MS;
-        ok = true;
-    } else if (r != NULL) {
+    else if (r != NULL)
         refused(&k, r, "EVALSHA", FAIL_PROTOCOL);
-    }
     if (r) freeReplyObject(r);
-    if (ok) goto out;
-drop:
-    disconnect(s);
-    report(s, &k);
-out:
-    pthread_mutex_unlock(&s->lock);
-    return ok;
+    return store_done(s, &k, ok, backing_off);
+}
+
+/* The store's window (a ratio): as redis_add, one deadline for all of it; the script's reply {allowed, requests,
+ * retries} gives *allowed. */
+static bool redis_window(void *ctx, bool request, bool retry, int64_t ratio_milli, int64_t reserve_milli,
+                         int64_t ttl_ms, bool *allowed) {
+    redis_store *s = ctx;
+    redis_call k = call_of(s->timeout_ms);
+    if (!store_lock(s, &k)) return false;
+    char ratio[24], reserve[24], window[24], idle[24];
+    snprintf(ratio, sizeof ratio, "%" PRId64, ratio_milli);
+    snprintf(reserve, sizeof reserve, "%" PRId64, reserve_milli);
+    snprintf(window, sizeof window, "%" PRId64, ttl_ms);
+    snprintf(idle, sizeof idle, "%" PRId64, s->ttl_ms > ttl_ms ? s->ttl_ms : ttl_ms); /* kept as long as it counts */
+    const char *args[] = {request ? "1" : "0", retry ? "1" : "0", ratio, reserve, window, idle};
+    bool backing_off;
+    redisReply *r = evalsha(s, &k, args, 6, &backing_off);
+    bool ok = reply_ok(r, REDIS_REPLY_ARRAY) && r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER;
+    if (ok)
+        *allowed = r->element[0]->integer == 1;
+    else if (r != NULL)
+        refused(&k, r, "EVALSHA", FAIL_PROTOCOL);
+    if (r) freeReplyObject(r);
+    return store_done(s, &k, ok, backing_off);
 }
 
 static void redis_free(void *ctx) {
@@ -907,7 +1003,10 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
         free(s);
         return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
-    snprintf(s->key, sizeof s->key, KEY_PREFIX "%s", name);
+    const bool ratio = rf_policy_retry_ratio(p, NULL, NULL, NULL);
+    snprintf(s->key, sizeof s->key, KEY_PREFIX "%s%s", name, ratio ? WINDOW_SUFFIX : "");
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->script = ratio ? WINDOW_SCRIPT : BUCKET_SCRIPT;
     s->ttl_ms = o->idle_ttl_ms ? o->idle_ttl_ms : RF_REDIS_BUDGET_TTL_MS;
     s->backoff_ms = BACKOFF_FIRST_MS;
     s->log = o->log;
@@ -917,7 +1016,8 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
         redis_free(s);
         return rfi_report(err, RF_ENOMEM, "", "out of memory");
     }
-    rf_retry_budget_store store = {.add = redis_add, .free = redis_free, .ctx = s};
+    rf_retry_budget_store store = {
+        .add = ratio ? NULL : redis_add, .window = ratio ? redis_window : NULL, .free = redis_free, .ctx = s};
     st = rf_retry_budget_set_store(b, &store, err);
     if (st != RF_OK) {
         redis_free(s);
@@ -948,10 +1048,80 @@ static rf_status peek_bucket(redis_conn *c, redis_call *k, const char *key, int6
     return ok ? RF_OK : rfi_report(err, RF_EIO, "url", "%s", k->why);
 }
 
-rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const char *name, int64_t *tokens_milli,
-                                     int64_t *ttl_ms, rf_error *err) {
-    if (o == NULL || tokens_milli == NULL || ttl_ms == NULL)
-        return rfi_report(err, RF_EINVAL, "", "options, tokens_milli and ttl_ms are required");
+/* What a peek reads on its open connection: the bucket (peek_bucket) or the window (peek_window) of the key. */
+typedef rf_status (*peek_fn)(redis_conn *c, redis_call *k, const char *key, void *out, rf_error *err);
+
+/* The token bucket a peek reads. */
+typedef struct bucket_seen {
+    int64_t *tokens_milli, *ttl_ms;
+} bucket_seen;
+
+static rf_status read_bucket(redis_conn *c, redis_call *k, const char *key, void *out, rf_error *err) {
+    bucket_seen *b = out;
+    return peek_bucket(c, k, key, b->tokens_milli, b->ttl_ms, err);
+}
+
+/* The ratio window a peek reads: whether Redis holds it, the window at Redis' TIME, its idle expiry. */
+typedef struct window_seen {
+    bool *found;
+    rf_budget_window *w;
+    int64_t *idle_ms;
+} window_seen;
+
+/* An integer field of a hash reply (HGETALL's flat array of names and values), or dflt. */
+static int64_t hash_int(const redisReply *h, const char *field, int64_t dflt) {
+    for (size_t i = 0; i + 1 < h->elements; i += 2)
+        if (h->element[i]->type == REDIS_REPLY_STRING && strcmp(h->element[i]->str, field) == 0 &&
+            h->element[i + 1]->type == REDIS_REPLY_STRING)
+            return strtoll(h->element[i + 1]->str, NULL, 10);
+    return dflt;
+}
+
+/* TIME, HGETALL and PTTL of a ratio window's key: the counts of the slots in the window that ends at Redis' now (as
+ * WINDOW_SCRIPT counts them), and the allowance with the ratio and reserve the last decision wrote. */
+static rf_status read_window(redis_conn *c, redis_call *k, const char *key, void *out, rf_error *err) {
+    window_seen *v = out;
+    const char *time[] = {"TIME"}, *all[] = {"HGETALL", key}, *pttl[] = {"PTTL", key};
+    redisReply *t = command(c, k, 1, time);
+    redisReply *h = t ? command(c, k, 2, all) : NULL;
+    redisReply *x = h ? command(c, k, 2, pttl) : NULL;
+    bool ok = x != NULL; /* every reply whole (else k->why says which was not) */
+    if (ok && !(reply_ok(t, REDIS_REPLY_ARRAY) && t->elements == 2 && t->element[0]->type == REDIS_REPLY_STRING &&
+                t->element[1]->type == REDIS_REPLY_STRING))
+        ok = refused(k, t, "TIME", FAIL_PROTOCOL);
+    if (ok && !reply_ok(h, REDIS_REPLY_ARRAY)) ok = refused(k, h, "HGETALL", FAIL_PROTOCOL);
+    if (ok && !reply_ok(x, REDIS_REPLY_INTEGER)) ok = refused(k, x, "PTTL", FAIL_PROTOCOL);
+    if (ok) {
+        *v->found = h->elements > 0;
+        *v->w = (rf_budget_window){.ttl_ms = hash_int(h, "ttl", 0)};
+        *v->idle_ms = x->integer >= 0 ? x->integer : -1;
+        if (*v->found && v->w->ttl_ms >= 10) {
+            int64_t now = strtoll(t->element[0]->str, NULL, 10) * 1000 + strtoll(t->element[1]->str, NULL, 10) / 1000;
+            int64_t at = now / (v->w->ttl_ms / 10), newest = hash_int(h, "newest", at);
+            if (newest > at) at = newest;
+            for (int i = 0; i < 10; i++) {
+                char kf[8], qf[8], rf[8];
+                snprintf(kf, sizeof kf, "k%d", i);
+                snprintf(qf, sizeof qf, "q%d", i);
+                snprintf(rf, sizeof rf, "r%d", i);
+                int64_t slot = hash_int(h, kf, INT64_MIN);
+                if (slot == INT64_MIN || slot > at || slot <= at - 10) continue;
+                v->w->requests += hash_int(h, qf, 0);
+                v->w->retries += hash_int(h, rf, 0);
+            }
+            v->w->allowance_milli = hash_int(h, "ratio", 0) * v->w->requests + hash_int(h, "reserve", 0);
+        }
+    }
+    if (t) freeReplyObject(t);
+    if (h) freeReplyObject(h);
+    if (x) freeReplyObject(x);
+    return ok ? RF_OK : rfi_report(err, RF_EIO, "url", "%s", k->why);
+}
+
+/* A peek: the name checked, one connection (one deadline for the lookup, connect, TLS, AUTH/SELECT and the reads),
+ * reader reads the key of name with suffix, and the connection is closed. */
+static rf_status peek(const rf_redis_budget_options *o, const char *name, const char *suffix, peek_fn reader, void *out,
+                      rf_error *err) {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n > RF_SHARED_BUDGET_NAME_MAX ||
         strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
@@ -974,12 +1144,29 @@ rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const cha
     else if (c == NULL)
         st = rfi_report(err, RF_EIO, "url", "%s", k.why);
     if (c != NULL) {
-        char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX];
-        snprintf(key, sizeof key, KEY_PREFIX "%s", name);
-        st = peek_bucket(c, &k, key, tokens_milli, ttl_ms, err);
+        char key[sizeof KEY_PREFIX + RF_SHARED_BUDGET_NAME_MAX + sizeof WINDOW_SUFFIX];
+        snprintf(key, sizeof key, KEY_PREFIX "%s%s", name, suffix);
+        st = reader(c, &k, key, out, err);
         conn_free(c);
     }
     SSL_CTX_free(tls);
     explicit_bzero(&t, sizeof t);
     return st;
+}
+
+rf_status rf_retry_budget_redis_peek(const rf_redis_budget_options *o, const char *name, int64_t *tokens_milli,
+                                     int64_t *ttl_ms, rf_error *err) {
+    if (o == NULL || tokens_milli == NULL || ttl_ms == NULL)
+        return rfi_report(err, RF_EINVAL, "", "options, tokens_milli and ttl_ms are required");
+    bucket_seen seen = {tokens_milli, ttl_ms};
+    return peek(o, name, "", read_bucket, &seen, err);
+}
+
+rf_status rf_retry_budget_redis_peek_window(const rf_redis_budget_options *o, const char *name, bool *found,
+                                            rf_budget_window *w, int64_t *idle_ms, rf_error *err) {
+    if (o == NULL || found == NULL || w == NULL || idle_ms == NULL)
+        return rfi_report(err, RF_EINVAL, "", "options, found, w and idle_ms are required");
+    *found = false;
+    window_seen seen = {found, w, idle_ms};
+    return peek(o, name, WINDOW_SUFFIX, read_window, &seen, err);
 }

@@ -17,7 +17,7 @@ static bool never_left(const rf_facts *f) {
            f->transport == RF_TRANSPORT_DNS || (f->transport == RF_TRANSPORT_TLS && f->not_sent);
 }
 
-static bool method_requires_key(const rfi_route *r, const char *method, size_t len) {
+bool rfi_method_requires_key(const rfi_route *r, const char *method, size_t len) {
     for (size_t i = 0; i < r->n_methods; i++)
         if (r->method_lens[i] == len && memcmp(method, r->methods[i], len) == 0) return true;
     return false;
@@ -44,6 +44,8 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
     if ((unsigned)f->transport >= RF_TRANSPORT_COUNT) return rfi_fail(err, "transport", "is not a transport outcome");
     if (f->attempts < 1) return rfi_fail(err, "attempts", "must be >= 1 (attempts made so far), got %d", f->attempts);
     if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
+    if (f->inbound_attempt < 0)
+        return rfi_fail(err, "inbound_attempt", "must be >= 0 (0: none), got %d", f->inbound_attempt);
     return RF_OK;
 }
 
@@ -57,7 +59,8 @@ static inline rf_status check_facts(const rf_facts *f, rf_error *err) {
     /* Every field at once, one branch on the decision path; check_fields then names what is wrong. */
     const bool bad = (f->method == NULL) | (f->method_len == 0) | (f->path == NULL) | (f->path_len == 0) |
                      ((f->status != 0) & ((unsigned)f->status - 100u > 499u)) |
-                     ((unsigned)f->transport >= RF_TRANSPORT_COUNT) | (f->attempts < 1) | (f->elapsed_ms < 0);
+                     ((unsigned)f->transport >= RF_TRANSPORT_COUNT) | (f->attempts < 1) | (f->elapsed_ms < 0) |
+                     (f->inbound_attempt < 0);
     if (!bad) return RF_OK;
     rf_status st = check_fields(f, err);
     if (st != RF_OK && f->method != NULL && f->method_len > 0 &&
@@ -84,8 +87,18 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
         rfi_stop(out, RF_REASON_STATUS_NOT_RETRYABLE);
         return RF_OK;
     }
+    /* Propagation: the upstream says it is overloaded (Envoy never retries that), or the caller is retrying
+     * already, so this layer makes one attempt: a request is retried at one layer only. */
+    if (r->prop.on && f->overloaded) {
+        rfi_stop(out, RF_REASON_UPSTREAM_OVERLOADED);
+        return RF_OK;
+    }
+    if (r->prop.on && r->prop.inbound_attempt && f->inbound_attempt > 1) {
+        rfi_stop(out, RF_REASON_INBOUND_RETRY);
+        return RF_OK;
+    }
     /* A request that never left cannot have been acted on: its retry needs no key (transparentRetry). */
-    bool needs_key = !f->has_idempotency_key && method_requires_key(r, f->method, f->method_len);
+    bool needs_key = !f->has_idempotency_key && rfi_method_requires_key(r, f->method, f->method_len);
     bool transparent = needs_key && p->transparent_retry && never_left(f);
     if (needs_key && !transparent) {
         rfi_stop(out, RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY);
@@ -159,16 +172,29 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
     if (st != RF_OK) return st;
     out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    /* A ratio budget counts the request at its first attempt's decision (a hedge may count it first: rf_hedge_decide).
+     */
+    const bool first = f->attempts == 1, ratio = rfi_retry_budget_is_ratio(budget);
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
-        rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
+        if (ratio)
+            rfi_retry_budget_window_take(budget, first, false, f->mono_ms, &out->budget);
+        else
+            rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
         rfi_stop(out, RF_REASON_SUCCESS);
         return RF_OK;
     }
     const bool retryable = rfi_class_retryable(r, f->status, f->transport);
-    st = decide_failure(p, r, f, rng, retryable, out, err);
-    if (st != RF_OK) return st; /* refused: no effect, the budget is not charged */
-    /* gRPC A6: every retryable failure takes a token, whatever the verdict; a retry is throttled at half. */
-    if (retryable) {
+    if (f->hedged && r->has_hedging && !rfi_hedge_non_fatal(r, f->status, f->transport)) {
+        out->class_retryable = retryable; /* gRPC A6: a fatal class ends a hedged request at once */
+        rfi_stop(out, RF_REASON_HEDGE_FATAL);
+    } else {
+        st = decide_failure(p, r, f, rng, retryable, out, err);
+        if (st != RF_OK) return st; /* refused: no effect, the budget is not charged */
+    }
+    if (ratio) { /* a retry is one of the window's; the request counts at its first decision */
+        if (!rfi_retry_budget_window_take(budget, first, out->retry, f->mono_ms, &out->budget))
+            rfi_stop(out, RF_REASON_RETRY_THROTTLED);
+    } else if (retryable) { /* gRPC A6: every retryable failure takes a token, whatever the verdict */
         int64_t tokens = rfi_retry_budget_add(budget, -1000, &out->budget);
         if (out->retry && rfi_retry_budget_throttled(budget, tokens)) rfi_stop(out, RF_REASON_RETRY_THROTTLED);
     }

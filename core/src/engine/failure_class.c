@@ -187,6 +187,19 @@ bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport)
     return (r->retryable.named & (1u << named)) != 0;
 }
 
+bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport) {
+    const rfi_class_set *set = &r->hedge_non_fatal;
+    unsigned named = rfi_transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT) {
+        if (status >= 100 && status <= 599) {
+            if (has_status(set, status)) return true;
+            return (status >= 400 && status <= 499 && set->family4xx) || (status >= 500 && set->family5xx);
+        }
+        named = RF_CLASS_UNKNOWN;
+    }
+    return (set->named & (1u << named)) != 0;
+}
+
 bool rf_policy_class_retryable(const rf_policy *p, size_t route, int status, rf_transport transport) {
     if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return false;
     if (transport == RF_TRANSPORT_OK && status >= 200 && status <= 399) return false; /* a success */

@@ -5,6 +5,7 @@
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
+#include "retryfreeze/propagation.h"
 #include "../util/json_path.h"
 #include "../util/json_text.h"
 #include "../util/report.h"
@@ -57,6 +58,17 @@ typedef struct rfi_endpoint {
     bool wildcard; /* last segment is "*" */
 } rfi_endpoint;
 
+/* A route's propagation (lock field propagation, propagation.c): `on` is set by the loader with the object (or
+ * inherited from defaults'), the rest are its subfields, defaults applied; header names are kept lowercase. */
+typedef struct rfi_propagation {
+    bool on;
+    char attempt_header[RF_PROPAGATION_HEADER_MAX + 1];
+    char deadline_header[RF_PROPAGATION_HEADER_MAX + 1];
+    char overloaded_header[RF_PROPAGATION_HEADER_MAX + 1];
+    bool inbound_deadline;
+    bool inbound_attempt;
+} rfi_propagation;
+
 typedef struct rfi_route {
     rfi_endpoint endpoint;
     int64_t max_attempts;
@@ -85,11 +97,19 @@ typedef struct rfi_route {
     uint8_t class_limit_status[600];
     uint8_t class_limit_4xx, class_limit_5xx;
     uint8_t class_limit_named[RF_NAMED_CLASS_COUNT];
+    /* hedging (gRPC A6 hedgingPolicy, hedge.c): these members, in this order, are the object's value (lock_schema.c);
+     * has_hedging is false when the route does not hedge. */
+    bool has_hedging;
+    int64_t hedge_max_attempts;
+    int64_t hedge_delay_ms;
+    rfi_class_set hedge_non_fatal;
+    rfi_propagation prop;
     /* Views for rf_route_view, built at load (policy.c). The class lists lie in the policy's view block (sized to
      * fit: a lock may hold RFI_MAX_ROUTES routes) and name static strings (rfi_class_tokens). */
-    size_t n_retryable_tokens, n_not_retryable_tokens, n_class_limit_tokens;
+    size_t n_retryable_tokens, n_not_retryable_tokens, n_class_limit_tokens, n_hedge_non_fatal_tokens;
     const char **retryable_ptrs;
     const char **not_retryable_ptrs;
+    const char **hedge_non_fatal_ptrs;
     const char **class_limit_ptrs; /* sorted by strcmp */
     int *class_limit_values;       /* class_limit_values[i]: the limit of class_limit_ptrs[i] */
     const char *method_ptrs[RFI_MAX_METHODS];
@@ -114,6 +134,10 @@ struct rf_policy {
     bool transparent_retry; /* transparentRetry */
     int64_t budget_max_tokens;
     int64_t budget_token_ratio_milli;
+    /* retryBudget's ratio form (retry_budget.c): retryRatio × 1000, minRetriesPerSecond, ttlMs. */
+    int64_t budget_retry_ratio_milli;
+    int64_t budget_min_per_second;
+    int64_t budget_ttl_ms;
     char budget_shared_name[RF_SHARED_BUDGET_NAME_MAX + 1]; /* retryBudget.shared.name, "" when absent */
     char *canonical;
     char *pretty;
@@ -222,6 +246,10 @@ typedef struct rfi_wait {
 } rfi_wait;
 void rfi_wait_read(const rfi_route *r, const rf_facts *f, rfi_wait *out);
 
+/* Propagation (propagation.c). */
+/* Refuses a route whose propagation names one header for two purposes (once inherited); where is its JSON path. */
+bool rfi_propagation_check(const rfi_route *r, const char *where, rf_error *err);
+
 /* Endpoints (endpoint.c). */
 /* Parses "METHOD /pattern"; on failure writes why into msg. */
 bool rfi_endpoint_parse(const char *text, size_t len, rfi_endpoint *out, char *msg, size_t msg_cap);
@@ -240,6 +268,21 @@ int64_t rfi_backoff(const rfi_route *r, int attempts, rf_rng *rng);
 int64_t rfi_retry_budget_add(rf_retry_budget *b, int64_t delta_milli, rf_budget_source *source);
 bool rfi_retry_budget_throttled(const rf_retry_budget *b, int64_t tokens_milli);
 int64_t rfi_retry_budget_ratio(const rf_retry_budget *b);
+/* Whether b is a ratio budget (retryBudget's ratio form); false for a token bucket, an inert or NULL budget. */
+bool rfi_retry_budget_is_ratio(const rf_retry_budget *b);
+/*
+ * A ratio budget's part of one decision, at mono_ms (0: unknown, the newest slot seen): request counts a new request
+ * in the window, retry asks for one retry. Returns whether the retry is allowed (true when none was asked); a refused
+ * retry is not counted. The shared store decides when there is one, else (or when it does not answer) the local
+ * window; *source says which.
+ */
+bool rfi_retry_budget_window_take(rf_retry_budget *b, bool request, bool retry, int64_t mono_ms,
+                                  rf_budget_source *source);
+/* Whether the class of (status, transport) is one of route r's hedging.nonFatalClasses (a specific status beats
+ * its family, as in the retryable lists). */
+bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport);
+/* Whether method (len bytes) is in route r's idempotencyRequired. */
+bool rfi_method_requires_key(const rfi_route *r, const char *method, size_t len);
 
 /* The route index (route_index.c). */
 /* Builds p->index from p->routes (sorted, shapes distinct) in the policy's memory; RF_ENOMEM with err set. */

@@ -88,7 +88,8 @@ static cJSON *value_json(const writer *w, size_t i, const char *holder, const ch
     case RF_FIELD_BOOLEAN: return cJSON_CreateBool(*(const bool *)(const void *)v);
     case RF_FIELD_JITTER: return cJSON_CreateString(rf_jitter_name(*(const rf_jitter *)(const void *)v));
     case RF_FIELD_ENDPOINT: return cJSON_CreateString(((const rfi_endpoint *)(const void *)v)->text);
-    case RF_FIELD_NAME: return cJSON_CreateString(v);
+    case RF_FIELD_NAME:
+    case RF_FIELD_HEADER: return cJSON_CreateString(v);
     case RF_FIELD_CLASSES:
     case RF_FIELD_METHODS:
     case RF_FIELD_WAIT_HEADERS:
@@ -139,9 +140,7 @@ static bool write_object(const writer *w, cJSON *obj, const char *holder, const 
         const size_t i = order->row[k];
         const rfi_field *f = &rfi_lock_fields[i];
         if (f->pub.canonical == RF_CANON_NEVER) continue;
-        /* A route's fields are all set once it is loaded (required, or defaulted). */
-        bool present = f->pub.place == RF_PLACE_ROUTE || (w->p->has & RFI_BIT(i)) != 0;
-        if (!present) {
+        if (!rfi_field_present(w->p, holder, i)) {
             if (f->pub.canonical == RF_CANON_NULL_WHEN_NONE && !cJSON_AddNullToObject(obj, rfi_field_key(f)))
                 return false;
             continue;

@@ -258,6 +258,43 @@ static bool read_name(const cJSON *c, const char *path, const rfi_field *f, char
     return true;
 }
 
+/* Header names a propagation field may not take: the ones the client writes itself, or that frame the message (RFC
+ * 9110 §7.6.1, §6.4.1, §10.1.1), which an attempt number or a deadline would break. */
+static const char *const framing_headers[] = {
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive",
+    "te",   "trailer",        "upgrade",           "expect",     "idempotency-key"};
+
+/* An HTTP field name of min..max characters (an RFC 9110 §5.1 token), kept lowercase: names are case-insensitive,
+ * so the canonical form (and the digest) does not depend on how the lock spells one. */
+static bool read_header(const cJSON *c, const char *path, const rfi_field *f, char *out, rf_error *err) {
+    const char *s;
+    size_t len;
+    if (!get_string(c, path, &s, &len, err)) return false;
+    bool token = len >= (size_t)f->pub.min && len <= (size_t)f->pub.max;
+    for (size_t i = 0; token && i < len; i++) {
+        const char ch = s[i];
+        token = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+    }
+    if (!token) {
+        rfi_fail(err, path,
+                 "must be an HTTP header name of %lld..%lld characters (RFC 9110 §5.1 token: letters, digits and "
+                 "!#$%%&'*+-.^_`|~), got \"%.80s\"",
+                 (long long)f->pub.min, (long long)f->pub.max, s);
+        return false;
+    }
+    memset(out, 0, (size_t)f->pub.max + 1);
+    for (size_t i = 0; i < len; i++) out[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    for (size_t i = 0; i < sizeof framing_headers / sizeof *framing_headers; i++) {
+        if (strcmp(out, framing_headers[i]) == 0) {
+            rfi_fail(err, path, "\"%s\" is a header the client writes itself or that frames the message: name another",
+                     out);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Distinct verdict reasons (RF_REASONS), kept as their static names. */
 static bool read_reasons(const cJSON *c, const char *path, rfi_gate *g, rf_error *err) {
     if (!cJSON_IsArray(c)) {
@@ -342,6 +379,14 @@ static bool read_object(const rfi_field *f, const cJSON *obj, const char *path, 
     return true;
 }
 
+rf_status rfi_field_default(const rfi_field *f, const char *path, const rfi_read_ctx *ctx, rf_error *err) {
+    cJSON *v = cJSON_Parse(f->pub.default_json);
+    if (v == NULL) return rfi_report(err, RF_ENOMEM, "$", "out of memory"); /* the defaults are valid JSON */
+    bool ok = rfi_field_read(f, v, path, ctx, err);
+    cJSON_Delete(v);
+    return ok ? RF_OK : RF_EINVAL;
+}
+
 bool rfi_field_read(const rfi_field *f, const cJSON *c, const char *path, const rfi_read_ctx *ctx, rf_error *err) {
     const bool route = f->pub.place == RF_PLACE_ROUTE;
     void *holder = route ? (void *)ctx->route : (void *)ctx->lock;
@@ -361,6 +406,7 @@ bool rfi_field_read(const rfi_field *f, const cJSON *c, const char *path, const 
     case RF_FIELD_CLASS_LIMITS: ok = rfi_class_limits_parse(c, path, holder, err); break;
     case RF_FIELD_REASONS: ok = read_reasons(c, path, &ctx->lock->gate, err); break;
     case RF_FIELD_NAME: ok = read_name(c, path, f, value, err); break;
+    case RF_FIELD_HEADER: ok = read_header(c, path, f, value, err); break;
     case RF_FIELD_ROUTES:
     case RF_FIELD_TYPE_COUNT:
         ok = false; /* the loader reads routes itself (lock_load.c) */

@@ -84,7 +84,9 @@ static bool finish_route(spec *sp, const rfi_lock_defaults *d, rf_error *err) {
     char sub[RFI_PATH_CAP];
     for (size_t i = 0; i < RFI_FIELD_COUNT; i++) {
         const rfi_field *f = &rfi_lock_fields[i];
-        if (f->pub.place == RF_PLACE_ROUTE && f->pub.if_absent == RF_DEFAULT_REQUIRED && !(sp->has & RFI_BIT(i))) {
+        /* A field of an optional object (hedging) is required only when the object is there (read_object). */
+        if (f->pub.place == RF_PLACE_ROUTE && f->pub.if_absent == RF_DEFAULT_REQUIRED && f->pub.parent < 0 &&
+            !(sp->has & RFI_BIT(i))) {
             rfi_path_child(sub, sp->where, f->pub.path);
             rfi_fail(err, sub, "is required and has no default (an absent number never becomes a retry count)");
             return false;
@@ -109,12 +111,19 @@ static bool finish_route(spec *sp, const rfi_lock_defaults *d, rf_error *err) {
         return false;
     }
     if (!rfi_class_limits_check(r, sp->where, err)) return false;
+    if (r->has_hedging && r->hedge_max_attempts > r->max_attempts) { /* hedges are attempts: the route's cap holds */
+        rfi_path_child(sub, sp->where, rfi_lock_fields[RFI_F_HEDGING_MAX_ATTEMPTS].pub.path);
+        rfi_fail(err, sub, "must be at most maxAttempts (%lld), got %lld", (long long)r->max_attempts,
+                 (long long)r->hedge_max_attempts);
+        return false;
+    }
     if (r->backoff_base_ms > r->backoff_max_ms) {
         rfi_path_child(sub, sp->where, "backoff.baseMs");
         rfi_fail(err, sub, "must be at most backoff.maxMs (%lld), got %lld", (long long)r->backoff_max_ms,
                  (long long)r->backoff_base_ms);
         return false;
     }
+    if (!rfi_propagation_check(r, sp->where, err)) return false;
     char both[RF_CLASS_NAME_MAX];
     if (rfi_class_overlap(&r->retryable, &r->not_retryable, both)) {
         rfi_path_child(sub, sp->where, "notRetryable");
@@ -147,11 +156,9 @@ rf_status rfi_lock_defaults_read(rfi_lock_defaults *d, rf_error *err) {
     for (size_t i = 0; i < RFI_FIELD_COUNT; i++) {
         const rfi_field *f = &rfi_lock_fields[i];
         if (f->pub.if_absent != RF_DEFAULT_VALUE) continue;
-        cJSON *v = cJSON_Parse(f->pub.default_json);
-        if (v == NULL) return rfi_report(err, RF_ENOMEM, "$", "out of memory"); /* the defaults are valid JSON */
-        bool ok = rfi_field_read(f, v, f->pub.path, &ctx, err);
-        cJSON_Delete(v);
-        if (!ok) return RF_EINVAL; /* a default its own reader refuses: spec/core/test_lock_schema.c guards it */
+        /* A default its own reader refuses is a bug in the table (spec/core/test_lock_schema.c guards it). */
+        rf_status st = rfi_field_default(f, f->pub.path, &ctx, err);
+        if (st != RF_OK) return st;
     }
     return RF_OK;
 }

@@ -18,6 +18,7 @@
     .size = offsetof(rfi_route, last) + sizeof(((rfi_route *)0)->last) - offsetof(rfi_route, first)
 #define ROUTE_LIST(n, items) .n_at = offsetof(rfi_route, n), .items_at = offsetof(rfi_route, items)
 #define ROUTE_LIST_REF(n, items) ROUTE_LIST(n, items), .items_ref = true
+#define ROUTE_HAS(m) .has_at = offsetof(rfi_route, m) + 1
 #define LOCK_AT(m) .at = offsetof(rf_policy, m), .size = sizeof(((rf_policy *)0)->m)
 #define LOCK_HAS(m) .has_at = offsetof(rf_policy, m) + 1
 
@@ -55,11 +56,79 @@
             .about = about_},                                         \
     LOCK_AT(gate.view.member##_milli), LOCK_HAS(gate.view.has_##member)
 
+/* A field of propagation (propagation.c): a route's, with its default; header names are kept lowercase. */
+#define PROPAGATION(key_, type_, min_, max_, default_, widens_, view_, member, about_) \
+    .pub = {.path = "propagation." key_,                                               \
+            .key = key_,                                                               \
+            .parent = RFI_F_PROPAGATION,                                               \
+            .place = RF_PLACE_ROUTE,                                                   \
+            .type = RF_FIELD_##type_,                                                  \
+            .min = min_,                                                               \
+            .max = max_,                                                               \
+            .if_absent = RF_DEFAULT_VALUE,                                             \
+            .default_json = default_,                                                  \
+            .canonical = RF_CANON_ALWAYS,                                              \
+            .widens = RF_WIDENS_##widens_,                                             \
+            .view = "propagation." view_,                                              \
+            .about = about_},                                                          \
+    ROUTE_AT(prop.member)
+
 /* retryable: a redirect loop is never retried (the same chain would loop again). */
-static bool no_redirect_loop(const void *holder, const char *path, rf_error *err) {
+static bool no_redirect_loop(void *holder, const char *path, rf_error *err) {
     const rfi_route *r = holder;
     if (!(r->retryable.named & (1u << RF_CLASS_TOO_MANY_REDIRECTS))) return true;
     rfi_fail(err, path, "TOO_MANY_REDIRECTS cannot be retryable: the same redirect chain would loop again");
+    return false;
+}
+
+/* The rows of each form of retryBudget: a token bucket (gRPC A6) or a ratio over a window (Linkerd, Finagle). */
+static const rfi_field_id TOKEN_ROWS[] = {RFI_F_BUDGET_MAX_TOKENS, RFI_F_BUDGET_TOKEN_RATIO};
+static const rfi_field_id RATIO_ROWS[] = {RFI_F_BUDGET_RETRY_RATIO, RFI_F_BUDGET_MIN_PER_SECOND, RFI_F_BUDGET_TTL};
+
+/* The first row of rows[0..n) the lock sets, or -1. */
+static long first_set(const rf_policy *p, const rfi_field_id *rows, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p->has & RFI_BIT(rows[i])) return (long)rows[i];
+    return -1;
+}
+
+/* retryBudget: one form or the other, each complete: a token bucket needs both its fields; a ratio needs retryRatio,
+ * and takes its rows' defaults for the others (read as the lock's own values would be). */
+static bool one_budget_form(void *holder, const char *path, rf_error *err) {
+    rf_policy *p = holder;
+    char sub[RFI_PATH_CAP];
+    const long token = first_set(p, TOKEN_ROWS, 2), ratio = first_set(p, RATIO_ROWS, 3);
+    if (token >= 0 && ratio >= 0) {
+        rfi_fail(err, path,
+                 "has both a token bucket (%s) and a ratio (%s): a retry budget is one or the other (maxTokens and "
+                 "tokenRatio, or retryRatio, minRetriesPerSecond and ttlMs)",
+                 rfi_field_key(&rfi_lock_fields[token]), rfi_field_key(&rfi_lock_fields[ratio]));
+        return false;
+    }
+    const rfi_field_id *rows = ratio >= 0 ? RATIO_ROWS : TOKEN_ROWS;
+    const size_t n = ratio >= 0 ? 3 : 2;
+    for (size_t i = 0; i < n; i++) {
+        const rfi_field *f = &rfi_lock_fields[rows[i]];
+        if (p->has & RFI_BIT(rows[i])) continue;
+        rfi_path_child(sub, path, rfi_field_key(f));
+        if (f->pub.default_json == NULL) {
+            rfi_fail(err, sub, "is required in a retryBudget %s (no default)",
+                     ratio >= 0 ? "ratio (retryRatio, minRetriesPerSecond, ttlMs)"
+                                : "token bucket (maxTokens, tokenRatio)");
+            return false;
+        }
+        const rfi_read_ctx ctx = {.lock = p};
+        if (rfi_field_default(f, sub, &ctx, err) != RF_OK) return false;
+    }
+    return true;
+}
+
+/* retryBudget.ttlMs: the window is 10 slots of ttlMs / 10 ms (retry_budget.c), so it divides by 10. */
+static bool window_in_slots(void *holder, const char *path, rf_error *err) {
+    const rf_policy *p = holder;
+    if (p->budget_ttl_ms % 10 == 0) return true;
+    rfi_fail(err, path, "must be a multiple of 10 (the window is 10 slots of ttlMs / 10 ms), got %lld",
+             (long long)p->budget_ttl_ms);
     return false;
 }
 
@@ -71,13 +140,27 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
     [RFI_F_ROUTES] = {ROW("routes", MULTI, ROUTES, 1, RFI_MAX_ROUTES, REQUIRED, NULL, ALWAYS, REQUESTS, NULL)},
     /* The lock's top level, in both forms. */
     [RFI_F_RETRY_BUDGET] = {ROW("retryBudget", LOCK, OBJECT, 0, 0, NONE, NULL, NULL_WHEN_NONE, REMOVED, "retry_budget"),
-                            .in_route = "retryBudget is client-wide (gRPC retryThrottling): set it at the top level"},
-    [RFI_F_BUDGET_MAX_TOKENS] = {IN("retryBudget", "maxTokens", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 1, 1000, REQUIRED,
-                                    NULL, ALWAYS, GROWS, "retry_budget.max_tokens"),
+                            .in_route = "retryBudget is client-wide (gRPC retryThrottling): set it at the top level",
+                            .shape = "{maxTokens, tokenRatio} or {retryRatio, minRetriesPerSecond, ttlMs}",
+                            .check = one_budget_form},
+    /* The token bucket (gRPC A6 retryThrottling). Required in that form (one_budget_form). */
+    [RFI_F_BUDGET_MAX_TOKENS] = {IN("retryBudget", "maxTokens", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 1, 1000, NONE, NULL,
+                                    ALWAYS, GROWS, "retry_budget.max_tokens"),
                                  LOCK_AT(budget_max_tokens)},
-    [RFI_F_BUDGET_TOKEN_RATIO] = {IN("retryBudget", "tokenRatio", RFI_F_RETRY_BUDGET, LOCK, DECIMAL, 1, 1000000,
-                                     REQUIRED, NULL, ALWAYS, GROWS, "retry_budget.token_ratio"),
+    [RFI_F_BUDGET_TOKEN_RATIO] = {IN("retryBudget", "tokenRatio", RFI_F_RETRY_BUDGET, LOCK, DECIMAL, 1, 1000000, NONE,
+                                     NULL, ALWAYS, GROWS, "retry_budget.token_ratio"),
                                   LOCK_AT(budget_token_ratio_milli)},
+    /* The ratio over a sliding window (Linkerd, Envoy, Finagle): retries <= retryRatio × requests +
+     * minRetriesPerSecond × ttlMs / 1000 in the last ttlMs. Absent from a token bucket's canonical form. */
+    [RFI_F_BUDGET_RETRY_RATIO] = {IN("retryBudget", "retryRatio", RFI_F_RETRY_BUDGET, LOCK, DECIMAL, 0, 1000000, NONE,
+                                     NULL, ALWAYS, GROWS, "retry_budget.retry_ratio"),
+                                  LOCK_AT(budget_retry_ratio_milli)},
+    [RFI_F_BUDGET_MIN_PER_SECOND] = {IN("retryBudget", "minRetriesPerSecond", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 0,
+                                        100000, NONE, "0", ALWAYS, GROWS, "retry_budget.min_retries_per_second"),
+                                     LOCK_AT(budget_min_per_second)},
+    [RFI_F_BUDGET_TTL] = {IN("retryBudget", "ttlMs", RFI_F_RETRY_BUDGET, LOCK, INTEGER, 100, 3600000, NONE, "10000",
+                             ALWAYS, ANY_CHANGE, "retry_budget.ttl_ms"),
+                          LOCK_AT(budget_ttl_ms), .check = window_in_slots},
     [RFI_F_BUDGET_SHARED] = {IN("retryBudget", "shared", RFI_F_RETRY_BUDGET, LOCK, OBJECT, 0, 0, NONE, NULL, ALWAYS,
                                 REMOVED, NULL),
                              .canonical_last = true},
@@ -177,6 +260,41 @@ const rfi_field rfi_lock_fields[RFI_FIELD_COUNT] = {
                                 "class_limits"),
                             ROUTE_SPAN(has_class_limits, class_limit_named),
                             ROUTE_LIST_REF(n_class_limit_tokens, class_limit_ptrs)},
+    /* Hedging (gRPC A6 hedgingPolicy): left out of the canonical form when absent, so older locks keep their digest. */
+    [RFI_F_HEDGING] = {ROW("hedging", ROUTE, OBJECT, 0, 0, NONE, NULL, UNLESS_DEFAULT, HEDGES, "hedging"),
+                       ROUTE_SPAN(has_hedging, hedge_non_fatal), ROUTE_HAS(has_hedging)},
+    [RFI_F_HEDGING_MAX_ATTEMPTS] = {IN("hedging", "maxAttempts", RFI_F_HEDGING, ROUTE, INTEGER, 2, 10, REQUIRED, NULL,
+                                       ALWAYS, HEDGES, "hedging.max_attempts"),
+                                    ROUTE_AT(hedge_max_attempts)},
+    [RFI_F_HEDGING_DELAY] = {IN("hedging", "hedgingDelayMs", RFI_F_HEDGING, ROUTE, INTEGER, 1, 600000, REQUIRED, NULL,
+                                ALWAYS, HEDGES, "hedging.hedging_delay_ms"),
+                             ROUTE_AT(hedge_delay_ms)},
+    [RFI_F_HEDGING_NON_FATAL] = {IN("hedging", "nonFatalClasses", RFI_F_HEDGING, ROUTE, CLASSES, 0, RFI_MAX_CLASSES,
+                                    VALUE, "[]", ALWAYS, HEDGES, "hedging.non_fatal_classes"),
+                                 ROUTE_AT(hedge_non_fatal),
+                                 ROUTE_LIST_REF(n_hedge_non_fatal_tokens, hedge_non_fatal_ptrs)},
+    /* Propagation across layers: absent, the route sends, reads and tells nothing (and the canonical form leaves it
+     * out, so a lock written before it keeps its digest); present, its fields are all written. */
+    [RFI_F_PROPAGATION] = {ROW("propagation", ROUTE, OBJECT, 0, 0, NONE, NULL, ALWAYS, REMOVED, "propagation"),
+                           ROUTE_AT(prop.on), ROUTE_HAS(prop.on)},
+    [RFI_F_PROPAGATION_ATTEMPT_HEADER] = {PROPAGATION(
+        "attemptHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-attempt-count\"", ANY_CHANGE,
+        "attempt_header", attempt_header,
+        "sent on every attempt: its number (1, 2, 3…); a caller's above 1 is a retry")},
+    [RFI_F_PROPAGATION_DEADLINE_HEADER] = {PROPAGATION(
+        "deadlineHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-expected-rq-timeout-ms\"", ANY_CHANGE,
+        "deadline_header", deadline_header,
+        "sent on every attempt: the ms it may take (its per-try timeout); a caller's is the time it has left")},
+    [RFI_F_PROPAGATION_OVERLOADED_HEADER] = {PROPAGATION(
+        "overloadedHeader", HEADER, 1, RF_PROPAGATION_HEADER_MAX, "\"x-envoy-overloaded\"", ANY_CHANGE,
+        "overloaded_header", overloaded_header,
+        "a response with it is not retried; told to the caller when this layer stops after retrying")},
+    [RFI_F_PROPAGATION_INBOUND_DEADLINE] = {PROPAGATION("inboundDeadline", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE,
+                                                        "inbound_deadline", inbound_deadline,
+                                                        "a caller's deadline header narrows this request's deadline")},
+    [RFI_F_PROPAGATION_INBOUND_ATTEMPT] = {PROPAGATION(
+        "inboundAttempt", BOOLEAN, 0, 1, "true", TRUE_TO_FALSE, "inbound_attempt", inbound_attempt,
+        "a caller's attempt number above 1 leaves this layer one attempt")},
 };
 
 size_t rf_lock_schema_count(void) { return RFI_FIELD_COUNT; }
@@ -209,12 +327,6 @@ rf_status rf_lock_field_check(size_t i, double value, rf_error *err) {
     return rfi_field_read(f, &item, path, &ctx, err) ? RF_OK : RF_EINVAL;
 }
 
-/* Whether the lock sets row i (a route's fields always are, once loaded: each is required or has a default). */
-static bool present(const rf_policy *p, const rfi_field *f, size_t i) {
-    if (f->pub.place == RF_PLACE_ROUTE) return true;
-    return (p->has & RFI_BIT(i)) != 0;
-}
-
 rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_value *out) {
     if (p == NULL || out == NULL || i >= RFI_FIELD_COUNT) return RF_EINVAL;
     const rfi_field *f = &rfi_lock_fields[i];
@@ -225,7 +337,7 @@ rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_v
     } else {
         h = (const char *)p;
     }
-    *out = (rf_field_value){.present = present(p, f, i)};
+    *out = (rf_field_value){.present = rfi_field_present(p, h, i)};
     if (!out->present) return RF_OK;
     switch (f->pub.type) {
     case RF_FIELD_INTEGER:
@@ -233,7 +345,8 @@ rf_status rf_policy_field(const rf_policy *p, size_t route, size_t i, rf_field_v
     case RF_FIELD_BOOLEAN: out->number = *(const bool *)(const void *)(h + f->at); break;
     case RF_FIELD_ENDPOINT: out->text = ((const rfi_endpoint *)(const void *)(h + f->at))->text; break;
     case RF_FIELD_JITTER: out->text = rf_jitter_name(*(const rf_jitter *)(const void *)(h + f->at)); break;
-    case RF_FIELD_NAME: out->text = h + f->at; break;
+    case RF_FIELD_NAME:
+    case RF_FIELD_HEADER: out->text = h + f->at; break;
     case RF_FIELD_ROUTES:
         out->n = p->n_routes;
         out->number = (int64_t)p->n_routes;

@@ -20,6 +20,9 @@ typedef enum rfi_field_id {
     RFI_F_RETRY_BUDGET,
     RFI_F_BUDGET_MAX_TOKENS,
     RFI_F_BUDGET_TOKEN_RATIO,
+    RFI_F_BUDGET_RETRY_RATIO,
+    RFI_F_BUDGET_MIN_PER_SECOND,
+    RFI_F_BUDGET_TTL,
     RFI_F_BUDGET_SHARED,
     RFI_F_BUDGET_SHARED_NAME,
     RFI_F_GATE,
@@ -49,6 +52,16 @@ typedef enum rfi_field_id {
     RFI_F_RETRY_AFTER_MAX,
     RFI_F_RETRY_AFTER_HEADERS,
     RFI_F_CLASS_LIMITS,
+    RFI_F_HEDGING,
+    RFI_F_HEDGING_MAX_ATTEMPTS,
+    RFI_F_HEDGING_DELAY,
+    RFI_F_HEDGING_NON_FATAL,
+    RFI_F_PROPAGATION,
+    RFI_F_PROPAGATION_ATTEMPT_HEADER,
+    RFI_F_PROPAGATION_DEADLINE_HEADER,
+    RFI_F_PROPAGATION_OVERLOADED_HEADER,
+    RFI_F_PROPAGATION_INBOUND_DEADLINE,
+    RFI_F_PROPAGATION_INBOUND_ATTEMPT,
     RFI_FIELD_COUNT
 } rfi_field_id;
 
@@ -66,7 +79,8 @@ typedef struct rfi_field {
      * items_ref a pointer to them (a route's class lists lie in the policy's view block: policy.c). */
     size_t n_at, items_at;
     bool items_ref;
-    /* 1 + the offset of a bool in the holder the loader sets with the field (rf_gate_view's has_*); 0: none. */
+    /* 1 + the offset of a bool in the holder the loader sets with the field (rf_gate_view's has_*, a route's
+     * has_hedging); 0: none. A route's row with one (or inside an object with one) is present only when it is set. */
     size_t has_at;
     /* An object's shape, as its refusal names it ("of gate thresholds"); NULL: "{its required rows}", or
      * "{its rows}" when none is required. */
@@ -76,14 +90,27 @@ typedef struct rfi_field {
     /* The canonical form writes it after its object's other keys (which it sorts), as it did before they were
      * sorted: a signed digest must not change. */
     bool canonical_last;
-    /* A rule of this field alone, checked once it is read; NULL: none. */
-    bool (*check)(const void *holder, const char *path, rf_error *err);
+    /* A rule of this field alone, checked once it is read (an object's: once its members are, and it may fill in
+     * their defaults); NULL: none. */
+    bool (*check)(void *holder, const char *path, rf_error *err);
 } rfi_field;
 
 extern const rfi_field rfi_lock_fields[RFI_FIELD_COUNT];
 
 /* The row's key in its object ("baseMs"). */
 static inline const char *rfi_field_key(const rfi_field *f) { return f->pub.key; }
+
+/* Whether row i is set in the policy (holder: the route, for a route's field). A lock's field is set when the lock
+ * (or a default) sets it; a route's field always is (required, or defaulted), unless it or an object holding it is an
+ * optional one the route leaves out (a row with has_at whose bool is false: hedging, propagation). */
+static inline bool rfi_field_present(const rf_policy *p, const void *holder, size_t i) {
+    if (rfi_lock_fields[i].pub.place != RF_PLACE_ROUTE) return (p->has & RFI_BIT(i)) != 0;
+    for (long k = (long)i; k >= 0; k = rfi_lock_fields[k].pub.parent) {
+        const size_t has_at = rfi_lock_fields[k].has_at;
+        if (has_at != 0 && !*((const bool *)(const void *)((const char *)holder + has_at - 1))) return false;
+    }
+    return true;
+}
 
 /* The holder's value of row f (holder + f->at). */
 static inline void *rfi_field_value(void *holder, const rfi_field *f) { return (char *)holder + f->at; }
@@ -116,6 +143,10 @@ typedef struct rfi_read_ctx {
  */
 bool rfi_field_read(const rfi_field *f, const struct cJSON *c, const char *path, const rfi_read_ctx *ctx,
                     rf_error *err);
+
+/* Reads row f's default_json as its value (at path, for a refusal: a bug in the table) and marks it set. RF_OK,
+ * RF_ENOMEM, or RF_EINVAL with err. */
+rf_status rfi_field_default(const rfi_field *f, const char *path, const rfi_read_ctx *ctx, rf_error *err);
 
 /* The row of member key at the top of a place set (parent -1; places: bits 1 << rf_field_place) or in the object
  * of row `parent`; -1 when none. */

@@ -6,6 +6,10 @@ static const char *const outcome_names[] = {RF_OUTCOMES(RF_X_STR)};
 
 const char *rf_outcome_name(rf_outcome o) { return (unsigned)o < RF_OUTCOME_COUNT ? outcome_names[o] : "?"; }
 
+static const char *const fate_names[] = {RF_TRY_FATES(RF_X_STR)};
+
+const char *rf_try_fate_name(rf_try_fate f) { return (unsigned)f < RF_TRY_FATE_COUNT ? fate_names[f] : "?"; }
+
 rf_outcome rf_outcome_of(rf_reason reason) {
     switch (reason) {
     case RF_REASON_SUCCESS: return RF_OUTCOME_SUCCESS;

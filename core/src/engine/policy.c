@@ -23,7 +23,9 @@ static rf_status build_views(rf_policy *p, rf_error *err) {
         r->n_retryable_tokens = rfi_class_tokens(&r->retryable, tokens, RFI_MAX_CLASSES);
         r->n_not_retryable_tokens = rfi_class_tokens(&r->not_retryable, tokens, RFI_MAX_CLASSES);
         r->n_class_limit_tokens = rfi_class_limits_view(r, tokens, values);
-        n_tokens += r->n_retryable_tokens + r->n_not_retryable_tokens + r->n_class_limit_tokens;
+        r->n_hedge_non_fatal_tokens = rfi_class_tokens(&r->hedge_non_fatal, tokens, RFI_MAX_CLASSES);
+        n_tokens +=
+            r->n_retryable_tokens + r->n_not_retryable_tokens + r->n_class_limit_tokens + r->n_hedge_non_fatal_tokens;
         n_values += r->n_class_limit_tokens;
     }
     p->view_tokens = malloc((n_tokens > 0 ? n_tokens : 1) * sizeof *p->view_tokens);
@@ -40,6 +42,8 @@ static rf_status build_views(rf_policy *p, rf_error *err) {
         t += rfi_class_tokens(&r->retryable, r->retryable_ptrs, r->n_retryable_tokens);
         r->not_retryable_ptrs = t;
         t += rfi_class_tokens(&r->not_retryable, r->not_retryable_ptrs, r->n_not_retryable_tokens);
+        r->hedge_non_fatal_ptrs = t;
+        t += rfi_class_tokens(&r->hedge_non_fatal, r->hedge_non_fatal_ptrs, r->n_hedge_non_fatal_tokens);
         r->class_limit_ptrs = t;
         r->class_limit_values = v;
         t += r->n_class_limit_tokens;
@@ -123,6 +127,11 @@ rf_status rf_policy_route(const rf_policy *p, size_t i, rf_route_view *out) {
         .n_class_limits = r->n_class_limit_tokens,
         .class_limit_classes = r->class_limit_ptrs,
         .class_limit_values = r->class_limit_values,
+        .hedging = r->has_hedging,
+        .hedging_max_attempts = r->has_hedging ? (int)r->hedge_max_attempts : 0,
+        .hedging_delay_ms = r->has_hedging ? r->hedge_delay_ms : 0,
+        .n_hedging_non_fatal = r->has_hedging ? r->n_hedge_non_fatal_tokens : 0,
+        .hedging_non_fatal = r->hedge_non_fatal_ptrs,
     };
     return RF_OK;
 }
@@ -173,8 +182,22 @@ const char *rf_policy_retry_budget_shared(const rf_policy *p) {
     return p != NULL && (p->has & RFI_BIT(RFI_F_BUDGET_SHARED)) ? p->budget_shared_name : NULL;
 }
 
+bool rf_policy_retry_ratio(const rf_policy *p, int64_t *retry_ratio_milli, int64_t *min_retries_per_second,
+                           int64_t *ttl_ms) {
+    if (p == NULL || !(p->has & RFI_BIT(RFI_F_BUDGET_RETRY_RATIO))) return false;
+    if (retry_ratio_milli) *retry_ratio_milli = p->budget_retry_ratio_milli;
+    if (min_retries_per_second) *min_retries_per_second = p->budget_min_per_second;
+    if (ttl_ms) *ttl_ms = p->budget_ttl_ms;
+    return true;
+}
+
 bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli, int64_t *token_ratio_milli) {
     if (p == NULL || !(p->has & RFI_BIT(RFI_F_RETRY_BUDGET))) return false;
+    if (!(p->has & RFI_BIT(RFI_F_BUDGET_MAX_TOKENS))) { /* the ratio form (rf_policy_retry_ratio) */
+        if (max_tokens_milli) *max_tokens_milli = 0;
+        if (token_ratio_milli) *token_ratio_milli = 0;
+        return true;
+    }
     if (max_tokens_milli) *max_tokens_milli = p->budget_max_tokens * 1000;
     if (token_ratio_milli) *token_ratio_milli = p->budget_token_ratio_milli;
     return true;

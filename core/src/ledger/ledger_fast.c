@@ -10,9 +10,10 @@
 #include <limits.h>
 #include <string.h>
 
-/* A line's strings: 6 of the record, host and budget; per try class, reason, retry_after, retry_after_header,
- * transport, the wait headers and date. */
-#define MAX_STRINGS (8 + (6 + RF_WAIT_HEADER_COUNT) * RF_LEDGER_MAX_TRIES)
+/* The most strings a line holds: ts, route, method, path, key, policy, outcome, reason, host and budget, and per try
+ * class, reason, retry_after, retry_after_header, fate, transport, the wait headers and date. A line with more is
+ * left to the general parser. */
+#define MAX_STRINGS (10 + (7 + RF_WAIT_HEADER_COUNT) * RF_LEDGER_MAX_TRIES)
 
 typedef struct cursor {
     const char *p, *end;
@@ -112,13 +113,24 @@ static bool try_facts(cursor *c, rf_ledger_try *t) {
     return !LIT(c, ",\"date\":\"") || str(c, &t->date);
 }
 
+/* A hedged request's fields of a try, in the writer's order: ,"start_ms":N[,"hedge":true],"fate":"…" (a fate the
+ * vocabulary knows, checked before the line is terminated), or none of them. */
+static bool hedge_fields(cursor *c, rf_ledger_try *t) {
+    if (!LIT(c, ",\"start_ms\":")) return true;
+    if (!integer(c, 0, RFI_LEDGER_MAX_SAFE_INT, &t->start_ms)) return false;
+    t->hedge = LIT(c, ",\"hedge\":true");
+    return LIT(c, ",\"fate\":\"") && str(c, &t->fate) &&
+           rfi_ledger_fate_known(t->fate, (size_t)(c->ends[c->n_ends - 1] - t->fate));
+}
+
 static bool try_entry(cursor *c, rf_ledger_try *t) {
     *t = (rf_ledger_try){0};
     return LIT(c, "{\"class\":\"") && str(c, &t->class_name) && LIT(c, ",\"status\":") && int32(c, &t->status) &&
            LIT(c, ",\"elapsed_ms\":") && int53(c, &t->elapsed_ms) && LIT(c, ",\"delay_ms\":") &&
            int53(c, &t->delay_ms) && LIT(c, ",\"reason\":\"") && str(c, &t->reason) && LIT(c, ",\"retry_after\":") &&
            str_or_null(c, true, &t->retry_after) &&
-           (!LIT(c, ",\"retry_after_header\":\"") || str(c, &t->retry_after_header)) && try_facts(c, t) && LIT(c, "}");
+           (!LIT(c, ",\"retry_after_header\":\"") || str(c, &t->retry_after_header)) && hedge_fields(c, t) &&
+           try_facts(c, t) && LIT(c, "}");
 }
 
 bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
@@ -148,6 +160,11 @@ bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
     }
     if (ok && LIT(&c, ",\"host\":\"")) ok = str(&c, &rec->host);
     if (ok && LIT(&c, ",\"budget\":\"")) ok = str(&c, &rec->budget);
+    if (ok && LIT(&c, ",\"inbound_deadline_ms\":"))
+        ok = (rec->has_inbound_deadline = integer(&c, 0, RFI_LEDGER_MAX_SAFE_INT, &rec->inbound_deadline_ms));
+    int64_t attempt = 0;
+    if (ok && LIT(&c, ",\"inbound_attempt\":")) ok = integer(&c, 1, INT_MAX, &attempt);
+    rec->inbound_attempt = (int)attempt;
     ok = ok && LIT(&c, "}") && c.p == c.end;
     /* ts: exactly the writer's format and a real date, as the strict parser demands. */
     if (!ok || ts + RFI_LEDGER_TS_LEN != c.ends[0] || !rfi_ledger_ts_parse(ts, RFI_LEDGER_TS_LEN, &rec->ts_ms)) {

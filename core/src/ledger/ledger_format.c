@@ -1,9 +1,10 @@
 /*
  * A ledger record as one JSON line. Fields always appear in this order, every one of them present:
  *   ts, route, method, path, key, policy, attempts, elapsed_ms, outcome, reason, ok, status, body_len, tries
- * then, only when set, host and budget.
+ * then, only when set, host, budget, inbound_deadline_ms and inbound_attempt.
  * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent), then, only
- * when set, retry_after_header, timeout_ms, transport, not_sent, wait and date (ledger.h).
+ * when set, retry_after_header, a hedged request's start_ms, hedge and fate, and the replay facts timeout_ms,
+ * transport, not_sent, wait and date (ledger.h).
  * Integers are emitted as plain integer tokens: a JSON library's number printer goes through a double and
  * "%1.15g", which prints 1e15 as "1e+15" and 2^53 as "9.00719925474099e+15" (lossy).
  * The line is written straight into the caller's buffer, with no tree and no allocation (an append is on
@@ -18,6 +19,7 @@
  * secrets (?api_key=…), and the ledger stores none.
  */
 #include "ledger_internal.h"
+#include "retryfreeze/outcome.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -100,14 +102,41 @@ static bool check_try_facts(const rf_ledger_try *t, size_t i, size_t *total, rf_
     return check_string(t->date, true, at, "date", total, err);
 }
 
+bool rfi_ledger_fate_known(const char *s, size_t len) {
+    for (int f = RF_FATE_NONE + 1; f < RF_TRY_FATE_COUNT; f++) {
+        const char *name = rf_try_fate_name((rf_try_fate)f);
+        if (strlen(name) == len && memcmp(name, s, len) == 0) return true;
+    }
+    return false;
+}
+
+/* A hedged request's fields of a try: a fate the vocabulary knows, a start_ms in 0..2^53; without a fate neither a
+ * start_ms nor hedge (they are written with it). */
+static bool hedge_fields_ok(const rf_ledger_try *t) {
+    if (t->fate == NULL) return t->start_ms == 0 && !t->hedge;
+    return rfi_ledger_fate_known(t->fate, strlen(t->fate)) && t->start_ms >= 0 && safe_int(t->start_ms);
+}
+
 static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error *err) {
     const long at = (long)i;
-    return check_string(t->class_name, false, at, "class", total, err) &&
-           check_string(t->reason, false, at, "reason", total, err) &&
-           check_string(t->retry_after, true, at, "retry_after", total, err) &&
-           check_string(t->retry_after_header, true, at, "retry_after_header", total, err) &&
-           check_int(t->elapsed_ms, at, "elapsed_ms", err) && check_int(t->delay_ms, at, "delay_ms", err) &&
-           check_try_facts(t, i, total, err);
+    if (!(check_string(t->class_name, false, at, "class", total, err) &&
+          check_string(t->reason, false, at, "reason", total, err) &&
+          check_string(t->retry_after, true, at, "retry_after", total, err) &&
+          check_string(t->retry_after_header, true, at, "retry_after_header", total, err) &&
+          check_string(t->fate, true, at, "fate", total, err) && check_int(t->elapsed_ms, at, "elapsed_ms", err) &&
+          check_int(t->delay_ms, at, "delay_ms", err) && check_try_facts(t, i, total, err)))
+        return false;
+    if (hedge_fields_ok(t)) return true;
+    char field[64];
+    field_path(field, sizeof field, at, "fate");
+    if (t->fate == NULL)
+        rfi_ledger_error(err, field, 0, 0,
+                         "%s is NULL, but start_ms or hedge is set: they come with a hedged try's fate", field);
+    else if (!rfi_ledger_fate_known(t->fate, strlen(t->fate)))
+        rfi_ledger_error(err, field, 0, 0, "%s is \"%.40s\", not a fate (winner, cancelled, failed)", field, t->fate);
+    else
+        rfi_ledger_error(err, field, 0, 0, "%s: start_ms is %" PRId64 ", not in 0..2^53", field, t->start_ms);
+    return false;
 }
 
 /* Everything that can make a record unwritable, checked before any allocation. */
@@ -130,6 +159,16 @@ static bool check_record(const rf_ledger_record *rec, const char *host, rf_error
         !check_string(host, true, -1, "host", &total, err) ||
         !check_string(rec->budget, true, -1, "budget", &total, err) ||
         !check_int(rec->elapsed_ms, -1, "elapsed_ms", err) || !check_int(rec->body_len, -1, "body_len", err)) {
+        return false;
+    }
+    if (rec->has_inbound_deadline && (rec->inbound_deadline_ms < 0 || !safe_int(rec->inbound_deadline_ms))) {
+        rfi_ledger_error(err, "$.inbound_deadline_ms", 0, 0, "$.inbound_deadline_ms is %" PRId64 ", outside 0..2^53",
+                         rec->inbound_deadline_ms);
+        return false;
+    }
+    if (rec->inbound_attempt < 0) {
+        rfi_ledger_error(err, "$.inbound_attempt", 0, 0, "$.inbound_attempt is %d: 1 and up, or 0 for none",
+                         rec->inbound_attempt);
         return false;
     }
     if (rec->n_tries > RF_LEDGER_MAX_TRIES) {
@@ -420,10 +459,10 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
     return ok;
 }
 
-/* The strings of a try in the order it writes them: class, reason, retry_after, retry_after_header, transport, the
- * wait headers, date. */
-#define TRY_STRINGS (6 + RF_WAIT_HEADER_COUNT)
-/* The strings of a line in the order it writes them, and their lengths. */
+/* The strings of a try in the order it writes them: class, reason, retry_after, retry_after_header, fate, transport,
+ * the wait headers, date. */
+#define TRY_STRINGS (7 + RF_WAIT_HEADER_COUNT)
+/* The strings of a line in the order it writes them, and their lengths (SIZE_MAX for NULL). */
 #define LINE_STRINGS (8 + TRY_STRINGS * RF_LEDGER_MAX_TRIES + 2)
 
 /* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date. lens: the
@@ -482,7 +521,15 @@ static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *len
         ok &= put_body(o, t->retry_after_header, lens[3], roomy);
         PUT(o, "\"");
     }
-    ok &= put_try_facts(o, t, lens + 4, roomy);
+    if (t->fate) { /* a hedged request's try: when it started, whether the hedging delay started it, its fate */
+        PUT(o, ",\"start_ms\":");
+        put_int(o, t->start_ms, roomy);
+        if (t->hedge) PUT(o, ",\"hedge\":true");
+        PUT(o, ",\"fate\":\"");
+        ok &= put_body(o, t->fate, lens[4], roomy);
+        PUT(o, "\"");
+    }
+    ok &= put_try_facts(o, t, lens + 5, roomy);
     PUT(o, "}");
     return ok;
 }
@@ -541,6 +588,14 @@ static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, 
         ok &= put_body(o, rec->budget, lens[8 + TRY_STRINGS * rec->n_tries], roomy);
         PUT(o, "\"");
     }
+    if (rec->has_inbound_deadline) {
+        PUT(o, ",\"inbound_deadline_ms\":");
+        put_int(o, rec->inbound_deadline_ms, roomy);
+    }
+    if (rec->inbound_attempt > 0) {
+        PUT(o, ",\"inbound_attempt\":");
+        put_int(o, rec->inbound_attempt, roomy);
+    }
     PUT(o, "}");
     return ok;
 }
@@ -571,15 +626,16 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
         lens[n++] = length_of(t->reason, &total);
         lens[n++] = length_of(t->retry_after, &total);
         lens[n++] = length_of(t->retry_after_header, &total);
+        lens[n++] = length_of(t->fate, &total);
         lens[n++] = length_of(t->transport, &total);
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
         lens[n++] = length_of(t->date, &total);
     }
     lens[n++] = length_of(host, &total);
     lens[n] = length_of(rec->budget, &total);
-    /* the keys and punctuation (a try's replay facts and wait header names included), generously; the redacted
-     * query; the strings escaped */
-    const size_t bound = 512 + 480 * rec->n_tries + 256 + 6 * total;
+    /* the keys and punctuation (a try's hedge fields, replay facts and wait header names included), generously; the
+     * redacted query; the strings escaped */
+    const size_t bound = 512 + 544 * rec->n_tries + 256 + 64 + 6 * total;
     out o = {buf, cap, 0};
     const bool ok = bound + 16 <= cap ? emit_line(rec, host, &o, lens, true) : emit_line(rec, host, &o, lens, false);
     *len = o.len;
@@ -591,11 +647,12 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
 static bool quick_check(const rf_ledger_record *rec) {
     bool ok = rec->ts_ms >= 0 && rec->ts_ms <= RFI_LEDGER_TS_MAX_MS && rec->route && rec->method && rec->path &&
               rec->policy && rec->outcome && rec->reason && safe_int(rec->elapsed_ms) && safe_int(rec->body_len) &&
-              rec->n_tries <= RF_LEDGER_MAX_TRIES;
+              rec->n_tries <= RF_LEDGER_MAX_TRIES && rec->inbound_attempt >= 0 &&
+              (!rec->has_inbound_deadline || (rec->inbound_deadline_ms >= 0 && safe_int(rec->inbound_deadline_ms)));
     for (size_t i = 0; ok && i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
         ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && t->timeout_ms >= 0 &&
-             safe_int(t->timeout_ms) && transport_known(t->transport);
+             safe_int(t->timeout_ms) && transport_known(t->transport) && hedge_fields_ok(t);
     }
     return ok;
 }

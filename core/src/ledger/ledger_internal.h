@@ -70,6 +70,9 @@ rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, 
  */
 bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec);
 
+/* Whether s[0..len) is a try's fate (RF_TRY_FATES: winner, cancelled, failed; "none" is never written). */
+bool rfi_ledger_fate_known(const char *s, size_t len);
+
 /* ---- ledger_parse.c ---- */
 
 /* Empties rec: every field zero and n_tries 0, without clearing its tries array (RF_LEDGER_MAX_TRIES of them, most of

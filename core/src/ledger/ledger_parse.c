@@ -29,14 +29,16 @@ enum record_field {
     F_STATUS,
     F_BODY_LEN,
     F_TRIES,
-    F_REQUIRED, /* the fields above are required; host and budget came later and are optional */
+    F_REQUIRED, /* the fields above are required; the ones below came later and are optional */
     F_HOST = F_REQUIRED,
     F_BUDGET,
+    F_INBOUND_DEADLINE,
+    F_INBOUND_ATTEMPT,
     F_COUNT
 };
-static const char *const record_fields[F_COUNT] = {"ts",       "route",      "method",  "path",   "key", "policy",
-                                                   "attempts", "elapsed_ms", "outcome", "reason", "ok",  "status",
-                                                   "body_len", "tries",      "host",    "budget"};
+static const char *const record_fields[F_COUNT] = {
+    "ts",     "route", "method", "path",     "key",   "policy", "attempts", "elapsed_ms",          "outcome",
+    "reason", "ok",    "status", "body_len", "tries", "host",   "budget",   "inbound_deadline_ms", "inbound_attempt"};
 
 enum try_field {
     T_CLASS,
@@ -44,9 +46,12 @@ enum try_field {
     T_ELAPSED_MS,
     T_DELAY_MS,
     T_REASON,
-    T_RETRY_AFTER, /* the fields above are required; the others came later and are optional */
+    T_RETRY_AFTER, /* the fields above are required; retry_after (null) and those below came later, optional */
     T_RETRY_AFTER_HEADER,
-    T_TIMEOUT_MS,
+    T_START_MS, /* start_ms, hedge and fate: a hedged request's, together (fate names them) */
+    T_HEDGE,
+    T_FATE,
+    T_TIMEOUT_MS, /* the replay facts (ledger.h) */
     T_TRANSPORT,
     T_NOT_SENT,
     T_WAIT,
@@ -54,8 +59,8 @@ enum try_field {
     T_COUNT
 };
 static const char *const try_fields[T_COUNT] = {
-    "class",      "status",    "elapsed_ms", "delay_ms", "reason", "retry_after", "retry_after_header",
-    "timeout_ms", "transport", "not_sent",   "wait",     "date"};
+    "class", "status",     "elapsed_ms", "delay_ms", "reason", "retry_after", "retry_after_header", "start_ms", "hedge",
+    "fate",  "timeout_ms", "transport",  "not_sent", "wait",   "date"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -191,15 +196,31 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
         }
     }
     *t = (rf_ledger_try){0};
-    return want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
-           want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
-           want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
-           want_int53(f[T_DELAY_MS], prefix, "delay_ms", &t->delay_ms, c) &&
-           want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
-           (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c)) &&
-           (!f[T_RETRY_AFTER_HEADER] ||
-            want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c)) &&
-           fill_try_facts(f, prefix, t, c);
+    if (!(want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
+          want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
+          want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
+          want_int53(f[T_DELAY_MS], prefix, "delay_ms", &t->delay_ms, c) &&
+          want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
+          (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c)) &&
+          (!f[T_RETRY_AFTER_HEADER] ||
+           want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c)) &&
+          fill_try_facts(f, prefix, t, c)))
+        return false;
+    if (!f[T_FATE]) {
+        if (f[T_START_MS] || f[T_HEDGE])
+            return refuse(c, "field \"%s%s\" without \"%sfate\" (a hedged try's fields come together)", prefix,
+                          f[T_START_MS] ? "start_ms" : "hedge", prefix);
+        return true;
+    }
+    if (!want_string(f[T_FATE], false, prefix, "fate", &t->fate, c)) return false;
+    if (!rfi_ledger_fate_known(t->fate, strlen(t->fate)))
+        return refuse(c, "field \"%sfate\" must be winner, cancelled or failed, got \"%.40s\"", prefix, t->fate);
+    if (!f[T_START_MS]) return refuse(c, "missing field \"%sstart_ms\" (a hedged try's start)", prefix);
+    if (!want_int(f[T_START_MS], 0, RFI_LEDGER_MAX_SAFE_INT, prefix, "start_ms", &t->start_ms, c)) return false;
+    if (f[T_HEDGE] && !cJSON_IsBool(f[T_HEDGE]))
+        return refuse(c, "field \"%shedge\" must be a boolean, got %s", prefix, rfi_json_type_name(f[T_HEDGE]));
+    t->hedge = f[T_HEDGE] != NULL && cJSON_IsTrue(f[T_HEDGE]);
+    return true;
 }
 
 static bool fill_tries(const cJSON *arr, rf_ledger_record *rec, complaint *c) {
@@ -285,6 +306,35 @@ static bool fill_harness(const cJSON *root, rf_ledger_record *rec, complaint *c)
     return true;
 }
 
+/* An integral JSON number of a top-level field in [lo, hi], which the refusal names as range ("1..2147483647"). */
+static bool want_range(const cJSON *v, int64_t lo, int64_t hi, const char *range, const char *name, int64_t *out,
+                       complaint *c) {
+    const double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
+    if (cJSON_IsNumber(v) && d >= (double)lo && d <= (double)hi && (double)(int64_t)d == d) {
+        *out = (int64_t)d;
+        return true;
+    }
+    char text[RFI_NUMBER_TEXT_MAX];
+    return refuse(c, "field \"$.%s\" must be an integer in %s, got %s", name, range,
+                  cJSON_IsNumber(v) ? rfi_number_text(text, d) : rfi_json_type_name(v));
+}
+
+/* What the request's caller propagated: inbound_deadline_ms (0..2^53) and inbound_attempt (1 and up). */
+static bool want_inbound(const cJSON *deadline, const cJSON *attempt, rf_ledger_record *rec, complaint *c) {
+    int64_t n = 0;
+    if (deadline != NULL) {
+        if (!want_range(deadline, 0, RFI_LEDGER_MAX_SAFE_INT, "0..2^53", "inbound_deadline_ms",
+                        &rec->inbound_deadline_ms, c))
+            return false;
+        rec->has_inbound_deadline = true;
+    }
+    if (attempt != NULL) {
+        if (!want_range(attempt, 1, INT_MAX, "1..2147483647", "inbound_attempt", &n, c)) return false;
+        rec->inbound_attempt = (int)n;
+    }
+    return true;
+}
+
 static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) {
     const cJSON *f[F_COUNT];
     const char *ts = NULL;
@@ -328,7 +378,8 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
            want_int32(f[F_STATUS], "$.", "status", &rec->status, c) &&
            want_int53(f[F_BODY_LEN], "$.", "body_len", &rec->body_len, c) && fill_tries(f[F_TRIES], rec, c) &&
            (!f[F_HOST] || want_string(f[F_HOST], false, "$.", "host", &rec->host, c)) &&
-           (!f[F_BUDGET] || want_string(f[F_BUDGET], false, "$.", "budget", &rec->budget, c));
+           (!f[F_BUDGET] || want_string(f[F_BUDGET], false, "$.", "budget", &rec->budget, c)) &&
+           want_inbound(f[F_INBOUND_DEADLINE], f[F_INBOUND_ATTEMPT], rec, c);
 }
 
 void rfi_ledger_record_clear(rf_ledger_record *rec) {

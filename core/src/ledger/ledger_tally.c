@@ -30,6 +30,7 @@ typedef struct names {
 typedef struct scope {
     char *name; /* owned; NULL for the whole and the time buckets */
     int64_t requests, successes, retried_successes, attempts, success_attempts, retries;
+    int64_t hedged, hedges, hedge_wins; /* a hedged request's tries: hedge and fate */
     int64_t elapsed_sum, elapsed_min, elapsed_max;
     names outcomes, classes;
     int64_t by_attempts[RF_LEDGER_MAX_TRIES + 1];
@@ -285,6 +286,17 @@ static void count_numbers(scope *s, const rf_ledger_record *rec, const derived *
         s->success_attempts += rec->attempts;
         if (rec->attempts > 1) s->retried_successes++;
     }
+    int64_t hedges = 0;
+    bool hedge_won = false;
+    for (size_t i = 0; i < rec->n_tries; i++) {
+        const rf_ledger_try *t = &rec->tries[i];
+        if (!t->hedge) continue;
+        hedges++;
+        if (t->fate != NULL && strcmp(t->fate, rf_try_fate_name(RF_FATE_WINNER)) == 0) hedge_won = true;
+    }
+    s->hedged += hedges > 0;
+    s->hedges += hedges;
+    s->hedge_wins += hedge_won;
     s->elapsed_sum += rec->elapsed_ms;
     if (rec->elapsed_ms < s->elapsed_min) s->elapsed_min = rec->elapsed_ms;
     if (rec->elapsed_ms > s->elapsed_max) s->elapsed_max = rec->elapsed_ms;
@@ -478,6 +490,9 @@ static void view(const scope *s, rf_tally_scope *out) {
     f->attempts = s->attempts;
     f->success_attempts = s->success_attempts;
     f->retries = s->retries;
+    f->hedged = s->hedged;
+    f->hedges = s->hedges;
+    f->hedge_wins = s->hedge_wins;
 #define RF_X_RATIO(name, num, den) f->name = f->den > 0 ? (double)f->num / (double)f->den : 0;
     RF_TALLY_RATIOS(RF_X_RATIO)
 #undef RF_X_RATIO

@@ -13,9 +13,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +30,13 @@ struct rf_ledger {
     size_t line_cap;             /* its size; RF_LEDGER_MAX_LINE + 1 for the longest line (+ 1 after a torn write) */
     rf_ledger_observer observer; /* told of every whole append (rf_ledger_observe), or NULL */
     void *observer_ud;
+    size_t hold_max;   /* rf_ledger_hold: most bytes of lines held before they are written; 0 = lines go at once */
+    size_t held;       /* bytes of held lines, at line[1..1 + held) (line[0]: the "\n" ending a fragment) */
+    size_t held_lines; /* how many lines those are */
+    pid_t held_pid;    /* the process that formatted them: another (a forked child) drops them */
+    volatile unsigned char *fork_mark; /* a page a forked child sees zeroed (MADV_WIPEONFORK): 1 while this process
+                                          holds lines, so the check costs no getpid(2); NULL where the kernel has
+                                          no such page, and then held_pid is compared */
     char host[RF_LEDGER_MAX_HOST + 1]; /* written on lines whose record has no host; "" = none */
     char path[];                       /* for error messages */
 };
@@ -117,6 +127,9 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
     l->torn = false;
     l->observer = NULL;
     l->observer_ud = NULL;
+    l->hold_max = l->held = l->held_lines = 0;
+    l->held_pid = 0;
+    l->fork_mark = NULL;
     l->fd = -1;
     /* Regular files only (a FIFO without a reader is refused at once instead of blocking open(2)), through a
      * symlink, never "-" (retryfreeze/output.h). */
@@ -162,6 +175,13 @@ rf_status rf_ledger_observe(rf_ledger *l, rf_ledger_observer fn, void *ud, rf_er
         rfi_ledger_error(err, "l", 0, 0, "l is NULL");
         return RF_EINVAL;
     }
+    if (fn && l->hold_max > 0) {
+        rfi_ledger_error(err, "fn", 0, 0,
+                         "ledger %s holds its lines (rf_ledger_hold): an observer needs each line's "
+                         "record as it is written",
+                         l->path);
+        return RF_EINVAL;
+    }
     l->observer = fn;
     l->observer_ud = fn ? ud : NULL;
     return RF_OK;
@@ -188,6 +208,158 @@ static bool reserve(rf_ledger *l, size_t need) {
     return true;
 }
 
+/* With RF_LEDGER_FSYNC_LINE, fsync(2)s l's descriptor (again on EINTR): RF_OK, or RF_EIO with err said. After each
+ * write of whole lines: a single line, held lines, a batch. */
+static rf_status sync_lines(rf_ledger *l, rf_error *err) {
+    if (l->fsync_mode != RF_LEDGER_FSYNC_LINE) return RF_OK;
+    int rc;
+    do {
+        rc = fsync(l->fd);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        rfi_ledger_errno_error(err, l->path, errno, "cannot fsync ledger");
+        return RF_EIO;
+    }
+    return RF_OK;
+}
+
+/* ---- held lines (rf_ledger_hold) ------------------------------------------------------------------------ */
+
+/* Drops held lines another process formatted: a child forked while they were held (its parent writes them). */
+static void drop_inherited(rf_ledger *l) {
+    if (l->held == 0) return;
+    if (l->fork_mark ? *l->fork_mark == 0 : l->held_pid != getpid()) l->held = l->held_lines = 0;
+}
+
+/* Marks the held lines as this process's: the first line of a batch. */
+static void mark_held(rf_ledger *l) {
+    if (l->fork_mark)
+        *l->fork_mark = 1;
+    else
+        l->held_pid = getpid();
+}
+
+/* The page behind fork_mark, or NULL: Linux 4.14+ zeroes a MADV_WIPEONFORK page in a forked child. */
+static volatile unsigned char *new_fork_mark(void) {
+#ifdef MADV_WIPEONFORK
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return NULL;
+    void *p = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (madvise(p, (size_t)page, MADV_WIPEONFORK) != 0) {
+        munmap(p, (size_t)page);
+        return NULL;
+    }
+    return p;
+#else
+    return NULL;
+#endif
+}
+
+static void free_fork_mark(rf_ledger *l) {
+    if (l->fork_mark) munmap((void *)(uintptr_t)l->fork_mark, (size_t)sysconf(_SC_PAGESIZE));
+    l->fork_mark = NULL;
+}
+
+/* Writes the held lines line[1..1 + held) in one write(2), with the "\n" ending an earlier fragment before them. */
+static rf_status write_held(rf_ledger *l, rf_error *err) {
+    size_t lines = l->held_lines, total = l->held + (l->torn ? 1 : 0);
+    const char *from = l->torn ? l->line : l->line + 1;
+    if (l->torn) l->line[0] = '\n';
+    l->held = l->held_lines = 0; /* written or lost: never written twice */
+    if (lines == 0) return RF_OK;
+    ssize_t n;
+    do { /* EINTR means nothing was written (a partial write returns its count), so retrying is safe */
+        n = write(l->fd, from, total);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        int e = errno;
+        char what[96];
+        snprintf(what, sizeof what, "%zu held line(s) lost: cannot append to ledger", lines);
+        rfi_ledger_errno_error(err, l->path, e, what);
+        return RF_EIO;
+    }
+    if ((size_t)n != total) {
+        size_t whole = 0; /* the lines that went out whole: a newline ends each (the leading one ends the fragment) */
+        for (size_t i = l->torn ? 1 : 0; i < (size_t)n; i++) whole += from[i] == '\n';
+        if (n > 0) l->torn = from[n - 1] != '\n';
+        rfi_ledger_error(err, l->path, 0, 0,
+                         "short write to ledger %s: %zd of %zu bytes written, %zu of %zu held line(s) lost, the last "
+                         "written torn (disk full?)",
+                         l->path, n, total, lines - whole, lines);
+        return RF_EIO;
+    }
+    l->torn = false;
+    return sync_lines(l, err);
+}
+
+/* rf_ledger_append while holding: formats rec after the held lines; writes them first when it would not fit. */
+static rf_status hold_line(rf_ledger *l, const rf_ledger_record *rec, rf_error *err) {
+    const char *host = l->host[0] ? l->host : NULL;
+    drop_inherited(l);
+    size_t at = 1 + l->held; /* line[0] stays free for the "\n" that may end a fragment */
+    size_t room = l->line_cap > at + 1 ? l->line_cap - at - 1 : 0;
+    size_t len = 0;
+    rf_status status = rfi_ledger_format_into(rec, host, room ? l->line + at : NULL, room, &len, err);
+    if (status != RF_OK) return status;
+    rf_status written = RF_OK;
+    rf_error write_err = {0};
+    bool formatted = len <= room;
+    if (l->held > 0 && l->held + len + 1 > l->hold_max) { /* would not fit: the held lines go first */
+        written = write_held(l, &write_err);
+        if (formatted) memmove(l->line + 1, l->line + at, len); /* move it down to the start */
+        at = 1;
+    }
+    if (!formatted) {
+        if (!reserve(l, at + len + 1)) {
+            rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
+            return RF_ENOMEM;
+        }
+        rfi_ledger_format_into(rec, host, l->line + at, len, &len, err);
+    }
+    l->line[at + len] = '\n';
+    if (l->held_lines++ == 0) mark_held(l);
+    l->held += len + 1;
+    if (l->held >= l->hold_max && written == RF_OK) written = write_held(l, &write_err); /* a line over the bound */
+    if (written != RF_OK && err) *err = write_err;
+    return written;
+}
+
+rf_status rf_ledger_hold(rf_ledger *l, size_t max_bytes, rf_error *err) {
+    if (!l) {
+        rfi_ledger_error(err, "l", 0, 0, "l is NULL");
+        return RF_EINVAL;
+    }
+    if (max_bytes > RF_LEDGER_BATCH_BYTES) {
+        rfi_ledger_error(err, "max_bytes", 0, 0, "max_bytes must be from 0 to %d, got %zu", RF_LEDGER_BATCH_BYTES,
+                         max_bytes);
+        return RF_EINVAL;
+    }
+    if (max_bytes > 0 && l->observer) {
+        rfi_ledger_error(err, "max_bytes", 0, 0,
+                         "ledger %s has an observer (rf_ledger_observe), which needs each line's record as it is "
+                         "written: it cannot hold lines",
+                         l->path);
+        return RF_EINVAL;
+    }
+    rf_status st = RF_OK;
+    if (l->held > 0 && l->held >= max_bytes) st = rf_ledger_flush(l, err); /* off, or the held lines over the bound */
+    if (max_bytes > 0 && l->fork_mark == NULL) l->fork_mark = new_fork_mark();
+    l->hold_max = max_bytes;
+    return st;
+}
+
+rf_status rf_ledger_flush(rf_ledger *l, rf_error *err) {
+    if (!l) {
+        rfi_ledger_error(err, "l", 0, 0, "l is NULL");
+        return RF_EINVAL;
+    }
+    drop_inherited(l);
+    return write_held(l, err);
+}
+
+size_t rf_ledger_held(const rf_ledger *l) { return l ? l->held_lines : 0; }
+
 rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *err) {
     rf_status status;
     size_t len = 0;
@@ -196,6 +368,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
         rfi_ledger_error(err, "l", 0, 0, "l is NULL");
         return RF_EINVAL;
     }
+    if (l->hold_max > 0) return hold_line(l, rec, err);
     const char *host = l->host[0] ? l->host : NULL; /* written when the record has no host of its own */
     size_t lead = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
     /* Formatted straight into the scratch buffer; only a line longer than any before needs a second pass. */
@@ -234,17 +407,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     /* The line is in the file whole: an observer counts it now (before fsync, whose failure does not take the
      * line back out; a reader of the file sees it either way). */
     if (l->observer) l->observer(l->observer_ud, rec, rec->host ? rec->host : host);
-    if (l->fsync_mode == RF_LEDGER_FSYNC_LINE) {
-        int rc;
-        do {
-            rc = fsync(l->fd);
-        } while (rc != 0 && errno == EINTR);
-        if (rc != 0) {
-            rfi_ledger_errno_error(err, l->path, errno, "cannot fsync ledger");
-            return RF_EIO;
-        }
-    }
-    return RF_OK;
+    return sync_lines(l, err);
 }
 
 /* Lines a batch holds at most: their end offsets are kept on the stack to tell which a short write cut. */
@@ -262,6 +425,21 @@ static void batch_fail(const size_t *idx, size_t n, rf_status *status, rf_error 
 size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs, size_t n, rf_status *status,
                               rf_error *errs) {
     if (!l || !recs || !status) return 0;
+    if (l->hold_max > 0) { /* held like separate appends, in order */
+        size_t taken = 0;
+        rf_error scratch = {0};
+        for (size_t i = 0; i < n; i++) {
+            rf_error *err = errs ? &errs[i] : &scratch;
+            if (recs[i] == NULL) {
+                rfi_ledger_error(err, "rec", 0, 0, "rec is NULL");
+                status[i] = RF_EINVAL;
+                continue;
+            }
+            status[i] = hold_line(l, recs[i], err);
+            if (status[i] == RF_OK || status[i] == RF_EIO) taken++; /* RF_EIO: earlier held lines were lost */
+        }
+        return taken;
+    }
     const char *host = l->host[0] ? l->host : NULL;
     size_t written = 0, i = 0;
     rf_error scratch = {0}; /* a record's error when the caller keeps none */
@@ -322,16 +500,7 @@ size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs,
                              l->path, w, used);
             batch_fail(idx + whole, lines - whole, status, errs, RF_EIO, &failure);
         }
-        if (l->fsync_mode == RF_LEDGER_FSYNC_LINE && whole > 0) {
-            int rc;
-            do {
-                rc = fsync(l->fd);
-            } while (rc != 0 && errno == EINTR);
-            if (rc != 0) {
-                rfi_ledger_errno_error(&failure, l->path, errno, "cannot fsync ledger");
-                batch_fail(idx, whole, status, errs, RF_EIO, &failure);
-            }
-        }
+        if (whole > 0 && sync_lines(l, &failure) != RF_OK) batch_fail(idx, whole, status, errs, RF_EIO, &failure);
     }
     return written;
 }
@@ -342,11 +511,13 @@ rf_status rf_ledger_close(rf_ledger *l, rf_error *err) {
     if (!l) {
         return RF_OK;
     }
+    status = rf_ledger_flush(l, err);
     /* Never retried, even on EINTR: on Linux the descriptor is gone either way. */
-    if (close(l->fd) != 0) {
+    if (close(l->fd) != 0 && status == RF_OK) {
         rfi_ledger_errno_error(err, l->path, errno, "error closing ledger");
         status = RF_EIO;
     }
+    free_fork_mark(l);
     free(l->line);
     free(l);
     return status;

@@ -107,11 +107,18 @@ local function render(out, g, layers, p, class)
       out:printf("    %-26s %s attempts at the innermost service per user request\n",
         with .. " expected", num(m.layered_expected))
       out:printf("    %-26s %s\n", with .. " success", pct(m.layered_success_probability))
+      local prop = "propagated:" -- the same layers, each with the lock's propagation (docs/lock.md)
+      out:printf("    %-26s %d attempts per user request (one layer retries)\n", prop .. " worst case",
+        m.propagated_worst_case)
+      out:printf("    %-26s %s attempts at the innermost service per user request\n", prop .. " expected",
+        num(m.propagated_expected))
+      out:printf("    %-26s %s\n", prop .. " success", pct(m.propagated_success_probability))
     end
   end
   out:printf("  %5s %17s %9s %17s %6s", "p", "attempts/request", "success", "attempts/success", "worst")
   if layers > 1 then
     out:printf("   %-9s %9s %9s %7s", string.format("%d layers:", layers), "expected", "success", "worst")
+    out:printf("   %-11s %9s %9s %7s", "propagated:", "expected", "success", "worst")
   end
   out:write("\n")
   for _, rate in ipairs(model.table_rates) do
@@ -121,6 +128,8 @@ local function render(out, g, layers, p, class)
     if layers > 1 then
       out:printf("   %-9s %9s %9s %7d", "", num(m.layered_expected), pct(m.layered_success_probability),
         m.layered_worst_case)
+      out:printf("   %-11s %9s %9s %7d", "", num(m.propagated_expected), pct(m.propagated_success_probability),
+        m.propagated_worst_case)
     end
     out:write("\n")
   end
@@ -170,6 +179,14 @@ local function run(ctx, opts, pos)
   out:write("  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
     .. "  (each of those only lowers the real numbers)\n")
   for _, r in ipairs(routes) do
+    local hg = r.hedging
+    if hg then -- hedges are load whatever fails: the same arithmetic, with a slow share in p's place
+      out:printf("note: %s hedges (hedging maxAttempts %d, hedgingDelayMs %d): an attempt unanswered after %d ms "
+        .. "starts another even with no failure, so up to %d attempts per request; with a share s of answers that "
+        .. "take longer than %d ms (a slow tail, independent), the attempts per request are the table's at p = s "
+        .. "for maxAttempts %d\n", r.endpoint, hg.max_attempts, hg.hedging_delay_ms, hg.hedging_delay_ms,
+        hg.max_attempts, hg.max_attempts * hg.hedging_delay_ms, hg.max_attempts)
+    end
     if #r.retryable == 0 then
       out:printf("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint)
     end
@@ -199,7 +216,8 @@ return cli_args.command {
     .. "  probability, attempts per success and the worst case, for each route's maxAttempts, and a table\n"
     .. "  over p = 0.1…0.9. Assumes every failure is of a retryable class and nothing stops a request\n"
     .. "  early (no deadline, Retry-After, retry budget or missing idempotency key): the real numbers can\n"
-    .. "  only be lower. With --layers L, the worst case is maxAttempts^L.\n"
+    .. "  only be lower. With --layers L, the worst case is maxAttempts^L, and beside it the same layers\n"
+    .. "  with propagation at every one (the lock's propagation): maxAttempts, one layer's retries.\n"
     .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
   options = {
     { "--failure-rate", "number P", "detail one failure rate p", range = { 0, 1 } },

@@ -65,6 +65,38 @@ function M.default_requests(policy, prefix)
   end
 end
 
+--- The policy without hedging: every route's `hedging` taken out of the lock's canonical form (the rest unchanged),
+--- for `soak --compare-hedging`. Returns the policy, or nil when the lock hedges no route.
+function M.without_hedging(policy)
+  local json = require "retryfreeze.json"
+  local t, found = json.decode(policy:canonical_json()), false
+  local function strip(route)
+    if type(route) == "table" and route.hedging ~= nil then
+      route.hedging, found = nil, true
+    end
+  end
+  strip(t)
+  strip(t.defaults)
+  for _, r in ipairs(t.routes or {}) do strip(r) end
+  if not found then return nil end
+  return assert(rf.load_string(json.encode(t), "lock without hedging"))
+end
+
+--- The run's second pass for --compare-hedging: the same flows (the same keys, so the upstream, reset, draws the
+--- same faults for each attempt) through a client of the lock without hedging, into a ledger of its own. Returns
+--- its stats.
+local function run_without_hedging(policy, url, seed, n, concurrency, key_prefix, ledger_path)
+  assert(upstream.reset(url))
+  local ledger = assert(rf.ledger.open(ledger_path))
+  ledger:_tally_appends()
+  local client = rf.client{ policy = policy, base_url = url, ledger = ledger, rng_seed = seed,
+    retry_budget = policy.retry_budget ~= nil }
+  scheduler.run_generated(client, n, concurrency, M.default_routes(policy), key_prefix, nil)
+  client:close()
+  ledger:close()
+  return stats.of_appends(ledger, ledger_path)
+end
+
 local function is_tty(stream_fd) return os.execute("test -t " .. stream_fd) == true end
 
 --- Whether url's host is loopback: nil, or the message refusing it (a soak's traffic stays on this machine).
@@ -147,7 +179,19 @@ local function run(ctx, opts, pos)
   client:close()
   ledger:close()
   local server = upstream.stats(url)
+  local unhedged, unhedged_err
+  if opts.compare_hedging then
+    local plain = M.without_hedging(policy)
+    if plain == nil then
+      unhedged_err = "--compare-hedging: the lock hedges no route"
+    else
+      local path = os.tmpname()
+      unhedged = run_without_hedging(plain, url, seed, n, concurrency, key_prefix, path)
+      os.remove(path)
+    end
+  end
   if up then up.stop() end
+  if unhedged_err then ctx.fail(unhedged_err) end
   for _, e in ipairs(flow_errors) do ctx.note(e) end
 
   local s = stats.of_appends(ledger, ledger_path)
@@ -157,6 +201,17 @@ local function run(ctx, opts, pos)
     s.requests, s.successes, s.attempts, s.retries, s.retry_ratio, 1e6 * stats.ratio(cpu, s.requests))
   out:write(gate.summary(s), "\n")
   for _, k in ipairs(util.sorted_keys(s.by_reason)) do out:printf("  %-42s %d\n", k, s.by_reason[k]) end
+  if s.hedges > 0 then
+    out:printf("hedges=%d in %d requests (%.3f per request), won by a hedge=%d (%.2f%%)\n", s.hedges, s.hedged,
+      s.hedges_per_request, s.hedge_wins, 100 * s.hedge_win_rate)
+  end
+  if unhedged then
+    -- The same flows, faults and seed without the lock's hedging: what hedging bought and what it cost.
+    local e, u = s.elapsed_ms, unhedged.elapsed_ms
+    out:printf("hedging compared (same flows, same faults): p99 %d ms with hedging, %d ms without; p50 %d ms, %d ms; "
+      .. "attempts %d with, %d without (%+d)\n", e.p99 or 0, u.p99 or 0, e.p50 or 0, u.p50 or 0, s.attempts,
+      unhedged.attempts, s.attempts - unhedged.attempts)
+  end
 
   local verdict = gate.evaluate(s, thresholds)
   local breaches = verdict.breaches
@@ -193,6 +248,8 @@ local options = {
   { "--url", "string URL", "send to this loopback upstream (127.0.0.0/8, localhost, [::1]) instead of starting the "
     .. "fault-injecting one", check = loopback_error },
   { "--script", "string FLOW.lua", "a flow script returning function(client, i) that makes flow i's requests" },
+  { "--compare-hedging", "flag", "run the same flows again without the lock's hedging (the upstream reset: the "
+    .. "same faults) and print p99, p50 and attempts of both", excludes = "--url" },
   { "--ledger", "string FILE", "the ledger to append this run's lines to", default = "soak-ledger.jsonl" },
   { "--report", "string FILE", "also write the HTML report of this run's lines to this file (as `retryfreeze "
     .. "report`, judged with the same thresholds; - for standard output, the run's text then on standard error)" },
