@@ -383,8 +383,11 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
 }
 
 void rfi_ledger_record_clear(rf_ledger_record *rec) {
+    /* Every byte but the tries array's, before it and after it: a field added to the record later is cleared too
+     * (the inbound fields after host and budget were not, and a line without them read the previous line's). */
+    const size_t after = offsetof(rf_ledger_record, tries) + sizeof rec->tries;
     memset(rec, 0, offsetof(rf_ledger_record, tries));
-    rec->host = rec->budget = NULL;
+    memset((char *)rec + after, 0, sizeof *rec - after);
 }
 
 rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,

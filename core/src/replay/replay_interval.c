@@ -94,9 +94,11 @@ bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, c
     return ok;
 }
 
-/* The counts of RF_TALLY_COUNTS, by name, from the seven kept ones. */
+/* The counts of RF_TALLY_COUNTS, by name, from the seven kept ones; the hedges are the record's (a replay starts
+ * none of its own). */
 typedef struct counts {
     int64_t requests, successes, failures, terminal, retried_successes, attempts, success_attempts, retries;
+    int64_t hedges, hedge_wins;
 } counts;
 
 #define RF_X_RATIO_FIELD(name, num, den) double name;
@@ -122,8 +124,8 @@ static double clamp(double x, bool fraction) {
 void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, const rf_tally_figures *f,
                                 rf_replay_interval *out) {
     memset(out, 0, sizeof *out);
-    const counts point = {f->requests,          f->successes, f->failures,         f->terminal,
-                          f->retried_successes, f->attempts,  f->success_attempts, f->retries};
+    const counts point = {f->requests, f->successes,        f->failures, f->terminal, f->retried_successes,
+                          f->attempts, f->success_attempts, f->retries,  f->hedges,   f->hedge_wins};
     const ratios p = ratios_of(&point);
     const block *b = find(s, name);
     out->modelled = b != NULL && s->k >= 2;
@@ -137,7 +139,9 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
                     point.retried_successes + d[3],
                     point.attempts + d[4],
                     point.success_attempts + d[5],
-                    point.retries + d[6]};
+                    point.retries + d[6],
+                    point.hedges,
+                    point.hedge_wins};
         c.failures = c.requests - c.successes;
         ratios r = ratios_of(&c);
 #define RF_X_SUM(name, num, den) sum.name += r.name, sum2.name += r.name * r.name;
