@@ -5,7 +5,7 @@
 --
 -- Usage: lua5.4 bench/bench_stats.lua [--floor BUILD/bench_stats] [--dir DIR] [--sizes 100000,1000000] [--keep]
 -- (bench/run passes the floor; LUA_PATH and LUA_CPATH must find retryfreeze, as in bench/run).
--- Internal: lua5.4 bench/bench_stats.lua --measure stats|read|cli-text|cli-json LEDGER
+-- Internal: lua5.4 bench/bench_stats.lua --measure stats|read|cli-text|cli-json LEDGER, or --generate PATH N
 local TARGET <const> = 500000 -- lines per second (issue 4 §5)
 
 local vmhwm_kb = require "bench.peak_memory"
@@ -48,6 +48,7 @@ do
     if a == "--floor" then opts.floor = arg[i + 1]; i = i + 1
     elseif a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
     elseif a == "--keep" then opts.keep = true
+    elseif a == "--generate" and i == 1 then i = #arg -- its arguments are read where the generator is defined
     elseif a == "--sizes" then
       opts.sizes = {}
       for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
@@ -121,6 +122,12 @@ local function generate(path, n)
   end
   f:write(table.concat(buf))
   f:close()
+end
+
+-- Internal: lua5.4 bench/bench_stats.lua --generate PATH N writes that ledger (bench/bench_replay.lua's input).
+if arg[1] == "--generate" then
+  generate(arg[2], math.tointeger(tonumber(arg[3])))
+  os.exit(0)
 end
 
 local function measure(cmd)

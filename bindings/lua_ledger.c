@@ -185,6 +185,26 @@ void rfl_set_int(lua_State *L, const char *k, int64_t v) {
     lua_setfield(L, -2, k);
 }
 
+/* A try's replay facts into the try table on top, those the line has: timeout_ms, transport, not_sent (true),
+ * wait = {[header] = value}, date. */
+static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
+    if (t->timeout_ms > 0) rfl_set_int(L, "timeout_ms", t->timeout_ms);
+    set_str(L, "transport", t->transport);
+    if (t->not_sent) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "not_sent");
+    }
+    bool any = false;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        if (t->wait[h] == NULL) continue;
+        if (!any) lua_createtable(L, 0, 2);
+        any = true;
+        set_str(L, rf_wait_header_name((rf_wait_header)h), t->wait[h]);
+    }
+    if (any) lua_setfield(L, -2, "wait");
+    set_str(L, "date", t->date);
+}
+
 static void push_record(lua_State *L, const rf_ledger_record *rec) {
     luaL_checkstack(L, 6, "ledger record"); /* a record, its tries, a try, a key and a value */
     lua_createtable(L, 0, 15);
@@ -213,6 +233,7 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
         set_str(L, "reason", t->reason);
         set_str(L, "retry_after", t->retry_after);
         set_str(L, "retry_after_header", t->retry_after_header);
+        push_try_facts(L, t);
         if (t->fate != NULL) { /* a hedged request's try */
             rfl_set_int(L, "start_ms", t->start_ms);
             lua_pushboolean(L, t->hedge);

@@ -160,6 +160,8 @@ rf_ledger_tally *rfl_tally_snapshot(lua_State *L, const rf_ledger_tally *t) {
 
 void rfl_push_tally_stats(lua_State *L, const rf_ledger_tally *t) { push_stats(L, t, "by_route"); }
 
+void rfl_push_tally_stats_as(lua_State *L, const rf_ledger_tally *t, const char *group) { push_stats(L, t, group); }
+
 /* ---- the object ---------------------------------------------------------------------------------------- */
 
 /* Integer field k of the timeline table at idx, or raises naming it (its range is the core's to check). */

@@ -9,6 +9,7 @@ int luaopen_retryfreeze_core(lua_State *L) {
     rfl_open_ffi(L); /* after the policy functions: it reads core.reasons and core.transports */
     rfl_open_ledger(L);
     rfl_open_ledger_tally(L);
+    rfl_open_replay(L);
     rfl_open_retry_budget(L);
     rfl_open_client(L);
     rfl_open_step(L);

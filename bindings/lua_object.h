@@ -40,9 +40,9 @@
  * step:begin, after, finish (lua_step.c); tally:read, stats, timeline (lua_ledger_tally.c). A pending request is used
  * only through its own client (_start and _finish refuse another client's box), so the client's pin covers it. 2:
  * rf.client (lua_client.c), core.step (lua_step.c), rf.retry_budget (lua_retry_budget.c), rf.ledger.open and
- * rf.ledger.read (lua_ledger.c), core.ledger_tally (lua_ledger_tally.c). 3: policy:decide and core.decide,
- * policy:decider and its calls, policy:budget, classify, routes, effective_json, canonical_json, match, delay_window,
- * class_retryable, class_attempts, the policy's __index,
+ * rf.ledger.read (lua_ledger.c), core.ledger_tally (lua_ledger_tally.c), core.ledger_replay (lua_replay.c). 3:
+ * policy:decide and core.decide, policy:decider and its calls, policy:budget, classify, routes, effective_json,
+ * canonical_json, match, delay_window, class_retryable, class_attempts, the policy's __index,
  *     __newindex, __tostring; core.load_string, load_file; rf.rng and rng:between (lua_policy.c).
  *  4: core.read_file (lua_input.c), glob (lua_glob.c), json_codec's decode and encode (lua_json.c), sha256,
  *     parse_retry_after, parse_wait_header (lua_policy.c), ledger_bucket, ledger_bucket_range (lua_ledger_tally.c),
@@ -81,6 +81,7 @@
       "ledger is busy (called from code one of its own calls runs)")                                              \
     X(RFL_READER, "retryfreeze.LedgerReader", NULL, "ledger reader is busy (called from code its own step runs)") \
     X(RFL_TALLY, "retryfreeze.LedgerTally", NULL, "ledger tally is busy (called from code its own call runs)")    \
+    X(RFL_REPLAY, "retryfreeze.LedgerReplay", NULL, NULL)                                                         \
     X(RFL_BUDGET, "retryfreeze.RetryBudget", "attempt to use a closed retry budget",                              \
       "retry budget is busy (called from code one of its own calls runs)")                                        \
     X(RFL_STEP, "retryfreeze.Step", "rf.flow: this request has already finished",                                 \

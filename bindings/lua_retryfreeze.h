@@ -74,6 +74,8 @@ int rfl_client_run_generated(lua_State *L, rfl_call *call);
 void rfl_open_client(lua_State *L);
 void rfl_open_ledger(lua_State *L);
 void rfl_open_ledger_tally(lua_State *L);
+/* core.ledger_replay (lua_replay.c). */
+void rfl_open_replay(lua_State *L);
 /* A ledger's running tally (ledger:_tally_appends, an rf_ledger_tally fed by rf_ledger_tally_observer) read from
  * Lua (lua_ledger_tally.c): snapshot pushes a box that owns a copy of t (freed by its __gc) and returns the copy,
  * so that a finalizer that appends to the ledger while the stats are pushed feeds t, never what is being read;
@@ -81,6 +83,8 @@ void rfl_open_ledger_tally(lua_State *L);
 struct rf_ledger_tally;
 struct rf_ledger_tally *rfl_tally_snapshot(lua_State *L, const struct rf_ledger_tally *t);
 void rfl_push_tally_stats(lua_State *L, const struct rf_ledger_tally *t);
+/* The same, its named scopes under group ("by_route" or "by_host"). */
+void rfl_push_tally_stats_as(lua_State *L, const struct rf_ledger_tally *t, const char *group);
 /* The string argument idx as a file path (raises unless a string). *nul is set when it holds a NUL byte: C
  * would open a shorter path, so the caller refuses it (lua_input.c). */
 const char *rfl_check_path(lua_State *L, int idx, bool *nul);

@@ -12,25 +12,40 @@
  *   - what the reader accepts the writer can write: rf_ledger_format of the record succeeds, and reading
  *     that line back gives the same record (a field-by-field comparison);
  *   - the writer's line is JSON to cJSON too, with the same strings: the writer escapes by hand (for speed) and
- *     the reader has a fast path of its own, so neither may be the only judge of the other.
+ *     the reader has a fast path of its own, so neither may be the only judge of the other;
+ *   - every record the reader accepts replays (retryfreeze/replay.h) under a candidate lock with a retry budget
+ *     and several wait headers, a queue of 3 waiting requests and one sample enough to draw from: each is counted
+ *     once as recorded and once as predicted (seed-harness records as recorded only).
  */
 #define _GNU_SOURCE
 #include "fuzz.h"
 
 #include "retryfreeze/ledger.h"
+#include "retryfreeze/replay.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-static char *line_buf; /* rf_ledger_format's output: RF_LEDGER_MAX_LINE + 1 bytes, allocated once */
+static char *line_buf;       /* rf_ledger_format's output: RF_LEDGER_MAX_LINE + 1 bytes, allocated once */
+static rf_policy *candidate; /* the replay's candidate, loaded once */
+
+static const char CANDIDATE[] =
+    "{\"version\":1,\"defaults\":{\"perAttemptTimeoutMs\":300,\"totalBudgetMs\":2000,\"maxAttempts\":4,"
+    "\"retryable\":[\"HTTP_5XX\",\"HTTP_429\",\"TIMEOUT\",\"CONNECT_RESET\"]},\"routes\":[{\"endpoint\":\"POST "
+    "/v1/jobs\"},{\"endpoint\":\"GET /*\",\"retryAfter\":{\"headers\":[\"retry-after\",\"retry-after-ms\","
+    "\"x-ratelimit-reset\"]}}],\"retryBudget\":{\"maxTokens\":5,\"tokenRatio\":0.1}}";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     if (line_buf == NULL) line_buf = malloc((size_t)RF_LEDGER_MAX_LINE + 2);
     FZ_CHECK(line_buf != NULL, "out of memory");
+    rf_error err;
+    if (candidate == NULL)
+        FZ_CHECK(rf_policy_load_buffer(CANDIDATE, sizeof CANDIDATE - 1, &candidate, &err) == RF_OK, "candidate: %s: %s",
+                 err.path, err.message);
     return 0;
 }
 
@@ -71,8 +86,13 @@ static void check_same_record(const rf_ledger_record *a, const rf_ledger_record 
         const rf_ledger_try *x = &a->tries[i], *y = &b->tries[i];
         FZ_CHECK(same_str(x->class_name, y->class_name) && x->status == y->status && x->elapsed_ms == y->elapsed_ms &&
                      x->delay_ms == y->delay_ms && same_str(x->reason, y->reason) &&
-                     same_str(x->retry_after, y->retry_after),
+                     same_str(x->retry_after, y->retry_after) &&
+                     same_str(x->retry_after_header, y->retry_after_header) && x->timeout_ms == y->timeout_ms &&
+                     same_str(x->transport, y->transport) && x->not_sent == y->not_sent && same_str(x->date, y->date),
                  "try %zu changes when written and read back", i);
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+            FZ_CHECK(same_str(x->wait[h], y->wait[h]), "try %zu: wait header %d changes when written and read back", i,
+                     h);
     }
 }
 
@@ -98,8 +118,14 @@ static void check_cjson_agrees(const rf_ledger_record *rec, const char *line, lo
     for (size_t i = 0; i < rec->n_tries; i++) {
         const cJSON *t = cJSON_GetArrayItem(tries, (int)i);
         FZ_CHECK(json_str_is(t, "class", rec->tries[i].class_name) && json_str_is(t, "reason", rec->tries[i].reason) &&
-                     json_str_is(t, "retry_after", rec->tries[i].retry_after),
+                     json_str_is(t, "retry_after", rec->tries[i].retry_after) &&
+                     json_str_is(t, "transport", rec->tries[i].transport) && json_str_is(t, "date", rec->tries[i].date),
                  "cJSON reads other strings in try %zu\n  %.*s", i, (int)len, line);
+        const cJSON *wait = cJSON_GetObjectItemCaseSensitive(t, "wait");
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+            FZ_CHECK(wait ? json_str_is(wait, rf_wait_header_name((rf_wait_header)h), rec->tries[i].wait[h])
+                          : rec->tries[i].wait[h] == NULL,
+                     "cJSON reads other wait headers in try %zu\n  %.*s", i, (int)len, line);
     }
     cJSON_Delete(obj);
 }
@@ -150,7 +176,7 @@ static const char *line_start(const uint8_t *data, size_t size, long n) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (line_buf == NULL) LLVMFuzzerInitialize(NULL, NULL);
+    if (line_buf == NULL || candidate == NULL) LLVMFuzzerInitialize(NULL, NULL);
     char path[64];
     int fd = memfile(data, size, path);
     long newlines = 0;
@@ -163,8 +189,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&err, 0, sizeof err);
     FZ_CHECK(rf_ledger_reader_open(path, &r, &err) == RF_OK, "open: %s", err.message);
     rf_ledger_record rec;
-    long answers = 0;
+    long answers = 0, records = 0, harness = 0;
     rf_ledger_read_status st;
+    const rf_replay_options ro = {.seed = size, .min_samples = 1, .replicates = 2, .pending = 3};
+    rf_replay *replay = NULL;
+    FZ_CHECK(rf_replay_new(candidate, &ro, &replay, &err) == RF_OK, "replay: %s", err.message);
     for (;;) {
         memset(&err, 0, sizeof err);
         st = rf_ledger_reader_next(r, &rec, &err);
@@ -176,6 +205,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (st == RF_LEDGER_RECORD) {
             check_record(&rec, line);
             check_round_trip(&rec, line, true);
+            records++;
+            harness += strcmp(rec.route, RF_LEDGER_HARNESS_ROUTE) == 0 && rec.method[0] == '\0';
+            FZ_CHECK(rf_replay_add(replay, &rec, &err) == RF_OK, "line %ld: replay: %s: %s", line, err.path,
+                     err.message);
             continue;
         }
         FZ_CHECK(st == RF_LEDGER_CORRUPT || st == RF_LEDGER_TORN, "status %d", (int)st);
@@ -191,6 +224,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(st != RF_LEDGER_ERROR, "a read error on a memfd: %s", err.message);
     FZ_CHECK(answers == lines, "%ld answers for %ld lines", answers, lines);
     FZ_CHECK(rf_ledger_reader_next(r, &rec, &err) == RF_LEDGER_END, "the reader did not stay at its end");
+    FZ_CHECK(rf_replay_finish(replay, &err) == RF_OK, "replay finish: %s", err.message);
+    rf_tally_scope whole;
+    rf_ledger_tally_whole(rf_replay_recorded(replay), &whole);
+    FZ_CHECK(whole.figures.requests == records, "%lld recorded of %ld records", (long long)whole.figures.requests,
+             records);
+    rf_ledger_tally_whole(rf_replay_predicted(replay), &whole);
+    FZ_CHECK(whole.figures.requests == records - harness, "%lld predicted of %ld records (%ld seed-harness)",
+             (long long)whole.figures.requests, records, harness);
+    rf_replay_info info;
+    rf_replay_summary(replay, &info);
+    FZ_CHECK(info.exact + info.modelled + info.unmodelled + info.no_route == records - harness,
+             "predictions by kind do not add up to the records");
+    rf_replay_free(replay);
     rf_ledger_reader_close(r);
     close(fd);
     return 0;

@@ -25,7 +25,7 @@ teardown(function() os.execute("rm -rf " .. q(dir)) end)
 -- exists. A value name missing here fails "knows a bad value for every option" below.
 local function bad_values()
   return {
-    FILE = dir, LOCK = dir, ["TABLE.tsv"] = dir, ["FLOW.lua"] = dir, -- a directory is no file to read or write
+    FILE = dir, LOCK = dir, CANDIDATE = dir, ["TABLE.tsv"] = dir, ["FLOW.lua"] = dir, -- a directory is no file
     DIR = dir .. "/nowhere",                                          -- no examples there
     SPEC = "garbage",                                                 -- no fault grammar
     URL = "garbage",                                                  -- neither a loopback http nor a redis URL
@@ -55,7 +55,8 @@ local NOT_REFUSED = {
 -- A good value for each value name a required option, or an option another one needs, declares.
 local function good_values()
   return { METHOD = "GET", PATH = "/x", URL = "redis://127.0.0.1:" .. require("spec.support.servers").closed_port(),
-    FILE = dir .. "/out.html", NAME = "Ana & Bo", LOCK = lock, ["TABLE.tsv"] = root .. "/examples/decisions.tsv" }
+    FILE = dir .. "/out.html", NAME = "Ana & Bo", LOCK = lock, CANDIDATE = lock,
+    ["TABLE.tsv"] = root .. "/examples/decisions.tsv" }
 end
 
 -- A good value for each positional argument a command declares ("LOCK", "LEDGER...", "show NAME").
@@ -85,8 +86,9 @@ local function options_of(mod)
   return rows
 end
 
--- The command line every case adds to: the positional arguments and the required options (and the option
--- `row` needs, if any), with good values.
+-- The command line every case adds to: the positional arguments and the required options (and the options
+-- `row` needs, and what those need in turn: --seed needs --replay, which needs --lock), with good values; a flag
+-- is given alone.
 local function base_of(mod, row)
   local args = {}
   if not mod.passes_on and not mod.passes_to then
@@ -94,11 +96,20 @@ local function base_of(mod, row)
       if not w.optional then args[#args + 1] = good_positional(w.word) end
     end
   end
+  local needed, by_name = {}, {}
+  for _, other in ipairs(mod.options) do by_name[other[1]] = other end
+  local need = row and row.needs
+  while need and not needed[need] do
+    needed[need] = true
+    need = by_name[need] and by_name[need].needs
+  end
   for _, other in ipairs(mod.options) do
-    if other.required or (row and row.needs == other[1]) then
+    if other.required or needed[other[1]] then
       local value = other[2]:match("^%S+%s+(%S+)")
       args[#args + 1] = other[1]
-      args[#args + 1] = assert(good_values()[value], "no good value for " .. other[1] .. " " .. tostring(value))
+      if other[2] ~= "flag" then
+        args[#args + 1] = assert(good_values()[value], "no good value for " .. other[1] .. " " .. tostring(value))
+      end
     end
   end
   return args

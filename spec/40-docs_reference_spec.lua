@@ -727,7 +727,8 @@ describe("docs/lua.md", function()
   end)
 
   describe("Lua modules", function()
-    local modules = { "scheduler", "spec", "ledger_stats", "gate", "model", "diff", "signoff", "decision_table" }
+    local modules = { "scheduler", "spec", "ledger_stats", "replay", "gate", "model", "diff", "signoff",
+      "decision_table" }
     for _, name in ipairs(modules) do
       it("documents retryfreeze." .. name .. " exactly", function()
         local section = assert(top["`retryfreeze." .. name .. "`"], "no '## `retryfreeze." .. name .. "`'")

@@ -145,4 +145,9 @@ M.ledger = { open = core.ledger_open, read = core.ledger_read, BATCH_BYTES = cor
 -- lua-compat53's module, which the statistics use on LuaJIT, could not load).
 function M.ledger.stats(paths, opts) return require("retryfreeze.ledger_stats").stats(paths, opts) end
 
+--- rf.replay(ledger_paths, candidate_policy [, opts]) → result, or nil, message: the recorded requests decided again
+--- under the candidate, recorded and predicted figures side by side (retryfreeze.replay, docs/evidence.md "Replay").
+-- Loaded on first use, as rf.ledger.stats.
+function M.replay(paths, policy, opts) return require("retryfreeze.replay").replay(paths, policy, opts) end
+
 return M

@@ -10,6 +10,11 @@
 ---   assert.not_widened(old_policy, new_policy [, message])  no change from old to new widens (retryfreeze.diff)
 ---   assert.decision_table(policy, path [, message])    every row of the decision table file at path passes, as
 ---                                                        `retryfreeze check --table` runs it (seed 1)
+---   assert.replay(ledgers, policy, thresholds [, message])
+---                                                        the ledgers replayed under policy (rf.replay, seed 1)
+---                                                        breach none of thresholds, retryfreeze.gate's names
+---                                                        ({max_attempts_per_success = 1.3, …}) judged as
+---                                                        `retryfreeze gate --replay` judges them
 ---
 --- Each has its negation through luassert's modifiers: assert.is_not.retries, assert.is_not.stops, … —
 --- `assert.is_not.not_widened(old, new)` passes when something widens.
@@ -25,6 +30,7 @@ local say = require "say"
 local rf = require "retryfreeze"
 local diff = require "retryfreeze.diff"
 local decision_table = require "retryfreeze.decision_table"
+local gate = require "retryfreeze.gate"
 
 local M = {}
 
@@ -180,6 +186,37 @@ local function decision_table_passes(state, arguments, level)
   return results.failed == 0
 end
 
+-- The threshold names assert.replay takes: gate's numbers, and its min_successes, min_requests, forbid_reasons.
+local replay_thresholds = { min_successes = true, min_requests = true, forbid_reasons = true }
+for _, k in ipairs(gate.numeric) do replay_thresholds[k] = true end
+
+local function replay_passes(state, arguments, level)
+  level = (level or 1) + 1
+  local ledgers, policy, thresholds, msg = arguments[1], arguments[2], arguments[3], arguments[4]
+  if type(ledgers) ~= "string" and type(ledgers) ~= "table" then
+    error("bad argument #1 to 'replay' (ledger path or array of paths expected, got " .. type(ledgers) .. ")",
+      level + 1)
+  end
+  check_policy(policy, "replay", 2, level)
+  check_table(thresholds, "replay", 3, "thresholds", level)
+  for k in pairs(thresholds) do
+    if not replay_thresholds[k] then
+      error("bad argument #3 to 'replay' (unknown threshold '" .. tostring(k) .. "')", level + 1)
+    end
+  end
+  local r, why = rf.replay(ledgers, policy, { seed = M.SEED })
+  if not r then error("bad argument #1 to 'replay' (" .. why .. ")", level + 1) end
+  local verdict = gate.evaluate(r.predicted, thresholds)
+  local lines = {}
+  for _, l in ipairs(verdict.breaches) do lines[#lines + 1] = "  " .. l end
+  for _, l in ipairs(verdict.notes) do lines[#lines + 1] = "  " .. l end
+  for _, l in ipairs(r.notes) do lines[#lines + 1] = "  note: " .. l end
+  show(arguments, policy.digest, gate.summary(r.predicted), gate.summary(r.recorded),
+    #lines > 0 and table.concat(lines, "\n") or "  (none)")
+  set_message(state, msg)
+  return verdict.pass
+end
+
 say:set("assertion.rf_retries.positive", "Expected the policy to retry.\nFacts: %s\nVerdict: %s")
 say:set("assertion.rf_retries.negative", "Expected the policy not to retry.\nFacts: %s\nVerdict: %s")
 say:set("assertion.rf_stops.positive", "Expected the policy to stop %s.\nFacts: %s\nVerdict: %s")
@@ -198,6 +235,11 @@ say:set("assertion.rf_not_widened.negative",
 say:set("assertion.rf_decision_table.positive", "Expected every row of %s to pass: %s of %s failed.\n%s")
 say:set("assertion.rf_decision_table.negative", "Expected some row of %s to fail: all %.0s%s rows passed.%s")
 
+say:set("assertion.rf_replay.positive",
+  "Expected the replay under %s to breach no threshold.\nPredicted: %s\nRecorded: %s\nFound:\n%s")
+say:set("assertion.rf_replay.negative",
+  "Expected the replay under %s to breach a threshold.\nPredicted: %s\nRecorded: %s\nFound:\n%s")
+
 assert:register("assertion", "retries", retries, "assertion.rf_retries.positive", "assertion.rf_retries.negative")
 assert:register("assertion", "stops", stops, "assertion.rf_stops.positive", "assertion.rf_stops.negative")
 assert:register("assertion", "waits", waits, "assertion.rf_waits.positive", "assertion.rf_waits.negative")
@@ -207,5 +249,6 @@ assert:register("assertion", "not_widened", not_widened, "assertion.rf_not_widen
   "assertion.rf_not_widened.negative")
 assert:register("assertion", "decision_table", decision_table_passes, "assertion.rf_decision_table.positive",
   "assertion.rf_decision_table.negative")
+assert:register("assertion", "replay", replay_passes, "assertion.rf_replay.positive", "assertion.rf_replay.negative")
 
 return M

@@ -71,9 +71,16 @@ static rf_ledger_record record(const char *path) {
     r.status = 201;
     r.body_len = 512;
     r.n_tries = 3;
-    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 210, 0, "pinned-status", "1", NULL, 0, false, NULL};
-    r.tries[1] = (rf_ledger_try){"TIMEOUT", 0, 500, 1000, "pinned-status", NULL, NULL, 0, false, NULL};
-    r.tries[2] = (rf_ledger_try){"SUCCESS", 201, 120, 0, "success", NULL, NULL, 0, false, NULL};
+    r.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
+                                 .status = 503,
+                                 .elapsed_ms = 210,
+                                 .delay_ms = 0,
+                                 .reason = "pinned-status",
+                                 .retry_after = "1"};
+    r.tries[1] = (rf_ledger_try){
+        .class_name = "TIMEOUT", .status = 0, .elapsed_ms = 500, .delay_ms = 1000, .reason = "pinned-status"};
+    r.tries[2] =
+        (rf_ledger_try){.class_name = "SUCCESS", .status = 201, .elapsed_ms = 120, .delay_ms = 0, .reason = "success"};
     return r;
 }
 

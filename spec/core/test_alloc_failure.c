@@ -465,8 +465,14 @@ static void test_ledger_append(void **state) {
     rec.status = 200;
     rec.body_len = 17;
     rec.n_tries = 2;
-    rec.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL, 0, false, NULL};
-    rec.tries[1] = (rf_ledger_try){"HTTP_200", 200, 9, 1000, "success", NULL, NULL, 0, false, NULL};
+    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
+                                   .status = 503,
+                                   .elapsed_ms = 20,
+                                   .delay_ms = 0,
+                                   .reason = "pinned-status",
+                                   .retry_after = "1"};
+    rec.tries[1] = (rf_ledger_try){
+        .class_name = "HTTP_200", .status = 200, .elapsed_ms = 9, .delay_ms = 1000, .reason = "success"};
     ledger_arg la = {path, &rec};
     fail_each_allocation("ledger open + append", op_ledger_append, &la, RAN_OK, false);
     remove(path);

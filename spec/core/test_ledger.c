@@ -63,8 +63,14 @@ static rf_ledger_record sample(void) {
     r.status = 201;
     r.body_len = 17;
     r.n_tries = 2;
-    r.tries[0] = (rf_ledger_try){"HTTP_503", 503, 20, 0, "pinned-status", "1", NULL, 0, false, NULL};
-    r.tries[1] = (rf_ledger_try){"SUCCESS", 201, 30, 1000, "success", NULL, NULL, 0, false, NULL};
+    r.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
+                                 .status = 503,
+                                 .elapsed_ms = 20,
+                                 .delay_ms = 0,
+                                 .reason = "pinned-status",
+                                 .retry_after = "1"};
+    r.tries[1] = (rf_ledger_try){
+        .class_name = "SUCCESS", .status = 201, .elapsed_ms = 30, .delay_ms = 1000, .reason = "success"};
     return r;
 }
 
@@ -107,6 +113,14 @@ static void assert_records_equal(const rf_ledger_record *a, const rf_ledger_reco
             assert_non_null(x->retry_after);
             assert_non_null(y->retry_after);
             assert_string_equal(x->retry_after, y->retry_after);
+        }
+        assert_int_equal(x->timeout_ms, y->timeout_ms);
+        assert_int_equal(x->not_sent, y->not_sent);
+        for (int h = -2; h < RF_WAIT_HEADER_COUNT; h++) {
+            const char *u = h == -2 ? x->transport : h == -1 ? x->date : x->wait[h];
+            const char *v = h == -2 ? y->transport : h == -1 ? y->date : y->wait[h];
+            assert_true((u == NULL) == (v == NULL));
+            if (u) assert_string_equal(u, v);
         }
     }
 }
@@ -193,6 +207,102 @@ static void test_retry_after_header(void **state) {
     assert_non_null(strstr(err.message, "retry_after_header"));
     rf_ledger_reader_close(r);
     unlink(path);
+}
+
+static char *mutate(const char *from, const char *to);
+static void expect_corrupt_middle(const char *middle, const char *message);
+
+/* A try's replay facts (timeout_ms, transport, not_sent, wait, date): written after retry_after_header only when set,
+ * in that order, read back the same by the fast and the general parser (any key order), zero in older lines, and
+ * refused when they are not what they say, by the writer and by the reader. */
+static void test_replay_facts(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.tries[0].timeout_ms = 2000;
+    rec.tries[0].wait[RF_WAIT_RETRY_AFTER] = "1";
+    rec.tries[0].wait[RF_WAIT_RATELIMIT] = "\"default\";r=0;t=30";
+    rec.tries[0].date = "Sun, 29 Nov 2026 17:20:01 GMT";
+    rec.tries[1].timeout_ms = 1500;
+    rec.tries[1].transport = "tls";
+    rec.tries[1].not_sent = true;
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf,
+                           "\"retry_after\":\"1\",\"timeout_ms\":2000,\"wait\":{\"retry-after\":\"1\","
+                           "\"ratelimit\":\"\\\"default\\\";r=0;t=30\"},\"date\":\"Sun, 29 Nov 2026 17:20:01 GMT\"},"));
+    assert_non_null(strstr(buf, "\"retry_after\":null,\"timeout_ms\":1500,\"transport\":\"tls\",\"not_sent\":true}]}"));
+    /* The same facts with the keys in another order (the general parser), then an older line: all zero. */
+    char lines[8192];
+    snprintf(lines, sizeof lines, "%s\n%s\n%s\n", buf,
+             "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+             "\"key\":null,\"policy\":\"sha256:0123abcd\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"terminal\",\"reason\":\"status-not-retryable\",\"ok\":false,\"status\":0,\"body_len\":0,\"tries\":"
+             "[{\"date\":\"d\",\"wait\":{\"grpc-retry-pushback-ms\":\"5\",\"retry-after-ms\":\"7\"},\"not_sent\":false,"
+             "\"transport\":\"timeout\",\"timeout_ms\":0,\"class\":\"TIMEOUT\",\"status\":0,\"elapsed_ms\":5,"
+             "\"delay_ms\":0,\"reason\":\"status-not-retryable\",\"retry_after\":null}]}",
+             SAMPLE_LINE);
+    const char *path = tmp_file("facts.jsonl");
+    write_bytes(path, lines, strlen(lines));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    const rf_ledger_try *t = &got.tries[0];
+    assert_int_equal(t->timeout_ms, 0);
+    assert_string_equal(t->transport, "timeout");
+    assert_false(t->not_sent);
+    assert_string_equal(t->wait[RF_WAIT_GRPC_RETRY_PUSHBACK_MS], "5");
+    assert_string_equal(t->wait[RF_WAIT_RETRY_AFTER_MS], "7");
+    assert_null(t->wait[RF_WAIT_RETRY_AFTER]);
+    assert_string_equal(t->date, "d");
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    for (size_t i = 0; i < got.n_tries; i++) {
+        assert_int_equal(got.tries[i].timeout_ms, 0);
+        assert_null(got.tries[i].transport);
+        assert_false(got.tries[i].not_sent);
+        assert_null(got.tries[i].date);
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) assert_null(got.tries[i].wait[h]);
+    }
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    unlink(path);
+    /* The reader refuses what the writer would not write. */
+    static const struct {
+        const char *from, *to, *message;
+    } bad[] = {
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"timeout_ms\":-5",
+         "\"$.tries[0].timeout_ms\" must be an integer"},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"transport\":\"slow\"",
+         "field \"$.tries[0].transport\" must be a transport outcome, got \"slow\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"not_sent\":1",
+         "field \"$.tries[0].not_sent\" must be a boolean"},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"wait\":{\"x-wait\":\"1\"}",
+         "unknown wait header \"$.tries[0].wait.x-wait\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"wait\":{\"retry-after\":1}",
+         "field \"$.tries[0].wait.retry-after\" must be a string"},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"wait\":[]", "field \"$.tries[0].wait\" must be an object"},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"date\":null", "field \"$.tries[0].date\" must be a string"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *line = mutate(bad[i].from, bad[i].to);
+        expect_corrupt_middle(line, bad[i].message);
+        free(line);
+    }
+    /* The writer refuses a negative timeout, an unknown transport and a wait header that is not UTF-8. */
+    rf_ledger_record w = sample();
+    w.tries[1].timeout_ms = -1;
+    assert_int_equal(rf_ledger_format(&w, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.tries[1].timeout_ms");
+    w = sample();
+    w.tries[0].transport = "slow";
+    assert_int_equal(rf_ledger_format(&w, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.tries[0].transport");
+    w = sample();
+    w.tries[0].wait[RF_WAIT_RATELIMIT_RESET] = "\xff";
+    assert_int_equal(rf_ledger_format(&w, buf, sizeof buf, &err), -1);
+    assert_string_equal(err.path, "$.tries[0].wait.ratelimit-reset");
 }
 
 /* A hedged request's tries: start_ms, hedge and fate written after the others only when a fate is set, read back by
@@ -403,9 +513,12 @@ static void test_round_trip(void **state) {
     recs[2] = sample(); /* every try with a Retry-After, the integer extremes, escapes, UTF-8 */
     recs[2].n_tries = RF_LEDGER_MAX_TRIES;
     for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
-        recs[2].tries[i] =
-            (rf_ledger_try){"HTTP_429", 429, (int64_t)i, MAX_SAFE, "pinned-status", "Sun, 06 Nov 1994 08:49:37 GMT",
-                            NULL,       0,   false,      NULL};
+        recs[2].tries[i] = (rf_ledger_try){.class_name = "HTTP_429",
+                                           .status = 429,
+                                           .elapsed_ms = (int64_t)i,
+                                           .delay_ms = MAX_SAFE,
+                                           .reason = "pinned-status",
+                                           .retry_after = "Sun, 06 Nov 1994 08:49:37 GMT"};
     }
     recs[2].elapsed_ms = MAX_SAFE;
     recs[2].body_len = -MAX_SAFE;
@@ -1312,6 +1425,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format_known_record),
         cmocka_unit_test(test_retry_after_header),
+        cmocka_unit_test(test_replay_facts),
         cmocka_unit_test(test_hedge_fields),
         cmocka_unit_test(test_inbound_fields),
         cmocka_unit_test(test_format_key_null_and_timestamps),

@@ -43,7 +43,7 @@ static rf_ledger_record sample(int n, char *path_buf, size_t cap) {
     r.status = 200;
     r.body_len = 17;
     r.n_tries = 1;
-    r.tries[0] = (rf_ledger_try){"SUCCESS", 200, 3, 0, "success", NULL, NULL, 0, false, NULL};
+    r.tries[0] = (rf_ledger_try){.class_name = "SUCCESS", .status = 200, .elapsed_ms = 3, .reason = "success"};
     r.host = "h";
     return r;
 }

@@ -44,8 +44,13 @@ static rf_ledger_record rec(const char *route, int64_t ts_ms, int attempts, int6
 
 static void try_(rf_ledger_record *r, const char *class_name, int status, int64_t elapsed_ms, int64_t delay_ms,
                  const char *reason, const char *retry_after, const char *header) {
-    r->tries[r->n_tries++] =
-        (rf_ledger_try){class_name, status, elapsed_ms, delay_ms, reason, retry_after, header, 0, false, NULL};
+    r->tries[r->n_tries++] = (rf_ledger_try){.class_name = class_name,
+                                             .status = status,
+                                             .elapsed_ms = elapsed_ms,
+                                             .delay_ms = delay_ms,
+                                             .reason = reason,
+                                             .retry_after = retry_after,
+                                             .retry_after_header = header};
 }
 
 /* The four records of the figures test:

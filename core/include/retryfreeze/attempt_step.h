@@ -59,6 +59,14 @@ typedef struct rf_try {
     int64_t start_ms; /* when it started, ms after the request's first attempt started */
     bool hedge;       /* started by the hedging delay (hedging.hedgingDelayMs) beside attempts in flight */
     rf_try_fate fate; /* winner (its success ended the request), cancelled (aborted in flight), or failed */
+    /* What a replay of the request under another lock needs (the ledger's replay facts, retryfreeze/ledger.h): */
+    bool not_sent; /* no byte of the request left (a transparent retry may follow) */
+    /* Every wait header (RF_WAIT_HEADERS) the response carried, whether or not the route read it: wait_at[h] is 1 + the
+     * offset in wait_text of header h's value (NUL-terminated, cut at 255 bytes), 0 when absent or when it no longer
+     * fitted. */
+    uint16_t wait_at[RF_WAIT_HEADER_COUNT];
+    char wait_text[512];
+    char date[48]; /* the response's Date header when it carried a wait header, "" otherwise */
 } rf_try;
 
 /* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the

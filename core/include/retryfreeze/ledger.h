@@ -9,17 +9,20 @@
  * lock (docs/reliability.md, "Crash and load tests of the ledger").
  * Reader: streams lines in constant memory; a torn line (a crash or a full disk mid-write) is reported, not
  * fatal, and the reader reads on; a corrupt line is an error naming its line number.
- * Never stores a body or a header value other than Retry-After.
+ * Never stores a body or a header value other than the wait headers (Retry-After, …) and, beside them, Date.
  *
  * Line format (JSON, UTF-8, fields always in this order, all present):
  *   {"ts":"2026-11-29T17:20:01.123Z","route":"POST /v1/jobs","method":"POST","path":"/v1/jobs",
  *    "key":null,"policy":"sha256:…","attempts":2,"elapsed_ms":130,"outcome":"success","reason":"success",
  *    "ok":true,"status":200,"body_len":17,"tries":[{"class":"HTTP_503","status":503,"elapsed_ms":20,
- *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after"},…]}
- * retry_after_header is written only when set (a line without it reads as NULL), so lines without a wait
- * header are byte-identical to those of earlier versions; so are a hedged request's "start_ms", "hedge" and "fate",
- * after it (…,"retry_after":null,"start_ms":100,"hedge":true,"fate":"winner"}), absent from other requests' tries.
- * After tries come, only when set, "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which
+ *    "delay_ms":0,"reason":"pinned-status","retry_after":"1","retry_after_header":"retry-after",
+ *    "timeout_ms":2000,"wait":{"retry-after":"1"},"date":"Sun, 29 Nov 2026 17:20:01 GMT"},…]}
+ * retry_after_header is written only when set (a line without it reads as NULL). So are a hedged request's
+ * "start_ms", "hedge" and "fate", after it (…,"start_ms":100,"hedge":true,"fate":"winner"), absent from other
+ * requests' tries; and then a try's replay facts, in this order: "timeout_ms" (> 0), "transport" (not "ok"),
+ * "not_sent" (true), "wait" (the wait headers the response carried, in RF_WAIT_HEADERS order) and "date" (the
+ * response's Date, with a wait header): a line of an older writer lacks them and reads with them zeroed. After
+ * tries come, only when set, "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which
  * retry budget the request used), and what the request's caller propagated: "inbound_deadline_ms":300 and
  * "inbound_attempt":2. Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
  *
@@ -32,6 +35,7 @@
 #define RETRYFREEZE_LEDGER_H
 
 #include "retryfreeze/common.h"
+#include "retryfreeze/vocabulary.h"
 #include <stdbool.h>
 
 #ifdef __cplusplus
@@ -68,6 +72,16 @@ typedef struct rf_ledger_try {
     int64_t start_ms; /* when it started, ms after the request's first attempt (0..2^53); 0 without a fate */
     bool hedge;       /* started by the hedging delay beside attempts in flight ("hedge":true); false: not written */
     const char *fate; /* "winner", "cancelled" or "failed" (RF_TRY_FATES); NULL: not written */
+    /* The facts a replay of the request under another lock needs (retryfreeze/replay.h), each written only when
+     * set, so a record that leaves them zeroed is written as before; a line of an older writer reads with them
+     * zeroed. */
+    int64_t timeout_ms;    /* the per-try timeout the attempt ran with, > 0; 0: not recorded */
+    const char *transport; /* the transport outcome when it was not "ok" (an RF_TRANSPORTS name), else NULL */
+    bool not_sent;         /* no byte of the request left (a transparent retry may follow), else false */
+    /* Every wait header (RF_WAIT_HEADERS, indexed by rf_wait_header) the response carried, raw, whether or not its
+     * route read it; NULL: absent (or not recorded). */
+    const char *wait[RF_WAIT_HEADER_COUNT];
+    const char *date; /* the response's Date header when it carried a wait header, else NULL */
 } rf_ledger_try;
 
 /*
@@ -239,7 +253,9 @@ RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out,
  * Corrupt: an empty line; bytes that are not JSON text (invalid UTF-8, NUL, raw control characters or
  * \u0000 in strings); a missing, unknown, duplicate or ill-typed field; a fractional or out-of-range integer;
  * a line longer than RF_LEDGER_MAX_LINE (skipped up to its newline). Only key, tries[].retry_after and
- * tries[].retry_after_header may be null; the last two may also be absent. A line with an "elapsed_s" field is
+ * tries[].retry_after_header may be null; the last two may also be absent, and so may a try's replay facts
+ * (timeout_ms 0..2^53, transport one of RF_TRANSPORTS, not_sent a boolean, wait an object of RF_WAIT_HEADERS names
+ * to strings, date a string), which then read as zero or NULL. A line with an "elapsed_s" field is
  * read as a seed-harness line (RF_LEDGER_HARNESS_ROUTE), just as strictly.
  * The last line without a newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON
  * text (a crash mid-write). A line further up that is not JSON but starts as a record does ({"ts":") and never

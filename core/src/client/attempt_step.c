@@ -104,6 +104,26 @@ bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_
     return true;
 }
 
+/* What a replay needs beyond the verdict's own facts (ledger.h): whether the request left, every wait header the
+ * response carried and, beside them, its Date (an HTTP-date's reference). */
+static void record_replay_facts(rf_try *t, const rfi_attempt_end *e) {
+    t->not_sent = e->not_sent;
+    size_t used = 0;
+    bool any = false;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        if (e->hints[h] == NULL) continue;
+        any = true;
+        int n = snprintf(t->wait_text + used, sizeof t->wait_text - used, "%.255s", e->hints[h]);
+        if (n < 0 || (size_t)n >= sizeof t->wait_text - used) {
+            t->wait_text[used] = '\0'; /* no room: this header is left out */
+            continue;
+        }
+        t->wait_at[h] = (uint16_t)(used + 1);
+        used += (size_t)n + 1;
+    }
+    if (any && e->date != NULL) snprintf(t->date, sizeof t->date, "%s", e->date);
+}
+
 int64_t rfi_step_inbound_deadline(const rfi_attempts *a) {
     const rf_inbound *in = &a->resp->inbound;
     return a->prop.enabled && a->prop.inbound_deadline && in->has_deadline ? in->deadline_ms : -1;
@@ -125,6 +145,7 @@ static rf_try *new_try(rfi_attempts *a, const rfi_attempt_end *e) {
     t->start_ms = e->hedged ? e->start_ms : -1;
     t->hedge = e->hedged && e->hedge;
     if (e->error) snprintf(t->error, sizeof t->error, "%.127s", e->error);
+    record_replay_facts(t, e);
     if (r->n_tries < a->tries_cap) r->n_tries++;
     return t;
 }
@@ -308,17 +329,24 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
     rec->inbound_attempt = r->inbound.attempt;
     for (size_t i = 0; i < r->n_tries && i < RF_LEDGER_MAX_TRIES; i++) {
         const rf_try *t = &r->tries[i];
-        rec->tries[i] = (rf_ledger_try){.class_name = t->class_name,
-                                        .status = t->status,
-                                        .elapsed_ms = t->elapsed_ms,
-                                        .delay_ms = t->delay_ms,
-                                        .reason = rf_reason_name(t->reason),
-                                        /* a header the verdict names is recorded even when it was empty */
-                                        .retry_after = t->retry_after_header[0] ? t->retry_after : NULL,
-                                        .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL,
-                                        .start_ms = t->fate != RF_FATE_NONE ? t->start_ms : 0,
-                                        .hedge = t->fate != RF_FATE_NONE && t->hedge,
-                                        .fate = t->fate != RF_FATE_NONE ? rf_try_fate_name(t->fate) : NULL};
+        rec->tries[i] =
+            (rf_ledger_try){.class_name = t->class_name,
+                            .status = t->status,
+                            .elapsed_ms = t->elapsed_ms,
+                            .delay_ms = t->delay_ms,
+                            .reason = rf_reason_name(t->reason),
+                            /* a header the verdict names is recorded even when it was empty */
+                            .retry_after = t->retry_after_header[0] ? t->retry_after : NULL,
+                            .retry_after_header = t->retry_after_header[0] ? t->retry_after_header : NULL,
+                            .start_ms = t->fate != RF_FATE_NONE ? t->start_ms : 0,
+                            .hedge = t->fate != RF_FATE_NONE && t->hedge,
+                            .fate = t->fate != RF_FATE_NONE ? rf_try_fate_name(t->fate) : NULL,
+                            .timeout_ms = t->timeout_ms > 0 ? t->timeout_ms : 0,
+                            .transport = t->transport != RF_TRANSPORT_OK ? rf_transport_name(t->transport) : NULL,
+                            .not_sent = t->not_sent,
+                            .date = t->date[0] ? t->date : NULL};
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+            rec->tries[i].wait[h] = t->wait_at[h] ? t->wait_text + t->wait_at[h] - 1 : NULL;
     }
 }
 

@@ -11,8 +11,9 @@
 #include <string.h>
 
 /* The most strings a line holds: ts, route, method, path, key, policy, outcome, reason, host and budget, and per try
- * class, reason, retry_after, retry_after_header and fate. A line with more is left to the general parser. */
-#define MAX_STRINGS (10 + 5 * RF_LEDGER_MAX_TRIES)
+ * class, reason, retry_after, retry_after_header, fate, transport, the wait headers and date. A line with more is
+ * left to the general parser. */
+#define MAX_STRINGS (10 + (7 + RF_WAIT_HEADER_COUNT) * RF_LEDGER_MAX_TRIES)
 
 typedef struct cursor {
     const char *p, *end;
@@ -77,6 +78,41 @@ static bool int53(cursor *c, int64_t *out) {
     return integer(c, -RFI_LEDGER_MAX_SAFE_INT, RFI_LEDGER_MAX_SAFE_INT, out);
 }
 
+/* The name of a wait header up to its closing quote (the opening one consumed), one after `after` in RF_WAIT_HEADERS
+ * order (the writer's): its index, or -1. */
+static int wait_name(cursor *c, int after) {
+    for (int h = after + 1; h < RF_WAIT_HEADER_COUNT; h++) {
+        const char *name = rf_wait_header_name((rf_wait_header)h);
+        size_t n = strlen(name);
+        if ((size_t)(c->end - c->p) > n && memcmp(c->p, name, n) == 0 && c->p[n] == '"') {
+            c->p += n + 1;
+            return h;
+        }
+    }
+    return -1;
+}
+
+/* A try's replay facts (ledger.h), each optional, in the writer's order; the transport one of RF_TRANSPORTS. */
+static bool try_facts(cursor *c, rf_ledger_try *t) {
+    if (LIT(c, ",\"timeout_ms\":") && !(int53(c, &t->timeout_ms) && t->timeout_ms > 0)) return false;
+    if (LIT(c, ",\"transport\":\"")) {
+        rf_transport tr;
+        if (!str(c, &t->transport) ||
+            rf_transport_parse(t->transport, (size_t)(c->ends[c->n_ends - 1] - t->transport), &tr) != 0)
+            return false;
+    }
+    if (LIT(c, ",\"not_sent\":true")) t->not_sent = true;
+    if (LIT(c, ",\"wait\":{\"")) {
+        int h = -1;
+        do {
+            h = wait_name(c, h);
+            if (h < 0 || !LIT(c, ":\"") || !str(c, &t->wait[h])) return false;
+        } while (LIT(c, ",\""));
+        if (!LIT(c, "}")) return false;
+    }
+    return !LIT(c, ",\"date\":\"") || str(c, &t->date);
+}
+
 /* A hedged request's fields of a try, in the writer's order: ,"start_ms":N[,"hedge":true],"fate":"…" (a fate the
  * vocabulary knows, checked before the line is terminated), or none of them. */
 static bool hedge_fields(cursor *c, rf_ledger_try *t) {
@@ -88,18 +124,19 @@ static bool hedge_fields(cursor *c, rf_ledger_try *t) {
 }
 
 static bool try_entry(cursor *c, rf_ledger_try *t) {
+    *t = (rf_ledger_try){0};
     return LIT(c, "{\"class\":\"") && str(c, &t->class_name) && LIT(c, ",\"status\":") && int32(c, &t->status) &&
            LIT(c, ",\"elapsed_ms\":") && int53(c, &t->elapsed_ms) && LIT(c, ",\"delay_ms\":") &&
            int53(c, &t->delay_ms) && LIT(c, ",\"reason\":\"") && str(c, &t->reason) && LIT(c, ",\"retry_after\":") &&
            str_or_null(c, true, &t->retry_after) &&
            (!LIT(c, ",\"retry_after_header\":\"") || str(c, &t->retry_after_header)) && hedge_fields(c, t) &&
-           LIT(c, "}");
+           try_facts(c, t) && LIT(c, "}");
 }
 
 bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
     cursor c = {.p = line, .end = line + len, .n_ends = 0};
     const char *ts;
-    memset(rec, 0, sizeof *rec);
+    rfi_ledger_record_clear(rec);
     bool ok = LIT(&c, "{\"ts\":\"") && str(&c, &ts) && LIT(&c, ",\"route\":\"") && str(&c, &rec->route) &&
               LIT(&c, ",\"method\":\"") && str(&c, &rec->method) && LIT(&c, ",\"path\":\"") && str(&c, &rec->path) &&
               LIT(&c, ",\"key\":") && str_or_null(&c, true, &rec->key) && LIT(&c, ",\"policy\":\"") &&
@@ -131,7 +168,7 @@ bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec) {
     ok = ok && LIT(&c, "}") && c.p == c.end;
     /* ts: exactly the writer's format and a real date, as the strict parser demands. */
     if (!ok || ts + RFI_LEDGER_TS_LEN != c.ends[0] || !rfi_ledger_ts_parse(ts, RFI_LEDGER_TS_LEN, &rec->ts_ms)) {
-        memset(rec, 0, sizeof *rec);
+        rfi_ledger_record_clear(rec);
         return false;
     }
     for (size_t i = 0; i < c.n_ends; i++) *(char *)c.ends[i] = '\0'; /* the line is accepted: terminate */

@@ -2,8 +2,9 @@
  * A ledger record as one JSON line. Fields always appear in this order, every one of them present:
  *   ts, route, method, path, key, policy, attempts, elapsed_ms, outcome, reason, ok, status, body_len, tries
  * then, only when set, host, budget, inbound_deadline_ms and inbound_attempt.
- * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent), then only
- * when set retry_after_header and a hedged request's start_ms, hedge and fate.
+ * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent), then, only
+ * when set, retry_after_header, a hedged request's start_ms, hedge and fate, and the replay facts timeout_ms,
+ * transport, not_sent, wait and date (ledger.h).
  * Integers are emitted as plain integer tokens: a JSON library's number printer goes through a double and
  * "%1.15g", which prints 1e15 as "1e+15" and 2^53 as "9.00719925474099e+15" (lossy).
  * The line is written straight into the caller's buffer, with no tree and no allocation (an append is on
@@ -71,6 +72,36 @@ static bool check_int(int64_t v, long i, const char *name, rf_error *err) {
     return false;
 }
 
+/* A try's transport, when given: one of RF_TRANSPORTS (what the reader accepts back). */
+static bool transport_known(const char *s) {
+    rf_transport tr;
+    return s == NULL || rf_transport_parse(s, strlen(s), &tr) == 0;
+}
+
+/* The replay facts of a try (ledger.h): a timeout of 0 or more, a transport outcome's name, UTF-8 wait headers. */
+static bool check_try_facts(const rf_ledger_try *t, size_t i, size_t *total, rf_error *err) {
+    const long at = (long)i;
+    char field[64];
+    if (t->timeout_ms < 0 || t->timeout_ms > RFI_LEDGER_MAX_SAFE_INT) {
+        field_path(field, sizeof field, at, "timeout_ms");
+        rfi_ledger_error(err, field, 0, 0, "%s is %" PRId64 ", outside 0..2^53 (0: not recorded)", field,
+                         t->timeout_ms);
+        return false;
+    }
+    if (!check_string(t->transport, true, at, "transport", total, err)) return false;
+    if (!transport_known(t->transport)) {
+        field_path(field, sizeof field, at, "transport");
+        rfi_ledger_error(err, field, 0, 0, "%s is \"%.40s\", not a transport outcome", field, t->transport);
+        return false;
+    }
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        char name[48];
+        snprintf(name, sizeof name, "wait.%s", rf_wait_header_name((rf_wait_header)h));
+        if (!check_string(t->wait[h], true, at, name, total, err)) return false;
+    }
+    return check_string(t->date, true, at, "date", total, err);
+}
+
 bool rfi_ledger_fate_known(const char *s, size_t len) {
     for (int f = RF_FATE_NONE + 1; f < RF_TRY_FATE_COUNT; f++) {
         const char *name = rf_try_fate_name((rf_try_fate)f);
@@ -93,7 +124,7 @@ static bool check_try(const rf_ledger_try *t, size_t i, size_t *total, rf_error 
           check_string(t->retry_after, true, at, "retry_after", total, err) &&
           check_string(t->retry_after_header, true, at, "retry_after_header", total, err) &&
           check_string(t->fate, true, at, "fate", total, err) && check_int(t->elapsed_ms, at, "elapsed_ms", err) &&
-          check_int(t->delay_ms, at, "delay_ms", err)))
+          check_int(t->delay_ms, at, "delay_ms", err) && check_try_facts(t, i, total, err)))
         return false;
     if (hedge_fields_ok(t)) return true;
     char field[64];
@@ -428,8 +459,48 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
     return ok;
 }
 
+/* The strings of a try in the order it writes them: class, reason, retry_after, retry_after_header, fate, transport,
+ * the wait headers, date. */
+#define TRY_STRINGS (7 + RF_WAIT_HEADER_COUNT)
 /* The strings of a line in the order it writes them, and their lengths (SIZE_MAX for NULL). */
-#define LINE_STRINGS (8 + 5 * RF_LEDGER_MAX_TRIES + 2)
+#define LINE_STRINGS (8 + TRY_STRINGS * RF_LEDGER_MAX_TRIES + 2)
+
+/* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date. lens: the
+ * try's transport, wait headers and date. */
+static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
+    bool ok = true;
+    if (t->timeout_ms > 0) {
+        PUT(o, ",\"timeout_ms\":");
+        put_int(o, t->timeout_ms, roomy);
+    }
+    if (t->transport) {
+        PUT(o, ",\"transport\":\"");
+        ok &= put_body(o, t->transport, lens[0], roomy);
+        PUT(o, "\"");
+    }
+    if (t->not_sent) PUT(o, ",\"not_sent\":true");
+    bool waits = false;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+        if (!t->wait[h]) continue;
+        if (waits)
+            PUT(o, ",\"");
+        else
+            PUT(o, ",\"wait\":{\"");
+        waits = true;
+        const char *name = rf_wait_header_name((rf_wait_header)h);
+        put(o, name, strlen(name));
+        PUT(o, "\":\"");
+        ok &= put_body(o, t->wait[h], lens[1 + h], roomy);
+        PUT(o, "\"");
+    }
+    if (waits) PUT(o, "}");
+    if (t->date) {
+        PUT(o, ",\"date\":\"");
+        ok &= put_body(o, t->date, lens[1 + RF_WAIT_HEADER_COUNT], roomy);
+        PUT(o, "\"");
+    }
+    return ok;
+}
 
 static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
     bool ok = true;
@@ -458,6 +529,7 @@ static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *len
         ok &= put_body(o, t->fate, lens[4], roomy);
         PUT(o, "\"");
     }
+    ok &= put_try_facts(o, t, lens + 5, roomy);
     PUT(o, "}");
     return ok;
 }
@@ -503,17 +575,17 @@ static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, 
     PUT(o, ",\"tries\":[");
     for (size_t i = 0; i < rec->n_tries; i++) {
         if (i > 0) PUT(o, ",");
-        ok &= put_try(o, &rec->tries[i], lens + 7 + 5 * i, roomy);
+        ok &= put_try(o, &rec->tries[i], lens + 7 + TRY_STRINGS * i, roomy);
     }
     PUT(o, "]");
     if (host) {
         PUT(o, ",\"host\":\"");
-        ok &= put_body(o, host, lens[7 + 5 * rec->n_tries], roomy);
+        ok &= put_body(o, host, lens[7 + TRY_STRINGS * rec->n_tries], roomy);
         PUT(o, "\"");
     }
     if (rec->budget) {
         PUT(o, ",\"budget\":\"");
-        ok &= put_body(o, rec->budget, lens[8 + 5 * rec->n_tries], roomy);
+        ok &= put_body(o, rec->budget, lens[8 + TRY_STRINGS * rec->n_tries], roomy);
         PUT(o, "\"");
     }
     if (rec->has_inbound_deadline) {
@@ -555,11 +627,15 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
         lens[n++] = length_of(t->retry_after, &total);
         lens[n++] = length_of(t->retry_after_header, &total);
         lens[n++] = length_of(t->fate, &total);
+        lens[n++] = length_of(t->transport, &total);
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
+        lens[n++] = length_of(t->date, &total);
     }
     lens[n++] = length_of(host, &total);
     lens[n] = length_of(rec->budget, &total);
-    /* the keys and punctuation, generously; the redacted query; the strings escaped */
-    const size_t bound = 512 + 224 * rec->n_tries + 256 + 64 + 6 * total;
+    /* the keys and punctuation (a try's hedge fields, replay facts and wait header names included), generously; the
+     * redacted query; the strings escaped */
+    const size_t bound = 512 + 544 * rec->n_tries + 256 + 64 + 6 * total;
     out o = {buf, cap, 0};
     const bool ok = bound + 16 <= cap ? emit_line(rec, host, &o, lens, true) : emit_line(rec, host, &o, lens, false);
     *len = o.len;
@@ -575,7 +651,8 @@ static bool quick_check(const rf_ledger_record *rec) {
               (!rec->has_inbound_deadline || (rec->inbound_deadline_ms >= 0 && safe_int(rec->inbound_deadline_ms)));
     for (size_t i = 0; ok && i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
-        ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && hedge_fields_ok(t);
+        ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && t->timeout_ms >= 0 &&
+             safe_int(t->timeout_ms) && transport_known(t->transport) && hedge_fields_ok(t);
     }
     return ok;
 }

@@ -75,6 +75,10 @@ bool rfi_ledger_fate_known(const char *s, size_t len);
 
 /* ---- ledger_parse.c ---- */
 
+/* Empties rec: every field zero and n_tries 0, without clearing its tries array (RF_LEDGER_MAX_TRIES of them, most of
+ * the record's bytes, which a parser fills try by try as it reads them). */
+void rfi_ledger_record_clear(rf_ledger_record *rec);
+
 typedef enum rfi_ledger_parse_result {
     RFI_LEDGER_PARSED = 0,   /* *rec is filled; its strings point into *tree */
     RFI_LEDGER_NOT_JSON = 1, /* the bytes are not one JSON value: what a torn write looks like */

@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +51,16 @@ enum try_field {
     T_START_MS, /* start_ms, hedge and fate: a hedged request's, together (fate names them) */
     T_HEDGE,
     T_FATE,
+    T_TIMEOUT_MS, /* the replay facts (ledger.h) */
+    T_TRANSPORT,
+    T_NOT_SENT,
+    T_WAIT,
+    T_DATE,
     T_COUNT
 };
-static const char *const try_fields[T_COUNT] = {"class",  "status",      "elapsed_ms",         "delay_ms",
-                                                "reason", "retry_after", "retry_after_header", "start_ms",
-                                                "hedge",  "fate"};
+static const char *const try_fields[T_COUNT] = {
+    "class", "status",     "elapsed_ms", "delay_ms", "reason", "retry_after", "retry_after_header", "start_ms", "hedge",
+    "fate",  "timeout_ms", "transport",  "not_sent", "wait",   "date"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -135,6 +141,44 @@ static bool want_int53(const cJSON *v, const char *prefix, const char *name, int
     return want_int(v, -RFI_LEDGER_MAX_SAFE_INT, RFI_LEDGER_MAX_SAFE_INT, prefix, name, out, c);
 }
 
+/* The "wait" object of a try: wait header names (RF_WAIT_HEADERS, lowercase as written) → string values. */
+static bool fill_wait(const cJSON *obj, const char *prefix, rf_ledger_try *t, complaint *c) {
+    if (!cJSON_IsObject(obj))
+        return refuse(c, "field \"%swait\" must be an object, got %s", prefix, rfi_json_type_name(obj));
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        int h = 0;
+        while (h < RF_WAIT_HEADER_COUNT && strcmp(m->string, rf_wait_header_name((rf_wait_header)h)) != 0) h++;
+        if (h == RF_WAIT_HEADER_COUNT) return refuse(c, "unknown wait header \"%swait.%.64s\"", prefix, m->string);
+        if (t->wait[h]) return refuse(c, "duplicate field \"%swait.%s\"", prefix, m->string);
+        char name[48];
+        snprintf(name, sizeof name, "wait.%s", m->string);
+        if (!want_string(m, false, prefix, name, &t->wait[h], c)) return false;
+    }
+    return true;
+}
+
+/* A try's replay facts (ledger.h), each optional: timeout_ms (0..2^53), transport (an RF_TRANSPORTS name), not_sent,
+ * wait, date. */
+static bool fill_try_facts(const cJSON *const *f, const char *prefix, rf_ledger_try *t, complaint *c) {
+    if (f[T_TIMEOUT_MS] &&
+        !want_int(f[T_TIMEOUT_MS], 0, RFI_LEDGER_MAX_SAFE_INT, prefix, "timeout_ms", &t->timeout_ms, c))
+        return false;
+    if (f[T_TRANSPORT]) {
+        rf_transport tr;
+        if (!want_string(f[T_TRANSPORT], false, prefix, "transport", &t->transport, c)) return false;
+        if (rf_transport_parse(t->transport, strlen(t->transport), &tr) != 0)
+            return refuse(c, "field \"%stransport\" must be a transport outcome, got \"%.40s\"", prefix, t->transport);
+    }
+    if (f[T_NOT_SENT]) {
+        if (!cJSON_IsBool(f[T_NOT_SENT]))
+            return refuse(c, "field \"%snot_sent\" must be a boolean, got %s", prefix,
+                          rfi_json_type_name(f[T_NOT_SENT]));
+        t->not_sent = cJSON_IsTrue(f[T_NOT_SENT]);
+    }
+    if (f[T_WAIT] && !fill_wait(f[T_WAIT], prefix, t, c)) return false;
+    return !f[T_DATE] || want_string(f[T_DATE], false, prefix, "date", &t->date, c);
+}
+
 static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint *c) {
     const cJSON *f[T_COUNT];
     char prefix[32];
@@ -146,16 +190,12 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
     if (!collect(obj, try_fields, T_COUNT, f, prefix, c)) {
         return false;
     }
-    for (size_t i = 0; i < T_RETRY_AFTER; i++) { /* all but retry_after and retry_after_header are required */
+    for (size_t i = 0; i < T_RETRY_AFTER; i++) { /* retry_after and what follows it are optional */
         if (!f[i]) {
             return refuse(c, "missing field \"%s%s\"", prefix, try_fields[i]);
         }
     }
-    t->retry_after = NULL;
-    t->retry_after_header = NULL;
-    t->start_ms = 0;
-    t->hedge = false;
-    t->fate = NULL;
+    *t = (rf_ledger_try){0};
     if (!(want_string(f[T_CLASS], false, prefix, "class", &t->class_name, c) &&
           want_int32(f[T_STATUS], prefix, "status", &t->status, c) &&
           want_int53(f[T_ELAPSED_MS], prefix, "elapsed_ms", &t->elapsed_ms, c) &&
@@ -163,7 +203,8 @@ static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint
           want_string(f[T_REASON], false, prefix, "reason", &t->reason, c) &&
           (!f[T_RETRY_AFTER] || want_string(f[T_RETRY_AFTER], true, prefix, "retry_after", &t->retry_after, c)) &&
           (!f[T_RETRY_AFTER_HEADER] ||
-           want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c))))
+           want_string(f[T_RETRY_AFTER_HEADER], true, prefix, "retry_after_header", &t->retry_after_header, c)) &&
+          fill_try_facts(f, prefix, t, c)))
         return false;
     if (!f[T_FATE]) {
         if (f[T_START_MS] || f[T_HEDGE])
@@ -341,6 +382,14 @@ static bool fill_record(const cJSON *root, rf_ledger_record *rec, complaint *c) 
            want_inbound(f[F_INBOUND_DEADLINE], f[F_INBOUND_ATTEMPT], rec, c);
 }
 
+void rfi_ledger_record_clear(rf_ledger_record *rec) {
+    /* Every byte but the tries array's, before it and after it: a field added to the record later is cleared too
+     * (the inbound fields after host and budget were not, and a line without them read the previous line's). */
+    const size_t after = offsetof(rf_ledger_record, tries) + sizeof rec->tries;
+    memset(rec, 0, offsetof(rf_ledger_record, tries));
+    memset((char *)rec + after, 0, sizeof *rec - after);
+}
+
 rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_ledger_record *rec, cJSON **tree,
                                               char *why, size_t why_cap, int *column) {
     complaint c = {why, why_cap};
@@ -349,7 +398,7 @@ rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_l
 
     *tree = NULL;
     *column = 0;
-    memset(rec, 0, sizeof *rec);
+    rfi_ledger_record_clear(rec);
     if (len == 0) {
         refuse(&c, "empty line");
         return RFI_LEDGER_NOT_JSON;
@@ -378,7 +427,7 @@ rfi_ledger_parse_result rfi_ledger_parse_line(const char *line, size_t len, rf_l
     }
     if (!fill_record(root, rec, &c)) {
         cJSON_Delete(root);
-        memset(rec, 0, sizeof *rec);
+        rfi_ledger_record_clear(rec);
         return RFI_LEDGER_BAD_FIELD;
     }
     *tree = root;

@@ -130,7 +130,7 @@ rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_recor
     }
     cJSON_Delete(r->tree); /* the previous record's strings end here */
     r->tree = NULL;
-    memset(rec, 0, sizeof *rec);
+    rfi_ledger_record_clear(rec);
     if (r->final == RF_LEDGER_ERROR) {
         rfi_ledger_error(err, r->path, r->line, 0, "the reader of ledger %s stopped after a read error", r->path);
     }

@@ -55,7 +55,19 @@ local function run(ctx, opts, pos)
   local out = ctx.out
   local lock_gate = opts.lock and ctx.load_lock(opts.lock).gate
   local thresholds, defaulted = gate.with_defaults(gate.merge(lock_gate, thresholds_of(opts)))
-  local s, serr = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt })
+  local s, serr
+  if opts.replay then -- the prediction of the candidate over the recorded requests, judged as a ledger's stats
+    local r
+    r, serr = require("retryfreeze.replay").replay(pos, ctx.load_lock(opts.lock), { seed = opts.seed,
+      skip_corrupt = opts.skip_corrupt })
+    if r then
+      s = r.predicted
+      s.torn, s.corrupt_lines = r.torn, r.corrupt_lines
+      for _, line in ipairs(r.notes) do ctx.note("note: " .. line) end
+    end
+  else
+    s, serr = ledger_stats.stats(pos, { skip_corrupt = opts.skip_corrupt })
+  end
   if not s then ctx.fail_ledgers(serr) end
   for _, path in ipairs(util.sorted_keys(s.torn)) do ctx.note(util.format("note: torn line %s:%d", path, s.torn[path])) end
   if s.corrupt_lines > 0 then ctx.note(string.format("note: %d corrupt lines skipped", s.corrupt_lines)) end
@@ -71,7 +83,8 @@ local function run(ctx, opts, pos)
     end
   end
   local verdict = gate.evaluate(scope, thresholds)
-  out:printf("%s%s\n", gate.summary(scope), opts.route and (" route=" .. opts.route) or "")
+  out:printf("%s%s%s\n", opts.replay and "predicted: " or "", gate.summary(scope),
+    opts.route and (" route=" .. opts.route) or "")
   if defaulted then
     out:printf("thresholds: the seed's defaults (%s option gives a threshold): %s\n",
       opts.lock and (opts.lock .. " has no gate and no") or "no", gate.SEED_DEFAULTS_TEXT)
@@ -88,6 +101,10 @@ for _, row in ipairs({
   { "--lock", "string LOCK", "take the thresholds from this lock's gate object: options override its numbers and "
     .. "add to its forbidden reasons" },
   { "--skip-corrupt", "flag", "count and skip corrupt ledger lines instead of stopping" },
+  { "--replay", "flag", "judge the prediction of the ledgers replayed under --lock (the candidate, as `retryfreeze "
+    .. "replay` predicts it) instead of the ledgers themselves", needs = "--lock" },
+  { "--seed", "integer S", "the replay's seed (its jitter and draws)", default = 0, range = { 0, math.huge },
+    needs = "--replay" },
 }) do options[#options + 1] = row end
 
 local M = cli_args.command {
@@ -97,6 +114,8 @@ local M = cli_args.command {
   description = "  A ratio beyond its limit is a breach; a forbidden reason is judged even when the ratios are skipped.\n"
     .. "  With no threshold from the lock or the options, the seed's defaults apply (and are printed):\n"
     .. "  " .. gate.SEED_DEFAULTS_TEXT .. ".\n"
+    .. "  With --replay the thresholds judge what --lock would have done with the recorded requests, before it\n"
+    .. "  runs anywhere (retryfreeze replay; --route names a route of the candidate).\n"
     .. "  Exit 0 pass or skip, 1 a breach, 2 bad usage, an unknown route or bad input.",
   options = options,
   run = run,

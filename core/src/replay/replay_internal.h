@@ -1,0 +1,183 @@
+/*
+ * Private to the replay (core/src/replay/): the walk of one request under the candidate (replay_walk.c), the pools of
+ * recorded tries the walk draws from (replay_model.c), the replicates' counts behind the interval
+ * (replay_interval.c), and the object that feeds them (replay.c). Prefix rfi_replay_; never installed.
+ */
+#ifndef RETRYFREEZE_REPLAY_INTERNAL_H
+#define RETRYFREEZE_REPLAY_INTERNAL_H
+
+#include "retryfreeze/decide.h"
+#include "retryfreeze/outcome.h"
+#include "retryfreeze/replay.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Failure classes as small numbers (pools are keyed by route and class): HTTP_<nnn> is nnn (100..599), a named class
+ * RFI_REPLAY_NAMED + its RF_NAMED_CLASSES index; FIRST keys the first tries of a route, ANY its tries after any
+ * failure, and UNKNOWN is a recorded class this build does not know (learned into ANY only). */
+enum {
+    RFI_REPLAY_FIRST = 0,
+    RFI_REPLAY_ANY = 1,
+    RFI_REPLAY_UNKNOWN = 2,
+    RFI_REPLAY_NAMED = 600,
+    RFI_REPLAY_CLASSES = RFI_REPLAY_NAMED + RF_NAMED_CLASS_COUNT
+};
+
+/* The class number of a class token (RFI_REPLAY_UNKNOWN for anything else). */
+int rfi_replay_class_id(const char *name);
+
+/* A try as a walk takes it: the facts of a recorded try, or of one drawn from a pool. Strings are borrowed. */
+typedef struct rfi_replay_facts {
+    int status;
+    rf_transport transport;
+    bool not_sent;
+    int64_t elapsed_ms;
+    int64_t timeout_ms; /* the per-try timeout it ran with; 0: unknown (an older line) */
+    int64_t wall_ms;    /* when it ended (Unix ms): "now" for a date-valued wait header */
+    const char *wait[RF_WAIT_HEADER_COUNT];
+    const char *date;
+    uint8_t redirect; /* 0; RFI_REPLAY_FOLLOWED: the record followed this 3xx; RFI_REPLAY_TOO_MANY: it stopped it as
+                         too many redirects */
+    bool stopped_by_caller; /* the record's on_attempt hook stopped a retry after it */
+    bool older;             /* from a line without replay facts */
+} rfi_replay_facts;
+
+enum { RFI_REPLAY_FOLLOWED = 1, RFI_REPLAY_TOO_MANY = 2 };
+
+/* A predicted try, compact (a walk keeps up to RF_LEDGER_MAX_TRIES). */
+typedef struct rfi_replay_try {
+    int64_t elapsed_ms, delay_ms, timeout_ms;
+    uint16_t class_id;
+    int16_t status;
+    uint8_t reason;   /* rf_reason */
+    int8_t ra_header; /* the rf_wait_header of its retry_after, -1: none */
+    uint16_t ra_at;   /* 1 + the offset of its retry_after in the walk's text, 0: none */
+} rfi_replay_try;
+
+/* One request's replay under the candidate: its facts, its progress, and (unless light) its predicted tries. The
+ * fields up to `n` are the state; a replicate copies only those (offsetof(rfi_replay_walk, n)). */
+typedef struct rfi_replay_walk {
+    /* the request */
+    long route;
+    const char *method, *path, *host;
+    size_t method_len, path_len;
+    bool has_key;
+    int64_t start_wall_ms; /* when it started (the recorded ts − its elapsed_ms) */
+    int64_t overhead_ms;   /* the recorded time between its tries beyond their durations and delays, per try */
+    int rec_tries;         /* tries recorded */
+    /* how the record ended (for a request whose tries cannot be drawn: it ends as recorded) */
+    uint8_t rec_outcome, rec_reason;
+    bool rec_ok;
+    int rec_attempts, rec_status;
+    int64_t rec_elapsed_ms;
+    /* progress */
+    int attempts;     /* the engine's attempts (followed redirects are part of theirs) */
+    int requests;     /* tries sent */
+    int hops;         /* redirects followed in the attempt in flight */
+    bool in_hop;      /* the next try is a followed redirect's */
+    int64_t clock_ms; /* the engine's elapsed_ms at the start of the next try */
+    int64_t delay_ms; /* the wait before the next try */
+    int64_t hop_timeout_ms;
+    uint16_t prev_class; /* the class of the last try (RFI_REPLAY_FIRST before any) */
+    int last_status;
+    bool last_retryable; /* the last failure's class is retryable on the route (true before any failure) */
+    bool done;
+    uint8_t stop;  /* rf_reason, once done */
+    bool modelled; /* a try was drawn or assumed */
+    bool unmodelled;
+    bool light;              /* a replicate's: no tries kept */
+    int64_t tokens_milli;    /* a waiting walk's retry budget, when it was put aside */
+    rf_attempt_budget first; /* rf_budget before the first attempt (attempts 0, elapsed 0), asked once per request */
+    /* the predicted tries */
+    size_t n;
+    size_t text_used;
+    rfi_replay_try tries[RF_LEDGER_MAX_TRIES];
+    char text[1024]; /* their retry_after values */
+} rfi_replay_walk;
+
+/* ---- replay_walk.c: one request under the candidate, through the engine's calls ----------------------------- */
+
+/* A candidate route as a walk reads it. */
+typedef struct rfi_replay_route {
+    const char *endpoint;
+    bool reads[RF_WAIT_HEADER_COUNT]; /* the wait headers it reads (retryAfter.headers) */
+    bool reads_beyond_retry_after;    /* one of them is not Retry-After */
+} rfi_replay_route;
+
+/* What a walk runs with. */
+typedef struct rfi_replay_ctx {
+    const rf_policy *p;
+    const rfi_replay_route *routes; /* by candidate route index */
+    rf_retry_budget *budget;        /* the candidate's retry budget, or NULL */
+    rf_replay_info *info; /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
+} rfi_replay_ctx;
+
+/* Starts w for rec on candidate route first->route (its strings borrowed from rec); first is rf_budget's answer
+ * before its first attempt (the call that also routed it). */
+void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, const rf_attempt_budget *first);
+
+/* The facts of recorded try i of rec, which ended at wall time end_wall_ms; older-line notes go to info (may be
+ * NULL) as route (the candidate's) would need them. */
+void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t end_wall_ms,
+                               const rfi_replay_route *route, rf_replay_info *info, rfi_replay_facts *f);
+
+/* One more try of w, whose facts (as recorded or drawn, before the candidate's per-try timeout) are f: rf_budget (or
+ * a followed redirect's timeout), the timeout applied, rf_decide_on_route or rf_redirect_verdict, the verdict kept.
+ * rng: the candidate's jitter. Returns whether the request goes on (false: w->done, or the budget refused). */
+bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_replay_facts *f, rf_rng *rng);
+
+/* Ends w before a try with reason (rf_budget's refusal, or a try no pool could give). */
+void rfi_replay_walk_end(rfi_replay_walk *w, rf_reason reason);
+
+/* The outcome w ended with (rf_outcome_of_stop; a request that could not be modelled: the record's). */
+rf_outcome rfi_replay_walk_outcome(const rfi_replay_walk *w);
+
+/* ---- replay_model.c: pools of recorded tries ---------------------------------------------------------------- */
+
+typedef struct rfi_replay_pools rfi_replay_pools;
+
+/* A try drawn from a pool, as facts (its strings the pool's). */
+typedef struct rfi_replay_drawn {
+    rfi_replay_facts facts;
+    uint16_t class_id; /* the pool's class (for the gap bookkeeping) */
+} rfi_replay_drawn;
+
+rfi_replay_pools *rfi_replay_pools_new(uint64_t seed);
+void rfi_replay_pools_free(rfi_replay_pools *p);
+/* Offers f, a try on route after a failure of class_id (RFI_REPLAY_FIRST: a first try), to its pools (and, after a
+ * failure, to the route's ANY pool): a uniform reservoir of RF_REPLAY_POOL_SAMPLES. False when memory ran out. */
+bool rfi_replay_pools_offer(rfi_replay_pools *p, long route, uint16_t class_id, const rfi_replay_facts *f);
+/* Tries seen by the pool of (route, class_id). */
+int64_t rfi_replay_pools_seen(const rfi_replay_pools *p, long route, uint16_t class_id);
+/*
+ * A try for route after a failure of class_id (RFI_REPLAY_FIRST: a first try), from its pool when it has seen
+ * min_samples, else from the route's ANY pool, else its FIRST pool (*fallback names the one used, NULL for its own),
+ * into *out; false when none has (*fallback then NULL). replicate < 0: drawn with rng from the pool as it is; else
+ * drawn from replicate's bootstrap resample of it.
+ */
+bool rfi_replay_pools_draw(const rfi_replay_pools *p, long route, uint16_t class_id, int64_t min_samples, rf_rng *rng,
+                           int replicate, rfi_replay_drawn *out, const char **fallback);
+
+/* ---- replay_interval.c: the replicates' counts -------------------------------------------------------------- */
+
+/* The counts of a request the interval needs: requests, successes, terminal, retried_successes, attempts,
+ * success_attempts, retries (RF_TALLY_COUNTS without failures, which follows). */
+#define RFI_REPLAY_COUNTS 7
+typedef struct rfi_replay_counts {
+    int64_t n[RFI_REPLAY_COUNTS];
+} rfi_replay_counts;
+
+typedef struct rfi_replay_spread rfi_replay_spread;
+
+rfi_replay_spread *rfi_replay_spread_new(uint32_t replicates);
+void rfi_replay_spread_free(rfi_replay_spread *s);
+/* Adds replicate k's counts minus the point's, for a request in scope name (NULL: the whole only). False when memory
+ * ran out. */
+bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, const rfi_replay_counts *point,
+                           const rfi_replay_counts *replicate);
+/* The interval of scope name (NULL: the whole) whose predicted figures are f, into *out. */
+void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, const rf_tally_figures *f,
+                                rf_replay_interval *out);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * The interval of a replay's predicted ratios. Each replicate redraws every modelled try of every modelled request
+ * (from its own bootstrap resample of the pools, with its own jitter), so it is one more possible outcome of the
+ * candidate on the same traffic; its counts differ from the point prediction only in the modelled requests. Each
+ * scope keeps, per replicate, the sum of those differences (RFI_REPLAY_COUNTS numbers), and the interval of a ratio is
+ * the prediction ± 1.96 times the ratio's standard deviation over the replicates (a normal 95% interval), clamped to
+ * the ratio's range. Memory: replicates × 7 integers per scope that holds a modelled request.
+ */
+#include "replay_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct block {
+    char *name; /* NULL for the whole */
+    int64_t *d; /* [replicate][RFI_REPLAY_COUNTS]: replicate − point, summed over the scope's modelled requests */
+} block;
+
+struct rfi_replay_spread {
+    uint32_t k;
+    block whole;
+    block *named;
+    size_t n, cap;
+};
+
+rfi_replay_spread *rfi_replay_spread_new(uint32_t replicates) {
+    rfi_replay_spread *s = calloc(1, sizeof *s);
+    if (s == NULL) return NULL;
+    s->k = replicates;
+    return s;
+}
+
+void rfi_replay_spread_free(rfi_replay_spread *s) {
+    if (s == NULL) return;
+    free(s->whole.d);
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->named[i].name);
+        free(s->named[i].d);
+    }
+    free(s->named);
+    free(s);
+}
+
+static const block *find(const rfi_replay_spread *s, const char *name) {
+    if (name == NULL) return s->whole.d ? &s->whole : NULL;
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->named[i].name, name) == 0) return &s->named[i];
+    return NULL;
+}
+
+/* The block of name (NULL: the whole), made on first use; NULL when memory ran out. */
+static block *block_of(rfi_replay_spread *s, const char *name) {
+    block *b = (block *)find(s, name);
+    if (b != NULL) return b;
+    int64_t *d = calloc((size_t)s->k * RFI_REPLAY_COUNTS, sizeof *d);
+    if (d == NULL) return NULL;
+    if (name == NULL) {
+        s->whole.d = d;
+        return &s->whole;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        block *more = realloc(s->named, cap * sizeof *more);
+        if (more == NULL) {
+            free(d);
+            return NULL;
+        }
+        s->named = more;
+        s->cap = cap;
+    }
+    char *copy = malloc(strlen(name) + 1);
+    if (copy == NULL) {
+        free(d);
+        return NULL;
+    }
+    strcpy(copy, name);
+    s->named[s->n] = (block){.name = copy, .d = d};
+    return &s->named[s->n++];
+}
+
+bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, const rfi_replay_counts *point,
+                           const rfi_replay_counts *replicate) {
+    bool ok = true;
+    for (int scope = 0; scope < (name ? 2 : 1); scope++) {
+        block *b = block_of(s, scope == 0 ? NULL : name);
+        if (b == NULL) {
+            ok = false;
+            continue;
+        }
+        for (size_t i = 0; i < RFI_REPLAY_COUNTS; i++)
+            b->d[(size_t)k * RFI_REPLAY_COUNTS + i] += replicate->n[i] - point->n[i];
+    }
+    return ok;
+}
+
+/* The counts of RF_TALLY_COUNTS, by name, from the seven kept ones; the hedges are the record's (a replay starts
+ * none of its own). */
+typedef struct counts {
+    int64_t requests, successes, failures, terminal, retried_successes, attempts, success_attempts, retries;
+    int64_t hedges, hedge_wins;
+} counts;
+
+#define RF_X_RATIO_FIELD(name, num, den) double name;
+typedef struct ratios {
+    RF_TALLY_RATIOS(RF_X_RATIO_FIELD)
+} ratios;
+#undef RF_X_RATIO_FIELD
+
+static ratios ratios_of(const counts *c) {
+    ratios r;
+#define RF_X_RATIO(name, num, den) r.name = c->den > 0 ? (double)c->num / (double)c->den : 0;
+    RF_TALLY_RATIOS(RF_X_RATIO)
+#undef RF_X_RATIO
+    return r;
+}
+
+/* A ratio's range: the rates are fractions (0..1), the others only not negative. */
+static double clamp(double x, bool fraction) {
+    if (x < 0) return 0;
+    return fraction && x > 1 ? 1 : x;
+}
+
+void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, const rf_tally_figures *f,
+                                rf_replay_interval *out) {
+    memset(out, 0, sizeof *out);
+    const counts point = {f->requests, f->successes,        f->failures, f->terminal, f->retried_successes,
+                          f->attempts, f->success_attempts, f->retries,  f->hedges,   f->hedge_wins};
+    const ratios p = ratios_of(&point);
+    const block *b = find(s, name);
+    out->modelled = b != NULL && s->k >= 2;
+    ratios sum = {0}, sum2 = {0};
+    for (uint32_t k = 0; out->modelled && k < s->k; k++) {
+        const int64_t *d = b->d + (size_t)k * RFI_REPLAY_COUNTS;
+        counts c = {point.requests + d[0],
+                    point.successes + d[1],
+                    0,
+                    point.terminal + d[2],
+                    point.retried_successes + d[3],
+                    point.attempts + d[4],
+                    point.success_attempts + d[5],
+                    point.retries + d[6],
+                    point.hedges,
+                    point.hedge_wins};
+        c.failures = c.requests - c.successes;
+        ratios r = ratios_of(&c);
+#define RF_X_SUM(name, num, den) sum.name += r.name, sum2.name += r.name * r.name;
+        RF_TALLY_RATIOS(RF_X_SUM)
+#undef RF_X_SUM
+    }
+    const double k = (double)s->k;
+    /* the sample standard deviation over the replicates (0 without modelled requests), then the prediction ± 1.96 of it
+     */
+#define RF_X_BOUNDS(name, num, den)                                                                   \
+    {                                                                                                 \
+        double var = out->modelled ? (sum2.name - sum.name * sum.name / k) / (k - 1) : 0;             \
+        double sd = var > 0 ? sqrt(var) : 0;                                                          \
+        bool fraction = strstr(#name, "rate") != NULL || strcmp(#name, "retried_success_ratio") == 0; \
+        out->name##_lo = clamp(p.name - 1.96 * sd, fraction);                                         \
+        out->name##_hi = clamp(p.name + 1.96 * sd, fraction);                                         \
+    }
+    RF_TALLY_RATIOS(RF_X_BOUNDS)
+#undef RF_X_BOUNDS
+}

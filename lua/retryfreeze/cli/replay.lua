@@ -1,0 +1,54 @@
+--- `retryfreeze replay LEDGER… --lock CANDIDATE [--json] [--by route|host] [--seed S]`: the requests the ledgers
+--- recorded, decided again under a candidate lock; the recorded and the predicted figures side by side, with the
+--- names `stats --json` gives them (retryfreeze.replay).
+local cli_args = require "retryfreeze.cli.args"
+local cli_stats = require "retryfreeze.cli.stats"
+local replay = require "retryfreeze.replay"
+
+local M = cli_args.command {
+  name = "replay",
+  summary = "predict a candidate lock's figures from recorded ledgers: recorded vs predicted, by route",
+  args = "LEDGER...",
+  description = "  Each recorded request is decided again, try by try, under the candidate through the engine's own\n"
+    .. "  calls, with the facts its line recorded. Where the candidate stops at or before the record's last try the\n"
+    .. "  prediction is exact; tries the record never made are drawn from the tries it did make on the same\n"
+    .. "  route after the same failure class (tries independent, the upstream unchanged by the extra load), with\n"
+    .. "  an interval, and a class with too few samples is named. Notes say what could not be predicted\n"
+    .. "  (mixed locks, no-route requests, seed-harness and older lines). Exit 0, or 2 on bad usage, an\n"
+    .. "  unreadable lock or ledger, or a corrupt line.",
+  options = {
+    { "--lock", "string CANDIDATE", "the candidate lock to replay the ledgers under", required = true },
+    { "--json", "flag", "print one JSON object: recorded, predicted (with the extra load, throttles and deadline "
+      .. "cuts), interval, gaps, locks, notes" },
+    { "--by", "string route|host", "group by route (default) or by host (the ledger's host field)",
+      choices = { "route", "host" } },
+    { "--seed", "integer S", "the seed of the candidate's jitter and of the model's draws: the same seed, the same "
+      .. "prediction", default = 0, range = { 0, math.huge } },
+    { "--min-samples", "integer N", "fewer recorded tries than this after a failure class on a route is too few "
+      .. "samples to model it (default 30)", range = { 1, 1000000 } },
+    { "--skip-corrupt", "flag", "count and skip corrupt lines instead of stopping at the first" },
+  },
+}
+
+--- Key order of the JSON object (other keys follow, sorted): the head, then stats' order inside each side.
+M.json_order = { "candidate", "files", "lines", "torn", "torn_lines", "corrupt", "corrupt_lines", "locks", "notes",
+  "recorded", "predicted", "upstream_attempts", "extra_attempts", "duration_ms", "upstream_attempts_per_second",
+  "extra_attempts_per_second", "throttled", "deadline_cut", "no_route", "exact", "modelled", "unmodelled", "harness",
+  "interval", "gaps", "info" }
+for _, k in ipairs(cli_stats.json_order) do M.json_order[#M.json_order + 1] = k end
+
+--- Runs `retryfreeze replay` (see retryfreeze.cli for ctx).
+function M.run(ctx, opts, pos)
+  local policy = ctx.load_lock(opts.lock)
+  local r, why = replay.replay(pos, policy, { seed = opts.seed, by = opts.by, skip_corrupt = opts.skip_corrupt,
+    min_samples = opts.min_samples })
+  if not r then ctx.fail_ledgers(why) end
+  if opts.json then
+    ctx.out:json(r, M.json_order)
+  else
+    ctx.out:write(replay.render(r, opts.by == "host" and "by_host" or "by_route"))
+  end
+  return 0
+end
+
+return M
