@@ -3,7 +3,7 @@
  * records through rf_ledger_append (formatting, validation, the single write) against N write(2) calls of the
  * same bytes, formatted once beforehand, on an O_APPEND descriptor of a file in the same directory. Rounds
  * alternate the two; each side's best round counts (on a shared machine the slowest rounds measure the
- * neighbours). Prints the time per line of each and a "ratio:" line for bench/run's summary (issue 17's
+ * neighbours). Prints the time per line of each and a "ratio:" line for bench/run's summary (the
  * target: an append at most 2x the raw write).
  * Usage: bench_ledger [appends per round [rounds]]; the files go to $TMPDIR (default /tmp) and are removed.
  *        bench_ledger --calls N   N lines appended in batches of 64, nothing timed (bench/c_instructions.sh

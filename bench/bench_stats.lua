@@ -6,7 +6,7 @@
 -- Usage: lua5.4 bench/bench_stats.lua [--floor BUILD/bench_stats] [--dir DIR] [--sizes 100000,1000000] [--keep]
 -- (bench/run passes the floor; LUA_PATH and LUA_CPATH must find retryfreeze, as in bench/run).
 -- Internal: lua5.4 bench/bench_stats.lua --measure stats|read|cli-text|cli-json LEDGER, or --generate PATH N
-local TARGET <const> = 500000 -- lines per second (issue 4 §5)
+local TARGET <const> = 500000 -- lines per second
 
 local vmhwm_kb = require "bench.peak_memory"
 

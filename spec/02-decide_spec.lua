@@ -166,7 +166,7 @@ describe("policy:decide", function()
   end)
 end)
 
--- Issue 17: a lowercase method was decided as a silent no-route.
+-- A lowercase method was decided as a silent no-route.
 describe("a lowercase method", function()
   local policy = assert(rf.load(h.desk_lock))
   it("is refused with the reason, not decided as no-route", function()

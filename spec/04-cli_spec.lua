@@ -186,7 +186,7 @@ describe("retryfreeze decide", function()
   end)
 end)
 
--- Issue 17 ("Packaging a user meets"): demo from a rock (no retryfreeze-serve beside the command) or outside the
+-- Demo from a rock (no retryfreeze-serve beside the command) or outside the
 -- checkout (no examples/) checks what it needs before it prints or starts anything, and says what to set.
 -- The rock here is a Lua 5.4 one: pending in a build without the 5.4 module (RF_LUA=luajit).
 local describe_54 = h.has_module("5.4") and describe or pending
@@ -290,7 +290,7 @@ describe("every command's --help names what each option takes", function()
   end)
 end)
 
--- Issue 17: `--table <TEXT>  text` said nothing. Every option of every command says what it does in --help.
+-- `--table <TEXT>  text` said nothing. Every option of every command says what it does in --help.
 describe("every command's --help describes each option", function()
   local cli = require "retryfreeze.cli"
   local generic = { ["text"] = true, ["an integer"] = true, ["a number"] = true,

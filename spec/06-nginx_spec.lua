@@ -51,7 +51,7 @@ local LOCK = [[
 
 local nginx = servers.nginx_bin
 
--- 1000 response headers X-H-1 … X-H-1000 (issue 6 §3).
+-- 1000 response headers X-H-1 … X-H-1000.
 local function many_headers()
   local h = {}
   for i = 1, 1000 do h[i] = string.format("add_header X-H-%d v%d always;", i, i) end
@@ -190,7 +190,7 @@ describe("rf.client against nginx", function()
     assert.is_true(r.elapsed_ms <= 800 + 50 + stalled, "elapsed " .. r.elapsed_ms)
   end)
 
-  it("uses the first of two Retry-After headers (issue 6 §3; docs/reasons.md)", function()
+  it("uses the first of two Retry-After headers (docs/reasons.md)", function()
     local r = client:request{ method = "GET", path = "/throttle-twice" }
     assert.same({ "exhausted", 2 }, { r.outcome, r.attempts })
     assert.equal("1", r.tries[1].retry_after)
@@ -205,7 +205,7 @@ describe("rf.client against nginx", function()
   end)
 
   -- A regression test: the client's guard against libcurl's hidden resend used to abort the redirect's send.
-  -- Each hop is a try of its own and counts in attempts (issue 12: attempts = the requests nginx saw).
+  -- Each hop is a try of its own and counts in attempts (attempts = the requests nginx saw).
   it("follows nginx's 301 when follow_redirects = true", function()
     local follower = rf.client{ policy = policy, base_url = ng.url, follow_redirects = true, rng_seed = 7 }
     local r = follower:request{ method = "GET", path = "/moved" }

@@ -93,7 +93,7 @@ describe("diff.compare", function()
         lines_of(base(), tb))
     end)
 
-    -- Issue 11, fault 2: with baseMs equal to maxMs, decorrelated gives the constant delay none gives.
+    -- With baseMs equal to maxMs, decorrelated gives the constant delay none gives.
     it("judges jitter by the windows it gives, not by a rank", function()
       local function with(jitter)
         local t = base()
@@ -260,7 +260,7 @@ describe("diff.compare", function()
   end)
 
   describe("routes", function()
-    -- Issue 11, fault 1: a new, more specific route takes requests from a wider one.
+    -- A new, more specific route takes requests from a wider one.
     it("a route that takes requests from a wider route is judged by what those requests get", function()
       local svc = assert(rf.load("examples/service.lock.json"))
       local f = assert(io.open("examples/service.lock.json"))

@@ -1,6 +1,6 @@
 -- The pairing log: `retryfreeze signoff` / `verify`, retryfreeze.signoff, and pinned loads. The log verifies
 -- itself (every entry's hash, the chain, each stored policy against its digest), is shared by several locks,
--- and passes a lock that is signed off or only narrowed since (issue 11, faults 3-5).
+-- and passes a lock that is signed off or only narrowed since.
 local h = require "spec.helper"
 local rf = require "retryfreeze"
 local json = require "retryfreeze.json"
@@ -124,7 +124,7 @@ describe("sign-off", function()
       assert.equal("../jobs.lock.json", signoff.lock_name(lock, dir .. "/api/log.jsonl"))
     end)
 
-    it("records the widening of a route that takes requests from a wider one (issue 11, fault 1)", function()
+    it("records the widening of a route that takes requests from a wider one", function()
       local svc = dir .. "/service.lock.json"
       local text = assert(read("examples/service.lock.json"))
       write(svc, text)

@@ -327,7 +327,7 @@ describe("retryfreeze.glob", function()
   end)
 end)
 
--- Issue 11, fault 9: soak and demo replaced an existing ledger, varied under a fixed seed, and soak's default
+-- Soak and demo replaced an existing ledger, varied under a fixed seed, and soak's default
 -- faults never exercised the backoff.
 describe("soak and demo ledgers", function()
   local function read_all(path)
@@ -369,7 +369,7 @@ describe("soak and demo ledgers", function()
     os.remove(path)
   end)
 
-  it("soak and demo end a torn last line with a newline and append after it (issue 10 fault 10)", function()
+  it("soak and demo end a torn last line with a newline and append after it", function()
     local text = ok1(7) .. '{"ts":"2026-11-29T17:20:01.123Z","rou'
     for _, cmd in ipairs({ { "demo", "--requests", "2" }, { "soak", h.desk_lock, "--requests", "2" } }) do
       local path = h.temp_file(text)
@@ -420,7 +420,7 @@ describe("soak and demo ledgers", function()
   end)
 end)
 
--- Issue 11, fault 8: a ledger written by the seed's Python harness was refused.
+-- A ledger written by the seed's Python harness was refused.
 describe("seed-harness ledger lines", function()
   local HARNESS_OK = '{"key": "k1", "attempts": 2, "elapsed_s": 0.41, "last": {"status": 200, "body_len": 12, '
     .. '"verdict": "unknown"}, "ok": true}\n'

@@ -182,7 +182,7 @@ describe("retryfreeze.gate", function()
   end)
 end)
 
--- Issue 11, fault 6: a total outage passed every gate.
+-- A total outage passed every gate.
 describe("retryfreeze gate sees outages", function()
   local DEAD = rep(10, line("GET /v1/jobs/{id}", 2, "exhausted", "max-attempts", false, 503))
 
@@ -266,7 +266,7 @@ describe("retryfreeze gate sees outages", function()
   end)
 end)
 
--- Issue 11, fault 8: the seed's gate ran with no options.
+-- The seed's gate ran with no options.
 describe("retryfreeze gate with no thresholds", function()
   it("applies the seed's defaults and says so", function()
     local out, _, code = h.run_cli("gate", ledger(JOBS))
@@ -286,7 +286,7 @@ describe("retryfreeze gate with no thresholds", function()
   end)
 end)
 
--- Issue 11, fault 7: a failure on the last attempt hid its class (real client, scripted upstream).
+-- A failure on the last attempt hid its class (real client, scripted upstream).
 describe("outcome by class", function()
   local upstream = require "retryfreeze.upstream"
 

@@ -1,5 +1,5 @@
 -- A script that wants a retry the lock does not grant: every route a Lua script has to change a policy's
--- decisions (issue 6 §4). Each attempt must be refused (an error) or have no effect on decide, and none may
+-- decisions. Each attempt must be refused (an error) or have no effect on decide, and none may
 -- crash the process. spec/03-immutable_spec.lua covers the basic cases (assignment, rawset, setmetatable,
 -- routes() copies, a fake policy table, __index on facts); this file goes further.
 --

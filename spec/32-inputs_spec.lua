@@ -1,4 +1,4 @@
--- Every input path (issue 10, faults 7–10): a FIFO, a device or a directory is refused with its name, never
+-- Every input path: a FIFO, a device or a directory is refused with its name, never
 -- waited on; every reader stops at its size cap; a NUL inside a lock, a pairing-log or a decision-table string
 -- is refused where it is; and a ledger torn by kill -9 is repaired by the next writer and read on by `stats`.
 local h = require "spec.helper"
@@ -69,7 +69,7 @@ describe("input paths take regular files only", function()
 
   -- A path that does not exist: exit 2 (input that cannot be used), and one sentence that names the path once,
   -- what it was meant to be and why: "cannot open lock PATH: No such file or directory" — not "invalid lock:
-  -- PATH: cannot open lock PATH: …". The same for every reader (issue 17, "Packaging a user meets").
+  -- PATH: cannot open lock PATH: …". The same for every reader.
   local missing_cases = {
     { "check", "MISSING", what = "lock" },
     { "check", "LOCK", "--table", "MISSING", what = "decision table" },

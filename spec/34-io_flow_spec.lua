@@ -1,4 +1,4 @@
--- rf.flow (issue 14): one request's attempt loop driven by the host's I/O. A fake io (no network, a virtual
+-- rf.flow: one request's attempt loop driven by the host's I/O. A fake io (no network, a virtual
 -- clock) drives every outcome; the same scripted responses through client:request (retryfreeze-serve) and
 -- through rf.flow give ledger lines that differ only in times.
 local h = require "spec.helper"

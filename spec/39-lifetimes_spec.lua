@@ -1,4 +1,4 @@
--- Issue 10: nothing a Lua script does with a client, its ledger, its requests or its hooks may crash the host.
+-- Nothing a Lua script does with a client, its ledger, its requests or its hooks may crash the host.
 -- Each fault the issue reports is one test here. Every case runs in a child `lua5.4` (a fresh, shallow Lua
 -- stack, as a user's script has), so a crash fails one test instead of killing busted; under .ci/run the
 -- children inherit the sanitizer preload and RF_SANITIZED, and ASan's report is a failure (exit code 1 or a
@@ -28,7 +28,7 @@ local BUSY = "client is busy %(called from its own on_attempt hook%)"
 -- without the 5.4 module (RF_LUA=luajit), whose LuaJIT runs the runtimes' cases.
 local it_54 = h.has_module("5.4") and it or pending
 
-describe("lifetimes and re-entrancy (issue 10)", function()
+describe("lifetimes and re-entrancy", function()
   local up
   setup(function() up = assert(upstream.start{ bindir = h.bindir, max_seconds = 300 }) end)
   teardown(function() up.stop() end)

@@ -1,4 +1,4 @@
--- Redirects by RFC 9110 §15.4 against real nginx (issue 12, and issue 10 item 6): every status 301, 302,
+-- Redirects by RFC 9110 §15.4 against real nginx: every status 301, 302,
 -- 303, 307, 308 × GET, POST, PUT, with what each hop delivered read from nginx's access log ($request_method,
 -- $content_length, $request_length, and $request_body where nginx proxies the landing request to a sink);
 -- Retry-After on a 3xx; Authorization and Cookie kept from other origins; redirect loops ended by
@@ -240,7 +240,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     assert.same({ true, 302, 1 }, { r.ok, r.status, r.attempts })
   end)
 
-  describe("redirect loops (issue 10 item 6)", function()
+  describe("redirect loops", function()
     it("ends a GET loop after max_redirects + 1 requests as TOO_MANY_REDIRECTS, terminal", function()
       local path = os.tmpname()
       local ledger = assert(rf.ledger.open(path))

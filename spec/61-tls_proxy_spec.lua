@@ -1,4 +1,4 @@
--- The client on real networks (issue 12): TLS against nginx with a private CA and certificates made here
+-- The client on real networks: TLS against nginx with a private CA and certificates made here
 -- with openssl (trusted with tls.ca_file, CURL_CA_BUNDLE or SSL_CERT_FILE; unknown CA, hostname mismatch,
 -- expired, client certificate required), verify = false with its one warning, a real forward proxy
 -- (tinyproxy: its log shows the request) set by option or by http_proxy, no_proxy bypassing it, a refusing

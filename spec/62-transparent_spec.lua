@@ -1,4 +1,4 @@
--- Retries that never left (issue 12): a keyless POST refused at connect time, or failing its TLS handshake,
+-- Retries that never left: a keyless POST refused at connect time, or failing its TLS handshake,
 -- is retried without an idempotency key (reason transparent-retry), still counting as attempts under the
 -- deadline and the retry budget; a POST that reached the server and lost its connection (nginx `return 444`)
 -- is not. The lock's transparentRetry: false turns it off. And per-request deadline_ms / timeout_ms, which

@@ -1,4 +1,4 @@
--- HTTP/2 (issue 12): http_version = "2" against nginx's http2 listeners, over TLS (ALPN) and in clear text
+-- HTTP/2: http_version = "2" against nginx's http2 listeners, over TLS (ALPN) and in clear text
 -- (h2c with prior knowledge); client:all multiplexes its requests as streams of one connection. nginx's
 -- access log ($server_protocol, $connection) is the witness.
 local rf = require "retryfreeze"

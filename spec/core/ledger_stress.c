@@ -270,7 +270,7 @@ static int phase2(const char *file) {
 }
 
 /*
- * Phase 3 (issue 6): a writer killed with SIGKILL at KILLS seeded moments, each on a fresh ledger. Each time
+ * Phase 3: a writer killed with SIGKILL at KILLS seeded moments, each on a fresh ledger. Each time
  * every line but at most the last parses, the lines are whole and in order, and a line cut by the kill (a
  * fatal signal can interrupt write(2) midway) is reported by the reader as the torn last line.
  */
@@ -326,8 +326,8 @@ static int phase3(const char *file) {
     return 0;
 }
 
-/* Phase 4 (issue 6): a ledger on a 16 KiB tmpfs. Appends until the disk is full: the failure says "No space
- * left on device" and every line before it reads back whole. Then (issue 10) space is freed (a 4 KiB filler
+/* Phase 4: a ledger on a 16 KiB tmpfs. Appends until the disk is full: the failure says "No space
+ * left on device" and every line before it reads back whole. Then space is freed (a 4 KiB filler
  * file removed) and a new writer appends: it ends the torn line first, so its record reads back whole after
  * it. Skipped (and said so) where tmpfs cannot be mounted (not root, or no CAP_SYS_ADMIN). */
 static int phase4(void) {
@@ -415,7 +415,7 @@ static int phase4(void) {
 }
 
 /*
- * Phase 5 (issue 10): KILLS writers in turn on ONE ledger, each killed with SIGKILL at a seeded moment. After
+ * Phase 5: KILLS writers in turn on ONE ledger, each killed with SIGKILL at a seeded moment. After
  * each kill, when the file ends in a whole line, a part of a line is appended raw, as a kill inside write(2)
  * leaves it; the next writer must end that fragment before its first line. At the end every line is a whole
  * record (each writer's in order) or a torn line, the torn lines are exactly the fragments, and nothing is
@@ -502,7 +502,7 @@ static int phase5(const char *file) {
  * Phase 6: RACERS processes append lines of about 3 KB (so most cross a page boundary, where another process
  * can see the line half copied in) while this process opens the file OPENS times, each open checking the last
  * byte for a fragment. No line may be empty: an open that took another writer's line in progress for a
- * fragment would have ended it with a newline of its own (issue 17 took the lock off the appends; without the
+ * fragment would have ended it with a newline of its own (appends take no lock; without the
  * check's wait for writes in progress this found empty lines in 3 runs of 4).
  */
 enum { RACERS = 3, OPENS = 3000 };

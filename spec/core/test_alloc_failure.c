@@ -326,7 +326,7 @@ static void test_gate_and_budget_lock(void **state) {
     fail_each_allocation("gate and retry budget", op_load_buffer, &t, RAN_OK, false);
 }
 
-/* retryAfter.headers and classLimits (issue 13): loaded under every allocation failure, and rf_decide reading
+/* retryAfter.headers and classLimits: loaded under every allocation failure, and rf_decide reading
  * hints and applying a class limit allocates nothing at all. */
 #define SIGNALS_LOCK                                                                                        \
     "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":9000,"   \

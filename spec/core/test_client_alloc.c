@@ -1,5 +1,5 @@
 /*
- * Failing allocator for the client (issue 6 §2): every allocation of one rf_client_new + rf_client_request +
+ * Failing allocator for the client: every allocation of one rf_client_new + rf_client_request +
  * rf_client_free against the project's upstream is failed in turn, N = 1, 2, … until a run makes fewer than
  * N allocations: for a keyed POST retried once, then for a hedged GET whose hedge wins. Each run must end cleanly —
  * RF_ENOMEM from rf_client_new, or a response (an allocation that fails inside libcurl is a transport failure, never a

@@ -1,5 +1,5 @@
 /*
- * The client's concurrent paths against the project's upstream (issue 10): rf_client_all keeps at most
+ * The client's concurrent paths against the project's upstream: rf_client_all keeps at most
  * RF_ALL_CONCURRENCY requests in flight (600 requests to an upstream that takes 512 connections all succeed),
  * refuses to run beside requests started with rf_client_start (whose completions it would swallow), and
  * rf_pending_done says when a started request has been reported.

@@ -452,7 +452,7 @@ static void test_format_escapes_strings(void **state) {
     assert_contains(buf, "\"path\":\"/a\\\"b\\\\c\\u0001\\n\xc3\xa9\",");
 }
 
-/* Issue 10: a secret in the path's query (?api_key=SECRET) never reaches the ledger; the names stay. */
+/* A secret in the path's query (?api_key=SECRET) never reaches the ledger; the names stay. */
 static void test_format_redacts_query_values(void **state) {
     (void)state;
     static const struct {
@@ -1061,7 +1061,7 @@ static void expect_record_torn_record(const char *path) {
     rf_ledger_reader_close(r);
 }
 
-/* Issue 10 fault 10: after a crash mid-append, the next writer's first line was glued onto the fragment. */
+/* After a crash mid-append, the next writer's first line was glued onto the fragment. */
 static void test_writer_terminates_a_torn_last_line(void **state) {
     (void)state;
     const char *path = tmp_file("repair.jsonl");
@@ -1289,7 +1289,7 @@ static void test_open_errors(void **state) {
     assert_string_equal(err.message, "cannot open ledger /nonexistent-rf-dir/ledger.jsonl: No such file or directory");
 }
 
-/* Issue 10 fault 8: a FIFO blocked the reader (and a writer) forever; devices are no ledgers either. */
+/* A FIFO blocked the reader (and a writer) forever; devices are no ledgers either. */
 static void test_regular_files_only(void **state) {
     (void)state;
     const char *fifo = tmp_file("ledger.fifo");

@@ -493,7 +493,7 @@ static void refused_n(const char *text, size_t len, const char *path, const char
 
 #define FLAT_REST "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000"
 
-/* Issue 10 fault 7: cJSON ends strings at a NUL, so "maxAttempts\u0000 anything" used to load as maxAttempts. */
+/* CJSON ends strings at a NUL, so "maxAttempts\u0000 anything" used to load as maxAttempts. */
 static void test_nul_in_any_lock_string_is_refused_with_its_path(void **state) {
     (void)state;
     const char *nul = "contains a NUL character";
@@ -519,7 +519,7 @@ static void test_nul_in_any_lock_string_is_refused_with_its_path(void **state) {
     rf_policy_free(p);
 }
 
-/* Issue 10 faults 8 and 9: a FIFO blocked the loader forever; a device or a directory is no lock either. */
+/* A FIFO blocked the loader forever; a device or a directory is no lock either. */
 static void test_load_file_takes_regular_files_only(void **state) {
     (void)state;
     alarm(20); /* a blocking open would hang the test: make it fail instead */

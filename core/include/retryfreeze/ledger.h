@@ -146,7 +146,7 @@ RF_API rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_
 /*
  * Appends the n records recs[0..n) as n lines, in order, with one write(2) per batch of lines instead of one per
  * line (then one fsync(2), with RF_LEDGER_FSYNC_LINE): for a caller holding several finished records at once, such
- * as the client's requests reported by one rf_client_run (issue 17: the write(2) per line was the largest part of
+ * as the client's requests reported by one rf_client_run (the write(2) per line was the largest part of
  * an append). Each line is whole and lines of other writers never land inside it (one O_APPEND write, as for
  * rf_ledger_append); a batch is cut at RF_LEDGER_BATCH_BYTES (a longer line goes alone). status[i] is what
  * rf_ledger_append would have returned for record i: RF_EINVAL or RF_ENOMEM leaves that record out (the others

@@ -43,7 +43,7 @@ struct rf_ledger {
 
 /*
  * Writers that check a file's last byte (at open) hold an exclusive flock(2) meanwhile, so two of them never
- * both end the same fragment. Appends take no lock: each is one write(2) on O_APPEND (issue 17: a lock around
+ * both end the same fragment. Appends take no lock: each is one write(2) on O_APPEND (a lock around
  * every append cost as much as the write itself). A lock that cannot be had (a file system without flock) is
  * done without.
  */
