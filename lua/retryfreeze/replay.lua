@@ -20,6 +20,13 @@ M.figures = { "requests", "successes", "success_rate", "retried_successes", "ret
 M.ratios = { "success_rate", "terminal_rate", "retried_success_ratio", "attempts_per_success",
   "attempts_per_request", "retry_ratio" }
 
+--- The denominator of each figure of the predicted table that is a quotient (RF_TALLY_RATIOS, then the load per
+--- second): over a denominator of 0 the figure is 0 by convention, which says nothing of the candidate.
+M.denominators = { success_rate = "requests", terminal_rate = "requests", retried_success_ratio = "successes",
+  attempts_per_success = "successes", attempts_per_request = "requests", retry_ratio = "requests",
+  hedges_per_request = "requests", hedge_win_rate = "requests", upstream_attempts_per_second = "duration_ms",
+  extra_attempts_per_second = "duration_ms" }
+
 -- A binding error as this module returns it (the message names the file and line).
 local function message_of(err) return (tostring(err):gsub("^[^\n]-replay%.lua:%d+: ", "")) end
 
