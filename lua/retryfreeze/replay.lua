@@ -12,6 +12,10 @@ local util = require "retryfreeze.util"
 
 local M = {}
 
+--- What a modelled prediction assumes of the tries the record never made (docs/evidence.md "Modelled where it does
+--- not"), as the notes and the report say it.
+M.ASSUMPTION = "tries independent, the upstream's behaviour unchanged by the extra load"
+
 --- The figures compared side by side, by their `stats --json` names, in the order the text prints them.
 M.figures = { "requests", "successes", "success_rate", "retried_successes", "retried_success_ratio", "attempts",
   "attempts_per_success", "attempts_per_request", "terminal_rate" }
@@ -55,7 +59,7 @@ local function notes_of(r)
   if i.modelled > 0 then
     note(plural(i.modelled, "request") .. " modelled (" .. plural(i.modelled_tries, "try", "tries")
       .. " the record never made, drawn from the tries it recorded on the same route after the same failure "
-      .. "class; assumed: tries independent, the upstream's behaviour unchanged by the extra load); interval: "
+      .. "class; assumed: " .. M.ASSUMPTION .. "); interval: "
       .. "± 1.96 standard deviations over " .. i.replicates .. " redraws")
   end
   for _, g in ipairs(r.gaps) do
@@ -184,6 +188,21 @@ local function scope_lines(lines, rec, pred, iv)
   end
 end
 
+--- The head of the replay's text: how many requests were predicted how, the load on the upstream, the throttles
+--- and deadline cuts (printable; the report shows the same lines).
+-- @param r a result of M.replay
+-- @return headline string, array of the load lines
+function M.head(r)
+  local p = r.predicted
+  return util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
+    .. "%d no-route, %d seed-harness)", tostring(r.candidate), r.recorded.requests, p.exact, p.modelled, p.unmodelled,
+    p.no_route, p.harness), {
+    util.format("upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
+      p.upstream_attempts, p.extra_attempts, p.upstream_attempts_per_second, p.extra_attempts_per_second,
+      p.duration_ms),
+    util.format("retry budget throttled %d requests; deadlines cut %d requests", p.throttled, p.deadline_cut) }
+end
+
 --- The text `retryfreeze replay` prints; every name from a ledger or a lock (routes, reasons, hosts, files, notes)
 --- through util.printable, as `stats` prints them.
 -- @param r a result of M.replay; group "by_route" or "by_host"
@@ -191,15 +210,10 @@ end
 function M.render(r, group)
   group = group or "by_route"
   local p = r.predicted
-  local lines = { util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
-    .. "%d no-route, %d seed-harness)", tostring(r.candidate), r.recorded.requests, p.exact, p.modelled, p.unmodelled,
-    p.no_route, p.harness) }
+  local headline, load = M.head(r)
+  local lines = { headline }
   scope_lines(lines, r.recorded, p, r.interval.whole)
-  lines[#lines + 1] = util.format("  upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
-    p.upstream_attempts, p.extra_attempts, p.upstream_attempts_per_second, p.extra_attempts_per_second,
-    p.duration_ms)
-  lines[#lines + 1] = util.format("  retry budget throttled %d requests; deadlines cut %d requests", p.throttled,
-    p.deadline_cut)
+  for _, l in ipairs(load) do lines[#lines + 1] = "  " .. l end
   local names = {}
   for name in pairs(r.recorded[group] or {}) do names[name] = true end
   for name in pairs(p[group] or {}) do names[name] = true end
