@@ -188,15 +188,15 @@ function M.build(paths, opts)
     if not policy then return nil, util.lock_error(opts.lock, why) end
   end
   local sopts = { skip_corrupt = opts.skip_corrupt or false, after_line = opts.after_line }
-  local r, err
+  local replayed, err -- the replay's result, for the A vs B view
   if opts.replay then
     if not policy then return nil, "the A vs B view needs the candidate lock (opts.lock)" end
     local o = opts.replay
-    r = o.result
-    if not r then
-      r, err = replay.replay(paths, policy, { seed = o.seed, by = o.by, skip_corrupt = sopts.skip_corrupt,
+    replayed = o.result
+    if not replayed then
+      replayed, err = replay.replay(paths, policy, { seed = o.seed, by = o.by, skip_corrupt = sopts.skip_corrupt,
         min_samples = o.min_samples })
-      if not r then return nil, err end
+      if not replayed then return nil, err end
     end
   end
   local s
@@ -259,21 +259,21 @@ function M.build(paths, opts)
   end
 
   local versus
-  if r then
+  if replayed then
     local group = opts.replay.by == "host" and "by_host" or "by_route"
     local rows
-    data.versus, rows = versus_of(r, group)
-    local headline, load = replay.head(r)
-    versus = { result = r, rows = rows, headline = headline, load = load, group = group,
+    data.versus, rows = versus_of(replayed, group)
+    local headline, load = replay.head(replayed)
+    versus = { result = replayed, rows = rows, headline = headline, load = load, group = group,
       recorded_summary = gate.summary(s) }
   end
   return {
-    title = opts.title or (r and "retryfreeze replay: recorded vs predicted under " .. opts.lock)
+    title = opts.title or (replayed and "retryfreeze replay: recorded vs predicted under " .. opts.lock)
       or "retryfreeze report",
     generated = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     stats = s,
-    summary = gate.summary(r and r.predicted or s),
-    verdict = verdict_of(r and r.predicted or s, policy, opts.thresholds),
+    summary = gate.summary(replayed and replayed.predicted or s),
+    verdict = verdict_of(replayed and replayed.predicted or s, policy, opts.thresholds),
     versus = versus,
     lock = policy and lock_of(opts.lock, policy, opts.log) or nil,
     buckets = tl,
