@@ -396,6 +396,24 @@ describe("the A vs B page: replay --report and report --replay", function()
     assert.matches("--seed needs --replay", err, 1, true)
   end)
 
+  it("groups by host with --by host: lines without a host are under (no host), as stats says it", function()
+    local page = tmp .. "/hosts.html"
+    local out, err, code = h.run_cli("replay", ledger, "--lock", narrow, "--by", "host", "--report", page)
+    assert.equal(0, code, err)
+    assert.matches("\nhost %(no host%)\n", out)
+    assert.matches("\n  %(no host%) ", (h.run_cli("stats", ledger, "--by", "host")))
+    local r = replay_json(narrow, 0, "--by", "host")
+    local scopes = {}
+    for _, c in ipairs(page_data(page).versus.figures) do
+      scopes[c.scope] = true
+      if c.scope == "(no host)" and (c.figure == "requests" or c.figure == "attempts") then
+        assert.equal(r[c.side].by_host[""][c.figure], c.value, c.side .. " " .. c.figure)
+      end
+    end
+    assert.same({ ["(all requests)"] = true, ["(no host)"] = true }, scopes)
+    assert.matches("<th>host</th><th>figure</th>", read(page), 1, true)
+  end)
+
   it("writes the page alone on standard output with --report -, the text on standard error", function()
     local text = h.run_cli("replay", ledger, "--lock", narrow, "--seed", "2")
     local out, err, code = h.run_cli("replay", ledger, "--lock", narrow, "--seed", "2", "--report", "-")

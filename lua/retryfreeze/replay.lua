@@ -218,7 +218,8 @@ function M.render(r, group)
   for name in pairs(r.recorded[group] or {}) do names[name] = true end
   for name in pairs(p[group] or {}) do names[name] = true end
   for _, name in ipairs(util.sorted_keys(names)) do
-    lines[#lines + 1] = util.format("%s %s", group == "by_host" and "host" or "route", ledger_stats.route_label(name))
+    lines[#lines + 1] = util.format("%s %s", group == "by_host" and "host" or "route",
+      ledger_stats.scope_label(group, name))
     scope_lines(lines, r.recorded[group][name], p[group][name], r.interval[name])
   end
   for _, path in ipairs(util.sorted_keys(r.torn)) do

@@ -162,7 +162,7 @@ local function versus_of(r, group)
   for name in pairs(r.recorded[group] or {}) do names[name] = true end
   for name in pairs(r.predicted[group] or {}) do names[name] = true end
   for _, name in ipairs(sorted_keys(names)) do
-    scope(ledger_stats.route_label(name), r.recorded[group][name], r.predicted[group][name], r.interval[name])
+    scope(ledger_stats.scope_label(group, name), r.recorded[group][name], r.predicted[group][name], r.interval[name])
   end
   return { figures = figures, reasons = reasons }, rows
 end
