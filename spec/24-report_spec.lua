@@ -15,40 +15,9 @@ local q, read = h.shell_quote, h.read_file
 local tmp = h.temp_dir()
 teardown(function() os.execute("rm -rf " .. q(tmp)) end)
 
---- Runs headless Chromium on a local file with the network disabled and a fresh profile.
--- @param file string: absolute path of the page
--- @param mode string: "--dump-dom" or "--screenshot=PATH"
--- @param tz string|nil: the browser's time zone (TZ), so that a chart formatting in local time shows it
--- @return stdout, stderr (Chromium's log: console messages appear as "INFO:CONSOLE")
-local function chromium(file, mode, tz)
-  local profile = tmp .. "/profile-" .. math.random(2 ^ 30)
-  local err_path = tmp .. "/chromium.err"
-  -- env -u: under the sanitized CI run, LD_PRELOAD holds libasan, which is not meant for the browser.
-  local cmd = table.concat({ "env -u LD_PRELOAD -u ASAN_OPTIONS", tz and "TZ=" .. q(tz) or "",
-    "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic",
-    "--no-first-run --disable-background-networking --disable-component-update --disable-sync",
-    "--user-data-dir=" .. q(profile), "--proxy-server=http://127.0.0.1:9", q("--host-resolver-rules=MAP * ~NOTFOUND"),
-    "--enable-logging=stderr --v=0 --virtual-time-budget=15000 --hide-scrollbars --window-size=1280,2700",
-    mode, q("file://" .. file), "2>" .. q(err_path) }, " ")
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  local err = read(err_path)
-  os.execute("rm -rf " .. q(profile))
-  return out, err
-end
-
-local function console_lines(log)
-  local lines = {}
-  for l in log:gmatch("[^\n]+") do
-    if l:find(":CONSOLE", 1, true) then lines[#lines + 1] = l end
-  end
-  return lines
-end
-
-local function html_unescape(s)
-  return (s:gsub("&quot;", '"'):gsub("&#39;", "'"):gsub("&lt;", "<"):gsub("&gt;", ">"):gsub("&amp;", "&"))
-end
+local browser = require "spec.support.chromium"
+local console_lines, html_unescape = browser.console_lines, browser.html_unescape
+local function chromium(file, mode, tz) return browser.run(tmp, file, mode, tz) end
 
 describe("retryfreeze report", function()
   local ledger = tmp .. "/ledger.jsonl"

@@ -175,6 +175,19 @@ local sorted_counts = util.keys_by_count
 -- @return string
 function M.route_label(route) return route == "" and "(no route)" or route end
 
+--- The host's label in text output: "(no host)" for the lines that name no host.
+-- @param host string
+-- @return string
+function M.host_label(host) return host == "" and "(no host)" or host end
+
+--- The label of a scope of a grouping: M.host_label for "by_host", else M.route_label.
+-- @param group string "by_route" or "by_host"; name string
+-- @return string
+function M.scope_label(group, name)
+  if group == "by_host" then return M.host_label(name) end
+  return M.route_label(name)
+end
+
 --- Renders stats as the text `retryfreeze stats` prints. Every string from the ledgers (routes, hosts,
 --- outcomes, reasons, classes, file names) is shown through util.printable: a control character in a ledger
 --- is written out, never sent to the terminal.
@@ -221,7 +234,7 @@ function M.render(s)
   end
   line("")
   local by, label = s.by_route, M.route_label
-  if s.by_host then by, label = s.by_host, function(h) return h == "" and "(no host)" or h end end
+  if s.by_host then by, label = s.by_host, M.host_label end
   line("  %-28s %9s %9s %9s %9s %9s %8s %8s %8s", s.by_host and "host" or "route", "requests", "success",
     "terminal", "retried-ok", "att/ok", "p50", "p95", "p99")
   for _, key in ipairs(util.sorted_keys(by)) do

@@ -12,6 +12,10 @@ local util = require "retryfreeze.util"
 
 local M = {}
 
+--- What a modelled prediction assumes of the tries the record never made (docs/evidence.md "Modelled where it does
+--- not"), as the notes and the report say it.
+M.ASSUMPTION = "tries independent, the upstream's behaviour unchanged by the extra load"
+
 --- The figures compared side by side, by their `stats --json` names, in the order the text prints them.
 M.figures = { "requests", "successes", "success_rate", "retried_successes", "retried_success_ratio", "attempts",
   "attempts_per_success", "attempts_per_request", "terminal_rate" }
@@ -19,6 +23,13 @@ M.figures = { "requests", "successes", "success_rate", "retried_successes", "ret
 --- The ratios that carry an interval (the tally's ratios, RF_TALLY_RATIOS).
 M.ratios = { "success_rate", "terminal_rate", "retried_success_ratio", "attempts_per_success",
   "attempts_per_request", "retry_ratio" }
+
+--- The denominator of each figure of the predicted table that is a quotient (RF_TALLY_RATIOS, then the load per
+--- second): over a denominator of 0 the figure is 0 by convention, which says nothing of the candidate.
+M.denominators = { success_rate = "requests", terminal_rate = "requests", retried_success_ratio = "successes",
+  attempts_per_success = "successes", attempts_per_request = "requests", retry_ratio = "requests",
+  hedges_per_request = "requests", hedge_win_rate = "requests", upstream_attempts_per_second = "duration_ms",
+  extra_attempts_per_second = "duration_ms" }
 
 -- A binding error as this module returns it (the message names the file and line).
 local function message_of(err) return (tostring(err):gsub("^[^\n]-replay%.lua:%d+: ", "")) end
@@ -48,7 +59,7 @@ local function notes_of(r)
   if i.modelled > 0 then
     note(plural(i.modelled, "request") .. " modelled (" .. plural(i.modelled_tries, "try", "tries")
       .. " the record never made, drawn from the tries it recorded on the same route after the same failure "
-      .. "class; assumed: tries independent, the upstream's behaviour unchanged by the extra load); interval: "
+      .. "class; assumed: " .. M.ASSUMPTION .. "); interval: "
       .. "± 1.96 standard deviations over " .. i.replicates .. " redraws")
   end
   for _, g in ipairs(r.gaps) do
@@ -177,6 +188,21 @@ local function scope_lines(lines, rec, pred, iv)
   end
 end
 
+--- The head of the replay's text: how many requests were predicted how, the load on the upstream, the throttles
+--- and deadline cuts (printable; the report shows the same lines).
+-- @param r a result of M.replay
+-- @return headline string, array of the load lines
+function M.head(r)
+  local p = r.predicted
+  return util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
+    .. "%d no-route, %d seed-harness)", tostring(r.candidate), r.recorded.requests, p.exact, p.modelled, p.unmodelled,
+    p.no_route, p.harness), {
+    util.format("upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
+      p.upstream_attempts, p.extra_attempts, p.upstream_attempts_per_second, p.extra_attempts_per_second,
+      p.duration_ms),
+    util.format("retry budget throttled %d requests; deadlines cut %d requests", p.throttled, p.deadline_cut) }
+end
+
 --- The text `retryfreeze replay` prints; every name from a ledger or a lock (routes, reasons, hosts, files, notes)
 --- through util.printable, as `stats` prints them.
 -- @param r a result of M.replay; group "by_route" or "by_host"
@@ -184,20 +210,16 @@ end
 function M.render(r, group)
   group = group or "by_route"
   local p = r.predicted
-  local lines = { util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
-    .. "%d no-route, %d seed-harness)", tostring(r.candidate), r.recorded.requests, p.exact, p.modelled, p.unmodelled,
-    p.no_route, p.harness) }
+  local headline, load = M.head(r)
+  local lines = { headline }
   scope_lines(lines, r.recorded, p, r.interval.whole)
-  lines[#lines + 1] = util.format("  upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
-    p.upstream_attempts, p.extra_attempts, p.upstream_attempts_per_second, p.extra_attempts_per_second,
-    p.duration_ms)
-  lines[#lines + 1] = util.format("  retry budget throttled %d requests; deadlines cut %d requests", p.throttled,
-    p.deadline_cut)
+  for _, l in ipairs(load) do lines[#lines + 1] = "  " .. l end
   local names = {}
   for name in pairs(r.recorded[group] or {}) do names[name] = true end
   for name in pairs(p[group] or {}) do names[name] = true end
   for _, name in ipairs(util.sorted_keys(names)) do
-    lines[#lines + 1] = util.format("%s %s", group == "by_host" and "host" or "route", ledger_stats.route_label(name))
+    lines[#lines + 1] = util.format("%s %s", group == "by_host" and "host" or "route",
+      ledger_stats.scope_label(group, name))
     scope_lines(lines, r.recorded[group][name], p[group][name], r.interval[name])
   end
   for _, path in ipairs(util.sorted_keys(r.torn)) do

@@ -5,6 +5,9 @@
 --- the ledgers: `stats` (whole input and by route; it also finds the time range), then `timeline` (the same
 --- scope per time bucket). Memory is one scope per route and per time bucket, whatever the ledgers' length.
 --- Verdict: retryfreeze.gate's merge, evaluate and summary, with the lock's thresholds.
+--- A vs B (`replay --report`, `report --replay`): the ledgers replayed under the lock (retryfreeze.replay), whose
+--- prediction the verdict then judges, and the recorded beside the predicted figures for the whole input and by
+--- route, with the replay's notes (its assumption, its interval, what older lines could not support).
 ---
 --- Charts: Vega-Lite compiled to Vega in the page and drawn as SVG. The minified builds are inlined from
 --- lua/retryfreeze/vendor/vega/ (pinned npm versions with their licences; revendor.sh fetches them again), so
@@ -16,6 +19,7 @@ local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 local output = require "retryfreeze.output"
+local replay = require "retryfreeze.replay"
 local util = require "retryfreeze.util"
 
 local M = {}
@@ -122,12 +126,56 @@ end
 
 local sorted_keys = util.sorted_keys
 
+--- The label of the whole input among the routes of the A vs B view.
+M.ALL = "(all requests)"
+
+-- The A vs B view's data: each figure of replay.figures recorded and predicted, for the whole input and each
+-- scope of the group (a ratio over a denominator of 0 is null: no bar), the prediction's interval where it was
+-- modelled, and the final reasons of both sides.
+local function versus_of(r, group)
+  local figures, reasons, rows = {}, {}, {}
+  local function scope(label, rec, pred, iv)
+    local row = { scope = label }
+    for _, side in ipairs({ { "recorded", rec }, { "predicted", pred } }) do
+      local name, t = side[1], side[2]
+      row[name] = {}
+      for _, k in ipairs(replay.figures) do
+        local den = replay.denominators[k]
+        local v = json.null
+        if t and not (den and t[den] == 0) then v = t[k] end
+        local cell = { scope = label, side = name, figure = k, value = v }
+        if name == "predicted" and iv and iv.modelled and iv[k .. "_lo"] and v ~= json.null then
+          cell.lo, cell.hi = iv[k .. "_lo"], iv[k .. "_hi"]
+        end
+        figures[#figures + 1] = cell
+        row[name][k] = cell
+      end
+      for _, reason in ipairs(sorted_keys(t and t.reasons or {})) do
+        reasons[#reasons + 1] = { scope = label, side = name, row = label .. " — " .. name, order = #reasons,
+          reason = reason, requests = t.reasons[reason] }
+      end
+    end
+    rows[#rows + 1] = row
+  end
+  scope(M.ALL, r.recorded, r.predicted, r.interval.whole)
+  local names = {}
+  for name in pairs(r.recorded[group] or {}) do names[name] = true end
+  for name in pairs(r.predicted[group] or {}) do names[name] = true end
+  for _, name in ipairs(sorted_keys(names)) do
+    scope(ledger_stats.scope_label(group, name), r.recorded[group][name], r.predicted[group][name], r.interval[name])
+  end
+  return { figures = figures, reasons = reasons }, rows
+end
+
 --- Computes everything the report shows.
 -- @param paths array of strings: ledgers (globs as for ledger_stats.stats)
 -- @param opts table|nil: {lock = path|nil, log = pairing log path|nil (default: beside the lock),
 --   title = string|nil, skip_corrupt = boolean, buckets = integer (most time buckets, default 60),
 --   thresholds = table|nil (gate thresholds as gate.merge returns them; default: the lock's gate),
---   after_line = {[path] = n}|nil (lines 1..n of that file are not counted: a soak's or demo's own run)}
+--   after_line = {[path] = n}|nil (lines 1..n of that file are not counted: a soak's or demo's own run),
+--   replay = {seed =, min_samples =, by = "route"|"host", result =}|nil (the A vs B view: the ledgers replayed
+--   under the lock, the candidate, as retryfreeze.replay does with those options; `result`, a replay of these
+--   ledgers under that lock already made, is shown instead of replaying again; the verdict judges the prediction)}
 -- @return model table (plain data: what render shows; `data` is what the charts get), or nil, message
 --   (an unreadable or corrupt ledger, an invalid lock, a tampered pairing log is shown, not an error)
 function M.build(paths, opts)
@@ -140,7 +188,19 @@ function M.build(paths, opts)
     if not policy then return nil, util.lock_error(opts.lock, why) end
   end
   local sopts = { skip_corrupt = opts.skip_corrupt or false, after_line = opts.after_line }
-  local s, err = ledger_stats.stats(paths, sopts)
+  local replayed, err -- the replay's result, for the A vs B view
+  if opts.replay then
+    if not policy then return nil, "the A vs B view needs the candidate lock (opts.lock)" end
+    local o = opts.replay
+    replayed = o.result
+    if not replayed then
+      replayed, err = replay.replay(paths, policy, { seed = o.seed, by = o.by, skip_corrupt = sopts.skip_corrupt,
+        min_samples = o.min_samples })
+      if not replayed then return nil, err end
+    end
+  end
+  local s
+  s, err = ledger_stats.stats(paths, sopts)
   if not s then return nil, err end
   local timeline = {}
   local tl
@@ -198,12 +258,23 @@ function M.build(paths, opts)
       p99 = r.elapsed_ms.p99 or json.null }
   end
 
+  local versus
+  if replayed then
+    local group = opts.replay.by == "host" and "by_host" or "by_route"
+    local rows
+    data.versus, rows = versus_of(replayed, group)
+    local headline, load = replay.head(replayed)
+    versus = { result = replayed, rows = rows, headline = headline, load = load, group = group,
+      recorded_summary = gate.summary(s) }
+  end
   return {
-    title = opts.title or "retryfreeze report",
+    title = opts.title or (replayed and "retryfreeze replay: recorded vs predicted under " .. opts.lock)
+      or "retryfreeze report",
     generated = os.date("!%Y-%m-%dT%H:%M:%SZ"),
     stats = s,
-    summary = gate.summary(s),
-    verdict = verdict_of(s, policy, opts.thresholds),
+    summary = gate.summary(replayed and replayed.predicted or s),
+    verdict = verdict_of(replayed and replayed.predicted or s, policy, opts.thresholds),
+    versus = versus,
     lock = policy and lock_of(opts.lock, policy, opts.log) or nil,
     buckets = tl,
     untimed = untimed,
@@ -300,6 +371,36 @@ local SCRIPT = [[
         color: {field: 'route', type: 'nominal', title: 'route'},
         tooltip: [{field: 'route'}, {field: 'use'}, {field: 'tries', type: 'quantitative'}]}}
   };
+  // A vs B: one figure, recorded and predicted side by side per route; a rule over a predicted bar is its interval.
+  var sides = ['recorded', 'predicted'];
+  function versus(figure, title, format) {
+    var scope = {field: 'scope', type: 'nominal', title: null, sort: 'ascending'};
+    return {data: {values: data.versus.figures}, width: w, height: {step: 34},
+      transform: [{filter: {field: 'figure', equal: figure}}, {filter: 'datum.value !== null'}],
+      encoding: {y: scope, yOffset: {field: 'side', type: 'nominal', sort: sides}},
+      layer: [{mark: 'bar', encoding: {
+          x: {field: 'value', type: 'quantitative', title: title, axis: format ? {format: format} : {}},
+          color: {field: 'side', type: 'nominal', title: null, sort: sides},
+          tooltip: [{field: 'scope', title: 'route'}, {field: 'side'},
+            {field: 'value', type: 'quantitative', title: title, format: format || ',.4f'},
+            {field: 'lo', type: 'quantitative', title: 'interval low', format: format || ',.4f'},
+            {field: 'hi', type: 'quantitative', title: 'interval high', format: format || ',.4f'}]}},
+        {transform: [{filter: 'isValid(datum.lo)'}], mark: {type: 'rule', strokeWidth: 2, color: '#1b1f24'},
+          encoding: {x: {field: 'lo', type: 'quantitative'}, x2: {field: 'hi'}}}]};
+  }
+  if (data.versus) {
+    charts['chart-vs-attempts'] = versus('attempts', 'attempts (the upstream\'s load)', ',d');
+    charts['chart-vs-success-rate'] = versus('success_rate', 'successes / requests', '.1%');
+    charts['chart-vs-retried'] = versus('retried_success_ratio', 'retried successes / successes', '.1%');
+    charts['chart-vs-attempts-per-success'] = versus('attempts_per_success', 'attempts per success', '.2f');
+    charts['chart-vs-terminal'] = versus('terminal_rate', 'terminal / requests', '.1%');
+    charts['chart-vs-reasons'] = {data: {values: data.versus.reasons}, width: w, height: {step: 22}, mark: 'bar',
+      encoding: {y: {field: 'row', type: 'nominal', title: null, sort: {field: 'order', op: 'min'}},
+        x: {field: 'requests', type: 'quantitative', stack: 'zero', title: 'requests'},
+        color: {field: 'reason', type: 'nominal', title: 'final reason'},
+        tooltip: [{field: 'scope', title: 'route'}, {field: 'side'}, {field: 'reason'},
+          {field: 'requests', type: 'quantitative'}]}};
+  }
   var status = {charts: {}, errors: window.__rfErrors, resources: []};
   var ids = Object.keys(charts);
   var jobs = ids.map(function (id) {
@@ -346,6 +447,70 @@ local charts = {
   { "chart-retry-after", "Retry-After use" },
 }
 
+-- The A vs B charts (the script draws them when the data has `versus`).
+local versus_charts = {
+  { "chart-vs-attempts", "Attempts: recorded vs predicted" },
+  { "chart-vs-success-rate", "Success rate: recorded vs predicted" },
+  { "chart-vs-retried", "Retried-success ratio: recorded vs predicted" },
+  { "chart-vs-attempts-per-success", "Attempts per success: recorded vs predicted" },
+  { "chart-vs-terminal", "Terminal rate: recorded vs predicted" },
+  { "chart-vs-reasons", "Final reasons: recorded vs predicted" },
+}
+
+local function chart_grid(w, list)
+  w('<div class="grid">\n')
+  for _, c in ipairs(list) do
+    w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
+  end
+  w('</div>\n')
+end
+
+-- A figure of the A vs B table: a count as an integer, a ratio with 4 decimals (as `retryfreeze replay` prints).
+local function figure_text(v)
+  if v == json.null then return "–" end
+  if math.type(v) == "integer" then return string.format("%d", v) end
+  return string.format("%.4f", v)
+end
+
+-- The A vs B section: what was predicted how, the method and its assumption, the notes, the charts and the table.
+local function render_versus(w, model)
+  local vs = model.versus
+  local r = vs.result
+  local p = r.predicted
+  w('<section id="versus"><h2>A vs B: recorded vs predicted under the candidate</h2>\n')
+  w('<div id="versus-head" data-exact="', p.exact, '" data-modelled="', p.modelled, '" data-unmodelled="',
+    p.unmodelled, '" data-no-route="', p.no_route, '" data-harness="', p.harness, '">', html(vs.headline), '</div>\n')
+  for _, l in ipairs(vs.load) do w('<div class="meta">', html(l), '</div>\n') end
+  w('<pre id="recorded-summary">recorded: ', html(vs.recorded_summary), '</pre>\n')
+  w('<p id="versus-method">', html("Each recorded request is decided again, try by try, under the candidate with "
+    .. "the facts its line recorded. Where the candidate stops at or before the record's last try the prediction "
+    .. "is exact. A try the record never made is modelled: drawn from the tries the record made on the same route "
+    .. "after the same failure class, assuming " .. replay.ASSUMPTION .. "; its figures carry an interval (the "
+    .. "rule over a predicted bar, and the table's last column). "), html(p.modelled > 0
+      and string.format("Here %d of %d requests were modelled.", p.modelled, p.requests)
+      or "Here no request was modelled: every prediction is exact, and has no interval."), '</p>\n')
+  w('<ul id="versus-notes">\n')
+  for _, path in ipairs(sorted_keys(r.torn)) do
+    w('<li>', html(string.format("torn line %s:%d", path, r.torn[path])), '</li>\n')
+  end
+  if r.corrupt_lines > 0 then w('<li>', html(r.corrupt_lines .. " corrupt lines skipped"), '</li>\n') end
+  for _, n in ipairs(r.notes) do w('<li class="note">', html(n), '</li>\n') end
+  w('</ul>\n')
+  chart_grid(w, versus_charts)
+  w('<table id="versus-table">\n<thead><tr><th>', vs.group == "by_host" and "host" or "route",
+    '</th><th>figure</th><th>recorded</th><th>predicted</th><th>interval</th></tr></thead>\n<tbody>\n')
+  for _, row in ipairs(vs.rows) do
+    for _, k in ipairs(replay.figures) do
+      local rec, pred = row.recorded[k], row.predicted[k]
+      w('<tr data-scope="', html(row.scope), '" data-figure="', k, '"><td>', html(row.scope), '</td><td>', k,
+        '</td><td data-side="recorded" data-value="', json.encode(rec.value), '">', figure_text(rec.value),
+        '</td><td data-side="predicted" data-value="', json.encode(pred.value), '">', figure_text(pred.value),
+        '</td><td>', pred.lo and string.format("[%.4f, %.4f]", pred.lo, pred.hi) or "", '</td></tr>\n')
+    end
+  end
+  w('</tbody></table>\n</section>\n')
+end
+
 --- Renders a model (from M.build) as one self-contained HTML page.
 -- @param model table
 -- @return string HTML, or nil, message (the vendored chart library is missing)
@@ -388,8 +553,9 @@ function M.render(model)
     w('<div class="meta bad">', s.corrupt_lines, ' corrupt lines skipped</div>\n')
   end
 
-  w('<section class="verdict ', v.state, '" id="verdict" data-state="', v.state, '"><strong>gate: ', html(v.state),
-    '</strong>', html(v.text), '\n<pre id="summary">', html(model.summary), '</pre>\n')
+  w('<section class="verdict ', v.state, '" id="verdict" data-state="', v.state, '"><strong>',
+    model.versus and "predicted gate: " or "gate: ", html(v.state), '</strong>', html(v.text),
+    '\n<pre id="summary">', model.versus and "predicted: " or "", html(model.summary), '</pre>\n')
   if s.hedges > 0 then -- the lock's hedging: the attempts it added, and how often they won
     w('<div class="note" id="hedging" data-hedges="', s.hedges, '" data-hedge-wins="', s.hedge_wins, '">',
       html(string.format("hedges: %d in %d requests (%.3f per request); won by a hedge: %d (%s of requests)",
@@ -409,17 +575,15 @@ function M.render(model)
       l.signoff.state == "signed" and "ok" or "bad", '">', html(l.signoff.text), '</div>\n</section>\n')
   end
 
-  w('<h2>Over time and by route</h2>\n')
+  if model.versus then render_versus(w, model) end
+
+  w('<h2>', model.versus and "The record: over time and by route" or "Over time and by route", '</h2>\n')
   if model.untimed > 0 then
     w('<div class="meta" id="untimed">', model.untimed, model.untimed == 1 and " line" or " lines",
       html(" from the seed's harness carry no ts: they are counted in the summary, the charts by route and the "
         .. "table, but not in the charts over time."), '</div>\n')
   end
-  w('<div class="grid">\n')
-  for _, c in ipairs(charts) do
-    w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
-  end
-  w('</div>\n')
+  chart_grid(w, charts)
   if #model.data.retry_after == 0 then
     w('<div class="meta">Retry-After use: no attempt in these ledgers carried a Retry-After header.</div>\n')
   end

@@ -15,6 +15,12 @@
 ---                                                        breach none of thresholds, retryfreeze.gate's names
 ---                                                        ({max_attempts_per_success = 1.3, …}) judged as
 ---                                                        `retryfreeze gate --replay` judges them
+---   assert.replay(ledgers, policy).FIGURE.at_most(bound [, message])
+---   assert.replay(ledgers, policy).FIGURE.at_least(bound [, message])
+---                                                        the chained form: FIGURE is a number of the
+---                                                        replay's predicted table (attempts_per_success,
+---                                                        success_rate, extra_attempts, …), its point estimate
+---                                                        within the bound
 ---
 --- Each has its negation through luassert's modifiers: assert.is_not.retries, assert.is_not.stops, … —
 --- `assert.is_not.not_widened(old, new)` passes when something widens.
@@ -31,6 +37,7 @@ local rf = require "retryfreeze"
 local diff = require "retryfreeze.diff"
 local decision_table = require "retryfreeze.decision_table"
 local gate = require "retryfreeze.gate"
+local replay = require "retryfreeze.replay"
 
 local M = {}
 
@@ -190,6 +197,65 @@ end
 local replay_thresholds = { min_successes = true, min_requests = true, forbid_reasons = true }
 for _, k in ipairs(gate.numeric) do replay_thresholds[k] = true end
 
+-- A figure of the chained form's message: a count as an integer, a ratio with 4 decimals (as replay prints them).
+local function figure_text(v)
+  if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format("%d", v) end
+  return string.format("%.4f", v)
+end
+
+-- The failure of a bound of the chained form, raised through luassert (busted counts it as a failed assertion)
+-- at the line that called at_most or at_least.
+local function bound_failure(r, ledgers, policy, what, msg)
+  local lines = { string.format("Expected the replay of %s under %s to predict %s.",
+    type(ledgers) == "table" and table.concat(ledgers, ", ") or ledgers, policy.digest, what),
+    "Predicted: " .. gate.summary(r.predicted), "Recorded: " .. gate.summary(r.recorded) }
+  for _, l in ipairs(r.notes) do lines[#lines + 1] = "  note: " .. l end
+  local text = table.concat(lines, "\n")
+  if msg ~= nil then text = tostring(msg) .. "\n" .. text end
+  assert(false, text, assert:level(3))
+end
+
+-- The chained form's object: indexing it with a figure of the predicted table gives {at_most, at_least}, each
+-- judging the figure's point estimate (negated: passing when the bound does not hold). A ratio whose
+-- denominator is 0 fails either way: it is 0 by convention, which says nothing about the candidate.
+local function figure_chain(r, ledgers, policy, negated, default_msg)
+  local numbers = {}
+  for k, v in pairs(r.predicted) do
+    if type(v) == "number" then numbers[#numbers + 1] = k end
+  end
+  table.sort(numbers)
+  return setmetatable({}, { __index = function(_, key)
+    local v = r.predicted[key]
+    if type(v) ~= "number" then
+      error(string.format("bad figure '%s' of assert.replay (a number of the predicted table expected: %s)",
+        tostring(key), table.concat(numbers, ", ")), 2)
+    end
+    local function bound(name, holds)
+      return function(b, msg)
+        if type(b) ~= "number" or b ~= b then
+          error(string.format("bad argument #1 to '%s' (number expected, got %s)", name,
+            type(b) == "number" and "NaN" or type(b)), 2)
+        end
+        if msg == nil then msg = default_msg end
+        local den = replay.denominators[key]
+        local iv = r.interval.whole
+        local interval = iv and iv.modelled and iv[key .. "_lo"]
+          and string.format(" (interval [%.4f, %.4f])", iv[key .. "_lo"], iv[key .. "_hi"]) or ""
+        local expected = string.format("%s%s %.14g", negated and "not " or "", (name:gsub("_", " ")), b)
+        if den and r.predicted[den] == 0 then
+          bound_failure(r, ledgers, policy, string.format("%s %s: cannot be judged: 0 predicted %s", key, expected,
+            den), msg)
+        elseif holds(v, b) == negated then
+          bound_failure(r, ledgers, policy, string.format("%s %s: predicted %s%s", key, expected, figure_text(v),
+            interval), msg)
+        end
+      end
+    end
+    return { at_most = bound("at_most", function(x, b) return x <= b end),
+      at_least = bound("at_least", function(x, b) return x >= b end) }
+  end })
+end
+
 local function replay_passes(state, arguments, level)
   level = (level or 1) + 1
   local ledgers, policy, thresholds, msg = arguments[1], arguments[2], arguments[3], arguments[4]
@@ -198,6 +264,12 @@ local function replay_passes(state, arguments, level)
       level + 1)
   end
   check_policy(policy, "replay", 2, level)
+  if thresholds == nil then -- the chained form: the figures are judged by at_most and at_least
+    local r, why = rf.replay(ledgers, policy, { seed = M.SEED })
+    if not r then error("bad argument #1 to 'replay' (" .. why .. ")", level + 1) end
+    -- luassert raises when the result differs from state.mod (false under is_not): the chain judges instead.
+    return state.mod, { figure_chain(r, ledgers, policy, not state.mod, msg), n = 1 }
+  end
   check_table(thresholds, "replay", 3, "thresholds", level)
   for k in pairs(thresholds) do
     if not replay_thresholds[k] then

@@ -1,8 +1,10 @@
---- `retryfreeze replay LEDGER… --lock CANDIDATE [--json] [--by route|host] [--seed S]`: the requests the ledgers
---- recorded, decided again under a candidate lock; the recorded and the predicted figures side by side, with the
---- names `stats --json` gives them (retryfreeze.replay).
+--- `retryfreeze replay LEDGER… --lock CANDIDATE [--json] [--by route|host] [--seed S] [--report FILE]`: the requests
+--- the ledgers recorded, decided again under a candidate lock; the recorded and the predicted figures side by side,
+--- with the names `stats --json` gives them (retryfreeze.replay); --report also writes them as an HTML page
+--- (retryfreeze.report's A vs B view).
 local cli_args = require "retryfreeze.cli.args"
 local cli_stats = require "retryfreeze.cli.stats"
+local output = require "retryfreeze.output"
 local replay = require "retryfreeze.replay"
 
 local M = cli_args.command {
@@ -14,8 +16,9 @@ local M = cli_args.command {
     .. "  prediction is exact; tries the record never made are drawn from the tries it did make on the same\n"
     .. "  route after the same failure class (tries independent, the upstream unchanged by the extra load), with\n"
     .. "  an interval, and a class with too few samples is named. Notes say what could not be predicted\n"
-    .. "  (mixed locks, no-route requests, seed-harness and older lines). Exit 0, or 2 on bad usage, an\n"
-    .. "  unreadable lock or ledger, or a corrupt line.",
+    .. "  (mixed locks, no-route requests, seed-harness and older lines). --report writes the same as an HTML\n"
+    .. "  page, written whole or not at all. Exit 0, or 2 on bad usage, an unreadable lock or ledger, a corrupt\n"
+    .. "  line, or a report path that is a directory, FIFO or device or cannot be written.",
   options = {
     { "--lock", "string CANDIDATE", "the candidate lock to replay the ledgers under", required = true },
     { "--json", "flag", "print one JSON object: recorded, predicted (with the extra load, throttles and deadline "
@@ -27,6 +30,9 @@ local M = cli_args.command {
     { "--min-samples", "integer N", "fewer recorded tries than this after a failure class on a route is too few "
       .. "samples to model it (default 30)", range = { 1, 1000000 } },
     { "--skip-corrupt", "flag", "count and skip corrupt lines instead of stopping at the first" },
+    { "--report", "string FILE", "also write the HTML page of recorded vs predicted by route (as `retryfreeze report "
+      .. "--replay`; - for standard output, the text then on standard error)",
+      check = function(v) if v == "" then return "--report FILE names no file (an empty path)" end end },
   },
 }
 
@@ -40,13 +46,22 @@ for _, k in ipairs(cli_stats.json_order) do M.json_order[#M.json_order + 1] = k 
 --- Runs `retryfreeze replay` (see retryfreeze.cli for ctx).
 function M.run(ctx, opts, pos)
   local policy = ctx.load_lock(opts.lock)
+  local report_ok, report_err = output.check({ { opts.report, "replace", "report" } })
+  if not report_ok then ctx.fail(report_err) end
+  local out = output.text_stream(ctx.out, ctx.err, opts.report) -- the page alone on standard output with --report -
   local r, why = replay.replay(pos, policy, { seed = opts.seed, by = opts.by, skip_corrupt = opts.skip_corrupt,
     min_samples = opts.min_samples })
   if not r then ctx.fail_ledgers(why) end
+  if opts.report then
+    local written, rerr = require("retryfreeze.report").write(opts.report, r.files, { lock = opts.lock,
+      skip_corrupt = opts.skip_corrupt, replay = { result = r, by = opts.by } })
+    if not written then ctx.fail("--report: " .. rerr) end
+  end
   if opts.json then
-    ctx.out:json(r, M.json_order)
+    out:json(r, M.json_order)
   else
-    ctx.out:write(replay.render(r, opts.by == "host" and "by_host" or "by_route"))
+    out:write(replay.render(r, opts.by == "host" and "by_host" or "by_route"))
+    if opts.report then out:printf("report: %s\n", opts.report) end
   end
   return 0
 end
