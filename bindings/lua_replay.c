@@ -69,14 +69,13 @@ static void push_interval(lua_State *L, const rf_replay_interval *iv) {
 static const struct {
     const char *name;
     size_t at;
-} INFO_COUNTS[] = {INFO_COUNT(records),        INFO_COUNT(harness),          INFO_COUNT(no_route),
-                   INFO_COUNT(exact),          INFO_COUNT(modelled),         INFO_COUNT(unmodelled),
-                   INFO_COUNT(modelled_tries), INFO_COUNT(assumed_timeouts), INFO_COUNT(timeouts_cut),
-                   INFO_COUNT(deadline_cut),   INFO_COUNT(throttled),        INFO_COUNT(sooner),
-                   INFO_COUNT(overlapping),    INFO_COUNT(older_records),    INFO_COUNT(older_timeouts),
-                   INFO_COUNT(older_waits),    INFO_COUNT(older_dates),      INFO_COUNT(older_tls),
-                   INFO_COUNT(hedged_requests), INFO_COUNT(hedge_keyless),   INFO_COUNT(hedges_best),
-                   INFO_COUNT(hedge_wins_best), INFO_COUNT(attempts_best),   INFO_COUNT(hedges_unbounded)};
+} INFO_COUNTS[] = {
+    INFO_COUNT(records),      INFO_COUNT(harness),         INFO_COUNT(no_route),        INFO_COUNT(exact),
+    INFO_COUNT(modelled),     INFO_COUNT(unmodelled),      INFO_COUNT(modelled_tries),  INFO_COUNT(assumed_timeouts),
+    INFO_COUNT(timeouts_cut), INFO_COUNT(deadline_cut),    INFO_COUNT(throttled),       INFO_COUNT(sooner),
+    INFO_COUNT(overlapping),  INFO_COUNT(older_records),   INFO_COUNT(older_timeouts),  INFO_COUNT(older_waits),
+    INFO_COUNT(older_dates),  INFO_COUNT(older_tls),       INFO_COUNT(hedged_requests), INFO_COUNT(hedge_keyless),
+    INFO_COUNT(hedges_best),  INFO_COUNT(hedge_wins_best), INFO_COUNT(attempts_best),   INFO_COUNT(hedges_unbounded)};
 #undef INFO_COUNT
 
 static void push_info(lua_State *L, const rf_replay_info *i) {

@@ -48,7 +48,7 @@ local function notes_of(r)
     note(plural(i.no_route, "request") .. " the candidate routes nowhere: predicted as refused (no-route), "
       .. "no attempt")
   end
-  if i.modelled > 0 then
+  if i.modelled > 0 and (i.modelled_tries > 0 or i.assumed_timeouts > 0) then -- hedges alone: their own note
     note(plural(i.modelled, "request") .. " modelled (" .. plural(i.modelled_tries, "try", "tries")
       .. " the record never made, drawn from the tries it recorded on the same route after the same failure "
       .. "class; assumed: tries independent, the upstream's behaviour unchanged by the extra load); interval: "
@@ -117,9 +117,11 @@ end
 --    upstream_attempts (its attempts), extra_attempts (predicted − recorded attempts), duration_ms (the record's
 --    ts range), upstream_attempts_per_second and extra_attempts_per_second (over that range; 0 when it is 0),
 --    throttled (requests the retry budget stopped), hedges_lo/hedges_hi, hedge_wins_lo/hedge_wins_hi,
---    upstream_attempts_lo/upstream_attempts_hi (the candidate's hedges: best case, worst case = the prediction), deadline_cut (requests a deadline stopped before the record
---    did), no_route, exact, modelled, unmodelled (requests by how they were predicted), harness;
---    interval = {whole = {success_rate_lo, success_rate_hi, … (each ratio), modelled}, [scope] = …},
+--    upstream_attempts_lo/upstream_attempts_hi (the candidate's hedges: best case, worst case = the prediction),
+--    deadline_cut (requests a deadline stopped before the record did), no_route, exact, modelled, unmodelled
+--    (requests by how they were predicted), harness;
+--    interval = {whole = {success_rate_lo, success_rate_hi, … (each ratio), modelled, hedges_modelled},
+--    [scope] = …},
 --    gaps = {{route, class, samples, tries, fallback}…}, info (the core's counts, rf_replay_info), notes = {string…}}
 function M.replay(paths, policy, opts)
   if type(paths) == "string" then paths = { paths } end

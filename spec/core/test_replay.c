@@ -427,8 +427,8 @@ static rf_ledger_record slow_503(int64_t ts) {
 }
 
 /* The hedging candidate of the hedging tests: hedges every 100 ms up to 3 attempts, POST only with a key. */
-#define HEDGING_LOCK                                                                                                   \
-    "\"maxAttempts\":3,\"retryable\":[\"HTTP_503\",\"TIMEOUT\"],\"idempotencyRequired\":[\"POST\"],"                   \
+#define HEDGING_LOCK                                                                                 \
+    "\"maxAttempts\":3,\"retryable\":[\"HTTP_503\",\"TIMEOUT\"],\"idempotencyRequired\":[\"POST\"]," \
     "\"hedging\":{\"maxAttempts\":3,\"hedgingDelayMs\":100,\"nonFatalClasses\":[\"HTTP_503\",\"TIMEOUT\"]}"
 
 /*

@@ -92,13 +92,13 @@ typedef struct rfi_replay_walk {
     int64_t tokens_milli;    /* a waiting walk's retry budget, when it was put aside */
     rf_attempt_budget first; /* rf_budget before the first attempt (attempts 0, elapsed 0), asked once per request */
     /* hedging (rf_policy_hedging): hedges start while a try is in flight, every delay, as rf_hedge_decide allows */
-    bool hedged;           /* the candidate hedges the request */
-    bool hedge_stopped;    /* a hedge was refused: no more start (as the client's) */
-    int hedges;            /* hedges started */
+    bool hedged;        /* the candidate hedges the request */
+    bool hedge_stopped; /* a hedge was refused: no more start (as the client's) */
+    int hedges;         /* hedges started */
     int64_t hedge_delay_ms;
-    int64_t hedge_at;      /* the clock at which the next hedge may start */
-    int64_t win_at;        /* best case: when its first hedge would answer, as the route's fastest success; -1 */
-    bool unbounded;        /* a hedge started with no recorded success on its route: best case as the worst */
+    int64_t hedge_at;          /* the clock at which the next hedge may start */
+    int64_t win_at;            /* best case: when its first hedge would answer, as the route's fastest success; -1 */
+    bool unbounded;            /* a hedge started with no recorded success on its route: best case as the worst */
     bool best_taken, best_won; /* best case: its hedge won, after best_hedges hedges and best_requests tries */
     int best_hedges, best_requests;
     /* the predicted tries */
@@ -122,7 +122,7 @@ typedef struct rfi_replay_ctx {
     const rf_policy *p;
     const rfi_replay_route *routes; /* by candidate route index */
     rf_retry_budget *budget;        /* the candidate's retry budget, or NULL */
-    rf_replay_info *info; /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
+    rf_replay_info *info;      /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
     const int64_t *fastest_ms; /* by candidate route: its fastest recorded success so far, -1 none */
 } rfi_replay_ctx;
 

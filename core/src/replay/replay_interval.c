@@ -13,9 +13,9 @@
 #include <string.h>
 
 typedef struct block {
-    char *name; /* NULL for the whole */
-    int64_t *d; /* [replicate][RFI_REPLAY_COUNTS]: replicate − point, summed over the scope's modelled requests */
-    bool drawn; /* it holds a request with drawn tries (d is then more than zeros) */
+    char *name;  /* NULL for the whole */
+    int64_t *d;  /* [replicate][RFI_REPLAY_COUNTS]: replicate − point, summed over the scope's modelled requests */
+    bool drawn;  /* it holds a request with drawn tries (d is then more than zeros) */
     bool hedged; /* it holds a request with hedges: best − point of hedges and of hedge wins, summed */
     int64_t best_hedges, best_wins;
 } block;
