@@ -82,33 +82,42 @@ static block *block_of(rfi_replay_spread *s, const char *name) {
     return &s->named[s->n++];
 }
 
+/* The blocks a request of scope name counts in, into out[0..*n): the whole's, and name's (NULL: the whole only). False
+ * when memory ran out for one (the others are still given). */
+static bool blocks_of(rfi_replay_spread *s, const char *name, block *out[2], int *n) {
+    bool ok = true;
+    *n = 0;
+    for (int scope = 0; scope < (name ? 2 : 1); scope++) {
+        block *b = block_of(s, scope == 0 ? NULL : name); /* the whole's is not in named: out[0] stays valid */
+        if (b == NULL)
+            ok = false;
+        else
+            out[(*n)++] = b;
+    }
+    return ok;
+}
+
 bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, const rfi_replay_counts *point,
                            const rfi_replay_counts *replicate) {
-    bool ok = true;
-    for (int scope = 0; scope < (name ? 2 : 1); scope++) {
-        block *b = block_of(s, scope == 0 ? NULL : name);
-        if (b == NULL) {
-            ok = false;
-            continue;
-        }
-        b->drawn = true;
+    block *b[2];
+    int n;
+    const bool ok = blocks_of(s, name, b, &n);
+    for (int j = 0; j < n; j++) {
+        b[j]->drawn = true;
         for (size_t i = 0; i < RFI_REPLAY_COUNTS; i++)
-            b->d[(size_t)k * RFI_REPLAY_COUNTS + i] += replicate->n[i] - point->n[i];
+            b[j]->d[(size_t)k * RFI_REPLAY_COUNTS + i] += replicate->n[i] - point->n[i];
     }
     return ok;
 }
 
 bool rfi_replay_spread_hedges(rfi_replay_spread *s, const char *name, int64_t hedges_delta, int64_t wins_delta) {
-    bool ok = true;
-    for (int scope = 0; scope < (name ? 2 : 1); scope++) {
-        block *b = block_of(s, scope == 0 ? NULL : name);
-        if (b == NULL) {
-            ok = false;
-            continue;
-        }
-        b->hedged = true;
-        b->best_hedges += hedges_delta;
-        b->best_wins += wins_delta;
+    block *b[2];
+    int n;
+    const bool ok = blocks_of(s, name, b, &n);
+    for (int j = 0; j < n; j++) {
+        b[j]->hedged = true;
+        b[j]->best_hedges += hedges_delta;
+        b[j]->best_wins += wins_delta;
     }
     return ok;
 }

@@ -77,7 +77,7 @@ void rfi_replay_walk_start(const rfi_replay_ctx *c, rfi_replay_walk *w, const rf
     w->rec_elapsed_ms = rec->elapsed_ms;
     w->prev_class = RFI_REPLAY_FIRST;
     w->last_retryable = true;
-    rf_hedging h;
+    rf_hedging h = {.hedged = false, .why_not = RF_REASON_NO_ROUTE};
     if (rf_policy_hedging(c->p, w->route, w->method, w->method_len, w->has_key, &h) == RF_OK && h.hedged) {
         w->hedged = true;
         w->hedge_delay_ms = h.delay_ms;
