@@ -7,7 +7,11 @@
  * (status, transport, whether it left, every wait header and the Date, its duration), under the candidate's per-try
  * timeout: a try that ran longer becomes a TIMEOUT at it, as libcurl would have cut it (exact); a try that timed out
  * at a per-try timeout shorter than the candidate's is assumed to time out again at the candidate's (the record
- * cannot say when or whether the upstream would have answered).
+ * cannot say when or whether the upstream would have answered). On a request the candidate hedges (rf_policy_hedging),
+ * every try is decided as a hedged one (a fatal class ends it), and hedges start while a try is in flight, every
+ * hedgingDelayMs after the latest start, as rf_hedge_decide allows (client_flow.c): attempts the upstream sees, with
+ * no answer of their own (the worst case), and the best case (each answers as its route's fastest recorded success)
+ * kept beside them.
  */
 #include "replay_internal.h"
 
