@@ -59,6 +59,8 @@ static void push_interval(lua_State *L, const rf_replay_interval *iv) {
 #undef RF_X_BOUND
     lua_pushboolean(L, iv->modelled);
     lua_setfield(L, -2, "modelled");
+    lua_pushboolean(L, iv->hedges_modelled);
+    lua_setfield(L, -2, "hedges_modelled");
 }
 
 /* The counts of rf_replay_info, by the names its fields have. */
@@ -67,16 +69,17 @@ static void push_interval(lua_State *L, const rf_replay_interval *iv) {
 static const struct {
     const char *name;
     size_t at;
-} INFO_COUNTS[] = {INFO_COUNT(records),        INFO_COUNT(harness),          INFO_COUNT(no_route),
-                   INFO_COUNT(exact),          INFO_COUNT(modelled),         INFO_COUNT(unmodelled),
-                   INFO_COUNT(modelled_tries), INFO_COUNT(assumed_timeouts), INFO_COUNT(timeouts_cut),
-                   INFO_COUNT(deadline_cut),   INFO_COUNT(throttled),        INFO_COUNT(sooner),
-                   INFO_COUNT(overlapping),    INFO_COUNT(older_records),    INFO_COUNT(older_timeouts),
-                   INFO_COUNT(older_waits),    INFO_COUNT(older_dates),      INFO_COUNT(older_tls)};
+} INFO_COUNTS[] = {
+    INFO_COUNT(records),      INFO_COUNT(harness),         INFO_COUNT(no_route),        INFO_COUNT(exact),
+    INFO_COUNT(modelled),     INFO_COUNT(unmodelled),      INFO_COUNT(modelled_tries),  INFO_COUNT(assumed_timeouts),
+    INFO_COUNT(timeouts_cut), INFO_COUNT(deadline_cut),    INFO_COUNT(throttled),       INFO_COUNT(sooner),
+    INFO_COUNT(overlapping),  INFO_COUNT(older_records),   INFO_COUNT(older_timeouts),  INFO_COUNT(older_waits),
+    INFO_COUNT(older_dates),  INFO_COUNT(older_tls),       INFO_COUNT(hedged_requests), INFO_COUNT(hedge_keyless),
+    INFO_COUNT(hedges_best),  INFO_COUNT(hedge_wins_best), INFO_COUNT(attempts_best),   INFO_COUNT(hedges_unbounded)};
 #undef INFO_COUNT
 
 static void push_info(lua_State *L, const rf_replay_info *i) {
-    lua_createtable(L, 0, 24);
+    lua_createtable(L, 0, 30);
     for (size_t k = 0; k < sizeof INFO_COUNTS / sizeof INFO_COUNTS[0]; k++) {
         int64_t n;
         memcpy(&n, (const char *)i + INFO_COUNTS[k].at, sizeof n);

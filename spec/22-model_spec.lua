@@ -208,15 +208,46 @@ describe("retryfreeze model", function()
     assert.matches("note: GET /x retries no class: it makes 1 attempt per request whatever p is\n", out, 1, true)
   end)
 
-  it("counts a hedged route's hedges as load: up to hedging.maxAttempts even with no failure", function()
+  it("counts a hedged route's hedges as load at a slow share, and refuses to guess one", function()
     local hedged = h.temp_file('{"endpoint":"GET /x","maxAttempts":3,"perAttemptTimeoutMs":1000,"totalBudgetMs":3000,'
       .. '"retryable":["HTTP_503"],"hedging":{"maxAttempts":3,"hedgingDelayMs":50}}')
-    local out = h.run_cli("model", hedged)
+    local _, err, code = h.run_cli("model", hedged)
+    assert.equal(2, code)
+    assert.matches("GET /x hedges (hedging maxAttempts 3, hedgingDelayMs 50): give --slow-share S, the share of "
+      .. "attempts unanswered until its last hedge may start (100 ms), to count its hedges as load", err, 1, true)
+    local out
+    out, err, code = h.run_cli("model", hedged, "--slow-share", "0.1")
+    assert.equal(0, code, err)
+    -- s = 0.1, H = 3: 1 + 0.1 + 0.01 attempts, 0.11 hedges, 0.1 − 0.001 won by a hedge
+    assert.matches("\nhedging GET /x: maxAttempts 3, hedgingDelayMs 50, at slow share s = 0.1\n"
+      .. "  (a share s of attempts unanswered until 100 ms, the others answered within 50 ms, independently):\n"
+      .. "    attempts per request       1.11  (1 + s + ... + s^2, even with no failure)\n"
+      .. "    hedges per request         0.11  (s + ... + s^2)\n"
+      .. "    won by a hedge             9.90%  (s - s^3: the first attempt slow, a hedge not)\n"
+      .. "    worst case                 3 attempts per request", out, 1, true)
+    out, err, code = h.run_cli("model", hedged, "--slow-share", "0.5", "--json")
     os.remove(hedged)
-    assert.matches("note: GET /x hedges (hedging maxAttempts 3, hedgingDelayMs 50): an attempt unanswered after 50 ms "
-      .. "starts another even with no failure, so up to 3 attempts per request; with a share s of answers that take "
-      .. "longer than 150 ms (a slow tail, independent), the attempts per request are the table's at p = s for "
-      .. "maxAttempts 3\n", out, 1, true)
+    assert.equal(0, code, err)
+    local doc = require("retryfreeze.json").decode(out)
+    assert.equal(0.5, doc.slow_share)
+    local m = doc.hedging[1]
+    assert.same({ "GET /x", 3, 50, 3 }, { m.route, m.max_attempts, m.hedging_delay_ms, m.worst_case })
+    near(1.75, m.attempts_per_request)
+    near(0.75, m.hedges_per_request)
+    near(0.375, m.hedge_win_rate)
+  end)
+
+  it("models hedging as retryfreeze.model.hedging: E(s) for n = hedging.maxAttempts", function()
+    local m = model.hedging{ max_attempts = 2, slow_share = 0.05 }
+    near(1.05, m.attempts_per_request)
+    near(0.05, m.hedges_per_request)
+    near(0.05 - 0.0025, m.hedge_win_rate)
+    m = model.hedging{ max_attempts = 4, slow_share = 1 }
+    assert.same({ 4, 3, 0 }, { m.attempts_per_request, m.hedges_per_request, m.hedge_win_rate })
+    assert.has_error(function() model.hedging{ max_attempts = 1, slow_share = 0.1 } end,
+      "bad argument 'max_attempts' to 'hedging' (integer 2..10 expected, got 1)")
+    assert.has_error(function() model.hedging{ max_attempts = 3, slow_share = 1.5 } end,
+      "bad argument 'slow_share' to 'hedging' (number 0..1 expected, got 1.5)")
   end)
 
   it("prints one JSON object with --json", function()

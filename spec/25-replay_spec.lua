@@ -164,6 +164,39 @@ describe("retryfreeze replay: a wider candidate is modelled within 0.02 of its l
   end
 end)
 
+describe("retryfreeze replay: a candidate's hedges, against its live run", function()
+  it("recorded without hedging under a slow tail, replayed with it: the live hedges lie in [best, worst]", function()
+    local faults = "slow=0.05:800ms"
+    local a = lock('"maxAttempts":3,"totalBudgetMs":5000,"retryable":["HTTP_503"],' .. BACKOFF)
+    local b = lock('"maxAttempts":3,"totalBudgetMs":5000,"retryable":["HTTP_503"],' .. BACKOFF
+      .. ',"hedging":{"maxAttempts":3,"hedgingDelayMs":100}')
+    local recorded, live = os.tmpname(), os.tmpname()
+    soak(a, 11, recorded, faults, 200, 4)
+    local r = replay_json(recorded, b, "--seed", "11")
+    local text = h.run_cli("replay", recorded, "--lock", b, "--seed", "11")
+    soak(b, 11, live, faults, 200, 4)
+    local s = stats_json(live)
+    for _, f in ipairs({ a, b, recorded, live }) do os.remove(f) end
+    local p = r.predicted
+    print(string.format("\nhedges predicted %d in [%d, %d], live %d; hedge wins [%d, %d], live %d; upstream "
+      .. "attempts [%d, %d], live %d", p.hedges, p.hedges_lo, p.hedges_hi, s.hedges, p.hedge_wins_lo, p.hedge_wins_hi,
+      s.hedge_wins, p.upstream_attempts_lo, p.upstream_attempts_hi, s.attempts))
+    assert.equal(0, r.recorded.hedges)
+    -- a slow first attempt (800 ms) gets a hedge at 100 ms, and another at 200 ms unless the first has won
+    assert.is_true(p.hedges > 0 and p.hedges_lo < p.hedges, tostring(p.hedges))
+    assert.equal(p.hedges, p.hedges_hi)
+    assert.is_true(p.hedges_lo <= s.hedges and s.hedges <= p.hedges_hi, tostring(s.hedges))
+    assert.is_true(p.hedge_wins_lo <= s.hedge_wins and s.hedge_wins <= p.hedge_wins_hi, tostring(s.hedge_wins))
+    assert.is_true(p.upstream_attempts_lo <= s.attempts and s.attempts <= p.upstream_attempts_hi, tostring(s.attempts))
+    assert.equal(r.recorded.attempts + p.hedges, p.upstream_attempts) -- nothing fails: the extra load is the hedges
+    assert.equal(p.hedges / p.requests, p.hedges_per_request)
+    assert.matches(string.format("hedges %d in [%d, %d]; won by a hedge 0 in [0, %d]; upstream attempts %d in [%d, %d]",
+      p.hedges, p.hedges_lo, p.hedges_hi, p.hedge_wins_hi, p.upstream_attempts, p.upstream_attempts_lo,
+      p.upstream_attempts_hi), text, 1, true)
+    assert.matches("hedges_per_request +0%.0%d+ +0%.%d+  %[0%.%d+, 0%.%d+%]", text)
+  end)
+end)
+
 describe("retryfreeze replay: bad input says what it is", function()
   local files = {}
   local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end

@@ -24,6 +24,13 @@
 ---   propagated worst case       = n               (not n^L)
 ---   propagated expected         = E(p)
 ---   propagated success          = S(p) = 1 − p^n  (the price: the outer layers' retries are given up)
+--- Hedging (the lock's hedging, H = hedging.maxAttempts, D = hedgingDelayMs) is load with no failure at all: with a
+--- share s of attempts slow (unanswered until the last hedge may start, (H − 1)·D after the first) and the others
+--- answered within D, independently, hedge k + 1 starts at k·D when the k attempts before it are all slow:
+---   hedged attempts per request = 1 + s + … + s^(H−1) = E(s) for n = H
+---   hedges per request          = E(s) − 1
+---   won by a hedge              = s − s^H         (the first attempt slow, a hedge not)
+---   worst case                  = H
 local math = require("retryfreeze.compat").math
 local M = {}
 
@@ -83,6 +90,27 @@ function M.predict(args)
     propagated_success_probability = success,
     propagated_attempts_per_success = success > 0 and per_request / success or math.huge,
   }
+end
+
+--- Predicts a hedged route's load for a slow share (the formulas above).
+-- @param args table: {max_attempts = integer 2..10 (hedging.maxAttempts, the first attempt included),
+--   slow_share = number 0..1 (the share of attempts with no answer until the last hedge may start; the others
+--   answer within hedgingDelayMs)}
+-- @return {attempts_per_request, hedges_per_request, hedge_win_rate (the share of requests a hedge wins),
+--   worst_case (integer: max_attempts), max_attempts, slow_share}; the names are those of `stats --json`.
+--   Raises on a bad argument.
+function M.hedging(args)
+  if type(args) ~= "table" then error("bad argument #1 to 'hedging' (table expected, got " .. type(args) .. ")", 2) end
+  local n, s = args.max_attempts, args.slow_share
+  if math.type(n) ~= "integer" or n < 2 or n > 10 then
+    error("bad argument 'max_attempts' to 'hedging' (integer 2..10 expected, got " .. tostring(n) .. ")", 2)
+  end
+  if type(s) ~= "number" or not (s >= 0 and s <= 1) then
+    error("bad argument 'slow_share' to 'hedging' (number 0..1 expected, got " .. tostring(s) .. ")", 2)
+  end
+  local per_request = expected_attempts(s, n)
+  return { max_attempts = n, slow_share = s, attempts_per_request = per_request,
+    hedges_per_request = per_request - 1, hedge_win_rate = s - s ^ n, worst_case = n }
 end
 
 --- The failure rates of the model's table: 0.1, 0.2, …, 0.9.

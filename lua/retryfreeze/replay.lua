@@ -18,7 +18,10 @@ M.ASSUMPTION = "tries independent, the upstream's behaviour unchanged by the ext
 
 --- The figures compared side by side, by their `stats --json` names, in the order the text prints them.
 M.figures = { "requests", "successes", "success_rate", "retried_successes", "retried_success_ratio", "attempts",
-  "attempts_per_success", "attempts_per_request", "terminal_rate" }
+  "attempts_per_success", "attempts_per_request", "terminal_rate", "hedges", "hedge_wins", "hedges_per_request" }
+
+-- The ratios whose interval is the hedges' best and worst case (rf_replay_interval: hedges_modelled).
+local hedge_ratios = { hedges_per_request = true, hedge_win_rate = true }
 
 --- The ratios that carry an interval (the tally's ratios, RF_TALLY_RATIOS).
 M.ratios = { "success_rate", "terminal_rate", "retried_success_ratio", "attempts_per_success",
@@ -56,7 +59,7 @@ local function notes_of(r)
     note(plural(i.no_route, "request") .. " the candidate routes nowhere: predicted as refused (no-route), "
       .. "no attempt")
   end
-  if i.modelled > 0 then
+  if i.modelled > 0 and (i.modelled_tries > 0 or i.assumed_timeouts > 0) then -- hedges alone: their own note
     note(plural(i.modelled, "request") .. " modelled (" .. plural(i.modelled_tries, "try", "tries")
       .. " the record never made, drawn from the tries it recorded on the same route after the same failure "
       .. "class; assumed: " .. M.ASSUMPTION .. "); interval: "
@@ -70,6 +73,23 @@ local function notes_of(r)
   if i.unmodelled > 0 then
     note(plural(i.unmodelled, "request") .. " could not be modelled (no recorded try to draw from): counted as "
       .. "they ended in the record")
+  end
+  if i.hedged_requests > 0 or i.hedge_keyless > 0 then
+    local p = r.predicted
+    note(plural(p.hedges, "hedge") .. " predicted in " .. plural(p.hedged, "request") .. " of the "
+      .. i.hedged_requests .. " the candidate hedges (each a start rf_hedge_decide allows while an attempt is in "
+      .. "flight; a hedge is an attempt the upstream sees). Its own answer is not in the record: the prediction is "
+      .. "the worst case (a hedge never wins, cancelled at the request's end); the best case (a hedge answers as the "
+      .. "fastest success recorded on its route so far) gives " .. plural(i.hedges_best, "hedge") .. ", "
+      .. i.hedge_wins_best .. " won by a hedge, " .. i.attempts_best .. " upstream attempts")
+    if i.hedges_unbounded > 0 then
+      note(plural(i.hedges_unbounded, "hedged request") .. " before any success recorded on its route: its best "
+        .. "case taken as the worst")
+    end
+    if i.hedge_keyless > 0 then
+      note(plural(i.hedge_keyless, "request") .. " on a hedging route not hedged: its method needs an idempotency "
+        .. "key and it had none (sent one attempt at a time)")
+    end
   end
   if i.assumed_timeouts > 0 then
     note(plural(i.assumed_timeouts, "recorded try", "recorded tries") .. " timed out at a per-try timeout shorter "
@@ -107,9 +127,12 @@ end
 --    candidate would have sent them (by_route under the candidate's endpoints, "" for no route), plus
 --    upstream_attempts (its attempts), extra_attempts (predicted − recorded attempts), duration_ms (the record's
 --    ts range), upstream_attempts_per_second and extra_attempts_per_second (over that range; 0 when it is 0),
---    throttled (requests the retry budget stopped), deadline_cut (requests a deadline stopped before the record
---    did), no_route, exact, modelled, unmodelled (requests by how they were predicted), harness;
---    interval = {whole = {success_rate_lo, success_rate_hi, … (each ratio), modelled}, [scope] = …},
+--    throttled (requests the retry budget stopped), hedges_lo/hedges_hi, hedge_wins_lo/hedge_wins_hi,
+--    upstream_attempts_lo/upstream_attempts_hi (the candidate's hedges: best case, worst case = the prediction),
+--    deadline_cut (requests a deadline stopped before the record did), no_route, exact, modelled, unmodelled
+--    (requests by how they were predicted), harness;
+--    interval = {whole = {success_rate_lo, success_rate_hi, … (each ratio), modelled, hedges_modelled},
+--    [scope] = …},
 --    gaps = {{route, class, samples, tries, fallback}…}, info (the core's counts, rf_replay_info), notes = {string…}}
 function M.replay(paths, policy, opts)
   if type(paths) == "string" then paths = { paths } end
@@ -158,6 +181,10 @@ function M.replay(paths, policy, opts)
   pred.extra_attempts_per_second = duration_ms > 0 and pred.extra_attempts * 1000 / duration_ms or 0
   pred.throttled, pred.deadline_cut, pred.no_route = i.throttled, i.deadline_cut, i.no_route
   pred.exact, pred.modelled, pred.unmodelled, pred.harness = i.exact, i.modelled, i.unmodelled, i.harness
+  -- the hedges' best (lo hedges and attempts, hi wins) and worst case (the prediction)
+  pred.hedges_lo, pred.hedges_hi = i.hedges_best, pred.hedges
+  pred.hedge_wins_lo, pred.hedge_wins_hi = pred.hedge_wins, i.hedge_wins_best
+  pred.upstream_attempts_lo, pred.upstream_attempts_hi = i.attempts_best, pred.attempts
   result.notes = notes_of(result)
   return result
 end
@@ -173,7 +200,7 @@ local function scope_lines(lines, rec, pred, iv)
   lines[#lines + 1] = util.format("  %-24s %14s %14s  %s", "figure", "recorded", "predicted", "interval")
   for _, k in ipairs(M.figures) do
     local interval = ""
-    if iv and iv.modelled and iv[k .. "_lo"] then
+    if iv and iv[k .. "_lo"] and (iv.modelled or (iv.hedges_modelled and hedge_ratios[k])) then
       interval = util.format("[%.4f, %.4f]", iv[k .. "_lo"], iv[k .. "_hi"])
     end
     lines[#lines + 1] = util.format("  %-24s %14s %14s  %s", k, rec and fmt(rec[k]) or "-",
@@ -194,13 +221,20 @@ end
 -- @return headline string, array of the load lines
 function M.head(r)
   local p = r.predicted
-  return util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
+  local headline = util.format("replay under %s of %d recorded requests (%d exact, %d modelled, %d not modelled, "
     .. "%d no-route, %d seed-harness)", tostring(r.candidate), r.recorded.requests, p.exact, p.modelled, p.unmodelled,
-    p.no_route, p.harness), {
+    p.no_route, p.harness)
+  local load = {
     util.format("upstream attempts %d (%+d; %.2f/s, %+.2f/s at the recorded rate over %d ms)",
       p.upstream_attempts, p.extra_attempts, p.upstream_attempts_per_second, p.extra_attempts_per_second,
       p.duration_ms),
     util.format("retry budget throttled %d requests; deadlines cut %d requests", p.throttled, p.deadline_cut) }
+  if r.info.hedged_requests > 0 then
+    load[#load + 1] = util.format("hedges %d in [%d, %d]; won by a hedge %d in [%d, %d]; upstream attempts %d in "
+      .. "[%d, %d] (best case, worst case)", p.hedges, p.hedges_lo, p.hedges_hi, p.hedge_wins, p.hedge_wins_lo,
+      p.hedge_wins_hi, p.upstream_attempts, p.upstream_attempts_lo, p.upstream_attempts_hi)
+  end
+  return headline, load
 end
 
 --- The text `retryfreeze replay` prints; every name from a ledger or a lock (routes, reasons, hosts, files, notes)

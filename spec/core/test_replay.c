@@ -412,6 +412,133 @@ static void test_the_retry_budget_throttles(void **state) {
     rf_policy_free(p);
 }
 
+/* A slow 200 (250 ms) on a route keyed by a success of 5 ms. */
+static rf_ledger_record slow_ok(int64_t ts) {
+    rf_ledger_record r = rec(ts, "success", "success", true);
+    try_(&r, "HTTP_200", 200, 250, 0, "success", 1000);
+    return r;
+}
+/* A 503 after 150 ms, then a 200 after 5 ms (10 ms of backoff). */
+static rf_ledger_record slow_503(int64_t ts) {
+    rf_ledger_record r = rec(ts, "success", "success", true);
+    try_(&r, "HTTP_503", 503, 150, 0, "pinned-status", 1000);
+    try_(&r, "HTTP_200", 200, 5, 10, "success", 1000);
+    return r;
+}
+
+/* The hedging candidate of the hedging tests: hedges every 100 ms up to 3 attempts, POST only with a key. */
+#define HEDGING_LOCK                                                                                 \
+    "\"maxAttempts\":3,\"retryable\":[\"HTTP_503\",\"TIMEOUT\"],\"idempotencyRequired\":[\"POST\"]," \
+    "\"hedging\":{\"maxAttempts\":3,\"hedgingDelayMs\":100,\"nonFatalClasses\":[\"HTTP_503\",\"TIMEOUT\"]}"
+
+/*
+ * A ledger recorded without hedging, replayed under a candidate with hedging (delay 100 ms, 3 attempts): worked out
+ * by hand, each hedge one rf_hedge_decide would allow.
+ *   5 ms success: answered before 100 ms, no hedge.
+ *   250 ms success: hedges at 100 and 200 ms (then 3 attempts have started); the primary answers at 250.
+ *   503 at 150 ms, 200 after: a hedge at 100 ms; the retry at 160 ms is the third attempt; success.
+ *   keyless POST, 250 ms: not hedged (idempotencyRequired), one attempt.
+ * Worst case (a hedge adds load, never wins: the point): 3 hedges, 0 wins, 1 + 3 + 3 + 1 = 8 upstream attempts.
+ * Best case (a hedge answers as the route's fastest recorded success, 5 ms): the first hedge wins at 105 ms in both
+ * slow requests: 2 hedges, 2 wins, 1 + 2 + 2 + 1 = 6 attempts.
+ */
+static void test_a_candidate_with_hedging_adds_hedges(void **state) {
+    (void)state;
+    rf_policy *p = lock(HEDGING_LOCK);
+    rf_replay *r = replay_of(p, NULL);
+    rf_ledger_record keyless = slow_ok(T0 + 3000);
+    keyless.key = NULL;
+    rf_ledger_record recs[] = {ok_first(T0), slow_ok(T0 + 1000), slow_503(T0 + 2000), keyless};
+    for (size_t i = 0; i < 4; i++) add(r, &recs[i]);
+    finish(r);
+    rf_tally_figures got = whole(rf_replay_predicted(r)), was = whole(rf_replay_recorded(r));
+    assert_int_equal(was.hedges, 0);
+    assert_int_equal(got.requests, 4);
+    assert_int_equal(got.successes, 4);
+    assert_int_equal(got.hedged, 2);
+    assert_int_equal(got.hedges, 3);
+    assert_int_equal(got.hedge_wins, 0);
+    assert_int_equal(got.attempts, 8);
+    assert_true(got.hedges_per_request == 0.75);
+    rf_replay_info info;
+    rf_replay_summary(r, &info);
+    assert_int_equal(info.hedged_requests, 3); /* the keyless POST is not hedged */
+    assert_int_equal(info.hedge_keyless, 1);
+    assert_int_equal(info.hedges_best, 2);
+    assert_int_equal(info.hedge_wins_best, 2);
+    assert_int_equal(info.attempts_best, 6);
+    assert_int_equal(info.hedges_unbounded, 0);
+    rf_replay_interval iv;
+    assert_true(rf_replay_interval_of(r, NULL, &iv));
+    assert_true(iv.hedges_modelled);
+    assert_true(iv.hedges_per_request_lo == 0.5 && iv.hedges_per_request_hi == 0.75);
+    assert_true(iv.hedge_win_rate_lo == 0 && iv.hedge_win_rate_hi == 0.5);
+    assert_true(rf_replay_interval_of(r, "POST /v1/jobs", &iv));
+    assert_true(iv.hedges_per_request_lo == 0.5 && iv.hedges_per_request_hi == 0.75);
+    rf_replay_free(r);
+    rf_policy_free(p);
+}
+
+/* A hedged request ends at a failure of a class its hedging does not list as non-fatal (hedge-fatal), as the client
+ * ends it: the 503 at 150 ms stops the request, its hedge cancelled. */
+static void test_a_fatal_class_ends_a_hedged_request(void **state) {
+    (void)state;
+    rf_policy *p = lock("\"maxAttempts\":3,\"retryable\":[\"HTTP_503\"],"
+                        "\"hedging\":{\"maxAttempts\":3,\"hedgingDelayMs\":100}");
+    rf_replay *r = replay_of(p, NULL);
+    rf_ledger_record a = slow_503(T0);
+    add(r, &a);
+    finish(r);
+    rf_tally_figures got = whole(rf_replay_predicted(r));
+    assert_int_equal(got.successes, 0);
+    assert_int_equal(got.hedges, 1);
+    assert_int_equal(got.attempts, 2);
+    assert_int_equal(ended(rf_replay_predicted(r), "terminal", "hedge-fatal"), 1);
+    rf_replay_free(r);
+    rf_policy_free(p);
+}
+
+/* A hedged record: its first attempt cancelled at 120 ms when its hedge (started at 100 ms) answered 200 at 120. */
+static rf_ledger_record hedged_record(int64_t ts) {
+    rf_ledger_record r = rec(ts, "success", "success", true);
+    try_(&r, "UNKNOWN", 0, 120, 0, "success", 1000);
+    r.tries[0].transport = "other";
+    r.tries[0].fate = "cancelled";
+    try_(&r, "HTTP_200", 200, 20, 0, "success", 1000);
+    r.tries[1].hedge = true;
+    r.tries[1].start_ms = 100;
+    r.tries[1].fate = "winner";
+    r.elapsed_ms = 120;
+    return r;
+}
+
+/* A candidate without hedging, replaying a hedged ledger: no hedge at all (exact); the recorded hedges are not its
+ * retries, and a cancelled attempt's answer, which the record lacks, is drawn (modelled). Under the hedging candidate
+ * of the record, the recorded hedges are not replayed as attempts either: the candidate's own are simulated. */
+static void test_a_candidate_without_hedging_replays_a_hedged_ledger(void **state) {
+    (void)state;
+    rf_policy *p = lock("\"maxAttempts\":3,\"retryable\":[\"HTTP_503\"]");
+    const rf_replay_options o = {.min_samples = 1};
+    rf_replay *r = replay_of(p, &o);
+    rf_ledger_record recs[] = {ok_first(T0), hedged_record(T0 + 1000), ok_first(T0 + 2000)};
+    for (size_t i = 0; i < 3; i++) add(r, &recs[i]);
+    finish(r);
+    rf_tally_figures got = whole(rf_replay_predicted(r)), was = whole(rf_replay_recorded(r));
+    assert_int_equal(was.hedges, 1);
+    assert_int_equal(was.hedge_wins, 1);
+    assert_int_equal(got.hedges, 0);
+    assert_int_equal(got.hedge_wins, 0);
+    assert_int_equal(got.hedged, 0);
+    assert_int_equal(got.attempts, 3); /* the cancelled attempt drawn from the first tries: a 5 ms success */
+    assert_int_equal(got.successes, 3);
+    rf_replay_info info;
+    rf_replay_summary(r, &info);
+    assert_int_equal(info.modelled, 1);
+    assert_int_equal(info.hedges_best, 0);
+    rf_replay_free(r);
+    rf_policy_free(p);
+}
+
 /* Lines without the replay facts say what they could not support. */
 static void test_older_lines_say_what_they_lack(void **state) {
     (void)state;
@@ -507,6 +634,9 @@ int main(void) {
         cmocka_unit_test(test_a_wider_candidate_draws_from_the_record),
         cmocka_unit_test(test_many_requests_wait),
         cmocka_unit_test(test_the_retry_budget_throttles),
+        cmocka_unit_test(test_a_candidate_with_hedging_adds_hedges),
+        cmocka_unit_test(test_a_fatal_class_ends_a_hedged_request),
+        cmocka_unit_test(test_a_candidate_without_hedging_replays_a_hedged_ledger),
         cmocka_unit_test(test_older_lines_say_what_they_lack),
         cmocka_unit_test(test_read_a_file),
         cmocka_unit_test(test_refused_options),

@@ -50,7 +50,8 @@ typedef struct rf_replay_info {
     int64_t harness;        /* seed-harness records (no method, path or tries): in the recorded figures only */
     int64_t no_route;       /* requests the candidate routes nowhere: predicted as refused (no-route), no attempt */
     int64_t exact;          /* requests the record decides alone (the candidate stops at or before its last try) */
-    int64_t modelled;       /* requests with tries the record never made, drawn from its other requests */
+    int64_t modelled;       /* requests with tries the record never made, drawn from its other requests, or with
+                               hedges (whose answers the record lacks) */
     int64_t unmodelled;     /* requests whose needed tries no pool could give (rf_replay_gap): their remaining tries are
                                not predicted, and they end as recorded */
     int64_t modelled_tries; /* tries drawn */
@@ -71,7 +72,17 @@ typedef struct rf_replay_info {
                                the response's other wait headers are unknown, taken as absent */
     int64_t older_dates;    /* their tries whose wait header is a date (no Date recorded): read against the try's end */
     int64_t older_tls;      /* their TLS_FAILURE tries (whether the request left is unknown): taken as sent */
-    bool budget;            /* the candidate has a retryBudget */
+    /* Hedging (the candidate's hedging: attempts started beside one in flight, rf_hedge_decide). A hedge's own answer
+     * is not in the record: the prediction takes the worst case for load (a hedge is an attempt the upstream sees,
+     * cancelled when the request ends, never its answer); the best case takes it to answer as the fastest success
+     * recorded on its route so far, and win when that comes before the attempt it hedges. */
+    int64_t hedged_requests;  /* requests the candidate hedges (rf_policy_hedging), whether a hedge started or not */
+    int64_t hedge_keyless;    /* requests on a hedging route not hedged: their method needs an idempotency key */
+    int64_t hedges_best;      /* hedges in the best case (the prediction's hedges are the worst case's) */
+    int64_t hedge_wins_best;  /* requests a hedge won in the best case (the prediction's: none) */
+    int64_t attempts_best;    /* attempts the upstream sees in the best case, hedges included */
+    int64_t hedges_unbounded; /* hedged requests whose route had no recorded success yet: best case taken as worst */
+    bool budget;              /* the candidate has a retryBudget */
     uint32_t min_samples, replicates;
     uint64_t seed;
     bool finished; /* rf_replay_finish ran */
@@ -100,7 +111,9 @@ typedef struct rf_replay_lock {
  * requests in the scope, lo = hi = the prediction. */
 #define RF_X_INTERVAL(name, num, den) double name##_lo, name##_hi;
 typedef struct rf_replay_interval {
-    bool modelled; /* the scope holds modelled requests */
+    bool modelled;        /* the scope holds modelled requests */
+    bool hedges_modelled; /* the scope holds hedges: hedges_per_request and hedge_win_rate span the best case (lo
+                             hedges, hi wins) and the prediction, the worst (hi hedges, no win) */
     RF_TALLY_RATIOS(RF_X_INTERVAL)
 } rf_replay_interval;
 #undef RF_X_INTERVAL

@@ -42,6 +42,7 @@ struct rf_replay {
     rf_ledger_tally *recorded, *predicted;
     rfi_replay_route *routes;
     size_t n_routes;
+    int64_t *fastest_ms; /* by candidate route: its fastest recorded success so far (a hedge's best case), -1 none */
     rf_retry_budget *budget;         /* the candidate's retryBudget, its bucket in tokens_milli; NULL without */
     int64_t tokens_milli, max_milli; /* the bucket (the budget's store: replay_store_add) */
     rf_rng jitter, draws;            /* the prediction's backoff jitter, and its draws from the pools */
@@ -98,12 +99,14 @@ static rf_status check_options(const rf_policy *p, const rf_replay_options *o, r
 static bool load_routes(rf_replay *r) {
     r->n_routes = rf_policy_route_count(r->p);
     r->routes = calloc(r->n_routes ? r->n_routes : 1, sizeof *r->routes);
-    if (r->routes == NULL) return false;
+    r->fastest_ms = malloc((r->n_routes ? r->n_routes : 1) * sizeof *r->fastest_ms);
+    if (r->routes == NULL || r->fastest_ms == NULL) return false;
     for (size_t i = 0; i < r->n_routes; i++) {
         rf_route_view v;
         if (rf_policy_route(r->p, i, &v) != RF_OK) return false;
         rfi_replay_route *route = &r->routes[i];
         route->endpoint = v.endpoint;
+        r->fastest_ms[i] = -1;
         for (size_t k = 0; k < v.n_retry_after_headers; k++) {
             rf_wait_header h;
             if (rf_wait_header_parse_name(v.retry_after_headers[k], strlen(v.retry_after_headers[k]), &h) != 0)
@@ -188,6 +191,7 @@ void rf_replay_free(rf_replay *r) {
     rf_ledger_tally_free(r->predicted);
     rf_retry_budget_free(r->budget);
     free(r->routes);
+    free(r->fastest_ms);
     free(r->replicate_rng);
     rfi_replay_pools_free(r->pools);
     rfi_replay_spread_free(r->spread);
@@ -222,6 +226,20 @@ static void clear_head(rf_ledger_record *rec) {
     rec->budget = NULL;
 }
 
+/* Counts the best case of w's hedges (rfi_replay_walk_best), in the whole and in its scope. */
+static void count_best(rf_replay *r, const rfi_replay_walk *w) {
+    int hedges, requests;
+    bool won;
+    rfi_replay_walk_best(w, &hedges, &requests, &won);
+    r->info.hedges_best += hedges;
+    r->info.hedge_wins_best += won;
+    r->info.attempts_best += requests;
+    if (w->hedges > 0 && !w->unmodelled) {
+        if (w->unbounded) r->info.hedges_unbounded++;
+        if (!rfi_replay_spread_hedges(r->spread, scope_of(r, w), hedges - w->hedges, won)) r->incomplete = true;
+    }
+}
+
 /* Counts w's request as predicted, and what became of it. */
 static void emit(rf_replay *r, const rfi_replay_walk *w) {
     const rf_outcome outcome = rfi_replay_walk_outcome(w);
@@ -245,6 +263,17 @@ static void emit(rf_replay *r, const rfi_replay_walk *w) {
     rec.host = w->host;
     for (size_t i = 0; i < w->n; i++) {
         const rfi_replay_try *t = &w->tries[i];
+        if (t->hedge) { /* no answer of its own: the request's end cancelled it */
+            rec.tries[i] = (rf_ledger_try){.class_name = r->class_names[t->class_id],
+                                           .elapsed_ms = w->clock_ms - t->start_ms,
+                                           .reason = rf_reason_name(reason),
+                                           .timeout_ms = t->timeout_ms,
+                                           .transport = rf_transport_name(RF_TRANSPORT_OTHER),
+                                           .start_ms = t->start_ms,
+                                           .hedge = true,
+                                           .fate = rf_try_fate_name(RF_FATE_CANCELLED)};
+            continue;
+        }
         rec.tries[i] =
             (rf_ledger_try){.class_name = r->class_names[t->class_id],
                             .status = t->status,
@@ -254,8 +283,13 @@ static void emit(rf_replay *r, const rfi_replay_walk *w) {
                             .retry_after = t->ra_at ? w->text + t->ra_at - 1 : NULL,
                             .retry_after_header = t->ra_at ? rf_wait_header_name((rf_wait_header)t->ra_header) : NULL,
                             .timeout_ms = t->timeout_ms};
+        if (w->hedges > 0) { /* a request that hedged: each attempt's start and fate, as the client writes them */
+            rec.tries[i].start_ms = t->start_ms;
+            rec.tries[i].fate = rf_try_fate_name(t->reason == RF_REASON_SUCCESS ? RF_FATE_WINNER : RF_FATE_FAILED);
+        }
     }
     if (!rfi_ledger_tally_record(r->predicted, &rec, w->host)) r->incomplete = true;
+    count_best(r, w);
     rf_replay_info *info = &r->info;
     if (w->unmodelled)
         info->unmodelled++;
@@ -341,7 +375,8 @@ static void draw_pending(rf_replay *r, pending *e) {
     rfi_replay_walk start;
     memcpy(&start, &e->w, offsetof(rfi_replay_walk, n));
     const int64_t saved = r->tokens_milli;
-    const rfi_replay_ctx point = {.p = r->p, .routes = r->routes, .budget = r->budget, .info = &r->info};
+    const rfi_replay_ctx point = {
+        .p = r->p, .routes = r->routes, .budget = r->budget, .info = &r->info, .fastest_ms = r->fastest_ms};
     r->tokens_milli = e->w.tokens_milli;
     continue_walk(r, &point, &e->w, &r->jitter, &r->draws, -1);
     emit(r, &e->w);
@@ -350,7 +385,8 @@ static void draw_pending(rf_replay *r, pending *e) {
         return;
     }
     const rfi_replay_counts predicted = counts_of(&e->w);
-    const rfi_replay_ctx quiet = {.p = r->p, .routes = r->routes, .budget = r->budget, .info = NULL};
+    const rfi_replay_ctx quiet = {
+        .p = r->p, .routes = r->routes, .budget = r->budget, .info = NULL, .fastest_ms = r->fastest_ms};
     const char *scope = scope_of(r, &e->w);
     for (uint32_t k = 0; k < r->o.replicates; k++) {
         rfi_replay_walk rep;
@@ -443,9 +479,28 @@ static void count_lock(rf_replay *r, const char *digest) {
     r->last_lock = r->n_locks++;
 }
 
+/* Whether recorded try t is an attempt of the request's own course with its answer: not a hedge (started beside
+ * another by the recorded lock's hedging, which the candidate's own hedging replaces) and not cancelled (its answer
+ * never came: the record cannot say what it would have been). */
+static bool primary(const rf_ledger_try *t) {
+    return !t->hedge && (t->fate == NULL || strcmp(t->fate, rf_try_fate_name(RF_FATE_CANCELLED)) != 0);
+}
+
+/* The fastest answered success among rec's tries (a recorded hedge's included) into fastest_ms, when it is faster. */
+static void note_fastest(const rf_ledger_record *rec, int64_t *fastest_ms) {
+    for (size_t i = 0; i < rec->n_tries; i++) {
+        const rf_ledger_try *t = &rec->tries[i];
+        const bool answered = t->fate == NULL || strcmp(t->fate, rf_try_fate_name(RF_FATE_CANCELLED)) != 0;
+        if (answered && t->reason[0] == 's' && strcmp(t->reason, "success") == 0 && t->status >= 200 &&
+            t->status <= 299 && (*fastest_ms < 0 || t->elapsed_ms < *fastest_ms))
+            *fastest_ms = t->elapsed_ms;
+    }
+}
+
 /* Whether recorded try i of rec starts an attempt of its own (not a followed redirect's hop) and is no 3xx the
  * client decided as a redirect: the tries a pool may hold. */
 static bool poolable(const rf_ledger_record *rec, size_t i, const rfi_replay_facts *f) {
+    if (!primary(&rec->tries[i])) return false;
     if (i > 0 && rec->tries[i - 1].reason[0] == 'r' && strcmp(rec->tries[i - 1].reason, "redirect") == 0) return false;
     return f->redirect == 0;
 }
@@ -492,10 +547,15 @@ static void replay_record(rf_replay *r, const rf_ledger_record *rec) {
         if (!rfi_replay_pools_offer(r->pools, route, after, &facts[i])) r->incomplete = true;
     }
     if (older) info->older_records++;
+    note_fastest(rec, &r->fastest_ms[route]);
     rfi_replay_walk w;
-    rfi_replay_walk_start(&w, rec, &first);
-    const rfi_replay_ctx c = {.p = r->p, .routes = r->routes, .budget = r->budget, .info = info};
+    const rfi_replay_ctx c = {
+        .p = r->p, .routes = r->routes, .budget = r->budget, .info = info, .fastest_ms = r->fastest_ms};
+    rfi_replay_walk_start(&c, &w, rec, &first);
+    /* The record's own course: its hedges are not the candidate's, and a cancelled attempt's answer is drawn. */
     for (size_t i = 0; i < rec->n_tries && !w.done; i++) {
+        if (rec->tries[i].hedge) continue;
+        if (!primary(&rec->tries[i])) break;
         if (i > 0 && !w.in_hop && w.delay_ms < rec->tries[i].delay_ms) info->sooner++;
         rfi_replay_walk_try(&c, &w, &facts[i], &r->jitter);
     }

@@ -48,6 +48,8 @@ enum { RFI_REPLAY_FOLLOWED = 1, RFI_REPLAY_TOO_MANY = 2 };
 /* A predicted try, compact (a walk keeps up to RF_LEDGER_MAX_TRIES). */
 typedef struct rfi_replay_try {
     int64_t elapsed_ms, delay_ms, timeout_ms;
+    int64_t start_ms; /* when it started, after the request's first attempt */
+    bool hedge;       /* started by the candidate's hedging delay beside the attempt in flight */
     uint16_t class_id;
     int16_t status;
     uint8_t reason;   /* rf_reason */
@@ -89,6 +91,16 @@ typedef struct rfi_replay_walk {
     bool light;              /* a replicate's: no tries kept */
     int64_t tokens_milli;    /* a waiting walk's retry budget, when it was put aside */
     rf_attempt_budget first; /* rf_budget before the first attempt (attempts 0, elapsed 0), asked once per request */
+    /* hedging (rf_policy_hedging): hedges start while a try is in flight, every delay, as rf_hedge_decide allows */
+    bool hedged;        /* the candidate hedges the request */
+    bool hedge_stopped; /* a hedge was refused: no more start (as the client's) */
+    int hedges;         /* hedges started */
+    int64_t hedge_delay_ms;
+    int64_t hedge_at;          /* the clock at which the next hedge may start */
+    int64_t win_at;            /* best case: when its first hedge would answer, as the route's fastest success; -1 */
+    bool unbounded;            /* a hedge started with no recorded success on its route: best case as the worst */
+    bool best_taken, best_won; /* best case: its hedge won, after best_hedges hedges and best_requests tries */
+    int best_hedges, best_requests;
     /* the predicted tries */
     size_t n;
     size_t text_used;
@@ -110,12 +122,19 @@ typedef struct rfi_replay_ctx {
     const rf_policy *p;
     const rfi_replay_route *routes; /* by candidate route index */
     rf_retry_budget *budget;        /* the candidate's retry budget, or NULL */
-    rf_replay_info *info; /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
+    rf_replay_info *info;      /* what the point's walks count (cut, assumed, older lines…); NULL for a replicate */
+    const int64_t *fastest_ms; /* by candidate route: its fastest recorded success so far, -1 none */
 } rfi_replay_ctx;
 
 /* Starts w for rec on candidate route first->route (its strings borrowed from rec); first is rf_budget's answer
- * before its first attempt (the call that also routed it). */
-void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, const rf_attempt_budget *first);
+ * before its first attempt (the call that also routed it); its hedging is rf_policy_hedging's for c->p. */
+void rfi_replay_walk_start(const rfi_replay_ctx *c, rfi_replay_walk *w, const rf_ledger_record *rec,
+                           const rf_attempt_budget *first);
+
+/* What w's request would have been in the best case of its hedges (a hedge answers as its route's fastest recorded
+ * success; the first to answer before the attempt it hedges wins): its hedges, tries sent, and whether a hedge won.
+ * Without a hedge, or for a request that could not be modelled, the prediction's own (no win). */
+void rfi_replay_walk_best(const rfi_replay_walk *w, int *hedges, int *requests, bool *won);
 
 /* The facts of recorded try i of rec, which ended at wall time end_wall_ms; older-line notes go to info (may be
  * NULL) as route (the candidate's) would need them. */
@@ -176,6 +195,9 @@ void rfi_replay_spread_free(rfi_replay_spread *s);
  * ran out. */
 bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, const rfi_replay_counts *point,
                            const rfi_replay_counts *replicate);
+/* Adds a request with hedges in scope name (NULL: the whole only): its best case's hedges and wins less the
+ * prediction's (rfi_replay_walk_best). False when memory ran out. */
+bool rfi_replay_spread_hedges(rfi_replay_spread *s, const char *name, int64_t hedges_delta, int64_t wins_delta);
 /* The interval of scope name (NULL: the whole) whose predicted figures are f, into *out. */
 void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, const rf_tally_figures *f,
                                 rf_replay_interval *out);

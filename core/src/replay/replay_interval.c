@@ -13,8 +13,11 @@
 #include <string.h>
 
 typedef struct block {
-    char *name; /* NULL for the whole */
-    int64_t *d; /* [replicate][RFI_REPLAY_COUNTS]: replicate − point, summed over the scope's modelled requests */
+    char *name;  /* NULL for the whole */
+    int64_t *d;  /* [replicate][RFI_REPLAY_COUNTS]: replicate − point, summed over the scope's modelled requests */
+    bool drawn;  /* it holds a request with drawn tries (d is then more than zeros) */
+    bool hedged; /* it holds a request with hedges: best − point of hedges and of hedge wins, summed */
+    int64_t best_hedges, best_wins;
 } block;
 
 struct rfi_replay_spread {
@@ -79,23 +82,48 @@ static block *block_of(rfi_replay_spread *s, const char *name) {
     return &s->named[s->n++];
 }
 
-bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, const rfi_replay_counts *point,
-                           const rfi_replay_counts *replicate) {
+/* The blocks a request of scope name counts in, into out[0..*n): the whole's, and name's (NULL: the whole only). False
+ * when memory ran out for one (the others are still given). */
+static bool blocks_of(rfi_replay_spread *s, const char *name, block *out[2], int *n) {
     bool ok = true;
+    *n = 0;
     for (int scope = 0; scope < (name ? 2 : 1); scope++) {
-        block *b = block_of(s, scope == 0 ? NULL : name);
-        if (b == NULL) {
+        block *b = block_of(s, scope == 0 ? NULL : name); /* the whole's is not in named: out[0] stays valid */
+        if (b == NULL)
             ok = false;
-            continue;
-        }
-        for (size_t i = 0; i < RFI_REPLAY_COUNTS; i++)
-            b->d[(size_t)k * RFI_REPLAY_COUNTS + i] += replicate->n[i] - point->n[i];
+        else
+            out[(*n)++] = b;
     }
     return ok;
 }
 
-/* The counts of RF_TALLY_COUNTS, by name, from the seven kept ones; the hedges are the record's (a replay starts
- * none of its own). */
+bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, const rfi_replay_counts *point,
+                           const rfi_replay_counts *replicate) {
+    block *b[2];
+    int n;
+    const bool ok = blocks_of(s, name, b, &n);
+    for (int j = 0; j < n; j++) {
+        b[j]->drawn = true;
+        for (size_t i = 0; i < RFI_REPLAY_COUNTS; i++)
+            b[j]->d[(size_t)k * RFI_REPLAY_COUNTS + i] += replicate->n[i] - point->n[i];
+    }
+    return ok;
+}
+
+bool rfi_replay_spread_hedges(rfi_replay_spread *s, const char *name, int64_t hedges_delta, int64_t wins_delta) {
+    block *b[2];
+    int n;
+    const bool ok = blocks_of(s, name, b, &n);
+    for (int j = 0; j < n; j++) {
+        b[j]->hedged = true;
+        b[j]->best_hedges += hedges_delta;
+        b[j]->best_wins += wins_delta;
+    }
+    return ok;
+}
+
+/* The counts of RF_TALLY_COUNTS, by name, from the seven kept ones; the hedges are the prediction's (a replicate
+ * redraws no hedge: their answers are bounded by the best and the worst case instead). */
 typedef struct counts {
     int64_t requests, successes, failures, terminal, retried_successes, attempts, success_attempts, retries;
     int64_t hedges, hedge_wins;
@@ -128,7 +156,7 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
                           f->attempts, f->success_attempts, f->retries,  f->hedges,   f->hedge_wins};
     const ratios p = ratios_of(&point);
     const block *b = find(s, name);
-    out->modelled = b != NULL && s->k >= 2;
+    out->modelled = b != NULL && b->drawn && s->k >= 2;
     ratios sum = {0}, sum2 = {0};
     for (uint32_t k = 0; out->modelled && k < s->k; k++) {
         const int64_t *d = b->d + (size_t)k * RFI_REPLAY_COUNTS;
@@ -161,4 +189,13 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
     }
     RF_TALLY_RATIOS(RF_X_BOUNDS)
 #undef RF_X_BOUNDS
+    /* Hedges: from the best case (fewer hedges, each first to answer winning) to the prediction, the worst (a hedge
+     * never wins). */
+    out->hedges_modelled = b != NULL && b->hedged;
+    if (out->hedges_modelled && point.requests > 0) {
+        out->hedges_per_request_lo = (double)(point.hedges + b->best_hedges) / (double)point.requests;
+        out->hedges_per_request_hi = p.hedges_per_request;
+        out->hedge_win_rate_lo = p.hedge_win_rate;
+        out->hedge_win_rate_hi = clamp((double)(point.hedge_wins + b->best_wins) / (double)point.requests, true);
+    }
 }

@@ -7,7 +7,11 @@
  * (status, transport, whether it left, every wait header and the Date, its duration), under the candidate's per-try
  * timeout: a try that ran longer becomes a TIMEOUT at it, as libcurl would have cut it (exact); a try that timed out
  * at a per-try timeout shorter than the candidate's is assumed to time out again at the candidate's (the record
- * cannot say when or whether the upstream would have answered).
+ * cannot say when or whether the upstream would have answered). On a request the candidate hedges (rf_policy_hedging),
+ * every try is decided as a hedged one (a fatal class ends it), and hedges start while a try is in flight, every
+ * hedgingDelayMs after the latest start, as rf_hedge_decide allows (client_flow.c): attempts the upstream sees, with
+ * no answer of their own (the worst case), and the best case (each answers as its route's fastest recorded success)
+ * kept beside them.
  */
 #include "replay_internal.h"
 
@@ -51,7 +55,8 @@ static int outcome_of(const char *name) {
     return -1;
 }
 
-void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, const rf_attempt_budget *first) {
+void rfi_replay_walk_start(const rfi_replay_ctx *c, rfi_replay_walk *w, const rf_ledger_record *rec,
+                           const rf_attempt_budget *first) {
     memset(w, 0, offsetof(rfi_replay_walk, tries));
     w->route = first->route;
     w->first = *first;
@@ -76,6 +81,15 @@ void rfi_replay_walk_start(rfi_replay_walk *w, const rf_ledger_record *rec, cons
     w->rec_elapsed_ms = rec->elapsed_ms;
     w->prev_class = RFI_REPLAY_FIRST;
     w->last_retryable = true;
+    rf_hedging h = {.hedged = false, .why_not = RF_REASON_NO_ROUTE};
+    if (rf_policy_hedging(c->p, w->route, w->method, w->method_len, w->has_key, &h) == RF_OK && h.hedged) {
+        w->hedged = true;
+        w->hedge_delay_ms = h.delay_ms;
+        w->hedge_at = h.delay_ms; /* the first attempt starts at 0 */
+    }
+    w->win_at = -1;
+    if (c->info != NULL && h.hedged) c->info->hedged_requests++;
+    if (c->info != NULL && !h.hedged && h.why_not == RF_REASON_MUTATING_WITHOUT_IDEMPOTENCY) c->info->hedge_keyless++;
 }
 
 void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t end_wall_ms,
@@ -137,14 +151,15 @@ rf_outcome rfi_replay_walk_outcome(const rfi_replay_walk *w) {
     return rf_outcome_of_stop((rf_reason)w->stop, w->last_retryable);
 }
 
-/* Keeps try facts f and its verdict v as w's next predicted try (unless w is light). */
+/* Keeps try facts f, started at start_ms, and its verdict v as w's next predicted try (unless w is light). */
 static void keep_try(rfi_replay_walk *w, const rfi_replay_facts *f, const rf_facts *facts, const rf_verdict *v,
-                     int64_t timeout_ms) {
+                     int64_t timeout_ms, int64_t start_ms) {
     if (w->light || w->n >= RF_LEDGER_MAX_TRIES) return;
     rfi_replay_try *t = &w->tries[w->n++];
     *t = (rfi_replay_try){.elapsed_ms = f->elapsed_ms,
                           .delay_ms = w->delay_ms,
                           .timeout_ms = timeout_ms,
+                          .start_ms = start_ms,
                           .class_id = (uint16_t)rfi_replay_class_id(v->class_name),
                           .status = (int16_t)f->status,
                           .reason = (uint8_t)v->reason,
@@ -158,6 +173,73 @@ static void keep_try(rfi_replay_walk *w, const rfi_replay_facts *f, const rf_fac
     t->ra_header = (int8_t)h;
     t->ra_at = (uint16_t)(w->text_used + 1);
     w->text_used += len + 1;
+}
+
+/* Best case: the hedge that would answer first has answered before an event of w at clock t (a start, an answer). */
+static void best_before(rfi_replay_walk *w, int64_t t, bool or_at) {
+    if (w->best_taken || w->win_at < 0 || w->win_at > t || (w->win_at == t && !or_at)) return;
+    w->best_taken = w->best_won = true;
+    w->best_hedges = w->hedges;
+    w->best_requests = w->requests;
+}
+
+/* A hedge of w started at clock at, with per-try timeout timeout_ms: no answer of its own (the prediction's worst
+ * case); its best case answers as the route's fastest recorded success. */
+static void keep_hedge(const rfi_replay_ctx *c, rfi_replay_walk *w, int64_t at, int64_t timeout_ms) {
+    w->attempts++;
+    w->requests++;
+    w->hedges++;
+    w->modelled = true;
+    const int64_t fastest = c->fastest_ms != NULL ? c->fastest_ms[w->route] : -1;
+    if (fastest < 0) w->unbounded = true;
+    if (w->win_at < 0 && fastest >= 0 && fastest <= timeout_ms) w->win_at = at + fastest;
+    if (w->light || w->n >= RF_LEDGER_MAX_TRIES) return;
+    w->tries[w->n++] = (rfi_replay_try){.timeout_ms = timeout_ms,
+                                        .start_ms = at,
+                                        .hedge = true,
+                                        .class_id = RFI_REPLAY_NAMED + RF_CLASS_UNKNOWN,
+                                        .reason = RF_REASON_SUCCESS, /* the request's end cancelled it */
+                                        .ra_header = -1};
+}
+
+/* The hedges the candidate starts while w's try is in flight, from its start to end (clock ms): one every
+ * hedgingDelayMs after the latest start, each as the client asks rf_hedge_decide (a refusal ends the hedging). */
+static void hedge_during(const rfi_replay_ctx *c, rfi_replay_walk *w, int64_t end) {
+    while (w->hedged && !w->hedge_stopped && w->hedge_at < end) {
+        const int64_t at = w->hedge_at;
+        best_before(w, at, true);
+        const rf_hedge_facts h = {.method = w->method,
+                                  .method_len = w->method_len,
+                                  .started = w->attempts,
+                                  .elapsed_ms = at,
+                                  .has_idempotency_key = w->has_key};
+        rf_verdict v;
+        rf_error err;
+        if (rf_hedge_decide(c->p, w->route, &h, c->budget, &v, &err) != RF_OK || !v.retry) {
+            w->hedge_stopped = true;
+            return;
+        }
+        keep_hedge(c, w, at, v.timeout_ms);
+        w->hedge_at = at + w->hedge_delay_ms;
+    }
+}
+
+void rfi_replay_walk_best(const rfi_replay_walk *w, int *hedges, int *requests, bool *won) {
+    *hedges = w->hedges;
+    *requests = w->requests;
+    *won = false;
+    if (w->unmodelled || w->hedges == 0) return;
+    if (w->best_taken) {
+        *hedges = w->best_hedges;
+        *requests = w->best_requests;
+        *won = w->best_won;
+        return;
+    }
+    /* The request ended on a failure that did not end a hedged request at once: the client waits for the hedges in
+     * flight, and the first would answer. */
+    const rf_reason stop = (rf_reason)w->stop;
+    *won = w->win_at >= 0 && stop != RF_REASON_SUCCESS && stop != RF_REASON_HEDGE_FATAL &&
+           stop != RF_REASON_STOPPED_BY_CALLER;
 }
 
 bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_replay_facts *in, rf_rng *rng) {
@@ -192,9 +274,17 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
         f = (rfi_replay_facts){.transport = RF_TRANSPORT_TIMEOUT, .elapsed_ms = timeout, .wall_ms = in->wall_ms};
         if (c->info) c->info->timeouts_cut++;
     }
-    const int64_t at = w->clock_ms + f.elapsed_ms + w->overhead_ms;
+    const int64_t start = w->clock_ms, at = w->clock_ms + f.elapsed_ms + w->overhead_ms;
+    if (w->hedged && !w->in_hop) { /* the next hedge waits hedgingDelayMs after this start too */
+        best_before(w, start, true);
+        if (w->hedge_at < start + w->hedge_delay_ms) w->hedge_at = start + w->hedge_delay_ms;
+    }
     if (!w->in_hop) w->attempts++;
     w->requests++;
+    if (w->hedged && !w->in_hop) {
+        hedge_during(c, w, start + f.elapsed_ms);
+        best_before(w, start + f.elapsed_ms, false);
+    }
     rf_facts facts = {.method = w->method,
                       .method_len = w->method_len,
                       .path = w->path,
@@ -207,7 +297,8 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
                       .elapsed_ms = at,
                       .has_idempotency_key = w->has_key,
                       .now_ms = f.wall_ms,
-                      .not_sent = f.not_sent};
+                      .not_sent = f.not_sent,
+                      .hedged = w->hedged};
     const rfi_replay_route *route = &c->routes[w->route];
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) { /* the wait headers the route reads, as the client gives them */
         if (route->reads[h] && f.wait[h] != NULL) {
@@ -243,7 +334,7 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
         v.retry = false;
         v.reason = RF_REASON_MAX_ATTEMPTS;
     }
-    keep_try(w, &f, &facts, &v, timeout);
+    keep_try(w, &f, &facts, &v, timeout, start);
     w->last_status = f.status;
     w->last_retryable = redirect || v.class_retryable || v.reason == RF_REASON_SUCCESS;
     w->prev_class = (uint16_t)rfi_replay_class_id(v.class_name);

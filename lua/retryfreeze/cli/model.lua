@@ -1,5 +1,6 @@
---- `retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--class C] [--json]`: the retry-storm
---- arithmetic for a lock's routes (retryfreeze.model), before any traffic is sent. With --class, each route's
+--- `retryfreeze model LOCK [--failure-rate p] [--layers L] [--route R] [--class C] [--slow-share s] [--json]`: the
+--- retry-storm arithmetic for a lock's routes (retryfreeze.model), before any traffic is sent; a hedged route's
+--- hedges at a slow share s. With --class, each route's
 --- attempts for failures of that class come from the engine itself (classLimits, retryable): no rule is
 --- re-implemented here.
 local math = require("retryfreeze.compat").math
@@ -135,6 +136,41 @@ local function render(out, g, layers, p, class)
   end
 end
 
+-- The hedged routes among routes, each with its model at slow share s (retryfreeze.model.hedging). A hedged route
+-- without --slow-share is a usage error: its hedges are load that no default share may stand for.
+local function hedged_routes(ctx, routes, s)
+  local out = {}
+  for _, r in ipairs(routes) do
+    local hg = r.hedging
+    if hg then
+      if not s then
+        ctx.usage_error(string.format("%s hedges (hedging maxAttempts %d, hedgingDelayMs %d): give --slow-share S, "
+          .. "the share of attempts unanswered until its last hedge may start (%d ms), to count its hedges as load",
+          r.endpoint, hg.max_attempts, hg.hedging_delay_ms, (hg.max_attempts - 1) * hg.hedging_delay_ms))
+      end
+      out[#out + 1] = { route = r.endpoint, delay_ms = hg.hedging_delay_ms,
+        model = model.hedging{ max_attempts = hg.max_attempts, slow_share = s } }
+    end
+  end
+  return out
+end
+
+-- The hedging arithmetic of one hedged route at slow share s.
+local function render_hedging(out, hr, s)
+  local m, n, d = hr.model, hr.model.max_attempts, hr.delay_ms
+  out:printf("\nhedging %s: maxAttempts %d, hedgingDelayMs %d, at slow share s = %s\n", hr.route, n, d,
+    string.format("%.4g", s))
+  out:printf("  (a share s of attempts unanswered until %d ms, the others answered within %d ms, independently):\n",
+    (n - 1) * d, d)
+  out:printf("    %-26s %s  (1 + s + ... + s^%d, even with no failure)\n", "attempts per request",
+    num(m.attempts_per_request), n - 1)
+  out:printf("    %-26s %s  (s + ... + s^%d)\n", "hedges per request", num(m.hedges_per_request), n - 1)
+  out:printf("    %-26s %s  (s - s^%d: the first attempt slow, a hedge not)\n", "won by a hedge",
+    pct(m.hedge_win_rate), n)
+  out:printf("    %-26s %d attempts per request (under maxAttempts: hedges and retries share it)\n", "worst case",
+    m.worst_case)
+end
+
 -- math.huge cannot be JSON: an attempts-per-success with no success becomes null.
 local function json_safe(m)
   for k, v in pairs(m) do
@@ -157,6 +193,7 @@ local function run(ctx, opts, pos)
     for _, r in ipairs(routes) do r.model_attempts, r.model_reason = class_attempts(policy, r, facts) end
   end
   local groups = groups_of(routes)
+  local hedged = hedged_routes(ctx, routes, opts.slow_share)
   if opts.json then
     local doc = { lock = pos[1], digest = policy.digest, layers = layers, failure_rate = p, class = class,
       models = {} }
@@ -168,8 +205,17 @@ local function run(ctx, opts, pos)
       end
       doc.models[i] = entry
     end
-    out:json(doc, { "lock", "digest", "layers", "failure_rate", "class", "models", "max_attempts", "routes",
-      "prediction", "table", "p" })
+    if #hedged > 0 then
+      doc.slow_share, doc.hedging = opts.slow_share, {}
+      for i, hr in ipairs(hedged) do
+        local m = hr.model
+        doc.hedging[i] = { route = hr.route, max_attempts = m.max_attempts, hedging_delay_ms = hr.delay_ms,
+          attempts_per_request = m.attempts_per_request, hedges_per_request = m.hedges_per_request,
+          hedge_win_rate = m.hedge_win_rate, worst_case = m.worst_case }
+      end
+    end
+    out:json(doc, { "lock", "digest", "layers", "failure_rate", "class", "slow_share", "models", "hedging", "route",
+      "max_attempts", "hedging_delay_ms", "routes", "prediction", "table", "p" })
     return 0
   end
   out:printf("model: %s (%s)%s\n", pos[1], policy.digest,
@@ -179,14 +225,6 @@ local function run(ctx, opts, pos)
   out:write("  no deadline, Retry-After, retry budget or missing idempotency key stops a request early\n"
     .. "  (each of those only lowers the real numbers)\n")
   for _, r in ipairs(routes) do
-    local hg = r.hedging
-    if hg then -- hedges are load whatever fails: the same arithmetic, with a slow share in p's place
-      out:printf("note: %s hedges (hedging maxAttempts %d, hedgingDelayMs %d): an attempt unanswered after %d ms "
-        .. "starts another even with no failure, so up to %d attempts per request; with a share s of answers that "
-        .. "take longer than %d ms (a slow tail, independent), the attempts per request are the table's at p = s "
-        .. "for maxAttempts %d\n", r.endpoint, hg.max_attempts, hg.hedging_delay_ms, hg.hedging_delay_ms,
-        hg.max_attempts, hg.max_attempts * hg.hedging_delay_ms, hg.max_attempts)
-    end
     if #r.retryable == 0 then
       out:printf("note: %s retries no class: it makes 1 attempt per request whatever p is\n", r.endpoint)
     end
@@ -201,6 +239,7 @@ local function run(ctx, opts, pos)
         r.model_attempts, r.max_attempts, r.model_reason)
     end
   end
+  for _, hr in ipairs(hedged) do render_hedging(out, hr, opts.slow_share) end
   for _, g in ipairs(groups) do
     out:write("\n")
     render(out, g, layers, p, class)
@@ -218,6 +257,8 @@ return cli_args.command {
     .. "  early (no deadline, Retry-After, retry budget or missing idempotency key): the real numbers can\n"
     .. "  only be lower. With --layers L, the worst case is maxAttempts^L, and beside it the same layers\n"
     .. "  with propagation at every one (the lock's propagation): maxAttempts, one layer's retries.\n"
+    .. "  A route with hedging needs --slow-share S (the share of attempts unanswered until its last hedge\n"
+    .. "  may start): its attempts per request, hedges and wins at S, load even when nothing fails.\n"
     .. "  Exit 0, or 2 on bad usage, an invalid lock or an unknown route.",
   options = {
     { "--failure-rate", "number P", "detail one failure rate p", range = { 0, 1 } },
@@ -226,6 +267,8 @@ return cli_args.command {
       .. "(\"GET /v1/jobs/42\")" },
     { "--class", "string CLASS", "failures of one class (HTTP_503, TIMEOUT, UNKNOWN, ...): each route's attempts "
       .. "are what the engine allows that class (its classLimits entry, or 1 when not retryable)" },
+    { "--slow-share", "number S", "the share of attempts unanswered until a hedged route's last hedge may start "
+      .. "(required when a modelled route has hedging: its hedges are load)", range = { 0, 1 } },
     { "--json", "flag", "print the predictions as one JSON object" },
   },
   run = run,
