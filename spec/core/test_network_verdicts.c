@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/decide.h"
 #include <string.h>
 
@@ -15,13 +17,6 @@
     "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"      \
     "\"minAttemptMs\":100,\"retryable\":[\"HTTP_503\",\"PROXY_REFUSED\"],\"notRetryable\":[\"HTTP_4XX\"]," \
     "\"retryAfter\":{\"honor\":true,\"maxMs\":3000}}"
-
-static rf_policy *load(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) fail_msg("%s: %s", err.path, err.message);
-    return p;
-}
 
 static rf_facts hop(int status, const char *retry_after, int64_t elapsed_ms) {
     return (rf_facts){.method = "GET",
@@ -37,7 +32,7 @@ static rf_facts hop(int status, const char *retry_after, int64_t elapsed_ms) {
 
 static void test_redirect_follows_and_waits(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK);
+    rf_policy *p = lock_load(LOCK);
     rf_verdict v;
     rf_error err;
     rf_facts f = hop(302, NULL, 0);
@@ -67,7 +62,7 @@ static void test_redirect_follows_and_waits(void **state) {
 
 static void test_redirect_limit(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK);
+    rf_policy *p = lock_load(LOCK);
     rf_verdict v;
     rf_error err;
     rf_facts f = hop(302, NULL, 0);
@@ -85,7 +80,7 @@ static void test_redirect_limit(void **state) {
 
 static void test_network_classes(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK);
+    rf_policy *p = lock_load(LOCK);
     char buf[RF_CLASS_NAME_MAX];
     rf_classify(0, RF_TRANSPORT_PROXY_REFUSED, buf);
     assert_string_equal("PROXY_REFUSED", buf);
