@@ -7,6 +7,7 @@ local upstream = require "retryfreeze.upstream"
 local redis_server = require "spec.redis_server"
 local servers = require "spec.support.servers"
 local stall = require "spec.support.stall"
+local storm_run = require("spec.support.storm").run
 local write, read = h.write_file, h.read_file
 
 -- maxTokens 10, tokenRatio 0.1: a bucket allows exactly 4 retries while everything fails (tokens 9, 8, 7, 6
@@ -125,26 +126,13 @@ describe_54("a retry budget shared through Redis", function()
     if skip then pending(name .. " (no redis-server)") else it(name, fn) end
   end
 
-  --- Runs `procs` processes of spec/fleet/storm_worker.lua at once; returns the upstream's request count.
+  --- Runs `procs` storm workers at once (spec.support.storm); returns the upstream's request count, the requests
+  --- whose budget was shared and local-fallback. Every worker prints its `done` line and nothing before it.
   local function storm(name, redis_url, procs, per_proc)
     write(lock_file, lock_text(name))
-    local before = assert(upstream.stats(up.url)).requests
-    -- The workers run Lua 5.4 whatever runs this spec (the suite also runs under LuaJIT).
-    local env = h.lua_env("5.4")
-    local handles = {}
-    for i = 1, procs do
-      handles[i] = io.popen(env .. "lua5.4 spec/fleet/storm_worker.lua '" .. lock_file .. "' " .. up.url .. " "
-        .. redis_url .. " " .. per_proc .. " 2>&1")
-    end
-    local shared, fallback = 0, 0
-    for i = 1, procs do
-      local out = handles[i]:read("a")
-      assert(handles[i]:close(), out)
-      local s, f = out:match("^done %d+ %d+ (%d+) (%d+)")
-      assert(s, out)
-      shared, fallback = shared + tonumber(s), fallback + tonumber(f)
-    end
-    return assert(upstream.stats(up.url)).requests - before, shared, fallback
+    local sent, shared, fallback, outs = storm_run(up.url, lock_file, redis_url, procs, per_proc)
+    for _, out in ipairs(outs) do assert.matches("^done ", out) end
+    return sent, shared, fallback
   end
 
   it_redis("8 processes draw on one bucket: the fleet retries what one bucket allows, 8x less than local budgets",
