@@ -29,24 +29,9 @@ if arg[1] == "--measure" then
   os.exit(0)
 end
 
-local opts = { sizes = { 100000, 1000000 }, lock = "examples/service.lock.json" }
-do
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    if a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
-    elseif a == "--lock" then opts.lock = arg[i + 1]; i = i + 1
-    elseif a == "--sizes" then
-      opts.sizes = {}
-      for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
-      i = i + 1
-    else
-      io.stderr:write("bench_replay: unknown argument ", a, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
-end
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+local opts = dofile(here .. "/options.lua")("bench_replay", { sizes = { 100000, 1000000 }, lock = "examples/service.lock.json" },
+  { ["--dir"] = { "dir", "value" }, ["--lock"] = { "lock", "value" }, ["--sizes"] = { "sizes", "sizes" } })
 
 local shell_quote = measure.q
 

@@ -40,25 +40,12 @@ if arg[1] == "--measure" then
   os.exit(0)
 end
 
+-- (--generate's arguments are read where the generator is defined)
 local opts = { sizes = { 100000, 1000000 }, dir = nil, floor = nil, keep = false }
-do
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    if a == "--floor" then opts.floor = arg[i + 1]; i = i + 1
-    elseif a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
-    elseif a == "--keep" then opts.keep = true
-    elseif a == "--generate" and i == 1 then i = #arg -- its arguments are read where the generator is defined
-    elseif a == "--sizes" then
-      opts.sizes = {}
-      for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
-      i = i + 1
-    else
-      io.stderr:write("bench_stats: unknown argument ", a, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
+if arg[1] ~= "--generate" then
+  dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/options.lua")("bench_stats", opts, {
+    ["--floor"] = { "floor", "value" }, ["--dir"] = { "dir", "value" }, ["--keep"] = { "keep", "flag" },
+    ["--sizes"] = { "sizes", "sizes" } })
 end
 
 local shell_quote = measure.q
