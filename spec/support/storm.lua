@@ -2,6 +2,7 @@
 -- the spec) against the fault-injecting upstream, its retry budget shared through Redis or kept local.
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
+local redis_server = require "spec.redis_server"
 local M = {}
 
 --- Runs `procs` workers at once, each sending `per_proc` requests under the lock at lock_file, and waits for all.
@@ -29,6 +30,27 @@ function M.run(up_url, lock_file, redis_url, procs, per_proc)
     shared, fallback = shared + tonumber(s), fallback + tonumber(f)
   end
   return assert(upstream.stats(up_url)).requests - before, shared, fallback, outs
+end
+
+--- The parts a storm needs: start() (a describe's setup) starts redis-server (debug commands on) and an upstream
+--- that answers 503 to everything, and makes a fresh directory; stop() (its teardown) stops what started and removes
+--- the directory. Without redis-server (skip) start() starts nothing and the specs say pending.
+-- @param tag string: names the temporary directory (/tmp/rf-TAG.XXXXXX)
+-- @return table: start, stop, skip, and srv, up, dir once started (srv may be replaced: stop() stops parts.srv)
+function M.servers(tag)
+  local parts = { skip = not redis_server.available() }
+  function parts.start()
+    if parts.skip then return end
+    parts.srv = assert(redis_server.start({ debug = true }))
+    parts.up = assert(upstream.start({ bindir = h.bindir, faults = "503=1" }))
+    parts.dir = h.temp_dir(tag)
+  end
+  function parts.stop()
+    if parts.srv then parts.srv.stop("KILL") end
+    if parts.up then parts.up.stop() end
+    if parts.dir then os.execute("rm -rf " .. h.shell_quote(parts.dir)) end
+  end
+  return parts
 end
 
 return M
