@@ -237,6 +237,32 @@ static void *fail_loop(void *arg) {
     return NULL;
 }
 
+/* THREADS threads at once (a barrier starts them together) run fail_loop on one Redis budget for p at url, made
+ * here into *b (the caller frees it); the sum of their counts. */
+static worker storm_threads(const rf_policy *p, const char *url, rf_retry_budget **b) {
+    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
+    rf_error err;
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, b, &err), RF_OK);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, THREADS);
+    worker w[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.p = p, .b = *b, .start = &start};
+        pthread_create(&t[i], NULL, fail_loop, &w[i]);
+    }
+    worker sum = {0};
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        sum.retried += w[i].retried;
+        sum.throttled += w[i].throttled;
+        sum.shared += w[i].shared;
+        sum.other += w[i].other;
+    }
+    pthread_barrier_destroy(&start);
+    return sum;
+}
+
 static void test_threads_share_one_redis_bucket(void **state) {
     (void)state;
     if (plain_redis.port == 0) {
@@ -245,32 +271,14 @@ static void test_threads_share_one_redis_bucket(void **state) {
     rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"threads\"}"));
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
-    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
     rf_retry_budget *b = NULL;
     rf_error err;
-    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, THREADS);
-    worker w[THREADS];
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.p = p, .b = b, .start = &start};
-        pthread_create(&t[i], NULL, fail_loop, &w[i]);
-    }
-    long retried = 0, throttled = 0, shared = 0, other = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        retried += w[i].retried;
-        throttled += w[i].throttled;
-        shared += w[i].shared;
-        other += w[i].other;
-    }
-    pthread_barrier_destroy(&start);
+    const worker sum = storm_threads(p, url, &b);
     /* One bucket of 10 tokens: the decisions that left 9, 8, 7, 6 tokens retried; every other one throttled. */
-    assert_int_equal(retried, 4);
-    assert_int_equal(throttled, THREADS * ROUNDS - 4);
-    assert_int_equal(shared, THREADS * ROUNDS);
-    assert_int_equal(other, 0);
+    assert_int_equal(sum.retried, 4);
+    assert_int_equal(sum.throttled, THREADS * ROUNDS - 4);
+    assert_int_equal(sum.shared, THREADS * ROUNDS);
+    assert_int_equal(sum.other, 0);
     int64_t tokens = -2, ttl = -2;
     rf_redis_budget_options show = {.url = url, .timeout_ms = 1000};
     assert_int_equal(rf_retry_budget_redis_peek(&show, "threads", &tokens, &ttl, &err), RF_OK);
@@ -297,31 +305,13 @@ static void test_threads_share_one_redis_window(void **state) {
     rf_policy *p = lock_load(lock);
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
-    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
     rf_retry_budget *b = NULL;
     rf_error err;
-    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, THREADS);
-    worker w[THREADS];
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.p = p, .b = b, .start = &start};
-        pthread_create(&t[i], NULL, fail_loop, &w[i]);
-    }
-    long retried = 0, throttled = 0, shared = 0, other = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        retried += w[i].retried;
-        throttled += w[i].throttled;
-        shared += w[i].shared;
-        other += w[i].other;
-    }
-    pthread_barrier_destroy(&start);
-    assert_int_equal(retried, THREADS * ROUNDS / 5);
-    assert_int_equal(throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
-    assert_int_equal(shared, THREADS * ROUNDS);
-    assert_int_equal(other, 0);
+    const worker sum = storm_threads(p, url, &b);
+    assert_int_equal(sum.retried, THREADS * ROUNDS / 5);
+    assert_int_equal(sum.throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
+    assert_int_equal(sum.shared, THREADS * ROUNDS);
+    assert_int_equal(sum.other, 0);
     bool found = false;
     rf_budget_window win;
     int64_t idle = -2;
