@@ -50,14 +50,19 @@
     "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"             \
     "\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.5" shared "}}"
 
+/* The facts of a GET /v1/jobs attempt that got `status` (transport ok), the request's attempt number `attempts`. */
+static rf_facts jobs_facts(int status, int attempts) {
+    return (rf_facts){.method = "GET",
+                      .method_len = 3,
+                      .path = "/v1/jobs",
+                      .path_len = 8,
+                      .status = status,
+                      .transport = RF_TRANSPORT_OK,
+                      .attempts = attempts};
+}
+
 static rf_verdict decide(const rf_policy *p, rf_retry_budget *b, int status, int attempts) {
-    rf_facts f = {.method = "GET",
-                  .method_len = 3,
-                  .path = "/v1/jobs",
-                  .path_len = 8,
-                  .status = status,
-                  .transport = RF_TRANSPORT_OK,
-                  .attempts = attempts};
+    rf_facts f = jobs_facts(status, attempts);
     rf_verdict v;
     rf_error err;
     assert_int_equal(rf_decide(p, &f, NULL, b, &v, &err), RF_OK);
@@ -213,13 +218,7 @@ static void *fail_loop(void *arg) {
     worker *w = arg;
     pthread_barrier_wait(w->start);
     for (int i = 0; i < ROUNDS; i++) {
-        rf_facts f = {.method = "GET",
-                      .method_len = 3,
-                      .path = "/v1/jobs",
-                      .path_len = 8,
-                      .status = 503,
-                      .transport = RF_TRANSPORT_OK,
-                      .attempts = 1};
+        rf_facts f = jobs_facts(503, 1);
         rf_verdict v;
         rf_error err;
         if (rf_decide(w->p, &f, NULL, w->b, &v, &err) != RF_OK) {
@@ -474,13 +473,7 @@ static void localhost_control(void *arg, char *line, size_t cap) {
     rf_redis_budget_options o = {.url = arg, .timeout_ms = 2000};
     rf_retry_budget *b = NULL;
     if (rf_retry_budget_redis_new(p, &o, &b, &err) != RF_OK) _exit(1);
-    rf_facts f = {.method = "GET",
-                  .method_len = 3,
-                  .path = "/v1/jobs",
-                  .path_len = 8,
-                  .status = 503,
-                  .transport = RF_TRANSPORT_OK,
-                  .attempts = 1};
+    rf_facts f = jobs_facts(503, 1);
     rf_verdict v;
     if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
     snprintf(line, cap, "%s", budget_name(v.budget));
@@ -651,13 +644,7 @@ static void silent_resolver_run(void *arg, char *line, size_t cap) {
     int64_t took[2];
     int fallbacks = 0;
     for (int i = 0; i < 2; i++) { /* the second after the reconnection backoff: the same lookup, still running */
-        rf_facts f = {.method = "GET",
-                      .method_len = 3,
-                      .path = "/v1/jobs",
-                      .path_len = 8,
-                      .status = 503,
-                      .transport = RF_TRANSPORT_OK,
-                      .attempts = 1};
+        rf_facts f = jobs_facts(503, 1);
         rf_verdict v;
         int64_t t0 = stall_clock_us();
         if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
