@@ -175,104 +175,106 @@ static void test_digest_changes_with_every_decision_number(void **state) {
 
 static void test_refusals_name_path_rule_and_value(void **state) {
     (void)state;
-    lock_refused("", "$", "empty lock");
-    lock_refused("[]", "$", "must be a JSON object");
-    lock_refused("{" MINIMAL "} x", "$", "trailing data");
-    lock_refused("{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps",
-                 "unknown key \"maxAttemps\" (did you mean \"maxAttempts\"?");
-    lock_refused("{" MINIMAL ",\"zzz\":2}", "$.zzz", "unknown key \"zzz\" (allowed here:");
-    lock_refused("{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.maxAttempts", "from 1 to 10, got 11");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.maxAttempts", "no fraction");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.maxAttempts", "got a string");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.maxAttempts", "too large");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.perAttemptTimeoutMs", "got -1");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
-                 "$.totalBudgetMs", "at least perAttemptTimeoutMs (1000), got 500");
-    lock_refused("{\"endpoint\":\"GET /a\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.maxAttempts", "required");
-    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000}",
-                 "$.retryable", "required");
-    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                 "\"retryable\":[\"HTTP_999\"]}",
-                 "$.retryable[0]", "unknown failure class \"HTTP_999\"");
-    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                 "\"retryable\":[\"timeout\"]}",
-                 "$.retryable[0]", "unknown failure class \"timeout\" (did you mean \"TIMEOUT\"?");
-    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                 "\"retryable\":[\"CONNECTION_RESET\"]}",
-                 "$.retryable[0]", "(did you mean \"CONNECT_RESET\"?");
-    lock_refused("{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both");
-    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                 "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",
-                 "$.notRetryable", "in both");
-    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-                 "\"retryable\":[\"HTTP_503\",\"HTTP_503\"]}",
-                 "$.retryable[1]", "listed twice");
-    lock_refused("{\"endpoint\":\"get "
-                 "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.endpoint", "uppercase");
-    lock_refused("{\"endpoint\":\"GET "
-                 "a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.endpoint", "start with '/'");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.endpoint", "last segment");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.endpoint", "empty path segment");
-    lock_refused("{\"endpoint\":\"GET "
-                 "/a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-                 "$.endpoint", "parameter");
-    lock_refused("{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method");
-    lock_refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter",
-                 "none, full, equal, decorrelated");
-    lock_refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.0001}}", "$.backoff.multiplier", "3 decimal places");
-    /* The offending value as the user wrote it (shortest round-trip form), not 1.2344999999999999. */
-    lock_refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.2345}}", "$.backoff.multiplier",
-                 "must have at most 3 decimal places, got 1.2345");
-    lock_refused("{" MINIMAL ",\"backoff\":{\"baseMs\":20000}}", "$.backoff.baseMs", "at most backoff.maxMs");
-    lock_refused("{" MINIMAL ",\"backoff\":{\"cap\":1}}", "$.backoff.cap", "unknown key");
-    lock_refused("{" MINIMAL ",\"retryAfter\":{\"honor\":1}}", "$.retryAfter.honor", "true or false");
-    lock_refused("{" MINIMAL ",\"minAttemptMs\":2000}", "$.minAttemptMs", "at most perAttemptTimeoutMs");
-    lock_refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10}}", "$.retryBudget.tokenRatio", "required");
-    lock_refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0}}", "$.retryBudget.tokenRatio",
-                 "from");
-    lock_refused("{\"version\":2,\"routes\":[{" MINIMAL "}]}", "$.version", "from 1 to 1, got 2");
-    lock_refused("{\"version\":1,\"routes\":[]}", "$.routes", "non-empty");
-    lock_refused("{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint",
-                 "duplicates $.routes[0]");
-    lock_refused(
-        "{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a/{x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
-        "\"totalBudgetMs\":5000,\"retryable\":[]},{\"endpoint\":\"GET /a/{y}\",\"maxAttempts\":3,"
-        "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}]}",
-        "$.routes[1].endpoint", "duplicates");
-    lock_refused("{\"version\":1,\"defaults\":{\"endpoint\":\"GET /a\"},\"routes\":[{" MINIMAL "}]}",
-                 "$.defaults.endpoint", "cannot have a default");
-    lock_refused("{\"version\":1,\"routes\":[{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1}}]}",
-                 "$.routes[0].retryBudget", "client-wide");
-    lock_refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a\"}]}", "$.routes[0].maxAttempts", "required");
-    lock_refused("{\"version\":1,\"routes\":[{" MINIMAL "}],\"route\":1}", "$.route", "unknown key");
-    lock_refused("{\"$comment\":5," MINIMAL "}", "$.$comment", "must be a string");
-    lock_refused("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1.5}}", "$.gate.maxRetriedSuccess", "from 0 to 1");
-    lock_refused("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"nope\"]}}", "$.gate.forbidReasons[0]", "unknown reason");
-    lock_refused("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"deadline\"]}}", "$.gate.forbidReasons[1]",
-                 "listed twice");
-    lock_refused("{" MINIMAL ",\"gate\":{\"minSuccess\":1}}", "$.gate.minSuccess", "unknown key");
-    lock_refused("{" MINIMAL ",\"gate\":[]}", "$.gate", "must be an object");
-    lock_refused("{" MINIMAL ",\"backoff\":{\"$comment\":1}}", "$.backoff.$comment", "must be a string, got a number");
-    lock_refused("{" MINIMAL ",\"gate\":{\"$comment\":null}}", "$.gate.$comment", "must be a string, got null");
+    /* Each: the lock text, the JSON path of the refusal, a fragment of its message (lock_refused). */
+    static const struct {
+        const char *text, *path, *needle;
+    } cases[] = {
+        {"", "$", "empty lock"},
+        {"[]", "$", "must be a JSON object"},
+        {"{" MINIMAL "} x", "$", "trailing data"},
+        {"{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps", "unknown key \"maxAttemps\" (did you mean \"maxAttempts\"?"},
+        {"{" MINIMAL ",\"zzz\":2}", "$.zzz", "unknown key \"zzz\" (allowed here:"},
+        {"{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "from 1 to 10, got 11"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "no fraction"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "got a string"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "too large"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.perAttemptTimeoutMs", "got -1"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
+         "$.totalBudgetMs", "at least perAttemptTimeoutMs (1000), got 500"},
+        {"{\"endpoint\":\"GET /a\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "required"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000}",
+         "$.retryable", "required"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"HTTP_999\"]}",
+         "$.retryable[0]", "unknown failure class \"HTTP_999\""},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"timeout\"]}",
+         "$.retryable[0]", "unknown failure class \"timeout\" (did you mean \"TIMEOUT\"?"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"CONNECTION_RESET\"]}",
+         "$.retryable[0]", "(did you mean \"CONNECT_RESET\"?"},
+        {"{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",
+         "$.notRetryable", "in both"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"HTTP_503\",\"HTTP_503\"]}",
+         "$.retryable[1]", "listed twice"},
+        {"{\"endpoint\":\"get "
+         "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "uppercase"},
+        {"{\"endpoint\":\"GET "
+         "a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "start with '/'"},
+        {"{\"endpoint\":\"GET "
+         "/a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "last segment"},
+        {"{\"endpoint\":\"GET "
+         "/a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "empty path segment"},
+        {"{\"endpoint\":\"GET "
+         "/a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "parameter"},
+        {"{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method"},
+        {"{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter", "none, full, equal, decorrelated"},
+        {"{" MINIMAL ",\"backoff\":{\"multiplier\":1.0001}}", "$.backoff.multiplier", "3 decimal places"},
+        /* The offending value as the user wrote it (shortest round-trip form), not 1.2344999999999999. */
+        {"{" MINIMAL ",\"backoff\":{\"multiplier\":1.2345}}", "$.backoff.multiplier",
+         "must have at most 3 decimal places, got 1.2345"},
+        {"{" MINIMAL ",\"backoff\":{\"baseMs\":20000}}", "$.backoff.baseMs", "at most backoff.maxMs"},
+        {"{" MINIMAL ",\"backoff\":{\"cap\":1}}", "$.backoff.cap", "unknown key"},
+        {"{" MINIMAL ",\"retryAfter\":{\"honor\":1}}", "$.retryAfter.honor", "true or false"},
+        {"{" MINIMAL ",\"minAttemptMs\":2000}", "$.minAttemptMs", "at most perAttemptTimeoutMs"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10}}", "$.retryBudget.tokenRatio", "required"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0}}", "$.retryBudget.tokenRatio", "from"},
+        {"{\"version\":2,\"routes\":[{" MINIMAL "}]}", "$.version", "from 1 to 1, got 2"},
+        {"{\"version\":1,\"routes\":[]}", "$.routes", "non-empty"},
+        {"{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint", "duplicates $.routes[0]"},
+        {"{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a/{x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+         "\"totalBudgetMs\":5000,\"retryable\":[]},{\"endpoint\":\"GET /a/{y}\",\"maxAttempts\":3,"
+         "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}]}",
+         "$.routes[1].endpoint", "duplicates"},
+        {"{\"version\":1,\"defaults\":{\"endpoint\":\"GET /a\"},\"routes\":[{" MINIMAL "}]}", "$.defaults.endpoint",
+         "cannot have a default"},
+        {"{\"version\":1,\"routes\":[{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1}}]}",
+         "$.routes[0].retryBudget", "client-wide"},
+        {"{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a\"}]}", "$.routes[0].maxAttempts", "required"},
+        {"{\"version\":1,\"routes\":[{" MINIMAL "}],\"route\":1}", "$.route", "unknown key"},
+        {"{\"$comment\":5," MINIMAL "}", "$.$comment", "must be a string"},
+        {"{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1.5}}", "$.gate.maxRetriedSuccess", "from 0 to 1"},
+        {"{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"nope\"]}}", "$.gate.forbidReasons[0]", "unknown reason"},
+        {"{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"deadline\"]}}", "$.gate.forbidReasons[1]",
+         "listed twice"},
+        {"{" MINIMAL ",\"gate\":{\"minSuccess\":1}}", "$.gate.minSuccess", "unknown key"},
+        {"{" MINIMAL ",\"gate\":[]}", "$.gate", "must be an object"},
+        {"{" MINIMAL ",\"backoff\":{\"$comment\":1}}", "$.backoff.$comment", "must be a string, got a number"},
+        {"{" MINIMAL ",\"gate\":{\"$comment\":null}}", "$.gate.$comment", "must be a string, got null"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        lock_refused(cases[i].text, cases[i].path, cases[i].needle);
 }
 
 static void test_gate_object(void **state) {
