@@ -67,8 +67,7 @@ end
 
 local function generate(path, n)
   math.randomseed(42)
-  local f = assert(io.open(path, "wb"))
-  local buf = {}
+  local out = require("spec.ledger_gen").lines_to(path)
   local random = math.random
   for i = 1, n do
     local route = routes[random(#routes)]
@@ -97,18 +96,13 @@ local function generate(path, n)
       tries, attempts, outcome, reason, ok, status = {}, 0, "refused", "no-route", "false", 0
     end
     local elapsed = attempts * ms1 + (attempts > 1 and 100 * (attempts - 1) or 0)
-    buf[#buf + 1] = string.format('{"ts":"2026-11-29T17:%02d:%02d.%03dZ","route":"%s","method":"%s","path":"%s",'
+    out.add(string.format('{"ts":"2026-11-29T17:%02d:%02d.%03dZ","route":"%s","method":"%s","path":"%s",'
       .. '"key":%s,"policy":"%s","attempts":%d,"elapsed_ms":%d,"outcome":"%s","reason":"%s","ok":%s,"status":%d,'
       .. '"body_len":%d,"tries":[%s]}\n', (i // 60000) % 60, (i // 1000) % 60, i % 1000,
       reason == "no-route" and "" or route[1], route[2], route[3], key, POLICY, attempts, elapsed, outcome, reason,
-      ok, status, ok == "true" and 17 or 0, table.concat(tries, ","))
-    if #buf == 4096 then
-      f:write(table.concat(buf))
-      buf = {}
-    end
+      ok, status, ok == "true" and 17 or 0, table.concat(tries, ",")))
   end
-  f:write(table.concat(buf))
-  f:close()
+  out.close()
 end
 
 -- Internal: lua5.4 bench/bench_stats.lua --generate PATH N writes that ledger (bench/bench_replay.lua's input).
