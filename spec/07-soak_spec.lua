@@ -40,11 +40,16 @@ describe("retryfreeze.scheduler", function()
     assert.is_true(took <= 3, "took " .. took .. " s")
   end)
 
-  it("reports a flow that raises and keeps running the others", function()
+  -- A fresh upstream and a client that makes one attempt per GET /x (the test closes and stops them).
+  local function one_attempt_client()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
     local p = assert(rf.load_string('{"endpoint":"GET /x","maxAttempts":1,"perAttemptTimeoutMs":1000,'
       .. '"totalBudgetMs":1000,"retryable":[]}'))
-    local c = rf.client{ policy = p, base_url = up.url }
+    return rf.client{ policy = p, base_url = up.url }, up
+  end
+
+  it("reports a flow that raises and keeps running the others", function()
+    local c, up = one_attempt_client()
     local errors, oks = {}, 0
     local failed = scheduler.run(c, 10, 4, function(i)
       c:request{ method = "GET", path = "/x" }
@@ -58,10 +63,7 @@ describe("retryfreeze.scheduler", function()
   end)
 
   it("refuses on_attempt hooks inside scheduled flows", function()
-    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
-    local p = assert(rf.load_string('{"endpoint":"GET /x","maxAttempts":1,"perAttemptTimeoutMs":1000,'
-      .. '"totalBudgetMs":1000,"retryable":[]}'))
-    local c = rf.client{ policy = p, base_url = up.url }
+    local c, up = one_attempt_client()
     local msg
     scheduler.run(c, 1, 1, function()
       c:request{ method = "GET", path = "/x", on_attempt = function() end }
