@@ -35,6 +35,29 @@ static void same_files(const char *raw_path, const char *ledger_path) {
     fclose(b);
 }
 
+/* The baseline: seconds to write buf (len bytes) count times to the file at path, emptied first, one write(2) each on
+ * an O_APPEND descriptor. */
+static double raw_writes(const char *path, const char *buf, size_t len, long count) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) bench_die("bench_ledger", "open failed", path);
+    double t0 = bench_now_s();
+    for (long i = 0; i < count; i++)
+        if (write(fd, buf, len) != (ssize_t)len) bench_die("bench_ledger", "write failed", path);
+    double took = bench_now_s() - t0;
+    close(fd);
+    return took;
+}
+
+/* The ledger at path, emptied and opened without fsync. */
+static rf_ledger *empty_ledger(const char *path) {
+    rf_error err;
+    if (truncate(path, 0) != 0) bench_die("bench_ledger", "truncate failed", path);
+    rf_ledger *l = NULL;
+    if (rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
+        bench_die("bench_ledger", "rf_ledger_open failed", err.message);
+    return l;
+}
+
 int main(int argc, char **argv) {
     bool calls = argc == 3 && strcmp(argv[1], "--calls") == 0;
     if (argc > 3 || (argc > 1 && argv[1][0] == '-' && !calls))
@@ -98,19 +121,9 @@ int main(int argc, char **argv) {
     double raw_best = 1e30, append_best = 1e30;
     for (int round = 0; round < rounds; round++) {
         /* Baseline: the same line, already formatted, one write(2) each on an O_APPEND descriptor. */
-        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
-        if (fd < 0) bench_die("bench_ledger", "open failed", raw_path);
+        double raw = raw_writes(raw_path, line, line_len, n);
+        rf_ledger *l = empty_ledger(ledger_path);
         double t0 = bench_now_s();
-        for (long i = 0; i < n; i++)
-            if (write(fd, line, line_len) != (ssize_t)line_len) bench_die("bench_ledger", "write failed", raw_path);
-        double raw = bench_now_s() - t0;
-        close(fd);
-
-        if (truncate(ledger_path, 0) != 0) bench_die("bench_ledger", "truncate failed", ledger_path);
-        rf_ledger *l = NULL;
-        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
-            bench_die("bench_ledger", "rf_ledger_open failed", err.message);
-        t0 = bench_now_s();
         for (long i = 0; i < n; i++)
             if (rf_ledger_append(l, &rec, &err) != RF_OK)
                 bench_die("bench_ledger", "rf_ledger_append failed", err.message);
@@ -133,19 +146,9 @@ int main(int argc, char **argv) {
     long batches = n / BATCH > 0 ? n / BATCH : 1;
     double raw_batch_best = 1e30, batch_best = 1e30;
     for (int round = 0; round < rounds; round++) {
-        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
-        if (fd < 0) bench_die("bench_ledger", "open failed", raw_path);
+        double raw = raw_writes(raw_path, lines, line_len * BATCH, batches);
+        rf_ledger *l = empty_ledger(ledger_path);
         double t0 = bench_now_s();
-        for (long i = 0; i < batches; i++)
-            if (write(fd, lines, line_len * BATCH) != (ssize_t)(line_len * BATCH))
-                bench_die("bench_ledger", "write failed", raw_path);
-        double raw = bench_now_s() - t0;
-        close(fd);
-        if (truncate(ledger_path, 0) != 0) bench_die("bench_ledger", "truncate failed", ledger_path);
-        rf_ledger *l = NULL;
-        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
-            bench_die("bench_ledger", "rf_ledger_open failed", err.message);
-        t0 = bench_now_s();
         for (long i = 0; i < batches; i++)
             if (rf_ledger_append_batch(l, batch, BATCH, statuses, NULL) != BATCH)
                 bench_die("bench_ledger", "a batch failed", NULL);
