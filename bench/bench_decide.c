@@ -107,17 +107,24 @@ static rf_policy *load(const char *path) {
     return p;
 }
 
+/* What every measurement starts from: the lock at path, the facts mix, *rng seeded with 1, and *c the seed's
+ * classifier for the lock's first route. */
+static rf_policy *set_up(const char *path, rf_rng *rng, seed_classifier *c) {
+    rf_policy *p = load(path);
+    make_facts();
+    rf_rng_seed(rng, 1);
+    rf_route_view route;
+    rf_policy_route(p, 0, &route);
+    seed_for_route(c, &route, 1);
+    return p;
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--calls") == 0) {
         long n = bench_positive("bench_decide", argv[3], "N");
-        rf_policy *p = load(argv[4]);
-        make_facts();
         rf_rng rng;
-        rf_rng_seed(&rng, 1);
-        rf_route_view route;
-        rf_policy_route(p, 0, &route);
         seed_classifier c;
-        seed_for_route(&c, &route, 1);
+        rf_policy *p = set_up(argv[4], &rng, &c);
         if (strcmp(argv[2], "decide") == 0) {
             run_decide(p, &rng, n);
         } else if (strcmp(argv[2], "on_route") == 0) {
@@ -137,14 +144,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     long iters = argc > 2 ? bench_positive("bench_decide", argv[2], "iterations") : 200000;
-    rf_policy *p = load(argv[1]);
-    make_facts();
     rf_rng rng;
-    rf_rng_seed(&rng, 1);
-    rf_route_view route;
-    rf_policy_route(p, 0, &route);
     seed_classifier c;
-    seed_for_route(&c, &route, 1);
+    rf_policy *p = set_up(argv[1], &rng, &c);
     double seed = 1e300, decide = 1e300, on_route = 1e300, t0;
     for (int round = 0; round < ROUNDS; round++) {
         t0 = bench_now_ns();
