@@ -30,32 +30,39 @@ static rf_facts hop(int status, const char *retry_after, int64_t elapsed_ms) {
                       .elapsed_ms = elapsed_ms};
 }
 
+/* rf_redirect_verdict for f after `hops` followed redirects of at most max_redirects; fails the test unless RF_OK. */
+static rf_verdict redirected(const rf_policy *p, const rf_facts *f, int hops, int max_redirects) {
+    rf_verdict v;
+    rf_error err;
+    assert_int_equal(RF_OK, rf_redirect_verdict(p, f, hops, max_redirects, &v, &err));
+    return v;
+}
+
 static void test_redirect_follows_and_waits(void **state) {
     (void)state;
     rf_policy *p = lock_load(LOCK);
     rf_verdict v;
-    rf_error err;
     rf_facts f = hop(302, NULL, 0);
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_true(v.retry);
     assert_int_equal(RF_REASON_REDIRECT, v.reason);
     assert_string_equal("HTTP_302", v.class_name);
     assert_int_equal(0, v.delay_ms);
     assert_int_equal(1000, v.timeout_ms);
     f = hop(303, "2", 1000); /* RFC 9110 §10.2.3: the minimum wait before the redirected request */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 3, 10, &v, &err));
+    v = redirected(p, &f, 3, 10);
     assert_true(v.retry);
     assert_int_equal(2000, v.delay_ms);
     assert_int_equal(RF_RA_USE_HONORED, v.retry_after);
     f = hop(307, "2", 4500); /* 500 ms left: the wait does not fit */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_false(v.retry);
     assert_int_equal(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, v.reason);
     f = hop(308, "4", 0); /* over retryAfter.maxMs */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_int_equal(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, v.reason);
     f = hop(301, NULL, 4950); /* 50 ms left, minAttemptMs 100 */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_int_equal(RF_REASON_DEADLINE, v.reason);
     rf_policy_free(p);
 }
@@ -66,9 +73,9 @@ static void test_redirect_limit(void **state) {
     rf_verdict v;
     rf_error err;
     rf_facts f = hop(302, NULL, 0);
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 9, 10, &v, &err));
+    v = redirected(p, &f, 9, 10);
     assert_true(v.retry);
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 10, 10, &v, &err));
+    v = redirected(p, &f, 10, 10);
     assert_false(v.retry);
     assert_int_equal(RF_REASON_STATUS_NOT_RETRYABLE, v.reason);
     assert_string_equal("TOO_MANY_REDIRECTS", v.class_name);
