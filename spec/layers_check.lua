@@ -8,9 +8,7 @@
 --   against the slow upstream, no request starts there after the client's deadline, and the client ends by it.
 -- Usage: luajit spec/layers_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
 local build, src = arg[1], arg[2]
-package.path = src .. "/lua/?.lua;" .. src .. "/lua/?/init.lua;" .. src .. "/?.lua;" .. package.path
-package.cpath = build .. "/lib/lua/" .. (rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")) .. "/?.so;"
-  .. package.cpath
+dofile(src .. "/spec/support/check_paths.lua")(build, src)
 local rf = require "retryfreeze"
 
 local shell = require "spec.support.shell"
