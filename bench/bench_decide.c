@@ -11,6 +11,7 @@
  *        call, repeatable on a busy machine where nanoseconds are not).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "retryfreeze/decide.h"
 #include "seed_classifier.h"
 
@@ -18,12 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 #define N_FACTS 8
 #define ROUNDS 25
@@ -102,16 +97,6 @@ static void run_seed(seed_classifier *c, long iters) {
     }
 }
 
-static long positive(const char *s, const char *what) {
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 1) {
-        fprintf(stderr, "bench_decide: %s must be a positive integer, got \"%s\"\n", what, s);
-        exit(2);
-    }
-    return v;
-}
-
 static rf_policy *load(const char *path) {
     rf_policy *p = NULL;
     rf_error err;
@@ -122,17 +107,24 @@ static rf_policy *load(const char *path) {
     return p;
 }
 
+/* What every measurement starts from: the lock at path, the facts mix, *rng seeded with 1, and *c the seed's
+ * classifier for the lock's first route. */
+static rf_policy *set_up(const char *path, rf_rng *rng, seed_classifier *c) {
+    rf_policy *p = load(path);
+    make_facts();
+    rf_rng_seed(rng, 1);
+    rf_route_view route;
+    rf_policy_route(p, 0, &route);
+    seed_for_route(c, &route, 1);
+    return p;
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--calls") == 0) {
-        long n = positive(argv[3], "N");
-        rf_policy *p = load(argv[4]);
-        make_facts();
+        long n = bench_positive("bench_decide", argv[3], "N");
         rf_rng rng;
-        rf_rng_seed(&rng, 1);
-        rf_route_view route;
-        rf_policy_route(p, 0, &route);
         seed_classifier c;
-        seed_for_route(&c, &route, 1);
+        rf_policy *p = set_up(argv[4], &rng, &c);
         if (strcmp(argv[2], "decide") == 0) {
             run_decide(p, &rng, n);
         } else if (strcmp(argv[2], "on_route") == 0) {
@@ -151,28 +143,23 @@ int main(int argc, char **argv) {
                 "usage: bench_decide LOCK [iterations]\n       bench_decide --calls decide|on_route|seed N LOCK\n");
         return 2;
     }
-    long iters = argc > 2 ? positive(argv[2], "iterations") : 200000;
-    rf_policy *p = load(argv[1]);
-    make_facts();
+    long iters = argc > 2 ? bench_positive("bench_decide", argv[2], "iterations") : 200000;
     rf_rng rng;
-    rf_rng_seed(&rng, 1);
-    rf_route_view route;
-    rf_policy_route(p, 0, &route);
     seed_classifier c;
-    seed_for_route(&c, &route, 1);
+    rf_policy *p = set_up(argv[1], &rng, &c);
     double seed = 1e300, decide = 1e300, on_route = 1e300, t0;
     for (int round = 0; round < ROUNDS; round++) {
-        t0 = now_ns();
+        t0 = bench_now_ns();
         run_seed(&c, iters);
-        double s = (now_ns() - t0) / (double)iters;
+        double s = (bench_now_ns() - t0) / (double)iters;
         if (s < seed) seed = s;
-        t0 = now_ns();
+        t0 = bench_now_ns();
         run_decide(p, &rng, iters);
-        double d = (now_ns() - t0) / (double)iters;
+        double d = (bench_now_ns() - t0) / (double)iters;
         if (d < decide) decide = d;
-        t0 = now_ns();
+        t0 = bench_now_ns();
         run_on_route(p, &rng, iters);
-        double o = (now_ns() - t0) / (double)iters;
+        double o = (bench_now_ns() - t0) / (double)iters;
         if (o < on_route) on_route = o;
     }
     static const char *dates[] = {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
@@ -183,13 +170,13 @@ int main(int argc, char **argv) {
         int64_t epoch = 0;
         per_format[d] = 1e300;
         for (int round = 0; round < ROUNDS; round++) {
-            t0 = now_ns();
+            t0 = bench_now_ns();
             for (long i = 0; i < iters; i++) {
                 rf_http_date_parse(dates[d], len, 784111777000, &epoch);
                 sink += epoch;
                 __asm__ volatile("" : : "r"(&epoch) : "memory");
             }
-            double t = (now_ns() - t0) / (double)iters;
+            double t = (bench_now_ns() - t0) / (double)iters;
             if (t < per_format[d]) per_format[d] = t;
         }
     }

@@ -14,20 +14,8 @@ local json = require "retryfreeze.json"
 -- locks (the enumeration of sampled shapes it replaced took 44x at 256 routes).
 local TARGET = 20
 
-local opts = { sizes = { 256, 2000, 10000 }, rounds = 3 }
-local i = 1
-while i <= #arg do
-  if arg[i] == "--sizes" then
-    opts.sizes = {}
-    for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
-  elseif arg[i] == "--rounds" then
-    opts.rounds = math.tointeger(tonumber(arg[i + 1]))
-  else
-    io.stderr:write("bench_diff: unknown argument ", arg[i], "\n")
-    os.exit(2)
-  end
-  i = i + 2
-end
+local opts = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/options.lua")("bench_diff",
+  { sizes = { 256, 2000, 10000 }, rounds = 3 }, { ["--sizes"] = { "sizes", "sizes" }, ["--rounds"] = { "rounds", "integer" } })
 
 local SHAPES = { "GET /v1/svc%d/items", "GET /v1/svc%d/items/{id}", "POST /v1/svc%d/items",
   "PUT /v1/svc%d/items/{id}", "DELETE /v1/svc%d/items/{id}", "GET /v1/svc%d/items/{id}/events",

@@ -10,6 +10,7 @@
  *        counts the instructions per byte formatted under callgrind); prints the line's length.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "bench_temp.h"
 #include "retryfreeze/ledger.h"
 
@@ -23,43 +24,46 @@
 #define TARGET_RATIO 2.0
 #define TARGET_BATCH_RATIO 1.5 /* a batch is one write(2): what is left is the formatting */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what, const char *detail) {
-    fprintf(stderr, "bench_ledger: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    exit(1);
-}
-
 /* Both files must hold the same bytes: the bench compares equal work. */
 static void same_files(const char *raw_path, const char *ledger_path) {
     FILE *a = fopen(raw_path, "rb"), *b = fopen(ledger_path, "rb");
-    if (a == NULL || b == NULL) die("cannot reopen the bench files", NULL);
+    if (a == NULL || b == NULL) bench_die("bench_ledger", "cannot reopen the bench files", NULL);
     for (int ca = 0, cb = 0; ca != EOF || cb != EOF;)
-        if ((ca = fgetc(a)) != (cb = fgetc(b))) die("the ledger file differs from the raw file", ledger_path);
+        if ((ca = fgetc(a)) != (cb = fgetc(b)))
+            bench_die("bench_ledger", "the ledger file differs from the raw file", ledger_path);
     fclose(a);
     fclose(b);
 }
 
-static long positive_arg(const char *s, const char *what) {
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 1) {
-        fprintf(stderr, "bench_ledger: %s must be a positive integer, got \"%s\"\n", what, s);
-        exit(2);
-    }
-    return v;
+/* The baseline: seconds to write buf (len bytes) count times to the file at path, emptied first, one write(2) each on
+ * an O_APPEND descriptor. */
+static double raw_writes(const char *path, const char *buf, size_t len, long count) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) bench_die("bench_ledger", "open failed", path);
+    double t0 = bench_now_s();
+    for (long i = 0; i < count; i++)
+        if (write(fd, buf, len) != (ssize_t)len) bench_die("bench_ledger", "write failed", path);
+    double took = bench_now_s() - t0;
+    close(fd);
+    return took;
+}
+
+/* The ledger at path, emptied and opened without fsync. */
+static rf_ledger *empty_ledger(const char *path) {
+    rf_error err;
+    if (truncate(path, 0) != 0) bench_die("bench_ledger", "truncate failed", path);
+    rf_ledger *l = NULL;
+    if (rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
+        bench_die("bench_ledger", "rf_ledger_open failed", err.message);
+    return l;
 }
 
 int main(int argc, char **argv) {
     bool calls = argc == 3 && strcmp(argv[1], "--calls") == 0;
     if (argc > 3 || (argc > 1 && argv[1][0] == '-' && !calls))
-        die("usage: bench_ledger [appends per round [rounds]] | --calls N", NULL);
-    long n = argc > 1 ? positive_arg(argv[calls ? 2 : 1], calls ? "N" : "appends per round") : 10000;
-    int rounds = argc > 2 && !calls ? (int)positive_arg(argv[2], "rounds") : 11;
+        bench_die("bench_ledger", "usage: bench_ledger [appends per round [rounds]] | --calls N", NULL);
+    long n = argc > 1 ? bench_positive("bench_ledger", argv[calls ? 2 : 1], calls ? "N" : "appends per round") : 10000;
+    int rounds = argc > 2 && !calls ? (int)bench_positive("bench_ledger", argv[2], "rounds") : 11;
     /* A typical line: a POST that succeeded on its second attempt after a 503 with Retry-After. */
     rf_ledger_record rec = {.ts_ms = 1795886401123,
                             .route = "POST /v1/jobs",
@@ -92,7 +96,7 @@ int main(int argc, char **argv) {
     rf_error err;
     char line[4096];
     long len = rf_ledger_format(&rec, line, sizeof line - 1, &err);
-    if (len < 0) die("rf_ledger_format failed", err.message);
+    if (len < 0) bench_die("bench_ledger", "rf_ledger_format failed", err.message);
     line[len] = '\n';
     size_t line_len = (size_t)len + 1;
 
@@ -103,7 +107,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < CALL_BATCH; k++) batch[k] = &rec;
         char *path = bench_temp_path("bench_ledger", "calls");
         rf_ledger *l = NULL;
-        if (rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK) die("rf_ledger_open failed", err.message);
+        if (rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
+            bench_die("bench_ledger", "rf_ledger_open failed", err.message);
         for (long i = 0; i < n; i += CALL_BATCH) rf_ledger_append_batch(l, batch, CALL_BATCH, statuses, NULL);
         rf_ledger_close(l, &err);
         unlink(path);
@@ -116,23 +121,14 @@ int main(int argc, char **argv) {
     double raw_best = 1e30, append_best = 1e30;
     for (int round = 0; round < rounds; round++) {
         /* Baseline: the same line, already formatted, one write(2) each on an O_APPEND descriptor. */
-        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
-        if (fd < 0) die("open failed", raw_path);
-        double t0 = now_s();
+        double raw = raw_writes(raw_path, line, line_len, n);
+        rf_ledger *l = empty_ledger(ledger_path);
+        double t0 = bench_now_s();
         for (long i = 0; i < n; i++)
-            if (write(fd, line, line_len) != (ssize_t)line_len) die("write failed", raw_path);
-        double raw = now_s() - t0;
-        close(fd);
-
-        if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
-        rf_ledger *l = NULL;
-        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
-            die("rf_ledger_open failed", err.message);
-        t0 = now_s();
-        for (long i = 0; i < n; i++)
-            if (rf_ledger_append(l, &rec, &err) != RF_OK) die("rf_ledger_append failed", err.message);
-        double app = now_s() - t0;
-        if (rf_ledger_close(l, &err) != RF_OK) die("rf_ledger_close failed", err.message);
+            if (rf_ledger_append(l, &rec, &err) != RF_OK)
+                bench_die("bench_ledger", "rf_ledger_append failed", err.message);
+        double app = bench_now_s() - t0;
+        if (rf_ledger_close(l, &err) != RF_OK) bench_die("bench_ledger", "rf_ledger_close failed", err.message);
         if (raw < raw_best) raw_best = raw;
         if (app < append_best) append_best = app;
     }
@@ -142,7 +138,7 @@ int main(int argc, char **argv) {
      * against one write(2) of the same BATCH lines, formatted once beforehand. */
     enum { BATCH = 64 };
     char *lines = malloc(line_len * BATCH);
-    if (lines == NULL) die("out of memory", NULL);
+    if (lines == NULL) bench_die("bench_ledger", "out of memory", NULL);
     for (int k = 0; k < BATCH; k++) memcpy(lines + (size_t)k * line_len, line, line_len);
     const rf_ledger_record *batch[BATCH];
     rf_status statuses[BATCH];
@@ -150,22 +146,14 @@ int main(int argc, char **argv) {
     long batches = n / BATCH > 0 ? n / BATCH : 1;
     double raw_batch_best = 1e30, batch_best = 1e30;
     for (int round = 0; round < rounds; round++) {
-        int fd = open(raw_path, O_WRONLY | O_APPEND | O_TRUNC | O_CLOEXEC);
-        if (fd < 0) die("open failed", raw_path);
-        double t0 = now_s();
+        double raw = raw_writes(raw_path, lines, line_len * BATCH, batches);
+        rf_ledger *l = empty_ledger(ledger_path);
+        double t0 = bench_now_s();
         for (long i = 0; i < batches; i++)
-            if (write(fd, lines, line_len * BATCH) != (ssize_t)(line_len * BATCH)) die("write failed", raw_path);
-        double raw = now_s() - t0;
-        close(fd);
-        if (truncate(ledger_path, 0) != 0) die("truncate failed", ledger_path);
-        rf_ledger *l = NULL;
-        if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &l, &err) != RF_OK)
-            die("rf_ledger_open failed", err.message);
-        t0 = now_s();
-        for (long i = 0; i < batches; i++)
-            if (rf_ledger_append_batch(l, batch, BATCH, statuses, NULL) != BATCH) die("a batch failed", NULL);
-        double app = now_s() - t0;
-        if (rf_ledger_close(l, &err) != RF_OK) die("rf_ledger_close failed", err.message);
+            if (rf_ledger_append_batch(l, batch, BATCH, statuses, NULL) != BATCH)
+                bench_die("bench_ledger", "a batch failed", NULL);
+        double app = bench_now_s() - t0;
+        if (rf_ledger_close(l, &err) != RF_OK) bench_die("bench_ledger", "rf_ledger_close failed", err.message);
         if (raw < raw_batch_best) raw_batch_best = raw;
         if (app < batch_best) batch_best = app;
     }

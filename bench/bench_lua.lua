@@ -20,6 +20,7 @@ local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local policy = assert(rf.load(lock))
 local rng = rf.rng(1)
 local mix = dofile(here .. "/decide_mix.lua")
+local bench_rounds = dofile(here .. "/rounds.lua")
 local n = #mix
 
 -- The baseline, built from the same lock's first route.
@@ -62,22 +63,8 @@ local variants = {
   end },
 }
 
-local best = {}
-for _ = 1, rounds do
-  for _, v in ipairs(variants) do
-    collectgarbage("collect")
-    local t0 = os.clock()
-    v.run()
-    local ns = (os.clock() - t0) / iters * 1e9
-    best[v.name] = math.min(best[v.name] or math.huge, ns)
-  end
-end
-
---- One `ratio:` line (the convention bench/run collects): "ratio: NAME: VALUEx (target OP Tx) met|NOT MET".
-local function ratio(name, value, op, target)
-  local met = (op == ">=" and value >= target) or (op == "<=" and value <= target)
-  print(string.format("ratio: %s: %.2fx (target %s %gx) %s", name, value, op, target, met and "met" or "NOT MET"))
-end
+local best = bench_rounds.best_ns(variants, rounds, iters)
+local ratio = bench_rounds.ratio
 
 print(string.format("Lua %s, %d calls per variant, best of %d, %d-fact mix", _VERSION:match("%S+$"), iters, rounds, n))
 print(string.format("  policy:decide(facts, rng)       %7.1f ns/call (a new verdict table per call)", best.decide))

@@ -15,6 +15,7 @@ local rounds = 5
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local policy = assert(rf.load(lock))
 local mix = dofile(here .. "/decide_mix.lua")
+local bench_rounds = dofile(here .. "/rounds.lua")
 local n = #mix
 if not rawget(_G, "jit") then error("bench_luajit.lua: run it with luajit") end
 if not rf.ffi then error("bench_luajit.lua: the FFI path is off (RF_NO_FFI set, or no FFI in this LuaJIT)") end
@@ -102,22 +103,8 @@ local variants = {
 variants[#variants + 1] = { name = "flow_ffi", run = run_flow(flow_ffi), calls = flow_iters }
 variants[#variants + 1] = { name = "flow_classic", run = run_flow(flow_classic), calls = flow_iters }
 
-local best = {}
-for _ = 1, rounds do
-  for _, v in ipairs(variants) do
-    collectgarbage("collect")
-    local t0 = os.clock()
-    v.run()
-    local ns = (os.clock() - t0) / (v.calls or iters) * 1e9
-    best[v.name] = math.min(best[v.name] or math.huge, ns)
-  end
-end
-
---- One `ratio:` line (the convention bench/run collects): "ratio: NAME: VALUEx (target OP Tx) met|NOT MET".
-local function ratio(name, value, op, target)
-  local met = (op == ">=" and value >= target) or (op == "<=" and value <= target)
-  print(string.format("ratio: %s: %.2fx (target %s %gx) %s", name, value, op, target, met and "met" or "NOT MET"))
-end
+local best = bench_rounds.best_ns(variants, rounds, iters)
+local ratio = bench_rounds.ratio
 
 print(string.format("%s, %d calls per variant, best of %d, %d-fact mix", jit.version, iters, rounds, n))
 print(string.format("  policy:decider(...)(...) via the FFI %7.1f ns/call (the LuaJIT path)", best.ffi))

@@ -16,6 +16,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 static size_t discard(char *p, size_t size, size_t n, void *ud) {
     (void)p;
     (void)ud;
@@ -27,12 +29,6 @@ static double cpu_seconds(void) {
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
            (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static double wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 typedef struct slot {
@@ -72,7 +68,7 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURLM *multi = curl_multi_init();
     slot *slots = calloc((size_t)conc, sizeof *slots);
-    double cpu0 = cpu_seconds(), wall0 = wall_seconds();
+    double cpu0 = cpu_seconds(), wall0 = bench_now_s();
     for (long k = 0; k < conc && next <= n; k++) {
         slots[k].easy = curl_easy_init();
         curl_easy_setopt(slots[k].easy, CURLOPT_PRIVATE, (void *)&slots[k]);
@@ -94,7 +90,7 @@ int main(int argc, char **argv) {
         }
         if (done < n) curl_multi_poll(multi, NULL, 0, 100, NULL);
     }
-    double cpu = cpu_seconds() - cpu0, wall = wall_seconds() - wall0;
+    double cpu = cpu_seconds() - cpu0, wall = bench_now_s() - wall0;
     printf("plain libcurl multi: %ld requests (%ld failed), concurrency %ld: %.0f req/s, %.1f us CPU/request\n", n,
            failed, conc, (double)n / wall, 1e6 * cpu / (double)n);
     for (long k = 0; k < conc; k++) {

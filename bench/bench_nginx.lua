@@ -16,14 +16,9 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local upstream = require "retryfreeze.upstream"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return out
-end
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-local function have(cmd) return sh("command -v " .. cmd .. " 2>/dev/null") ~= "" end
+local shell = require "spec.support.shell"
+local sh, q = shell.sh, shell.q
+local have = shell.have
 
 local nginx = os.getenv("RF_NGINX") or (have("nginx") and "nginx") or
   (io.open("/usr/sbin/nginx") and "/usr/sbin/nginx")
@@ -170,11 +165,9 @@ for _, name in ipairs(order) do
     .. "%.2f%% not 2xx"):format(name, t.requests, us[name], t.attempts / t.requests, 100 * t.non2xx / t.requests))
 end
 print(("bench_nginx: the example's ledger holds %d lines"):format(lines))
-local function ratio(name, value, limit)
-  print(("ratio: %s: %.2fx (target <= %.2fx) %s"):format(name, value, limit, value <= limit and "met" or "NOT MET"))
-end
+local ratio = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/rounds.lua").ratio
 -- The median of the rounds' ratios: a round in which other work loaded the machine moves one ratio, not the figure.
-ratio("nginx example front CPU per request vs proxy_pass with keepalive", median, 1.5)
+ratio("nginx example front CPU per request vs proxy_pass with keepalive", median, "<=", 1.5)
 local parts = {}
 for i, r in ipairs(round_ratios) do parts[i] = ("%.2f"):format(r) end
 print(("note: nginx example vs proxy_pass with keepalive, all rounds together: %.2fx; per round, sorted: %s")

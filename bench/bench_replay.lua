@@ -9,7 +9,7 @@
 -- Internal: lua5.4 bench/bench_replay.lua --measure stats|replay LEDGER LOCK
 local TARGET <const> = 0.5 -- replay lines/s over stats lines/s, at least
 
-local vmhwm_kb = require "bench.peak_memory"
+local measure = require "bench.measure"
 
 if arg[1] == "--measure" then
   local mode, path, lock = arg[2], arg[3], arg[4]
@@ -25,51 +25,15 @@ if arg[1] == "--measure" then
     s.predicted_attempts = r.predicted.attempts
   end
   local cpu = os.clock() - t0
-  print(string.format("lines %d cpu_s %.3f vmhwm_kb %d requests %d", s.lines, cpu, vmhwm_kb(), s.requests))
+  measure.print(s.lines, cpu, s.requests)
   os.exit(0)
 end
 
-local opts = { sizes = { 100000, 1000000 }, lock = "examples/service.lock.json" }
-do
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    if a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
-    elseif a == "--lock" then opts.lock = arg[i + 1]; i = i + 1
-    elseif a == "--sizes" then
-      opts.sizes = {}
-      for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
-      i = i + 1
-    else
-      io.stderr:write("bench_replay: unknown argument ", a, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
-end
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+local opts = dofile(here .. "/options.lua")("bench_replay", { sizes = { 100000, 1000000 }, lock = "examples/service.lock.json" },
+  { ["--dir"] = { "dir", "value" }, ["--lock"] = { "lock", "value" }, ["--sizes"] = { "sizes", "sizes" } })
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function measure(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  local lines, cpu, kb = out:match("lines (%d+) cpu_s ([%d.]+) vmhwm_kb (%-?%d+)")
-  if not ok or not lines then
-    io.stderr:write("bench_replay: measurement failed: ", cmd, "\n", out)
-    os.exit(1)
-  end
-  return { lines = tonumber(lines), cpu = tonumber(cpu), kb = tonumber(kb) }
-end
-
-local function best_of(times, cmd)
-  local best
-  for _ = 1, times do
-    local m = measure(cmd)
-    if not best or m.cpu < best.cpu then best = m end
-  end
-  return best
-end
+local shell_quote = measure.q
 
 local dir = opts.dir or os.getenv("TMPDIR") or "/tmp"
 local lua = arg[-1] or "lua5.4"
@@ -86,7 +50,8 @@ for _, n in ipairs(opts.sizes) do
     return shell_quote(lua) .. " " .. shell_quote(script) .. " --measure " .. mode .. " " .. shell_quote(path) .. " "
       .. shell_quote(opts.lock)
   end
-  local stats, replay = best_of(3, cmd("stats")), best_of(3, cmd("replay"))
+  local stats = measure.best_of("bench_replay", 3, cmd("stats"))
+  local replay = measure.best_of("bench_replay", 3, cmd("replay"))
   os.remove(path)
   for _, row in ipairs({ { "stats (rf.ledger.stats)", stats }, { "replay (rf.replay)", replay } }) do
     local m = row[2]

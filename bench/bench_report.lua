@@ -21,23 +21,11 @@ if arg[1] == "--measure" then
   os.exit(0)
 end
 
-local opts = { sizes = { 100000, 1000000 }, dir = os.getenv("TMPDIR") or "/tmp", keep = false }
-local i = 1
-while i <= #arg do
-  if arg[i] == "--dir" then opts.dir = arg[i + 1]; i = i + 1
-  elseif arg[i] == "--keep" then opts.keep = true
-  elseif arg[i] == "--sizes" then
-    opts.sizes = {}
-    for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
-    i = i + 1
-  else
-    io.stderr:write("bench_report: unknown argument ", arg[i], "\n")
-    os.exit(2)
-  end
-  i = i + 1
-end
+local opts = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/options.lua")("bench_report",
+  { sizes = { 100000, 1000000 }, dir = os.getenv("TMPDIR") or "/tmp", keep = false },
+  { ["--dir"] = { "dir", "value" }, ["--keep"] = { "keep", "flag" }, ["--sizes"] = { "sizes", "sizes" } })
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = require("retryfreeze.util").shell_quote
 local lua, script = arg[-1] or "lua5.4", arg[0]
 
 local function measure(mode, path, out)

@@ -11,6 +11,7 @@
  *        bench/c_instructions.sh runs it under callgrind at two N and divides the difference.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "retryfreeze/decide.h"
 
 #include <stdio.h>
@@ -32,22 +33,11 @@ static const char *const shapes[] = {"GET /v1/svc%d/items",
                                      "GET /v2/svc%d/{kind}/{id}/*"};
 #define N_SHAPES 8
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void die(const char *what, const char *detail) {
-    fprintf(stderr, "bench_routes: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    exit(1);
-}
-
 /* The text of a lock of n routes (the caller frees it). */
 static char *lock_text(int n) {
     size_t cap = 256 + (size_t)n * 64, len = 0;
     char *s = malloc(cap);
-    if (s == NULL) die("out of memory", NULL);
+    if (s == NULL) bench_die("bench_routes", "out of memory", NULL);
     len += (size_t)snprintf(s + len, cap - len,
                             "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":500,"
                             "\"totalBudgetMs\":2000,\"retryable\":[\"HTTP_503\",\"TIMEOUT\"],"
@@ -109,23 +99,13 @@ static void decide_loop(const rf_policy *p, const mix *m, rf_rng *rng, long iter
     }
 }
 
-static long positive(const char *s, const char *what) {
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 1) {
-        fprintf(stderr, "bench_routes: %s must be a positive integer, got \"%s\"\n", what, s);
-        exit(2);
-    }
-    return v;
-}
-
 /* The best of rounds load times of text, in ns. */
 static double load_ns(const char *text, int n, int rounds) {
     double best = 1e300;
     for (int r = 0; r < rounds; r++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         rf_policy *p = load_text(text, n);
-        double t = now_ns() - t0;
+        double t = bench_now_ns() - t0;
         if (p == NULL) return -1;
         rf_policy_free(p);
         if (t < best) best = t;
@@ -137,8 +117,8 @@ int main(int argc, char **argv) {
     rf_rng rng;
     rf_rng_seed(&rng, 1);
     if (argc == 4 && strcmp(argv[1], "--calls") == 0) {
-        long calls = positive(argv[2], "N");
-        int n = (int)positive(argv[3], "ROUTES");
+        long calls = bench_positive("bench_routes", argv[2], "N");
+        int n = (int)bench_positive("bench_routes", argv[3], "ROUTES");
         char *text = lock_text(n);
         rf_policy *p = load_text(text, n);
         free(text);
@@ -153,7 +133,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_routes [iterations per round]\n       bench_routes --calls N ROUTES\n");
         return 2;
     }
-    long iters = argc > 1 ? positive(argv[1], "iterations per round") : 100000;
+    long iters = argc > 1 ? bench_positive("bench_routes", argv[1], "iterations per round") : 100000;
     static const int sizes[] = {4, 10, 100, 256, 1000, 10000};
     enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
     rf_policy *p[N_SIZES] = {0};
@@ -169,9 +149,9 @@ int main(int argc, char **argv) {
     for (int round = 0; round < ROUNDS; round++) { /* the sizes alternate within each round */
         for (int s = 0; s < N_SIZES; s++) {
             if (p[s] == NULL) continue;
-            double t0 = now_ns();
+            double t0 = bench_now_ns();
             decide_loop(p[s], &m[s], &rng, iters);
-            double t = (now_ns() - t0) / (double)iters;
+            double t = (bench_now_ns() - t0) / (double)iters;
             if (t < best[s]) best[s] = t;
         }
     }

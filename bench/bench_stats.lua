@@ -8,7 +8,7 @@
 -- Internal: lua5.4 bench/bench_stats.lua --measure stats|read|cli-text|cli-json LEDGER, or --generate PATH N
 local TARGET <const> = 500000 -- lines per second
 
-local vmhwm_kb = require "bench.peak_memory"
+local measure = require "bench.measure"
 
 if arg[1] == "--measure" then
   local mode, path = arg[2], arg[3]
@@ -26,7 +26,7 @@ if arg[1] == "--measure" then
     null:close()
     local cpu = os.clock() - t0
     local s = assert(require("retryfreeze.ledger_stats").stats(path)) -- the counts printed below, not timed
-    print(string.format("lines %d cpu_s %.3f vmhwm_kb %d requests %d", s.lines, cpu, vmhwm_kb(), s.requests))
+    measure.print(s.lines, cpu, s.requests)
     os.exit(0)
   else
     local rf = require "retryfreeze"
@@ -36,32 +36,19 @@ if arg[1] == "--measure" then
     lines, requests = state.lines, n
   end
   local cpu = os.clock() - t0
-  print(string.format("lines %d cpu_s %.3f vmhwm_kb %d requests %d", lines, cpu, vmhwm_kb(), requests))
+  measure.print(lines, cpu, requests)
   os.exit(0)
 end
 
+-- (--generate's arguments are read where the generator is defined)
 local opts = { sizes = { 100000, 1000000 }, dir = nil, floor = nil, keep = false }
-do
-  local i = 1
-  while i <= #arg do
-    local a = arg[i]
-    if a == "--floor" then opts.floor = arg[i + 1]; i = i + 1
-    elseif a == "--dir" then opts.dir = arg[i + 1]; i = i + 1
-    elseif a == "--keep" then opts.keep = true
-    elseif a == "--generate" and i == 1 then i = #arg -- its arguments are read where the generator is defined
-    elseif a == "--sizes" then
-      opts.sizes = {}
-      for n in arg[i + 1]:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = math.tointeger(tonumber(n)) end
-      i = i + 1
-    else
-      io.stderr:write("bench_stats: unknown argument ", a, "\n")
-      os.exit(2)
-    end
-    i = i + 1
-  end
+if arg[1] ~= "--generate" then
+  dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/options.lua")("bench_stats", opts, {
+    ["--floor"] = { "floor", "value" }, ["--dir"] = { "dir", "value" }, ["--keep"] = { "keep", "flag" },
+    ["--sizes"] = { "sizes", "sizes" } })
 end
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local shell_quote = measure.q
 
 -- A deterministic ledger in the writer's exact line format (core/src/ledger/ledger_format.c: every field, this
 -- order; tries entries class, status, elapsed_ms, delay_ms, reason, retry_after). The mix: 4 routes;
@@ -80,8 +67,7 @@ end
 
 local function generate(path, n)
   math.randomseed(42)
-  local f = assert(io.open(path, "wb"))
-  local buf = {}
+  local out = require("spec.ledger_gen").lines_to(path)
   local random = math.random
   for i = 1, n do
     local route = routes[random(#routes)]
@@ -110,47 +96,19 @@ local function generate(path, n)
       tries, attempts, outcome, reason, ok, status = {}, 0, "refused", "no-route", "false", 0
     end
     local elapsed = attempts * ms1 + (attempts > 1 and 100 * (attempts - 1) or 0)
-    buf[#buf + 1] = string.format('{"ts":"2026-11-29T17:%02d:%02d.%03dZ","route":"%s","method":"%s","path":"%s",'
+    out.add(string.format('{"ts":"2026-11-29T17:%02d:%02d.%03dZ","route":"%s","method":"%s","path":"%s",'
       .. '"key":%s,"policy":"%s","attempts":%d,"elapsed_ms":%d,"outcome":"%s","reason":"%s","ok":%s,"status":%d,'
       .. '"body_len":%d,"tries":[%s]}\n', (i // 60000) % 60, (i // 1000) % 60, i % 1000,
       reason == "no-route" and "" or route[1], route[2], route[3], key, POLICY, attempts, elapsed, outcome, reason,
-      ok, status, ok == "true" and 17 or 0, table.concat(tries, ","))
-    if #buf == 4096 then
-      f:write(table.concat(buf))
-      buf = {}
-    end
+      ok, status, ok == "true" and 17 or 0, table.concat(tries, ",")))
   end
-  f:write(table.concat(buf))
-  f:close()
+  out.close()
 end
 
 -- Internal: lua5.4 bench/bench_stats.lua --generate PATH N writes that ledger (bench/bench_replay.lua's input).
 if arg[1] == "--generate" then
   generate(arg[2], math.tointeger(tonumber(arg[3])))
   os.exit(0)
-end
-
-local function measure(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  local ok = p:close()
-  local lines, cpu, kb = out:match("lines (%d+) cpu_s ([%d.]+) vmhwm_kb (%-?%d+)")
-  if not ok or not lines then
-    io.stderr:write("bench_stats: measurement failed: ", cmd, "\n", out)
-    os.exit(1)
-  end
-  return { lines = tonumber(lines), cpu = tonumber(cpu), kb = tonumber(kb) }
-end
-
--- The fastest of `times` runs of a measurement: what a ratio of two short CPU times compares, since a loaded
--- machine only ever adds time.
-local function best_of(times, cmd)
-  local best
-  for _ = 1, times do
-    local m = measure(cmd)
-    if not best or m.cpu < best.cpu then best = m end
-  end
-  return best
 end
 
 local dir = opts.dir or os.getenv("TMPDIR") or "/tmp"
@@ -165,18 +123,16 @@ for _, n in ipairs(opts.sizes) do
   local path = string.format("%s/rf-bench-stats-%d-%d.jsonl", dir, n, os.time())
   generate(path, n)
   local rows = {}
+  local function lua_cmd(mode) return shell_quote(lua) .. " " .. shell_quote(script) .. " --measure " .. mode .. " " .. shell_quote(path) end
   if opts.floor then
-    rows[#rows + 1] = { "C reader only (bench_stats.c)", measure(shell_quote(opts.floor) .. " " .. shell_quote(path)) }
+    rows[#rows + 1] = { "C reader only (bench_stats.c)",
+      measure.run("bench_stats", shell_quote(opts.floor) .. " " .. shell_quote(path)) }
   end
-  rows[#rows + 1] = { "rf.ledger.read loop (no stats)",
-    measure(shell_quote(lua) .. " " .. shell_quote(script) .. " --measure read " .. shell_quote(path)) }
-  rows[#rows + 1] = { "retryfreeze stats (text out)",
-    best_of(5, shell_quote(lua) .. " " .. shell_quote(script) .. " --measure cli-text " .. shell_quote(path)) }
-  rows[#rows + 1] = { "retryfreeze stats --json",
-    best_of(5, shell_quote(lua) .. " " .. shell_quote(script) .. " --measure cli-json " .. shell_quote(path)) }
+  rows[#rows + 1] = { "rf.ledger.read loop (no stats)", measure.run("bench_stats", lua_cmd("read")) }
+  rows[#rows + 1] = { "retryfreeze stats (text out)", measure.best_of("bench_stats", 5, lua_cmd("cli-text")) }
+  rows[#rows + 1] = { "retryfreeze stats --json", measure.best_of("bench_stats", 5, lua_cmd("cli-json")) }
   -- Last: the throughput target is judged on it, and the command's rows above are compared with it.
-  rows[#rows + 1] = { "ledger_stats.stats (full stats)",
-    best_of(5, shell_quote(lua) .. " " .. shell_quote(script) .. " --measure stats " .. shell_quote(path)) }
+  rows[#rows + 1] = { "ledger_stats.stats (full stats)", measure.best_of("bench_stats", 5, lua_cmd("stats")) }
   local floor_rate = opts.floor and rows[1][2].lines / rows[1][2].cpu
   for _, row in ipairs(rows) do
     local m = row[2]

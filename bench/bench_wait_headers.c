@@ -5,18 +5,13 @@
  * Retry-After alone. Prints one line per measurement. Usage: bench_wait_headers [iterations]
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "retryfreeze/decide.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static const char *const VALUES[RF_WAIT_HEADER_COUNT] = {
     "120", "250", "250", "50", "\"burst\";r=0;t=5, \"daily\";r=10;t=3600", "1700000060", "80",
@@ -35,12 +30,12 @@ static rf_policy *load(const char *text) {
 static double decide_ns(const rf_policy *p, const rf_facts *f, long iters, long *sink) {
     rf_verdict v;
     rf_error err;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (long i = 0; i < iters; i++) {
         rf_decide(p, f, NULL, NULL, &v, &err);
         *sink += v.delay_ms;
     }
-    return (now_ns() - t0) / (double)iters;
+    return (bench_now_ns() - t0) / (double)iters;
 }
 
 int main(int argc, char **argv) {
@@ -50,13 +45,13 @@ int main(int argc, char **argv) {
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         size_t len = strlen(VALUES[h]);
         int64_t ms = 0;
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         for (long i = 0; i < iters; i++) {
             rf_wait_header_parse((rf_wait_header)h, VALUES[h], len, INT64_C(1700000000000), NULL, 0, &ms);
             sink += ms;
             __asm__ volatile("" : : "r"(&ms) : "memory");
         }
-        ns[h] = (now_ns() - t0) / (double)iters;
+        ns[h] = (bench_now_ns() - t0) / (double)iters;
     }
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
         printf("parse %-23s %6.1f ns  (%.2f x retry-after delay-seconds)  \"%s\"\n", rf_wait_header_name(h), ns[h],

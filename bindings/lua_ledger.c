@@ -174,7 +174,7 @@ static int l_ledger_hold(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL
 static int l_ledger_flush(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_flush); }
 static int l_ledger_held(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_held); }
 
-static void set_str(lua_State *L, const char *k, const char *v) {
+void rfl_set_str(lua_State *L, const char *k, const char *v) {
     if (v == NULL) return;
     lua_pushstring(L, v);
     lua_setfield(L, -2, k);
@@ -189,7 +189,7 @@ void rfl_set_int(lua_State *L, const char *k, int64_t v) {
  * wait = {[header] = value}, date. */
 static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
     if (t->timeout_ms > 0) rfl_set_int(L, "timeout_ms", t->timeout_ms);
-    set_str(L, "transport", t->transport);
+    rfl_set_str(L, "transport", t->transport);
     if (t->not_sent) {
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "not_sent");
@@ -199,25 +199,25 @@ static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
         if (t->wait[h] == NULL) continue;
         if (!any) lua_createtable(L, 0, 2);
         any = true;
-        set_str(L, rf_wait_header_name((rf_wait_header)h), t->wait[h]);
+        rfl_set_str(L, rf_wait_header_name((rf_wait_header)h), t->wait[h]);
     }
     if (any) lua_setfield(L, -2, "wait");
-    set_str(L, "date", t->date);
+    rfl_set_str(L, "date", t->date);
 }
 
 static void push_record(lua_State *L, const rf_ledger_record *rec) {
     luaL_checkstack(L, 6, "ledger record"); /* a record, its tries, a try, a key and a value */
     lua_createtable(L, 0, 15);
     rfl_set_int(L, "ts_ms", rec->ts_ms);
-    set_str(L, "route", rec->route);
-    set_str(L, "method", rec->method);
-    set_str(L, "path", rec->path);
-    set_str(L, "key", rec->key);
-    set_str(L, "policy", rec->policy);
+    rfl_set_str(L, "route", rec->route);
+    rfl_set_str(L, "method", rec->method);
+    rfl_set_str(L, "path", rec->path);
+    rfl_set_str(L, "key", rec->key);
+    rfl_set_str(L, "policy", rec->policy);
     rfl_set_int(L, "attempts", rec->attempts);
     rfl_set_int(L, "elapsed_ms", rec->elapsed_ms);
-    set_str(L, "outcome", rec->outcome);
-    set_str(L, "reason", rec->reason);
+    rfl_set_str(L, "outcome", rec->outcome);
+    rfl_set_str(L, "reason", rec->reason);
     lua_pushboolean(L, rec->ok);
     lua_setfield(L, -2, "ok");
     rfl_set_int(L, "status", rec->status);
@@ -226,25 +226,25 @@ static void push_record(lua_State *L, const rf_ledger_record *rec) {
     for (size_t i = 0; i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
         lua_createtable(L, 0, 7);
-        set_str(L, "class", t->class_name);
+        rfl_set_str(L, "class", t->class_name);
         rfl_set_int(L, "status", t->status);
         rfl_set_int(L, "elapsed_ms", t->elapsed_ms);
         rfl_set_int(L, "delay_ms", t->delay_ms);
-        set_str(L, "reason", t->reason);
-        set_str(L, "retry_after", t->retry_after);
-        set_str(L, "retry_after_header", t->retry_after_header);
+        rfl_set_str(L, "reason", t->reason);
+        rfl_set_str(L, "retry_after", t->retry_after);
+        rfl_set_str(L, "retry_after_header", t->retry_after_header);
         push_try_facts(L, t);
         if (t->fate != NULL) { /* a hedged request's try */
             rfl_set_int(L, "start_ms", t->start_ms);
             lua_pushboolean(L, t->hedge);
             lua_setfield(L, -2, "hedge");
-            set_str(L, "fate", t->fate);
+            rfl_set_str(L, "fate", t->fate);
         }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "tries");
-    set_str(L, "host", rec->host);
-    set_str(L, "budget", rec->budget);
+    rfl_set_str(L, "host", rec->host);
+    rfl_set_str(L, "budget", rec->budget);
     if (rec->has_inbound_deadline) rfl_set_int(L, "inbound_deadline_ms", rec->inbound_deadline_ms);
     if (rec->inbound_attempt > 0) rfl_set_int(L, "inbound_attempt", rec->inbound_attempt);
 }

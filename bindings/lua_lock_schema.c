@@ -17,12 +17,6 @@ static const char *const canonical_names[] = {RF_FIELD_CANONICAL(RF_X_STR)};
 static const char *const widens_names[] = {RF_FIELD_WIDENINGS(RF_X_STR)};
 #undef RF_X_STR
 
-static void set_string(lua_State *L, const char *k, const char *v) {
-    if (v == NULL) return;
-    lua_pushstring(L, v);
-    lua_setfield(L, -2, k);
-}
-
 /* A bound in the field's own unit: a decimal's as a number (× 1000 undone), every other as an integer. */
 static void set_bound(lua_State *L, const char *k, const rf_lock_field *f, int64_t v) {
     if (f->type == RF_FIELD_DECIMAL)
@@ -44,20 +38,20 @@ static int l_lock_schema(lua_State *L) {
     for (size_t i = 0; i < n; i++) {
         const rf_lock_field *f = rf_lock_schema_field(i);
         lua_createtable(L, 0, 14);
-        set_string(L, "path", f->path);
-        set_string(L, "key", f->key);
-        if (f->parent >= 0) set_string(L, "parent", rf_lock_schema_field((size_t)f->parent)->path);
-        set_string(L, "place", place_names[f->place]);
-        set_string(L, "type", type_names[f->type]);
+        rfl_set_str(L, "path", f->path);
+        rfl_set_str(L, "key", f->key);
+        if (f->parent >= 0) rfl_set_str(L, "parent", rf_lock_schema_field((size_t)f->parent)->path);
+        rfl_set_str(L, "place", place_names[f->place]);
+        rfl_set_str(L, "type", type_names[f->type]);
         set_bound(L, "min", f, f->min);
         set_bound(L, "max", f, f->max);
         rfl_set_int(L, "decimals", f->type == RF_FIELD_DECIMAL ? 3 : 0);
-        set_string(L, "if_absent", default_names[f->if_absent]);
-        set_string(L, "default_json", f->default_json);
-        set_string(L, "canonical", canonical_names[f->canonical]);
-        set_string(L, "widens", widens_names[f->widens]);
-        set_string(L, "view", f->view);
-        set_string(L, "about", f->about);
+        rfl_set_str(L, "if_absent", default_names[f->if_absent]);
+        rfl_set_str(L, "default_json", f->default_json);
+        rfl_set_str(L, "canonical", canonical_names[f->canonical]);
+        rfl_set_str(L, "widens", widens_names[f->widens]);
+        rfl_set_str(L, "view", f->view);
+        rfl_set_str(L, "about", f->about);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;

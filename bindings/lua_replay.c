@@ -175,16 +175,11 @@ static int replay_run(lua_State *L, rfl_call *call) {
         rf_replay_gap g;
         rf_replay_gap_at(lr->r, i, &g);
         lua_createtable(L, 0, 5);
-        lua_pushstring(L, g.route);
-        lua_setfield(L, -2, "route");
-        lua_pushstring(L, g.class_name);
-        lua_setfield(L, -2, "class");
+        rfl_set_str(L, "route", g.route);
+        rfl_set_str(L, "class", g.class_name);
         rfl_set_int(L, "samples", g.samples);
         rfl_set_int(L, "tries", g.tries);
-        if (g.fallback != NULL) {
-            lua_pushstring(L, g.fallback);
-            lua_setfield(L, -2, "fallback");
-        }
+        rfl_set_str(L, "fallback", g.fallback); /* absent without one */
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "gaps");
@@ -194,8 +189,7 @@ static int replay_run(lua_State *L, rfl_call *call) {
         rf_replay_lock k;
         rf_replay_lock_at(lr->r, i, &k);
         lua_createtable(L, 0, 2);
-        lua_pushstring(L, k.digest);
-        lua_setfield(L, -2, "digest");
+        rfl_set_str(L, "digest", k.digest);
         rfl_set_int(L, "requests", k.requests);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }

@@ -27,6 +27,8 @@ void rfl_read_facts(lua_State *L, int arg, rf_facts *f);
 void rfl_push_verdict(lua_State *L, const rf_policy *p, const rf_verdict *v);
 /* t[k] = v for the table on top of the stack (a Lua integer). */
 void rfl_set_int(lua_State *L, const char *k, int64_t v);
+/* t[k] = v for the table on top of the stack (a Lua string); nothing when v is NULL (the field stays absent). */
+void rfl_set_str(lua_State *L, const char *k, const char *v);
 /* The one shape of an expected failure, which is not misuse: a lock that does not load, a file that cannot be
  * opened, a ledger in use, Redis out of reach, a header value that does not parse, a step that may not start.
  * Pushes nil, message and, when code is not NULL, code (a short word such as "missing"); returns the number of

@@ -1,5 +1,6 @@
 # retryfreeze-serve: the fault-injecting upstream (libmicrohttpd) of `retryfreeze demo`, `serve` and `soak`
-# and of the tests. It never links libretryfreeze. Built in every CMake build (the demo needs it), not in a rock.
+# and of the tests. It never links libretryfreeze; it compiles in the engine's generator (rng.c), so that random
+# faults draw from the one xoshiro256** of the project. Built in every CMake build (the demo needs it), not in a rock.
 
 add_executable(retryfreeze-serve
   serve/main.c
@@ -10,10 +11,12 @@ add_executable(retryfreeze-serve
   serve/script.c
   serve/faults.c
   serve/prng.c
+  core/src/engine/rng.c
   serve/httpdate.c
   serve/stop.c
 )
 target_compile_options(retryfreeze-serve PRIVATE ${RF_WARNINGS})
+target_include_directories(retryfreeze-serve PRIVATE core/include)
 target_compile_definitions(retryfreeze-serve PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
 target_link_libraries(retryfreeze-serve PRIVATE PkgConfig::MHD Threads::Threads)
 # Beside the retryfreeze CLI, which starts it for `serve`, `demo` and `soak`.

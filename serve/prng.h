@@ -1,18 +1,14 @@
-/* retryfreeze-serve: the seeded generator behind random faults. */
+/* retryfreeze-serve: the seeded draws behind random faults. The generator is the engine's (rf_rng: xoshiro256**
+ * seeded with splitmix64, core/src/engine/rng.c compiled into the server, which does not link libretryfreeze), so
+ * a seed gives the same sequence on every platform. Not thread-safe: each draw seeds a generator of its own. */
 #ifndef SRV_PRNG_H
 #define SRV_PRNG_H
 
+#include "retryfreeze/decide.h"
+
 #include <stdint.h>
 
-/* xoshiro256**: small, fast, and the same sequence on every platform for a seed. Not thread-safe:
- * the caller (upstream.c) guards it with its mutex. */
-struct srv_prng {
-    uint64_t s[4];
-};
-
-void srv_prng_seed(struct srv_prng *p, uint64_t seed);
-uint64_t srv_prng_next(struct srv_prng *p);
-/* Uniform in [0, bound), bound > 0, without modulo bias. */
-uint64_t srv_prng_below(struct srv_prng *p, uint64_t bound);
+/* Uniform in [0, bound), bound > 0, without modulo bias (the top partial block of draws is rejected). */
+uint64_t srv_prng_below(rf_rng *p, uint64_t bound);
 
 #endif

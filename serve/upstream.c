@@ -30,8 +30,8 @@ static uint64_t draw(const struct srv_upstream *u, const char *id, size_t len, u
         h ^= (unsigned char)id[i];
         h *= 1099511628211u; /* FNV-1a 64 prime */
     }
-    struct srv_prng p;
-    srv_prng_seed(&p, u->seed ^ h ^ (n * 0x9E3779B97F4A7C15u));
+    rf_rng p;
+    rf_rng_seed(&p, u->seed ^ h ^ (n * 0x9E3779B97F4A7C15u));
     return srv_prng_below(&p, SRV_PPB);
 }
 

@@ -60,30 +60,22 @@ describe("retryfreeze check", function()
   end)
 
   it("suggests the command or option meant, and exits 2", function()
-    local out, err, code = h.run_cli("chek", h.desk_lock)
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.equal("retryfreeze: unknown command 'chek'\nDid you mean 'check'?\nretryfreeze help lists the commands.\n", err)
-    out, err, code = h.run_cli("help", "chek")
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.equal("retryfreeze help: unknown command 'chek'\nDid you mean 'check'?\n", err)
-    out, err, code = h.run_cli("help", "args") -- a module of the CLI, not a command
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.equal("retryfreeze help: unknown command 'args'\n", err)
-    out, err, code = h.run_cli("check", h.desk_lock, "--tabel", "t.tsv")
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.matches("^retryfreeze check: unknown option '%-%-tabel'\nDid you mean '%-%-table'%?\nusage: retryfreeze check", err)
-    out, err, code = h.run_cli("stats", "--json=yes", "x")
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.matches("^retryfreeze stats: option '%-%-json' does not take arguments\n", err)
-    out, err, code = h.run_cli("check", h.desk_lock, "--seed")
-    assert.equal(2, code)
-    assert.equal("", out)
-    assert.matches("^retryfreeze check: option '%-%-seed' requires an argument\n", err)
+    -- Each case: the arguments, and stderr whole (a string) or its start (a pattern, in a table); stdout is empty.
+    for _, case in ipairs({
+      { { "chek", h.desk_lock },
+        "retryfreeze: unknown command 'chek'\nDid you mean 'check'?\nretryfreeze help lists the commands.\n" },
+      { { "help", "chek" }, "retryfreeze help: unknown command 'chek'\nDid you mean 'check'?\n" },
+      { { "help", "args" }, "retryfreeze help: unknown command 'args'\n" }, -- a module of the CLI, not a command
+      { { "check", h.desk_lock, "--tabel", "t.tsv" },
+        { "^retryfreeze check: unknown option '%-%-tabel'\nDid you mean '%-%-table'%?\nusage: retryfreeze check" } },
+      { { "stats", "--json=yes", "x" }, { "^retryfreeze stats: option '%-%-json' does not take arguments\n" } },
+      { { "check", h.desk_lock, "--seed" }, { "^retryfreeze check: option '%-%-seed' requires an argument\n" } },
+    }) do
+      local out, err, code = h.run_cli(table.unpack(case[1]))
+      assert.equal(2, code, table.concat(case[1], " "))
+      assert.equal("", out)
+      if type(case[2]) == "table" then assert.matches(case[2][1], err) else assert.equal(case[2], err) end
+    end
   end)
 
   it("passes an option value that starts with '-' to the command, which checks it", function()

@@ -40,11 +40,16 @@ describe("retryfreeze.scheduler", function()
     assert.is_true(took <= 3, "took " .. took .. " s")
   end)
 
-  it("reports a flow that raises and keeps running the others", function()
+  -- A fresh upstream and a client that makes one attempt per GET /x (the test closes and stops them).
+  local function one_attempt_client()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
     local p = assert(rf.load_string('{"endpoint":"GET /x","maxAttempts":1,"perAttemptTimeoutMs":1000,'
       .. '"totalBudgetMs":1000,"retryable":[]}'))
-    local c = rf.client{ policy = p, base_url = up.url }
+    return rf.client{ policy = p, base_url = up.url }, up
+  end
+
+  it("reports a flow that raises and keeps running the others", function()
+    local c, up = one_attempt_client()
     local errors, oks = {}, 0
     local failed = scheduler.run(c, 10, 4, function(i)
       c:request{ method = "GET", path = "/x" }
@@ -58,10 +63,7 @@ describe("retryfreeze.scheduler", function()
   end)
 
   it("refuses on_attempt hooks inside scheduled flows", function()
-    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
-    local p = assert(rf.load_string('{"endpoint":"GET /x","maxAttempts":1,"perAttemptTimeoutMs":1000,'
-      .. '"totalBudgetMs":1000,"retryable":[]}'))
-    local c = rf.client{ policy = p, base_url = up.url }
+    local c, up = one_attempt_client()
     local msg
     scheduler.run(c, 1, 1, function()
       c:request{ method = "GET", path = "/x", on_attempt = function() end }
@@ -514,33 +516,32 @@ describe("retryfreeze soak", function()
     end
   end)
 
-  it("exits 1 on a breached threshold and names it", function()
-    local out, _, code = h.run_cli("soak", "examples/service.lock.json", "--requests", "200", "--faults", "503=0.3",
-      "--ledger", ledger, "--max-retry-ratio", "0.05")
-    assert.equal(1, code)
-    assert.matches("breach: retries/request 0%.%d+ > max 0%.050 %(max%-retry%-ratio%)", out)
-  end)
-
-  it("exits 1 on a forbidden reason", function()
-    local out, _, code = h.run_cli("soak", "examples/service.lock.json", "--requests", "100", "--faults", "500=0.5",
-      "--ledger", ledger, "--forbid-reason", "status-not-retryable")
-    assert.equal(1, code)
-    assert.matches("breach: %d+ requests ended with forbidden reason status%-not%-retryable %(forbid%-reason%)", out)
-  end)
-
-  it("fails on duplicate executions of a keyed request (a flow that reuses one key)", function()
-    local out, _, code = h.run_cli("soak", h.desk_lock, "--requests", "20", "--faults", "503=0",
-      "--ledger", ledger, "--script", "spec/fixtures/reused_key_flow.lua")
-    assert.equal(1, code)
-    assert.matches("breach: 19 duplicate executions of keyed requests", out)
-  end)
-
-  it("soaks a user's flow script", function()
-    local out, _, code = h.run_cli("soak", "examples/service.lock.json", "--requests", "50", "--faults", "503=0",
-      "--ledger", ledger, "--script", "spec/fixtures/two_step_flow.lua")
-    assert.equal(0, code)
-    assert.matches("requests=100 successes=100", out)
-  end)
+  -- Soaks judged by their exit code and one line of the output (a Lua pattern): thresholds, forbidden reasons,
+  -- duplicate executions of a keyed request, a user's flow script. Each writes the spec's ledger.
+  for _, case in ipairs({
+    { "exits 1 on a breached threshold and names it", 1, "breach: retries/request 0%.%d+ > max 0%.050 %(max%-retry%-ratio%)",
+      { "examples/service.lock.json", "--requests", "200", "--faults", "503=0.3", "--max-retry-ratio", "0.05" } },
+    { "exits 1 on a forbidden reason", 1,
+      "breach: %d+ requests ended with forbidden reason status%-not%-retryable %(forbid%-reason%)",
+      { "examples/service.lock.json", "--requests", "100", "--faults", "500=0.5",
+        "--forbid-reason", "status-not-retryable" } },
+    { "fails on duplicate executions of a keyed request (a flow that reuses one key)", 1,
+      "breach: 19 duplicate executions of keyed requests",
+      { h.desk_lock, "--requests", "20", "--faults", "503=0", "--script", "spec/fixtures/reused_key_flow.lua" } },
+    { "soaks a user's flow script", 0, "requests=100 successes=100",
+      { "examples/service.lock.json", "--requests", "50", "--faults", "503=0",
+        "--script", "spec/fixtures/two_step_flow.lua" } },
+  }) do
+    local name, want_code, want_line, args = case[1], case[2], case[3], case[4]
+    it(name, function()
+      local argv = { "soak" }
+      for _, a in ipairs(args) do argv[#argv + 1] = a end
+      argv[#argv + 1], argv[#argv + 2] = "--ledger", ledger
+      local out, _, code = h.run_cli(table.unpack(argv))
+      assert.equal(want_code, code)
+      assert.matches(want_line, out)
+    end)
+  end
 
   it("measures attempts per request within 0.05 of the model's prediction (p = 0.3, 3 attempts)", function()
     local model = require "retryfreeze.model"

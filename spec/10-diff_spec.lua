@@ -492,16 +492,19 @@ describe("diff.compare: the request space is a partition", function()
   end)
 end)
 
+--- The diff's lines between base() changed by edit_old and base() changed by edit_new (either may be nil).
+local function edit_lines(edit_old, edit_new)
+  local a, b = base(), base()
+  if edit_old then edit_old(a) end
+  if edit_new then edit_new(b) end
+  return diff.lines(diff.compare(load(a), load(b)))
+end
+
 -- The property the diff promises: whenever some request gets more attempts, more time, a new retryable
 -- class, a dropped key requirement, or an earlier or narrower delay window, the diff says WIDENING. Random
 -- pairs of locks over a small alphabet of patterns, random requests; the oracle asks the engine directly.
 describe("diff.compare: class limits and wait headers, by effect", function()
-  local function lines(edit_old, edit_new)
-    local a, b = base(), base()
-    if edit_old then edit_old(a) end
-    if edit_new then edit_new(b) end
-    return diff.lines(diff.compare(load(a), load(b)))
-  end
+  local lines = edit_lines
 
   it("a class limit added or lowered narrows, raised or removed widens, as the engine applies it", function()
     assert.same({ "NARROWING  GET /v1/*  attempts by class (classLimits): TIMEOUT 4 → 2" },
@@ -546,12 +549,7 @@ describe("diff.compare: class limits and wait headers, by effect", function()
 end)
 
 describe("diff.compare: hedging and the ratio retry budget, by effect", function()
-  local function lines(edit_old, edit_new)
-    local a, b = base(), base()
-    if edit_old then edit_old(a) end
-    if edit_new then edit_new(b) end
-    return diff.lines(diff.compare(load(a), load(b)))
-  end
+  local lines = edit_lines
   local function hedge(max, delay, classes)
     return function(t) t.routes[3].hedging = { maxAttempts = max, hedgingDelayMs = delay, nonFatalClasses = classes } end
   end

@@ -3,10 +3,10 @@
 -- upstream, both started here and stopped in teardown. Without redis-server the specs are pending.
 local rf = require "retryfreeze"
 local h = require "spec.helper"
-local upstream = require "retryfreeze.upstream"
 local redis_server = require "spec.redis_server"
 local servers = require "spec.support.servers"
 local stall = require "spec.support.stall"
+local storm_support = require "spec.support.storm"
 local write, read = h.write_file, h.read_file
 
 -- maxTokens 10, tokenRatio 0.1: a bucket allows exactly 4 retries while everything fails (tokens 9, 8, 7, 6
@@ -102,49 +102,26 @@ end)
 -- The storm's workers are Lua 5.4 scripts (<close>): pending in a build without the 5.4 module (RF_LUA=luajit).
 local describe_54 = h.has_module("5.4") and describe or pending
 describe_54("a retry budget shared through Redis", function()
-  local srv, up, dir, lock_file
-  local skip = not redis_server.available()
-
+  local parts = storm_support.servers("fleet")
+  local srv, up, lock_file
   setup(function()
-    if skip then return end
-    srv = assert(redis_server.start({ debug = true }))
-    up = assert(upstream.start({ bindir = h.bindir, faults = "503=1" }))
-    dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p '" .. dir .. "'"))
-    lock_file = dir .. "/storm.lock.json"
+    parts.start()
+    srv, up = parts.srv, parts.up
+    lock_file = parts.dir and parts.dir .. "/storm.lock.json"
   end)
-
-  teardown(function()
-    if srv then srv.stop("KILL") end
-    if up then up.stop() end
-    if dir then os.execute("rm -rf '" .. dir .. "'") end
-  end)
+  teardown(parts.stop)
 
   local function it_redis(name, fn)
-    if skip then pending(name .. " (no redis-server)") else it(name, fn) end
+    if parts.skip then pending(name .. " (no redis-server)") else it(name, fn) end
   end
 
-  --- Runs `procs` processes of spec/fleet/storm_worker.lua at once; returns the upstream's request count.
+  --- Runs `procs` storm workers at once (spec.support.storm); returns the upstream's request count, the requests
+  --- whose budget was shared and local-fallback. Every worker prints its `done` line and nothing before it.
   local function storm(name, redis_url, procs, per_proc)
     write(lock_file, lock_text(name))
-    local before = assert(upstream.stats(up.url)).requests
-    -- The workers run Lua 5.4 whatever runs this spec (the suite also runs under LuaJIT).
-    local env = h.lua_env("5.4")
-    local handles = {}
-    for i = 1, procs do
-      handles[i] = io.popen(env .. "lua5.4 spec/fleet/storm_worker.lua '" .. lock_file .. "' " .. up.url .. " "
-        .. redis_url .. " " .. per_proc .. " 2>&1")
-    end
-    local shared, fallback = 0, 0
-    for i = 1, procs do
-      local out = handles[i]:read("a")
-      assert(handles[i]:close(), out)
-      local s, f = out:match("^done %d+ %d+ (%d+) (%d+)")
-      assert(s, out)
-      shared, fallback = shared + tonumber(s), fallback + tonumber(f)
-    end
-    return assert(upstream.stats(up.url)).requests - before, shared, fallback
+    local sent, shared, fallback, outs = storm_support.run(up.url, lock_file, redis_url, procs, per_proc)
+    for _, out in ipairs(outs) do assert.matches("^done ", out) end
+    return sent, shared, fallback
   end
 
   it_redis("8 processes draw on one bucket: the fleet retries what one bucket allows, 8x less than local budgets",
@@ -242,6 +219,7 @@ describe_54("a retry budget shared through Redis", function()
         assert.is_true(r.elapsed_ms <= 3000 + 50 + stalled, "elapsed " .. r.elapsed_ms)
       end
       srv = assert(redis_server.start({ port = port, debug = true }))
+      parts.srv = srv -- the teardown stops the restarted server
       local budget
       local deadline = now_ms() + 20000 -- reconnection backs off 100 ms doubling to 5 s (a loaded machine: more)
       repeat

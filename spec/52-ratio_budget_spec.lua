@@ -5,7 +5,7 @@
 local rf = require "retryfreeze"
 local h = require "spec.helper"
 local upstream = require "retryfreeze.upstream"
-local redis_server = require "spec.redis_server"
+local storm_support = require "spec.support.storm"
 
 -- maxAttempts 3 on an upstream that always fails: without a budget every request makes 2 retries.
 local function lock_text(ratio, min_per_second, shared)
@@ -80,48 +80,24 @@ end)
 -- The workers are Lua 5.4 scripts (<close>): pending in a build without the 5.4 module (RF_LUA=luajit).
 local describe_54 = h.has_module("5.4") and describe or pending
 describe_54("a ratio retry budget shared through Redis", function()
+  local parts = storm_support.servers("ratio")
   local srv, up, dir
-  local skip = not redis_server.available()
-
   setup(function()
-    if skip then return end
-    srv = assert(redis_server.start({ debug = true }))
-    up = assert(upstream.start({ bindir = h.bindir, faults = "503=1" }))
-    dir = h.temp_dir("ratio")
+    parts.start()
+    srv, up, dir = parts.srv, parts.up, parts.dir
   end)
-
-  teardown(function()
-    if srv then srv.stop("KILL") end
-    if up then up.stop() end
-    if dir then os.execute("rm -rf '" .. dir .. "'") end
-  end)
+  teardown(parts.stop)
 
   local function it_redis(name, fn)
-    if skip then pending(name .. " (no redis-server)") else it(name, fn) end
+    if parts.skip then pending(name .. " (no redis-server)") else it(name, fn) end
   end
 
-  --- Runs `procs` processes of spec/fleet/storm_worker.lua at once under the lock text; returns the retries the
-  --- upstream saw, the requests whose budget was shared and local-fallback, and what the workers printed.
+  --- Runs `procs` storm workers at once under the lock text (spec.support.storm); returns the retries the upstream
+  --- saw, the requests whose budget was shared and local-fallback, and what the workers printed.
   local function storm(text, redis_url, procs, per_proc)
     local lock_file = h.write_file(dir .. "/storm.lock.json", text)
-    local before = assert(upstream.stats(up.url)).requests
-    local env = h.lua_env("5.4")
-    local handles = {}
-    for i = 1, procs do
-      handles[i] = io.popen(env .. "lua5.4 spec/fleet/storm_worker.lua '" .. lock_file .. "' " .. up.url .. " "
-        .. redis_url .. " " .. per_proc .. " 2>&1")
-    end
-    local shared, fallback, outs = 0, 0, {}
-    for i = 1, procs do
-      local out = handles[i]:read("a")
-      outs[i] = out
-      assert(handles[i]:close(), out)
-      local s, f = out:match("done %d+ %d+ (%d+) (%d+)")
-      assert(s, out)
-      shared, fallback = shared + tonumber(s), fallback + tonumber(f)
-    end
-    return assert(upstream.stats(up.url)).requests - before - procs * per_proc, shared, fallback,
-      table.concat(outs)
+    local sent, shared, fallback, outs = storm_support.run(up.url, lock_file, redis_url, procs, per_proc)
+    return sent - procs * per_proc, shared, fallback, table.concat(outs)
   end
 
   it_redis("8 processes at retryRatio 0.2 retry about 20% of all their requests, in one window", function()

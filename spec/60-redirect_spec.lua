@@ -111,6 +111,15 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     return rf.client(opts)
   end
 
+  -- One request through a fresh client(opts); returns its response and the log's mark from before it was sent.
+  local function request_once(opts, req)
+    local c = client(opts)
+    local m = mark()
+    local r = c:request(req)
+    c:close()
+    return r, m
+  end
+
   local BODY = "payload"
 
   -- RFC 9110 §15.4.2–15.4.9: what the second hop must be.
@@ -170,19 +179,13 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   end)
 
   it("keeps the method and ignores nothing when follow_redirects is off: the 3xx is the answer", function()
-    local c = client{ follow_redirects = false }
-    local m = mark()
-    local r = c:request{ method = "POST", path = "/r/303", body = BODY }
-    c:close()
+    local r, m = request_once({ follow_redirects = false }, { method = "POST", path = "/r/303", body = BODY })
     assert.same({ true, 303, 1 }, { r.ok, r.status, r.attempts })
     assert.equal(1, #since(m, 1))
   end)
 
   it("waits the Retry-After of a followed 3xx before the next hop (RFC 9110 §10.2.3)", function()
-    local c = client()
-    local m = mark()
-    local r = c:request{ method = "GET", path = "/ra303" }
-    c:close()
+    local r, m = request_once(nil, { method = "GET", path = "/ra303" })
     assert.same({ true, 200, 2 }, { r.ok, r.status, r.attempts })
     assert.same({ "HTTP_303", "redirect", "1" }, { r.tries[1].class, r.tries[1].reason, r.tries[1].retry_after })
     assert.equal(1000, r.tries[2].delay_ms)
@@ -191,10 +194,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   end)
 
   it("stops with retry-after-exceeds-budget when a 3xx asks for more than retryAfter.maxMs", function()
-    local c = client()
-    local m = mark()
-    local r = c:request{ method = "GET", path = "/ra-long" }
-    c:close()
+    local r, m = request_once(nil, { method = "GET", path = "/ra-long" })
     assert.same({ false, 303, "deadline", "retry-after-exceeds-budget", 1 },
       { r.ok, r.status, r.outcome, r.reason, r.attempts })
     assert.equal("30", r.tries[1].retry_after)
@@ -203,9 +203,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   end)
 
   it("stops with retry-after-exceeds-budget when a 3xx's Retry-After passes the deadline", function()
-    local c = client()
-    local r = c:request{ method = "GET", path = "/short" }
-    c:close()
+    local r = request_once(nil, { method = "GET", path = "/short" })
     assert.same({ false, "deadline", "retry-after-exceeds-budget", 1 }, { r.ok, r.outcome, r.reason, r.attempts })
   end)
 
@@ -224,19 +222,14 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   end)
 
   it("drops credentials for another port of the same host", function()
-    local c = client{ headers = { Authorization = "Bearer x" } }
-    local m = mark()
-    local r = c:request{ method = "GET", path = "/cross-port" }
-    c:close()
+    local r, m = request_once({ headers = { Authorization = "Bearer x" } }, { method = "GET", path = "/cross-port" })
     assert.same({ true, 200, "other\n", 2 }, { r.ok, r.status, r.body, r.attempts })
     local log = since(m, 2)
     assert.same({ "/other", "-" }, { log[2].uri, log[2].authorization })
   end)
 
   it("does not follow a Location that is not http or https", function()
-    local c = client()
-    local r = c:request{ method = "GET", path = "/ftp" }
-    c:close()
+    local r = request_once(nil, { method = "GET", path = "/ftp" })
     assert.same({ true, 302, 1 }, { r.ok, r.status, r.attempts })
   end)
 
@@ -244,10 +237,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     it("ends a GET loop after max_redirects + 1 requests as TOO_MANY_REDIRECTS, terminal", function()
       local path = os.tmpname()
       local ledger = assert(rf.ledger.open(path))
-      local c = client{ max_redirects = 3, ledger = ledger }
-      local m = mark()
-      local r = c:request{ method = "GET", path = "/loop" }
-      c:close()
+      local r, m = request_once({ max_redirects = 3, ledger = ledger }, { method = "GET", path = "/loop" })
       ledger:close()
       assert.same({ false, "terminal", "status-not-retryable", 302, 4 },
         { r.ok, r.outcome, r.reason, r.status, r.attempts })
@@ -264,10 +254,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     end)
 
     it("defaults to 10 redirects: 11 requests", function()
-      local c = client()
-      local m = mark()
-      local r = c:request{ method = "GET", path = "/loop" }
-      c:close()
+      local r, m = request_once(nil, { method = "GET", path = "/loop" })
       assert.same({ "terminal", 11, "TOO_MANY_REDIRECTS" }, { r.outcome, r.attempts, r.tries[11].class })
       assert.equal(11, #since(m, 11))
     end)
@@ -275,10 +262,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     it("holds the largest max_redirects (30): 31 tries in the response and in the ledger", function()
       local path = os.tmpname()
       local ledger = assert(rf.ledger.open(path))
-      local c = client{ max_redirects = 30, ledger = ledger }
-      local m = mark()
-      local r = c:request{ method = "GET", path = "/loop" }
-      c:close()
+      local r, m = request_once({ max_redirects = 30, ledger = ledger }, { method = "GET", path = "/loop" })
       ledger:close()
       assert.same({ "terminal", 31, 31, "TOO_MANY_REDIRECTS" }, { r.outcome, r.attempts, #r.tries, r.tries[31].class })
       assert.equal(31, #since(m, 31))
@@ -290,10 +274,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
     end)
 
     it("ends a POST 307 loop after max_redirects + 1 requests, each with its body", function()
-      local c = client{ max_redirects = 5 }
-      local m = mark()
-      local r = c:request{ method = "POST", path = "/loop307", body = BODY, idempotency_key = "k-307" }
-      c:close()
+      local r, m = request_once({ max_redirects = 5 }, { method = "POST", path = "/loop307", body = BODY, idempotency_key = "k-307" })
       assert.same({ "terminal", "TOO_MANY_REDIRECTS", 6 }, { r.outcome, r.tries[6].class, r.attempts })
       local log = since(m, 6)
       assert.equal(6, #log)
@@ -344,9 +325,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
 
   -- `other` is the second server's URL; unused but for a direct sanity check that it answers.
   it("the second server answers directly", function()
-    local c = client{ base_url = other }
-    local r = c:request{ method = "GET", path = "/other" }
-    c:close()
+    local r = request_once({ base_url = other }, { method = "GET", path = "/other" })
     assert.equal(200, r.status)
   end)
 end)

@@ -65,29 +65,21 @@ describe("HTTP/2 against nginx", function()
     assert.matches("HTTP/2: yes", out, 1, true)
   end)
 
-  it("speaks HTTP/2 over TLS when asked (ALPN)", function()
-    local c = client(h2s, "2")
-    local r = c:request{ method = "GET", path = "/tls-h2" }
-    c:close()
-    assert.same({ true, 200, "h2\n" }, { r.ok, r.status, r.body })
-    assert.equal("HTTP/2.0", seen("/tls-h2", 1)[1].protocol)
-  end)
-
-  it("stays on HTTP/1.1 by default, even where the server offers h2", function()
-    local c = client(h2s)
-    local r = c:request{ method = "GET", path = "/tls-default" }
-    c:close()
-    assert.equal(200, r.status)
-    assert.equal("HTTP/1.1", seen("/tls-default", 1)[1].protocol)
-  end)
-
-  it("speaks h2c (prior knowledge) over http://", function()
-    local c = client(h2c, "2")
-    local r = c:request{ method = "GET", path = "/clear-h2" }
-    c:close()
-    assert.same({ true, 200, "h2c\n" }, { r.ok, r.status, r.body })
-    assert.equal("HTTP/2.0", seen("/clear-h2", 1)[1].protocol)
-  end)
+  -- One request each: over TLS or in clear text, with http_version "2" or the default; the protocol nginx logged.
+  for _, case in ipairs({
+    { "speaks HTTP/2 over TLS when asked (ALPN)", "tls", "2", "/tls-h2", "h2\n", "HTTP/2.0" },
+    { "stays on HTTP/1.1 by default, even where the server offers h2", "tls", nil, "/tls-default", "h2\n", "HTTP/1.1" },
+    { "speaks h2c (prior knowledge) over http://", "clear", "2", "/clear-h2", "h2c\n", "HTTP/2.0" },
+  }) do
+    local name, over, version, path, body, protocol = case[1], case[2], case[3], case[4], case[5], case[6]
+    it(name, function()
+      local c = client(over == "tls" and h2s or h2c, version)
+      local r = c:request{ method = "GET", path = path }
+      c:close()
+      assert.same({ true, 200, body }, { r.ok, r.status, r.body })
+      assert.equal(protocol, seen(path, 1)[1].protocol)
+    end)
+  end
 
   it("multiplexes client:all on one connection", function()
     local c = client(h2s, "2")

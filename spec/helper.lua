@@ -4,6 +4,7 @@ local M = {}
 -- Lua 5.1 / LuaJIT: the specs use the Lua 5.3 library (math.type, math.tointeger, table.move, utf8) through
 -- Debian's lua-compat53, loaded here for the specs only (the module itself never changes a global).
 if _VERSION < "Lua 5.3" then require "compat53" end
+local util = require "retryfreeze.util"
 
 --- The largest elapsed_ms a fact may carry: INT64_MAX / 4 where Lua has 64-bit integers, else 2^53 - 1 (the
 --- largest integer a double holds exactly with its neighbours; the binding refuses beyond it).
@@ -99,7 +100,7 @@ end
 --- Runs the CLI with a shell-quoted argument list; returns stdout, stderr and the exit code.
 function M.run_cli(...)
   local args = {}
-  for i, a in ipairs({ ... }) do args[i] = "'" .. tostring(a):gsub("'", "'\\''") .. "'" end
+  for i, a in ipairs({ ... }) do args[i] = M.shell_quote(a) end
   return M.sh(M.cli .. " " .. table.concat(args, " "))
 end
 
@@ -110,18 +111,12 @@ function M.sorted(list)
   return copy
 end
 
---- Quotes s (any value, through tostring) as one word for a POSIX shell: single quotes, a ' inside as '\''.
-function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+--- Quotes s (any value, through tostring) as one word for a POSIX shell (retryfreeze.util.shell_quote).
+M.shell_quote = util.shell_quote
 
 --- The whole of the file at path, or nil and io.open's reason when it cannot be opened (not there yet: a log a
 --- server has not written, a file a command should not have made).
-function M.try_read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("*a")
-  f:close()
-  return text
-end
+M.try_read_file = util.read_file
 
 --- The whole of the file at path; raises with io.open's reason (which names the path) when it cannot be opened.
 function M.read_file(path) return assert(M.try_read_file(path)) end

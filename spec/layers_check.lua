@@ -8,18 +8,11 @@
 --   against the slow upstream, no request starts there after the client's deadline, and the client ends by it.
 -- Usage: luajit spec/layers_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
 local build, src = arg[1], arg[2]
-package.path = src .. "/lua/?.lua;" .. src .. "/lua/?/init.lua;" .. package.path
-package.cpath = build .. "/lib/lua/" .. (rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")) .. "/?.so;"
-  .. package.cpath
+dofile(src .. "/spec/support/check_paths.lua")(build, src)
 local rf = require "retryfreeze"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shell = require "spec.support.shell"
+local sh, q = shell.sh, shell.q
 local function write(path, text)
   local f = assert(io.open(path, "w"))
   f:write(text)

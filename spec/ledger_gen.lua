@@ -92,8 +92,7 @@ function M.generate(path, n, opts)
   end
   local start, span = opts.start_ms or 1795910400000, opts.span_ms or 6 * 3600 * 1000
   local no_route_every = opts.no_route_every or 200
-  local f = assert(io.open(path, "wb"))
-  local buf = {}
+  local out = M.lines_to(path)
   for i = 1, n do
     local s = start + math.floor((i - 1) * span / n)
     local route = M.routes[math.floor(random() * #M.routes) + 1]
@@ -112,15 +111,32 @@ function M.generate(path, n, opts)
     end
     r.route, r.method, r.path = r.route or route.route, r.method or route.method, r.path or route.path
     if r.method ~= "GET" and r.reason ~= "no-route" then r.key = string.format("key-%08d", i) end
-    buf[#buf + 1] = M.line(r)
+    out.add(M.line(r))
+  end
+  out.close()
+  return path
+end
+
+--- A writer of many lines to a new file at path (replaced), 4096 lines to a write: add(line) takes a line with its
+--- newline, close() writes what is left and closes the file. Raises when the file cannot be opened.
+-- @param path string
+-- @return {add = function(line), close = function()}
+function M.lines_to(path)
+  local f = assert(io.open(path, "wb"))
+  local buf = {}
+  local w = {}
+  function w.add(line)
+    buf[#buf + 1] = line
     if #buf == 4096 then
       f:write(table.concat(buf))
       buf = {}
     end
   end
-  f:write(table.concat(buf))
-  f:close()
-  return path
+  function w.close()
+    f:write(table.concat(buf))
+    f:close()
+  end
+  return w
 end
 
 return M

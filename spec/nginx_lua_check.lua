@@ -9,19 +9,12 @@
 -- Usage: luajit spec/nginx_lua_check.lua BUILD_DIR SOURCE_DIR (ctest: the build's luajit, whose module nginx loads
 -- too, so that a LuaJIT-only build runs it; any Lua the build made the module for will do).
 local build, src = arg[1], arg[2]
-package.path = src .. "/lua/?.lua;" .. src .. "/lua/?/init.lua;" .. package.path
-package.cpath = build .. "/lib/lua/" .. (rawget(_G, "jit") and "luajit" or _VERSION:match("%d+%.%d+")) .. "/?.so;"
-  .. package.cpath
+dofile(src .. "/spec/support/check_paths.lua")(build, src)
 local rf = require "retryfreeze"
 local upstream = require "retryfreeze.upstream"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("a")
-  p:close()
-  return out
-end
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shell = require "spec.support.shell"
+local sh, q = shell.sh, shell.q
 local failures = 0
 local function check(ok, what)
   print((ok and "ok: " or "FAIL: ") .. what)

@@ -83,4 +83,22 @@ function M.resolve(args)
   return out
 end
 
+--- The ledger paths a reader was given as its argument #1 (ledger_stats.stats, replay.replay): one path or an
+--- array of paths, as an array. A wrong shape raises "bad argument #1 to 'FN' (…)" at the reader's caller.
+-- @param paths string or array of strings
+-- @param fn string: the reader's name for the message
+-- @return array of strings (paths itself when it is one)
+function M.paths_argument(paths, fn)
+  if type(paths) == "string" then return { paths } end
+  if type(paths) ~= "table" then
+    error("bad argument #1 to '" .. fn .. "' (string or array of strings expected, got " .. type(paths) .. ")", 3)
+  end
+  for i, p in ipairs(paths) do
+    if type(p) ~= "string" then
+      error("bad argument #1 to '" .. fn .. "' (paths[" .. i .. "] is a " .. type(p) .. ", expected a string)", 3)
+    end
+  end
+  return paths
+end
+
 return M

@@ -80,17 +80,9 @@ end
 --   The whole stats table also has ts_min_ms and ts_max_ms (the records' ts range; absent without records).
 --   A ratio whose denominator is 0 is 0.
 function M.stats(paths, opts)
-  if type(paths) == "string" then paths = { paths } end
-  if type(paths) ~= "table" then
-    error("bad argument #1 to 'stats' (string or array of strings expected, got " .. type(paths) .. ")", 2)
-  end
+  paths = glob.paths_argument(paths, "stats")
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #2 to 'stats' (table expected, got " .. type(opts) .. ")", 2)
-  end
-  for i, p in ipairs(paths) do
-    if type(p) ~= "string" then
-      error("bad argument #1 to 'stats' (paths[" .. i .. "] is a " .. type(p) .. ", expected a string)", 2)
-    end
   end
   local files, why = glob.resolve(paths)
   if not files then return nil, why end

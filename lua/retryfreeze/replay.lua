@@ -135,17 +135,9 @@ end
 --    [scope] = …},
 --    gaps = {{route, class, samples, tries, fallback}…}, info (the core's counts, rf_replay_info), notes = {string…}}
 function M.replay(paths, policy, opts)
-  if type(paths) == "string" then paths = { paths } end
-  if type(paths) ~= "table" then
-    error("bad argument #1 to 'replay' (string or array of strings expected, got " .. type(paths) .. ")", 2)
-  end
+  paths = glob.paths_argument(paths, "replay")
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #3 to 'replay' (table expected, got " .. type(opts) .. ")", 2)
-  end
-  for i, p in ipairs(paths) do
-    if type(p) ~= "string" then
-      error("bad argument #1 to 'replay' (paths[" .. i .. "] is a " .. type(p) .. ", expected a string)", 2)
-    end
   end
   local files, why = glob.resolve(paths)
   if not files then return nil, why end

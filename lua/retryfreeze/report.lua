@@ -61,14 +61,6 @@ function M.vendor_dir()
   return (here:gsub("report%.lua$", "vendor/vega"))
 end
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("*a")
-  f:close()
-  return text
-end
-
 local function null_if(cond, v) if cond then return json.null end return v end
 
 -- The gate part, judged as `retryfreeze gate` judges: the given thresholds (soak passes its own), else the
@@ -519,7 +511,7 @@ function M.render(model)
   if not dir then return nil, derr end
   local libs = {}
   for _, name in ipairs({ "vega.min.js", "vega-lite.min.js" }) do
-    local text, err = read_file(dir .. "/" .. name)
+    local text, err = util.read_file(dir .. "/" .. name)
     if not text then return nil, "the report's chart library is missing: " .. tostring(err) end
     -- Inlined: no source map to fetch, and no "</script" to end the element early.
     libs[#libs + 1] = (text:gsub("\n//# sourceMappingURL=[^\n]*%s*$", "\n"):gsub("</(script)", "<\\/%1"))

@@ -56,6 +56,13 @@ local function check_table(t, fname, n, what, level)
   end
 end
 
+-- An assertion's first two arguments, checked: a policy (#1) and a table (#2, named `what` in the message).
+local function policy_and_table(arguments, fname, what, level)
+  check_policy(arguments[1], fname, 1, level + 1)
+  check_table(arguments[2], fname, 2, what, level + 1)
+  return arguments[1], arguments[2]
+end
+
 --- Decides facts under a policy with the assertions' fixed seed.
 -- @param policy policy; facts table (the keys of policy:decide)
 -- @return verdict table
@@ -86,9 +93,8 @@ end
 
 local function retries(state, arguments, level)
   level = (level or 1) + 1
-  local policy, facts, msg = arguments[1], arguments[2], arguments[3]
-  check_policy(policy, "retries", 1, level)
-  check_table(facts, "retries", 2, "facts", level)
+  local policy, facts = policy_and_table(arguments, "retries", "facts", level)
+  local msg = arguments[3]
   local v = decide_for(policy, facts, "retries", level)
   show(arguments, decision_table.format_facts(facts), decision_table.format_verdict(v))
   set_message(state, msg)
@@ -97,9 +103,8 @@ end
 
 local function stops(state, arguments, level)
   level = (level or 1) + 1
-  local policy, facts, reason, msg = arguments[1], arguments[2], arguments[3], arguments[4]
-  check_policy(policy, "stops", 1, level)
-  check_table(facts, "stops", 2, "facts", level)
+  local policy, facts = policy_and_table(arguments, "stops", "facts", level)
+  local reason, msg = arguments[3], arguments[4]
   if reason ~= nil and type(reason) ~= "string" then
     error("bad argument #3 to 'stops' (reason string expected, got " .. type(reason) .. ")", level + 1)
   end
@@ -112,9 +117,8 @@ end
 
 local function waits(state, arguments, level)
   level = (level or 1) + 1
-  local policy, facts, ms, msg = arguments[1], arguments[2], arguments[3], arguments[4]
-  check_policy(policy, "waits", 1, level)
-  check_table(facts, "waits", 2, "facts", level)
+  local policy, facts = policy_and_table(arguments, "waits", "facts", level)
+  local ms, msg = arguments[3], arguments[4]
   if math.type(ms) ~= "integer" then
     error("bad argument #3 to 'waits' (integer milliseconds expected, got " .. tostring(ms) .. ")", level + 1)
   end
@@ -131,9 +135,8 @@ end
 
 local function budget_allows(state, arguments, level)
   level = (level or 1) + 1
-  local policy, args, timeout_ms, msg = arguments[1], arguments[2], arguments[3], arguments[4]
-  check_policy(policy, "budget_allows", 1, level)
-  check_table(args, "budget_allows", 2, "budget", level)
+  local policy, args = policy_and_table(arguments, "budget_allows", "budget", level)
+  local timeout_ms, msg = arguments[3], arguments[4]
   if timeout_ms ~= nil and math.type(timeout_ms) ~= "integer" then
     error("bad argument #3 to 'budget_allows' (integer milliseconds expected, got " .. tostring(timeout_ms) .. ")",
       level + 1)

@@ -80,18 +80,26 @@ function M.start(opts)
   return setmetatable(up, { __gc = up.stop })
 end
 
+-- One request to a control endpoint of the upstream at url (METHOD /__NAME), through a client of one attempt with a
+-- 2 s timeout: the response, or nil and "METHOD PATH: outcome reason" when it did not succeed.
+local function control(url, method, path)
+  local rf = require "retryfreeze"
+  local lock = assert(rf.load_string('{"endpoint":"' .. method .. " " .. path .. '","maxAttempts":1,'
+    .. '"perAttemptTimeoutMs":2000,"totalBudgetMs":2000,"retryable":[]}', "control.lock"))
+  local probe = rf.client{ policy = lock, base_url = url }
+  local r = probe:request{ method = method, path = path }
+  probe:close()
+  if not r.ok then return nil, method .. " " .. path .. ": " .. r.outcome .. " " .. r.reason end
+  return r
+end
+
 --- Resets the upstream (POST /__reset): its stats and sequences forgotten and its generator reseeded, so the same
 --- requests draw the same faults again.
 -- @param url string: the upstream's base URL
 -- @return true, or nil, why
 function M.reset(url)
-  local rf = require "retryfreeze"
-  local lock = assert(rf.load_string('{"endpoint":"POST /__reset","maxAttempts":1,"perAttemptTimeoutMs":2000,'
-    .. '"totalBudgetMs":2000,"retryable":[]}', "reset.lock"))
-  local probe = rf.client{ policy = lock, base_url = url }
-  local r = probe:request{ method = "POST", path = "/__reset" }
-  probe:close()
-  if not r.ok then return nil, "POST /__reset: " .. r.outcome .. " " .. r.reason end
+  local r, why = control(url, "POST", "/__reset")
+  if not r then return nil, why end
   return true
 end
 
@@ -99,13 +107,8 @@ end
 -- @param url string: the upstream's base URL
 -- @return {requests=, executions=, duplicate_executions=, keys=} (integers), or nil, why
 function M.stats(url)
-  local rf = require "retryfreeze"
-  local lock = assert(rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
-    .. '"totalBudgetMs":2000,"retryable":[]}', "stats.lock"))
-  local probe = rf.client{ policy = lock, base_url = url }
-  local r = probe:request{ method = "GET", path = "/__stats" }
-  probe:close()
-  if not r.ok then return nil, "GET /__stats: " .. r.outcome .. " " .. r.reason end
+  local r, why = control(url, "GET", "/__stats")
+  if not r then return nil, why end
   local function num(key) return math.tointeger(tonumber(r.body:match('"' .. key .. '":(%d+)'))) end
   return { requests = num("requests"), executions = num("executions"),
            duplicate_executions = num("duplicate_executions"), keys = num("keys") }

@@ -43,6 +43,17 @@ end
 -- @return string
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+--- The whole of the file at path, read in binary.
+-- @param path string
+-- @return string; or nil and io.open's reason (which names the path) when it cannot be opened
+function M.read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
 --- A ratio as a percentage with two decimals, the way every text output shows one: 0.0996 → "9.96%".
 -- @param x number: a ratio (1 = 100 %)
 -- @return string

@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "retryfreeze/ledger.h"
+#include "ledger_sample.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,32 +56,20 @@ static double now_s(void) {
 
 /* A realistic record: about 450 bytes as a line. */
 static rf_ledger_record record(const char *path) {
-    rf_ledger_record r;
-    memset(&r, 0, sizeof r);
-    r.ts_ms = 1795972801123;
-    r.route = "POST /v1/jobs";
-    r.method = "POST";
+    rf_ledger_record r = ledger_sample();
     r.path = path;
     r.key = "0b9e7a52-3f7c-4c1e-9d55-6f5c3a1e2b7d";
     r.policy = "sha256:6c2f0f5e1b7a4d3c9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d";
     r.attempts = 3;
     r.elapsed_ms = 1830;
-    r.outcome = "success";
-    r.reason = "success";
-    r.ok = true;
-    r.status = 201;
     r.body_len = 512;
     r.n_tries = 3;
-    r.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
-                                 .status = 503,
-                                 .elapsed_ms = 210,
-                                 .delay_ms = 0,
-                                 .reason = "pinned-status",
-                                 .retry_after = "1"};
+    r.tries[0].elapsed_ms = 210;
+    r.tries[2] = r.tries[1];
     r.tries[1] = (rf_ledger_try){
         .class_name = "TIMEOUT", .status = 0, .elapsed_ms = 500, .delay_ms = 1000, .reason = "pinned-status"};
-    r.tries[2] =
-        (rf_ledger_try){.class_name = "SUCCESS", .status = 201, .elapsed_ms = 120, .delay_ms = 0, .reason = "success"};
+    r.tries[2].elapsed_ms = 120;
+    r.tries[2].delay_ms = 0;
     return r;
 }
 

@@ -19,6 +19,7 @@
 
 #include "retryfreeze/decide.h"
 #include "retryfreeze/ledger.h"
+#include "ledger_sample.h"
 #include "retryfreeze/policy.h"
 
 #include <cjson/cJSON.h>
@@ -449,30 +450,7 @@ static void test_ledger_append(void **state) {
     char path[] = "/tmp/rf-alloc-ledger-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    rf_ledger_record rec;
-    memset(&rec, 0, sizeof rec);
-    rec.ts_ms = INT64_C(1795000000000);
-    rec.route = "POST /v1/jobs";
-    rec.method = "POST";
-    rec.path = "/v1/jobs";
-    rec.key = "k-1";
-    rec.policy = "sha256:6ebaacc2672e995b63118c8e36d5c6ff5c63f2c45ac28642e0f4a032223284c1";
-    rec.attempts = 2;
-    rec.elapsed_ms = 130;
-    rec.outcome = "success";
-    rec.reason = "success";
-    rec.ok = true;
-    rec.status = 200;
-    rec.body_len = 17;
-    rec.n_tries = 2;
-    rec.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
-                                   .status = 503,
-                                   .elapsed_ms = 20,
-                                   .delay_ms = 0,
-                                   .reason = "pinned-status",
-                                   .retry_after = "1"};
-    rec.tries[1] = (rf_ledger_try){
-        .class_name = "HTTP_200", .status = 200, .elapsed_ms = 9, .delay_ms = 1000, .reason = "success"};
+    rf_ledger_record rec = ledger_sample();
     ledger_arg la = {path, &rec};
     fail_each_allocation("ledger open + append", op_ledger_append, &la, RAN_OK, false);
     remove(path);

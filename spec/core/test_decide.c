@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/decide.h"
 #include <limits.h>
 #include <stdio.h>
@@ -24,13 +26,6 @@
     "{\"endpoint\":\"POST /v1/orders\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":10000,"       \
     "\"retryable\":[\"HTTP_429\",\"HTTP_502\",\"HTTP_503\",\"HTTP_504\",\"TIMEOUT\"],\"notRetryable\":[\"HTTP_4XX\"," \
     "\"HTTP_500\"],\"backoff\":{\"baseMs\":100,\"multiplier\":2,\"maxMs\":1000,\"jitter\":\"none\"}}"
-
-static rf_policy *load(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) fail_msg("%s: %s", err.path, err.message);
-    return p;
-}
 
 typedef struct fact_spec {
     const char *method, *path;
@@ -83,7 +78,7 @@ static rf_verdict decide(const rf_policy *p, fact_spec s) {
 /* The original desk's freeze checks. */
 static void test_desk_checks(void **state) {
     (void)state;
-    rf_policy *p = load(DESK_LOCK);
+    rf_policy *p = lock_load(DESK_LOCK);
     /* Client abort at 2 s (timeout), keyed POST: one retry fits in the remaining 500 ms. */
     rf_verdict v = decide(p, (fact_spec){.transport = RF_TRANSPORT_TIMEOUT, .elapsed_ms = 2000, .key = true});
     assert_verdict(v, true, "pinned-status", "TIMEOUT");
@@ -117,7 +112,7 @@ static void test_desk_checks(void **state) {
 
 static void test_desk_budget(void **state) {
     (void)state;
-    rf_policy *p = load(DESK_LOCK);
+    rf_policy *p = lock_load(DESK_LOCK);
     rf_attempt_budget b;
     rf_error err;
     assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, 0, 0, &b, &err), RF_OK);
@@ -144,7 +139,7 @@ static void test_desk_budget(void **state) {
 /* The pinned classifier's cases. */
 static void test_pinned_classifier(void **state) {
     (void)state;
-    rf_policy *p = load(PINNED_LOCK);
+    rf_policy *p = lock_load(PINNED_LOCK);
     const char *path = "/v1/orders";
     rf_verdict v = decide(p, (fact_spec){.path = path, .status = 503, .key = true});
     assert_verdict(v, true, "pinned-status", "HTTP_503");
@@ -184,7 +179,7 @@ static void test_pinned_classifier(void **state) {
  * (a prefix, a case-folding or a NUL-terminated compare) would let it through. */
 static void test_source_fail_closed(void **state) {
     (void)state;
-    rf_policy *p = load(PINNED_LOCK);
+    rf_policy *p = lock_load(PINNED_LOCK);
     static const char pinned[] = "pinned-map";
     const size_t n = sizeof pinned - 1;
     rf_facts f = {.method = "POST",
@@ -246,7 +241,7 @@ static void test_source_fail_closed(void **state) {
 /* Each check wins over every later one. */
 static void test_check_order(void **state) {
     (void)state;
-    rf_policy *p = load(PINNED_LOCK);
+    rf_policy *p = lock_load(PINNED_LOCK);
     const char *path = "/v1/orders";
     /* unpinned-source before no-route */
     rf_verdict v = decide(p, (fact_spec){.path = "/nowhere", .status = 503, .source = "x"});
@@ -278,7 +273,7 @@ static void test_check_order(void **state) {
 
 static void test_retry_after_forms(void **state) {
     (void)state;
-    rf_policy *p = load(PINNED_LOCK);
+    rf_policy *p = lock_load(PINNED_LOCK);
     const char *path = "/v1/orders";
     /* HTTP-date minus the Date header: 2 s, whatever now_ms says (skew-immune). */
     rf_verdict v = decide(p, (fact_spec){.path = path,
@@ -317,16 +312,16 @@ static void test_retry_after_forms(void **state) {
     assert_string_equal(rf_reason_name(v.reason), "retry-after-exceeds-budget");
     /* retryAfter.honor = false: the header is not used, backoff is. */
     rf_policy *q =
-        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-             "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"honor\":false},\"backoff\":{\"jitter\":\"none\"}}");
+        lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+                  "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"honor\":false},\"backoff\":{\"jitter\":\"none\"}}");
     v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "9999"});
     assert_true(v.retry);
     assert_int_equal(v.delay_ms, 100);
     assert_int_equal(v.retry_after, RF_RA_USE_NOT_HONORED);
     rf_policy_free(q);
     /* retryAfter.maxMs caps what is honored. */
-    q = load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
-             "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"maxMs\":2000}}");
+    q = lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+                  "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"maxMs\":2000}}");
     v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "2"});
     assert_true(v.retry);
     v = decide(q, (fact_spec){.method = "GET", .path = "/a", .status = 503, .retry_after = "3"});
@@ -374,7 +369,7 @@ static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
                  "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
                  "\"retryable\":[],\"backoff\":{\"baseMs\":100,\"multiplier\":3,\"maxMs\":5000,\"jitter\":\"%s\"}}",
                  jitters[j]);
-        rf_policy *p = load(text);
+        rf_policy *p = lock_load(text);
         rf_rng rng;
         rf_rng_seed(&rng, 7);
         int attempts[] = {1, 2, 35, 1025, INT_MAX};
@@ -406,8 +401,8 @@ static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
     }
     /* Full jitter spreads over the whole range (not a constant). */
     rf_policy *p =
-        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-             "\"retryable\":[],\"backoff\":{\"baseMs\":1000,\"maxMs\":1000}}");
+        lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+                  "\"retryable\":[],\"backoff\":{\"baseMs\":1000,\"maxMs\":1000}}");
     rf_rng rng;
     rf_rng_seed(&rng, 1);
     int64_t lo = 1000, hi = 0;
@@ -424,9 +419,9 @@ static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
 static void test_retry_budget_tokens(void **state) {
     (void)state;
     rf_policy *p =
-        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
-             "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"},"
-             "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
+        lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+                  "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"none\"},"
+                  "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
     rf_retry_budget *b = rf_retry_budget_new(p);
     assert_non_null(b);
     assert_int_equal(rf_retry_budget_tokens_milli(b), 4000);
@@ -455,7 +450,7 @@ static void test_retry_budget_tokens(void **state) {
     assert_true(v.retry);
     rf_retry_budget_free(b);
     /* A lock without retryBudget gives an inert budget. */
-    rf_policy *q = load(PINNED_LOCK);
+    rf_policy *q = lock_load(PINNED_LOCK);
     b = rf_retry_budget_new(q);
     assert_int_equal(rf_retry_budget_tokens_milli(b), -1);
     for (int i = 0; i < 10; i++) {
@@ -472,9 +467,9 @@ static void test_retry_budget_tokens(void **state) {
 static void test_refusal_leaves_budget(void **state) {
     (void)state;
     rf_policy *p =
-        load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
-             "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"full\"},"
-             "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
+        lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
+                  "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"jitter\":\"full\"},"
+                  "\"retryBudget\":{\"maxTokens\":4,\"tokenRatio\":0.5}}");
     rf_retry_budget *b = rf_retry_budget_new(p);
     assert_non_null(b);
     rf_facts f = {.method = "GET", .method_len = 3, .path = "/a", .path_len = 2, .status = 503, .attempts = 1};
@@ -500,7 +495,7 @@ static void test_refusal_leaves_budget(void **state) {
 
 static void test_invalid_facts_are_refused(void **state) {
     (void)state;
-    rf_policy *p = load(PINNED_LOCK);
+    rf_policy *p = lock_load(PINNED_LOCK);
     rf_facts f = {.method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .attempts = 0};
     rf_verdict v;
     rf_error err;
@@ -520,7 +515,7 @@ static void test_invalid_facts_are_refused(void **state) {
     assert_string_equal(err.path, "method");
     assert_int_equal(rf_decide(NULL, &f, NULL, NULL, &v, &err), RF_EINVAL);
     /* jitter without an rng is an error, not a silent default */
-    rf_policy *q = load(DESK_LOCK);
+    rf_policy *q = lock_load(DESK_LOCK);
     rf_facts g = {.method = "POST",
                   .method_len = 4,
                   .path = "/v1/jobs",
@@ -552,7 +547,7 @@ static void test_backoff_window(void **state) {
                  "{\"endpoint\":\"GET /a\",\"maxAttempts\":5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
                  "\"retryable\":[],\"backoff\":{\"baseMs\":100,\"multiplier\":2,\"maxMs\":400,\"jitter\":\"%s\"}}",
                  want[j].jitter);
-        rf_policy *p = load(text);
+        rf_policy *p = lock_load(text);
         rf_rng rng;
         rf_rng_seed(&rng, 3);
         for (int a = 1; a <= 4; a++) {
@@ -577,7 +572,8 @@ static void test_backoff_window(void **state) {
 /* rf_policy_class_retryable: the class check alone, specific beating family, without attempts or keys. */
 static void test_class_retryable(void **state) {
     (void)state;
-    rf_policy *p = load(DESK_LOCK); /* retryable: GATEWAY_TIMEOUT, 429, CONNECT_RESET; notRetryable: 4xx list, 5XX */
+    rf_policy *p =
+        lock_load(DESK_LOCK); /* retryable: GATEWAY_TIMEOUT, 429, CONNECT_RESET; notRetryable: 4xx list, 5XX */
     assert_true(rf_policy_class_retryable(p, 0, 504, RF_TRANSPORT_OK));
     assert_true(rf_policy_class_retryable(p, 0, 429, RF_TRANSPORT_OK));
     assert_true(rf_policy_class_retryable(p, 0, 0, RF_TRANSPORT_TIMEOUT));
@@ -633,7 +629,7 @@ static void test_decide_on_route_matches_decide(void **state) {
         {.path = "/nowhere", .status = 503},
     };
     for (size_t l = 0; l < sizeof locks / sizeof *locks; l++) {
-        rf_policy *p = load(locks[l]);
+        rf_policy *p = lock_load(locks[l]);
         rf_retry_budget *b1 = rf_retry_budget_new(p), *b2 = rf_retry_budget_new(p);
         rf_rng r1, r2;
         rf_rng_seed(&r1, 7);
@@ -679,7 +675,7 @@ static void test_decide_on_route_matches_decide(void **state) {
 /* rf_decide_on_route refuses a route outside -1..count-1, NULLs, and a lowercase method as rf_decide does. */
 static void test_decide_on_route_refusals(void **state) {
     (void)state;
-    rf_policy *p = load(PINNED_LOCK);
+    rf_policy *p = lock_load(PINNED_LOCK);
     rf_facts f = {
         .method = "POST", .method_len = 4, .path = "/v1/orders", .path_len = 10, .status = 503, .attempts = 1};
     rf_verdict v;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "retryfreeze/ledger.h"
+#include "ledger_sample.h"
 
 #define TMP_FILES_TAG "rf-test-ledger"
 #include "tmp_files.h"
@@ -45,34 +46,8 @@ static long file_size(const char *path) {
     return (long)st.st_size;
 }
 
-/* The record of the known-format test: two tries, the first with a Retry-After. */
-static rf_ledger_record sample(void) {
-    rf_ledger_record r;
-    memset(&r, 0, sizeof r);
-    r.ts_ms = 1795972801123; /* 2026-11-29T17:20:01.123Z */
-    r.route = "POST /v1/jobs";
-    r.method = "POST";
-    r.path = "/v1/jobs";
-    r.key = "k-1";
-    r.policy = "sha256:0123abcd";
-    r.attempts = 2;
-    r.elapsed_ms = 1234;
-    r.outcome = "success";
-    r.reason = "success";
-    r.ok = true;
-    r.status = 201;
-    r.body_len = 17;
-    r.n_tries = 2;
-    r.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
-                                 .status = 503,
-                                 .elapsed_ms = 20,
-                                 .delay_ms = 0,
-                                 .reason = "pinned-status",
-                                 .retry_after = "1"};
-    r.tries[1] = (rf_ledger_try){
-        .class_name = "SUCCESS", .status = 201, .elapsed_ms = 30, .delay_ms = 1000, .reason = "success"};
-    return r;
-}
+/* The record of the known-format test: two tries, the first with a Retry-After (ledger_sample.h). */
+static rf_ledger_record sample(void) { return ledger_sample(); }
 
 static const char SAMPLE_LINE[] =
     "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"POST /v1/jobs\",\"method\":\"POST\",\"path\":\"/v1/jobs\","

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "retryfreeze/ledger.h"
+#include "ledger_sample.h"
 
 #define TMP_FILES_TAG "rf-test-ledger-hold"
 #include "tmp_files.h"
@@ -27,21 +28,13 @@
 /* A record whose line differs by n (its attempts and path). */
 static rf_ledger_record sample(int n, char *path_buf, size_t cap) {
     snprintf(path_buf, cap, "/v1/jobs/%d", n);
-    rf_ledger_record r;
-    memset(&r, 0, sizeof r);
-    r.ts_ms = 1795972801123;
+    rf_ledger_record r = ledger_sample();
     r.route = "POST /v1/jobs/*";
-    r.method = "POST";
     r.path = path_buf;
     r.key = NULL;
-    r.policy = "sha256:0123abcd";
     r.attempts = 1;
     r.elapsed_ms = n;
-    r.outcome = "success";
-    r.reason = "success";
-    r.ok = true;
     r.status = 200;
-    r.body_len = 17;
     r.n_tries = 1;
     r.tries[0] = (rf_ledger_try){.class_name = "SUCCESS", .status = 200, .elapsed_ms = 3, .reason = "success"};
     r.host = "h";

@@ -6,6 +6,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/decide.h"
 #include "retryfreeze/policy.h"
 #include "retryfreeze/input.h"
@@ -26,29 +28,6 @@
 #define MINIMAL           \
     "\"endpoint\":\"GET " \
     "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[\"HTTP_503\"]"
-
-static rf_policy *load_ok(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    rf_status st = rf_policy_load_buffer(text, strlen(text), &p, &err);
-    if (st != RF_OK) fail_msg("expected the lock to load, got %s: %s", err.path, err.message);
-    return p;
-}
-
-/* Loads text expecting a refusal; checks the JSON path and that the message contains `needle`. */
-static void refused(const char *text, const char *path, const char *needle) {
-    rf_policy *p = NULL;
-    rf_error err;
-    rf_status st = rf_policy_load_buffer(text, strlen(text), &p, &err);
-    if (st == RF_OK) {
-        rf_policy_free(p);
-        fail_msg("expected a refusal at %s for: %s", path, text);
-    }
-    assert_int_equal(st, RF_EINVAL);
-    assert_null(p);
-    assert_string_equal(err.path, path);
-    if (strstr(err.message, needle) == NULL) fail_msg("message \"%s\" lacks \"%s\"", err.message, needle);
-}
 
 /* The keys the lock schema allows in the object at JSON path `where`'s parent ("$.backoff.base" → backoff; a key at
  * "$" → the top of a multi-route lock), in the schema's order, then "$comment": what an unknown key's refusal lists
@@ -83,7 +62,7 @@ static void same_message(const char *got, const char *want, const char *path) {
 
 static void test_desk_lock_loads_with_defaults(void **state) {
     (void)state;
-    rf_policy *p = load_ok(DESK_LOCK);
+    rf_policy *p = lock_load(DESK_LOCK);
     assert_int_equal(rf_policy_route_count(p), 1);
     rf_route_view r;
     assert_int_equal(rf_policy_route(p, 0, &r), RF_OK);
@@ -117,11 +96,11 @@ static void test_desk_lock_loads_with_defaults(void **state) {
 
 static void test_multi_route_inherits_field_by_field(void **state) {
     (void)state;
-    rf_policy *p =
-        load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
-                "\"totalBudgetMs\":4000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":50,\"jitter\":\"none\"}},"
-                "\"routes\":[{\"endpoint\":\"GET /v1/jobs/{id}\",\"maxAttempts\":4,\"backoff\":{\"maxMs\":400}},"
-                "{\"endpoint\":\"POST /v1/jobs\",\"retryable\":[\"TIMEOUT\"],\"idempotencyRequired\":[]}]}");
+    rf_policy *p = lock_load(
+        "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+        "\"totalBudgetMs\":4000,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":50,\"jitter\":\"none\"}},"
+        "\"routes\":[{\"endpoint\":\"GET /v1/jobs/{id}\",\"maxAttempts\":4,\"backoff\":{\"maxMs\":400}},"
+        "{\"endpoint\":\"POST /v1/jobs\",\"retryable\":[\"TIMEOUT\"],\"idempotencyRequired\":[]}]}");
     assert_int_equal(rf_policy_route_count(p), 2);
     rf_route_view get, post;
     /* Routes are sorted by endpoint text: "GET …" before "POST …". */
@@ -143,18 +122,18 @@ static void test_multi_route_inherits_field_by_field(void **state) {
 
 static void test_digest_ignores_whitespace_order_comment_and_alias_spelling(void **state) {
     (void)state;
-    rf_policy *a = load_ok("{" MINIMAL "}");
-    rf_policy *b = load_ok("{ \"$comment\": \"x\",\n \"retryable\": [\"HTTP_503\"], \"totalBudgetMs\": 5000,"
-                           "\"perAttemptTimeoutMs\": 1000, \"maxAttempts\": 3, \"endpoint\": \"GET /a\" }");
-    rf_policy *c = load_ok("{\"version\":1,\"routes\":[{" MINIMAL "}]}");
-    rf_policy *d = load_ok("{" MINIMAL ",\"minAttemptMs\":200,\"backoff\":{\"baseMs\":100}}"); /* the defaults */
+    rf_policy *a = lock_load("{" MINIMAL "}");
+    rf_policy *b = lock_load("{ \"$comment\": \"x\",\n \"retryable\": [\"HTTP_503\"], \"totalBudgetMs\": 5000,"
+                             "\"perAttemptTimeoutMs\": 1000, \"maxAttempts\": 3, \"endpoint\": \"GET /a\" }");
+    rf_policy *c = lock_load("{\"version\":1,\"routes\":[{" MINIMAL "}]}");
+    rf_policy *d = lock_load("{" MINIMAL ",\"minAttemptMs\":200,\"backoff\":{\"baseMs\":100}}"); /* the defaults */
     assert_string_equal(rf_policy_digest(a), rf_policy_digest(b));
     assert_string_equal(rf_policy_digest(a), rf_policy_digest(c));
     assert_string_equal(rf_policy_digest(a), rf_policy_digest(d));
-    rf_policy *e = load_ok("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
-                           "\"totalBudgetMs\":5000,\"retryable\":[\"GATEWAY_TIMEOUT\"]}");
-    rf_policy *f = load_ok("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
-                           "\"totalBudgetMs\":5000,\"retryable\":[\"TIMEOUT\",\"HTTP_504\"]}");
+    rf_policy *e = lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+                             "\"totalBudgetMs\":5000,\"retryable\":[\"GATEWAY_TIMEOUT\"]}");
+    rf_policy *f = lock_load("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+                             "\"totalBudgetMs\":5000,\"retryable\":[\"TIMEOUT\",\"HTTP_504\"]}");
     assert_string_equal(rf_policy_digest(e), rf_policy_digest(f));
     rf_policy_free(a);
     rf_policy_free(b);
@@ -185,9 +164,9 @@ static void test_digest_changes_with_every_decision_number(void **state) {
         "{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":0.05}}",
         "{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\"]}}",
     };
-    rf_policy *base = load_ok("{" MINIMAL "}");
+    rf_policy *base = lock_load("{" MINIMAL "}");
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
-        rf_policy *v = load_ok(variants[i]);
+        rf_policy *v = lock_load(variants[i]);
         if (strcmp(rf_policy_digest(base), rf_policy_digest(v)) == 0) fail_msg("same digest for variant %zu", i);
         rf_policy_free(v);
     }
@@ -196,107 +175,112 @@ static void test_digest_changes_with_every_decision_number(void **state) {
 
 static void test_refusals_name_path_rule_and_value(void **state) {
     (void)state;
-    refused("", "$", "empty lock");
-    refused("[]", "$", "must be a JSON object");
-    refused("{" MINIMAL "} x", "$", "trailing data");
-    refused("{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps",
-            "unknown key \"maxAttemps\" (did you mean \"maxAttempts\"?");
-    refused("{" MINIMAL ",\"zzz\":2}", "$.zzz", "unknown key \"zzz\" (allowed here:");
-    refused("{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key");
-    refused("{\"endpoint\":\"GET "
-            "/a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.maxAttempts", "from 1 to 10, got 11");
-    refused("{\"endpoint\":\"GET "
-            "/a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.maxAttempts", "no fraction");
-    refused("{\"endpoint\":\"GET "
-            "/a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.maxAttempts", "got a string");
-    refused("{\"endpoint\":\"GET "
-            "/a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.maxAttempts", "too large");
-    refused("{\"endpoint\":\"GET "
-            "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.perAttemptTimeoutMs", "got -1");
-    refused("{\"endpoint\":\"GET "
-            "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
-            "$.totalBudgetMs", "at least perAttemptTimeoutMs (1000), got 500");
-    refused("{\"endpoint\":\"GET /a\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.maxAttempts", "required");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000}",
-            "$.retryable", "required");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-            "\"retryable\":[\"HTTP_999\"]}",
-            "$.retryable[0]", "unknown failure class \"HTTP_999\"");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-            "\"retryable\":[\"timeout\"]}",
-            "$.retryable[0]", "unknown failure class \"timeout\" (did you mean \"TIMEOUT\"?");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-            "\"retryable\":[\"CONNECTION_RESET\"]}",
-            "$.retryable[0]", "(did you mean \"CONNECT_RESET\"?");
-    refused("{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-            "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",
-            "$.notRetryable", "in both");
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
-            "\"retryable\":[\"HTTP_503\",\"HTTP_503\"]}",
-            "$.retryable[1]", "listed twice");
-    refused("{\"endpoint\":\"get "
-            "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.endpoint", "uppercase");
-    refused("{\"endpoint\":\"GET "
-            "a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.endpoint", "start with '/'");
-    refused("{\"endpoint\":\"GET "
-            "/a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.endpoint", "last segment");
-    refused("{\"endpoint\":\"GET "
-            "/a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.endpoint", "empty path segment");
-    refused("{\"endpoint\":\"GET "
-            "/a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
-            "$.endpoint", "parameter");
-    refused("{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method");
-    refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter", "none, full, equal, decorrelated");
-    refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.0001}}", "$.backoff.multiplier", "3 decimal places");
-    /* The offending value as the user wrote it (shortest round-trip form), not 1.2344999999999999. */
-    refused("{" MINIMAL ",\"backoff\":{\"multiplier\":1.2345}}", "$.backoff.multiplier",
-            "must have at most 3 decimal places, got 1.2345");
-    refused("{" MINIMAL ",\"backoff\":{\"baseMs\":20000}}", "$.backoff.baseMs", "at most backoff.maxMs");
-    refused("{" MINIMAL ",\"backoff\":{\"cap\":1}}", "$.backoff.cap", "unknown key");
-    refused("{" MINIMAL ",\"retryAfter\":{\"honor\":1}}", "$.retryAfter.honor", "true or false");
-    refused("{" MINIMAL ",\"minAttemptMs\":2000}", "$.minAttemptMs", "at most perAttemptTimeoutMs");
-    refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10}}", "$.retryBudget.tokenRatio", "required");
-    refused("{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0}}", "$.retryBudget.tokenRatio", "from");
-    refused("{\"version\":2,\"routes\":[{" MINIMAL "}]}", "$.version", "from 1 to 1, got 2");
-    refused("{\"version\":1,\"routes\":[]}", "$.routes", "non-empty");
-    refused("{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint",
-            "duplicates $.routes[0]");
-    refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a/{x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
-            "\"totalBudgetMs\":5000,\"retryable\":[]},{\"endpoint\":\"GET /a/{y}\",\"maxAttempts\":3,"
-            "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}]}",
-            "$.routes[1].endpoint", "duplicates");
-    refused("{\"version\":1,\"defaults\":{\"endpoint\":\"GET /a\"},\"routes\":[{" MINIMAL "}]}", "$.defaults.endpoint",
-            "cannot have a default");
-    refused("{\"version\":1,\"routes\":[{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1}}]}",
-            "$.routes[0].retryBudget", "client-wide");
-    refused("{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a\"}]}", "$.routes[0].maxAttempts", "required");
-    refused("{\"version\":1,\"routes\":[{" MINIMAL "}],\"route\":1}", "$.route", "unknown key");
-    refused("{\"$comment\":5," MINIMAL "}", "$.$comment", "must be a string");
-    refused("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1.5}}", "$.gate.maxRetriedSuccess", "from 0 to 1");
-    refused("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"nope\"]}}", "$.gate.forbidReasons[0]", "unknown reason");
-    refused("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"deadline\"]}}", "$.gate.forbidReasons[1]",
-            "listed twice");
-    refused("{" MINIMAL ",\"gate\":{\"minSuccess\":1}}", "$.gate.minSuccess", "unknown key");
-    refused("{" MINIMAL ",\"gate\":[]}", "$.gate", "must be an object");
-    refused("{" MINIMAL ",\"backoff\":{\"$comment\":1}}", "$.backoff.$comment", "must be a string, got a number");
-    refused("{" MINIMAL ",\"gate\":{\"$comment\":null}}", "$.gate.$comment", "must be a string, got null");
+    /* Each: the lock text, the JSON path of the refusal, a fragment of its message (lock_refused). */
+    static const struct {
+        const char *text, *path, *needle;
+    } cases[] = {
+        {"", "$", "empty lock"},
+        {"[]", "$", "must be a JSON object"},
+        {"{" MINIMAL "} x", "$", "trailing data"},
+        {"{" MINIMAL ",\"maxAttemps\":2}", "$.maxAttemps", "unknown key \"maxAttemps\" (did you mean \"maxAttempts\"?"},
+        {"{" MINIMAL ",\"zzz\":2}", "$.zzz", "unknown key \"zzz\" (allowed here:"},
+        {"{" MINIMAL ",\"maxAttempts\":2}", "$.maxAttempts", "duplicate key"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":11,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "from 1 to 10, got 11"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":2.5,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "no fraction"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":\"3\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "got a string"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":1e400,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "too large"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":-1,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.perAttemptTimeoutMs", "got -1"},
+        {"{\"endpoint\":\"GET "
+         "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":500,\"retryable\":[]}",
+         "$.totalBudgetMs", "at least perAttemptTimeoutMs (1000), got 500"},
+        {"{\"endpoint\":\"GET /a\",\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.maxAttempts", "required"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000}",
+         "$.retryable", "required"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"HTTP_999\"]}",
+         "$.retryable[0]", "unknown failure class \"HTTP_999\""},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"timeout\"]}",
+         "$.retryable[0]", "unknown failure class \"timeout\" (did you mean \"TIMEOUT\"?"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"CONNECTION_RESET\"]}",
+         "$.retryable[0]", "(did you mean \"CONNECT_RESET\"?"},
+        {"{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",
+         "$.notRetryable", "in both"},
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"HTTP_503\",\"HTTP_503\"]}",
+         "$.retryable[1]", "listed twice"},
+        {"{\"endpoint\":\"get "
+         "/a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "uppercase"},
+        {"{\"endpoint\":\"GET "
+         "a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "start with '/'"},
+        {"{\"endpoint\":\"GET "
+         "/a/*/b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "last segment"},
+        {"{\"endpoint\":\"GET "
+         "/a//b\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "empty path segment"},
+        {"{\"endpoint\":\"GET "
+         "/a/{1x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}",
+         "$.endpoint", "parameter"},
+        {"{" MINIMAL ",\"idempotencyRequired\":[\"post\"]}", "$.idempotencyRequired[0]", "not a method"},
+        {"{" MINIMAL ",\"backoff\":{\"jitter\":\"random\"}}", "$.backoff.jitter", "none, full, equal, decorrelated"},
+        {"{" MINIMAL ",\"backoff\":{\"multiplier\":1.0001}}", "$.backoff.multiplier", "3 decimal places"},
+        /* The offending value as the user wrote it (shortest round-trip form), not 1.2344999999999999. */
+        {"{" MINIMAL ",\"backoff\":{\"multiplier\":1.2345}}", "$.backoff.multiplier",
+         "must have at most 3 decimal places, got 1.2345"},
+        {"{" MINIMAL ",\"backoff\":{\"baseMs\":20000}}", "$.backoff.baseMs", "at most backoff.maxMs"},
+        {"{" MINIMAL ",\"backoff\":{\"cap\":1}}", "$.backoff.cap", "unknown key"},
+        {"{" MINIMAL ",\"retryAfter\":{\"honor\":1}}", "$.retryAfter.honor", "true or false"},
+        {"{" MINIMAL ",\"minAttemptMs\":2000}", "$.minAttemptMs", "at most perAttemptTimeoutMs"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10}}", "$.retryBudget.tokenRatio", "required"},
+        {"{" MINIMAL ",\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0}}", "$.retryBudget.tokenRatio", "from"},
+        {"{\"version\":2,\"routes\":[{" MINIMAL "}]}", "$.version", "from 1 to 1, got 2"},
+        {"{\"version\":1,\"routes\":[]}", "$.routes", "non-empty"},
+        {"{\"version\":1,\"routes\":[{" MINIMAL "},{" MINIMAL "}]}", "$.routes[1].endpoint", "duplicates $.routes[0]"},
+        {"{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a/{x}\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,"
+         "\"totalBudgetMs\":5000,\"retryable\":[]},{\"endpoint\":\"GET /a/{y}\",\"maxAttempts\":3,"
+         "\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,\"retryable\":[]}]}",
+         "$.routes[1].endpoint", "duplicates"},
+        {"{\"version\":1,\"defaults\":{\"endpoint\":\"GET /a\"},\"routes\":[{" MINIMAL "}]}", "$.defaults.endpoint",
+         "cannot have a default"},
+        {"{\"version\":1,\"routes\":[{" MINIMAL ",\"retryBudget\":{\"maxTokens\":1,\"tokenRatio\":1}}]}",
+         "$.routes[0].retryBudget", "client-wide"},
+        {"{\"version\":1,\"routes\":[{\"endpoint\":\"GET /a\"}]}", "$.routes[0].maxAttempts", "required"},
+        {"{\"version\":1,\"routes\":[{" MINIMAL "}],\"route\":1}", "$.route", "unknown key"},
+        {"{\"$comment\":5," MINIMAL "}", "$.$comment", "must be a string"},
+        {"{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1.5}}", "$.gate.maxRetriedSuccess", "from 0 to 1"},
+        {"{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"nope\"]}}", "$.gate.forbidReasons[0]", "unknown reason"},
+        {"{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"deadline\"]}}", "$.gate.forbidReasons[1]",
+         "listed twice"},
+        {"{" MINIMAL ",\"gate\":{\"minSuccess\":1}}", "$.gate.minSuccess", "unknown key"},
+        {"{" MINIMAL ",\"gate\":[]}", "$.gate", "must be an object"},
+        {"{" MINIMAL ",\"backoff\":{\"$comment\":1}}", "$.backoff.$comment", "must be a string, got a number"},
+        {"{" MINIMAL ",\"gate\":{\"$comment\":null}}", "$.gate.$comment", "must be a string, got null"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        lock_refused(cases[i].text, cases[i].path, cases[i].needle);
 }
 
 static void test_gate_object(void **state) {
     (void)state;
-    rf_policy *p = load_ok("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":0.05,\"maxAttemptsPerSuccess\":1.3,"
-                           "\"minSuccesses\":50,\"forbidReasons\":[\"unpinned-source\",\"deadline\"]}}");
+    rf_policy *p = lock_load("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":0.05,\"maxAttemptsPerSuccess\":1.3,"
+                             "\"minSuccesses\":50,\"forbidReasons\":[\"unpinned-source\",\"deadline\"]}}");
     rf_gate_view g;
     assert_true(rf_policy_gate(p, &g));
     assert_true(g.has_max_retried_success);
@@ -307,10 +291,10 @@ static void test_gate_object(void **state) {
     assert_int_equal(g.n_forbid_reasons, 2);
     assert_string_equal(g.forbid_reasons[0], "deadline"); /* sorted: order does not change the digest */
     assert_string_equal(g.forbid_reasons[1], "unpinned-source");
-    rf_policy *q = load_ok("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"unpinned-source\"],"
-                           "\"minSuccesses\":50,\"maxAttemptsPerSuccess\":1.3,\"maxRetriedSuccess\":0.05}}");
+    rf_policy *q = lock_load("{" MINIMAL ",\"gate\":{\"forbidReasons\":[\"deadline\",\"unpinned-source\"],"
+                             "\"minSuccesses\":50,\"maxAttemptsPerSuccess\":1.3,\"maxRetriedSuccess\":0.05}}");
     assert_string_equal(rf_policy_digest(p), rf_policy_digest(q));
-    rf_policy *none = load_ok("{" MINIMAL "}");
+    rf_policy *none = lock_load("{" MINIMAL "}");
     assert_false(rf_policy_gate(none, &g));
     rf_policy_free(p);
     rf_policy_free(q);
@@ -360,9 +344,9 @@ static void test_gate_thresholds_each_name_their_range(void **state) {
         assert_string_equal(err.path, bad[i].path);
         same_message(err.message, bad[i].message, err.path);
     }
-    rf_policy *p = load_ok("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1,\"maxAttemptsPerSuccess\":10,"
-                           "\"maxTerminalRate\":0.001,\"maxRetryRatio\":9.999,\"minSuccessRate\":0,"
-                           "\"minSuccesses\":1000000000}}");
+    rf_policy *p = lock_load("{" MINIMAL ",\"gate\":{\"maxRetriedSuccess\":1,\"maxAttemptsPerSuccess\":10,"
+                             "\"maxTerminalRate\":0.001,\"maxRetryRatio\":9.999,\"minSuccessRate\":0,"
+                             "\"minSuccesses\":1000000000}}");
     rf_gate_view g;
     assert_true(rf_policy_gate(p, &g));
     assert_true(g.has_max_retried_success && g.has_max_attempts_per_success && g.has_max_terminal_rate &&
@@ -375,7 +359,7 @@ static void test_gate_thresholds_each_name_their_range(void **state) {
     assert_int_equal(g.min_successes, 1000000000);
     assert_int_equal(g.n_forbid_reasons, 0);
     rf_policy_free(p);
-    p = load_ok("{" MINIMAL ",\"gate\":{\"maxRetryRatio\":0.25}}");
+    p = lock_load("{" MINIMAL ",\"gate\":{\"maxRetryRatio\":0.25}}");
     assert_true(rf_policy_gate(p, &g));
     assert_true(g.has_max_retry_ratio);
     assert_false(g.has_max_retried_success || g.has_max_attempts_per_success || g.has_max_terminal_rate ||
@@ -440,7 +424,7 @@ static void test_malformed_json_reports_line_and_column(void **state) {
 
 static void test_bom_is_skipped_and_oversize_refused(void **state) {
     (void)state;
-    rf_policy *p = load_ok("\xEF\xBB\xBF{" MINIMAL "}");
+    rf_policy *p = lock_load("\xEF\xBB\xBF{" MINIMAL "}");
     rf_policy_free(p);
     size_t n = RF_LOCK_MAX_BYTES + 1;
     char *big = malloc(n);
@@ -476,7 +460,7 @@ static void test_load_file_errors(void **state) {
     assert_string_equal(err.message, "cannot open lock /nonexistent/x.lock.json: No such file or directory");
 }
 
-/* Like refused(), for text of explicit length (it may hold raw NUL bytes). */
+/* Like lock_refused(), for text of explicit length (it may hold raw NUL bytes). */
 static void refused_n(const char *text, size_t len, const char *path, const char *needle) {
     rf_policy *p = NULL;
     rf_error err;
@@ -497,15 +481,17 @@ static void refused_n(const char *text, size_t len, const char *path, const char
 static void test_nul_in_any_lock_string_is_refused_with_its_path(void **state) {
     (void)state;
     const char *nul = "contains a NUL character";
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\\u0000 anything\":10,\"maxAttempts\":3," FLAT_REST
-            ",\"retryable\":[\"HTTP_503\"]}",
-            "$.maxAttempts\\u0000 anything", nul);
-    refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3," FLAT_REST ",\"retryable\":[\"HTTP_5XX\\u0000 except 503\"]}",
-            "$.retryable[0]", nul);
-    refused("{\"endpoint\":\"GET /a\\u0000/b\",\"maxAttempts\":3," FLAT_REST ",\"retryable\":[]}", "$.endpoint", nul);
-    refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"full\\u0000 and more\"}}", "$.backoff.jitter", nul);
-    refused("{" MINIMAL ",\"idempotencyRequired\":[\"POST\\u0000GET\"]}", "$.idempotencyRequired[0]", nul);
-    refused("{\"version\":1,\"routes\":[{" MINIMAL ",\"$comment\":\"x\\u0000\"}]}", "$.routes[0].$comment", nul);
+    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\\u0000 anything\":10,\"maxAttempts\":3," FLAT_REST
+                 ",\"retryable\":[\"HTTP_503\"]}",
+                 "$.maxAttempts\\u0000 anything", nul);
+    lock_refused("{\"endpoint\":\"GET /a\",\"maxAttempts\":3," FLAT_REST
+                 ",\"retryable\":[\"HTTP_5XX\\u0000 except 503\"]}",
+                 "$.retryable[0]", nul);
+    lock_refused("{\"endpoint\":\"GET /a\\u0000/b\",\"maxAttempts\":3," FLAT_REST ",\"retryable\":[]}", "$.endpoint",
+                 nul);
+    lock_refused("{" MINIMAL ",\"backoff\":{\"jitter\":\"full\\u0000 and more\"}}", "$.backoff.jitter", nul);
+    lock_refused("{" MINIMAL ",\"idempotencyRequired\":[\"POST\\u0000GET\"]}", "$.idempotencyRequired[0]", nul);
+    lock_refused("{\"version\":1,\"routes\":[{" MINIMAL ",\"$comment\":\"x\\u0000\"}]}", "$.routes[0].$comment", nul);
     /* Raw NUL bytes: in a key, in a value, and between tokens (cJSON skips them as whitespace). */
     static const char raw_key[] =
         "{\"endpoint\":\"GET /a\",\"maxAttempts\0 x\":10,\"maxAttempts\":3," FLAT_REST ",\"retryable\":[]}";
@@ -515,7 +501,7 @@ static void test_nul_in_any_lock_string_is_refused_with_its_path(void **state) {
     static const char raw_between[] = "{" MINIMAL ",\0\"$comment\":\"x\"}";
     refused_n(raw_between, sizeof raw_between - 1, "$", "NUL byte");
     /* An escaped backslash followed by "u0000" is six ordinary characters, and noncharacters are text. */
-    rf_policy *p = load_ok("{" MINIMAL ",\"$comment\":\"C:\\\\u0000 \\ufdd0 \xef\xb7\x90\"}");
+    rf_policy *p = lock_load("{" MINIMAL ",\"$comment\":\"C:\\\\u0000 \\ufdd0 \xef\xb7\x90\"}");
     rf_policy_free(p);
 }
 
@@ -576,11 +562,11 @@ static void test_load_file_takes_regular_files_only(void **state) {
 
 static void test_route_matching_prefers_the_most_specific(void **state) {
     (void)state;
-    rf_policy *p =
-        load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
-                "\"totalBudgetMs\":1000,\"retryable\":[]},\"routes\":["
-                "{\"endpoint\":\"GET /v1/*\"},{\"endpoint\":\"GET /v1/jobs/{id}\"},"
-                "{\"endpoint\":\"GET /v1/jobs/latest\"},{\"endpoint\":\"GET /v1/jobs/*\"},{\"endpoint\":\"GET /\"}]}");
+    rf_policy *p = lock_load(
+        "{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+        "\"totalBudgetMs\":1000,\"retryable\":[]},\"routes\":["
+        "{\"endpoint\":\"GET /v1/*\"},{\"endpoint\":\"GET /v1/jobs/{id}\"},"
+        "{\"endpoint\":\"GET /v1/jobs/latest\"},{\"endpoint\":\"GET /v1/jobs/*\"},{\"endpoint\":\"GET /\"}]}");
     rf_route_view r;
     struct {
         const char *path, *want;
@@ -615,7 +601,7 @@ static void refused_route(const char *endpoint, const char *idempotency_method, 
              "{\"endpoint\":\"%s\",\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,\"totalBudgetMs\":1,"
              "\"retryable\":[],\"idempotencyRequired\":[\"%s\"]}",
              endpoint, idempotency_method);
-    refused(text, path, needle);
+    lock_refused(text, path, needle);
 }
 
 /* The witnesses of "any other segment" and "any other method" are no name a lock can hold, so the engine routes
@@ -634,9 +620,9 @@ static void test_other_segment_and_method_no_lock_can_name(void **state) {
     refused_route(endpoint, "GET", "$.endpoint", "method must be");
     refused_route("GET /a", RF_OTHER_METHOD, "$.idempotencyRequired[0]", "is not a method");
     /* A lock that names the old placeholder "rf~": the witness still reaches the {param}. */
-    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,"
-                           "\"totalBudgetMs\":1,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /a/rf~\"},"
-                           "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/*\"}]}");
+    rf_policy *p = lock_load("{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,"
+                             "\"totalBudgetMs\":1,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /a/rf~\"},"
+                             "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/*\"}]}");
     char path[64];
     int n = snprintf(path, sizeof path, "/a/%s", w);
     rf_route_view r;
@@ -649,10 +635,10 @@ static void test_other_segment_and_method_no_lock_can_name(void **state) {
 /* rf_policy_next_segment: the routes that can match a longer path after a prefix, and what each takes next. */
 static void test_next_segment_after_a_prefix(void **state) {
     (void)state;
-    rf_policy *p = load_ok("{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,"
-                           "\"totalBudgetMs\":1,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /a/rf~\"},"
-                           "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/*\"},{\"endpoint\":\"GET /b\"},"
-                           "{\"endpoint\":\"GET /\"},{\"endpoint\":\"POST /a/x\"},{\"endpoint\":\"GET /{p}/c/*\"}]}");
+    rf_policy *p = lock_load("{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":1,"
+                             "\"totalBudgetMs\":1,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /a/rf~\"},"
+                             "{\"endpoint\":\"GET /a/{id}\"},{\"endpoint\":\"GET /a/*\"},{\"endpoint\":\"GET /b\"},"
+                             "{\"endpoint\":\"GET /\"},{\"endpoint\":\"POST /a/x\"},{\"endpoint\":\"GET /{p}/c/*\"}]}");
     struct {
         const char *prefix;
         const char *want; /* what the routes take next, in route order: "L:text", "P" or "R", joined by ' ' */

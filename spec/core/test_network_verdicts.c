@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/decide.h"
 #include <string.h>
 
@@ -15,13 +17,6 @@
     "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"      \
     "\"minAttemptMs\":100,\"retryable\":[\"HTTP_503\",\"PROXY_REFUSED\"],\"notRetryable\":[\"HTTP_4XX\"]," \
     "\"retryAfter\":{\"honor\":true,\"maxMs\":3000}}"
-
-static rf_policy *load(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) fail_msg("%s: %s", err.path, err.message);
-    return p;
-}
 
 static rf_facts hop(int status, const char *retry_after, int64_t elapsed_ms) {
     return (rf_facts){.method = "GET",
@@ -35,45 +30,52 @@ static rf_facts hop(int status, const char *retry_after, int64_t elapsed_ms) {
                       .elapsed_ms = elapsed_ms};
 }
 
-static void test_redirect_follows_and_waits(void **state) {
-    (void)state;
-    rf_policy *p = load(LOCK);
+/* rf_redirect_verdict for f after `hops` followed redirects of at most max_redirects; fails the test unless RF_OK. */
+static rf_verdict redirected(const rf_policy *p, const rf_facts *f, int hops, int max_redirects) {
     rf_verdict v;
     rf_error err;
+    assert_int_equal(RF_OK, rf_redirect_verdict(p, f, hops, max_redirects, &v, &err));
+    return v;
+}
+
+static void test_redirect_follows_and_waits(void **state) {
+    (void)state;
+    rf_policy *p = lock_load(LOCK);
+    rf_verdict v;
     rf_facts f = hop(302, NULL, 0);
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_true(v.retry);
     assert_int_equal(RF_REASON_REDIRECT, v.reason);
     assert_string_equal("HTTP_302", v.class_name);
     assert_int_equal(0, v.delay_ms);
     assert_int_equal(1000, v.timeout_ms);
     f = hop(303, "2", 1000); /* RFC 9110 §10.2.3: the minimum wait before the redirected request */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 3, 10, &v, &err));
+    v = redirected(p, &f, 3, 10);
     assert_true(v.retry);
     assert_int_equal(2000, v.delay_ms);
     assert_int_equal(RF_RA_USE_HONORED, v.retry_after);
     f = hop(307, "2", 4500); /* 500 ms left: the wait does not fit */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_false(v.retry);
     assert_int_equal(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, v.reason);
     f = hop(308, "4", 0); /* over retryAfter.maxMs */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_int_equal(RF_REASON_RETRY_AFTER_EXCEEDS_BUDGET, v.reason);
     f = hop(301, NULL, 4950); /* 50 ms left, minAttemptMs 100 */
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 0, 10, &v, &err));
+    v = redirected(p, &f, 0, 10);
     assert_int_equal(RF_REASON_DEADLINE, v.reason);
     rf_policy_free(p);
 }
 
 static void test_redirect_limit(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK);
+    rf_policy *p = lock_load(LOCK);
     rf_verdict v;
     rf_error err;
     rf_facts f = hop(302, NULL, 0);
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 9, 10, &v, &err));
+    v = redirected(p, &f, 9, 10);
     assert_true(v.retry);
-    assert_int_equal(RF_OK, rf_redirect_verdict(p, &f, 10, 10, &v, &err));
+    v = redirected(p, &f, 10, 10);
     assert_false(v.retry);
     assert_int_equal(RF_REASON_STATUS_NOT_RETRYABLE, v.reason);
     assert_string_equal("TOO_MANY_REDIRECTS", v.class_name);
@@ -85,7 +87,7 @@ static void test_redirect_limit(void **state) {
 
 static void test_network_classes(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK);
+    rf_policy *p = lock_load(LOCK);
     char buf[RF_CLASS_NAME_MAX];
     rf_classify(0, RF_TRANSPORT_PROXY_REFUSED, buf);
     assert_string_equal("PROXY_REFUSED", buf);

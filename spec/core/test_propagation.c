@@ -12,6 +12,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/decide.h"
 #include "retryfreeze/propagation.h"
 #include <limits.h>
@@ -24,22 +26,6 @@
     "\"backoff\":{\"jitter\":\"none\"}"
 #define PLAIN_LOCK "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS "}"
 #define PROPAGATING_LOCK "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{}}"
-
-static rf_policy *load(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) fail_msg("%s: %s", err.path, err.message);
-    return p;
-}
-
-static void refused(const char *text, const char *want_path, const char *want_in_message) {
-    rf_policy *p = NULL;
-    rf_error err;
-    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_EINVAL);
-    assert_null(p);
-    if (strcmp(err.path, want_path) != 0 || strstr(err.message, want_in_message) == NULL)
-        fail_msg("got %s: %s; want %s: …%s…", err.path, err.message, want_path, want_in_message);
-}
 
 static rf_facts facts(int status, int attempts) {
     return (rf_facts){
@@ -56,7 +42,7 @@ static rf_reason reason_of(const rf_policy *p, const rf_facts *f) {
 /* Absent, nothing changes: the canonical form has no propagation, and the new facts decide nothing. */
 static void test_absent_changes_nothing(void **state) {
     (void)state;
-    rf_policy *p = load(PLAIN_LOCK);
+    rf_policy *p = lock_load(PLAIN_LOCK);
     assert_null(strstr(rf_policy_canonical_json(p), "propagation"));
     assert_null(strstr(rf_policy_pretty_json(p), "propagation"));
     rf_facts f = facts(503, 1);
@@ -78,13 +64,14 @@ static void test_absent_changes_nothing(void **state) {
  * one digest; a different name is another digest. */
 static void test_present_canonical(void **state) {
     (void)state;
-    rf_policy *a = load(PROPAGATING_LOCK);
-    rf_policy *b =
-        load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"X-Envoy-Attempt-Count\","
-             "\"deadlineHeader\":\"x-envoy-expected-rq-timeout-ms\",\"overloadedHeader\":\"X-ENVOY-OVERLOADED\","
-             "\"inboundDeadline\":true,\"inboundAttempt\":true}}");
-    rf_policy *c = load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x-try\"}}");
-    rf_policy *plain = load(PLAIN_LOCK);
+    rf_policy *a = lock_load(PROPAGATING_LOCK);
+    rf_policy *b = lock_load(
+        "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"X-Envoy-Attempt-Count\","
+        "\"deadlineHeader\":\"x-envoy-expected-rq-timeout-ms\",\"overloadedHeader\":\"X-ENVOY-OVERLOADED\","
+        "\"inboundDeadline\":true,\"inboundAttempt\":true}}");
+    rf_policy *c =
+        lock_load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x-try\"}}");
+    rf_policy *plain = lock_load(PLAIN_LOCK);
     assert_string_equal(rf_policy_digest(a), rf_policy_digest(b));
     assert_string_not_equal(rf_policy_digest(a), rf_policy_digest(c));
     assert_string_not_equal(rf_policy_digest(a), rf_policy_digest(plain));
@@ -102,7 +89,7 @@ static void test_present_canonical(void **state) {
     assert_int_equal(rf_policy_propagation(c, 1, &prop), RF_EINVAL);
     assert_int_equal(rf_policy_propagation(NULL, 0, &prop), RF_EINVAL);
     /* The effective policy is a lock with the same digest. */
-    rf_policy *again = load(rf_policy_pretty_json(c));
+    rf_policy *again = lock_load(rf_policy_pretty_json(c));
     assert_string_equal(rf_policy_digest(again), rf_policy_digest(c));
     rf_policy_free(again);
     rf_policy_free(a);
@@ -115,10 +102,10 @@ static void test_present_canonical(void **state) {
  * defaults has none. */
 static void test_inherited(void **state) {
     (void)state;
-    rf_policy *p = load("{\"version\":1,\"defaults\":{" ROUTE_FIELDS
-                        ",\"propagation\":{\"attemptHeader\":\"x-try\",\"inboundAttempt\":false}},"
-                        "\"routes\":[{\"endpoint\":\"GET /a\"},{\"endpoint\":\"GET /b\","
-                        "\"propagation\":{\"inboundAttempt\":true,\"deadlineHeader\":\"x-left\"}}]}");
+    rf_policy *p = lock_load("{\"version\":1,\"defaults\":{" ROUTE_FIELDS
+                             ",\"propagation\":{\"attemptHeader\":\"x-try\",\"inboundAttempt\":false}},"
+                             "\"routes\":[{\"endpoint\":\"GET /a\"},{\"endpoint\":\"GET /b\","
+                             "\"propagation\":{\"inboundAttempt\":true,\"deadlineHeader\":\"x-left\"}}]}");
     rf_propagation a, b;
     assert_int_equal(rf_policy_propagation(p, 0, &a), RF_OK);
     assert_int_equal(rf_policy_propagation(p, 1, &b), RF_OK);
@@ -130,8 +117,8 @@ static void test_inherited(void **state) {
     assert_false(a.inbound_attempt);
     assert_true(b.inbound_attempt);
     rf_policy_free(p);
-    p = load("{\"version\":1,\"defaults\":{" ROUTE_FIELDS "},\"routes\":[{\"endpoint\":\"GET /a\"},"
-             "{\"endpoint\":\"GET /b\",\"propagation\":{}}]}");
+    p = lock_load("{\"version\":1,\"defaults\":{" ROUTE_FIELDS "},\"routes\":[{\"endpoint\":\"GET /a\"},"
+                  "{\"endpoint\":\"GET /b\",\"propagation\":{}}]}");
     assert_int_equal(rf_policy_propagation(p, 0, &a), RF_OK);
     assert_int_equal(rf_policy_propagation(p, 1, &b), RF_OK);
     assert_false(a.enabled);
@@ -141,36 +128,37 @@ static void test_inherited(void **state) {
 
 static void test_refusals(void **state) {
     (void)state;
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":true}", "$.propagation",
-            "must be an object {attemptHeader, deadlineHeader, overloadedHeader, inboundDeadline, inboundAttempt}");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x:y\"}}",
-            "$.propagation.attemptHeader", "must be an HTTP header name of 1..64 characters");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"\"}}",
-            "$.propagation.attemptHeader", "must be an HTTP header name");
-    refused(
+    lock_refused(
+        "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":true}", "$.propagation",
+        "must be an object {attemptHeader, deadlineHeader, overloadedHeader, inboundDeadline, inboundAttempt}");
+    lock_refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x:y\"}}",
+                 "$.propagation.attemptHeader", "must be an HTTP header name of 1..64 characters");
+    lock_refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"\"}}",
+                 "$.propagation.attemptHeader", "must be an HTTP header name");
+    lock_refused(
         "{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
         ",\"propagation\":{\"attemptHeader\":\"x123456789x123456789x123456789x123456789x123456789x123456789x1234\"}}",
         "$.propagation.attemptHeader", "of 1..64 characters");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"deadlineHeader\":\"Host\"}}",
-            "$.propagation.deadlineHeader", "\"host\" is a header the client writes itself");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
-            ",\"propagation\":{\"overloadedHeader\":\"X-Envoy-Attempt-Count\"}}",
-            "$.propagation.overloadedHeader", "\"x-envoy-attempt-count\" is already propagation.attemptHeader");
+    lock_refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"deadlineHeader\":\"Host\"}}",
+                 "$.propagation.deadlineHeader", "\"host\" is a header the client writes itself");
+    lock_refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS
+                 ",\"propagation\":{\"overloadedHeader\":\"X-Envoy-Attempt-Count\"}}",
+                 "$.propagation.overloadedHeader", "\"x-envoy-attempt-count\" is already propagation.attemptHeader");
     /* Once inherited: the route's own name repeats one it takes from defaults. */
-    refused("{\"version\":1,\"defaults\":{" ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x-a\"}},"
-            "\"routes\":[{\"endpoint\":\"GET /a\",\"propagation\":{\"deadlineHeader\":\"x-a\"}}]}",
-            "$.routes[0].propagation.deadlineHeader", "is already propagation.attemptHeader");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"inboundRetry\":false}}",
-            "$.propagation.inboundRetry", "unknown key \"inboundRetry\"");
-    refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"inboundAttempt\":\"no\"}}",
-            "$.propagation.inboundAttempt", "must be true or false");
+    lock_refused("{\"version\":1,\"defaults\":{" ROUTE_FIELDS ",\"propagation\":{\"attemptHeader\":\"x-a\"}},"
+                 "\"routes\":[{\"endpoint\":\"GET /a\",\"propagation\":{\"deadlineHeader\":\"x-a\"}}]}",
+                 "$.routes[0].propagation.deadlineHeader", "is already propagation.attemptHeader");
+    lock_refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"inboundRetry\":false}}",
+                 "$.propagation.inboundRetry", "unknown key \"inboundRetry\"");
+    lock_refused("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"inboundAttempt\":\"no\"}}",
+                 "$.propagation.inboundAttempt", "must be true or false");
 }
 
 /* The two reasons in RF_REASONS' order: after status-not-retryable (a class the route does not retry keeps its own
  * reason), before everything that may still let a retry through; each switch turns its own off. */
 static void test_reasons_in_order(void **state) {
     (void)state;
-    rf_policy *p = load(PROPAGATING_LOCK);
+    rf_policy *p = lock_load(PROPAGATING_LOCK);
     rf_facts f = facts(503, 1);
     f.overloaded = true;
     assert_int_equal(reason_of(p, &f), RF_REASON_UPSTREAM_OVERLOADED);
@@ -198,7 +186,7 @@ static void test_reasons_in_order(void **state) {
     assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_EINVAL);
     assert_string_equal(err.path, "inbound_attempt");
     rf_policy_free(p);
-    p = load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"inboundAttempt\":false}}");
+    p = lock_load("{\"endpoint\":\"GET /a\"," ROUTE_FIELDS ",\"propagation\":{\"inboundAttempt\":false}}");
     f = facts(503, 1);
     f.inbound_attempt = 9;
     assert_int_equal(reason_of(p, &f), RF_REASON_PINNED_STATUS);

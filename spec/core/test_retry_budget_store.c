@@ -23,6 +23,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/retry_budget_redis.h"
 #include "stall_clock.h"
 
@@ -48,21 +50,19 @@
     "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"             \
     "\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.5" shared "}}"
 
-static rf_policy *load(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_OK);
-    return p;
+/* The facts of a GET /v1/jobs attempt that got `status` (transport ok), the request's attempt number `attempts`. */
+static rf_facts jobs_facts(int status, int attempts) {
+    return (rf_facts){.method = "GET",
+                      .method_len = 3,
+                      .path = "/v1/jobs",
+                      .path_len = 8,
+                      .status = status,
+                      .transport = RF_TRANSPORT_OK,
+                      .attempts = attempts};
 }
 
 static rf_verdict decide(const rf_policy *p, rf_retry_budget *b, int status, int attempts) {
-    rf_facts f = {.method = "GET",
-                  .method_len = 3,
-                  .path = "/v1/jobs",
-                  .path_len = 8,
-                  .status = status,
-                  .transport = RF_TRANSPORT_OK,
-                  .attempts = attempts};
+    rf_facts f = jobs_facts(status, attempts);
     rf_verdict v;
     rf_error err;
     assert_int_equal(rf_decide(p, &f, NULL, b, &v, &err), RF_OK);
@@ -90,7 +90,7 @@ static void fake_free(void *ctx) { ((fake_store *)ctx)->frees++; }
 
 static void test_store_decides_and_falls_back(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK(""));
+    rf_policy *p = lock_load(LOCK(""));
     rf_retry_budget *b = rf_retry_budget_new(p);
     fake_store fs = {.answer = true, .tokens = 6000};
     rf_retry_budget_store store = {.add = fake_add, .free = fake_free, .ctx = &fs};
@@ -128,8 +128,8 @@ static void test_store_decides_and_falls_back(void **state) {
 
 static void test_store_needs_a_budget(void **state) {
     (void)state;
-    rf_policy *p = load("{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
-                        "\"totalBudgetMs\":500,\"retryable\":[\"HTTP_503\"]}");
+    rf_policy *p = lock_load("{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":2,\"perAttemptTimeoutMs\":100,"
+                             "\"totalBudgetMs\":500,\"retryable\":[\"HTTP_503\"]}");
     rf_retry_budget *b = rf_retry_budget_new(p);
     fake_store fs = {.answer = true};
     rf_retry_budget_store store = {.add = fake_add, .free = fake_free, .ctx = &fs};
@@ -145,7 +145,7 @@ static void test_store_needs_a_budget(void **state) {
     assert_string_equal(err.path, "retryBudget.shared");
     rf_policy_free(p);
 
-    p = load(LOCK(",\"shared\":{\"name\":\"t\"}"));
+    p = lock_load(LOCK(",\"shared\":{\"name\":\"t\"}"));
     o.url = "redis://127.0.0.1:99999/0";
     assert_int_equal(rf_retry_budget_redis_new(p, &o, &shared, &err), RF_EINVAL);
     assert_string_equal(err.message, "has a port that is not 1..65535");
@@ -218,13 +218,7 @@ static void *fail_loop(void *arg) {
     worker *w = arg;
     pthread_barrier_wait(w->start);
     for (int i = 0; i < ROUNDS; i++) {
-        rf_facts f = {.method = "GET",
-                      .method_len = 3,
-                      .path = "/v1/jobs",
-                      .path_len = 8,
-                      .status = 503,
-                      .transport = RF_TRANSPORT_OK,
-                      .attempts = 1};
+        rf_facts f = jobs_facts(503, 1);
         rf_verdict v;
         rf_error err;
         if (rf_decide(w->p, &f, NULL, w->b, &v, &err) != RF_OK) {
@@ -242,40 +236,48 @@ static void *fail_loop(void *arg) {
     return NULL;
 }
 
-static void test_threads_share_one_redis_bucket(void **state) {
-    (void)state;
-    if (plain_redis.port == 0) {
-        skip();
-    }
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"threads\"}"));
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
+/* THREADS threads at once (a barrier starts them together) run fail_loop on one Redis budget for p at url, made
+ * here into *b (the caller frees it); the sum of their counts. */
+static worker storm_threads(const rf_policy *p, const char *url, rf_retry_budget **b) {
     rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
-    rf_retry_budget *b = NULL;
     rf_error err;
-    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+    assert_int_equal(rf_retry_budget_redis_new(p, &o, b, &err), RF_OK);
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, THREADS);
     worker w[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.p = p, .b = b, .start = &start};
+        w[i] = (worker){.p = p, .b = *b, .start = &start};
         pthread_create(&t[i], NULL, fail_loop, &w[i]);
     }
-    long retried = 0, throttled = 0, shared = 0, other = 0;
+    worker sum = {0};
     for (int i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
-        retried += w[i].retried;
-        throttled += w[i].throttled;
-        shared += w[i].shared;
-        other += w[i].other;
+        sum.retried += w[i].retried;
+        sum.throttled += w[i].throttled;
+        sum.shared += w[i].shared;
+        sum.other += w[i].other;
     }
     pthread_barrier_destroy(&start);
+    return sum;
+}
+
+static void test_threads_share_one_redis_bucket(void **state) {
+    (void)state;
+    if (plain_redis.port == 0) {
+        skip();
+    }
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"threads\"}"));
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
+    rf_retry_budget *b = NULL;
+    rf_error err;
+    const worker sum = storm_threads(p, url, &b);
     /* One bucket of 10 tokens: the decisions that left 9, 8, 7, 6 tokens retried; every other one throttled. */
-    assert_int_equal(retried, 4);
-    assert_int_equal(throttled, THREADS * ROUNDS - 4);
-    assert_int_equal(shared, THREADS * ROUNDS);
-    assert_int_equal(other, 0);
+    assert_int_equal(sum.retried, 4);
+    assert_int_equal(sum.throttled, THREADS * ROUNDS - 4);
+    assert_int_equal(sum.shared, THREADS * ROUNDS);
+    assert_int_equal(sum.other, 0);
     int64_t tokens = -2, ttl = -2;
     rf_redis_budget_options show = {.url = url, .timeout_ms = 1000};
     assert_int_equal(rf_retry_budget_redis_peek(&show, "threads", &tokens, &ttl, &err), RF_OK);
@@ -299,34 +301,16 @@ static void test_threads_share_one_redis_window(void **state) {
         "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":10,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"
         "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":100,\"jitter\":\"none\"},"
         "\"retryBudget\":{\"retryRatio\":0.2,\"ttlMs\":600000,\"shared\":{\"name\":\"window-threads\"}}}";
-    rf_policy *p = load(lock);
+    rf_policy *p = lock_load(lock);
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
-    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
     rf_retry_budget *b = NULL;
     rf_error err;
-    assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, THREADS);
-    worker w[THREADS];
-    pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.p = p, .b = b, .start = &start};
-        pthread_create(&t[i], NULL, fail_loop, &w[i]);
-    }
-    long retried = 0, throttled = 0, shared = 0, other = 0;
-    for (int i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        retried += w[i].retried;
-        throttled += w[i].throttled;
-        shared += w[i].shared;
-        other += w[i].other;
-    }
-    pthread_barrier_destroy(&start);
-    assert_int_equal(retried, THREADS * ROUNDS / 5);
-    assert_int_equal(throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
-    assert_int_equal(shared, THREADS * ROUNDS);
-    assert_int_equal(other, 0);
+    const worker sum = storm_threads(p, url, &b);
+    assert_int_equal(sum.retried, THREADS * ROUNDS / 5);
+    assert_int_equal(sum.throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
+    assert_int_equal(sum.shared, THREADS * ROUNDS);
+    assert_int_equal(sum.other, 0);
     bool found = false;
     rf_budget_window win;
     int64_t idle = -2;
@@ -489,13 +473,7 @@ static void localhost_control(void *arg, char *line, size_t cap) {
     rf_redis_budget_options o = {.url = arg, .timeout_ms = 2000};
     rf_retry_budget *b = NULL;
     if (rf_retry_budget_redis_new(p, &o, &b, &err) != RF_OK) _exit(1);
-    rf_facts f = {.method = "GET",
-                  .method_len = 3,
-                  .path = "/v1/jobs",
-                  .path_len = 8,
-                  .status = 503,
-                  .transport = RF_TRANSPORT_OK,
-                  .attempts = 1};
+    rf_facts f = jobs_facts(503, 1);
     rf_verdict v;
     if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
     snprintf(line, cap, "%s", budget_name(v.budget));
@@ -506,7 +484,7 @@ static void test_every_decision_ends_by_its_deadline(void **state) {
     /* Each way a server can hold a decision: every reply, or only the decision's EVALSHA (a warm script). */
     static const char *const modes[] = {"drip",   "drip:EVALSHA",   "stall",   "stall:EVALSHA",
                                         "silent", "silent:EVALSHA", "garbage", "backlog"};
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
     pid_t pid;
     char url[64];
     int port = start_fake("ok", &pid);
@@ -580,7 +558,7 @@ static void test_threads_wait_no_longer_than_their_deadline(void **state) {
     assert_int_not_equal(port, 0);
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
     rf_redis_budget_options o = {.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS};
     rf_retry_budget *b = NULL;
     rf_error err;
@@ -666,13 +644,7 @@ static void silent_resolver_run(void *arg, char *line, size_t cap) {
     int64_t took[2];
     int fallbacks = 0;
     for (int i = 0; i < 2; i++) { /* the second after the reconnection backoff: the same lookup, still running */
-        rf_facts f = {.method = "GET",
-                      .method_len = 3,
-                      .path = "/v1/jobs",
-                      .path_len = 8,
-                      .status = 503,
-                      .transport = RF_TRANSPORT_OK,
-                      .attempts = 1};
+        rf_facts f = jobs_facts(503, 1);
         rf_verdict v;
         int64_t t0 = stall_clock_us();
         if (rf_decide(p, &f, NULL, b, &v, &err) != RF_OK) _exit(1);
@@ -746,7 +718,7 @@ static void file_in(const char *dir, const char *name, const char *text, char *o
 
 static void test_urls_and_tls_options(void **state) {
     (void)state;
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"urls\"}"));
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"urls\"}"));
     rf_retry_budget *b = NULL;
     rf_error err;
     /* Every part of the grammar, present and absent: nothing is sent yet, so each makes a budget. */
@@ -872,7 +844,7 @@ static void test_no_message_shows_the_password(void **state) {
     static const char *const schemes[] = {"redis", "rediss"};
     /* Variants the parser refuses after it has read the password: the message must not quote it either. */
     static const char *const broken[] = {":0/0", ":1/x", ":1/0?q", ":1x"};
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"secret\"}"));
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"secret\"}"));
     int lines = 0;
     for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
         char enc[256];
@@ -944,7 +916,7 @@ static void test_tls_handshake_ends_by_its_deadline(void **state) {
         {"backlog", "cannot connect to redis 127.0.0.1:%d: no connection within 50 ms"},
         {"ok", "TLS handshake with redis 127.0.0.1:%d: the server closed the connection"},
     };
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"tls\"}"));
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"tls\"}"));
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         pid_t pid;
         int port = start_fake(modes[m].mode, &pid);
@@ -1013,7 +985,7 @@ static void test_acl_refusals_fall_back_and_are_said_once(void **state) {
     if (acl_redis.port == 0) {
         skip();
     }
-    rf_policy *p = load(LOCK(",\"shared\":{\"name\":\"acl\"}"));
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"acl\"}"));
     char url[160];
     snprintf(url, sizeof url, "redis://app:%s@127.0.0.1:%d/0", ACL_PASSWORD_IN_URL, acl_redis.port);
     rf_budget_source source;

@@ -10,6 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "test_locks.h"
+
 #include "retryfreeze/decide.h"
 #include <stdio.h>
 #include <string.h>
@@ -25,22 +27,6 @@
 #define PLAIN_LOCK                                                                                     \
     "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000," \
     "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":100,\"multiplier\":2,\"maxMs\":1000,\"jitter\":\"none\"}}"
-
-static rf_policy *load(const char *text) {
-    rf_policy *p = NULL;
-    rf_error err;
-    if (rf_policy_load_buffer(text, strlen(text), &p, &err) != RF_OK) fail_msg("%s: %s", err.path, err.message);
-    return p;
-}
-
-static void refused(const char *text, const char *want_path, const char *want_in_message) {
-    rf_policy *p = NULL;
-    rf_error err;
-    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_EINVAL);
-    assert_null(p);
-    if (strcmp(err.path, want_path) != 0 || strstr(err.message, want_in_message) == NULL)
-        fail_msg("got %s: %s; want %s: …%s…", err.path, err.message, want_path, want_in_message);
-}
 
 static void set_hint(rf_facts *f, rf_wait_header h, const char *v) {
     f->hints[h] = v;
@@ -67,7 +53,7 @@ static rf_verdict decide_ok(const rf_policy *p, const rf_facts *f) {
 
 static void test_first_present_valid_wins(void **state) {
     (void)state;
-    rf_policy *p = load(HINT_LOCK);
+    rf_policy *p = lock_load(HINT_LOCK);
     rf_facts f = facts(429, 1);
     /* Nothing: backoff. */
     rf_verdict v = decide_ok(p, &f);
@@ -113,7 +99,7 @@ static void test_first_present_valid_wins(void **state) {
 
 static void test_pushback(void **state) {
     (void)state;
-    rf_policy *p = load(HINT_LOCK);
+    rf_policy *p = lock_load(HINT_LOCK);
     rf_facts f = facts(503, 1);
     set_hint(&f, RF_WAIT_RETRY_AFTER, "3");
     set_hint(&f, RF_WAIT_GRPC_RETRY_PUSHBACK_MS, "40");
@@ -147,7 +133,7 @@ static void test_pushback(void **state) {
 
 static void test_hints_the_route_does_not_read(void **state) {
     (void)state;
-    rf_policy *p = load(PLAIN_LOCK), *q = load(HINT_LOCK);
+    rf_policy *p = lock_load(PLAIN_LOCK), *q = lock_load(HINT_LOCK);
     rf_facts f = facts(503, 1);
     set_hint(&f, RF_WAIT_RETRY_AFTER_MS, "250");
     rf_verdict v;
@@ -174,7 +160,7 @@ static void test_hints_the_route_does_not_read(void **state) {
 
 static void test_class_limits(void **state) {
     (void)state;
-    rf_policy *p = load(HINT_LOCK);
+    rf_policy *p = lock_load(HINT_LOCK);
     /* UNKNOWN: 2 — seed 004's "once, then stop". */
     rf_facts f = facts(0, 1);
     f.transport = RF_TRANSPORT_OTHER;
@@ -216,28 +202,30 @@ static void test_lock_validation(void **state) {
 #define L(x)                                                                                          \
     "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":9000," \
     "\"retryable\":[\"HTTP_503\"]," x "}"
-    refused(L("\"retryAfter\":{\"headers\":[]}"), "$.retryAfter.headers", "non-empty array");
-    refused(L("\"retryAfter\":{\"headers\":[\"x-retry-after\"]}"), "$.retryAfter.headers[0]", "unknown wait header");
-    refused(L("\"retryAfter\":{\"headers\":[\"retry-after\",\"Retry-After\"]}"), "$.retryAfter.headers[1]",
-            "listed twice");
-    refused(L("\"retryAfter\":{\"headers\":\"retry-after\"}"), "$.retryAfter.headers", "non-empty array");
-    refused(L("\"retryAfter\":{\"headers\":[5]}"), "$.retryAfter.headers[0]", "header name string");
-    refused(L("\"classLimits\":{\"UNKNOWN\":4}"), "$.classLimits.UNKNOWN", "at most maxAttempts (3)");
-    refused(L("\"classLimits\":{\"UNKNOWN\":0}"), "$.classLimits.UNKNOWN", "from 1 to maxAttempts");
-    refused(L("\"classLimits\":{\"UNKNOWN\":1.5}"), "$.classLimits.UNKNOWN", "from 1 to maxAttempts");
-    refused(L("\"classLimits\":{\"UNKNWN\":2}"), "$.classLimits.UNKNWN", "unknown failure class");
-    refused(L("\"classLimits\":{\"TIMEOUT\":2,\"GATEWAY_TIMEOUT\":3}"), "$.classLimits.GATEWAY_TIMEOUT", "two limits");
-    refused(L("\"classLimits\":[2]"), "$.classLimits", "must be an object");
+    lock_refused(L("\"retryAfter\":{\"headers\":[]}"), "$.retryAfter.headers", "non-empty array");
+    lock_refused(L("\"retryAfter\":{\"headers\":[\"x-retry-after\"]}"), "$.retryAfter.headers[0]",
+                 "unknown wait header");
+    lock_refused(L("\"retryAfter\":{\"headers\":[\"retry-after\",\"Retry-After\"]}"), "$.retryAfter.headers[1]",
+                 "listed twice");
+    lock_refused(L("\"retryAfter\":{\"headers\":\"retry-after\"}"), "$.retryAfter.headers", "non-empty array");
+    lock_refused(L("\"retryAfter\":{\"headers\":[5]}"), "$.retryAfter.headers[0]", "header name string");
+    lock_refused(L("\"classLimits\":{\"UNKNOWN\":4}"), "$.classLimits.UNKNOWN", "at most maxAttempts (3)");
+    lock_refused(L("\"classLimits\":{\"UNKNOWN\":0}"), "$.classLimits.UNKNOWN", "from 1 to maxAttempts");
+    lock_refused(L("\"classLimits\":{\"UNKNOWN\":1.5}"), "$.classLimits.UNKNOWN", "from 1 to maxAttempts");
+    lock_refused(L("\"classLimits\":{\"UNKNWN\":2}"), "$.classLimits.UNKNWN", "unknown failure class");
+    lock_refused(L("\"classLimits\":{\"TIMEOUT\":2,\"GATEWAY_TIMEOUT\":3}"), "$.classLimits.GATEWAY_TIMEOUT",
+                 "two limits");
+    lock_refused(L("\"classLimits\":[2]"), "$.classLimits", "must be an object");
     /* Inherited from defaults, checked against the route's own maxAttempts. */
-    refused("{\"version\":1,\"defaults\":{\"classLimits\":{\"TIMEOUT\":3}},\"routes\":[{\"endpoint\":\"GET /a\","
-            "\"maxAttempts\":2,\"perAttemptTimeoutMs\":10,\"totalBudgetMs\":10,\"retryable\":[\"TIMEOUT\"]}]}",
-            "$.routes[0].classLimits.TIMEOUT", "at most maxAttempts (2)");
+    lock_refused("{\"version\":1,\"defaults\":{\"classLimits\":{\"TIMEOUT\":3}},\"routes\":[{\"endpoint\":\"GET /a\","
+                 "\"maxAttempts\":2,\"perAttemptTimeoutMs\":10,\"totalBudgetMs\":10,\"retryable\":[\"TIMEOUT\"]}]}",
+                 "$.routes[0].classLimits.TIMEOUT", "at most maxAttempts (2)");
 #undef L
 }
 
 static void test_views_and_canonical(void **state) {
     (void)state;
-    rf_policy *p = load(HINT_LOCK), *plain = load(PLAIN_LOCK);
+    rf_policy *p = lock_load(HINT_LOCK), *plain = lock_load(PLAIN_LOCK);
     rf_route_view r;
     assert_int_equal(rf_policy_route(p, 0, &r), RF_OK);
     assert_int_equal(r.n_retry_after_headers, 4);
@@ -260,7 +248,7 @@ static void test_views_and_canonical(void **state) {
     assert_int_equal(r.n_retry_after_headers, 1);
     assert_int_equal(r.n_class_limits, 0);
     /* The canonical form loads back to the same digest. */
-    rf_policy *again = load(rf_policy_canonical_json(p));
+    rf_policy *again = lock_load(rf_policy_canonical_json(p));
     assert_string_equal(rf_policy_digest(again), rf_policy_digest(p));
     rf_policy_free(again);
     rf_policy_free(p);

@@ -9,8 +9,7 @@
 -- garbage and non-string values, and names holding a NUL byte; sometimes an on_attempt hook (which takes the methods' path), which may stop.
 local rf = require "retryfreeze"
 
-local seed, draws = tonumber(arg[1]), tonumber(arg[2])
-local random, pick = require("spec.support.minstd")(seed)
+local draws, random, pick, policies = require("spec.support.harness")(rf)
 
 local STATUSES = { 200, 200, 204, 429, 500, 502, 503, 503, 504, 504, 404, 0 }
 local BAD_STATUSES = { 600, -1, 1.5, "503", 99, true }
@@ -60,9 +59,6 @@ local function result()
   return res
 end
 
-print("ffi " .. tostring(rf.ffi))
-local policies = {}
-for i = 3, #arg do policies[#policies + 1] = assert(rf.load(arg[i])) end
 for d = 1, draws do
   local policy = pick(policies)
   local req = pick(REQUESTS)

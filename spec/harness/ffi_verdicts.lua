@@ -9,8 +9,7 @@
 -- made for methods and paths that match a route, match none, or are refused (lowercase), with and without a key.
 local rf = require "retryfreeze"
 
-local seed, draws = tonumber(arg[1]), tonumber(arg[2])
-local random, pick = require("spec.support.minstd")(seed)
+local draws, random, pick, policies = require("spec.support.harness")(rf)
 
 -- Each fact is drawn from its valid values most of the time (the verdicts), and from its edges and invalid values
 -- otherwise (the refusals, which the FFI path hands to the classic one).
@@ -50,9 +49,6 @@ local function show(v)
   return tostring(v)
 end
 
-print("ffi " .. tostring(rf.ffi))
-local policies = {}
-for i = 3, #arg do policies[#policies + 1] = assert(rf.load(arg[i])) end
 for d = 1, draws do
   local policy = pick(policies)
   local req = fact(REQUESTS, BAD_REQUESTS, 6)

@@ -109,6 +109,13 @@ stat_of() {
   echo "${v:-0}"
 }
 
+# expect_stats WHAT NAME=N...: each NAME's number from GET /__stats is N (stat_of); WHAT names the check.
+expect_stats() {
+  local what=$1 kv
+  shift
+  for kv in "$@"; do expect_eq "$(stat_of "${kv%%=*}")" "${kv#*=}" "$what: ${kv%%=*}"; done
+}
+
 # header NAME FILE: the value of a response header in a curl -D dump (last response only).
 header() {
   tr -d '\r' <"$2" | grep -i "^$1:" | tail -n 1 | sed 's/^[^:]*: //'

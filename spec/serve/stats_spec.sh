@@ -15,11 +15,7 @@ post() { c -o /dev/null -w '%{http_code}' -X POST -d '{"amount":5}' "$@"; }
 # A keyed POST that succeeded, sent again: a duplicate execution.
 expect_eq "$(post -H 'Idempotency-Key: k1' "$URL/pay")" 200 "k1 first"
 expect_eq "$(post -H 'Idempotency-Key: k1' "$URL/pay")" 200 "k1 again"
-expect_eq "$(stat_of requests)" 2 "requests"
-expect_eq "$(stat_of by_status.200)" 2 "200s"
-expect_eq "$(stat_of executions)" 2 "executions"
-expect_eq "$(stat_of duplicate_executions)" 1 "duplicate executions"
-expect_eq "$(stat_of keys)" 1 "keys"
+expect_stats "k1 twice" requests=2 by_status.200=2 executions=2 duplicate_executions=1 keys=1
 pass "the same keyed POST twice after success: duplicate_executions 1"
 
 # A retry after a 503 is not a duplicate; unkeyed requests never are.
@@ -27,9 +23,7 @@ expect_eq "$(post -H 'Idempotency-Key: k2' -H 'X-Fault-Script: 503' "$URL/pay")"
 expect_eq "$(post -H 'Idempotency-Key: k2' -H 'X-Fault-Script: 503' "$URL/pay")" 200 "k2 retry"
 post "$URL/pay" >/dev/null
 post "$URL/pay" >/dev/null
-expect_eq "$(stat_of executions)" 5 "executions"
-expect_eq "$(stat_of duplicate_executions)" 1 "duplicates after retry of a 503 and unkeyed posts"
-expect_eq "$(stat_of keys)" 2 "keys"
+expect_stats "after the retry of a 503 and unkeyed posts" executions=5 duplicate_executions=1 keys=2
 pass "retries after failures and unkeyed requests are not duplicates"
 
 # A timeout stalls before the work starts and a reset drops the request: their retries are no duplicates.
@@ -37,10 +31,7 @@ expect_eq "$(rc c -o /dev/null --max-time 0.5 -H 'Idempotency-Key: k3' -H 'X-Fau
 expect_eq "$(post -H 'Idempotency-Key: k3' -H 'X-Fault-Script: timeout' "$URL/pay")" 200 "k3 retry"
 expect_eq "$(rc c -o /dev/null -H 'Idempotency-Key: k4' -H 'X-Fault-Script: reset' "$URL/pay" 2>/dev/null)" 56 "k4 reset"
 expect_eq "$(post -H 'Idempotency-Key: k4' -H 'X-Fault-Script: reset' "$URL/pay")" 200 "k4 retry"
-expect_eq "$(stat_of duplicate_executions)" 1 "no duplicates from timeout and reset retries"
-expect_eq "$(stat_of by_status.timeout)" 1 "timeouts"
-expect_eq "$(stat_of by_status.reset)" 1 "resets"
-expect_eq "$(stat_of requests)" 10 "requests"
+expect_stats "after timeout and reset retries" duplicate_executions=1 by_status.timeout=1 by_status.reset=1 requests=10
 pass "neither a timed-out nor a reset attempt executed"
 
 # A bad script is a counted 400.
@@ -72,10 +63,7 @@ for w in 1 2 3 4 5 6 7 8; do
   workers+=($!)
 done
 wait "${workers[@]}" # not a bare wait: the server is a background job too
-expect_eq "$(stat_of requests)" 400 "concurrent requests"
-expect_eq "$(stat_of keys)" 200 "concurrent keys"
-expect_eq "$(stat_of executions)" 400 "concurrent executions"
-expect_eq "$(stat_of duplicate_executions)" 200 "concurrent duplicates"
+expect_stats "8 concurrent clients" requests=400 keys=200 executions=400 duplicate_executions=200
 pass "8 concurrent clients counted exactly"
 stop_server
 

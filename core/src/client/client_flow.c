@@ -298,16 +298,17 @@ static bool propagated_name(const char *line, char lines[2][RF_PROPAGATION_LINE_
     return false;
 }
 
-/* Builds the header list attempt number `attempt` sends on w with per-try timeout timeout_ms: with the route's
- * propagation, the request's list (a followed redirect's own) with its attempt number and the ms it may take, in a
+/* Builds the header list the attempt about to start sends on w with per-try timeout timeout_ms: with the route's
+ * propagation, the request's list (a followed redirect's own) with the attempt's number (rfi_step_lines: in_hop, a
+ * followed redirect's request, belongs to the attempt in flight; else the next) and the ms it may take, in a
  * list of the wire's own, where they replace any line of the same name; without, none (the request's list is sent).
  * False when memory runs out. */
-static bool wire_headers(rfi_flow *f, rfi_wire *w, int attempt, int64_t timeout_ms) {
+static bool wire_headers(rfi_flow *f, rfi_wire *w, bool in_hop, int64_t timeout_ms) {
     struct curl_slist *base = f->hop.url ? f->hop.headers : f->headers;
     curl_slist_free_all(w->attempt_headers);
     w->attempt_headers = NULL;
     char lines[2][RF_PROPAGATION_LINE_MAX];
-    const size_t n = rf_propagation_lines(&f->at.prop, attempt, timeout_ms, lines);
+    const size_t n = rfi_step_lines(&f->at, in_hop, timeout_ms, lines);
     bool ok = true;
     for (const struct curl_slist *l = base; ok && n > 0 && l != NULL; l = l->next)
         if (!propagated_name(l->data, lines, n)) ok = append_header(&w->attempt_headers, l->data);
@@ -394,8 +395,7 @@ static rfi_wire *begin_attempt(rfi_flow *f) {
         rfi_hop_clear(&f->hop); /* a new attempt starts from the request itself */
         f->hops = 0;
     }
-    /* The attempt's number: the next one, or the one a followed redirect belongs to. */
-    if (!wire_headers(f, &f->wire, f->in_hop ? f->at.attempts : f->at.attempts + 1, f->at.timeout_ms)) {
+    if (!wire_headers(f, &f->wire, f->in_hop, f->at.timeout_ms)) {
         flow_done(f, &f->wire, RF_REASON_MAX_ATTEMPTS); /* out of memory: no attempt without its propagation */
         return NULL;
     }
@@ -457,7 +457,7 @@ static rfi_wire *begin_hedged(rfi_flow *f, int64_t now, bool hedge) {
     }
     const int64_t per_try_ms = rfi_limits_timeout(&f->limits, timeout);
     rfi_wire *w = idle_wire(f);
-    if (w != NULL && !wire_headers(f, w, f->at.attempts + 1, per_try_ms)) w = NULL;
+    if (w != NULL && !wire_headers(f, w, false, per_try_ms)) w = NULL; /* never a hop: a new attempt */
     if (w == NULL) { /* out of memory: no more hedges; with nothing in flight the request ends (fail closed) */
         f->hedge_stopped = true;
         if (f->in_flight == 0) flow_done(f, f->last ? f->last : &f->wire, RF_REASON_MAX_ATTEMPTS);

@@ -104,6 +104,22 @@ struct rf_tally_file;
 bool rfi_ledger_tally_record(struct rf_ledger_tally *t, const rf_ledger_record *rec, const char *host);
 /* Adds the lines, torn and corrupt lines of one file read whole to the tally's totals. */
 void rfi_ledger_tally_lines(struct rf_ledger_tally *t, const struct rf_tally_file *f);
+/* NULL when rec holds every string the tally reads (route, outcome, reason, each try's class and reason, at most
+ * RF_LEDGER_MAX_TRIES tries), else the first missing one's JSON path. */
+const char *rfi_ledger_tally_missing(const rf_ledger_record *rec);
+
+/* ---- ledger_tally_read.c ---- */
+
+/* What a file reader does with one record: RF_OK reads on, anything else stops the read with that status (err
+ * set by the callback). The record and its strings live until the next line is read. */
+typedef rf_status (*rfi_ledger_record_fn)(void *ctx, const rf_ledger_record *rec, rf_error *err);
+
+/* Reads the ledger at path whole, calling each(ctx, record) for every record after line after_line (0: all);
+ * lines up to after_line are read but neither passed on nor judged. Counts into *file (zeroed first) the lines,
+ * the torn lines (a write cut short: the reader reads on) and the corrupt ones. A corrupt line stops the read
+ * with RF_EINVAL and its error unless skip_corrupt; RF_EIO when the file cannot be read; err from the open. */
+rf_status rfi_ledger_read_each(const char *path, long after_line, bool skip_corrupt, struct rf_tally_file *file,
+                               rfi_ledger_record_fn each, void *ctx, rf_error *err);
 
 /* ---- ledger_wait_use.c ---- */
 

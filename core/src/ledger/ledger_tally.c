@@ -361,8 +361,7 @@ void rfi_ledger_tally_lines(rf_ledger_tally *t, const rf_tally_file *f) {
     t->corrupt_lines += f->corrupt_lines;
 }
 
-/* NULL when rec holds every string the tally reads, else the first missing one's JSON path. */
-static const char *missing_string(const rf_ledger_record *rec) {
+const char *rfi_ledger_tally_missing(const rf_ledger_record *rec) {
     if (rec->route == NULL) return "$.route";
     if (rec->outcome == NULL) return "$.outcome";
     if (rec->reason == NULL) return "$.reason";
@@ -377,7 +376,7 @@ rf_status rf_ledger_tally_add(rf_ledger_tally *t, const rf_ledger_record *rec, c
         rfi_ledger_error(err, t ? "rec" : "t", 0, 0, "%s is NULL", t ? "rec" : "t");
         return RF_EINVAL;
     }
-    const char *missing = missing_string(rec);
+    const char *missing = rfi_ledger_tally_missing(rec);
     if (missing != NULL) {
         rfi_ledger_error(err, missing, 0, 0, "a string the tally reads is NULL, or more than %d tries",
                          RF_LEDGER_MAX_TRIES);

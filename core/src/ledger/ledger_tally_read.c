@@ -1,21 +1,17 @@
 /*
- * Feeding a ledger file into a tally (rf_ledger_tally_read, retryfreeze/ledger_tally.h): the reader streams the
- * records through its fixed window, each is counted as it comes, and nothing of a record outlives its line.
+ * Reading a ledger file record by record (rfi_ledger_read_each), and feeding it into a tally
+ * (rf_ledger_tally_read, retryfreeze/ledger_tally.h): the reader streams the records through its fixed window,
+ * each is handed on as it comes, and nothing of a record outlives its line. Every whole-file reader of the core
+ * (the tally, the replay) reads through the one loop here, so torn, corrupt and skipped lines mean one thing.
  */
 #include "ledger_internal.h"
 #include "retryfreeze/ledger_tally.h"
 
 #include <string.h>
 
-rf_status rf_ledger_tally_read(rf_ledger_tally *t, const char *path, long after_line, bool skip_corrupt,
-                               rf_tally_file *file, rf_error *err) {
-    rf_tally_file local;
-    if (file == NULL) file = &local;
+rf_status rfi_ledger_read_each(const char *path, long after_line, bool skip_corrupt, rf_tally_file *file,
+                               rfi_ledger_record_fn each, void *ctx, rf_error *err) {
     memset(file, 0, sizeof *file);
-    if (t == NULL) {
-        rfi_ledger_error(err, "t", 0, 0, "t is NULL");
-        return RF_EINVAL;
-    }
     rf_ledger_reader *r;
     rf_status st = rf_ledger_reader_open(path, &r, err);
     if (st != RF_OK) return st;
@@ -26,10 +22,7 @@ rf_status rf_ledger_tally_read(rf_ledger_tally *t, const char *path, long after_
         bool skipped = rf_ledger_reader_line(r) <= after_line; /* read, never counted nor judged */
         switch (rs) {
         case RF_LEDGER_RECORD:
-            if (!skipped && !rfi_ledger_tally_record(t, &rec, rec.host)) {
-                rfi_ledger_error(err, path, 0, 0, "out of memory tallying ledger %s", path);
-                st = RF_ENOMEM;
-            }
+            if (!skipped) st = each(ctx, &rec, err);
             break;
         case RF_LEDGER_CORRUPT:
             if (skipped) break;
@@ -52,6 +45,32 @@ rf_status rf_ledger_tally_read(rf_ledger_tally *t, const char *path, long after_
     }
     file->lines = rf_ledger_reader_line(r);
     rf_ledger_reader_close(r);
+    return st;
+}
+
+typedef struct {
+    rf_ledger_tally *t;
+    const char *path;
+} tally_ctx;
+
+static rf_status tally_one(void *ctx, const rf_ledger_record *rec, rf_error *err) {
+    const tally_ctx *c = ctx;
+    if (rfi_ledger_tally_record(c->t, rec, rec->host)) return RF_OK;
+    rfi_ledger_error(err, c->path, 0, 0, "out of memory tallying ledger %s", c->path);
+    return RF_ENOMEM;
+}
+
+rf_status rf_ledger_tally_read(rf_ledger_tally *t, const char *path, long after_line, bool skip_corrupt,
+                               rf_tally_file *file, rf_error *err) {
+    rf_tally_file local;
+    if (file == NULL) file = &local;
+    memset(file, 0, sizeof *file);
+    if (t == NULL) {
+        rfi_ledger_error(err, "t", 0, 0, "t is NULL");
+        return RF_EINVAL;
+    }
+    tally_ctx c = {.t = t, .path = path};
+    rf_status st = rfi_ledger_read_each(path, after_line, skip_corrupt, file, tally_one, &c, err);
     if (st == RF_OK) rfi_ledger_tally_lines(t, file);
     return st;
 }

@@ -565,17 +565,14 @@ static void replay_record(rf_replay *r, const rf_ledger_record *rec) {
         put_aside(r, &w);
 }
 
-/* NULL when rec holds every string a replay reads, else the first missing one's JSON path. */
+/* NULL when rec holds every string a replay reads (those the tally reads, then method, path and policy), else the
+ * first missing one's JSON path. */
 static const char *missing_string(const rf_ledger_record *rec) {
-    if (rec->route == NULL) return "$.route";
+    const char *missing = rfi_ledger_tally_missing(rec);
+    if (missing != NULL) return missing;
     if (rec->method == NULL) return "$.method";
     if (rec->path == NULL) return "$.path";
     if (rec->policy == NULL) return "$.policy";
-    if (rec->outcome == NULL) return "$.outcome";
-    if (rec->reason == NULL) return "$.reason";
-    if (rec->n_tries > RF_LEDGER_MAX_TRIES) return "$.tries";
-    for (size_t i = 0; i < rec->n_tries; i++)
-        if (rec->tries[i].class_name == NULL || rec->tries[i].reason == NULL) return "$.tries";
     return NULL;
 }
 
@@ -605,6 +602,14 @@ rf_status rf_replay_add(rf_replay *r, const rf_ledger_record *rec, rf_error *err
     return incomplete(r, err);
 }
 
+/* One record of a file: counted as recorded, then replayed; the read stops once memory ran out. */
+static rf_status replay_one(void *ctx, const rf_ledger_record *rec, rf_error *err) {
+    rf_replay *r = ctx;
+    if (!rfi_ledger_tally_record(r->recorded, rec, rec->host)) r->incomplete = true;
+    replay_record(r, rec);
+    return incomplete(r, err);
+}
+
 rf_status rf_replay_read(rf_replay *r, const char *path, bool skip_corrupt, rf_tally_file *file, rf_error *err) {
     rf_tally_file local;
     if (file == NULL) file = &local;
@@ -614,38 +619,7 @@ rf_status rf_replay_read(rf_replay *r, const char *path, bool skip_corrupt, rf_t
                          r ? "the replay is finished: rf_replay_finish ended its feeding" : "r is NULL");
         return RF_EINVAL;
     }
-    rf_ledger_reader *reader;
-    rf_status st = rf_ledger_reader_open(path, &reader, err);
-    if (st != RF_OK) return st;
-    rf_error line_err;
-    for (bool reading = true; reading && st == RF_OK;) {
-        rf_ledger_record rec;
-        switch (rf_ledger_reader_next(reader, &rec, &line_err)) {
-        case RF_LEDGER_RECORD:
-            if (!rfi_ledger_tally_record(r->recorded, &rec, rec.host)) r->incomplete = true;
-            replay_record(r, &rec);
-            st = incomplete(r, err);
-            break;
-        case RF_LEDGER_CORRUPT:
-            file->corrupt_lines++;
-            if (!skip_corrupt) {
-                if (err) *err = line_err;
-                st = RF_EINVAL;
-            }
-            break;
-        case RF_LEDGER_TORN: /* a write cut short: counted, and the reader reads on */
-            if (file->first_torn == 0) file->first_torn = line_err.line;
-            file->torn_lines++;
-            break;
-        case RF_LEDGER_ERROR:
-            if (err) *err = line_err;
-            st = RF_EIO;
-            break;
-        case RF_LEDGER_END: reading = false; break;
-        }
-    }
-    file->lines = rf_ledger_reader_line(reader);
-    rf_ledger_reader_close(reader);
+    rf_status st = rfi_ledger_read_each(path, 0, skip_corrupt, file, replay_one, r, err);
     if (st == RF_OK) rfi_ledger_tally_lines(r->recorded, file);
     return st;
 }

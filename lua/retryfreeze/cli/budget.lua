@@ -44,27 +44,30 @@ return cli_args.command {
         return PEEK_OPTION[o] and "--" .. o:gsub("_", "-") .. " " or nil
       end)))
     end
+    -- What peek_fn read: a bad argument is a usage error; (nil, message) means Redis could not be reached (exit 1).
+    local function read(peek_fn)
+      local ok, value, extra = pcall(peek_fn, pos[2], peek)
+      if not ok then usage_fail(value) end
+      if type(extra) == "string" then ctx.fail(extra, 1) end
+      return value, extra
+    end
+    -- A number to 3 decimals without trailing zeros (0.5, not 0.500).
+    local function short(x) return (("%.3f"):format(x):gsub("%.?0+$", "")) end
     if opts.window then -- a ratio budget: its window, on Redis' own clock
-      local ok, window, idle = pcall(core.retry_budget_peek_window, pos[2], peek)
-      if not ok then usage_fail(window) end
-      if type(idle) == "string" then ctx.fail(idle, 1) end -- (nil, message): Redis could not be reached
+      local window, idle = read(core.retry_budget_peek_window)
       if window == nil then
         ctx.out:printf("%s: no window in Redis (new, or expired while idle: it starts empty)\n", pos[2])
       else
         ctx.out:printf("%s window %d ms: requests %d retries %d allowed %s idle expiry in %d ms\n", pos[2],
-          window.ttl_ms, window.requests, window.retries, (("%.3f"):format(window.allowance):gsub("%.?0+$", "")),
-          idle or -1)
+          window.ttl_ms, window.requests, window.retries, short(window.allowance), idle or -1)
       end
       return 0
     end
-    local ok, tokens, ttl = pcall(core.retry_budget_peek, pos[2], peek)
-    if not ok then usage_fail(tokens) end
-    if type(ttl) == "string" then ctx.fail(ttl, 1) end -- (nil, message): Redis could not be reached
+    local tokens, ttl = read(core.retry_budget_peek)
     if tokens == nil then
       ctx.out:printf("%s: no bucket in Redis (new, or expired while idle: it starts full)\n", pos[2])
     else
-      ctx.out:printf("%s tokens %s idle expiry in %d ms\n", pos[2], (("%.3f"):format(tokens):gsub("%.?0+$", "")),
-        ttl or -1)
+      ctx.out:printf("%s tokens %s idle expiry in %d ms\n", pos[2], short(tokens), ttl or -1)
     end
     return 0
   end,
