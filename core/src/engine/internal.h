@@ -92,6 +92,11 @@ typedef struct rfi_route {
      * length of each idempotencyRequired method. */
     uint32_t wait_reads;
     uint8_t method_lens[RFI_MAX_METHODS];
+    /* And the retryable lists as rfi_class_retryable reads them (rfi_class_retry_masks): bit s for a status s of
+     * 100..599 whose failure is retryable (a specific status in either list beats its family), and the named classes
+     * that are (never TOO_MANY_REDIRECTS). */
+    uint64_t retry_status[10];
+    uint32_t retry_named;
     /* classLimits (class_limits.c): attempts after which a failure of the class stops; 0 = no limit. */
     bool has_class_limits;
     uint8_t class_limit_status[600];
@@ -182,8 +187,6 @@ size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t ca
 /* The canonical token of status 100..599 ("HTTP_503") and of named class i ("TIMEOUT"): static strings. */
 const char *rfi_status_token(int status);
 const char *rfi_named_token(unsigned named);
-/* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family. */
-bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport);
 
 /* Each transport outcome's named class index, RF_NAMED_CLASS_COUNT for ok (failure_class.c), and the named
  * classes' tokens padded to RF_CLASS_NAME_MAX, so that a copy is of a constant size. */
@@ -210,6 +213,20 @@ static inline void rfi_classify(int status, rf_transport transport, char buf[RF_
     memcpy(buf, rfi_named_padded[named], RF_CLASS_NAME_MAX);
 }
 
+/* Fills r's retry_status and retry_named from its retryable and notRetryable lists (at load, policy.c). */
+void rfi_class_retry_masks(rfi_route *r);
+
+/* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family; a
+ * redirect loop never is (the same chain again would loop again). Two table reads (rfi_class_retry_masks). */
+static inline bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
+    unsigned named = rfi_transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT) {
+        if ((unsigned)status - 100u <= 499u) return (r->retry_status[status / 64] >> (status % 64)) & 1u;
+        named = RF_CLASS_UNKNOWN;
+    }
+    return (r->retry_named >> named) & 1u;
+}
+
 /* Class limits (class_limits.c). */
 /* Parses the lock's classLimits object at path into r (limits 1..10; maxAttempts is checked by rfi_class_limits_check).
  */
@@ -232,12 +249,24 @@ bool rfi_wait_headers_is_default(const rfi_route *r);
 /*
  * Refuses a hint the route does not read (err names "hints.<name>"), and a Retry-After given both as
  * facts.retry_after and as hints[retry-after]. present is rfi_wait_hints_present(f). Sets *first_present to the
- * first listed header with a value, or -1.
+ * first listed header with a value, or -1 (present 0: nothing to check, so the decision path does not call it).
  */
 rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, uint32_t present, int *first_present,
                                rf_error *err);
-/* Bit h set when the facts carry a value for wait header h (retry_after counts as RF_WAIT_RETRY_AFTER). */
-uint32_t rfi_wait_hints_present(const rf_facts *f);
+/* Bit h set when the facts carry a value for wait header h (retry_after counts as RF_WAIT_RETRY_AFTER). Inline for
+ * the decision path: the common case, no hints at all, costs one OR per header and one branch (unrolled). */
+static inline uint32_t rfi_wait_hints_present(const rf_facts *f) {
+    uint32_t present = f->retry_after != NULL ? 1u << RF_WAIT_RETRY_AFTER : 0;
+    uintptr_t any = 0;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 8
+#endif
+    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++) any |= (uintptr_t)f->hints[h];
+    if (any == 0) return present;
+    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+        if (f->hints[h] != NULL) present |= 1u << h;
+    return present;
+}
 /* What the route's wait headers say: the first present and valid one wins. */
 typedef struct rfi_wait {
     int header;                   /* rf_wait_header that decided, or -1 when none was present */
