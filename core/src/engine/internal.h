@@ -15,14 +15,16 @@
 #include <sys/types.h>
 #include <string.h>
 
-/* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case), or
- * inline a small helper the compiler would call. */
+/* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case),
+ * inline a small helper the compiler would call, or lay out the common case of a test first. */
 #if defined(__GNUC__)
 #define RFI_NOINLINE __attribute__((noinline))
 #define RFI_INLINE inline __attribute__((always_inline))
+#define RFI_LIKELY(x) __builtin_expect(!!(x), 1)
 #else
 #define RFI_NOINLINE
 #define RFI_INLINE inline
+#define RFI_LIKELY(x) (x)
 #endif
 
 struct cJSON; /* lock parsing helpers take cJSON nodes; the decision path never sees them */

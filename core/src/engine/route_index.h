@@ -44,6 +44,7 @@ typedef struct rfi_index_literal {
 
 typedef struct rfi_index_method {
     const char *text;
+    uint64_t word; /* a method of up to 8 bytes as one little-endian word, the rest zero (else 0) */
     uint32_t len;
     uint32_t node;
 } rfi_index_method;
