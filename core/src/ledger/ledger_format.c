@@ -29,6 +29,14 @@
 
 #define REDACTED "REDACTED"
 
+#if defined(__GNUC__)
+#define HOT_INLINE inline __attribute__((always_inline))
+#define RFI_LEDGER_NOINLINE __attribute__((noinline))
+#else
+#define HOT_INLINE inline
+#define RFI_LEDGER_NOINLINE
+#endif
+
 static bool safe_int(int64_t v) { return v >= -RFI_LEDGER_MAX_SAFE_INT && v <= RFI_LEDGER_MAX_SAFE_INT; }
 
 /* The JSON path of a field for an error: "$.name", or "$.tries[i].name" when i >= 0. */
@@ -112,7 +120,7 @@ bool rfi_ledger_fate_known(const char *s, size_t len) {
 
 /* A hedged request's fields of a try: a fate the vocabulary knows, a start_ms in 0..2^53; without a fate neither a
  * start_ms nor hedge (they are written with it). */
-static bool hedge_fields_ok(const rf_ledger_try *t) {
+static HOT_INLINE bool hedge_fields_ok(const rf_ledger_try *t) {
     if (t->fate == NULL) return t->start_ms == 0 && !t->hedge;
     return rfi_ledger_fate_known(t->fate, strlen(t->fate)) && t->start_ms >= 0 && safe_int(t->start_ms);
 }
@@ -196,13 +204,6 @@ typedef struct out {
     size_t cap, len;
 } out;
 
-#if defined(__GNUC__)
-#define HOT_INLINE inline __attribute__((always_inline))
-#define RFI_LEDGER_NOINLINE __attribute__((noinline))
-#else
-#define HOT_INLINE inline
-#define RFI_LEDGER_NOINLINE
-#endif
 
 /* Inline, so that a literal's copy is a few moves rather than a call. roomy (a constant where it is inlined):
  * the caller knows the whole line fits, with 16 bytes to spare, so no copy needs checking. */
@@ -362,10 +363,23 @@ static RFI_LEDGER_NOINLINE bool put_escaped(out *o, const char *str, size_t n) {
 }
 
 /* A string's escaped bytes, without its quotes: emit writes those with the keys around them. A short string that
- * needs nothing (most of a line's) is read as two words, checked and stored here; put_escaped does the rest. */
+ * needs nothing (most of a line's) is read as two words (from 8 bytes up, overlapping and checked as one vector),
+ * checked and stored here; put_escaped does the rest. */
 static HOT_INLINE bool put_body(out *o, const char *str, size_t n, const bool roomy) {
     if (n <= 16 && (roomy || o->len + 16 <= o->cap)) {
         const unsigned char *s = (const unsigned char *)str;
+#if defined(__GNUC__)
+        if (n >= 8) { /* two overlapping words, checked as one vector and stored as they were read */
+            unsigned char both[16];
+            memcpy(both, s, 8);
+            memcpy(both + 8, s + n - 8, 8);
+            if (!clean16(both)) return put_escaped(o, str, n);
+            memcpy(o->buf + o->len, both, 8);
+            memcpy(o->buf + o->len + n - 8, both + 8, 8);
+            o->len += n;
+            return true;
+        }
+#endif
         const uint64_t x0 = n >= 8 ? load_word(s) : load_tail(s, n), x1 = n > 8 ? load_tail(s + 8, n - 8) : 0;
         const uint64_t m0 = marks(x0) & (n >= 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * n)) - 1);
         const uint64_t m1 = n > 8 ? marks(x1) & (n == 16 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * (n - 8))) - 1) : 0;
