@@ -444,7 +444,7 @@ static HOT_INLINE void put_int(out *o, int64_t v, const bool roomy) {
 static bool put_redacted_path(out *o, const char *path, size_t len) {
     const bool roomy = false;
     const char *q = memchr(path, '?', len), *end = path + len;
-    if (q == NULL) return put_escaped(o, path, len);
+    if (q == NULL) return put_body(o, path, len, roomy); /* most paths: short and without a query */
     /* The values are not written, but the whole path must be UTF-8 all the same. */
     bool ok = rfi_ledger_utf8_valid(q, (size_t)(end - q));
     size_t grown = 0;
@@ -479,6 +479,13 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
 /* The strings of a line in the order it writes them, and their lengths (SIZE_MAX for NULL). */
 #define LINE_STRINGS (8 + TRY_STRINGS * RF_LEDGER_MAX_TRIES + 2)
 
+/* Whether a try records any wait header: one test for the common none (the pointers ORed, unrolled). */
+static HOT_INLINE bool any_wait(const rf_ledger_try *t) {
+    uintptr_t any = 0;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) any |= (uintptr_t)t->wait[h];
+    return any != 0;
+}
+
 /* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date. lens: the
  * try's transport, wait headers and date. */
 static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
@@ -493,21 +500,23 @@ static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_
         PUT(o, "\"");
     }
     if (t->not_sent) PUT(o, ",\"not_sent\":true");
-    bool waits = false;
-    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
-        if (!t->wait[h]) continue;
-        if (waits)
-            PUT(o, ",\"");
-        else
-            PUT(o, ",\"wait\":{\"");
-        waits = true;
-        const char *name = rf_wait_header_name((rf_wait_header)h);
-        put(o, name, strlen(name));
-        PUT(o, "\":\"");
-        ok &= put_body(o, t->wait[h], lens[1 + h], roomy);
-        PUT(o, "\"");
+    if (any_wait(t)) {
+        bool waits = false;
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+            if (!t->wait[h]) continue;
+            if (waits)
+                PUT(o, ",\"");
+            else
+                PUT(o, ",\"wait\":{\"");
+            waits = true;
+            const char *name = rf_wait_header_name((rf_wait_header)h);
+            put(o, name, strlen(name));
+            PUT(o, "\":\"");
+            ok &= put_body(o, t->wait[h], lens[1 + h], roomy);
+            PUT(o, "\"");
+        }
+        PUT(o, "}");
     }
-    if (waits) PUT(o, "}");
     if (t->date) {
         PUT(o, ",\"date\":\"");
         ok &= put_body(o, t->date, lens[1 + RF_WAIT_HEADER_COUNT], roomy);
@@ -642,7 +651,11 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
         lens[n++] = length_of(t->retry_after_header, &total);
         lens[n++] = length_of(t->fate, &total);
         lens[n++] = length_of(t->transport, &total);
-        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
+        if (any_wait(t)) {
+            for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
+        } else {
+            n += RF_WAIT_HEADER_COUNT; /* put_try_facts reads none of them */
+        }
         lens[n++] = length_of(t->date, &total);
     }
     lens[n++] = length_of(host, &total);
