@@ -182,7 +182,8 @@ void rfi_class_retry_masks(rfi_route *r) {
     for (unsigned w = 0; w < 10; w++) {
         const uint64_t family = (r->retryable.family4xx ? status_bits(w, 400, 499) : 0) |
                                 (r->retryable.family5xx ? status_bits(w, 500, 599) : 0);
-        r->retry_status[w] = (r->retryable.status[w] | (family & ~r->not_retryable.status[w])) & status_bits(w, 100, 599);
+        r->retry_status[w] =
+            (r->retryable.status[w] | (family & ~r->not_retryable.status[w])) & status_bits(w, 100, 599);
     }
     r->retry_named = r->retryable.named & ~(1u << RF_CLASS_TOO_MANY_REDIRECTS);
 }

@@ -99,17 +99,17 @@ static uint32_t pack3(const unsigned char *p) {
  * One table read each: a multiplicative hash of the three bytes names a slot, which holds the only name that can
  * be there (the multipliers give each name of its list a slot of its own, so a slot's entry is the one compare).
  */
-#define MONTH_SLOT(v) ((uint32_t)((v) * UINT32_C(26596)) >> 28)
-#define WEEKDAY_SLOT(v) ((uint32_t)((v) * UINT32_C(2522)) >> 29)
+#define MONTH_SLOT(v) ((uint32_t)((v)*UINT32_C(26596)) >> 28)
+#define WEEKDAY_SLOT(v) ((uint32_t)((v)*UINT32_C(2522)) >> 29)
 typedef struct name_slot {
     uint32_t packed; /* PACK3 of the name; 0 in an empty slot, which three NUL bytes must not match */
     int8_t value;
 } name_slot;
 #define MONTH(a, b, c, n) [MONTH_SLOT(PACK3(a, b, c))] = {PACK3(a, b, c), n}
-static const name_slot month_slots[16] = {
-    MONTH('J', 'a', 'n', 1), MONTH('F', 'e', 'b', 2),  MONTH('M', 'a', 'r', 3),  MONTH('A', 'p', 'r', 4),
-    MONTH('M', 'a', 'y', 5), MONTH('J', 'u', 'n', 6),  MONTH('J', 'u', 'l', 7),  MONTH('A', 'u', 'g', 8),
-    MONTH('S', 'e', 'p', 9), MONTH('O', 'c', 't', 10), MONTH('N', 'o', 'v', 11), MONTH('D', 'e', 'c', 12)};
+static const name_slot month_slots[16] = {MONTH('J', 'a', 'n', 1),  MONTH('F', 'e', 'b', 2),  MONTH('M', 'a', 'r', 3),
+                                          MONTH('A', 'p', 'r', 4),  MONTH('M', 'a', 'y', 5),  MONTH('J', 'u', 'n', 6),
+                                          MONTH('J', 'u', 'l', 7),  MONTH('A', 'u', 'g', 8),  MONTH('S', 'e', 'p', 9),
+                                          MONTH('O', 'c', 't', 10), MONTH('N', 'o', 'v', 11), MONTH('D', 'e', 'c', 12)};
 #define WEEKDAY(a, b, c, n) [WEEKDAY_SLOT(PACK3(a, b, c))] = {PACK3(a, b, c), n}
 static const name_slot weekday_slots[8] = {
     WEEKDAY('M', 'o', 'n', 0), WEEKDAY('T', 'u', 'e', 1), WEEKDAY('W', 'e', 'd', 2), WEEKDAY('T', 'h', 'u', 3),
@@ -193,8 +193,8 @@ static int64_t days_from_civil4(unsigned y, unsigned m, unsigned d) {
  * imf_span[i]: a fixed byte (span 0), a digit (base '0', span 9), or a name's letter (span 255: the name is looked
  * up after). Bytes 13..28 are read as the second half, which overlaps the first. */
 static const unsigned char imf_base[32] = "\0\0\0, 00 \0\0\0 0000 00:00:00 GMT";
-static const unsigned char imf_span[32] = {255, 255, 255, 0, 0, 9, 9, 0, 255, 255, 255, 0, 9, 9, 9, 9,
-                                           0,   9,   9,   0, 9, 9, 0, 9, 9,   0,   0,   0, 0};
+static const unsigned char imf_span[32] = {255, 255, 255, 0, 0, 9, 9, 0, 255, 255, 255, 0, 9, 9, 9,
+                                           9,   0,   9,   9, 0, 9, 9, 0, 9,   9,   0,   0, 0, 0};
 
 #if defined(__GNUC__)
 /* Sixteen bytes at once (GCC's vector extension: SSE2 or NEON where there is one). */

@@ -204,7 +204,6 @@ typedef struct out {
     size_t cap, len;
 } out;
 
-
 /* Inline, so that a literal's copy is a few moves rather than a call. roomy (a constant where it is inlined):
  * the caller knows the whole line fits, with 16 bytes to spare, so no copy needs checking. */
 static HOT_INLINE void put_in(out *o, const char *s, size_t n, const bool roomy) {
