@@ -21,10 +21,10 @@ static const char *const named_tokens[] = {RF_NAMED_CLASSES(RF_X_NAME)};
 #define STATUS_HUNDREDS(h)                                                                                            \
     STATUS_TENS(h, 0), STATUS_TENS(h, 1), STATUS_TENS(h, 2), STATUS_TENS(h, 3), STATUS_TENS(h, 4), STATUS_TENS(h, 5), \
         STATUS_TENS(h, 6), STATUS_TENS(h, 7), STATUS_TENS(h, 8), STATUS_TENS(h, 9)
-static const char *const status_tokens[500] = {STATUS_HUNDREDS(1), STATUS_HUNDREDS(2), STATUS_HUNDREDS(3),
-                                               STATUS_HUNDREDS(4), STATUS_HUNDREDS(5)};
+const char *const rfi_status_tokens[500] = {STATUS_HUNDREDS(1), STATUS_HUNDREDS(2), STATUS_HUNDREDS(3),
+                                            STATUS_HUNDREDS(4), STATUS_HUNDREDS(5)};
 
-const char *rfi_status_token(int status) { return status_tokens[status - 100]; }
+const char *rfi_status_token(int status) { return rfi_status_tokens[status - 100]; }
 
 const char *rfi_named_token(unsigned named) { return named_tokens[named]; }
 
@@ -121,7 +121,7 @@ size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t ca
     size_t n = 0;
     for (int st = 100; st <= 599; st++) {
         if (has_status(set, st)) {
-            if (n < cap) tokens[n] = status_tokens[st - 100];
+            if (n < cap) tokens[n] = rfi_status_tokens[st - 100];
             n++;
         }
     }

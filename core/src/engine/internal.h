@@ -194,21 +194,20 @@ const char *rfi_named_token(unsigned named);
  * classes' tokens padded to RF_CLASS_NAME_MAX, so that a copy is of a constant size. */
 extern const unsigned char rfi_transport_classes[RF_TRANSPORT_COUNT];
 extern const char rfi_named_padded[RF_NAMED_CLASS_COUNT][RF_CLASS_NAME_MAX];
+/* The canonical token of each status 100..599 ("HTTP_503", 8 bytes and a NUL), at [status - 100]. */
+extern const char *const rfi_status_tokens[500];
 
 /* Transport outcome → named class index; RF_NAMED_CLASS_COUNT for ok (then the status decides). */
 static inline unsigned rfi_transport_class(rf_transport t) {
     return (unsigned)t < RF_TRANSPORT_COUNT ? rfi_transport_classes[t] : RF_CLASS_UNKNOWN;
 }
 
-/* rf_classify, inline for the decision path (decide.c): formatted by hand, since snprintf costs more than the
+/* rf_classify, inline for the decision path (decide.c): copied from the tokens, since snprintf costs more than the
  * whole decision. */
 static inline void rfi_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
     unsigned named = rfi_transport_class(transport);
     if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
-        const unsigned s = (unsigned)status, hundreds = s / 100, rest = s - hundreds * 100, tens = rest / 10;
-        const char text[9] = {
-            'H', 'T', 'T', 'P', '_', (char)('0' + hundreds), (char)('0' + tens), (char)('0' + rest - tens * 10), '\0'};
-        memcpy(buf, text, sizeof text);
+        memcpy(buf, rfi_status_tokens[status - 100], sizeof "HTTP_503");
         return;
     }
     if (named == RF_NAMED_CLASS_COUNT) named = RF_CLASS_UNKNOWN;
