@@ -37,7 +37,7 @@ typedef struct rfi_index_edge {
 typedef struct rfi_index_literal {
     const char *pattern;
     uint32_t method_node; /* 0: an empty slot */
-    uint32_t hash;        /* segment_hash of pattern */
+    uint32_t hash;        /* path_hash of pattern */
     uint32_t len;
     int32_t route;
 } rfi_index_literal;
