@@ -422,6 +422,23 @@ static HOT_INLINE void digits_before(char *end, uint64_t u) {
 }
 
 static HOT_INLINE void put_int(out *o, int64_t v, const bool roomy) {
+    if ((uint64_t)v < 1000 && (roomy || o->len + 3 <= o->cap)) { /* most of a line's numbers: statuses, attempts */
+        const unsigned u = (unsigned)v;
+        char *at = o->buf + o->len;
+        if (u < 10) {
+            at[0] = (char)('0' + u);
+            o->len += 1;
+        } else if (u < 100) {
+            memcpy(at, digit_pairs + 2 * u, 2);
+            o->len += 2;
+        } else {
+            const unsigned hundreds = u / 100;
+            at[0] = (char)('0' + hundreds);
+            memcpy(at + 1, digit_pairs + 2 * (u - 100 * hundreds), 2);
+            o->len += 3;
+        }
+        return;
+    }
     const uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     size_t n = 1u + (u >= 10) + (u >= 100) + (u >= 1000); /* most of a line's numbers: the loop rarely runs */
     for (uint64_t limit = 10000; n < 20 && u >= limit; limit *= 10) n++;
