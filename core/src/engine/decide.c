@@ -18,8 +18,12 @@ static bool never_left(const rf_facts *f) {
 }
 
 bool rfi_method_requires_key(const rfi_route *r, const char *method, size_t len) {
-    for (size_t i = 0; i < r->n_methods; i++)
-        if (r->method_lens[i] == len && memcmp(method, r->methods[i], len) == 0) return true;
+    for (size_t i = 0; i < r->n_methods; i++) {
+        if (r->method_lens[i] != len) continue;
+        size_t k = 0; /* a method is a few letters: a call to memcmp costs more than this loop */
+        while (k < len && method[k] == r->methods[i][k]) k++;
+        if (k == len) return true;
+    }
     return false;
 }
 
@@ -56,12 +60,13 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
  * need it, before the verdict is written.
  */
 static inline rf_status check_facts(const rf_facts *f, rf_error *err) {
-    /* Every field at once, one branch on the decision path; check_fields then names what is wrong. */
-    const bool bad = (f->method == NULL) | (f->method_len == 0) | (f->path == NULL) | (f->path_len == 0) |
-                     ((f->status != 0) & ((unsigned)f->status - 100u > 499u)) |
-                     ((unsigned)f->transport >= RF_TRANSPORT_COUNT) | (f->attempts < 1) | (f->elapsed_ms < 0) |
-                     (f->inbound_attempt < 0);
-    if (!bad) return RF_OK;
+    /* A compare and a branch per field, each taken only by bad facts; check_fields then names what is wrong.
+     * attempts < 1, elapsed_ms < 0 and inbound_attempt < 0 are one sign test of the three ORed. */
+    const bool bad = f->method == NULL || f->method_len == 0 || f->path == NULL || f->path_len == 0 ||
+                     (f->status != 0 && (unsigned)f->status - 100u > 499u) ||
+                     (unsigned)f->transport >= RF_TRANSPORT_COUNT ||
+                     (((int64_t)f->attempts - 1) | f->elapsed_ms | (int64_t)f->inbound_attempt) < 0;
+    if (RFI_LIKELY(!bad)) return RF_OK;
     rf_status st = check_fields(f, err);
     if (st != RF_OK && f->method != NULL && f->method_len > 0 &&
         check_method_case(f->method, f->method_len, err) != RF_OK)
@@ -78,7 +83,7 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
         rfi_stop(out, RF_REASON_MAX_ATTEMPTS);
         return RF_OK;
     }
-    int class_limit = rfi_class_limit(r, f->status, f->transport);
+    int class_limit = r->has_class_limits ? rfi_class_limit(r, f->status, f->transport) : 0;
     if (class_limit > 0 && f->attempts >= class_limit) {
         rfi_stop(out, RF_REASON_CLASS_LIMIT);
         return RF_OK;
@@ -169,16 +174,19 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
         return RF_OK;
     }
     const rfi_route *r = &p->routes[out->route];
-    st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
-    if (st != RF_OK) return st;
-    out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    if (present != 0) {
+        st = rfi_wait_hints_check(r, f, present, &out->retry_after_header, err);
+        if (st != RF_OK) return st;
+        out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
+    }
     /* A ratio budget counts the request at its first attempt's decision (a hedge may count it first: rf_hedge_decide).
      */
-    const bool first = f->attempts == 1, ratio = rfi_retry_budget_is_ratio(budget);
+    /* Without a budget (NULL) none of the budget's calls has an effect: they are not made. */
+    const bool first = f->attempts == 1, ratio = budget != NULL && rfi_retry_budget_is_ratio(budget);
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
         if (ratio)
             rfi_retry_budget_window_take(budget, first, false, f->mono_ms, &out->budget);
-        else
+        else if (budget != NULL)
             rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
         rfi_stop(out, RF_REASON_SUCCESS);
         return RF_OK;
@@ -194,7 +202,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     if (ratio) { /* a retry is one of the window's; the request counts at its first decision */
         if (!rfi_retry_budget_window_take(budget, first, out->retry, f->mono_ms, &out->budget))
             rfi_stop(out, RF_REASON_RETRY_THROTTLED);
-    } else if (retryable) { /* gRPC A6: every retryable failure takes a token, whatever the verdict */
+    } else if (retryable && budget != NULL) { /* gRPC A6: every retryable failure takes a token, whatever the verdict */
         int64_t tokens = rfi_retry_budget_add(budget, -1000, &out->budget);
         if (out->retry && rfi_retry_budget_throttled(budget, tokens)) rfi_stop(out, RF_REASON_RETRY_THROTTLED);
     }

@@ -21,10 +21,10 @@ static const char *const named_tokens[] = {RF_NAMED_CLASSES(RF_X_NAME)};
 #define STATUS_HUNDREDS(h)                                                                                            \
     STATUS_TENS(h, 0), STATUS_TENS(h, 1), STATUS_TENS(h, 2), STATUS_TENS(h, 3), STATUS_TENS(h, 4), STATUS_TENS(h, 5), \
         STATUS_TENS(h, 6), STATUS_TENS(h, 7), STATUS_TENS(h, 8), STATUS_TENS(h, 9)
-static const char *const status_tokens[500] = {STATUS_HUNDREDS(1), STATUS_HUNDREDS(2), STATUS_HUNDREDS(3),
-                                               STATUS_HUNDREDS(4), STATUS_HUNDREDS(5)};
+const char *const rfi_status_tokens[500] = {STATUS_HUNDREDS(1), STATUS_HUNDREDS(2), STATUS_HUNDREDS(3),
+                                            STATUS_HUNDREDS(4), STATUS_HUNDREDS(5)};
 
-const char *rfi_status_token(int status) { return status_tokens[status - 100]; }
+const char *rfi_status_token(int status) { return rfi_status_tokens[status - 100]; }
 
 const char *rfi_named_token(unsigned named) { return named_tokens[named]; }
 
@@ -121,7 +121,7 @@ size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t ca
     size_t n = 0;
     for (int st = 100; st <= 599; st++) {
         if (has_status(set, st)) {
-            if (n < cap) tokens[n] = status_tokens[st - 100];
+            if (n < cap) tokens[n] = rfi_status_tokens[st - 100];
             n++;
         }
     }
@@ -167,24 +167,25 @@ void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]
     rfi_classify(status, transport, buf);
 }
 
-/* +1 retryable, -1 not retryable, 0 not mentioned. */
-static int status_verdict(const rfi_route *r, int status) {
-    if (has_status(&r->retryable, status)) return 1;
-    if (has_status(&r->not_retryable, status)) return -1;
-    bool four = status >= 400 && status <= 499, five = status >= 500 && status <= 599;
-    if ((four && r->retryable.family4xx) || (five && r->retryable.family5xx)) return 1;
-    if ((four && r->not_retryable.family4xx) || (five && r->not_retryable.family5xx)) return -1;
-    return 0;
+/* The bits of statuses lo..hi that lie in word w of a status mask (bit s of word s / 64). */
+static uint64_t status_bits(unsigned w, unsigned lo, unsigned hi) {
+    const unsigned first = w * 64, last = first + 63;
+    if (hi < first || lo > last) return 0;
+    const unsigned from = lo > first ? lo - first : 0, to = hi < last ? hi - first : 63;
+    return (~UINT64_C(0) >> (63 - to)) & (~UINT64_C(0) << from);
 }
 
-bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
-    unsigned named = rfi_transport_class(transport);
-    if (named == RF_CLASS_TOO_MANY_REDIRECTS) return false; /* the same chain again would loop again */
-    if (named == RF_NAMED_CLASS_COUNT) {
-        if (status >= 100 && status <= 599) return status_verdict(r, status) > 0;
-        named = RF_CLASS_UNKNOWN;
+/* Every status at once, a word at a time: a status is retryable when the retryable list names it, or names its
+ * family while the other list does not name the status (a specific status beats a family; a family in the
+ * notRetryable list only keeps what no list names from being retried, which it is not anyway). */
+void rfi_class_retry_masks(rfi_route *r) {
+    for (unsigned w = 0; w < 10; w++) {
+        const uint64_t family = (r->retryable.family4xx ? status_bits(w, 400, 499) : 0) |
+                                (r->retryable.family5xx ? status_bits(w, 500, 599) : 0);
+        r->retry_status[w] =
+            (r->retryable.status[w] | (family & ~r->not_retryable.status[w])) & status_bits(w, 100, 599);
     }
-    return (r->retryable.named & (1u << named)) != 0;
+    r->retry_named = r->retryable.named & ~(1u << RF_CLASS_TOO_MANY_REDIRECTS);
 }
 
 bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport) {

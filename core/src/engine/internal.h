@@ -15,14 +15,16 @@
 #include <sys/types.h>
 #include <string.h>
 
-/* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case), or
- * inline a small helper the compiler would call. */
+/* For the decision path: keep a rare branch's code out of its caller (a smaller prologue for the common case),
+ * inline a small helper the compiler would call, or lay out the common case of a test first. */
 #if defined(__GNUC__)
 #define RFI_NOINLINE __attribute__((noinline))
 #define RFI_INLINE inline __attribute__((always_inline))
+#define RFI_LIKELY(x) __builtin_expect(!!(x), 1)
 #else
 #define RFI_NOINLINE
 #define RFI_INLINE inline
+#define RFI_LIKELY(x) (x)
 #endif
 
 struct cJSON; /* lock parsing helpers take cJSON nodes; the decision path never sees them */
@@ -92,6 +94,11 @@ typedef struct rfi_route {
      * length of each idempotencyRequired method. */
     uint32_t wait_reads;
     uint8_t method_lens[RFI_MAX_METHODS];
+    /* And the retryable lists as rfi_class_retryable reads them (rfi_class_retry_masks): bit s for a status s of
+     * 100..599 whose failure is retryable (a specific status in either list beats its family), and the named classes
+     * that are (never TOO_MANY_REDIRECTS). */
+    uint64_t retry_status[10];
+    uint32_t retry_named;
     /* classLimits (class_limits.c): attempts after which a failure of the class stops; 0 = no limit. */
     bool has_class_limits;
     uint8_t class_limit_status[600];
@@ -182,32 +189,43 @@ size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t ca
 /* The canonical token of status 100..599 ("HTTP_503") and of named class i ("TIMEOUT"): static strings. */
 const char *rfi_status_token(int status);
 const char *rfi_named_token(unsigned named);
-/* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family. */
-bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport);
 
 /* Each transport outcome's named class index, RF_NAMED_CLASS_COUNT for ok (failure_class.c), and the named
  * classes' tokens padded to RF_CLASS_NAME_MAX, so that a copy is of a constant size. */
 extern const unsigned char rfi_transport_classes[RF_TRANSPORT_COUNT];
 extern const char rfi_named_padded[RF_NAMED_CLASS_COUNT][RF_CLASS_NAME_MAX];
+/* The canonical token of each status 100..599 ("HTTP_503", 8 bytes and a NUL), at [status - 100]. */
+extern const char *const rfi_status_tokens[500];
 
 /* Transport outcome → named class index; RF_NAMED_CLASS_COUNT for ok (then the status decides). */
 static inline unsigned rfi_transport_class(rf_transport t) {
     return (unsigned)t < RF_TRANSPORT_COUNT ? rfi_transport_classes[t] : RF_CLASS_UNKNOWN;
 }
 
-/* rf_classify, inline for the decision path (decide.c): formatted by hand, since snprintf costs more than the
+/* rf_classify, inline for the decision path (decide.c): copied from the tokens, since snprintf costs more than the
  * whole decision. */
 static inline void rfi_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
     unsigned named = rfi_transport_class(transport);
     if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
-        const unsigned s = (unsigned)status, hundreds = s / 100, rest = s - hundreds * 100, tens = rest / 10;
-        const char text[9] = {
-            'H', 'T', 'T', 'P', '_', (char)('0' + hundreds), (char)('0' + tens), (char)('0' + rest - tens * 10), '\0'};
-        memcpy(buf, text, sizeof text);
+        memcpy(buf, rfi_status_tokens[status - 100], sizeof "HTTP_503");
         return;
     }
     if (named == RF_NAMED_CLASS_COUNT) named = RF_CLASS_UNKNOWN;
     memcpy(buf, rfi_named_padded[named], RF_CLASS_NAME_MAX);
+}
+
+/* Fills r's retry_status and retry_named from its retryable and notRetryable lists (at load, policy.c). */
+void rfi_class_retry_masks(rfi_route *r);
+
+/* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family; a
+ * redirect loop never is (the same chain again would loop again). Two table reads (rfi_class_retry_masks). */
+static inline bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
+    unsigned named = rfi_transport_class(transport);
+    if (named == RF_NAMED_CLASS_COUNT) {
+        if ((unsigned)status - 100u <= 499u) return (r->retry_status[status / 64] >> (status % 64)) & 1u;
+        named = RF_CLASS_UNKNOWN;
+    }
+    return (r->retry_named >> named) & 1u;
 }
 
 /* Class limits (class_limits.c). */
@@ -232,12 +250,24 @@ bool rfi_wait_headers_is_default(const rfi_route *r);
 /*
  * Refuses a hint the route does not read (err names "hints.<name>"), and a Retry-After given both as
  * facts.retry_after and as hints[retry-after]. present is rfi_wait_hints_present(f). Sets *first_present to the
- * first listed header with a value, or -1.
+ * first listed header with a value, or -1 (present 0: nothing to check, so the decision path does not call it).
  */
 rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, uint32_t present, int *first_present,
                                rf_error *err);
-/* Bit h set when the facts carry a value for wait header h (retry_after counts as RF_WAIT_RETRY_AFTER). */
-uint32_t rfi_wait_hints_present(const rf_facts *f);
+/* Bit h set when the facts carry a value for wait header h (retry_after counts as RF_WAIT_RETRY_AFTER). Inline for
+ * the decision path: the common case, no hints at all, costs one OR per header and one branch (unrolled). */
+static inline uint32_t rfi_wait_hints_present(const rf_facts *f) {
+    uint32_t present = f->retry_after != NULL ? 1u << RF_WAIT_RETRY_AFTER : 0;
+    uintptr_t any = 0;
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 8
+#endif
+    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++) any |= (uintptr_t)f->hints[h];
+    if (any == 0) return present;
+    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++)
+        if (f->hints[h] != NULL) present |= 1u << h;
+    return present;
+}
 /* What the route's wait headers say: the first present and valid one wins. */
 typedef struct rfi_wait {
     int header;                   /* rf_wait_header that decided, or -1 when none was present */

@@ -58,9 +58,10 @@ static rf_status build_views(rf_policy *p, rf_error *err) {
     return RF_OK;
 }
 
-/* What the decision path reads instead of recomputing per call: the route's wait headers as a bit mask and the
- * methods' lengths. */
+/* What the decision path reads instead of recomputing per call: the route's wait headers as a bit mask, the
+ * methods' lengths and the retryable classes as masks. */
 static void build_fast_fields(rfi_route *r) {
+    rfi_class_retry_masks(r);
     r->wait_reads = 0;
     for (size_t k = 0; k < r->n_wait_headers; k++) r->wait_reads |= 1u << r->wait_headers[k];
     for (size_t k = 0; k < r->n_methods; k++) r->method_lens[k] = (uint8_t)strlen(r->methods[k]);

@@ -16,9 +16,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define MS_PER_SEC INT64_C(1000)
 #define MS_PER_DAY INT64_C(86400000)
+
+/* The rarer formats out of line: the IMF-fixdate path, the one servers send, then needs fewer saved registers. */
+#if defined(__GNUC__)
+#define COLD __attribute__((noinline))
+#else
+#define COLD
+#endif
 
 /* The largest delay-seconds value whose millisecond count fits in int64_t. */
 #define MAX_DELAY_SECONDS (INT64_MAX / MS_PER_SEC)
@@ -86,33 +94,38 @@ static uint32_t pack3(const unsigned char *p) {
 
 #define PACK3(a, b, c) ((uint32_t)(a) | ((uint32_t)(b) << 8) | ((uint32_t)(c) << 16))
 
-/* Month number 1..12 of a case-sensitive three-letter name ("Jan"), or 0. The first letter picks the candidates. */
-static int month_number(const unsigned char *p) {
-    const uint32_t v = pack3(p);
-    switch (p[0]) {
-    case 'J': return v == PACK3('J', 'a', 'n') ? 1 : v == PACK3('J', 'u', 'n') ? 6 : v == PACK3('J', 'u', 'l') ? 7 : 0;
-    case 'F': return v == PACK3('F', 'e', 'b') ? 2 : 0;
-    case 'M': return v == PACK3('M', 'a', 'r') ? 3 : v == PACK3('M', 'a', 'y') ? 5 : 0;
-    case 'A': return v == PACK3('A', 'p', 'r') ? 4 : v == PACK3('A', 'u', 'g') ? 8 : 0;
-    case 'S': return v == PACK3('S', 'e', 'p') ? 9 : 0;
-    case 'O': return v == PACK3('O', 'c', 't') ? 10 : 0;
-    case 'N': return v == PACK3('N', 'o', 'v') ? 11 : 0;
-    case 'D': return v == PACK3('D', 'e', 'c') ? 12 : 0;
-    default: return 0;
-    }
+/*
+ * Month number 1..12 of a case-sensitive three-letter name ("Jan"), or 0; weekday index 0..6 (Mon..Sun), or -1.
+ * One table read each: a multiplicative hash of the three bytes names a slot, which holds the only name that can
+ * be there (the multipliers give each name of its list a slot of its own, so a slot's entry is the one compare).
+ */
+#define MONTH_SLOT(v) ((uint32_t)((v)*UINT32_C(26596)) >> 28)
+#define WEEKDAY_SLOT(v) ((uint32_t)((v)*UINT32_C(2522)) >> 29)
+typedef struct name_slot {
+    uint32_t packed; /* PACK3 of the name; 0 in an empty slot, which three NUL bytes must not match */
+    int8_t value;
+} name_slot;
+#define MONTH(a, b, c, n) [MONTH_SLOT(PACK3(a, b, c))] = {PACK3(a, b, c), n}
+static const name_slot month_slots[16] = {MONTH('J', 'a', 'n', 1),  MONTH('F', 'e', 'b', 2),  MONTH('M', 'a', 'r', 3),
+                                          MONTH('A', 'p', 'r', 4),  MONTH('M', 'a', 'y', 5),  MONTH('J', 'u', 'n', 6),
+                                          MONTH('J', 'u', 'l', 7),  MONTH('A', 'u', 'g', 8),  MONTH('S', 'e', 'p', 9),
+                                          MONTH('O', 'c', 't', 10), MONTH('N', 'o', 'v', 11), MONTH('D', 'e', 'c', 12)};
+#define WEEKDAY(a, b, c, n) [WEEKDAY_SLOT(PACK3(a, b, c))] = {PACK3(a, b, c), n}
+static const name_slot weekday_slots[8] = {
+    WEEKDAY('M', 'o', 'n', 0), WEEKDAY('T', 'u', 'e', 1), WEEKDAY('W', 'e', 'd', 2), WEEKDAY('T', 'h', 'u', 3),
+    WEEKDAY('F', 'r', 'i', 4), WEEKDAY('S', 'a', 't', 5), WEEKDAY('S', 'u', 'n', 6)};
+
+static int month_of_packed(uint32_t v) {
+    const name_slot *e = &month_slots[MONTH_SLOT(v)];
+    return e->packed == v ? e->value : 0;
 }
 
-/* Weekday index 0..6 (Mon..Sun) of a case-sensitive three-letter name ("Mon"), or -1. */
+static int month_number(const unsigned char *p) { return month_of_packed(pack3(p)); }
+
 static int weekday_index(const unsigned char *p) {
     const uint32_t v = pack3(p);
-    switch (p[0]) {
-    case 'M': return v == PACK3('M', 'o', 'n') ? 0 : -1;
-    case 'T': return v == PACK3('T', 'u', 'e') ? 1 : v == PACK3('T', 'h', 'u') ? 3 : -1;
-    case 'W': return v == PACK3('W', 'e', 'd') ? 2 : -1;
-    case 'F': return v == PACK3('F', 'r', 'i') ? 4 : -1;
-    case 'S': return v == PACK3('S', 'a', 't') ? 5 : v == PACK3('S', 'u', 'n') ? 6 : -1;
-    default: return -1;
-    }
+    const name_slot *e = &weekday_slots[WEEKDAY_SLOT(v)];
+    return e->packed == v && v != 0 ? e->value : -1;
 }
 
 /*
@@ -166,24 +179,68 @@ static bool civil_to_ms(int64_t y, int m, int d, int32_t sod, int64_t *out) {
 
 /* ---- the three HTTP-date formats ---- */
 
-/* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" (exactly 29 bytes). */
+static unsigned digit(const unsigned char *p) { return (unsigned)p[0] - '0'; }
+
+/* The days since 1970-01-01 of a civil date of a four-digit year (y 0..9999, m 1..12, d 1..31): days_from_civil
+ * counted from year -400, so that everything stays unsigned (no era). */
+static int64_t days_from_civil4(unsigned y, unsigned m, unsigned d) {
+    const unsigned yy = y + 400 - (m <= 2);
+    const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    return (int64_t)(yy * 365u + yy / 4 - yy / 100 + yy / 400 + doy) - 146097 - 719468;
+}
+
+/* The layout of an IMF-fixdate, byte by byte: byte i is well placed when (unsigned char)(p[i] - imf_base[i]) <=
+ * imf_span[i]: a fixed byte (span 0), a digit (base '0', span 9), or a name's letter (span 255: the name is looked
+ * up after). Bytes 13..28 are read as the second half, which overlaps the first. */
+static const unsigned char imf_base[32] = "\0\0\0, 00 \0\0\0 0000 00:00:00 GMT";
+static const unsigned char imf_span[32] = {255, 255, 255, 0, 0, 9, 9, 0, 255, 255, 255, 0, 9, 9, 9,
+                                           9,   0,   9,   9, 0, 9, 9, 0, 9,   9,   0,   0, 0, 0};
+
+#if defined(__GNUC__)
+/* Sixteen bytes at once (GCC's vector extension: SSE2 or NEON where there is one). */
+typedef unsigned char bytes16 __attribute__((vector_size(16)));
+static bool imf_layout(const unsigned char *p) {
+    bytes16 x0, x1, b0, b1, s0, s1;
+    memcpy(&x0, p, 16);
+    memcpy(&x1, p + 13, 16);
+    memcpy(&b0, imf_base, 16);
+    memcpy(&b1, imf_base + 13, 16);
+    memcpy(&s0, imf_span, 16);
+    memcpy(&s1, imf_span + 13, 16);
+    const bytes16 bad = ((bytes16)(x0 - b0) > s0) | ((bytes16)(x1 - b1) > s1);
+    uint64_t half[2];
+    memcpy(half, &bad, 16);
+    return (half[0] | half[1]) == 0;
+}
+#else
+static bool imf_layout(const unsigned char *p) {
+    for (size_t i = 0; i < 29; i++)
+        if ((unsigned char)(p[i] - imf_base[i]) > imf_span[i]) return false;
+    return true;
+}
+#endif
+
+/* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT" (exactly 29 bytes): the layout at once, then the names, the ranges
+ * and the day. */
 static bool parse_imf_fixdate(const unsigned char *p, size_t n, int64_t *out) {
-    if (n != 29 || weekday_index(p) < 0 || p[3] != ',' || p[4] != ' ' || p[7] != ' ' || p[11] != ' ' || p[16] != ' ' ||
-        p[25] != ' ' || !is_gmt(p + 26)) {
+    if (n != 29 || !imf_layout(p) || weekday_index(p) < 0) {
         return false;
     }
-    const int d = two_digits(p + 5);
-    const int m = month_number(p + 8);
-    const int y = four_digits(p + 12);
-    const int32_t sod = time_of_day(p + 17);
-    if (d < 0 || y < 0 || sod < 0) {
+    const unsigned m = (unsigned)month_number(p + 8);
+    const unsigned d = digit(p + 5) * 10 + digit(p + 6);
+    const unsigned y = digit(p + 12) * 1000 + digit(p + 13) * 100 + digit(p + 14) * 10 + digit(p + 15);
+    const unsigned h = digit(p + 17) * 10 + digit(p + 18), mi = digit(p + 20) * 10 + digit(p + 21),
+                   s = digit(p + 23) * 10 + digit(p + 24);
+    /* One branch for the ranges (d - 1 > 30 when d is 0 or over 31); the day in its month only for a day 29 and up. */
+    if ((m == 0) | (h > 23) | (mi > 59) | (s > 60) | (d - 1 > 30) || (d > 28 && (int)d > days_in_month(y, (int)m))) {
         return false;
     }
-    return civil_to_ms(y, m, d, sod, out);
+    *out = days_from_civil4(y, m, d) * MS_PER_DAY + (int64_t)(h * 3600 + mi * 60 + s) * MS_PER_SEC;
+    return true;
 }
 
 /* asctime-date: "Sun Nov  6 08:49:37 1994" or "Sun Nov 06 08:49:37 1994" (exactly 24 bytes). */
-static bool parse_asctime(const unsigned char *p, size_t n, int64_t *out) {
+COLD static bool parse_asctime(const unsigned char *p, size_t n, int64_t *out) {
     if (n != 24 || weekday_index(p) < 0 || p[3] != ' ' || p[7] != ' ' || p[10] != ' ' || p[19] != ' ') {
         return false;
     }
@@ -234,7 +291,7 @@ static bool rfc850_resolve(int yy, int m, int d, int32_t sod, int64_t ref_ms, in
 }
 
 /* rfc850-date: "Sunday, 06-Nov-94 08:49:37 GMT" (long weekday name + 24 bytes). */
-static bool parse_rfc850(const unsigned char *p, size_t n, int64_t ref_ms, int64_t *out) {
+COLD static bool parse_rfc850(const unsigned char *p, size_t n, int64_t ref_ms, int64_t *out) {
     const size_t w = long_weekday_len(p, n);
     if (w == 0 || n != w + 24) {
         return false;

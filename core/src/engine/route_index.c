@@ -85,14 +85,44 @@ static RFI_INLINE size_t first_byte(uint64_t marks) {
 #endif
 }
 
-/* Where the routed path ends: at the first '?' or '#' (query and fragment do not route), else at len. */
-static RFI_INLINE size_t routed_len(const char *path, size_t len) {
-    for (size_t i = 0; i < len; i += 8) {
-        const uint64_t v = load_upto8(path + i, len - i); /* the zero bytes past len match neither */
+/* The literal table's hash of a path: its whole words, then its last 0..7 bytes with its length (path_hash at load,
+ * routed_hash on a request). */
+static RFI_INLINE uint64_t hash_word(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0xBF58476D1CE4E5B9u;
+    return h ^ (h >> 31);
+}
+
+static RFI_INLINE uint32_t hash_end(uint64_t h, uint64_t tail, size_t n) {
+    h = (h ^ tail ^ (uint64_t)n << 56) * 0x94D049BB133111EBu;
+    return (uint32_t)(h >> 32) ^ (uint32_t)h;
+}
+
+static uint32_t path_hash(const char *s, size_t n) {
+    uint64_t h = 0;
+    size_t i = 0;
+    for (; n - i >= 8; i += 8) h = hash_word(h, load8(s + i));
+    return hash_end(h, load_upto8(s + i, n - i), n);
+}
+
+/* Where the routed path ends (at the first '?' or '#': query and fragment do not route, else at len), and its
+ * path_hash, in one pass over its words. */
+static RFI_INLINE size_t routed_hash(const char *path, size_t len, uint32_t *hash) {
+    uint64_t h = 0;
+    for (size_t i = 0;; i += 8) {
+        const size_t left = len - i;
+        const uint64_t v = left >= 8 ? load8(path + i) : load_upto8(path + i, left); /* zero bytes past len: no mark */
         const uint64_t marks = zero_bytes(v ^ (BYTES_01 * '?')) | zero_bytes(v ^ (BYTES_01 * '#'));
-        if (marks != 0) return i + first_byte(marks);
+        if (marks != 0) {
+            const size_t k = first_byte(marks);
+            *hash = hash_end(h, k == 0 ? 0 : v & (~UINT64_C(0) >> (64 - 8 * k)), i + k);
+            return i + k;
+        }
+        if (left < 8) {
+            *hash = hash_end(h, v, len);
+            return len;
+        }
+        h = hash_word(h, v);
     }
-    return len;
 }
 
 /* The first '/' of p[from..len), or len. */
@@ -190,7 +220,7 @@ static unsigned table_bits(size_t n) {
 /* Adds the all-literal route i under its method's node (a second one of the same pattern is refused by the loader;
  * were one here, the first would keep it). */
 static void add_literal(rfi_route_index *ix, uint32_t method_node, const rfi_endpoint *e, size_t i) {
-    const uint32_t hash = segment_hash(e->pattern, e->pattern_len);
+    const uint32_t hash = path_hash(e->pattern, e->pattern_len);
     const size_t mask = ((size_t)1 << ix->literal_bits) - 1;
     size_t at = first_slot(ix->literal_bits, method_node, hash);
     for (; ix->literals[at].method_node != 0; at = (at + 1) & mask)
@@ -227,7 +257,10 @@ rf_status rfi_route_index_build(rf_policy *p, rf_error *err) {
         rfi_index_node *end = &ix->nodes[route_nodes(ix, e, path)];
         if (ix->nodes[0].literals > methods_before && ix->n_methods++ < RFI_INDEX_METHODS)
             ix->methods[ix->n_methods - 1] =
-                (rfi_index_method){.text = e->method, .len = e->method_len, .node = path[0]};
+                (rfi_index_method){.text = e->method,
+                                   .word = e->method_len <= 8 ? load_upto8(e->method, e->method_len) : 0,
+                                   .len = e->method_len,
+                                   .node = path[0]};
         /* A second route of the same shape is refused by the loader; were one here, the first would keep it. */
         int32_t *mark = e->wildcard ? &end->wild : &end->exact;
         if (*mark < 0) *mark = (int32_t)i;
@@ -271,6 +304,12 @@ nomem:
 /* The node of a request's method, or 0: compared with each of a few methods, else looked up. */
 static RFI_INLINE uint32_t method_node(const rfi_route_index *ix, const char *method, size_t len) {
     if (ix->n_methods <= RFI_INDEX_METHODS) {
+        if (len <= 8) { /* one word against each method's */
+            const uint64_t word = load_upto8(method, len);
+            for (size_t i = 0; i < ix->n_methods; i++)
+                if (ix->methods[i].word == word && ix->methods[i].len == len) return ix->methods[i].node;
+            return 0;
+        }
         for (size_t i = 0; i < ix->n_methods; i++)
             if (ix->methods[i].len == len && same_bytes(ix->methods[i].text, method, len)) return ix->methods[i].node;
         return 0;
@@ -278,9 +317,9 @@ static RFI_INLINE uint32_t method_node(const rfi_route_index *ix, const char *me
     return edge_find(ix, 0, segment_hash(method, len), method, len);
 }
 
-/* The all-literal route of the method's node whose pattern is path[0..len), or -1. */
-static RFI_INLINE long literal_find(const rfi_route_index *ix, uint32_t method, const char *path, size_t len) {
-    const uint32_t hash = segment_hash(path, len);
+/* The all-literal route of the method's node whose pattern is path[0..len) (hash: its path_hash), or -1. */
+static RFI_INLINE long literal_find(const rfi_route_index *ix, uint32_t method, uint32_t hash, const char *path,
+                                    size_t len) {
     const size_t mask = ((size_t)1 << ix->literal_bits) - 1;
     for (size_t i = first_slot(ix->literal_bits, method, hash);; i = (i + 1) & mask) {
         const rfi_index_literal *l = &ix->literals[i];
@@ -376,8 +415,9 @@ long rfi_policy_match(const rf_policy *p, const char *method, size_t method_len,
     if (path_len == 0 || path[0] != '/') return -1;
     const uint32_t m = method_node(ix, method, method_len);
     if (m == 0) return -1;
-    const size_t len = routed_len(path, path_len);
-    const long literal = literal_find(ix, m, path, len);
+    uint32_t hash;
+    const size_t len = routed_hash(path, path_len, &hash);
+    const long literal = literal_find(ix, m, hash, path, len);
     if (literal >= 0 || ix->nodes[m].patterns == 0) return literal;
     return walk_patterns(ix, m, path, len);
 }

@@ -37,13 +37,14 @@ typedef struct rfi_index_edge {
 typedef struct rfi_index_literal {
     const char *pattern;
     uint32_t method_node; /* 0: an empty slot */
-    uint32_t hash;        /* segment_hash of pattern */
+    uint32_t hash;        /* path_hash of pattern */
     uint32_t len;
     int32_t route;
 } rfi_index_literal;
 
 typedef struct rfi_index_method {
     const char *text;
+    uint64_t word; /* a method of up to 8 bytes as one little-endian word, the rest zero (else 0) */
     uint32_t len;
     uint32_t node;
 } rfi_index_method;

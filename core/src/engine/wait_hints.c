@@ -21,20 +21,6 @@ static const char *hint_value(const rf_facts *f, rf_wait_header h, size_t *len) 
     return f->hints[h];
 }
 
-uint32_t rfi_wait_hints_present(const rf_facts *f) {
-    uint32_t present = f->retry_after != NULL ? 1u << RF_WAIT_RETRY_AFTER : 0;
-    /* The common case, no hints at all, costs one OR per header and one branch (unrolled: no loop counter). */
-    uintptr_t any = 0;
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC unroll 8
-#endif
-    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++) any |= (uintptr_t)f->hints[h];
-    if (any == 0) return present;
-    for (unsigned h = 0; h < RF_WAIT_HEADER_COUNT; h++)
-        if (f->hints[h] != NULL) present |= 1u << h;
-    return present;
-}
-
 /* One mask test in the common case (no header the route does not read); the loops run only to name a refusal
  * or the first present header. */
 rf_status rfi_wait_hints_check(const rfi_route *r, const rf_facts *f, uint32_t present, int *first_present,

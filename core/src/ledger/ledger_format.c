@@ -29,6 +29,14 @@
 
 #define REDACTED "REDACTED"
 
+#if defined(__GNUC__)
+#define HOT_INLINE inline __attribute__((always_inline))
+#define RFI_LEDGER_NOINLINE __attribute__((noinline))
+#else
+#define HOT_INLINE inline
+#define RFI_LEDGER_NOINLINE
+#endif
+
 static bool safe_int(int64_t v) { return v >= -RFI_LEDGER_MAX_SAFE_INT && v <= RFI_LEDGER_MAX_SAFE_INT; }
 
 /* The JSON path of a field for an error: "$.name", or "$.tries[i].name" when i >= 0. */
@@ -112,7 +120,7 @@ bool rfi_ledger_fate_known(const char *s, size_t len) {
 
 /* A hedged request's fields of a try: a fate the vocabulary knows, a start_ms in 0..2^53; without a fate neither a
  * start_ms nor hedge (they are written with it). */
-static bool hedge_fields_ok(const rf_ledger_try *t) {
+static HOT_INLINE bool hedge_fields_ok(const rf_ledger_try *t) {
     if (t->fate == NULL) return t->start_ms == 0 && !t->hedge;
     return rfi_ledger_fate_known(t->fate, strlen(t->fate)) && t->start_ms >= 0 && safe_int(t->start_ms);
 }
@@ -195,14 +203,6 @@ typedef struct out {
     char *buf;
     size_t cap, len;
 } out;
-
-#if defined(__GNUC__)
-#define HOT_INLINE inline __attribute__((always_inline))
-#define RFI_LEDGER_NOINLINE __attribute__((noinline))
-#else
-#define HOT_INLINE inline
-#define RFI_LEDGER_NOINLINE
-#endif
 
 /* Inline, so that a literal's copy is a few moves rather than a call. roomy (a constant where it is inlined):
  * the caller knows the whole line fits, with 16 bytes to spare, so no copy needs checking. */
@@ -362,10 +362,23 @@ static RFI_LEDGER_NOINLINE bool put_escaped(out *o, const char *str, size_t n) {
 }
 
 /* A string's escaped bytes, without its quotes: emit writes those with the keys around them. A short string that
- * needs nothing (most of a line's) is read as two words, checked and stored here; put_escaped does the rest. */
+ * needs nothing (most of a line's) is read as two words (from 8 bytes up, overlapping and checked as one vector),
+ * checked and stored here; put_escaped does the rest. */
 static HOT_INLINE bool put_body(out *o, const char *str, size_t n, const bool roomy) {
     if (n <= 16 && (roomy || o->len + 16 <= o->cap)) {
         const unsigned char *s = (const unsigned char *)str;
+#if defined(__GNUC__)
+        if (n >= 8) { /* two overlapping words, checked as one vector and stored as they were read */
+            unsigned char both[16];
+            memcpy(both, s, 8);
+            memcpy(both + 8, s + n - 8, 8);
+            if (!clean16(both)) return put_escaped(o, str, n);
+            memcpy(o->buf + o->len, both, 8);
+            memcpy(o->buf + o->len + n - 8, both + 8, 8);
+            o->len += n;
+            return true;
+        }
+#endif
         const uint64_t x0 = n >= 8 ? load_word(s) : load_tail(s, n), x1 = n > 8 ? load_tail(s + 8, n - 8) : 0;
         const uint64_t m0 = marks(x0) & (n >= 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * n)) - 1);
         const uint64_t m1 = n > 8 ? marks(x1) & (n == 16 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * (n - 8))) - 1) : 0;
@@ -409,6 +422,23 @@ static HOT_INLINE void digits_before(char *end, uint64_t u) {
 }
 
 static HOT_INLINE void put_int(out *o, int64_t v, const bool roomy) {
+    if ((uint64_t)v < 1000 && (roomy || o->len + 3 <= o->cap)) { /* most of a line's numbers: statuses, attempts */
+        const unsigned u = (unsigned)v;
+        char *at = o->buf + o->len;
+        if (u < 10) {
+            at[0] = (char)('0' + u);
+            o->len += 1;
+        } else if (u < 100) {
+            memcpy(at, digit_pairs + 2 * u, 2);
+            o->len += 2;
+        } else {
+            const unsigned hundreds = u / 100;
+            at[0] = (char)('0' + hundreds);
+            memcpy(at + 1, digit_pairs + 2 * (u - 100 * hundreds), 2);
+            o->len += 3;
+        }
+        return;
+    }
     const uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     size_t n = 1u + (u >= 10) + (u >= 100) + (u >= 1000); /* most of a line's numbers: the loop rarely runs */
     for (uint64_t limit = 10000; n < 20 && u >= limit; limit *= 10) n++;
@@ -430,7 +460,7 @@ static HOT_INLINE void put_int(out *o, int64_t v, const bool roomy) {
 static bool put_redacted_path(out *o, const char *path, size_t len) {
     const bool roomy = false;
     const char *q = memchr(path, '?', len), *end = path + len;
-    if (q == NULL) return put_escaped(o, path, len);
+    if (q == NULL) return put_body(o, path, len, roomy); /* most paths: short and without a query */
     /* The values are not written, but the whole path must be UTF-8 all the same. */
     bool ok = rfi_ledger_utf8_valid(q, (size_t)(end - q));
     size_t grown = 0;
@@ -465,6 +495,13 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
 /* The strings of a line in the order it writes them, and their lengths (SIZE_MAX for NULL). */
 #define LINE_STRINGS (8 + TRY_STRINGS * RF_LEDGER_MAX_TRIES + 2)
 
+/* Whether a try records any wait header: one test for the common none (the pointers ORed, unrolled). */
+static HOT_INLINE bool any_wait(const rf_ledger_try *t) {
+    uintptr_t any = 0;
+    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) any |= (uintptr_t)t->wait[h];
+    return any != 0;
+}
+
 /* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date. lens: the
  * try's transport, wait headers and date. */
 static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
@@ -479,21 +516,23 @@ static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_
         PUT(o, "\"");
     }
     if (t->not_sent) PUT(o, ",\"not_sent\":true");
-    bool waits = false;
-    for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
-        if (!t->wait[h]) continue;
-        if (waits)
-            PUT(o, ",\"");
-        else
-            PUT(o, ",\"wait\":{\"");
-        waits = true;
-        const char *name = rf_wait_header_name((rf_wait_header)h);
-        put(o, name, strlen(name));
-        PUT(o, "\":\"");
-        ok &= put_body(o, t->wait[h], lens[1 + h], roomy);
-        PUT(o, "\"");
+    if (any_wait(t)) {
+        bool waits = false;
+        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
+            if (!t->wait[h]) continue;
+            if (waits)
+                PUT(o, ",\"");
+            else
+                PUT(o, ",\"wait\":{\"");
+            waits = true;
+            const char *name = rf_wait_header_name((rf_wait_header)h);
+            put(o, name, strlen(name));
+            PUT(o, "\":\"");
+            ok &= put_body(o, t->wait[h], lens[1 + h], roomy);
+            PUT(o, "\"");
+        }
+        PUT(o, "}");
     }
-    if (waits) PUT(o, "}");
     if (t->date) {
         PUT(o, ",\"date\":\"");
         ok &= put_body(o, t->date, lens[1 + RF_WAIT_HEADER_COUNT], roomy);
@@ -628,7 +667,11 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
         lens[n++] = length_of(t->retry_after_header, &total);
         lens[n++] = length_of(t->fate, &total);
         lens[n++] = length_of(t->transport, &total);
-        for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
+        if (any_wait(t)) {
+            for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
+        } else {
+            n += RF_WAIT_HEADER_COUNT; /* put_try_facts reads none of them */
+        }
         lens[n++] = length_of(t->date, &total);
     }
     lens[n++] = length_of(host, &total);
