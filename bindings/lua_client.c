@@ -646,11 +646,35 @@ static int client_request(lua_State *L, rfl_call *call) {
     return 1;
 }
 
-/* client:all{req1, req2, …} → {resp1, resp2, …}: concurrent (curl multi), responses in request order.
- * A request's own on_attempt is not supported here (use the client's). */
+static const char *const all_keys[] = {"concurrency", NULL};
+
+/* client:all's options at idx (none or nil: the defaults) into *o. Read before anything else of the call, so that a
+ * metamethod of the table runs before C holds anything; concurrency is copied out. Raises on a bad option. */
+static void read_all_options(lua_State *L, int idx, rf_all_options *o) {
+    memset(o, 0, sizeof *o);
+    if (lua_isnoneornil(L, idx)) return;
+    if (lua_type(L, idx) != LUA_TTABLE)
+        rfl_error(L, "client:all: options must be a table {concurrency = N}, got %s", luaL_typename(L, idx));
+    check_keys(L, idx, all_keys, "client:all: options");
+    if (lua_getfield(L, idx, "concurrency") != LUA_TNIL) {
+        lua_Integer k = 0;
+        if (!rfl_tointeger_exact(L, -1, &k) || k < 1 || k > RF_ALL_CONCURRENCY_MAX)
+            rfl_error(L, "client:all: options.concurrency must be an integer from 1 to %d, got %s", RF_ALL_CONCURRENCY_MAX,
+                      lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        o->concurrency = (size_t)k;
+    }
+    lua_pop(L, 1);
+}
+
+/* client:all({req1, req2, …} [, {concurrency = N}]) → {resp1, resp2, …}: concurrent (curl multi, at most N requests
+ * in flight: 1..RF_ALL_CONCURRENCY_MAX, RF_ALL_CONCURRENCY without), responses in request order. A request's own
+ * on_attempt is not supported here (use the client's). */
 static int client_all(lua_State *L, rfl_call *call) {
     lclient *lc = call->self;
     luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 3);
+    rf_all_options opts;
+    read_all_options(L, 3, &opts);
     lua_settop(L, 2);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 0 && n <= 10000, 2, "between 0 and 10000 requests");
@@ -675,7 +699,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     hook_ctx h = {.L = L, .call = call, .lc = lc, .errors_idx = errors, .fn_idx = 0};
     rf_error err;
     nesting_enter(L, call->state, "client:all");
-    rf_status st = rf_client_all(lc->c, reqs, (size_t)n, call_hook, &h, rs->r, &err);
+    rf_status st = rf_client_all_with(lc->c, reqs, (size_t)n, &opts, call_hook, &h, rs->r, &err);
     call->state->nesting--;
     if (st == RF_OK) {
         lua_createtable(L, (int)n, 0);

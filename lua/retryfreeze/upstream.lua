@@ -97,7 +97,7 @@ end
 
 --- The upstream's counters, read with GET /__stats through a one-attempt client (loopback only).
 -- @param url string: the upstream's base URL
--- @return {requests=, executions=, duplicate_executions=, keys=} (integers), or nil, why
+-- @return {requests=, executions=, duplicate_executions=, keys=, max_in_flight=} (integers), or nil, why
 function M.stats(url)
   local rf = require "retryfreeze"
   local lock = assert(rf.load_string('{"endpoint":"GET /__stats","maxAttempts":1,"perAttemptTimeoutMs":2000,'
@@ -108,7 +108,7 @@ function M.stats(url)
   if not r.ok then return nil, "GET /__stats: " .. r.outcome .. " " .. r.reason end
   local function num(key) return math.tointeger(tonumber(r.body:match('"' .. key .. '":(%d+)'))) end
   return { requests = num("requests"), executions = num("executions"),
-           duplicate_executions = num("duplicate_executions"), keys = num("keys") }
+           duplicate_executions = num("duplicate_executions"), keys = num("keys"), max_in_flight = num("max_in_flight") }
 end
 
 return M
