@@ -1,5 +1,5 @@
 /*
- * The baseline for `retryfreeze soak`: a plain libcurl multi loop sending the same requests with the same
+ * The baseline for `retryfreeze soak` and client:all (bench/bench_all.lua): a plain libcurl multi loop sending the same requests with the same
  * concurrency and keep-alive (each finished easy handle is reused for the next request; connections stay in
  * the multi's pool), no policy, no ledger. "The same requests" means the same bytes and the same libcurl
  * settings: GET /v1/jobs/<i>, i = 1..N, with the headers soak's client sends (User-Agent "retryfreeze/<version>
