@@ -670,7 +670,8 @@ static void read_all_options(lua_State *L, int idx, rf_all_options *o) {
     if (lua_getfield(L, idx, "concurrency") != LUA_TNIL) {
         lua_Integer k = 0;
         if (!rfl_tointeger_exact(L, -1, &k) || k < 1 || k > RF_ALL_CONCURRENCY_MAX)
-            rfl_error(L, "client:all: options.concurrency must be an integer from 1 to %d, got %s", RF_ALL_CONCURRENCY_MAX,
+            rfl_error(L, "client:all: options.concurrency must be an integer from 1 to %d, got %s",
+                      RF_ALL_CONCURRENCY_MAX,
                       lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
         o->concurrency = (size_t)k;
     }

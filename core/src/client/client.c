@@ -436,8 +436,8 @@ typedef struct all_run {
     rf_client *c;
     rf_pending *ended[ALL_BATCH];
     size_t n_ended;
-    size_t n_done;    /* requests ended and freed */
-    bool hook_failed; /* a hook failed: no further request starts */
+    size_t n_done;     /* requests ended and freed */
+    bool hook_failed;  /* a hook failed: no further request starts */
     int64_t next_wake; /* -1: none known */
 } all_run;
 
