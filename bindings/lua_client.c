@@ -722,7 +722,8 @@ static int client_all(lua_State *L, rfl_call *call) {
             rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }
     }
-    for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
+    if (st != RF_OK) /* each one turned into a table is cleared already; a raise leaves the rest to rs's __gc */
+        for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */

@@ -61,14 +61,28 @@ static const char CONTROL_LOCK[] =
     "\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /__stats\"},"
     "{\"endpoint\":\"POST /__reset\",\"idempotencyRequired\":[]}]}";
 
+/* The policy of a lock's text (the caller frees it). */
+static rf_policy *load_lock(const char *text) {
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_OK);
+    return p;
+}
+
+/* A client of policy p against url. */
+static rf_client *client_of(const rf_policy *p, const char *url) {
+    rf_client_options o = {.policy = p, .base_url = url, .rng_seed = 1};
+    rf_client *c = NULL;
+    rf_error err;
+    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    return c;
+}
+
 /* Sends one control request (method, path) to the upstream; returns its body (the caller frees it). */
 static char *control(const char *method, const char *path) {
-    rf_policy *cp = NULL;
+    rf_policy *cp = load_lock(CONTROL_LOCK);
+    rf_client *c = client_of(cp, base_url);
     rf_error err;
-    assert_int_equal(rf_policy_load_buffer(CONTROL_LOCK, sizeof CONTROL_LOCK - 1, &cp, &err), RF_OK);
-    rf_client_options o = {.policy = cp, .base_url = base_url, .rng_seed = 1};
-    rf_client *c = NULL;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
     rf_request req = {.method = method, .path = path};
     rf_response r = {0};
     assert_int_equal(rf_client_request(c, &req, NULL, NULL, &r, &err), RF_OK);
@@ -94,13 +108,7 @@ static long upstream_stat(const char *name) {
 
 static void upstream_reset(void) { free(control("POST", "/__reset")); }
 
-static rf_client *new_client(void) {
-    rf_client_options o = {.policy = policy, .base_url = base_url, .rng_seed = 1};
-    rf_client *c = NULL;
-    rf_error err;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
-    return c;
-}
+static rf_client *new_client(void) { return client_of(policy, base_url); }
 
 /* More requests than the upstream takes connections (512): the window keeps each one from being refused. */
 static void test_all_keeps_a_window(void **state) {
@@ -284,9 +292,8 @@ static void test_one_handle_sends_each_request_as_its_own(void **state) {
         "\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /r\"},{\"endpoint\":\"HEAD /r\"},{\"endpoint\":\"POST "
         "/r\",\"idempotencyRequired\":[]},{\"endpoint\":\"DELETE /r\",\"idempotencyRequired\":[]},"
         "{\"endpoint\":\"PUT /r\",\"idempotencyRequired\":[]}]}";
-    rf_policy *pol = NULL;
+    rf_policy *pol = load_lock(lock);
     rf_error err;
-    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &pol, &err), RF_OK);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     int port = 0;
@@ -294,9 +301,7 @@ static void test_one_handle_sends_each_request_as_its_own(void **state) {
     close(fds[1]);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    rf_client_options o = {.policy = pol, .base_url = url, .rng_seed = 1};
-    rf_client *c = NULL;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    rf_client *c = client_of(pol, url);
     const rf_request reqs[] = {
         {.method = "POST", .path = "/r", .body = "payload", .body_len = 7},
         {.method = "GET", .path = "/r"},
@@ -401,12 +406,9 @@ static void test_reused_handle_carries_nothing_over(void **state) {
     static const char lock[] = "{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":5000,"
                                "\"totalBudgetMs\":10000,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /echo/*\"},"
                                "{\"endpoint\":\"POST /echo/*\",\"idempotencyRequired\":[]}]}";
-    rf_policy *pol = NULL;
+    rf_policy *pol = load_lock(lock);
+    rf_client *c = client_of(pol, base_url);
     rf_error err;
-    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &pol, &err), RF_OK);
-    rf_client_options o = {.policy = pol, .base_url = base_url, .rng_seed = 1};
-    rf_client *c = NULL;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
     const char *lines[] = {"X-Fault-Script: 503,503"};
     rf_request first = {.method = "POST",
                         .path = "/echo/reuse-1",
