@@ -6,9 +6,9 @@
 -- rounds of REQUESTS requests; the ratio is the median of the rounds' ratios (other processes on a shared machine
 -- steal CPU unevenly; the median of pairs resists that). Prints a `ratio:` line for bench/run.
 -- Usage: lua5.4 bench/bench_all.lua BUILD_DIR [REQUESTS [CONCURRENCY [ROUNDS]]] (from the source root); REQUESTS at
--- most 10000 (client:all's maximum), default 10000; CONCURRENCY default 64; ROUNDS default 5.
+-- most 10000 (client:all's maximum), default 10000; CONCURRENCY default 64; ROUNDS default 9.
 local build = arg[1] or "build"
-local n, conc, rounds = tonumber(arg[2] or "10000"), tonumber(arg[3] or "64"), tonumber(arg[4] or "5")
+local n, conc, rounds = tonumber(arg[2] or "10000"), tonumber(arg[3] or "64"), tonumber(arg[4] or "9")
 local target = 1.3
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath

@@ -284,7 +284,9 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
 
 static void push_try(lua_State *L, const rf_try *t) {
     luaL_checkstack(L, 4, "push_try");
-    lua_createtable(L, 0, 9);
+    /* Sized to its fields exactly: a try table per attempt is most of a response's allocation. */
+    lua_createtable(L, 0,
+                    7 + (t->retry_after_header[0] ? 2 : 0) + (t->error[0] ? 1 : 0) + (t->fate != RF_FATE_NONE ? 3 : 0));
     lua_pushstring(L, t->class_name);
     lua_setfield(L, -2, "class");
     lua_pushinteger(L, t->status);
