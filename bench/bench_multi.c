@@ -1,8 +1,8 @@
 /*
- * The baseline for `retryfreeze soak`: a plain libcurl multi loop sending the same requests with the same
- * concurrency and keep-alive (each finished easy handle is reused for the next request; connections stay in
- * the multi's pool), no policy, no ledger. "The same requests" means the same bytes and the same libcurl
- * settings: GET /v1/jobs/<i>, i = 1..N, with the headers soak's client sends (User-Agent "retryfreeze/<version>
+ * The baseline for `retryfreeze soak` and client:all (bench/bench_all.lua): a plain libcurl multi loop sending the
+ * same requests with the same concurrency and keep-alive (each finished easy handle is reused for the next request;
+ * connections stay in the multi's pool), no policy, no ledger. "The same requests" means the same bytes and the same
+ * libcurl settings: GET /v1/jobs/<i>, i = 1..N, with the headers soak's client sends (User-Agent "retryfreeze/<version>
  * libcurl/<version>"; with KEY_PREFIX, "Idempotency-Key: <KEY_PREFIX>-<i>"), a 5 s per-request timeout and
  * CURLOPT_NOSIGNAL (without it libcurl swaps the SIGPIPE handler around every call: about 5 rt_sigaction calls
  * per request that soak does not make). Prints requests per second and CPU microseconds per request of the loop

@@ -284,7 +284,9 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
 
 static void push_try(lua_State *L, const rf_try *t) {
     luaL_checkstack(L, 4, "push_try");
-    lua_createtable(L, 0, 9);
+    /* Sized to its fields exactly: a try table per attempt is most of a response's allocation. */
+    lua_createtable(L, 0,
+                    7 + (t->retry_after_header[0] ? 2 : 0) + (t->error[0] ? 1 : 0) + (t->fate != RF_FATE_NONE ? 3 : 0));
     lua_pushstring(L, t->class_name);
     lua_setfield(L, -2, "class");
     lua_pushinteger(L, t->status);
@@ -321,9 +323,25 @@ static void push_try(lua_State *L, const rf_try *t) {
     }
 }
 
+/* Pushes the header name [p, end) lowercased: built on the C stack when short (every usual name), which costs a third
+ * of building it in a luaL_Buffer. */
+static void push_lower_name(lua_State *L, const char *p, const char *end) {
+    char small[64];
+    size_t len = (size_t)(end - p);
+    if (len <= sizeof small) {
+        for (size_t i = 0; i < len; i++) small[i] = (char)tolower((unsigned char)p[i]);
+        lua_pushlstring(L, small, len);
+        return;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (const char *q = p; q < end; q++) luaL_addchar(&b, (char)tolower((unsigned char)*q));
+    luaL_pushresult(&b);
+}
+
 /* Response headers as {lowercased name = value}; the first occurrence of a name wins (as for Retry-After). */
 static void push_headers(lua_State *L, const char *block, size_t len) {
-    lua_newtable(L);
+    lua_createtable(L, 0, 6); /* a usual response's header lines (Content-Type, -Length, Date, Connection, …) */
     const char *p = block, *end = block + len;
     while (p < end) {
         luaL_checkstack(L, 6, "push_headers"); /* a name buffer, a key and a value per line */
@@ -331,22 +349,17 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
         if (eol == NULL) eol = end;
         const char *colon = memchr(p, ':', (size_t)(eol - p));
         if (colon != NULL && colon > p && memcmp(p, "HTTP/", 5) != 0) {
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (const char *q = p; q < colon; q++) luaL_addchar(&b, (char)tolower((unsigned char)*q));
-            luaL_pushresult(&b);
-            if (lua_rawget(L, -2) == LUA_TNIL) {
+            push_lower_name(L, p, colon);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, -3) == LUA_TNIL) {
                 lua_pop(L, 1);
                 const char *v = colon + 1, *ve = eol;
                 while (v < ve && (*v == ' ' || *v == '\t')) v++;
                 while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t')) ve--;
-                luaL_buffinit(L, &b);
-                for (const char *q = p; q < colon; q++) luaL_addchar(&b, (char)tolower((unsigned char)*q));
-                luaL_pushresult(&b);
                 lua_pushlstring(L, v, (size_t)(ve - v));
                 lua_rawset(L, -3);
             } else {
-                lua_pop(L, 1);
+                lua_pop(L, 2);
             }
         }
         p = eol + 1;
@@ -646,11 +659,36 @@ static int client_request(lua_State *L, rfl_call *call) {
     return 1;
 }
 
-/* client:all{req1, req2, …} → {resp1, resp2, …}: concurrent (curl multi), responses in request order.
- * A request's own on_attempt is not supported here (use the client's). */
+static const char *const all_keys[] = {"concurrency", NULL};
+
+/* client:all's options at idx (none or nil: the defaults) into *o. Read before anything else of the call, so that a
+ * metamethod of the table runs before C holds anything; concurrency is copied out. Raises on a bad option. */
+static void read_all_options(lua_State *L, int idx, rf_all_options *o) {
+    memset(o, 0, sizeof *o);
+    if (lua_isnoneornil(L, idx)) return;
+    if (lua_type(L, idx) != LUA_TTABLE)
+        rfl_error(L, "client:all: options must be a table {concurrency = N}, got %s", luaL_typename(L, idx));
+    check_keys(L, idx, all_keys, "client:all: options");
+    if (lua_getfield(L, idx, "concurrency") != LUA_TNIL) {
+        lua_Integer k = 0;
+        if (!rfl_tointeger_exact(L, -1, &k) || k < 1 || k > RF_ALL_CONCURRENCY_MAX)
+            rfl_error(L, "client:all: options.concurrency must be an integer from 1 to %d, got %s",
+                      RF_ALL_CONCURRENCY_MAX,
+                      lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        o->concurrency = (size_t)k;
+    }
+    lua_pop(L, 1);
+}
+
+/* client:all({req1, req2, …} [, {concurrency = N}]) → {resp1, resp2, …}: concurrent (curl multi, at most N requests
+ * in flight: 1..RF_ALL_CONCURRENCY_MAX, RF_ALL_CONCURRENCY without), responses in request order. A request's own
+ * on_attempt is not supported here (use the client's). */
 static int client_all(lua_State *L, rfl_call *call) {
     lclient *lc = call->self;
     luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 3);
+    rf_all_options opts;
+    read_all_options(L, 3, &opts);
     lua_settop(L, 2);
     lua_Integer n = luaL_len(L, 2);
     luaL_argcheck(L, n >= 0 && n <= 10000, 2, "between 0 and 10000 requests");
@@ -675,7 +713,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     hook_ctx h = {.L = L, .call = call, .lc = lc, .errors_idx = errors, .fn_idx = 0};
     rf_error err;
     nesting_enter(L, call->state, "client:all");
-    rf_status st = rf_client_all(lc->c, reqs, (size_t)n, call_hook, &h, rs->r, &err);
+    rf_status st = rf_client_all_with(lc->c, reqs, (size_t)n, &opts, call_hook, &h, rs->r, &err);
     call->state->nesting--;
     if (st == RF_OK) {
         lua_createtable(L, (int)n, 0);
@@ -686,7 +724,8 @@ static int client_all(lua_State *L, rfl_call *call) {
             rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }
     }
-    for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
+    if (st != RF_OK) /* each one turned into a table is cleared already; a raise leaves the rest to rs's __gc */
+        for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */

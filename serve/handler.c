@@ -178,7 +178,9 @@ static enum MHD_Result attempt(struct srv_handler *h, struct MHD_Connection *con
     uint64_t n;
     if (srv_upstream_attempt(h->up, id, (size_t)len, key != NULL, script, &step, &n) == SRV_FULL)
         return refuse(h, conn, 503, "too many sequences tracked (--max-keys); POST /__reset", "");
-    return play(h, conn, &step, n);
+    enum MHD_Result ret = play(h, conn, &step, n);
+    srv_upstream_answered(h->up);
+    return ret;
 }
 
 enum MHD_Result srv_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,

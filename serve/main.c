@@ -77,10 +77,11 @@
  *   delay or stall. An execution of an Idempotency-Key that executed before is a duplicate.
  *
  *   GET /__stats -> {"requests":N,"by_status":{"200":n,...,"reset":n,"empty":n,"timeout":n},
- *                    "executions":N,"duplicate_executions":N,"keys":N}
+ *                    "executions":N,"duplicate_executions":N,"keys":N,"max_in_flight":N}
  *     requests: attempts (refused ones included); by_status: outcomes decided — the statuses seen,
  *     ascending, then reset/empty/timeout always (a timeout's late 200 counts only as timeout);
- *     keys: distinct Idempotency-Keys tracked.
+ *     keys: distinct Idempotency-Keys tracked; max_in_flight: the most attempts being answered at once (from
+ *     admission, delay and stall included, until the answer is queued: a client sees no answer before that).
  *     /__stats and /__reset are never counted. Other methods: 405.
  *   POST /__reset -> {"ok":true}: forgets stats and sequences and reseeds the generator, so what
  *     follows replays like a fresh server.
@@ -140,7 +141,7 @@ static const char usage[] =
     "  e.g. X-Fault-Script: 503;retry-after=1,503,200\n"
     "\n"
     "Answers: 2xx {\"ok\":true,\"n\":N} (200 for every method); others {\"ok\":false,...}.\n"
-    "GET /__stats: {\"requests\",\"by_status\",\"executions\",\"duplicate_executions\",\"keys\"}\n"
+    "GET /__stats: {\"requests\",\"by_status\",\"executions\",\"duplicate_executions\",\"keys\",\"max_in_flight\"}\n"
     "(an attempt executes when answered 2xx; a key executing again is a duplicate).\n"
     "POST /__reset: clear stats and sequences, reseed.\n";
 

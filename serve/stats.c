@@ -42,7 +42,8 @@ int srv_stats_json(const struct srv_stats *st, uint64_t keys, char *out, size_t 
         if (st->by_status[s] != 0) put(&o, "\"%d\":%" PRIu64 ",", s, st->by_status[s]);
     put(&o, "\"reset\":%" PRIu64 ",\"empty\":%" PRIu64 ",\"timeout\":%" PRIu64 "},", st->resets, st->empties,
         st->timeouts);
-    put(&o, "\"executions\":%" PRIu64 ",\"duplicate_executions\":%" PRIu64 ",\"keys\":%" PRIu64 "}", st->executions,
+    put(&o, "\"executions\":%" PRIu64 ",\"duplicate_executions\":%" PRIu64 ",\"keys\":%" PRIu64, st->executions,
         st->duplicate_executions, keys);
+    put(&o, ",\"max_in_flight\":%" PRIu64 "}", st->max_in_flight);
     return o.overflow || o.len > INT32_MAX ? -1 : (int)o.len;
 }

@@ -73,6 +73,7 @@ enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size
         out->status = 200;
     }
     srv_stats_count(&u->stats, out->kind, out->status);
+    if (++u->in_flight > u->stats.max_in_flight) u->stats.max_in_flight = u->in_flight;
     if (executes(out)) {
         u->stats.executions++;
         if (keyed && seq->executions > 0) u->stats.duplicate_executions++;
@@ -80,6 +81,12 @@ enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size
     }
     pthread_mutex_unlock(&u->lock);
     return SRV_ADMITTED;
+}
+
+void srv_upstream_answered(struct srv_upstream *u) {
+    pthread_mutex_lock(&u->lock);
+    u->in_flight--;
+    pthread_mutex_unlock(&u->lock);
 }
 
 void srv_upstream_count_refusal(struct srv_upstream *u, int status) {
@@ -98,6 +105,7 @@ int srv_upstream_stats_json(struct srv_upstream *u, char *out, size_t cap) {
 int srv_upstream_reset(struct srv_upstream *u) {
     pthread_mutex_lock(&u->lock);
     memset(&u->stats, 0, sizeof u->stats);
+    u->stats.max_in_flight = u->in_flight; /* the attempts still being answered count from here */
     int rc = srv_seq_clear(&u->seqs);
     pthread_mutex_unlock(&u->lock);
     return rc;

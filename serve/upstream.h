@@ -19,6 +19,7 @@ struct srv_upstream {
     uint64_t seed;                /* read-only after init */
     struct srv_seq_table seqs;
     struct srv_stats stats;
+    uint64_t in_flight; /* attempts admitted whose answer is not yet queued (srv_upstream_answered) */
 };
 
 /* Returns 0, or -1 when out of memory. The caller ends it with srv_upstream_free. */
@@ -39,6 +40,10 @@ enum srv_admit {
  * already "executed" when a client gives up on it. */
 enum srv_admit srv_upstream_attempt(struct srv_upstream *u, const char *id, size_t len, int keyed, const char *script,
                                     struct srv_step *out, uint64_t *n);
+
+/* An admitted attempt's answer is queued (or its connection dropped): it is in flight no more. A client sees an
+ * answer only after this, so a client that waits for each answer before the next attempt never has two in flight. */
+void srv_upstream_answered(struct srv_upstream *u);
 
 /* Counts an attempt refused instead of admitted (400 for a bad script, 503 when full). */
 void srv_upstream_count_refusal(struct srv_upstream *u, int status);

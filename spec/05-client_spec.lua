@@ -160,6 +160,48 @@ describe("rf.client against the fault-injecting upstream", function()
     assert.is_true(took_ms < 2000, "the two 1 s waits overlapped: took " .. took_ms .. " ms")
   end)
 
+  --- n keyed POSTs the upstream holds delay_ms each, through client:all with options; every one a 200 in one
+  --- attempt. Returns the upstream's max_in_flight for them (attempts it was answering at once).
+  local function all_in_flight(n, options, delay_ms)
+    -- An upstream of its own: one shared with other tests may still be stalling an attempt they gave up on.
+    local own = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local c = rf.client{ policy = desk, base_url = own.url }
+    local reqs = {}
+    for i = 1, n do
+      reqs[i] = { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(),
+        headers = { ["X-Fault-Script"] = "200;delay=" .. delay_ms } }
+    end
+    local rs = c:all(reqs, options)
+    c:close()
+    assert.equal(n, #rs)
+    for i = 1, n do assert.same({ 200, 1 }, { rs[i].status, rs[i].attempts }) end
+    local stats = assert(upstream.stats(own.url))
+    own.stop()
+    assert.equal(n, stats.requests)
+    return stats.max_in_flight
+  end
+
+  it("client:all with concurrency 1 sends one request at a time", function()
+    assert.equal(1, all_in_flight(5, { concurrency = 1 }, 100))
+  end)
+
+  it("client:all with concurrency 3 keeps 3 requests in flight, never more", function()
+    assert.equal(3, all_in_flight(12, { concurrency = 3 }, 400))
+  end)
+
+  it("client:all refuses a bad concurrency, naming it, before sending anything", function()
+    assert(upstream.reset(up.url))
+    local one = { { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key() } }
+    for _, bad in ipairs({ 0, -1, 1025, 2.5, "2", true }) do
+      assert.has_error(function() client:all(one, { concurrency = bad }) end,
+        "client:all: options.concurrency must be an integer from 1 to 1024, got " .. (type(bad) == "number" and tostring(bad) or type(bad)))
+    end
+    assert.has_error(function() client:all(one, { concurency = 2 }) end, "client:all: options: unknown option 'concurency'")
+    assert.has_error(function() client:all(one, 4) end, "client:all: options must be a table {concurrency = N}, got number")
+    assert.equal(0, assert(upstream.stats(up.url)).requests)
+    assert.equal(200, client:all(one, { concurrency = 1024 })[1].status)
+  end)
+
   it("refuses retry_budget = true when the lock has no retryBudget, instead of ignoring it", function()
     assert.has_error(function() rf.client{ policy = desk, base_url = "http://127.0.0.1:1", retry_budget = true } end,
       "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}")

@@ -134,6 +134,28 @@ describe("lifetimes and re-entrancy", function()
     end)
   end)
 
+  describe("client:all's options", function()
+    it_54("an options table whose __index closes the client or drops the requests changes nothing C holds", function()
+      local out = clean(run_lua([[
+        local c = rf.client{ policy = LOCK, base_url = URL }
+        local reqs = { { method = "GET", path = "/echo/1" }, { method = "GET", path = "/echo/2" } }
+        print(pcall(c.all, c, reqs, setmetatable({}, { __index = function() c:close() end })))
+        print(pcall(c.all, c, reqs, setmetatable({}, { __index = function(_, k)
+          reqs[1].path, reqs[2] = nil, nil
+          collectgarbage()
+          return k == "concurrency" and 1 or nil
+        end })))
+        reqs[1].path = "/echo/3"
+        local rs = c:all(reqs, { concurrency = 1 })
+        print(#rs, rs[1].status, tostring(c))
+      ]], up.url, 20))
+      -- The options are read first: the close is refused (the client is busy); the requests the second table's
+      -- __index dropped are read after it, so the missing path is an error naming it; the client is whole after.
+      assert.matches("^false\t[^\n]*" .. BUSY .. "\nfalse\t[^\n]*request.method and request.path are required\n"
+        .. "1\t200\tretryfreeze.Client\n$", out)
+    end)
+  end)
+
   describe("requests started without a coroutine (client:_start, scheduler.run_requests)", function()
     it_54("a dropped box abandons its transfer; a box outlives the request table and its strings", function()
       local out = clean(run_lua([[

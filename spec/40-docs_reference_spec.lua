@@ -702,6 +702,21 @@ describe("docs/lua.md", function()
     end
   end)
 
+  it("states client:all's concurrency range and default as client.h defines them", function()
+    local header = read("core/include/retryfreeze/client.h")
+    local default = assert(header:match("#define RF_ALL_CONCURRENCY (%d+)"))
+    local max = assert(header:match("#define RF_ALL_CONCURRENCY_MAX (%d+)"))
+    local row = assert(doc:match("\n(| `client:all%([^\n]*)"), "no client:all row")
+    assert.is_truthy(row:find("`options.concurrency`: the most requests in flight at once, an integer 1.." .. max
+      .. ", default " .. default .. " ", 1, true), row)
+    for _, k in ipairs(c_array(client_src, "all_keys")) do
+      assert.is_true(words[k] == true, "docs/lua.md does not name client:all's option " .. k)
+    end
+    local capi = read("docs/c-api.md")
+    assert.is_truthy(capi:find("`RF_ALL_CONCURRENCY` (" .. default .. ",", 1, true))
+    assert.is_truthy(capi:find("`RF_ALL_CONCURRENCY_MAX`\n(" .. max .. ",", 1, true))
+  end)
+
   it("documents every key of the tables the binding reads and builds", function()
     -- The policy's views (policy:routes(), policy.gate, policy.retry_budget) hold a field of docs/lock.md under its
     -- path in snake case (its row's view: spec/core/test_lock_schema.c), which lua.md says once instead of naming

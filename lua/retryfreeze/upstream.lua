@@ -105,13 +105,13 @@ end
 
 --- The upstream's counters, read with GET /__stats through a one-attempt client (loopback only).
 -- @param url string: the upstream's base URL
--- @return {requests=, executions=, duplicate_executions=, keys=} (integers), or nil, why
+-- @return {requests=, executions=, duplicate_executions=, keys=, max_in_flight=} (integers), or nil, why
 function M.stats(url)
   local r, why = control(url, "GET", "/__stats")
   if not r then return nil, why end
   local function num(key) return math.tointeger(tonumber(r.body:match('"' .. key .. '":(%d+)'))) end
   return { requests = num("requests"), executions = num("executions"),
-           duplicate_executions = num("duplicate_executions"), keys = num("keys") }
+           duplicate_executions = num("duplicate_executions"), keys = num("keys"), max_in_flight = num("max_in_flight") }
 end
 
 return M

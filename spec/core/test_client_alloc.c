@@ -1,9 +1,9 @@
 /*
- * Failing allocator for the client: every allocation of one rf_client_new + rf_client_request +
+ * Failing allocator for the client: every allocation of one rf_client_new + rf_client_request (or rf_client_all_with) +
  * rf_client_free against the project's upstream is failed in turn, N = 1, 2, … until a run makes fewer than
- * N allocations: for a keyed POST retried once, then for a hedged GET whose hedge wins. Each run must end cleanly —
- * RF_ENOMEM from rf_client_new, or a response (an allocation that fails inside libcurl is a transport failure, never a
- * crash) — and leave no block behind.
+ * N allocations: for a keyed POST retried once (alone, then three of them through rf_client_all_with at concurrency
+ * 2), then for a hedged GET whose hedge wins. Each run must end cleanly — RF_ENOMEM from rf_client_new, or a response
+ * (an allocation that fails inside libcurl is a transport failure, never a crash) — and leave no block behind.
  *
  * Allocations are caught as in test_alloc_failure.c: the client's and the engine's own through -Wl,--wrap,
  * and libcurl's through curl_global_init_mem, all counted by the same allocator.
@@ -107,11 +107,15 @@ typedef struct tally {
     "{\"endpoint\":\"GET /v1/jobs\",\"maxAttempts\":2,\"perAttemptTimeoutMs\":2000,\"totalBudgetMs\":4000," \
     "\"retryable\":[\"HTTP_503\"],\"hedging\":{\"maxAttempts\":2,\"hedgingDelayMs\":10}}"
 
+/* Most requests of an rf_client_all_with pass. */
+#define ALL_MAX 3
+
 /* Fails every allocation of one rf_client_new + rf_client_request (method, the fault script header) +
- * rf_client_free in turn, after a calibration run that must succeed in want_attempts attempts; counts into *t. 0, or 1
- * on a finding. */
+ * rf_client_free in turn, after a calibration run that must succeed in want_attempts attempts; counts into *t. With
+ * n_all > 0, rf_client_all_with of n_all such requests at concurrency 2 instead (the window: a request starts as
+ * another ends). 0, or 1 on a finding. */
 static int fail_each(const char *url, const rf_policy *policy, const char *method, const char *script,
-                     int want_attempts, long only, tally *t) {
+                     int want_attempts, size_t n_all, long only, tally *t) {
     const char *headers[] = {script};
     long ok_responses = 0, responses_before = t->responses;
     int rc = 0;
@@ -119,15 +123,18 @@ static int fail_each(const char *url, const rf_policy *policy, const char *metho
     /* n = 0 is the calibration run: nothing fails, and its allocation count is how many points there are. */
     long points = -1;
     for (long n = only > 0 ? only : 0; points < 0 || n <= points; n++) {
-        char key[32];
-        snprintf(key, sizeof key, "alloc-%s-%ld", method, n); /* a fresh sequence at the upstream every run */
-        rf_request req = {.method = method,
-                          .path = "/v1/jobs",
-                          .body = "{}",
-                          .body_len = 2,
-                          .idempotency_key = key,
-                          .headers = headers,
-                          .n_headers = 1};
+        char keys[ALL_MAX][48];
+        rf_request reqs[ALL_MAX];
+        for (size_t i = 0; i < ALL_MAX; i++) { /* a fresh sequence at the upstream every run */
+            snprintf(keys[i], sizeof keys[i], "alloc-%s-%zu-%ld-%zu", method, n_all, n, i);
+            reqs[i] = (rf_request){.method = method,
+                                   .path = "/v1/jobs",
+                                   .body = "{}",
+                                   .body_len = 2,
+                                   .idempotency_key = keys[i],
+                                   .headers = headers,
+                                   .n_headers = 1};
+        }
         rf_client_options o = {.policy = policy, .base_url = url, .rng_seed = 1};
         long live_before = A.live;
         A.fail_at = n;
@@ -136,18 +143,23 @@ static int fail_each(const char *url, const rf_policy *policy, const char *metho
         rf_client *c = NULL;
         rf_status st = rf_client_new(&o, &c, &err);
         if (st == RF_OK) {
-            rf_response r = {0};
-            st = rf_client_request(c, &req, NULL, NULL, &r, &err);
+            rf_response r[ALL_MAX] = {{0}};
+            const rf_all_options window = {.concurrency = 2};
+            st = n_all > 0 ? rf_client_all_with(c, reqs, n_all, &window, NULL, NULL, r, &err)
+                           : rf_client_request(c, &reqs[0], NULL, NULL, &r[0], &err);
             if (st == RF_OK) {
-                t->responses++;
-                if (r.ok && r.attempts == want_attempts) ok_responses++;
+                for (size_t i = 0; i < (n_all > 0 ? n_all : 1); i++) {
+                    t->responses++;
+                    if (r[i].ok && r[i].attempts == want_attempts) ok_responses++;
+                }
             } else if (st == RF_ENOMEM) {
                 t->enomem++;
             } else {
-                fprintf(stderr, "run %ld: rf_client_request returned %d (%s %s)\n", n, st, err.path, err.message);
+                fprintf(stderr, "run %ld: %s returned %d (%s %s)\n", n,
+                        n_all > 0 ? "rf_client_all_with" : "rf_client_request", st, err.path, err.message);
                 rc = 1;
             }
-            rf_response_clear(&r);
+            for (size_t i = 0; i < ALL_MAX; i++) rf_response_clear(&r[i]);
             rf_client_free(c);
         } else if (st == RF_ENOMEM) {
             t->enomem++;
@@ -162,7 +174,7 @@ static int fail_each(const char *url, const rf_policy *policy, const char *metho
         }
         if (n == 0) {
             points = A.count;
-            if (ok_responses != 1) {
+            if (ok_responses != (long)(n_all > 0 ? n_all : 1)) {
                 fprintf(stderr, "the calibration run did not succeed\n");
                 rc = 1;
             }
@@ -202,13 +214,15 @@ int main(int argc, char **argv) {
     tally t = {0};
     /* A keyed POST retried once (504, 200); then a hedged GET: its first answer comes after 50 ms, a hedge starts
      * after 10 ms and wins, the first attempt's transfer is aborted (two easy handles, the client's own multi). */
-    int rc = fail_each(url, policy, "POST", "X-Fault-Script: 504,200", 2, only, &t);
+    int rc = fail_each(url, policy, "POST", "X-Fault-Script: 504,200", 2, 0, only, &t);
+    /* The same three times through rf_client_all_with at concurrency 2. */
+    if (rc == 0) rc = fail_each(url, policy, "POST", "X-Fault-Script: 504,200", 2, ALL_MAX, only, &t);
     rf_policy *hedged = NULL;
     if (rc == 0 && rf_policy_load_buffer(HEDGED_LOCK, strlen(HEDGED_LOCK), &hedged, &err) != RF_OK) {
         fprintf(stderr, "%s: %s\n", err.path, err.message);
         rc = 1;
     }
-    if (rc == 0) rc = fail_each(url, hedged, "GET", "X-Fault-Script: ok;delay=50", 2, only, &t);
+    if (rc == 0) rc = fail_each(url, hedged, "GET", "X-Fault-Script: ok;delay=50", 2, 0, only, &t);
     rf_policy_free(hedged);
     rf_policy_free(policy);
     serve_child_stop(serve_pid);

@@ -1,6 +1,7 @@
 /*
  * The client's concurrent paths against the project's upstream: rf_client_all keeps at most
- * RF_ALL_CONCURRENCY requests in flight (600 requests to an upstream that takes 512 connections all succeed),
+ * RF_ALL_CONCURRENCY requests in flight (600 requests to an upstream that takes 512 connections all succeed), and
+ * rf_client_all_with at most the caller's concurrency (counted at the upstream: its max_in_flight),
  * refuses to run beside requests started with rf_client_start (whose completions it would swallow), and
  * rf_pending_done says when a started request has been reported.
  * Usage: test_client_flow [PATH/TO/retryfreeze-serve]
@@ -54,13 +55,60 @@ static int teardown(void **state) {
     return 0;
 }
 
-static rf_client *new_client(void) {
-    rf_client_options o = {.policy = policy, .base_url = base_url, .rng_seed = 1};
+/* The upstream's control paths (GET /__stats, POST /__reset), each sent once. */
+static const char CONTROL_LOCK[] =
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":5000,\"totalBudgetMs\":5000,"
+    "\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /__stats\"},"
+    "{\"endpoint\":\"POST /__reset\",\"idempotencyRequired\":[]}]}";
+
+/* The policy of a lock's text (the caller frees it). */
+static rf_policy *load_lock(const char *text) {
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(text, strlen(text), &p, &err), RF_OK);
+    return p;
+}
+
+/* A client of policy p against url. */
+static rf_client *client_of(const rf_policy *p, const char *url) {
+    rf_client_options o = {.policy = p, .base_url = url, .rng_seed = 1};
     rf_client *c = NULL;
     rf_error err;
     assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
     return c;
 }
+
+/* Sends one control request (method, path) to the upstream; returns its body (the caller frees it). */
+static char *control(const char *method, const char *path) {
+    rf_policy *cp = load_lock(CONTROL_LOCK);
+    rf_client *c = client_of(cp, base_url);
+    rf_error err;
+    rf_request req = {.method = method, .path = path};
+    rf_response r = {0};
+    assert_int_equal(rf_client_request(c, &req, NULL, NULL, &r, &err), RF_OK);
+    assert_int_equal(r.status, 200);
+    char *body = r.body;
+    r.body = NULL;
+    rf_response_clear(&r);
+    rf_client_free(c);
+    rf_policy_free(cp);
+    return body;
+}
+
+/* One counter of the upstream's GET /__stats ("requests", "max_in_flight", …). */
+static long upstream_stat(const char *name) {
+    char *json = control("GET", "/__stats"), key[64];
+    snprintf(key, sizeof key, "\"%s\":", name);
+    const char *at = strstr(json, key);
+    assert_non_null(at);
+    long v = strtol(at + strlen(key), NULL, 10);
+    free(json);
+    return v;
+}
+
+static void upstream_reset(void) { free(control("POST", "/__reset")); }
+
+static rf_client *new_client(void) { return client_of(policy, base_url); }
 
 /* More requests than the upstream takes connections (512): the window keeps each one from being refused. */
 static void test_all_keeps_a_window(void **state) {
@@ -75,6 +123,7 @@ static void test_all_keeps_a_window(void **state) {
     }
     rf_client *c = new_client();
     rf_error err;
+    upstream_reset();
     assert_int_equal(rf_client_all(c, reqs, N, NULL, NULL, out, &err), RF_OK);
     size_t ok = 0;
     for (size_t i = 0; i < N; i++) {
@@ -82,6 +131,71 @@ static void test_all_keeps_a_window(void **state) {
         rf_response_clear(&out[i]);
     }
     assert_int_equal(ok, N);
+    assert_int_equal(upstream_stat("requests"), N);
+    assert_in_range(upstream_stat("max_in_flight"), 1, RF_ALL_CONCURRENCY); /* the default window */
+    rf_client_free(c);
+}
+
+/* Runs n requests of GET /echo/<tag>-<i>, each held `delay_ms` by the upstream, through rf_client_all_with at
+ * concurrency k; every one must answer 200 in one attempt. Returns the upstream's max_in_flight for them. */
+static long all_in_flight(const char *tag, size_t n, size_t k, int delay_ms) {
+    enum { MAX = 16 };
+    assert_true(n <= MAX);
+    rf_request reqs[MAX];
+    rf_response out[MAX];
+    char paths[MAX][32], script[64];
+    snprintf(script, sizeof script, "X-Fault-Script: 200;delay=%d", delay_ms);
+    const char *headers[] = {script};
+    for (size_t i = 0; i < n; i++) {
+        snprintf(paths[i], sizeof paths[i], "/echo/%s-%zu", tag, i);
+        reqs[i] = (rf_request){.method = "GET", .path = paths[i], .headers = headers, .n_headers = 1};
+    }
+    rf_client *c = new_client();
+    rf_error err;
+    upstream_reset();
+    const rf_all_options opts = {.concurrency = k};
+    assert_int_equal(rf_client_all_with(c, reqs, n, &opts, NULL, NULL, out, &err), RF_OK);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(out[i].status, 200);
+        assert_int_equal(out[i].attempts, 1);
+        rf_response_clear(&out[i]);
+    }
+    assert_int_equal(upstream_stat("requests"), (long)n);
+    rf_client_free(c);
+    return upstream_stat("max_in_flight");
+}
+
+/* Concurrency 1: each request starts only once the one before has its answer, so the upstream never answers two at
+ * once (it counts an attempt in flight until its answer is queued, before the client can see it). */
+static void test_all_concurrency_one_runs_one_at_a_time(void **state) {
+    (void)state;
+    assert_int_equal(all_in_flight("one", 5, 1, 100), 1);
+}
+
+/* Concurrency 3 over 12 requests the upstream holds 400 ms each: never more than 3 at once, and the window is used
+ * (3 at once: all three of a window start within far less than 400 ms of each other). */
+static void test_all_concurrency_caps_in_flight(void **state) {
+    (void)state;
+    assert_int_equal(all_in_flight("three", 12, 3, 400), 3);
+}
+
+/* A concurrency over RF_ALL_CONCURRENCY_MAX is refused before anything is sent; the maximum itself is taken. */
+static void test_all_concurrency_out_of_range(void **state) {
+    (void)state;
+    rf_client *c = new_client();
+    rf_request req = {.method = "GET", .path = "/echo/range"};
+    rf_response out = {0};
+    rf_error err;
+    upstream_reset();
+    rf_all_options opts = {.concurrency = RF_ALL_CONCURRENCY_MAX + 1};
+    assert_int_equal(rf_client_all_with(c, &req, 1, &opts, NULL, NULL, &out, &err), RF_EINVAL);
+    assert_string_equal(err.path, "concurrency");
+    assert_string_equal(err.message, "must be 1..1024 (0 = the default, 100), got 1025");
+    assert_int_equal(upstream_stat("requests"), 0);
+    opts.concurrency = RF_ALL_CONCURRENCY_MAX;
+    assert_int_equal(rf_client_all_with(c, &req, 1, &opts, NULL, NULL, &out, &err), RF_OK);
+    assert_int_equal(out.status, 200);
+    rf_response_clear(&out);
     rf_client_free(c);
 }
 
@@ -178,9 +292,8 @@ static void test_one_handle_sends_each_request_as_its_own(void **state) {
         "\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /r\"},{\"endpoint\":\"HEAD /r\"},{\"endpoint\":\"POST "
         "/r\",\"idempotencyRequired\":[]},{\"endpoint\":\"DELETE /r\",\"idempotencyRequired\":[]},"
         "{\"endpoint\":\"PUT /r\",\"idempotencyRequired\":[]}]}";
-    rf_policy *pol = NULL;
+    rf_policy *pol = load_lock(lock);
     rf_error err;
-    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &pol, &err), RF_OK);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     int port = 0;
@@ -188,9 +301,7 @@ static void test_one_handle_sends_each_request_as_its_own(void **state) {
     close(fds[1]);
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
-    rf_client_options o = {.policy = pol, .base_url = url, .rng_seed = 1};
-    rf_client *c = NULL;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    rf_client *c = client_of(pol, url);
     const rf_request reqs[] = {
         {.method = "POST", .path = "/r", .body = "payload", .body_len = 7},
         {.method = "GET", .path = "/r"},
@@ -295,12 +406,9 @@ static void test_reused_handle_carries_nothing_over(void **state) {
     static const char lock[] = "{\"version\":1,\"defaults\":{\"maxAttempts\":1,\"perAttemptTimeoutMs\":5000,"
                                "\"totalBudgetMs\":10000,\"retryable\":[]},\"routes\":[{\"endpoint\":\"GET /echo/*\"},"
                                "{\"endpoint\":\"POST /echo/*\",\"idempotencyRequired\":[]}]}";
-    rf_policy *pol = NULL;
+    rf_policy *pol = load_lock(lock);
+    rf_client *c = client_of(pol, base_url);
     rf_error err;
-    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &pol, &err), RF_OK);
-    rf_client_options o = {.policy = pol, .base_url = base_url, .rng_seed = 1};
-    rf_client *c = NULL;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
     const char *lines[] = {"X-Fault-Script: 503,503"};
     rf_request first = {.method = "POST",
                         .path = "/echo/reuse-1",
@@ -381,6 +489,9 @@ int main(int argc, char **argv) {
     if (argc > 1) serve_program = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_keeps_a_window),
+        cmocka_unit_test(test_all_concurrency_one_runs_one_at_a_time),
+        cmocka_unit_test(test_all_concurrency_caps_in_flight),
+        cmocka_unit_test(test_all_concurrency_out_of_range),
         cmocka_unit_test(test_all_refused_beside_started_requests),
         cmocka_unit_test(test_reused_handle_carries_nothing_over),
         cmocka_unit_test(test_reported_request_outlives_its_client),

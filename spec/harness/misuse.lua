@@ -278,7 +278,11 @@ local OPS = {
     local reqs = {}
     for i = 1, math.random(0, 40) do reqs[i] = (hostile_request(c, next_n())) end
     if math.random() < 0.1 then reqs[#reqs + 1] = { method = "GET" } end -- a bad request: raises
-    for _, r in ipairs(c:all(hostile(reqs, { client = c }))) do check_response(r) end
+    local options -- none, or {concurrency=} (sometimes out of range: raises), itself sometimes hostile
+    if math.random() < 0.5 then
+      options = hostile({ concurrency = pick({ 1, 2, 7, 64, 0, 1025, 2.5, "3" }) }, { client = c })
+    end
+    for _, r in ipairs(c:all(hostile(reqs, { client = c }), options)) do check_response(r) end
   end,
   close_client = function()
     local c = sequence.clients[math.random(#sequence.clients + 1)]

@@ -5,7 +5,7 @@
 start_server stats --stall-ms 2000
 
 expect_eq "$(c "$URL/__stats")" \
-  '{"requests":0,"by_status":{"reset":0,"empty":0,"timeout":0},"executions":0,"duplicate_executions":0,"keys":0}' \
+  '{"requests":0,"by_status":{"reset":0,"empty":0,"timeout":0},"executions":0,"duplicate_executions":0,"keys":0,"max_in_flight":0}' \
   "fresh stats"
 expect_eq "$(stat_of requests)" 0 "/__stats is not counted"
 pass "fresh stats, /__stats not counted"
@@ -65,6 +65,22 @@ done
 wait "${workers[@]}" # not a bare wait: the server is a background job too
 expect_stats "8 concurrent clients" requests=400 keys=200 executions=400 duplicate_executions=200
 pass "8 concurrent clients counted exactly"
+
+# max_in_flight: attempts being answered at once. One at a time stays 1; three held by a delay at once are 3; a
+# reset counts from the attempts still in flight.
+c -X POST -o /dev/null "$URL/__reset"
+for i in 1 2 3; do c -o /dev/null -H 'X-Fault-Script: 200;delay=50' "$URL/one/$i"; done
+expect_eq "$(stat_of max_in_flight)" 1 "sequential attempts"
+workers=()
+for i in 1 2 3; do
+  c -o /dev/null -H 'X-Fault-Script: 200;delay=1500' "$URL/three/$i" &
+  workers+=($!)
+done
+wait "${workers[@]}"
+expect_eq "$(stat_of max_in_flight)" 3 "three attempts delayed side by side"
+c -X POST -o /dev/null "$URL/__reset"
+expect_eq "$(stat_of max_in_flight)" 0 "after reset"
+pass "max_in_flight: 1 one at a time, 3 side by side, 0 after reset"
 stop_server
 
 # The bound: past --max-keys new sequences get 503 and a log line; known ones go on.

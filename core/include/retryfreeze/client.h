@@ -60,17 +60,37 @@ RF_API void rf_client_free(rf_client *c);
 RF_API rf_status rf_client_request(rf_client *c, const rf_request *req, rf_attempt_hook hook, void *hook_ud,
                                    rf_response *out, rf_error *err);
 
-/* Most requests rf_client_all keeps in flight at once; the rest wait for a free slot. */
+/* Most requests rf_client_all keeps in flight at once (rf_all_options.concurrency 0, and rf_client_all); the rest
+ * wait for a free slot. */
 #define RF_ALL_CONCURRENCY 100
+/* Largest rf_all_options.concurrency: each request in flight holds a connection (a file descriptor) and an easy
+ * handle, and 1024 is the usual per-process limit on open files. */
+#define RF_ALL_CONCURRENCY_MAX 1024
+
+typedef struct rf_all_options {
+    size_t concurrency; /* most requests in flight at once, 1..RF_ALL_CONCURRENCY_MAX; 0 = RF_ALL_CONCURRENCY. A
+                           request counts from its start to its end, its waits between attempts included; a hedged
+                           request's attempts count as one */
+} rf_all_options;
 
 /*
  * Runs n requests concurrently with curl multi (one easy handle each, at most RF_ALL_CONCURRENCY in flight),
- * each under its own attempt loop (its deadline counts from its own start), and fills out[0..n) in order.
- * The hook (may be NULL) is called as for rf_client_request; once a hook fails no further request starts.
- * RF_EINVAL also when requests started with rf_client_start are in flight on this client.
+ * each under its own attempt loop (its deadline counts from its own start), and fills out[0..n) in order; each
+ * response is the caller's to clear. The hook (may be NULL) is called as for rf_client_request; once a hook fails
+ * no further request starts. RF_EINVAL as rf_client_request (err->path prefixed by the request's 1-based index,
+ * "[3].path"), and when requests started with rf_client_start are in flight on this client. RF_ENOMEM.
+ * Equivalent to rf_client_all_with(c, reqs, n, NULL, hook, hook_ud, out, err).
  */
 RF_API rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                                rf_response *out, rf_error *err);
+
+/*
+ * rf_client_all with options (NULL: the defaults): at most opts->concurrency requests in flight, a new one started
+ * as soon as one ends. RF_EINVAL (err->path "concurrency") for a concurrency over RF_ALL_CONCURRENCY_MAX; otherwise
+ * as rf_client_all.
+ */
+RF_API rf_status rf_client_all_with(rf_client *c, const rf_request *reqs, size_t n, const rf_all_options *opts,
+                                    rf_attempt_hook hook, void *hook_ud, rf_response *out, rf_error *err);
 
 /*
  * Asynchronous requests, for driving many flows from one thread (curl multi): rf_client_start begins a

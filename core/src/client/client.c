@@ -9,6 +9,7 @@
 #include "../util/report.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,8 @@ struct rf_pending {
     bool reported;
     bool logged; /* its ledger line is written (or it has none to write) */
 };
+/* A transfer names its wire, the wire its flow: the flow is the first member, so the flow is its rf_pending. */
+_Static_assert(offsetof(struct rf_pending, flow) == 0, "rf_pending starts with its flow");
 
 rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error *err) {
     if (opts == NULL || out == NULL) return rfi_fail(err, "", "options and out must not be NULL");
@@ -334,6 +337,20 @@ static void write_lines(rf_client *c, rf_pending **done, size_t n, rfi_batch *ba
     }
 }
 
+/* Reports p, whose flow is DONE: off the started list onto the reported one, until the caller frees it. Its
+ * transfers are over (its handles out of the multi): the handles go back to the client now, so a reported request
+ * never needs its client again (it may be freed after the client, rf_pending_free). */
+static void report(rf_client *c, rf_pending *p) {
+    unlink_pending(p);
+    p->reported = true;
+    p->next = c->reported;
+    if (c->reported) c->reported->prev = p;
+    c->reported = p;
+    rfi_easy_give(&c->env, p->flow.wire.easy);
+    p->flow.wire.easy = NULL;
+    rfi_flow_release_wires(&p->flow);
+}
+
 size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap) {
     if (c == NULL || c->first == NULL || done == NULL || cap == 0) return 0;
     int64_t until = rfi_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
@@ -348,17 +365,7 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
             int64_t wake = rfi_flow_next_ms(f);
             if (wake >= 0 && (next_wake < 0 || wake < next_wake)) next_wake = wake;
             if (f->state == RFI_FLOW_DONE && !p->reported && n_done < cap) {
-                unlink_pending(p);
-                p->reported = true; /* now on the reported list, until the caller frees it */
-                p->next = c->reported;
-                if (c->reported) c->reported->prev = p;
-                c->reported = p;
-                /* Its transfers are over (the flow is DONE, its handles out of the multi): the handles go back
-                 * to the client now, so a reported request never needs its client again (it may be freed
-                 * after the client, rf_pending_free). */
-                rfi_easy_give(&c->env, f->wire.easy);
-                f->wire.easy = NULL;
-                rfi_flow_release_wires(f);
+                report(c, p);
                 done[n_done++] = p;
             }
         }
@@ -418,27 +425,104 @@ void rf_pending_free(rf_pending *p) {
     free(p);
 }
 
+/* ---- rf_client_all: a window of requests on the client's multi ---------------------------------------------- */
+
+/* Ended requests whose ledger lines are written together (at most this many at a time). */
+#define ALL_BATCH 64
+
+/* One rf_client_all: its ended requests whose ledger lines are still to be written, and when a timer (a wait
+ * between attempts, a hedge, a per-try timeout) next needs a pass over the requests in flight. */
+typedef struct all_run {
+    rf_client *c;
+    rf_pending *ended[ALL_BATCH];
+    size_t n_ended;
+    size_t n_done;     /* requests ended and freed */
+    bool hook_failed;  /* a hook failed: no further request starts */
+    int64_t next_wake; /* -1: none known */
+} all_run;
+
+/* Writes the ended requests' ledger lines together, then frees each (its rf_pending kept for the next start). */
+static void flush_ended(all_run *r) {
+    if (r->n_ended == 0) return;
+    write_lines(r->c, r->ended, r->n_ended, &r->c->batch);
+    for (size_t i = 0; i < r->n_ended; i++) rf_pending_free(r->ended[i]);
+    r->n_done += r->n_ended;
+    r->n_ended = 0;
+}
+
+/* After something happened to p's flow (it started, an attempt ended, a timer passed): what is due starts; a DONE
+ * flow is reported and queued for its ledger line, freeing its slot; any other counts its next timer. */
+static void settle_flow(all_run *r, rf_pending *p, int64_t now) {
+    rfi_flow *f = &p->flow;
+    plug_due(r->c->multi, f, now);
+    if (f->state != RFI_FLOW_DONE) {
+        r->next_wake = rfi_earlier(r->next_wake, rfi_flow_next_ms(f));
+        return;
+    }
+    if (f->hook_failed) r->hook_failed = true;
+    report(r->c, p);
+    r->ended[r->n_ended++] = p;
+    if (r->n_ended == ALL_BATCH) flush_ended(r);
+}
+
+/* Ends the transfers multi reports finished and settles their flows. The flow is the first member of its
+ * rf_pending. */
+static void settle_finished(all_run *r, int64_t now) {
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(r->c->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        rfi_wire *w = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&w);
+        end_transfer(r->c->multi, msg);
+        if (w != NULL) settle_flow(r, (rf_pending *)(void *)w->flow, now);
+    }
+}
+
+/* A timer is due: a pass over every request in flight (an attempt past its per-try timeout ends, a wait or a hedge
+ * that is over starts), which also finds the next timer. */
+static void settle_timers(all_run *r, int64_t now) {
+    r->next_wake = -1;
+    for (rf_pending *p = r->c->first, *next; p != NULL; p = next) {
+        next = p->next;
+        end_overdue(r->c->multi, &p->flow, now);
+        settle_flow(r, p, now);
+    }
+}
+
 rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                         rf_response *out, rf_error *err) {
+    return rf_client_all_with(c, reqs, n, NULL, hook, hook_ud, out, err);
+}
+
+/* Driven as a plain curl multi loop is (poll, perform, read the messages): a request that ends frees its slot for the
+ * next one at once, and only a due timer costs a pass over the requests in flight. */
+rf_status rf_client_all_with(rf_client *c, const rf_request *reqs, size_t n, const rf_all_options *opts,
+                             rf_attempt_hook hook, void *hook_ud, rf_response *out, rf_error *err) {
     if (c == NULL || (n > 0 && (reqs == NULL || out == NULL)))
         return rfi_fail(err, "", "client, requests and responses must not be NULL");
     rf_error local;
     if (err == NULL) err = &local;
-    /* rf_client_run reports every started request: requests started by the caller would be lost here. */
+    /* An upstream's connection limit is not a failure class: a window of requests in flight keeps under it, and each
+     * request's deadline counts from its own start. */
+    size_t window = opts != NULL && opts->concurrency > 0 ? opts->concurrency : RF_ALL_CONCURRENCY;
+    if (window > RF_ALL_CONCURRENCY_MAX)
+        return rfi_fail(err, "concurrency", "must be 1..%d (0 = the default, %d), got %zu", RF_ALL_CONCURRENCY_MAX,
+                        RF_ALL_CONCURRENCY, window);
+    /* Every started request is reported here: requests started by the caller would be lost. */
     if (c->n_pending > 0) return rfi_fail(err, "client", "has started requests in flight (rf_client_start)");
-    rf_pending **started = calloc(n ? n : 1, sizeof *started), *done[64];
-    if (started == NULL) {
+    if (n == 0) return RF_OK;
+    if (c->multi == NULL && (c->multi = curl_multi_init()) == NULL) {
         rfi_fail(err, "client", "out of memory");
         return RF_ENOMEM;
     }
+    all_run r = {.c = c, .next_wake = -1};
     rf_status st = RF_OK;
-    size_t n_started = 0, n_done = 0;
-    bool hook_failed = false;
-    while (st == RF_OK && !hook_failed && n_done < n) {
-        /* A window of RF_ALL_CONCURRENCY requests in flight: an upstream's connection limit is not a failure
-         * class, and each request's deadline counts from its own start. */
-        while (n_started < n && n_started - n_done < RF_ALL_CONCURRENCY) {
-            st = rf_client_start(c, &reqs[n_started], hook, hook_ud, &out[n_started], &started[n_started], err);
+    size_t n_started = 0;
+    for (;;) {
+        while (!r.hook_failed && n_started < n && c->n_pending < window) {
+            rf_pending *p = NULL;
+            st = rf_client_start(c, &reqs[n_started], hook, hook_ud, &out[n_started], &p, err);
             if (st != RF_OK) {
                 char where[32];
                 snprintf(where, sizeof where, "[%zu].", n_started + 1);
@@ -447,18 +531,21 @@ rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attem
                 break;
             }
             n_started++;
+            settle_flow(&r, p, rfi_mono_ms()); /* a request refused at once (no route) frees its slot again */
         }
-        if (st != RF_OK) break;
-        size_t k = rf_client_run(c, 1000, done, 64);
-        for (size_t i = 0; i < k; i++) hook_failed = hook_failed || rf_pending_hook_failed(done[i]);
-        n_done += k;
+        flush_ended(&r);
+        if (st != RF_OK || r.hook_failed || c->n_pending == 0) break;
+        int64_t now = rfi_mono_ms();
+        int64_t wait = r.next_wake < 0 ? 100 : r.next_wake - now;
+        curl_multi_poll(c->multi, NULL, 0, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait), NULL);
+        int running = 0;
+        curl_multi_perform(c->multi, &running);
+        now = rfi_mono_ms();
+        settle_finished(&r, now);
+        if (r.next_wake >= 0 && now >= r.next_wake) settle_timers(&r, now);
     }
-    for (size_t i = 0; i < n_started; i++) {
-        if (st == RF_OK && rf_pending_hook_failed(started[i]))
-            st = rfi_fail(err, "on_attempt", "the attempt hook failed");
-        rf_pending_free(started[i]);
-    }
-    if (st == RF_OK && hook_failed) st = rfi_fail(err, "on_attempt", "the attempt hook failed");
-    free(started);
+    flush_ended(&r);
+    while (c->first != NULL) rf_pending_free(c->first); /* after an error: the requests still in flight are abandoned */
+    if (st == RF_OK && r.hook_failed) st = rfi_fail(err, "on_attempt", "the attempt hook failed");
     return st;
 }

@@ -485,8 +485,7 @@ rfi_wire *rfi_flow_start_due(rfi_flow *f, int64_t now) {
     return NULL;
 }
 
-/* The earlier of a and b, -1 standing for none. */
-static int64_t earlier(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
+int64_t rfi_earlier(int64_t a, int64_t b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
 
 int64_t rfi_flow_next_ms(const rfi_flow *f) {
     switch (f->state) {
@@ -498,10 +497,10 @@ int64_t rfi_flow_next_ms(const rfi_flow *f) {
     int64_t next = -1;
     if (f->wire.busy) next = f->wire.start_ms + f->wire.timeout_ms;
     for (size_t i = 0; i < RFI_MAX_WIRES - 1 && f->more[i] != NULL; i++)
-        if (f->more[i]->busy) next = earlier(next, f->more[i]->start_ms + f->more[i]->timeout_ms);
+        if (f->more[i]->busy) next = rfi_earlier(next, f->more[i]->start_ms + f->more[i]->timeout_ms);
     if (f->hedging.hedged) {
-        next = earlier(next, f->retry_at);
-        if (!f->hedge_stopped && f->at.attempts < f->hedging.max_attempts) next = earlier(next, f->hedge_at);
+        next = rfi_earlier(next, f->retry_at);
+        if (!f->hedge_stopped && f->at.attempts < f->hedging.max_attempts) next = rfi_earlier(next, f->hedge_at);
     }
     return next;
 }
@@ -637,7 +636,7 @@ static void hedged_end(rfi_flow *f, rfi_wire *w, observed *o, int64_t now) {
     }
     if (retry) {
         const int64_t at = now + v.delay_ms;
-        f->retry_at = earlier(f->retry_at, at);
+        f->retry_at = rfi_earlier(f->retry_at, at);
         if (at > f->hedge_at) f->hedge_at = at; /* the wait asked for (or the backoff) holds the hedging too */
         f->at.delay_ms = v.delay_ms;
     } else if (v.reason == RF_REASON_SERVER_PUSHBACK || v.reason == RF_REASON_RETRY_THROTTLED) {

@@ -137,6 +137,8 @@ void rfi_flow_end_attempt(rfi_flow *f, rfi_wire *w, CURLcode rc);
 bool rfi_wire_overdue(const rfi_wire *w, int64_t now_ms);
 /* The flow's wires that have an easy handle, into out[] (at most RFI_MAX_WIRES); returns how many. */
 size_t rfi_flow_wires(rfi_flow *f, rfi_wire **out);
+/* The earlier of two times a and b (ms), -1 standing for none. */
+int64_t rfi_earlier(int64_t a, int64_t b);
 /* The finished request of a DONE flow, for the ledger writer (rfi_step_write). */
 rfi_finished rfi_flow_finished(const rfi_flow *f);
 /* Gives the easy handles of a hedged request's other wires back to env (its first wire's handle stays the
