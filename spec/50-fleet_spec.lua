@@ -392,11 +392,13 @@ describe("shipping ledgers with rsyslog (docs/fleet.md)", function()
       .. dir .. "'/ship1 '" .. dir .. "'/ship2"))
     local merged = dir .. "/merged.jsonl"
     local collector, port
-    for _ = 1, 10 do
-      port = math.random(46000, 52000)
+    -- A port found closed now, and each try under its own name: a collector that could not listen is still
+    -- exiting when the next starts, and would hold a shared pidfile (rsyslogd then refuses to start).
+    for try = 1, 10 do
+      port = servers.closed_port()
       local text = read("examples/fleet/collector.conf"):gsub("/var/spool/rsyslog%-ledgers", dir .. "/central")
         :gsub("/srv/ledgers/merged%.jsonl", merged):gsub("10514", tostring(port)):gsub("0%.0%.0%.0", "127.0.0.1")
-      collector = rsyslogd(text, dir, "collector")
+      collector = rsyslogd(text, dir, "collector" .. try)
       os.execute("sleep 0.5")
       if not read(collector.log):find("Could not create tcp listener", 1, true) then break end
       stop(collector)
