@@ -330,12 +330,7 @@ end)
 -- Soak and demo replaced an existing ledger, varied under a fixed seed, and soak's default
 -- faults never exercised the backoff.
 describe("soak and demo ledgers", function()
-  local function read_all(path)
-    local f = assert(io.open(path, "rb"))
-    local t = f:read("a")
-    f:close()
-    return t
-  end
+  local read_all = h.read_file
   local function eleven_lines()
     local text = string.rep(ok1(7), 11)
     return h.temp_file(text), text

@@ -4,14 +4,8 @@
 local rf = require "retryfreeze"
 local json = require "retryfreeze.json"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local sorted = require("spec.helper").sorted
+local helper = require "spec.helper"
+local read, sorted = helper.read_file, helper.sorted
 
 local function keys_of(set)
   local list = {}
