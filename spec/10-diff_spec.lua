@@ -810,14 +810,9 @@ describe("retryfreeze diff", function()
   end)
 
   describe("git:REV:PATH", function()
-    if not os.execute("git --version >/dev/null 2>&1") then
+    if not h.has_git then
       pending("git is not installed")
       return
-    end
-
-    local function sh(cmd)
-      local ok = os.execute("cd '" .. dir .. "' && " .. cmd .. " >/dev/null 2>&1")
-      assert(ok, cmd)
     end
 
     -- Runs the CLI with the temporary repository as the working directory.
@@ -829,8 +824,10 @@ describe("retryfreeze diff", function()
     end
 
     before_each(function()
-      sh("git init -q . && cp old.lock.json committed.lock.json && git add committed.lock.json && "
-        .. "git -c user.name=t -c user.email=t@example.com commit -q -m lock")
+      h.git(dir, "init -q .")
+      h.write_file(dir .. "/committed.lock.json", h.read_file(dir .. "/old.lock.json"))
+      h.git(dir, "add committed.lock.json")
+      h.git(dir, "commit -q -m lock")
     end)
 
     it("reads OLD from a commit", function()

@@ -97,6 +97,18 @@ function M.sh(cmd)
   return out, err, code
 end
 
+--- Whether git is installed (the git:REV:PATH sources need it).
+M.has_git = M.sh("git --version") ~= ""
+
+--- Runs `git ARGS` in the directory dir as a fixed committer (user t), for a spec's temporary repository;
+--- raises with the command and git's stderr when git fails.
+-- @param dir string: the repository's directory; args string: git's arguments, written for a shell
+function M.git(dir, args)
+  local _, err, code = M.sh("cd " .. M.shell_quote(dir) .. " && git -c user.name=t -c user.email=t@example.com "
+    .. args)
+  assert(code == 0, "git " .. args .. ": " .. err)
+end
+
 --- Runs the CLI with a shell-quoted argument list; returns stdout, stderr and the exit code.
 function M.run_cli(...)
   local args = {}
