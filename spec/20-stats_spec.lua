@@ -279,15 +279,12 @@ describe("retryfreeze stats", function()
   end)
 
   it("exits 2 on bad usage or a missing file", function()
-    local _, err, code = h.run_cli("stats")
-    assert.equal(2, code)
-    assert.matches("expected at least one LEDGER", err, 1, true)
-    _, err, code = h.run_cli("stats", "--bogus", "x")
-    assert.equal(2, code)
-    assert.matches("unknown option '--bogus'", err, 1, true)
-    _, err, code = h.run_cli("stats", "/nonexistent/l.jsonl")
-    assert.equal(2, code)
-    assert.equal("retryfreeze stats: cannot open ledger /nonexistent/l.jsonl: No such file or directory\n", err)
+    h.assert_usage_errors({
+      { { "stats" }, "expected at least one LEDGER" },
+      { { "stats", "--bogus", "x" }, "unknown option '--bogus'" },
+      { { "stats", "/nonexistent/l.jsonl" },
+        whole = "retryfreeze stats: cannot open ledger /nonexistent/l.jsonl: No such file or directory\n" },
+    })
   end)
 end)
 

@@ -162,14 +162,26 @@ function M.scratch()
 end
 
 --- Asserts that each CLI call in cases fails as bad usage: exit code 2, nothing on stdout, and stderr holding the
---- case's text. cases: a list of {{argument, …}, text}.
+--- case's text, or being the whole text given as `whole`. cases: a list of {{argument, …}, text} or
+--- {{argument, …}, whole = text}.
 function M.assert_usage_errors(cases)
   local luassert = require "luassert" -- busted's assert
   for _, c in ipairs(cases) do
     local out, err, code = M.run_cli(table.unpack(c[1]))
     luassert.equal(2, code, table.concat(c[1], " "))
     luassert.equal("", out)
-    luassert.matches(c[2], err, 1, true)
+    if c.whole then luassert.equal(c.whole, err) else luassert.matches(c[2], err, 1, true) end
+  end
+end
+
+--- Asserts that assigning each key of keys on obj (a function, as a script replacing a method would) raises an
+--- error that says "immutable".
+function M.assert_immutable(obj, keys)
+  local luassert = require "luassert" -- busted's assert
+  for _, key in ipairs(keys) do
+    local ok, err = pcall(function() obj[key] = function() return { retry = true } end end)
+    luassert.is_false(ok, tostring(key))
+    luassert.matches("immutable", err)
   end
 end
 
