@@ -64,8 +64,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
       return table.concat(blocks, "\n")
     end)
     assert(ng, err)
-    base = "http://127.0.0.1:" .. ng.ports[1]
-    other = "http://127.0.0.1:" .. ng.ports[2]
+    base, other = ng.url_of(1), ng.url_of(2)
   end)
 
   teardown(function()

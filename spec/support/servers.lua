@@ -162,7 +162,9 @@ function M.nginx_with(n, conf_of, opts)
       return nil, why, why:find("Address already in use", 1, true) ~= nil
     end }
   if not ng then return nil, err end
-  ng.conf, ng.url, ng.access = conf, "http://127.0.0.1:" .. ng.port, dir .. "/access.log"
+  --- The base URL of the port ports[i], "http" unless scheme says otherwise.
+  function ng.url_of(i, scheme) return (scheme or "http") .. "://127.0.0.1:" .. ng.ports[i] end
+  ng.conf, ng.url, ng.access = conf, ng.url_of(1), dir .. "/access.log"
   local stop = ng.stop
   function ng.stop() -- nginx's own stop (a graceful master), then the common wait and clean-up
     if not ng.stopped then os.execute(nginx("-s stop 2>/dev/null")) end
@@ -201,6 +203,38 @@ http {
 ]]):gsub("@SERVERS@", function() return servers(ports, dir) end):gsub("@DIR@", dir)
       :gsub("@WC@", tostring(math.tointeger(opts and opts.worker_connections or 64))))
   end)
+end
+
+--- Starts nginx (M.nginx) with a private CA and certificates made for it (M.make_certs, in a fresh directory):
+--- servers(ports, certs) returns the server blocks, certs being that directory. ng.certs is the directory, and
+--- ng.stop removes it too.
+-- @return the nginx of M.nginx with certs=, or nil, message
+function M.nginx_tls(n, servers, opts)
+  local certs = M.temp_dir("net-certs")
+  M.make_certs(certs)
+  local ng, err = M.nginx(n, function(ports) return servers(ports, certs) end, opts)
+  if not ng then
+    os.execute("rm -rf " .. shell_quote(certs))
+    return nil, err
+  end
+  ng.certs = certs
+  local stop = ng.stop
+  function ng.stop()
+    stop()
+    os.execute("rm -rf " .. shell_quote(certs))
+  end
+  return ng
+end
+
+--- An nginx server block on 127.0.0.1:port over TLS that answers 200 with text and a line feed on every path.
+-- @param certs string: M.make_certs's directory; opts: {cert = "server" (certs/CERT.pem and .key),
+--   listen = more listen parameters ("http2"), extra = more directives}
+function M.tls_server(port, certs, text, opts)
+  opts = opts or {}
+  local cert = opts.cert or "server"
+  return ("server { listen 127.0.0.1:%d ssl%s; ssl_certificate %s/%s.pem; ssl_certificate_key %s/%s.key; %s"
+    .. "location / { return 200 \"%s\\n\"; } }"):format(port, opts.listen and " " .. opts.listen or "", certs, cert,
+    certs, cert, opts.extra and opts.extra .. " " or "", text)
 end
 
 --- Starts tinyproxy as a forward proxy on a random loopback port, logging every request (LogLevel Info).
