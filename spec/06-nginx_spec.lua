@@ -113,16 +113,15 @@ if not nginx then
 end
 
 describe("rf.client against nginx", function()
-  local policy, ng, dead_port, client, ledger_path, ledger
+  local policy, ng, dead_port, fx, client, ledger_path
   local access_lines
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "06-nginx.lock"))
     dead_port = servers.closed_port()
     ng = assert(start_nginx(dead_port))
-    ledger_path = os.tmpname()
-    ledger = assert(rf.ledger.open(ledger_path))
-    client = rf.client{ policy = policy, base_url = ng.url, ledger = ledger, rng_seed = 7 }
+    fx = servers.ledgered_client(policy, ng.url, { rng_seed = 7 })
+    client, ledger_path = fx.client, fx.ledger_path
     -- Readiness: a 200 means a worker is serving (the master wrote its pid file before starting it).
     local r = client:request{ method = "GET", path = "/ok" }
     assert(r.ok, "nginx did not answer /ok: " .. tostring(r.reason) .. " " .. read_file(ng.dir .. "/error.log"))
@@ -142,9 +141,7 @@ describe("rf.client against nginx", function()
   end
 
   teardown(function()
-    if client then client:close() end
-    if ledger then ledger:close() end
-    if ledger_path then os.remove(ledger_path) end
+    if fx then fx.stop() end
     if ng then ng.stop() end
   end)
 

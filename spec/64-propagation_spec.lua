@@ -32,7 +32,7 @@ if not servers.nginx_bin then
 end
 
 describe("propagation on the wire", function()
-  local ng, policy, ledger_path, ledger, client
+  local ng, policy, fx, ledger_path, client
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "64-propagation.lock"))
@@ -51,15 +51,12 @@ describe("propagation on the wire", function()
         "}" }, "\n")
     end)
     assert(ng, err)
-    ledger_path = os.tmpname()
-    ledger = assert(rf.ledger.open(ledger_path, { host = "" }))
-    client = rf.client{ policy = policy, base_url = ng.url, ledger = ledger, rng_seed = 1 }
+    fx = servers.ledgered_client(policy, ng.url, { ledger = { host = "" } })
+    client, ledger_path = fx.client, fx.ledger_path
   end)
 
   teardown(function()
-    if client then client:close() end
-    if ledger then ledger:close() end
-    if ledger_path then os.remove(ledger_path) end
+    if fx then fx.stop() end
     if ng then ng.stop() end
   end)
 

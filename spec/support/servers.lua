@@ -322,23 +322,36 @@ function M.make_certs(dir)
   os.execute("chmod 644 " .. dir .. "/*")
 end
 
---- The project's fault-injecting upstream with a client of policy in front of it, writing to a fresh ledger:
--- { up, client, ledger, ledger_path, stop = function } (stop closes the client and the ledger, removes the
--- ledger file and stops the upstream). The upstream stalls opts.stall_ms (default 5000) at most and exits by itself
--- after 120 s.
-function M.client_on_upstream(policy, opts)
+--- A client of policy against base_url writing to a ledger in a fresh temporary file: { client, ledger,
+--- ledger_path, stop = function } (stop closes the client and the ledger and removes the ledger file).
+-- @param opts {rng_seed = 1, ledger = rf.ledger.open's options} or nil
+function M.ledgered_client(policy, base_url, opts)
   local rf = require "retryfreeze"
-  local upstream = require "retryfreeze.upstream"
-  local stall_ms = opts and opts.stall_ms or 5000
-  local fx = { up = assert(upstream.start{ bindir = h.bindir, stall_ms = stall_ms, max_seconds = 120 }) }
-  fx.ledger_path = os.tmpname()
-  fx.ledger = assert(rf.ledger.open(fx.ledger_path))
-  fx.client = rf.client{ policy = policy, base_url = fx.up.url, ledger = fx.ledger, rng_seed = 1 }
+  opts = opts or {}
+  local fx = { ledger_path = os.tmpname() }
+  fx.ledger = assert(rf.ledger.open(fx.ledger_path, opts.ledger))
+  fx.client = rf.client{ policy = policy, base_url = base_url, ledger = fx.ledger, rng_seed = opts.rng_seed or 1 }
   function fx.stop()
     fx.client:close()
     fx.ledger:close()
     os.remove(fx.ledger_path)
-    fx.up.stop()
+  end
+  return fx
+end
+
+--- The project's fault-injecting upstream with a client of policy in front of it, writing to a fresh ledger
+--- (M.ledgered_client): { up, client, ledger, ledger_path, stop = function } (stop also stops the upstream). The
+--- upstream stalls opts.stall_ms (default 5000) at most and exits by itself after 120 s.
+function M.client_on_upstream(policy, opts)
+  local upstream = require "retryfreeze.upstream"
+  local stall_ms = opts and opts.stall_ms or 5000
+  local up = assert(upstream.start{ bindir = h.bindir, stall_ms = stall_ms, max_seconds = 120 })
+  local fx = M.ledgered_client(policy, up.url)
+  fx.up = up
+  local stop = fx.stop
+  function fx.stop()
+    stop()
+    up.stop()
   end
   return fx
 end
