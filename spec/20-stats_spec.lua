@@ -175,6 +175,10 @@ describe("rf.ledger.stats", function()
     assert.equal("cannot open ledger /nonexistent/ledger.jsonl: No such file or directory", err)
     assert.has_error(function() ledger_stats.stats(42) end,
       "bad argument #1 to 'stats' (string or array of strings expected, got number)")
+    -- Options that are not a table: the error is the caller's (it names this file and line).
+    local ok, err2 = pcall(function() local r = ledger_stats.stats({}, 5) return r end)
+    assert.is_false(ok)
+    assert.matches("20%-stats_spec%.lua:%d+: bad argument #2 to 'stats' %(table expected, got number%)$", err2)
     assert.has_error(function() ledger_stats.summarize({ "/nonexistent/ledger.jsonl" }) end)
   end)
 

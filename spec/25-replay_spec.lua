@@ -316,6 +316,10 @@ describe("assert.replay and retryfreeze gate --replay", function()
       "bad argument #2 to 'replay' (policy expected, got string)")
     assert.has_error(function() assert.replay(recorded, w, { max_attempt_per_success = 1 }) end,
       "bad argument #3 to 'replay' (unknown threshold 'max_attempt_per_success')")
+    -- Options that are not a table: the error is the caller's (it names this file and line).
+    local bad_ok, bad_err = pcall(function() local r = rf.replay(recorded, w, 5) return r end)
+    assert.is_false(bad_ok)
+    assert.matches("25%-replay_spec%.lua:%d+: bad argument #3 to 'replay' %(table expected, got number%)$", bad_err)
     local ok, err = pcall(assert.replay, "/nonexistent/ledger.jsonl", w, {})
     assert.is_false(ok)
     assert.matches("bad argument #1 to 'replay' (cannot open ledger /nonexistent/ledger.jsonl", tostring(err), 1, true)
