@@ -174,6 +174,13 @@ function M.assert_usage_errors(cases)
   end
 end
 
+--- Asserts that text holds each string of parts, as plain text (no pattern), each anywhere in it.
+-- @param text string: what a command printed; parts: list of strings
+function M.assert_holds(text, parts)
+  local luassert = require "luassert" -- busted's assert
+  for _, part in ipairs(parts) do luassert.matches(part, text, 1, true) end
+end
+
 --- Asserts that assigning each key of keys on obj (a function, as a script replacing a method would) raises an
 --- error that says "immutable".
 function M.assert_immutable(obj, keys)
