@@ -5,7 +5,7 @@ local rf = require "retryfreeze"
 local json = require "retryfreeze.json"
 
 local helper = require "spec.helper"
-local read, sorted = helper.read_file, helper.sorted
+local read, sorted, split_list = helper.read_file, helper.sorted, helper.split_list
 
 local function keys_of(set)
   local list = {}
@@ -90,12 +90,6 @@ local function first_column(text, first_header)
   return names
 end
 
---- Splits a comma-separated list ("a, b, c") into its items.
-local function split_list(s)
-  local items = {}
-  for item in (s .. ","):gmatch("%s*([^,]-)%s*,") do items[#items + 1] = item end
-  return items
-end
 
 --- The C string literal arguments of every call `fname(` in src: for each call, its argument number
 --- `arg` (1-based) as the concatenation of its literals (adjacent literals join, as in C).

@@ -174,6 +174,15 @@ function M.assert_usage_errors(cases)
   end
 end
 
+--- The items of a list written "a, b, c" (as every "allowed: …" message and the docs write one), in order.
+-- @param list string
+-- @return array of strings
+function M.split_list(list)
+  local items = {}
+  for item in (list .. ", "):gmatch("(.-), ") do items[#items + 1] = item end
+  return items
+end
+
 --- Asserts that text holds each string of parts, as plain text (no pattern), each anywhere in it.
 -- @param text string: what a command printed; parts: list of strings
 function M.assert_holds(text, parts)
