@@ -889,14 +889,7 @@ local function rf_api_functions(code_text)
 end
 
 --- Every identifier-like word inside an inline code span of text, fenced blocks left out.
-local function inline_code_words(text)
-  local words = {}
-  local unfenced = text:gsub("\n```[^\n]*\n.-\n```", "\n")
-  for span in unfenced:gmatch("`([^`\n]+)`") do
-    for w in span:gmatch("[%a_][%w_]*") do words[w] = true end
-  end
-  return words
-end
+local function inline_code_words(text) return code_words((text:gsub("\n```[^\n]*\n.-\n```", "\n"))) end
 
 describe("docs/c-api.md", function()
   local doc = read("docs/c-api.md")
