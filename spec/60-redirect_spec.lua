@@ -25,10 +25,7 @@ local LOCK = [[
 }
 ]]
 
-if not servers.nginx_bin then
-  describe("redirects against nginx", function() pending("nginx not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("redirects against nginx", "nginx") then return end
 
 describe("redirects against nginx (RFC 9110 §15.4)", function()
   local policy, ng, base, other

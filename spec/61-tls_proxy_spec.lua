@@ -23,10 +23,7 @@ local LOCK = [[
 }
 ]]
 
-if not (servers.nginx_bin and servers.openssl_bin) then
-  describe("TLS and proxies", function() pending("nginx or openssl not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("TLS and proxies", "nginx", "openssl") then return end
 
 --- Runs a Lua snippet in a child lua5.4 with the given environment variables, and none of the TLS and
 --- proxy variables this machine may have set; returns stdout, stderr.

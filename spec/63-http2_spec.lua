@@ -9,10 +9,7 @@ local LOCK = [[
 {"endpoint": "GET /*", "maxAttempts": 2, "perAttemptTimeoutMs": 3000, "totalBudgetMs": 6000, "retryable": []}
 ]]
 
-if not (servers.nginx_bin and servers.openssl_bin) then
-  describe("HTTP/2", function() pending("nginx or openssl not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("HTTP/2", "nginx", "openssl") then return end
 
 describe("HTTP/2 against nginx", function()
   local policy, ng, h2s, h2c

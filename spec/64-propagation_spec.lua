@@ -26,10 +26,7 @@ local LOCK = [[{
 local PLAIN = LOCK:gsub(',%s*"propagation": {}', "")
 assert(PLAIN ~= LOCK)
 
-if not servers.nginx_bin then
-  describe("propagation against nginx", function() pending("nginx not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("propagation against nginx", "nginx") then return end
 
 describe("propagation on the wire", function()
   local ng, policy, fx, ledger_path, client

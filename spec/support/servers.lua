@@ -205,6 +205,19 @@ http {
   end)
 end
 
+--- Whether a program a spec needs is not installed (names: "nginx", "openssl", "tinyproxy", as M.NAME_bin); if so,
+--- a pending describe block named block says which programs it needs, and the spec returns at once.
+-- @param block string: the block's name; ... the programs' names
+-- @return boolean
+function M.missing(block, ...)
+  local names, absent = { ... }, false
+  for _, name in ipairs(names) do absent = absent or not M[name .. "_bin"] end
+  if not absent then return false end
+  local busted = require "busted" -- the running suite's API, as a spec file sees it
+  busted.describe(block, function() busted.pending(table.concat(names, " or ") .. " not installed (bash .ci/deps)") end)
+  return true
+end
+
 --- Starts nginx (M.nginx) with a private CA and certificates made for it (M.make_certs, in a fresh directory):
 --- servers(ports, certs) returns the server blocks, certs being that directory. ng.certs is the directory, and
 --- ng.stop removes it too.
