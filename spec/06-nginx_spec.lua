@@ -575,25 +575,21 @@ describe("the nginx embedding example", function()
       why = why:gsub("bad%.lock%.json", "proxy.lock.json")
       local _, serr, scode = helper.sh(nginx_cmd(dir, "-s reload"))
       assert.equal(0, scode, serr)
-      local log
-      for _ = 1, 100 do
-        log = helper.try_read_file(dir .. "/error.log") or ""
-        if log:find(why, 1, true) then break end
-        os.execute("sleep 0.05")
-      end
+      local log = helper.poll(100, 0.05, function()
+        local text = helper.try_read_file(dir .. "/error.log") or ""
+        return text:find(why, 1, true) ~= nil, text
+      end)
       assert.truthy(log:find("init_by_lua error: " .. why, 1, true), log)
       get(5)
       -- Each worker holds its lines and writes them within ledger_flush_ms (200 ms by default).
-      local n
-      for _ = 1, 100 do
-        n = 0
+      local n = helper.poll(100, 0.05, function()
+        local count = 0
         for rec in rf.ledger.read(ledger) do
-          n = n + 1
+          count = count + 1
           assert.equal("GET /items/*", rec.route)
         end
-        if n >= 5 then break end
-        os.execute("sleep 0.05")
-      end
+        return count >= 5, count
+      end)
       assert.equal(5, n)
       -- No sanitizer report from nginx (the sanitized run's module runs in it), no error but the refused reload's.
       local out = helper.try_read_file(dir .. "/nginx.out") or ""

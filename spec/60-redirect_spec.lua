@@ -4,6 +4,7 @@
 -- Retry-After on a 3xx; Authorization and Cookie kept from other origins; redirect loops ended by
 -- max_redirects as TOO_MANY_REDIRECTS with exactly max_redirects + 1 requests sent, the ledger agreeing.
 local rf = require "retryfreeze"
+local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local LOCK = [[
@@ -72,14 +73,9 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   -- is sent, so the lines may trail the client by a moment: wait (bounded) for `want` of them, then a little
   -- longer, so a line too many would show.
   local function since(mark, want)
-    local lines = ng.log_lines()
-    for _ = 1, 100 do
-      if #lines - mark >= (want or 1) then break end
-      os.execute("sleep 0.02")
-      lines = ng.log_lines()
-    end
+    h.poll(100, 0.02, function() return #ng.log_lines() - mark >= (want or 1) end)
     os.execute("sleep 0.05")
-    lines = ng.log_lines()
+    local lines = ng.log_lines()
     local out = {}
     for i = mark + 1, #lines do
       local method, uri, len, proto, conn, auth, cookie, ua = lines[i]:match("^(%S+) (%S+) (%d+) (%S+) (%d+) ([^|]*)|([^|]*)|(.*)$")

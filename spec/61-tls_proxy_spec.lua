@@ -219,12 +219,12 @@ describe("TLS against nginx with a private CA", function()
   describe("User-Agent", function()
     -- The User-Agent nginx logged for the request to path (waits, bounded, for its line).
     local function ua_of(path)
-      for _ = 1, 100 do
+      return h.poll(100, 0.02, function()
         for _, line in ipairs(ng.log_lines()) do
-          if line:match("^%S+ " .. path:gsub("%p", "%%%0") .. " ") then return line:match("|([^|]*)$") end
+          if line:match("^%S+ " .. path:gsub("%p", "%%%0") .. " ") then return true, line:match("|([^|]*)$") end
         end
-        os.execute("sleep 0.02")
-      end
+        return false
+      end)
     end
 
     it("defaults to retryfreeze/VERSION libcurl/X", function()

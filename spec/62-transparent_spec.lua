@@ -198,15 +198,13 @@ describe("transparent retries (requests that never left)", function()
     end)
 
     local function settled_count(path, want)
-      local n = 0
-      for _ = 1, 50 do
-        n = 0
+      local n = h.poll(50, 0.02, function()
+        local count = 0
         for _, line in ipairs(ng.log_lines()) do
-          if line:find(" " .. path .. " ", 1, true) then n = n + 1 end
+          if line:find(" " .. path .. " ", 1, true) then count = count + 1 end
         end
-        if n >= want then break end
-        os.execute("sleep 0.02")
-      end
+        return count >= want, count
+      end)
       os.execute("sleep 0.05")
       return n
     end

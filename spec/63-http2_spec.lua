@@ -31,17 +31,14 @@ describe("HTTP/2 against nginx", function()
 
   -- The log lines for a path once `want` of them are written: {protocol, connection}.
   local function seen(path, want)
-    local out
-    for _ = 1, 100 do
-      out = {}
+    return h.poll(100, 0.02, function()
+      local out = {}
       for _, line in ipairs(ng.log_lines()) do
         local uri, proto, conn = line:match("^%S+ (%S+) %d+ (%S+) (%d+)")
         if uri == path then out[#out + 1] = { protocol = proto, connection = conn } end
       end
-      if #out >= want then break end
-      os.execute("sleep 0.02")
-    end
-    return out
+      return #out >= want, out
+    end)
   end
 
   local function client(base, version)

@@ -60,13 +60,11 @@ describe("propagation on the wire", function()
   -- The lines nginx logged since mark (a count), as {uri, attempt, deadline, try, left, overloaded}; nginx logs
   -- after the response, so wait (bounded) for want of them.
   local function logged(mark, want)
-    local lines
-    for _ = 1, 100 do
-      lines = {}
-      for line in (h.try_read_file(ng.dir .. "/prop.log") or ""):gmatch("[^\n]+") do lines[#lines + 1] = line end
-      if #lines >= mark + want then break end
-      os.execute("sleep 0.02")
-    end
+    h.poll(100, 0.02, function()
+      local n = 0
+      for _ in (h.try_read_file(ng.dir .. "/prop.log") or ""):gmatch("[^\n]+") do n = n + 1 end
+      return n >= mark + want
+    end)
     os.execute("sleep 0.05")
     local out = {}
     for line in (h.try_read_file(ng.dir .. "/prop.log") or ""):gmatch("[^\n]+") do out[#out + 1] = line end

@@ -174,6 +174,20 @@ function M.assert_usage_errors(cases)
   end
 end
 
+--- Waits, bounded, for what a server writes a moment after it answered (an access log line, a ledger line): calls
+--- probe() up to tries times, sleeping pause_s seconds between calls, until it returns true.
+-- @param tries integer; pause_s number: seconds; probe function: returns done (boolean) and a value
+-- @return the value of probe's last call
+function M.poll(tries, pause_s, probe)
+  local done, value
+  for i = 1, tries do
+    done, value = probe()
+    if done then break end
+    if i < tries then os.execute("sleep " .. pause_s) end
+  end
+  return value
+end
+
 --- The items of a list written "a, b, c" (as every "allowed: …" message and the docs write one), in order.
 -- @param list string
 -- @return array of strings
