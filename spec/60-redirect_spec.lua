@@ -4,7 +4,6 @@
 -- Retry-After on a 3xx; Authorization and Cookie kept from other origins; redirect loops ended by
 -- max_redirects as TOO_MANY_REDIRECTS with exactly max_redirects + 1 requests sent, the ledger agreeing.
 local rf = require "retryfreeze"
-local h = require "spec.helper"
 local servers = require "spec.support.servers"
 
 local LOCK = [[
@@ -73,7 +72,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   -- is sent, so the lines may trail the client by a moment: wait (bounded) for `want` of them, then a little
   -- longer, so a line too many would show.
   local function since(mark, want)
-    h.poll(100, 0.02, function() return #ng.log_lines() - mark >= (want or 1) end)
+    ng.await_lines(mark + (want or 1))
     os.execute("sleep 0.05")
     local lines = ng.log_lines()
     local out = {}

@@ -175,6 +175,8 @@ function M.nginx_with(n, conf_of, opts)
     for line in text_of(ng.access):gmatch("[^\n]+") do lines[#lines + 1] = line end
     return lines
   end
+  --- Waits, bounded (h.poll: 100 × 20 ms), until the access log holds count lines: nginx logs after answering.
+  function ng.await_lines(count) h.poll(100, 0.02, function() return #ng.log_lines() >= count end) end
   return ng
 end
 
