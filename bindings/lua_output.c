@@ -31,6 +31,22 @@ static const char *path_arg(lua_State *L, const char *what) {
     return NULL;
 }
 
+/* The arguments core.write_file and core.append_file share: path (1), text (2, any bytes), what (3). */
+typedef struct write_args {
+    const char *what, *path, *text;
+    size_t len;
+} write_args;
+
+/* Reads them, raising on a bad text or what; false, with nil, message, "refused" pushed, for a path with a NUL. */
+static bool get_write_args(lua_State *L, write_args *a) {
+    a->what = luaL_optstring(L, 3, "output");
+    a->path = path_arg(L, a->what);
+    a->text = luaL_checklstring(L, 2, &a->len);
+    if (a->path != NULL) return true;
+    push_failure(L, RF_EINVAL, lua_tostring(L, -1));
+    return false;
+}
+
 /*
  * core.write_file(path, text [, what = "output"]) → true, or nil, message, kind. Replaces the whole content of
  * the file at path with text (any bytes) atomically, through a symlink to its target; "-" writes to standard
@@ -40,14 +56,11 @@ static const char *path_arg(lua_State *L, const char *what) {
  * device"). Raises on a bad argument.
  */
 static int l_write_file(lua_State *L) {
-    const char *what = luaL_optstring(L, 3, "output");
-    const char *path = path_arg(L, what);
-    size_t len;
-    const char *text = luaL_checklstring(L, 2, &len);
-    if (path == NULL) return push_failure(L, RF_EINVAL, lua_tostring(L, -1));
-    if (strcmp(path, "-") == 0) fflush(stdout);
+    write_args a;
+    if (!get_write_args(L, &a)) return 3;
+    if (strcmp(a.path, "-") == 0) fflush(stdout);
     rf_error err;
-    rf_status st = rf_output_write(path, text, len, what, &err);
+    rf_status st = rf_output_write(a.path, a.text, a.len, a.what, &err);
     if (st != RF_OK) return push_failure(L, st, err.message);
     lua_pushboolean(L, 1);
     return 1;
@@ -60,31 +73,28 @@ static int l_write_file(lua_State *L) {
  * a directory, FIFO, socket or device, like core.write_file. Raises on a bad argument.
  */
 static int l_append_file(lua_State *L) {
-    const char *what = luaL_optstring(L, 3, "output");
-    const char *path = path_arg(L, what);
-    size_t len;
-    const char *text = luaL_checklstring(L, 2, &len);
-    if (path == NULL) return push_failure(L, RF_EINVAL, lua_tostring(L, -1));
+    write_args a;
+    if (!get_write_args(L, &a)) return 3;
     rf_error err;
     int fd;
-    rf_status st = rf_output_open_append(path, O_WRONLY, what, &fd, &err);
+    rf_status st = rf_output_open_append(a.path, O_WRONLY, a.what, &fd, &err);
     if (st != RF_OK) return push_failure(L, st, err.message);
     ssize_t n;
     do {
-        n = write(fd, text, len);
+        n = write(fd, a.text, a.len);
     } while (n < 0 && errno == EINTR);
     int e = n < 0 ? errno : 0;
     close(fd);
-    if (n < 0 || (size_t)n != len) {
+    if (n < 0 || (size_t)n != a.len) {
         char text_of_e[128];
         if (n < 0 && strerror_r(e, text_of_e, sizeof text_of_e) != 0)
             snprintf(text_of_e, sizeof text_of_e, "error %d", e);
         lua_pushnil(L);
         if (n < 0)
-            lua_pushfstring(L, "cannot append to %s %s: %s", what, path, text_of_e);
+            lua_pushfstring(L, "cannot append to %s %s: %s", a.what, a.path, text_of_e);
         else
-            lua_pushfstring(L, "cannot append to %s %s: only %d of %d bytes written (is the disk full?)", what, path,
-                            (int)n, (int)len);
+            lua_pushfstring(L, "cannot append to %s %s: only %d of %d bytes written (is the disk full?)", a.what,
+                            a.path, (int)n, (int)a.len);
         lua_pushliteral(L, "failed");
         return 3;
     }

@@ -132,22 +132,20 @@ describe("retryfreeze decide", function()
   it("decides unpinned-source for --source '' as for any source but pinned-map", function()
     local args = { "decide", h.desk_lock, "--method", "POST", "--path", "/v1/jobs", "--status", "504",
       "--idempotency-key", "k", "--seed", "1" }
-    local out, _, code = h.run_cli(table.unpack(args))
-    assert.equal(0, code)
-    assert.matches('"retry":true,"reason":"pinned%-status"', out)
-    local function with_source(source)
+    -- Each case: the --source value (false: no --source) and what the verdict must say.
+    for _, case in ipairs({
+      { false, '"retry":true,"reason":"pinned%-status"' },
+      { "", '^{"retry":false,"reason":"unpinned%-source"' },
+      { "llm", '^{"retry":false,"reason":"unpinned%-source"' },
+      { "pinned-map ", '^{"retry":false,"reason":"unpinned%-source"' },
+      { "pinned-map", '"retry":true,"reason":"pinned%-status"' },
+    }) do
       local a = { table.unpack(args) }
-      a[#a + 1], a[#a + 2] = "--source", source
-      return h.run_cli(table.unpack(a))
+      if case[1] then a[#a + 1], a[#a + 2] = "--source", case[1] end
+      local out, _, code = h.run_cli(table.unpack(a))
+      assert.equal(0, code, tostring(case[1]))
+      assert.matches(case[2], out)
     end
-    for _, source in ipairs({ "", "llm", "pinned-map " }) do
-      out, _, code = with_source(source)
-      assert.equal(0, code)
-      assert.matches('^{"retry":false,"reason":"unpinned%-source"', out)
-    end
-    out, _, code = with_source("pinned-map")
-    assert.equal(0, code)
-    assert.matches('"retry":true,"reason":"pinned%-status"', out)
   end)
 
   it("is deterministic with --seed", function()

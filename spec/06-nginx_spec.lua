@@ -113,16 +113,15 @@ if not nginx then
 end
 
 describe("rf.client against nginx", function()
-  local policy, ng, dead_port, client, ledger_path, ledger
+  local policy, ng, dead_port, fx, client, ledger_path
   local access_lines
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "06-nginx.lock"))
     dead_port = servers.closed_port()
     ng = assert(start_nginx(dead_port))
-    ledger_path = os.tmpname()
-    ledger = assert(rf.ledger.open(ledger_path))
-    client = rf.client{ policy = policy, base_url = ng.url, ledger = ledger, rng_seed = 7 }
+    fx = servers.ledgered_client(policy, ng.url, { rng_seed = 7 })
+    client, ledger_path = fx.client, fx.ledger_path
     -- Readiness: a 200 means a worker is serving (the master wrote its pid file before starting it).
     local r = client:request{ method = "GET", path = "/ok" }
     assert(r.ok, "nginx did not answer /ok: " .. tostring(r.reason) .. " " .. read_file(ng.dir .. "/error.log"))
@@ -142,9 +141,7 @@ describe("rf.client against nginx", function()
   end
 
   teardown(function()
-    if client then client:close() end
-    if ledger then ledger:close() end
-    if ledger_path then os.remove(ledger_path) end
+    if fx then fx.stop() end
     if ng then ng.stop() end
   end)
 
@@ -578,25 +575,21 @@ describe("the nginx embedding example", function()
       why = why:gsub("bad%.lock%.json", "proxy.lock.json")
       local _, serr, scode = helper.sh(nginx_cmd(dir, "-s reload"))
       assert.equal(0, scode, serr)
-      local log
-      for _ = 1, 100 do
-        log = helper.try_read_file(dir .. "/error.log") or ""
-        if log:find(why, 1, true) then break end
-        os.execute("sleep 0.05")
-      end
+      local log = helper.poll(100, 0.05, function()
+        local text = helper.try_read_file(dir .. "/error.log") or ""
+        return text:find(why, 1, true) ~= nil, text
+      end)
       assert.truthy(log:find("init_by_lua error: " .. why, 1, true), log)
       get(5)
       -- Each worker holds its lines and writes them within ledger_flush_ms (200 ms by default).
-      local n
-      for _ = 1, 100 do
-        n = 0
+      local n = helper.poll(100, 0.05, function()
+        local count = 0
         for rec in rf.ledger.read(ledger) do
-          n = n + 1
+          count = count + 1
           assert.equal("GET /items/*", rec.route)
         end
-        if n >= 5 then break end
-        os.execute("sleep 0.05")
-      end
+        return count >= 5, count
+      end)
       assert.equal(5, n)
       -- No sanitizer report from nginx (the sanitized run's module runs in it), no error but the refused reload's.
       local out = helper.try_read_file(dir .. "/nginx.out") or ""

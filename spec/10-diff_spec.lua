@@ -810,14 +810,9 @@ describe("retryfreeze diff", function()
   end)
 
   describe("git:REV:PATH", function()
-    if not os.execute("git --version >/dev/null 2>&1") then
+    if not h.has_git then
       pending("git is not installed")
       return
-    end
-
-    local function sh(cmd)
-      local ok = os.execute("cd '" .. dir .. "' && " .. cmd .. " >/dev/null 2>&1")
-      assert(ok, cmd)
     end
 
     -- Runs the CLI with the temporary repository as the working directory.
@@ -829,8 +824,10 @@ describe("retryfreeze diff", function()
     end
 
     before_each(function()
-      sh("git init -q . && cp old.lock.json committed.lock.json && git add committed.lock.json && "
-        .. "git -c user.name=t -c user.email=t@example.com commit -q -m lock")
+      h.git(dir, "init -q .")
+      h.write_file(dir .. "/committed.lock.json", h.read_file(dir .. "/old.lock.json"))
+      h.git(dir, "add committed.lock.json")
+      h.git(dir, "commit -q -m lock")
     end)
 
     it("reads OLD from a commit", function()
@@ -858,28 +855,25 @@ describe("retryfreeze diff", function()
       assert.matches("nope%.json: No such file or directory", err)
     end)
 
+    -- diff OLD service.lock.json in the repository, refused: exit 2, nothing on stdout; returns stderr.
+    local function refused(old)
+      local out, err, code = run_in_repo("diff", old, "service.lock.json")
+      assert.equal(2, code, old)
+      assert.equal("", out)
+      return err
+    end
+
     it("exits 2 with git's message when git fails", function()
-      local out, err, code = run_in_repo("diff", "git:nosuchrev:committed.lock.json", "service.lock.json")
-      assert.equal(2, code)
-      assert.equal("", out)
       assert.matches("^retryfreeze diff: git:nosuchrev:committed%.lock%.json: git show failed %(exit 128%): "
-        .. ".*nosuchrev", err)
-      out, err, code = run_in_repo("diff", "git:HEAD:missing.json", "service.lock.json")
-      assert.equal("", out)
-      assert.equal(2, code)
-      assert.matches("missing%.json", err)
+        .. ".*nosuchrev", refused("git:nosuchrev:committed.lock.json"))
+      assert.matches("missing%.json", refused("git:HEAD:missing.json"))
     end)
 
     it("refuses a malformed git: source and quotes hostile paths", function()
-      local _, err, code = run_in_repo("diff", "git:HEAD", "service.lock.json")
-      assert.equal(2, code)
-      assert.equal("retryfreeze diff: git:HEAD: expected git:REV:PATH (REV not starting with '-')\n", err)
-      _, err, code = run_in_repo("diff", "git:--output=/tmp/x:y", "service.lock.json")
-      assert.equal(2, code)
-      assert.matches("expected git:REV:PATH", err)
-      _, err, code = run_in_repo("diff", "git:HEAD:a'; touch pwned; '", "service.lock.json")
-      assert.equal(2, code)
-      assert.matches("git show failed", err)
+      assert.equal("retryfreeze diff: git:HEAD: expected git:REV:PATH (REV not starting with '-')\n",
+        refused("git:HEAD"))
+      assert.matches("expected git:REV:PATH", refused("git:--output=/tmp/x:y"))
+      assert.matches("git show failed", refused("git:HEAD:a'; touch pwned; '"))
       assert.is_nil(io.open(dir .. "/pwned"))
     end)
   end)

@@ -12,11 +12,7 @@ local function x_macro(name)
   return strings
 end
 
-local function split(list)
-  local items = {}
-  for item in (list .. ", "):gmatch("(.-), ") do items[#items + 1] = item end
-  return items
-end
+local split = h.split_list
 
 local B = '{"endpoint": "GET /x", "maxAttempts": 2, "perAttemptTimeoutMs": 1000, "totalBudgetMs": 2000, '
   .. '"retryable": ["HTTP_503"]}'

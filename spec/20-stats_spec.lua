@@ -175,6 +175,10 @@ describe("rf.ledger.stats", function()
     assert.equal("cannot open ledger /nonexistent/ledger.jsonl: No such file or directory", err)
     assert.has_error(function() ledger_stats.stats(42) end,
       "bad argument #1 to 'stats' (string or array of strings expected, got number)")
+    -- Options that are not a table: the error is the caller's (it names this file and line).
+    local ok, err2 = pcall(function() local r = ledger_stats.stats({}, 5) return r end)
+    assert.is_false(ok)
+    assert.matches("20%-stats_spec%.lua:%d+: bad argument #2 to 'stats' %(table expected, got number%)$", err2)
     assert.has_error(function() ledger_stats.summarize({ "/nonexistent/ledger.jsonl" }) end)
   end)
 
@@ -214,18 +218,19 @@ describe("retryfreeze stats", function()
   it("prints the counts, ratios, percentiles, reasons and routes", function()
     local out, err, code = h.run_cli("stats", ledger(mixed()))
     assert.equal(0, code, err)
-    assert.matches("ledgers: 1 file, 11 lines\n", out, 1, true)
-    assert.matches("  requests                       11\n", out, 1, true)
-    assert.matches("  successes                       8  (72.73%)\n", out, 1, true)
-    assert.matches("  terminal failures               1  (9.09% of requests)\n", out, 1, true)
-    assert.matches("  retried successes               2  (25.00% of successes)\n", out, 1, true)
-    assert.matches("  attempts per success        1.250\n", out, 1, true)
-    assert.matches("  attempts per request        1.273\n", out, 1, true)
-    assert.matches("  elapsed_ms             p50 6  p95 10  p99 10  max 10\n", out, 1, true)
-    assert.matches("  exhausted  max-attempts                            1\n", out, 1, true)
-    assert.matches("  HTTP_503                                           2\n", out, 1, true)
-    assert.matches("  (no route)                           1     0.00%     0.00%     0.00%     0.000        7        7        7\n",
-      out, 1, true)
+    h.assert_holds(out, {
+      "ledgers: 1 file, 11 lines\n",
+      "  requests                       11\n",
+      "  successes                       8  (72.73%)\n",
+      "  terminal failures               1  (9.09% of requests)\n",
+      "  retried successes               2  (25.00% of successes)\n",
+      "  attempts per success        1.250\n",
+      "  attempts per request        1.273\n",
+      "  elapsed_ms             p50 6  p95 10  p99 10  max 10\n",
+      "  exhausted  max-attempts                            1\n",
+      "  HTTP_503                                           2\n",
+      "  (no route)                           1     0.00%     0.00%     0.00%     0.000        7        7        7\n",
+    })
   end)
 
   it("prints one JSON object with --json", function()
@@ -235,11 +240,13 @@ describe("retryfreeze stats", function()
     assert.matches('^{"files":%[".-"%],"lines":3,"torn":{},"torn_lines":0,"corrupt":{},"corrupt_lines":0,'
       .. '"requests":3,"successes":2,"failures":1,"terminal":1,"retried_successes":1,"attempts":4,'
       .. '"success_attempts":3,"retries":1,', out)
-    assert.matches('"elapsed_ms":{"p50":5,"p95":9,"p99":9,"min":1,"max":9,"mean":5}', out, 1, true)
-    -- json.encode applies the key order at every depth, so "terminal" (a top-level key) comes first here too.
-    assert.matches('"by_outcome":{"terminal":1,"success":2}', out, 1, true)
-    assert.matches('"retried_classes":{"HTTP_503":1}', out, 1, true)
-    assert.matches('"by_route":{"POST /v1/jobs":{"requests":3,', out, 1, true)
+    h.assert_holds(out, {
+      '"elapsed_ms":{"p50":5,"p95":9,"p99":9,"min":1,"max":9,"mean":5}',
+      -- json.encode applies the key order at every depth, so "terminal" (a top-level key) comes first here too.
+      '"by_outcome":{"terminal":1,"success":2}',
+      '"retried_classes":{"HTTP_503":1}',
+      '"by_route":{"POST /v1/jobs":{"requests":3,',
+    })
   end)
 
   it("reports a torn last line and exits 0", function()
@@ -279,15 +286,12 @@ describe("retryfreeze stats", function()
   end)
 
   it("exits 2 on bad usage or a missing file", function()
-    local _, err, code = h.run_cli("stats")
-    assert.equal(2, code)
-    assert.matches("expected at least one LEDGER", err, 1, true)
-    _, err, code = h.run_cli("stats", "--bogus", "x")
-    assert.equal(2, code)
-    assert.matches("unknown option '--bogus'", err, 1, true)
-    _, err, code = h.run_cli("stats", "/nonexistent/l.jsonl")
-    assert.equal(2, code)
-    assert.equal("retryfreeze stats: cannot open ledger /nonexistent/l.jsonl: No such file or directory\n", err)
+    h.assert_usage_errors({
+      { { "stats" }, "expected at least one LEDGER" },
+      { { "stats", "--bogus", "x" }, "unknown option '--bogus'" },
+      { { "stats", "/nonexistent/l.jsonl" },
+        whole = "retryfreeze stats: cannot open ledger /nonexistent/l.jsonl: No such file or directory\n" },
+    })
   end)
 end)
 
@@ -330,12 +334,7 @@ end)
 -- Soak and demo replaced an existing ledger, varied under a fixed seed, and soak's default
 -- faults never exercised the backoff.
 describe("soak and demo ledgers", function()
-  local function read_all(path)
-    local f = assert(io.open(path, "rb"))
-    local t = f:read("a")
-    f:close()
-    return t
-  end
+  local read_all = h.read_file
   local function eleven_lines()
     local text = string.rep(ok1(7), 11)
     return h.temp_file(text), text

@@ -147,12 +147,14 @@ describe("retryfreeze model", function()
   it("prints 1.39 attempts per request and 1.43 per success at --failure-rate 0.3", function()
     local out, err, code = h.run_cli("model", three, "--failure-rate", "0.3")
     assert.equal(0, code, err)
-    assert.matches("maxAttempts 3: POST /v1/jobs\n  at p = 0.3:\n", out, 1, true)
-    assert.matches("    attempts per request       1.39\n", out, 1, true)
-    assert.matches("    success probability        97.30%\n", out, 1, true)
-    assert.matches("    attempts per success       1.43\n", out, 1, true)
-    assert.matches("    worst case                 3 attempts per request\n", out, 1, true)
-    assert.matches("assumes: every failed attempt is of a retryable class and fails independently", out, 1, true)
+    h.assert_holds(out, {
+      "maxAttempts 3: POST /v1/jobs\n  at p = 0.3:\n",
+      "    attempts per request       1.39\n",
+      "    success probability        97.30%\n",
+      "    attempts per success       1.43\n",
+      "    worst case                 3 attempts per request\n",
+      "assumes: every failed attempt is of a retryable class and fails independently",
+    })
   end)
 
   it("prints the table over p = 0.1…0.9", function()
@@ -177,12 +179,13 @@ describe("retryfreeze model", function()
   it("prints the propagated case beside it: 27 without propagation, 3 with it, for 3 × 3", function()
     local out, _, code = h.run_cli("model", three, "--failure-rate", "0.3", "--layers", "3")
     assert.equal(0, code)
-    assert.matches("    with 3 layers: worst case  27 attempts per user request (3^3)\n", out, 1, true)
-    assert.matches("    propagated: worst case     3 attempts per user request (one layer retries)\n", out, 1, true)
-    assert.matches("    propagated: expected       1.39 attempts at the innermost service per user request\n", out, 1,
-      true)
-    assert.matches("    propagated: success        97.30%\n", out, 1, true)
-    assert.matches("   3 layers:  expected   success   worst   propagated:  expected   success   worst\n", out, 1, true)
+    h.assert_holds(out, {
+      "    with 3 layers: worst case  27 attempts per user request (3^3)\n",
+      "    propagated: worst case     3 attempts per user request (one layer retries)\n",
+      "    propagated: expected       1.39 attempts at the innermost service per user request\n",
+      "    propagated: success        97.30%\n",
+      "   3 layers:  expected   success   worst   propagated:  expected   success   worst\n",
+    })
     -- one layer: nothing to propagate across, no such column
     assert.is_nil(h.run_cli("model", three):find("propagated", 1, true))
   end)
@@ -190,9 +193,11 @@ describe("retryfreeze model", function()
   it("groups a multi-route lock's routes by maxAttempts and picks one with --route", function()
     local out, _, code = h.run_cli("model", "examples/service.lock.json", "--failure-rate", "0.5")
     assert.equal(0, code)
-    assert.matches("\nmaxAttempts 2: DELETE /v1/jobs/{id}, GET /v1/*, POST /v1/refunds\n", out, 1, true)
-    assert.matches("\nmaxAttempts 3: POST /v1/jobs\n", out, 1, true)
-    assert.matches("\nmaxAttempts 4: GET /v1/jobs/{id}\n", out, 1, true)
+    h.assert_holds(out, {
+      "\nmaxAttempts 2: DELETE /v1/jobs/{id}, GET /v1/*, POST /v1/refunds\n",
+      "\nmaxAttempts 3: POST /v1/jobs\n",
+      "\nmaxAttempts 4: GET /v1/jobs/{id}\n",
+    })
     out = h.run_cli("model", "examples/service.lock.json", "--route", "GET /v1/jobs/42", "--failure-rate", "0.5")
     assert.matches("\nmaxAttempts 4: GET /v1/jobs/{id}\n  at p = 0.5:\n    attempts per request       1.88\n", out, 1, true)
     assert.is_nil(out:find("maxAttempts 2", 1, true))
@@ -308,14 +313,15 @@ describe("retryfreeze model", function()
     local out, err, code = h.run_cli("model", lock, "--class", "HTTP_503")
     os.remove(lock)
     assert.equal(0, code, err)
-    assert.matches("note: GET /a/{id}: a HTTP_503 failure gets 2 of its 4 attempts (class-limit)\n", out, 1, true)
-    assert.matches("note: GET /b/*: a HTTP_503 failure gets 3 of its 4 attempts (class-limit)\n", out, 1, true)
-    assert.matches("note: GET /c: a HTTP_503 failure gets 1 of its 4 attempts (status-not-retryable)\n", out, 1,
-      true)
-    assert.matches("attempts for HTTP_503 1: GET /c\n", out, 1, true)
-    assert.matches("attempts for HTTP_503 2: GET /a/{id}\n", out, 1, true)
-    assert.matches("attempts for HTTP_503 3: GET /b/*\n", out, 1, true)
-    assert.matches("attempts for HTTP_503 4: GET /a/1, GET /b, GET /b/{id}/*\n", out, 1, true)
+    h.assert_holds(out, {
+      "note: GET /a/{id}: a HTTP_503 failure gets 2 of its 4 attempts (class-limit)\n",
+      "note: GET /b/*: a HTTP_503 failure gets 3 of its 4 attempts (class-limit)\n",
+      "note: GET /c: a HTTP_503 failure gets 1 of its 4 attempts (status-not-retryable)\n",
+      "attempts for HTTP_503 1: GET /c\n",
+      "attempts for HTTP_503 2: GET /a/{id}\n",
+      "attempts for HTTP_503 3: GET /b/*\n",
+      "attempts for HTTP_503 4: GET /a/1, GET /b, GET /b/{id}/*\n",
+    })
   end)
 
   it("exits 2 on bad usage, an invalid lock or an unknown route", function()

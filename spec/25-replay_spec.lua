@@ -40,10 +40,15 @@ local function exact_part(s)
     retried_successes = s.retried_successes, reasons = s.reasons, by_attempts = s.by_attempts }
 end
 
+-- The temporary files of a describe block, removed at its end: tmp() makes one, track(path) adds one made otherwise.
+local function scratch_files()
+  local scratch = h.scratch()
+  teardown(scratch.remove)
+  return function() return scratch.track(os.tmpname()) end, scratch.track
+end
+
 describe("retryfreeze replay: a narrower candidate equals its live run", function()
-  local files = {}
-  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
-  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+  local tmp, track = scratch_files()
 
   local A = '"maxAttempts":5,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429","HTTP_500","CONNECT_RESET"],'
     .. BACKOFF
@@ -60,7 +65,7 @@ describe("retryfreeze replay: a narrower candidate equals its live run", functio
     for _, pair in ipairs(pairs_) do
       it(pair[1] .. ", seed " .. seed, function()
         local a, b = lock(A), lock(pair[2])
-        files[#files + 1], files[#files + 2] = a, b
+        track(a); track(b)
         local recorded, live = tmp(), tmp()
         soak(a, seed, recorded)
         local predicted = replay_json(recorded, b, "--seed", tostring(seed))
@@ -81,7 +86,7 @@ describe("retryfreeze replay: a narrower candidate equals its live run", functio
     local faults = "503=0.3,ra=1"
     local a = lock('"maxAttempts":3,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
     local b = lock('"perAttemptTimeoutMs":500,"maxAttempts":3,"totalBudgetMs":800,"retryable":["HTTP_503"],' .. BACKOFF)
-    files[#files + 1], files[#files + 2] = a, b
+    track(a); track(b)
     local recorded, live = tmp(), tmp()
     soak(a, 5, recorded, faults, 120, 64)
     local predicted = replay_json(recorded, b, "--seed", "5")
@@ -96,7 +101,7 @@ describe("retryfreeze replay: a narrower candidate equals its live run", functio
     local a = lock('"maxAttempts":4,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF)
     local b = lock('"maxAttempts":4,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF
       .. ',"retryBudget":{"maxTokens":10,"tokenRatio":0.1}')
-    files[#files + 1], files[#files + 2] = a, b
+    track(a); track(b)
     local recorded, live = tmp(), tmp()
     soak(a, 9, recorded, "503=0.4,429=0.1", 200, 1)
     local predicted = replay_json(recorded, b, "--seed", "9")
@@ -109,9 +114,7 @@ describe("retryfreeze replay: a narrower candidate equals its live run", functio
 end)
 
 describe("retryfreeze replay: a wider candidate is modelled within 0.02 of its live run", function()
-  local files = {}
-  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
-  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+  local tmp, track = scratch_files()
 
   local narrow = '"maxAttempts":2,"totalBudgetMs":20000,"retryable":["HTTP_503","CONNECT_RESET"],' .. BACKOFF
   local wider = {
@@ -128,7 +131,7 @@ describe("retryfreeze replay: a wider candidate is modelled within 0.02 of its l
       for _, pair in ipairs(wider) do
         it(pair[1] .. ", faults " .. faults .. ", seed " .. seed .. ", 3000 requests", function()
           local a, b = lock(narrow), lock(pair[2])
-          files[#files + 1], files[#files + 2] = a, b
+          track(a); track(b)
           local recorded, live = tmp(), tmp()
           soak(a, seed, recorded, faults, 3000, 64)
           local r = replay_json(recorded, b, "--seed", tostring(seed))
@@ -198,14 +201,12 @@ describe("retryfreeze replay: a candidate's hedges, against its live run", funct
 end)
 
 describe("retryfreeze replay: bad input says what it is", function()
-  local files = {}
-  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
-  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+  local tmp, track = scratch_files()
   local a_fields = '"maxAttempts":3,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF
   local recorded, recorded2, a, a2
   setup(function()
     a, a2 = lock(a_fields), lock('"maxAttempts":2,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
-    files[#files + 1], files[#files + 2] = a, a2
+    track(a); track(a2)
     recorded, recorded2 = tmp(), tmp()
     soak(a, 4, recorded, "503=0.3,429=0.1", 100)
     soak(a2, 4, recorded2, "503=0.3,429=0.1", 50)
@@ -213,7 +214,7 @@ describe("retryfreeze replay: bad input says what it is", function()
 
   it("names each lock of a ledger that mixes them, with its requests", function()
     local both = h.temp_file(h.read_file(recorded) .. h.read_file(recorded2))
-    files[#files + 1] = both
+    track(both)
     local r = replay_json(both, a)
     local digest_a = assert(require("retryfreeze").load(a)).digest
     local digest_a2 = assert(require("retryfreeze").load(a2)).digest
@@ -225,7 +226,7 @@ describe("retryfreeze replay: bad input says what it is", function()
 
   it("counts requests the candidate routes nowhere as no-route, with no attempt", function()
     local elsewhere = lock('"endpoint":"GET /y/{i}",' .. a_fields)
-    files[#files + 1] = elsewhere
+    track(elsewhere)
     local r = replay_json(recorded, elsewhere)
     assert.same({ 100, 0, 0, 100 }, { r.predicted.requests, r.predicted.attempts, r.predicted.successes,
       r.predicted.no_route })
@@ -240,7 +241,7 @@ describe("retryfreeze replay: bad input says what it is", function()
     local first_nl = text:find("\n", 1, true)
     local torn = h.temp_file(text .. '{"ts":"2026-12-02T01:27:01.256Z","route":"GET /x')
     local corrupt = h.temp_file(text:sub(1, first_nl) .. '{"ts": 12}\n' .. text:sub(first_nl + 1))
-    files[#files + 1], files[#files + 2] = torn, corrupt
+    track(torn); track(corrupt)
     local s, r = stats_json(torn), replay_json(torn, a)
     assert.same({ s.torn, s.torn_lines, s.requests }, { r.torn, r.torn_lines, r.recorded.requests })
     assert.equal(1, r.torn_lines)
@@ -258,7 +259,7 @@ describe("retryfreeze replay: bad input says what it is", function()
   it("counts the seed harness's lines as recorded only and says which figures it cannot predict", function()
     local harness = h.temp_file('{"key": "k1", "attempts": 2, "elapsed_s": 0.41, "last": {"status": 200, '
       .. '"body_len": 12, "verdict": "unknown"}, "ok": true}\n' .. h.read_file(recorded))
-    files[#files + 1] = harness
+    track(harness)
     local r = replay_json(harness, a)
     assert.same({ 101, 100, 1 }, { r.recorded.requests, r.predicted.requests, r.predicted.harness })
     assert.matches("1 seed-harness line (no method, path or tries): counted as recorded only; no figure of theirs "
@@ -270,14 +271,12 @@ end)
 describe("assert.replay and retryfreeze gate --replay", function()
   require "retryfreeze.spec"
   local rf = require "retryfreeze"
-  local files = {}
-  local function tmp() files[#files + 1] = os.tmpname(); return files[#files] end
-  teardown(function() for _, f in ipairs(files) do os.remove(f) end end)
+  local tmp, track = scratch_files()
   local recorded, narrow, wide
   setup(function()
     narrow = lock('"maxAttempts":2,"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
     wide = lock('"maxAttempts":5,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF)
-    files[#files + 1], files[#files + 2] = narrow, wide
+    track(narrow); track(wide)
     recorded = tmp()
     soak(narrow, 6, recorded, "503=0.4,429=0.2", 400, 32)
   end)
@@ -316,6 +315,10 @@ describe("assert.replay and retryfreeze gate --replay", function()
       "bad argument #2 to 'replay' (policy expected, got string)")
     assert.has_error(function() assert.replay(recorded, w, { max_attempt_per_success = 1 }) end,
       "bad argument #3 to 'replay' (unknown threshold 'max_attempt_per_success')")
+    -- Options that are not a table: the error is the caller's (it names this file and line).
+    local bad_ok, bad_err = pcall(function() local r = rf.replay(recorded, w, 5) return r end)
+    assert.is_false(bad_ok)
+    assert.matches("25%-replay_spec%.lua:%d+: bad argument #3 to 'replay' %(table expected, got number%)$", bad_err)
     local ok, err = pcall(assert.replay, "/nonexistent/ledger.jsonl", w, {})
     assert.is_false(ok)
     assert.matches("bad argument #1 to 'replay' (cannot open ledger /nonexistent/ledger.jsonl", tostring(err), 1, true)

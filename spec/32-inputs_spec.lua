@@ -148,26 +148,22 @@ describe("input paths take regular files only", function()
     return path
   end
 
-  it("stops the decision-table reader at its cap", function()
-    local big = sparse(dir .. "/big.tsv", core.TABLE_MAX_BYTES + 1)
-    local _, err, code = run("check", lock, "--table", big)
-    assert.equal(2, code)
-    assert.matches("decision table [^\n]* is over the " .. core.TABLE_MAX_BYTES .. " byte limit", err)
-  end)
-
-  it("stops the pairing-log reader at its cap", function()
-    local big = sparse(dir .. "/big.jsonl", core.LOG_MAX_BYTES + 1)
-    local _, err, code = run("verify", lock, "--log", big)
-    assert.equal(2, code)
-    assert.matches("pairing log [^\n]* is over the " .. core.LOG_MAX_BYTES .. " byte limit", err)
-  end)
-
-  it("stops the lock reader of diff at the lock cap", function()
-    local big = sparse(dir .. "/big.lock.json", core.LOCK_MAX_BYTES + 1)
-    local _, err, code = run("diff", lock, big)
-    assert.equal(2, code)
-    assert.matches("is over the " .. core.LOCK_MAX_BYTES .. " byte limit", err)
-  end)
+  -- Each reader given a file one byte over its cap: {what it reads, the file's name, its cap, the command and the
+  -- option before the file (the lock comes first), what stderr must say before "is over the CAP byte limit"}.
+  for _, c in ipairs({
+    { "the decision-table reader", "big.tsv", core.TABLE_MAX_BYTES, { "check", "--table" }, "decision table [^\n]* " },
+    { "the pairing-log reader", "big.jsonl", core.LOG_MAX_BYTES, { "verify", "--log" }, "pairing log [^\n]* " },
+    { "the lock reader of diff", "big.lock.json", core.LOCK_MAX_BYTES, { "diff" }, "" },
+  }) do
+    it("stops " .. c[1] .. " at its cap", function()
+      local args = { c[4][1], lock }
+      if c[4][2] then args[#args + 1] = c[4][2] end
+      args[#args + 1] = sparse(dir .. "/" .. c[2], c[3] + 1)
+      local _, err, code = run(table.unpack(args))
+      assert.equal(2, code)
+      assert.matches(c[5] .. "is over the " .. c[3] .. " byte limit", err)
+    end)
+  end
 
   it("core.read_file: the text with its NUL bytes, or nil and the reason", function()
     local path = dir .. "/bytes"

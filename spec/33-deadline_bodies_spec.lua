@@ -33,10 +33,7 @@ local LOCK = ([[{"version":1,"defaults":{"maxAttempts":2,"perAttemptTimeoutMs":3
   "routes":[{"endpoint":"GET /big/*"},{"endpoint":"GET /small/*","maxAttempts":1,"perAttemptTimeoutMs":%d,
   "totalBudgetMs":%d}]}]]):format(BUDGET_MS, SMALL_BUDGET_MS, SMALL_BUDGET_MS)
 
-if not servers.nginx_bin then
-  describe("the deadline with large bodies", function() pending("nginx not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("the deadline with large bodies", "nginx") then return end
 
 --- One run: FLOWS flows, every second one big. Returns the per-request records and the stall samples.
 local function run_once(policy, port)

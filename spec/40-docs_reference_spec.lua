@@ -4,14 +4,8 @@
 local rf = require "retryfreeze"
 local json = require "retryfreeze.json"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("a")
-  f:close()
-  return text
-end
-
-local sorted = require("spec.helper").sorted
+local helper = require "spec.helper"
+local read, sorted, split_list = helper.read_file, helper.sorted, helper.split_list
 
 local function keys_of(set)
   local list = {}
@@ -96,12 +90,6 @@ local function first_column(text, first_header)
   return names
 end
 
---- Splits a comma-separated list ("a, b, c") into its items.
-local function split_list(s)
-  local items = {}
-  for item in (s .. ","):gmatch("%s*([^,]-)%s*,") do items[#items + 1] = item end
-  return items
-end
 
 --- The C string literal arguments of every call `fname(` in src: for each call, its argument number
 --- `arg` (1-based) as the concatenation of its literals (adjacent literals join, as in C).
@@ -916,14 +904,7 @@ local function rf_api_functions(code_text)
 end
 
 --- Every identifier-like word inside an inline code span of text, fenced blocks left out.
-local function inline_code_words(text)
-  local words = {}
-  local unfenced = text:gsub("\n```[^\n]*\n.-\n```", "\n")
-  for span in unfenced:gmatch("`([^`\n]+)`") do
-    for w in span:gmatch("[%a_][%w_]*") do words[w] = true end
-  end
-  return words
-end
+local function inline_code_words(text) return code_words((text:gsub("\n```[^\n]*\n.-\n```", "\n"))) end
 
 describe("docs/c-api.md", function()
   local doc = read("docs/c-api.md")

@@ -99,21 +99,12 @@ describe("retryBudget.shared in the lock", function()
   end)
 end)
 
--- The storm's workers are Lua 5.4 scripts (<close>): pending in a build without the 5.4 module (RF_LUA=luajit).
-local describe_54 = h.has_module("5.4") and describe or pending
-describe_54("a retry budget shared through Redis", function()
-  local parts = storm_support.servers("fleet")
+storm_support.describe("a retry budget shared through Redis", "fleet", function(parts, it_redis)
   local srv, up, lock_file
   setup(function()
-    parts.start()
     srv, up = parts.srv, parts.up
     lock_file = parts.dir and parts.dir .. "/storm.lock.json"
   end)
-  teardown(parts.stop)
-
-  local function it_redis(name, fn)
-    if parts.skip then pending(name .. " (no redis-server)") else it(name, fn) end
-  end
 
   --- Runs `procs` storm workers at once (spec.support.storm); returns the upstream's request count, the requests
   --- whose budget was shared and local-fallback. Every worker prints its `done` line and nothing before it.

@@ -77,20 +77,9 @@ describe("retryBudget as a ratio", function()
   end)
 end)
 
--- The workers are Lua 5.4 scripts (<close>): pending in a build without the 5.4 module (RF_LUA=luajit).
-local describe_54 = h.has_module("5.4") and describe or pending
-describe_54("a ratio retry budget shared through Redis", function()
-  local parts = storm_support.servers("ratio")
+storm_support.describe("a ratio retry budget shared through Redis", "ratio", function(parts, it_redis)
   local srv, up, dir
-  setup(function()
-    parts.start()
-    srv, up, dir = parts.srv, parts.up, parts.dir
-  end)
-  teardown(parts.stop)
-
-  local function it_redis(name, fn)
-    if parts.skip then pending(name .. " (no redis-server)") else it(name, fn) end
-  end
+  setup(function() srv, up, dir = parts.srv, parts.up, parts.dir end)
 
   --- Runs `procs` storm workers at once under the lock text (spec.support.storm); returns the retries the upstream
   --- saw, the requests whose budget was shared and local-fallback, and what the workers printed.

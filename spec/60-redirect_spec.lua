@@ -25,10 +25,7 @@ local LOCK = [[
 }
 ]]
 
-if not servers.nginx_bin then
-  describe("redirects against nginx", function() pending("nginx not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("redirects against nginx", "nginx") then return end
 
 describe("redirects against nginx (RFC 9110 §15.4)", function()
   local policy, ng, base, other
@@ -64,8 +61,7 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
       return table.concat(blocks, "\n")
     end)
     assert(ng, err)
-    base = "http://127.0.0.1:" .. ng.ports[1]
-    other = "http://127.0.0.1:" .. ng.ports[2]
+    base, other = ng.url_of(1), ng.url_of(2)
   end)
 
   teardown(function()
@@ -76,14 +72,9 @@ describe("redirects against nginx (RFC 9110 §15.4)", function()
   -- is sent, so the lines may trail the client by a moment: wait (bounded) for `want` of them, then a little
   -- longer, so a line too many would show.
   local function since(mark, want)
-    local lines = ng.log_lines()
-    for _ = 1, 100 do
-      if #lines - mark >= (want or 1) then break end
-      os.execute("sleep 0.02")
-      lines = ng.log_lines()
-    end
+    ng.await_lines(mark + (want or 1))
     os.execute("sleep 0.05")
-    lines = ng.log_lines()
+    local lines = ng.log_lines()
     local out = {}
     for i = mark + 1, #lines do
       local method, uri, len, proto, conn, auth, cookie, ua = lines[i]:match("^(%S+) (%S+) (%d+) (%S+) (%d+) ([^|]*)|([^|]*)|(.*)$")

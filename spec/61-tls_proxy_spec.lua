@@ -23,10 +23,7 @@ local LOCK = [[
 }
 ]]
 
-if not (servers.nginx_bin and servers.openssl_bin) then
-  describe("TLS and proxies", function() pending("nginx or openssl not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("TLS and proxies", "nginx", "openssl") then return end
 
 --- Runs a Lua snippet in a child lua5.4 with the given environment variables, and none of the TLS and
 --- proxy variables this machine may have set; returns stdout, stderr.
@@ -55,30 +52,25 @@ describe("TLS against nginx with a private CA", function()
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "61-tls.lock"))
-    certs = servers.temp_dir("net-certs")
-    servers.make_certs(certs)
-    local err
-    ng, err = servers.nginx(5, function(ports)
-      local function tls_server(port, cert, extra)
-        return ("server { listen 127.0.0.1:%d ssl; ssl_certificate %s/%s.pem; ssl_certificate_key %s/%s.key; %s " ..
-          "location / { return 200 \"tls:%d\\n\"; } }"):format(port, certs, cert, certs, cert, extra or "", port)
+    ng = assert(servers.nginx_tls(5, function(ports, dir)
+      local function tls_server(i, cert, extra)
+        return servers.tls_server(ports[i], dir, "tls:" .. ports[i], { cert = cert, extra = extra })
       end
       return table.concat({
-        tls_server(ports[1], "server"),
-        tls_server(ports[2], "wronghost"),
-        tls_server(ports[3], "expired"),
-        tls_server(ports[4], "server", "ssl_verify_client on; ssl_client_certificate " .. certs .. "/ca.pem;"),
+        tls_server(1, "server"),
+        tls_server(2, "wronghost"),
+        tls_server(3, "expired"),
+        tls_server(4, "server", "ssl_verify_client on; ssl_client_certificate " .. dir .. "/ca.pem;"),
         ("server { listen 127.0.0.1:%d; location / { return 200 \"origin\\n\"; } }"):format(ports[5]),
       }, "\n")
-    end)
-    assert(ng, err)
-    https = function(i) return "https://127.0.0.1:" .. ng.ports[i] end
-    plain = "http://127.0.0.1:" .. ng.ports[5]
+    end))
+    certs = ng.certs
+    https = function(i) return ng.url_of(i, "https") end
+    plain = ng.url_of(5)
   end)
 
   teardown(function()
     if ng then ng.stop() end
-    if certs then os.execute("rm -rf " .. h.shell_quote(certs)) end
   end)
 
   local function get(opts, path)
@@ -227,12 +219,12 @@ describe("TLS against nginx with a private CA", function()
   describe("User-Agent", function()
     -- The User-Agent nginx logged for the request to path (waits, bounded, for its line).
     local function ua_of(path)
-      for _ = 1, 100 do
+      return h.poll(100, 0.02, function()
         for _, line in ipairs(ng.log_lines()) do
-          if line:match("^%S+ " .. path:gsub("%p", "%%%0") .. " ") then return line:match("|([^|]*)$") end
+          if line:match("^%S+ " .. path:gsub("%p", "%%%0") .. " ") then return true, line:match("|([^|]*)$") end
         end
-        os.execute("sleep 0.02")
-      end
+        return false
+      end)
     end
 
     it("defaults to retryfreeze/VERSION libcurl/X", function()

@@ -181,44 +181,36 @@ describe("transparent retries (requests that never left)", function()
   end
 
   describe("against nginx", function()
-    local ng, certs
+    local ng
 
     setup(function()
-      certs = servers.temp_dir("net-certs")
-      servers.make_certs(certs)
-      local err
-      ng, err = servers.nginx(2, function(ports)
+      ng = assert(servers.nginx_tls(2, function(ports, certs)
         return table.concat({
           -- 444: nginx reads the request, then closes the connection without a response.
           ("server { listen 127.0.0.1:%d; location = /drop { return 444; } }"):format(ports[1]),
-          ("server { listen 127.0.0.1:%d ssl; ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key; " ..
-            "location / { return 200 \"ok\\n\"; } }"):format(ports[2], certs, certs),
+          servers.tls_server(ports[2], certs, "ok"),
         }, "\n")
-      end)
-      assert(ng, err)
+      end))
     end)
 
     teardown(function()
       if ng then ng.stop() end
-      if certs then os.execute("rm -rf " .. h.shell_quote(certs)) end
     end)
 
     local function settled_count(path, want)
-      local n = 0
-      for _ = 1, 50 do
-        n = 0
+      local n = h.poll(50, 0.02, function()
+        local count = 0
         for _, line in ipairs(ng.log_lines()) do
-          if line:find(" " .. path .. " ", 1, true) then n = n + 1 end
+          if line:find(" " .. path .. " ", 1, true) then count = count + 1 end
         end
-        if n >= want then break end
-        os.execute("sleep 0.02")
-      end
+        return count >= want, count
+      end)
       os.execute("sleep 0.05")
       return n
     end
 
     it("does not retry a keyless POST whose connection was closed after the request was sent", function()
-      local r = post(policy, "http://127.0.0.1:" .. ng.ports[1], "/drop")
+      local r = post(policy, ng.url_of(1), "/drop")
       assert.same({ "CONNECT_RESET", "refused", "mutating-without-idempotency", 1 },
         { r.tries[1].class, r.outcome, r.reason, r.attempts })
       assert.equal(1, settled_count("/drop", 1))
@@ -226,13 +218,13 @@ describe("transparent retries (requests that never left)", function()
 
     it("retries it with an idempotency key, every attempt reaching nginx", function()
       local before = settled_count("/drop", 1)
-      local r = post(policy, "http://127.0.0.1:" .. ng.ports[1], "/drop", { request = { idempotency_key = "k-1" } })
+      local r = post(policy, ng.url_of(1), "/drop", { request = { idempotency_key = "k-1" } })
       assert.same({ "exhausted", 3, "pinned-status" }, { r.outcome, r.attempts, r.tries[1].reason })
       assert.equal(before + 3, settled_count("/drop", before + 3))
     end)
 
     it("retries a keyless POST whose TLS handshake failed before the request (unknown CA)", function()
-      local r = post(policy, "https://127.0.0.1:" .. ng.ports[2], "/jobs")
+      local r = post(policy, ng.url_of(2, "https"), "/jobs")
       assert.same({ "TLS_FAILURE", "transparent-retry", 3, "exhausted" },
         { r.tries[1].class, r.tries[1].reason, r.attempts, r.outcome })
       assert.matches("^TLS: unknown CA", r.tries[1].error)

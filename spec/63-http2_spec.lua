@@ -9,54 +9,41 @@ local LOCK = [[
 {"endpoint": "GET /*", "maxAttempts": 2, "perAttemptTimeoutMs": 3000, "totalBudgetMs": 6000, "retryable": []}
 ]]
 
-if not (servers.nginx_bin and servers.openssl_bin) then
-  describe("HTTP/2", function() pending("nginx or openssl not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("HTTP/2", "nginx", "openssl") then return end
 
 describe("HTTP/2 against nginx", function()
-  local policy, ng, certs, h2s, h2c
+  local policy, ng, h2s, h2c
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "63.lock"))
-    certs = servers.temp_dir("net-certs")
-    servers.make_certs(certs)
-    local err
-    ng, err = servers.nginx(2, function(ports)
+    ng = assert(servers.nginx_tls(2, function(ports, certs)
       return table.concat({
-        ("server { listen 127.0.0.1:%d ssl http2; ssl_certificate %s/server.pem; ssl_certificate_key %s/server.key; " ..
-          "location / { return 200 \"h2\\n\"; } }"):format(ports[1], certs, certs),
+        servers.tls_server(ports[1], certs, "h2", { listen = "http2" }),
         ("server { listen 127.0.0.1:%d http2; location / { return 200 \"h2c\\n\"; } }"):format(ports[2]),
       }, "\n")
-    end)
-    assert(ng, err)
-    h2s = "https://127.0.0.1:" .. ng.ports[1]
-    h2c = "http://127.0.0.1:" .. ng.ports[2]
+    end))
+    h2s, h2c = ng.url_of(1, "https"), ng.url_of(2)
   end)
 
   teardown(function()
     if ng then ng.stop() end
-    if certs then os.execute("rm -rf " .. h.shell_quote(certs)) end
   end)
 
   -- The log lines for a path once `want` of them are written: {protocol, connection}.
   local function seen(path, want)
-    local out
-    for _ = 1, 100 do
-      out = {}
+    return h.poll(100, 0.02, function()
+      local out = {}
       for _, line in ipairs(ng.log_lines()) do
         local uri, proto, conn = line:match("^%S+ (%S+) %d+ (%S+) (%d+)")
         if uri == path then out[#out + 1] = { protocol = proto, connection = conn } end
       end
-      if #out >= want then break end
-      os.execute("sleep 0.02")
-    end
-    return out
+      return #out >= want, out
+    end)
   end
 
   local function client(base, version)
     return rf.client{ policy = policy, base_url = base, rng_seed = 1, http_version = version,
-      tls = { ca_file = certs .. "/ca.pem" } }
+      tls = { ca_file = ng.certs .. "/ca.pem" } }
   end
 
   it("is available in this libcurl, and --version says so", function()

@@ -26,13 +26,10 @@ local LOCK = [[{
 local PLAIN = LOCK:gsub(',%s*"propagation": {}', "")
 assert(PLAIN ~= LOCK)
 
-if not servers.nginx_bin then
-  describe("propagation against nginx", function() pending("nginx not installed (bash .ci/deps)") end)
-  return
-end
+if servers.missing("propagation against nginx", "nginx") then return end
 
 describe("propagation on the wire", function()
-  local ng, policy, ledger_path, ledger, client
+  local ng, policy, fx, ledger_path, client
 
   setup(function()
     policy = assert(rf.load_string(LOCK, "64-propagation.lock"))
@@ -51,28 +48,23 @@ describe("propagation on the wire", function()
         "}" }, "\n")
     end)
     assert(ng, err)
-    ledger_path = os.tmpname()
-    ledger = assert(rf.ledger.open(ledger_path, { host = "" }))
-    client = rf.client{ policy = policy, base_url = ng.url, ledger = ledger, rng_seed = 1 }
+    fx = servers.ledgered_client(policy, ng.url, { ledger = { host = "" } })
+    client, ledger_path = fx.client, fx.ledger_path
   end)
 
   teardown(function()
-    if client then client:close() end
-    if ledger then ledger:close() end
-    if ledger_path then os.remove(ledger_path) end
+    if fx then fx.stop() end
     if ng then ng.stop() end
   end)
 
   -- The lines nginx logged since mark (a count), as {uri, attempt, deadline, try, left, overloaded}; nginx logs
   -- after the response, so wait (bounded) for want of them.
   local function logged(mark, want)
-    local lines
-    for _ = 1, 100 do
-      lines = {}
-      for line in (h.try_read_file(ng.dir .. "/prop.log") or ""):gmatch("[^\n]+") do lines[#lines + 1] = line end
-      if #lines >= mark + want then break end
-      os.execute("sleep 0.02")
-    end
+    h.poll(100, 0.02, function()
+      local n = 0
+      for _ in (h.try_read_file(ng.dir .. "/prop.log") or ""):gmatch("[^\n]+") do n = n + 1 end
+      return n >= mark + want
+    end)
     os.execute("sleep 0.05")
     local out = {}
     for line in (h.try_read_file(ng.dir .. "/prop.log") or ""):gmatch("[^\n]+") do out[#out + 1] = line end

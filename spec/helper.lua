@@ -97,6 +97,18 @@ function M.sh(cmd)
   return out, err, code
 end
 
+--- Whether git is installed (the git:REV:PATH sources need it).
+M.has_git = M.sh("git --version") ~= ""
+
+--- Runs `git ARGS` in the directory dir as a fixed committer (user t), for a spec's temporary repository;
+--- raises with the command and git's stderr when git fails.
+-- @param dir string: the repository's directory; args string: git's arguments, written for a shell
+function M.git(dir, args)
+  local _, err, code = M.sh("cd " .. M.shell_quote(dir) .. " && git -c user.name=t -c user.email=t@example.com "
+    .. args)
+  assert(code == 0, "git " .. args .. ": " .. err)
+end
+
 --- Runs the CLI with a shell-quoted argument list; returns stdout, stderr and the exit code.
 function M.run_cli(...)
   local args = {}
@@ -150,14 +162,56 @@ function M.scratch()
 end
 
 --- Asserts that each CLI call in cases fails as bad usage: exit code 2, nothing on stdout, and stderr holding the
---- case's text. cases: a list of {{argument, …}, text}.
+--- case's text, or being the whole text given as `whole`. cases: a list of {{argument, …}, text} or
+--- {{argument, …}, whole = text}.
 function M.assert_usage_errors(cases)
   local luassert = require "luassert" -- busted's assert
   for _, c in ipairs(cases) do
     local out, err, code = M.run_cli(table.unpack(c[1]))
     luassert.equal(2, code, table.concat(c[1], " "))
     luassert.equal("", out)
-    luassert.matches(c[2], err, 1, true)
+    if c.whole then luassert.equal(c.whole, err) else luassert.matches(c[2], err, 1, true) end
+  end
+end
+
+--- Waits, bounded, for what a server writes a moment after it answered (an access log line, a ledger line): calls
+--- probe() up to tries times, sleeping pause_s seconds between calls, until it returns true.
+-- @param tries integer; pause_s number: seconds; probe function: returns done (boolean) and a value
+-- @return the value of probe's last call
+function M.poll(tries, pause_s, probe)
+  local done, value
+  for i = 1, tries do
+    done, value = probe()
+    if done then break end
+    if i < tries then os.execute("sleep " .. pause_s) end
+  end
+  return value
+end
+
+--- The items of a list written "a, b, c" (as every "allowed: …" message and the docs write one), in order.
+-- @param list string
+-- @return array of strings
+function M.split_list(list)
+  local items = {}
+  for item in (list .. ", "):gmatch("(.-), ") do items[#items + 1] = item end
+  return items
+end
+
+--- Asserts that text holds each string of parts, as plain text (no pattern), each anywhere in it.
+-- @param text string: what a command printed; parts: list of strings
+function M.assert_holds(text, parts)
+  local luassert = require "luassert" -- busted's assert
+  for _, part in ipairs(parts) do luassert.matches(part, text, 1, true) end
+end
+
+--- Asserts that assigning each key of keys on obj (a function, as a script replacing a method would) raises an
+--- error that says "immutable".
+function M.assert_immutable(obj, keys)
+  local luassert = require "luassert" -- busted's assert
+  for _, key in ipairs(keys) do
+    local ok, err = pcall(function() obj[key] = function() return { retry = true } end end)
+    luassert.is_false(ok, tostring(key))
+    luassert.matches("immutable", err)
   end
 end
 

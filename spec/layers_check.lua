@@ -26,11 +26,8 @@ local function read(path)
   f:close()
   return text
 end
-local failures = 0
-local function check(ok, what)
-  print((ok and "ok: " or "FAIL: ") .. what)
-  if not ok then failures = failures + 1 end
-end
+local checks = require("spec.support.checks")("layers")
+local check = checks.check
 
 local dir = sh("mktemp -d /tmp/rf-layers.XXXXXX"):gsub("%s+$", "")
 os.execute("chmod 0755 " .. q(dir)) -- nginx's workers may run as nobody: its temp paths must be traversable
@@ -231,6 +228,4 @@ for _, name in ipairs({ "plain-1", "plain-2", "prop-1", "prop-2", "upstream" }) 
   end
 end
 check(lua_errors == 0, "no nginx error log holds a Lua error (" .. lua_errors .. ")")
-if failures == 0 then os.execute("rm -rf " .. q(dir)) else print("  kept: " .. dir) end
-print(failures == 0 and "layers: all checks passed" or ("layers: " .. failures .. " checks failed"))
-os.exit(failures == 0 and 0 or 1)
+checks.finish(dir)

@@ -15,11 +15,8 @@ local upstream = require "retryfreeze.upstream"
 
 local shell = require "spec.support.shell"
 local sh, q = shell.sh, shell.q
-local failures = 0
-local function check(ok, what)
-  print((ok and "ok: " or "FAIL: ") .. what)
-  if not ok then failures = failures + 1 end
-end
+local checks = require("spec.support.checks")("nginx_lua")
+local check = checks.check
 
 local dir = sh("mktemp -d /tmp/rf-nginx-lua.XXXXXX"):gsub("%s+$", "")
 local lock_path = src .. "/examples/nginx/proxy.lock.json"
@@ -178,6 +175,4 @@ for line in log:gmatch("[^\n]+") do
   end
 end
 check(lua_errors == 0, "nginx's error log holds no Lua error (" .. lua_errors .. ")")
-if failures == 0 then os.execute("rm -rf " .. q(dir)) else print("  kept: " .. dir) end
-print(failures == 0 and "nginx_lua: all checks passed" or ("nginx_lua: " .. failures .. " checks failed"))
-os.exit(failures == 0 and 0 or 1)
+checks.finish(dir)

@@ -83,13 +83,14 @@ function M.resolve(args)
   return out
 end
 
---- The ledger paths a reader was given as its argument #1 (ledger_stats.stats, replay.replay): one path or an
---- array of paths, as an array. A wrong shape raises "bad argument #1 to 'FN' (…)" at the reader's caller.
--- @param paths string or array of strings
--- @param fn string: the reader's name for the message
--- @return array of strings (paths itself when it is one)
-function M.paths_argument(paths, fn)
-  if type(paths) == "string" then return { paths } end
+--- The arguments of a ledger reader (ledger_stats.stats, replay.replay): its ledger paths, argument #1, one path or
+--- an array of paths (globs expanded, M.resolve), and its options, argument #opts_arg, nil or a table. A wrong
+--- shape raises "bad argument #N to 'FN' (…)" at the reader's caller.
+-- @param paths string or array of strings; opts nil or table
+-- @param opts_arg integer: the options' argument number; fn string: the reader's name for the message
+-- @return array of files (M.resolve), or nil and why when a path or glob names no file
+function M.reader_arguments(paths, opts, opts_arg, fn)
+  if type(paths) == "string" then paths = { paths } end
   if type(paths) ~= "table" then
     error("bad argument #1 to '" .. fn .. "' (string or array of strings expected, got " .. type(paths) .. ")", 3)
   end
@@ -98,7 +99,10 @@ function M.paths_argument(paths, fn)
       error("bad argument #1 to '" .. fn .. "' (paths[" .. i .. "] is a " .. type(p) .. ", expected a string)", 3)
     end
   end
-  return paths
+  if opts ~= nil and type(opts) ~= "table" then
+    error("bad argument #" .. opts_arg .. " to '" .. fn .. "' (table expected, got " .. type(opts) .. ")", 3)
+  end
+  return M.resolve(paths)
 end
 
 return M

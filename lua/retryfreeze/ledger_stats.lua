@@ -80,11 +80,7 @@ end
 --   The whole stats table also has ts_min_ms and ts_max_ms (the records' ts range; absent without records).
 --   A ratio whose denominator is 0 is 0.
 function M.stats(paths, opts)
-  paths = glob.paths_argument(paths, "stats")
-  if opts ~= nil and type(opts) ~= "table" then
-    error("bad argument #2 to 'stats' (table expected, got " .. type(opts) .. ")", 2)
-  end
-  local files, why = glob.resolve(paths)
+  local files, why = glob.reader_arguments(paths, opts, 2, "stats")
   if not files then return nil, why end
   local by = opts and opts.by or "route"
   if by ~= "route" and by ~= "host" then

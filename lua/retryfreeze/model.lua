@@ -34,6 +34,26 @@
 local math = require("retryfreeze.compat").math
 local M = {}
 
+-- The argument checks of predict and hedging, worded as Lua's own "bad argument" errors; each raises at the
+-- caller of the function it checks for (level 3: past the check and that function).
+local function check_table(fname, args)
+  if type(args) ~= "table" then
+    error("bad argument #1 to '" .. fname .. "' (table expected, got " .. type(args) .. ")", 3)
+  end
+end
+
+local function check_integer(fname, name, v, lo, hi)
+  if math.type(v) ~= "integer" or v < lo or v > hi then
+    error(("bad argument '%s' to '%s' (integer %d..%d expected, got %s)"):format(name, fname, lo, hi, tostring(v)), 3)
+  end
+end
+
+local function check_share(fname, name, v)
+  if type(v) ~= "number" or not (v >= 0 and v <= 1) then
+    error(("bad argument '%s' to '%s' (number 0..1 expected, got %s)"):format(name, fname, tostring(v)), 3)
+  end
+end
+
 local function expected_attempts(p, n)
   local e, term = 0, 1
   for _ = 1, n do
@@ -53,17 +73,11 @@ end
 --   propagation at every one), layers, max_attempts, p};
 --   attempts per success is math.huge when the success probability is 0. Raises on a bad argument.
 function M.predict(args)
-  if type(args) ~= "table" then error("bad argument #1 to 'predict' (table expected, got " .. type(args) .. ")", 2) end
+  check_table("predict", args)
   local n, p, layers = args.max_attempts, args.p, args.layers or 1
-  if math.type(n) ~= "integer" or n < 1 or n > 100 then
-    error("bad argument 'max_attempts' to 'predict' (integer 1..100 expected, got " .. tostring(n) .. ")", 2)
-  end
-  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
-    error("bad argument 'p' to 'predict' (number 0..1 expected, got " .. tostring(p) .. ")", 2)
-  end
-  if math.type(layers) ~= "integer" or layers < 1 or layers > 16 then
-    error("bad argument 'layers' to 'predict' (integer 1..16 expected, got " .. tostring(layers) .. ")", 2)
-  end
+  check_integer("predict", "max_attempts", n, 1, 100)
+  check_share("predict", "p", p)
+  check_integer("predict", "layers", layers, 1, 16)
   local per_request = expected_attempts(p, n)
   local success = 1 - p ^ n
   local layered, q = 1, p
@@ -100,14 +114,10 @@ end
 --   worst_case (integer: max_attempts), max_attempts, slow_share}; the names are those of `stats --json`.
 --   Raises on a bad argument.
 function M.hedging(args)
-  if type(args) ~= "table" then error("bad argument #1 to 'hedging' (table expected, got " .. type(args) .. ")", 2) end
+  check_table("hedging", args)
   local n, s = args.max_attempts, args.slow_share
-  if math.type(n) ~= "integer" or n < 2 or n > 10 then
-    error("bad argument 'max_attempts' to 'hedging' (integer 2..10 expected, got " .. tostring(n) .. ")", 2)
-  end
-  if type(s) ~= "number" or not (s >= 0 and s <= 1) then
-    error("bad argument 'slow_share' to 'hedging' (number 0..1 expected, got " .. tostring(s) .. ")", 2)
-  end
+  check_integer("hedging", "max_attempts", n, 2, 10)
+  check_share("hedging", "slow_share", s)
   local per_request = expected_attempts(s, n)
   return { max_attempts = n, slow_share = s, attempts_per_request = per_request,
     hedges_per_request = per_request - 1, hedge_win_rate = s - s ^ n, worst_case = n }

@@ -135,11 +135,7 @@ end
 --    [scope] = …},
 --    gaps = {{route, class, samples, tries, fallback}…}, info (the core's counts, rf_replay_info), notes = {string…}}
 function M.replay(paths, policy, opts)
-  paths = glob.paths_argument(paths, "replay")
-  if opts ~= nil and type(opts) ~= "table" then
-    error("bad argument #3 to 'replay' (table expected, got " .. type(opts) .. ")", 2)
-  end
-  local files, why = glob.resolve(paths)
+  local files, why = glob.reader_arguments(paths, opts, 3, "replay")
   if not files then return nil, why end
   local o = opts or {}
   local ok, r = pcall(core.ledger_replay, policy, files, { seed = o.seed, by = o.by, skip_corrupt = o.skip_corrupt,

@@ -292,20 +292,21 @@ local function replay_passes(state, arguments, level)
   return verdict.pass
 end
 
-say:set("assertion.rf_retries.positive", "Expected the policy to retry.\nFacts: %s\nVerdict: %s")
-say:set("assertion.rf_retries.negative", "Expected the policy not to retry.\nFacts: %s\nVerdict: %s")
-say:set("assertion.rf_stops.positive", "Expected the policy to stop %s.\nFacts: %s\nVerdict: %s")
-say:set("assertion.rf_stops.negative", "Expected the policy not to stop %s.\nFacts: %s\nVerdict: %s")
-say:set("assertion.rf_waits.positive", "Expected the policy to retry after %s ms.\nFacts: %s\nVerdict: %s")
-say:set("assertion.rf_waits.negative", "Expected the policy not to retry after %s ms.\nFacts: %s\nVerdict: %s")
-say:set("assertion.rf_budget_allows.positive",
-  "Expected the budget to allow the next attempt %s.\nAttempt: %s\nBudget: %s")
-say:set("assertion.rf_budget_allows.negative",
-  "Expected the budget not to allow the next attempt %s.\nAttempt: %s\nBudget: %s")
-say:set("assertion.rf_not_widened.positive",
-  "Expected the new policy not to widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s")
-say:set("assertion.rf_not_widened.negative",
-  "Expected the new policy to widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s")
+-- An assertion's two messages, which differ only in "to" and "not to" at {to} (swapped for an assertion that is
+-- itself a negation, as not_widened).
+local function say_both(name, text, negated)
+  local yes, no = "to", "not to"
+  if negated then yes, no = no, yes end
+  say:set("assertion." .. name .. ".positive", (text:gsub("{to}", yes)))
+  say:set("assertion." .. name .. ".negative", (text:gsub("{to}", no)))
+end
+
+say_both("rf_retries", "Expected the policy {to} retry.\nFacts: %s\nVerdict: %s")
+say_both("rf_stops", "Expected the policy {to} stop %s.\nFacts: %s\nVerdict: %s")
+say_both("rf_waits", "Expected the policy {to} retry after %s ms.\nFacts: %s\nVerdict: %s")
+say_both("rf_budget_allows", "Expected the budget {to} allow the next attempt %s.\nAttempt: %s\nBudget: %s")
+say_both("rf_not_widened",
+  "Expected the new policy {to} widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s", true)
 
 say:set("assertion.rf_decision_table.positive", "Expected every row of %s to pass: %s of %s failed.\n%s")
 say:set("assertion.rf_decision_table.negative", "Expected some row of %s to fail: all %.0s%s rows passed.%s")

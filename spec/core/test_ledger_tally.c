@@ -454,6 +454,9 @@ static void bad_options_and_records_are_refused_by_name(void **state) {
     r.outcome = NULL;
     assert_int_equal(RF_EINVAL, rf_ledger_tally_add(t, &r, NULL, &err));
     assert_string_equal("$.outcome", err.path);
+    char want[128]; /* the reader is named: the tally, not the replay that shares the check */
+    snprintf(want, sizeof want, "a string the tally reads is NULL, or more than %d tries", RF_LEDGER_MAX_TRIES);
+    assert_non_null(strstr(err.message, want));
     r = rec("GET /x", T0, 1, 10, "success", "success", true);
     try_(&r, NULL, 200, 10, 0, "success", NULL, NULL);
     assert_int_equal(RF_EINVAL, rf_ledger_tally_add(t, &r, NULL, &err));

@@ -264,6 +264,9 @@ static void test_no_route_and_harness(void **state) {
     rf_error err;
     assert_int_equal(rf_replay_add(r, &(rf_ledger_record){0}, &err), RF_EINVAL); /* no strings: refused, not counted */
     assert_string_equal(err.path, "$.route");
+    char want[128]; /* the reader is named: the replay, not the tally that shares the check */
+    snprintf(want, sizeof want, "a string the replay reads is NULL, or more than %d tries", RF_LEDGER_MAX_TRIES);
+    assert_non_null(strstr(err.message, want));
     finish(r);
     rf_replay_info info;
     rf_replay_summary(r, &info);

@@ -162,7 +162,9 @@ function M.nginx_with(n, conf_of, opts)
       return nil, why, why:find("Address already in use", 1, true) ~= nil
     end }
   if not ng then return nil, err end
-  ng.conf, ng.url, ng.access = conf, "http://127.0.0.1:" .. ng.port, dir .. "/access.log"
+  --- The base URL of the port ports[i], "http" unless scheme says otherwise.
+  function ng.url_of(i, scheme) return (scheme or "http") .. "://127.0.0.1:" .. ng.ports[i] end
+  ng.conf, ng.url, ng.access = conf, ng.url_of(1), dir .. "/access.log"
   local stop = ng.stop
   function ng.stop() -- nginx's own stop (a graceful master), then the common wait and clean-up
     if not ng.stopped then os.execute(nginx("-s stop 2>/dev/null")) end
@@ -173,6 +175,8 @@ function M.nginx_with(n, conf_of, opts)
     for line in text_of(ng.access):gmatch("[^\n]+") do lines[#lines + 1] = line end
     return lines
   end
+  --- Waits, bounded (h.poll: 100 × 20 ms), until the access log holds count lines: nginx logs after answering.
+  function ng.await_lines(count) h.poll(100, 0.02, function() return #ng.log_lines() >= count end) end
   return ng
 end
 
@@ -201,6 +205,51 @@ http {
 ]]):gsub("@SERVERS@", function() return servers(ports, dir) end):gsub("@DIR@", dir)
       :gsub("@WC@", tostring(math.tointeger(opts and opts.worker_connections or 64))))
   end)
+end
+
+--- Whether a program a spec needs is not installed (names: "nginx", "openssl", "tinyproxy", as M.NAME_bin); if so,
+--- a pending describe block named block says which programs it needs, and the spec returns at once.
+-- @param block string: the block's name; ... the programs' names
+-- @return boolean
+function M.missing(block, ...)
+  local names, absent = { ... }, false
+  for _, name in ipairs(names) do absent = absent or not M[name .. "_bin"] end
+  if not absent then return false end
+  local busted = require "busted" -- the running suite's API, as a spec file sees it
+  busted.describe(block, function() busted.pending(table.concat(names, " or ") .. " not installed (bash .ci/deps)") end)
+  return true
+end
+
+--- Starts nginx (M.nginx) with a private CA and certificates made for it (M.make_certs, in a fresh directory):
+--- servers(ports, certs) returns the server blocks, certs being that directory. ng.certs is the directory, and
+--- ng.stop removes it too.
+-- @return the nginx of M.nginx with certs=, or nil, message
+function M.nginx_tls(n, servers, opts)
+  local certs = M.temp_dir("net-certs")
+  M.make_certs(certs)
+  local ng, err = M.nginx(n, function(ports) return servers(ports, certs) end, opts)
+  if not ng then
+    os.execute("rm -rf " .. shell_quote(certs))
+    return nil, err
+  end
+  ng.certs = certs
+  local stop = ng.stop
+  function ng.stop()
+    stop()
+    os.execute("rm -rf " .. shell_quote(certs))
+  end
+  return ng
+end
+
+--- An nginx server block on 127.0.0.1:port over TLS that answers 200 with text and a line feed on every path.
+-- @param certs string: M.make_certs's directory; opts: {cert = "server" (certs/CERT.pem and .key),
+--   listen = more listen parameters ("http2"), extra = more directives}
+function M.tls_server(port, certs, text, opts)
+  opts = opts or {}
+  local cert = opts.cert or "server"
+  return ("server { listen 127.0.0.1:%d ssl%s; ssl_certificate %s/%s.pem; ssl_certificate_key %s/%s.key; %s"
+    .. "location / { return 200 \"%s\\n\"; } }"):format(port, opts.listen and " " .. opts.listen or "", certs, cert,
+    certs, cert, opts.extra and opts.extra .. " " or "", text)
 end
 
 --- Starts tinyproxy as a forward proxy on a random loopback port, logging every request (LogLevel Info).
@@ -288,23 +337,36 @@ function M.make_certs(dir)
   os.execute("chmod 644 " .. dir .. "/*")
 end
 
---- The project's fault-injecting upstream with a client of policy in front of it, writing to a fresh ledger:
--- { up, client, ledger, ledger_path, stop = function } (stop closes the client and the ledger, removes the
--- ledger file and stops the upstream). The upstream stalls opts.stall_ms (default 5000) at most and exits by itself
--- after 120 s.
-function M.client_on_upstream(policy, opts)
+--- A client of policy against base_url writing to a ledger in a fresh temporary file: { client, ledger,
+--- ledger_path, stop = function } (stop closes the client and the ledger and removes the ledger file).
+-- @param opts {rng_seed = 1, ledger = rf.ledger.open's options} or nil
+function M.ledgered_client(policy, base_url, opts)
   local rf = require "retryfreeze"
-  local upstream = require "retryfreeze.upstream"
-  local stall_ms = opts and opts.stall_ms or 5000
-  local fx = { up = assert(upstream.start{ bindir = h.bindir, stall_ms = stall_ms, max_seconds = 120 }) }
-  fx.ledger_path = os.tmpname()
-  fx.ledger = assert(rf.ledger.open(fx.ledger_path))
-  fx.client = rf.client{ policy = policy, base_url = fx.up.url, ledger = fx.ledger, rng_seed = 1 }
+  opts = opts or {}
+  local fx = { ledger_path = os.tmpname() }
+  fx.ledger = assert(rf.ledger.open(fx.ledger_path, opts.ledger))
+  fx.client = rf.client{ policy = policy, base_url = base_url, ledger = fx.ledger, rng_seed = opts.rng_seed or 1 }
   function fx.stop()
     fx.client:close()
     fx.ledger:close()
     os.remove(fx.ledger_path)
-    fx.up.stop()
+  end
+  return fx
+end
+
+--- The project's fault-injecting upstream with a client of policy in front of it, writing to a fresh ledger
+--- (M.ledgered_client): { up, client, ledger, ledger_path, stop = function } (stop also stops the upstream). The
+--- upstream stalls opts.stall_ms (default 5000) at most and exits by itself after 120 s.
+function M.client_on_upstream(policy, opts)
+  local upstream = require "retryfreeze.upstream"
+  local stall_ms = opts and opts.stall_ms or 5000
+  local up = assert(upstream.start{ bindir = h.bindir, stall_ms = stall_ms, max_seconds = 120 })
+  local fx = M.ledgered_client(policy, up.url)
+  fx.up = up
+  local stop = fx.stop
+  function fx.stop()
+    stop()
+    up.stop()
   end
   return fx
 end

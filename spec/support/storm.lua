@@ -53,4 +53,22 @@ function M.servers(tag)
   return parts
 end
 
+--- A describe block for a storm, pending in a build without the 5.4 module (the workers are Lua 5.4 scripts,
+--- <close>): its parts (M.servers(tag)) start in its setup and stop in its teardown, and body(parts, it_redis)
+--- declares its tests, it_redis being `it` that says pending without redis-server. A setup the body adds runs after
+--- the parts started.
+-- @param name string: the block's name; tag string: names the temporary directory; body function
+function M.describe(name, tag, body)
+  local busted = require "busted" -- the running suite's API (describe, it, …), as a spec file sees it
+  local describe_54 = h.has_module("5.4") and busted.describe or busted.pending
+  describe_54(name, function()
+    local parts = M.servers(tag)
+    busted.setup(parts.start)
+    busted.teardown(parts.stop)
+    body(parts, function(test, fn)
+      if parts.skip then busted.pending(test .. " (no redis-server)") else busted.it(test, fn) end
+    end)
+  end)
+end
+
 return M

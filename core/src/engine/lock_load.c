@@ -79,6 +79,17 @@ static bool read_member(const cJSON *c, const char *where, unsigned places, spec
     return rfi_field_unknown(c, where, -1, places, err);
 }
 
+/* A rule joining two of a route's fields: true when ok; else false, with err at the field's path saying "must be
+ * RULE BOUND_NAME (bound), got value" (rule: "at most" or "at least"). */
+static bool joined(const spec *sp, bool ok, const char *field, const char *rule, const char *bound_name, int64_t bound,
+                   int64_t value, rf_error *err) {
+    if (ok) return true;
+    char sub[RFI_PATH_CAP];
+    rfi_path_child(sub, sp->where, field);
+    rfi_fail(err, sub, "must be %s %s (%lld), got %lld", rule, bound_name, (long long)bound, (long long)value);
+    return false;
+}
+
 /* Applies the built-in defaults, refuses missing required fields, checks the rules that join fields. */
 static bool finish_route(spec *sp, const rfi_lock_defaults *d, rf_error *err) {
     char sub[RFI_PATH_CAP];
@@ -93,36 +104,26 @@ static bool finish_route(spec *sp, const rfi_lock_defaults *d, rf_error *err) {
         }
     }
     rfi_route *r = &sp->r;
-    if (r->total_budget_ms < r->per_attempt_timeout_ms) {
-        rfi_path_child(sub, sp->where, "totalBudgetMs");
-        rfi_fail(err, sub, "must be at least perAttemptTimeoutMs (%lld), got %lld",
-                 (long long)r->per_attempt_timeout_ms, (long long)r->total_budget_ms);
+    if (!joined(sp, r->total_budget_ms >= r->per_attempt_timeout_ms, "totalBudgetMs", "at least", "perAttemptTimeoutMs",
+                r->per_attempt_timeout_ms, r->total_budget_ms, err))
         return false;
-    }
     const bool min_attempt_set = (sp->has & RFI_BIT(RFI_F_MIN_ATTEMPT)) != 0;
     inherit(sp, &d->route, d->route_has);
     /* minAttemptMs defaults to 200, or perAttemptTimeoutMs when that is smaller (docs/lock.md). */
     if (!min_attempt_set && r->min_attempt_ms > r->per_attempt_timeout_ms)
         r->min_attempt_ms = r->per_attempt_timeout_ms;
-    if (r->min_attempt_ms > r->per_attempt_timeout_ms) {
-        rfi_path_child(sub, sp->where, "minAttemptMs");
-        rfi_fail(err, sub, "must be at most perAttemptTimeoutMs (%lld), got %lld", (long long)r->per_attempt_timeout_ms,
-                 (long long)r->min_attempt_ms);
+    if (!joined(sp, r->min_attempt_ms <= r->per_attempt_timeout_ms, "minAttemptMs", "at most", "perAttemptTimeoutMs",
+                r->per_attempt_timeout_ms, r->min_attempt_ms, err))
         return false;
-    }
     if (!rfi_class_limits_check(r, sp->where, err)) return false;
-    if (r->has_hedging && r->hedge_max_attempts > r->max_attempts) { /* hedges are attempts: the route's cap holds */
-        rfi_path_child(sub, sp->where, rfi_lock_fields[RFI_F_HEDGING_MAX_ATTEMPTS].pub.path);
-        rfi_fail(err, sub, "must be at most maxAttempts (%lld), got %lld", (long long)r->max_attempts,
-                 (long long)r->hedge_max_attempts);
+    /* Hedges are attempts: the route's cap holds. */
+    if (!joined(sp, !r->has_hedging || r->hedge_max_attempts <= r->max_attempts,
+                rfi_lock_fields[RFI_F_HEDGING_MAX_ATTEMPTS].pub.path, "at most", "maxAttempts", r->max_attempts,
+                r->hedge_max_attempts, err))
         return false;
-    }
-    if (r->backoff_base_ms > r->backoff_max_ms) {
-        rfi_path_child(sub, sp->where, "backoff.baseMs");
-        rfi_fail(err, sub, "must be at most backoff.maxMs (%lld), got %lld", (long long)r->backoff_max_ms,
-                 (long long)r->backoff_base_ms);
+    if (!joined(sp, r->backoff_base_ms <= r->backoff_max_ms, "backoff.baseMs", "at most", "backoff.maxMs",
+                r->backoff_max_ms, r->backoff_base_ms, err))
         return false;
-    }
     if (!rfi_propagation_check(r, sp->where, err)) return false;
     char both[RF_CLASS_NAME_MAX];
     if (rfi_class_overlap(&r->retryable, &r->not_retryable, both)) {

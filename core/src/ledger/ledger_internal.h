@@ -107,6 +107,9 @@ void rfi_ledger_tally_lines(struct rf_ledger_tally *t, const struct rf_tally_fil
 /* NULL when rec holds every string the tally reads (route, outcome, reason, each try's class and reason, at most
  * RF_LEDGER_MAX_TRIES tries), else the first missing one's JSON path. */
 const char *rfi_ledger_tally_missing(const rf_ledger_record *rec);
+/* RF_OK when missing is NULL; else RF_EINVAL with err naming missing, the JSON path of the first string a record
+ * lacks (rfi_ledger_tally_missing's answer, or a reader's wider one), and the reader ("tally", "replay"). */
+rf_status rfi_ledger_refuse_missing(const char *missing, const char *reader, rf_error *err);
 
 /* ---- ledger_tally_read.c ---- */
 

@@ -371,17 +371,19 @@ const char *rfi_ledger_tally_missing(const rf_ledger_record *rec) {
     return NULL;
 }
 
+rf_status rfi_ledger_refuse_missing(const char *missing, const char *reader, rf_error *err) {
+    if (missing == NULL) return RF_OK;
+    rfi_ledger_error(err, missing, 0, 0, "a string the %s reads is NULL, or more than %d tries", reader,
+                     RF_LEDGER_MAX_TRIES);
+    return RF_EINVAL;
+}
+
 rf_status rf_ledger_tally_add(rf_ledger_tally *t, const rf_ledger_record *rec, const char *host, rf_error *err) {
     if (t == NULL || rec == NULL) {
         rfi_ledger_error(err, t ? "rec" : "t", 0, 0, "%s is NULL", t ? "rec" : "t");
         return RF_EINVAL;
     }
-    const char *missing = rfi_ledger_tally_missing(rec);
-    if (missing != NULL) {
-        rfi_ledger_error(err, missing, 0, 0, "a string the tally reads is NULL, or more than %d tries",
-                         RF_LEDGER_MAX_TRIES);
-        return RF_EINVAL;
-    }
+    if (rfi_ledger_refuse_missing(rfi_ledger_tally_missing(rec), "tally", err) != RF_OK) return RF_EINVAL;
     t->lines++;
     if (!rfi_ledger_tally_record(t, rec, host)) {
         rfi_ledger_error(err, "tally", 0, 0, "out of memory: the tally is incomplete");

@@ -591,12 +591,7 @@ rf_status rf_replay_add(rf_replay *r, const rf_ledger_record *rec, rf_error *err
         rfi_ledger_error(err, "r", 0, 0, "the replay is finished: rf_replay_finish ended its feeding");
         return RF_EINVAL;
     }
-    const char *missing = missing_string(rec);
-    if (missing != NULL) {
-        rfi_ledger_error(err, missing, 0, 0, "a string the replay reads is NULL, or more than %d tries",
-                         RF_LEDGER_MAX_TRIES);
-        return RF_EINVAL;
-    }
+    if (rfi_ledger_refuse_missing(missing_string(rec), "replay", err) != RF_OK) return RF_EINVAL;
     if (rf_ledger_tally_add(r->recorded, rec, rec->host, err) != RF_OK) r->incomplete = true;
     replay_record(r, rec);
     return incomplete(r, err);
