@@ -5,6 +5,7 @@
 #include "handler.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -128,20 +129,26 @@ static enum MHD_Result respond_step(struct MHD_Connection *conn, unsigned status
     return ok;
 }
 
-static enum MHD_Result play(struct srv_handler *h, struct MHD_Connection *conn, const struct srv_step *step,
-                            uint64_t n) {
+/* The waits of a step: its delay, then a timeout's stall. False when the server is stopping. */
+static bool wait_step(struct srv_handler *h, const struct srv_step *step) {
+    if (step->delay_ms > 0 && srv_stop_sleep_ms(h->stop, step->delay_ms) != 0) return false;
+    if (step->kind == SRV_FAULT_TIMEOUT &&
+        srv_stop_sleep_ms(h->stop, step->stall_ms > 0 ? step->stall_ms : h->stall_ms) != 0)
+        return false;
+    return true;
+}
+
+/* Sends a step's answer (its waits are over: wait_step). */
+static enum MHD_Result play(struct MHD_Connection *conn, const struct srv_step *step, uint64_t n) {
     char body[64], date[SRV_HTTPDATE_LEN + 1];
     const char *ra = NULL;
     unsigned status = step->kind == SRV_FAULT_STATUS ? (unsigned)step->status : 200;
 
-    if (step->delay_ms > 0 && srv_stop_sleep_ms(h->stop, step->delay_ms) != 0) return MHD_NO;
     switch (step->kind) {
     case SRV_FAULT_RESET: return reset_connection(conn);
     case SRV_FAULT_EMPTY: return MHD_NO;
     case SRV_FAULT_CUT: return respond_cut(conn);
     case SRV_FAULT_TIMEOUT:
-        if (srv_stop_sleep_ms(h->stop, step->stall_ms > 0 ? step->stall_ms : h->stall_ms) != 0) return MHD_NO;
-        break;
     case SRV_FAULT_STATUS: break;
     }
     if (step->ra == SRV_RA_TEXT) {
@@ -178,9 +185,11 @@ static enum MHD_Result attempt(struct srv_handler *h, struct MHD_Connection *con
     uint64_t n;
     if (srv_upstream_attempt(h->up, id, (size_t)len, key != NULL, script, &step, &n) == SRV_FULL)
         return refuse(h, conn, 503, "too many sequences tracked (--max-keys); POST /__reset", "");
-    enum MHD_Result ret = play(h, conn, &step, n);
+    bool stopping = !wait_step(h, &step);
+    /* Out of flight before the answer is queued, not after: a client that has its answer may send its next
+     * attempt at once, and that one must not find this one still counted (max_in_flight 2 for sequential tries). */
     srv_upstream_answered(h->up);
-    return ret;
+    return stopping ? MHD_NO : play(conn, &step, n);
 }
 
 enum MHD_Result srv_handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
