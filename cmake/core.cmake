@@ -34,6 +34,14 @@ target_include_directories(retryfreeze PUBLIC
 target_compile_options(retryfreeze PRIVATE ${RF_WARNINGS})
 target_compile_definitions(retryfreeze PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
 target_link_libraries(retryfreeze PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
+# The engine's public functions call each other on the decision path (rf_decide -> rf_retry_after_parse ->
+# rf_http_date_parse): without interposition of its own exported symbols (as Python and glibc build) those
+# calls are direct and may be inlined. An interposer of rf_* symbols is not a supported use.
+include(CheckCCompilerFlag)
+check_c_compiler_flag(-fno-semantic-interposition rf_has_no_interposition)
+if(rf_has_no_interposition)
+  target_compile_options(retryfreeze PRIVATE -fno-semantic-interposition)
+endif()
 set_target_properties(retryfreeze PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 
 # rf_add_c_test(NAME SOURCE [LIBS...]): one cmocka executable per area, registered with ctest.
