@@ -170,10 +170,10 @@ void rfi_step_started(rfi_attempts *a) {
 }
 
 void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason) {
-    rf_try *t = new_try(a, e);
-    rf_classify(0, RF_TRANSPORT_OTHER, t->class_name); /* no response: UNKNOWN */
+    rf_try *t = e->counted ? new_try(a, e) : record_try(a, e, 0); /* not counted at its start: it counts now */
+    rf_classify(0, RF_TRANSPORT_OTHER, t->class_name);            /* no response: UNKNOWN */
     t->reason = reason;
-    t->fate = RF_FATE_CANCELLED;
+    t->fate = e->hedged ? RF_FATE_CANCELLED : RF_FATE_NONE; /* a fate is a hedged request's field */
 }
 
 /* The facts of the request that just ended; only the wait headers the route reads. */
