@@ -541,6 +541,21 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
     return true;
 }
 
+void rf_step_cancel(rf_step *s, int64_t now_ms, const char *why) {
+    if (s->done) return;
+    rfi_attempts a;
+    attempts_of(s, &a);
+    const rfi_limits l = limits_of(s);
+    const rfi_attempt_end e = {.transport = RF_TRANSPORT_OTHER,
+                               .error = why,
+                               .elapsed_ms = elapsed_between(s->attempt_start_ms, now_ms),
+                               .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, now_ms)),
+                               .mono_ms = now_ms,
+                               .start_ms = -1};
+    rfi_step_cancelled(&a, &e, RF_REASON_STOPPED_BY_CALLER); /* room: rf_step_after made it before a retry */
+    s->attempts = a.attempts;
+}
+
 void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger) {
     s->done = true;
     rf_step_finish(s->policy, s->req, stop, s->last_class_retryable, elapsed_between(s->start_ms, now_ms), wall_ms,
