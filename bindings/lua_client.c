@@ -567,6 +567,22 @@ static int client_finish(lua_State *L, rfl_call *call) {
     return want ? 1 : 0;
 }
 
+/* client:_cancel(box): ends a scheduled request that client:_finish has not ended, at once: rf_pending_stop (reason
+ * stopped-by-caller, its attempt in flight aborted) and frees it, which writes its ledger line (one reported done
+ * had its line written then). Returns nothing. For retryfreeze.scheduler when a callback raises with requests in
+ * flight: dropping their boxes would abandon them without a line. A box already finished is left as it is; another
+ * client's raises. */
+static int client_cancel(lua_State *L, rfl_call *call) {
+    (void)call;
+    lpending *lp = own_box(L, 2, "client:_cancel: the box belongs to another client");
+    if (lp->p == NULL) return 0;
+    rf_pending_stop(lp->p, "cancelled: its scheduler stopped, a callback raised");
+    rf_pending_free(lp->p);
+    lp->p = NULL;
+    rf_response_clear(&lp->resp);
+    return 0;
+}
+
 /* The box at idx, when it may carry the client's next request: a box of this client (at 1) that client:_finish
  * ended (not in flight, not abandoned). Raises for anything else; NULL for none (nil). */
 static lpending *reusable_box(lua_State *L, int idx) {
@@ -785,6 +801,7 @@ static int l_request(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPE
 static int l_all(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_all); }
 static int l_start(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_start); }
 static int l_finish(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_finish); }
+static int l_cancel(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_cancel); }
 static int l_set_scheduled(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_set_scheduled); }
 static int l_run(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_run); }
 static int l_in_flight(lua_State *L) { return rfl_method(L, 1, RFL_CLIENT, RFL_OPEN, client_in_flight); }
@@ -820,6 +837,7 @@ void rfl_open_client(lua_State *L) {
                                        {"_set_scheduled", l_set_scheduled},
                                        {"_run", l_run},
                                        {"_finish", l_finish},
+                                       {"_cancel", l_cancel},
                                        {"_start", l_start},
                                        {"_run_generated", l_run_generated},
                                        {"close", l_client_close},

@@ -8,9 +8,9 @@
  *
  * Lifetimes: every string a started request points at lives in a userdata this call holds on its stack (copied
  * from the routes, never borrowed from a table a callback could change). The loop runs in a protected call;
- * whatever it raises (a progress callback's error, memory), every request still in flight is abandoned (no
- * ledger line, as when a scheduled flow's box is dropped) before the error goes on; the client stays pinned for the
- * whole call (rfl_method).
+ * whatever it raises (a progress callback's error, memory), every request still in flight is stopped
+ * (rf_pending_stop: stopped-by-caller, its attempt in flight aborted) and freed, which writes its ledger line, before
+ * the error goes on; the client stays pinned for the whole call (rfl_method).
  */
 #include "lua_retryfreeze.h"
 
@@ -232,8 +232,8 @@ static lua_Integer int_field(lua_State *L, const char *key, lua_Integer lo, lua_
  * progress_every flows and after the last. failed counts flows whose request was refused (errors holds the first
  * max_errors messages, "flow i: client:request: …"). Raises for bad options, a closed or busy client, one with
  * scheduled requests in flight or an on_attempt hook, and re-raises what on_progress raises (the requests in
- * flight then are abandoned: no ledger line). Every method of the client raises while it runs (busy: a method body,
- * lua_object.h). */
+ * flight then end at once as stopped-by-caller, each with its ledger line). Every method of the client raises while it
+ * runs (busy: a method body, lua_object.h). */
 int rfl_client_run_generated(lua_State *L, rfl_call *call) {
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
@@ -294,8 +294,9 @@ int rfl_client_run_generated(lua_State *L, rfl_call *call) {
     lua_pushvalue(L, errors);
     lua_pushvalue(L, progress);
     int rc = rfl_pcall(L, call, run_loop, &g, 2, 0);
-    for (size_t k = 0; k < g.concurrency; k++) { /* in flight after an error: abandoned, no ledger line */
+    for (size_t k = 0; k < g.concurrency; k++) { /* in flight after an error: stopped, and freed with its line */
         if (g.slots[k].p == NULL) continue;
+        rf_pending_stop(g.slots[k].p, "cancelled: client:_run_generated stopped, on_progress raised");
         rf_pending_free(g.slots[k].p);
         g.slots[k].p = NULL;
         rf_response_clear(&g.slots[k].resp);

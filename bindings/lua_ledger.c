@@ -174,17 +174,6 @@ static int l_ledger_hold(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL
 static int l_ledger_flush(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_flush); }
 static int l_ledger_held(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_held); }
 
-void rfl_set_str(lua_State *L, const char *k, const char *v) {
-    if (v == NULL) return;
-    lua_pushstring(L, v);
-    lua_setfield(L, -2, k);
-}
-
-void rfl_set_int(lua_State *L, const char *k, int64_t v) {
-    lua_pushinteger(L, v);
-    lua_setfield(L, -2, k);
-}
-
 /* A try's replay facts into the try table on top, those the line has: timeout_ms, transport, not_sent (true),
  * wait = {[header] = value}, date. */
 static void push_try_facts(lua_State *L, const rf_ledger_try *t) {

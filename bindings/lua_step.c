@@ -237,7 +237,6 @@ static int step_after(lua_State *L, rfl_call *call) {
     if (!ls->began) return rfl_error(L, "rf.flow: step:after without step:begin");
     luaL_checktype(L, 2, LUA_TTABLE);
     rf_step_result res = {.now_ms = clock_arg(L, 3, "io.now_ms"), .wall_ms = clock_arg(L, 4, "io.wall_ms")};
-    ls->began = false;
     lua_settop(L, 5);
     if (!lua_isnil(L, 5)) luaL_checktype(L, 5, LUA_TFUNCTION);
     lua_Integer status = 0;
@@ -290,6 +289,7 @@ static int step_after(lua_State *L, rfl_call *call) {
     int64_t delay = 0;
     rf_reason stop;
     /* The hook may call back into this step: rfl_method pinned it, so every method raises until this returns. */
+    ls->began = false; /* the attempt ends here: a bad result raised above and left it for step:finish to cancel */
     bool retry = rf_step_after(&ls->s, &res, ls->rng, ls->budget, lua_isnil(L, 5) ? NULL : call_step_hook, &h, &hook_rc,
                                &delay, &stop);
     lua_pushboolean(L, retry);
@@ -338,7 +338,9 @@ static void push_headers_of(lua_State *L, int idx) {
 
 /* step:finish(reason, now_ms, wall_ms [, body [, headers]]) → the response table (client:request's shape); the
  * ledger record is appended here. body: the last attempt's body (a string, or a number, which becomes one); headers:
- * its {name = value}. The body is the response's as given, not copied: the ledger records its length. */
+ * its {name = value}. The body is the response's as given, not copied: the ledger records its length. An attempt
+ * step:begin allowed and no step:after ended (the host's io.send raised, or returned a bad result) is recorded first,
+ * cancelled (rf_step_cancel): the host may have sent it, so it counts. */
 static int step_finish(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
     const char *reason_name = luaL_checkstring(L, 2);
@@ -355,6 +357,8 @@ static int step_finish(lua_State *L, rfl_call *call) {
         lua_replace(L, 5);
     }
     rf_response *r = &ls->resp;
+    if (ls->began) rf_step_cancel(&ls->s, now, "cancelled: the host gave this attempt up (a callback raised)");
+    ls->began = false;
     r->body_len = body_len; /* the ledger's body_len; r->body and r->headers stay NULL */
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
     rfl_set_open(ls, false); /* finished (its closed state) before anything can raise: never recorded twice */

@@ -255,6 +255,76 @@ describe("rf.client against the fault-injecting upstream", function()
   end)
 end)
 
+describe("a hook that raises with requests in flight", function()
+  --- Runs call(client) against a fresh upstream with a client of the desk lock (client options `opts`) writing a
+  --- fresh ledger; call must raise an error holding `message`. Returns the ledger's records (in order, and by key)
+  --- and the upstream's stats.
+  local function ledger_after_raise(opts, message, call)
+    local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
+    local ledger_path = os.tmpname()
+    local ledger = assert(rf.ledger.open(ledger_path))
+    opts.policy, opts.base_url, opts.ledger, opts.rng_seed = desk, up.url, ledger, 1
+    local c = rf.client(opts)
+    local ok, err = pcall(call, c)
+    c:close()
+    ledger:close()
+    local server = assert(upstream.stats(up.url))
+    up.stop()
+    assert.is_false(ok)
+    assert.matches(message, tostring(err), 1, true)
+    local recs, by_key = {}, {}
+    local it, st = rf.ledger.read(ledger_path)
+    for rec in it, st do
+      recs[#recs + 1], by_key[rec.key] = rec, rec
+    end
+    os.remove(ledger_path)
+    return recs, by_key, server
+  end
+
+  local function keyed_post(script)
+    return { method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), headers = { ["X-Fault-Script"] = script } }
+  end
+
+  -- Four keyed POSTs through client:all with a client hook that raises on a 500: request 1 answers 500 after 200 ms
+  -- (the hook raises), 2 and 3 are held 4 s by the upstream (in flight then), 4 answers 429 at once and waits its
+  -- Retry-After of 2 s (between attempts then). Every one of them must have its ledger line, the ones the raise cut
+  -- short stopped-by-caller, and the call must not wait for them.
+  it("client:all ends every request in flight as stopped-by-caller, each with its ledger line, then re-raises", function()
+    local reqs = {}
+    for i, script in ipairs({ "500;delay=200", "200;delay=4000", "200;delay=4000", "429;retry-after=2,200" }) do
+      reqs[i] = keyed_post(script)
+    end
+    local recs, by_key, server = ledger_after_raise(
+      { on_attempt = function(try) if try.status == 500 then error("hook boom") end end }, "hook boom",
+      function(c) c:all(reqs) end)
+    assert.equal(4, #recs)
+    local attempts = 0
+    for _, rec in ipairs(recs) do attempts = attempts + rec.attempts end
+    assert.equal(server.requests, attempts) -- every attempt the upstream saw is in the ledger
+    local r1, r4 = assert(by_key[reqs[1].idempotency_key]), assert(by_key[reqs[4].idempotency_key])
+    assert.same({ "terminal", "status-not-retryable", 500, 1 }, { r1.outcome, r1.reason, r1.status, r1.attempts })
+    for i = 2, 3 do -- in flight: the attempt is cancelled, not awaited
+      local r = assert(by_key[reqs[i].idempotency_key], "request " .. i .. " has no ledger line")
+      assert.same({ "terminal", "stopped-by-caller", 0, 1, 1 }, { r.outcome, r.reason, r.status, r.attempts, #r.tries })
+      assert.same({ "UNKNOWN", "stopped-by-caller" }, { r.tries[1].class, r.tries[1].reason })
+      assert.is_true(r.elapsed_ms < 4000, "request " .. i .. " was awaited: " .. r.elapsed_ms .. " ms")
+    end
+    -- between attempts: its one attempt stands, the retry it waited for is never sent
+    assert.same({ "terminal", "stopped-by-caller", 429, 1, 1 }, { r4.outcome, r4.reason, r4.status, r4.attempts, #r4.tries })
+    assert.equal(4, server.requests)
+  end)
+
+  it("client:request whose hook raises on a retry verdict stops there, with its ledger line, then re-raises", function()
+    local req = keyed_post("504,200")
+    req.on_attempt = function() error("hook boom") end
+    local recs, _, server = ledger_after_raise({}, "hook boom", function(c) c:request(req) end)
+    assert.equal(1, #recs)
+    assert.same({ req.idempotency_key, "terminal", "stopped-by-caller", 504, 1 },
+      { recs[1].key, recs[1].outcome, recs[1].reason, recs[1].status, recs[1].attempts })
+    assert.equal(1, server.requests) -- the retry the 504 allowed is never sent
+  end)
+end)
+
 describe("the multi-route service lock over HTTP", function()
   it("uses each route's own limits and the client-wide retry budget", function()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })

@@ -19,6 +19,23 @@ local function ledger_rows(path, row_of)
   return rows, n
 end
 
+--- A fresh upstream (upstream.start's options up_opts) and a client of the lock text `lock` with a fresh ledger;
+--- run(client) must raise `message` and leave no request in flight. Returns the ledger's records by key, and how
+--- many there are.
+local function ledger_after_raise(up_opts, lock, message, run)
+  up_opts.bindir, up_opts.max_seconds = h.bindir, 60
+  local up = assert(upstream.start(up_opts))
+  local path = os.tmpname()
+  finally(function() up.stop(); os.remove(path) end)
+  local l = assert(rf.ledger.open(path))
+  local c = rf.client{ policy = assert(rf.load_string(lock)), base_url = up.url, ledger = l }
+  assert.has_error(function() run(c) end, message)
+  assert.equal(0, c:in_flight())
+  c:close()
+  assert(l:close())
+  return ledger_rows(path, function(rec) return rec.key, rec end)
+end
+
 describe("retryfreeze.scheduler", function()
   it("runs flows concurrently: 20 requests that each wait 1 s (Retry-After) take about 1 s, not 20", function()
     local up = assert(upstream.start{ bindir = h.bindir, max_seconds = 60 })
@@ -71,6 +88,38 @@ describe("retryfreeze.scheduler", function()
     c:close()
     up.stop()
     assert.matches("on_attempt is not available in scheduled flows", msg)
+  end)
+end)
+
+describe("retryfreeze.scheduler when on_done raises with requests in flight", function()
+  -- Flow 1 answers at once and its on_done raises; flows 2..4 (the rest of the window) are held 3 s by the
+  -- upstream then. Each must end at once as stopped-by-caller with its ledger line, none dropped with its box.
+  local function check(run)
+    local function request(i)
+      return { method = "GET", path = "/x/" .. i, idempotency_key = "s-" .. i,
+        headers = { ["X-Fault-Script"] = i == 1 and "200" or "200;delay=3000" } }
+    end
+    local recs, lines = ledger_after_raise({}, '{"endpoint":"GET /x/{i}","maxAttempts":1,"perAttemptTimeoutMs":5000,'
+      .. '"totalBudgetMs":5000,"retryable":[]}', "done boom", function(c)
+        run(c, request, function(i) if i == 1 then error("done boom") end end)
+      end)
+    assert.equal(4, lines)
+    assert.same({ "success", 200 }, { recs["s-1"].reason, recs["s-1"].status })
+    for i = 2, 4 do
+      local rec = assert(recs["s-" .. i], "flow " .. i .. " has no ledger line")
+      assert.same({ "terminal", "stopped-by-caller", 1, 0 }, { rec.outcome, rec.reason, rec.attempts, rec.status })
+      assert.is_true(rec.elapsed_ms < 3000, "awaited: " .. rec.elapsed_ms .. " ms")
+    end
+  end
+
+  it("scheduler.run ends them, each with its ledger line, then raises again", function()
+    check(function(c, request, on_done)
+      scheduler.run(c, 10, 4, function(i) c:request(request(i)) end, on_done)
+    end)
+  end)
+
+  it("scheduler.run_requests ends them, each with its ledger line, then raises again", function()
+    check(function(c, request, on_done) scheduler.run_requests(c, 10, 4, request, on_done) end)
   end)
 end)
 
@@ -365,6 +414,29 @@ describe("retryfreeze.scheduler.run_generated (soak's default flow, from C)", fu
     assert(l:close())
     local recs = by_key(path)
     for i = 1, 3 do assert.equal("/health", recs["b-" .. i][2]) end
+  end)
+
+  it("ends the requests in flight when on_progress raises, each with its ledger line", function()
+    -- Half the attempts stall 3 s (slow=0.5:3000): when on_progress raises at the first flow done, requests are
+    -- still in flight. Each must be stopped (stopped-by-caller, not awaited) and in the ledger, as every flow
+    -- that was started: keys g-1..g-m with no gap, m at least the window of 4.
+    local recs, lines = ledger_after_raise({ faults = "slow=0.5:3000", seed = 7 }, LOCK, "stop here", function(c)
+      c:_run_generated{ routes = { { method = "GET", pieces = { "/health" } } }, key_prefix = "g-", count = 40,
+        concurrency = 4, progress_every = 1, on_progress = function() error("stop here") end }
+    end)
+    assert.is_true(lines >= 4, "every flow of the first window has a line: " .. lines)
+    local stopped = 0
+    for i = 1, lines do
+      local rec = assert(recs["g-" .. i], "flow " .. i .. " has no ledger line")
+      if rec.reason == "stopped-by-caller" then
+        stopped = stopped + 1
+        assert.same({ "terminal", 1, 0 }, { rec.outcome, rec.attempts, rec.status })
+        assert.is_true(rec.elapsed_ms < 3000, "awaited: " .. rec.elapsed_ms .. " ms")
+      else
+        assert.same({ "success", 200 }, { rec.reason, rec.status })
+      end
+    end
+    assert.is_true(stopped >= 1, "a request was in flight when on_progress raised")
   end)
 
   it("refuses bad options, a client with a hook and one with scheduled requests in flight", function()

@@ -242,7 +242,7 @@ describe("assert.decision_table", function()
 end)
 
 describe("retryfreeze.spec misuse", function()
-  it("reports a fact the engine refuses at the assertion's line, as its argument #2", function()
+  it("reports a fact the engine refuses at the assertion's line, as its argument 2", function()
     local ok, err = pcall(function()
       assert.retries(svc, { method = "GET", path = "/v1/jobs/1", code = 503 })
     end)

@@ -131,6 +131,47 @@ describe("rf.flow with a fake io", function()
     assert.matches('"outcome":"terminal","reason":"stopped%-by%-caller"', text)
   end)
 
+  -- A host callback that raises (or a result rf.flow refuses) ends the request first, stopped-by-caller, so that it
+  -- keeps its ledger line: the attempt io.send was making is recorded cancelled (the host may have sent it).
+  it("an error raised by io.send or io.sleep is raised after the request was recorded", function()
+    local function line_after(message, send, sleep)
+      local path = os.tmpname()
+      local ledger = assert(rf.ledger.open(path))
+      local fio = fake_io({ { status = 504 } }, { ledger = ledger, send = send, sleep = sleep })
+      local ok, err = pcall(rf.flow, policy, post, fio)
+      ledger:close()
+      local recs = {}
+      local it, st = rf.ledger.read(path)
+      for rec in it, st do recs[#recs + 1] = rec end
+      os.remove(path)
+      assert.is_false(ok)
+      assert.matches(message, tostring(err), 1, true)
+      assert.equal(1, #recs)
+      return recs[1]
+    end
+    if not require("retryfreeze.io_flow").protected() then -- a Lua 5.1 coroutine: what io.send raises passes as is
+      assert.has_error(function() rf.flow(policy, post, (fake_io({}, { send = function() error("send broke") end }))) end,
+        "send broke")
+      return
+    end
+    local n = 0
+    local rec = line_after("send broke", function()
+      n = n + 1
+      if n == 2 then error("send broke") end
+      return { status = 504 }
+    end)
+    assert.same({ "terminal", "stopped-by-caller", 2, 0 }, { rec.outcome, rec.reason, rec.attempts, rec.status })
+    assert.same({ { 504, "HTTP_504" }, { 0, "UNKNOWN" } },
+      { { rec.tries[1].status, rec.tries[1].class }, { rec.tries[2].status, rec.tries[2].class } })
+    rec = line_after("sleep broke", nil, function() error("sleep broke") end)
+    assert.same({ "terminal", "stopped-by-caller", 1, 504 }, { rec.outcome, rec.reason, rec.attempts, rec.status })
+    rec = line_after("rf.flow: io.send must return a table, got string", function() return "504" end)
+    assert.same({ "stopped-by-caller", 1, 0, "UNKNOWN" }, { rec.reason, rec.attempts, rec.status, rec.tries[1].class })
+    rec = line_after("io.send's result.transport must be one of rf.transports, got carrier-pigeon",
+      function() return { status = 200, transport = "carrier-pigeon" } end)
+    assert.same({ "stopped-by-caller", 1, 0 }, { rec.reason, rec.attempts, rec.status })
+  end)
+
   -- The step starts with room for one try and grows it as tries come (up to RF_MAX_TRIES): every try of a long
   -- request is kept, in the response and in its ledger line.
   it("keeps every try of a request of ten attempts, in the response and the ledger", function()

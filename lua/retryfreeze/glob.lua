@@ -83,8 +83,8 @@ function M.resolve(args)
   return out
 end
 
---- The arguments of a ledger reader (ledger_stats.stats, replay.replay): its ledger paths, argument #1, one path or
---- an array of paths (globs expanded, M.resolve), and its options, argument #opts_arg, nil or a table. A wrong
+--- The arguments of a ledger reader (ledger_stats.stats, replay.replay): its ledger paths, argument 1, one path or
+--- an array of paths (globs expanded, M.resolve), and its options, argument opts_arg, nil or a table. A wrong
 --- shape raises "bad argument #N to 'FN' (…)" at the reader's caller.
 -- @param paths string or array of strings; opts nil or table
 -- @param opts_arg integer: the options' argument number; fn string: the reader's name for the message

@@ -27,10 +27,45 @@ local function check_keys(t, allowed, what)
   end
 end
 
+-- Whether pcall lets a coroutine yield through it (Lua 5.2 and later, LuaJIT): io.send and io.sleep may yield (a
+-- host's coroutine loop, nginx cosockets). Lua 5.1's does not.
+local yieldable_pcall = rawget(_G, "jit") ~= nil or _VERSION ~= "Lua 5.1"
+
+--- Whether rf.flow, called here and now, calls io.send and io.sleep protected, so that what they raise ends the
+--- request with its ledger line before it goes on: always, except in a Lua 5.1 coroutine (no yield passes its
+--- pcall), where the request then has no ledger line.
+-- @return boolean
+function M.protected()
+  if yieldable_pcall then return true end
+  local co, main = coroutine.running() -- 5.1: nil on the main thread; with a 5.2 shim: it and true
+  return co == nil or main == true
+end
+
 local function now(io)
   local ms = io.now_ms()
   if type(ms) ~= "number" then error("rf.flow: io.now_ms() must return a number of milliseconds", 3) end
   return math.floor(ms)
+end
+
+-- A host callback raised (io.send, io.sleep) or io.send's result was refused: the request ends first, as
+-- stopped-by-caller at the host's last clock reading at_ms (step:finish records an attempt still in flight as
+-- cancelled: the host may have sent it), so that it keeps its ledger line; then the error goes on as it was raised.
+local function give_up(step, at_ms, wall, err)
+  local ok, w = pcall(wall)
+  if not (ok and type(w) == "number" and w >= 0 and w < 2 ^ 53) then w = core.wall_ms() end
+  step:finish("stopped-by-caller", at_ms, math.floor(w))
+  error(err, 0)
+end
+
+local function settle(step, at_ms, wall, ok, ...)
+  if not ok then give_up(step, at_ms, wall, (...)) end
+  return ...
+end
+
+-- f(...) for the flow of step, protected where a yield can pass through pcall (give_up when it raises).
+local function guarded(step, at_ms, wall, f, ...)
+  if not M.protected() then return f(...) end
+  return settle(step, at_ms, wall, pcall(f, ...))
 end
 
 --- Runs request under policy with the host's I/O.
@@ -45,7 +80,8 @@ end
 --   its attempt number and the ms it may take), body=, timeout_ms=}.
 -- @return the response table of client:request: {status, ok, outcome, reason, attempts, elapsed_ms, body,
 --   headers, tries, route, overloaded [, inbound_deadline_ms, inbound_attempt, ledger_error]}. Misuse raises; so
---   does an error raised by io.send or io.sleep.
+--   does an error raised by io.send or io.sleep, after the request has ended as stopped-by-caller with its ledger
+--   line (M.protected(); not in a Lua 5.1 coroutine, whose pcall a yield cannot pass: there it has none).
 function M.flow(policy, request, io)
   if type(request) ~= "table" then error("rf.flow: request must be a table", 2) end
   if type(io) ~= "table" then error("rf.flow: io must be a table", 2) end
@@ -58,8 +94,9 @@ function M.flow(policy, request, io)
     error("rf.flow: io.on_attempt must be a function", 2)
   end
   local wall = io.wall_ms or core.wall_ms
+  local at_ms = now(io) -- the host's last clock reading
   -- io holds the step's options under their own names (ledger, rng, retry_budget): no table of its own per request.
-  local step = core.step(policy, request, io, now(io))
+  local step = core.step(policy, request, io, at_ms)
   local headers = {}
   for name, value in pairs(request.headers or headers) do
     if type(name) ~= "string" or type(value) ~= "string" then
@@ -74,7 +111,8 @@ function M.flow(policy, request, io)
   local last, number = nil, 0
   local reason
   while true do
-    local timeout_ms, stop = step_begin(step, now(io))
+    at_ms = now(io)
+    local timeout_ms, stop = step_begin(step, at_ms)
     if not timeout_ms then
       reason = stop
       break
@@ -87,13 +125,14 @@ function M.flow(policy, request, io)
       if not (sent and sent[k:lower()]) then attempt_headers[k] = v end
     end
     if sent then for k, v in pairs(sent) do attempt_headers[k] = v end end
-    local res = io.send({ number = number, method = request.method, path = request.path, query = request.query,
-                          headers = attempt_headers, body = request.body, timeout_ms = timeout_ms })
-    if type(res) ~= "table" then error("rf.flow: io.send must return a table, got " .. type(res), 2) end
+    local res = guarded(step, at_ms, wall, io.send, { number = number, method = request.method, path = request.path,
+      query = request.query, headers = attempt_headers, body = request.body, timeout_ms = timeout_ms })
+    if type(res) ~= "table" then give_up(step, at_ms, wall, "rf.flow: io.send must return a table, got " .. type(res)) end
     last = res
     -- the response's overloaded header is read by the method (the FFI's fast path passes no headers but the wait's)
     local after = sent and method_after or step_after
-    local retry, x, hook_err = after(step, res, now(io), math.floor(wall()), io.on_attempt)
+    at_ms = now(io)
+    local retry, x, hook_err = guarded(step, at_ms, wall, after, step, res, at_ms, math.floor(wall()), io.on_attempt)
     if hook_err ~= nil then
       step:finish(x, now(io), math.floor(wall()), res.body, res.headers)
       error(hook_err, 0)
@@ -102,7 +141,7 @@ function M.flow(policy, request, io)
       reason = x
       break
     end
-    if x > 0 then io.sleep(x) end
+    if x > 0 then guarded(step, at_ms, wall, io.sleep, x) end
   end
   return step:finish(reason, now(io), math.floor(wall()), last and last.body, last and last.headers)
 end

@@ -23,13 +23,21 @@ local function drain(client, on_each)
   end
 end
 
+-- After a raise (an on_done callback's, a client method's, memory), the requests still in flight would be dropped with
+-- their boxes and never get a ledger line: each is ended now (client:_cancel: stopped-by-caller, its line written).
+-- pending maps a ticket to what box_of finds its box in.
+local function cancel_all(client, pending, box_of)
+  for _, v in pairs(pending) do client:_cancel(box_of(v)) end
+end
+
 --- Runs `count` flows with at most `concurrency` in flight.
 -- @param client a retryfreeze client (its on_attempt hooks are not available inside scheduled flows)
 -- @param count integer: flows to run, flow(i) for i = 1..count
 -- @param concurrency integer >= 1
 -- @param flow function(i): makes requests with client:request (each yields until done)
 -- @param on_done function(i, ok, err)|nil: called as each flow ends (ok false with the error when it raised)
--- @return integer: flows that raised an error
+-- @return integer: flows that raised an error. What on_done raises is raised again, after every request still in
+--   flight has ended as stopped-by-caller with its ledger line (client:_cancel)
 function M.run(client, count, concurrency, flow, on_done)
   assert(math.type(count) == "integer" and count >= 0, "count must be an integer >= 0")
   assert(math.type(concurrency) == "integer" and concurrency >= 1, "concurrency must be an integer >= 1")
@@ -76,7 +84,10 @@ function M.run(client, count, concurrency, flow, on_done)
     end
   end)
   client:_set_scheduled(false)
-  if not ok then error(err, 0) end
+  if not ok then
+    cancel_all(client, waiting, function(w) return w[3] end)
+    error(err, 0)
+  end
   return failed
 end
 
@@ -93,7 +104,8 @@ local function start_one(client, request, i, box) return client:_start(request(i
 --   (the client keeps its own references to the strings it sends)
 -- @param on_done function(i, ok, err)|nil: called as each flow ends (ok false with the error when request(i)
 --   raised or the request was refused)
--- @return integer: flows that raised an error
+-- @return integer: flows that raised an error. What on_done raises is raised again, after every request still in
+--   flight has ended as stopped-by-caller with its ledger line (client:_cancel)
 function M.run_requests(client, count, concurrency, request, on_done)
   assert(math.type(count) == "integer" and count >= 0, "count must be an integer >= 0")
   assert(math.type(concurrency) == "integer" and concurrency >= 1, "concurrency must be an integer >= 1")
@@ -130,10 +142,16 @@ function M.run_requests(client, count, concurrency, request, on_done)
     finish(i, true)
   end
 
-  while next_i <= count and client:in_flight() < concurrency do start() end
-  while client:in_flight() > 0 do
-    drain(client, finished)
+  local ok, err = pcall(function()
     while next_i <= count and client:in_flight() < concurrency do start() end
+    while client:in_flight() > 0 do
+      drain(client, finished)
+      while next_i <= count and client:in_flight() < concurrency do start() end
+    end
+  end)
+  if not ok then
+    cancel_all(client, boxes, function(box) return box end)
+    error(err, 0)
   end
   return failed
 end

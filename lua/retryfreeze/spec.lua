@@ -56,7 +56,8 @@ local function check_table(t, fname, n, what, level)
   end
 end
 
--- An assertion's first two arguments, checked: a policy (#1) and a table (#2, named `what` in the message).
+-- An assertion's first two arguments, checked: a policy (argument 1) and a table (argument 2,
+-- named `what` in the message).
 local function policy_and_table(arguments, fname, what, level)
   check_policy(arguments[1], fname, 1, level + 1)
   check_table(arguments[2], fname, 2, what, level + 1)
@@ -69,7 +70,7 @@ end
 function M.decide(policy, facts) return policy:decide(facts, rf.rng(M.SEED)) end
 
 -- M.decide for an assertion: a fact the engine refuses is reported at the user's assertion line, as the
--- assertion's argument #2, not inside this module.
+-- assertion's argument 2, not inside this module.
 local function decide_for(policy, facts, fname, level)
   local ok, v = pcall(M.decide, policy, facts)
   if ok then return v end
@@ -166,7 +167,7 @@ local function not_widened(state, arguments, level)
   return #widening == 0
 end
 
--- The table at path, run with the assertions' seed: the results, or raises at the user's assertion as argument #2.
+-- The table at path, run with the assertions' seed: the results, or raises at the user's assertion as argument 2.
 local function run_table_file(policy, path, level)
   local tbl, why = decision_table.read(path)
   local results

@@ -342,20 +342,28 @@ static long count_lines(const char *path) {
     return n;
 }
 
+/* A client of policy p against the upstream that writes a new ledger, *ledger, at path (a mkstemp template, filled
+ * in); the caller frees the client, closes the ledger and unlinks path. */
+static rf_client *ledgered_client(const rf_policy *p, char *path, rf_ledger **ledger) {
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    rf_error err;
+    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, ledger, &err), RF_OK);
+    rf_client_options o = {.policy = p, .base_url = base_url, .rng_seed = 1, .ledger = *ledger};
+    rf_client *c = NULL;
+    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
+    return c;
+}
+
 /* rf_client_run appends the lines of the requests it reports before it returns (one batch per run), so every
  * reported request's line is already in the file; the reported ones and those freed unreported make every line. */
 static void test_lines_written_before_report(void **state) {
     (void)state;
     char path[] = "/tmp/rf-client-flow-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
     rf_ledger *ledger = NULL;
+    rf_client *c = ledgered_client(policy, path, &ledger);
     rf_error err;
-    assert_int_equal(rf_ledger_open(path, RF_LEDGER_FSYNC_NONE, &ledger, &err), RF_OK);
-    rf_client_options o = {.policy = policy, .base_url = base_url, .rng_seed = 1, .ledger = ledger};
-    rf_client *c = NULL;
-    assert_int_equal(rf_client_new(&o, &c, &err), RF_OK);
     enum { N = 6 };
     rf_request reqs[N];
     char paths[N][32];
@@ -485,6 +493,74 @@ static void test_reported_requests_freed_around_the_client(void **state) {
     }
 }
 
+/* rf_pending_stop ends a started request at once, whatever it is doing, as stopped-by-caller: a plain request's
+ * attempt in flight and both attempts of a hedged one are aborted and recorded (no status, the caller's error; the
+ * hedged ones with fate cancelled), the next rf_client_run reports them, and each has its ledger line. A request
+ * already reported, and NULL, are left as they are. */
+static void test_stop_ends_requests_in_flight_with_their_lines(void **state) {
+    (void)state;
+    static const char lock[] =
+        "{\"version\":1,\"defaults\":{\"maxAttempts\":2,\"perAttemptTimeoutMs\":5000,\"totalBudgetMs\":10000,"
+        "\"retryable\":[\"HTTP_503\"]},\"routes\":[{\"endpoint\":\"GET /echo/*\"},"
+        "{\"endpoint\":\"GET /h/*\",\"hedging\":{\"maxAttempts\":2,\"hedgingDelayMs\":100}}]}";
+    rf_policy *pol = load_lock(lock);
+    char path[] = "/tmp/rf-client-stop-XXXXXX";
+    rf_ledger *ledger = NULL;
+    rf_client *c = ledgered_client(pol, path, &ledger);
+    rf_error err;
+    const char *slow[] = {"X-Fault-Script: 200;delay=3000,200;delay=3000"};
+    rf_request reqs[3] = {{.method = "GET", .path = "/echo/stop-plain", .headers = slow, .n_headers = 1},
+                          {.method = "GET", .path = "/h/stop-hedged", .headers = slow, .n_headers = 1},
+                          {.method = "GET", .path = "/echo/stop-quick"}};
+    rf_response r[3] = {{0}};
+    rf_pending *p[3] = {NULL};
+    for (int i = 0; i < 3; i++) assert_int_equal(rf_client_start(c, &reqs[i], NULL, NULL, &r[i], &p[i], &err), RF_OK);
+    rf_pending *done[4];
+    size_t n = 0;
+    for (int i = 0; i < 50 && n == 0; i++) n = rf_client_run(c, 100, done, 4);
+    assert_int_equal(n, 1); /* the quick one */
+    assert_ptr_equal(done[0], p[2]);
+    for (int i = 0; i < 3; i++) n = rf_client_run(c, 100, done, 4); /* 300 ms more: the hedge starts at 100 */
+    assert_int_equal(n, 0);
+    assert_int_equal(rf_client_pending(c), 2);
+    rf_pending_stop(p[2], "not used"); /* reported: left as it is */
+    rf_pending_stop(NULL, "not used");
+    rf_pending_stop(p[0], "cancelled: the caller stopped");
+    rf_pending_stop(p[1], "cancelled: the caller stopped");
+    rf_pending_stop(p[1], "twice"); /* done: left as it is */
+    n = rf_client_run(c, 0, done, 4);
+    assert_int_equal(n, 2);
+    assert_int_equal(rf_client_pending(c), 0);
+    assert_int_equal(r[2].reason, RF_REASON_SUCCESS);
+    assert_int_equal(r[0].reason, RF_REASON_STOPPED_BY_CALLER);
+    assert_int_equal(r[0].outcome, RF_OUTCOME_TERMINAL);
+    assert_int_equal(r[0].status, 0);
+    assert_int_equal(r[0].attempts, 1);
+    assert_int_equal(r[0].n_tries, 1);
+    assert_int_equal(r[0].tries[0].status, 0);
+    assert_int_equal(r[0].tries[0].reason, RF_REASON_STOPPED_BY_CALLER);
+    assert_int_equal(r[0].tries[0].fate, RF_FATE_NONE);
+    assert_string_equal(r[0].tries[0].error, "cancelled: the caller stopped");
+    assert_int_equal(r[0].body_len, 0);
+    assert_true(r[0].elapsed_ms < 3000);
+    assert_int_equal(r[1].reason, RF_REASON_STOPPED_BY_CALLER);
+    assert_int_equal(r[1].attempts, 2);
+    assert_int_equal(r[1].n_tries, 2);
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(r[1].tries[t].fate, RF_FATE_CANCELLED);
+        assert_string_equal(r[1].tries[t].error, "cancelled: the caller stopped");
+    }
+    assert_true(r[1].elapsed_ms < 3000);
+    for (int i = 0; i < 3; i++) assert_string_equal(r[i].ledger_error, ""); /* each line written, as it is */
+    for (int i = 0; i < 3; i++) rf_pending_free(p[i]);
+    for (int i = 0; i < 3; i++) rf_response_clear(&r[i]);
+    rf_client_free(c);
+    assert_int_equal(rf_ledger_close(ledger, &err), RF_OK);
+    assert_int_equal(count_lines(path), 3); /* every request has its line */
+    unlink(path);
+    rf_policy_free(pol);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) serve_program = argv[1];
     const struct CMUnitTest tests[] = {
@@ -498,6 +574,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reported_requests_freed_around_the_client),
         cmocka_unit_test(test_lines_written_before_report),
         cmocka_unit_test(test_one_handle_sends_each_request_as_its_own),
+        cmocka_unit_test(test_stop_ends_requests_in_flight_with_their_lines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -186,6 +186,12 @@ RF_API size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPA
  * be NULL. */
 RF_API bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget,
                           rf_attempt_hook hook, void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop);
+/* Records the attempt rf_step_begin allowed and no rf_step_after ended, which the host gave up at now_ms (its
+ * transport raised, or it stops the request), as a try: status 0, class UNKNOWN, reason stopped-by-caller, error why
+ * (copied, cut to the try's error field), its elapsed from the attempt's start; the attempt counts. Call it only
+ * between those two, then end the request (rf_step_end_request, reason stopped-by-caller). A step already ended is
+ * left as it is. */
+RF_API void rf_step_cancel(rf_step *s, int64_t now_ms, const char *why);
 /* Ends the request with reason stop at now_ms (monotonic) and wall_ms: rf_step_finish with the tries so far. */
 RF_API void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger);
 

@@ -77,7 +77,9 @@ typedef struct rf_all_options {
  * Runs n requests concurrently with curl multi (one easy handle each, at most RF_ALL_CONCURRENCY in flight),
  * each under its own attempt loop (its deadline counts from its own start), and fills out[0..n) in order; each
  * response is the caller's to clear. The hook (may be NULL) is called as for rf_client_request; once a hook fails
- * no further request starts. RF_EINVAL as rf_client_request (err->path prefixed by the request's 1-based index,
+ * (or a request cannot start) no further request starts, and every request still in flight or waiting between
+ * attempts ends at once as stopped-by-caller (rf_pending_stop), each with its ledger line; requests not yet started
+ * are never sent and have none. RF_EINVAL as rf_client_request (err->path prefixed by the request's 1-based index,
  * "[3].path"), and when requests started with rf_client_start are in flight on this client. RF_ENOMEM.
  * Equivalent to rf_client_all_with(c, reqs, n, NULL, hook, hook_ud, out, err).
  */
@@ -127,8 +129,16 @@ RF_API bool rf_pending_hook_failed(const rf_pending *p);
  * response finds it from a reported request without a lookup table). NULL for NULL. */
 RF_API rf_response *rf_pending_response(const rf_pending *p);
 
+/* Stops a started request not yet reported done, now, as reason stopped-by-caller: no further attempt starts and no
+ * hook runs; an attempt in flight is aborted and recorded as a try with no status and error `why` (copied, cut to
+ * the try's error field). It is then done: the next rf_client_run reports it, and rf_pending_free writes its ledger
+ * line if it is freed unreported. For a caller that must give up its requests (a callback of its own failed) and
+ * still owes each its ledger line. A request already done, or NULL, is left as it is. */
+RF_API void rf_pending_stop(rf_pending *p, const char *why);
+
 /* Frees a pending request; if it has not been reported done it is abandoned (its transfer is removed, no ledger
- * line) and must be freed before rf_client_free (which abandons every unreported one). One reported done no longer
+ * line: rf_pending_stop first keeps its line) and must be freed before rf_client_free (which abandons every
+ * unreported one). One reported done no longer
  * needs its client: the caller frees it, before or after rf_client_free. NULL is a no-op. */
 RF_API void rf_pending_free(rf_pending *p);
 

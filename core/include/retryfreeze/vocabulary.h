@@ -14,11 +14,11 @@ extern "C" {
 /*
  * Verdict reasons: X(C name, stable kebab-case string, retry?). Listed in the order rf_decide checks them
  * (docs/design.md); upstream-overloaded and inbound-retry are a route's propagation (retryfreeze/propagation.h);
- * stopped-by-caller is the client's (an on_attempt hook narrowed a retry); hedge-fatal ends a
- * hedged request on a failure of a class its hedging does not list as non-fatal (gRPC A6); pinned-status
- * and transparent-retry are a retry verdict's (transparent-retry: a keyless mutating request retried because
- * it never left, see rf_decide), within-budget is rf_budget's, and redirect is a followed 3xx
- * (rf_redirect_verdict).
+ * stopped-by-caller is the client's (an on_attempt hook narrowed a retry, or rf_pending_stop ended a request in
+ * flight because a callback of the caller failed); hedge-fatal ends a hedged request on a failure of a class its
+ * hedging does not list as non-fatal (gRPC A6); pinned-status and transparent-retry are a retry verdict's
+ * (transparent-retry: a keyless mutating request retried because it never left, see rf_decide), within-budget is
+ * rf_budget's, and redirect is a followed 3xx (rf_redirect_verdict).
  */
 #define RF_REASONS(X)                                                            \
     X(RF_REASON_UNPINNED_SOURCE, "unpinned-source", 0)                           \

@@ -170,10 +170,10 @@ void rfi_step_started(rfi_attempts *a) {
 }
 
 void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason) {
-    rf_try *t = new_try(a, e);
-    rf_classify(0, RF_TRANSPORT_OTHER, t->class_name); /* no response: UNKNOWN */
+    rf_try *t = e->counted ? new_try(a, e) : record_try(a, e, 0); /* not counted at its start: it counts now */
+    rf_classify(0, RF_TRANSPORT_OTHER, t->class_name);            /* no response: UNKNOWN */
     t->reason = reason;
-    t->fate = RF_FATE_CANCELLED;
+    t->fate = e->hedged ? RF_FATE_CANCELLED : RF_FATE_NONE; /* a fate is a hedged request's field */
 }
 
 /* The facts of the request that just ended; only the wait headers the route reads. */
@@ -539,6 +539,21 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
     s->delay_ms = v.delay_ms;
     *delay_ms = v.delay_ms;
     return true;
+}
+
+void rf_step_cancel(rf_step *s, int64_t now_ms, const char *why) {
+    if (s->done) return;
+    rfi_attempts a;
+    attempts_of(s, &a);
+    const rfi_limits l = limits_of(s);
+    const rfi_attempt_end e = {.transport = RF_TRANSPORT_OTHER,
+                               .error = why,
+                               .elapsed_ms = elapsed_between(s->attempt_start_ms, now_ms),
+                               .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, now_ms)),
+                               .mono_ms = now_ms,
+                               .start_ms = -1};
+    rfi_step_cancelled(&a, &e, RF_REASON_STOPPED_BY_CALLER); /* room: rf_step_after made it before a retry */
+    s->attempts = a.attempts;
 }
 
 void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger) {

@@ -85,8 +85,10 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
  * ends, rfi_step_after with e->counted, or when it is cancelled). */
 void rfi_step_started(rfi_attempts *a);
 
-/* Records the try of an attempt cancelled in flight because reason ended the request (another attempt's response):
- * no status, class UNKNOWN, the reason, fate cancelled, e's times; the response's status and attempts stay. */
+/* Records the try of an attempt cancelled in flight because reason ended the request (another attempt's response, or
+ * the caller stopping it): no status, class UNKNOWN, the reason, e's times. A hedged request's attempt (e->hedged,
+ * counted at its start) gets fate cancelled, and the response's status and attempts stay; any other (not e->counted)
+ * counts now, as rfi_step_after's would, and the response's status becomes 0 (no response to it). */
 void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason);
 
 /* Ends the request with reason after elapsed_ms: the response's reason, outcome, ok, elapsed_ms, route and budget

@@ -397,6 +397,12 @@ bool rf_pending_hook_failed(const rf_pending *p) { return p && p->flow.hook_fail
 
 rf_response *rf_pending_response(const rf_pending *p) { return p ? p->flow.at.resp : NULL; }
 
+void rf_pending_stop(rf_pending *p, const char *why) {
+    if (p == NULL || p->c == NULL || p->reported) return;
+    rfi_flow_stop(&p->flow, RF_REASON_STOPPED_BY_CALLER, why);
+    unplug_idle(p->c->multi, &p->flow); /* its aborted transfers */
+}
+
 void rf_pending_free(rf_pending *p) {
     if (p == NULL) return;
     rf_client *c = p->c; /* NULL: reported, and the client is gone */
@@ -490,6 +496,19 @@ static void settle_timers(all_run *r, int64_t now) {
     }
 }
 
+/* rf_client_all stops early (a hook failed, a request could not start): every request still in flight or waiting
+ * between attempts ends now as stopped-by-caller (rf_pending_stop: no further attempt, no hook; an attempt in
+ * flight is cancelled with error why and its transfer aborted), and is reported and queued for its ledger line like
+ * any request that ends. Fail closed, and no logical request that was started goes without its line. */
+static void stop_in_flight(all_run *r, const char *why) {
+    const int64_t now = rfi_mono_ms();
+    for (rf_pending *p = r->c->first, *next; p != NULL; p = next) {
+        next = p->next; /* settle_flow takes p off the list */
+        rf_pending_stop(p, why);
+        settle_flow(r, p, now);
+    }
+}
+
 rf_status rf_client_all(rf_client *c, const rf_request *reqs, size_t n, rf_attempt_hook hook, void *hook_ud,
                         rf_response *out, rf_error *err) {
     return rf_client_all_with(c, reqs, n, NULL, hook, hook_ud, out, err);
@@ -544,8 +563,9 @@ rf_status rf_client_all_with(rf_client *c, const rf_request *reqs, size_t n, con
         settle_finished(&r, now);
         if (r.next_wake >= 0 && now >= r.next_wake) settle_timers(&r, now);
     }
+    stop_in_flight(&r, st != RF_OK ? "cancelled: client:all stopped, a request could not start"
+                                   : "cancelled: client:all stopped, an on_attempt hook failed");
     flush_ended(&r);
-    while (c->first != NULL) rf_pending_free(c->first); /* after an error: the requests still in flight are abandoned */
     if (st == RF_OK && r.hook_failed) st = rfi_fail(err, "on_attempt", "the attempt hook failed");
     return st;
 }

@@ -590,9 +590,10 @@ static void settle(rfi_flow *f, bool retry, bool followed, rfi_hop *next, const 
     f->state = RFI_FLOW_WAITING;
 }
 
-/* Cancels every attempt of f still in flight, because reason ended the request: each try recorded as cancelled, each
- * wire idle (its handle, still in the multi, is taken out by the caller: the transfer is aborted). */
-static void cancel_in_flight(rfi_flow *f, rf_reason reason, int64_t now) {
+/* Cancels every attempt of f still in flight, because reason ended the request (why: the try's error): each try
+ * recorded as cancelled, each wire idle and emptied of what it read (its handle, still in the multi, is taken out by
+ * the caller: the transfer is aborted). */
+static void cancel_in_flight(rfi_flow *f, rf_reason reason, const char *why, int64_t now) {
     rfi_wire *wires[RFI_MAX_WIRES];
     size_t n = rfi_flow_wires(f, wires);
     for (size_t i = 0; i < n; i++) {
@@ -600,11 +601,18 @@ static void cancel_in_flight(rfi_flow *f, rf_reason reason, int64_t now) {
         if (!w->busy) continue;
         w->busy = false;
         f->in_flight--;
+        buf_reset(&w->body); /* a part of a response: never the request's answer */
+        buf_reset(&w->head);
+        const bool hedged = f->hedging.hedged;
         const rfi_attempt_end e = {.transport = RF_TRANSPORT_OTHER,
-                                   .error = "cancelled: another attempt's response ended the request",
+                                   .error = why,
                                    .elapsed_ms = now - w->start_ms,
-                                   .counted = true,
-                                   .hedged = true,
+                                   .request_elapsed_ms = rfi_limits_elapsed(&f->limits, now - f->start_ms),
+                                   .wall_ms = rfi_wall_ms(),
+                                   .mono_ms = now,
+                                   .hop = f->in_hop,
+                                   .counted = hedged,
+                                   .hedged = hedged,
                                    .hedge = w->hedge,
                                    .start_ms = w->start_ms - f->first_start_ms};
         f->at.delay_ms = w->delay_ms;
@@ -630,7 +638,7 @@ static void hedged_end(rfi_flow *f, rfi_wire *w, observed *o, int64_t now) {
     if (hook_rc < 0) f->hook_failed = true;
     if (v.reason == RF_REASON_SUCCESS || v.reason == RF_REASON_HEDGE_FATAL || v.reason == RF_REASON_STOPPED_BY_CALLER ||
         hook_rc < 0) {
-        cancel_in_flight(f, v.reason, now);
+        cancel_in_flight(f, v.reason, "cancelled: another attempt's response ended the request", now);
         flow_done(f, w, v.reason);
         return;
     }
@@ -673,6 +681,15 @@ void rfi_flow_end_attempt(rfi_flow *f, rfi_wire *w, CURLcode rc) {
                                 f->hook_ud, &hook_rc, &v);
     if (hook_rc < 0) f->hook_failed = true;
     settle(f, retry, ask.followed, &next, &v, now);
+}
+
+void rfi_flow_stop(rfi_flow *f, rf_reason reason, const char *why) {
+    if (f->state == RFI_FLOW_DONE) return;
+    cancel_in_flight(f, reason, why, rfi_mono_ms());
+    f->in_hop = false;
+    f->retry_at = -1;
+    /* The answer: the last response a hedged request read, else the one wire's (emptied when its attempt was cut). */
+    flow_done(f, f->hedging.hedged && f->last != NULL ? f->last : &f->wire, reason);
 }
 
 /* ---- the end of a request ------------------------------------------------------------------------------------ */

@@ -132,6 +132,12 @@ int64_t rfi_flow_next_ms(const rfi_flow *f);
  * are recorded as cancelled and their wires left busy no more, for the caller to take their handles out of the multi
  * (in_multi and not busy: the transfer is aborted). */
 void rfi_flow_end_attempt(rfi_flow *f, rfi_wire *w, CURLcode rc);
+/* Ends f now, with reason, whatever it was doing (a flow already DONE stays as it is): no further attempt starts and
+ * no hook runs; an attempt in flight is recorded as a try cancelled with error why (a string that outlives the call:
+ * the try copies it), its wire left idle for the caller to take its handle out of the multi (the transfer is
+ * aborted, as rfi_flow_end_attempt's cancelled hedges are); a request waiting between attempts keeps its last try.
+ * For a caller that must stop its requests (a hook failed) and still owes each its ledger line. */
+void rfi_flow_stop(rfi_flow *f, rf_reason reason, const char *why);
 /* True when w's attempt has run past its per-try timeout (start + timeout): the caller ends it with
  * rfi_flow_end_attempt(f, w, CURLE_OPERATION_TIMEDOUT) after marking it timed_out. */
 bool rfi_wire_overdue(const rfi_wire *w, int64_t now_ms);
