@@ -14,6 +14,7 @@
 -- most 10000 (client:all's maximum), default 10000; CONCURRENCY default 64; ROUNDS default 15.
 local build = arg[1] or "build"
 local n, conc, rounds = tonumber(arg[2] or "10000"), tonumber(arg[3] or "64"), tonumber(arg[4] or "15")
+local count_side, count_url = (arg[5] or ""):match("^count:(%a+)$"), arg[6] -- the instruction count's child run
 local target = 1.3
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. build .. "/bench/?.so;" .. package.cpath
@@ -27,7 +28,7 @@ end
 local multi = require "rf_bench_multi"
 
 local UA = "rf-bench"
-local up = assert(upstream.start{ bindir = build .. "/bin", max_seconds = 600 })
+local up = count_side and { url = count_url } or assert(upstream.start{ bindir = build .. "/bin", max_seconds = 600 })
 local policy = assert(rf.load_string('{"endpoint":"GET /v1/jobs/{id}","maxAttempts":3,"perAttemptTimeoutMs":5000,'
   .. '"totalBudgetMs":10000,"retryable":["HTTP_503"]}', "bench_all.lock"))
 local reqs = {}
@@ -51,6 +52,29 @@ local function all()
   return cpu / n * 1e6
 end
 
+if count_side then -- a child of instructions(): one run of one side under callgrind
+  if count_side == "plain" then plain(true) else all() end
+  return
+end
+
+--- User-space instructions per request of each side's call (callgrind: only inside l_bench_multi_run, the plain loop,
+--- and client_all, client:all's C function; deterministic, but kernel time, half of either side's CPU, is not counted),
+--- from one run of `count` requests each; nil when valgrind is missing or the functions have no symbols.
+local function instructions(count)
+  if not os.execute("command -v valgrind >/dev/null 2>&1") then return nil end
+  local function run(side, fn)
+    local p = assert(io.popen(("valgrind --tool=callgrind --callgrind-out-file=/dev/null --collect-atstart=no "
+      .. "--toggle-collect=%s lua5.4 bench/bench_all.lua %s %d %d 1 count:%s %s 2>&1"):format(fn, build, count, conc,
+      side, up.url)))
+    local out = p:read("a")
+    p:close()
+    local ir = tonumber((out:match("Collected : ([%d,]+)") or ""):gsub(",", ""), 10)
+    return ir and ir > 0 and ir / count or nil
+  end
+  local a, b = run("plain", "l_bench_multi_run"), run("all", "client_all")
+  if a and b then return a, b end
+end
+
 all() -- warm-up: the module's code and the allocator's caches
 plain(true)
 local ratios, bare = {}, {}
@@ -65,6 +89,7 @@ for round = 1, rounds do
   print(("round %d: plain libcurl multi %.1f us CPU/request (%.1f discarding responses); client:all %.1f us "
     .. "CPU/request; ratio %.2fx"):format(round, a, d, b, ratios[round]))
 end
+local ir_plain, ir_all = instructions(2000)
 up.stop()
 local function median(t)
   table.sort(t)
@@ -77,3 +102,7 @@ print(("ratio: client:all CPU per request vs plain curl-multi (%d in flight): %.
   m, target, m <= target and "met" or "NOT MET"))
 print(("note: client:all against a plain curl-multi loop that discards every response (soak's baseline): %.2fx "
   .. "(median of %d rounds)"):format(median(bare), rounds))
+if ir_plain then
+  print(("note: user-space instructions per request (callgrind, 2000 requests, kernel not counted): plain curl-multi "
+    .. "%.0f, client:all %.0f: %.2fx"):format(ir_plain, ir_all, ir_all / ir_plain))
+end

@@ -5,14 +5,15 @@
  *     and body kept until the loop ends, as client:all keeps them for its result).
  *   cpu() → the CPU seconds (user + system, getrusage) the process has used: the clock client:all is timed with, so
  *     both sides are measured alike.
- * Raises on a bad argument or when memory runs out.
+ * Raises on a bad argument or when memory runs out. bench_all.lua counts instructions in l_bench_multi_run (callgrind's
+ * --toggle-collect): the name is unique to this module.
  */
 #include "multi_loop.h"
 
 #include <lauxlib.h>
 #include <lua.h>
 
-static int l_run(lua_State *L) {
+static int l_bench_multi_run(lua_State *L) {
     bench_multi_opts o = {.base = luaL_checkstring(L, 1),
                           .n = (long)luaL_checkinteger(L, 2),
                           .conc = (long)luaL_checkinteger(L, 3),
@@ -36,8 +37,9 @@ static int l_cpu(lua_State *L) {
 __attribute__((visibility("default"))) int luaopen_rf_bench_multi(lua_State *L);
 
 int luaopen_rf_bench_multi(lua_State *L) {
+    curl_global_init(CURL_GLOBAL_DEFAULT); /* once, here: run's own init and cleanup only count references then */
     lua_createtable(L, 0, 2);
-    lua_pushcfunction(L, l_run);
+    lua_pushcfunction(L, l_bench_multi_run);
     lua_setfield(L, -2, "run");
     lua_pushcfunction(L, l_cpu);
     lua_setfield(L, -2, "cpu");
