@@ -78,26 +78,33 @@ static const char *const client_keys[] = {
     "policy",       "base_url",         "ledger",         "headers",    "rng_seed",
     "retry_budget", "follow_redirects", "max_body_bytes", "on_attempt", NULL};
 
-/* Is k one of the names in list (NULL-terminated; a NULL list holds none)? The first byte is compared before
- * the rest: this runs for every key of every request table. */
-static bool key_in(const char *k, const char *const *list) {
+/* The place of k in list (NULL-terminated; a NULL list holds none), or -1. The first byte is compared before the
+ * rest: this runs for every key of every request table. */
+static int key_index(const char *k, const char *const *list) {
     for (int i = 0; list && list[i]; i++)
-        if (k[0] == list[i][0] && strcmp(k, list[i]) == 0) return true;
-    return false;
+        if (k[0] == list[i][0] && strcmp(k, list[i]) == 0) return i;
+    return -1;
 }
 
-static void check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more, const char *what) {
+/* Raises unless every key of the table at idx is a string of allowed or of more (raw: no metamethod runs). Returns
+ * the keys of allowed it holds: bit i for allowed[i] (the first 32). */
+static uint32_t check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more,
+                            const char *what) {
+    uint32_t held = 0;
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        bool ok = k && (key_in(k, allowed) || key_in(k, more));
-        if (!ok) rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
+        int i = k ? key_index(k, allowed) : -1;
+        if (i >= 0 && i < 32) held |= 1u << i;
+        if (i < 0 && (k == NULL || key_index(k, more) < 0))
+            rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
+    return held;
 }
 
-static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
-    check_keys2(L, idx, allowed, NULL, what);
+static uint32_t check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
+    return check_keys2(L, idx, allowed, NULL, what);
 }
 
 /* Releases what the client holds and took: its rf_client, the ledger and retry budget it uses, its holdings. Its
@@ -226,6 +233,31 @@ static int l_pending_gc(lua_State *L) {
 static const char *const request_keys[] = {
     "method",     "path",        "query",      "headers",         "body", "idempotency_key",
     "on_attempt", "deadline_ms", "timeout_ms", "inbound_headers", NULL};
+/* Their places in request_keys. */
+enum {
+    K_METHOD,
+    K_PATH,
+    K_QUERY,
+    K_HEADERS,
+    K_BODY,
+    K_IDEMPOTENCY_KEY,
+    K_ON_ATTEMPT,
+    K_DEADLINE_MS,
+    K_TIMEOUT_MS,
+    K_INBOUND_HEADERS,
+    K_COUNT
+};
+_Static_assert(sizeof request_keys / sizeof request_keys[0] == K_COUNT + 1, "a place for each request key");
+
+/* Pushes request[request_keys[i]] of the table at idx, and returns its type. held: the keys the table holds
+ * (check_keys), every bit for a table with a metatable: a key it does not hold reads nil without a lookup. */
+static int request_field(lua_State *L, int idx, uint32_t held, int i) {
+    if ((held & (1u << i)) == 0) {
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    return lua_getfield(L, idx, request_keys[i]);
+}
 
 /* Where a request's strings are kept: a keeper table at idx, by the request's field names (slot NULL: a keeper of
  * one request, reusable), or at idx[*slot + 1] on, *slot counted up (one keeper all of client:all's requests share,
@@ -238,10 +270,10 @@ typedef struct keeper {
 /* request[key] as a string (NULL when nil), stored in the keeper (k): C reads it while the request runs, and a hook
  * may drop it from the request table. A nil is stored too when a keeper of one request is reused (clear): nothing
  * of the request before stays in it. */
-static const char *opt_string_field(lua_State *L, int idx, const string_keeper *k, const char *key, size_t *len,
+static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const string_keeper *k, int i, size_t *len,
                                     bool clear) {
-    lua_getfield(L, idx, key);
-    if (lua_isnil(L, -1)) {
+    const char *key = request_keys[i];
+    if (request_field(L, idx, held, i) == LUA_TNIL) {
         if (clear && k->slot == NULL)
             lua_setfield(L, k->idx, key);
         else
@@ -250,7 +282,7 @@ static const char *opt_string_field(lua_State *L, int idx, const string_keeper *
     }
     if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
     const char *s = lua_tolstring(L, -1, len);
-    if (strcmp(key, "body") != 0 && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
+    if (i != K_BODY && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
         rfl_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
     if (k->slot != NULL)
         lua_rawseti(L, k->idx, ++*k->slot);
@@ -261,27 +293,33 @@ static const char *opt_string_field(lua_State *L, int idx, const string_keeper *
 
 /* Reads the request table at idx into *req, every string *req points to (method, path, query, body, idempotency key,
  * header lines) kept by k (clear: a reused keeper of one request, see opt_string_field). Pushes the request's
- * on_attempt (nil or a function; read once, so that a metamethod cannot answer a second read differently). */
+ * on_attempt (nil or a function; read once, so that a metamethod cannot answer a second read differently). A table
+ * without a metatable is read only for the keys it holds (the others are nil: a lookup could find nothing). */
 static void read_request_kept(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap,
                               const string_keeper *k, bool clear) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
-    check_keys(L, idx, request_keys, "request");
+    uint32_t held = check_keys(L, idx, request_keys, "request");
+    if (lua_getmetatable(L, idx)) { /* its __index may answer any key */
+        lua_pop(L, 1);
+        held = UINT32_MAX;
+    }
     memset(req, 0, sizeof *req);
     size_t len = 0;
-    req->method = opt_string_field(L, idx, k, "method", &len, clear);
-    req->path = opt_string_field(L, idx, k, "path", &len, clear);
+    req->method = opt_string_field(L, idx, held, k, K_METHOD, &len, clear);
+    req->path = opt_string_field(L, idx, held, k, K_PATH, &len, clear);
     if (req->method == NULL || req->path == NULL) rfl_error(L, "request.method and request.path are required");
-    req->query = opt_string_field(L, idx, k, "query", &len, clear);
-    req->body = opt_string_field(L, idx, k, "body", &req->body_len, clear);
-    req->idempotency_key = opt_string_field(L, idx, k, "idempotency_key", &len, clear);
-    rfl_read_request_limits(L, idx, req);
-    rfl_read_inbound(L, idx, k->idx, k->slot, req);
-    lua_getfield(L, idx, "headers");
+    req->query = opt_string_field(L, idx, held, k, K_QUERY, &len, clear);
+    req->body = opt_string_field(L, idx, held, k, K_BODY, &req->body_len, clear);
+    req->idempotency_key = opt_string_field(L, idx, held, k, K_IDEMPOTENCY_KEY, &len, clear);
+    if (held & ((1u << K_DEADLINE_MS) | (1u << K_TIMEOUT_MS))) rfl_read_request_limits(L, idx, req);
+    if ((held & (1u << K_INBOUND_HEADERS)) || (clear && k->slot == NULL))
+        rfl_read_inbound(L, idx, k->idx, k->slot, req);
+    request_field(L, idx, held, K_HEADERS);
     req->headers = lines;
     req->n_headers = header_lines(L, -1, k->idx, k->slot, "request.headers", lines, cap);
     lua_pop(L, 1);
-    if (lua_getfield(L, idx, "on_attempt") != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
+    if (request_field(L, idx, held, K_ON_ATTEMPT) != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
 }
 
 /* Reads the request table at idx into *req. Pushes one keeper table that holds every string *req points to

@@ -40,7 +40,7 @@ target_compile_options(bench_stats PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_stats PRIVATE retryfreeze)
 add_dependencies(bench bench_stats)
 
-# bench/bench_soak.sh's and bench/bench_all.lua's baseline: a plain libcurl multi loop with soak's requests and
+# bench/bench_soak.sh's baseline: the plain libcurl multi loop of bench/multi_loop.h with soak's requests and
 # concurrency.
 add_executable(bench_multi bench/bench_multi.c)
 target_compile_options(bench_multi PRIVATE ${RF_WARNINGS})
