@@ -9,7 +9,10 @@
 -- side); both open their connections cold (a new multi, a new client each round). The two alternate for ROUNDS rounds
 -- of REQUESTS requests; the ratio is the median of the rounds' ratios (other processes on a shared machine steal CPU
 -- unevenly; the median of pairs resists that). A note gives the ratio against the same loop discarding every body
--- and header (soak's baseline), for comparison. Prints a `ratio:` line for bench/run.
+-- and header (soak's baseline), for comparison; with valgrind, another gives each side's user-space instructions per
+-- request (callgrind, only inside each side's C function: steady on a loaded machine, but the kernel's part, about half
+-- of either side's CPU and the same work on both, is not counted, so that ratio is above the CPU one). Prints a
+-- `ratio:` line for bench/run.
 -- Usage: lua5.4 bench/bench_all.lua BUILD_DIR [REQUESTS [CONCURRENCY [ROUNDS]]] (from the source root); REQUESTS at
 -- most 10000 (client:all's maximum), default 10000; CONCURRENCY default 64; ROUNDS default 15.
 local build = arg[1] or "build"
@@ -58,8 +61,9 @@ if count_side then -- a child of instructions(): one run of one side under callg
 end
 
 --- User-space instructions per request of each side's call (callgrind: only inside l_bench_multi_run, the plain loop,
---- and client_all, client:all's C function; deterministic, but kernel time, half of either side's CPU, is not counted),
---- from one run of `count` requests each; nil when valgrind is missing or the functions have no symbols.
+--- and client_all, client:all's C function; kernel time, half of either side's CPU, is not counted), the median of 3
+--- alternated runs of `count` requests each (libcurl's work varies a little with how many transfers end per call into
+--- it, which the machine's load sets); nil when valgrind is missing or the functions have no symbols.
 local function instructions(count)
   if not os.execute("command -v valgrind >/dev/null 2>&1") then return nil end
   local function run(side, fn)
@@ -71,8 +75,14 @@ local function instructions(count)
     local ir = tonumber((out:match("Collected : ([%d,]+)") or ""):gsub(",", ""), 10)
     return ir and ir > 0 and ir / count or nil
   end
-  local a, b = run("plain", "l_bench_multi_run"), run("all", "client_all")
-  if a and b then return a, b end
+  local a, b = {}, {}
+  for i = 1, 3 do
+    a[i], b[i] = run("plain", "l_bench_multi_run"), run("all", "client_all")
+    if not (a[i] and b[i]) then return nil end
+  end
+  table.sort(a)
+  table.sort(b)
+  return a[2], b[2]
 end
 
 all() -- warm-up: the module's code and the allocator's caches
@@ -91,7 +101,7 @@ for round = 1, rounds do
 end
 local ir_plain, ir_all = instructions(2000)
 up.stop()
-local function median(t)
+local function median(t) -- sorts t
   table.sort(t)
   return #t % 2 == 1 and t[(#t + 1) // 2] or (t[#t // 2] + t[#t // 2 + 1]) / 2
 end
@@ -103,6 +113,7 @@ print(("ratio: client:all CPU per request vs plain curl-multi (%d in flight): %.
 print(("note: client:all against a plain curl-multi loop that discards every response (soak's baseline): %.2fx "
   .. "(median of %d rounds)"):format(median(bare), rounds))
 if ir_plain then
-  print(("note: user-space instructions per request (callgrind, 2000 requests, kernel not counted): plain curl-multi "
+  print(("note: user-space instructions per request (callgrind, median of 3 runs of 2000 requests, kernel not counted): "
+    .. "plain curl-multi "
     .. "%.0f, client:all %.0f: %.2fx"):format(ir_plain, ir_all, ir_all / ir_plain))
 end
