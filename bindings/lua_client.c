@@ -47,8 +47,10 @@ typedef struct lpending {
 } lpending;
 
 /* Collects a {Name = "value"} table at idx into "Name: value" strings stored in the keeper table at index
- * keep (so they live as long as it does); fills lines[] (capacity cap) and returns the count. Iterates raw. */
-static size_t header_lines(lua_State *L, int idx, int keep, const char *what, const char **lines, size_t cap) {
+ * keep (so they live as long as it does), appended to its array part (slot NULL) or at keep[*slot + 1] on, *slot
+ * counted up (a keeper many requests share); fills lines[] (capacity cap) and returns the count. Iterates raw. */
+static size_t header_lines(lua_State *L, int idx, int keep, lua_Integer *slot, const char *what, const char **lines,
+                           size_t cap) {
     idx = lua_absindex(L, idx);
     size_t n = 0;
     if (lua_isnoneornil(L, idx)) return 0;
@@ -66,7 +68,7 @@ static size_t header_lines(lua_State *L, int idx, int keep, const char *what, co
                       memchr(name, '\0', nlen) != NULL ? "names" : "values");
         lua_pushfstring(L, "%s: %s", name, value);
         lines[n++] = lua_tostring(L, -1);
-        lua_rawseti(L, keep, (lua_Integer)lua_rawlen(L, keep) + 1);
+        lua_rawseti(L, keep, slot != NULL ? ++*slot : (lua_Integer)lua_rawlen(L, keep) + 1);
         lua_pop(L, 1);
     }
     return n;
@@ -76,26 +78,33 @@ static const char *const client_keys[] = {
     "policy",       "base_url",         "ledger",         "headers",    "rng_seed",
     "retry_budget", "follow_redirects", "max_body_bytes", "on_attempt", NULL};
 
-/* Is k one of the names in list (NULL-terminated; a NULL list holds none)? The first byte is compared before
- * the rest: this runs for every key of every request table. */
-static bool key_in(const char *k, const char *const *list) {
+/* The place of k in list (NULL-terminated; a NULL list holds none), or -1. The first byte is compared before the
+ * rest: this runs for every key of every request table. */
+static int key_index(const char *k, const char *const *list) {
     for (int i = 0; list && list[i]; i++)
-        if (k[0] == list[i][0] && strcmp(k, list[i]) == 0) return true;
-    return false;
+        if (k[0] == list[i][0] && strcmp(k, list[i]) == 0) return i;
+    return -1;
 }
 
-static void check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more, const char *what) {
+/* Raises unless every key of the table at idx is a string of allowed or of more (raw: no metamethod runs). Returns
+ * the keys of allowed it holds: bit i for allowed[i] (the first 32). */
+static uint32_t check_keys2(lua_State *L, int idx, const char *const *allowed, const char *const *more,
+                            const char *what) {
+    uint32_t held = 0;
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        bool ok = k && (key_in(k, allowed) || key_in(k, more));
-        if (!ok) rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
+        int i = k ? key_index(k, allowed) : -1;
+        if (i >= 0 && i < 32) held |= 1u << i;
+        if (i < 0 && (k == NULL || key_index(k, more) < 0))
+            rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
         lua_pop(L, 1);
     }
+    return held;
 }
 
-static void check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
-    check_keys2(L, idx, allowed, NULL, what);
+static uint32_t check_keys(lua_State *L, int idx, const char *const *allowed, const char *what) {
+    return check_keys2(L, idx, allowed, NULL, what);
 }
 
 /* Releases what the client holds and took: its rf_client, the ledger and retry budget it uses, its holdings. Its
@@ -178,7 +187,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     const char *lines[64];
     lua_getfield(L, 1, "headers");
     o.headers = lines;
-    o.n_headers = header_lines(L, -1, keep, "rf.client: headers", lines, 64);
+    o.n_headers = header_lines(L, -1, keep, NULL, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
     if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
@@ -224,25 +233,93 @@ static int l_pending_gc(lua_State *L) {
 static const char *const request_keys[] = {
     "method",     "path",        "query",      "headers",         "body", "idempotency_key",
     "on_attempt", "deadline_ms", "timeout_ms", "inbound_headers", NULL};
+/* Their places in request_keys. */
+enum {
+    K_METHOD,
+    K_PATH,
+    K_QUERY,
+    K_HEADERS,
+    K_BODY,
+    K_IDEMPOTENCY_KEY,
+    K_ON_ATTEMPT,
+    K_DEADLINE_MS,
+    K_TIMEOUT_MS,
+    K_INBOUND_HEADERS,
+    K_COUNT
+};
+_Static_assert(sizeof request_keys / sizeof request_keys[0] == K_COUNT + 1, "a place for each request key");
 
-/* request[key] as a string (NULL when nil), stored in the keeper table at index keep: C reads it while the
- * request runs, and a hook may drop it from the request table. A nil is stored too when the keeper is reused
- * (clear): nothing of the request before stays in it. */
-static const char *opt_string_field(lua_State *L, int idx, int keep, const char *key, size_t *len, bool clear) {
-    lua_getfield(L, idx, key);
-    if (lua_isnil(L, -1)) {
-        if (clear)
-            lua_setfield(L, keep, key);
+/* Pushes request[request_keys[i]] of the table at idx, and returns its type. held: the keys the table holds
+ * (check_keys), every bit for a table with a metatable: a key it does not hold reads nil without a lookup. */
+static int request_field(lua_State *L, int idx, uint32_t held, int i) {
+    if ((held & (1u << i)) == 0) {
+        lua_pushnil(L);
+        return LUA_TNIL;
+    }
+    return lua_getfield(L, idx, request_keys[i]);
+}
+
+/* Where a request's strings are kept: a keeper table at idx, by the request's field names (slot NULL: a keeper of
+ * one request, reusable), or at idx[*slot + 1] on, *slot counted up (one keeper all of client:all's requests share,
+ * its slots taken in turn). */
+typedef struct keeper {
+    int idx;
+    lua_Integer *slot;
+} string_keeper;
+
+/* request[key] as a string (NULL when nil), stored in the keeper (k): C reads it while the request runs, and a hook
+ * may drop it from the request table. A nil is stored too when a keeper of one request is reused (clear): nothing
+ * of the request before stays in it. */
+static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const string_keeper *k, int i, size_t *len,
+                                    bool clear) {
+    const char *key = request_keys[i];
+    if (request_field(L, idx, held, i) == LUA_TNIL) {
+        if (clear && k->slot == NULL)
+            lua_setfield(L, k->idx, key);
         else
             lua_pop(L, 1);
         return NULL;
     }
     if (lua_type(L, -1) != LUA_TSTRING) rfl_error(L, "request.%s must be a string, got %s", key, luaL_typename(L, -1));
     const char *s = lua_tolstring(L, -1, len);
-    if (strcmp(key, "body") != 0 && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
+    if (i != K_BODY && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
         rfl_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
-    lua_setfield(L, keep, key);
+    if (k->slot != NULL)
+        lua_rawseti(L, k->idx, ++*k->slot);
+    else
+        lua_setfield(L, k->idx, key);
     return s;
+}
+
+/* Reads the request table at idx into *req, every string *req points to (method, path, query, body, idempotency key,
+ * header lines) kept by k (clear: a reused keeper of one request, see opt_string_field). Pushes the request's
+ * on_attempt (nil or a function; read once, so that a metamethod cannot answer a second read differently). A table
+ * without a metatable is read only for the keys it holds (the others are nil: a lookup could find nothing). */
+static void read_request_kept(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap,
+                              const string_keeper *k, bool clear) {
+    idx = lua_absindex(L, idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    uint32_t held = check_keys(L, idx, request_keys, "request");
+    if (lua_getmetatable(L, idx)) { /* its __index may answer any key */
+        lua_pop(L, 1);
+        held = UINT32_MAX;
+    }
+    memset(req, 0, sizeof *req);
+    size_t len = 0;
+    req->method = opt_string_field(L, idx, held, k, K_METHOD, &len, clear);
+    req->path = opt_string_field(L, idx, held, k, K_PATH, &len, clear);
+    if (req->method == NULL || req->path == NULL) rfl_error(L, "request.method and request.path are required");
+    req->query = opt_string_field(L, idx, held, k, K_QUERY, &len, clear);
+    req->body = opt_string_field(L, idx, held, k, K_BODY, &req->body_len, clear);
+    req->idempotency_key = opt_string_field(L, idx, held, k, K_IDEMPOTENCY_KEY, &len, clear);
+    if (held & ((1u << K_DEADLINE_MS) | (1u << K_TIMEOUT_MS))) rfl_read_request_limits(L, idx, req);
+    if ((held & (1u << K_INBOUND_HEADERS)) || (clear && k->slot == NULL))
+        rfl_read_inbound(L, idx, k->idx, k->slot, req);
+    request_field(L, idx, held, K_HEADERS);
+    req->headers = lines;
+    req->n_headers = header_lines(L, -1, k->idx, k->slot, "request.headers", lines, cap);
+    lua_pop(L, 1);
+    if (request_field(L, idx, held, K_ON_ATTEMPT) != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
 }
 
 /* Reads the request table at idx into *req. Pushes one keeper table that holds every string *req points to
@@ -253,8 +330,6 @@ static const char *opt_string_field(lua_State *L, int idx, int keep, const char 
 static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap, int reuse) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
-    check_keys(L, idx, request_keys, "request");
-    memset(req, 0, sizeof *req);
     bool clear = reuse != 0;
     if (clear) {
         lua_pushvalue(L, reuse);
@@ -265,63 +340,85 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     } else {
         lua_createtable(L, 0, 6);
     }
-    int keep = lua_gettop(L);
-    size_t len = 0;
-    req->method = opt_string_field(L, idx, keep, "method", &len, clear);
-    req->path = opt_string_field(L, idx, keep, "path", &len, clear);
-    if (req->method == NULL || req->path == NULL) rfl_error(L, "request.method and request.path are required");
-    req->query = opt_string_field(L, idx, keep, "query", &len, clear);
-    req->body = opt_string_field(L, idx, keep, "body", &req->body_len, clear);
-    req->idempotency_key = opt_string_field(L, idx, keep, "idempotency_key", &len, clear);
-    rfl_read_request_limits(L, idx, req);
-    rfl_read_inbound(L, idx, keep, req);
-    lua_getfield(L, idx, "headers");
-    req->headers = lines;
-    req->n_headers = header_lines(L, -1, keep, "request.headers", lines, cap);
-    lua_pop(L, 1);
-    if (lua_getfield(L, idx, "on_attempt") != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
+    string_keeper k = {.idx = lua_gettop(L), .slot = NULL};
+    read_request_kept(L, idx, req, lines, cap, &k, clear);
 }
 
-static void push_try(lua_State *L, const rf_try *t) {
+/* The names of a response table's and a try table's fields. A caller that builds many responses (client:all) pushes
+ * them once (push_field_names) and passes where they start: each field is then set with a copy of its name from
+ * there (lua_rawset on a table that has no metatable yet, as lua_setfield would), without interning the name again
+ * for every field of every response. 0 where none are pushed: each name is pushed as it is set. */
+#define RESPONSE_FIELDS(X)                                                                                        \
+    X(class), X(status), X(transport), X(elapsed_ms), X(delay_ms), X(timeout_ms), X(reason), X(retry_after),      \
+        X(retry_after_header), X(error), X(start_ms), X(hedge), X(fate), X(ok), X(outcome), X(attempts), X(body), \
+        X(headers), X(tries), X(route), X(budget), X(overloaded), X(inbound_deadline_ms), X(inbound_attempt),     \
+        X(ledger_error)
+#define FIELD_ENUM(name) F_##name
+#define FIELD_NAME(name) #name
+enum { RESPONSE_FIELDS(FIELD_ENUM), F_COUNT };
+static const char *const field_names[F_COUNT] = {RESPONSE_FIELDS(FIELD_NAME)};
+
+/* Pushes the field names (F_COUNT values); returns the index of the first. */
+static int push_field_names(lua_State *L) {
+    luaL_checkstack(L, F_COUNT, "push_field_names");
+    int base = lua_gettop(L) + 1;
+    for (int k = 0; k < F_COUNT; k++) lua_pushstring(L, field_names[k]);
+    return base;
+}
+
+/* Pushes field k's name: its copy at names + k, or a new one (names 0). */
+static void push_key(lua_State *L, int names, int k) {
+    if (names)
+        lua_pushvalue(L, names + k);
+    else
+        lua_pushstring(L, field_names[k]);
+}
+
+/* table[field k] = value, the table on top of the stack (its fields' setters, one per value type). */
+static void set_integer(lua_State *L, int names, int k, lua_Integer v) {
+    push_key(L, names, k);
+    lua_pushinteger(L, v);
+    lua_rawset(L, -3);
+}
+
+static void set_string(lua_State *L, int names, int k, const char *v) {
+    push_key(L, names, k);
+    lua_pushstring(L, v);
+    lua_rawset(L, -3);
+}
+
+static void set_boolean(lua_State *L, int names, int k, bool v) {
+    push_key(L, names, k);
+    lua_pushboolean(L, v);
+    lua_rawset(L, -3);
+}
+
+/* Pushes the try table of *t; names as for push_key. */
+static void push_try_named(lua_State *L, const rf_try *t, int names) {
     luaL_checkstack(L, 4, "push_try");
     /* Sized to its fields exactly: a try table per attempt is most of a response's allocation. */
     lua_createtable(L, 0,
                     7 + (t->retry_after_header[0] ? 2 : 0) + (t->error[0] ? 1 : 0) + (t->fate != RF_FATE_NONE ? 3 : 0));
-    lua_pushstring(L, t->class_name);
-    lua_setfield(L, -2, "class");
-    lua_pushinteger(L, t->status);
-    lua_setfield(L, -2, "status");
-    lua_pushstring(L, rf_transport_name(t->transport));
-    lua_setfield(L, -2, "transport");
-    lua_pushinteger(L, t->elapsed_ms);
-    lua_setfield(L, -2, "elapsed_ms");
-    lua_pushinteger(L, t->delay_ms);
-    lua_setfield(L, -2, "delay_ms");
-    lua_pushinteger(L, t->timeout_ms);
-    lua_setfield(L, -2, "timeout_ms");
-    lua_pushstring(L, rf_reason_name(t->reason));
-    lua_setfield(L, -2, "reason");
+    set_string(L, names, F_class, t->class_name);
+    set_integer(L, names, F_status, t->status);
+    set_string(L, names, F_transport, rf_transport_name(t->transport));
+    set_integer(L, names, F_elapsed_ms, t->elapsed_ms);
+    set_integer(L, names, F_delay_ms, t->delay_ms);
+    set_integer(L, names, F_timeout_ms, t->timeout_ms);
+    set_string(L, names, F_reason, rf_reason_name(t->reason));
     if (t->retry_after_header[0]) { /* the value of the header the verdict names, even an empty one */
-        lua_pushstring(L, t->retry_after);
-        lua_setfield(L, -2, "retry_after");
+        set_string(L, names, F_retry_after, t->retry_after);
+        set_string(L, names, F_retry_after_header, t->retry_after_header);
     }
-    if (t->retry_after_header[0]) {
-        lua_pushstring(L, t->retry_after_header);
-        lua_setfield(L, -2, "retry_after_header");
-    }
-    if (t->error[0]) {
-        lua_pushstring(L, t->error);
-        lua_setfield(L, -2, "error");
-    }
+    if (t->error[0]) set_string(L, names, F_error, t->error);
     if (t->fate != RF_FATE_NONE) { /* one of a hedged request's attempts */
-        lua_pushinteger(L, t->start_ms);
-        lua_setfield(L, -2, "start_ms");
-        lua_pushboolean(L, t->hedge);
-        lua_setfield(L, -2, "hedge");
-        lua_pushstring(L, rf_try_fate_name(t->fate));
-        lua_setfield(L, -2, "fate");
+        set_integer(L, names, F_start_ms, t->start_ms);
+        set_boolean(L, names, F_hedge, t->hedge);
+        set_string(L, names, F_fate, rf_try_fate_name(t->fate));
     }
 }
+
+static void push_try(lua_State *L, const rf_try *t) { push_try_named(L, t, 0); }
 
 /* Pushes the header name [p, end) lowercased: built on the C stack when short (every usual name), which costs a third
  * of building it in a luaL_Buffer. */
@@ -366,55 +463,39 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
     }
 }
 
-static void push_response(lua_State *L, const rf_response *r) {
+/* Pushes the response table of *r; names as for push_key. */
+static void push_response_named(lua_State *L, const rf_response *r, int names) {
     luaL_checkstack(L, 8, "push_response");
     lua_createtable(L, 0, 12);
-    lua_pushinteger(L, r->status);
-    lua_setfield(L, -2, "status");
-    lua_pushboolean(L, r->ok);
-    lua_setfield(L, -2, "ok");
-    lua_pushstring(L, rf_outcome_name(r->outcome));
-    lua_setfield(L, -2, "outcome");
-    lua_pushstring(L, rf_reason_name(r->reason));
-    lua_setfield(L, -2, "reason");
-    lua_pushinteger(L, r->attempts);
-    lua_setfield(L, -2, "attempts");
-    lua_pushinteger(L, r->elapsed_ms);
-    lua_setfield(L, -2, "elapsed_ms");
+    set_integer(L, names, F_status, r->status);
+    set_boolean(L, names, F_ok, r->ok);
+    set_string(L, names, F_outcome, rf_outcome_name(r->outcome));
+    set_string(L, names, F_reason, rf_reason_name(r->reason));
+    set_integer(L, names, F_attempts, r->attempts);
+    set_integer(L, names, F_elapsed_ms, r->elapsed_ms);
+    push_key(L, names, F_body);
     lua_pushlstring(L, r->body ? r->body : "", r->body_len);
-    lua_setfield(L, -2, "body");
+    lua_rawset(L, -3);
+    push_key(L, names, F_headers);
     push_headers(L, r->headers ? r->headers : "", r->headers_len);
-    lua_setfield(L, -2, "headers");
+    lua_rawset(L, -3);
+    push_key(L, names, F_tries);
     lua_createtable(L, (int)r->n_tries, 0);
     for (size_t i = 0; i < r->n_tries; i++) {
         luaL_checkstack(L, 2, "push_response: tries");
-        push_try(L, &r->tries[i]);
+        push_try_named(L, &r->tries[i], names);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
-    lua_setfield(L, -2, "tries");
-    if (r->route) {
-        lua_pushstring(L, r->route);
-        lua_setfield(L, -2, "route");
-    }
-    if (r->budget != RF_BUDGET_NONE) {
-        lua_pushstring(L, rf_budget_source_name(r->budget));
-        lua_setfield(L, -2, "budget");
-    }
-    lua_pushboolean(L, r->overloaded); /* with propagation: tell the caller (its overloadedHeader) */
-    lua_setfield(L, -2, "overloaded");
-    if (r->inbound.has_deadline) {
-        lua_pushinteger(L, (lua_Integer)r->inbound.deadline_ms);
-        lua_setfield(L, -2, "inbound_deadline_ms");
-    }
-    if (r->inbound.attempt > 0) {
-        lua_pushinteger(L, r->inbound.attempt);
-        lua_setfield(L, -2, "inbound_attempt");
-    }
-    if (r->ledger_error[0]) {
-        lua_pushstring(L, r->ledger_error);
-        lua_setfield(L, -2, "ledger_error");
-    }
+    lua_rawset(L, -3);
+    if (r->route) set_string(L, names, F_route, r->route);
+    if (r->budget != RF_BUDGET_NONE) set_string(L, names, F_budget, rf_budget_source_name(r->budget));
+    set_boolean(L, names, F_overloaded, r->overloaded); /* with propagation: tell the caller (its overloadedHeader) */
+    if (r->inbound.has_deadline) set_integer(L, names, F_inbound_deadline_ms, (lua_Integer)r->inbound.deadline_ms);
+    if (r->inbound.attempt > 0) set_integer(L, names, F_inbound_attempt, r->inbound.attempt);
+    if (r->ledger_error[0]) set_string(L, names, F_ledger_error, r->ledger_error);
 }
+
+static void push_response(lua_State *L, const rf_response *r) { push_response_named(L, r, 0); }
 
 void rfl_push_try(lua_State *L, const rf_try *t) { push_try(L, t); }
 
@@ -712,18 +793,35 @@ static int client_all(lua_State *L, rfl_call *call) {
         return rfl_error(L, "client:all: %d scheduled requests of this client are in flight",
                          (int)rf_client_pending(lc->c));
     rf_request *reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)(n ? n : 1), 0);
-    const char **lines = lua_newuserdatauv(L, sizeof *lines * 64 * (size_t)(n ? n : 1), 0);
+    /* The requests' header line pointers, packed one request after another (most requests have none): grown by
+     * doubling into a new block (the old one left to the collector), so each request's are pointed at only once all
+     * are read. */
+    size_t lines_cap = 64, n_lines = 0;
+    const char **lines = lua_newuserdatauv(L, sizeof *lines * lines_cap, 0);
+    int lines_idx = lua_gettop(L);
     lresponses *rs = new_responses(L, (size_t)n);
-    lua_createtable(L, (int)n, 0); /* the requests' string keepers: the stack stays flat however many */
-    int keepers = lua_gettop(L);
+    /* One keeper for every request's strings, each in the next slot: the stack stays flat however many. */
+    lua_createtable(L, (int)(2 * n), 0);
+    lua_Integer slot = 0;
+    string_keeper k = {.idx = lua_gettop(L), .slot = &slot};
     for (lua_Integer i = 1; i <= n; i++) {
+        const char *own[64];
+        rf_request *req = &reqs[i - 1];
         lua_rawgeti(L, 2, i);
-        read_request(L, -1, &reqs[i - 1], lines + 64 * (i - 1), 64, 0); /* pushes its keeper and on_attempt */
+        read_request_kept(L, -1, req, own, 64, &k, false); /* pushes its on_attempt */
         if (!lua_isnil(L, -1)) return rfl_error(L, "client:all: request %d: on_attempt is per client here", (int)i);
-        lua_pop(L, 1);
-        lua_rawseti(L, keepers, i);
-        lua_pop(L, 1);
+        lua_pop(L, 2);
+        if (req->n_headers > lines_cap - n_lines) {
+            while (req->n_headers > lines_cap - n_lines) lines_cap *= 2;
+            const char **more = lua_newuserdatauv(L, sizeof *lines * lines_cap, 0);
+            memcpy(more, lines, sizeof *lines * n_lines);
+            lua_replace(L, lines_idx);
+            lines = more;
+        }
+        memcpy(lines + n_lines, own, sizeof *lines * req->n_headers);
+        n_lines += req->n_headers;
     }
+    for (lua_Integer i = 0, at = 0; i < n; at += (lua_Integer)reqs[i].n_headers, i++) reqs[i].headers = lines + at;
     lua_createtable(L, 1, 0);
     int errors = lua_gettop(L);
     hook_ctx h = {.L = L, .call = call, .lc = lc, .errors_idx = errors, .fn_idx = 0};
@@ -732,10 +830,11 @@ static int client_all(lua_State *L, rfl_call *call) {
     rf_status st = rf_client_all_with(lc->c, reqs, (size_t)n, &opts, call_hook, &h, rs->r, &err);
     call->state->nesting--;
     if (st == RF_OK) {
+        int names = push_field_names(L);
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {
             luaL_checkstack(L, 2, "client:all");
-            push_response(L, &rs->r[i]);
+            push_response_named(L, &rs->r[i], names);
             lua_rawseti(L, -2, i + 1);
             rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }

@@ -48,9 +48,11 @@ struct rf_request;
 void rfl_read_request_limits(lua_State *L, int idx, struct rf_request *req);
 /* Reads request.inbound_headers (nil, or {name = value or {values…}}, as ngx.req.get_headers() gives them: the
  * headers of the request this one serves) into req->inbound_headers as "name: value" lines, kept in the keeper
- * table at keep (its field inbound_headers, set to nil when there are none). A value that is not a string raises
- * (the script's mistake); what a value says is never an error: the engine only lets it narrow. */
-void rfl_read_inbound(lua_State *L, int idx, int keep, struct rf_request *req);
+ * table at keep: with slot NULL in its field inbound_headers (set to nil when there are none), else at
+ * keep[*slot + 1], *slot counted up (a keeper many requests share; nothing is stored when there are none). A value
+ * that is not a string raises (the script's mistake); what a value says is never an error: the engine only lets it
+ * narrow. */
+void rfl_read_inbound(lua_State *L, int idx, int keep, lua_Integer *slot, struct rf_request *req);
 /* Sets rf.libcurl (version, ssl, http2) in the module table on top of the stack. */
 void rfl_open_client_network(lua_State *L);
 /* Pushes a try table {class, status, transport, elapsed_ms, delay_ms, timeout_ms, reason [, retry_after,

@@ -40,12 +40,19 @@ target_compile_options(bench_stats PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_stats PRIVATE retryfreeze)
 add_dependencies(bench bench_stats)
 
-# bench/bench_soak.sh's and bench/bench_all.lua's baseline: a plain libcurl multi loop with soak's requests and
+# bench/bench_soak.sh's baseline: the plain libcurl multi loop of bench/multi_loop.h with soak's requests and
 # concurrency.
 add_executable(bench_multi bench/bench_multi.c)
 target_compile_options(bench_multi PRIVATE ${RF_WARNINGS})
 target_link_libraries(bench_multi PRIVATE PkgConfig::CURL)
 add_dependencies(bench bench_multi)
+# The same loop as a Lua module, so that bench/bench_all.lua runs it in client:all's own process.
+add_library(rf_bench_multi MODULE bench/lua_multi.c)
+target_compile_options(rf_bench_multi PRIVATE ${RF_WARNINGS})
+target_include_directories(rf_bench_multi PRIVATE ${LUA_INCLUDE_DIRS})
+target_link_libraries(rf_bench_multi PRIVATE PkgConfig::CURL)
+set_target_properties(rf_bench_multi PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+add_dependencies(bench rf_bench_multi)
 
 # bench/bench_budget_redis.c: a decision with the retry budget in Redis vs the process's own (bench/run
 # starts a redis-server on a free loopback port; skipped without one).

@@ -76,6 +76,48 @@ describe("lifetimes and re-entrancy", function()
       assert.equal(10000, assert(upstream.stats(up.url)).requests - before) -- /__stats counts no request
     end)
 
+    it_54("client:all sends each request's own header lines, kept while a hook drops them all and collects", function()
+      -- Requests with 0, 1, 17, 63 and 64 header lines (the most a request takes) in turns, 300 of them, every 7th
+      -- with its path and headers behind __index: client:all packs their line pointers one request after another in
+      -- a block it grows as it reads, and keeps every string in one table; the hook empties every request table and
+      -- collects before most are sent. The upstream answers
+      -- each with X-Back: <i> from the request's own X-Fault-Script line, so a line of another request, or a freed
+      -- one, shows in the response.
+      local out = clean(run_lua([[
+        local c
+        local reqs, counts = {}, { 0, 1, 17, 63, 64 }
+        for i = 1, 300 do
+          local headers = {}
+          local k = counts[i % #counts + 1]
+          if k > 0 then headers["X-Fault-Script"] = "200;header=X-Back:" .. i end
+          for j = 2, k do headers["X-Pad-" .. j] = ("p"):rep(j) .. i end
+          reqs[i] = { method = "GET", path = "/echo/" .. i .. "/" .. ("q"):rep(i % 50), headers = headers,
+            inbound_headers = i % 3 == 0 and { ["X-In"] = "in-" .. i } or nil }
+          if i % 7 == 0 then -- its path and headers only through __index: read all the same
+            reqs[i] = setmetatable({ method = "GET" }, { __index = { path = reqs[i].path, headers = headers } })
+          end
+        end
+        local dropped = false
+        c = rf.client{ policy = LOCK, base_url = URL, on_attempt = function()
+          if not dropped then
+            dropped = true
+            for i = 1, #reqs do
+              reqs[i].method, reqs[i].path, reqs[i].headers, reqs[i].inbound_headers = nil, nil, nil, nil
+            end
+            collectgarbage() collectgarbage()
+          end
+        end }
+        local rs = c:all(reqs, { concurrency = 4 })
+        local ok = 0
+        for i = 1, #rs do
+          local want = counts[i % #counts + 1] > 0 and tostring(i) or nil
+          if rs[i].status == 200 and rs[i].headers["x-back"] == want then ok = ok + 1 end
+        end
+        print(#rs, ok, dropped)
+      ]], up.url, 60))
+      assert.equal("300\t300\ttrue\n", out)
+    end)
+
     it_54("client:all refuses more than 10000 requests with an argument error", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }

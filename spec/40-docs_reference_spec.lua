@@ -594,11 +594,14 @@ local function c_array(src, name)
   return names
 end
 
---- The keys a C function stores into Lua tables (lua_setfield, set_str, set_int, set_ratio).
+--- The keys a C function stores into Lua tables (lua_setfield, set_str, set_int, set_ratio; and a response's fields,
+--- named F_<key> in lua_client.c: set_integer(L, names, F_status, …), push_key(L, names, F_body)).
 local function c_table_keys(body)
   local keys = {}
   for k in body:gmatch('lua_setfield%(L, %-?%d+, "([%w_]+)"%)') do keys[#keys + 1] = k end
   for k in body:gmatch('set_%a+%(L, "([%w_]+)"') do keys[#keys + 1] = k end
+  for k in body:gmatch('set_%a+%(L, names, F_([%w_]+)') do keys[#keys + 1] = k end
+  for k in body:gmatch('push_key%(L, names, F_([%w_]+)') do keys[#keys + 1] = k end
   return keys
 end
 
@@ -716,8 +719,8 @@ describe("docs/lua.md", function()
       route = c_table_keys(c_function(policy_src, "l_routes")),
       client_options = c_array(client_src, "client_keys"),
       request = c_array(client_src, "request_keys"),
-      try = c_table_keys(c_function(client_src, "push_try")),
-      response = c_table_keys(c_function(client_src, "push_response")),
+      try = c_table_keys(c_function(client_src, "push_try_named")),
+      response = c_table_keys(c_function(client_src, "push_response_named")),
       record = c_table_keys(c_function(ledger_src, "push_record")),
       read_state = { "torn", "corrupt", "lines" },
     }
