@@ -366,7 +366,9 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
     }
 }
 
-static void push_response(lua_State *L, const rf_response *r) {
+/* The response table; its body and headers are r's, or, when body_idx and headers_idx are stack indices (not 0), the
+ * values there (rf.flow's step:finish: the host's body and headers, made before, so that no throwaway is made). */
+static void push_response_with(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
     luaL_checkstack(L, 8, "push_response");
     lua_createtable(L, 0, 12);
     lua_pushinteger(L, r->status);
@@ -381,9 +383,15 @@ static void push_response(lua_State *L, const rf_response *r) {
     lua_setfield(L, -2, "attempts");
     lua_pushinteger(L, r->elapsed_ms);
     lua_setfield(L, -2, "elapsed_ms");
-    lua_pushlstring(L, r->body ? r->body : "", r->body_len);
+    if (body_idx != 0)
+        lua_pushvalue(L, body_idx);
+    else
+        lua_pushlstring(L, r->body ? r->body : "", r->body_len);
     lua_setfield(L, -2, "body");
-    push_headers(L, r->headers ? r->headers : "", r->headers_len);
+    if (headers_idx != 0)
+        lua_pushvalue(L, headers_idx);
+    else
+        push_headers(L, r->headers ? r->headers : "", r->headers_len);
     lua_setfield(L, -2, "headers");
     lua_createtable(L, (int)r->n_tries, 0);
     for (size_t i = 0; i < r->n_tries; i++) {
@@ -418,7 +426,11 @@ static void push_response(lua_State *L, const rf_response *r) {
 
 void rfl_push_try(lua_State *L, const rf_try *t) { push_try(L, t); }
 
-void rfl_push_response(lua_State *L, const rf_response *r) { push_response(L, r); }
+static void push_response(lua_State *L, const rf_response *r) { push_response_with(L, r, 0, 0); }
+
+void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
+    push_response_with(L, r, lua_absindex(L, body_idx), lua_absindex(L, headers_idx));
+}
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
  * request has been cleaned up, so no curl state or memory is left behind. Nothing here may raise (a raise
