@@ -368,7 +368,7 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
 
 /* The response table; its body and headers are r's, or, when body_idx and headers_idx are stack indices (not 0), the
  * values there (rf.flow's step:finish: the host's body and headers, made before, so that no throwaway is made). */
-static void push_response_with(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
+static void push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
     luaL_checkstack(L, 8, "push_response");
     lua_createtable(L, 0, 12);
     lua_pushinteger(L, r->status);
@@ -426,10 +426,8 @@ static void push_response_with(lua_State *L, const rf_response *r, int body_idx,
 
 void rfl_push_try(lua_State *L, const rf_try *t) { push_try(L, t); }
 
-static void push_response(lua_State *L, const rf_response *r) { push_response_with(L, r, 0, 0); }
-
 void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
-    push_response_with(L, r, lua_absindex(L, body_idx), lua_absindex(L, headers_idx));
+    push_response(L, r, lua_absindex(L, body_idx), lua_absindex(L, headers_idx));
 }
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
@@ -572,7 +570,7 @@ static int client_finish(lua_State *L, rfl_call *call) {
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
         return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
                             "by retryfreeze.scheduler only)");
-    if (want) push_response(L, &lp->resp);
+    if (want) push_response(L, &lp->resp, 0, 0);
     rf_pending_free(lp->p);
     lp->p = NULL;
     rf_response_clear(&lp->resp);
@@ -661,7 +659,7 @@ static int client_request(lua_State *L, rfl_call *call) {
     nesting_enter(L, call->state, "client:request");
     rf_status st = rf_client_request(lc->c, &req, call_hook, &h, &rs->r[0], &err);
     call->state->nesting--;
-    if (st == RF_OK) push_response(L, &rs->r[0]);
+    if (st == RF_OK) push_response(L, &rs->r[0], 0, 0);
     rf_response_clear(&rs->r[0]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
     if (st != RF_OK) {
@@ -731,7 +729,7 @@ static int client_all(lua_State *L, rfl_call *call) {
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {
             luaL_checkstack(L, 2, "client:all");
-            push_response(L, &rs->r[i]);
+            push_response(L, &rs->r[i], 0, 0);
             lua_rawseti(L, -2, i + 1);
             rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }
