@@ -463,8 +463,10 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
     }
 }
 
-/* Pushes the response table of *r; names as for push_key. */
-static void push_response_named(lua_State *L, const rf_response *r, int names) {
+/* Pushes the response table of *r; names as for push_key. Its body and headers are r's, or, when body_idx and
+ * headers_idx are absolute stack indices (not 0), the values there (rf.flow's step:finish: the host's body and
+ * headers, made before, so that no throwaway is made). */
+static void push_response_named(lua_State *L, const rf_response *r, int names, int body_idx, int headers_idx) {
     luaL_checkstack(L, 8, "push_response");
     lua_createtable(L, 0, 12);
     set_integer(L, names, F_status, r->status);
@@ -474,10 +476,16 @@ static void push_response_named(lua_State *L, const rf_response *r, int names) {
     set_integer(L, names, F_attempts, r->attempts);
     set_integer(L, names, F_elapsed_ms, r->elapsed_ms);
     push_key(L, names, F_body);
-    lua_pushlstring(L, r->body ? r->body : "", r->body_len);
+    if (body_idx != 0)
+        lua_pushvalue(L, body_idx);
+    else
+        lua_pushlstring(L, r->body ? r->body : "", r->body_len);
     lua_rawset(L, -3);
     push_key(L, names, F_headers);
-    push_headers(L, r->headers ? r->headers : "", r->headers_len);
+    if (headers_idx != 0)
+        lua_pushvalue(L, headers_idx);
+    else
+        push_headers(L, r->headers ? r->headers : "", r->headers_len);
     lua_rawset(L, -3);
     push_key(L, names, F_tries);
     lua_createtable(L, (int)r->n_tries, 0);
@@ -495,11 +503,11 @@ static void push_response_named(lua_State *L, const rf_response *r, int names) {
     if (r->ledger_error[0]) set_string(L, names, F_ledger_error, r->ledger_error);
 }
 
-static void push_response(lua_State *L, const rf_response *r) { push_response_named(L, r, 0); }
-
 void rfl_push_try(lua_State *L, const rf_try *t) { push_try(L, t); }
 
-void rfl_push_response(lua_State *L, const rf_response *r) { push_response(L, r); }
+void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
+    push_response_named(L, r, 0, lua_absindex(L, body_idx), lua_absindex(L, headers_idx));
+}
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
  * request has been cleaned up, so no curl state or memory is left behind. Nothing here may raise (a raise
@@ -641,7 +649,7 @@ static int client_finish(lua_State *L, rfl_call *call) {
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
         return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
                             "by retryfreeze.scheduler only)");
-    if (want) push_response(L, &lp->resp);
+    if (want) push_response_named(L, &lp->resp, 0, 0, 0);
     rf_pending_free(lp->p);
     lp->p = NULL;
     rf_response_clear(&lp->resp);
@@ -746,7 +754,7 @@ static int client_request(lua_State *L, rfl_call *call) {
     nesting_enter(L, call->state, "client:request");
     rf_status st = rf_client_request(lc->c, &req, call_hook, &h, &rs->r[0], &err);
     call->state->nesting--;
-    if (st == RF_OK) push_response(L, &rs->r[0]);
+    if (st == RF_OK) push_response_named(L, &rs->r[0], 0, 0, 0);
     rf_response_clear(&rs->r[0]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
     if (st != RF_OK) {
@@ -834,7 +842,7 @@ static int client_all(lua_State *L, rfl_call *call) {
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {
             luaL_checkstack(L, 2, "client:all");
-            push_response_named(L, &rs->r[i], names);
+            push_response_named(L, &rs->r[i], names, 0, 0);
             lua_rawseti(L, -2, i + 1);
             rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }

@@ -158,7 +158,7 @@ void rfl_retire(lua_State *L, void *obj, void **taken, size_t n) {
 void rfl_hold(lua_State *L, void *obj, int slot) {
     header *h = header_of(obj);
     if (h->holdings == 0) {
-        lua_createtable(L, 4, 0);
+        lua_createtable(L, 5, 0); /* the most slots a type holds (a step's five): no slot lands in a hash part */
         int ref = luaL_ref(L, LUA_REGISTRYINDEX); /* raw reads and writes of the registry */
         if (h->holdings == 0) {                   /* (a finalizer run by that allocation may have held first) */
             h->holdings = ref;

@@ -59,7 +59,9 @@ void rfl_open_client_network(lua_State *L);
  * retry_after_header, error]} and a response table {status, ok, outcome, reason, attempts, elapsed_ms, body,
  * headers, tries, route [, ledger_error]}: the shapes client:request returns (lua_client.c). */
 void rfl_push_try(lua_State *L, const rf_try *t);
-void rfl_push_response(lua_State *L, const rf_response *r);
+/* rfl_push_response: the response table with the values at body_idx and headers_idx (stack indices) as its body and
+ * headers. */
+void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx);
 /* Registers core.step and core.wall_ms (lua_step.c). */
 void rfl_open_step(lua_State *L);
 /* The open retry budget (rf.retry_budget) at idx, taken by one more user (budget:close() raises until it is given

@@ -97,9 +97,10 @@ static void step_release(lua_State *L, void *obj) {
     rfl_retire(L, ls, ls->taken, 3);
 }
 
-/* core.step(policy, request, opts, now_ms) → step. request: {method=, path=, idempotency_key=, inbound_headers=, …}
- * (other keys are the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument. The clock starts at
- * now_ms. */
+/* core.step(policy, request, opts, now_ms) → step, propagates. request: {method=, path=, idempotency_key=,
+ * inbound_headers=, …} (other keys are the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument.
+ * The clock starts at now_ms. propagates: whether the request's route has propagation (docs/lock.md), i.e. whether
+ * step:propagation() can return headers; without it the caller never needs to ask. */
 static int step_new(lua_State *L, rfl_call *call) {
     rfl_check_policy(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -110,7 +111,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     const rf_policy *p = rfl_take_policy(L, 1, &ls->taken[T_POLICY]);
     lua_pushvalue(L, 1);
     rfl_hold(L, ls, H_POLICY);
-    lua_newtable(L);
+    lua_createtable(L, 0, 4); /* method, path, idempotency_key, inbound_headers: sized once, never rehashed */
     int keep = lua_gettop(L);
     ls->req.method = keep_string(L, 2, keep, "method", true);
     ls->req.path = keep_string(L, 2, keep, "path", true);
@@ -145,7 +146,8 @@ static int step_new(lua_State *L, rfl_call *call) {
     if (st != RF_OK) return rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
     rfl_set_open(ls, true);
     lua_settop(L, 5);
-    return 1;
+    lua_pushboolean(L, ls->s.prop.enabled);
+    return 2;
 }
 
 static int l_step_new(lua_State *L) { return rfl_function(L, step_new); }
@@ -308,8 +310,11 @@ static int step_after(lua_State *L, rfl_call *call) {
  * {lowercased name = value, trimmed of spaces, tabs and CRs at both ends}, the first a traversal meets winning, as
  * client:request's response gives them. Raw reads only: no metamethod of the host's table runs. */
 static void push_headers_of(lua_State *L, int idx) {
-    lua_newtable(L);
-    if (lua_type(L, idx) != LUA_TTABLE) return;
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        lua_newtable(L);
+        return;
+    }
+    lua_createtable(L, 0, 4); /* a response's usual few fields (Content-Length, Date, …) without a rehash */
     int out = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
@@ -363,11 +368,8 @@ static int step_finish(lua_State *L, rfl_call *call) {
     rf_step_end_request(&ls->s, reason, now, wall, ls->ledger);
     rfl_set_open(ls, false); /* finished (its closed state) before anything can raise: never recorded twice */
     r->body_len = 0;
-    rfl_push_response(L, r);
-    lua_pushvalue(L, 5);
-    lua_setfield(L, -2, "body");
-    push_headers_of(L, 6);
-    lua_setfield(L, -2, "headers");
+    push_headers_of(L, 6); /* at 7 */
+    rfl_push_response(L, r, 5, 7);
     step_release(L, ls);
     return 1;
 }

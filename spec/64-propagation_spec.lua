@@ -281,6 +281,28 @@ describe("rf.flow with propagation", function()
       tonumber(sent[2].headers["x-envoy-expected-rq-timeout-ms"]), tonumber(sent[3].headers["x-envoy-expected-rq-timeout-ms"]) })
   end)
 
+  it("core.step says whether the route propagates; rf.flow without it passes the request's headers as they are",
+    function()
+    local core = require "retryfreeze.core"
+    local plain = assert(rf.load_string(PLAIN))
+    local function propagates(p, path)
+      local step, says = core.step(p, { method = "GET", path = path }, {}, 0)
+      assert.equal(step:propagation() ~= nil, says) -- true exactly when step:propagation() has headers to send
+      step:finish("success", 0, 0)
+      return says
+    end
+    assert.same({ true, true, true, false, false }, { propagates(policy, "/fail"), propagates(policy, "/plain"),
+      propagates(plain, "/named"), propagates(plain, "/fail"), propagates(plain, "/nowhere") })
+    local sent = {}
+    local r = rf.flow(plain, { method = "GET", path = "/fail", headers = { ["X-Envoy-Attempt-Count"] = "9" } }, {
+      send = function(attempt) sent[#sent + 1] = attempt; return { status = 503 } end,
+      sleep = function() end, now_ms = function() return 0 end })
+    assert.same({ 3, false }, { #sent, r.overloaded })
+    for _, a in ipairs(sent) do
+      assert.same({ ["X-Envoy-Attempt-Count"] = "9" }, a.headers)
+    end
+  end)
+
   it("does not retry a response carrying the overloaded header, whatever its value or case", function()
     local r, sent = run({ method = "GET", path = "/fail" },
       { { status = 503, headers = { ["X-Envoy-Overloaded"] = "" } }, { status = 503 } })

@@ -96,7 +96,7 @@ function M.flow(policy, request, io)
   local wall = io.wall_ms or core.wall_ms
   local at_ms = now(io) -- the host's last clock reading
   -- io holds the step's options under their own names (ledger, rng, retry_budget): no table of its own per request.
-  local step = core.step(policy, request, io, at_ms)
+  local step, propagates = core.step(policy, request, io, at_ms)
   local headers = {}
   for name, value in pairs(request.headers or headers) do
     if type(name) ~= "string" or type(value) ~= "string" then
@@ -119,7 +119,7 @@ function M.flow(policy, request, io)
     end
     number = number + 1
     -- with the route's propagation: this attempt's number and the ms it may take, replacing the request's own
-    local sent = step:propagation()
+    local sent = propagates and step:propagation() or nil
     local attempt_headers = {}
     for k, v in pairs(headers) do -- a fresh copy: the host may change its own
       if not (sent and sent[k:lower()]) then attempt_headers[k] = v end

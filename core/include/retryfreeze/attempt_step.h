@@ -152,6 +152,7 @@ typedef struct rf_step {
     const rf_request *req;
     /* resp's tries array is allocated by rf_step_init, grown by rf_step_after, freed by rf_response_clear */
     rf_response *resp;
+    long route;                       /* req's route (rf_policy_match), matched once by rf_step_init */
     size_t tries_cap;                 /* room in resp->tries: from 1 up to RF_MAX_TRIES */
     bool reads[RF_WAIT_HEADER_COUNT]; /* the wait headers the route reads */
     int64_t start_ms, attempt_start_ms, delay_ms, timeout_ms;

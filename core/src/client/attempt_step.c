@@ -445,6 +445,7 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
     resp->tries = malloc(sizeof *resp->tries);
     if (resp->tries == NULL) return rfi_report(err, RF_ENOMEM, "request", "out of memory");
     s->tries_cap = 1;
+    s->route = route;
     s->prop = a.prop;
     s->elapsed_shift_ms = limits.elapsed_shift_ms;
     s->timeout_cap_ms = limits.timeout_ms;
@@ -471,8 +472,7 @@ static void attempts_of(const rf_step *s, rfi_attempts *a) {
     *a = (rfi_attempts){.policy = s->policy,
                         .req = req,
                         .resp = s->resp,
-                        .route =
-                            rf_policy_match(s->policy, req->method, strlen(req->method), req->path, strlen(req->path)),
+                        .route = s->route,
                         .attempts = s->attempts,
                         .requests = s->attempts,
                         .tries_cap = s->tries_cap,
