@@ -180,8 +180,10 @@ describe("hedging in the client", function()
     assert.is_nil(records[2].tries[1].fate) -- the keyless POST never hedged: its line is any request's
     local s = assert(rf.ledger.stats(ledger_path))
     -- Counted from the records here, by the ledger's definitions, and by the tally: one hedge each for the GET,
-    -- the keyed POST, the fatal request, the one told to wait, the one pushed back and the 4 of client:all, two for
-    -- the one that ran into its deadline, one or two for the non-fatal request.
+    -- the keyed POST, the fatal request, the one told to wait, the one pushed back and the 4 of client:all, one or
+    -- two for the one that ran into its deadline (its second hedge is due at 200 ms and starts only while 50 ms of
+    -- its 300 ms are left: a loaded machine that wakes the client 50 ms late skips it, by the lock's rule), one or
+    -- two for the non-fatal request.
     local hedged, hedges, wins = 0, 0, 0
     for _, rec in ipairs(records) do
       local n, won = 0, false
@@ -195,7 +197,7 @@ describe("hedging in the client", function()
     end
     assert.equal(12, s.requests)
     assert.same({ 11, hedges, wins }, { s.hedged, s.hedges, s.hedge_wins })
-    assert.is_true(hedges == 12 or hedges == 13, tostring(hedges))
+    assert.is_true(hedges >= 11 and hedges <= 13, tostring(hedges))
     assert.is_true(wins == 6 or wins == 7, tostring(wins))
     local out = h.run_cli("stats", ledger_path)
     assert.truthy(out:find(string.format("hedges %26d  (%.3f per request, in 11 requests)", hedges, hedges / 12), 1,
