@@ -53,25 +53,28 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
     return RF_OK;
 }
 
+/* A compare and a branch per field, each true only for bad facts (refuse_facts then names what is wrong), in one
+ * expression so that the good path keeps nothing across a call. attempts < 1, elapsed_ms < 0 and inbound_attempt < 0
+ * are one sign test of the three ORed. */
+static RFI_INLINE bool facts_bad(const rf_facts *f) {
+    return f->method == NULL || f->method_len == 0 || f->path == NULL || f->path_len == 0 ||
+           (f->status != 0 && (unsigned)f->status - 100u > 499u) || (unsigned)f->transport >= RF_TRANSPORT_COUNT ||
+           (((int64_t)f->attempts - 1) | f->elapsed_ms | (int64_t)f->inbound_attempt) < 0;
+}
+
 /*
- * check_fields, then the method's case, refused before any other field. The case costs a loop over the method, so
- * rf_decide runs it only where nothing proves it: a matched route does (a lock's methods are uppercase letters,
- * rfi_method_valid, and the match compares every byte), so only a refusal here, an unpinned source and no route
- * need it, before the verdict is written.
+ * The refusal of facts that facts_bad found bad: check_fields, then the method's case, refused before any other
+ * field. The case costs a loop over the method, so rf_decide runs it only where nothing proves it: a matched route
+ * does (a lock's methods are uppercase letters, rfi_method_valid, and the match compares every byte), so only a
+ * refusal here, an unpinned source and no route need it, before the verdict is written. Never RF_OK: facts_bad and
+ * check_fields test the same fields, and were they ever to disagree the facts are still refused.
  */
-static inline rf_status check_facts(const rf_facts *f, rf_error *err) {
-    /* A compare and a branch per field, each taken only by bad facts; check_fields then names what is wrong.
-     * attempts < 1, elapsed_ms < 0 and inbound_attempt < 0 are one sign test of the three ORed. */
-    const bool bad = f->method == NULL || f->method_len == 0 || f->path == NULL || f->path_len == 0 ||
-                     (f->status != 0 && (unsigned)f->status - 100u > 499u) ||
-                     (unsigned)f->transport >= RF_TRANSPORT_COUNT ||
-                     (((int64_t)f->attempts - 1) | f->elapsed_ms | (int64_t)f->inbound_attempt) < 0;
-    if (RFI_LIKELY(!bad)) return RF_OK;
+static RFI_NOINLINE rf_status refuse_facts(const rf_facts *f, rf_error *err) {
     rf_status st = check_fields(f, err);
     if (st != RF_OK && f->method != NULL && f->method_len > 0 &&
         check_method_case(f->method, f->method_len, err) != RF_OK)
         return RF_EINVAL;
-    return st;
+    return st != RF_OK ? st : rfi_fail(err, "", "facts refused without a field named (an internal error)");
 }
 
 /* The verdict on a failure of a matched route, in the documented order, without touching the retry budget
@@ -149,10 +152,16 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
     return RF_OK;
 }
 
-/* rf_decide once the route is known: route is rfi_policy_match's answer for f (-1: none), checked by the caller. */
+/* The route argument of decide_on that asks it to match f's method and path itself (rf_decide): the match then
+ * happens inside decide_on's frame, so rf_decide keeps nothing across a call. */
+#define MATCH_ROUTE (-2L)
+
+/* rf_decide once the route is known: route is rfi_policy_match's answer for f (-1: none), checked by the caller, or
+ * MATCH_ROUTE. */
 static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
                            rf_verdict *out, rf_error *err) {
     rf_status st;
+    if (route == MATCH_ROUTE) route = rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len);
     /* Only an absent source (NULL) or exactly "pinned-map" is pinned: an empty one names no pinned map. */
     const bool unpinned = f->source != NULL && !str_is(f->source, f->source_len, "pinned-map");
     if (unpinned) route = -1;
@@ -212,9 +221,8 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
 rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                     rf_error *err) {
     if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
-    rf_status st = check_facts(f, err);
-    if (st != RF_OK) return st;
-    return decide_on(p, rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len), f, rng, budget, out, err);
+    if (RFI_UNLIKELY(facts_bad(f))) return refuse_facts(f, err);
+    return decide_on(p, MATCH_ROUTE, f, rng, budget, out, err);
 }
 
 rf_status rf_decide_on_route(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
@@ -222,8 +230,7 @@ rf_status rf_decide_on_route(const rf_policy *p, long route, const rf_facts *f, 
     if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
     if (route < -1 || route >= (long)p->n_routes)
         return rfi_fail(err, "route", "must be -1 or a route index below %zu, got %ld", p->n_routes, route);
-    rf_status st = check_facts(f, err);
-    if (st != RF_OK) return st;
+    if (RFI_UNLIKELY(facts_bad(f))) return refuse_facts(f, err);
     return decide_on(p, route, f, rng, budget, out, err);
 }
 

@@ -21,10 +21,12 @@
 #define RFI_NOINLINE __attribute__((noinline))
 #define RFI_INLINE inline __attribute__((always_inline))
 #define RFI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RFI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define RFI_NOINLINE
 #define RFI_INLINE inline
 #define RFI_LIKELY(x) (x)
+#define RFI_UNLIKELY(x) (x)
 #endif
 
 struct cJSON; /* lock parsing helpers take cJSON nodes; the decision path never sees them */
