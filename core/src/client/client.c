@@ -70,6 +70,7 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
     rf_client *c = calloc(1, sizeof *c);
     if (c == NULL) goto nomem;
     rfi_flow_env *env = &c->env;
+    env->pass_until_ms = -1; /* no curl multi pass under way */
     env->policy = opts->policy;
     c->ledger = opts->ledger;
     env->follow_redirects = opts->follow_redirects;
@@ -224,8 +225,7 @@ static void run_hedged(CURLM *multi, rfi_flow *f) {
     while (f->state != RFI_FLOW_DONE) {
         plug_due(multi, f, rfi_mono_ms());
         if (f->state == RFI_FLOW_DONE) break;
-        int running = 0;
-        curl_multi_perform(multi, &running);
+        rfi_multi_pass(multi, f->env);
         bool progressed = end_finished(multi);
         progressed = end_overdue(multi, f, rfi_mono_ms()) || progressed;
         if (progressed) continue;
@@ -369,13 +369,12 @@ size_t rf_client_run(rf_client *c, int timeout_ms, rf_pending **done, size_t cap
                 done[n_done++] = p;
             }
         }
-        int running = 0;
         if (n_done > 0 || c->first == NULL) {
-            if (added) curl_multi_perform(c->multi, &running); /* start them now: their timers run from here */
-            write_lines(c, done, n_done, &c->batch);           /* their lines, before the caller sees them */
+            if (added) rfi_multi_pass(c->multi, &c->env); /* start them now: their timers run from here */
+            write_lines(c, done, n_done, &c->batch);      /* their lines, before the caller sees them */
             break;
         }
-        curl_multi_perform(c->multi, &running);
+        rfi_multi_pass(c->multi, &c->env);
         bool progressed = end_finished(c->multi);
         now = rfi_mono_ms();
         for (rf_pending *p = c->first; p != NULL; p = p->next)
@@ -557,8 +556,7 @@ rf_status rf_client_all_with(rf_client *c, const rf_request *reqs, size_t n, con
         int64_t now = rfi_mono_ms();
         int64_t wait = r.next_wake < 0 ? 100 : r.next_wake - now;
         curl_multi_poll(c->multi, NULL, 0, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait), NULL);
-        int running = 0;
-        curl_multi_perform(c->multi, &running);
+        rfi_multi_pass(c->multi, &c->env);
         now = rfi_mono_ms();
         settle_finished(&r, now);
         if (r.next_wake >= 0 && now >= r.next_wake) settle_timers(&r, now);

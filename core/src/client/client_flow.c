@@ -92,14 +92,38 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
 bool rfi_wire_overdue(const rfi_wire *w, int64_t now_ms) { return w->busy && now_ms >= w->start_ms + w->timeout_ms; }
 
 /* Stops reading a body once the per-try timeout has passed (a large body at high concurrency read on past the
- * deadline, because libcurl checks its timer only between reads); 0 aborts the transfer. */
+ * deadline, because libcurl checks its timer only between reads); 0 aborts the transfer. Pauses the transfer once
+ * the curl multi pass reading it is RFI_PASS_SLICE_MS old (libcurl keeps this chunk and gives it again when the
+ * pass resumes the transfer), so that the pass ends and every other attempt's timer is looked at. */
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     rfi_wire *w = ud;
-    if (rfi_wire_overdue(w, rfi_mono_ms())) {
+    const int64_t now = rfi_mono_ms();
+    if (rfi_wire_overdue(w, now)) {
         w->timed_out = true;
         return 0;
     }
+    rfi_flow_env *env = w->flow->env;
+    if (env->pass_until_ms >= 0 && now >= env->pass_until_ms && !w->paused) {
+        w->paused = true;
+        w->next_paused = env->paused;
+        env->paused = w;
+        return CURL_WRITEFUNC_PAUSE;
+    }
     return buf_append(&w->body, data, size * n) ? size * n : 0; /* 0 aborts: over max_body_bytes */
+}
+
+void rfi_multi_pass(CURLM *multi, rfi_flow_env *env) {
+    int running = 0;
+    env->pass_until_ms = rfi_mono_ms() + RFI_PASS_SLICE_MS;
+    curl_multi_perform(multi, &running);
+    env->pass_until_ms = -1; /* resuming gives on_body the kept chunk at once: it is taken, not paused again */
+    while (env->paused != NULL) {
+        rfi_wire *w = env->paused;
+        env->paused = w->next_paused;
+        w->paused = false;
+        w->next_paused = NULL;
+        curl_easy_pause(w->easy, CURLPAUSE_CONT); /* an error (the chunk refused) ends the transfer: reported as such */
+    }
 }
 
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {

@@ -33,7 +33,16 @@ typedef struct rfi_flow_env {
      * option it or any request could have set (set_attempt_options), so nothing carries over. */
     CURL **idle;
     size_t n_idle, idle_cap;
+    /* A curl multi pass under way (rfi_multi_pass): on_body pauses a transfer once the clock reaches pass_until_ms,
+     * and links it on paused for the pass to resume. -1 outside a pass (curl_easy_perform is never paused). */
+    int64_t pass_until_ms;
+    struct rfi_wire *paused;
 } rfi_flow_env;
+
+/* How long one curl multi pass may read bodies before on_body pauses the transfers it is reading: libcurl reads a
+ * readable transfer on and on within a pass (up to a hundred buffers each), so a pass over a hundred large bodies
+ * took hundreds of ms, and an attempt past its per-try timeout that was not reading was only ended after it. */
+#define RFI_PASS_SLICE_MS 5
 
 /* A growable byte buffer with a hard cap: an append past the cap fails and marks the buffer. */
 typedef struct rfi_buf {
@@ -64,6 +73,8 @@ typedef struct rfi_wire {
     bool busy;                    /* a transfer is in flight on it */
     bool in_multi;                /* its handle is in the client's curl multi (client.c sets and clears it) */
     bool hedge;                   /* started by the hedging delay, beside attempts still in flight */
+    bool paused;                  /* on_body paused it to end a long pass; on the env's paused list */
+    struct rfi_wire *next_paused; /* the next on that list */
     int64_t start_ms;             /* when its transfer started (CLOCK_MONOTONIC) */
     int64_t delay_ms, timeout_ms; /* the wait before it, and its per-try timeout */
     rfi_peer peer;
@@ -141,6 +152,10 @@ void rfi_flow_stop(rfi_flow *f, rf_reason reason, const char *why);
 /* True when w's attempt has run past its per-try timeout (start + timeout): the caller ends it with
  * rfi_flow_end_attempt(f, w, CURLE_OPERATION_TIMEDOUT) after marking it timed_out. */
 bool rfi_wire_overdue(const rfi_wire *w, int64_t now_ms);
+/* One curl_multi_perform on multi, whose transfers are env's, bounded by RFI_PASS_SLICE_MS (on_body pauses what it
+ * is reading after that); then the transfers paused in it resume, their kept chunk taken. Every driver of a multi
+ * calls this instead of curl_multi_perform. */
+void rfi_multi_pass(CURLM *multi, rfi_flow_env *env);
 /* The flow's wires that have an easy handle, into out[] (at most RFI_MAX_WIRES); returns how many. */
 size_t rfi_flow_wires(rfi_flow *f, rfi_wire **out);
 /* The earlier of two times a and b (ms), -1 standing for none. */
