@@ -9,9 +9,10 @@
  * in that field, the marker replaced by the reference's escape. Each line is checked from rf_ledger_format (every
  * copy bounds-checked: the buffer is the line) and from rf_ledger_append_batch (a large scratch buffer: the
  * unchecked copies), read back from the file. The strings: every byte 0x01..0xFF at every position of strings
- * of 1..40 bytes of ASCII (the string itself at every offset from an 8-byte boundary), multi-byte sequences
- * (valid, overlong, surrogates, past U+10FFFF, lone continuation bytes, cut short) at every offset in strings of
- * up to 40 bytes and cut short at the end, and random strings of 0..40 bytes drawn from all of those.
+ * of 1..40 bytes of ASCII, multi-byte sequences (valid, overlong, surrogates, past U+10FFFF, lone continuation
+ * bytes, cut short) at every offset in strings of up to 40 bytes and cut short at the end, and random strings of
+ * 0..40 bytes drawn from all of those; each string starts at the next offset (0..7) from an 8-byte boundary in
+ * turn. A formatter whose fast path misreads one byte of a word or vector fails here (checked by breaking it).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
