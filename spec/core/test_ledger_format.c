@@ -10,7 +10,8 @@
  * position of runs of 1 to 20 bytes (the 8-byte words the writer reads), every 2- and 3-byte sequence, 4-byte
  * ones over each lead byte and each second byte, overlong forms, surrogates, code points past U+10FFFF, sequences
  * cut short at the end or across a word, and long runs (of ASCII, of escapes, of 2-, 3- and 4-byte characters).
- * The timestamp is held to gmtime_r's calendar from 1970 to 9999.
+ * The timestamp is held to gmtime_r's calendar from 1970 to 9999, formatted alone and appended through a ledger
+ * (which keeps its last minute's part).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -419,6 +420,51 @@ static void test_timestamps(void **state) {
     check_ts(0);
 }
 
+/* The same timestamps appended through one ledger, which keeps the minute of its last line: runs within a minute,
+ * the ms either side of minute, hour, day and year boundaries, times going back, the same minute after another,
+ * each line's ts as gmtime_r gives it. */
+static void test_timestamps_appended(void **state) {
+    (void)state;
+    flush();
+    const int64_t minute = 60000, day = 86400000, last = INT64_C(253402300799999);
+    static const int64_t starts[] = {0, 1795886400000, 1795886459999, 946684799990, 951782399999, 4102444799998};
+    int64_t ts[512];
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+        for (int64_t d = 0; d < 24; d++) ts[n++] = starts[k] + d * 997; /* a run in one minute, then across one */
+        ts[n++] = starts[k] + minute;
+        ts[n++] = starts[k] + day;
+        ts[n++] = starts[k] + 3; /* back to the minute before: the cache holds only the last */
+        ts[n++] = starts[k] + 1 - (starts[k] > 0 ? 2 : 0);
+    }
+    for (int64_t t = last - 2 * minute; t <= last; t += 7919) ts[n++] = t;
+    ts[n++] = last;
+    ts[n++] = 0;
+    assert_true(n <= sizeof ts / sizeof ts[0]);
+    static fields f;
+    rf_ledger_record r = record_of("x", &f);
+    rf_error err;
+    for (size_t i = 0; i < n; i++) {
+        r.ts_ms = ts[i];
+        assert_int_equal(rf_ledger_append(ledger, &r, &err), RF_OK);
+    }
+    FILE *file = fopen(ledger_path, "rb");
+    assert_non_null(file);
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(fgets(line_buf, RF_LEDGER_MAX_LINE, file));
+        time_t seconds = (time_t)(ts[i] / 1000);
+        struct tm tm;
+        assert_non_null(gmtime_r(&seconds, &tm));
+        char want[40];
+        size_t w = strftime(want, sizeof want, "{\"ts\":\"%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(want + w, sizeof want - w, ".%03dZ\"", (int)(ts[i] % 1000));
+        if (strncmp(line_buf, want, strlen(want)) != 0)
+            fail_msg("appended ts %lld (line %zu): got %.34s, want %s", (long long)ts[i], i + 1, line_buf, want);
+    }
+    fclose(file);
+    assert_int_equal(truncate(ledger_path, 0), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     line_buf = malloc(RF_LEDGER_MAX_LINE + 1);
@@ -457,6 +503,7 @@ int main(void) {
         cmocka_unit_test(test_long_runs),
         cmocka_unit_test(test_nul_ends_the_string),
         cmocka_unit_test(test_timestamps),
+        cmocka_unit_test(test_timestamps_appended),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

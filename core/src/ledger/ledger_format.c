@@ -11,8 +11,9 @@
  * the request path): strings are escaped as cJSON prints them (RFC 8259 §7: '"', '\\' and the controls
  * \b \f \n \r \t by their short escapes, the other controls as \u00xx, every other byte as is), so the
  * lines are byte for byte those of the cJSON-built writer before (spec/core/test_ledger_format.c holds them to
- * cJSON's). Each string is read once: eight bytes at a time up to the next byte that needs a look (an escape or
- * a byte of a multi-byte character, validated as UTF-8 there), runs of the others copied whole. A record that
+ * cJSON's). Each string is read once (after strlen): sixteen bytes (a vector) or eight (a word) at a time up to the
+ * next byte that needs a look (an escape or a byte of a multi-byte character, validated as UTF-8 there), runs of
+ * the others copied whole; spec/core/test_ledger_escape.c holds them to a byte-at-a-time reference. A record that
  * fails on the way is checked field by field (check_record) for the error message, which names the same field
  * as before whatever the order the line is written in.
  * The path is recorded with every query value replaced by REDACTED (put_redacted_path): query strings carry
@@ -250,15 +251,20 @@ static HOT_INLINE uint64_t marks(uint64_t x) {
 }
 
 #if defined(__GNUC__)
-/* Sixteen bytes at once (GCC's vector extension: SSE2 or NEON where there is one): true when none needs a look. */
-typedef unsigned char bytes16 __attribute__((vector_size(16)));
-static HOT_INLINE bool clean16(const unsigned char *p) {
-    bytes16 x;
-    memcpy(&x, p, 16);
-    const bytes16 look = (x < 0x20) | (x >= 0x80) | (x == '"') | (x == '\\');
+/* Sixteen bytes at once (GCC's vector extension: SSE2 or NEON where there is one): true when none needs a look. As
+ * signed bytes, the controls (0x00..0x1F) and the bytes of 0x80 and up (negative) are exactly those below 0x20: one
+ * comparison for both. */
+typedef signed char bytes16 __attribute__((vector_size(16)));
+static HOT_INLINE bool clean16_vec(bytes16 x) {
+    const bytes16 look = (x < 0x20) | (x == '"') | (x == '\\');
     uint64_t half[2];
     memcpy(half, &look, 16);
     return (half[0] | half[1]) == 0;
+}
+static HOT_INLINE bool clean16(const unsigned char *p) {
+    bytes16 x;
+    memcpy(&x, p, 16);
+    return clean16_vec(x);
 }
 #endif
 
@@ -313,7 +319,7 @@ static HOT_INLINE void put_word(out *o, uint64_t x, size_t k, const bool roomy) 
 /* s[0..n) escaped (see the top of this file), in one pass that copies as it reads: a word at a time up to the
  * next byte that needs a look. False when it is not UTF-8 (then what was written is not a line: the caller
  * reports the field). */
-static RFI_LEDGER_NOINLINE bool put_escaped(out *o, const char *str, size_t n) {
+static HOT_INLINE bool put_escaped(out *o, const char *str, size_t n) {
     const bool roomy = false; /* rare enough: every copy checked */
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
@@ -361,10 +367,46 @@ static RFI_LEDGER_NOINLINE bool put_escaped(out *o, const char *str, size_t n) {
     return true;
 }
 
+/* put_escaped out of line, with the output passed by value: its new length, or SIZE_MAX when the string is not
+ * UTF-8. */
+static RFI_LEDGER_NOINLINE size_t escaped_at(char *buf, size_t cap, size_t len, const char *str, size_t n) {
+    out o = {buf, cap, len};
+    return put_escaped(&o, str, n) ? o.len : SIZE_MAX;
+}
+
+/* put_escaped, without taking the address of the caller's out: then the compiler keeps its length in a register
+ * through the whole line. Once its address is passed on, a byte stored through buf could alias the length, and
+ * every put of the line would load and store it again, one dependent memory round trip after the other. A string
+ * that is not UTF-8 leaves the length as it was (the line is refused). */
+static HOT_INLINE bool put_escaped_apart(out *o, const char *str, size_t n) {
+    const size_t len = escaped_at(o->buf, o->cap, o->len, str, n);
+    if (len == SIZE_MAX) return false;
+    o->len = len;
+    return true;
+}
+
 /* A string's escaped bytes, without its quotes: emit writes those with the keys around them. A short string that
  * needs nothing (most of a line's) is read as two words (from 8 bytes up, overlapping and checked as one vector),
- * checked and stored here; put_escaped does the rest. */
+ * checked and stored here; a longer one, when the line has room, sixteen bytes at a time, each stored as it was
+ * checked; put_escaped does the rest. */
 static HOT_INLINE bool put_body(out *o, const char *str, size_t n, const bool roomy) {
+#if defined(__GNUC__)
+    if (roomy && n > 16) { /* sixteen bytes at a time, each stored as it was read; the last sixteen overlap */
+        const unsigned char *s = (const unsigned char *)str;
+        char *to = o->buf + o->len;
+        bytes16 x;
+        for (size_t i = 0; i < n - 16; i += 16) {
+            memcpy(&x, s + i, 16);
+            if (!clean16_vec(x)) return put_escaped_apart(o, str, n);
+            memcpy(to + i, &x, 16);
+        }
+        memcpy(&x, s + n - 16, 16);
+        if (!clean16_vec(x)) return put_escaped_apart(o, str, n);
+        memcpy(to + n - 16, &x, 16);
+        o->len += n;
+        return true;
+    }
+#endif
     if (n <= 16 && (roomy || o->len + 16 <= o->cap)) {
         const unsigned char *s = (const unsigned char *)str;
 #if defined(__GNUC__)
@@ -372,7 +414,7 @@ static HOT_INLINE bool put_body(out *o, const char *str, size_t n, const bool ro
             unsigned char both[16];
             memcpy(both, s, 8);
             memcpy(both + 8, s + n - 8, 8);
-            if (!clean16(both)) return put_escaped(o, str, n);
+            if (!clean16(both)) return put_escaped_apart(o, str, n);
             memcpy(o->buf + o->len, both, 8);
             memcpy(o->buf + o->len + n - 8, both + 8, 8);
             o->len += n;
@@ -388,7 +430,7 @@ static HOT_INLINE bool put_body(out *o, const char *str, size_t n, const bool ro
             return true;
         }
     }
-    return put_escaped(o, str, n);
+    return put_escaped_apart(o, str, n);
 }
 
 static HOT_INLINE bool put_string_or_null(out *o, const char *s, size_t n, const bool roomy) {
@@ -402,21 +444,16 @@ static HOT_INLINE bool put_string_or_null(out *o, const char *s, size_t n, const
     return ok;
 }
 
-/* Decimal digits two at a time. */
-static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-                                  "8081828384858687888990919293949596979899";
-
 /* The digits of u into end[-digits .. 0), two at a time. */
 static HOT_INLINE void digits_before(char *end, uint64_t u) {
     while (u >= 100) {
         const unsigned pair = (unsigned)(u % 100);
         u /= 100;
         end -= 2;
-        memcpy(end, digit_pairs + 2 * pair, 2);
+        memcpy(end, rfi_ledger_digit_pairs + 2 * pair, 2);
     }
     if (u >= 10)
-        memcpy(end - 2, digit_pairs + 2 * u, 2);
+        memcpy(end - 2, rfi_ledger_digit_pairs + 2 * u, 2);
     else
         end[-1] = (char)('0' + u);
 }
@@ -429,12 +466,12 @@ static HOT_INLINE void put_int(out *o, int64_t v, const bool roomy) {
             at[0] = (char)('0' + u);
             o->len += 1;
         } else if (u < 100) {
-            memcpy(at, digit_pairs + 2 * u, 2);
+            memcpy(at, rfi_ledger_digit_pairs + 2 * u, 2);
             o->len += 2;
         } else {
             const unsigned hundreds = u / 100;
             at[0] = (char)('0' + hundreds);
-            memcpy(at + 1, digit_pairs + 2 * (u - 100 * hundreds), 2);
+            memcpy(at + 1, rfi_ledger_digit_pairs + 2 * (u - 100 * hundreds), 2);
             o->len += 3;
         }
         return;
@@ -470,7 +507,7 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
         if (part_end > p) grown += sizeof REDACTED - 1;
         p = part_end + 1;
     }
-    ok = put_escaped(o, path, (size_t)(q - path) + 1) && ok;
+    ok = put_escaped_apart(o, path, (size_t)(q - path) + 1) && ok;
     if (grown > 256) {
         PUT(o, REDACTED);
         return ok;
@@ -480,13 +517,27 @@ static bool put_redacted_path(out *o, const char *path, size_t len) {
         const char *part_end = amp ? amp : end;
         if (part_end > p) {
             const char *eq = memchr(p, '=', (size_t)(part_end - p));
-            if (eq != NULL) ok = put_escaped(o, p, (size_t)(eq - p) + 1) && ok;
+            if (eq != NULL) ok = put_escaped_apart(o, p, (size_t)(eq - p) + 1) && ok;
             PUT(o, REDACTED);
         }
         if (amp) PUT(o, "&");
         p = part_end + 1;
     }
     return ok;
+}
+
+/* put_redacted_path as put_escaped_apart puts put_escaped: out of line, the caller's out passed by value. */
+static RFI_LEDGER_NOINLINE size_t redacted_path_at(char *buf, size_t cap, size_t len, const char *path, size_t n) {
+    out o = {buf, cap, len};
+    return put_redacted_path(&o, path, n) ? o.len : SIZE_MAX;
+}
+
+static HOT_INLINE bool put_redacted_path_apart(out *o, const char *path, size_t n, const bool roomy) {
+    if (memchr(path, '?', n) == NULL) return put_body(o, path, n, roomy); /* most paths: no query, nothing redacted */
+    const size_t len = redacted_path_at(o->buf, o->cap, o->len, path, n);
+    if (len == SIZE_MAX) return false;
+    o->len = len;
+    return true;
 }
 
 /* The strings of a try in the order it writes them: class, reason, retry_after, retry_after_header, fate, transport,
@@ -502,8 +553,11 @@ static HOT_INLINE bool any_wait(const rf_ledger_try *t) {
     return any != 0;
 }
 
+/* In a try's first wait header length: the try has no wait header (emit looks once, put_try_facts reads it). */
+#define NO_WAIT SIZE_MAX
+
 /* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date. lens: the
- * try's transport, wait headers and date. */
+ * try's transport, wait headers (NO_WAIT first when none) and date. */
 static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
     bool ok = true;
     if (t->timeout_ms > 0) {
@@ -516,7 +570,7 @@ static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_
         PUT(o, "\"");
     }
     if (t->not_sent) PUT(o, ",\"not_sent\":true");
-    if (any_wait(t)) {
+    if (lens[1] != NO_WAIT) {
         bool waits = false;
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
             if (!t->wait[h]) continue;
@@ -574,24 +628,24 @@ static HOT_INLINE bool put_try(out *o, const rf_ledger_try *t, const size_t *len
 }
 
 /* The line, once with every copy checked against the buffer's end and once (roomy) without: the same code. */
-static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, out *o, const size_t *lens,
-                                 const bool roomy) {
+static HOT_INLINE bool emit_line(const rf_ledger_record *rec, const char *host, rfi_ledger_ts_cache *ts, out *o,
+                                 const size_t *lens, const bool roomy) {
     bool ok = true;
     PUT(o, "{\"ts\":\"");
     if (roomy || o->len + RFI_LEDGER_TS_LEN + 1 <= o->cap) { /* in place: a copy of bytes just stored would stall */
-        rfi_ledger_ts_format(rec->ts_ms, o->buf + o->len);
+        rfi_ledger_ts_format_cached(rec->ts_ms, ts, o->buf + o->len);
         o->len += RFI_LEDGER_TS_LEN;
     } else {
-        char ts[RFI_LEDGER_TS_LEN + 1];
-        rfi_ledger_ts_format(rec->ts_ms, ts);
-        put(o, ts, RFI_LEDGER_TS_LEN);
+        char stamp[RFI_LEDGER_TS_LEN + 1];
+        rfi_ledger_ts_format_cached(rec->ts_ms, ts, stamp);
+        put(o, stamp, RFI_LEDGER_TS_LEN);
     }
     PUT(o, "\",\"route\":\"");
     ok &= put_body(o, rec->route, lens[0], roomy);
     PUT(o, "\",\"method\":\"");
     ok &= put_body(o, rec->method, lens[1], roomy);
     PUT(o, "\",\"path\":\"");
-    ok &= put_redacted_path(o, rec->path, lens[2]);
+    ok &= put_redacted_path_apart(o, rec->path, lens[2], roomy);
     PUT(o, "\",\"key\":");
     ok &= put_string_or_null(o, rec->key, lens[3], roomy);
     PUT(o, ",\"policy\":\"");
@@ -650,7 +704,8 @@ static HOT_INLINE size_t length_of(const char *s, size_t *total) {
  * The caller checked what needs no reading of the strings (quick_check). A string's quotes go out with the keys
  * around it. When an upper bound of the line (each string escaped 6 to 1, each number 20 digits and a sign, a
  * redacted query 256 bytes longer) fits with 16 bytes to spare, no copy is checked. */
-static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_t cap, size_t *len) {
+static bool emit(const rf_ledger_record *rec, const char *host, rfi_ledger_ts_cache *ts, char *buf, size_t cap,
+                 size_t *len) {
     size_t lens[LINE_STRINGS], n = 0, total = 0;
     lens[n++] = length_of(rec->route, &total);
     lens[n++] = length_of(rec->method, &total);
@@ -670,7 +725,8 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
         if (any_wait(t)) {
             for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) lens[n++] = length_of(t->wait[h], &total);
         } else {
-            n += RF_WAIT_HEADER_COUNT; /* put_try_facts reads none of them */
+            lens[n] = NO_WAIT; /* put_try_facts reads none of them */
+            n += RF_WAIT_HEADER_COUNT;
         }
         lens[n++] = length_of(t->date, &total);
     }
@@ -680,7 +736,8 @@ static bool emit(const rf_ledger_record *rec, const char *host, char *buf, size_
      * redacted query; the strings escaped */
     const size_t bound = 512 + 544 * rec->n_tries + 256 + 64 + 6 * total;
     out o = {buf, cap, 0};
-    const bool ok = bound + 16 <= cap ? emit_line(rec, host, &o, lens, true) : emit_line(rec, host, &o, lens, false);
+    const bool ok =
+        bound + 16 <= cap ? emit_line(rec, host, ts, &o, lens, true) : emit_line(rec, host, ts, &o, lens, false);
     *len = o.len;
     return ok;
 }
@@ -700,14 +757,14 @@ static bool quick_check(const rf_ledger_record *rec) {
     return ok;
 }
 
-rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, char *buf, size_t cap, size_t *len,
-                                 rf_error *err) {
+rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, rfi_ledger_ts_cache *ts, char *buf,
+                                 size_t cap, size_t *len, rf_error *err) {
     if (!rec) {
         rfi_ledger_error(err, "rec", 0, 0, "rec is NULL");
         return RF_EINVAL;
     }
     if (rec->host) host = rec->host;
-    if (quick_check(rec) && emit(rec, host, buf, cap, len) && *len <= RF_LEDGER_MAX_LINE) return RF_OK;
+    if (quick_check(rec) && emit(rec, host, ts, buf, cap, len) && *len <= RF_LEDGER_MAX_LINE) return RF_OK;
     /* Refused: field by field, in check_record's order, for the message (the same as when it ran first). */
     if (!check_record(rec, host, err)) return RF_EINVAL;
     if (*len > RF_LEDGER_MAX_LINE) {
@@ -727,14 +784,14 @@ long rf_ledger_format(const rf_ledger_record *rec, char *buf, size_t cap, rf_err
         return -1;
     }
     /* Measured first: buf is left untouched when the line does not fit. */
-    if (rfi_ledger_format_into(rec, NULL, NULL, 0, &len, err) != RF_OK) {
+    if (rfi_ledger_format_into(rec, NULL, NULL, NULL, 0, &len, err) != RF_OK) {
         return -1;
     }
     if (len >= cap) {
         rfi_ledger_error(err, "buf", 0, 0, "the record needs %zu bytes with its NUL, buf has %zu", len + 1, cap);
         return -1;
     }
-    emit(rec, rec->host, buf, len, &len); /* cap = the line: nothing past it is written, not even scratch */
+    emit(rec, rec->host, NULL, buf, len, &len); /* cap = the line: nothing past it is written, not even scratch */
     buf[len] = '\0';
     return (long)len;
 }

@@ -45,8 +45,29 @@ size_t rfi_ledger_text_check(const char *s, size_t len, const char **why);
 
 /* ---- ledger_ts.c ---- */
 
+/* "00" "01" .. "99": the two digits of 0..99 at 2 v, for writing numbers a pair of digits at a time. */
+extern const char rfi_ledger_digit_pairs[201];
+
 /* Formats ts_ms (0..RFI_LEDGER_TS_MAX_MS, checked by the caller) as RFC 3339 UTC with ms into out. */
 void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1]);
+
+/* "YYYY-MM-DDTHH:MM:", the part of a timestamp one minute shares. */
+#define RFI_LEDGER_TS_MINUTE_LEN 17
+
+/* A writer's last minute: its lines mostly fall in one, whose calendar date and time of day need working out once
+ * (the calendar is a tenth of a line's formatting). minute: ts_ms / 60000 of prefix, -1 before the first. */
+typedef struct rfi_ledger_ts_cache {
+    int64_t minute;
+    char prefix[RFI_LEDGER_TS_MINUTE_LEN];
+} rfi_ledger_ts_cache;
+
+/* An empty cache (no minute yet). */
+#define RFI_LEDGER_TS_CACHE_INIT \
+    { .minute = -1 }
+
+/* rfi_ledger_ts_format, the minute's part from cache when ts_ms falls in its minute, else worked out and kept there;
+ * the same bytes either way. cache may be NULL (nothing kept). */
+void rfi_ledger_ts_format_cached(int64_t ts_ms, rfi_ledger_ts_cache *cache, char out[RFI_LEDGER_TS_LEN + 1]);
 
 /* Parses exactly "YYYY-MM-DDTHH:MM:SS.mmmZ" (a real calendar date, 1970..9999); false otherwise. */
 bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms);
@@ -56,11 +77,11 @@ bool rfi_ledger_ts_parse(const char *s, size_t len, int64_t *ts_ms);
 /*
  * Validates rec and formats it as one JSON object (no newline, no NUL) into buf[0..cap) when it fits; *len is
  * the line's length whether it fits or not (call again with a larger buffer). host (may be NULL) is written
- * when rec->host is NULL. Allocates nothing. RF_EINVAL naming the field in err->path as "$.field" (or a line
- * over RF_LEDGER_MAX_LINE) with err filled.
+ * when rec->host is NULL. ts (may be NULL): the writer's timestamp cache. Allocates nothing. RF_EINVAL naming the field
+ * in err->path as "$.field" (or a line over RF_LEDGER_MAX_LINE) with err filled.
  */
-rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, char *buf, size_t cap, size_t *len,
-                                 rf_error *err);
+rf_status rfi_ledger_format_into(const rf_ledger_record *rec, const char *host, rfi_ledger_ts_cache *ts, char *buf,
+                                 size_t cap, size_t *len, rf_error *err);
 
 /* ---- ledger_fast.c ---- */
 

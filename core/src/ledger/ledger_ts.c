@@ -5,11 +5,14 @@
  */
 #include "ledger_internal.h"
 
+#include <string.h>
+
+const char rfi_ledger_digit_pairs[201] = "0001020304050607080910111213141516171819202122232425262728293031323334353637"
+                                         "3839404142434445464748495051525354555657585960616263646566676869707172737475"
+                                         "767778798081828384858687888990919293949596979899";
+
 /* Writes v (0..99) as two digits. */
-static void put2(char *out, int v) {
-    out[0] = (char)('0' + v / 10);
-    out[1] = (char)('0' + v % 10);
-}
+static void put2(char *out, uint32_t v) { memcpy(out, rfi_ledger_digit_pairs + 2 * v, 2); }
 
 /* The proleptic Gregorian date of a day count since 1970-01-01 (0 .. 2 932 896, to 9999-12-31): H. Hinnant's
  * civil_from_days, in 32-bit arithmetic (the divisions by constants are multiplications). */
@@ -29,23 +32,43 @@ void rfi_ledger_ts_format(int64_t ts_ms, char out[RFI_LEDGER_TS_LEN + 1]) {
     const uint32_t ms_of_day = (uint32_t)(ts_ms - (int64_t)days * 86400000), seconds = ms_of_day / 1000;
     int year, month, day;
     civil_from_days(days, &year, &month, &day);
-    const int hour = (int)(seconds / 3600), minute = (int)(seconds / 60 % 60), second = (int)(seconds % 60);
-    const int ms = (int)(ms_of_day - seconds * 1000);
-    put2(out, year / 100);
-    put2(out + 2, year % 100);
+    const uint32_t minutes = seconds / 60, hour = minutes / 60, ms = ms_of_day - seconds * 1000, centi = ms / 10;
+    put2(out, (uint32_t)year / 100);
+    put2(out + 2, (uint32_t)year % 100);
     out[4] = '-';
-    put2(out + 5, month);
+    put2(out + 5, (uint32_t)month);
     out[7] = '-';
-    put2(out + 8, day);
+    put2(out + 8, (uint32_t)day);
     out[10] = 'T';
     put2(out + 11, hour);
     out[13] = ':';
-    put2(out + 14, minute);
+    put2(out + 14, minutes - hour * 60);
     out[16] = ':';
+    put2(out + 17, seconds - minutes * 60);
+    out[19] = '.';
+    put2(out + 20, centi);
+    out[22] = (char)('0' + (ms - centi * 10));
+    out[23] = 'Z';
+    out[24] = '\0';
+}
+
+void rfi_ledger_ts_format_cached(int64_t ts_ms, rfi_ledger_ts_cache *cache, char out[RFI_LEDGER_TS_LEN + 1]) {
+    const int64_t minute = ts_ms / 60000;
+    if (cache == NULL || ts_ms < 0 || ts_ms > RFI_LEDGER_TS_MAX_MS || minute != cache->minute) {
+        rfi_ledger_ts_format(ts_ms, out);
+        if (cache != NULL && ts_ms >= 0 && ts_ms <= RFI_LEDGER_TS_MAX_MS) {
+            memcpy(cache->prefix, out, RFI_LEDGER_TS_MINUTE_LEN);
+            cache->minute = minute;
+        }
+        return;
+    }
+    const uint32_t ms_of_minute = (uint32_t)(ts_ms - minute * 60000), second = ms_of_minute / 1000;
+    const uint32_t ms = ms_of_minute - second * 1000, centi = ms / 10;
+    memcpy(out, cache->prefix, RFI_LEDGER_TS_MINUTE_LEN);
     put2(out + 17, second);
     out[19] = '.';
-    put2(out + 20, ms / 10);
-    out[22] = (char)('0' + ms % 10);
+    put2(out + 20, centi);
+    out[22] = (char)('0' + (ms - centi * 10));
     out[23] = 'Z';
     out[24] = '\0';
 }

@@ -37,6 +37,7 @@ struct rf_ledger {
     volatile unsigned char *fork_mark; /* a page a forked child sees zeroed (MADV_WIPEONFORK): 1 while this process
                                           holds lines, so the check costs no getpid(2); NULL where the kernel has
                                           no such page, and then held_pid is compared */
+    rfi_ledger_ts_cache ts;            /* the minute of the last line formatted */
     char host[RF_LEDGER_MAX_HOST + 1]; /* written on lines whose record has no host; "" = none */
     char path[];                       /* for error messages */
 };
@@ -130,6 +131,7 @@ rf_status rf_ledger_open(const char *path, rf_ledger_fsync fsync_mode, rf_ledger
     l->hold_max = l->held = l->held_lines = 0;
     l->held_pid = 0;
     l->fork_mark = NULL;
+    l->ts = (rfi_ledger_ts_cache)RFI_LEDGER_TS_CACHE_INIT;
     l->fd = -1;
     /* Regular files only (a FIFO without a reader is refused at once instead of blocking open(2)), through a
      * symlink, never "-" (retryfreeze/output.h). */
@@ -300,7 +302,7 @@ static rf_status hold_line(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     size_t at = 1 + l->held; /* line[0] stays free for the "\n" that may end a fragment */
     size_t room = l->line_cap > at + 1 ? l->line_cap - at - 1 : 0;
     size_t len = 0;
-    rf_status status = rfi_ledger_format_into(rec, host, room ? l->line + at : NULL, room, &len, err);
+    rf_status status = rfi_ledger_format_into(rec, host, &l->ts, room ? l->line + at : NULL, room, &len, err);
     if (status != RF_OK) return status;
     rf_status written = RF_OK;
     rf_error write_err = {0};
@@ -315,7 +317,7 @@ static rf_status hold_line(rf_ledger *l, const rf_ledger_record *rec, rf_error *
             rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
             return RF_ENOMEM;
         }
-        rfi_ledger_format_into(rec, host, l->line + at, len, &len, err);
+        rfi_ledger_format_into(rec, host, &l->ts, l->line + at, len, &len, err);
     }
     l->line[at + len] = '\n';
     if (l->held_lines++ == 0) mark_held(l);
@@ -373,7 +375,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
     size_t lead = l->torn ? 1 : 0; /* "\n" ending an earlier short write's fragment, in this same write(2) */
     /* Formatted straight into the scratch buffer; only a line longer than any before needs a second pass. */
     size_t room = l->line_cap > lead + 1 ? l->line_cap - lead - 1 : 0;
-    status = rfi_ledger_format_into(rec, host, room ? l->line + lead : NULL, room, &len, err);
+    status = rfi_ledger_format_into(rec, host, &l->ts, room ? l->line + lead : NULL, room, &len, err);
     if (status != RF_OK) {
         return status;
     }
@@ -382,7 +384,7 @@ rf_status rf_ledger_append(rf_ledger *l, const rf_ledger_record *rec, rf_error *
             rfi_ledger_error(err, l->path, 0, 0, "out of memory appending to ledger %s", l->path);
             return RF_ENOMEM;
         }
-        rfi_ledger_format_into(rec, host, l->line + lead, len, &len, err);
+        rfi_ledger_format_into(rec, host, &l->ts, l->line + lead, len, &len, err);
     }
     if (lead) l->line[0] = '\n';
     l->line[lead + len] = '\n';
@@ -454,7 +456,7 @@ size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs,
             if (recs[i] == NULL)
                 rfi_ledger_error(err, "rec", 0, 0, "rec is NULL");
             else
-                st = rfi_ledger_format_into(recs[i], host, room ? l->line + used : NULL, room, &len, err);
+                st = rfi_ledger_format_into(recs[i], host, &l->ts, room ? l->line + used : NULL, room, &len, err);
             if (st != RF_OK) {
                 status[i] = st;
                 continue;
@@ -466,7 +468,7 @@ size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const *recs,
                     status[i] = RF_ENOMEM;
                     continue;
                 }
-                rfi_ledger_format_into(recs[i], host, l->line + used, len, &len, err);
+                rfi_ledger_format_into(recs[i], host, &l->ts, l->line + used, len, &len, err);
             }
             l->line[used + len] = '\n';
             used += len + 1;
