@@ -21,6 +21,10 @@ local io_keys = { send = true, sleep = true, now_ms = true, wall_ms = true, ledg
 
 local required_io = { "send", "sleep", "now_ms" }
 
+-- The request's own headers when it has none and no idempotency key: read only (each attempt copies it), never
+-- written, so one empty table serves every such request.
+local NO_HEADERS = {}
+
 local function check_keys(t, allowed, what)
   for k in pairs(t) do
     if not allowed[k] then error("rf.flow: " .. what .. ": unknown key '" .. tostring(k) .. "'", 3) end
@@ -99,17 +103,20 @@ function M.flow(policy, request, io)
   local at_ms = now(io) -- the host's last clock reading
   -- io holds the step's options under their own names (ledger, rng, retry_budget): no table of its own per request.
   local step, propagates = core.step(policy, request, io, at_ms)
-  local headers = {}
-  for name, value in pairs(request.headers or headers) do
-    if type(name) ~= "string" or type(value) ~= "string" then
-      error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
+  local given, headers = request.headers, NO_HEADERS
+  if given or request.idempotency_key then
+    headers = {}
+    for name, value in pairs(given or headers) do
+      if type(name) ~= "string" or type(value) ~= "string" then
+        error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
+      end
+      if name:lower() == "idempotency-key" then
+        error("rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header", 2)
+      end
+      headers[name] = value
     end
-    if name:lower() == "idempotency-key" then
-      error("rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header", 2)
-    end
-    headers[name] = value
+    if request.idempotency_key then headers["Idempotency-Key"] = request.idempotency_key end
   end
-  if request.idempotency_key then headers["Idempotency-Key"] = request.idempotency_key end
   local last, number = nil, 0
   local reason
   while true do
