@@ -506,7 +506,10 @@ static void push_response_named(lua_State *L, const rf_response *r, int names, i
 void rfl_push_try(lua_State *L, const rf_try *t) { push_try(L, t); }
 
 void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx) {
-    push_response_named(L, r, 0, lua_absindex(L, body_idx), lua_absindex(L, headers_idx));
+    /* 0 is "none" before it is anything else: lua_absindex would turn it into the top's index, a real slot. */
+    body_idx = body_idx == 0 ? 0 : lua_absindex(L, body_idx);
+    headers_idx = headers_idx == 0 ? 0 : lua_absindex(L, headers_idx);
+    push_response_named(L, r, 0, body_idx, headers_idx);
 }
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the

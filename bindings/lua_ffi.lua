@@ -99,6 +99,11 @@ local function clear_hints()
   hints_set = false
 end
 
+-- Response header names lowercased, the first LOWERED_MAX met: a host's few names (its parser's, the upstream's) are
+-- each lowercased once, not on every attempt (string.lower makes a string, which the interpreter pays for); past the
+-- cap a name is lowercased each time, so that no stream of names grows the table.
+local lowered, n_lowered, LOWERED_MAX = {}, 0, 256
+
 --- step_begin(step, now_ms) → step:begin(now_ms): the per-try timeout, or nil, reason.
 local function step_begin(step, now_ms)
   if type(now_ms) == "number" then
@@ -132,7 +137,11 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
               fast = false
               break
             end
-            local lname = lower(name)
+            local lname = lowered[name]
+            if lname == nil then
+              lname = lower(name)
+              if n_lowered < LOWERED_MAX then lowered[name], n_lowered = lname, n_lowered + 1 end
+            end
             if lname == "date" then
               if date == nil then date = value end
             else

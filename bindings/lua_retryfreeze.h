@@ -59,8 +59,9 @@ void rfl_open_client_network(lua_State *L);
  * retry_after_header, error]} and a response table {status, ok, outcome, reason, attempts, elapsed_ms, body,
  * headers, tries, route [, ledger_error]}: the shapes client:request returns (lua_client.c). */
 void rfl_push_try(lua_State *L, const rf_try *t);
-/* rfl_push_response: the response table with the values at body_idx and headers_idx (stack indices) as its body and
- * headers. */
+/* rfl_push_response: pushes the response table of *r. body_idx and headers_idx: stack indices (absolute or relative
+ * to the top before the push) of the values to use as its body and headers, or 0 for none, which uses r's own body
+ * and header block; 0 is read as "none" before any index arithmetic, so it never names the top. */
 void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx);
 /* Registers core.step and core.wall_ms (lua_step.c). */
 void rfl_open_step(lua_State *L);

@@ -306,9 +306,28 @@ static int step_after(lua_State *L, rfl_call *call) {
     return 2;
 }
 
+/* Whether c is a space, tab or CR: what push_headers_of trims from both ends of a value. */
+static bool is_trimmed(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* Pushes name[0, len) lowercased: made on the C stack when short (every usual name), a luaL_Buffer costing far more. */
+static void push_lowercase(lua_State *L, const char *name, size_t len) {
+    char small[64];
+    if (len <= sizeof small) {
+        for (size_t i = 0; i < len; i++) small[i] = (char)tolower((unsigned char)name[i]);
+        lua_pushlstring(L, small, len);
+        return;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < len; i++) luaL_addchar(&b, (char)tolower((unsigned char)name[i]));
+    luaL_pushresult(&b);
+}
+
 /* The response's headers from the host's table at idx (its string names and values; other entries are skipped):
  * {lowercased name = value, trimmed of spaces, tabs and CRs at both ends}, the first a traversal meets winning, as
- * client:request's response gives them. Raw reads only: no metamethod of the host's table runs. */
+ * client:request's response gives them. Raw reads only: no metamethod of the host's table runs. A name already in
+ * lowercase and a value with nothing to trim are the host's own strings (the usual case, a parser's lowercased
+ * names): no string is made for them. */
 static void push_headers_of(lua_State *L, int idx) {
     if (lua_type(L, idx) != LUA_TTABLE) {
         lua_newtable(L);
@@ -317,21 +336,27 @@ static void push_headers_of(lua_State *L, int idx) {
     lua_createtable(L, 0, 4); /* a response's usual few fields (Content-Length, Date, …) without a rehash */
     int out = lua_gettop(L);
     lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
+    while (lua_next(L, idx) != 0) { /* key at out + 1, value at out + 2 */
         if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
             size_t name_len = 0, len = 0;
             const char *name = lua_tolstring(L, -2, &name_len), *v = lua_tolstring(L, -1, &len);
             const char *ve = v + len;
-            luaL_Buffer b;
-            luaL_buffinit(L, &b);
-            for (size_t i = 0; i < name_len; i++) luaL_addchar(&b, (char)tolower((unsigned char)name[i]));
-            luaL_pushresult(&b);
+            size_t upper = 0;
+            while (upper < name_len && !isupper((unsigned char)name[upper])) upper++;
+            if (upper == name_len) {
+                lua_pushvalue(L, -2);
+            } else {
+                push_lowercase(L, name, name_len);
+            }
             lua_pushvalue(L, -1);
             if (lua_rawget(L, out) == LUA_TNIL) {
                 lua_pop(L, 1);
-                while (v < ve && (*v == ' ' || *v == '\t' || *v == '\r')) v++;
-                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t' || ve[-1] == '\r')) ve--;
-                lua_pushlstring(L, v, (size_t)(ve - v));
+                while (v < ve && is_trimmed(*v)) v++;
+                while (ve > v && is_trimmed(ve[-1])) ve--;
+                if ((size_t)(ve - v) == len)
+                    lua_pushvalue(L, out + 2);
+                else
+                    lua_pushlstring(L, v, (size_t)(ve - v));
                 lua_rawset(L, out);
             } else {
                 lua_pop(L, 2);

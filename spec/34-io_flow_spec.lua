@@ -48,6 +48,20 @@ describe("rf.flow with a fake io", function()
     assert.equal("POST /v1/jobs", r.route)
   end)
 
+  -- Whether io.send and io.sleep run protected cannot change while one flow runs: it is asked once per flow, not
+  -- for each callback (two sends, two verdicts and a sleep here).
+  it("asks whether it runs protected once per flow", function()
+    local io_flow = require "retryfreeze.io_flow"
+    local saved, calls = io_flow.protected, 0
+    io_flow.protected = function() calls = calls + 1; return saved() end
+    local ok, r = pcall(rf.flow, policy, post,
+      (fake_io({ { status = 429, headers = { ["Retry-After"] = "1" } }, { status = 200, body = "done" } })))
+    io_flow.protected = saved
+    assert(ok, r)
+    assert.same({ "success", 2 }, { r.outcome, r.attempts })
+    assert.equal(1, calls)
+  end)
+
   -- Under LuaJIT the wait headers go to C through one array of pointers, cleared after each attempt: an attempt
   -- without the header, and the next request, must not see the last one's.
   it("gives each attempt only its own wait headers", function()

@@ -21,6 +21,10 @@ local io_keys = { send = true, sleep = true, now_ms = true, wall_ms = true, ledg
 
 local required_io = { "send", "sleep", "now_ms" }
 
+-- The request's own headers when it has none and no idempotency key: read only (each attempt copies it), never
+-- written, so one empty table serves every such request.
+local NO_HEADERS = {}
+
 local function check_keys(t, allowed, what)
   for k in pairs(t) do
     if not allowed[k] then error("rf.flow: " .. what .. ": unknown key '" .. tostring(k) .. "'", 3) end
@@ -62,9 +66,10 @@ local function settle(step, at_ms, wall, ok, ...)
   return ...
 end
 
--- f(...) for the flow of step, protected where a yield can pass through pcall (give_up when it raises).
-local function guarded(step, at_ms, wall, f, ...)
-  if not M.protected() then return f(...) end
+-- f(...) for the flow of step, protected (give_up when it raises) when protected is true: M.protected(), read once
+-- per flow (where the flow runs does not change while it runs).
+local function guarded(protected, step, at_ms, wall, f, ...)
+  if not protected then return f(...) end
   return settle(step, at_ms, wall, pcall(f, ...))
 end
 
@@ -94,20 +99,24 @@ function M.flow(policy, request, io)
     error("rf.flow: io.on_attempt must be a function", 2)
   end
   local wall = io.wall_ms or core.wall_ms
+  local protected = M.protected()
   local at_ms = now(io) -- the host's last clock reading
   -- io holds the step's options under their own names (ledger, rng, retry_budget): no table of its own per request.
   local step, propagates = core.step(policy, request, io, at_ms)
-  local headers = {}
-  for name, value in pairs(request.headers or headers) do
-    if type(name) ~= "string" or type(value) ~= "string" then
-      error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
+  local given, headers = request.headers, NO_HEADERS
+  if given or request.idempotency_key then
+    headers = {}
+    for name, value in pairs(given or headers) do
+      if type(name) ~= "string" or type(value) ~= "string" then
+        error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
+      end
+      if name:lower() == "idempotency-key" then
+        error("rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header", 2)
+      end
+      headers[name] = value
     end
-    if name:lower() == "idempotency-key" then
-      error("rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header", 2)
-    end
-    headers[name] = value
+    if request.idempotency_key then headers["Idempotency-Key"] = request.idempotency_key end
   end
-  if request.idempotency_key then headers["Idempotency-Key"] = request.idempotency_key end
   local last, number = nil, 0
   local reason
   while true do
@@ -125,14 +134,14 @@ function M.flow(policy, request, io)
       if not (sent and sent[k:lower()]) then attempt_headers[k] = v end
     end
     if sent then for k, v in pairs(sent) do attempt_headers[k] = v end end
-    local res = guarded(step, at_ms, wall, io.send, { number = number, method = request.method, path = request.path,
+    local res = guarded(protected, step, at_ms, wall, io.send, { number = number, method = request.method, path = request.path,
       query = request.query, headers = attempt_headers, body = request.body, timeout_ms = timeout_ms })
     if type(res) ~= "table" then give_up(step, at_ms, wall, "rf.flow: io.send must return a table, got " .. type(res)) end
     last = res
     -- the response's overloaded header is read by the method (the FFI's fast path passes no headers but the wait's)
     local after = sent and method_after or step_after
     at_ms = now(io)
-    local retry, x, hook_err = guarded(step, at_ms, wall, after, step, res, at_ms, math.floor(wall()), io.on_attempt)
+    local retry, x, hook_err = guarded(protected, step, at_ms, wall, after, step, res, at_ms, math.floor(wall()), io.on_attempt)
     if hook_err ~= nil then
       step:finish(x, now(io), math.floor(wall()), res.body, res.headers)
       error(hook_err, 0)
@@ -141,7 +150,7 @@ function M.flow(policy, request, io)
       reason = x
       break
     end
-    if x > 0 then guarded(step, at_ms, wall, io.sleep, x) end
+    if x > 0 then guarded(protected, step, at_ms, wall, io.sleep, x) end
   end
   return step:finish(reason, now(io), math.floor(wall()), last and last.body, last and last.headers)
 end
