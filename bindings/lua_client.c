@@ -46,10 +46,19 @@ typedef struct lpending {
                             strings live in the keeper table, held at H_BOX_KEEPER */
 } lpending;
 
-/* Collects a {Name = "value"} table at idx into "Name: value" strings stored in the keeper table at index
- * keep (so they live as long as it does), appended to its array part (slot NULL) or at keep[*slot + 1] on, *slot
- * counted up (a keeper many requests share); fills lines[] (capacity cap) and returns the count. Iterates raw. */
-static size_t header_lines(lua_State *L, int idx, int keep, lua_Integer *slot, const char *what, const char **lines,
+void rfl_keep_value(lua_State *L, const rfl_keeper *k, const char *name) {
+    if (k->slot != NULL)
+        lua_rawseti(L, k->idx, ++*k->slot);
+    else if (name != NULL)
+        lua_setfield(L, k->idx, name);
+    else
+        lua_rawseti(L, k->idx, (lua_Integer)lua_rawlen(L, k->idx) + 1);
+}
+
+/* Collects a {Name = "value"} table at idx into "Name: value" strings kept by k (so they live as long as it does:
+ * rfl_keep_value without a name, a keeper of one request appends them to its array part); fills lines[] (capacity
+ * cap) and returns the count. Iterates raw. */
+static size_t header_lines(lua_State *L, int idx, const rfl_keeper *k, const char *what, const char **lines,
                            size_t cap) {
     idx = lua_absindex(L, idx);
     size_t n = 0;
@@ -68,7 +77,7 @@ static size_t header_lines(lua_State *L, int idx, int keep, lua_Integer *slot, c
                       memchr(name, '\0', nlen) != NULL ? "names" : "values");
         lua_pushfstring(L, "%s: %s", name, value);
         lines[n++] = lua_tostring(L, -1);
-        lua_rawseti(L, keep, slot != NULL ? ++*slot : (lua_Integer)lua_rawlen(L, keep) + 1);
+        rfl_keep_value(L, k, NULL);
         lua_pop(L, 1);
     }
     return n;
@@ -187,7 +196,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     const char *lines[64];
     lua_getfield(L, 1, "headers");
     o.headers = lines;
-    o.n_headers = header_lines(L, -1, keep, NULL, "rf.client: headers", lines, 64);
+    o.n_headers = header_lines(L, -1, &(rfl_keeper){.idx = keep, .slot = NULL}, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
     if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
@@ -259,18 +268,10 @@ static int request_field(lua_State *L, int idx, uint32_t held, int i) {
     return lua_getfield(L, idx, request_keys[i]);
 }
 
-/* Where a request's strings are kept: a keeper table at idx, by the request's field names (slot NULL: a keeper of
- * one request, reusable), or at idx[*slot + 1] on, *slot counted up (one keeper all of client:all's requests share,
- * its slots taken in turn). */
-typedef struct keeper {
-    int idx;
-    lua_Integer *slot;
-} string_keeper;
-
 /* request[key] as a string (NULL when nil), stored in the keeper (k): C reads it while the request runs, and a hook
  * may drop it from the request table. A nil is stored too when a keeper of one request is reused (clear): nothing
  * of the request before stays in it. */
-static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const string_keeper *k, int i, size_t *len,
+static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const rfl_keeper *k, int i, size_t *len,
                                     bool clear) {
     const char *key = request_keys[i];
     if (request_field(L, idx, held, i) == LUA_TNIL) {
@@ -284,10 +285,7 @@ static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const 
     const char *s = lua_tolstring(L, -1, len);
     if (i != K_BODY && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
         rfl_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
-    if (k->slot != NULL)
-        lua_rawseti(L, k->idx, ++*k->slot);
-    else
-        lua_setfield(L, k->idx, key);
+    rfl_keep_value(L, k, key);
     return s;
 }
 
@@ -296,7 +294,7 @@ static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const 
  * on_attempt (nil or a function; read once, so that a metamethod cannot answer a second read differently). A table
  * without a metatable is read only for the keys it holds (the others are nil: a lookup could find nothing). */
 static void read_request_kept(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap,
-                              const string_keeper *k, bool clear) {
+                              const rfl_keeper *k, bool clear) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
     uint32_t held = check_keys(L, idx, request_keys, "request");
@@ -313,11 +311,10 @@ static void read_request_kept(lua_State *L, int idx, rf_request *req, const char
     req->body = opt_string_field(L, idx, held, k, K_BODY, &req->body_len, clear);
     req->idempotency_key = opt_string_field(L, idx, held, k, K_IDEMPOTENCY_KEY, &len, clear);
     if (held & ((1u << K_DEADLINE_MS) | (1u << K_TIMEOUT_MS))) rfl_read_request_limits(L, idx, req);
-    if ((held & (1u << K_INBOUND_HEADERS)) || (clear && k->slot == NULL))
-        rfl_read_inbound(L, idx, k->idx, k->slot, req);
+    if ((held & (1u << K_INBOUND_HEADERS)) || (clear && k->slot == NULL)) rfl_read_inbound(L, idx, k, req);
     request_field(L, idx, held, K_HEADERS);
     req->headers = lines;
-    req->n_headers = header_lines(L, -1, k->idx, k->slot, "request.headers", lines, cap);
+    req->n_headers = header_lines(L, -1, k, "request.headers", lines, cap);
     lua_pop(L, 1);
     if (request_field(L, idx, held, K_ON_ATTEMPT) != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
 }
@@ -340,7 +337,7 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     } else {
         lua_createtable(L, 0, 6);
     }
-    string_keeper k = {.idx = lua_gettop(L), .slot = NULL};
+    rfl_keeper k = {.idx = lua_gettop(L), .slot = NULL};
     read_request_kept(L, idx, req, lines, cap, &k, clear);
 }
 
@@ -814,7 +811,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     /* One keeper for every request's strings, each in the next slot: the stack stays flat however many. */
     lua_createtable(L, (int)(2 * n), 0);
     lua_Integer slot = 0;
-    string_keeper k = {.idx = lua_gettop(L), .slot = &slot};
+    rfl_keeper k = {.idx = lua_gettop(L), .slot = &slot};
     for (lua_Integer i = 1; i <= n; i++) {
         const char *own[64];
         rf_request *req = &reqs[i - 1];
