@@ -325,8 +325,7 @@ static void read_request_kept(lua_State *L, int idx, rf_request *req, const char
  * pushed as the keeper instead of a new table. Pushes the request's on_attempt too (nil or a function; read once,
  * so that a metamethod cannot answer a second read differently): [keeper, on_attempt]. */
 static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap, int reuse) {
-    idx = lua_absindex(L, idx);
-    luaL_checktype(L, idx, LUA_TTABLE);
+    idx = lua_absindex(L, idx); /* before the keeper is pushed; read_request_kept checks it is a table */
     bool clear = reuse != 0;
     if (clear) {
         lua_pushvalue(L, reuse);
