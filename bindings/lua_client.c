@@ -663,12 +663,16 @@ static int client_finish(lua_State *L, rfl_call *call) {
 static int client_cancel(lua_State *L, rfl_call *call) {
     (void)call;
     lpending *lp = own_box(L, 2, "client:_cancel: the box belongs to another client");
-    if (lp->p == NULL) return 0;
-    rf_pending_stop(lp->p, "cancelled: its scheduler stopped, a callback raised");
-    rf_pending_free(lp->p);
-    lp->p = NULL;
-    rf_response_clear(&lp->resp);
+    rfl_pending_cancel(&lp->p, &lp->resp, "cancelled: its scheduler stopped, a callback raised");
     return 0;
+}
+
+void rfl_pending_cancel(rf_pending **p, rf_response *resp, const char *why) {
+    if (*p == NULL) return;
+    rf_pending_stop(*p, why);
+    rf_pending_free(*p);
+    *p = NULL;
+    rf_response_clear(resp);
 }
 
 /* The box at idx, when it may carry the client's next request: a box of this client (at 1) that client:_finish

@@ -85,6 +85,11 @@ int rfl_retry_budget_new(lua_State *L);
  * Lua; raises (naming what) when it has scheduled requests in flight (the loop would be reported theirs) or an
  * on_attempt hook (not available in scheduled flows). */
 rf_client *rfl_client_loop(lua_State *L, void *self, const char *what);
+/* Ends the started request *p at once, if any (NULL: nothing to do): rf_pending_stop with why (reason
+ * stopped-by-caller, its attempt in flight aborted), then rf_pending_free, which writes its ledger line (one reported
+ * done had its line written then), and clears its response *resp; *p is NULL after. For client:_cancel and a
+ * client:_run_generated stopped by its on_progress: dropping a request would leave it without its line. */
+void rfl_pending_cancel(rf_pending **p, rf_response *resp, const char *why);
 /* The body of client:_run_generated{…} (lua_client_generated.c), a client method. */
 int rfl_client_run_generated(lua_State *L, rfl_call *call);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */
