@@ -225,17 +225,18 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
     return decide_on(p, MATCH_ROUTE, f, rng, budget, out, err);
 }
 
-/* A route index a caller matched (rf_policy_match): -1 (none) or one of p's. */
-static rf_status check_route(const rf_policy *p, long route, rf_error *err) {
-    if (route < -1 || route >= (long)p->n_routes)
-        return rfi_fail(err, "route", "must be -1 or a route index below %zu, got %ld", p->n_routes, route);
-    return RF_OK;
+/* Whether a route index a caller matched (rf_policy_match) is neither -1 (none) nor one of p's. */
+static RFI_INLINE bool route_bad(const rf_policy *p, long route) { return route < -1 || route >= (long)p->n_routes; }
+
+/* The refusal of a route_bad index: a tail call, so that the good path keeps nothing across a call. */
+static RFI_NOINLINE rf_status refuse_route(const rf_policy *p, long route, rf_error *err) {
+    return rfi_fail(err, "route", "must be -1 or a route index below %zu, got %ld", p->n_routes, route);
 }
 
 rf_status rf_decide_on_route(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
                              rf_verdict *out, rf_error *err) {
     if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
-    if (check_route(p, route, err) != RF_OK) return RF_EINVAL;
+    if (RFI_UNLIKELY(route_bad(p, route))) return refuse_route(p, route, err);
     if (RFI_UNLIKELY(facts_bad(f))) return refuse_facts(f, err);
     return decide_on(p, route, f, rng, budget, out, err);
 }
@@ -278,7 +279,7 @@ rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, c
 rf_status rf_budget_on_route(const rf_policy *p, long route, int attempts, int64_t elapsed_ms, rf_attempt_budget *out,
                              rf_error *err) {
     if (p == NULL || out == NULL) return rfi_fail(err, "", "policy and out must not be NULL");
-    if (check_route(p, route, err) != RF_OK) return RF_EINVAL;
+    if (route_bad(p, route)) return refuse_route(p, route, err);
     if (check_budget_facts(attempts, elapsed_ms, err) != RF_OK) return RF_EINVAL;
     budget_on(p, route, attempts, elapsed_ms, out);
     return RF_OK;
