@@ -46,10 +46,19 @@ typedef struct lpending {
                             strings live in the keeper table, held at H_BOX_KEEPER */
 } lpending;
 
-/* Collects a {Name = "value"} table at idx into "Name: value" strings stored in the keeper table at index
- * keep (so they live as long as it does), appended to its array part (slot NULL) or at keep[*slot + 1] on, *slot
- * counted up (a keeper many requests share); fills lines[] (capacity cap) and returns the count. Iterates raw. */
-static size_t header_lines(lua_State *L, int idx, int keep, lua_Integer *slot, const char *what, const char **lines,
+void rfl_keep_value(lua_State *L, const rfl_keeper *k, const char *name) {
+    if (k->slot != NULL)
+        lua_rawseti(L, k->idx, ++*k->slot);
+    else if (name != NULL)
+        lua_setfield(L, k->idx, name);
+    else
+        lua_rawseti(L, k->idx, (lua_Integer)lua_rawlen(L, k->idx) + 1);
+}
+
+/* Collects a {Name = "value"} table at idx into "Name: value" strings kept by k (so they live as long as it does:
+ * rfl_keep_value without a name, a keeper of one request appends them to its array part); fills lines[] (capacity
+ * cap) and returns the count. Iterates raw. */
+static size_t header_lines(lua_State *L, int idx, const rfl_keeper *k, const char *what, const char **lines,
                            size_t cap) {
     idx = lua_absindex(L, idx);
     size_t n = 0;
@@ -68,7 +77,7 @@ static size_t header_lines(lua_State *L, int idx, int keep, lua_Integer *slot, c
                       memchr(name, '\0', nlen) != NULL ? "names" : "values");
         lua_pushfstring(L, "%s: %s", name, value);
         lines[n++] = lua_tostring(L, -1);
-        lua_rawseti(L, keep, slot != NULL ? ++*slot : (lua_Integer)lua_rawlen(L, keep) + 1);
+        rfl_keep_value(L, k, NULL);
         lua_pop(L, 1);
     }
     return n;
@@ -187,7 +196,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     const char *lines[64];
     lua_getfield(L, 1, "headers");
     o.headers = lines;
-    o.n_headers = header_lines(L, -1, keep, NULL, "rf.client: headers", lines, 64);
+    o.n_headers = header_lines(L, -1, &(rfl_keeper){.idx = keep, .slot = NULL}, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
     if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
@@ -259,18 +268,10 @@ static int request_field(lua_State *L, int idx, uint32_t held, int i) {
     return lua_getfield(L, idx, request_keys[i]);
 }
 
-/* Where a request's strings are kept: a keeper table at idx, by the request's field names (slot NULL: a keeper of
- * one request, reusable), or at idx[*slot + 1] on, *slot counted up (one keeper all of client:all's requests share,
- * its slots taken in turn). */
-typedef struct keeper {
-    int idx;
-    lua_Integer *slot;
-} string_keeper;
-
 /* request[key] as a string (NULL when nil), stored in the keeper (k): C reads it while the request runs, and a hook
  * may drop it from the request table. A nil is stored too when a keeper of one request is reused (clear): nothing
  * of the request before stays in it. */
-static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const string_keeper *k, int i, size_t *len,
+static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const rfl_keeper *k, int i, size_t *len,
                                     bool clear) {
     const char *key = request_keys[i];
     if (request_field(L, idx, held, i) == LUA_TNIL) {
@@ -284,10 +285,7 @@ static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const 
     const char *s = lua_tolstring(L, -1, len);
     if (i != K_BODY && memchr(s, '\0', *len) != NULL) /* the body is sent with its length */
         rfl_error(L, "request.%s must not contain a NUL byte (C would cut the string there)", key);
-    if (k->slot != NULL)
-        lua_rawseti(L, k->idx, ++*k->slot);
-    else
-        lua_setfield(L, k->idx, key);
+    rfl_keep_value(L, k, key);
     return s;
 }
 
@@ -296,7 +294,7 @@ static const char *opt_string_field(lua_State *L, int idx, uint32_t held, const 
  * on_attempt (nil or a function; read once, so that a metamethod cannot answer a second read differently). A table
  * without a metatable is read only for the keys it holds (the others are nil: a lookup could find nothing). */
 static void read_request_kept(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap,
-                              const string_keeper *k, bool clear) {
+                              const rfl_keeper *k, bool clear) {
     idx = lua_absindex(L, idx);
     luaL_checktype(L, idx, LUA_TTABLE);
     uint32_t held = check_keys(L, idx, request_keys, "request");
@@ -313,11 +311,10 @@ static void read_request_kept(lua_State *L, int idx, rf_request *req, const char
     req->body = opt_string_field(L, idx, held, k, K_BODY, &req->body_len, clear);
     req->idempotency_key = opt_string_field(L, idx, held, k, K_IDEMPOTENCY_KEY, &len, clear);
     if (held & ((1u << K_DEADLINE_MS) | (1u << K_TIMEOUT_MS))) rfl_read_request_limits(L, idx, req);
-    if ((held & (1u << K_INBOUND_HEADERS)) || (clear && k->slot == NULL))
-        rfl_read_inbound(L, idx, k->idx, k->slot, req);
+    if ((held & (1u << K_INBOUND_HEADERS)) || (clear && k->slot == NULL)) rfl_read_inbound(L, idx, k, req);
     request_field(L, idx, held, K_HEADERS);
     req->headers = lines;
-    req->n_headers = header_lines(L, -1, k->idx, k->slot, "request.headers", lines, cap);
+    req->n_headers = header_lines(L, -1, k, "request.headers", lines, cap);
     lua_pop(L, 1);
     if (request_field(L, idx, held, K_ON_ATTEMPT) != LUA_TNIL) luaL_checktype(L, -1, LUA_TFUNCTION);
 }
@@ -328,8 +325,7 @@ static void read_request_kept(lua_State *L, int idx, rf_request *req, const char
  * pushed as the keeper instead of a new table. Pushes the request's on_attempt too (nil or a function; read once,
  * so that a metamethod cannot answer a second read differently): [keeper, on_attempt]. */
 static void read_request(lua_State *L, int idx, rf_request *req, const char **lines, size_t cap, int reuse) {
-    idx = lua_absindex(L, idx);
-    luaL_checktype(L, idx, LUA_TTABLE);
+    idx = lua_absindex(L, idx); /* before the keeper is pushed; read_request_kept checks it is a table */
     bool clear = reuse != 0;
     if (clear) {
         lua_pushvalue(L, reuse);
@@ -340,14 +336,14 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
     } else {
         lua_createtable(L, 0, 6);
     }
-    string_keeper k = {.idx = lua_gettop(L), .slot = NULL};
+    rfl_keeper k = {.idx = lua_gettop(L), .slot = NULL};
     read_request_kept(L, idx, req, lines, cap, &k, clear);
 }
 
 /* The names of a response table's and a try table's fields. A caller that builds many responses (client:all) pushes
- * them once (push_field_names) and passes where they start: each field is then set with a copy of its name from
- * there (lua_rawset on a table that has no metatable yet, as lua_setfield would), without interning the name again
- * for every field of every response. 0 where none are pushed: each name is pushed as it is set. */
+ * them once (push_field_names) and passes them: each field is then set with a copy of its name from there (lua_rawset
+ * on a table that has no metatable yet, as lua_setfield would), without interning the name again for every field of
+ * every response. NULL where none are pushed: each name is pushed as it is set. */
 #define RESPONSE_FIELDS(X)                                                                                        \
     X(class), X(status), X(transport), X(elapsed_ms), X(delay_ms), X(timeout_ms), X(reason), X(retry_after),      \
         X(retry_after_header), X(error), X(start_ms), X(hedge), X(fate), X(ok), X(outcome), X(attempts), X(body), \
@@ -358,54 +354,98 @@ static void read_request(lua_State *L, int idx, rf_request *req, const char **li
 enum { RESPONSE_FIELDS(FIELD_ENUM), F_COUNT };
 static const char *const field_names[F_COUNT] = {RESPONSE_FIELDS(FIELD_NAME)};
 
-/* Pushes the field names (F_COUNT values); returns the index of the first. */
-static int push_field_names(lua_State *L) {
-    luaL_checkstack(L, F_COUNT, "push_field_names");
-    int base = lua_gettop(L) + 1;
+/* Slots of response_names' cache of the engine's strings (a power of two). */
+#define VALUE_CACHE 16
+
+/* The pushed field names, and a cache of the strings the engine names a response's values with (an outcome, a
+ * reason, a transport, the route's endpoint): constant strings, owned by the engine or by the policy the client
+ * holds, so that the same pointer is the same text. Each slot holds the last such string whose pointer maps to it,
+ * and its Lua copy on the stack: a response reuses the copy instead of interning the text again. */
+typedef struct response_names {
+    int base;                        /* index of the first field name */
+    int cache;                       /* index of the first of VALUE_CACHE slots (nil until used) */
+    const char *cached[VALUE_CACHE]; /* the string each slot's copy is of; NULL: none yet */
+} response_names;
+
+/* Pushes the field names (F_COUNT values) and the cache's slots into *fn. */
+static void push_field_names(lua_State *L, response_names *fn) {
+    luaL_checkstack(L, F_COUNT + VALUE_CACHE, "push_field_names");
+    fn->base = lua_gettop(L) + 1;
     for (int k = 0; k < F_COUNT; k++) lua_pushstring(L, field_names[k]);
-    return base;
+    fn->cache = lua_gettop(L) + 1;
+    for (int k = 0; k < VALUE_CACHE; k++) {
+        lua_pushnil(L);
+        fn->cached[k] = NULL;
+    }
 }
 
-/* Pushes field k's name: its copy at names + k, or a new one (names 0). */
-static void push_key(lua_State *L, int names, int k) {
+/* Pushes field k's name: its copy in *names, or a new one (names NULL). */
+static void push_key(lua_State *L, const response_names *names, int k) {
     if (names)
-        lua_pushvalue(L, names + k);
+        lua_pushvalue(L, names->base + k);
     else
         lua_pushstring(L, field_names[k]);
 }
 
+/* Pushes v, one of the engine's constant strings (see response_names): the cache's copy when it holds v, else a new
+ * one, which the cache then keeps (names NULL: always a new one). */
+static void push_constant(lua_State *L, response_names *names, const char *v) {
+    if (names == NULL) {
+        lua_pushstring(L, v);
+        return;
+    }
+    size_t slot = (size_t)(((uintptr_t)v * UINT64_C(0x9E3779B97F4A7C15)) >> 32) % VALUE_CACHE;
+    if (names->cached[slot] == v) {
+        lua_pushvalue(L, names->cache + (int)slot);
+        return;
+    }
+    lua_pushstring(L, v);
+    lua_pushvalue(L, -1);
+    lua_replace(L, names->cache + (int)slot);
+    names->cached[slot] = v;
+}
+
 /* table[field k] = value, the table on top of the stack (its fields' setters, one per value type). */
-static void set_integer(lua_State *L, int names, int k, lua_Integer v) {
+static void set_integer(lua_State *L, const response_names *names, int k, lua_Integer v) {
     push_key(L, names, k);
     lua_pushinteger(L, v);
     lua_rawset(L, -3);
 }
 
-static void set_string(lua_State *L, int names, int k, const char *v) {
+static void set_string(lua_State *L, const response_names *names, int k, const char *v) {
     push_key(L, names, k);
     lua_pushstring(L, v);
     lua_rawset(L, -3);
 }
 
-static void set_boolean(lua_State *L, int names, int k, bool v) {
+/* The same for one of the engine's constant strings (push_constant). */
+static void set_constant(lua_State *L, response_names *names, int k, const char *v) {
+    push_key(L, names, k);
+    push_constant(L, names, v);
+    lua_rawset(L, -3);
+}
+
+static void set_boolean(lua_State *L, const response_names *names, int k, bool v) {
     push_key(L, names, k);
     lua_pushboolean(L, v);
     lua_rawset(L, -3);
 }
 
+/* Stack slots push_try_named uses at most (the caller checks them). */
+#define TRY_SLOTS 3
+
 /* Pushes the try table of *t; names as for push_key. */
-static void push_try_named(lua_State *L, const rf_try *t, int names) {
-    luaL_checkstack(L, 4, "push_try");
+static void push_try_named(lua_State *L, const rf_try *t, response_names *names) {
     /* Sized to its fields exactly: a try table per attempt is most of a response's allocation. */
     lua_createtable(L, 0,
                     7 + (t->retry_after_header[0] ? 2 : 0) + (t->error[0] ? 1 : 0) + (t->fate != RF_FATE_NONE ? 3 : 0));
     set_string(L, names, F_class, t->class_name);
     set_integer(L, names, F_status, t->status);
-    set_string(L, names, F_transport, rf_transport_name(t->transport));
+    set_constant(L, names, F_transport, rf_transport_name(t->transport));
     set_integer(L, names, F_elapsed_ms, t->elapsed_ms);
     set_integer(L, names, F_delay_ms, t->delay_ms);
     set_integer(L, names, F_timeout_ms, t->timeout_ms);
-    set_string(L, names, F_reason, rf_reason_name(t->reason));
+    set_constant(L, names, F_reason, rf_reason_name(t->reason));
     if (t->retry_after_header[0]) { /* the value of the header the verdict names, even an empty one */
         set_string(L, names, F_retry_after, t->retry_after);
         set_string(L, names, F_retry_after_header, t->retry_after_header);
@@ -414,11 +454,14 @@ static void push_try_named(lua_State *L, const rf_try *t, int names) {
     if (t->fate != RF_FATE_NONE) { /* one of a hedged request's attempts */
         set_integer(L, names, F_start_ms, t->start_ms);
         set_boolean(L, names, F_hedge, t->hedge);
-        set_string(L, names, F_fate, rf_try_fate_name(t->fate));
+        set_constant(L, names, F_fate, rf_try_fate_name(t->fate));
     }
 }
 
-static void push_try(lua_State *L, const rf_try *t) { push_try_named(L, t, 0); }
+static void push_try(lua_State *L, const rf_try *t) {
+    luaL_checkstack(L, TRY_SLOTS, "push_try");
+    push_try_named(L, t, NULL);
+}
 
 /* Pushes the header name [p, end) lowercased: built on the C stack when short (every usual name), which costs a third
  * of building it in a luaL_Buffer. */
@@ -439,9 +482,9 @@ static void push_lower_name(lua_State *L, const char *p, const char *end) {
 /* Response headers as {lowercased name = value}; the first occurrence of a name wins (as for Retry-After). */
 static void push_headers(lua_State *L, const char *block, size_t len) {
     lua_createtable(L, 0, 6); /* a usual response's header lines (Content-Type, -Length, Date, Connection, …) */
+    luaL_checkstack(L, 6, "push_headers"); /* a name buffer, a key and a value: each line leaves the stack as it was */
     const char *p = block, *end = block + len;
     while (p < end) {
-        luaL_checkstack(L, 6, "push_headers"); /* a name buffer, a key and a value per line */
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         if (eol == NULL) eol = end;
         const char *colon = memchr(p, ':', (size_t)(eol - p));
@@ -466,13 +509,14 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
 /* Pushes the response table of *r; names as for push_key. Its body and headers are r's, or, when body_idx and
  * headers_idx are absolute stack indices (not 0), the values there (rf.flow's step:finish: the host's body and
  * headers, made before, so that no throwaway is made). */
-static void push_response_named(lua_State *L, const rf_response *r, int names, int body_idx, int headers_idx) {
-    luaL_checkstack(L, 8, "push_response");
+static void push_response_named(lua_State *L, const rf_response *r, response_names *names, int body_idx,
+                                int headers_idx) {
+    luaL_checkstack(L, 4 + TRY_SLOTS, "push_response"); /* the table, a key, the tries and a try, at most */
     lua_createtable(L, 0, 12);
     set_integer(L, names, F_status, r->status);
     set_boolean(L, names, F_ok, r->ok);
-    set_string(L, names, F_outcome, rf_outcome_name(r->outcome));
-    set_string(L, names, F_reason, rf_reason_name(r->reason));
+    set_constant(L, names, F_outcome, rf_outcome_name(r->outcome));
+    set_constant(L, names, F_reason, rf_reason_name(r->reason));
     set_integer(L, names, F_attempts, r->attempts);
     set_integer(L, names, F_elapsed_ms, r->elapsed_ms);
     push_key(L, names, F_body);
@@ -490,13 +534,12 @@ static void push_response_named(lua_State *L, const rf_response *r, int names, i
     push_key(L, names, F_tries);
     lua_createtable(L, (int)r->n_tries, 0);
     for (size_t i = 0; i < r->n_tries; i++) {
-        luaL_checkstack(L, 2, "push_response: tries");
         push_try_named(L, &r->tries[i], names);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_rawset(L, -3);
-    if (r->route) set_string(L, names, F_route, r->route);
-    if (r->budget != RF_BUDGET_NONE) set_string(L, names, F_budget, rf_budget_source_name(r->budget));
+    if (r->route) set_constant(L, names, F_route, r->route); /* the policy's, held by the client */
+    if (r->budget != RF_BUDGET_NONE) set_constant(L, names, F_budget, rf_budget_source_name(r->budget));
     set_boolean(L, names, F_overloaded, r->overloaded); /* with propagation: tell the caller (its overloadedHeader) */
     if (r->inbound.has_deadline) set_integer(L, names, F_inbound_deadline_ms, (lua_Integer)r->inbound.deadline_ms);
     if (r->inbound.attempt > 0) set_integer(L, names, F_inbound_attempt, r->inbound.attempt);
@@ -509,7 +552,7 @@ void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int hea
     /* 0 is "none" before it is anything else: lua_absindex would turn it into the top's index, a real slot. */
     body_idx = body_idx == 0 ? 0 : lua_absindex(L, body_idx);
     headers_idx = headers_idx == 0 ? 0 : lua_absindex(L, headers_idx);
-    push_response_named(L, r, 0, body_idx, headers_idx);
+    push_response_named(L, r, NULL, body_idx, headers_idx);
 }
 
 /* The on_attempt hook: hook(try, verdict) → false stops (narrows). An error is kept and re-raised after the
@@ -558,21 +601,36 @@ static int call_hook(void *ud, const rf_try *t, const rf_verdict *v) {
     return stop ? 1 : 0;
 }
 
-/* Responses owned by a userdata, so that a raise while they are turned into tables frees their bodies. */
+/* Responses (and client:all's requests) owned by a userdata, so that a raise while they are turned into tables frees
+ * their bodies and the arrays. The arrays are C memory (calloc), not the userdata's own: they live only while the
+ * call runs, and megabytes counted by the collector for so short a time would only make it run more often over the
+ * objects that stay. */
 typedef struct lresponses {
-    size_t n;
-    rf_response r[];
+    size_t n;         /* responses in r to clear (0 until r is made) */
+    rf_response *r;   /* n responses, each zeroed (rf_response_clear frees nothing of a zeroed one) */
+    rf_request *reqs; /* client:all's n requests, or NULL */
 } lresponses;
 
-static lresponses *new_responses(lua_State *L, size_t n) {
-    lresponses *rs = rfl_newobject(L, RFL_RESPONSES, sizeof *rs + sizeof rs->r[0] * (n ? n : 1));
+/* Pushes a box of n zeroed responses (at least one), and room for n requests when with_requests. Raises when memory
+ * runs out (what: the method). */
+static lresponses *new_responses(lua_State *L, size_t n, bool with_requests, const char *what) {
+    lresponses *rs = rfl_newobject(L, RFL_RESPONSES, sizeof *rs);
+    rs->r = calloc(n ? n : 1, sizeof *rs->r);
+    if (rs->r == NULL) rfl_error(L, "%s: out of memory", what);
     rs->n = n;
+    if (with_requests && (rs->reqs = calloc(n ? n : 1, sizeof *rs->reqs)) == NULL)
+        rfl_error(L, "%s: out of memory", what);
     return rs;
 }
 
 static int l_responses_gc(lua_State *L) {
     lresponses *rs = rfl_checkobject(L, 1, RFL_RESPONSES);
     for (size_t i = 0; i < rs->n; i++) rf_response_clear(&rs->r[i]);
+    free(rs->r);
+    free(rs->reqs);
+    rs->r = NULL;
+    rs->reqs = NULL;
+    rs->n = 0;
     return 0;
 }
 
@@ -652,7 +710,7 @@ static int client_finish(lua_State *L, rfl_call *call) {
     if (!rf_pending_done(lp->p)) /* only client:_run's reports make a box finishable */
         return rfl_error(L, "client:request: resumed before its response was ready (a scheduled flow is resumed "
                             "by retryfreeze.scheduler only)");
-    if (want) push_response_named(L, &lp->resp, 0, 0, 0);
+    if (want) push_response_named(L, &lp->resp, NULL, 0, 0);
     rf_pending_free(lp->p);
     lp->p = NULL;
     rf_response_clear(&lp->resp);
@@ -667,12 +725,16 @@ static int client_finish(lua_State *L, rfl_call *call) {
 static int client_cancel(lua_State *L, rfl_call *call) {
     (void)call;
     lpending *lp = own_box(L, 2, "client:_cancel: the box belongs to another client");
-    if (lp->p == NULL) return 0;
-    rf_pending_stop(lp->p, "cancelled: its scheduler stopped, a callback raised");
-    rf_pending_free(lp->p);
-    lp->p = NULL;
-    rf_response_clear(&lp->resp);
+    rfl_pending_cancel(&lp->p, &lp->resp, "cancelled: its scheduler stopped, a callback raised");
     return 0;
+}
+
+void rfl_pending_cancel(rf_pending **p, rf_response *resp, const char *why) {
+    if (*p == NULL) return;
+    rf_pending_stop(*p, why);
+    rf_pending_free(*p);
+    *p = NULL;
+    rf_response_clear(resp);
 }
 
 /* The box at idx, when it may carry the client's next request: a box of this client (at 1) that client:_finish
@@ -751,13 +813,13 @@ static int client_request(lua_State *L, rfl_call *call) {
     int hook_idx = lua_isnil(L, 4) ? 0 : 4;
     lua_createtable(L, 1, 0);
     int errors = lua_gettop(L);
-    lresponses *rs = new_responses(L, 1);
+    lresponses *rs = new_responses(L, 1, false, "client:request");
     hook_ctx h = {.L = L, .call = call, .lc = lc, .errors_idx = errors, .fn_idx = hook_idx};
     rf_error err;
     nesting_enter(L, call->state, "client:request");
     rf_status st = rf_client_request(lc->c, &req, call_hook, &h, &rs->r[0], &err);
     call->state->nesting--;
-    if (st == RF_OK) push_response_named(L, &rs->r[0], 0, 0, 0);
+    if (st == RF_OK) push_response_named(L, &rs->r[0], NULL, 0, 0);
     rf_response_clear(&rs->r[0]);
     if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
     if (st != RF_OK) {
@@ -803,18 +865,18 @@ static int client_all(lua_State *L, rfl_call *call) {
     if (rf_client_pending(lc->c) > 0)
         return rfl_error(L, "client:all: %d scheduled requests of this client are in flight",
                          (int)rf_client_pending(lc->c));
-    rf_request *reqs = lua_newuserdatauv(L, sizeof *reqs * (size_t)(n ? n : 1), 0);
     /* The requests' header line pointers, packed one request after another (most requests have none): grown by
      * doubling into a new block (the old one left to the collector), so each request's are pointed at only once all
      * are read. */
     size_t lines_cap = 64, n_lines = 0;
     const char **lines = lua_newuserdatauv(L, sizeof *lines * lines_cap, 0);
     int lines_idx = lua_gettop(L);
-    lresponses *rs = new_responses(L, (size_t)n);
+    lresponses *rs = new_responses(L, (size_t)n, true, "client:all");
+    rf_request *reqs = rs->reqs;
     /* One keeper for every request's strings, each in the next slot: the stack stays flat however many. */
     lua_createtable(L, (int)(2 * n), 0);
     lua_Integer slot = 0;
-    string_keeper k = {.idx = lua_gettop(L), .slot = &slot};
+    rfl_keeper k = {.idx = lua_gettop(L), .slot = &slot};
     for (lua_Integer i = 1; i <= n; i++) {
         const char *own[64];
         rf_request *req = &reqs[i - 1];
@@ -841,11 +903,12 @@ static int client_all(lua_State *L, rfl_call *call) {
     rf_status st = rf_client_all_with(lc->c, reqs, (size_t)n, &opts, call_hook, &h, rs->r, &err);
     call->state->nesting--;
     if (st == RF_OK) {
-        int names = push_field_names(L);
+        response_names names;
+        push_field_names(L, &names);
         lua_createtable(L, (int)n, 0);
         for (lua_Integer i = 0; i < n; i++) {
             luaL_checkstack(L, 2, "client:all");
-            push_response_named(L, &rs->r[i], names, 0, 0);
+            push_response_named(L, &rs->r[i], &names, 0, 0);
             lua_rawseti(L, -2, i + 1);
             rf_response_clear(&rs->r[i]); /* its body is a Lua string now: free the copy early */
         }

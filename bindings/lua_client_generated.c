@@ -294,13 +294,9 @@ int rfl_client_run_generated(lua_State *L, rfl_call *call) {
     lua_pushvalue(L, errors);
     lua_pushvalue(L, progress);
     int rc = rfl_pcall(L, call, run_loop, &g, 2, 0);
-    for (size_t k = 0; k < g.concurrency; k++) { /* in flight after an error: stopped, and freed with its line */
-        if (g.slots[k].p == NULL) continue;
-        rf_pending_stop(g.slots[k].p, "cancelled: client:_run_generated stopped, on_progress raised");
-        rf_pending_free(g.slots[k].p);
-        g.slots[k].p = NULL;
-        rf_response_clear(&g.slots[k].resp);
-    }
+    for (size_t k = 0; k < g.concurrency; k++) /* in flight after an error: stopped, and freed with its line */
+        rfl_pending_cancel(&g.slots[k].p, &g.slots[k].resp,
+                           "cancelled: client:_run_generated stopped, on_progress raised");
     if (rc != LUA_OK) return rfl_pass_on(L, call); /* on_progress's error, or memory */
     lua_pushinteger(L, g.failed);
     lua_pushvalue(L, errors);

@@ -119,15 +119,15 @@ static void inbound_line(lua_State *L, int lines, const char *name, size_t nlen,
     lua_rawseti(L, lines, (lua_Integer)lua_rawlen(L, lines) + 1);
 }
 
-void rfl_read_inbound(lua_State *L, int idx, int keep, lua_Integer *slot, rf_request *req) {
+void rfl_read_inbound(lua_State *L, int idx, const rfl_keeper *k, rf_request *req) {
     req->inbound_headers = NULL;
     req->n_inbound_headers = 0;
     lua_getfield(L, idx, "inbound_headers");
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
-        if (slot != NULL) return;
+        if (k->slot != NULL) return;
         lua_pushnil(L);
-        lua_setfield(L, keep, "inbound_headers"); /* a reused keeper holds nothing of an earlier request */
+        lua_setfield(L, k->idx, "inbound_headers"); /* a reused keeper holds nothing of an earlier request */
         return;
     }
     if (lua_type(L, -1) != LUA_TTABLE)
@@ -162,10 +162,7 @@ void rfl_read_inbound(lua_State *L, int idx, int keep, lua_Integer *slot, rf_req
         ptrs[i] = lua_tostring(L, -1);
         lua_pop(L, 1);
     }
-    if (slot != NULL)
-        lua_rawseti(L, keep, ++*slot);
-    else
-        lua_setfield(L, keep, "inbound_headers");
+    rfl_keep_value(L, k, "inbound_headers");
     lua_pop(L, 1);
     req->inbound_headers = ptrs;
     req->n_inbound_headers = n;

@@ -46,13 +46,23 @@ void rfl_read_client_network(lua_State *L, int idx, int keep, struct rf_client_o
 /* Reads request.deadline_ms and request.timeout_ms (integers >= 1, ms) into *req (a struct rf_request). */
 struct rf_request;
 void rfl_read_request_limits(lua_State *L, int idx, struct rf_request *req);
+/* Where a request's strings are kept, so that C may point at them while the request runs: a keeper table at stack
+ * index idx (absolute), by the request's field names (slot NULL: a keeper of one request, reusable), or at
+ * idx[*slot + 1] on, *slot counted up (one keeper many requests share, its slots taken in turn). */
+typedef struct rfl_keeper {
+    int idx;
+    lua_Integer *slot;
+} rfl_keeper;
+/* Pops the value on top of the stack into keeper k (a table the call made: no metamethod runs): at the next slot
+ * of a shared keeper, else at field name, or, with name NULL, appended to the keeper's array part (lines a reused
+ * keeper empties). */
+void rfl_keep_value(lua_State *L, const rfl_keeper *k, const char *name);
 /* Reads request.inbound_headers (nil, or {name = value or {values…}}, as ngx.req.get_headers() gives them: the
- * headers of the request this one serves) into req->inbound_headers as "name: value" lines, kept in the keeper
- * table at keep: with slot NULL in its field inbound_headers (set to nil when there are none), else at
- * keep[*slot + 1], *slot counted up (a keeper many requests share; nothing is stored when there are none). A value
- * that is not a string raises (the script's mistake); what a value says is never an error: the engine only lets it
- * narrow. */
-void rfl_read_inbound(lua_State *L, int idx, int keep, lua_Integer *slot, struct rf_request *req);
+ * headers of the request this one serves) into req->inbound_headers as "name: value" lines, kept in keeper k
+ * (rfl_keep_value): a keeper of one request in its field inbound_headers (set to nil when there are none), a shared
+ * one in its next slot (nothing is stored when there are none). A value that is not a string raises (the script's
+ * mistake); what a value says is never an error: the engine only lets it narrow. */
+void rfl_read_inbound(lua_State *L, int idx, const rfl_keeper *k, struct rf_request *req);
 /* Sets rf.libcurl (version, ssl, http2) in the module table on top of the stack. */
 void rfl_open_client_network(lua_State *L);
 /* Pushes a try table {class, status, transport, elapsed_ms, delay_ms, timeout_ms, reason [, retry_after,
@@ -75,6 +85,11 @@ int rfl_retry_budget_new(lua_State *L);
  * Lua; raises (naming what) when it has scheduled requests in flight (the loop would be reported theirs) or an
  * on_attempt hook (not available in scheduled flows). */
 rf_client *rfl_client_loop(lua_State *L, void *self, const char *what);
+/* Ends the started request *p at once, if any (NULL: nothing to do): rf_pending_stop with why (reason
+ * stopped-by-caller, its attempt in flight aborted), then rf_pending_free, which writes its ledger line (one reported
+ * done had its line written then), and clears its response *resp; *p is NULL after. For client:_cancel and a
+ * client:_run_generated stopped by its on_progress: dropping a request would leave it without its line. */
+void rfl_pending_cancel(rf_pending **p, rf_response *resp, const char *why);
 /* The body of client:_run_generated{…} (lua_client_generated.c), a client method. */
 int rfl_client_run_generated(lua_State *L, rfl_call *call);
 /* Register the Client and Ledger metatables and functions in the module table on top of the stack. */

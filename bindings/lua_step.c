@@ -118,7 +118,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
         return rfl_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
-    rfl_read_inbound(L, 2, keep, NULL, &ls->req);
+    rfl_read_inbound(L, 2, &(rfl_keeper){.idx = keep, .slot = NULL}, &ls->req);
     rfl_hold(L, ls, H_KEEP);
     /* Each object is taken or held as soon as it is read, before the next read can run Lua. */
     if (lua_getfield(L, 3, "ledger") != LUA_TNIL)

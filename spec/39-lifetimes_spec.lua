@@ -118,6 +118,51 @@ describe("lifetimes and re-entrancy", function()
       assert.equal("300\t300\ttrue\n", out)
     end)
 
+    it_54("client:all's responses name what client:request's do while finalizers run Lua as they are built", function()
+      -- client:all reuses the Lua copies of the engine's strings (outcome, reason, transport, route) across its
+      -- responses; mixed outcomes and routes, with finalizers interning strings and collecting at every step of the
+      -- collector, must give each response the strings client:request (which reuses nothing) gives the same request.
+      local out = clean(run_lua([[
+        local c = rf.client{ policy = LOCK, base_url = URL }
+        local function request(i, kind)
+          if kind == 0 then return { method = "GET", path = "/none/" .. i } end -- refused, no-route, no try
+          if kind == 1 then return { method = "GET", path = "/echo/" .. i, idempotency_key = "mix-" .. i } end
+          return { method = "POST", path = "/echo/" .. i, idempotency_key = "mix-" .. i, -- 503 then 503: a third try
+            headers = { ["X-Fault-Script"] = "503,503" } }
+        end
+        local function signature(r)
+          local s = { r.status, tostring(r.ok), r.outcome, r.reason, tostring(r.route), r.attempts, #r.tries }
+          for _, t in ipairs(r.tries) do s[#s + 1] = t.class .. "/" .. t.transport .. "/" .. t.reason end
+          return table.concat(s, " ")
+        end
+        local want = {}
+        for kind = 0, 2 do want[kind] = signature(c:request(request(1000 + kind, kind))) end
+        local churning, runs = true, 0
+        local function churn()
+          setmetatable({}, { __gc = function()
+            if not churning then return end
+            runs = runs + 1
+            local s = {}
+            for k = 1, 40 do s[k] = "churn-" .. k .. "-" .. #s end
+            churn()
+          end })
+        end
+        churn()
+        local reqs = {}
+        for i = 1, 300 do reqs[i] = request(i, i % 3) end
+        local rs = c:all(reqs, { concurrency = 16 })
+        churning = false
+        local same = 0
+        for i = 1, #rs do
+          if signature(rs[i]) == want[i % 3] then same = same + 1 else print(i, signature(rs[i]), want[i % 3]) end
+        end
+        print(#rs, same, want[0], want[1], want[2], runs > 0)
+      ]], up.url, 60))
+      assert.equal("300\t300\t0 false refused no-route nil 0 0\t200 true success success GET /echo/* 1 1 HTTP_200/ok/success"
+        .. "\t200 true success success POST /echo/* 3 3 HTTP_503/ok/pinned-status HTTP_503/ok/pinned-status HTTP_200/ok/success\ttrue\n",
+        out)
+    end)
+
     it_54("client:all refuses more than 10000 requests with an argument error", function()
       local out = clean(run_lua([[
         local c = rf.client{ policy = LOCK, base_url = URL }

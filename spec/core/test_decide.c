@@ -136,6 +136,45 @@ static void test_desk_budget(void **state) {
     rf_policy_free(p);
 }
 
+/* rf_budget_on_route answers as rf_budget does for the route rf_policy_match gives, and checks the route instead of
+ * the method and path. */
+static void test_budget_on_route(void **state) {
+    (void)state;
+    rf_policy *p = lock_load(DESK_LOCK);
+    const long route = rf_policy_match(p, "POST", 4, "/v1/jobs", 8);
+    assert_true(route >= 0);
+    const struct {
+        int attempts;
+        int64_t elapsed_ms;
+    } cases[] = {{0, 0}, {1, 2000}, {2, 2100}, {1, 2400}, {0, 9999}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rf_attempt_budget want, got;
+        rf_error err;
+        assert_int_equal(rf_budget(p, "POST", 4, "/v1/jobs", 8, cases[i].attempts, cases[i].elapsed_ms, &want, &err),
+                         RF_OK);
+        assert_int_equal(rf_budget_on_route(p, route, cases[i].attempts, cases[i].elapsed_ms, &got, &err), RF_OK);
+        assert_int_equal(got.allowed, want.allowed);
+        assert_int_equal(got.timeout_ms, want.timeout_ms);
+        assert_string_equal(rf_reason_name(got.reason), rf_reason_name(want.reason));
+        assert_int_equal(got.route, route);
+    }
+    rf_attempt_budget b;
+    rf_error err;
+    assert_int_equal(rf_budget_on_route(p, -1, 0, 0, &b, &err), RF_OK);
+    assert_false(b.allowed);
+    assert_string_equal(rf_reason_name(b.reason), "no-route");
+    assert_int_equal(b.route, -1);
+    assert_int_equal(rf_budget_on_route(p, (long)rf_policy_route_count(p), 0, 0, &b, &err), RF_EINVAL);
+    assert_string_equal(err.path, "route");
+    assert_int_equal(rf_budget_on_route(p, -2, 0, 0, &b, &err), RF_EINVAL);
+    assert_int_equal(rf_budget_on_route(p, route, -1, 0, &b, &err), RF_EINVAL);
+    assert_string_equal(err.path, "attempts");
+    assert_int_equal(rf_budget_on_route(p, route, 0, -1, &b, &err), RF_EINVAL);
+    assert_string_equal(err.path, "elapsed_ms");
+    assert_int_equal(rf_budget_on_route(NULL, route, 0, 0, &b, &err), RF_EINVAL);
+    rf_policy_free(p);
+}
+
 /* The pinned classifier's cases. */
 static void test_pinned_classifier(void **state) {
     (void)state;
@@ -701,6 +740,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desk_checks),
         cmocka_unit_test(test_desk_budget),
+        cmocka_unit_test(test_budget_on_route),
         cmocka_unit_test(test_pinned_classifier),
         cmocka_unit_test(test_source_fail_closed),
         cmocka_unit_test(test_check_order),

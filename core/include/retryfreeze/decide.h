@@ -167,6 +167,14 @@ typedef struct rf_attempt_budget {
  */
 RF_API rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
                            int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err);
+/*
+ * rf_budget with the route matched once per request, as rf_decide_on_route takes it: route is rf_policy_match(p,
+ * method, …, path, …) (-1: no route, refused with no-route). The same answer as rf_budget; RF_EINVAL (err->path the
+ * argument) for p or out NULL, a route outside -1..rf_policy_route_count(p) - 1, a negative count or elapsed. The
+ * client asks it before every attempt of a request it has matched. No allocation.
+ */
+RF_API rf_status rf_budget_on_route(const rf_policy *p, long route, int attempts, int64_t elapsed_ms,
+                                    rf_attempt_budget *out, rf_error *err);
 
 /*
  * The failure class token of (status, transport) into buf (RF_CLASS_NAME_MAX bytes): a transport outcome

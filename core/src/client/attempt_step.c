@@ -91,12 +91,10 @@ void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *re
 }
 
 bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop) {
-    const rf_request *req = a->req;
     rf_attempt_budget b = {.reason = RF_REASON_NO_ROUTE}; /* fail closed should rf_budget ever refuse */
     rf_error err;
-    if (rf_budget(a->policy, req->method, strlen(req->method), req->path, strlen(req->path), a->attempts, elapsed_ms,
-                  &b, &err) != RF_OK ||
-        !b.allowed) {
+    /* The route matched once (rfi_attempts_init): a policy is immutable, a request's method and path do not change. */
+    if (rf_budget_on_route(a->policy, a->route, a->attempts, elapsed_ms, &b, &err) != RF_OK || !b.allowed) {
         *stop = b.reason;
         return false;
     }

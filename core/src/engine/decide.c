@@ -225,27 +225,27 @@ rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry
     return decide_on(p, MATCH_ROUTE, f, rng, budget, out, err);
 }
 
+/* Whether a route index a caller matched (rf_policy_match) is neither -1 (none) nor one of p's. */
+static RFI_INLINE bool route_bad(const rf_policy *p, long route) { return route < -1 || route >= (long)p->n_routes; }
+
+/* The refusal of a route_bad index: a tail call, so that the good path keeps nothing across a call. */
+static RFI_NOINLINE rf_status refuse_route(const rf_policy *p, long route, rf_error *err) {
+    return rfi_fail(err, "route", "must be -1 or a route index below %zu, got %ld", p->n_routes, route);
+}
+
 rf_status rf_decide_on_route(const rf_policy *p, long route, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget,
                              rf_verdict *out, rf_error *err) {
     if (p == NULL || f == NULL || out == NULL) return rfi_fail(err, "", "policy, facts and verdict must not be NULL");
-    if (route < -1 || route >= (long)p->n_routes)
-        return rfi_fail(err, "route", "must be -1 or a route index below %zu, got %ld", p->n_routes, route);
+    if (RFI_UNLIKELY(route_bad(p, route))) return refuse_route(p, route, err);
     if (RFI_UNLIKELY(facts_bad(f))) return refuse_facts(f, err);
     return decide_on(p, route, f, rng, budget, out, err);
 }
 
-rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
-                    int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err) {
-    if (p == NULL || out == NULL) return rfi_fail(err, "", "policy and out must not be NULL");
-    if (method == NULL || method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
-    if (check_method_case(method, method_len, err) != RF_OK) return RF_EINVAL;
-    if (path == NULL || path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
-    if (attempts < 0) return rfi_fail(err, "attempts", "must be >= 0 (attempts made so far), got %d", attempts);
-    if (elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)elapsed_ms);
-    *out = (rf_attempt_budget){.allowed = false, .timeout_ms = 0, .reason = RF_REASON_NO_ROUTE, .route = -1};
-    out->route = rfi_policy_match(p, method, method_len, path, path_len);
-    if (out->route < 0) return RF_OK;
-    const rfi_route *r = &p->routes[out->route];
+/* rf_budget's answer for route (-1 or a valid index) into *out, the arguments checked. */
+static void budget_on(const rf_policy *p, long route, int attempts, int64_t elapsed_ms, rf_attempt_budget *out) {
+    *out = (rf_attempt_budget){.allowed = false, .timeout_ms = 0, .reason = RF_REASON_NO_ROUTE, .route = route};
+    if (route < 0) return;
+    const rfi_route *r = &p->routes[route];
     int64_t left = r->total_budget_ms - elapsed_ms;
     if (attempts >= r->max_attempts) {
         out->reason = RF_REASON_MAX_ATTEMPTS;
@@ -256,5 +256,31 @@ rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, c
         out->reason = RF_REASON_WITHIN_BUDGET;
         out->timeout_ms = left < r->per_attempt_timeout_ms ? left : r->per_attempt_timeout_ms;
     }
+}
+
+/* The checks rf_budget and rf_budget_on_route share: the count and the time so far. */
+static rf_status check_budget_facts(int attempts, int64_t elapsed_ms, rf_error *err) {
+    if (attempts < 0) return rfi_fail(err, "attempts", "must be >= 0 (attempts made so far), got %d", attempts);
+    if (elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)elapsed_ms);
+    return RF_OK;
+}
+
+rf_status rf_budget(const rf_policy *p, const char *method, size_t method_len, const char *path, size_t path_len,
+                    int attempts, int64_t elapsed_ms, rf_attempt_budget *out, rf_error *err) {
+    if (p == NULL || out == NULL) return rfi_fail(err, "", "policy and out must not be NULL");
+    if (method == NULL || method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
+    if (check_method_case(method, method_len, err) != RF_OK) return RF_EINVAL;
+    if (path == NULL || path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
+    if (check_budget_facts(attempts, elapsed_ms, err) != RF_OK) return RF_EINVAL;
+    budget_on(p, rfi_policy_match(p, method, method_len, path, path_len), attempts, elapsed_ms, out);
+    return RF_OK;
+}
+
+rf_status rf_budget_on_route(const rf_policy *p, long route, int attempts, int64_t elapsed_ms, rf_attempt_budget *out,
+                             rf_error *err) {
+    if (p == NULL || out == NULL) return rfi_fail(err, "", "policy and out must not be NULL");
+    if (route_bad(p, route)) return refuse_route(p, route, err);
+    if (check_budget_facts(attempts, elapsed_ms, err) != RF_OK) return RF_EINVAL;
+    budget_on(p, route, attempts, elapsed_ms, out);
     return RF_OK;
 }
