@@ -463,11 +463,8 @@ static void push_try(lua_State *L, const rf_try *t) {
     push_try_named(L, t, NULL);
 }
 
-/* Pushes the header name [p, end) lowercased: built on the C stack when short (every usual name), which costs a third
- * of building it in a luaL_Buffer. */
-static void push_lower_name(lua_State *L, const char *p, const char *end) {
+void rfl_push_lower(lua_State *L, const char *p, size_t len) {
     char small[64];
-    size_t len = (size_t)(end - p);
     if (len <= sizeof small) {
         for (size_t i = 0; i < len; i++) small[i] = (char)tolower((unsigned char)p[i]);
         lua_pushlstring(L, small, len);
@@ -475,7 +472,7 @@ static void push_lower_name(lua_State *L, const char *p, const char *end) {
     }
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    for (const char *q = p; q < end; q++) luaL_addchar(&b, (char)tolower((unsigned char)*q));
+    for (size_t i = 0; i < len; i++) luaL_addchar(&b, (char)tolower((unsigned char)p[i]));
     luaL_pushresult(&b);
 }
 
@@ -489,7 +486,7 @@ static void push_headers(lua_State *L, const char *block, size_t len) {
         if (eol == NULL) eol = end;
         const char *colon = memchr(p, ':', (size_t)(eol - p));
         if (colon != NULL && colon > p && memcmp(p, "HTTP/", 5) != 0) {
-            push_lower_name(L, p, colon);
+            rfl_push_lower(L, p, (size_t)(colon - p));
             lua_pushvalue(L, -1);
             if (lua_rawget(L, -3) == LUA_TNIL) {
                 lua_pop(L, 1);

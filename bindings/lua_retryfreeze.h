@@ -73,6 +73,10 @@ void rfl_push_try(lua_State *L, const rf_try *t);
  * to the top before the push) of the values to use as its body and headers, or 0 for none, which uses r's own body
  * and header block; 0 is read as "none" before any index arithmetic, so it never names the top. */
 void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx);
+/* Pushes p[0, len) lowercased (ASCII, as tolower in the C locale): a response header name as client:request's and
+ * step:finish's headers tables key it. Built on the C stack when short (every usual name), which costs a third of a
+ * luaL_Buffer; a longer one in a luaL_Buffer. */
+void rfl_push_lower(lua_State *L, const char *p, size_t len);
 /* Registers core.step and core.wall_ms (lua_step.c). */
 void rfl_open_step(lua_State *L);
 /* The open retry budget (rf.retry_budget) at idx, taken by one more user (budget:close() raises until it is given

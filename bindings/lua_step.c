@@ -309,20 +309,6 @@ static int step_after(lua_State *L, rfl_call *call) {
 /* Whether c is a space, tab or CR: what push_headers_of trims from both ends of a value. */
 static bool is_trimmed(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-/* Pushes name[0, len) lowercased: made on the C stack when short (every usual name), a luaL_Buffer costing far more. */
-static void push_lowercase(lua_State *L, const char *name, size_t len) {
-    char small[64];
-    if (len <= sizeof small) {
-        for (size_t i = 0; i < len; i++) small[i] = (char)tolower((unsigned char)name[i]);
-        lua_pushlstring(L, small, len);
-        return;
-    }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (size_t i = 0; i < len; i++) luaL_addchar(&b, (char)tolower((unsigned char)name[i]));
-    luaL_pushresult(&b);
-}
-
 /* The response's headers from the host's table at idx (its string names and values; other entries are skipped):
  * {lowercased name = value, trimmed of spaces, tabs and CRs at both ends}, the first a traversal meets winning, as
  * client:request's response gives them. Raw reads only: no metamethod of the host's table runs. A name already in
@@ -346,7 +332,7 @@ static void push_headers_of(lua_State *L, int idx) {
             if (upper == name_len) {
                 lua_pushvalue(L, -2);
             } else {
-                push_lowercase(L, name, name_len);
+                rfl_push_lower(L, name, name_len);
             }
             lua_pushvalue(L, -1);
             if (lua_rawget(L, out) == LUA_TNIL) {
