@@ -1,6 +1,7 @@
 # The HTTP client: libretryfreeze_client = the engine + libcurl. A C program that only decides links
 # libretryfreeze alone.
-add_library(retryfreeze_client SHARED
+# Compiled once, into retryfreeze_client_objects, as the engine is (cmake/core.cmake).
+add_library(retryfreeze_client_objects OBJECT
   core/src/client/client.c
   core/src/client/client_flow.c
   core/src/client/attempt_step.c
@@ -9,13 +10,16 @@ add_library(retryfreeze_client SHARED
   core/src/client/client_network.c
   core/src/client/client_limits.c
   core/src/client/retry_budget_redis.c
-  ${RF_UTIL_REPORT_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
-  ${RF_UTIL_OS_SOURCES}
+  ${RF_UTIL_OS_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
 )
+target_compile_options(retryfreeze_client_objects PRIVATE ${RF_WARNINGS})
+# for the include directories
+target_link_libraries(retryfreeze_client_objects PRIVATE retryfreeze_objects PkgConfig::CURL PkgConfig::HIREDIS
+  PkgConfig::SSL)
+add_library(retryfreeze_client SHARED $<TARGET_OBJECTS:retryfreeze_client_objects> $<TARGET_OBJECTS:rf_util_report>)
 target_include_directories(retryfreeze_client PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
   $<INSTALL_INTERFACE:include>)
-target_compile_options(retryfreeze_client PRIVATE ${RF_WARNINGS})
 target_link_libraries(retryfreeze_client PUBLIC retryfreeze PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads)
 set_target_properties(retryfreeze_client PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 

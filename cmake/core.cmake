@@ -1,7 +1,9 @@
 # The engine: libretryfreeze (C11, cJSON, libcrypto). No Lua, no curl.
-add_library(retryfreeze SHARED
-  ${RF_UTIL_REPORT_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
-  ${RF_UTIL_ENGINE_SOURCES}
+# Its sources are compiled once, into retryfreeze_objects: the shared and the static library (cmake/install.cmake)
+# and the failing allocator's test (cmake/hardening.cmake) link those objects, each with rf_util_report's
+# (cmake/util.cmake).
+add_library(retryfreeze_objects OBJECT
+  ${RF_UTIL_ENGINE_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
   core/src/engine/version.c
   core/src/engine/input_file.c
   core/src/engine/output_file.c
@@ -28,11 +30,14 @@ add_library(retryfreeze SHARED
   core/src/engine/class_limits.c
   core/src/engine/propagation.c
 )
+target_include_directories(retryfreeze_objects PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/core/include)
+target_compile_options(retryfreeze_objects PRIVATE ${RF_WARNINGS})
+target_compile_definitions(retryfreeze_objects PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
+target_link_libraries(retryfreeze_objects PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO) # for the include directories
+add_library(retryfreeze SHARED $<TARGET_OBJECTS:retryfreeze_objects> $<TARGET_OBJECTS:rf_util_report>)
 target_include_directories(retryfreeze PUBLIC
   $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/core/include>
   $<INSTALL_INTERFACE:include>)
-target_compile_options(retryfreeze PRIVATE ${RF_WARNINGS})
-target_compile_definitions(retryfreeze PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
 target_link_libraries(retryfreeze PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
 # The engine's public functions call each other on the decision path (rf_decide -> rf_retry_after_parse ->
 # rf_http_date_parse): without interposition of its own exported symbols (as Python and glibc build) those
@@ -40,7 +45,7 @@ target_link_libraries(retryfreeze PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
 include(CheckCCompilerFlag)
 check_c_compiler_flag(-fno-semantic-interposition rf_has_no_interposition)
 if(rf_has_no_interposition)
-  target_compile_options(retryfreeze PRIVATE -fno-semantic-interposition)
+  target_compile_options(retryfreeze_objects PRIVATE -fno-semantic-interposition)
 endif()
 set_target_properties(retryfreeze PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 

@@ -24,6 +24,7 @@ foreach(t IN LISTS RF_FUZZ_TARGETS)
   target_compile_definitions(${t}_replay PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples"
     RF_LUA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/lua")
   target_link_libraries(${t}_replay PRIVATE retryfreeze ${${t}_libs})
+  rf_no_lto_link(${t}_replay)
   set(inputs "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${t}")
   if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}")
     list(APPEND inputs "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}")
@@ -34,14 +35,14 @@ endforeach()
 
 # The failing allocator needs the engine's objects in the executable, so that -Wl,--wrap reaches their
 # malloc calls (calls inside libretryfreeze.so would bind to libc's malloc directly).
-get_target_property(rf_engine_sources retryfreeze SOURCES)
-add_executable(test_alloc_failure spec/core/test_alloc_failure.c ${rf_engine_sources})
+set(rf_engine_objects $<TARGET_OBJECTS:retryfreeze_objects> $<TARGET_OBJECTS:rf_util_report>)
+add_executable(test_alloc_failure spec/core/test_alloc_failure.c ${rf_engine_objects})
 target_include_directories(test_alloc_failure PRIVATE core/include core/src)
 target_compile_options(test_alloc_failure PRIVATE ${RF_WARNINGS})
-target_compile_definitions(test_alloc_failure PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}"
-                                                      RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
+target_compile_definitions(test_alloc_failure PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
 target_link_options(test_alloc_failure PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free")
 target_link_libraries(test_alloc_failure PRIVATE PkgConfig::CMOCKA PkgConfig::CJSON PkgConfig::CRYPTO m)
+rf_no_lto_link(test_alloc_failure)
 add_test(NAME c_test_alloc_failure COMMAND test_alloc_failure)
 set_tests_properties(c_test_alloc_failure PROPERTIES LABELS "c")
 
@@ -51,22 +52,20 @@ target_link_libraries(test_budget_threads PRIVATE retryfreeze PkgConfig::CMOCKA 
 add_test(NAME c_test_budget_threads COMMAND test_budget_threads)
 set_tests_properties(c_test_budget_threads PROPERTIES LABELS "c")
 
-# The client under the failing allocator: its and the engine's sources linked in (so --wrap reaches their
+# The client under the failing allocator: its and the engine's objects linked in (so --wrap reaches their
 # allocations), libcurl's allocations through curl_global_init_mem, against the project's upstream.
 if(TARGET retryfreeze-serve)
-  get_target_property(rf_client_sources_for_alloc retryfreeze_client SOURCES)
-  # Both libraries compile core/src/util/'s report.c (cmake/util.cmake): one copy here.
-  set(rf_client_alloc_sources ${rf_engine_sources} ${rf_client_sources_for_alloc})
-  list(REMOVE_DUPLICATES rf_client_alloc_sources)
-  add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_client_alloc_sources})
+  add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_engine_objects}
+    $<TARGET_OBJECTS:retryfreeze_client_objects>)
   target_include_directories(test_client_alloc PRIVATE core/include core/src)
   target_compile_options(test_client_alloc PRIVATE ${RF_WARNINGS})
-  target_compile_definitions(test_client_alloc PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}"
+  target_compile_definitions(test_client_alloc PRIVATE
     RF_SERVE_PATH="$<TARGET_FILE:retryfreeze-serve>"
     RF_LOCK_PATH="${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json")
   target_link_options(test_client_alloc PRIVATE
     "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup")
   target_link_libraries(test_client_alloc PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads PkgConfig::CJSON PkgConfig::CRYPTO m)
+  rf_no_lto_link(test_client_alloc)
   add_test(NAME c_test_client_alloc
     COMMAND test_client_alloc $<TARGET_FILE:retryfreeze-serve> ${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json)
   set_tests_properties(c_test_client_alloc PROPERTIES LABELS "c" TIMEOUT 300)

@@ -13,19 +13,19 @@ if(rf_n_lua GREATER 1 AND (RF_LUA_CMOD_DIR OR RF_LUA_LMOD_DIR))
   message(FATAL_ERROR "RF_LUA_CMOD_DIR/RF_LUA_LMOD_DIR name one directory: build for one Lua (RF_LUA) with them")
 endif()
 
-# Static twins of the shared libraries, built from the same sources.
-get_target_property(rf_core_sources retryfreeze SOURCES)
-add_library(retryfreeze_static STATIC ${rf_core_sources})
-get_target_property(rf_client_sources retryfreeze_client SOURCES)
-add_library(retryfreeze_client_static STATIC ${rf_client_sources})
-rf_lto(retryfreeze_static retryfreeze_client_static) # the module links them (cmake/bindings.cmake)
+# Static twins of the shared libraries, archives of the same objects.
+add_library(retryfreeze_static STATIC $<TARGET_OBJECTS:retryfreeze_objects> $<TARGET_OBJECTS:rf_util_report>)
+add_library(retryfreeze_client_static STATIC $<TARGET_OBJECTS:retryfreeze_client_objects>
+                                             $<TARGET_OBJECTS:rf_util_report>)
+# The module links them (cmake/bindings.cmake); their objects are fat (machine code too), so a link without LTO
+# uses them as well.
+rf_lto(retryfreeze_objects retryfreeze_client_objects rf_util_report retryfreeze_static retryfreeze_client_static)
 # The shared engine too: rf_decide's calls into the matcher, the wait headers and the backoff cross files
 # (bench/c_instructions.sh: rf_decide 482 -> 455 instructions per decision with this and the flag in core.cmake).
 rf_lto(retryfreeze)
 set(rf_static_libs retryfreeze_static retryfreeze_client_static)
 if(NOT RF_ROCK) # the binding as a static library, for C programs embedding Lua 5.4 (a rock has no Lua 5.4)
-  add_library(retryfreeze_lua_static STATIC ${RF_LUA_BINDING_SOURCES})
-  target_include_directories(retryfreeze_lua_static PRIVATE ${LUA_INCLUDE_DIRS} bindings)
+  add_library(retryfreeze_lua_static STATIC $<TARGET_OBJECTS:retryfreeze_lua>) # the command's objects
   target_link_libraries(retryfreeze_lua_static PUBLIC retryfreeze_client_static PRIVATE PkgConfig::CJSON)
   set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
   list(APPEND rf_static_libs retryfreeze_lua_static)
@@ -35,7 +35,6 @@ foreach(t IN LISTS rf_static_libs)
                                          $<INSTALL_INTERFACE:include>)
   target_compile_options(${t} PRIVATE ${RF_WARNINGS})
 endforeach()
-target_compile_definitions(retryfreeze_static PRIVATE RF_VERSION_STRING="${PROJECT_VERSION}")
 # Each static library names the one below it, so a consumer links one target (docs/c-api.md "Linking").
 target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
 target_link_libraries(retryfreeze_client_static PUBLIC retryfreeze_static

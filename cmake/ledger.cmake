@@ -1,5 +1,5 @@
 # The attempt ledger: append-only JSONL (core/include/retryfreeze/ledger.h), part of libretryfreeze.
-target_sources(retryfreeze PRIVATE
+target_sources(retryfreeze_objects PRIVATE
   core/src/ledger/ledger_error.c
   core/src/ledger/ledger_text.c
   core/src/ledger/ledger_ts.c

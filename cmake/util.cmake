@@ -11,6 +11,10 @@ set(RF_UTIL_DIR ${CMAKE_CURRENT_SOURCE_DIR}/core/src/util)
 set(RF_UTIL_REPORT_SOURCES ${RF_UTIL_DIR}/report.c)
 set(RF_UTIL_ENGINE_SOURCES ${RF_UTIL_DIR}/json_path.c ${RF_UTIL_DIR}/json_text.c ${RF_UTIL_DIR}/suggest.c)
 set(RF_UTIL_OS_SOURCES ${RF_UTIL_DIR}/clock_ms.c ${RF_UTIL_DIR}/os_random.c)
+# The error report is compiled once and linked into both libraries (and the failing allocator's tests, once).
+add_library(rf_util_report OBJECT ${RF_UTIL_REPORT_SOURCES})
+target_include_directories(rf_util_report PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/core/include)
+target_compile_options(rf_util_report PRIVATE ${RF_WARNINGS})
 
 if(NOT RF_TESTS)
   return()
