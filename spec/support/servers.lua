@@ -12,6 +12,16 @@ local shell_quote = h.shell_quote
 --- The text of a file, "" where there is none (a process gone from /proc, a log or pid file not written yet).
 local function text_of(path) return h.try_read_file(path) or "" end
 
+--- A port drawn from lo..hi (inclusive) with the kernel's randomness: ctest runs many spec files side by side,
+--- and LuaJIT's and Lua 5.1's math.random start every process from the same state, so two files would draw the
+--- same ports in the same order (and a spec may reseed math.random for its own draws).
+function M.random_port(lo, hi)
+  local f = assert(io.open("/dev/urandom", "rb"))
+  local b1, b2, b3 = f:read(3):byte(1, 3)
+  f:close()
+  return lo + (b1 * 65536 + b2 * 256 + b3) % (hi - lo + 1)
+end
+
 --- Runs a shell command; raises with its stderr when it fails.
 function M.sh(cmd)
   local err = os.tmpname()
@@ -99,7 +109,7 @@ function M.start(s)
   for _ = 1, s.port and 1 or (s.tries or 5) do
     local ports, taken = {}, {}
     while #ports < (s.ports or 1) do
-      local p = s.port or math.random(range[1], range[2])
+      local p = s.port or M.random_port(range[1], range[2])
       if not taken[p] and p ~= s.avoid then taken[p], ports[#ports + 1] = true, p end
     end
     local open = false
@@ -294,7 +304,7 @@ end
 --- A loopback port nothing listens on right now (a connect is refused).
 function M.closed_port()
   for _ = 1, 50 do
-    local port = math.random(20000, 32000)
+    local port = M.random_port(20000, 32000)
     if not M.port_open(port) then return port end
   end
   error("no closed loopback port found")
