@@ -194,11 +194,12 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
     const ratios p = ratios_of(&point);
     const block *b = find(s, name);
     out->modelled = b != NULL && b->drawn && s->k >= 2;
-    ratios sum = {0}, sum2 = {0};
+    ratios sum = {0}, sum2 = {0}; /* of each replicate's difference from the prediction: no cancellation when they
+                                     barely differ (replicates that all equal it give 0, not a rounding residue) */
     for (uint32_t k = 0; out->modelled && k < s->k; k++) {
         const counts c = shifted(&point, b->d + (size_t)k * RFI_REPLAY_COUNTS);
         ratios r = ratios_of(&c);
-#define RF_X_SUM(name, num, den) sum.name += r.name, sum2.name += r.name * r.name;
+#define RF_X_SUM(name, num, den) sum.name += r.name - p.name, sum2.name += (r.name - p.name) * (r.name - p.name);
         RF_TALLY_RATIOS(RF_X_SUM)
 #undef RF_X_SUM
     }
