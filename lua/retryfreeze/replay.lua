@@ -7,6 +7,7 @@
 local math = require("retryfreeze.compat").math
 local core = require "retryfreeze.core"
 local glob = require "retryfreeze.glob"
+local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 local util = require "retryfreeze.util"
 
@@ -147,7 +148,8 @@ end
 --   by = "route"|"host", skip_corrupt = true (count and skip corrupt lines), min_samples = 1..1000000 (default 30:
 --   fewer recorded tries after a failure class is "too few samples"), replicates = 2..1000 (default 40)}
 -- @return result, or nil, message (a corrupt line "path:line: corrupt ledger line: …", an unreadable file). result:
---   {files, lines, torn = {[path] = first torn line}, torn_lines, corrupt = {[path] = n}, corrupt_lines,
+--   {files, ledgers = {{path, lines}…} (each file read, in order: what `signoff --evidence` digests), lines,
+--    torn = {[path] = first torn line}, torn_lines, corrupt = {[path] = n}, corrupt_lines,
 --    candidate = the candidate's digest, locks = {{digest, requests}…} (in order first met), recorded = the stats
 --    table of retryfreeze.ledger_stats of the same lines, predicted = the same table for the requests as the
 --    candidate would have sent them (by_route under the candidate's endpoints, "" for no route), plus
@@ -175,12 +177,14 @@ function M.replay(paths, policy, opts)
     return nil, msg
   end
   local rec, pred = r.recorded, r.predicted
-  local result = { files = files, torn = {}, corrupt = {}, lines = 0, torn_lines = 0, corrupt_lines = 0,
+  local result = { files = files, ledgers = json.array(), torn = {}, corrupt = {}, lines = 0, torn_lines = 0,
+    corrupt_lines = 0,
     candidate = policy.digest, locks = r.locks, recorded = rec, predicted = pred, interval = r.interval,
     gaps = r.gaps, beyond = r.beyond, info = r.info }
   for _, path in ipairs(files) do
     local f = r.files[path]
     if f then
+      result.ledgers[#result.ledgers + 1] = { path = path, lines = f.lines }
       result.lines = result.lines + f.lines
       result.torn_lines = result.torn_lines + f.torn_lines
       result.corrupt_lines = result.corrupt_lines + f.corrupt

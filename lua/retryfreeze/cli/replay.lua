@@ -40,7 +40,7 @@ local M = cli_args.command {
 }
 
 --- Key order of the JSON object (other keys follow, sorted): the head, then stats' order inside each side.
-M.json_order = { "candidate", "files", "lines", "torn", "torn_lines", "corrupt", "corrupt_lines", "locks", "notes",
+M.json_order = { "candidate", "files", "ledgers", "path", "lines", "torn", "torn_lines", "corrupt", "corrupt_lines", "locks", "notes",
   "recorded", "predicted", "upstream_attempts", "extra_attempts", "duration_ms", "upstream_attempts_per_second",
   "extra_attempts_per_second", "throttled", "deadline_cut", "no_route", "exact", "modelled", "unmodelled", "harness",
   "interval", "gaps", "beyond", "info" }
