@@ -1,8 +1,8 @@
 /*
  * core.read_file(path, cap [, what]) → text, or nil, message, kind: the one reader of whole input files for the
  * Lua library (decision tables, pairing logs, locks read as text), over rf_input_read (retryfreeze/input.h):
- * regular files only, never more than cap bytes. Also the caps: core.LOCK_MAX_BYTES, core.TABLE_MAX_BYTES,
- * core.LOG_MAX_BYTES, core.SCRIPT_MAX_BYTES.
+ * regular files only, never more than cap bytes. core.sha256_file(path [, what]): a file's digest, read in pieces. Also
+ * the caps: core.LOCK_MAX_BYTES, core.TABLE_MAX_BYTES, core.LOG_MAX_BYTES, core.SCRIPT_MAX_BYTES.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
@@ -73,9 +73,35 @@ static int l_read_file(lua_State *L) {
     return 1;
 }
 
+/*
+ * core.sha256_file(path [, what]) → "sha256:<64 lowercase hex>", lines; or nil, message, kind (as read_file's):
+ * the SHA-256 of a regular file of any length, read in pieces (rf_input_sha256), and its lines as the ledger reader
+ * counts them. what names the input in messages (default "file"). Raises on a bad argument.
+ */
+static int l_sha256_file(lua_State *L) {
+    bool nul;
+    const char *path = rfl_check_path(L, 1, &nul);
+    const char *what = luaL_optstring(L, 2, "file");
+    if (nul)
+        return rfl_fail(L, lua_pushfstring(L, "cannot open %s %s: the path contains a NUL byte", what, path),
+                        "refused");
+    char digest[RF_SHA256_TEXT_LEN + 1];
+    int64_t lines = 0;
+    rf_error err;
+    rf_status st = rf_input_sha256(path, what, digest, &lines, &err);
+    if (st != RF_OK) {
+        struct stat sb;
+        bool missing = st == RF_EIO && stat(path, &sb) != 0 && errno == ENOENT;
+        return rfl_fail(L, err.message, missing ? "missing" : st == RF_EINVAL ? "refused" : "unreadable");
+    }
+    lua_pushstring(L, digest);
+    lua_pushinteger(L, (lua_Integer)lines);
+    return 2;
+}
+
 void rfl_open_input(lua_State *L) {
     static const luaL_Reg meta[] = {{"__gc", l_text_gc}, {NULL, NULL}};
-    static const luaL_Reg funcs[] = {{"read_file", l_read_file}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {{"read_file", l_read_file}, {"sha256_file", l_sha256_file}, {NULL, NULL}};
     rfl_new_type(L, RFL_TEXT, NULL, meta);
     luaL_setfuncs(L, funcs, 0);
     rfl_set_int(L, "LOCK_MAX_BYTES", RF_LOCK_MAX_BYTES);

@@ -4,9 +4,9 @@
  * completes (docs/evidence.md "Replay").
  *   core.ledger_replay(policy, files, [{seed =, by = "route"|"host", skip_corrupt =, min_samples =, replicates =}])
  *     → {recorded = stats, predicted = stats (tally:stats()'s tables), info = {records, harness, no_route, …},
- *        interval = {whole = {ratio_lo =, ratio_hi = …, modelled =}, [scope] = …}, gaps = {{route, class,
- *        samples, tries, fallback}…}, locks = {{digest, requests}…}, files = {[path] = {lines, torn, torn_lines,
- *        corrupt}}}
+ *        interval = {whole = {ratio_lo =, ratio_hi = …, modelled =, hedges_modelled =, beyond =}, [scope] = …},
+ *        gaps = {{route, class, samples, tries, fallback}…}, beyond = {{route, class, attempt, samples, drawn_as,
+ *        fallback, tries}…}, locks = {{digest, requests}…}, files = {[path] = {lines, torn, torn_lines, corrupt}}}
  *     raises "path:line: corrupt ledger line: …" (unless skip_corrupt), the file's error, or a bad option naming it.
  * The policy never closes (lua_object.h rule 3) and stays on this call's stack; the replay is an object of rule 2
  * (rfl_make), freed when the call raises and, once read, before it returns. Options and paths are read raw.
@@ -49,7 +49,7 @@ static lua_Integer int_option(lua_State *L, int idx, const char *k, lua_Integer 
 
 /* Pushes the interval of one scope (scope NULL: the whole) as {ratio_lo, ratio_hi…, modelled}. */
 static void push_interval(lua_State *L, const rf_replay_interval *iv) {
-    lua_createtable(L, 0, 13);
+    lua_createtable(L, 0, 20);
 #define RF_X_BOUND(name, num, den)    \
     lua_pushnumber(L, iv->name##_lo); \
     lua_setfield(L, -2, #name "_lo"); \
@@ -61,6 +61,8 @@ static void push_interval(lua_State *L, const rf_replay_interval *iv) {
     lua_setfield(L, -2, "modelled");
     lua_pushboolean(L, iv->hedges_modelled);
     lua_setfield(L, -2, "hedges_modelled");
+    lua_pushboolean(L, iv->beyond);
+    lua_setfield(L, -2, "beyond");
 }
 
 /* The counts of rf_replay_info, by the names its fields have. */
@@ -70,12 +72,13 @@ static const struct {
     const char *name;
     size_t at;
 } INFO_COUNTS[] = {
-    INFO_COUNT(records),      INFO_COUNT(harness),         INFO_COUNT(no_route),        INFO_COUNT(exact),
-    INFO_COUNT(modelled),     INFO_COUNT(unmodelled),      INFO_COUNT(modelled_tries),  INFO_COUNT(assumed_timeouts),
-    INFO_COUNT(timeouts_cut), INFO_COUNT(deadline_cut),    INFO_COUNT(throttled),       INFO_COUNT(sooner),
-    INFO_COUNT(overlapping),  INFO_COUNT(older_records),   INFO_COUNT(older_timeouts),  INFO_COUNT(older_waits),
-    INFO_COUNT(older_dates),  INFO_COUNT(older_tls),       INFO_COUNT(hedged_requests), INFO_COUNT(hedge_keyless),
-    INFO_COUNT(hedges_best),  INFO_COUNT(hedge_wins_best), INFO_COUNT(attempts_best),   INFO_COUNT(hedges_unbounded)};
+    INFO_COUNT(records),         INFO_COUNT(harness),         INFO_COUNT(no_route),        INFO_COUNT(exact),
+    INFO_COUNT(modelled),        INFO_COUNT(unmodelled),      INFO_COUNT(modelled_tries),  INFO_COUNT(assumed_timeouts),
+    INFO_COUNT(timeouts_cut),    INFO_COUNT(deadline_cut),    INFO_COUNT(throttled),       INFO_COUNT(sooner),
+    INFO_COUNT(overlapping),     INFO_COUNT(older_records),   INFO_COUNT(older_timeouts),  INFO_COUNT(older_waits),
+    INFO_COUNT(older_dates),     INFO_COUNT(older_tls),       INFO_COUNT(hedged_requests), INFO_COUNT(hedge_keyless),
+    INFO_COUNT(hedges_best),     INFO_COUNT(hedge_wins_best), INFO_COUNT(attempts_best),   INFO_COUNT(hedges_unbounded),
+    INFO_COUNT(beyond_requests), INFO_COUNT(beyond_tries)};
 #undef INFO_COUNT
 
 static void push_info(lua_State *L, const rf_replay_info *i) {
@@ -183,6 +186,22 @@ static int replay_run(lua_State *L, rfl_call *call) {
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "gaps");
+    size_t nb = rf_replay_beyond_count(lr->r);
+    lua_createtable(L, (int)nb, 0);
+    for (size_t i = 0; i < nb; i++) {
+        rf_replay_beyond b;
+        rf_replay_beyond_at(lr->r, i, &b);
+        lua_createtable(L, 0, 7);
+        rfl_set_str(L, "route", b.route);
+        rfl_set_str(L, "class", b.class_name);
+        rfl_set_int(L, "attempt", b.attempt);
+        rfl_set_int(L, "samples", b.samples);
+        rfl_set_int(L, "drawn_as", b.drawn_as);
+        rfl_set_str(L, "fallback", b.fallback); /* absent without one */
+        rfl_set_int(L, "tries", b.tries);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "beyond");
     size_t nl = rf_replay_lock_count(lr->r);
     lua_createtable(L, (int)nl, 0);
     for (size_t i = 0; i < nl; i++) {

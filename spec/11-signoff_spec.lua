@@ -338,6 +338,132 @@ describe("sign-off", function()
       assert.matches("--base must be git:REV", err, 1, true)
     end)
   end)
+
+  describe("evidence (signoff --evidence REPLAY.json)", function()
+    local reads_v1 = '{"endpoint":"GET /x/{i}","maxAttempts":3,"perAttemptTimeoutMs":2000,"totalBudgetMs":20000,'
+      .. '"retryable":["HTTP_503"],"backoff":{"baseMs":1,"maxMs":5}}'
+    local reads_v2 = reads_v1:gsub('"maxAttempts":3', '"maxAttempts":5')
+    local x, ledger, evidence
+
+    -- A ledger recorded under reads_v1, and `replay --json` of it under the lock at path, saved as the evidence.
+    local function replay_to(path, out)
+      local text, err, code = h.run_cli("replay", ledger, "--lock", path, "--json", "--seed", "4")
+      assert.equal(0, code, err)
+      write(out, text)
+      return json.decode(text)
+    end
+
+    before_each(function()
+      x, ledger, evidence = dir .. "/x.lock.json", dir .. "/recorded.jsonl", dir .. "/replay.json"
+      write(x, reads_v1)
+      local out, err, code = h.run_cli("soak", x, "--requests", "50", "--concurrency", "4", "--faults", "503=0.3",
+        "--seed", "4", "--ledger", ledger, "--min-successes", "1000000", "--min-requests", "1000000")
+      assert(code == 0 or code == 1, tostring(out) .. tostring(err))
+      write(x, reads_v2)
+    end)
+
+    it("records the ledgers' digests and the predicted figures in the entry, and verify shows them", function()
+      local r = replay_to(x, evidence)
+      local out = sign(x, "--by", "Ana & Bo", "--evidence", evidence)
+      local ledger_digest, evidence_digest = signoff.sha256(read(ledger)), signoff.sha256(read(evidence))
+      local e = assert(signoff.read(log)).entries[1]
+      local ev = e.evidence
+      assert.same({ "replay.json", evidence_digest, digest_of(reads_v2), 4 }, { ev.file, ev.sha256, ev.candidate,
+        ev.seed })
+      assert.same({ { path = ledger, sha256 = ledger_digest, lines = 50 } }, ev.ledgers)
+      assert.same({ { digest = digest_of(reads_v1), requests = 50 } }, ev.locks)
+      for _, k in ipairs({ "requests", "successes", "success_rate", "attempts", "attempts_per_success",
+        "retried_success_ratio", "upstream_attempts", "extra_attempts", "exact", "modelled" }) do
+        assert.equal(r.predicted[k], ev.predicted[k], k)
+      end
+      assert.same({ r.interval.whole.success_rate_lo, r.interval.whole.success_rate_hi }, ev.interval.success_rate)
+      assert.equal(r.interval.whole.beyond == true, ev.beyond)
+      local shown = string.format("evidence: replay.json %s (replay under %s, seed 4)\n  ledger %s %s (50 lines)\n"
+        .. "  recorded under %s (50 requests)\n  predicted: success_rate %.4f [%.4f, %.4f]", evidence_digest,
+        digest_of(reads_v2), ledger, ledger_digest, digest_of(reads_v1), r.predicted.success_rate,
+        r.interval.whole.success_rate_lo, r.interval.whole.success_rate_hi)
+      assert.matches(shown, out, 1, true)
+      local vout, verr, code = h.run_cli("verify", x)
+      assert.equal(0, code, verr)
+      assert.matches(shown, vout, 1, true)
+      assert.matches(string.format("  predicted: 50 requests, %d attempts (%+d), %d exact, %d modelled",
+        r.predicted.upstream_attempts, r.predicted.extra_attempts, r.predicted.exact, r.predicted.modelled), vout, 1,
+        true)
+      -- the figures are in the hashed line: editing one is a tampered entry
+      local line = read(log):gsub('"success_rate":[%d.e-]+,', '"success_rate":0.999,', 1)
+      write(log, line)
+      local _, terr, tcode = h.run_cli("verify", x)
+      assert.equal(2, tcode)
+      assert.matches(":1: tampered entry: the line hashes to", terr, 1, true)
+    end)
+
+    it("refuses evidence that does not parse, is not a replay, is of another lock, or whose ledger changed", function()
+      local function refused(file, message)
+        local out, err, code = h.run_cli("signoff", x, "--by", "Ana & Bo", "--evidence", file)
+        assert.same({ 2, "" }, { code, out })
+        assert.matches(message, err, 1, true)
+        assert.is_nil(read(log), "nothing signed")
+      end
+      refused(dir .. "/none.json", "--evidence: cannot open evidence " .. dir .. "/none.json: No such file or directory")
+      write(evidence, "{\"candidate\": ")
+      refused(evidence, "--evidence " .. evidence .. ": not valid JSON: byte ")
+      write(evidence, "[]")
+      refused(evidence, "--evidence " .. evidence .. ": $ is not an object (expected the output of `retryfreeze "
+        .. "replay --json`)")
+      write(evidence, '{"candidate":"sha256:12"}')
+      refused(evidence, ": $.candidate is not a lock digest")
+      -- a replay under the lock as it was, not the one being signed
+      local old = dir .. "/x-v1.lock.json"
+      write(old, reads_v1)
+      replay_to(old, evidence)
+      refused(evidence, string.format("--evidence %s: the replay's candidate is %s, not the lock being signed (%s): "
+        .. "replay the ledgers under this lock and cite that", evidence, digest_of(reads_v1), digest_of(reads_v2)))
+      -- a replay of this lock that misses a field signoff records
+      local r = replay_to(x, evidence)
+      r.predicted.success_rate = nil
+      write(evidence, json.encode(r))
+      refused(evidence, ": $.predicted.success_rate is not a number")
+      -- the ledger grew since the replay, or is gone
+      replay_to(x, evidence)
+      local text = read(ledger)
+      write(ledger, text .. text:match("^[^\n]*\n"))
+      refused(evidence, string.format("--evidence %s: ledger %s has 51 lines, the replay read 50: it changed since "
+        .. "the replay (replay it again)", evidence, ledger))
+      os.remove(ledger)
+      refused(evidence, string.format("--evidence %s: $.ledgers[0]: cannot open ledger %s: No such file or "
+        .. "directory", evidence, ledger))
+      local _, err, code = h.run_cli("signoff", x, "--by", "Ana & Bo", "--evidence", "")
+      assert.equal(2, code)
+      assert.matches("--evidence REPLAY.json names no file (an empty path)", err, 1, true)
+    end)
+
+    it("a log refuses an entry whose evidence is not of its digest, or is malformed, as tampered", function()
+      replay_to(x, evidence)
+      sign(x, "--by", "Ana & Bo", "--evidence", evidence)
+      local e = assert(signoff.read(log)).entries[1]
+      local function tampered(edit, message)
+        local copy = json.decode(e.raw)
+        edit(copy)
+        write(log, signoff.encode(copy) .. "\n") -- hashed anew: only the shape check can refuse it
+        local _, err, code = h.run_cli("verify", x)
+        assert.equal(2, code)
+        assert.matches(":1: tampered entry: " .. message, err, 1, true)
+      end
+      tampered(function(c) c.evidence.candidate = digest_of(reads_v1) end,
+        '"evidence.candidate" is ' .. digest_of(reads_v1) .. ", not the entry's digest " .. digest_of(reads_v2))
+      tampered(function(c) c.evidence.ledgers[1].sha256 = "md5:x" end,
+        'bad "evidence.ledgers[0]" (expected {path, sha256, lines})')
+      tampered(function(c) c.evidence.interval.success_rate = json.array({ 0.9, 0.1 }) end,
+        'bad "evidence.interval.success_rate" (expected [lo, hi])')
+      tampered(function(c) c.evidence.extra = 1 end, 'unknown field "evidence.extra"')
+      -- and an entry without evidence (every entry before it existed) still verifies
+      local plain = json.decode(e.raw)
+      plain.evidence = nil
+      write(log, signoff.encode(plain) .. "\n")
+      local _, err, code = h.run_cli("verify", x)
+      assert.equal(0, code, err)
+    end)
+  end)
 end)
 
 describe("pinned load", function()

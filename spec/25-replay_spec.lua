@@ -158,12 +158,80 @@ describe("retryfreeze replay: a wider candidate is modelled within 0.02 of its l
             local text = h.run_cli("replay", recorded, "--lock", b, "--seed", tostring(seed))
             assert.matches("too few samples: GET /x/{i} after HTTP_429 has 0 recorded tries (fewer than 30); "
               .. "drawn from its tries after any failure", text, 1, true)
-            assert.matches("assumed: tries independent, the upstream's behaviour unchanged by the extra load", text, 1,
-              true)
+            assert.matches("assumed: a request's next try as the record's requests that failed as often fared at "
+              .. "that attempt, the upstream's behaviour unchanged by the extra load", text, 1, true)
           end
         end)
       end
     end
+  end
+end)
+
+describe("retryfreeze replay: failures that persist, clear after a few tries, or come independently", function()
+  local tmp, track = scratch_files()
+  local function attempts_lock(n)
+    return lock('"maxAttempts":' .. n .. ',"totalBudgetMs":20000,"retryable":["HTTP_503"],' .. BACKOFF)
+  end
+  -- Recorded under 3 attempts, replayed under 5, then run live under 5 against the same upstream: the live figures
+  -- lie in the interval in every case. The upstream answers each request by its own script (persist, clear) or
+  -- draws each try's fault afresh (independent).
+  local cases = {
+    { "failures that persist per request (20 % fail every attempt, 10 % once)",
+      { "--script", "spec/fixtures/persistent_faults_flow.lua" } },
+    { "failures that clear after four tries (20 %; 10 % fail once)",
+      { "--script", "spec/fixtures/clearing_faults_flow.lua" } },
+    { "independent failures (503 on 30 % of tries)", { "--faults", "503=0.3" } },
+  }
+  local function run(lock_path, ledger, args)
+    local out, err, code = h.run_cli("soak", lock_path, "--requests", "2000", "--concurrency", "64", "--seed", "13",
+      "--ledger", ledger, "--min-successes", "1000000", "--min-requests", "1000000", table.unpack(args))
+    assert(code == 0 or code == 1, "soak failed: " .. tostring(out) .. tostring(err))
+  end
+  for _, case in ipairs(cases) do
+    it(case[1] .. ": the live run lies in the interval", function()
+      local a, b = attempts_lock(3), attempts_lock(5)
+      track(a); track(b)
+      local recorded, live = tmp(), tmp()
+      run(a, recorded, case[2])
+      local r = replay_json(recorded, b, "--seed", "13")
+      run(b, live, case[2])
+      local s, p, iv = stats_json(live), r.predicted, r.interval.whole
+      print(string.format("\n%s: success rate predicted %.4f [%.4f, %.4f], live %.4f; attempts predicted %d, "
+        .. "live %d", case[1], p.success_rate, iv.success_rate_lo, iv.success_rate_hi, s.success_rate, p.attempts,
+        s.attempts))
+      assert.equal(2000, p.requests)
+      for _, k in ipairs({ "success_rate", "retried_success_ratio", "attempts_per_success", "attempts_per_request",
+        "terminal_rate", "retry_ratio" }) do
+        assert.is_true(iv[k .. "_lo"] <= s[k] and s[k] <= iv[k .. "_hi"],
+          string.format("%s: live %.4f outside [%.4f, %.4f]", k, s[k], iv[k .. "_lo"], iv[k .. "_hi"]))
+        assert.is_true(iv[k .. "_lo"] <= p[k] and p[k] <= iv[k .. "_hi"], k)
+      end
+      -- attempts 4 and 5 are beyond the record (it stopped at 3): said so, and no zero-width interval there
+      assert.is_true(iv.beyond)
+      -- every request with such a try may fail or succeed there: the success rate's interval is at least that wide
+      assert.is_true(r.info.beyond_requests > 0)
+      assert.is_true(iv.success_rate_hi - iv.success_rate_lo >= r.info.beyond_requests / 2000 - 1e-9)
+      local beyond = {}
+      for _, e in ipairs(r.beyond) do beyond[e.attempt] = e end
+      assert.same({ "GET /x/{i}", "HTTP_503", 0, 3 }, { beyond[4].route, beyond[4].class, beyond[4].samples,
+        beyond[4].drawn_as })
+      assert.is_not_nil(beyond[5])
+      assert.matches("beyond the record: GET /x/{i} after HTTP_503, attempts 4-5: the record has 0 tries at attempt 4 "
+        .. "after it (fewer than 30)", table.concat(r.notes, "\n"), 1, true)
+      if case[2][2]:find("persistent", 1, true) then
+        -- the record's requests that failed twice all failed a third time: so do they at 4 and 5, as live (tries
+        -- taken as independent predicted 0.87 here)
+        assert.equal(s.success_rate, p.success_rate)
+        assert.equal(0.8, p.success_rate)
+        assert.equal(s.attempts, p.attempts)
+        assert.equal(3800, p.attempts)
+      elseif case[2][1] == "--faults" then
+        -- independent: the figures as tries taken as independent gave them (spec above)
+        for _, k in ipairs({ "success_rate", "retried_success_ratio", "attempts_per_success" }) do
+          assert.is_true(math.abs(p[k] - s[k]) <= 0.02, k .. ": predicted " .. p[k] .. ", live " .. s[k])
+        end
+      end
+    end)
   end
 end)
 

@@ -267,8 +267,9 @@ describe("the A vs B page: replay --report and report --replay", function()
     assert.same(r.notes, notes)
     local all = table.concat(notes, "\n")
     assert.matches("2 requests modelled (2 tries the record never made, drawn from the tries it recorded on the same "
-      .. "route after the same failure class; assumed: tries independent, the upstream's behaviour unchanged by the "
-      .. "extra load); interval: ± 1.96 standard deviations over 40 redraws", all, 1, true)
+      .. "route at the same attempt after the same failure class; assumed: a request's next try as the record's "
+      .. "requests that failed as often fared at that attempt, the upstream's behaviour unchanged by the extra load); "
+      .. "interval: ± 1.96 standard deviations over 40 redraws", all, 1, true)
     assert.matches("1 seed-harness line (no method, path or tries): counted as recorded only; no figure of theirs can "
       .. "be predicted", all, 1, true)
     assert.matches("12 requests from older lines without the replay facts (per-try timeout, transport outcome, every "
@@ -276,8 +277,9 @@ describe("the A vs B page: replay --report and report --replay", function()
     assert.matches("2 requests the candidate routes nowhere: predicted as refused (no-route)", all, 1, true)
     assert.matches("the ledgers mix 2 locks", all, 1, true)
     local method = browser.html_unescape(assert(text:match('<p id="versus%-method">(.-)</p>')))
-    assert.matches("assuming tries independent, the upstream's behaviour unchanged by the extra load; its figures "
-      .. "carry an interval", method, 1, true)
+    assert.matches("assuming a request's next try as the record's requests that failed as often fared at that "
+      .. "attempt, the upstream's behaviour unchanged by the extra load; its figures carry an interval", method, 1,
+      true)
     assert.matches("Here 2 of 14 requests were modelled.", method, 1, true)
     local head = assert(text:match('<div id="versus%-head"([^>]*)>'))
     assert.matches('data-exact="10" data-modelled="2" data-unmodelled="0" data-no-route="2" data-harness="1"', head,

@@ -25,7 +25,7 @@ teardown(function() os.execute("rm -rf " .. q(dir)) end)
 -- exists. A value name missing here fails "knows a bad value for every option" below.
 local function bad_values()
   return {
-    FILE = dir, LOCK = dir, CANDIDATE = dir, ["TABLE.tsv"] = dir, ["FLOW.lua"] = dir, -- a directory is no file
+    FILE = dir, LOCK = dir, CANDIDATE = dir, ["TABLE.tsv"] = dir, ["FLOW.lua"] = dir, ["REPLAY.json"] = dir, -- a directory is no file
     DIR = dir .. "/nowhere",                                          -- no examples there
     SPEC = "garbage",                                                 -- no fault grammar
     URL = "garbage",                                                  -- neither a loopback http nor a redis URL

@@ -7,6 +7,7 @@
 local math = require("retryfreeze.compat").math
 local core = require "retryfreeze.core"
 local glob = require "retryfreeze.glob"
+local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 local util = require "retryfreeze.util"
 
@@ -14,7 +15,8 @@ local M = {}
 
 --- What a modelled prediction assumes of the tries the record never made (docs/evidence.md "Modelled where it does
 --- not"), as the notes and the report say it.
-M.ASSUMPTION = "tries independent, the upstream's behaviour unchanged by the extra load"
+M.ASSUMPTION = "a request's next try as the record's requests that failed as often fared at that attempt, "
+  .. "the upstream's behaviour unchanged by the extra load"
 
 --- The figures compared side by side, by their `stats --json` names, in the order the text prints them.
 M.figures = { "requests", "successes", "success_rate", "retried_successes", "retried_success_ratio", "attempts",
@@ -61,9 +63,34 @@ local function notes_of(r)
   end
   if i.modelled > 0 and (i.modelled_tries > 0 or i.assumed_timeouts > 0) then -- hedges alone: their own note
     note(plural(i.modelled, "request") .. " modelled (" .. plural(i.modelled_tries, "try", "tries")
-      .. " the record never made, drawn from the tries it recorded on the same route after the same failure "
-      .. "class; assumed: " .. M.ASSUMPTION .. "); interval: "
-      .. "± 1.96 standard deviations over " .. i.replicates .. " redraws")
+      .. " the record never made, drawn from the tries it recorded on the same route at the same attempt after the "
+      .. "same failure class; assumed: " .. M.ASSUMPTION .. "); interval: "
+      .. "± 1.96 standard deviations over " .. i.replicates .. " redraws"
+      .. (i.beyond_requests > 0 and ", and every case beyond the record (below)" or ""))
+  end
+  -- Attempts beyond the record, one note per route and class: its attempts and what stood in for them.
+  local beyond, order = {}, {}
+  for _, b in ipairs(r.beyond) do
+    local k = b.route .. "\0" .. b.class
+    if not beyond[k] then
+      beyond[k] = { route = b.route, class = b.class, first = b.attempt, last = b.attempt, drawn_as = b.drawn_as,
+        fallback = b.fallback, tries = 0, samples = b.samples }
+      order[#order + 1] = k
+    end
+    local e = beyond[k]
+    e.first, e.last = math.min(e.first, b.attempt), math.max(e.last, b.attempt)
+    if b.attempt == e.first then e.drawn_as, e.fallback, e.samples = b.drawn_as, b.fallback, b.samples end
+    e.tries = e.tries + b.tries
+  end
+  for _, k in ipairs(order) do
+    local e = beyond[k]
+    local attempts = e.first == e.last and ("attempt " .. e.first) or ("attempts " .. e.first .. "-" .. e.last)
+    note(string.format("beyond the record: %s after %s, %s: the record has %d tries at attempt %d after it (fewer "
+      .. "than %d), so it cannot say whether a request that failed as often fails again there; %s drawn as %s, "
+      .. "and the interval spans them failing (for any number of them, then succeeding) and all failing",
+      e.route, e.class, attempts, e.samples, e.first, i.min_samples, plural(e.tries, "try", "tries"),
+      e.drawn_as == 1 and "the route's first tries" or ("its tries at attempt " .. e.drawn_as
+        .. (e.fallback and (" after " .. e.fallback) or ""))))
   end
   for _, g in ipairs(r.gaps) do
     note(string.format("too few samples: %s after %s has %d recorded tries (fewer than %d); %s", g.route, g.class,
@@ -121,7 +148,8 @@ end
 --   by = "route"|"host", skip_corrupt = true (count and skip corrupt lines), min_samples = 1..1000000 (default 30:
 --   fewer recorded tries after a failure class is "too few samples"), replicates = 2..1000 (default 40)}
 -- @return result, or nil, message (a corrupt line "path:line: corrupt ledger line: …", an unreadable file). result:
---   {files, lines, torn = {[path] = first torn line}, torn_lines, corrupt = {[path] = n}, corrupt_lines,
+--   {files, ledgers = {{path, lines}…} (each file read, in order: what `signoff --evidence` digests), lines,
+--    torn = {[path] = first torn line}, torn_lines, corrupt = {[path] = n}, corrupt_lines,
 --    candidate = the candidate's digest, locks = {{digest, requests}…} (in order first met), recorded = the stats
 --    table of retryfreeze.ledger_stats of the same lines, predicted = the same table for the requests as the
 --    candidate would have sent them (by_route under the candidate's endpoints, "" for no route), plus
@@ -131,9 +159,12 @@ end
 --    upstream_attempts_lo/upstream_attempts_hi (the candidate's hedges: best case, worst case = the prediction),
 --    deadline_cut (requests a deadline stopped before the record did), no_route, exact, modelled, unmodelled
 --    (requests by how they were predicted), harness;
---    interval = {whole = {success_rate_lo, success_rate_hi, … (each ratio), modelled, hedges_modelled},
+--    interval = {whole = {success_rate_lo, success_rate_hi, … (each ratio), modelled, hedges_modelled, beyond},
 --    [scope] = …},
---    gaps = {{route, class, samples, tries, fallback}…}, info (the core's counts, rf_replay_info), notes = {string…}}
+--    gaps = {{route, class, samples, tries, fallback}…}, beyond = {{route, class, attempt, samples, drawn_as,
+--    fallback, tries}…} (tries at an attempt the record's requests reached fewer than min_samples times after that
+--    class: drawn as attempt drawn_as, the interval spanning their failing and succeeding), info (the core's
+--    counts, rf_replay_info), notes = {string…}}
 function M.replay(paths, policy, opts)
   local files, why = glob.reader_arguments(paths, opts, 3, "replay")
   if not files then return nil, why end
@@ -146,12 +177,14 @@ function M.replay(paths, policy, opts)
     return nil, msg
   end
   local rec, pred = r.recorded, r.predicted
-  local result = { files = files, torn = {}, corrupt = {}, lines = 0, torn_lines = 0, corrupt_lines = 0,
+  local result = { files = files, ledgers = json.array(), torn = {}, corrupt = {}, lines = 0, torn_lines = 0,
+    corrupt_lines = 0,
     candidate = policy.digest, locks = r.locks, recorded = rec, predicted = pred, interval = r.interval,
-    gaps = r.gaps, info = r.info }
+    gaps = r.gaps, beyond = r.beyond, info = r.info }
   for _, path in ipairs(files) do
     local f = r.files[path]
     if f then
+      result.ledgers[#result.ledgers + 1] = { path = path, lines = f.lines }
       result.lines = result.lines + f.lines
       result.torn_lines = result.torn_lines + f.torn_lines
       result.corrupt_lines = result.corrupt_lines + f.corrupt

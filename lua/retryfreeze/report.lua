@@ -477,8 +477,9 @@ local function render_versus(w, model)
   w('<p id="versus-method">', html("Each recorded request is decided again, try by try, under the candidate with "
     .. "the facts its line recorded. Where the candidate stops at or before the record's last try the prediction "
     .. "is exact. A try the record never made is modelled: drawn from the tries the record made on the same route "
-    .. "after the same failure class, assuming " .. replay.ASSUMPTION .. "; its figures carry an interval (the "
-    .. "rule over a predicted bar, and the table's last column). "), html(p.modelled > 0
+    .. "at the same attempt after the same failure class, assuming " .. replay.ASSUMPTION .. "; its figures carry "
+    .. "an interval (the rule over a predicted bar, and the table's last column), which spans every case at an "
+    .. "attempt the record's requests did not reach often enough. "), html(p.modelled > 0
       and string.format("Here %d of %d requests were modelled.", p.modelled, p.requests)
       or "Here no request was modelled: every prediction is exact, and has no interval."), '</p>\n')
   w('<ul id="versus-notes">\n')

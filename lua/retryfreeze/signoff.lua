@@ -11,6 +11,10 @@
 ---   note      free text ("" when none was given)
 ---   changes   {widening = n, narrowing = n, neutral = n, lines = [...]}: the diff against this lock's
 ---             previous signed version in the log (zeros and [] for its first)
+---   evidence  only with `signoff --evidence REPLAY.json` (M.evidence): the replay the signers cite, {file, sha256
+---             (of the evidence file), candidate (the signed digest), seed, ledgers = [{path, sha256, lines}],
+---             locks = [{digest, requests}] (the locks the ledgers ran under), predicted = {figure = number},
+---             interval = {ratio = [lo, hi]}, beyond (some attempts lie beyond the record)}
 ---   previous  the `entry` hash of the line before, or null on the first line (the chain)
 ---   entry     "sha256:<hex>" of the line's own text up to this member, with "}" appended (written last)
 --- The entry hash covers every byte before it, so editing any field of any line breaks that line's hash, and
@@ -27,6 +31,8 @@ local output = require "retryfreeze.output"
 local json = require "retryfreeze.json"
 local diff = require "retryfreeze.diff"
 local git = require "retryfreeze.git"
+local replay = require "retryfreeze.replay"
+local util = require "retryfreeze.util"
 
 local M = {}
 
@@ -37,7 +43,16 @@ M.DEFAULT_NAME = "pairing-log.jsonl"
 M.CHANGED_MESSAGE = "lock changed; pairing sign-off required"
 
 --- The entry keys, in the order they are written.
-M.KEYS = { "date", "lock", "digest", "policy", "by", "solo", "note", "changes", "previous", "entry" }
+M.KEYS = { "date", "lock", "digest", "policy", "by", "solo", "note", "changes", "evidence", "previous", "entry" }
+
+--- The entry keys that may be absent (an entry without evidence, and every entry written before it existed).
+M.OPTIONAL = { evidence = true }
+
+--- The keys of an entry's evidence, in the order they are written (M.evidence).
+M.EVIDENCE_KEYS = { "file", "sha256", "candidate", "seed", "ledgers", "locks", "predicted", "interval", "beyond" }
+
+--- The predicted counts an evidence records beside the figures of retryfreeze.replay.figures.
+M.EVIDENCE_COUNTS = { "upstream_attempts", "extra_attempts", "exact", "modelled", "unmodelled", "no_route" }
 
 local change_keys = { widening = true, narrowing = true, neutral = true, lines = true }
 
@@ -138,6 +153,158 @@ local function nul_at(v, path)
   return nil
 end
 
+local function is_number(n) return type(n) == "number" and n == n and n ~= math.huge and n ~= -math.huge end
+local function is_array(t) return getmetatable(t) == json.array_mt end
+
+--- Checks the shape of an entry's evidence (M.EVIDENCE_KEYS), signed as digest.
+-- @param ev any: the decoded `evidence` member
+-- @param digest string: the entry's digest (the evidence's candidate must be it)
+-- @return nil, or a message naming the member ("bad \"evidence.ledgers[0].sha256\" (…)")
+function M.check_evidence(ev, digest)
+  if not is_object(ev) then return "bad \"evidence\" (expected an object)" end
+  local allowed = {}
+  for _, k in ipairs(M.EVIDENCE_KEYS) do allowed[k] = true end
+  for k in pairs(ev) do
+    if not allowed[k] then return string.format("unknown field \"evidence.%s\"", k) end
+  end
+  if type(ev.file) ~= "string" or ev.file == "" then return "bad \"evidence.file\" (expected the evidence's path)" end
+  if not is_digest(ev.sha256) then return "bad \"evidence.sha256\" (expected \"sha256:<64 lowercase hex>\")" end
+  if ev.candidate ~= digest then
+    return string.format("\"evidence.candidate\" is %s, not the entry's digest %s", tostring(ev.candidate), digest)
+  end
+  if not is_count(ev.seed) then return "bad \"evidence.seed\" (expected a count)" end
+  if not is_array(ev.ledgers) or #ev.ledgers == 0 then
+    return "bad \"evidence.ledgers\" (expected a non-empty array)"
+  end
+  for i, l in ipairs(ev.ledgers) do
+    local at = string.format("evidence.ledgers[%d]", i - 1)
+    if not is_object(l) or type(l.path) ~= "string" or l.path == "" or not is_digest(l.sha256)
+      or not is_count(l.lines) then
+      return string.format("bad \"%s\" (expected {path, sha256, lines})", at)
+    end
+  end
+  if not is_array(ev.locks) then return "bad \"evidence.locks\" (expected an array)" end
+  for i, l in ipairs(ev.locks) do
+    if not is_object(l) or type(l.digest) ~= "string" or not is_count(l.requests) then
+      return string.format("bad \"evidence.locks[%d]\" (expected {digest, requests})", i - 1)
+    end
+  end
+  if not is_object(ev.predicted) then return "bad \"evidence.predicted\" (expected an object)" end
+  for k, v in pairs(ev.predicted) do
+    if not is_number(v) then return string.format("bad \"evidence.predicted.%s\" (expected a number)", k) end
+  end
+  if not is_object(ev.interval) then return "bad \"evidence.interval\" (expected an object)" end
+  for k, v in pairs(ev.interval) do
+    if not is_array(v) or #v ~= 2 or not is_number(v[1]) or not is_number(v[2]) or v[1] > v[2] then
+      return string.format("bad \"evidence.interval.%s\" (expected [lo, hi])", k)
+    end
+  end
+  if type(ev.beyond) ~= "boolean" then return "bad \"evidence.beyond\" (expected true or false)" end
+  return nil
+end
+
+--- Reads the evidence a sign-off cites: the JSON `retryfreeze replay --json` printed for the lock being signed,
+--- and the ledgers it names, each digested now (core.sha256_file) and checked against the lines the replay read.
+-- @param path string: the evidence file (as given on the command line)
+-- @param policy policy: the lock being signed
+-- @param log_path string: the pairing log (the evidence's `file` is named relative to its directory)
+-- @return evidence table (M.EVIDENCE_KEYS), or nil, message naming the file and what is wrong: unreadable, not
+--   JSON, not a replay's output (the JSON path of the member), a candidate that is not the lock being signed, a
+--   ledger that cannot be read or whose lines are not those the replay read
+function M.evidence(path, policy, log_path)
+  local text, rerr = core.read_file(path, core.LOG_MAX_BYTES, "evidence")
+  if not text then return nil, "--evidence: " .. rerr end
+  local r, jerr = json.decode(text)
+  if r == nil then return nil, string.format("--evidence %s: not valid JSON: %s", path, jerr) end
+  local function bad(at, expected)
+    return nil, string.format("--evidence %s: %s is not %s (expected the output of `retryfreeze replay --json`)",
+      path, at, expected)
+  end
+  if not is_object(r) then return bad("$", "an object") end
+  if not is_digest(r.candidate) then return bad("$.candidate", "a lock digest") end
+  if r.candidate ~= policy.digest then
+    return nil, string.format("--evidence %s: the replay's candidate is %s, not the lock being signed (%s): "
+      .. "replay the ledgers under this lock and cite that", path, r.candidate, policy.digest)
+  end
+  if not is_array(r.ledgers) or #r.ledgers == 0 then return bad("$.ledgers", "a non-empty array") end
+  local ledgers = json.array()
+  for i, l in ipairs(r.ledgers) do
+    local at = string.format("$.ledgers[%d]", i - 1)
+    if not is_object(l) or type(l.path) ~= "string" or l.path == "" or l.path:find("%z") or not is_count(l.lines)
+    then
+      return bad(at, "{path, lines}")
+    end
+    local digest, lines = core.sha256_file(l.path, "ledger") -- on failure: nil, message
+    if not digest then return nil, string.format("--evidence %s: %s: %s", path, at, lines) end
+    if lines ~= l.lines then
+      return nil, string.format("--evidence %s: ledger %s has %d lines, the replay read %d: it changed since the "
+        .. "replay (replay it again)", path, l.path, lines, l.lines)
+    end
+    ledgers[i] = { path = l.path, sha256 = digest, lines = lines }
+  end
+  local locks = json.array()
+  if not is_array(r.locks) then return bad("$.locks", "an array") end
+  for i, l in ipairs(r.locks) do
+    if not is_object(l) or type(l.digest) ~= "string" or not is_count(l.requests) then
+      return bad(string.format("$.locks[%d]", i - 1), "{digest, requests}")
+    end
+    locks[i] = { digest = l.digest, requests = l.requests }
+  end
+  if not is_object(r.info) or not is_count(r.info.seed) then return bad("$.info.seed", "a count") end
+  local p = r.predicted
+  if not is_object(p) then return bad("$.predicted", "an object") end
+  local predicted = {}
+  for _, list in ipairs({ replay.figures, replay.ratios }) do
+    for _, k in ipairs(list) do
+      if not is_number(p[k]) then return bad("$.predicted." .. k, "a number") end
+      predicted[k] = p[k]
+    end
+  end
+  for _, k in ipairs(M.EVIDENCE_COUNTS) do
+    if not is_count(p[k]) and not (k == "extra_attempts" and math.type(p[k]) == "integer") then
+      return bad("$.predicted." .. k, "a count")
+    end
+    predicted[k] = p[k]
+  end
+  local whole = is_object(r.interval) and r.interval.whole
+  if not is_object(whole) then return bad("$.interval.whole", "an object") end
+  local interval = {}
+  for _, k in ipairs(replay.ratios) do
+    local lo, hi = whole[k .. "_lo"], whole[k .. "_hi"]
+    if not is_number(lo) or not is_number(hi) or lo > hi then
+      return bad("$.interval.whole." .. k .. "_lo/_hi", "an interval")
+    end
+    interval[k] = json.array({ lo, hi })
+  end
+  if whole.beyond ~= nil and type(whole.beyond) ~= "boolean" then return bad("$.interval.whole.beyond", "a boolean") end
+  return { file = M.lock_name(path, log_path), sha256 = M.sha256(text), candidate = r.candidate, seed = r.info.seed,
+    ledgers = ledgers, locks = locks, predicted = predicted, interval = interval, beyond = whole.beyond == true }
+end
+
+--- The lines `signoff` and `verify` print of an entry's evidence (every string from a file made printable).
+-- @param ev table: an entry's evidence
+-- @return array of strings
+function M.evidence_lines(ev)
+  local lines = { util.format("evidence: %s %s (replay under %s, seed %d)", ev.file, ev.sha256, ev.candidate,
+    ev.seed) }
+  for _, l in ipairs(ev.ledgers) do
+    lines[#lines + 1] = util.format("  ledger %s %s (%d lines)", l.path, l.sha256, l.lines)
+  end
+  for _, l in ipairs(ev.locks) do
+    lines[#lines + 1] = util.format("  recorded under %s (%d requests)", l.digest, l.requests)
+  end
+  local p, parts = ev.predicted, {}
+  for _, k in ipairs(replay.ratios) do
+    local iv = ev.interval[k]
+    if p[k] ~= nil and iv then parts[#parts + 1] = string.format("%s %.4f [%.4f, %.4f]", k, p[k], iv[1], iv[2]) end
+  end
+  lines[#lines + 1] = "  predicted: " .. table.concat(parts, ", ")
+  lines[#lines + 1] = string.format("  predicted: %s requests, %s attempts (%+d), %s exact, %s modelled, %s not "
+    .. "modelled%s", tostring(p.requests), tostring(p.upstream_attempts), p.extra_attempts or 0, tostring(p.exact),
+    tostring(p.modelled), tostring(p.unmodelled), ev.beyond and "; some attempts lie beyond the record" or "")
+  return lines
+end
+
 -- Validates one decoded entry's shape; returns nil or a message.
 local function check_shape(e)
   if not is_object(e) then return "not a JSON object" end
@@ -147,7 +314,7 @@ local function check_shape(e)
     if not allowed[k] then return string.format("unknown field \"%s\"", k) end
   end
   for _, k in ipairs(M.KEYS) do
-    if e[k] == nil then
+    if e[k] == nil and not M.OPTIONAL[k] then
       return string.format("missing field \"%s\"%s", k, (k == "lock" or k == "entry") and
         " (an entry in the old, unchained format: sign the locks again into a new log)" or "")
     end
@@ -182,6 +349,10 @@ local function check_shape(e)
   if getmetatable(c.lines) ~= json.array_mt then return "bad \"changes.lines\" (expected an array of strings)" end
   for _, l in ipairs(c.lines) do
     if type(l) ~= "string" then return "bad \"changes.lines\" (expected an array of strings)" end
+  end
+  if e.evidence ~= nil then
+    local why = M.check_evidence(e.evidence, e.digest)
+    if why then return why end
   end
   if e.previous ~= json.null and not is_digest(e.previous) then return "bad \"previous\" (expected a hash or null)" end
   if not is_digest(e.entry) then return "bad \"entry\" (expected \"sha256:<64 lowercase hex>\")" end
@@ -295,7 +466,7 @@ local function utc_now() return os.date("!%Y-%m-%dT%H:%M:%SZ") end
 -- @param policy policy: the lock being signed
 -- @param opts table: {lock = the lock's name in the log (required), by = array of names (required: two
 --   distinct, or exactly one with solo = true), solo = boolean, note = string|nil, log = log from read() or nil
---   for a new log, date = "YYYY-MM-DDTHH:MM:SSZ"|nil (default: now, UTC)}
+--   for a new log, date = "YYYY-MM-DDTHH:MM:SSZ"|nil (default: now, UTC), evidence = table from M.evidence|nil}
 -- @return entry table without `entry` (M.encode adds it); or nil, message for too few signers
 function M.entry(policy, opts)
   if type(opts) ~= "table" or type(opts.lock) ~= "string" or type(opts.by) ~= "table" then
@@ -330,6 +501,7 @@ function M.entry(policy, opts)
     solo = opts.solo and true or false,
     note = opts.note or "",
     changes = changes,
+    evidence = opts.evidence,
     previous = last and last.entry or json.null,
   }
 end
@@ -344,7 +516,10 @@ function M.encode(entry)
   end
   local order = {}
   for _, k in ipairs(M.KEYS) do order[#order + 1] = k end
+  order[#order + 1] = "path" -- an evidence ledger's: path, lines, sha256
   for _, k in ipairs({ "widening", "narrowing", "neutral", "lines" }) do order[#order + 1] = k end
+  for _, k in ipairs(M.EVIDENCE_KEYS) do order[#order + 1] = k end
+  order[#order + 1] = "requests"
   local head = json.encode(e, order)
   assert(head:sub(-1) == "}" and head:sub(-2) ~= "{}", "an entry encodes as a JSON object")
   return head:sub(1, -2) .. ',"entry":"' .. M.sha256(head) .. '"}'

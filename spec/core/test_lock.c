@@ -552,6 +552,32 @@ static void test_load_file_takes_regular_files_only(void **state) {
     assert_null(text);
     assert_non_null(strstr(err.message, "table"));
     assert_non_null(strstr(err.message, "over the 2 byte limit"));
+    /* rf_input_sha256: the digest of the bytes (sha256sum's), its lines as the reader counts them (a last line
+     * without its newline is one), in pieces whatever the length; a FIFO is refused as by the others. */
+    char digest[RF_SHA256_TEXT_LEN + 1];
+    int64_t lines = -1;
+    f = fopen(big, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("a\nb", 1, 3, f), 3);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rf_input_sha256(big, "ledger", digest, &lines, &err), RF_OK);
+    assert_string_equal(digest, "sha256:7e18f737311b2dc3b2f269dd78396b0351f14fb66efa879f768cb23181883c78");
+    assert_int_equal(lines, 2);
+    f = fopen(big, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 100000; i++) assert_int_equal(fputs("0123456\n", f), 1); /* 800 000 bytes: 13 pieces */
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rf_input_sha256(big, "ledger", digest, &lines, &err), RF_OK);
+    assert_string_equal(digest, "sha256:06508f1eb398283931af72dc1959411d0284554854bf5e680eb3e1401a04c346");
+    assert_int_equal(lines, 100000);
+    f = fopen(big, "wb");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(rf_input_sha256(big, "ledger", digest, NULL, &err), RF_OK);
+    assert_string_equal(digest, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    assert_int_equal(rf_input_sha256(fifo, "ledger", digest, &lines, &err), RF_EINVAL);
+    assert_non_null(strstr(err.message, "cannot open ledger"));
+    assert_non_null(strstr(err.message, "is a FIFO, not a regular file"));
     /* Writing: a FIFO without a reader is refused too, never waited on. */
     int fd = -1;
     assert_int_equal(rf_input_open(fifo, O_WRONLY | O_APPEND | O_CREAT, "ledger", &fd, &err), RF_EINVAL);

@@ -355,6 +355,75 @@ static void test_a_wider_candidate_draws_from_the_record(void **state) {
     rf_policy_free(p);
 }
 
+/* Failures that persist per request: of 1000 recorded under 3 attempts, 200 failed all three, 100 once; replayed
+ * under 5. Each further try is drawn from the record's tries at the same attempt after the same failure, and the
+ * record's third tries after two 503s all failed: the 200 fail again (800 successes, 1900 attempts, as a live run
+ * would give), where tries taken as independent (a 503 followed by success one time in three, whatever came before)
+ * predicted about 870. Attempts 4 and 5 are beyond the record: drawn as its third, said so, and the interval spans
+ * every case there, from all of them failing to all succeeding at once. */
+static void test_failures_that_persist_per_request(void **state) {
+    (void)state;
+    rf_policy *wide = lock("\"maxAttempts\":5,\"retryable\":[\"HTTP_503\"]");
+    rf_policy *same = lock("\"maxAttempts\":3,\"retryable\":[\"HTTP_503\"]");
+    for (int k = 0; k < 2; k++) {
+        rf_replay_options o = {.seed = 5, .replicates = 20};
+        rf_replay *r = replay_of(k == 0 ? wide : same, &o);
+        int64_t ts = T0;
+        for (int i = 0; i < 1000; i++) {
+            rf_ledger_record a = i % 10 < 2    ? exhausted(ts += 100)
+                                 : i % 10 == 2 ? retried(ts += 100)
+                                               : ok_first(ts += 100);
+            add(r, &a);
+        }
+        finish(r);
+        rf_tally_figures got = whole(rf_replay_predicted(r));
+        rf_replay_info info;
+        rf_replay_summary(r, &info);
+        rf_replay_interval iv;
+        assert_true(rf_replay_interval_of(r, NULL, &iv));
+        assert_int_equal(got.requests, 1000);
+        assert_int_equal(got.successes, 800);
+        if (k == 1) { /* the record's own lock: exact, nothing beyond it */
+            assert_int_equal(got.attempts, 1500);
+            assert_int_equal(info.beyond_requests, 0);
+            assert_int_equal(rf_replay_beyond_count(r), 0);
+            assert_false(iv.beyond);
+            assert_float_equal(iv.success_rate_lo, 0.8, 1e-12);
+            assert_float_equal(iv.success_rate_hi, 0.8, 1e-12);
+            rf_replay_free(r);
+            continue;
+        }
+        assert_int_equal(got.attempts, 1900);
+        assert_int_equal(info.beyond_requests, 200);
+        assert_int_equal(info.beyond_tries, 400);
+        assert_int_equal(rf_replay_beyond_count(r), 2);
+        for (size_t i = 0; i < 2; i++) {
+            rf_replay_beyond b;
+            assert_true(rf_replay_beyond_at(r, i, &b));
+            assert_string_equal(b.route, "POST /v1/jobs");
+            assert_string_equal(b.class_name, "HTTP_503");
+            assert_int_equal(b.attempt, 4 + (int)i);
+            assert_int_equal(b.samples, 0);
+            assert_int_equal(b.drawn_as, 3);
+            assert_null(b.fallback);
+            assert_int_equal(b.tries, 200);
+        }
+        assert_false(rf_replay_beyond_at(r, 2, &(rf_replay_beyond){0}));
+        assert_true(iv.beyond);
+        /* all 200 failing at attempts 4 and 5 (the prediction) … all succeeding at attempt 4 */
+        assert_float_equal(iv.success_rate_lo, 0.8, 1e-12);
+        assert_float_equal(iv.success_rate_hi, 1.0, 1e-12);
+        assert_float_equal(iv.attempts_per_request_lo, 1.7, 1e-12);
+        assert_float_equal(iv.attempts_per_request_hi, 1.9, 1e-12);
+        /* … and all succeeding at attempt 5: the most attempts per success */
+        assert_float_equal(iv.attempts_per_success_lo, 900.0 / 800.0, 1e-12);
+        assert_float_equal(iv.attempts_per_success_hi, 1.9, 1e-12);
+        rf_replay_free(r);
+    }
+    rf_policy_free(wide);
+    rf_policy_free(same);
+}
+
 /* Many requests waiting for their drawn tries at once: the queue of waiting requests grows (and, with a small
  * `pending`, wraps around, drawing the oldest first), and each waiting request keeps reading its own method and path
  * (a copy that must move with it): every one is predicted on its route, none as no-route. */
@@ -380,7 +449,12 @@ static void test_many_requests_wait(void **state) {
         assert_int_equal(ended(rf_replay_predicted(r), "refused", "no-route"), 0);
         rf_tally_figures got = whole(rf_replay_predicted(r));
         assert_int_equal(got.requests, 400);
-        assert_true(got.successes > 200 && got.successes <= 400);
+        /* the record's requests that failed twice failed a third time, every one: so do those the candidate retries
+         * (with 7 waiting, the first are drawn before the record's third tries number 30: as its second, then) */
+        if (pendings[k] == 0)
+            assert_int_equal(got.successes, 200);
+        else
+            assert_true(got.successes >= 200 && got.successes < 400);
         rf_replay_free(r);
     }
     rf_policy_free(p);
@@ -636,6 +710,7 @@ int main(void) {
         cmocka_unit_test(test_no_route_and_harness),
         cmocka_unit_test(test_a_wider_candidate_draws_from_the_record),
         cmocka_unit_test(test_many_requests_wait),
+        cmocka_unit_test(test_failures_that_persist_per_request),
         cmocka_unit_test(test_the_retry_budget_throttles),
         cmocka_unit_test(test_a_candidate_with_hedging_adds_hedges),
         cmocka_unit_test(test_a_fatal_class_ends_a_hedged_request),

@@ -8,6 +8,7 @@
 #define RETRYFREEZE_INPUT_H
 
 #include "retryfreeze/common.h"
+#include "retryfreeze/policy.h" /* RF_SHA256_TEXT_LEN */
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,16 @@ RF_API rf_status rf_input_read(const char *path, size_t cap, const char *what, c
 
 /* Frees a buffer from rf_input_read; NULL is a no-op. */
 RF_API void rf_input_free(char *text);
+
+/*
+ * The SHA-256 of the whole regular file at path (opened with rf_input_open), read in 64 KiB pieces whatever its
+ * length (a ledger cited as evidence: signoff --evidence), as "sha256:<64 lowercase hex>" (RF_SHA256_TEXT_LEN + 1
+ * bytes with the NUL) into out, and its lines into *lines (may be NULL): its newlines, plus one for a last line
+ * without one, as the ledger reader counts them. RF_EINVAL: what rf_input_open refuses, or a NULL out. RF_EIO: a
+ * read error (strerror). RF_ENOMEM: libcrypto failed. err->path is path.
+ */
+RF_API rf_status rf_input_sha256(const char *path, const char *what, char out[RF_SHA256_TEXT_LEN + 1], int64_t *lines,
+                                 rf_error *err);
 
 #ifdef __cplusplus
 }

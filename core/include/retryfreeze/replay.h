@@ -4,14 +4,19 @@
  * makes, with the facts its line recorded: rf_budget before an attempt (its per-try timeout), rf_decide_on_route after
  * it (rf_redirect_verdict on a 3xx the record followed), and one retry budget fed in record order. Where the record
  * decides (the candidate stops at or before the record's last try) the prediction is exact; the tries the record never
- * made are drawn from the record itself: for each candidate route and failure class, the recorded tries that followed
- * a failure of that class (tries independent, the upstream unchanged by the load), with an interval from replicated
- * draws. The recorded and the predicted requests are counted by two ledger tallies (retryfreeze/ledger_tally.h), so
- * both carry the figures `retryfreeze stats` prints, computed by the same code.
+ * made are drawn from the record itself: for each candidate route, attempt number and failure class, the recorded
+ * tries at that attempt that followed a failure of that class (a request's tries conditioned on its own history as
+ * far as the record observed it: the record's requests that failed as often say how often such a request failed
+ * again; the upstream unchanged by the load), with an interval from replicated draws. An attempt the record's
+ * requests did not reach often enough is drawn as the deepest they did, and the interval then spans such tries
+ * failing and succeeding (rf_replay_beyond). The recorded and the predicted requests are counted by two ledger
+ * tallies (retryfreeze/ledger_tally.h), so both carry the figures `retryfreeze stats` prints, computed by the same
+ * code.
  *
- * Memory: the two tallies, one pool of at most RF_REPLAY_POOL_SAMPLES recorded tries per (candidate route, failure
- * class), at most `pending` requests waiting for their drawn tries (processed when the queue is full, and by
- * rf_replay_finish), and the replicates' counts per scope: constant in the number of records. Part of libretryfreeze.
+ * Memory: the two tallies, one pool of at most RF_REPLAY_POOL_SAMPLES recorded tries per (candidate route, attempt
+ * number, failure class), at most `pending` requests waiting for their drawn tries (processed when the queue is full,
+ * and by rf_replay_finish), and the replicates' counts per scope: constant in the number of records. Part of
+ * libretryfreeze.
  * Threads: no global state; one thread at a time per replay. The candidate is borrowed: it must outlive the replay.
  */
 #ifndef RETRYFREEZE_REPLAY_H
@@ -24,7 +29,8 @@
 extern "C" {
 #endif
 
-/* Below this many recorded tries after a failure class on a route, the class is a gap (rf_replay_gap). */
+/* Below this many recorded tries after a failure class at an attempt on a route, the class is a gap there
+ * (rf_replay_gap), or the attempt is beyond the record (rf_replay_beyond). */
 #define RF_REPLAY_MIN_SAMPLES 30
 /* The draws of the modelled tries repeated for the interval, by default and at most. */
 #define RF_REPLAY_REPLICATES 40
@@ -82,7 +88,12 @@ typedef struct rf_replay_info {
     int64_t hedge_wins_best;  /* requests a hedge won in the best case (the prediction's: none) */
     int64_t attempts_best;    /* attempts the upstream sees in the best case, hedges included */
     int64_t hedges_unbounded; /* hedged requests whose route had no recorded success yet: best case taken as worst */
-    bool budget;              /* the candidate has a retryBudget */
+    /* Beyond the record (rf_replay_beyond): tries at an attempt its requests with the same failure before did not
+     * reach min_samples times, drawn as the deepest attempt they did; the interval spans their failing and
+     * succeeding. */
+    int64_t beyond_requests; /* requests with such a try */
+    int64_t beyond_tries;    /* such tries drawn (by the prediction) */
+    bool budget;             /* the candidate has a retryBudget */
     uint32_t min_samples, replicates;
     uint64_t seed;
     bool finished; /* rf_replay_finish ran */
@@ -100,6 +111,21 @@ typedef struct rf_replay_gap {
     const char *fallback;
 } rf_replay_gap;
 
+/* Tries beyond the record: at an attempt on a route after a failure class that the record's requests reached fewer
+ * than min_samples times. The prediction draws them as the deepest attempt they did reach (drawn_as), which the record
+ * cannot confirm, so the interval (rf_replay_interval.beyond) spans them failing as the try before did for any number
+ * of them and then succeeding, and all failing. Strings as rf_replay_gap's. */
+typedef struct rf_replay_beyond {
+    const char *route;      /* the candidate's endpoint */
+    const char *class_name; /* the failure class of the try before */
+    int attempt;            /* the attempt number of the tries (2..) */
+    int64_t samples;        /* the recorded tries at that attempt after that class (fewer than min_samples) */
+    int drawn_as;           /* the attempt whose recorded tries stood in (1: the route's first tries) */
+    const char *fallback;   /* their class source, as rf_replay_gap's: NULL (the class's own), "any failure", "first
+                               tries" */
+    int64_t tries;          /* the tries drawn so */
+} rf_replay_beyond;
+
 /* A lock the recorded lines name, and how many requests ran under it. */
 typedef struct rf_replay_lock {
     const char *digest; /* the line's policy field ("" for seed-harness lines) */
@@ -107,11 +133,14 @@ typedef struct rf_replay_lock {
 } rf_replay_lock;
 
 /* The 95% interval of a scope's predicted ratios: the prediction ± 1.96 standard deviations of the replicates (each
- * redraws every modelled try, from a bootstrap resample of its pool), clamped to the ratio's range. Without modelled
+ * redraws every modelled try, from a bootstrap resample of its pool), widened, when the scope holds tries beyond the
+ * record (rf_replay_beyond), to its figures in every case of them: the first m failing as the try before did and the
+ * next succeeding (each m, the same for every request), and all failing; clamped to the ratio's range. Without modelled
  * requests in the scope, lo = hi = the prediction. */
 #define RF_X_INTERVAL(name, num, den) double name##_lo, name##_hi;
 typedef struct rf_replay_interval {
     bool modelled;        /* the scope holds modelled requests */
+    bool beyond;          /* the scope holds tries beyond the record: the interval spans their failing and succeeding */
     bool hedges_modelled; /* the scope holds hedges: hedges_per_request and hedge_win_rate span the best case (lo
                              hedges, hi wins) and the prediction, the worst (hi hedges, no win) */
     RF_TALLY_RATIOS(RF_X_INTERVAL)
@@ -167,6 +196,10 @@ RF_API bool rf_replay_interval_of(const rf_replay *r, const char *scope, rf_repl
 /* The gaps (rf_replay_gap), in the order first met. */
 RF_API size_t rf_replay_gap_count(const rf_replay *r);
 RF_API bool rf_replay_gap_at(const rf_replay *r, size_t i, rf_replay_gap *out);
+
+/* The tries beyond the record (rf_replay_beyond), by route, class and attempt, in the order first met. */
+RF_API size_t rf_replay_beyond_count(const rf_replay *r);
+RF_API bool rf_replay_beyond_at(const rf_replay *r, size_t i, rf_replay_beyond *out);
 
 /* The locks the recorded lines name, in the order first met. */
 RF_API size_t rf_replay_lock_count(const rf_replay *r);

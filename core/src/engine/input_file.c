@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,3 +135,58 @@ rf_status rf_input_read(const char *path, size_t cap, const char *what, char **t
 }
 
 void rf_input_free(char *text) { free(text); }
+
+rf_status rf_input_sha256(const char *path, const char *what, char out[RF_SHA256_TEXT_LEN + 1], int64_t *lines,
+                          rf_error *err) {
+    if (out == NULL) {
+        rfi_fail(err, path ? path : "", "out must not be NULL");
+        return RF_EINVAL;
+    }
+    out[0] = '\0';
+    if (lines != NULL) *lines = 0;
+    int fd;
+    rf_status st = rf_input_open(path, O_RDONLY, what, &fd, err);
+    if (st != RF_OK) return st;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (md == NULL || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(md);
+        close(fd);
+        rfi_fail(err, path, "cannot hash %s %s: SHA-256 failed (libcrypto)", what, path);
+        return RF_ENOMEM;
+    }
+    static const size_t piece = 64 * 1024;
+    unsigned char *buf = malloc(piece);
+    int64_t newlines = 0;
+    bool ends_line = true, ok = buf != NULL;
+    while (ok) {
+        ssize_t n = read(fd, buf, piece);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            free(buf);
+            EVP_MD_CTX_free(md);
+            close(fd);
+            errno_error(err, path, "read", what, e);
+            return RF_EIO;
+        }
+        if (n == 0) break;
+        for (const unsigned char *p = buf, *end = buf + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+            newlines++;
+        ends_line = buf[n - 1] == '\n';
+        ok = EVP_DigestUpdate(md, buf, (size_t)n) == 1;
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int digest_len = 0;
+    ok = ok && EVP_DigestFinal_ex(md, digest, &digest_len) == 1 && digest_len == 32;
+    free(buf);
+    EVP_MD_CTX_free(md);
+    close(fd);
+    if (!ok) {
+        rfi_fail(err, path, "cannot hash %s %s: SHA-256 failed (libcrypto, or out of memory)", what, path);
+        return RF_ENOMEM;
+    }
+    memcpy(out, "sha256:", 7);
+    for (unsigned i = 0; i < 32; i++) snprintf(out + 7 + 2 * i, 3, "%02x", digest[i]);
+    if (lines != NULL) *lines = newlines + (ends_line ? 0 : 1);
+    return RF_OK;
+}

@@ -31,6 +31,15 @@ typedef struct gap {
     const char *fallback;
 } gap;
 
+/* Tries drawn beyond the record: at an attempt (depth + 1) after a class its requests reached too rarely. */
+typedef struct beyond {
+    long route;
+    uint16_t class_id;
+    int depth, drawn_depth;
+    int64_t samples, tries;
+    const char *fallback;
+} beyond;
+
 typedef struct lock_count {
     char *digest;
     int64_t requests;
@@ -53,6 +62,8 @@ struct rf_replay {
     size_t queue_cap, queue_head, queue_n;
     gap *gaps;
     size_t n_gaps, cap_gaps;
+    beyond *beyonds;
+    size_t n_beyonds, cap_beyonds;
     lock_count *locks;
     size_t n_locks, cap_locks, last_lock;
     char class_names[RFI_REPLAY_CLASSES][RF_CLASS_NAME_MAX];
@@ -197,6 +208,7 @@ void rf_replay_free(rf_replay *r) {
     rfi_replay_spread_free(r->spread);
     free(r->queue);
     free(r->gaps);
+    free(r->beyonds);
     for (size_t i = 0; i < r->n_locks; i++) free(r->locks[i].digest);
     free(r->locks);
     free(r);
@@ -301,6 +313,7 @@ static void emit(rf_replay *r, const rfi_replay_walk *w) {
         w->requests < w->rec_tries)
         info->deadline_cut++;
     if (!w->unmodelled && reason == RF_REASON_RETRY_THROTTLED) info->throttled++;
+    if (!w->unmodelled && w->beyond) info->beyond_requests++;
 }
 
 /* A request the candidate routes nowhere: refused before any attempt, as the client refuses it. */
@@ -323,7 +336,7 @@ static void emit_no_route(rf_replay *r, const rf_ledger_record *rec) {
 /* ---- drawing the tries the record never made --------------------------------------------------------------------- */
 
 /* Notes a draw for route after class that found too few samples of its own (fallback: what it used; ok false: none). */
-static void note_gap(rf_replay *r, long route, uint16_t class_id, bool ok, const char *fallback) {
+static void note_gap(rf_replay *r, long route, uint16_t class_id, int depth, bool ok, const char *fallback) {
     if (ok && fallback == NULL) return;
     gap *g = NULL;
     for (size_t i = 0; i < r->n_gaps && g == NULL; i++)
@@ -342,27 +355,86 @@ static void note_gap(rf_replay *r, long route, uint16_t class_id, bool ok, const
         g = &r->gaps[r->n_gaps++];
         *g = (gap){.route = route, .class_id = class_id};
     }
-    g->samples = rfi_replay_pools_seen(r->pools, route, class_id);
+    g->samples = rfi_replay_pools_seen(r->pools, route, class_id, depth);
     g->tries++;
     g->fallback = ok ? fallback : NULL;
 }
 
+/* Notes a try at depth after class_id on route drawn from d, a pool of a shallower depth (fallback: its class source).
+ */
+static void note_beyond(rf_replay *r, long route, uint16_t class_id, int depth, const rfi_replay_drawn *d,
+                        const char *fallback) {
+    beyond *b = NULL;
+    for (size_t i = 0; i < r->n_beyonds && b == NULL; i++)
+        if (r->beyonds[i].route == route && r->beyonds[i].class_id == class_id && r->beyonds[i].depth == depth)
+            b = &r->beyonds[i];
+    if (b == NULL) {
+        if (r->n_beyonds == r->cap_beyonds) {
+            size_t cap = r->cap_beyonds ? 2 * r->cap_beyonds : 8;
+            beyond *more = realloc(r->beyonds, cap * sizeof *more);
+            if (more == NULL) {
+                r->incomplete = true;
+                return;
+            }
+            r->beyonds = more;
+            r->cap_beyonds = cap;
+        }
+        b = &r->beyonds[r->n_beyonds++];
+        *b = (beyond){.route = route, .class_id = class_id, .depth = depth};
+    }
+    b->samples = rfi_replay_pools_seen_at(r->pools, route, class_id, depth);
+    b->drawn_depth = d->depth;
+    b->fallback = fallback;
+    b->tries++;
+    r->info.beyond_tries++;
+}
+
+/* The facts of a try beyond the record after w's last try, into *f: failing as it did, or succeeding. */
+static void beyond_facts(const rf_replay *r, const rfi_replay_walk *w, bool fails, rfi_replay_facts *f) {
+    if (fails) { /* the failure persists: the last try again, without its wait headers */
+        *f = (rfi_replay_facts){.status = w->last_status,
+                                .transport = (rf_transport)w->last_transport,
+                                .not_sent = w->last_not_sent,
+                                .elapsed_ms = w->last_elapsed_ms,
+                                .timeout_ms = w->last_elapsed_ms > 0 ? w->last_elapsed_ms : 1,
+                                .wall_ms = w->last_wall_ms};
+        return;
+    }
+    /* it succeeds, as fast as the route's fastest recorded success (else as long as the last try took) */
+    const int64_t fastest = r->fastest_ms[w->route];
+    const int64_t ms = fastest >= 0 ? fastest : w->last_elapsed_ms;
+    *f = (rfi_replay_facts){.status = 200,
+                            .transport = RF_TRANSPORT_OK,
+                            .elapsed_ms = ms,
+                            .timeout_ms = ms > 0 ? ms : 1,
+                            .wall_ms = w->last_wall_ms};
+}
+
 /* Draws w's tries until the candidate stops, or no pool can give one (then its request ends as recorded).
- * replicate < 0: the prediction (c counts what it finds); else that replicate's draws. */
+ * replicate < 0: the prediction (c counts what it finds); else that replicate's draws. A try beyond the record is
+ * drawn as the deepest the record has when fails < 0; else the first fails such tries fail as the try before did,
+ * and the next succeeds (one case of the interval's bounds). */
 static void continue_walk(rf_replay *r, const rfi_replay_ctx *c, rfi_replay_walk *w, rf_rng *jitter, rf_rng *draws,
-                          int replicate) {
+                          int replicate, int fails) {
     while (!w->done) {
         const uint16_t after = w->requests == 0 ? RFI_REPLAY_FIRST : w->prev_class;
+        const int depth = after == RFI_REPLAY_FIRST ? 0 : w->depth < 1 ? 1 : w->depth;
         rfi_replay_drawn d;
         const char *fallback = NULL;
         /* A followed redirect's next hop is not drawn: its target's answers are not pooled. */
-        bool ok = !w->in_hop &&
-                  rfi_replay_pools_draw(r->pools, w->route, after, r->o.min_samples, draws, replicate, &d, &fallback);
-        if (c->info != NULL && !w->in_hop) note_gap(r, w->route, after, ok, fallback);
+        bool ok = !w->in_hop && rfi_replay_pools_draw(r->pools, w->route, after, depth, r->o.min_samples, draws,
+                                                      replicate, &d, &fallback);
+        if (c->info != NULL && !w->in_hop) note_gap(r, w->route, after, depth, ok, fallback);
         if (!ok) {
             w->unmodelled = true;
             rfi_replay_walk_end(w, RF_REASON_NO_ROUTE); /* not read: an unmodelled request ends as recorded */
             return;
+        }
+        if (after != RFI_REPLAY_FIRST && d.depth < depth) { /* an attempt the record did not reach often enough */
+            w->beyond = true;
+            if (c->info != NULL) note_beyond(r, w->route, after, depth, &d, fallback);
+            if (fails >= 0) beyond_facts(r, w, w->beyond_tries < fails, &d.facts);
+            w->beyond_tries++;
         }
         w->modelled = true;
         if (c->info != NULL) c->info->modelled_tries++;
@@ -370,7 +442,8 @@ static void continue_walk(rf_replay *r, const rfi_replay_ctx *c, rfi_replay_walk
     }
 }
 
-/* Draws a waiting request's tries: the prediction, then each replicate from the same start. */
+/* Draws a waiting request's tries: the prediction, then each replicate from the same start, then, when the
+ * prediction drew a try beyond the record, its worst and best case there (with the prediction's draws before it). */
 static void draw_pending(rf_replay *r, pending *e) {
     rfi_replay_walk start;
     memcpy(&start, &e->w, offsetof(rfi_replay_walk, n));
@@ -378,7 +451,8 @@ static void draw_pending(rf_replay *r, pending *e) {
     const rfi_replay_ctx point = {
         .p = r->p, .routes = r->routes, .budget = r->budget, .info = &r->info, .fastest_ms = r->fastest_ms};
     r->tokens_milli = e->w.tokens_milli;
-    continue_walk(r, &point, &e->w, &r->jitter, &r->draws, -1);
+    const rf_rng jitter0 = r->jitter, draws0 = r->draws;
+    continue_walk(r, &point, &e->w, &r->jitter, &r->draws, -1, -1);
     emit(r, &e->w);
     if (e->w.unmodelled) {
         r->tokens_milli = saved;
@@ -393,9 +467,24 @@ static void draw_pending(rf_replay *r, pending *e) {
         memcpy(&rep, &start, offsetof(rfi_replay_walk, n));
         rep.light = true;
         r->tokens_milli = start.tokens_milli;
-        continue_walk(r, &quiet, &rep, &r->replicate_rng[k], &r->replicate_rng[k], (int)k);
+        continue_walk(r, &quiet, &rep, &r->replicate_rng[k], &r->replicate_rng[k], (int)k, -1);
         const rfi_replay_counts drawn = counts_of(&rep);
         if (!rfi_replay_spread_add(r->spread, scope, k, &predicted, &drawn)) r->incomplete = true;
+    }
+    if (e->w.beyond) { /* case m: m tries beyond the record fail, the next succeeds; the last: they all fail */
+        rfi_replay_counts cases[RFI_REPLAY_CASES];
+        int n = 0;
+        while (n < RFI_REPLAY_CASES) {
+            rfi_replay_walk rep;
+            memcpy(&rep, &start, offsetof(rfi_replay_walk, n));
+            rep.light = true;
+            r->tokens_milli = start.tokens_milli;
+            rf_rng jitter = jitter0, draws = draws0; /* the prediction's, up to its first try beyond the record */
+            continue_walk(r, &quiet, &rep, &jitter, &draws, -1, n);
+            cases[n++] = counts_of(&rep);
+            if (rep.beyond_tries <= n - 1) break; /* no try succeeded: every one failed */
+        }
+        if (!rfi_replay_spread_beyond(r->spread, scope, &predicted, cases, n)) r->incomplete = true;
     }
     r->tokens_milli = saved;
 }
@@ -539,12 +628,19 @@ static void replay_record(rf_replay *r, const rf_ledger_record *rec) {
     const rfi_replay_route *candidate_route = &r->routes[route];
     rfi_replay_facts facts[RF_LEDGER_MAX_TRIES];
     bool older = false;
+    int depth = 0; /* the attempts before try i (a followed redirect's hop and a hedge are none) */
     for (size_t i = 0; i < rec->n_tries; i++) {
         rfi_replay_recorded_facts(rec, i, ends[i], candidate_route, info, &facts[i]);
         older = older || facts[i].older;
-        if (!poolable(rec, i, &facts[i])) continue;
-        const uint16_t after = i == 0 ? RFI_REPLAY_FIRST : (uint16_t)rfi_replay_class_id(rec->tries[i - 1].class_name);
-        if (!rfi_replay_pools_offer(r->pools, route, after, &facts[i])) r->incomplete = true;
+        const bool hop =
+            i > 0 && rec->tries[i - 1].reason[0] == 'r' && strcmp(rec->tries[i - 1].reason, "redirect") == 0;
+        const bool attempt = primary(&rec->tries[i]) && !hop;
+        if (poolable(rec, i, &facts[i])) {
+            const uint16_t after =
+                i == 0 ? RFI_REPLAY_FIRST : (uint16_t)rfi_replay_class_id(rec->tries[i - 1].class_name);
+            if (!rfi_replay_pools_offer(r->pools, route, after, depth, &facts[i])) r->incomplete = true;
+        }
+        if (attempt) depth++;
     }
     if (older) info->older_records++;
     note_fastest(rec, &r->fastest_ms[route]);
@@ -673,6 +769,21 @@ bool rf_replay_gap_at(const rf_replay *r, size_t i, rf_replay_gap *out) {
                            .samples = g->samples,
                            .tries = g->tries,
                            .fallback = g->fallback};
+    return true;
+}
+
+size_t rf_replay_beyond_count(const rf_replay *r) { return r ? r->n_beyonds : 0; }
+
+bool rf_replay_beyond_at(const rf_replay *r, size_t i, rf_replay_beyond *out) {
+    if (r == NULL || i >= r->n_beyonds) return false;
+    const beyond *b = &r->beyonds[i];
+    *out = (rf_replay_beyond){.route = r->routes[b->route].endpoint,
+                              .class_name = r->class_names[b->class_id],
+                              .attempt = b->depth + 1,
+                              .samples = b->samples,
+                              .drawn_as = b->drawn_depth + 1,
+                              .fallback = b->fallback,
+                              .tries = b->tries};
     return true;
 }
 

@@ -24,6 +24,10 @@ enum {
     RFI_REPLAY_CLASSES = RFI_REPLAY_NAMED + RF_NAMED_CLASS_COUNT
 };
 
+/* Attempt depths the pools tell apart (a try's depth: the attempts of its request before it; the first try's is 0):
+ * as many as a request may make. */
+#define RFI_REPLAY_DEPTHS RF_LEDGER_MAX_TRIES
+
 /* The class number of a class token (RFI_REPLAY_UNKNOWN for anything else). */
 int rfi_replay_class_id(const char *name);
 
@@ -88,7 +92,15 @@ typedef struct rfi_replay_walk {
     uint8_t stop;  /* rf_reason, once done */
     bool modelled; /* a try was drawn or assumed */
     bool unmodelled;
-    bool light;              /* a replicate's: no tries kept */
+    bool light;       /* a replicate's: no tries kept */
+    int depth;        /* attempts answered (not a followed redirect's hop, not a hedge): the next try's depth */
+    bool beyond;      /* a try was drawn at a depth the record holds too few of (rfi_replay_pools_draw) */
+    int beyond_tries; /* such tries taken */
+    /* the last try as decided (after the candidate's per-try timeout): a try beyond the record repeats it in the
+     * worst case */
+    int64_t last_elapsed_ms, last_wall_ms;
+    uint8_t last_transport;
+    bool last_not_sent;
     int64_t tokens_milli;    /* a waiting walk's retry budget, when it was put aside */
     rf_attempt_budget first; /* rf_budget before the first attempt (attempts 0, elapsed 0), asked once per request */
     /* hedging (rf_policy_hedging): hedges start while a try is in flight, every delay, as rf_hedge_decide allows */
@@ -160,23 +172,28 @@ typedef struct rfi_replay_pools rfi_replay_pools;
 typedef struct rfi_replay_drawn {
     rfi_replay_facts facts;
     uint16_t class_id; /* the pool's class (for the gap bookkeeping) */
+    int depth;         /* the pool's depth (0: the route's first tries) */
 } rfi_replay_drawn;
 
 rfi_replay_pools *rfi_replay_pools_new(uint64_t seed);
 void rfi_replay_pools_free(rfi_replay_pools *p);
-/* Offers f, a try on route after a failure of class_id (RFI_REPLAY_FIRST: a first try), to its pools (and, after a
- * failure, to the route's ANY pool): a uniform reservoir of RF_REPLAY_POOL_SAMPLES. False when memory ran out. */
-bool rfi_replay_pools_offer(rfi_replay_pools *p, long route, uint16_t class_id, const rfi_replay_facts *f);
-/* Tries seen by the pool of (route, class_id). */
-int64_t rfi_replay_pools_seen(const rfi_replay_pools *p, long route, uint16_t class_id);
+/* Offers f, a try on route at depth (the attempts of its request before it, 1..RFI_REPLAY_DEPTHS) after a failure
+ * of class_id (RFI_REPLAY_FIRST: a first try, depth ignored), to its pool of that depth (and, after a failure, to the
+ * route's ANY pool of that depth): a uniform reservoir of RF_REPLAY_POOL_SAMPLES. False when memory ran out. */
+bool rfi_replay_pools_offer(rfi_replay_pools *p, long route, uint16_t class_id, int depth, const rfi_replay_facts *f);
+/* The most tries one pool of (route, class_id) at a depth up to depth has seen (the gap bookkeeping). */
+int64_t rfi_replay_pools_seen(const rfi_replay_pools *p, long route, uint16_t class_id, int depth);
+/* Tries seen by the pool of (route, class_id) at depth exactly. */
+int64_t rfi_replay_pools_seen_at(const rfi_replay_pools *p, long route, uint16_t class_id, int depth);
 /*
- * A try for route after a failure of class_id (RFI_REPLAY_FIRST: a first try), from its pool when it has seen
- * min_samples, else from the route's ANY pool, else its FIRST pool (*fallback names the one used, NULL for its own),
- * into *out; false when none has (*fallback then NULL). replicate < 0: drawn with rng from the pool as it is; else
- * drawn from replicate's bootstrap resample of it.
+ * A try for route at depth after a failure of class_id (RFI_REPLAY_FIRST: a first try), into *out: from the class's
+ * pool of that depth, or of the deepest depth before it, that has seen min_samples; else the same from the route's
+ * ANY pools; else its FIRST pool (*fallback names the class source used, NULL for its own; out->depth the depth drawn
+ * from: below depth, the try is beyond what the record observed). False when none has (*fallback then NULL).
+ * replicate < 0: drawn with rng from the pool as it is; else drawn from replicate's bootstrap resample of it.
  */
-bool rfi_replay_pools_draw(const rfi_replay_pools *p, long route, uint16_t class_id, int64_t min_samples, rf_rng *rng,
-                           int replicate, rfi_replay_drawn *out, const char **fallback);
+bool rfi_replay_pools_draw(const rfi_replay_pools *p, long route, uint16_t class_id, int depth, int64_t min_samples,
+                           rf_rng *rng, int replicate, rfi_replay_drawn *out, const char **fallback);
 
 /* ---- replay_interval.c: the replicates' counts -------------------------------------------------------------- */
 
@@ -198,6 +215,14 @@ bool rfi_replay_spread_add(rfi_replay_spread *s, const char *name, uint32_t k, c
 /* Adds a request with hedges in scope name (NULL: the whole only): its best case's hedges and wins less the
  * prediction's (rfi_replay_walk_best). False when memory ran out. */
 bool rfi_replay_spread_hedges(rfi_replay_spread *s, const char *name, int64_t hedges_delta, int64_t wins_delta);
+/* The cases of a request's tries beyond the record the interval spans: case m, its first m such tries fail as the
+ * try before did and the next succeeds; the last case it has, they all fail (at most one per try, and that). */
+#define RFI_REPLAY_CASES (RF_LEDGER_MAX_TRIES + 1)
+/* Adds a request with tries beyond the record (rfi_replay_walk.beyond) in scope name (NULL: the whole only): its
+ * counts in cases[0..n) less the point's (a case past n: its last, every such try failing). False when memory ran
+ * out. */
+bool rfi_replay_spread_beyond(rfi_replay_spread *s, const char *name, const rfi_replay_counts *point,
+                              const rfi_replay_counts *cases, int n);
 /* The interval of scope name (NULL: the whole) whose predicted figures are f, into *out. */
 void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, const rf_tally_figures *f,
                                 rf_replay_interval *out);

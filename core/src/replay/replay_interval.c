@@ -4,7 +4,11 @@
  * candidate on the same traffic; its counts differ from the point prediction only in the modelled requests. Each
  * scope keeps, per replicate, the sum of those differences (RFI_REPLAY_COUNTS numbers), and the interval of a ratio is
  * the prediction ± 1.96 times the ratio's standard deviation over the replicates (a normal 95% interval), clamped to
- * the ratio's range. Memory: replicates × 7 integers per scope that holds a modelled request.
+ * the ratio's range. Tries beyond the record (an attempt its requests never reached often enough) are drawn as the
+ * deepest it has, which the record cannot confirm: there the chance that a try fails again may be anything from 0 to
+ * 1, so the interval also spans the scope's figures in each case of them: the first m failing as the one before it did
+ * and the next succeeding, for every m, and all of them failing (the same case for every request of the scope). Memory:
+ * replicates × 7 integers per scope that holds a modelled request.
  */
 #include "replay_internal.h"
 
@@ -18,6 +22,8 @@ typedef struct block {
     bool drawn;  /* it holds a request with drawn tries (d is then more than zeros) */
     bool hedged; /* it holds a request with hedges: best − point of hedges and of hedge wins, summed */
     int64_t best_hedges, best_wins;
+    bool beyond; /* it holds a request with tries beyond the record: each case − point, summed */
+    int64_t cases[RFI_REPLAY_CASES][RFI_REPLAY_COUNTS];
 } block;
 
 struct rfi_replay_spread {
@@ -122,6 +128,21 @@ bool rfi_replay_spread_hedges(rfi_replay_spread *s, const char *name, int64_t he
     return ok;
 }
 
+bool rfi_replay_spread_beyond(rfi_replay_spread *s, const char *name, const rfi_replay_counts *point,
+                              const rfi_replay_counts *cases, int n) {
+    block *b[2];
+    int nb;
+    const bool ok = blocks_of(s, name, b, &nb);
+    for (int j = 0; j < nb; j++) {
+        b[j]->beyond = true;
+        for (int m = 0; m < RFI_REPLAY_CASES; m++) {
+            const rfi_replay_counts *c = &cases[m < n ? m : n - 1];
+            for (size_t i = 0; i < RFI_REPLAY_COUNTS; i++) b[j]->cases[m][i] += c->n[i] - point->n[i];
+        }
+    }
+    return ok;
+}
+
 /* The counts of RF_TALLY_COUNTS, by name, from the seven kept ones; the hedges are the prediction's (a replicate
  * redraws no hedge: their answers are bounded by the best and the worst case instead). */
 typedef struct counts {
@@ -134,6 +155,22 @@ typedef struct ratios {
     RF_TALLY_RATIOS(RF_X_RATIO_FIELD)
 } ratios;
 #undef RF_X_RATIO_FIELD
+
+/* The counts of the point less the seven kept differences d (the hedges: the point's). */
+static counts shifted(const counts *point, const int64_t *d) {
+    counts c = {point->requests + d[0],
+                point->successes + d[1],
+                0,
+                point->terminal + d[2],
+                point->retried_successes + d[3],
+                point->attempts + d[4],
+                point->success_attempts + d[5],
+                point->retries + d[6],
+                point->hedges,
+                point->hedge_wins};
+    c.failures = c.requests - c.successes;
+    return c;
+}
 
 static ratios ratios_of(const counts *c) {
     ratios r;
@@ -157,35 +194,38 @@ void rfi_replay_spread_interval(const rfi_replay_spread *s, const char *name, co
     const ratios p = ratios_of(&point);
     const block *b = find(s, name);
     out->modelled = b != NULL && b->drawn && s->k >= 2;
-    ratios sum = {0}, sum2 = {0};
+    ratios sum = {0}, sum2 = {0}; /* of each replicate's difference from the prediction: no cancellation when they
+                                     barely differ (replicates that all equal it give 0, not a rounding residue) */
     for (uint32_t k = 0; out->modelled && k < s->k; k++) {
-        const int64_t *d = b->d + (size_t)k * RFI_REPLAY_COUNTS;
-        counts c = {point.requests + d[0],
-                    point.successes + d[1],
-                    0,
-                    point.terminal + d[2],
-                    point.retried_successes + d[3],
-                    point.attempts + d[4],
-                    point.success_attempts + d[5],
-                    point.retries + d[6],
-                    point.hedges,
-                    point.hedge_wins};
-        c.failures = c.requests - c.successes;
+        const counts c = shifted(&point, b->d + (size_t)k * RFI_REPLAY_COUNTS);
         ratios r = ratios_of(&c);
-#define RF_X_SUM(name, num, den) sum.name += r.name, sum2.name += r.name * r.name;
+#define RF_X_SUM(name, num, den) sum.name += r.name - p.name, sum2.name += (r.name - p.name) * (r.name - p.name);
         RF_TALLY_RATIOS(RF_X_SUM)
 #undef RF_X_SUM
     }
     const double k = (double)s->k;
-    /* the sample standard deviation over the replicates (0 without modelled requests), then the prediction ± 1.96 of it
-     */
+    /* Beyond the record: the least and the most of each ratio over its cases. */
+    out->beyond = b != NULL && b->beyond;
+    ratios least = p, most = p;
+    for (int m = 0; out->beyond && m < RFI_REPLAY_CASES; m++) {
+        const counts c = shifted(&point, b->cases[m]);
+        const ratios r = ratios_of(&c);
+#define RF_X_SPAN(name, num, den) least.name = fmin(least.name, r.name), most.name = fmax(most.name, r.name);
+        RF_TALLY_RATIOS(RF_X_SPAN)
+#undef RF_X_SPAN
+    }
+    /* the sample standard deviation over the replicates (0 without modelled requests), then the prediction ± 1.96 of
+     * it, widened to the cases beyond the record */
 #define RF_X_BOUNDS(name, num, den)                                                                   \
     {                                                                                                 \
         double var = out->modelled ? (sum2.name - sum.name * sum.name / k) / (k - 1) : 0;             \
         double sd = var > 0 ? sqrt(var) : 0;                                                          \
         bool fraction = strstr(#name, "rate") != NULL || strcmp(#name, "retried_success_ratio") == 0; \
-        out->name##_lo = clamp(p.name - 1.96 * sd, fraction);                                         \
-        out->name##_hi = clamp(p.name + 1.96 * sd, fraction);                                         \
+        double lo = p.name - 1.96 * sd, hi = p.name + 1.96 * sd;                                      \
+        lo = fmin(lo, least.name);                                                                    \
+        hi = fmax(hi, most.name);                                                                     \
+        out->name##_lo = clamp(lo, fraction);                                                         \
+        out->name##_hi = clamp(hi, fraction);                                                         \
     }
     RF_TALLY_RATIOS(RF_X_BOUNDS)
 #undef RF_X_BOUNDS

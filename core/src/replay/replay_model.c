@@ -1,11 +1,15 @@
 /*
  * The replay's model of the tries a record never made: pools of the tries it did make. For each candidate route, the
- * route's first tries (FIRST), its tries after a failure of each class, and its tries after any failure (ANY), each a
- * uniform reservoir (Vitter's algorithm R) of RF_REPLAY_POOL_SAMPLES, so its memory does not grow with the record. A
- * missing try is a draw from the pool of the failure before it: tries are taken as independent of one another given
- * that class, and the upstream as unchanged by the extra load (docs/evidence.md "Replay"). A replicate draws from its
- * own bootstrap resample of the pool (a sample's position mapped through a hash of the replicate), which carries the
- * pool's own uncertainty into the interval.
+ * route's first tries (FIRST), and for each attempt number after the first its tries after a failure of each class
+ * and after any failure (ANY), each a uniform reservoir (Vitter's algorithm R) of RF_REPLAY_POOL_SAMPLES, so its
+ * memory does not grow with the record. A missing try is a draw from the pool of its own attempt number after the
+ * failure before it: the record's requests that failed as often and reached that attempt say how often such a
+ * request failed again, so failures that persist per request (or clear after a few tries) are carried over, and the
+ * tries are taken as independent only of other requests. Where the record has too few of that attempt, the deepest
+ * attempt before it that it has stands in (rfi_replay_pools_draw says which: the walk then counts the try as beyond
+ * the record). The upstream is taken as unchanged by the extra load (docs/evidence.md "Replay"). A replicate draws
+ * from its own bootstrap resample of the pool (a sample's position mapped through a hash of the replicate), which
+ * carries the pool's own uncertainty into the interval.
  */
 #include "replay_internal.h"
 
@@ -29,7 +33,7 @@ typedef struct sample {
 typedef char sample_text[SAMPLE_TEXT];
 
 typedef struct pool {
-    uint64_t key; /* route << 16 | class */
+    uint64_t key; /* route << 24 | depth << 16 | class */
     int64_t seen;
     uint32_t size, cap;
     sample *samples;
@@ -54,7 +58,10 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static uint64_t key_of(long route, uint16_t class_id) { return (uint64_t)route << 16 | class_id; }
+/* The key of the pool of route's tries at attempt depth + 1 after a failure of class_id (depth 0: FIRST). */
+static uint64_t key_of(long route, int depth, uint16_t class_id) {
+    return (uint64_t)route << 24 | (uint64_t)depth << 16 | class_id;
+}
 
 rfi_replay_pools *rfi_replay_pools_new(uint64_t seed) {
     rfi_replay_pools *p = calloc(1, sizeof *p);
@@ -171,15 +178,28 @@ static bool offer(rfi_replay_pools *p, uint64_t key, const rfi_replay_facts *f) 
     return true;
 }
 
-bool rfi_replay_pools_offer(rfi_replay_pools *p, long route, uint16_t class_id, const rfi_replay_facts *f) {
-    if (class_id == RFI_REPLAY_FIRST) return offer(p, key_of(route, RFI_REPLAY_FIRST), f);
-    bool ok = offer(p, key_of(route, RFI_REPLAY_ANY), f);
-    if (class_id != RFI_REPLAY_UNKNOWN && class_id != RFI_REPLAY_ANY) ok = offer(p, key_of(route, class_id), f) && ok;
+bool rfi_replay_pools_offer(rfi_replay_pools *p, long route, uint16_t class_id, int depth, const rfi_replay_facts *f) {
+    if (class_id == RFI_REPLAY_FIRST) return offer(p, key_of(route, 0, RFI_REPLAY_FIRST), f);
+    if (depth < 1) depth = 1;
+    if (depth > RFI_REPLAY_DEPTHS) depth = RFI_REPLAY_DEPTHS;
+    bool ok = offer(p, key_of(route, depth, RFI_REPLAY_ANY), f);
+    if (class_id != RFI_REPLAY_UNKNOWN && class_id != RFI_REPLAY_ANY)
+        ok = offer(p, key_of(route, depth, class_id), f) && ok;
     return ok;
 }
 
-int64_t rfi_replay_pools_seen(const rfi_replay_pools *p, long route, uint16_t class_id) {
-    const pool *q = find(p, key_of(route, class_id));
+int64_t rfi_replay_pools_seen(const rfi_replay_pools *p, long route, uint16_t class_id, int depth) {
+    if (class_id == RFI_REPLAY_FIRST) depth = 0;
+    int64_t most = 0;
+    for (int d = class_id == RFI_REPLAY_FIRST ? 0 : 1; d <= depth && d <= RFI_REPLAY_DEPTHS; d++) {
+        const pool *q = find(p, key_of(route, d, class_id));
+        if (q != NULL && q->seen > most) most = q->seen;
+    }
+    return most;
+}
+
+int64_t rfi_replay_pools_seen_at(const rfi_replay_pools *p, long route, uint16_t class_id, int depth) {
+    const pool *q = find(p, key_of(route, class_id == RFI_REPLAY_FIRST ? 0 : depth, class_id));
     return q ? q->seen : 0;
 }
 
@@ -204,20 +224,47 @@ static void facts_of(const rfi_replay_pools *p, const pool *q, uint32_t j, int r
     out->class_id = (uint16_t)(q->key & 0xffff);
 }
 
-bool rfi_replay_pools_draw(const rfi_replay_pools *p, long route, uint16_t class_id, int64_t min_samples, rf_rng *rng,
-                           int replicate, rfi_replay_drawn *out, const char **fallback) {
-    /* The class's own pool, then (for a failure) the route's tries after any failure, then its first tries. */
-    static const uint16_t order[] = {0, RFI_REPLAY_ANY, RFI_REPLAY_FIRST};
-    static const char *const names[] = {NULL, "any failure", "first tries"};
-    *fallback = NULL;
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        uint16_t c = i == 0 ? class_id : order[i];
-        if (i > 0 && (class_id == RFI_REPLAY_FIRST || c == class_id)) continue;
-        const pool *q = find(p, key_of(route, c));
-        if (q == NULL || q->seen < min_samples || q->size == 0) continue;
-        facts_of(p, q, (uint32_t)rf_rng_between(rng, 0, (int64_t)q->size - 1), replicate, out);
-        *fallback = names[i];
-        return true;
+/* The pool of route's tries after class_id at the deepest attempt depth + 1 at or before the one asked (depth >= 1)
+ * that has seen min_samples and holds a sample, its depth in *at; NULL when none has. */
+static const pool *deepest(const rfi_replay_pools *p, long route, uint16_t class_id, int depth, int64_t min_samples,
+                           int *at) {
+    if (depth > RFI_REPLAY_DEPTHS) depth = RFI_REPLAY_DEPTHS;
+    for (int d = depth; d >= 1; d--) {
+        const pool *q = find(p, key_of(route, d, class_id));
+        if (q != NULL && q->seen >= min_samples && q->size > 0) {
+            *at = d;
+            return q;
+        }
     }
-    return false;
+    return NULL;
+}
+
+bool rfi_replay_pools_draw(const rfi_replay_pools *p, long route, uint16_t class_id, int depth, int64_t min_samples,
+                           rf_rng *rng, int replicate, rfi_replay_drawn *out, const char **fallback) {
+    *fallback = NULL;
+    out->depth = 0;
+    const pool *q = NULL;
+    if (class_id != RFI_REPLAY_FIRST) {
+        /* The class's own tries at this attempt or the deepest before it, then the route's tries after any failure,
+         * then its first tries. */
+        if (class_id != RFI_REPLAY_ANY && class_id != RFI_REPLAY_UNKNOWN)
+            q = deepest(p, route, class_id, depth, min_samples, &out->depth);
+        if (q == NULL) {
+            q = deepest(p, route, RFI_REPLAY_ANY, depth, min_samples, &out->depth);
+            if (q != NULL && class_id != RFI_REPLAY_ANY) *fallback = "any failure";
+        }
+        if (q == NULL) {
+            out->depth = 0;
+            *fallback = "first tries";
+        }
+    }
+    if (q == NULL) {
+        q = find(p, key_of(route, 0, RFI_REPLAY_FIRST));
+        if (q == NULL || q->seen < min_samples || q->size == 0) {
+            *fallback = NULL;
+            return false;
+        }
+    }
+    facts_of(p, q, (uint32_t)rf_rng_between(rng, 0, (int64_t)q->size - 1), replicate, out);
+    return true;
 }

@@ -279,7 +279,10 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
         best_before(w, start, true);
         if (w->hedge_at < start + w->hedge_delay_ms) w->hedge_at = start + w->hedge_delay_ms;
     }
-    if (!w->in_hop) w->attempts++;
+    if (!w->in_hop) {
+        w->attempts++;
+        w->depth++;
+    }
     w->requests++;
     if (w->hedged && !w->in_hop) {
         hedge_during(c, w, start + f.elapsed_ms);
@@ -336,6 +339,10 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
     }
     keep_try(w, &f, &facts, &v, timeout, start);
     w->last_status = f.status;
+    w->last_transport = (uint8_t)f.transport;
+    w->last_not_sent = f.not_sent;
+    w->last_elapsed_ms = f.elapsed_ms;
+    w->last_wall_ms = f.wall_ms;
     w->last_retryable = redirect || v.class_retryable || v.reason == RF_REASON_SUCCESS;
     w->prev_class = (uint16_t)rfi_replay_class_id(v.class_name);
     w->clock_ms = at;

@@ -38,6 +38,9 @@ local function run(ctx, opts, pos)
   if result.status == "signed" then
     out:printf("signed off: %s %s on %s by %s%s (%s line %d)\n", lock, policy.digest, latest.date,
       table.concat(latest.by, " & "), latest.solo and " (solo)" or "", log_path, latest.line)
+    if latest.evidence then
+      for _, l in ipairs(signoff.evidence_lines(latest.evidence)) do out:printf("%s\n", l) end
+    end
     return 0
   end
   if result.status == "not-widened" then
@@ -54,6 +57,9 @@ local function run(ctx, opts, pos)
   if latest then
     out:printf("  signed: %s on %s by %s (%s line %d)\n", latest.digest, latest.date,
       table.concat(latest.by, " & "), log_path, latest.line)
+    if latest.evidence then
+      for _, l in ipairs(signoff.evidence_lines(latest.evidence)) do out:printf("  %s\n", l) end
+    end
   end
   if result.older then
     out:printf("  this digest was signed off earlier (%s line %d) but is not the latest sign-off\n",
@@ -71,7 +77,8 @@ return cli_args.command {
     .. "  policy has the digest its entry claims. With --base git:REV, the log as committed at REV must also be\n"
     .. "  a prefix of today's (nothing deleted or rewritten; a log that did not exist at REV passes this check).\n"
     .. "  Exit 0 when LOCK's digest is its latest sign-off, or when every change since that sign-off is\n"
-    .. "  narrowing or neutral (printed). Otherwise prints \"" .. signoff.CHANGED_MESSAGE .. "\" and the\n"
+    .. "  narrowing or neutral (printed), with the evidence that sign-off cites (signoff --evidence).\n"
+    .. "  Otherwise prints \"" .. signoff.CHANGED_MESSAGE .. "\" and the\n"
     .. "  changes, and exits 1 (also when the lock has no sign-off). Exit 2 on bad usage, an invalid lock,\n"
     .. "  a tampered log, or a base that is not a prefix. A torn last line is reported and ignored.",
   options = {
