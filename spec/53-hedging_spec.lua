@@ -85,7 +85,7 @@ describe("hedging in the client", function()
     assert.is_nil(r.tries[1].start_ms)
   end)
 
-  it("a keyed POST is hedged with its one key and executes once", function()
+  it("a keyed POST is hedged with its one key: an attempt stalled before any work never executes", function()
     local key = rf.new_key()
     local r, took, sent, after, before = send(client,
       { method = "POST", path = fresh("/h/post"), body = "x", idempotency_key = key })
@@ -96,6 +96,22 @@ describe("hedging in the client", function()
     assert.equal(1, after.keys - before.keys) -- both attempts carried the same key
     assert.equal(1, after.executions - before.executions)
     assert.equal(0, after.duplicate_executions - before.duplicate_executions)
+  end)
+
+  -- A hedge does not make a keyed POST execute once: an attempt the upstream already started doing the work of
+  -- goes on at the upstream when the client cancels it (the docs said "executes once"; 40 of 40 such losing hedges
+  -- executed in one run). The key is what lets the upstream tell them apart: retryfreeze sends the same one on every
+  -- attempt and hedge, and the upstream must deduplicate by it. Here the first attempt does its work at once, then
+  -- takes 800 ms to answer (delay=); the hedge answers at once and wins.
+  it("a keyed POST's losing hedge that the upstream started executes too, under the same key", function()
+    local key = rf.new_key()
+    local r, _, sent, after, before = send(client,
+      { method = "POST", path = fresh("/h/post"), body = "x", idempotency_key = key }, "200;delay=" .. STALL_MS)
+    assert.same({ 200, 2, 2 }, { r.status, r.attempts, sent })
+    assert.same({ "winner", "cancelled" }, { r.tries[1].fate, r.tries[2].fate })
+    assert.equal(1, after.keys - before.keys) -- every attempt and hedge carried the one key
+    assert.equal(2, after.executions - before.executions) -- both started: what really ran
+    assert.equal(1, after.duplicate_executions - before.duplicate_executions) -- the upstream sees it by the key
   end)
 
   -- docs/lock.md#propagation: a caller's attempt number above 1 leaves this layer one attempt. A hedge is an
