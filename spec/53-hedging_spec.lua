@@ -105,7 +105,9 @@ describe("hedging in the client", function()
   -- takes 800 ms to answer (delay=); the hedge answers at once and wins.
   it("a keyed POST's losing hedge that the upstream started executes too, under the same key", function()
     local key = rf.new_key()
-    local r, _, sent, after, before = send(client,
+    local c = rf.client{ policy = policy, base_url = up.url } -- no ledger: the ledger case below counts its own
+    finally(function() c:close() end)
+    local r, _, sent, after, before = send(c,
       { method = "POST", path = fresh("/h/post"), body = "x", idempotency_key = key }, "200;delay=" .. STALL_MS)
     assert.same({ 200, 2, 2 }, { r.status, r.attempts, sent })
     assert.same({ "winner", "cancelled" }, { r.tries[1].fate, r.tries[2].fate })
@@ -118,11 +120,13 @@ describe("hedging in the client", function()
   -- attempt: a hedged route starts none for such a request (client:request and client:all alike).
   it("an inbound attempt above 1 stops hedging: one upstream request, no hedge", function()
     local inbound = { ["x-envoy-attempt-count"] = "2" }
-    local r, _, sent = send(client, { method = "GET", path = fresh("/ib/get"), inbound_headers = inbound })
+    local c = rf.client{ policy = policy, base_url = up.url } -- no ledger: the ledger case below counts its own
+    finally(function() c:close() end)
+    local r, _, sent = send(c, { method = "GET", path = fresh("/ib/get"), inbound_headers = inbound })
     assert.same({ 200, "success", 1, 1, 1 }, { r.status, r.reason, r.attempts, sent, #r.tries })
     assert.same({ 2, nil }, { r.inbound_attempt, r.tries[1].fate })
     local before = stats().requests
-    local rs = client:all({ { method = "GET", path = fresh("/ib/all"), inbound_headers = inbound,
+    local rs = c:all({ { method = "GET", path = fresh("/ib/all"), inbound_headers = inbound,
                               headers = { ["X-Fault-Script"] = "timeout" } },
                             { method = "GET", path = fresh("/ib/all"), inbound_headers = inbound,
                               headers = { ["X-Fault-Script"] = "503,200" } } }, { concurrency = 2 })
@@ -130,7 +134,7 @@ describe("hedging in the client", function()
     assert.same({ 503, "inbound-retry", 1 }, { rs[2].status, rs[2].reason, rs[2].attempts })
     assert.equal(2, stats().requests - before)
     -- The caller's first attempt (1) narrows nothing: the route hedges as before.
-    r, _, sent = send(client, { method = "GET", path = fresh("/ib/get"),
+    r, _, sent = send(c, { method = "GET", path = fresh("/ib/get"),
       inbound_headers = { ["x-envoy-attempt-count"] = "1" } })
     assert.same({ 200, 2, 2 }, { r.status, r.attempts, sent })
   end)
