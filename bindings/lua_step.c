@@ -97,6 +97,34 @@ static void step_release(lua_State *L, void *obj) {
     rfl_retire(L, ls, ls->taken, 3);
 }
 
+/* Raises unless request.headers (of the request table at idx) is nil or a table of string names to string values
+ * that rf_request_header_check accepts, the client's rule: a step sends nothing, but its host sends these headers,
+ * so a framing header (Content-Length, Host, …) or a CR/LF in a value is refused here, before any attempt. */
+static void check_headers(lua_State *L, int idx) {
+    if (lua_getfield(L, idx, "headers") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (lua_type(L, -1) != LUA_TTABLE)
+        rfl_error(L, "rf.flow: request.headers must be a table of name = value, got %s", luaL_typename(L, -1));
+    const int t = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, t) != 0) { /* raw: no metamethod runs */
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+            rfl_error(L, "rf.flow: request.headers must map names (strings) to values (strings)");
+        size_t nlen = 0, vlen = 0;
+        const char *name = lua_tolstring(L, -2, &nlen), *value = lua_tolstring(L, -1, &vlen);
+        if (memchr(name, '\0', nlen) != NULL || memchr(value, '\0', vlen) != NULL)
+            rfl_error(L, "rf.flow: request.headers: header %s must not contain a NUL byte",
+                      memchr(name, '\0', nlen) != NULL ? "names" : "values");
+        const char *line = lua_pushfstring(L, "%s: %s", name, value);
+        rf_error err;
+        if (rf_request_header_check(line, &err) != RF_OK) rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
+        lua_pop(L, 2); /* the line and the value */
+    }
+    lua_pop(L, 1);
+}
+
 /* core.step(policy, request, opts, now_ms) → step, propagates. request: {method=, path=, idempotency_key=,
  * inbound_headers=, …} (other keys are the host's); opts: {ledger=, rng=, retry_budget=}. Raises on a bad argument.
  * The clock starts at now_ms. propagates: whether the request's route has propagation (docs/lock.md), i.e. whether
@@ -118,6 +146,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     ls->req.idempotency_key = keep_string(L, 2, keep, "idempotency_key", false);
     if (ls->req.idempotency_key && (ls->req.idempotency_key[0] == '\0' || strpbrk(ls->req.idempotency_key, "\r\n")))
         return rfl_error(L, "rf.flow: request.idempotency_key must be a non-empty string without CR or LF");
+    check_headers(L, 2);
     rfl_read_inbound(L, 2, &(rfl_keeper){.idx = keep, .slot = NULL}, &ls->req);
     rfl_hold(L, ls, H_KEEP);
     /* Each object is taken or held as soon as it is read, before the next read can run Lua. */

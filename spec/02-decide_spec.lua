@@ -111,7 +111,9 @@ describe("policy:decide", function()
         "pinned-mapx" }) do
         facts.source = source
         local v = desk:decide(facts, rf.rng(1))
-        assert.same({ false, "unpinned-source" }, { v.retry, v.reason }, string.format("%q", source))
+        -- the route the facts matched, which did not decide, is named (it was omitted)
+        assert.same({ false, "unpinned-source", "POST /v1/jobs" }, { v.retry, v.reason, v.route },
+          string.format("%q", source))
       end
       facts.source = "pinned-map"
       assert.equal("pinned-status", desk:decide(facts, rf.rng(1)).reason)

@@ -145,7 +145,13 @@ describe("retryfreeze decide", function()
       local out, _, code = h.run_cli(table.unpack(a))
       assert.equal(0, code, tostring(case[1]))
       assert.matches(case[2], out)
+      assert.matches('"route":"POST /v1/jobs"}', out, 1, true) -- unpinned-source too names the route it matched
     end
+    local out, _, code = h.run_cli("decide", h.desk_lock, "--method", "GET", "--path", "/nowhere", "--status", "503",
+      "--source", "llm")
+    assert.equal(0, code)
+    assert.equal('{"retry":false,"reason":"unpinned-source","class":"HTTP_503","delay_ms":0,"timeout_ms":0,'
+      .. '"retry_after":"absent"}\n', out) -- no route matched: none named, as for no-route
   end)
 
   it("is deterministic with --seed", function()

@@ -225,6 +225,38 @@ describe("rf.client against the fault-injecting upstream", function()
     assert.has_error(function() c2:request{ method = "POST", path = "/v1/jobs" } end, "attempt to use a closed client")
   end)
 
+  -- A caller's Content-Length: 0 before a body that is itself a request made the upstream execute two requests for
+  -- one ledger try. Every name of RF_FRAMING_HEADERS, in any case and with spaces or tabs around it, is refused
+  -- before anything is sent, by client:request, client:all and rf.client, naming the header and the argument.
+  it("refuses a request header that frames the message before sending anything", function()
+    local before = assert(upstream.stats(up.url)).requests
+    local smuggled = "GET /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    local names = {}
+    for _, e in ipairs(h.x_macro("core/include/retryfreeze/vocabulary.h", "RF_FRAMING_HEADERS")) do
+      names[#names + 1] = e[2]
+    end
+    assert.equal(10, #names)
+    for _, name in ipairs(names) do
+      local title = name:gsub("^%l", string.upper):gsub("%-%l", string.upper)
+      for _, spelled in ipairs({ name, name:upper(), title, " " .. title, title .. " ", title .. "\t" }) do
+        local want = string.format('client:request: headers header "%s" is %s, which frames the message or steers '
+          .. "its connection: the transport writes it itself, a request may not set it", spelled, name)
+        assert.has_error(function()
+          client:request{ method = "POST", path = "/v1/jobs", idempotency_key = rf.new_key(), body = smuggled,
+            headers = { [spelled] = "0" } }
+        end, want)
+        local ok, err = pcall(client.all, client, { { method = "POST", path = "/v1/jobs",
+          idempotency_key = rf.new_key(), body = smuggled, headers = { [spelled] = "0" } } })
+        assert.is_false(ok)
+        assert.equal((want:gsub("^client:request: headers", "client:all: [1].headers")), err)
+        ok, err = pcall(rf.client, { policy = desk, base_url = up.url, headers = { [spelled] = "0" } })
+        assert.is_false(ok)
+        assert.equal((want:gsub("^client:request", "rf.client")), err)
+      end
+    end
+    assert.equal(before, assert(upstream.stats(up.url)).requests)
+  end)
+
   it("makes UUID v4 idempotency keys", function()
     local a, b = rf.new_key(), rf.new_key()
     assert.matches("^%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$", a)

@@ -457,6 +457,11 @@ describe("the nginx embedding example", function()
     assert.equal("", out)
     assert.truthy(err:find(why, 1, true), err)
     assert.falsy(err:find("test is successful", 1, true)) -- nginx -t did not run
+    -- and the example's own header says so (it said a bad lock fails `nginx -t`)
+    local header = assert(helper.try_read_file(EXAMPLE)):match("^(.-)\nload_module")
+    assert.falsy(header:find("fails `nginx -t`", 1, true), header)
+    assert.truthy(header:find("`nginx -t` cannot see a bad lock", 1, true), header)
+    assert.truthy(header:find("retryfreeze check LOCK >/dev/null && nginx -t", 1, true), header)
   end)
 
   -- The example's own nginx serves as its upstream too (a second server block, one worker, so that one pool serves

@@ -169,6 +169,43 @@ describe("rf.ledger.stats", function()
     assert.same({ [path] = 2 }, s.corrupt)
   end)
 
+  -- A line whose attempts disagree with its tries, or whose tries go on after the verdict that ended the request,
+  -- was counted as a record: stats and replay counted tries the request never made. Both readers (the writer's
+  -- fast form and any other spelling) refuse it as corrupt, with its line number.
+  it("counts a line whose attempts and tries disagree, or whose tries go on after a success, as corrupt", function()
+    local after_success = line{ attempts = 2, elapsed_ms = 9, outcome = "success", reason = "success", ok = true,
+      status = 200, tries = { { "HTTP_200", 200, 5, 0, "success" }, { "HTTP_503", 503, 5, 0, "pinned-status" } } }
+    local after_stop = line{ attempts = 2, elapsed_ms = 9, outcome = "terminal", reason = "status-not-retryable",
+      ok = false, status = 500, tries = { { "HTTP_500", 500, 5, 0, "status-not-retryable" },
+        { "HTTP_500", 500, 5, 0, "status-not-retryable" } } }
+    local cases = {
+      { ok_after_503(7):gsub('"attempts":2', '"attempts":3'), '"$.attempts" is 3 but "$.tries" has 2: one try per '
+        .. "attempt" },
+      { ok1(1):gsub('"attempts":1', '"attempts":0'), '"$.attempts" is 0 but "$.tries" has 1: one try per attempt' },
+      -- the same, spelled otherwise than the writer does (the general reader): a space after the colon
+      { ok_after_503(7):gsub('"attempts":2', '"attempts": 1'), '"$.attempts" is 1 but "$.tries" has 2: one try per attempt' },
+      { after_success, '"$.tries[0].reason" is "success", which ends the request, but 1 more tries follow' },
+      { after_stop, '"$.tries[0].reason" is "status-not-retryable", which ends the request, but 1 more tries follow' },
+    }
+    for _, case in ipairs(cases) do
+      local path = ledger(ok1(1) .. case[1] .. ok1(2))
+      local st, err = ledger_stats.stats(path)
+      assert.is_nil(st)
+      assert.equal(path .. ":2: corrupt ledger line: " .. case[2], err)
+      st = assert(ledger_stats.stats(path, { skip_corrupt = true }))
+      assert.same({ 2, 1 }, { st.requests, st.corrupt_lines })
+      local _, rerr, code = h.run_cli("replay", path, "--lock", h.desk_lock)
+      assert.equal(2, code)
+      assert.matches(path .. ":2: corrupt ledger line: " .. case[2], rerr, 1, true)
+    end
+    -- A hedged request's tries are in the order they ended: a cancelled attempt may follow the winner.
+    local hedged = line{ attempts = 2, elapsed_ms = 9, outcome = "success", reason = "success", ok = true,
+      status = 200, tries = { { "HTTP_200", 200, 5, 0, "success" }, { "UNKNOWN", 0, 9, 0, "success" } } }
+      :gsub('"retry_after":null}', '"retry_after":null,"start_ms":0,"fate":"winner"}', 1)
+      :gsub('"retry_after":null}%]', '"retry_after":null,"start_ms":0,"fate":"cancelled"}]', 1)
+    assert.equal(1, assert(ledger_stats.stats(ledger(hedged))).requests)
+  end)
+
   it("returns nil, message for a file it cannot open; raises on a bad argument", function()
     local s, err = ledger_stats.stats({ "/nonexistent/ledger.jsonl" })
     assert.is_nil(s)

@@ -111,7 +111,19 @@ describe("retryfreeze gate", function()
   it("exits 2 on bad usage, no threshold, an unknown reason, bad input", function()
     local cases = {
       { { "gate", "--max-retried-success", "0.1" }, "expected at least one LEDGER" },
-      { { "gate", jobs, "--max-retried-success", "x" }, "option --max-retried-success needs a number, got 'x'" },
+      { { "gate", jobs, "--max-retried-success", "x" },
+        "option --max-retried-success needs a number (as JSON writes one: 0.25, 5, 1e-3), got 'x'" },
+      -- read as a lock reads the number (a lock refuses +5, 0x1 and .5): tonumber took each of these
+      { { "gate", jobs, "--max-retry-ratio", "+5" }, "option --max-retry-ratio needs a number (as JSON writes one: "
+        .. "0.25, 5, 1e-3), got '+5'" },
+      { { "gate", jobs, "--max-retry-ratio", " 5" }, "option --max-retry-ratio needs a number (as JSON writes one: "
+        .. "0.25, 5, 1e-3), got ' 5'" },
+      { { "gate", jobs, "--max-retry-ratio", "5 " }, "option --max-retry-ratio needs a number (as JSON writes one: "
+        .. "0.25, 5, 1e-3), got '5 '" },
+      { { "gate", jobs, "--max-retry-ratio", "0x1" }, "got '0x1'" },
+      { { "gate", jobs, "--max-retry-ratio", ".5" }, "got '.5'" },
+      { { "gate", jobs, "--max-retry-ratio", "inf" }, "got 'inf'" },
+      { { "gate", jobs, "--max-terminal-rate", "5e-1\n" }, "got '5e-1\\u000a'" }, -- printed escaped
       { { "gate", jobs, "--max-terminal-rate", "1.5" }, "--max-terminal-rate must be 0..1, got 1.5" },
       -- the value as written (shortest round-trip form): tostring's 14 digits would say "got 1.0", in range
       { { "gate", jobs, "--max-terminal-rate", "1.0000000000000002" },

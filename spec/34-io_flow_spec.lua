@@ -243,7 +243,33 @@ describe("rf.flow with a fake io", function()
     end)
     assert.has_error(function()
       rf.flow(policy, { method = "POST", path = "/v1/jobs", headers = { ["Idempotency-Key"] = "x" } }, (fake_io({})))
-    end, "rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header")
+    end, "rf.flow: request.headers pass the idempotency key as idempotency_key, not as a raw header")
+  end)
+
+  -- The client's rule (rf_request_header_check), in rf.flow and core.step: a framing header in any case or with
+  -- spaces around it, a CR or LF in a value, a name that is no token; refused before io.send is ever called.
+  it("refuses the request headers the client refuses, before any send", function()
+    local smuggled = "GET /v1/jobs HTTP/1.1\r\nHost: a\r\n\r\n"
+    for _, case in ipairs({
+      { { ["Content-Length"] = "0" }, 'header "Content-Length" is content-length, which frames' },
+      { { ["transfer-encoding"] = "chunked" }, 'header "transfer-encoding" is transfer-encoding, which frames' },
+      { { [" HOST"] = "x" }, 'header " HOST" is host, which frames' },
+      { { ["Proxy-Connection\t"] = "close" }, 'header "Proxy-Connection\t" is proxy-connection, which frames' },
+      { { ["X-A"] = "a\r\nContent-Length: 0" }, 'header "X-A" contains CR or LF' },
+      { { ["X A"] = "a" }, 'header name "X A" is not an RFC 9110 token' },
+      { { [1] = "a" }, "request.headers must map names (strings) to values (strings)" },
+    }) do
+      local io, seen = fake_io({ { status = 200 } })
+      local request = { method = "POST", path = "/v1/jobs", idempotency_key = "k", body = smuggled, headers = case[1] }
+      local ok, err = pcall(rf.flow, policy, request, io)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("rf.flow: request.headers", 1, true), tostring(err))
+      assert.truthy(tostring(err):find(case[2], 1, true), tostring(err))
+      assert.equal(0, #seen.sent)
+      ok, err = pcall(require("retryfreeze.core").step, policy, request, {}, 0)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(case[2], 1, true), tostring(err))
+    end
   end)
 end)
 

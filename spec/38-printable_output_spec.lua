@@ -91,6 +91,9 @@ local cases = {
   { "check", "DIR/" .. RAW .. ".lock.json", shows = "err" },
   { "check", "LOCK", "--table", "TABLE", shows = "out", code = 1 },
   { "report", "LEDGER", "-o", "DIR/" .. RAW .. ".html", shows = "out", code = 0 },
+  -- the page itself, on standard output: ledger strings in its HTML and in its JSON data, written out
+  { "report", "LEDGER", "-o", "-", page = true, code = 0 },
+  { "replay", "LEDGER", "--lock", "LOCK", "--report", "-", page = true, code = 0 },
   { "model", "LOCK", "--route", HOSTILE, shows = "err" },
   { "decide", "LOCK", "--method", "GET", "--path", "/x", "--transport", HOSTILE, shows = "err" },
   { "decide", "LOCK", "--method", HOSTILE, "--path", "/x", shows = "err" },
@@ -125,7 +128,11 @@ describe("text output writes control characters out", function()
       assert.equal(case.code or 2, code, ("%q"):format(err))
       assert_printable("stdout", out)
       assert_printable("stderr", err)
-      if case.json then
+      if case.page then
+        assert.is_truthy(out:find("\\u001b]0;pwned\\u0007\\u001b[2J", 1, true), "the page does not show the value")
+        local data = assert(out:match('<script type="application/json" id="rf%-data">(.-)</script>'))
+        assert.is_true(holds(assert(json.decode(data)), HOSTILE), "the page's data does not hold the exact value")
+      elseif case.json then
         local doc = assert(json.decode(out), "stdout is not JSON: " .. out)
         assert.is_true(holds(doc, HOSTILE), "the JSON does not hold the exact value")
       elseif case.shows then

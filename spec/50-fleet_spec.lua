@@ -341,7 +341,8 @@ describe("ledgers from many hosts", function()
   it("a line without host (an older ledger) still reads, and counts under no host", function()
     local path = h.temp_file('{"ts":"2026-11-29T17:20:01.123Z","route":"GET /a","method":"GET","path":"/a",'
       .. '"key":null,"policy":"sha256:00","attempts":1,"elapsed_ms":5,"outcome":"success","reason":"success",'
-      .. '"ok":true,"status":200,"body_len":2,"tries":[]}\n')
+      .. '"ok":true,"status":200,"body_len":2,"tries":[{"class":"HTTP_200","status":200,"elapsed_ms":5,'
+      .. '"delay_ms":0,"reason":"success","retry_after":null}]}\n')
     local s = assert(rf.ledger.stats(path, { by = "host" }))
     assert.equal(1, s.by_host[""].requests)
     os.remove(path)

@@ -23,7 +23,8 @@ local HEDGED = [[{"endpoint": "GET /h/*", "hedging": {"maxAttempts": 2, "hedging
   {"endpoint": "GET /dl/*", "perAttemptTimeoutMs": 300, "totalBudgetMs": 300, "minAttemptMs": 50,
    "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["TIMEOUT"]}},
   {"endpoint": "POST /h/*", "hedging": {"maxAttempts": 2, "hedgingDelayMs": 100}},
-  {"endpoint": "GET /nf/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["HTTP_503"]}}]]
+  {"endpoint": "GET /nf/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["HTTP_503"]}},
+  {"endpoint": "GET /ib/*", "propagation": {}, "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100}}]]
 
 describe("hedging in the client", function()
   local up, dir, policy, client, ledger_path
@@ -98,7 +99,7 @@ describe("hedging in the client", function()
     assert.is_nil(r.tries[1].start_ms)
   end)
 
-  it("a keyed POST is hedged with its one key and executes once", function()
+  it("a keyed POST is hedged with its one key: an attempt stalled before any work never executes", function()
     local key = rf.new_key()
     local r, took, sent, after, before = send(client,
       { method = "POST", path = fresh("/h/post"), body = "x", idempotency_key = key })
@@ -109,6 +110,47 @@ describe("hedging in the client", function()
     assert.equal(1, after.keys - before.keys) -- both attempts carried the same key
     assert.equal(1, after.executions - before.executions)
     assert.equal(0, after.duplicate_executions - before.duplicate_executions)
+  end)
+
+  -- A hedge does not make a keyed POST execute once: an attempt the upstream already started doing the work of
+  -- goes on at the upstream when the client cancels it (the docs said "executes once"; 40 of 40 such losing hedges
+  -- executed in one run). The key is what lets the upstream tell them apart: retryfreeze sends the same one on every
+  -- attempt and hedge, and the upstream must deduplicate by it. Here the first attempt does its work at once, then
+  -- takes 800 ms to answer (delay=); the hedge answers at once and wins.
+  it("a keyed POST's losing hedge that the upstream started executes too, under the same key", function()
+    local key = rf.new_key()
+    local c = rf.client{ policy = policy, base_url = up.url } -- no ledger: the ledger case below counts its own
+    finally(function() c:close() end)
+    local r, _, sent, after, before = send(c,
+      { method = "POST", path = fresh("/h/post"), body = "x", idempotency_key = key }, "200;delay=" .. STALL_MS)
+    assert.same({ 200, 2, 2 }, { r.status, r.attempts, sent })
+    assert.same({ "winner", "cancelled" }, { r.tries[1].fate, r.tries[2].fate })
+    assert.equal(1, after.keys - before.keys) -- every attempt and hedge carried the one key
+    assert.equal(2, after.executions - before.executions) -- both started: what really ran
+    assert.equal(1, after.duplicate_executions - before.duplicate_executions) -- the upstream sees it by the key
+  end)
+
+  -- docs/lock.md#propagation: a caller's attempt number above 1 leaves this layer one attempt. A hedge is an
+  -- attempt: a hedged route starts none for such a request (client:request and client:all alike).
+  it("an inbound attempt above 1 stops hedging: one upstream request, no hedge", function()
+    local inbound = { ["x-envoy-attempt-count"] = "2" }
+    local c = rf.client{ policy = policy, base_url = up.url } -- no ledger: the ledger case below counts its own
+    finally(function() c:close() end)
+    local r, _, sent = send(c, { method = "GET", path = fresh("/ib/get"), inbound_headers = inbound })
+    assert.same({ 200, "success", 1, 1, 1 }, { r.status, r.reason, r.attempts, sent, #r.tries })
+    assert.same({ 2, nil }, { r.inbound_attempt, r.tries[1].fate })
+    local before = stats().requests
+    local rs = c:all({ { method = "GET", path = fresh("/ib/all"), inbound_headers = inbound,
+                              headers = { ["X-Fault-Script"] = "timeout" } },
+                            { method = "GET", path = fresh("/ib/all"), inbound_headers = inbound,
+                              headers = { ["X-Fault-Script"] = "503,200" } } }, { concurrency = 2 })
+    assert.same({ 200, 1, nil }, { rs[1].status, rs[1].attempts, rs[1].tries[1].fate })
+    assert.same({ 503, "inbound-retry", 1 }, { rs[2].status, rs[2].reason, rs[2].attempts })
+    assert.equal(2, stats().requests - before)
+    -- The caller's first attempt (1) narrows nothing: the route hedges as before.
+    r, _, sent = send(c, { method = "GET", path = fresh("/ib/get"),
+      inbound_headers = { ["x-envoy-attempt-count"] = "1" } })
+    assert.same({ 200, 2, 2 }, { r.status, r.attempts, sent })
   end)
 
   it("a fatal class ends the request at once, cancelling the attempt in flight", function()
@@ -272,6 +314,19 @@ describe("hedging where attempts cannot overlap", function()
       send = function() return { status = 200, transport = "ok", headers = {} } end, sleep = function() end,
       now_ms = function() return 0 end })
     assert.equal("success", r.reason)
+  end)
+
+  it("rf.flow sends a request of a hedged route whose inbound attempt leaves one attempt, once", function()
+    local sent = 0
+    local io = { send = function() sent = sent + 1; return { status = 503, transport = "ok", headers = {} } end,
+      sleep = function() end, now_ms = function() return 0 end }
+    local r = rf.flow(policy, { method = "GET", path = "/ib/x", inbound_headers = { ["X-Envoy-Attempt-Count"] = "3" } },
+      io)
+    assert.same({ "inbound-retry", 1, 1, 3 }, { r.reason, r.attempts, sent, r.inbound_attempt })
+    local ok, err = pcall(rf.flow, policy, { method = "GET", path = "/ib/x",
+      inbound_headers = { ["X-Envoy-Attempt-Count"] = "1" } }, io)
+    assert.is_false(ok)
+    assert.matches('route "GET /ib/*" hedges its requests', tostring(err), 1, true)
   end)
 
   it("a client that follows redirects refuses a hedged request", function()

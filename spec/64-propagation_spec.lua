@@ -26,6 +26,26 @@ local LOCK = [[{
 local PLAIN = LOCK:gsub(',%s*"propagation": {}', "")
 assert(PLAIN ~= LOCK)
 
+-- The lock's propagation names and the requests' own headers refuse the same list (RF_FRAMING_HEADERS, defined once):
+-- Proxy-Connection, which the lock's own copy of the list lacked, included.
+describe("propagation header names", function()
+  it("refuse every framing header and Idempotency-Key, in any case", function()
+    local names = { "idempotency-key" }
+    for _, e in ipairs(h.x_macro("core/include/retryfreeze/vocabulary.h", "RF_FRAMING_HEADERS")) do
+      names[#names + 1] = e[2]
+    end
+    for _, name in ipairs(names) do
+      for _, key in ipairs({ "attemptHeader", "deadlineHeader", "overloadedHeader" }) do
+        local lock = string.format('{"endpoint": "GET /x", "propagation": {"%s": "%s"}}', key, name:upper())
+        local p, err = rf.load_string(lock, "framing.lock")
+        assert.is_nil(p)
+        assert.truthy(err:find('"' .. name .. '" is a header the client writes itself or that frames the message',
+          1, true), err)
+      end
+    end
+  end)
+end)
+
 if servers.missing("propagation against nginx", "nginx") then return end
 
 describe("propagation on the wire", function()

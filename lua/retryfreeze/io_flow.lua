@@ -106,15 +106,8 @@ function M.flow(policy, request, io)
   local given, headers = request.headers, NO_HEADERS
   if given or request.idempotency_key then
     headers = {}
-    for name, value in pairs(given or headers) do
-      if type(name) ~= "string" or type(value) ~= "string" then
-        error("rf.flow: request.headers must map names (strings) to values (strings)", 2)
-      end
-      if name:lower() == "idempotency-key" then
-        error("rf.flow: pass the idempotency key as request.idempotency_key, not as a raw header", 2)
-      end
-      headers[name] = value
-    end
+    -- core.step checked them (rf_request_header_check): strings, no framing header, no CR/LF, no Idempotency-Key.
+    for name, value in pairs(given or headers) do headers[name] = value end
     if request.idempotency_key then headers["Idempotency-Key"] = request.idempotency_key end
   end
   local last, number = nil, 0

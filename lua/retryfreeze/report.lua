@@ -275,8 +275,11 @@ function M.build(paths, opts)
   }
 end
 
+--- A value as HTML text or an attribute: its control characters written out first (util.printable: C0, DEL and C1
+--- as \u00XX, stray bytes as \xHH), as every text output does, so that the page, which `-o -` writes to a terminal,
+--- carries no ESC or BEL from a ledger string; then &, <, >, " and ' as references.
 local function html(s)
-  return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
+  return (util.printable(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;",
     ["'"] = "&#39;" }))
 end
 
@@ -604,7 +607,10 @@ function M.render(model)
     '<span id="rf-drawn">charts not drawn (scripts disabled?)</span>\n',
     '<pre id="rf-render-status" hidden data-drawn="0"></pre></footer>\n</main>\n')
   -- "<" escaped inside the JSON, so no data can end the script element.
-  w('<script type="application/json" id="rf-data">', (json.encode(model.data):gsub("<", "\\u003c")), '</script>\n')
+  -- DEL and C1, which the encoder keeps as they are, as \u00XX escapes of the same characters (util.printable's
+  -- json mode): the data stays exact, and no control byte reaches a terminal.
+  w('<script type="application/json" id="rf-data">',
+    (util.printable(json.encode(model.data), "json"):gsub("<", "\\u003c")), '</script>\n')
   for _, lib in ipairs(libs) do w('<script>', lib, '</script>\n') end
   w('<script>', SCRIPT, '</script>\n</body>\n</html>\n')
   return table.concat(out)

@@ -7,6 +7,7 @@
  * nothing; nothing sent without propagation.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "retryfreeze/attempt_step.h"
 #include "retryfreeze/client.h"
 #include "retryfreeze/policy.h"
 
@@ -261,12 +262,74 @@ static void test_nothing_without_propagation(void **state) {
     rf_response_clear(&r);
 }
 
+/* Every name of RF_FRAMING_HEADERS, in any case and with spaces or tabs around it, is refused as a request header
+ * (a Content-Length: 0 before a body that is a second request made the upstream execute two), by the one rule
+ * every sender calls; rf_step_init refuses it before its host sends anything. */
+#define RFT_STR(name, str) str,
+static void test_framing_headers_refused(void **state) {
+    (void)state;
+    static const char *const names[] = {RF_FRAMING_HEADERS(RFT_STR)};
+    char line[80];
+    rf_error err;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        assert_string_equal(rf_framing_header(names[i], strlen(names[i])), names[i]);
+        for (int v = 0; v < 3; v++) {
+            snprintf(line, sizeof line, v == 0 ? "%s: 0" : v == 1 ? " %s\t: 0" : "%s : 0", names[i]);
+            if (v == 0) line[0] = (char)(line[0] - 'a' + 'A');
+            assert_int_equal(rf_request_header_check(line, &err), RF_EINVAL);
+            assert_string_equal(err.path, "headers");
+            assert_non_null(strstr(err.message, names[i]));
+        }
+    }
+    assert_null(rf_framing_header("content-lengthx", 15));
+    assert_null(rf_framing_header("x-te", 4));
+    assert_null(rf_framing_header(NULL, 0));
+    assert_int_equal(rf_request_header_check("X-Trace: a", &err), RF_OK);
+    assert_int_equal(rf_request_header_check("X-A: a\r\nContent-Length: 0", &err), RF_EINVAL);
+    assert_int_equal(rf_request_header_check("idempotency-key: k", &err), RF_EINVAL);
+    assert_int_equal(rf_request_header_check(NULL, &err), RF_EINVAL);
+    const char *smuggle[] = {"X-Fault-Script: 200", "CONTENT-LENGTH: 0"};
+    rf_request req = {.method = "GET", .path = "/plain", .headers = smuggle, .n_headers = 2};
+    rf_step st;
+    rf_response r = {0};
+    assert_int_equal(rf_step_init(&st, policy, &req, &r, 0, &err), RF_EINVAL);
+    assert_string_equal(err.path, "headers");
+    assert_non_null(strstr(err.message, "\"CONTENT-LENGTH\" is content-length"));
+    rf_response_clear(&r);
+}
+
+/* A hedged route's request whose caller already retries (inbound attempt > 1, with inboundAttempt) makes one
+ * attempt: it is not hedged, so rf_step_init takes it; the caller's first attempt leaves it hedged, refused. */
+static void test_inbound_attempt_unhedges(void **state) {
+    (void)state;
+    static const char lock[] = "{\"endpoint\": \"GET /h\", \"maxAttempts\": 3, \"perAttemptTimeoutMs\": 1000, "
+                               "\"totalBudgetMs\": 3000, \"retryable\": [\"HTTP_503\"], \"propagation\": {}, "
+                               "\"hedging\": {\"maxAttempts\": 3, \"hedgingDelayMs\": 100}}";
+    rf_policy *p = NULL;
+    rf_error err;
+    assert_int_equal(rf_policy_load_buffer(lock, sizeof lock - 1, &p, &err), RF_OK);
+    const char *second[] = {"X-Envoy-Attempt-Count: 2"}, *first[] = {"x-envoy-attempt-count: 1"};
+    rf_request req = {.method = "GET", .path = "/h", .inbound_headers = second, .n_inbound_headers = 1};
+    rf_step st;
+    rf_response r = {0};
+    assert_int_equal(rf_step_init(&st, p, &req, &r, 0, &err), RF_OK);
+    assert_int_equal(r.inbound.attempt, 2);
+    rf_response_clear(&r);
+    req.inbound_headers = first;
+    assert_int_equal(rf_step_init(&st, p, &req, &r, 0, &err), RF_EINVAL);
+    assert_string_equal(err.path, "hedging");
+    rf_response_clear(&r);
+    rf_policy_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_attempt_says_its_number_and_deadline),
         cmocka_unit_test(test_overloaded_response_is_not_retried),
         cmocka_unit_test(test_inbound_narrows_only),
         cmocka_unit_test(test_nothing_without_propagation),
+        cmocka_unit_test(test_framing_headers_refused),
+        cmocka_unit_test(test_inbound_attempt_unhedges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -487,6 +487,7 @@ static void test_round_trip(void **state) {
     recs[1].status = 503;
     recs[2] = sample(); /* every try with a Retry-After, the integer extremes, escapes, UTF-8 */
     recs[2].n_tries = RF_LEDGER_MAX_TRIES;
+    recs[2].attempts = RF_LEDGER_MAX_TRIES; /* one try per attempt, or the reader counts the line corrupt */
     for (size_t i = 0; i < RF_LEDGER_MAX_TRIES; i++) {
         recs[2].tries[i] = (rf_ledger_try){.class_name = "HTTP_429",
                                            .status = 429,
@@ -847,7 +848,7 @@ static void test_inbound_fields(void **state) {
     char text[8192];
     snprintf(text, sizeof text, "%s\n%s\n%s\n", buf, plain,
              "{\"inbound_attempt\":7,\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\","
-             "\"path\":\"/x\",\"key\":null,\"policy\":\"sha256:0\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"path\":\"/x\",\"key\":null,\"policy\":\"sha256:0\",\"attempts\":0,\"elapsed_ms\":5,\"outcome\":"
              "\"terminal\",\"reason\":\"inbound-retry\",\"ok\":false,\"status\":503,\"body_len\":0,\"tries\":[],"
              "\"inbound_deadline_ms\":0}");
     const char *path = tmp_file("inbound.jsonl");

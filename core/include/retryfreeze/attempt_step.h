@@ -41,6 +41,18 @@ typedef struct rf_request {
     size_t n_inbound_headers;
 } rf_request;
 
+/*
+ * Checks one header line a caller asks to send ("Name: value": rf_request.headers, rf_client_options.headers, the
+ * Lua request.headers), as every sender of a caller's headers does before anything is sent. RF_OK, or RF_EINVAL
+ * with err->path "headers" and a message naming the header: no ':' or an empty name; a name that is one of
+ * RF_FRAMING_HEADERS (Content-Length, Transfer-Encoding, Host, …: rf_framing_header, any case, spaces or tabs
+ * around it), which frames the message and which only the transport may write; a name that is not an RFC 9110
+ * §5.1 token; a CR or LF anywhere (a second header, or a second request, smuggled in the value); Idempotency-Key
+ * (pass rf_request.idempotency_key: the same key goes on every attempt). A NULL line is RF_EINVAL. Allocates
+ * nothing; err may be NULL.
+ */
+RF_API rf_status rf_request_header_check(const char *line, rf_error *err);
+
 /* One attempt, as returned to the caller and written to the ledger. */
 typedef struct rf_try {
     char class_name[RF_CLASS_NAME_MAX];
@@ -170,9 +182,11 @@ typedef struct rf_step {
  * limits narrow the route's as for rf_client_request: deadline_ms, timeout_ms and, with the route's propagation,
  * the inbound_headers' deadline (resp->inbound says what they said). RF_EINVAL (err->path "method", "path",
  * "deadline_ms" or "timeout_ms"): a missing method or one with a lowercase letter (RFC 9110 §9.1, as rf_budget), a
- * path not starting with '/', a limit that is negative or wider than the lock's; (err->path "hedging") a request
- * its route hedges (rf_policy_hedging: hedged), whose attempts overlap, which a step of one attempt at a time cannot
- * send. RF_ENOMEM. err may be NULL. One thread at a time per step. */
+ * path not starting with '/', a limit that is negative or wider than the lock's; (err->path "headers") a header
+ * line rf_request_header_check refuses (the step sends nothing, but the host sends req->headers); (err->path
+ * "hedging") a request its route hedges (rf_policy_hedging: hedged) and whose inbound attempt does not leave it one
+ * attempt (rf_request_hedging), whose attempts overlap, which a step of one attempt at a time cannot send.
+ * RF_ENOMEM. err may be NULL. One thread at a time per step. */
 RF_API rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf_response *resp, int64_t now_ms,
                               rf_error *err);
 /* Before an attempt at now_ms: true and *timeout_ms (the per-try timeout, rf_budget), or false and *stop (the

@@ -90,7 +90,8 @@ typedef struct rf_verdict {
     rf_retry_after_use retry_after; /* what happened to the route's wait header (Retry-After by default) */
     int retry_after_header;         /* the rf_wait_header retry_after speaks of: the one used, else the first
                                        present (invalid or not needed); -1 when none was present */
-    long route;                     /* index of the deciding route, -1 when none */
+    long route;                     /* index of the route the facts matched, -1 when none: the deciding route,
+                                       or for unpinned-source the one that matched but did not decide */
     bool class_retryable;           /* the failure class is retryable on the deciding route (its retryable list
                                        wins over notRetryable as in the lock); false for success and no route */
     rf_budget_source budget;        /* which retry budget this verdict used: none, local, shared, local-fallback */

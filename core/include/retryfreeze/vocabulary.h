@@ -139,6 +139,27 @@ typedef enum rf_wait_header { RF_WAIT_HEADERS(RF_X_ENUM2) RF_WAIT_HEADER_COUNT }
 
 typedef enum rf_budget_source { RF_BUDGET_SOURCES(RF_X_ENUM2) RF_BUDGET_SOURCE_COUNT } rf_budget_source;
 
+/*
+ * Request header fields that frame an HTTP message or steer its connection, which a caller may never set: the
+ * transport writes them itself, and a caller's value would change where the message ends or what the connection
+ * carries (a "Content-Length: 0" before a body that is a second request makes the upstream execute two). X(C name,
+ * lowercase field name), each with the section that defines it; Keep-Alive and Proxy-Connection are the obsolete
+ * hop-by-hop fields RFC 9110 §7.6.1 names.
+ * The lock refuses them as propagation headers (docs/lock.md), and every sender of a caller's headers (the client,
+ * rf_step, rf.flow) refuses them in a request (rf_request_header_check): this list is the one both read.
+ */
+#define RF_FRAMING_HEADERS(X)                                                    \
+    X(RF_FRAMING_HOST, "host")                           /* RFC 9110 §7.2 */    \
+    X(RF_FRAMING_CONTENT_LENGTH, "content-length")       /* RFC 9110 §8.6 */    \
+    X(RF_FRAMING_TRANSFER_ENCODING, "transfer-encoding") /* RFC 9112 §6.1 */    \
+    X(RF_FRAMING_CONNECTION, "connection")               /* RFC 9110 §7.6.1 */  \
+    X(RF_FRAMING_KEEP_ALIVE, "keep-alive")               /* RFC 9110 §7.6.1 */  \
+    X(RF_FRAMING_PROXY_CONNECTION, "proxy-connection")   /* RFC 9110 §7.6.1 */  \
+    X(RF_FRAMING_TE, "te")                               /* RFC 9110 §10.1.4 */ \
+    X(RF_FRAMING_TRAILER, "trailer")                     /* RFC 9110 §6.6.2 */  \
+    X(RF_FRAMING_UPGRADE, "upgrade")                     /* RFC 9110 §7.8 */    \
+    X(RF_FRAMING_EXPECT, "expect")                       /* RFC 9110 §10.1.1 */
+
 /* The stable strings of the enums above (the X-macro lists); "?" for an out-of-range value. Static strings: never
  * free them. Thread-safe. */
 RF_API const char *rf_reason_name(rf_reason r);
@@ -160,6 +181,13 @@ RF_API int rf_transport_parse(const char *s, size_t len, rf_transport *out);
  * RF_WAIT_HEADERS or s/out is NULL.
  */
 RF_API int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out);
+
+/*
+ * Whether the field name s (len bytes) is one of RF_FRAMING_HEADERS, compared case-insensitively (RFC 9110 §5.1)
+ * after trimming spaces and tabs from both ends (" Content-Length" and "Content-Length\t" are it too). Returns the
+ * list's lowercase name (a static string), or NULL when it is not one, or s is NULL. Allocates nothing.
+ */
+RF_API const char *rf_framing_header(const char *s, size_t len);
 
 #ifdef __cplusplus
 }

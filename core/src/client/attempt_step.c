@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Records built per rf_ledger_append_batch call: bounds a batch's arrays (a record with its tries is ~2 kB). */
 #define BATCH_RECORDS 64
@@ -66,7 +67,46 @@ int rf_step_narrow(rf_attempt_hook hook, void *hook_ud, rf_try *t, rf_verdict *v
     return h;
 }
 
+rf_status rf_request_header_check(const char *line, rf_error *err) {
+    if (line == NULL) return rfi_fail(err, "headers", "a header line is NULL");
+    const char *colon = strchr(line, ':');
+    if (colon == NULL || colon == line)
+        return rfi_fail(err, "headers", "header \"%.40s\" must be \"Name: value\"", line);
+    const int name_len = (int)(colon - line);
+    const char *framing = rf_framing_header(line, (size_t)(colon - line));
+    if (framing != NULL)
+        return rfi_fail(err, "headers",
+                        "header \"%.*s\" is %s, which frames the message or steers its connection: the transport "
+                        "writes it itself, a request may not set it",
+                        name_len > 60 ? 60 : name_len, line, framing);
+    for (const char *p = line; p < colon; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *p)))
+            return rfi_fail(err, "headers", "header name \"%.*s\" is not an RFC 9110 token",
+                            name_len > 60 ? 60 : name_len, line);
+    }
+    if (strpbrk(line, "\r\n") != NULL)
+        return rfi_fail(err, "headers", "header \"%.*s\" contains CR or LF", name_len > 60 ? 60 : name_len, line);
+    if (name_len == 15 && strncasecmp(line, "Idempotency-Key", 15) == 0)
+        return rfi_fail(err, "headers", "pass the idempotency key as idempotency_key, not as a raw header");
+    return RF_OK;
+}
+
 /* ---- the core both loops run ------------------------------------------------------------------------------ */
+
+void rfi_request_hedging(const rf_policy *p, long route, const rf_request *req, rf_hedging *out) {
+    if (rf_policy_hedging(p, route, req->method, strlen(req->method), req->idempotency_key != NULL, out) != RF_OK)
+        *out = (rf_hedging){.hedged = false, .why_not = RF_REASON_NO_ROUTE};
+    if (!out->hedged) return;
+    rf_propagation prop;
+    if (rf_policy_propagation(p, route, &prop) != RF_OK || !prop.inbound_attempt) return;
+    rf_inbound in = {0};
+    for (size_t i = 0; i < req->n_inbound_headers; i++) rf_inbound_line(&prop, req->inbound_headers[i], &in);
+    if (in.attempt > 1) { /* as rf_decide's inbound-retry: the caller retries, this layer makes one attempt */
+        out->hedged = false;
+        out->why_not = RF_REASON_INBOUND_RETRY;
+    }
+}
 
 void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp, long route,
                        size_t tries_cap) {
@@ -421,10 +461,14 @@ rf_status rf_step_init(rf_step *s, const rf_policy *p, const rf_request *req, rf
             return RF_EINVAL;
         }
     }
+    for (size_t i = 0; i < req->n_headers; i++) {
+        rf_status hst = rf_request_header_check(req->headers[i], err);
+        if (hst != RF_OK) return hst;
+    }
     const long route = rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path));
     rf_hedging hg;
-    if (rf_policy_hedging(p, route, req->method, strlen(req->method), req->idempotency_key != NULL, &hg) == RF_OK &&
-        hg.hedged) {
+    rfi_request_hedging(p, route, req, &hg);
+    if (hg.hedged) {
         rf_route_view rv;
         rf_policy_route(p, (size_t)route, &rv);
         return rfi_fail(err, "hedging",

@@ -24,6 +24,12 @@ typedef struct rfi_attempts {
     rf_propagation prop;              /* the route's propagation (disabled: nothing sent, read or told) */
 } rfi_attempts;
 
+/* Whether req on route is hedged (rf_policy_hedging), narrowed by its caller: when the route's propagation reads the
+ * inbound attempt (inboundAttempt) and req's inbound_headers say attempt > 1, the request makes one attempt (a caller
+ * that already retries owns the retries, docs/lock.md#propagation), so it is not hedged either: hedged false and
+ * why_not RF_REASON_INBOUND_RETRY. Every sender (the client, rf_step) asks here. */
+void rfi_request_hedging(const rf_policy *p, long route, const rf_request *req, rf_hedging *out);
+
 /* Starts a for request req on route (rf_policy_match, -1: none) into resp, whose tries array holds tries_cap
  * (allocated by the caller, at least 1). With the route's propagation, resp->inbound is what req's inbound_headers
  * say. */

@@ -63,9 +63,8 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
      * retries are throttled when nothing throttles them). */
     if (opts->retry_budget && !rf_policy_retry_budget(opts->policy, NULL, NULL))
         return rfi_fail(err, "retry_budget", "is true, but the lock has no retryBudget to take the budget from");
-    char why[160];
     for (size_t i = 0; i < opts->n_headers; i++)
-        if (!rfi_header_valid(opts->headers[i], why, sizeof why)) return rfi_fail(err, "headers", "%s", why);
+        if (rf_request_header_check(opts->headers[i], err) != RF_OK) return RF_EINVAL;
     curl_global_init(CURL_GLOBAL_DEFAULT); /* reference-counted and thread-safe in libcurl >= 7.84 */
     rf_client *c = calloc(1, sizeof *c);
     if (c == NULL) goto nomem;

@@ -46,30 +46,6 @@ static void buf_reset(rfi_buf *b) {
     if (b->data) b->data[0] = '\0';
 }
 
-bool rfi_header_valid(const char *line, char *why, size_t why_cap) {
-    const char *colon = strchr(line, ':');
-    if (colon == NULL || colon == line) {
-        snprintf(why, why_cap, "header \"%.40s\" must be \"Name: value\"", line);
-        return false;
-    }
-    for (const char *p = line; p < colon; p++) {
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              strchr("!#$%&'*+-.^_`|~", *p))) {
-            snprintf(why, why_cap, "header name \"%.*s\" is not an RFC 9110 token", (int)(colon - line), line);
-            return false;
-        }
-    }
-    if (strpbrk(line, "\r\n") != NULL) {
-        snprintf(why, why_cap, "header \"%.*s\" contains CR or LF", (int)(colon - line), line);
-        return false;
-    }
-    if ((size_t)(colon - line) == 15 && strncasecmp(line, "Idempotency-Key", 15) == 0) {
-        snprintf(why, why_cap, "pass the idempotency key as idempotency_key, not as a raw header");
-        return false;
-    }
-    return true;
-}
-
 /* ---- libcurl's callbacks ---------------------------------------------------------------------------------- */
 
 /*
@@ -195,9 +171,10 @@ static rf_status check_request(const rfi_flow_env *env, const rf_request *req, r
         return rfi_fail(err, "query", "must be encoded: no spaces, CR, LF or '#'");
     if (req->idempotency_key && (req->idempotency_key[0] == '\0' || strpbrk(req->idempotency_key, "\r\n")))
         return rfi_fail(err, "idempotency_key", "must be a non-empty string without CR or LF");
-    char why[160];
-    for (size_t i = 0; i < req->n_headers; i++)
-        if (!rfi_header_valid(req->headers[i], why, sizeof why)) return rfi_fail(err, "headers", "%s", why);
+    for (size_t i = 0; i < req->n_headers; i++) {
+        rf_status st = rf_request_header_check(req->headers[i], err);
+        if (st != RF_OK) return st;
+    }
     return RF_OK;
 }
 
@@ -281,7 +258,7 @@ rf_status rfi_flow_init(rfi_flow *f, rfi_flow_env *env, CURL *easy, const rf_req
     /* A request's method and path do not change: its route is matched once, for every verdict. */
     const size_t method_len = strlen(req->method);
     long route = rf_policy_match(env->policy, req->method, method_len, req->path, strlen(req->path));
-    rf_policy_hedging(env->policy, route, req->method, method_len, req->idempotency_key != NULL, &f->hedging);
+    rfi_request_hedging(env->policy, route, req, &f->hedging);
     /* Room for one try (most requests take one; a few hundred bytes, which malloc serves from its caches), grown by
      * the attempt loop up to RF_MAX_TRIES; a hedged request's tries, one per attempt started, up front. */
     size_t tries = 1;

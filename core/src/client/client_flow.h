@@ -114,8 +114,6 @@ typedef struct rfi_flow {
     rfi_wire *last;     /* the wire whose response came last: the answer when the request ends without a winner */
 } rfi_flow;
 
-/* Validates one "Name: value" header line (token name, no CR/LF/NUL, no raw Idempotency-Key). */
-bool rfi_header_valid(const char *line, char *why, size_t why_cap);
 /* A new easy handle for a client with env's options that all its requests share already set (callbacks,
  * protocols, TLS, proxy, User-Agent); NULL when memory runs out. */
 CURL *rfi_easy_new(const rfi_flow_env *env);

@@ -164,6 +164,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     if (route == MATCH_ROUTE) route = rfi_policy_match(p, f->method, f->method_len, f->path, f->path_len);
     /* Only an absent source (NULL) or exactly "pinned-map" is pinned: an empty one names no pinned map. */
     const bool unpinned = f->source != NULL && !str_is(f->source, f->source_len, "pinned-map");
+    const long matched = route; /* an unpinned source still names the route it matched, which does not decide */
     if (unpinned) route = -1;
     if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     memset(out, 0, sizeof *out);
@@ -174,6 +175,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     out->retry_after_header = -1;
 
     if (unpinned) {
+        out->route = matched;
         rfi_stop(out, RF_REASON_UNPINNED_SOURCE);
         return RF_OK;
     }

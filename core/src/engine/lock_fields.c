@@ -258,12 +258,6 @@ static bool read_name(const cJSON *c, const char *path, const rfi_field *f, char
     return true;
 }
 
-/* Header names a propagation field may not take: the ones the client writes itself, or that frame the message (RFC
- * 9110 §7.6.1, §6.4.1, §10.1.1), which an attempt number or a deadline would break. */
-static const char *const framing_headers[] = {
-    "host", "content-length", "transfer-encoding", "connection", "keep-alive",
-    "te",   "trailer",        "upgrade",           "expect",     "idempotency-key"};
-
 /* An HTTP field name of min..max characters (an RFC 9110 §5.1 token), kept lowercase: names are case-insensitive,
  * so the canonical form (and the digest) does not depend on how the lock spells one. */
 static bool read_header(const cJSON *c, const char *path, const rfi_field *f, char *out, rf_error *err) {
@@ -285,12 +279,12 @@ static bool read_header(const cJSON *c, const char *path, const rfi_field *f, ch
     }
     memset(out, 0, (size_t)f->pub.max + 1);
     for (size_t i = 0; i < len; i++) out[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-    for (size_t i = 0; i < sizeof framing_headers / sizeof *framing_headers; i++) {
-        if (strcmp(out, framing_headers[i]) == 0) {
-            rfi_fail(err, path, "\"%s\" is a header the client writes itself or that frames the message: name another",
-                     out);
-            return false;
-        }
+    /* Not a header that frames the message (RF_FRAMING_HEADERS), which an attempt number or a deadline would break,
+     * nor Idempotency-Key, which the client writes itself from the request's key. */
+    if (rf_framing_header(out, len) != NULL || strcmp(out, "idempotency-key") == 0) {
+        rfi_fail(err, path, "\"%s\" is a header the client writes itself or that frames the message: name another",
+                 out);
+        return false;
     }
     return true;
 }

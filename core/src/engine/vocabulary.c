@@ -65,6 +65,21 @@ int rf_wait_header_parse_name(const char *s, size_t len, rf_wait_header *out) {
     return -1;
 }
 
+static const char *const framing_names[] = {RF_FRAMING_HEADERS(RF_X_STR)};
+
+const char *rf_framing_header(const char *s, size_t len) {
+    if (s == NULL) return NULL;
+    while (len > 0 && (*s == ' ' || *s == '\t')) s++, len--;
+    while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) len--;
+    for (size_t i = 0; i < sizeof framing_names / sizeof *framing_names; i++) {
+        const char *name = framing_names[i];
+        size_t k = 0;
+        while (k < len && name[k] != '\0' && ascii_lower(s[k]) == name[k]) k++;
+        if (k == len && name[k] == '\0') return name;
+    }
+    return NULL;
+}
+
 /* names[0..n) joined by ", " into buf (cut to cap). */
 static void join(char *buf, size_t cap, const char *const *names, size_t n) {
     size_t used = 0;

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,15 +96,59 @@ static bool is_fragment(const char *line, size_t len) {
     return depth > 0;
 }
 
+/* Whether reason s is one of RF_REASONS that retries (1), one that stops (0), or no reason of this build (-1). */
+static int reason_retries(const char *s) {
+#define RF_X_RETRIES(name, str, retry) \
+    if (strcmp(s, str) == 0) return retry;
+    RF_REASONS(RF_X_RETRIES)
+#undef RF_X_RETRIES
+    return -1;
+}
+
+/*
+ * The record's own counts agree (both readers, the writer's fast form and any other, pass here): its attempts are
+ * its tries, one per HTTP request the writer records (a seed-harness line, which has no tries, aside); and a
+ * request that never hedged (no try has a fate) ends at the first try whose verdict stopped it: a success or
+ * any other stop is its last try. A hedged request's tries are in the order they ended, so a cancelled attempt may
+ * follow the winner. false and why for a record that contradicts itself: replay and stats would count tries the
+ * request never made, or attempts it never recorded.
+ */
+static bool coherent(const rf_ledger_record *rec, char *why, size_t why_cap) {
+    if (strcmp(rec->route, RF_LEDGER_HARNESS_ROUTE) == 0) return true;
+    if (rec->attempts < 0 || (size_t)rec->attempts != rec->n_tries) {
+        snprintf(why, why_cap, "\"$.attempts\" is %d but \"$.tries\" has %zu: one try per attempt", rec->attempts,
+                 rec->n_tries);
+        return false;
+    }
+    for (size_t i = 0; i < rec->n_tries; i++)
+        if (rec->tries[i].fate != NULL) return true;
+    for (size_t i = 0; i + 1 < rec->n_tries; i++) {
+        if (reason_retries(rec->tries[i].reason) == 0) {
+            snprintf(why, why_cap,
+                     "\"$.tries[%zu].reason\" is \"%.40s\", which ends the request, but %zu more tries follow", i,
+                     rec->tries[i].reason, rec->n_tries - i - 1);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Turns line number r->line (len bytes at line, newline excluded) into the caller's answer. */
 static rf_ledger_read_status answer(rf_ledger_reader *r, char *line, size_t len, bool last, rf_ledger_record *rec,
                                     rf_error *err) {
     char why[320];
     int column;
 
-    if (rfi_ledger_parse_fast(line, len, rec)) return RF_LEDGER_RECORD; /* the writer's own form: no tree */
+    column = 0;
+    if (rfi_ledger_parse_fast(line, len, rec)) { /* the writer's own form: no tree */
+        if (coherent(rec, why, sizeof why)) return RF_LEDGER_RECORD;
+        rfi_ledger_error(err, r->path, r->line, column, "%s", why);
+        return RF_LEDGER_CORRUPT;
+    }
     switch (rfi_ledger_parse_line(line, len, rec, &r->tree, why, sizeof why, &column)) {
-    case RFI_LEDGER_PARSED: return RF_LEDGER_RECORD;
+    case RFI_LEDGER_PARSED:
+        if (coherent(rec, why, sizeof why)) return RF_LEDGER_RECORD;
+        break;
     case RFI_LEDGER_NOT_JSON:
         if (last) {
             rfi_ledger_error(err, r->path, r->line, column,

@@ -8,6 +8,7 @@
 --- arguments is a usage error (the command line exits 2), never ignored.
 local math, table = require("retryfreeze.compat").math, require("retryfreeze.compat").table
 local argparse = require "argparse"
+local json = require "retryfreeze.json"
 
 local M = {}
 
@@ -171,9 +172,14 @@ local function converter(name, kind)
       return n
     end
   elseif kind == "number" then
+    -- Read as a lock reads a number: by the lock's JSON parser (retryfreeze.json, cJSON), so "+5", "0x10", ".5",
+    -- "inf" and "nan" are refused here as a lock refuses them; and as one token, so " 5" and "5 " (JSON whitespace
+    -- around a value) are refused too. tonumber took all of them.
     return function(v)
-      local n = tonumber(v)
-      if n == nil then return nil, string.format("option %s needs a number, got '%s'", name, v) end
+      local n = not v:find("^%s") and not v:find("%s$") and json.decode(v)
+      if type(n) ~= "number" then
+        return nil, string.format("option %s needs a number (as JSON writes one: 0.25, 5, 1e-3), got '%s'", name, v)
+      end
       return n
     end
   end
