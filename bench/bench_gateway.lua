@@ -11,7 +11,8 @@
 -- request sent. The upstreams' attempt count per request says that the fronts retried alike. The ratio is the
 -- median of the rounds' own ratios (each round runs both fronts seconds apart), which a loaded machine moves less.
 -- Prints `ratio:` lines for bench/run (never fails on a target; fails when a part does not start).
--- Usage: lua5.4 bench/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS]] (from the source root).
+-- Usage: lua5.4 bench/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS]] (from the source root); RF_BENCH_GATEWAY_LOCK
+-- names another lock for the gateway (its routes must take GET /items/1), e.g. one without propagation.
 local build, count, rounds = arg[1] or "build", tonumber(arg[2] or "20000"), tonumber(arg[3] or "5")
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
@@ -77,7 +78,7 @@ local ports = { gateway = free_port(), keepalive = free_port() }
 local conf = assert(io.open("examples/gateway/nginx.conf.in")):read("a")
 local src = sh("pwd"):gsub("%s+$", "")
 conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
-  LOCK = src .. "/examples/gateway/gateway.lock.json", LEDGER = dir .. "/ledger.jsonl",
+  LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/examples/gateway/gateway.lock.json"), LEDGER = dir .. "/ledger.jsonl",
   UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
 local n
 conf, n = conf:gsub("\n}%s*$", "\n" .. baseline(ports.keepalive) .. "}\n")

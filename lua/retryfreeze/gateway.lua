@@ -233,7 +233,8 @@ end
 -- may have left (connect-reset), which a request without an idempotency key does not retry.
 local function last_try(res, code, route)
   local var = ngx.var
-  if last_item(var.upstream_header_time) ~= "-" then
+  -- nginx stands in with 502 or 504 only: any other code is the upstream's own
+  if (code ~= 502 and code ~= 504) or last_item(var.upstream_header_time) ~= "-" then
     res.status, res.transport, res.not_sent = code, "ok", false
     if route.tells then -- the upstream's overloaded header: read by step:after for a route with propagation
       local v = var[route.var]
@@ -251,6 +252,9 @@ local function last_try(res, code, route)
   end
   return res
 end
+
+-- lua-resty-core's ngx.balancer, loaded on the first try (it needs nginx's Lua; M.routes runs without it).
+local balancer
 
 -- The balancer stops the request after a try the engine does not retry: the ledger line now, and the answer
 -- (M.stopped, through error_page 500) from what nginx keeps across the internal redirect: its variables.
@@ -273,7 +277,7 @@ local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false }
 --- read (set_timeouts), the propagation headers of its number and time ($rf_attempt, $rf_deadline_ms; the
 --- request is rebuilt for a retry), and one more try allowed to nginx while the route's maxAttempts allows one.
 function M.balancer()
-  local balancer = require "ngx.balancer"
+  if not balancer then balancer = require "ngx.balancer" end
   local ctx = ngx.ctx.rf
   if not ctx then error("retryfreeze.gateway.balancer: no request state: access_by_lua_block must call access()", 0) end
   local step, route = ctx.step, ctx.route
@@ -320,7 +324,7 @@ function M.balancer()
 end
 
 -- Ends the request with the final response's verdict: the ledger line, and the overloaded header for the caller.
-local function final(ctx, status)
+local function final(ctx, status, in_header_filter)
   local res = RESULT
   local route = ctx.route
   if ctx.tries == 0 then
@@ -334,7 +338,7 @@ local function final(ctx, status)
   -- retry: the engine would retry a status nginx was not told to come back on (not in proxy_next_upstream):
   -- the request ends with it all the same, as one the caller stopped.
   local r = finish(ctx, retry and "stopped-by-caller" or x)
-  if r.overloaded and route.tells and ngx.get_phase() == "header_filter" then ngx.header[route.tells] = "true" end
+  if in_header_filter and r.overloaded and route.tells then ngx.header[route.tells] = "true" end
 end
 
 --- Called from header_filter_by_lua_block: the final response (the upstream's, or nginx's 502/504 for a last try
@@ -342,7 +346,7 @@ end
 --- (held), and a route with propagation that stopped after retrying tells its caller (overloadedHeader: true).
 function M.header_filter()
   local ctx = ngx.ctx.rf
-  if ctx and not ctx.done then final(ctx, ngx.status) end
+  if ctx and not ctx.done then final(ctx, ngx.status, true) end
 end
 
 --- Called from log_by_lua_block: a request that never reached header_filter (the client closed first) still gets
