@@ -7,8 +7,9 @@
 ---   init(opts)        init_by_lua*: loads the lock, opens the ledger, checks that every route can be served here
 ---   init_worker()     init_worker_by_lua*: this worker's RNG, retry budget and held ledger lines
 ---   access()          access_by_lua*: the route, matched once; 404 without one; the request's step, in ngx.ctx
----   balancer()        balancer_by_lua*: the verdict on the last try, then the next try's peer, per-try timeout
----                     (set_timeouts), propagation headers and whether nginx may come back (set_more_tries)
+---   try()             the balancer phase, each try: the verdict on the last try, then the next try's per-try
+---                     timeout (set_timeouts), propagation headers and whether nginx may come back (set_more_tries)
+---   balancer()        balancer_by_lua*: try(), then the try's peer, one not yet tried while one is left
 ---   header_filter()   header_filter_by_lua*: the final response's verdict, the request's ledger line, and the
 ---                     overloaded header a route with propagation tells its caller
 ---   log()             log_by_lua*: a request that ended before its response (the client went away) still
@@ -263,23 +264,27 @@ local function stop(ctx, reason, status)
   local var = ngx.var
   var.rf_stop_status = tostring(status)
   if r.overloaded and ctx.route.tells then var.rf_stop_tells = ctx.route.tells end
-  return ngx.exit(ngx.ERROR)
+  ngx.exit(ngx.ERROR)
+  return nil
 end
 
 -- One result table per worker: the balancer cannot yield, so no two requests use it at once.
 local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false }
 
---- Called from balancer_by_lua_block, once per try. From the second on, the last try's failure
---- (ngx.balancer.get_last_failure: a status proxy_next_upstream lists, or an error or timeout) goes to the engine:
---- when it does not retry, the request stops here (its ledger line, then error_page 500 → M.stopped). Then the
---- engine starts the try (the per-try timeout, or a stop: deadline, max attempts, throttled), which goes to the
---- next peer not yet tried (in turn, from a per-worker rotation), with the per-try timeout for connect, send and
---- read (set_timeouts), the propagation headers of its number and time ($rf_attempt, $rf_deadline_ms; the
---- request is rebuilt for a retry), and one more try allowed to nginx while the route's maxAttempts allows one.
-function M.balancer()
+--- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
+--- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
+--- code from ngx.balancer.get_last_failure: the upstream's status for a status proxy_next_upstream lists, or nginx's
+--- 502 or 504 for an error or a timeout) goes to the engine: when it does not retry, the request stops here (its
+--- ledger line, then ngx.exit(ngx.ERROR): error_page 500 → M.stopped) and this returns nothing. Otherwise the
+--- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
+--- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
+--- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
+--- maxAttempts allows one.
+-- @return the try's number (1 for the first), or nil when the request stopped
+function M.try()
   if not balancer then balancer = require "ngx.balancer" end
   local ctx = ngx.ctx.rf
-  if not ctx then error("retryfreeze.gateway.balancer: no request state: access_by_lua_block must call access()", 0) end
+  if not ctx then error("retryfreeze.gateway: no request state: access_by_lua_block must call access()", 0) end
   local step, route = ctx.step, ctx.route
   local now = now_ms()
   local last = 503 -- the status a stop answers with: no try could start
@@ -300,17 +305,9 @@ function M.balancer()
   if not timeout_ms then return stop(ctx, why, last) end
   local tries = ctx.tries + 1
   ctx.tries = tries
-  local n = shared.n_peers
-  if tries == 1 then
-    local w = worker.next_peer
-    ctx.first, worker.next_peer = w, (w + 1) % n
-  end
-  local i = (ctx.first + tries - 1) % n + 1
-  local ok, err = balancer.set_current_peer(shared.hosts[i], shared.ports[i])
-  if not ok then error("retryfreeze.gateway.balancer: set_current_peer: " .. tostring(err), 0) end
   local s = timeout_ms / 1000
-  ok, err = balancer.set_timeouts(s, s, s)
-  if not ok then error("retryfreeze.gateway.balancer: set_timeouts: " .. tostring(err), 0) end
+  local ok, err = balancer.set_timeouts(s, s, s)
+  if not ok then error("retryfreeze.gateway: set_timeouts: " .. tostring(err), 0) end
   if route.tells then
     local sent = step:propagation()
     if sent then
@@ -321,6 +318,22 @@ function M.balancer()
     end
   end
   if tries < route.max then balancer.set_more_tries(1) end
+  return tries
+end
+
+--- Called from balancer_by_lua_block, once per try: M.try, then the try's peer: the next of opts.peers not yet
+--- tried by this request while one is left (the first try's peer from a per-worker rotation), then the next in turn.
+function M.balancer()
+  local tries = M.try()
+  if not tries then return end
+  local ctx, n = ngx.ctx.rf, shared.n_peers
+  if tries == 1 then
+    local w = worker.next_peer
+    ctx.first, worker.next_peer = w, (w + 1) % n
+  end
+  local i = (ctx.first + tries - 1) % n + 1
+  local ok, err = balancer.set_current_peer(shared.hosts[i], shared.ports[i])
+  if not ok then error("retryfreeze.gateway.balancer: set_current_peer: " .. tostring(err), 0) end
 end
 
 -- Ends the request with the final response's verdict: the ledger line, and the overloaded header for the caller.
