@@ -307,16 +307,20 @@ local ok_chain, chain_err = pcall(function()
     local b = gateway(tag .. "-2", lock, c, c)
     return (gateway(tag .. "-1", lock, b, b))
   end
+  -- The most upstream requests one client request caused, their mean, and the attempt headers the upstream saw.
   local function per_request(front, n)
-    local worst, total = 0, 0
+    local worst, total, attempts = 0, 0, {}
     for _ = 1, n do
       local mark = #seen()
       curl(front, "/fail")
-      local got = #since(mark, 27)
-      total = total + got
-      if got > worst then worst = got end
+      local got = since(mark, 27)
+      total = total + #got
+      if #got > worst then worst = #got end
+      local a = {}
+      for i, line in ipairs(got) do a[i] = line.attempt end
+      attempts[#attempts + 1] = table.concat(a, ",")
     end
-    return worst, total / n
+    return worst, total / n, attempts
   end
   local plain_front = chain("plain", dir .. "/plain.lock.json")
   local _, plain_avg = per_request(plain_front, 2)
@@ -324,9 +328,11 @@ local ok_chain, chain_err = pcall(function()
   check(plain_avg == 27, "three gateways without propagation send 27 upstream requests per client request (" ..
     plain_avg .. ")")
   local prop_front = chain("prop", lock_path)
-  local worst = per_request(prop_front, 3)
+  local worst, _, attempts = per_request(prop_front, 3)
   print(("  with propagation: at most %d upstream requests per client request"):format(worst))
   check(worst >= 1 and worst <= 3, "with propagation, at most 3 (" .. worst .. ")")
+  check(table.concat(attempts, " ") == "1,2,3 1,2,3 1,2,3", "each carried its attempt number, 1, 2, 3, to the "
+    .. "upstream (" .. table.concat(attempts, " ") .. ")")
 end)
 check(ok_chain, "the chains ran" .. (ok_chain and "" or (": " .. tostring(chain_err))))
 

@@ -153,7 +153,9 @@ function M.init(opts)
       .. "fallback = \"@location\" to serve them through rf.flow): " .. table.concat(refused, "; "), 0)
   end
   shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, n_peers = #hosts, routes = routes,
-             fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header }
+             fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
+             attempt_in = "http_" .. attempt_header:gsub("-", "_"),
+             deadline_in = "http_" .. deadline_header:gsub("-", "_") }
   for _, o in ipairs(OPTIONS) do
     local name, value = o[1], opts[o[1]]
     if value == nil then value = o[2] end
@@ -192,6 +194,16 @@ function M.exit_worker()
   if shared then flush_ledger() end
 end
 
+-- Sets the nginx variables of the propagation headers of the try the step just began.
+local function propagate(step)
+  local sent = step:propagation()
+  if sent then
+    local var = ngx.var
+    var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = sent[shared.attempt_header] or "", sent[shared.deadline_header] or ""
+  end
+  return sent
+end
+
 --- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
 --- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
 --- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
@@ -209,11 +221,22 @@ function M.access()
   if not route.native then return ngx.exec(shared.fallback) end
   local key = var.http_idempotency_key
   if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
+  -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
+  local inbound
+  if route.tells and (var[shared.attempt_in] or var[shared.deadline_in]) then inbound = ngx.req.get_headers() end
+  local now = now_ms()
   local step = core.step(shared.policy, { method = method, path = path, idempotency_key = key,
-                                          inbound_headers = route.tells and ngx.req.get_headers() or nil },
-                         worker.io, now_ms())
+                                          inbound_headers = inbound }, worker.io, now)
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
-  ngx.ctx.rf = { step = step, route = route, tries = 0, first = 0, done = false }
+  local ctx = { step = step, route = route, tries = 0, first = 0, done = false }
+  ngx.ctx.rf = ctx
+  if route.tells then
+    -- nginx builds the request once, before the first try's balancer: that try begins here, so that the request
+    -- carries its propagation headers without being built again
+    local timeout_ms, why = step_begin(step, now)
+    ctx.first_timeout_ms, ctx.first_stop = timeout_ms, why
+    if timeout_ms then propagate(step) end
+  end
 end
 
 -- Ends the request's step with reason: its ledger line; the response table (overloaded, …).
@@ -292,7 +315,8 @@ function M.try()
     local _, code = balancer.get_last_failure()
     last = code or 502
     local res = last_try(RESULT, last, route)
-    local after = route.tells and method_after or step_after
+    -- the FFI path passes no overloaded header: the method reads one when it came
+    local after = res.headers and method_after or step_after
     local retry, x = after(step, res, now, wall_ms())
     res.headers = nil
     if not retry then return stop(ctx, x, last) end
@@ -301,22 +325,20 @@ function M.try()
       return stop(ctx, "stopped-by-caller", last)
     end
   end
-  local timeout_ms, why = step_begin(step, now)
+  local timeout_ms, why
+  if ctx.tries == 0 and route.tells then -- begun in access, its headers set
+    timeout_ms, why = ctx.first_timeout_ms, ctx.first_stop
+  else
+    timeout_ms, why = step_begin(step, now)
+    -- the request rebuilt with this try's propagation headers
+    if timeout_ms and route.tells and propagate(step) then balancer.recreate_request() end
+  end
   if not timeout_ms then return stop(ctx, why, last) end
   local tries = ctx.tries + 1
   ctx.tries = tries
   local s = timeout_ms / 1000
   local ok, err = balancer.set_timeouts(s, s, s)
   if not ok then error("retryfreeze.gateway: set_timeouts: " .. tostring(err), 0) end
-  if route.tells then
-    local sent = step:propagation()
-    if sent then
-      local var = ngx.var
-      var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = sent[shared.attempt_header] or "", sent[shared.deadline_header] or ""
-      -- nginx built the request before the first try's balancer: every try's is rebuilt with its own headers
-      balancer.recreate_request()
-    end
-  end
   if tries < route.max then balancer.set_more_tries(1) end
   return tries
 end
@@ -345,7 +367,7 @@ local function final(ctx, status, in_header_filter)
     return
   end
   last_try(res, status, route)
-  local after = route.tells and method_after or step_after
+  local after = res.headers and method_after or step_after
   local retry, x = after(ctx.step, res, now_ms(), wall_ms())
   res.headers = nil
   -- retry: the engine would retry a status nginx was not told to come back on (not in proxy_next_upstream):
