@@ -37,6 +37,9 @@ local ngx = rawget(_G, "ngx") -- nil outside nginx: M.routes and M.check_options
 local step_begin = core.ffi_step_begin or function(step, now_ms) return step:begin(now_ms) end
 local function method_after(step, res, now_ms, wall_ms) return step:after(res, now_ms, wall_ms) end
 local step_after = core.ffi_step_after or method_after
+-- step:finish without its response table (the FFI under LuaJIT): whether the response is overloaded.
+local step_end = core.ffi_step_end
+  or function(step, reason, now, wall) return step:finish(reason, now, wall).overloaded end
 local now_ms, wall_ms = rf.monotonic_ms, rf.now_ms
 
 -- The options of M.init besides lock, ledger, peers and fallback: {name, default, min, max} (integers).
@@ -239,10 +242,10 @@ function M.access()
   end
 end
 
--- Ends the request's step with reason: its ledger line; the response table (overloaded, …).
+-- Ends the request's step with reason: its ledger line; whether the response is overloaded.
 local function finish(ctx, reason)
   ctx.done = true
-  return ctx.step:finish(reason, now_ms(), wall_ms())
+  return step_end(ctx.step, reason, now_ms(), wall_ms())
 end
 
 -- The last item of an nginx upstream_* variable's list ("0.001, - : " → "-"), or nil.
@@ -283,10 +286,10 @@ local balancer
 -- The balancer stops the request after a try the engine does not retry: the ledger line now, and the answer
 -- (M.stopped, through error_page 500) from what nginx keeps across the internal redirect: its variables.
 local function stop(ctx, reason, status)
-  local r = finish(ctx, reason)
+  local overloaded = finish(ctx, reason)
   local var = ngx.var
   var.rf_stop_status = tostring(status)
-  if r.overloaded and ctx.route.tells then var.rf_stop_tells = ctx.route.tells end
+  if overloaded and ctx.route.tells then var.rf_stop_tells = ctx.route.tells end
   ngx.exit(ngx.ERROR)
   return nil
 end
@@ -372,8 +375,8 @@ local function final(ctx, status, in_header_filter)
   res.headers = nil
   -- retry: the engine would retry a status nginx was not told to come back on (not in proxy_next_upstream):
   -- the request ends with it all the same, as one the caller stopped.
-  local r = finish(ctx, retry and "stopped-by-caller" or x)
-  if in_header_filter and r.overloaded and route.tells then ngx.header[route.tells] = "true" end
+  local overloaded = finish(ctx, retry and "stopped-by-caller" or x)
+  if in_header_filter and overloaded and route.tells then ngx.header[route.tells] = "true" end
 end
 
 --- Called from header_filter_by_lua_block: the final response (the upstream's, or nginx's 502/504 for a last try
