@@ -7,9 +7,10 @@
 --               two servers over an upstream keepalive pool.
 -- The project's client drives each front on loopback (rf.client through retryfreeze.scheduler: libcurl's multi
 -- interface, 32 requests in flight on keep-alive connections, one attempt each: the driver never retries) for a
--- round of REQUESTS requests, the fronts in turn and their order swapped every round, ROUNDS rounds. A front's CPU is the utime + stime of nginx's worker processes over its rounds (/proc/PID/stat), per
--- request sent. The upstreams' attempt count per request says that the fronts retried alike. The ratio is the
--- median of the rounds' own ratios (each round runs both fronts seconds apart), which a loaded machine moves less.
+-- round of REQUESTS requests, the fronts in turn and their order swapped every round, ROUNDS rounds. A front's CPU is
+-- the utime + stime of nginx's worker processes over its rounds (/proc/PID/stat), per request sent. The upstreams'
+-- attempt count per request says that the fronts retried alike. The ratio is the median of the rounds' own ratios
+-- (each round runs both fronts seconds apart), which a loaded machine moves less.
 -- Prints `ratio:` lines for bench/run (never fails on a target; fails when a part does not start).
 -- Usage: lua5.4 bench/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS]] (from the source root); RF_BENCH_GATEWAY_LOCK
 -- names another lock for the gateway (its routes must take GET /items/1), e.g. one without propagation.
@@ -118,12 +119,14 @@ local driver_policy = assert(rf.load_string('{"endpoint": "GET /items/*", "maxAt
   .. '10000, "totalBudgetMs": 10000, "retryable": []}', "bench_gateway driver"))
 local REQUEST = { method = "GET", path = "/items/1" }
 local function request() return REQUEST end
--- Sends n requests to base_url, 32 in flight; raises when one failed (no response: a front that broke).
-local function drive(base_url, n)
+-- Sends `requests` requests to base_url, 32 in flight; raises when one failed (no response: a front that broke).
+local function drive(base_url, requests)
   local client = rf.client{ policy = driver_policy, base_url = base_url }
-  local failed = scheduler.run_requests(client, n, 32, request)
+  local failed = scheduler.run_requests(client, requests, 32, request)
   client:close()
-  if failed > 0 then error(("bench_gateway: %d of %d requests to %s got no response"):format(failed, n, base_url)) end
+  if failed > 0 then
+    error(("bench_gateway: %d of %d requests to %s got no response"):format(failed, requests, base_url))
+  end
 end
 
 -- CPU seconds (utime + stime) of nginx's worker processes, from /proc.
