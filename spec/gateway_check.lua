@@ -357,6 +357,17 @@ do
   out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
   check(out:find("rc=1", 1, true) and out:find("missing.lock.json", 1, true), "nor with a lock it cannot read, "
     .. "whose error it prints")
+  -- propagation headers other than the ones the configuration sends
+  write(d .. "/other-headers.lock.json", (read(lock_path):gsub('"propagation": {}',
+    '"propagation": {"attemptHeader": "x-my-attempt"}')))
+  local other = conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    LOCK = d .. "/other-headers.lock.json", LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = "1",
+    UPSTREAM2_PORT = "2", PORT = tostring(pick_port()) })
+  write(d .. "/nginx.conf", other)
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("GET /echo: the route's propagation sends x-my-attempt and "
+    .. "x-envoy-expected-rq-timeout-ms, but the gateway sends x-envoy-attempt-count", 1, true),
+    "nor with a lock whose propagation headers are not the ones the configuration sends")
 end
 
 for _, pid in ipairs(running) do os.execute("kill " .. pid .. " 2>/dev/null") end

@@ -18,8 +18,9 @@
 ---                     balancer stopped to: answers the status of the try the engine did not retry
 ---   exit_worker()     exit_worker_by_lua*: writes the worker's held ledger lines
 ---
---- A Kong or APISIX plugin makes the same calls from its phases (access, balancer, header_filter, log): see
---- docs/embedding.md ("Gateway mode"). examples/gateway/nginx.conf.in is the plain nginx form.
+--- A gateway's plugin makes the same calls from its phases (init_worker, access, header_filter, log; try() from the
+--- balancer phase, APISIX's before_proxy, where the gateway picks the peer): see docs/embedding.md ("Gateway
+--- mode"). examples/gateway/nginx.conf.in is the plain nginx form.
 ---
 --- The balancer phase cannot sleep or yield, so a try here never waits: a route whose lock asks for a wait (a
 --- backoff window above 0 ms, honoured Retry-After) or for hedging cannot be served natively. M.routes says which
@@ -31,7 +32,7 @@ local core = require "retryfreeze.core"
 local M = {}
 
 local type, tostring, tonumber = type, tostring, tonumber
-local ngx = rawget(_G, "ngx") -- nil outside nginx: M.routes and M.check_options still work there
+local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
 
 -- step:begin and step:after through the FFI under LuaJIT (the same results and errors as the methods, docs/lua.md).
 local step_begin = core.ffi_step_begin or function(step, now_ms) return step:begin(now_ms) end
@@ -55,8 +56,15 @@ local OPTIONS = {
 -- configuration): an empty value sends no header, so a caller's own copy never passes through.
 M.ATTEMPT_VAR, M.DEADLINE_VAR = "rf_attempt", "rf_deadline_ms"
 -- The header names the configuration's proxy_set_header lines send them under, unless opts says otherwise: the
--- defaults of the lock's propagation (docs/lock.md, propagation.attemptHeader and propagation.deadlineHeader).
-local DEFAULT_ATTEMPT_HEADER, DEFAULT_DEADLINE_HEADER = "x-envoy-attempt-count", "x-envoy-expected-rq-timeout-ms"
+-- defaults of the lock's propagation.attemptHeader and propagation.deadlineHeader, read from the lock's schema.
+local function schema_default(path)
+  for _, row in ipairs(rf.lock_schema()) do
+    if row.path == path then return row.default end
+  end
+  error("retryfreeze.gateway: the lock schema has no " .. path, 0)
+end
+local DEFAULT_ATTEMPT_HEADER = schema_default("propagation.attemptHeader")
+local DEFAULT_DEADLINE_HEADER = schema_default("propagation.deadlineHeader")
 
 --- Which routes of a policy the gateway serves natively, and why not the others: a try in the balancer phase cannot
 --- wait, so a route may not ask for one.
