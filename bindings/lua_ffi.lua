@@ -8,8 +8,8 @@
 -- Given: loaded (the registry's _LOADED), cdef (the C declarations of the ABI table, from lua_ffi.c), abi_address (a
 -- light userdata: the module's read-only ABI table), version (the ABI's: its type names end in _v<version>), and the
 -- engine's names in enum order (reasons, transports, wait_headers) and class_name(status, transport_index)
--- (rf_classify). Returns {decider = wrap, step_begin = f, step_after = f}, or nil when this Lua has no FFI (not
--- LuaJIT, or a sandbox took `ffi` out) or the ABI table is not the one these declarations describe.
+-- (rf_classify). Returns {decider = wrap, step_begin = f, step_after = f, step_end = f}, or nil when this Lua has no
+-- FFI (not LuaJIT, or a sandbox took `ffi` out) or the ABI table is not the one these declarations describe.
 --
 -- What a script sees: the functions returned, nothing else. Their upvalues (reachable only through the debug
 -- library) are the objects' userdata (checked by their tags in C on every call), the classic functions, scratch
@@ -32,7 +32,8 @@ local abi = ffi.cast(abi_type .. " *", abi_address)
 if abi.size ~= ffi.sizeof(abi_type) or abi.version ~= version then return nil end
 
 local type, error, next, lower, find, getmetatable = type, error, next, string.lower, string.find, getmetatable
-local decide, step_begin_c, step_after_c = abi.decide, abi.step_begin, abi.step_after -- one indirect call each
+local decide, step_begin_c, step_after_c, step_end_c = abi.decide, abi.step_begin, abi.step_after, abi.step_end -- one
+-- indirect call each
 local new_verdict = ffi.typeof("rfl_ffi_verdict_v" .. version)
 local new_step_out = ffi.typeof("rfl_ffi_step_v" .. version)
 
@@ -41,8 +42,8 @@ for i, name in ipairs(transports) do
   transport_ids[name] = i - 1
   transport_class[i - 1] = class_name(0, i - 1) -- a transport's class, or UNKNOWN for ok without a status
 end
-local reason_names = {}
-for i, name in ipairs(reasons) do reason_names[i - 1] = name end
+local reason_names, reason_ids = {}, {}
+for i, name in ipairs(reasons) do reason_names[i - 1], reason_ids[name] = name, i - 1 end
 local http_class = {} -- HTTP_<status>, made on first use from the engine's classifier
 local function http_class_of(status)
   local name = class_name(status, 0)
@@ -168,4 +169,17 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
   return step:after(res, now_ms, wall_ms, on_attempt)
 end
 
-return { decider = wrap, step_begin = step_begin, step_after = step_after }
+--- step_end(step, reason, now_ms, wall_ms) → whether the response is overloaded: step:finish(reason, now_ms,
+--- wall_ms).overloaded, the same ledger record appended, without the response table. step:finish itself runs for
+--- anything the fast path does not take (a reason not in rf.reasons, a bad clock, a closed or busy step, an attempt
+--- in flight), and raises as it does.
+local function step_end(step, reason, now_ms, wall_ms)
+  local id = reason_ids[reason]
+  if id ~= nil and type(now_ms) == "number" and type(wall_ms) == "number" then
+    local rc = step_end_c(step, id, now_ms, wall_ms)
+    if rc >= 0 then return rc == 1 end
+  end
+  return step:finish(reason, now_ms, wall_ms).overloaded
+end
+
+return { decider = wrap, step_begin = step_begin, step_after = step_after, step_end = step_end }

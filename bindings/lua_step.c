@@ -462,6 +462,25 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
     return rf_step_after(&ls->s, &res, ls->rng, ls->budget, NULL, NULL, &hook_rc, delay_ms, stop) ? 0 : 1;
 }
 
+int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms) {
+    lstep *ls = obj;
+    if (!rfl_is_idle(ls) || ls->began || !ffi_clock(now_ms) || !ffi_clock(wall_ms)) return -1;
+    if (!(reason >= 0 && reason < RF_REASON_COUNT && reason == (double)(int)reason)) return -1;
+    rf_response *r = &ls->resp;
+    r->body_len = 0; /* the ledger's body_len: the host passes no body */
+    rf_step_end_request(&ls->s, (rf_reason)(int)reason, (int64_t)now_ms, (int64_t)wall_ms, ls->ledger);
+    rfl_set_open(ls, false); /* finished (its closed state) first: never recorded twice */
+    const bool overloaded = r->overloaded;
+    /* What step_finish's step_release does without Lua: the objects it took are given back and the response
+     * freed now; its holdings (Lua references) go with the userdata (__gc). */
+    for (size_t i = 0; i < sizeof ls->taken / sizeof ls->taken[0]; i++) {
+        rfl_give_back(ls->taken[i]);
+        ls->taken[i] = NULL;
+    }
+    rf_response_clear(r);
+    return overloaded ? 1 : 0;
+}
+
 void rfl_open_step(lua_State *L) {
     static const luaL_Reg step_methods[] = {{"begin", l_step_begin},
                                             {"after", l_step_after},

@@ -297,3 +297,15 @@ else()
   message(STATUS "retryfreeze: ctests nginx_lua and layers not registered (needs RF_LUA with luajit, nginx, "
                  "libnginx-mod-http-lua)")
 endif()
+
+# The gateway mode (examples/gateway, retryfreeze.gateway): nginx proxies natively through an upstream {} block whose
+# balancer_by_lua runs the engine; headers both ways, exact attempts across two peers, a refused peer retried, a
+# keyless POST sent once, 404 without a route, the ledger against what the upstreams saw, three gateways in a chain
+# with and without propagation, a lock the gateway cannot serve refused at start; ~10 s. Needs what nginx_lua needs.
+if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/modules/ngx_http_lua_module.so)
+  add_test(NAME gateway COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/gateway_check.lua ${CMAKE_BINARY_DIR}
+           ${CMAKE_SOURCE_DIR})
+  set_tests_properties(gateway PROPERTIES LABELS "gateway;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
+else()
+  message(STATUS "retryfreeze: ctest gateway not registered (needs RF_LUA with luajit, nginx, libnginx-mod-http-lua)")
+endif()

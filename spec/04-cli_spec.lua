@@ -18,6 +18,32 @@ describe("retryfreeze check", function()
     assert.equal("retryfreeze check: invalid lock: " .. path .. ": $.maxAttempts: must be an integer from 1 to 10, got 0\n", err)
   end)
 
+  it("--gateway says which routes the gateway serves natively and why not the others", function()
+    local out, err, code = h.run_cli("check", "examples/gateway/gateway.lock.json", "--gateway")
+    assert.equal(0, code, err)
+    assert.matches("\nnative GET /echo\nnative GET /fail\nnative GET /items/%*\nnative POST /v1/jobs\n$", out)
+    local path = h.temp_file([[{"version": 1, "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 1000, "totalBudgetMs": 3000,
+      "retryable": ["HTTP_503"]},
+      "routes": [{"endpoint": "GET /waits", "backoff": {"baseMs": 20, "maxMs": 40}, "retryAfter": {"honor": false}},
+                 {"endpoint": "GET /now", "backoff": {"baseMs": 0, "maxMs": 0}, "retryAfter": {"honor": false}},
+                 {"endpoint": "GET /hedged", "backoff": {"baseMs": 0, "maxMs": 0}, "retryAfter": {"honor": false},
+                  "hedging": {"maxAttempts": 2, "hedgingDelayMs": 50}},
+                 {"endpoint": "GET /once", "maxAttempts": 1}]}]])
+    out, err, code = h.run_cli("check", path, "--gateway")
+    os.remove(path)
+    assert.equal(1, code, err)
+    assert.matches("\nnot%-native GET /hedged: hedging: [^\n]+\n", out)
+    assert.matches("\nnative GET /now\n", out)
+    -- one attempt: no retry, so neither its backoff nor its Retry-After can ask for a wait
+    assert.matches("\nnative GET /once\n", out)
+    assert.matches("\nnot%-native GET /waits: backoff: the retry after attempt 1 waits up to 20 ms, and the balancer "
+      .. "phase cannot wait %(set backoff.baseMs and backoff.maxMs to 0%)\n", out)
+    local _, usage
+    _, usage, code = h.run_cli("check", "examples/gateway/gateway.lock.json", "--gateway", "--table", "x.tsv")
+    assert.equal(2, code)
+    assert.matches("%-%-gateway does not go with %-%-table", usage)
+  end)
+
   it("exits 2 on bad usage and 0 on --help", function()
     local _, _, code = h.run_cli("check")
     assert.equal(2, code)
@@ -39,7 +65,7 @@ describe("retryfreeze check", function()
     assert.equal(0, code)
     assert.equal("", err)
     assert.are_not.equal(general, out)
-    assert.matches("^usage: retryfreeze check LOCK %[%-%-table TABLE%.tsv%] %[%-%-seed N%]\n", out)
+    assert.matches("^usage: retryfreeze check LOCK %[%-%-table TABLE%.tsv%] %[%-%-seed N%] %[%-%-gateway%]\n", out)
     -- the options list comes from the parser's option table: the kind of value each takes, and what it does
     assert.matches("\n   %-%-seed <N> +the jitter seed of every table row %(default 1; only with %-%-table%)\n", out)
     assert.matches("\n   %-%-table <TABLE%.tsv> +run this decision table %(facts %-> expected verdict%) instead of", out)

@@ -389,18 +389,33 @@ end
 describe("the nginx embedding example", function()
   local servers_dir = require("spec.support.servers")
 
-  it("documents each placeholder of nginx.conf.in in docs/embedding.md", function()
+  -- The placeholders of an nginx.conf.in (sorted) and those the table of its section of docs/embedding.md lists.
+  local function placeholders(conf_path, section_title)
     local names, seen = {}, {}
-    for name in assert(helper.try_read_file(EXAMPLE)):gmatch("@(%u[%u_]*)@") do
+    for name in assert(helper.try_read_file(conf_path)):gmatch("@(%u[%u%d_]*)@") do
       if not seen[name] then names[#names + 1], seen[name] = name, true end
     end
     table.sort(names)
     local docs = assert(helper.try_read_file("docs/embedding.md"))
+    local from = assert(docs:find("\n## " .. section_title .. "\n", 1, true), "no section " .. section_title)
+    local to = docs:find("\n## ", from + 1, true) or #docs
     local documented = {}
-    for name in docs:gmatch("\n| `@(%u[%u_]*)@` |") do documented[#documented + 1] = name end
+    for name in docs:sub(from, to):gmatch("\n| `@(%u[%u%d_]*)@` |") do documented[#documented + 1] = name end
     table.sort(documented)
+    return names, documented
+  end
+
+  it("documents each placeholder of nginx.conf.in in docs/embedding.md", function()
+    local names, documented = placeholders(EXAMPLE, "nginx with Lua")
     assert.same(names, documented)
     assert.equal(7, #names)
+  end)
+
+  it("documents each placeholder of the gateway's nginx.conf.in in docs/embedding.md", function()
+    local names, documented = placeholders("examples/gateway/nginx.conf.in",
+      "Gateway mode: nginx proxies, the engine governs")
+    assert.same(names, documented)
+    assert.same({ "CPATH", "DIR", "LEDGER", "LOCK", "PORT", "SRC", "UPSTREAM2_PORT", "UPSTREAM_PORT" }, names)
   end)
 
   --- A copy of the example's lock broken at $.defaults.maxAttempts, in dir; and the error rf.load gives for it.

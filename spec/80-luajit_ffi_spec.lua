@@ -133,6 +133,55 @@ describe_or_pending("the FFI path under LuaJIT", function()
     assert.equal("true\t400\t400\ttrue\n", out)
   end)
 
+  -- core.ffi_step_end (the gateway's step:finish without a response table): the same ledger line as step:finish,
+  -- the same overloaded flag, the ledger given back at once (it closes), the step closed; what the fast path does not
+  -- take goes to step:finish and raises as it does.
+  it("ends a step as step:finish does, line for line", function()
+    local out = h.clean_exit(run([=[
+      local p = assert(rf.load_string([[{"version": 1, "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+        "totalBudgetMs": 5000, "retryable": ["HTTP_503"], "backoff": {"baseMs": 0, "maxMs": 0},
+        "propagation": {}}, "routes": [{"endpoint": "GET /a"}, {"endpoint": "POST /b"}]}]], "t"))
+      local dir = os.tmpname()
+      os.remove(dir)
+      os.execute("mkdir " .. dir)
+      local function run_flows(finish, path)
+        local ledger = assert(rf.ledger.open(path, { host = "" }))
+        local flags = {}
+        for i = 1, 60 do
+          local method = i % 3 == 0 and "POST" or "GET"
+          local step = core.step(p, { method = method, path = method == "GET" and "/a" or "/b",
+            idempotency_key = i % 2 == 0 and ("k" .. i) or nil }, { rng = rf.rng(i), ledger = ledger }, 0)
+          local now, reason = 0, nil
+          for _ = 1, 3 do
+            if not step:begin(now) then reason = "deadline" break end
+            now = now + 7
+            local status = (i + now) % 4 == 0 and 200 or 503
+            local retry, x = step:after({ status = status }, now, 784111777000 + now)
+            if not retry then reason = x break end
+          end
+          flags[i] = tostring(finish(step, reason or "max-attempts", now + 1, 784111777001 + now))
+        end
+        assert(ledger:close())
+        local f = assert(io.open(path))
+        local text = f:read("a"):gsub('"ts":"[^"]*"', "")
+        f:close()
+        return text, table.concat(flags, ",")
+      end
+      local a, fa = run_flows(core.ffi_step_end, dir .. "/ffi.jsonl")
+      local b, fb = run_flows(function(step, ...) return step:finish(...).overloaded end, dir .. "/finish.jsonl")
+      local step = core.step(p, { method = "GET", path = "/a" }, {}, 0)
+      step:begin(0)
+      local in_flight = pcall(core.ffi_step_end, step, "success", 1, 1) -- an attempt in flight: step:finish takes it
+      local again = select(2, pcall(core.ffi_step_end, step, "success", 1, 1)):gsub("^[^:]*:%d+: ", "")
+      local step2 = core.step(p, { method = "GET", path = "/a" }, {}, 0)
+      local bad = select(2, pcall(core.ffi_step_end, step2, "no-such-reason", 1, 1)):gsub("^[^:]*:%d+: ", "")
+      os.execute("rm -rf " .. dir)
+      print(rf.ffi, a == b, #a > 1000, fa == fb, fa:find("true", 1, true) ~= nil, in_flight, again, bad)
+    ]=]))
+    assert.equal("true\ttrue\ttrue\ttrue\ttrue\ttrue\trf.flow: this request has already finished\t"
+      .. "bad argument #1 to 'finish' (a reason from rf.reasons)\n", out)
+  end)
+
   -- A result with a metatable takes the method's path: its metamethods run while the step is pinned, as they do
   -- there (a metamethod that finishes the step is refused as busy, whichever path the flow took).
   it("reads a result with metamethods as the method does, the step pinned", function()

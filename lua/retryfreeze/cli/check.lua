@@ -1,7 +1,8 @@
---- `retryfreeze check LOCK [--table TABLE.tsv [--seed N]]`: validates a lock, prints its digest and the
+--- `retryfreeze check LOCK [--table TABLE.tsv [--seed N]] [--gateway]`: validates a lock, prints its digest and the
 --- effective policy (defaults applied); with --table, runs a decision table against it instead of printing the
---- effective policy. Exit 0 when valid (and every row passes), 1 when a row fails, 2 when the lock or the
---- table is invalid or unreadable.
+--- effective policy; with --gateway, says which routes the gateway mode (retryfreeze.gateway) serves natively and
+--- why not the others. Exit 0 when valid (and every row passes, and every route is native), 1 when a row fails or
+--- a route is not native, 2 when the lock or the table is invalid or unreadable.
 local cli_args = require "retryfreeze.cli.args"
 local decision_table = require "retryfreeze.decision_table"
 
@@ -24,12 +25,17 @@ return cli_args.command {
     .. "  --table runs TABLE.tsv (facts → expected verdict, see docs/governance.md) against LOCK\n"
     .. "  and prints every failing row with its line, facts and actual verdict: exit 0 all pass,\n"
     .. "  1 a row fails, 2 a malformed table. Each row's jitter RNG is seeded with --seed, so delay_ms\n"
-    .. "  columns are reproducible.",
+    .. "  columns are reproducible.\n"
+    .. "  --gateway prints one line per route: 'native ROUTE', or 'not-native ROUTE: why' for a route\n"
+    .. "  whose lock asks for a wait or hedging, which nginx's balancer phase cannot do (docs/embedding.md):\n"
+    .. "  exit 0 every route native, 1 one is not.",
   options = {
     { "--table", "string TABLE.tsv",
       "run this decision table (facts -> expected verdict) instead of printing the effective policy" },
     { "--seed", "integer N", "the jitter seed of every table row", default = decision_table.DEFAULT_SEED,
       needs = "--table" },
+    { "--gateway", "flag", "say which routes the gateway mode serves natively (nginx's balancer phase: no wait, "
+      .. "no hedging) and why not the others, instead of printing the effective policy", excludes = "--table" },
   },
 
   --- Runs the subcommand (see retryfreeze.cli for ctx).
@@ -42,6 +48,18 @@ return cli_args.command {
       if not results then ctx.fail(why) end
     end
     ctx.out:printf("ok: %s\ndigest: %s\n", pos[1], policy.digest)
+    if opts.gateway then
+      local refused = 0
+      for _, r in ipairs(require("retryfreeze.gateway").routes(policy)) do
+        if r.native then
+          ctx.out:printf("native %s\n", r.endpoint)
+        else
+          refused = refused + 1
+          ctx.out:printf("not-native %s: %s\n", r.endpoint, r.why)
+        end
+      end
+      return refused == 0 and 0 or 1
+    end
     if not results then
       ctx.out:json_text(policy:effective_json() .. "\n")
       return 0

@@ -1,0 +1,421 @@
+--- retryfreeze.gateway: nginx proxies natively, the engine governs every try.
+---
+--- nginx's proxy module does all the I/O (headers both ways, keep-alive pools, TLS to the upstream, streamed
+--- bodies); the engine (core.step, the attempt loop rf.flow and the curl client run) decides every try of a request
+--- from lua-resty-core's ngx.balancer:
+---
+---   init(opts)        init_by_lua*: loads the lock, opens the ledger, checks that every route can be served here
+---   init_worker()     init_worker_by_lua*: this worker's RNG, retry budget and held ledger lines
+---   access()          access_by_lua*: the route, matched once; 404 without one; the request's step, in ngx.ctx
+---   try()             the balancer phase, each try: the verdict on the last try, then the next try's per-try
+---                     timeout (set_timeouts), propagation headers and whether nginx may come back (set_more_tries)
+---   balancer()        balancer_by_lua*: try(), then the try's peer, one not yet tried while one is left
+---   header_filter()   header_filter_by_lua*: the final response's verdict, the request's ledger line, and the
+---                     overloaded header a route with propagation tells its caller
+---   log()             log_by_lua*: a request that ended before its response (the client went away) still
+---                     gets its ledger line
+---   stopped()         content_by_lua* of the named location `error_page 500 = @NAME` sends a request the
+---                     balancer stopped to: answers the status of the try the engine did not retry
+---   exit_worker()     exit_worker_by_lua*: writes the worker's held ledger lines
+---
+--- A gateway's plugin makes the same calls from its phases (init_worker, access, header_filter, log; try() from the
+--- balancer phase, APISIX's before_proxy, where the gateway picks the peer): see docs/embedding.md ("Gateway
+--- mode"). examples/gateway/nginx.conf.in is the plain nginx form.
+---
+--- The balancer phase cannot sleep or yield, so a try here never waits: a route whose lock asks for a wait (a
+--- backoff window above 0 ms, honoured Retry-After) or for hedging cannot be served natively. M.routes says which
+--- routes can, and why not; M.init refuses a lock with such a route unless opts.fallback names a location that
+--- serves it through the content-phase path (rf.flow: examples/nginx/retry_proxy.lua).
+local rf = require "retryfreeze"
+local core = require "retryfreeze.core"
+
+local M = {}
+
+local type, tostring, tonumber = type, tostring, tonumber
+local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
+
+-- step:begin and step:after through the FFI under LuaJIT (the same results and errors as the methods, docs/lua.md).
+local step_begin = core.ffi_step_begin or function(step, now_ms) return step:begin(now_ms) end
+local function method_after(step, res, now_ms, wall_ms) return step:after(res, now_ms, wall_ms) end
+local step_after = core.ffi_step_after or method_after
+-- step:finish without its response table (the FFI under LuaJIT): whether the response is overloaded.
+local step_end = core.ffi_step_end
+  or function(step, reason, now, wall) return step:finish(reason, now, wall).overloaded end
+local now_ms, wall_ms = rf.monotonic_ms, rf.now_ms
+
+-- The options of M.init besides lock, ledger, peers and fallback: {name, default, min, max} (integers).
+local OPTIONS = {
+  -- Ledger lines a worker holds, in bytes, before it writes them in one write(2); 0 writes each line at once.
+  { "ledger_hold_bytes", 65536, 0, rf.ledger.BATCH_BYTES },
+  -- Longest a held ledger line waits before the worker writes it (a timer); the worker also writes its held lines
+  -- as it exits (exit_worker_by_lua_block calls M.exit_worker).
+  { "ledger_flush_ms", 200, 1, 60000 },
+}
+
+-- The nginx variables the balancer sets for the propagation headers of each try (proxy_set_header NAME $VAR in the
+-- configuration): an empty value sends no header, so a caller's own copy never passes through.
+M.ATTEMPT_VAR, M.DEADLINE_VAR = "rf_attempt", "rf_deadline_ms"
+-- The header names the configuration's proxy_set_header lines send them under, unless opts says otherwise: the
+-- defaults of the lock's propagation.attemptHeader and propagation.deadlineHeader, read from the lock's schema.
+local function schema_default(path)
+  for _, row in ipairs(rf.lock_schema()) do
+    if row.path == path then return row.default end
+  end
+  error("retryfreeze.gateway: the lock schema has no " .. path, 0)
+end
+local DEFAULT_ATTEMPT_HEADER = schema_default("propagation.attemptHeader")
+local DEFAULT_DEADLINE_HEADER = schema_default("propagation.deadlineHeader")
+
+--- Which routes of a policy the gateway serves natively, and why not the others: a try in the balancer phase cannot
+--- wait, so a route may not ask for one.
+-- @param policy a policy from rf.load
+-- @return an array, in policy:routes() order, of {endpoint = "GET /items/*", native = boolean, why = nil or a
+--   sentence naming each lock field that asks for a wait or hedging (its JSON name: hedging, backoff,
+--   retryAfter.honor), joined by "; and ")}
+function M.routes(policy)
+  local out = {}
+  for i, route in ipairs(policy:routes()) do
+    local why = {}
+    if route.hedging then
+      why[#why + 1] = "hedging: hedged attempts overlap and start after a delay, which the balancer phase cannot wait"
+    end
+    for attempts = 1, route.max_attempts - 1 do
+      local _, hi = policy:delay_window(route.endpoint, attempts)
+      if hi > 0 then
+        why[#why + 1] = ("backoff: the retry after attempt %d waits up to %d ms, and the balancer phase cannot "
+          .. "wait (set backoff.baseMs and backoff.maxMs to 0)"):format(attempts, hi)
+        break
+      end
+    end
+    if route.max_attempts > 1 and route.retry_after.honor then
+      why[#why + 1] = "retryAfter.honor is true: a retry would wait as long as Retry-After asks, and the balancer "
+        .. "phase cannot wait (set it to false)"
+    end
+    out[i] = { endpoint = route.endpoint, native = #why == 0, why = #why > 0 and table.concat(why, "; and ") or nil }
+  end
+  return out
+end
+
+-- "host:port" → host, port; or nil.
+local function split_peer(peer)
+  if type(peer) ~= "string" then return nil end
+  local host, port = peer:match("^([^%s:]+):(%d+)$")
+  port = tonumber(port)
+  if not host or not port or port < 1 or port > 65535 then return nil end
+  return host, port
+end
+
+local shared -- made by the master (M.init), inherited by every worker
+local worker -- this worker's own (M.init_worker): {io = {ledger=, rng=, retry_budget=}, next_peer = n}
+
+--- Called from init_by_lua_block, in the master, as nginx loads its configuration (`nginx -t` runs it too): loads
+--- and validates the lock, opens the ledger and checks the options; raises the lock's error ("PATH: $.json.path:
+--- message"), the ledger's, a bad option's, or the list of routes the gateway cannot serve natively (M.routes) when
+--- opts.fallback is absent. Each raises with level 0, so nginx prints the message as it is and does not start.
+-- @param opts {lock = path, ledger = path, peers = {"host:port", …} (the upstream's servers, at least one, tried
+--   in turn), fallback = "@location" or nil (where a route M.routes finds not native is sent, ngx.exec: a location
+--   running rf.flow), attempt_header =, deadline_header = (the names the configuration's proxy_set_header lines
+--   send $rf_attempt and $rf_deadline_ms under; default the lock's defaults), ledger_hold_bytes =, ledger_flush_ms =
+--   (integers, see OPTIONS)}
+function M.init(opts)
+  if type(opts) ~= "table" then error("retryfreeze.gateway.init: opts must be a table", 0) end
+  local policy, why = rf.load(opts.lock)
+  if not policy then error(why, 0) end
+  local ledger, lerr = rf.ledger.open(opts.ledger)
+  if not ledger then error(lerr, 0) end
+  if type(opts.peers) ~= "table" or #opts.peers == 0 then
+    error("retryfreeze.gateway.init: peers must be a non-empty array of \"host:port\"", 0)
+  end
+  local hosts, ports = {}, {}
+  for i, peer in ipairs(opts.peers) do
+    hosts[i], ports[i] = split_peer(peer)
+    if not hosts[i] then
+      error(("retryfreeze.gateway.init: peers[%d] must be \"host:port\" (port 1..65535), got %s"):format(i,
+        tostring(peer)), 0)
+    end
+  end
+  if opts.fallback ~= nil and (type(opts.fallback) ~= "string" or not opts.fallback:match("^@.")) then
+    error("retryfreeze.gateway.init: fallback must be a named location (\"@name\"), got " .. tostring(opts.fallback), 0)
+  end
+  local attempt_header = (opts.attempt_header or DEFAULT_ATTEMPT_HEADER):lower()
+  local deadline_header = (opts.deadline_header or DEFAULT_DEADLINE_HEADER):lower()
+  -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable}
+  local routes, refused = {}, {}
+  local effective = {}
+  for _, route in ipairs(policy:routes()) do effective[route.endpoint] = route end
+  for _, r in ipairs(M.routes(policy)) do
+    local route = effective[r.endpoint]
+    local info = { max = route.max_attempts, native = r.native }
+    local p = route.propagation
+    if p then
+      if p.attempt_header ~= attempt_header or p.deadline_header ~= deadline_header then
+        error(("retryfreeze.gateway.init: %s: the route's propagation sends %s and %s, but the gateway sends "
+          .. "%s and %s (attempt_header, deadline_header: the configuration's proxy_set_header names)"):format(
+          r.endpoint, p.attempt_header, p.deadline_header, attempt_header, deadline_header), 0)
+      end
+      info.tells = p.overloaded_header
+      info.var = "upstream_http_" .. p.overloaded_header:gsub("-", "_")
+    end
+    if not r.native then refused[#refused + 1] = r.endpoint .. ": " .. r.why end
+    routes[r.endpoint] = info
+  end
+  if #refused > 0 and not opts.fallback then
+    error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "
+      .. "fallback = \"@location\" to serve them through rf.flow): " .. table.concat(refused, "; "), 0)
+  end
+  shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, n_peers = #hosts, routes = routes,
+             fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
+             attempt_in = "http_" .. attempt_header:gsub("-", "_"),
+             deadline_in = "http_" .. deadline_header:gsub("-", "_") }
+  for _, o in ipairs(OPTIONS) do
+    local name, value = o[1], opts[o[1]]
+    if value == nil then value = o[2] end
+    if type(value) ~= "number" or value % 1 ~= 0 or value < o[3] or value > o[4] then
+      error(("retryfreeze.gateway.init: %s must be an integer from %d to %d, got %s"):format(name, o[3], o[4],
+        tostring(value)), 0)
+    end
+    shared[name] = value
+  end
+end
+
+-- Writes the ledger lines this worker holds; logs what was lost when the write failed.
+local function flush_ledger()
+  local ok, err = shared.ledger:flush()
+  if not ok then ngx.log(ngx.ERR, "retryfreeze.gateway: ledger: ", err) end
+end
+
+--- Called from init_worker_by_lua_block: this worker's RNG and retry budget (a lock with retryBudget.shared and a
+--- Redis URL share one across workers and hosts: rf.retry_budget, docs/fleet.md; else each worker has its own), and
+--- its held ledger lines, written every ledger_flush_ms.
+-- @param opts nil, or {redis = URL} for a lock whose retryBudget is shared (rf.retry_budget's options)
+function M.init_worker(opts)
+  if not shared then error("retryfreeze.gateway.init_worker: call gateway.init{…} from init_by_lua_block first", 0) end
+  local budget = shared.policy.retry_budget and rf.retry_budget(shared.policy, opts) or nil
+  worker = { io = { ledger = shared.ledger, rng = rf.rng(ngx.worker.pid()), retry_budget = budget },
+             next_peer = ngx.worker.pid() % shared.n_peers }
+  if shared.ledger_hold_bytes > 0 then
+    assert(shared.ledger:hold(shared.ledger_hold_bytes))
+    local ok, err = ngx.timer.every(shared.ledger_flush_ms / 1000, flush_ledger)
+    if not ok then error("retryfreeze.gateway.init_worker: cannot start the ledger's flush timer: " .. tostring(err), 0) end
+  end
+end
+
+--- Called from exit_worker_by_lua_block, as the worker exits: writes the ledger lines it still holds.
+function M.exit_worker()
+  if shared then flush_ledger() end
+end
+
+-- Sets the nginx variables of the propagation headers of the try the step just began.
+local function propagate(step)
+  local sent = step:propagation()
+  if sent then
+    local var = ngx.var
+    var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = sent[shared.attempt_header] or "", sent[shared.deadline_header] or ""
+  end
+  return sent
+end
+
+--- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
+--- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
+--- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
+--- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases.
+function M.access()
+  if not worker then
+    error("retryfreeze.gateway: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or "
+      .. "failed (see the error log)", 0)
+  end
+  local var = ngx.var
+  local method, path = ngx.req.get_method(), var.uri
+  local endpoint = shared.policy:match(method, path)
+  if not endpoint then return ngx.exit(404) end
+  local route = shared.routes[endpoint]
+  if not route.native then return ngx.exec(shared.fallback) end
+  local key = var.http_idempotency_key
+  if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
+  -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
+  local inbound
+  if route.tells and (var[shared.attempt_in] or var[shared.deadline_in]) then inbound = ngx.req.get_headers() end
+  local now = now_ms()
+  local step = core.step(shared.policy, { method = method, path = path, idempotency_key = key,
+                                          inbound_headers = inbound }, worker.io, now)
+  -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
+  local ctx = { step = step, route = route, tries = 0, first = 0, done = false }
+  ngx.ctx.rf = ctx
+  if route.tells then
+    -- nginx builds the request once, before the first try's balancer: that try begins here, so that the request
+    -- carries its propagation headers without being built again
+    local timeout_ms, why = step_begin(step, now)
+    ctx.first_timeout_ms, ctx.first_stop = timeout_ms, why
+    if timeout_ms then propagate(step) end
+  end
+end
+
+-- Ends the request's step with reason: its ledger line; whether the response is overloaded.
+local function finish(ctx, reason)
+  ctx.done = true
+  return step_end(ctx.step, reason, now_ms(), wall_ms())
+end
+
+-- The last item of an nginx upstream_* variable's list ("0.001, - : " → "-"), or nil.
+local function last_item(value)
+  return value and value:match("([%d%.%-]+)[^%d%.%-]*$")
+end
+
+-- The last try as io.send's result (res, filled in): nginx reports a try it gave up on with a status code (its
+-- last_failure, or the final response's): the upstream's status when a response head came (upstream_header_time
+-- has the try's time), else an error nginx stands in for: a 504 is a timeout; a try whose connection never
+-- opened (upstream_connect_time "-") was never sent (connect-refused, not_sent); any other broke after the request
+-- may have left (connect-reset), which a request without an idempotency key does not retry.
+local function last_try(res, code, route)
+  local var = ngx.var
+  -- nginx stands in with 502 or 504 only: any other code is the upstream's own
+  if (code ~= 502 and code ~= 504) or last_item(var.upstream_header_time) ~= "-" then
+    res.status, res.transport, res.not_sent = code, "ok", false
+    if route.tells then -- the upstream's overloaded header: read by step:after for a route with propagation
+      local v = var[route.var]
+      res.headers = v and { [route.tells] = v } or nil
+    end
+    return res
+  end
+  res.status, res.headers = 0, nil
+  if code == 504 then
+    res.transport, res.not_sent = "timeout", false
+  elseif last_item(var.upstream_connect_time) == "-" then
+    res.transport, res.not_sent = "connect-refused", true
+  else
+    res.transport, res.not_sent = "connect-reset", false
+  end
+  return res
+end
+
+-- lua-resty-core's ngx.balancer, loaded on the first try (it needs nginx's Lua; M.routes runs without it).
+local balancer
+
+-- The balancer stops the request after a try the engine does not retry: the ledger line now, and the answer
+-- (M.stopped, through error_page 500) from what nginx keeps across the internal redirect: its variables.
+local function stop(ctx, reason, status)
+  local overloaded = finish(ctx, reason)
+  local var = ngx.var
+  var.rf_stop_status = tostring(status)
+  if overloaded and ctx.route.tells then var.rf_stop_tells = ctx.route.tells end
+  ngx.exit(ngx.ERROR)
+  return nil
+end
+
+-- One result table per worker: the balancer cannot yield, so no two requests use it at once.
+local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false }
+
+--- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
+--- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
+--- code from ngx.balancer.get_last_failure: the upstream's status for a status proxy_next_upstream lists, or nginx's
+--- 502 or 504 for an error or a timeout) goes to the engine: when it does not retry, the request stops here (its
+--- ledger line, then ngx.exit(ngx.ERROR): error_page 500 → M.stopped) and this returns nothing. Otherwise the
+--- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
+--- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
+--- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
+--- maxAttempts allows one.
+-- @return the try's number (1 for the first), or nil when the request stopped
+function M.try()
+  if not balancer then balancer = require "ngx.balancer" end
+  local ctx = ngx.ctx.rf
+  if not ctx then error("retryfreeze.gateway: no request state: access_by_lua_block must call access()", 0) end
+  local step, route = ctx.step, ctx.route
+  local now = now_ms()
+  local last = 503 -- the status a stop answers with: no try could start
+  if ctx.tries > 0 then
+    local _, code = balancer.get_last_failure()
+    last = code or 502
+    local res = last_try(RESULT, last, route)
+    -- the FFI path passes no overloaded header: the method reads one when it came
+    local after = res.headers and method_after or step_after
+    local retry, x = after(step, res, now, wall_ms())
+    res.headers = nil
+    if not retry then return stop(ctx, x, last) end
+    if x > 0 then -- never for a route M.routes finds native; refused rather than sent early
+      ngx.log(ngx.ERR, "retryfreeze.gateway: the engine asked for a ", x, " ms wait the balancer cannot make")
+      return stop(ctx, "stopped-by-caller", last)
+    end
+  end
+  local timeout_ms, why
+  if ctx.tries == 0 and route.tells then -- begun in access, its headers set
+    timeout_ms, why = ctx.first_timeout_ms, ctx.first_stop
+  else
+    timeout_ms, why = step_begin(step, now)
+    -- the request rebuilt with this try's propagation headers
+    if timeout_ms and route.tells and propagate(step) then balancer.recreate_request() end
+  end
+  if not timeout_ms then return stop(ctx, why, last) end
+  local tries = ctx.tries + 1
+  ctx.tries = tries
+  local s = timeout_ms / 1000
+  local ok, err = balancer.set_timeouts(s, s, s)
+  if not ok then error("retryfreeze.gateway: set_timeouts: " .. tostring(err), 0) end
+  if tries < route.max then balancer.set_more_tries(1) end
+  return tries
+end
+
+--- Called from balancer_by_lua_block, once per try: M.try, then the try's peer: the next of opts.peers not yet
+--- tried by this request while one is left (the first try's peer from a per-worker rotation), then the next in turn.
+function M.balancer()
+  local tries = M.try()
+  if not tries then return end
+  local ctx, n = ngx.ctx.rf, shared.n_peers
+  if tries == 1 then
+    local w = worker.next_peer
+    ctx.first, worker.next_peer = w, (w + 1) % n
+  end
+  local i = (ctx.first + tries - 1) % n + 1
+  local ok, err = balancer.set_current_peer(shared.hosts[i], shared.ports[i])
+  if not ok then error("retryfreeze.gateway.balancer: set_current_peer: " .. tostring(err), 0) end
+end
+
+-- Ends the request with the final response's verdict: the ledger line, and the overloaded header for the caller.
+local function final(ctx, status, in_header_filter)
+  local res = RESULT
+  local route = ctx.route
+  if ctx.tries == 0 then
+    finish(ctx, "stopped-by-caller") -- the request ended before its first try (a client gone, an error)
+    return
+  end
+  last_try(res, status, route)
+  local after = res.headers and method_after or step_after
+  local retry, x = after(ctx.step, res, now_ms(), wall_ms())
+  res.headers = nil
+  -- retry: the engine would retry a status nginx was not told to come back on (not in proxy_next_upstream):
+  -- the request ends with it all the same, as one the caller stopped.
+  local overloaded = finish(ctx, retry and "stopped-by-caller" or x)
+  if in_header_filter and overloaded and route.tells then ngx.header[route.tells] = "true" end
+end
+
+--- Called from header_filter_by_lua_block: the final response (the upstream's, or nginx's 502/504 for a last try
+--- that failed) goes to the engine, which gives the request's outcome and reason: its ledger line is appended
+--- (held), and a route with propagation that stopped after retrying tells its caller (overloadedHeader: true).
+function M.header_filter()
+  local ctx = ngx.ctx.rf
+  if ctx and not ctx.done then final(ctx, ngx.status, true) end
+end
+
+--- Called from log_by_lua_block: a request that never reached header_filter (the client closed first) still gets
+--- its ledger line; and an exiting worker writes its held lines now (its timer has run for the last time).
+function M.log()
+  local ctx = ngx.ctx.rf
+  if ctx and not ctx.done then final(ctx, ngx.status) end
+  if ngx.worker.exiting() then flush_ledger() end
+end
+
+--- Called from content_by_lua_block of the named location error_page 500 sends to: a request the balancer stopped
+--- (its ledger line is written) is answered with the status of the try the engine did not retry (the upstream's
+--- status, 502 or 504, or 503 when no try could start), an empty body, and for a route with propagation that
+--- retried, its overloaded header. Any other 500 stays a 500.
+function M.stopped()
+  local var = ngx.var
+  local status = tonumber(var.rf_stop_status)
+  if not status then return ngx.exit(500) end
+  ngx.status = status
+  local tells = var.rf_stop_tells
+  if tells and tells ~= "" then ngx.header[tells] = "true" end
+  ngx.header["Content-Length"] = 0
+  return ngx.exit(ngx.OK)
+end
+
+return M

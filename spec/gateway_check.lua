@@ -1,0 +1,386 @@
+-- ctest gateway: the gateway mode (examples/gateway, retryfreeze.gateway) with real nginx. nginx proxies natively
+-- (proxy_pass to an upstream {} block whose balancer_by_lua runs the gateway) to two upstream servers (one nginx
+-- listening on two ports, each logging every request it saw). Checked:
+--   request headers pass (Authorization, Content-Type, Cookie, X-Request-Id; Host kept) and response headers come
+--   back (Content-Type, Set-Cookie, Cache-Control);
+--   an always-503 route gets exactly the lock's attempts, across both peers; a keyless POST is sent once, a keyed
+--   one retried; a path no route matches answers 404 and reaches no upstream;
+--   a peer that refuses connections is retried on the other;
+--   the ledger holds a line per request whose attempts equal what the upstreams saw, each read by stats;
+--   three gateways in a chain send 27 upstream requests per client request without propagation, at most 3 with;
+--   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason;
+--   nginx's error logs hold no Lua error.
+-- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
+local build, src = arg[1], arg[2]
+dofile(src .. "/spec/support/check_paths.lua")(build, src)
+local rf = require "retryfreeze"
+
+local shell = require "spec.support.shell"
+local sh, q = shell.sh, shell.q
+local checks = require("spec.support.checks")("gateway")
+local check = checks.check
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+local function read(path)
+  local f = io.open(path)
+  if not f then return "" end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+local dir = sh("mktemp -d /tmp/rf-gateway.XXXXXX"):gsub("%s+$", "")
+os.execute("chmod 0755 " .. q(dir)) -- nginx's workers may run as nobody: its temp paths must be traversable
+
+-- Free loopback ports below the ephemeral range (32768..60999), none of them in taken.
+local taken = {}
+local function pick_port()
+  for _ = 1, 20 do
+    local p = tonumber(sh([[bash -c 'for p in $(shuf -i 20000-32000 -n 50); do ]]
+      .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
+    if p and not taken[p] then
+      taken[p] = true
+      return p
+    end
+  end
+  error("no free port")
+end
+
+local running = {}
+-- Starts nginx with conf_of(ports, d) in dir/name (a folder of its own), where ports are `count` free ports;
+-- returns the ports once the first answers.
+local function start(name, count, conf_of)
+  local d = dir .. "/" .. name
+  os.execute("mkdir -p " .. q(d) .. " && chmod 0755 " .. q(d))
+  for _ = 1, 5 do
+    local ports = {}
+    for i = 1, count do ports[i] = pick_port() end
+    write(d .. "/nginx.conf", conf_of(ports, d))
+    local pid = tonumber(sh("cd " .. q(d) .. " && (nginx -p " .. q(d .. "/") .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
+    for _ = 1, 100 do
+      if sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" .. ports[1] .. "/__up 2>/dev/null") ~= "000" then
+        running[#running + 1] = pid
+        return ports, d
+      end
+      if sh("kill -0 " .. pid .. " 2>/dev/null && echo alive") == "" then break end -- it could not bind
+      os.execute("sleep 0.1")
+    end
+    os.execute("kill " .. pid .. " 2>/dev/null; sleep 0.2")
+  end
+  error("cannot start nginx " .. name .. ": " .. read(d .. "/nginx.out") .. read(d .. "/error.log"))
+end
+
+-- The upstream: one nginx on two ports (the gateway's two peers). /echo answers with the request headers it got
+-- and three response headers; /fail and POST /v1/jobs answer 503; /items/* 200. Every request is logged with the
+-- port it came in on, its method, path, idempotency key and propagated attempt number.
+local up_ports, up_dir = start("upstream", 2, function(ports, d)
+  local servers = {}
+  for _, port in ipairs(ports) do
+    servers[#servers + 1] = ([[
+  server {
+    listen 127.0.0.1:@PORT@;
+    access_log @D@/access.log seen;
+    location = /__up { access_log off; return 200; }
+    location = /echo {
+      content_by_lua_block {
+        local h = ngx.req.get_headers()
+        ngx.header["Content-Type"] = "application/x-echo"
+        ngx.header["Set-Cookie"] = "session=abc; Path=/"
+        ngx.header["Cache-Control"] = "no-store"
+        ngx.print("host=", h.host or "", "\nauthorization=", h.authorization or "", "\ncontent-type=",
+          h["content-type"] or "", "\ncookie=", h.cookie or "", "\nx-request-id=", h["x-request-id"] or "", "\n")
+      }
+    }
+    location = /fail { return 503 "down\n"; }
+    location = /v1/jobs { return 503 "busy\n"; }
+    location /items/ { return 200 "item\n"; }
+  }
+]]):gsub("@PORT@", tostring(port)):gsub("@D@", d)
+  end
+  return ([[
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+worker_processes 1;
+error_log @D@/error.log notice;
+pid @D@/nginx.pid;
+daemon off;
+events { worker_connections 256; }
+http {
+  client_body_temp_path @D@/tmp_body;
+  proxy_temp_path @D@/tmp_proxy;
+  fastcgi_temp_path @D@/tmp_fastcgi;
+  uwsgi_temp_path @D@/tmp_uwsgi;
+  scgi_temp_path @D@/tmp_scgi;
+  log_format seen '$server_port|$request_method|$uri|$http_idempotency_key|$http_x_envoy_attempt_count';
+@SERVERS@}
+]]):gsub("@D@", d):gsub("@SERVERS@", table.concat(servers))
+end)
+
+-- What the upstreams saw: {port=, method=, uri=, key=, attempt=} per request, once `want` more than mark are
+-- there (nginx logs after answering).
+local function seen()
+  local lines = {}
+  for line in read(up_dir .. "/access.log"):gmatch("[^\n]+") do
+    local f = {}
+    for part in (line .. "|"):gmatch("([^|]*)|") do f[#f + 1] = part end
+    lines[#lines + 1] = { port = tonumber(f[1]), method = f[2], uri = f[3], key = f[4], attempt = f[5] }
+  end
+  return lines
+end
+local function since(mark, want)
+  local lines
+  for _ = 1, 60 do
+    lines = seen()
+    if #lines >= mark + want then break end
+    os.execute("sleep 0.05")
+  end
+  os.execute("sleep 0.2")
+  lines = seen()
+  local out = {}
+  for i = mark + 1, #lines do out[#out + 1] = lines[i] end
+  return out
+end
+
+-- A gateway: examples/gateway/nginx.conf.in filled in, in front of peers p1 and p2, under lock_path.
+local conf_in = read(src .. "/examples/gateway/nginx.conf.in")
+local function gateway(name, lock_path, p1, p2)
+  local ports, d = start(name, 1, function(ports, d)
+    return (conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+      LOCK = lock_path, LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = tostring(p1), UPSTREAM2_PORT = tostring(p2),
+      PORT = tostring(ports[1]) }))
+  end)
+  return ports[1], d
+end
+
+-- curl: status, response headers (lowercase name → value), body.
+local function curl(port, path, args)
+  local out = sh("curl -s -D - " .. (args or "") .. " http://127.0.0.1:" .. port .. path .. " 2>/dev/null")
+  local head, body = out:match("^(.-)\r\n\r\n(.*)$")
+  head = head or out
+  local status = tonumber(head:match("^HTTP/%d%.?%d? (%d+)"))
+  local headers = {}
+  for name, value in head:gmatch("\n([^:\r\n]+):%s*([^\r\n]*)") do headers[name:lower()] = value end
+  return status, headers, body or ""
+end
+
+local lock_path = src .. "/examples/gateway/gateway.lock.json"
+local gw_port, gw_dir
+local requests = 0 -- client requests the first gateway answered (its ledger lines)
+local ok_run, err = pcall(function()
+  gw_port, gw_dir = gateway("gw", lock_path, up_ports[1], up_ports[2])
+  -- start() asked for /__up, which no route matches: 404 in the access phase, before any step, so no ledger line.
+
+  -- Headers both ways.
+  local mark = #seen()
+  local status, headers, body = curl(gw_port, "/echo", "-H 'Host: shop.example' -H 'Authorization: Bearer t0k'"
+    .. " -H 'Content-Type: text/x-test' -H 'Cookie: a=1; b=2' -H 'X-Request-Id: req-42'")
+  requests = requests + 1
+  check(status == 200, "GET /echo answers 200 through the gateway (" .. tostring(status) .. ")")
+  for _, want in ipairs({ "host=shop.example", "authorization=Bearer t0k", "content-type=text/x-test",
+                          "cookie=a=1; b=2", "x-request-id=req-42" }) do
+    check(body:find(want, 1, true) ~= nil, "the upstream got " .. want)
+  end
+  check(headers["content-type"] == "application/x-echo" and headers["set-cookie"] == "session=abc; Path=/"
+    and headers["cache-control"] == "no-store", "the client got the upstream's Content-Type, Set-Cookie and "
+    .. "Cache-Control (" .. tostring(headers["content-type"]) .. " | " .. tostring(headers["set-cookie"]) .. " | "
+    .. tostring(headers["cache-control"]) .. ")")
+  check(#since(mark, 1) == 1, "one GET /echo reached the upstreams")
+
+  -- An always-503 route: exactly maxAttempts, across both peers.
+  local policy = assert(rf.load(lock_path))
+  local max = policy:routes()[1].max_attempts
+  local n = 6
+  local exact, both, statuses = 0, 0, {}
+  for _ = 1, n do
+    mark = #seen()
+    local s = curl(gw_port, "/fail")
+    requests = requests + 1
+    statuses[#statuses + 1] = tostring(s)
+    local got = since(mark, max)
+    local ports = {}
+    for _, line in ipairs(got) do ports[line.port] = true end
+    if #got == max then exact = exact + 1 end
+    if ports[up_ports[1]] and ports[up_ports[2]] then both = both + 1 end
+  end
+  check(exact == n, ("an always-503 route got exactly the lock's %d attempts (%d of %d requests)"):format(max, exact, n))
+  check(both == n, ("each went to both peers (%d of %d)"):format(both, n))
+  check(table.concat(statuses, ",") == ("503,"):rep(n - 1) .. "503", "the client got 503 (" ..
+    table.concat(statuses, ",") .. ")")
+
+  -- A keyless POST is sent once; a keyed one is retried with its key.
+  mark = #seen()
+  local s_keyless = curl(gw_port, "/v1/jobs", "-X POST -d x=1")
+  requests = requests + 1
+  local keyless = since(mark, 1)
+  check(#keyless == 1 and s_keyless == 503, "a keyless POST was sent once (" .. #keyless .. " times, status "
+    .. tostring(s_keyless) .. ")")
+  mark = #seen()
+  curl(gw_port, "/v1/jobs", "-X POST -d x=1 -H 'Idempotency-Key: k-gw-1'")
+  requests = requests + 1
+  local keyed = since(mark, max)
+  local same_key = true
+  for _, line in ipairs(keyed) do same_key = same_key and line.key == "k-gw-1" end
+  check(#keyed == max and same_key, "a keyed POST was tried " .. max .. " times, each with its key (" .. #keyed .. ")")
+
+  -- No route: 404, nothing upstream.
+  mark = #seen()
+  local s404 = curl(gw_port, "/nowhere/at/all")
+  check(s404 == 404, "a path no route matches answers 404 (" .. tostring(s404) .. ")")
+  check(#since(mark, 0) == 0, "and reaches no upstream")
+
+  -- GETs to a route that succeeds, spread over the peers.
+  mark = #seen()
+  local ok200 = 0
+  for i = 1, 10 do
+    if curl(gw_port, "/items/" .. i) == 200 then ok200 = ok200 + 1 end
+    requests = requests + 1
+  end
+  check(ok200 == 10 and #since(mark, 10) == 10, "10 GETs answered 200 in one try each (" .. ok200 .. ")")
+
+  -- A peer that refuses connections: retried on the other.
+  local dead = pick_port()
+  local gw2_port, gw2_dir = gateway("gw-dead-peer", lock_path, up_ports[1], dead)
+  mark = #seen()
+  local all_ok = 0
+  for i = 1, 8 do
+    if curl(gw2_port, "/items/d" .. i) == 200 then all_ok = all_ok + 1 end
+  end
+  local got = since(mark, 8)
+  check(all_ok == 8 and #got == 8, "with one peer refusing, 8 of 8 GETs answered 200 (" .. all_ok .. "), the "
+    .. "live peer saw each once (" .. #got .. ")")
+  os.execute("sleep 0.5") -- the held ledger lines are written within ledger_flush_ms (200 ms)
+  local refused_retried, lines2 = 0, 0
+  for rec in rf.ledger.read(gw2_dir .. "/ledger.jsonl") do
+    lines2 = lines2 + 1
+    if rec.attempts == 2 and rec.tries[1].class == "CONNECT_REFUSED" and rec.tries[2].status == 200 then
+      refused_retried = refused_retried + 1
+    end
+  end
+  check(lines2 == 8 and refused_retried >= 1, "its ledger: 8 lines, " .. refused_retried .. " with a refused try "
+    .. "retried on the other peer (" .. lines2 .. " lines)")
+
+  -- The first gateway's ledger: a line per request, its attempts what the upstreams saw from it.
+  os.execute("sleep 0.5")
+  local lines, attempts, reasons = 0, 0, {}
+  for rec in rf.ledger.read(gw_dir .. "/ledger.jsonl") do
+    lines = lines + 1
+    attempts = attempts + rec.attempts
+    local classes = {}
+    for i, t in ipairs(rec.tries) do classes[i] = t.class end
+    local k = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
+    reasons[k] = (reasons[k] or 0) + 1
+  end
+  local fails = "GET /fail max-attempts HTTP_503,HTTP_503,HTTP_503"
+  check(reasons[fails] == n, "the ledger records each always-503 request as " .. fails .. " (" ..
+    tostring(reasons[fails]) .. " of " .. n .. ")")
+  local keyless_line = "POST /v1/jobs mutating-without-idempotency HTTP_503"
+  check(reasons[keyless_line] == 1, "and the keyless POST as " .. keyless_line .. " (" ..
+    tostring(reasons[keyless_line]) .. ")")
+  if reasons[fails] ~= n or reasons[keyless_line] ~= 1 then
+    for k, v in pairs(reasons) do print("  ledger: " .. v .. " × " .. k) end
+  end
+  local upstream_total = 0
+  for _, line in ipairs(seen()) do
+    if line.uri ~= "/__up" and not line.uri:find("^/items/d") then upstream_total = upstream_total + 1 end
+  end
+  check(lines == requests, "the ledger holds a line per request (" .. lines .. " for " .. requests .. ")")
+  check(attempts == upstream_total, "its attempts equal what the upstreams saw (" .. attempts .. " vs " ..
+    upstream_total .. ")")
+  local stats = rf.ledger.stats({ gw_dir .. "/ledger.jsonl" })
+  check(stats and stats.requests == requests, "retryfreeze stats reads every line (" ..
+    tostring(stats and stats.requests) .. ")")
+end)
+check(ok_run, "the gateway checks ran" .. (ok_run and "" or (": " .. tostring(err))))
+
+-- Three gateways in a chain in front of the always-503 upstream: 27 upstream requests per client request without
+-- propagation, at most 3 with it.
+local ok_chain, chain_err = pcall(function()
+  local plain = read(lock_path):gsub(',%s*"propagation": {}', "")
+  assert(plain ~= read(lock_path), "the example lock has propagation: {}")
+  write(dir .. "/plain.lock.json", plain)
+  local function chain(tag, lock)
+    local c = gateway(tag .. "-3", lock, up_ports[1], up_ports[2])
+    local b = gateway(tag .. "-2", lock, c, c)
+    return (gateway(tag .. "-1", lock, b, b))
+  end
+  -- The most upstream requests one client request caused, their mean, and the attempt headers the upstream saw.
+  local function per_request(front, n)
+    local worst, total, attempts = 0, 0, {}
+    for _ = 1, n do
+      local mark = #seen()
+      curl(front, "/fail")
+      local got = since(mark, 27)
+      total = total + #got
+      if #got > worst then worst = #got end
+      local a = {}
+      for i, line in ipairs(got) do a[i] = line.attempt end
+      attempts[#attempts + 1] = table.concat(a, ",")
+    end
+    return worst, total / n, attempts
+  end
+  local plain_front = chain("plain", dir .. "/plain.lock.json")
+  local _, plain_avg = per_request(plain_front, 2)
+  print(("  without propagation: %.1f upstream requests per client request"):format(plain_avg))
+  check(plain_avg == 27, "three gateways without propagation send 27 upstream requests per client request (" ..
+    plain_avg .. ")")
+  local prop_front = chain("prop", lock_path)
+  local worst, _, attempts = per_request(prop_front, 3)
+  print(("  with propagation: at most %d upstream requests per client request"):format(worst))
+  check(worst >= 1 and worst <= 3, "with propagation, at most 3 (" .. worst .. ")")
+  check(table.concat(attempts, " ") == "1,2,3 1,2,3 1,2,3", "each carried its attempt number, 1, 2, 3, to the "
+    .. "upstream (" .. table.concat(attempts, " ") .. ")")
+end)
+check(ok_chain, "the chains ran" .. (ok_chain and "" or (": " .. tostring(chain_err))))
+
+-- A lock with a route that asks for a wait: nginx does not start, naming the route and why. (`nginx -t` does not run
+-- init_by_lua: lua-nginx-module skips it in test mode, so it passes; docs/embedding.md says so.)
+do
+  local d = dir .. "/refused"
+  os.execute("mkdir -p " .. q(d) .. " && chmod 0755 " .. q(d))
+  local conf = conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    LOCK = src .. "/examples/nginx/proxy.lock.json", LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = "1",
+    UPSTREAM2_PORT = "2", PORT = tostring(pick_port()) })
+  write(d .. "/nginx.conf", conf)
+  local out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("cannot serve these routes natively", 1, true)
+    and out:find("GET /items/*: backoff", 1, true), "nginx does not start with a lock whose routes ask for a "
+    .. "backoff: its error names the route and why")
+  if not out:find("GET /items/*: backoff", 1, true) then print(out) end
+  local bad = conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    LOCK = d .. "/missing.lock.json", LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = "1", UPSTREAM2_PORT = "2",
+    PORT = tostring(pick_port()) })
+  write(d .. "/nginx.conf", bad)
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("missing.lock.json", 1, true), "nor with a lock it cannot read, "
+    .. "whose error it prints")
+  -- propagation headers other than the ones the configuration sends
+  write(d .. "/other-headers.lock.json", (read(lock_path):gsub('"propagation": {}',
+    '"propagation": {"attemptHeader": "x-my-attempt"}')))
+  local other = conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    LOCK = d .. "/other-headers.lock.json", LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = "1",
+    UPSTREAM2_PORT = "2", PORT = tostring(pick_port()) })
+  write(d .. "/nginx.conf", other)
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("GET /echo: the route's propagation sends x-my-attempt and "
+    .. "x-envoy-expected-rq-timeout-ms, but the gateway sends x-envoy-attempt-count", 1, true),
+    "nor with a lock whose propagation headers are not the ones the configuration sends")
+end
+
+for _, pid in ipairs(running) do os.execute("kill " .. pid .. " 2>/dev/null") end
+os.execute("sleep 0.5")
+local lua_errors = 0
+for name in sh("ls " .. q(dir)):gmatch("%S+") do
+  for line in read(dir .. "/" .. name .. "/error.log"):gmatch("[^\n]+") do
+    if line:find("lua entry thread aborted", 1, true) or line:find("runtime error", 1, true)
+      or line:find("_by_lua", 1, true) and line:find("%[error%]") or line:find("%[alert%]") or line:find("%[crit%]") then
+      lua_errors = lua_errors + 1
+      if lua_errors <= 5 then print("  " .. name .. ": " .. line) end
+    end
+  end
+end
+check(lua_errors == 0, "no nginx error log holds a Lua error (" .. lua_errors .. ")")
+checks.finish(dir)
