@@ -209,15 +209,42 @@ set(RF_LUAJIT ${RF_LUA_BIN_luajit})
 # and LuaJIT run the whole suite.
 set(RF_ENGINE_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua
   spec/14-json_spec.lua spec/16-compat_spec.lua spec/20-stats_spec.lua spec/30-hostile_spec.lua spec/34-io_flow_spec.lua)
+# One ctest test per spec file and Lua, named SUITE/FILE (busted/05-client, busted_luajit/05-client, busted_5.1/01-load,
+# …) and labelled with its suite's name, so `ctest -j` runs the files side by side and `ctest -L busted_luajit` runs
+# one suite. Each file stands alone (its own servers on random free ports, its own temporary directories); a
+# timing spec judges the client net of the stall the machine imposed (spec/support/stall.lua).
+# The files that take longest (seconds alone on a quiet 2-core machine), started first: ctest runs the highest
+# COST first until its own timings (Testing/Temporary/CTestCostData.txt) replace these after the first run.
+set(rf_spec_costs 30-hostile 40 24-report 30 25-replay 30 17-diff_partition 30 37-usage_errors 25 61-tls_proxy 15
+  10-diff 15 26-replay_report 12 11-signoff 12 63-http2 12 62-transparent 12 06-nginx 10 05-client 10)
+while(rf_spec_costs)
+  list(POP_FRONT rf_spec_costs rf_short rf_cost)
+  set(RF_SPEC_COST_${rf_short} ${rf_cost})
+endwhile()
+# rf_add_busted(SUITE INTERP LABELS ENV FILE...)
+function(rf_add_busted suite interp labels env)
+  foreach(spec IN LISTS ARGN)
+    get_filename_component(file ${spec} NAME)
+    string(REGEX REPLACE "_spec\\.lua$" "" short "${file}")
+    set(name ${suite}/${short})
+    add_test(NAME ${name} COMMAND ${interp} ${BUSTED} --output=plainTerminal spec/${file}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set(vars ${env} RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze RF_BUILD_DIR=${CMAKE_BINARY_DIR})
+    set_tests_properties(${name} PROPERTIES LABELS "${suite};${labels}" TIMEOUT 300 ENVIRONMENT "${vars}")
+    if(DEFINED RF_SPEC_COST_${short})
+      # Long files first: ctest starts higher COST earlier, so the run ends when the longest file does.
+      set_tests_properties(${name} PROPERTIES COST ${RF_SPEC_COST_${short}})
+    endif()
+  endforeach()
+endfunction()
+file(GLOB RF_ALL_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+list(SORT RF_ALL_SPECS)
 if(RF_LUA_MAIN MATCHES "^(5\\.4|luajit)$")
-  set(rf_main_specs "")
+  set(rf_main_specs ${RF_ALL_SPECS})
 else()
   set(rf_main_specs ${RF_ENGINE_SPECS})
 endif()
-add_test(NAME busted COMMAND ${RF_LUA_MAIN_BIN} ${BUSTED} --output=plainTerminal ${rf_main_specs}
-         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(busted PROPERTIES LABELS "lua" RESOURCE_LOCK busted_suite
-  ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
+rf_add_busted(busted ${RF_LUA_MAIN_BIN} "lua" "" ${rf_main_specs})
 
 # The randomized misuse harness (spec/harness/misuse.lua), a short run under the main Lua, and under LuaJIT too when
 # that is another (its FFI path meets the same hostile tables); .ci/run runs it longer under ASan.
@@ -253,7 +280,7 @@ foreach(v IN LISTS RF_LUA)
   string(REPLACE "." "" tag "${v}")
   set(interp ${RF_LUA_BIN_${tag}})
   if(v STREQUAL "luajit")
-    set(specs "")
+    set(specs ${RF_ALL_SPECS})
   else()
     set(specs ${RF_ENGINE_SPECS})
   endif()
@@ -261,11 +288,7 @@ foreach(v IN LISTS RF_LUA)
     message(STATUS "retryfreeze: no interpreter for Lua ${v}: its busted test is not registered")
     continue()
   endif()
-  add_test(NAME busted_${v} COMMAND ${interp} ${BUSTED} --output=plainTerminal ${specs}
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  # RESOURCE_LOCK: the suites time requests against deadlines; two at once on two cores would skew them.
-  set_tests_properties(busted_${v} PROPERTIES LABELS "lua;lua_versions" TIMEOUT 300 RESOURCE_LOCK busted_suite
-    ENVIRONMENT "RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  rf_add_busted(busted_${v} ${interp} "lua;lua_versions" "RF_SECONDARY_SUITE=1" ${specs})
 endforeach()
 
 # The engine's specs under LuaJIT with the FFI path off (RF_NO_FFI=1): busted_luajit runs the suite with it on, so
@@ -273,10 +296,8 @@ endforeach()
 set(RF_FFI_SPECS spec/01-load_spec.lua spec/02-decide_spec.lua spec/03-immutable_spec.lua spec/12-table_spec.lua
   spec/13-assertions_spec.lua spec/15-wait_signals_spec.lua spec/80-luajit_ffi_spec.lua)
 if("luajit" IN_LIST RF_LUA AND RF_LUAJIT)
-  add_test(NAME busted_luajit_no_ffi COMMAND ${RF_LUAJIT} ${BUSTED} --output=plainTerminal ${RF_FFI_SPECS}
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(busted_luajit_no_ffi PROPERTIES LABELS "lua;lua_versions" TIMEOUT 300 RESOURCE_LOCK busted_suite
-    ENVIRONMENT "RF_NO_FFI=1;RF_CLI=${CMAKE_BINARY_DIR}/bin/retryfreeze;RF_BUILD_DIR=${CMAKE_BINARY_DIR}")
+  rf_add_busted(busted_luajit_no_ffi ${RF_LUAJIT} "lua;lua_versions" "RF_NO_FFI=1;RF_SECONDARY_SUITE=1"
+    ${RF_FFI_SPECS})
 endif()
 
 # nginx with lua-nginx-module (LuaJIT) in front of retryfreeze-serve, every request through rf.flow
@@ -287,12 +308,12 @@ if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/
   # The check runs under luajit with the build's LuaJIT module, which nginx loads too: a LuaJIT-only build has it.
   add_test(NAME nginx_lua COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/nginx_lua_check.lua ${CMAKE_BINARY_DIR}
            ${CMAKE_SOURCE_DIR})
-  set_tests_properties(nginx_lua PROPERTIES LABELS "nginx_lua;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
+  set_tests_properties(nginx_lua PROPERTIES LABELS "nginx_lua;lua" TIMEOUT 180)
   # Three layers on loopback (a client, two nginx running the proxy, an always-503 upstream): the retries
   # multiply without propagation (27 per request) and do not with it (at most 3); ~10 s.
   add_test(NAME layers COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/layers_check.lua ${CMAKE_BINARY_DIR}
            ${CMAKE_SOURCE_DIR})
-  set_tests_properties(layers PROPERTIES LABELS "layers;nginx_lua;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
+  set_tests_properties(layers PROPERTIES LABELS "layers;nginx_lua;lua" TIMEOUT 180)
 else()
   message(STATUS "retryfreeze: ctests nginx_lua and layers not registered (needs RF_LUA with luajit, nginx, "
                  "libnginx-mod-http-lua)")
