@@ -231,9 +231,11 @@ static inline bool rfi_class_retryable(const rfi_route *r, int status, rf_transp
 }
 
 /* Class limits (class_limits.c). */
-/* Parses the lock's classLimits object at path into r (limits 1..10; maxAttempts is checked by rfi_class_limits_check).
- */
-bool rfi_class_limits_parse(const struct cJSON *obj, const char *path, rfi_route *r, rf_error *err);
+/* Parses the lock's classLimits object at path into r; each limit in f's range (its schema row's min..max; maxAttempts
+ * is checked by rfi_class_limits_check). */
+struct rfi_field;
+bool rfi_class_limits_parse(const struct cJSON *obj, const char *path, const struct rfi_field *f, rfi_route *r,
+                            rf_error *err);
 /* Refuses a limit over the route's maxAttempts; where is the route's JSON path. */
 bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err);
 /* The route's limits as tokens (static strings, sorted by strcmp) and values, into arrays of RFI_MAX_CLASSES;

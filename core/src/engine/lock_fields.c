@@ -403,7 +403,7 @@ bool rfi_field_read(const rfi_field *f, const cJSON *c, const char *path, const 
     case RF_FIELD_METHODS: ok = read_methods(c, path, f, holder, err); break;
     case RF_FIELD_JITTER: ok = read_jitter(c, path, value, err); break;
     case RF_FIELD_WAIT_HEADERS: ok = rfi_wait_headers_parse(c, path, holder, err); break;
-    case RF_FIELD_CLASS_LIMITS: ok = rfi_class_limits_parse(c, path, holder, err); break;
+    case RF_FIELD_CLASS_LIMITS: ok = rfi_class_limits_parse(c, path, f, holder, err); break;
     case RF_FIELD_REASONS: ok = read_reasons(c, path, &ctx->lock->gate, err); break;
     case RF_FIELD_NAME: ok = read_name(c, path, f, value, err); break;
     case RF_FIELD_HEADER: ok = read_header(c, path, f, value, err); break;
