@@ -298,6 +298,11 @@ static void make_fact_index(lua_State *L, rfl_state *st) {
  * read is refused by rf_decide. Iterated raw; the strings stay anchored by the facts table, which no Lua code
  * runs to change while the decision is read and made.
  */
+/* RF_WAIT_HEADERS' names joined by ", ", after a leading ", " (skip 2): the hints a refusal lists. */
+#define WAIT_HEADER_NAME(id, name) ", " name
+static const char wait_header_names[] = RF_WAIT_HEADERS(WAIT_HEADER_NAME);
+#undef WAIT_HEADER_NAME
+
 static void read_hints(lua_State *L, int v, fact_src src, rf_facts *f) {
     if (lua_type(L, v) != LUA_TTABLE)
         fact_error(L, src, "hints", "must be a table {[header] = value}, got %s", luaL_typename(L, v));
@@ -308,11 +313,8 @@ static void read_hints(lua_State *L, int v, fact_src src, rf_facts *f) {
         rf_wait_header h;
         if (k == NULL || rf_wait_header_parse_name(k, klen, &h) != 0 || strcmp(rf_wait_header_name(h), k) != 0)
             luaL_argerror(L, src.arg,
-                          lua_pushfstring(L,
-                                          "unknown hint '%s' (hints are lowercase wait header names: retry-after, "
-                                          "retry-after-ms, x-ms-retry-after-ms, ratelimit-reset, ratelimit, "
-                                          "x-ratelimit-reset, grpc-retry-pushback-ms)",
-                                          k ? k : luaL_typename(L, -2)));
+                          lua_pushfstring(L, "unknown hint '%s' (hints are lowercase wait header names: %s)",
+                                          k ? k : luaL_typename(L, -2), wait_header_names + 2));
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_argerror(L, src.arg,
                           lua_pushfstring(L, "facts.hints['%s'] must be a string, got %s", k, luaL_typename(L, -1)));
