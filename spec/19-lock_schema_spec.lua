@@ -242,3 +242,47 @@ describe("retryfreeze diff", function()
     end
   end)
 end)
+
+describe("rf_route_view (core/include/retryfreeze/policy.h)", function()
+  local h = require "spec.helper"
+
+  -- The members of a C struct typedef in a header, in order.
+  local function struct_members(path, name)
+    local body = assert(h.read_file(path):match("typedef struct " .. name .. " {(.-)} " .. name .. ";"), name)
+    local members = {}
+    for line in body:gmatch("[^\n]+") do
+      local m = line:gsub("/%*.*", ""):match("([%w_]+);%s*$")
+      if m then members[m] = true end
+    end
+    return members
+  end
+
+  -- A route row whose member is not its view in snake case: its unit in the name, or a list's other spelling.
+  local MEMBER = { ["backoff.multiplier"] = "backoff_multiplier_milli", classLimits = "class_limit_classes",
+    ["hedging.nonFatalClasses"] = "hedging_non_fatal", ["hedging.hedgingDelayMs"] = "hedging_delay_ms" }
+  -- Route rows with no member, on purpose: objects whose fields are members, and propagation, which has a view
+  -- of its own (rf_policy_propagation, propagation.h).
+  local ABSENT = { backoff = "its fields", retryAfter = "its fields", propagation = "rf_policy_propagation",
+    ["propagation.attemptHeader"] = "rf_policy_propagation", ["propagation.deadlineHeader"] = "rf_policy_propagation",
+    ["propagation.overloadedHeader"] = "rf_policy_propagation",
+    ["propagation.inboundDeadline"] = "rf_policy_propagation", ["propagation.inboundAttempt"] = "rf_policy_propagation" }
+
+  it("has a member for every route field of the schema, or lists it as deliberately absent", function()
+    local members = struct_members("core/include/retryfreeze/policy.h", "rf_route_view")
+    for _, row in ipairs(rf.lock_schema()) do
+      if row.place == "route" then
+        local want = MEMBER[row.path] or (row.view or ""):gsub("%.", "_")
+        if ABSENT[row.path] then
+          assert.is_nil(members[want], row.path .. " is listed as absent but rf_route_view has " .. want)
+        else
+          assert.is_true(members[want], row.path .. ": rf_route_view has no member " .. want)
+        end
+      end
+    end
+    -- Neither list names a field the schema no longer has.
+    local routes = {}
+    for _, row in ipairs(rf.lock_schema()) do routes[row.path] = row.place == "route" or nil end
+    for path in pairs(MEMBER) do assert.is_true(routes[path], path) end
+    for path in pairs(ABSENT) do assert.is_true(routes[path], path) end
+  end)
+end)
