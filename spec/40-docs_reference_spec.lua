@@ -457,7 +457,7 @@ describe("docs/lock.md", function()
     it("documents every message the loader can give", function()
       local formats = {}
       for _, file in ipairs({ "lock_load.c", "lock_fields.c", "lock_schema.c", "lock_canonical.c", "policy.c",
-        "lock_wait_headers.c", "class_limits.c", "failure_class.c", "route_index.c", "propagation.c" }) do
+        "class_limits.c", "failure_class.c", "route_index.c", "propagation.c" }) do
         for _, f in ipairs(c_format_args(read("core/src/engine/" .. file), "rfi_fail", 3)) do formats[#formats + 1] = f end
       end
       for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end

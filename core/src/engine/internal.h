@@ -20,12 +20,10 @@
 #if defined(__GNUC__)
 #define RFI_NOINLINE __attribute__((noinline))
 #define RFI_INLINE inline __attribute__((always_inline))
-#define RFI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RFI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define RFI_NOINLINE
 #define RFI_INLINE inline
-#define RFI_LIKELY(x) (x)
 #define RFI_UNLIKELY(x) (x)
 #endif
 
@@ -245,12 +243,6 @@ size_t rfi_class_limits_view(const rfi_route *r, const char **tokens, int *value
 int rfi_class_limit(const rfi_route *r, int status, rf_transport transport);
 
 /* Wait headers on the decision path (wait_hints.c). */
-/* Parses retryAfter.headers (a cJSON array) at path into r. */
-bool rfi_wait_headers_parse(const struct cJSON *array, const char *path, rfi_route *r, rf_error *err);
-/* The route's default list: ["retry-after"]. */
-void rfi_wait_headers_default(rfi_route *r);
-/* True when the route's list is the default one. */
-bool rfi_wait_headers_is_default(const rfi_route *r);
 /*
  * Refuses a hint the route does not read (err names "hints.<name>"), and a Retry-After given both as
  * facts.retry_after and as hints[retry-after]. present is rfi_wait_hints_present(f). Sets *first_present to the
