@@ -677,6 +677,26 @@ static int l_decider_call(lua_State *L) {
     return 5;
 }
 
+/* Replaces the decider closure on top of the stack by the FFI's closure over the decider state at state_idx, when
+ * the FFI path is on (lua_ffi.c held its wrap at RFL_STATE_FFI: wrap(state, classic)); returns 1, the closure on
+ * top. Under Lua 5.4 the classic closure stays. */
+static int ffi_decider(lua_State *L, int state_idx) {
+#if LUA_VERSION_NUM == 501
+    if (rfl_held(L, rfl_state_get(L), RFL_STATE_FFI) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return 1; /* the classic closure, on top */
+    }
+    lua_pushvalue(L, state_idx);
+    lua_pushvalue(L, -3);
+    lua_call(L, 2, 1); /* wrap(state, classic) */
+    return 1;
+#else
+    (void)L;
+    (void)state_idx;
+    return 1;
+#endif
+}
+
 /*
  * policy:decider(method, path, has_key [, rng]) → decide: one request's decider, the way Envoy keeps a retry
  * state per request. The method and path are copied and matched to their route once (rf_decide_on_route), as
@@ -739,7 +759,7 @@ static int l_decider(lua_State *L) {
     lua_pushvalue(L, 7);
     rfl_held(L, rfl_state_get(L), RFL_STATE_STRINGS); /* at 9: the closure's upvalues are d and the cache */
     lua_pushcclosure(L, l_decider_call, 2);
-    return rfl_ffi_decider(L, 7); /* under LuaJIT, the FFI's closure over d (lua_ffi.c) */
+    return ffi_decider(L, 7); /* under LuaJIT, the FFI's closure over d */
 }
 
 /* ---- the decider's FFI entry (lua_ffi.c) ------------------------------------------------------------ */

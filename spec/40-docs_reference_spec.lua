@@ -619,6 +619,7 @@ describe("docs/lua.md", function()
   local top = sections(doc, "##")
   local words = code_words(doc)
   local policy_src, client_src = read("bindings/lua_policy.c"), read("bindings/lua_client.c")
+  local response_src = read("bindings/lua_response.c")
   local ledger_src = read("bindings/lua_ledger.c")
 
   local policy_methods = c_array(policy_src, "policy_methods")
@@ -719,8 +720,8 @@ describe("docs/lua.md", function()
       route = c_table_keys(c_function(policy_src, "l_routes")),
       client_options = c_array(client_src, "client_keys"),
       request = c_array(client_src, "request_keys"),
-      try = c_table_keys(c_function(client_src, "push_try_named")),
-      response = c_table_keys(c_function(client_src, "push_response_named")),
+      try = c_table_keys(c_function(response_src, "push_try_named")),
+      response = c_table_keys(c_function(response_src, "push_response_named")),
       record = c_table_keys(c_function(ledger_src, "push_record")),
       read_state = { "torn", "corrupt", "lines" },
     }
