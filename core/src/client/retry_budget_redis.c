@@ -252,21 +252,22 @@ static const char *host_refusal(const char *authority, CURLUcode rc) {
  * Parses "redis[s]://[user:password@]host[:port][/db]" with libcurl's URL API (RFC 3986: the userinfo ends at the
  * last '@' before the path; user and password percent-decoded, the first ':' ending the user). No query, no
  * fragment, no control character. A user without ":password" is refused rather than guessed at: the URL form
- * before ACL users put the password there. why never quotes the URL (it may hold the password).
+ * before ACL users put the password there. why never quotes the URL (it may hold the password). RF_OK, RF_EINVAL
+ * (why says what is wrong), or RF_ENOMEM when libcurl ran out of memory reading it.
  */
-static bool parse_url(const char *url, redis_target *t, char *why, size_t why_cap) {
+static rf_status parse_url(const char *url, redis_target *t, char *why, size_t why_cap) {
     memset(t, 0, sizeof *t);
     snprintf(t->port, sizeof t->port, "6379");
     const char *msg = NULL;
-    if (url == NULL) return snprintf(why, why_cap, "must start with redis:// or rediss://"), false;
+    if (url == NULL) return snprintf(why, why_cap, "must start with redis:// or rediss://"), RF_EINVAL;
     for (const char *c = url; *c; c++) {
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            return snprintf(why, why_cap, "has a control character (a byte below 0x20, or 0x7f)"), false;
+            return snprintf(why, why_cap, "has a control character (a byte below 0x20, or 0x7f)"), RF_EINVAL;
     }
     if (strncasecmp(url, "rediss://", 9) == 0)
         t->tls = true;
     else if (strncasecmp(url, "redis://", 8) != 0)
-        return snprintf(why, why_cap, "must start with redis:// or rediss://"), false;
+        return snprintf(why, why_cap, "must start with redis:// or rediss://"), RF_EINVAL;
     /* The authority as written (for the messages libcurl's codes do not tell apart): up to the path, query or
      * fragment, after the userinfo. */
     const char *scheme_end = url + (t->tls ? 9 : 8);
@@ -276,7 +277,7 @@ static bool parse_url(const char *url, redis_target *t, char *why, size_t why_ca
     char *at = strrchr(authority, '@');
     const char *hostport = at ? at + 1 : authority;
     CURLU *h = curl_url();
-    if (h == NULL) return snprintf(why, why_cap, "could not be read: out of memory"), false;
+    if (h == NULL) return snprintf(why, why_cap, "out of memory"), RF_ENOMEM;
     CURLUcode rc = curl_url_set(h, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE);
     char raw_user[256] = "", raw_password[256] = "", db[32] = "", extra[8];
     const bool port_after_host = strchr(hostport, '[') == NULL || strstr(hostport, "]:") != NULL;
@@ -337,7 +338,8 @@ static bool parse_url(const char *url, redis_target *t, char *why, size_t why_ca
     OPENSSL_cleanse(raw_password, sizeof raw_password);
     if (msg != NULL) {
         OPENSSL_cleanse(t->password, sizeof t->password);
-        return snprintf(why, why_cap, "%s", msg), false;
+        if (rc == CURLUE_OUT_OF_MEMORY) return snprintf(why, why_cap, "out of memory"), RF_ENOMEM;
+        return snprintf(why, why_cap, "%s", msg), RF_EINVAL;
     }
     if (t->host[0] == '[') { /* an IPv6 address: without its brackets */
         size_t n = strlen(t->host);
@@ -351,7 +353,7 @@ static bool parse_url(const char *url, redis_target *t, char *why, size_t why_ca
     snprintf(t->where, sizeof t->where, "%s%s%s:%s", v6 ? "[" : "", t->host, v6 ? "]" : "", t->port);
     snprintf(t->shown, sizeof t->shown, "%s://%s%s%s/%d", t->tls ? "rediss" : "redis", raw_user, t->auth ? ":***@" : "",
              t->where, t->db);
-    return true;
+    return RF_OK;
 }
 
 /* ---- TLS settings --------------------------------------------------------------------------------------- */
@@ -977,9 +979,10 @@ static rf_status check_options(const rf_redis_budget_options *o, redis_target *t
                           RF_REDIS_BUDGET_TIMEOUT_MAX_MS, RF_REDIS_BUDGET_TIMEOUT_MS, o->timeout_ms);
     *timeout_ms = o->timeout_ms ? o->timeout_ms : RF_REDIS_BUDGET_TIMEOUT_MS;
     char why[192];
-    if (!parse_url(o->url, t, why, sizeof why)) {
+    rf_status url_st = parse_url(o->url, t, why, sizeof why);
+    if (url_st != RF_OK) {
         explicit_bzero(t, sizeof *t);
-        return rfi_report(err, RF_EINVAL, "url", "%s", why);
+        return rfi_report(err, url_st, "url", "%s", why);
     }
     rf_status st = tls_files_readable(o, err); /* each named file first: the message names a bad one */
     if (st != RF_OK) {
