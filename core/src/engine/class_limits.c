@@ -65,7 +65,7 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, const rfi_field 
         return false;
     }
     r->has_class_limits = seen.family4xx || seen.family5xx || seen.named != 0;
-    for (size_t i = 0; i < 10; i++) r->has_class_limits |= seen.status[i] != 0;
+    for (size_t i = 0; i < sizeof seen.status / sizeof *seen.status; i++) r->has_class_limits |= seen.status[i] != 0;
     return true;
 }
 
