@@ -145,7 +145,7 @@ static bool ffi_refused(void) {
     return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
 }
 
-/* Runs the Lua half with the module table at module: holds its decider wrap in the binding's state (rfl_ffi_decider)
+/* Runs the Lua half with the module table at module: holds its decider wrap in the binding's state (RFL_STATE_FFI)
  * and sets core.ffi_step_begin and core.ffi_step_after (rf.flow's, io_flow.lua) and core.ffi_step_end (the gateway's).
  * Returns whether the path is on (false: no FFI in this Lua). An error of the Lua half is raised: it is a bug, never an
  * expected state. */
@@ -188,22 +188,4 @@ void rfl_open_ffi(lua_State *L) {
 #endif
     lua_pushboolean(L, on);
     lua_setfield(L, -2, "ffi");
-}
-
-int rfl_ffi_decider(lua_State *L, int state_idx) {
-#if LUA_VERSION_NUM == 501
-    rfl_state *st = rfl_state_get(L);
-    if (rfl_held(L, st, RFL_STATE_FFI) != LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        return 1; /* the classic closure, on top */
-    }
-    lua_pushvalue(L, state_idx);
-    lua_pushvalue(L, -3);
-    lua_call(L, 2, 1); /* wrap(state, classic) */
-    return 1;
-#else
-    (void)L;
-    (void)state_idx;
-    return 1;
-#endif
 }

@@ -33,24 +33,15 @@
  *     the decision path runs no Lua and pays no protected call.
  *  4. Functions without such objects (json, glob, read_file, sha256, parse_*, ledger_bucket, …) pin nothing.
  *
- * Which entry point follows which rule:
- *  1: client:request, all, _start, _finish, _run, _run_generated, _set_scheduled, in_flight, retry_tokens, close,
- *     __close (lua_client.c); ledger:close, __close, _tally_appends, _appended, hold, flush, held, and the ledger
- *     iterator, pinning its reader (lua_ledger.c); budget:tokens, is_shared, close, __close (lua_retry_budget.c);
- * step:begin, after, finish (lua_step.c); tally:read, stats, timeline (lua_ledger_tally.c). A pending request is used
- * only through its own client (_start and _finish refuse another client's box), so the client's pin covers it. 2:
- * rf.client (lua_client.c), core.step (lua_step.c), rf.retry_budget (lua_retry_budget.c), rf.ledger.open and
- * rf.ledger.read (lua_ledger.c), core.ledger_tally (lua_ledger_tally.c), core.ledger_replay (lua_replay.c). 3:
- * policy:decide and core.decide, policy:decider and its calls, policy:budget, classify, routes, effective_json,
- * canonical_json, match, delay_window, class_retryable, class_attempts, the policy's __index,
- *     __newindex, __tostring; core.load_string, load_file; rf.rng and rng:between (lua_policy.c).
- *  4: core.read_file (lua_input.c), glob (lua_glob.c), json_codec's decode and encode (lua_json.c), sha256,
- *     parse_retry_after, parse_wait_header (lua_policy.c), ledger_bucket, ledger_bucket_range (lua_ledger_tally.c),
- *     retry_budget_peek (lua_retry_budget.c), new_key (lua_client.c), wall_ms (lua_step.c), and the CLI host's exec
- *     (cli_main.c).
- *  __gc of every type runs only once the object is unreachable, so never during one of its calls nor while
- *  something took it; each that frees a resource checks so (rfl_collectable), which makes a __gc called by hand
- *  through the debug library on an object in use free nothing.
+ * Which entry point follows which rule is read from the code, not from a list here (a list drifts as entry points
+ * are added): rule 1 is every function whose body rfl_method runs, rule 2 every one whose body rfl_function runs
+ * (each file's registration table names them); rule 3 is the policy's, the rng's and the decider's (lua_policy.c,
+ * and lua_ffi.c for LuaJIT's FFI), which call neither; rule 4 is every other function of the module and the CLI
+ * host's exec (cli_main.c).
+ *
+ * __gc of every type runs only once the object is unreachable, so never during one of its calls nor while
+ * something took it; each that frees a resource checks so (rfl_collectable), which makes a __gc called by hand
+ * through the debug library on an object in use free nothing.
  *
  * In every case C uses a pointer into a Lua string only while the string is anchored where no Lua code can reach
  * it: on the function's own stack or in a table the call made (a keeper), never only in a caller's table, which a

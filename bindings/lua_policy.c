@@ -298,6 +298,11 @@ static void make_fact_index(lua_State *L, rfl_state *st) {
  * read is refused by rf_decide. Iterated raw; the strings stay anchored by the facts table, which no Lua code
  * runs to change while the decision is read and made.
  */
+/* RF_WAIT_HEADERS' names joined by ", ", after a leading ", " (skip 2): the hints a refusal lists. */
+#define WAIT_HEADER_NAME(id, name) ", " name
+static const char wait_header_names[] = RF_WAIT_HEADERS(WAIT_HEADER_NAME);
+#undef WAIT_HEADER_NAME
+
 static void read_hints(lua_State *L, int v, fact_src src, rf_facts *f) {
     if (lua_type(L, v) != LUA_TTABLE)
         fact_error(L, src, "hints", "must be a table {[header] = value}, got %s", luaL_typename(L, v));
@@ -308,11 +313,8 @@ static void read_hints(lua_State *L, int v, fact_src src, rf_facts *f) {
         rf_wait_header h;
         if (k == NULL || rf_wait_header_parse_name(k, klen, &h) != 0 || strcmp(rf_wait_header_name(h), k) != 0)
             luaL_argerror(L, src.arg,
-                          lua_pushfstring(L,
-                                          "unknown hint '%s' (hints are lowercase wait header names: retry-after, "
-                                          "retry-after-ms, x-ms-retry-after-ms, ratelimit-reset, ratelimit, "
-                                          "x-ratelimit-reset, grpc-retry-pushback-ms)",
-                                          k ? k : luaL_typename(L, -2)));
+                          lua_pushfstring(L, "unknown hint '%s' (hints are lowercase wait header names: %s)",
+                                          k ? k : luaL_typename(L, -2), wait_header_names + 2));
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_argerror(L, src.arg,
                           lua_pushfstring(L, "facts.hints['%s'] must be a string, got %s", k, luaL_typename(L, -1)));
@@ -675,6 +677,26 @@ static int l_decider_call(lua_State *L) {
     return 5;
 }
 
+/* Replaces the decider closure on top of the stack by the FFI's closure over the decider state at state_idx, when
+ * the FFI path is on (lua_ffi.c held its wrap at RFL_STATE_FFI: wrap(state, classic)); returns 1, the closure on
+ * top. Under Lua 5.4 the classic closure stays. */
+static int ffi_decider(lua_State *L, int state_idx) {
+#if LUA_VERSION_NUM == 501
+    if (rfl_held(L, rfl_state_get(L), RFL_STATE_FFI) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        return 1; /* the classic closure, on top */
+    }
+    lua_pushvalue(L, state_idx);
+    lua_pushvalue(L, -3);
+    lua_call(L, 2, 1); /* wrap(state, classic) */
+    return 1;
+#else
+    (void)L;
+    (void)state_idx;
+    return 1;
+#endif
+}
+
 /*
  * policy:decider(method, path, has_key [, rng]) → decide: one request's decider, the way Envoy keeps a retry
  * state per request. The method and path are copied and matched to their route once (rf_decide_on_route), as
@@ -737,7 +759,7 @@ static int l_decider(lua_State *L) {
     lua_pushvalue(L, 7);
     rfl_held(L, rfl_state_get(L), RFL_STATE_STRINGS); /* at 9: the closure's upvalues are d and the cache */
     lua_pushcclosure(L, l_decider_call, 2);
-    return rfl_ffi_decider(L, 7); /* under LuaJIT, the FFI's closure over d (lua_ffi.c) */
+    return ffi_decider(L, 7); /* under LuaJIT, the FFI's closure over d */
 }
 
 /* ---- the decider's FFI entry (lua_ffi.c) ------------------------------------------------------------ */

@@ -67,12 +67,30 @@ void rfl_read_inbound(lua_State *L, int idx, const rfl_keeper *k, struct rf_requ
 void rfl_open_client_network(lua_State *L);
 /* Pushes a try table {class, status, transport, elapsed_ms, delay_ms, timeout_ms, reason [, retry_after,
  * retry_after_header, error]} and a response table {status, ok, outcome, reason, attempts, elapsed_ms, body,
- * headers, tries, route [, ledger_error]}: the shapes client:request returns (lua_client.c). */
+ * headers, tries, route [, ledger_error]}: the shapes client:request returns (lua_response.c). */
 void rfl_push_try(lua_State *L, const rf_try *t);
 /* rfl_push_response: pushes the response table of *r. body_idx and headers_idx: stack indices (absolute or relative
  * to the top before the push) of the values to use as its body and headers, or 0 for none, which uses r's own body
  * and header block; 0 is read as "none" before any index arithmetic, so it never names the top. */
 void rfl_push_response(lua_State *L, const rf_response *r, int body_idx, int headers_idx);
+/* For a caller that builds many responses (client:all): the field names pushed once, and a cache of the engine's
+ * strings; each response then copies its names from there instead of interning them again. */
+/* Slots of rfl_response_names' cache of the engine's strings (a power of two). */
+#define RFL_VALUE_CACHE 16
+
+/* The pushed field names, and a cache of the strings the engine names a response's values with (an outcome, a
+ * reason, a transport, the route's endpoint): constant strings, owned by the engine or by the policy the client
+ * holds, so that the same pointer is the same text. Each slot holds the last such string whose pointer maps to it,
+ * and its Lua copy on the stack: a response reuses the copy instead of interning the text again. */
+typedef struct rfl_response_names {
+    int base;                            /* index of the first field name */
+    int cache;                           /* index of the first of RFL_VALUE_CACHE slots (nil until used) */
+    const char *cached[RFL_VALUE_CACHE]; /* the string each slot's copy is of; NULL: none yet */
+} rfl_response_names;
+/* Pushes the field names and the cache's slots (nil) on the stack, into *names; they stay there while names is used. */
+void rfl_push_field_names(lua_State *L, rfl_response_names *names);
+/* rfl_push_response with r's own body and headers, its names taken from *names (rfl_push_field_names). */
+void rfl_push_response_named(lua_State *L, const rf_response *r, rfl_response_names *names);
 /* Pushes p[0, len) lowercased (ASCII, as tolower in the C locale): a response header name as client:request's and
  * step:finish's headers tables key it. Built on the C stack when short (every usual name), which costs a third of a
  * luaL_Buffer; a longer one in a luaL_Buffer. */
@@ -156,10 +174,8 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
  * is not open and idle, has an attempt in flight, or a bad argument: the Lua half then calls step:finish. */
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms);
 /* The FFI path (lua_ffi.c), under LuaJIT. rfl_open_ffi runs once per luaopen, after rfl_open_policy: it sets
- * core.ffi in the module table on top of the stack (true when the FFI path is on). rfl_ffi_decider replaces the
- * decider closure on top of the stack by the FFI's closure over the decider state at state_idx when the path is on,
- * and returns 1 (the closure on top, for policy:decider's return). */
+ * core.ffi in the module table on top of the stack (true when the FFI path is on), and when it is on holds the Lua
+ * half's decider wrap in the binding's state (RFL_STATE_FFI), which policy:decider applies (lua_policy.c). */
 void rfl_open_ffi(lua_State *L);
-int rfl_ffi_decider(lua_State *L, int state_idx);
 
 #endif

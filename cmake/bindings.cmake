@@ -1,7 +1,7 @@
 # The Lua binding (module retryfreeze.core) and the `retryfreeze` CLI host. Output layout mirrors an install
 # tree: bin/retryfreeze, lib/lua/5.4/retryfreeze/core.so; the Lua library stays in the source tree's lua/.
 set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/lua_lock_schema.c bindings/lua_ledger.c
-  bindings/lua_ledger_tally.c bindings/lua_replay.c bindings/lua_client.c bindings/lua_client_generated.c
+  bindings/lua_ledger_tally.c bindings/lua_replay.c bindings/lua_client.c bindings/lua_response.c bindings/lua_client_generated.c
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_output.c bindings/lua_compat.c
   bindings/lua_object.c bindings/lua_state.c bindings/lua_result.c bindings/lua_json.c
   bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c bindings/lua_ffi.c

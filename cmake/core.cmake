@@ -26,7 +26,6 @@ add_library(retryfreeze_objects OBJECT
   core/src/engine/retry_after.c
   core/src/engine/wait_headers.c
   core/src/engine/wait_hints.c
-  core/src/engine/lock_wait_headers.c
   core/src/engine/class_limits.c
   core/src/engine/propagation.c
 )

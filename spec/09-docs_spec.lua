@@ -82,3 +82,25 @@ describe("README.md", function()
     end
   end)
 end)
+
+describe("docs/lock.md, The digest", function()
+  local text = assert(io.open("docs/lock.md")):read("*a")
+  local section = assert(text:match("\n## The digest\n(.-)\n## "), "docs/lock.md has no section '## The digest'")
+
+  it("names every field the canonical form writes only sometimes, and its default when it has one", function()
+    local checked = 0
+    for _, row in ipairs(rf.lock_schema()) do
+      local optional_object = row.place == "route" and row.type == "object" and row.if_absent == "none"
+      if row.canonical == "unless-default" or row.canonical == "null-when-none" or optional_object then
+        checked = checked + 1
+        assert.is_truthy(section:find("`" .. row.path .. "`", 1, true),
+          row.path .. " (canonical " .. row.canonical .. ") is not named in The digest")
+        if row.canonical == "unless-default" and row.default_json then
+          assert.is_truthy(section:find("`" .. row.default_json .. "`", 1, true),
+            row.path .. ": its default " .. row.default_json .. " is not named in The digest")
+        end
+      end
+    end
+    assert.is_true(checked >= 6)
+  end)
+end)

@@ -33,6 +33,20 @@ describe("the lists refusals print", function()
     end
   end)
 
+  it("facts.hints: exactly RF_WAIT_HEADERS, each accepted", function()
+    local headers = x_macro("RF_WAIT_HEADERS")
+    local policy = assert(rf.load_string(B:gsub("}$", ', "retryAfter": {"headers": ["'
+      .. table.concat(headers, '", "') .. '"]}}')))
+    local ok, err = pcall(policy.decide, policy, { method = "GET", path = "/x", hints = { ["x-wait"] = "1" } })
+    assert.is_false(ok)
+    local list = assert(tostring(err):match("unknown hint 'x%-wait' %(hints are lowercase wait header names: (.-)%)"),
+      tostring(err))
+    assert.same(headers, split(list))
+    for _, name in ipairs(headers) do
+      assert.is_table(policy:decide({ method = "GET", path = "/x", status = 429, hints = { [name] = "1" } }))
+    end
+  end)
+
   it("model --class: the status grammar and exactly RF_NAMED_CLASSES, each accepted", function()
     local named = x_macro("RF_NAMED_CLASSES")
     local lock = h.temp_file(B)

@@ -142,6 +142,33 @@ describe("the deadline with large bodies at concurrency " .. CONCURRENCY, functi
     assert.is_true(outcomes_ok, table.concat(runs, "; "))
   end)
 
+  -- A body over max_body_bytes is refused whole, also when the chunk that goes over the cap is the one a paused
+  -- transfer hands back as the pass resumes it (curl_easy_pause's result, an error there, ends the attempt as the
+  -- cap's failure, never as a success with the chunk missing). A cap one byte under the body puts the refused chunk
+  -- last, where a transfer with nothing left to read would otherwise end without an error; a hundred bodies at
+  -- once make every pass long enough to pause most of them, some at their last chunk.
+  it("bodies one byte over max_body_bytes, read across paused passes: every attempt fails on the cap", function()
+    local policy = assert(rf.load_string([[{"endpoint":"GET /big/*","maxAttempts":1,"perAttemptTimeoutMs":60000,
+      "totalBudgetMs":60000,"retryable":[]}]], "33-cap.lock"))
+    local cap = BIG_BYTES - 1
+    local outcomes = {}
+    for _ = 1, 2 do
+      local client = rf.client{ policy = policy, base_url = "http://127.0.0.1:" .. ng.ports[1], rng_seed = 5,
+        max_body_bytes = cap }
+      local n = 100
+      local failed = scheduler.run(client, n, n, function(i)
+        local r = client:request{ method = "GET", path = "/big/" .. i }
+        local last = r.tries[#r.tries]
+        local key = table.concat({ r.outcome, r.reason, last.transport, tostring(last.error) }, " ")
+        outcomes[key] = (outcomes[key] or 0) + 1
+      end)
+      client:close()
+      assert.equal(0, failed)
+    end
+    assert.same({ [("terminal max-attempts other response body over max_body_bytes (%d)"):format(cap)]
+      = 200 }, outcomes)
+  end)
+
   -- An attempt whose body trickles is read once per curl multi pass, and ended by its timer, which the client looks
   -- at between passes: while a hundred big bodies arrive, a pass that read every readable transfer to the end of
   -- what it had (libcurl reads up to a hundred buffers of each) took up to 300 ms, and ended such an attempt up to

@@ -457,7 +457,7 @@ describe("docs/lock.md", function()
     it("documents every message the loader can give", function()
       local formats = {}
       for _, file in ipairs({ "lock_load.c", "lock_fields.c", "lock_schema.c", "lock_canonical.c", "policy.c",
-        "lock_wait_headers.c", "class_limits.c", "failure_class.c", "route_index.c", "propagation.c" }) do
+        "class_limits.c", "failure_class.c", "route_index.c", "propagation.c" }) do
         for _, f in ipairs(c_format_args(read("core/src/engine/" .. file), "rfi_fail", 3)) do formats[#formats + 1] = f end
       end
       for _, f in ipairs(c_format_args(read("core/src/engine/endpoint.c"), "snprintf", 3)) do formats[#formats + 1] = f end
@@ -619,6 +619,7 @@ describe("docs/lua.md", function()
   local top = sections(doc, "##")
   local words = code_words(doc)
   local policy_src, client_src = read("bindings/lua_policy.c"), read("bindings/lua_client.c")
+  local response_src = read("bindings/lua_response.c")
   local ledger_src = read("bindings/lua_ledger.c")
 
   local policy_methods = c_array(policy_src, "policy_methods")
@@ -719,8 +720,8 @@ describe("docs/lua.md", function()
       route = c_table_keys(c_function(policy_src, "l_routes")),
       client_options = c_array(client_src, "client_keys"),
       request = c_array(client_src, "request_keys"),
-      try = c_table_keys(c_function(client_src, "push_try_named")),
-      response = c_table_keys(c_function(client_src, "push_response_named")),
+      try = c_table_keys(c_function(response_src, "push_try_named")),
+      response = c_table_keys(c_function(response_src, "push_response_named")),
       record = c_table_keys(c_function(ledger_src, "push_record")),
       read_state = { "torn", "corrupt", "lines" },
     }

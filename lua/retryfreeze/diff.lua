@@ -189,11 +189,52 @@ function M.changing_is_wider(a, b)
   return "widening"
 end
 
--- The comparator of a scalar field by its row's widens: a larger or smaller value, true → false, or any change
--- of a single value (a list's any-change is judged as a whole: the composite below).
+--- false → true widens (a permission turned on).
+function M.gaining_is_wider(a, b)
+  if a == b then return nil end
+  return (b and not a) and "widening" or "narrowing"
+end
+
+-- The comparator of a scalar field by its row's widens: a larger or smaller value, true → false, false → true, or
+-- any change of a single value (a list's any-change is judged as a whole: the composite below).
 local scalar_compare = { grows = M.more_is_wider, shrinks = M.less_is_wider, ["true-to-false"] = M.dropping_is_wider,
-  ["any-change"] = M.changing_is_wider }
+  ["false-to-true"] = M.gaining_is_wider, ["any-change"] = M.changing_is_wider }
 local LIST_TYPES = { classes = true, methods = true, ["wait-headers"] = true, reasons = true, ["class-limits"] = true }
+
+local function set_of(...)
+  local s = {}
+  for _, v in ipairs({ ... }) do s[v] = true end
+  return s
+end
+
+--- The field types (a row's type) the diff compares under each widening rule (a row's widens): a rule orders only
+--- the values it can compare (grows: numbers; true-to-false: booleans, …). A row whose pair is not here is not
+--- compared by its rule: its change is reported as an unclassified widening (fail closed), never compared as
+--- another type (a boolean marked grows would compare true with false).
+M.RULE_TYPES = {
+  grows = set_of("integer", "decimal"),
+  shrinks = set_of("integer", "decimal"),
+  ["true-to-false"] = set_of("boolean"),
+  ["false-to-true"] = set_of("boolean"),
+  ["any-change"] = set_of("integer", "decimal", "boolean", "jitter", "name", "header", "wait-headers"),
+  ["changed-or-removed"] = set_of("name", "header"),
+  removed = set_of("object"),
+  ["item-removed"] = set_of("reasons"),
+  ["delay-window"] = set_of("integer", "decimal", "jitter"),
+  retryable = set_of("classes"),
+  ["own-method"] = set_of("methods"),
+  ["class-attempts"] = set_of("class-limits"),
+  requests = set_of("routes"),
+  hedges = set_of("object", "integer", "classes"),
+  fields = set_of("object"),
+  never = set_of("integer", "endpoint"),
+}
+
+--- Whether the diff compares row (a rf.lock_schema() row) by its widening rule: its type is one the rule orders.
+function M.compares(row)
+  local types = M.RULE_TYPES[row.widens]
+  return types ~= nil and types[row.type] == true
+end
 
 local function row_at(path)
   for _, row in ipairs(SCHEMA) do
@@ -364,7 +405,7 @@ composite[#composite + 1] = { widens = "hedges", by_object = true,
 M.effects = {}
 local scalar_rows = {}
 for _, row in ipairs(SCHEMA) do
-  if row.place == "route" and scalar_compare[row.widens] and not LIST_TYPES[row.type] then
+  if row.place == "route" and scalar_compare[row.widens] and not LIST_TYPES[row.type] and M.compares(row) then
     M.effects[#M.effects + 1] = scalar(row)
     scalar_rows[row] = true
   end
@@ -372,7 +413,7 @@ end
 for _, e in ipairs(composite) do
   e.covers = {}
   for _, row in ipairs(SCHEMA) do
-    if row.place == "route" and row.widens == e.widens and not scalar_rows[row] then
+    if row.place == "route" and row.widens == e.widens and not scalar_rows[row] and M.compares(row) then
       e.field = e.field or (e.by_object and row.parent or row.path)
       e.row = e.row or row
       e.covers[#e.covers + 1] = row.type == "class-limits" and row.path .. ".*" or row.path
@@ -748,6 +789,11 @@ local function numeric(row) return row.type == "integer" or row.type == "decimal
 local function compare_number(row, va, vb, out)
   if row.default ~= nil then va, vb = va or row.default, vb or row.default end
   if va == vb then return end
+  if not (M.compares(row) and (row.widens == "grows" or row.widens == "shrinks")) then
+    out[#out + 1] = change("widening", M.POLICY, row.path, va, vb, string.format(
+      "%s %s → %s (not classified, so treated as widening)", row.path, show(va), show(vb)))
+    return
+  end
   local grows = row.widens == "grows"
   local wider = vb == nil or (va ~= nil and (grows and vb > va or not grows and vb < va))
   out[#out + 1] = change(wider and "widening" or "narrowing", M.POLICY, row.path, va, vb)

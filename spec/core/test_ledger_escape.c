@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "ledger_lines.h"
+#include "ledger_sample.h"
 #include "retryfreeze/ledger.h"
 
 #include <stdio.h>
@@ -137,35 +139,14 @@ static const char *const field_path[FIELDS] = {"$.route",
                                                "$.host",
                                                "$.budget"};
 
-/* The record every line starts from: each field set, with a try of each kind. */
+/* The record every line starts from: the ledger tests' sample (ledger_sample.h) with every string field set,
+ * its first try's wait fields too. */
 static rf_ledger_record base_record(void) {
-    rf_ledger_record r;
-    memset(&r, 0, sizeof r);
-    r.ts_ms = 1795886401123;
-    r.route = "POST /v1/jobs";
-    r.method = "POST";
-    r.path = "/v1/jobs";
-    r.key = "0b5c2f7e-3f1a-4c2b-9d7e-6a1f2e3d4c5b";
-    r.policy = "sha256:4f6c1e0b9d2a7c5e8f3b6a1d0c9e2f7a5b8d3c6e1f4a7b0d9c2e5f8a3b6c1d4e";
-    r.attempts = 2;
-    r.elapsed_ms = 130;
-    r.outcome = "success";
-    r.reason = "success";
-    r.ok = true;
-    r.status = 200;
-    r.body_len = 17;
-    r.n_tries = 2;
-    r.tries[0] = (rf_ledger_try){.class_name = "HTTP_503",
-                                 .status = 503,
-                                 .elapsed_ms = 20,
-                                 .reason = "pinned-status",
-                                 .retry_after = "1",
-                                 .retry_after_header = "retry-after",
-                                 .timeout_ms = 2000,
-                                 .wait = {[RF_WAIT_RATELIMIT] = "t=1"},
-                                 .date = "Sun, 29 Nov 2026 17:20:01 GMT"};
-    r.tries[1] = (rf_ledger_try){
-        .class_name = "HTTP_200", .status = 200, .elapsed_ms = 10, .delay_ms = 1000, .reason = "success"};
+    rf_ledger_record r = ledger_sample();
+    r.tries[0].retry_after_header = "retry-after";
+    r.tries[0].timeout_ms = 2000;
+    r.tries[0].wait[RF_WAIT_RATELIMIT] = "t=1";
+    r.tries[0].date = "Sun, 29 Nov 2026 17:20:01 GMT";
     r.host = "web-3";
     r.budget = "route";
     return r;
@@ -208,8 +189,6 @@ typedef struct frame {
     size_t before_len, after_len;
 } frame;
 static frame frames[FIELDS];
-
-static char *line_buf;
 
 static void build_frames(void) {
     for (int f = 0; f < FIELDS; f++) {
@@ -257,8 +236,6 @@ static bool expected_line(field f, const unsigned char *s, size_t n, char *want)
 
 /* ---- the checks ---------------------------------------------------------------------------------------------- */
 
-static rf_ledger *ledger;
-static char ledger_path[64];
 static long checked, refused, appended;
 
 /* Records waiting for one batch: each owns its string (at an offset from an 8-byte boundary) and its line. */
@@ -462,20 +439,12 @@ static void test_random_strings(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    line_buf = malloc(RF_LEDGER_MAX_LINE + 1);
-    const char *dir = getenv("TMPDIR");
-    snprintf(ledger_path, sizeof ledger_path, "%s/rf-test-ledger-escape-XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(ledger_path);
-    if (line_buf == NULL || fd < 0) return -1;
-    close(fd);
-    rf_error err;
-    if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &ledger, &err) != RF_OK) return -1;
     /* One long line first: the scratch buffer grows to hold it, so a batch's lines are written unchecked. */
     static char big[100000];
     memset(big, 'b', sizeof big - 1);
     rf_ledger_record r = base_record();
     r.policy = big;
-    if (rf_ledger_append(ledger, &r, &err) != RF_OK || truncate(ledger_path, 0) != 0) return -1;
+    if (ledger_lines_setup("ledger-escape", &r) != 0) return -1;
     build_frames();
     return 0;
 }
@@ -484,14 +453,11 @@ static int teardown(void **state) {
     (void)state;
     flush();
     print_message("%ld lines appended in batches and read back equal to the reference's\n", appended);
-    rf_error err;
-    rf_ledger_close(ledger, &err);
-    unlink(ledger_path);
+    ledger_lines_teardown();
     for (int f = 0; f < FIELDS; f++) {
         free(frames[f].before);
         free(frames[f].after);
     }
-    free(line_buf);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "ledger_lines.h"
 #include "retryfreeze/ledger.h"
 
 #include <cjson/cJSON.h>
@@ -166,7 +167,6 @@ static char *oracle_line(const rf_ledger_record *r) {
     return line;
 }
 
-static char *line_buf;
 static long checked, refused, appended;
 
 /* Lines waiting to be appended as one batch, each with its own copy of the record's strings and its oracle line. */
@@ -179,8 +179,6 @@ typedef struct pending {
 } pending;
 static pending queue[PENDING];
 static size_t queued;
-static rf_ledger *ledger;
-static char ledger_path[64];
 
 /* Appends the queued records in one batch, reads the file back and compares each line with its oracle line. */
 static void flush(void) {
@@ -467,32 +465,20 @@ static void test_timestamps_appended(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    line_buf = malloc(RF_LEDGER_MAX_LINE + 1);
-    const char *dir = getenv("TMPDIR");
-    snprintf(ledger_path, sizeof ledger_path, "%s/rf-test-ledger-format-XXXXXX", dir && *dir ? dir : "/tmp");
-    int fd = mkstemp(ledger_path);
-    if (line_buf == NULL || fd < 0) return -1;
-    close(fd);
-    rf_error err;
-    if (rf_ledger_open(ledger_path, RF_LEDGER_FSYNC_NONE, &ledger, &err) != RF_OK) return -1;
     /* One long line first: the scratch buffer grows to hold it, so the batches' lines mostly fit unchecked. */
     static char big[RF_LEDGER_MAX_LINE / 24]; /* one for each of the record's 17 strings, escaped: under the limit */
     memset(big, 'b', sizeof big - 1);
     static fields f;
     rf_ledger_record r = record_of(big, &f);
     r.path = "/";
-    if (rf_ledger_append(ledger, &r, &err) != RF_OK || truncate(ledger_path, 0) != 0) return -1;
-    return 0;
+    return ledger_lines_setup("ledger-format", &r);
 }
 
 static int teardown(void **state) {
     (void)state;
     flush();
     print_message("%ld lines appended in batches and read back equal to cJSON's\n", appended);
-    rf_error err;
-    rf_ledger_close(ledger, &err);
-    unlink(ledger_path);
-    free(line_buf);
+    ledger_lines_teardown();
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "test_locks.h"
 
 #include "retryfreeze/decide.h"
+#include "retryfreeze/lock_schema.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -223,6 +224,34 @@ static void test_lock_validation(void **state) {
 #undef L
 }
 
+/* A class limit's range is its schema row's (min..max of "classLimits"), in the refusal and in what loads: the
+ * row's max loads under a maxAttempts as high, one past either bound is refused naming the row's range. */
+static void test_class_limit_range_is_the_rows(void **state) {
+    (void)state;
+    const rf_lock_field *row = rf_lock_schema_field((size_t)rf_lock_schema_find("classLimits"));
+    const rf_lock_field *max_attempts = rf_lock_schema_field((size_t)rf_lock_schema_find("maxAttempts"));
+    assert_non_null(row);
+    assert_non_null(max_attempts);
+    assert_true(row->max <= max_attempts->max);
+    char lock[512], range[96];
+    snprintf(range, sizeof range, "must be an integer from %lld to maxAttempts (at most %lld)", (long long)row->min,
+             (long long)row->max);
+    const long long values[] = {row->min - 1, row->min, row->max, row->max + 1};
+    for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+        snprintf(lock, sizeof lock,
+                 "{\"endpoint\":\"GET /a\",\"maxAttempts\":%lld,\"perAttemptTimeoutMs\":1000,"
+                 "\"totalBudgetMs\":9000,\"retryable\":[\"HTTP_503\"],\"classLimits\":{\"UNKNOWN\":%lld}}",
+                 (long long)max_attempts->max, values[i]);
+        if (values[i] < row->min || values[i] > row->max) {
+            lock_refused(lock, "$.classLimits.UNKNOWN", range);
+        } else {
+            rf_policy *p = lock_load(lock);
+            assert_int_equal(rf_policy_class_attempts(p, 0, 0, RF_TRANSPORT_OK), (int)values[i]);
+            rf_policy_free(p);
+        }
+    }
+}
+
 static void test_views_and_canonical(void **state) {
     (void)state;
     rf_policy *p = lock_load(HINT_LOCK), *plain = lock_load(PLAIN_LOCK);
@@ -262,6 +291,7 @@ int main(void) {
         cmocka_unit_test(test_hints_the_route_does_not_read),
         cmocka_unit_test(test_class_limits),
         cmocka_unit_test(test_lock_validation),
+        cmocka_unit_test(test_class_limit_range_is_the_rows),
         cmocka_unit_test(test_views_and_canonical),
     };
     return cmocka_run_group_tests_name("wait_decide", tests, NULL, NULL);

@@ -98,7 +98,10 @@ void rfi_multi_pass(CURLM *multi, rfi_flow_env *env) {
         env->paused = w->next_paused;
         w->paused = false;
         w->next_paused = NULL;
-        curl_easy_pause(w->easy, CURLPAUSE_CONT); /* an error (the chunk refused) ends the transfer: reported as such */
+        /* An error (the kept chunk refused: over max_body_bytes, or past the per-try timeout) is kept: an attempt
+         * libcurl would then end without one (nothing left to read) ends with it (observe). */
+        CURLcode rc = curl_easy_pause(w->easy, CURLPAUSE_CONT);
+        if (w->resume_rc == CURLE_OK) w->resume_rc = rc;
     }
 }
 
@@ -373,6 +376,7 @@ static void wire_start(rfi_flow *f, rfi_wire *w, int64_t timeout_ms, int64_t del
     w->sends = w->responses = 0;
     w->resend_blocked = false;
     w->timed_out = false;
+    w->resume_rc = CURLE_OK;
     w->busy = true;
     w->start_ms = rfi_mono_ms();
     if (f->first_start_ms < 0) f->first_start_ms = w->start_ms;
@@ -662,6 +666,7 @@ static void hedged_end(rfi_flow *f, rfi_wire *w, observed *o, int64_t now) {
 }
 
 void rfi_flow_end_attempt(rfi_flow *f, rfi_wire *w, CURLcode rc) {
+    if (rc == CURLE_OK) rc = w->resume_rc; /* the chunk a resumed transfer handed back was refused */
     int64_t now = rfi_mono_ms();
     observed o;
     observe(f, w, rc, now, &o);

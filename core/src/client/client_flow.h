@@ -75,6 +75,7 @@ typedef struct rfi_wire {
     bool hedge;                   /* started by the hedging delay, beside attempts still in flight */
     bool paused;                  /* on_body paused it to end a long pass; on the env's paused list */
     struct rfi_wire *next_paused; /* the next on that list */
+    CURLcode resume_rc;           /* what curl_easy_pause said when the pass resumed it: not OK ends the attempt so */
     int64_t start_ms;             /* when its transfer started (CLOCK_MONOTONIC) */
     int64_t delay_ms, timeout_ms; /* the wait before it, and its per-try timeout */
     rfi_peer peer;

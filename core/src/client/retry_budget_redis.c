@@ -14,6 +14,8 @@
 #include "../util/report.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -213,121 +215,145 @@ static const char *errno_text(int e, char *buf, size_t cap) { return strerror_r(
 
 /* ---- The URL ------------------------------------------------------------------------------------------- */
 
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+/* Whether every '%' of s starts a %XX escape (RFC 3986 §2.1); libcurl decodes a malformed one as itself. */
+static bool escapes_ok(const char *s) {
+    for (const char *c = strchr(s, '%'); c != NULL; c = strchr(c + 1, '%'))
+        if (!isxdigit((unsigned char)c[1]) || !isxdigit((unsigned char)c[2])) return false;
+    return true;
 }
 
-/* s[0..n) into out (cap bytes) with its %XX escapes decoded (RFC 3986 §2.1). False for a malformed escape,
- * %00 (a C string cannot hold it), or a result that does not fit. */
-static bool percent_decode(const char *s, size_t n, char *out, size_t cap) {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
-        if (c == '%') {
-            int hi = i + 2 < n ? hex_digit(s[i + 1]) : -1, lo = i + 2 < n ? hex_digit(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return false;
-            c = hi * 16 + lo;
-            i += 2;
-        }
-        if (o + 1 >= cap) return false;
-        out[o++] = (char)c;
+/* Part `what` of h into out (cap bytes), percent-decoded when decode; false when absent or it does not fit. */
+static bool url_part(CURLU *h, CURLUPart what, bool decode, char *out, size_t cap, CURLUcode *rc) {
+    char *v = NULL;
+    *rc = curl_url_get(h, what, &v, decode ? CURLU_URLDECODE : 0);
+    bool ok = *rc == CURLUE_OK && strlen(v) < cap;
+    if (ok) snprintf(out, cap, "%s", v);
+    if (v != NULL) {
+        if (decode) OPENSSL_cleanse(v, strlen(v)); /* it may be the password */
+        curl_free(v);
     }
-    out[o] = '\0';
-    return true;
+    return ok;
+}
+
+/* The message for a host libcurl refused: one in [ ] is an IPv6 address that is empty or unclosed, or not one; a
+ * port after it is checked with the rest of the authority. */
+static const char *host_refusal(const char *authority, CURLUcode rc) {
+    const char *open = strchr(authority, '[');
+    if (open == NULL && rc != CURLUE_BAD_IPV6) return "has no host (redis://host:port/db)";
+    const char *close = open ? strchr(open, ']') : NULL;
+    if (open == NULL || close == NULL || close == open + 1)
+        return "has an IPv6 address that is empty or lacks its closing ]";
+    if (close[1] != '\0' && close[1] != ':' && close[1] != '/')
+        return "has unexpected text after the host (a query or fragment?)";
+    return "has something in [ ] that is not an IPv6 address";
 }
 
 /*
- * Parses "redis[s]://[user:password@]host[:port][/db]" (RFC 3986's authority: the userinfo ends at the last '@'
- * before the path; user and password percent-decoded). No query, no fragment, no control character. A user
- * without ":password" is refused rather than guessed at: the URL form before ACL users put the password there.
- * why never quotes the URL (it may hold the password).
+ * Parses "redis[s]://[user:password@]host[:port][/db]" with libcurl's URL API (RFC 3986: the userinfo ends at the
+ * last '@' before the path; user and password percent-decoded, the first ':' ending the user). No query, no
+ * fragment, no control character. A user without ":password" is refused rather than guessed at: the URL form
+ * before ACL users put the password there. why never quotes the URL (it may hold the password). RF_OK, RF_EINVAL
+ * (why says what is wrong), or RF_ENOMEM when libcurl ran out of memory reading it.
  */
-static bool parse_url(const char *url, redis_target *t, char *why, size_t why_cap) {
+static rf_status parse_url(const char *url, redis_target *t, char *why, size_t why_cap) {
     memset(t, 0, sizeof *t);
     snprintf(t->port, sizeof t->port, "6379");
-    if (url == NULL) return snprintf(why, why_cap, "must start with redis:// or rediss://"), false;
+    const char *msg = NULL;
+    if (url == NULL) return snprintf(why, why_cap, "must start with redis:// or rediss://"), RF_EINVAL;
     for (const char *c = url; *c; c++) {
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            return snprintf(why, why_cap, "has a control character (a byte below 0x20, or 0x7f)"), false;
+            return snprintf(why, why_cap, "has a control character (a byte below 0x20, or 0x7f)"), RF_EINVAL;
     }
-    const char *p;
-    if (strncasecmp(url, "rediss://", 9) == 0) {
+    if (strncasecmp(url, "rediss://", 9) == 0)
         t->tls = true;
-        p = url + 9;
-    } else if (strncasecmp(url, "redis://", 8) == 0) {
-        p = url + 8;
-    } else {
-        return snprintf(why, why_cap, "must start with redis:// or rediss://"), false;
+    else if (strncasecmp(url, "redis://", 8) != 0)
+        return snprintf(why, why_cap, "must start with redis:// or rediss://"), RF_EINVAL;
+    /* The authority as written (for the messages libcurl's codes do not tell apart): up to the path, query or
+     * fragment, after the userinfo. */
+    const char *scheme_end = url + (t->tls ? 9 : 8);
+    char authority[600];
+    size_t an = strcspn(scheme_end, "/?#");
+    snprintf(authority, sizeof authority, "%.*s", (int)an, scheme_end);
+    char *at = strrchr(authority, '@');
+    const char *hostport = at ? at + 1 : authority;
+    CURLU *h = curl_url();
+    if (h == NULL) return snprintf(why, why_cap, "out of memory"), RF_ENOMEM;
+    CURLUcode rc = curl_url_set(h, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME | CURLU_ALLOW_SPACE);
+    char raw_user[256] = "", raw_password[256] = "", db[32] = "", extra[8];
+    const bool port_after_host = strchr(hostport, '[') == NULL || strstr(hostport, "]:") != NULL;
+    if (rc == CURLUE_BAD_PORT_NUMBER && port_after_host) {
+        msg = "has a port that is not 1..65535";
+    } else if (rc == CURLUE_BAD_PORT_NUMBER || rc == CURLUE_BAD_IPV6 || rc == CURLUE_NO_HOST ||
+               rc == CURLUE_BAD_HOSTNAME) {
+        msg = host_refusal(hostport, rc);
+    } else if (rc != CURLUE_OK) {
+        msg = *hostport == '\0' || *hostport == ':' ? "has no host (redis://host:port/db)"
+                                                    : "is not a URL of the form redis://host:port/db";
+    } else if (at != NULL && (!url_part(h, CURLUPART_PASSWORD, false, raw_password, sizeof raw_password, &rc) ||
+                              raw_password[0] == '\0')) {
+        msg = rc == CURLUE_NO_PASSWORD && memchr(authority, ':', (size_t)(at - authority)) == NULL
+                  ? "has a user but no password: write user:password@ (an ACL user) or :password@ (the default user)"
+              : rc == CURLUE_OK || rc == CURLUE_NO_PASSWORD
+                  ? "has an empty password"
+                  : "has a user or password that is over-long or has a bad %-escape (%XX, not %00)";
+    } else if (at != NULL &&
+               ((!url_part(h, CURLUPART_USER, false, raw_user, sizeof raw_user, &rc) && rc != CURLUE_NO_USER) ||
+                !escapes_ok(raw_user) || !escapes_ok(raw_password) ||
+                (raw_user[0] != '\0' && !url_part(h, CURLUPART_USER, true, t->user, sizeof t->user, &rc)) ||
+                !url_part(h, CURLUPART_PASSWORD, true, t->password, sizeof t->password, &rc))) {
+        msg = "has a user or password that is over-long or has a bad %-escape (%XX, not %00)";
+    } else if (!url_part(h, CURLUPART_HOST, false, t->host, sizeof t->host, &rc) || t->host[0] == '\0') {
+        msg = "has no host (redis://host:port/db)";
+    } else if (url_part(h, CURLUPART_ZONEID, false, extra, sizeof extra, &rc) || rc != CURLUE_NO_ZONEID) {
+        msg = "has something in [ ] that is not an IPv6 address";
+    } else if (!url_part(h, CURLUPART_PATH, false, db, sizeof db, &rc)) {
+        msg = "has a database that is not a number (redis://host:port/0)";
+    } else if ((db[0] == '\0' || strcmp(db, "/") == 0) &&
+               (url_part(h, CURLUPART_QUERY, false, extra, sizeof extra, &rc) || rc != CURLUE_NO_QUERY ||
+                url_part(h, CURLUPART_FRAGMENT, false, extra, sizeof extra, &rc) || rc != CURLUE_NO_FRAGMENT ||
+                strchr(scheme_end, '?') != NULL || strchr(scheme_end, '#') != NULL)) {
+        msg = "has unexpected text after the host (a query or fragment?)";
+    } else if (db[0] == '/' && db[1] != '\0') {
+        char *end;
+        errno = 0;
+        long n = strtol(db + 1, &end, 10);
+        if (db[1] < '0' || db[1] > '9' || errno != 0 || n < 0 || n > 1000000 || *end != '\0' ||
+            strpbrk(scheme_end, "?#") != NULL)
+            msg = "has a database that is not a number (redis://host:port/0)";
+        t->db = (int)n;
     }
-    const char *scheme_end = p;
-    size_t authority = strcspn(p, "/?#");
-    const char *at = NULL;
-    for (const char *c = p; c < p + authority; c++)
-        if (*c == '@') at = c;
-    const char *user_end = p;
-    if (at != NULL) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        if (colon == NULL)
-            return snprintf(why, why_cap,
-                            "has a user but no password: write user:password@ (an ACL user) or :password@ (the "
-                            "default user)"),
-                   false;
-        if (colon + 1 == at) return snprintf(why, why_cap, "has an empty password"), false;
-        if (!percent_decode(p, (size_t)(colon - p), t->user, sizeof t->user) ||
-            !percent_decode(colon + 1, (size_t)(at - colon - 1), t->password, sizeof t->password))
-            return snprintf(why, why_cap,
-                            "has a user or password that is over-long or has a bad %%-escape (%%XX, not %%00)"),
-                   false;
-        t->auth = true;
-        user_end = colon;
-        p = at + 1;
+    char port[16] = "";
+    const char *after_host = hostport[0] == '[' && strchr(hostport, ']') ? strchr(hostport, ']') : hostport;
+    if (msg == NULL && strchr(after_host, ':') != NULL) {
+        /* A port written: libcurl takes "h:" as no port, and a port of 0. */
+        char *end;
+        errno = 0;
+        long n = url_part(h, CURLUPART_PORT, false, port, sizeof port, &rc) ? strtol(port, &end, 10) : 0;
+        if (n < 1 || n > 65535 || errno != 0)
+            msg = "has a port that is not 1..65535";
+        else
+            snprintf(t->port, sizeof t->port, "%ld", n);
     }
-    size_t hn;
-    if (*p == '[') { /* an IPv6 address, RFC 3986 §3.2.2 */
-        const char *close = memchr(p, ']', authority - (size_t)(p - scheme_end));
-        hn = close ? (size_t)(close - p - 1) : 0;
-        if (close == NULL || hn == 0 || hn >= sizeof t->host)
-            return snprintf(why, why_cap, "has an IPv6 address that is empty or lacks its closing ]"), false;
-        memcpy(t->host, p + 1, hn);
-        unsigned char a[sizeof(struct in6_addr)];
-        if (inet_pton(AF_INET6, t->host, a) != 1)
-            return snprintf(why, why_cap, "has something in [ ] that is not an IPv6 address"), false;
-        p = close + 1;
-    } else {
-        hn = strcspn(p, ":/?#");
-        if (hn == 0 || hn >= sizeof t->host) return snprintf(why, why_cap, "has no host (redis://host:port/db)"), false;
-        memcpy(t->host, p, hn);
-        p += hn;
+    curl_url_cleanup(h);
+    OPENSSL_cleanse(raw_password, sizeof raw_password);
+    if (msg != NULL) {
+        OPENSSL_cleanse(t->password, sizeof t->password);
+        if (rc == CURLUE_OUT_OF_MEMORY) return snprintf(why, why_cap, "out of memory"), RF_ENOMEM;
+        return snprintf(why, why_cap, "%s", msg), RF_EINVAL;
+    }
+    if (t->host[0] == '[') { /* an IPv6 address: without its brackets */
+        size_t n = strlen(t->host);
+        memmove(t->host, t->host + 1, n - 2);
+        t->host[n - 2] = '\0';
     }
     unsigned char addr[sizeof(struct in6_addr)];
     t->host_is_ip = inet_pton(AF_INET, t->host, addr) == 1 || inet_pton(AF_INET6, t->host, addr) == 1;
-    if (*p == ':') {
-        char *end;
-        errno = 0;
-        long port = strtol(p + 1, &end, 10);
-        if (p[1] < '0' || p[1] > '9' || errno != 0 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
-            return snprintf(why, why_cap, "has a port that is not 1..65535"), false;
-        snprintf(t->port, sizeof t->port, "%ld", port);
-        p = end;
-    }
-    if (*p == '/' && p[1] != '\0') {
-        char *end;
-        errno = 0;
-        long db = strtol(p + 1, &end, 10);
-        if (p[1] < '0' || p[1] > '9' || errno != 0 || db < 0 || db > 1000000 || *end != '\0')
-            return snprintf(why, why_cap, "has a database that is not a number (redis://host:port/0)"), false;
-        t->db = (int)db;
-    } else if (*p != '/' && *p != '\0') {
-        return snprintf(why, why_cap, "has unexpected text after the host (a query or fragment?)"), false;
-    }
+    t->auth = at != NULL;
     bool v6 = strchr(t->host, ':') != NULL;
     snprintf(t->where, sizeof t->where, "%s%s%s:%s", v6 ? "[" : "", t->host, v6 ? "]" : "", t->port);
-    snprintf(t->shown, sizeof t->shown, "%s://%.*s%s%s/%d", t->tls ? "rediss" : "redis", (int)(user_end - scheme_end),
-             scheme_end, t->auth ? ":***@" : "", t->where, t->db);
-    return true;
+    snprintf(t->shown, sizeof t->shown, "%s://%s%s%s/%d", t->tls ? "rediss" : "redis", raw_user, t->auth ? ":***@" : "",
+             t->where, t->db);
+    return RF_OK;
 }
 
 /* ---- TLS settings --------------------------------------------------------------------------------------- */
@@ -953,9 +979,10 @@ static rf_status check_options(const rf_redis_budget_options *o, redis_target *t
                           RF_REDIS_BUDGET_TIMEOUT_MAX_MS, RF_REDIS_BUDGET_TIMEOUT_MS, o->timeout_ms);
     *timeout_ms = o->timeout_ms ? o->timeout_ms : RF_REDIS_BUDGET_TIMEOUT_MS;
     char why[192];
-    if (!parse_url(o->url, t, why, sizeof why)) {
+    rf_status url_st = parse_url(o->url, t, why, sizeof why);
+    if (url_st != RF_OK) {
         explicit_bzero(t, sizeof *t);
-        return rfi_report(err, RF_EINVAL, "url", "%s", why);
+        return rfi_report(err, url_st, "url", "%s", why);
     }
     rf_status st = tls_files_readable(o, err); /* each named file first: the message names a bad one */
     if (st != RF_OK) {

@@ -6,6 +6,7 @@
  * (GATEWAY_TIMEOUT = TIMEOUT + HTTP_504, HANDLER_5XX = HTTP_5XX).
  */
 #include "internal.h"
+#include "lock_schema.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -23,7 +24,7 @@ static void set_limits(rfi_route *r, const rfi_class_set *one, uint8_t limit) {
         if (one->named & (1u << i)) r->class_limit_named[i] = limit;
 }
 
-bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf_error *err) {
+bool rfi_class_limits_parse(const cJSON *obj, const char *path, const rfi_field *f, rfi_route *r, rf_error *err) {
     if (!cJSON_IsObject(obj)) {
         rfi_fail(err, path, "must be an object {class token: attempts}, e.g. {\"UNKNOWN\": 2}");
         return false;
@@ -51,10 +52,10 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
         }
         rfi_class_add_token(&seen, c->string, strlen(c->string));
         double v = cJSON_IsNumber(c) ? c->valuedouble : NAN;
-        if (!isfinite(v) || v != floor(v) || v < 1 || v > 10) {
+        if (!isfinite(v) || v != floor(v) || v < (double)f->pub.min || v > (double)f->pub.max) {
             rfi_fail(err, sub,
-                     "must be an integer from 1 to maxAttempts (at most 10): the attempts after which %s stops",
-                     c->string);
+                     "must be an integer from %lld to maxAttempts (at most %lld): the attempts after which %s stops",
+                     (long long)f->pub.min, (long long)f->pub.max, c->string);
             return false;
         }
         set_limits(r, &one, (uint8_t)v);
@@ -64,7 +65,7 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, rfi_route *r, rf
         return false;
     }
     r->has_class_limits = seen.family4xx || seen.family5xx || seen.named != 0;
-    for (size_t i = 0; i < 10; i++) r->has_class_limits |= seen.status[i] != 0;
+    for (size_t i = 0; i < sizeof seen.status / sizeof *seen.status; i++) r->has_class_limits |= seen.status[i] != 0;
     return true;
 }
 

@@ -20,12 +20,10 @@
 #if defined(__GNUC__)
 #define RFI_NOINLINE __attribute__((noinline))
 #define RFI_INLINE inline __attribute__((always_inline))
-#define RFI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RFI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define RFI_NOINLINE
 #define RFI_INLINE inline
-#define RFI_LIKELY(x) (x)
 #define RFI_UNLIKELY(x) (x)
 #endif
 
@@ -231,9 +229,11 @@ static inline bool rfi_class_retryable(const rfi_route *r, int status, rf_transp
 }
 
 /* Class limits (class_limits.c). */
-/* Parses the lock's classLimits object at path into r (limits 1..10; maxAttempts is checked by rfi_class_limits_check).
- */
-bool rfi_class_limits_parse(const struct cJSON *obj, const char *path, rfi_route *r, rf_error *err);
+/* Parses the lock's classLimits object at path into r; each limit in f's range (its schema row's min..max; maxAttempts
+ * is checked by rfi_class_limits_check). */
+struct rfi_field;
+bool rfi_class_limits_parse(const struct cJSON *obj, const char *path, const struct rfi_field *f, rfi_route *r,
+                            rf_error *err);
 /* Refuses a limit over the route's maxAttempts; where is the route's JSON path. */
 bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err);
 /* The route's limits as tokens (static strings, sorted by strcmp) and values, into arrays of RFI_MAX_CLASSES;
@@ -243,12 +243,6 @@ size_t rfi_class_limits_view(const rfi_route *r, const char **tokens, int *value
 int rfi_class_limit(const rfi_route *r, int status, rf_transport transport);
 
 /* Wait headers on the decision path (wait_hints.c). */
-/* Parses retryAfter.headers (a cJSON array) at path into r. */
-bool rfi_wait_headers_parse(const struct cJSON *array, const char *path, rfi_route *r, rf_error *err);
-/* The route's default list: ["retry-after"]. */
-void rfi_wait_headers_default(rfi_route *r);
-/* True when the route's list is the default one. */
-bool rfi_wait_headers_is_default(const rfi_route *r);
 /*
  * Refuses a hint the route does not read (err names "hints.<name>"), and a Retry-After given both as
  * facts.retry_after and as hints[retry-after]. present is rfi_wait_hints_present(f). Sets *first_present to the

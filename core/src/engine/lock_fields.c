@@ -289,6 +289,40 @@ static bool read_header(const cJSON *c, const char *path, const rfi_field *f, ch
     return true;
 }
 
+/* retryAfter.headers (docs/lock.md#wait-headers): an ordered, non-empty list of distinct wait header names
+ * (RF_WAIT_HEADERS), matched case-insensitively and kept lowercase, into r's list. */
+static bool read_wait_headers(const cJSON *array, const char *path, rfi_route *r, rf_error *err) {
+    if (!cJSON_IsArray(array) || cJSON_GetArraySize(array) < 1) {
+        rfi_fail(err, path, "must be a non-empty array of header names (e.g. [\"retry-after\", \"retry-after-ms\"])");
+        return false;
+    }
+    r->n_wait_headers = 0;
+    int i = 0;
+    for (const cJSON *c = array->child; c != NULL; c = c->next, i++) {
+        char sub[RFI_PATH_CAP];
+        rfi_path_index(sub, path, i);
+        if (!cJSON_IsString(c) || c->valuestring == NULL) {
+            rfi_fail(err, sub, "must be a header name string");
+            return false;
+        }
+        rf_wait_header h;
+        if (rf_wait_header_parse_name(c->valuestring, strlen(c->valuestring), &h) != 0) {
+            char names[RFI_NAMES_TEXT_MAX];
+            rfi_wait_header_names_text(names, sizeof names);
+            rfi_fail(err, sub, "unknown wait header \"%.40s\" (supported: %s)", c->valuestring, names);
+            return false;
+        }
+        for (size_t k = 0; k < r->n_wait_headers; k++) {
+            if (r->wait_headers[k] == h) {
+                rfi_fail(err, sub, "header \"%s\" is listed twice", rf_wait_header_name(h));
+                return false;
+            }
+        }
+        r->wait_headers[r->n_wait_headers++] = h; /* at most RF_WAIT_HEADER_COUNT: duplicates are refused */
+    }
+    return true;
+}
+
 /* Distinct verdict reasons (RF_REASONS), kept as their static names. */
 static bool read_reasons(const cJSON *c, const char *path, rfi_gate *g, rf_error *err) {
     if (!cJSON_IsArray(c)) {
@@ -396,8 +430,8 @@ bool rfi_field_read(const rfi_field *f, const cJSON *c, const char *path, const 
     case RF_FIELD_CLASSES: ok = read_classes(c, path, f, value, err); break;
     case RF_FIELD_METHODS: ok = read_methods(c, path, f, holder, err); break;
     case RF_FIELD_JITTER: ok = read_jitter(c, path, value, err); break;
-    case RF_FIELD_WAIT_HEADERS: ok = rfi_wait_headers_parse(c, path, holder, err); break;
-    case RF_FIELD_CLASS_LIMITS: ok = rfi_class_limits_parse(c, path, holder, err); break;
+    case RF_FIELD_WAIT_HEADERS: ok = read_wait_headers(c, path, holder, err); break;
+    case RF_FIELD_CLASS_LIMITS: ok = rfi_class_limits_parse(c, path, f, holder, err); break;
     case RF_FIELD_REASONS: ok = read_reasons(c, path, &ctx->lock->gate, err); break;
     case RF_FIELD_NAME: ok = read_name(c, path, f, value, err); break;
     case RF_FIELD_HEADER: ok = read_header(c, path, f, value, err); break;

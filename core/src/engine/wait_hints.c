@@ -1,8 +1,8 @@
 /*
  * A route's wait headers on the decision path: the facts' hints read in the order of the route's
  * retryAfter.headers, the first present and valid header wins (docs/lock.md#wait-headers). Allocates nothing
- * and touches no state; the parsers are in wait_headers.c and retry_after.c, the lock field in
- * lock_wait_headers.c.
+ * and touches no state; the parsers are in wait_headers.c and retry_after.c, the lock field is read in
+ * lock_fields.c.
  */
 #include "internal.h"
 
