@@ -161,6 +161,8 @@ typedef struct rf_step {
     rf_propagation prop; /* the route's propagation: the headers an attempt sends and the response's overloaded one */
     int64_t elapsed_shift_ms, timeout_cap_ms; /* the request's own limits: its deadline_ms, its inbound deadline and
                                                  its timeout_ms, as rf_client_request applies them */
+    rf_budget_request budget_request;         /* the request's token for a ratio retry budget (rf_budget_request): its
+                                                 decisions carry it, so the window counts the request once */
 } rf_step;
 
 /* Elapsed times are differences of the host's now_ms readings, computed without overflow: a reading earlier
