@@ -199,7 +199,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     o.n_headers = header_lines(L, -1, &(rfl_keeper){.idx = keep, .slot = NULL}, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.client: %s", err.message); /* the core's own words */
     if (st != RF_OK) return rfl_error(L, "rf.client: %s %s", err.path, err.message);
     rfl_set_open(lc, true);
     lua_settop(L, 2);
@@ -680,7 +680,7 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
     lp->req.headers = lp->lines;
     rf_error err;
     rf_status st = rf_client_start(c, &lp->req, NULL, NULL, &lp->resp, &lp->p, &err);
-    if (st == RF_ENOMEM) rfl_error(L, "client:request: out of memory");
+    if (st == RF_ENOMEM) rfl_error(L, "client:request: %s", err.message);
     if (st != RF_OK) rfl_error(L, "client:request: %s %s", err.path, err.message);
     lua_pushlightuserdata(L, lp->p);
     lua_pushvalue(L, box);
@@ -818,7 +818,7 @@ static int client_request(lua_State *L, rfl_call *call) {
     call->state->nesting--;
     if (st == RF_OK) push_response_named(L, &rs->r[0], NULL, 0, 0);
     rf_response_clear(&rs->r[0]);
-    if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:request: %s", err.message);
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
         return rfl_error(L, "client:request: %s %s", err.path, err.message);
@@ -912,7 +912,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     }
     if (st != RF_OK) /* each one turned into a table is cleared already; a raise leaves the rest to rs's __gc */
         for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
-    if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:all: %s", err.message);
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
         return rfl_error(L, "client:all: %s %s", err.path, err.message);

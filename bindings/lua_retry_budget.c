@@ -128,7 +128,7 @@ static int budget_new(lua_State *L, rfl_call *call) {
     } else {
         rf_error err;
         rf_status st = rf_retry_budget_redis_new(p, &o, &lb->b, &err);
-        if (st == RF_ENOMEM) return rfl_error(L, "rf.retry_budget: out of memory");
+        if (st == RF_ENOMEM) return rfl_error(L, "rf.retry_budget: %s", err.message); /* e.g. no TLS context */
         if (st != RF_OK) return rfl_error(L, "rf.retry_budget: %s %s", err.path, err.message);
     }
     rfl_set_open(lb, true);

@@ -142,7 +142,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     rfl_hold(L, ls, H_BUDGET);
     rf_error err;
     rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: %s", err.message);
     if (st != RF_OK) return rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
     rfl_set_open(ls, true);
     lua_settop(L, 5);
