@@ -1045,6 +1045,48 @@ static void test_acl_refusals_fall_back_and_are_said_once(void **state) {
     rf_policy_free(p);
 }
 
+/* ---- A reply past the cap a budget's replies fit in --------------------------------------------------- */
+
+/* A server that declares a bulk string or an array of 2 000 000 000 (then floods), or a status line that never
+ * ends: a decision and a peek each refuse the reply at its cap with a message that says so, not at their deadline
+ * (a deadline's message says "by the deadline"), and fall back (the decision) or fail (the peek). */
+static void test_a_reply_past_its_cap_is_refused(void **state) {
+    (void)state;
+    static const struct {
+        const char *mode, *says;
+    } cases[] = {
+        {"huge-bulk", "declares a bulk string of 2000000000 bytes (a retry budget's replies are at most 4096)"},
+        {"huge-array", "declares an array of 2000000000 elements (a retry budget's replies have at most 256)"},
+        {"long-line", "a reply over 16384 bytes (a retry budget's replies are smaller): refused"},
+        {"huge-bulk:EVALSHA", "redis EVALSHA: the reply declares a bulk string of 2000000000 bytes"},
+    };
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"capped\"}"));
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pid_t pid;
+        int port = start_fake(cases[i].mode, &pid);
+        assert_int_not_equal(port, 0);
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+        said told = {0};
+        rf_budget_source source;
+        timed_decision(p, (rf_redis_budget_options){.url = url, .timeout_ms = 2000}, &source, &told);
+        print_message("fake redis %s: %s\n", cases[i].mode, told.lines[0]);
+        assert_int_equal(source, RF_BUDGET_LOCAL_FALLBACK);
+        assert_int_equal(told.n, 1);
+        assert_non_null(strstr(told.lines[0], cases[i].says));
+        assert_null(strstr(told.lines[0], "deadline"));
+        if (strchr(cases[i].mode, ':') == NULL) { /* budget show: the same cap on GET's reply */
+            rf_redis_budget_options show = {.url = url, .timeout_ms = 2000};
+            int64_t tokens = -2, ttl = -2;
+            rf_error err;
+            assert_int_equal(rf_retry_budget_redis_peek(&show, "capped", &tokens, &ttl, &err), RF_EIO);
+            assert_non_null(strstr(err.message, cases[i].says));
+        }
+        stop_fake(pid);
+    }
+    rf_policy_free(p);
+}
+
 /* ---- A request counts once in a ratio window, whatever path decides it ----------------------------------- */
 
 /* maxAttempts 3 on two routes, one hedged (3 attempts in flight at most, a 503 not fatal to the others); a ratio
@@ -1195,6 +1237,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_store_needs_a_budget),
         cmocka_unit_test(test_threads_share_one_redis_bucket),
         cmocka_unit_test(test_threads_share_one_redis_window),
+        cmocka_unit_test(test_a_reply_past_its_cap_is_refused),
         cmocka_unit_test(test_a_request_counts_once_local),
         cmocka_unit_test(test_a_request_counts_once_redis),
         cmocka_unit_test(test_every_decision_ends_by_its_deadline),
