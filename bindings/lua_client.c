@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "../core/src/util/clock_ms.h"
 #include "../core/src/util/os_random.h"
 
 #include "retryfreeze/client.h"
@@ -173,7 +174,12 @@ static int client_new(lua_State *L, rfl_call *call) {
         rfl_hold(L, lc, H_BUDGET);
     } else if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
         o.retry_budget = lua_toboolean(L, -1);
+        const bool dropped = lua_isboolean(L, -1) && !o.retry_budget;
         lua_pop(L, 1);
+        if (dropped && rf_policy_retry_budget(o.policy, NULL, NULL))
+            return rfl_error(L, "rf.client: retry_budget = false, but the lock has a retryBudget, which every client "
+                                "obeys: share a rf.retry_budget(policy) or narrow it, never drop it (lock field "
+                                "retryBudget)");
         if (o.retry_budget && !rf_policy_retry_budget(o.policy, NULL, NULL))
             return rfl_error(L,
                              "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
@@ -958,9 +964,17 @@ static int client_in_flight(lua_State *L, rfl_call *call) {
     return 1;
 }
 
-/* client:retry_tokens() → the retry budget's tokens (a number), or nil when the client has none. */
+/* client:retry_tokens() → the retry budget's state: a token bucket's tokens (a number); a ratio's window now
+ * {ttl_ms, requests, retries, allowance} (as budget:window()); nil when the client has none (the lock has no
+ * retryBudget). */
 static int client_retry_tokens(lua_State *L, rfl_call *call) {
-    int64_t t = rf_client_retry_tokens_milli(((lclient *)call->self)->c);
+    const rf_client *c = ((lclient *)call->self)->c;
+    rf_budget_window w;
+    if (rf_client_budget_window(c, rfi_mono_ms(), &w)) {
+        rfl_push_budget_window(L, &w);
+        return 1;
+    }
+    int64_t t = rf_client_retry_tokens_milli(c);
     if (t < 0) return 0;
     lua_pushnumber(L, (lua_Number)t / 1000.0);
     return 1;

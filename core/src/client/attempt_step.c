@@ -261,7 +261,8 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
     facts_of(a, e, status, &facts);
     if (redirect != NULL) redirect->followed = false;
     if (redirect == NULL || !redirect_verdict(a, e, redirect, &facts, t, v))
-        a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng, budget, t, v);
+        a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng,
+                                                   budget ? budget : rf_policy_default_budget(a->policy), t, v);
     if (e->hedged) t->fate = v->reason == RF_REASON_SUCCESS ? RF_FATE_WINNER : RF_FATE_FAILED;
     *hook_rc = rf_step_narrow(hook, hook_ud, t, v);
     if (v->retry && !room_for_another_try(a)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */

@@ -151,6 +151,8 @@ struct rf_policy {
     char *canonical;
     char *pretty;
     char digest[7 + 64 + 1];
+    rf_retry_budget
+        *budget; /* the lock's budget for loops given none (rf_policy_default_budget); NULL: no retryBudget */
 };
 
 /* A verdict that stops: no retry, no wait, no next attempt (rf_decide, rf_redirect_verdict). Returns v. */
