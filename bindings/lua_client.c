@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "../core/src/util/clock_ms.h"
 #include "../core/src/util/os_random.h"
 
 #include "retryfreeze/client.h"
@@ -163,7 +164,12 @@ static int client_new(lua_State *L, rfl_call *call) {
         rfl_hold(L, lc, H_BUDGET);
     } else if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
         o.retry_budget = lua_toboolean(L, -1);
+        const bool dropped = lua_isboolean(L, -1) && !o.retry_budget;
         lua_pop(L, 1);
+        if (dropped && rf_policy_retry_budget(o.policy, NULL, NULL))
+            return rfl_error(L, "rf.client: retry_budget = false, but the lock has a retryBudget, which every client "
+                                "obeys: share a rf.retry_budget(policy) or narrow it, never drop it (lock field "
+                                "retryBudget)");
         if (o.retry_budget && !rf_policy_retry_budget(o.policy, NULL, NULL))
             return rfl_error(L,
                              "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}");
@@ -189,7 +195,7 @@ static int client_new(lua_State *L, rfl_call *call) {
     o.n_headers = header_lines(L, -1, &(rfl_keeper){.idx = keep, .slot = NULL}, "rf.client: headers", lines, 64);
     rf_error err;
     rf_status st = rf_client_new(&o, &lc->c, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "rf.client: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.client: %s", err.message); /* the core's own words */
     if (st != RF_OK) return rfl_error(L, "rf.client: %s %s", err.path, err.message);
     rfl_set_open(lc, true);
     lua_settop(L, 2);
@@ -458,7 +464,7 @@ static void start_request(lua_State *L, rf_client *c, const rf_request *req, int
     lp->req.headers = lp->lines;
     rf_error err;
     rf_status st = rf_client_start(c, &lp->req, NULL, NULL, &lp->resp, &lp->p, &err);
-    if (st == RF_ENOMEM) rfl_error(L, "client:request: out of memory");
+    if (st == RF_ENOMEM) rfl_error(L, "client:request: %s", err.message);
     if (st != RF_OK) rfl_error(L, "client:request: %s %s", err.path, err.message);
     lua_pushlightuserdata(L, lp->p);
     lua_pushvalue(L, box);
@@ -596,7 +602,7 @@ static int client_request(lua_State *L, rfl_call *call) {
     call->state->nesting--;
     if (st == RF_OK) rfl_push_response(L, &rs->r[0], 0, 0);
     rf_response_clear(&rs->r[0]);
-    if (st == RF_ENOMEM) return rfl_error(L, "client:request: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:request: %s", err.message);
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
         return rfl_error(L, "client:request: %s %s", err.path, err.message);
@@ -690,7 +696,7 @@ static int client_all(lua_State *L, rfl_call *call) {
     }
     if (st != RF_OK) /* each one turned into a table is cleared already; a raise leaves the rest to rs's __gc */
         for (lua_Integer i = 0; i < n; i++) rf_response_clear(&rs->r[i]);
-    if (st == RF_ENOMEM) return rfl_error(L, "client:all: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "client:all: %s", err.message);
     if (st != RF_OK) {
         if (lua_rawgeti(L, errors, 1) != LUA_TNIL) return rfl_pass_on(L, call); /* the hook's error */
         return rfl_error(L, "client:all: %s %s", err.path, err.message);
@@ -736,9 +742,17 @@ static int client_in_flight(lua_State *L, rfl_call *call) {
     return 1;
 }
 
-/* client:retry_tokens() → the retry budget's tokens (a number), or nil when the client has none. */
+/* client:retry_tokens() → the retry budget's state: a token bucket's tokens (a number); a ratio's window now
+ * {ttl_ms, requests, retries, allowance} (as budget:window()); nil when the client has none (the lock has no
+ * retryBudget). */
 static int client_retry_tokens(lua_State *L, rfl_call *call) {
-    int64_t t = rf_client_retry_tokens_milli(((lclient *)call->self)->c);
+    const rf_client *c = ((lclient *)call->self)->c;
+    rf_budget_window w;
+    if (rf_client_budget_window(c, rfi_mono_ms(), &w)) {
+        rfl_push_budget_window(L, &w);
+        return 1;
+    }
+    int64_t t = rf_client_retry_tokens_milli(c);
     if (t < 0) return 0;
     lua_pushnumber(L, (lua_Number)t / 1000.0);
     return 1;

@@ -116,7 +116,7 @@ static void start_next(lua_State *L, gen_run *g) {
     g->free_slots = s;
     char why[sizeof err.path + sizeof err.message + 24];
     if (st == RF_ENOMEM)
-        snprintf(why, sizeof why, "client:request: out of memory");
+        snprintf(why, sizeof why, "client:request: %s", err.message);
     else
         snprintf(why, sizeof why, "client:request: %s %s", err.path, err.message);
     flow_over(L, g, i, false, why);

@@ -107,8 +107,8 @@ static int ledger_tally_appends(lua_State *L, rfl_call *call) {
     lledger *ll = call->self;
     if (ll->appended != NULL) return 0;
     rf_ledger_tally *tally = NULL;
-    if (rf_ledger_tally_new(NULL, &tally, NULL) != RF_OK) return rfl_error(L, "ledger:_tally_appends: out of memory");
     rf_error err;
+    if (rf_ledger_tally_new(NULL, &tally, &err) != RF_OK) return rfl_error(L, "ledger:_tally_appends: %s", err.message);
     if (rf_ledger_observe(ll->l, rf_ledger_tally_observer, tally, &err) != RF_OK) {
         rf_ledger_tally_free(tally);
         return rfl_error(L, "ledger:_tally_appends: %s", err.message);

@@ -154,7 +154,7 @@ static void push_stats(lua_State *L, const rf_ledger_tally *t, const char *group
 rf_ledger_tally *rfl_tally_snapshot(lua_State *L, const rf_ledger_tally *t) {
     ltally *box = rfl_newobject(L, RFL_TALLY, sizeof *box); /* first: a copy made is freed by its __gc */
     rf_error err;
-    if (rf_ledger_tally_copy(t, &box->t, &err) != RF_OK) rfl_error(L, "out of memory tallying the ledger");
+    if (rf_ledger_tally_copy(t, &box->t, &err) != RF_OK) rfl_error(L, "copying the ledger's tally: %s", err.message);
     return box->t;
 }
 
@@ -200,7 +200,7 @@ static int tally_new(lua_State *L, rfl_call *call) {
     lt->by_host = o.group == RF_TALLY_BY_HOST;
     rf_error err;
     rf_status st = rf_ledger_tally_new(&o, &lt->t, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "out of memory tallying a ledger");
+    if (st == RF_ENOMEM) return rfl_error(L, "ledger_tally: %s", err.message);
     if (st != RF_OK) return rfl_error(L, "bad argument #1 to 'ledger_tally' (timeline.%s %s)", err.path, err.message);
     return 1;
 }

@@ -107,7 +107,7 @@ static int l_load_string(lua_State *L) {
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_buffer(text, len, &lp->p, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "out of memory loading %s", name);
+    if (st == RF_ENOMEM) return rfl_error(L, "loading %s: %s", name, err.message); /* the core's own words */
     if (st != RF_OK) return push_load_error(L, name, &err);
     rfl_set_open(lp, true);
     return 1;
@@ -122,7 +122,7 @@ static int l_load_file(lua_State *L) {
     lpolicy *lp = new_policy_ud(L);
     rf_error err;
     rf_status st = rf_policy_load_file(path, &lp->p, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "out of memory loading %s", path);
+    if (st == RF_ENOMEM) return rfl_error(L, "loading %s: %s", path, err.message);
     if (st != RF_OK) return push_load_error(L, path, &err);
     rfl_set_open(lp, true);
     return 1;

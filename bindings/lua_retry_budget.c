@@ -128,7 +128,7 @@ static int budget_new(lua_State *L, rfl_call *call) {
     } else {
         rf_error err;
         rf_status st = rf_retry_budget_redis_new(p, &o, &lb->b, &err);
-        if (st == RF_ENOMEM) return rfl_error(L, "rf.retry_budget: out of memory");
+        if (st == RF_ENOMEM) return rfl_error(L, "rf.retry_budget: %s", err.message); /* e.g. no TLS context */
         if (st != RF_OK) return rfl_error(L, "rf.retry_budget: %s %s", err.path, err.message);
     }
     rfl_set_open(lb, true);
@@ -147,7 +147,7 @@ static int budget_tokens(lua_State *L, rfl_call *call) {
 
 /* Pushes a ratio window as {ttl_ms, requests, retries, allowance} (allowance: the retries it allows, a number with
  * up to 3 decimals). */
-static void push_window(lua_State *L, const rf_budget_window *w) {
+void rfl_push_budget_window(lua_State *L, const rf_budget_window *w) {
     lua_createtable(L, 0, 4);
     lua_pushinteger(L, (lua_Integer)w->ttl_ms);
     lua_setfield(L, -2, "ttl_ms");
@@ -167,7 +167,7 @@ static int budget_window(lua_State *L, rfl_call *call) {
     if (!rf_retry_budget_window(((lbudget *)call->self)->b, rfi_mono_ms(), &w))
         lua_pushnil(L);
     else
-        push_window(L, &w);
+        rfl_push_budget_window(L, &w);
     return 1;
 }
 
@@ -263,7 +263,7 @@ static int l_retry_budget_peek_window(lua_State *L) {
     if (!found)
         lua_pushnil(L);
     else
-        push_window(L, &w);
+        rfl_push_budget_window(L, &w);
     if (idle < 0)
         lua_pushnil(L);
     else

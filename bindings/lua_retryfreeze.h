@@ -103,6 +103,9 @@ rf_retry_budget *rfl_take_retry_budget(lua_State *L, int idx, void **obj);
 void rfl_open_retry_budget(lua_State *L);
 /* rf.retry_budget(policy [, opts]) as a lua_CFunction (for rf.client's retry_budget = {redis=…}). */
 int rfl_retry_budget_new(lua_State *L);
+/* Pushes a ratio budget's window as budget:window() and client:retry_tokens() give it: {ttl_ms, requests, retries,
+ * allowance} (allowance: the retries the window allows, retryRatio × requests + the reserve). */
+void rfl_push_budget_window(lua_State *L, const rf_budget_window *w);
 /* The rf_client of a client method's self (pinned by rfl_method), for a C loop that drives it and calls back into
  * Lua; raises (naming what) when it has scheduled requests in flight (the loop would be reported theirs) or an
  * on_attempt hook (not available in scheduled flows). */

@@ -163,6 +163,10 @@ static int step_new(lua_State *L, rfl_call *call) {
     }
     rfl_hold(L, ls, H_RNG);
     if (lua_getfield(L, 3, "retry_budget") != LUA_TNIL) {
+        if (lua_isboolean(L, -1) && !lua_toboolean(L, -1) && rf_policy_retry_budget(p, NULL, NULL))
+            return rfl_error(L, "rf.flow: io.retry_budget = false, but the lock has a retryBudget, which every request "
+                                "obeys: pass a rf.retry_budget(policy) or none (the lock's own), never drop it (lock "
+                                "field retryBudget)");
         if (lua_type(L, -1) != LUA_TUSERDATA)
             return rfl_error(L, "rf.flow: io.retry_budget must be an rf.retry_budget(policy), got %s",
                              luaL_typename(L, -1));
@@ -171,7 +175,7 @@ static int step_new(lua_State *L, rfl_call *call) {
     rfl_hold(L, ls, H_BUDGET);
     rf_error err;
     rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
-    if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: out of memory");
+    if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: %s", err.message);
     if (st != RF_OK) return rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
     rfl_set_open(ls, true);
     lua_settop(L, 5);

@@ -111,6 +111,26 @@ describe("retryfreeze replay: a narrower candidate equals its live run", functio
     assert.same(exact_part(s), exact_part(predicted.predicted))
     assert.equal(s.reasons["retry-throttled"], predicted.predicted.throttled)
   end)
+  it("a ratio retry budget the record ran without: the window throttles the same retries as live", function()
+    local a = lock('"maxAttempts":4,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF)
+    local b = lock('"maxAttempts":4,"totalBudgetMs":20000,"retryable":["HTTP_503","HTTP_429"],' .. BACKOFF
+      .. ',"retryBudget":{"retryRatio":0.2,"minRetriesPerSecond":1,"ttlMs":60000}')
+    track(a); track(b)
+    local recorded, live = tmp(), tmp()
+    soak(a, 9, recorded, "503=0.4,429=0.1", 200, 1)
+    local predicted = replay_json(recorded, b, "--seed", "9")
+    soak(b, 9, live, "503=0.4,429=0.1", 200, 1)
+    local s = stats_json(live)
+    print(string.format("\nratio 0.2 + 1/s over 60 s, 200 requests at 503=0.4,429=0.1: live %d attempts %d throttled, "
+      .. "replay %d attempts %d throttled", s.attempts, s.reasons["retry-throttled"] or 0, predicted.predicted.attempts,
+      predicted.predicted.throttled))
+    assert.is_true((s.reasons["retry-throttled"] or 0) > 0, "the budget throttled in the live run")
+    assert.same(exact_part(s), exact_part(predicted.predicted))
+    assert.equal(s.reasons["retry-throttled"], predicted.predicted.throttled)
+    -- gate --replay and report --replay read the same prediction.
+    local _, err, code = h.run_cli("gate", recorded, "--replay", "--lock", b, "--max-retry-ratio", "1")
+    assert.equal(0, code, err)
+  end)
 end)
 
 describe("retryfreeze replay: a wider candidate is modelled within 0.02 of its live run", function()

@@ -68,6 +68,41 @@ describe("retryBudget as a ratio", function()
     client:close()
   end)
 
+  it("applies without asking: a client given no budget obeys the lock's, and client:retry_tokens() shows its window",
+    function()
+      local policy = assert(rf.load_string(lock_text(0.2, 0)))
+      local client = rf.client{ policy = policy, base_url = up.url }
+      local before = sent()
+      for _ = 1, 100 do client:request{ method = "GET", path = "/storm" } end
+      assert.equal(20, sent() - before - 100)
+      assert.same({ ttl_ms = 60000, requests = 100, retries = 20, allowance = 20 }, client:retry_tokens())
+      client:close()
+    end)
+
+  it("cannot be dropped: retry_budget = false is refused where the lock has a retryBudget, naming it", function()
+    local policy = assert(rf.load_string(lock_text(0.2, 0)))
+    assert.has_error(function() rf.client{ policy = policy, base_url = up.url, retry_budget = false } end,
+      "rf.client: retry_budget = false, but the lock has a retryBudget, which every client obeys: share a "
+      .. "rf.retry_budget(policy) or narrow it, never drop it (lock field retryBudget)")
+    local io = { send = function() return { status = 503, transport = "ok", headers = {} } end,
+      sleep = function() end, now_ms = function() return 0 end, retry_budget = false }
+    local ok, err = pcall(rf.flow, policy, { method = "GET", path = "/storm" }, io)
+    assert.is_false(ok)
+    assert.matches("rf.flow: io.retry_budget = false, but the lock has a retryBudget, which every request obeys: "
+      .. "pass a rf.retry_budget(policy) or none (the lock's own), never drop it (lock field retryBudget)",
+      tostring(err), 1, true)
+  end)
+
+  it("rf.flow given no budget obeys the lock's own, shared by the policy's flows", function()
+    -- retryRatio 0 and no reserve: the lock allows no retry at all.
+    local policy = assert(rf.load_string(lock_text(0, 0)))
+    local sends = 0
+    local io = { send = function() sends = sends + 1; return { status = 503, transport = "ok", headers = {} } end,
+      sleep = function() end, now_ms = function() return 0 end }
+    local r = rf.flow(policy, { method = "GET", path = "/storm" }, io)
+    assert.same({ "retry-throttled", 1 }, { r.reason, sends })
+  end)
+
   it("a token bucket's budget:window() is nil", function()
     local p = assert(rf.load_string('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,'
       .. '"totalBudgetMs":500,"retryable":["HTTP_503"],"retryBudget":{"maxTokens":10,"tokenRatio":0.1}}'))

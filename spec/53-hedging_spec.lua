@@ -299,6 +299,45 @@ describe("hedging and the retry budget", function()
   end)
 end)
 
+describe("a ratio budget counts each request once, hedged or not", function()
+  local up
+  setup(function() up = assert(upstream.start({ bindir = h.bindir })) end)
+  teardown(function() if up then up.stop() end end)
+
+  -- Every attempt answers 503 after 120 ms: past the hedging delay (100 ms), so a hedged request asks for a hedge
+  -- with its first attempt in flight, and each attempt's failure is decided after.
+  local FAILING = "503;delay=120,503;delay=120,503;delay=120"
+  local ROUTES = [[{"endpoint": "GET /plain/*"},
+    {"endpoint": "GET /nf/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 100, "nonFatalClasses": ["HTTP_503"]}}]]
+
+  --- 20 failing requests on prefix through a fresh budget of retryRatio 0.5; the retries and hedges sent, and the
+  --- window's counts.
+  local function run(prefix)
+    local policy = assert(rf.load_string(lock_text(ROUTES, '{"retryRatio": 0.5, "ttlMs": 60000}')))
+    local budget = rf.retry_budget(policy)
+    local c = rf.client{ policy = policy, base_url = up.url, retry_budget = budget }
+    local before = assert(upstream.stats(up.url)).requests
+    for i = 1, 20 do
+      c:request{ method = "GET", path = prefix .. i, headers = { ["X-Fault-Script"] = FAILING } }
+    end
+    local extra = assert(upstream.stats(up.url)).requests - before - 20
+    local w = budget:window()
+    c:close()
+    budget:close()
+    return extra, w
+  end
+
+  it("20 failing requests at retryRatio 0.5: 10 retries and hedges in all on either route, 20 requests counted",
+    function()
+      local plain, wp = run("/plain/r")
+      local hedged, wh = run("/nf/r")
+      print(string.format("\nratio 0.5, 20 failing requests: plain %d retries, hedged %d retries + hedges; "
+        .. "windows count %d and %d requests", plain, hedged, wp.requests, wh.requests))
+      assert.same({ 10, 20, 10 }, { plain, wp.requests, wp.retries })
+      assert.same({ 10, 20, 10 }, { hedged, wh.requests, wh.retries })
+    end)
+end)
+
 describe("hedging where attempts cannot overlap", function()
   local policy = assert(rf.load_string(lock_text(HEDGED)))
 

@@ -10,6 +10,10 @@
  *   silent   reads the commands, never answers
  *   backlog  never accepts; the listen queue is filled by the server's own connections first, so a new
  *            connect(2) is never answered (its SYN is dropped) and the client waits in the TCP handshake
+ *   huge-bulk   declares a bulk string of 2 000 000 000 bytes ("$2000000000"), then floods bytes until the
+ *               client closes: a client that buffers what a reply declares grows without bound
+ *   huge-array  declares an array of 2 000 000 000 elements ("*2000000000"), then floods elements (":1")
+ *   long-line   a status line ("+") that never ends: bytes and no CRLF until the client closes
  * and, for a TLS client (rediss://), three servers that read its ClientHello and then hold the handshake:
  *   tls-silent  never answers it
  *   tls-stall   answers with the first bytes of a ServerHello record (RFC 8446 §5.1), then nothing
@@ -48,13 +52,16 @@ typedef enum {
     MODE_GARBAGE,
     MODE_SILENT,
     MODE_BACKLOG,
+    MODE_HUGE_BULK,
+    MODE_HUGE_ARRAY,
+    MODE_LONG_LINE,
     MODE_TLS_SILENT,
     MODE_TLS_STALL,
     MODE_TLS_DRIP
 } mode;
 
-static const char *const MODE_NAMES[] = {"ok",      "drip",       "stall",     "garbage", "silent",
-                                         "backlog", "tls-silent", "tls-stall", "tls-drip"};
+static const char *const MODE_NAMES[] = {"ok",        "drip",       "stall",     "garbage",    "silent",    "backlog",
+                                         "huge-bulk", "huge-array", "long-line", "tls-silent", "tls-stall", "tls-drip"};
 
 typedef struct config {
     mode how;
@@ -132,6 +139,16 @@ static const char *reply_to(const char *name) {
     return "-ERR unknown command\r\n";
 }
 
+/* Sends head, then fill over and over until the peer stops reading (closes): a flood. Always false. */
+static bool flood(int fd, const char *head, const char *fill) {
+    if (!send_all(fd, head, strlen(head))) return false;
+    char chunk[65536];
+    const size_t n = strlen(fill), whole = sizeof chunk / n * n;
+    for (size_t i = 0; i < whole; i += n) memcpy(chunk + i, fill, n);
+    while (send_all(fd, chunk, whole)) {}
+    return false;
+}
+
 /* Sends the reply to one command as the mode says; false once the connection is to be dropped or held. */
 static bool answer(int fd, const char *name) {
     const char *r = reply_to(name);
@@ -151,6 +168,9 @@ static bool answer(int fd, const char *name) {
         send_all(fd, junk, sizeof junk - 1);
         return true;
     }
+    case MODE_HUGE_BULK: return flood(fd, "$2000000000\r\n", "x");
+    case MODE_HUGE_ARRAY: return flood(fd, "*2000000000\r\n", ":1\r\n");
+    case MODE_LONG_LINE: return flood(fd, "+", "x");
     case MODE_SILENT:
     case MODE_BACKLOG:
     case MODE_TLS_SILENT: /* the tls- modes never get here: hold_handshake serves them */

@@ -21,6 +21,7 @@
 #include "retryfreeze/ledger.h"
 #include "ledger_sample.h"
 #include "retryfreeze/policy.h"
+#include "retryfreeze/replay.h"
 
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
@@ -273,6 +274,24 @@ static outcome op_retry_budget(const void *arg) {
     return RAN_OK;
 }
 
+/* A replay of nothing yet under a candidate lock: a failed setup is RF_ENOMEM, nothing else, and says which part
+ * ran out (the retry budget's own message when it was the budget's allocation). */
+static outcome op_replay_new(const void *arg) {
+    rf_replay *r = NULL;
+    rf_error err;
+    memset(&err, 0, sizeof err);
+    rf_status st = rf_replay_new(arg, NULL, &r, &err);
+    if (st != RF_OK) {
+        assert_null(r);
+        assert_true(err.message[0] != '\0');
+        snprintf(last_message, sizeof last_message, "%s", err.message);
+        if (st == RF_ENOMEM) assert_non_null(strstr(err.message, "out of memory"));
+        return classify_status(st);
+    }
+    rf_replay_free(r);
+    return RAN_OK;
+}
+
 typedef struct ledger_arg {
     const char *path;
     const rf_ledger_record *rec;
@@ -445,6 +464,25 @@ static void test_retry_budget_new(void **state) {
     rf_policy_free(p);
 }
 
+/* A replay under a candidate with each form of retryBudget: set up (the ratio's window too), or RF_ENOMEM. */
+static void test_replay_new(void **state) {
+    (void)state;
+    static const char *const locks[] = {
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":100,\"totalBudgetMs\":1000,"
+        "\"retryable\":[\"HTTP_503\"],\"retryBudget\":{\"retryRatio\":0.2,\"ttlMs\":60000}}",
+        "{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":100,\"totalBudgetMs\":1000,"
+        "\"retryable\":[\"HTTP_503\"],\"retryBudget\":{\"maxTokens\":10,\"tokenRatio\":0.1}}",
+    };
+    for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
+        rf_policy *p = NULL;
+        rf_error err;
+        assert_int_equal(rf_policy_load_buffer(locks[i], strlen(locks[i]), &p, &err), RF_OK);
+        fail_each_allocation(i == 0 ? "rf_replay_new (ratio budget)" : "rf_replay_new (token bucket)", op_replay_new, p,
+                             RAN_OK, false);
+        rf_policy_free(p);
+    }
+}
+
 static void test_ledger_append(void **state) {
     (void)state;
     char path[] = "/tmp/rf-alloc-ledger-XXXXXX";
@@ -480,6 +518,7 @@ int main(void) {
         cmocka_unit_test_setup(test_refused_lock, disarmed),
         cmocka_unit_test_setup(test_load_file, disarmed),
         cmocka_unit_test_setup(test_retry_budget_new, disarmed),
+        cmocka_unit_test_setup(test_replay_new, disarmed),
         cmocka_unit_test_setup(test_ledger_append, disarmed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

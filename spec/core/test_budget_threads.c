@@ -82,6 +82,8 @@ static void *decide_loop(void *arg) {
     for (long r = 0; r < ROUNDS; r++) {
         for (size_t i = 0; i < s->pattern_len; i++) {
             f.status = s->pattern[i] == FAIL ? 503 : 200;
+            rf_budget_request ticket = RF_BUDGET_REQUEST_INIT; /* each decision: a request of its own */
+            f.budget_request = &ticket;
             rf_verdict v;
             rf_error err;
             if (rf_decide(s->policy, &f, &rng, s->budget, &v, &err) != RF_OK) {
@@ -230,13 +232,26 @@ static void test_ratio_window_slides(void **state) {
     rf_rng_seed(&rng, 1);
     rf_verdict v;
     long retried = 0;
+    /* Without the request's token a ratio budget cannot count the request once: refused, and nothing counted. */
+    f.mono_ms = 1000;
+    assert_int_equal(rf_decide(p, &f, &rng, b, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "budget_request");
+    assert_non_null(strstr(err.message, "is required with a ratio retry budget (retryBudget.retryRatio)"));
+    const rf_hedge_facts hf = {.method = "GET", .method_len = 3, .started = 1, .mono_ms = 1000};
+    assert_int_equal(rf_hedge_decide(p, 0, &hf, b, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "budget_request");
+    rf_budget_window w;
+    assert_true(rf_retry_budget_window(b, 1000, &w));
+    assert_int_equal(w.requests, 0);
+    rf_budget_request ticket;
+    f.budget_request = &ticket;
     for (int i = 0; i < 10; i++) { /* 10 requests at t = 1 s: 5 retries allowed */
+        ticket = RF_BUDGET_REQUEST_INIT;
         f.mono_ms = 1000;
         assert_int_equal(rf_decide(p, &f, &rng, b, &v, &err), RF_OK);
         retried += v.retry;
     }
     assert_int_equal(retried, 5);
-    rf_budget_window w;
     assert_true(rf_retry_budget_window(b, 1000, &w));
     assert_int_equal(w.requests, 10);
     assert_int_equal(w.retries, 5);
@@ -248,7 +263,8 @@ static void test_ratio_window_slides(void **state) {
     assert_true(rf_retry_budget_window(b, 60000, &w));
     assert_int_equal(w.requests, 0);
     assert_int_equal(w.retries, 0);
-    /* A retry asked then (attempts 2: no new request) finds an empty window: throttled, not counted. */
+    /* A retry asked then (attempts 2: its request already counted) finds an empty window: throttled, not counted. */
+    ticket = (rf_budget_request){.counted = true};
     f.mono_ms = 61000;
     f.attempts = 2;
     assert_int_equal(rf_decide(p, &f, &rng, b, &v, &err), RF_OK);

@@ -218,7 +218,9 @@ static void *fail_loop(void *arg) {
     worker *w = arg;
     pthread_barrier_wait(w->start);
     for (int i = 0; i < ROUNDS; i++) {
+        rf_budget_request ticket = RF_BUDGET_REQUEST_INIT; /* each decision: a request of its own */
         rf_facts f = jobs_facts(503, 1);
+        f.budget_request = &ticket;
         rf_verdict v;
         rf_error err;
         if (rf_decide(w->p, &f, NULL, w->b, &v, &err) != RF_OK) {
@@ -1046,6 +1048,177 @@ static void test_acl_refusals_fall_back_and_are_said_once(void **state) {
     rf_policy_free(p);
 }
 
+/* ---- A reply past the cap a budget's replies fit in --------------------------------------------------- */
+
+/* A server that declares a bulk string or an array of 2 000 000 000 (then floods), or a status line that never
+ * ends: a decision and a peek each refuse the reply at its cap with a message that says so, not at their deadline
+ * (a deadline's message says "by the deadline"), and fall back (the decision) or fail (the peek). */
+static void test_a_reply_past_its_cap_is_refused(void **state) {
+    (void)state;
+    static const struct {
+        const char *mode, *says;
+    } cases[] = {
+        {"huge-bulk", "declares a bulk string of 2000000000 bytes (a retry budget's replies are at most 4096)"},
+        {"huge-array", "declares an array of 2000000000 elements (a retry budget's replies have at most 256)"},
+        {"long-line", "a reply over 16384 bytes (a retry budget's replies are smaller): refused"},
+        {"huge-bulk:EVALSHA", "redis EVALSHA: the reply declares a bulk string of 2000000000 bytes"},
+    };
+    rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"capped\"}"));
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pid_t pid;
+        int port = start_fake(cases[i].mode, &pid);
+        assert_int_not_equal(port, 0);
+        char url[64];
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+        said told = {0};
+        rf_budget_source source;
+        timed_decision(p, (rf_redis_budget_options){.url = url, .timeout_ms = 2000}, &source, &told);
+        print_message("fake redis %s: %s\n", cases[i].mode, told.lines[0]);
+        assert_int_equal(source, RF_BUDGET_LOCAL_FALLBACK);
+        assert_int_equal(told.n, 1);
+        assert_non_null(strstr(told.lines[0], cases[i].says));
+        assert_null(strstr(told.lines[0], "deadline"));
+        if (strchr(cases[i].mode, ':') == NULL) { /* budget show: the same cap on GET's reply */
+            rf_redis_budget_options show = {.url = url, .timeout_ms = 2000};
+            int64_t tokens = -2, ttl = -2;
+            rf_error err;
+            assert_int_equal(rf_retry_budget_redis_peek(&show, "capped", &tokens, &ttl, &err), RF_EIO);
+            assert_non_null(strstr(err.message, cases[i].says));
+        }
+        stop_fake(pid);
+    }
+    rf_policy_free(p);
+}
+
+/* ---- A request counts once in a ratio window, whatever path decides it ----------------------------------- */
+
+/* maxAttempts 3 on two routes, one hedged (3 attempts in flight at most, a 503 not fatal to the others); a ratio
+ * budget of 0.5 over a long window. */
+#define RATIO_HEDGE_LOCK(shared)                                                                              \
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":60000,"    \
+    "\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":10,\"maxMs\":10,\"jitter\":\"none\"}},"             \
+    "\"routes\":[{\"endpoint\":\"GET /plain\"},{\"endpoint\":\"GET /hedged\",\"hedging\":{\"maxAttempts\":3," \
+    "\"hedgingDelayMs\":100,\"nonFatalClasses\":[\"HTTP_503\"]}}],"                                           \
+    "\"retryBudget\":{\"retryRatio\":0.5,\"ttlMs\":600000" shared "}}"
+
+/* What one request's decisions took from the budget: retries and hedges allowed. */
+typedef struct request_count {
+    int retries, hedges;
+} request_count;
+
+/* One request to an upstream that answers 503 to every attempt, decided as the client does: on the hedged route a
+ * hedge is asked for when the hedging delay passes with the first attempt in flight, then each attempt's failure is
+ * decided (a retry it allows starts one more attempt); on the plain route each failure in turn. */
+static request_count failing_request(const rf_policy *p, rf_retry_budget *b, bool hedged) {
+    const char *path = hedged ? "/hedged" : "/plain";
+    const long route = rf_policy_match(p, "GET", 3, path, strlen(path));
+    assert_true(route >= 0);
+    rf_budget_request ticket = RF_BUDGET_REQUEST_INIT;
+    request_count n = {0};
+    rf_verdict v;
+    rf_error err;
+    int started = 1, in_flight = 1;
+    if (hedged) {
+        const rf_hedge_facts h = {.method = "GET",
+                                  .method_len = 3,
+                                  .started = 1,
+                                  .elapsed_ms = 100,
+                                  .mono_ms = 1000,
+                                  .budget_request = &ticket};
+        assert_int_equal(rf_hedge_decide(p, route, &h, b, &v, &err), RF_OK);
+        if (v.retry) {
+            n.hedges++;
+            started++;
+            in_flight++;
+        }
+    }
+    while (in_flight > 0) {
+        rf_facts f = {.method = "GET",
+                      .method_len = 3,
+                      .path = path,
+                      .path_len = strlen(path),
+                      .status = 503,
+                      .transport = RF_TRANSPORT_OK,
+                      .attempts = started,
+                      .elapsed_ms = 200,
+                      .mono_ms = 1000,
+                      .hedged = hedged,
+                      .budget_request = &ticket};
+        assert_int_equal(rf_decide_on_route(p, route, &f, NULL, b, &v, &err), RF_OK);
+        in_flight--;
+        if (v.retry) {
+            n.retries++;
+            started++;
+            in_flight++;
+        }
+    }
+    return n;
+}
+
+/* 100 requests that all fail, on one route, with a fresh budget b; the sums, and the window's requests. */
+static request_count failing_requests(const rf_policy *p, rf_retry_budget *b, bool hedged) {
+    request_count sum = {0};
+    for (int i = 0; i < 100; i++) {
+        const request_count n = failing_request(p, b, hedged);
+        sum.retries += n.retries;
+        sum.hedges += n.hedges;
+    }
+    return sum;
+}
+
+/* retryRatio 0.5 and 100 failing requests: 50 retries on the plain route; on the hedged route the same 50, hedges
+ * and retries together, and the window counts 100 requests, not one per hedge decision plus one per first verdict. */
+static void test_a_request_counts_once_local(void **state) {
+    (void)state;
+    rf_policy *p = lock_load(RATIO_HEDGE_LOCK(""));
+    for (int hedged = 0; hedged <= 1; hedged++) {
+        rf_retry_budget *b = rf_retry_budget_new(p);
+        const request_count n = failing_requests(p, b, hedged);
+        rf_budget_window w;
+        assert_true(rf_retry_budget_window(b, 1000, &w));
+        print_message("local window, %s route: %d retries + %d hedges, window requests %lld retries %lld\n",
+                      hedged ? "hedged" : "plain", n.retries, n.hedges, (long long)w.requests, (long long)w.retries);
+        assert_int_equal(n.retries + n.hedges, 50);
+        assert_int_equal(w.requests, 100);
+        assert_int_equal(w.retries, 50);
+        rf_retry_budget_free(b);
+    }
+    rf_policy_free(p);
+}
+
+/* The same through a window kept in Redis: the fleet's window counts each request once too. */
+static void test_a_request_counts_once_redis(void **state) {
+    (void)state;
+    if (plain_redis.port == 0) {
+        skip();
+    }
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", plain_redis.port);
+    rf_redis_budget_options o = {.url = url, .timeout_ms = 2000};
+    static const char *const names[] = {"once-plain", "once-hedged"};
+    for (int hedged = 0; hedged <= 1; hedged++) {
+        char lock[1024];
+        snprintf(lock, sizeof lock, RATIO_HEDGE_LOCK(",\"shared\":{\"name\":\"%s\"}"), names[hedged]);
+        rf_policy *p = lock_load(lock);
+        rf_retry_budget *b = NULL;
+        rf_error err;
+        assert_int_equal(rf_retry_budget_redis_new(p, &o, &b, &err), RF_OK);
+        const request_count n = failing_requests(p, b, hedged);
+        bool found = false;
+        rf_budget_window w;
+        int64_t idle = -2;
+        assert_int_equal(rf_retry_budget_redis_peek_window(&o, names[hedged], &found, &w, &idle, &err), RF_OK);
+        assert_true(found);
+        print_message("redis window, %s route: %d retries + %d hedges, window requests %lld retries %lld\n",
+                      hedged ? "hedged" : "plain", n.retries, n.hedges, (long long)w.requests, (long long)w.retries);
+        assert_int_equal(n.retries + n.hedges, 50);
+        assert_int_equal(w.requests, 100);
+        assert_int_equal(w.retries, 50);
+        rf_retry_budget_free(b);
+        rf_policy_free(p);
+    }
+}
+
 int main(int argc, char **argv) {
     self_path = argv[0];
     if (argc == 4 && strcmp(argv[1], "--child") == 0) { /* a role in_child started */
@@ -1067,6 +1240,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_store_needs_a_budget),
         cmocka_unit_test(test_threads_share_one_redis_bucket),
         cmocka_unit_test(test_threads_share_one_redis_window),
+        cmocka_unit_test(test_a_reply_past_its_cap_is_refused),
+        cmocka_unit_test(test_a_request_counts_once_local),
+        cmocka_unit_test(test_a_request_counts_once_redis),
         cmocka_unit_test(test_every_decision_ends_by_its_deadline),
         cmocka_unit_test(test_threads_wait_no_longer_than_their_deadline),
         cmocka_unit_test(test_a_name_lookup_ends_by_the_deadline),

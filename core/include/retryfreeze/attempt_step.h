@@ -173,6 +173,8 @@ typedef struct rf_step {
     rf_propagation prop; /* the route's propagation: the headers an attempt sends and the response's overloaded one */
     int64_t elapsed_shift_ms, timeout_cap_ms; /* the request's own limits: its deadline_ms, its inbound deadline and
                                                  its timeout_ms, as rf_client_request applies them */
+    rf_budget_request budget_request;         /* the request's token for a ratio retry budget (rf_budget_request): its
+                                                 decisions carry it, so the window counts the request once */
 } rf_step;
 
 /* Elapsed times are differences of the host's now_ms readings, computed without overflow: a reading earlier
@@ -198,7 +200,8 @@ RF_API size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPA
 /* After the attempt: records its try, decides (rf_step_verdict; only the wait headers the route reads are passed
  * on), lets the hook narrow (rf_step_narrow). true and *delay_ms: wait that long, then rf_step_begin again; false
  * and *stop: the request ends. *hook_rc is the hook's value (< 0: it failed). hook_rc, delay_ms and stop must not
- * be NULL. */
+ * be NULL. budget NULL: the lock's own (rf_policy_default_budget, shared by every step of the policy given none), so
+ * a lock's retryBudget applies without asking; the step carries the request's token (rf_budget_request). */
 RF_API bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget,
                           rf_attempt_hook hook, void *hook_ud, int *hook_rc, int64_t *delay_ms, rf_reason *stop);
 /* Records the attempt rf_step_begin allowed and no rf_step_after ended, which the host gave up at now_ms (its

@@ -21,9 +21,11 @@ typedef struct rf_client_options {
     const char *const *headers; /* optional "Name: value" lines sent with every request */
     size_t n_headers;
     uint64_t rng_seed;         /* jitter seed */
-    bool retry_budget;         /* use the lock's retryBudget (client-wide token bucket) */
-    rf_retry_budget *budget;   /* optional, borrowed (must outlive the client): use this budget instead, e.g. a
-                                  shared one from rf_retry_budget_redis_new, or one several clients share */
+    bool retry_budget;         /* true: the lock must have a retryBudget (else RF_EINVAL). With or without it, a lock's
+                                  retryBudget always applies: without budget the client makes its own from the lock */
+    rf_retry_budget *budget;   /* optional, borrowed (must outlive the client): use this budget instead of the
+                                  client's own, e.g. a shared one from rf_retry_budget_redis_new, or one several
+                                  clients of the same lock share */
     bool follow_redirects;     /* default false: a 3xx is a success, returned as is. true: 301/302/303/307/308 are
                                   followed by the client, one try per hop (RFC 9110 §15.4, see client_redirect.c) */
     int max_redirects;         /* with follow_redirects: 3xx followed per attempt, 1..RF_MAX_REDIRECTS; 0 = 10. One
@@ -142,8 +144,14 @@ RF_API void rf_pending_stop(rf_pending *p, const char *why);
  * needs its client: the caller frees it, before or after rf_client_free. NULL is a no-op. */
 RF_API void rf_pending_free(rf_pending *p);
 
-/* The client's retry budget tokens × 1000, or -1 when it has none. */
+/* The client's retry budget tokens × 1000, or -1 when it has none or its budget is a ratio (rf_client_budget_window).
+ */
 RF_API int64_t rf_client_retry_tokens_milli(const rf_client *c);
+
+/* The client's ratio retry budget's window (rf_retry_budget_window at mono_ms, the monotonic clock the client decides
+ * with; 0: its newest slot): true and *out filled; false (*out zeroed) when it has no budget or a token bucket. With
+ * a shared store this is the fallback window. */
+RF_API bool rf_client_budget_window(const rf_client *c, int64_t mono_ms, rf_budget_window *out);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,19 @@ RF_API int64_t rf_rng_between(rf_rng *rng, int64_t lo, int64_t hi);
  * except grpc-retry-pushback-ms, which stops (rf_wait_header_parse); an empty date is no reference, as an
  * unparsable one. The engine never sees a body.
  */
+/*
+ * One logical request's place in a ratio retry budget's window (docs/lock.md, retryBudget): the budget counts the
+ * request at the first decision that carries this token (rf_decide's facts or rf_hedge_decide's) and marks it
+ * counted, so no later decision on the same token counts it again, whichever path decides (plain attempts, hedges, a
+ * step, a flow). One per request, set to RF_BUDGET_REQUEST_INIT when the request starts and kept by its attempt loop
+ * until it ends; never shared between requests, nor between threads at once. A token bucket counts attempts, not
+ * requests: it ignores the token.
+ */
+typedef struct rf_budget_request {
+    bool counted; /* the budget has counted this request (set by the budget; never by the caller) */
+} rf_budget_request;
+#define RF_BUDGET_REQUEST_INIT ((rf_budget_request){.counted = false})
+
 typedef struct rf_facts {
     const char *method; /* "POST"; required, uppercase (a lowercase letter: RF_EINVAL, RFC 9110 §9.1) */
     size_t method_len;
@@ -71,8 +84,11 @@ typedef struct rf_facts {
     size_t hint_lens[RF_WAIT_HEADER_COUNT];
     int64_t mono_ms; /* the caller's monotonic clock in ms (CLOCK_MONOTONIC), for a ratio retry budget's window; 0 =
                         unknown (the window's newest slot). Every user of one budget must read the same clock */
-    bool hedged;     /* the attempt is one of a hedged request's (rf_policy_hedging: hedged): a failure of a class not
-                        in its route's hedging.nonFatalClasses ends the request (hedge-fatal, gRPC A6) */
+    rf_budget_request *budget_request; /* the request's token (rf_budget_request): required with a ratio retry budget
+                                          (else RF_EINVAL, err->path "budget_request"); the same on every decision of
+                                          the request; NULL without a budget or with a token bucket */
+    bool hedged; /* the attempt is one of a hedged request's (rf_policy_hedging: hedged): a failure of a class not
+                    in its route's hedging.nonFatalClasses ends the request (hedge-fatal, gRPC A6) */
     /* Propagation across layers (retryfreeze/propagation.h), read only by a route with propagation: */
     bool overloaded;     /* the response carried the route's propagation.overloadedHeader: never retried */
     int inbound_attempt; /* the caller's attempt number (its propagation.attemptHeader, rf_inbound), 0 when none:
@@ -113,14 +129,16 @@ typedef struct rf_retry_budget rf_retry_budget;
  * supplies jitter and may be NULL only when the route's jitter is "none" (else RF_EINVAL). budget (may be NULL) is the
  * client's retry budget: when the lock has retryBudget, this call records the attempt's effect on it: for a token
  * bucket (gRPC A6) a retryable failure takes 1 token, a success adds tokenRatio, a non-retryable failure leaves it,
- * and a retry is throttled while tokens <= maxTokens / 2; for a ratio (retryBudget.retryRatio) the first attempt's
- * decision (attempts 1) counts the request in the window at f->mono_ms and a retry verdict counts a retry, throttled
- * when the window's retries would pass retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and
+ * and a retry is throttled while tokens <= maxTokens / 2; for a ratio (retryBudget.retryRatio) the request's first
+ * decision of any kind (its token f->budget_request not yet counted: rf_budget_request) counts the request in the
+ * window at f->mono_ms, once, and a retry verdict counts a retry, throttled when the window's retries would pass
+ * retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and
  * fills *out, or RF_EINVAL (*out unspecified, err->path names the field): p, f or out NULL; method missing or with a
  * lowercase letter (RFC 9110 §9.1: no route could match); path missing; status not 0 or 100..599; transport out of
  * range; attempts < 1; elapsed_ms < 0; inbound_attempt < 0; a hint the route does not read; rng NULL for a jittered
- * route that needs a backoff. A refusal has no effect: the budget is charged only when the call returns RF_OK.
- * Allocates nothing and reads no clock; p and budget may be shared between threads, rng may not.
+ * route that needs a backoff; a ratio budget without f->budget_request. A refusal has no effect: the budget is charged
+ * only when the call returns RF_OK. Allocates nothing and reads no clock; p and budget may be shared between threads,
+ * rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);
@@ -239,10 +257,12 @@ RF_API rf_status rf_policy_hedging(const rf_policy *p, long route, const char *m
 typedef struct rf_hedge_facts {
     const char *method; /* required, as in rf_facts */
     size_t method_len;
-    int started;              /* attempts started so far (hedges and retries), >= 1 */
-    int64_t elapsed_ms;       /* since the first attempt started, as rf_decide is told, >= 0 */
-    bool has_idempotency_key; /* the request carries an Idempotency-Key (the same on every attempt) */
-    int64_t mono_ms;          /* as rf_facts.mono_ms: for a ratio retry budget */
+    int started;                       /* attempts started so far (hedges and retries), >= 1 */
+    int64_t elapsed_ms;                /* since the first attempt started, as rf_decide is told, >= 0 */
+    bool has_idempotency_key;          /* the request carries an Idempotency-Key (the same on every attempt) */
+    int64_t mono_ms;                   /* as rf_facts.mono_ms: for a ratio retry budget */
+    rf_budget_request *budget_request; /* as rf_facts.budget_request: the request's token, the one its attempts'
+                                          decisions carry; required with a ratio retry budget */
 } rf_hedge_facts;
 
 /*
@@ -250,11 +270,12 @@ typedef struct rf_hedge_facts {
  * every limit: checks, in this order, no-route (route -1), max-attempts (the route has no hedging, or started >=
  * hedging.maxAttempts or >= maxAttempts), mutating-without-idempotency, deadline (less than minAttemptMs left), then
  * the retry budget: a hedge takes 1 token from a token bucket and is refused while tokens <= maxTokens / 2 after it
- * (retry-throttled); of a ratio it is one retry of the window (the request's first, started == 1, also counts the
- * request), refused past the window's allowance. Allowed: retry true, reason within-budget, timeout_ms the hedge's
- * per-try timeout (min(perAttemptTimeoutMs, time left)), delay_ms 0, budget the source it used. The budget is touched
- * only when every other check passed. RF_EINVAL (err->path the field): NULL p, h or out; route out of range; no
- * method; started < 1; elapsed_ms < 0. Allocates nothing and reads no clock.
+ * (retry-throttled); of a ratio it is one retry of the window (and counts the request when its token h->budget_request
+ * is not yet counted: rf_budget_request), refused past the window's allowance. Allowed: retry true, reason
+ * within-budget, timeout_ms the hedge's per-try timeout (min(perAttemptTimeoutMs, time left)), delay_ms 0, budget the
+ * source it used. The budget is touched only when every other check passed. RF_EINVAL (err->path the field): NULL p, h
+ * or out; route out of range; no method; started < 1; elapsed_ms < 0; a ratio budget without h->budget_request.
+ * Allocates nothing and reads no clock.
  */
 RF_API rf_status rf_hedge_decide(const rf_policy *p, long route, const rf_hedge_facts *h, rf_retry_budget *budget,
                                  rf_verdict *out, rf_error *err);

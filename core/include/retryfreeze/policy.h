@@ -179,6 +179,16 @@ RF_API bool rf_policy_retry_budget(const rf_policy *p, int64_t *max_tokens_milli
 RF_API bool rf_policy_retry_ratio(const rf_policy *p, int64_t *retry_ratio_milli, int64_t *min_retries_per_second,
                                   int64_t *ttl_ms);
 
+/*
+ * The lock's retry budget as this policy keeps it (docs/lock.md, retryBudget): made when the policy is loaded, in this
+ * process (a token bucket full, a ratio window empty), shared by every attempt loop of this policy that is given no
+ * budget of its own (rf_step_after, rf_step_verdict; a client without rf_client_options.budget has one of its own), so
+ * the lock's budget applies without asking. Thread-safe as any budget; NULL when the lock has no retryBudget (or p is
+ * NULL). Owned by p: never freed by the caller; valid while p lives.
+ */
+typedef struct rf_retry_budget rf_retry_budget; /* retryfreeze/decide.h */
+RF_API rf_retry_budget *rf_policy_default_budget(const rf_policy *p);
+
 /* Longest retryBudget.shared.name. */
 #define RF_SHARED_BUDGET_NAME_MAX 64
 

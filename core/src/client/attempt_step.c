@@ -215,7 +215,7 @@ void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason rea
 }
 
 /* The facts of the request that just ended; only the wait headers the route reads. */
-static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status, rf_facts *f) {
+static void facts_of(rfi_attempts *a, const rfi_attempt_end *e, int status, rf_facts *f) {
     const rf_request *req = a->req;
     *f = (rf_facts){.method = req->method,
                     .method_len = strlen(req->method),
@@ -231,6 +231,7 @@ static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status
                     .has_idempotency_key = req->idempotency_key != NULL,
                     .now_ms = e->wall_ms,
                     .mono_ms = e->mono_ms,
+                    .budget_request = &a->budget_request,
                     .hedged = e->hedged,
                     .overloaded = e->overloaded,
                     .inbound_attempt = a->resp->inbound.attempt};
@@ -300,7 +301,8 @@ bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask 
     facts_of(a, e, status, &facts);
     if (redirect != NULL) redirect->followed = false;
     if (redirect == NULL || !redirect_verdict(a, e, redirect, &facts, t, v))
-        a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng, budget, t, v);
+        a->last_class_retryable = verdict_on_route(a->policy, a->route, &facts, rng,
+                                                   budget ? budget : rf_policy_default_budget(a->policy), t, v);
     if (e->hedged) t->fate = v->reason == RF_REASON_SUCCESS ? RF_FATE_WINNER : RF_FATE_FAILED;
     *hook_rc = rf_step_narrow(hook, hook_ud, t, v);
     if (v->retry && !room_for_another_try(a)) { /* RF_MAX_TRIES reached, or out of memory: fail closed */
@@ -521,7 +523,8 @@ static void attempts_of(const rf_step *s, rfi_attempts *a) {
                         .delay_ms = s->delay_ms,
                         .timeout_ms = s->timeout_ms,
                         .last_class_retryable = s->last_class_retryable,
-                        .prop = s->prop};
+                        .prop = s->prop,
+                        .budget_request = s->budget_request};
     memcpy(a->reads, s->reads, sizeof a->reads);
 }
 
@@ -574,6 +577,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
     s->tries_cap = a.tries_cap; /* resp->tries may have grown (moved) */
     s->attempts = a.attempts;
     s->last_class_retryable = a.last_class_retryable;
+    s->budget_request = a.budget_request; /* counted by a ratio budget: the request counts once */
     if (!retry) {
         *stop = v.reason;
         return false;

@@ -22,6 +22,8 @@ typedef struct rfi_attempts {
     int64_t delay_ms, timeout_ms;     /* the wait before, and the per-try timeout of, the attempt in flight */
     bool last_class_retryable;        /* the last failure's class is retryable (true before any failure) */
     rf_propagation prop;              /* the route's propagation (disabled: nothing sent, read or told) */
+    rf_budget_request budget_request; /* the request's token for a ratio retry budget: every decision of it (hedges
+                                         too) carries this one, so its window counts the request once */
 } rfi_attempts;
 
 /* Whether req on route is hedged (rf_policy_hedging), narrowed by its caller: when the route's propagation reads the

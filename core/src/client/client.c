@@ -90,7 +90,7 @@ rf_status rf_client_new(const rf_client_options *opts, rf_client **out, rf_error
     }
     if (opts->budget != NULL) {
         env->budget = opts->budget;
-    } else if (opts->retry_budget) {
+    } else if (rf_policy_retry_budget(opts->policy, NULL, NULL)) { /* the lock's budget applies without asking */
         if ((env->budget = rf_retry_budget_new(opts->policy)) == NULL) goto nomem;
         c->owns_budget = true;
     }
@@ -139,6 +139,10 @@ void rf_client_free(rf_client *c) {
 
 int64_t rf_client_retry_tokens_milli(const rf_client *c) {
     return c && c->env.budget ? rf_retry_budget_tokens_milli(c->env.budget) : -1;
+}
+
+bool rf_client_budget_window(const rf_client *c, int64_t mono_ms, rf_budget_window *out) {
+    return rf_retry_budget_window(c ? c->env.budget : NULL, mono_ms, out);
 }
 
 static void sleep_ms(int64_t ms) {

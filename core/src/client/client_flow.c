@@ -444,7 +444,8 @@ static rfi_wire *begin_hedged(rfi_flow *f, int64_t now, bool hedge) {
                                   .started = f->at.attempts,
                                   .elapsed_ms = elapsed,
                                   .has_idempotency_key = req->idempotency_key != NULL,
-                                  .mono_ms = now};
+                                  .mono_ms = now,
+                                  .budget_request = &f->at.budget_request};
         rf_verdict v;
         rf_error err;
         if (rf_hedge_decide(f->env->policy, f->at.route, &h, f->env->budget, &v, &err) != RF_OK || !v.retry) {

@@ -89,6 +89,11 @@ static const char WINDOW_SCRIPT[] =
 #define BACKOFF_MAX_MS 5000
 #define IDLE_TTL_MAX_MS (30LL * 24 * 3600 * 1000) /* 30 days */
 #define IO_CHUNK 16384                            /* one TLS record's worth of bytes per read */
+/* A budget's replies are tiny (a count, a SHA, a hash of 34 fields, an error line): a reply past these caps is
+ * refused as soon as it says so, rather than buffered up to the deadline (hiredis keeps what a reply declares). */
+#define REPLY_BYTES_MAX 16384 /* one reply, all of it */
+#define BULK_BYTES_MAX 4096   /* a bulk string's declared length */
+#define ELEMENTS_MAX 256      /* an array's (or RESP3 map's, set's, push's) declared count */
 
 /* Why a budget fell back, by kind: each kind is said once per budget (report). */
 typedef enum failure_kind {
@@ -138,6 +143,8 @@ typedef struct redis_conn {
     BIO *tls_in, *tls_out; /* owned by ssl: what came from the socket, what goes to it */
     bool tls_answered;     /* a record came after the handshake: the server accepted the session */
     redisReader *reader;
+    size_t seen_len;                /* the bytes of the reply being read so far, in seen (at most REPLY_BYTES_MAX) */
+    char seen[REPLY_BYTES_MAX + 1]; /* they are scanned for the lengths they declare (reply_within_caps) */
 } redis_conn;
 
 typedef struct redis_store {
@@ -633,6 +640,52 @@ static size_t conn_receive(redis_conn *c, char *buf, size_t cap, redis_call *k, 
  * I/O error, a protocol error or the deadline, with why. After NULL the connection is out of step (a reply may
  * still arrive) and must be dropped. Messages name the command (argv[0]), never its arguments.
  */
+/* The number on the RESP header line buf[0..n) after its type byte; a value past 10^15 reads as 10^15 + 1. */
+static long long header_number(const char *buf, size_t n) {
+    size_t i = 1;
+    bool negative = i < n && buf[i] == '-';
+    if (negative) i++;
+    long long v = 0;
+    for (; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+        if (v <= 1000000000000000LL) v = v * 10 + (buf[i] - '0');
+    return negative ? -v : v;
+}
+
+/*
+ * Whether the reply bytes buf[0..n) (from the reply's first byte) stay within the caps: each header line read so far
+ * (RESP2 and RESP3) declares a bulk length of at most BULK_BYTES_MAX and an aggregate count of at most ELEMENTS_MAX.
+ * False with why (what: the command) at the first header past its cap, however little of its payload came.
+ */
+static bool reply_within_caps(const char *buf, size_t n, redis_call *k, const char *what) {
+    size_t pos = 0;
+    while (pos < n) {
+        const char *nl = memchr(buf + pos, '\n', n - pos);
+        if (nl == NULL) return true; /* a line not whole yet */
+        const size_t line_end = (size_t)(nl - buf) + 1;
+        const char type = buf[pos];
+        if (type == '$' || type == '=' || type == '!') { /* bulk string, verbatim string, bulk error */
+            const long long len = header_number(buf + pos, line_end - pos);
+            if (len > BULK_BYTES_MAX)
+                return failed(k, FAIL_PROTOCOL,
+                              "%s: the reply declares a bulk string of %lld bytes (a retry budget's replies are at "
+                              "most %d): refused",
+                              what, len, BULK_BYTES_MAX);
+            pos = line_end + (len > 0 ? (size_t)len + 2 : len == 0 ? 2 : 0); /* its payload and CRLF; -1: nil */
+        } else if (type == '*' || type == '%' || type == '~' || type == '>' || type == '|') {
+            const long long count = header_number(buf + pos, line_end - pos);
+            if (count > ELEMENTS_MAX)
+                return failed(k, FAIL_PROTOCOL,
+                              "%s: the reply declares an array of %lld elements (a retry budget's replies have at "
+                              "most %d): refused",
+                              what, count, ELEMENTS_MAX);
+            pos = line_end;
+        } else {
+            pos = line_end;
+        }
+    }
+    return true;
+}
+
 static redisReply *command(redis_conn *c, redis_call *k, int argc, const char **argv) {
     size_t lens[COMMAND_ARGS_MAX];
     if (argc < 1 || argc > COMMAND_ARGS_MAX) /* fail closed: a caller's bug, never a write past lens */
@@ -647,6 +700,7 @@ static redisReply *command(redis_conn *c, redis_call *k, int argc, const char **
     bool sent = conn_send(c, cmd, (size_t)len, k, what);
     redisFreeCommand(cmd);
     if (!sent) return NULL;
+    c->seen_len = 0; /* a new reply: the caps count from its first byte */
     for (;;) {
         void *reply = NULL;
         if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
@@ -655,6 +709,13 @@ static redisReply *command(redis_conn *c, redis_call *k, int argc, const char **
         char buf[IO_CHUNK];
         size_t n = conn_receive(c, buf, sizeof buf, k, what);
         if (n == 0) return NULL;
+        if (n > REPLY_BYTES_MAX - c->seen_len)
+            return failed(k, FAIL_PROTOCOL, "%s: a reply over %d bytes (a retry budget's replies are smaller): refused",
+                          what, REPLY_BYTES_MAX),
+                   NULL;
+        memcpy(c->seen + c->seen_len, buf, n);
+        c->seen_len += n;
+        if (!reply_within_caps(c->seen, c->seen_len, k, what)) return NULL;
         if (redisReaderFeed(c->reader, buf, n) != REDIS_OK)
             return failed(k, FAIL_PROTOCOL, "%s: %s", what, c->reader->errstr), NULL;
     }

@@ -190,13 +190,16 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
         if (st != RF_OK) return st;
         out->retry_after = out->retry_after_header >= 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
     }
-    /* A ratio budget counts the request at its first attempt's decision (a hedge may count it first: rf_hedge_decide).
-     */
-    /* Without a budget (NULL) none of the budget's calls has an effect: they are not made. */
-    const bool first = f->attempts == 1, ratio = budget != NULL && rfi_retry_budget_is_ratio(budget);
+    /* Without a budget (NULL) none of the budget's calls has an effect: they are not made. A ratio budget counts the
+     * request by its token (rf_budget_request): once, at whichever decision of the request comes first. */
+    const bool ratio = budget != NULL && rfi_retry_budget_is_ratio(budget);
+    if (ratio && f->budget_request == NULL)
+        return rfi_fail(err, "budget_request",
+                        "is required with a ratio retry budget (retryBudget.retryRatio): the request's token, the "
+                        "same on every decision of the request, so the window counts it once");
     if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
         if (ratio)
-            rfi_retry_budget_window_take(budget, first, false, f->mono_ms, &out->budget);
+            rfi_retry_budget_window_take(budget, f->budget_request, false, f->mono_ms, &out->budget);
         else if (budget != NULL)
             rfi_retry_budget_add(budget, rfi_retry_budget_ratio(budget), &out->budget);
         rfi_stop(out, RF_REASON_SUCCESS);
@@ -211,7 +214,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
         if (st != RF_OK) return st; /* refused: no effect, the budget is not charged */
     }
     if (ratio) { /* a retry is one of the window's; the request counts at its first decision */
-        if (!rfi_retry_budget_window_take(budget, first, out->retry, f->mono_ms, &out->budget))
+        if (!rfi_retry_budget_window_take(budget, f->budget_request, out->retry, f->mono_ms, &out->budget))
             rfi_stop(out, RF_REASON_RETRY_THROTTLED);
     } else if (retryable && budget != NULL) { /* gRPC A6: every retryable failure takes a token, whatever the verdict */
         int64_t tokens = rfi_retry_budget_add(budget, -1000, &out->budget);

@@ -30,8 +30,9 @@ rf_status rf_policy_hedging(const rf_policy *p, long route, const char *method, 
 }
 
 /* The retry budget's part of a hedge: a token bucket's token, or a ratio window's retry. */
-static bool budget_allows(rf_retry_budget *budget, bool first, int64_t mono_ms, rf_budget_source *source) {
-    if (rfi_retry_budget_is_ratio(budget)) return rfi_retry_budget_window_take(budget, first, true, mono_ms, source);
+static bool budget_allows(rf_retry_budget *budget, rf_budget_request *request, int64_t mono_ms,
+                          rf_budget_source *source) {
+    if (rfi_retry_budget_is_ratio(budget)) return rfi_retry_budget_window_take(budget, request, true, mono_ms, source);
     int64_t tokens = rfi_retry_budget_add(budget, -1000, source);
     return !rfi_retry_budget_throttled(budget, tokens);
 }
@@ -44,6 +45,10 @@ rf_status rf_hedge_decide(const rf_policy *p, long route, const rf_hedge_facts *
     if (h->method == NULL || h->method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
     if (h->started < 1) return rfi_fail(err, "started", "must be >= 1 (attempts started so far), got %d", h->started);
     if (h->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)h->elapsed_ms);
+    if (h->budget_request == NULL && rfi_retry_budget_is_ratio(budget))
+        return rfi_fail(err, "budget_request",
+                        "is required with a ratio retry budget (retryBudget.retryRatio): the request's token, the "
+                        "same its attempts' decisions carry, so the window counts it once");
     *out = (rf_verdict){.route = route, .retry_after_header = -1, .retry_after = RF_RA_USE_ABSENT};
     if (route < 0) {
         rfi_stop(out, RF_REASON_NO_ROUTE);
@@ -63,7 +68,7 @@ rf_status rf_hedge_decide(const rf_policy *p, long route, const rf_hedge_facts *
         rfi_stop(out, RF_REASON_DEADLINE);
         return RF_OK;
     }
-    if (!budget_allows(budget, h->started == 1, h->mono_ms, &out->budget)) {
+    if (!budget_allows(budget, h->budget_request, h->mono_ms, &out->budget)) {
         rfi_stop(out, RF_REASON_RETRY_THROTTLED);
         return RF_OK;
     }

@@ -149,6 +149,8 @@ struct rf_policy {
     char *canonical;
     char *pretty;
     char digest[7 + 64 + 1];
+    rf_retry_budget
+        *budget; /* the lock's budget for loops given none (rf_policy_default_budget); NULL: no retryBudget */
 };
 
 /* A verdict that stops: no retry, no wait, no next attempt (rf_decide, rf_redirect_verdict). Returns v. */
@@ -297,12 +299,13 @@ int64_t rfi_retry_budget_ratio(const rf_retry_budget *b);
 /* Whether b is a ratio budget (retryBudget's ratio form); false for a token bucket, an inert or NULL budget. */
 bool rfi_retry_budget_is_ratio(const rf_retry_budget *b);
 /*
- * A ratio budget's part of one decision, at mono_ms (0: unknown, the newest slot seen): request counts a new request
- * in the window, retry asks for one retry. Returns whether the retry is allowed (true when none was asked); a refused
- * retry is not counted. The shared store decides when there is one, else (or when it does not answer) the local
- * window; *source says which.
+ * A ratio budget's part of one decision of a request, at mono_ms (0: unknown, the newest slot seen): the request is
+ * counted in the window when its token is not yet counted (then it is marked: a request counts once, whichever
+ * decision comes first), retry asks for one retry. Returns whether the retry is allowed (true when none was asked); a
+ * refused retry is not counted. The shared store decides when there is one, else (or when it does not answer) the
+ * local window; *source says which. The callers check that request is not NULL (RF_EINVAL before any effect).
  */
-bool rfi_retry_budget_window_take(rf_retry_budget *b, bool request, bool retry, int64_t mono_ms,
+bool rfi_retry_budget_window_take(rf_retry_budget *b, rf_budget_request *request, bool retry, int64_t mono_ms,
                                   rf_budget_source *source);
 /* Whether the class of (status, transport) is one of route r's hedging.nonFatalClasses (a specific status beats
  * its family, as in the retryable lists). */

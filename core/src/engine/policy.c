@@ -79,8 +79,14 @@ rf_status rfi_policy_finish(rf_policy *p, const struct rfi_lock_defaults *defaul
     if (st != RF_OK) return st;
     qsort(p->gate.reason_ptrs, p->gate.view.n_forbid_reasons, sizeof p->gate.reason_ptrs[0], compare_strings);
     p->gate.view.forbid_reasons = p->gate.reason_ptrs;
-    return rfi_policy_canonical(p, defaults, err);
+    st = rfi_policy_canonical(p, defaults, err);
+    if (st != RF_OK) return st;
+    if (rf_policy_retry_budget(p, NULL, NULL) && (p->budget = rf_retry_budget_new(p)) == NULL)
+        return rfi_report(err, RF_ENOMEM, "$.retryBudget", "out of memory while making the lock's retry budget");
+    return RF_OK;
 }
+
+rf_retry_budget *rf_policy_default_budget(const rf_policy *p) { return p ? p->budget : NULL; }
 
 void rf_policy_free(rf_policy *p) {
     if (p == NULL) return;
@@ -90,6 +96,7 @@ void rf_policy_free(rf_policy *p) {
     free(p->view_values);
     cJSON_free(p->canonical);
     cJSON_free(p->pretty);
+    rf_retry_budget_free(p->budget);
     free(p);
 }
 

@@ -13,12 +13,13 @@
  * for when the store does not answer.
  */
 #include "internal.h"
+#include "retry_budget_state.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 
 /* The ratio window: RATIO_SLOTS slots of ttlMs / RATIO_SLOTS ms (retryBudget.ttlMs is a multiple of it). */
-#define RATIO_SLOTS 10
+#define RATIO_SLOTS RFI_BUDGET_SLOTS
 #define NO_SLOT INT64_MIN
 
 typedef struct window_slot {
@@ -164,21 +165,24 @@ static bool local_window_take(rf_retry_budget *b, bool request, bool retry, int6
     return allowed;
 }
 
-bool rfi_retry_budget_window_take(rf_retry_budget *b, bool request, bool retry, int64_t mono_ms,
+bool rfi_retry_budget_window_take(rf_retry_budget *b, rf_budget_request *request, bool retry, int64_t mono_ms,
                                   rf_budget_source *source) {
-    if (!rfi_retry_budget_is_ratio(b) || (!request && !retry)) return true;
+    if (!rfi_retry_budget_is_ratio(b)) return true;
+    /* The request counts at the first decision its token carries, and never again: whichever path asks. */
+    const bool count = request != NULL && !request->counted;
+    if (!count && !retry) return true;
+    if (request != NULL) request->counted = true;
     if (b->has_store) {
         bool allowed = false;
-        if (b->store.window(b->store.ctx, request, retry, b->retry_ratio_milli, b->reserve_milli, b->ttl_ms,
-                            &allowed)) {
+        if (b->store.window(b->store.ctx, count, retry, b->retry_ratio_milli, b->reserve_milli, b->ttl_ms, &allowed)) {
             *source = RF_BUDGET_SHARED;
             return allowed || !retry;
         }
         *source = RF_BUDGET_LOCAL_FALLBACK;
-        return local_window_take(b, request, retry, mono_ms);
+        return local_window_take(b, count, retry, mono_ms);
     }
     *source = RF_BUDGET_LOCAL;
-    return local_window_take(b, request, retry, mono_ms);
+    return local_window_take(b, count, retry, mono_ms);
 }
 
 bool rf_retry_budget_window(const rf_retry_budget *b, int64_t mono_ms, rf_budget_window *out) {
@@ -192,4 +196,27 @@ bool rf_retry_budget_window(const rf_retry_budget *b, int64_t mono_ms, rf_budget
     out->ttl_ms = b->ttl_ms;
     out->allowance_milli = b->retry_ratio_milli * out->requests + b->reserve_milli;
     return true;
+}
+
+void rfi_retry_budget_save(rf_retry_budget *b, rfi_budget_state *out) {
+    *out = (rfi_budget_state){.newest = NO_SLOT};
+    for (int i = 0; i < RATIO_SLOTS; i++) out->slot[i] = NO_SLOT;
+    if (!rfi_retry_budget_is_ratio(b)) return;
+    window_lock(b);
+    out->newest = b->newest;
+    for (int i = 0; i < RATIO_SLOTS; i++) {
+        out->slot[i] = b->slots[i].slot;
+        out->requests[i] = b->slots[i].requests;
+        out->retries[i] = b->slots[i].retries;
+    }
+    window_unlock(b);
+}
+
+void rfi_retry_budget_restore(rf_retry_budget *b, const rfi_budget_state *in) {
+    if (!rfi_retry_budget_is_ratio(b)) return;
+    window_lock(b);
+    b->newest = in->newest;
+    for (int i = 0; i < RATIO_SLOTS; i++)
+        b->slots[i] = (window_slot){.slot = in->slot[i], .requests = in->requests[i], .retries = in->retries[i]};
+    window_unlock(b);
 }

@@ -139,16 +139,23 @@ static void name_classes(rf_replay *r) {
 #undef RF_X_NAMED
 }
 
-/* The budget in a store of the replay's own, when the candidate has one. */
-static bool make_budget(rf_replay *r) {
+/* The candidate's retry budget, when it has one: the engine's own budget, so the replay throttles as the client
+ * does. A token bucket keeps its count in a store of the replay's own (replay_store_add: set and read around a
+ * waiting request and each replicate); a ratio keeps its local window, saved and restored at the same points
+ * (rfi_retry_budget_save). RF_ENOMEM, or the budget's refusal of the store, with its own error in *err. */
+static rf_status make_budget(rf_replay *r, rf_error *err) {
     int64_t ratio;
     r->info.budget = rf_policy_retry_budget(r->p, &r->max_milli, &ratio);
-    if (!r->info.budget) return true;
+    if (!r->info.budget) return RF_OK;
     r->budget = rf_retry_budget_new(r->p);
-    if (r->budget == NULL) return false;
-    r->tokens_milli = r->max_milli; /* a bucket starts full */
+    if (r->budget == NULL) {
+        rfi_ledger_error(err, "replay", 0, 0, "out of memory for the candidate's retry budget");
+        return RF_ENOMEM;
+    }
+    if (rf_policy_retry_ratio(r->p, NULL, NULL, NULL)) return RF_OK; /* its local window is the replay's */
+    r->tokens_milli = r->max_milli;                                  /* a bucket starts full */
     const rf_retry_budget_store store = {.add = replay_store_add, .free = NULL, .ctx = r};
-    return rf_retry_budget_set_store(r->budget, &store, NULL) == RF_OK;
+    return rf_retry_budget_set_store(r->budget, &store, err);
 }
 
 rf_status rf_replay_new(const rf_policy *candidate, const rf_replay_options *opts, rf_replay **out, rf_error *err) {
@@ -182,13 +189,18 @@ rf_status rf_replay_new(const rf_policy *candidate, const rf_replay_options *opt
     r->replicate_rng = malloc(r->o.replicates * sizeof *r->replicate_rng);
     r->pools = rfi_replay_pools_new(r->o.seed);
     r->spread = rfi_replay_spread_new(r->o.replicates);
-    bool ok = r->replicate_rng && r->pools && r->spread && load_routes(r) && make_budget(r) &&
-              rf_ledger_tally_new(&tally, &r->recorded, err) == RF_OK &&
-              rf_ledger_tally_new(&tally, &r->predicted, err) == RF_OK;
-    if (!ok) {
+    /* Each step fails with its own error: memory is named as memory, and a refusal keeps its message. */
+    if (!(r->replicate_rng && r->pools && r->spread && load_routes(r))) {
         rf_replay_free(r);
         rfi_ledger_error(err, "replay", 0, 0, "out of memory");
         return RF_ENOMEM;
+    }
+    st = make_budget(r, err);
+    if (st == RF_OK) st = rf_ledger_tally_new(&tally, &r->recorded, err);
+    if (st == RF_OK) st = rf_ledger_tally_new(&tally, &r->predicted, err);
+    if (st != RF_OK) {
+        rf_replay_free(r);
+        return st;
     }
     for (uint32_t k = 0; k < r->o.replicates; k++)
         rf_rng_seed(&r->replicate_rng[k], r->o.seed + UINT64_C(0x9e3779b97f4a7c15) * (k + 1));
@@ -448,14 +460,18 @@ static void draw_pending(rf_replay *r, pending *e) {
     rfi_replay_walk start;
     memcpy(&start, &e->w, offsetof(rfi_replay_walk, n));
     const int64_t saved = r->tokens_milli;
+    rfi_budget_state saved_window;
+    rfi_retry_budget_save(r->budget, &saved_window);
     const rfi_replay_ctx point = {
         .p = r->p, .routes = r->routes, .budget = r->budget, .info = &r->info, .fastest_ms = r->fastest_ms};
     r->tokens_milli = e->w.tokens_milli;
     const rf_rng jitter0 = r->jitter, draws0 = r->draws;
+    rfi_retry_budget_restore(r->budget, &e->w.window);
     continue_walk(r, &point, &e->w, &r->jitter, &r->draws, -1, -1);
     emit(r, &e->w);
     if (e->w.unmodelled) {
         r->tokens_milli = saved;
+        rfi_retry_budget_restore(r->budget, &saved_window);
         return;
     }
     const rfi_replay_counts predicted = counts_of(&e->w);
@@ -467,6 +483,7 @@ static void draw_pending(rf_replay *r, pending *e) {
         memcpy(&rep, &start, offsetof(rfi_replay_walk, n));
         rep.light = true;
         r->tokens_milli = start.tokens_milli;
+        rfi_retry_budget_restore(r->budget, &start.window);
         continue_walk(r, &quiet, &rep, &r->replicate_rng[k], &r->replicate_rng[k], (int)k, -1);
         const rfi_replay_counts drawn = counts_of(&rep);
         if (!rfi_replay_spread_add(r->spread, scope, k, &predicted, &drawn)) r->incomplete = true;
@@ -479,6 +496,7 @@ static void draw_pending(rf_replay *r, pending *e) {
             memcpy(&rep, &start, offsetof(rfi_replay_walk, n));
             rep.light = true;
             r->tokens_milli = start.tokens_milli;
+            rfi_retry_budget_restore(r->budget, &start.window);
             rf_rng jitter = jitter0, draws = draws0; /* the prediction's, up to its first try beyond the record */
             continue_walk(r, &quiet, &rep, &jitter, &draws, -1, n);
             cases[n++] = counts_of(&rep);
@@ -487,6 +505,7 @@ static void draw_pending(rf_replay *r, pending *e) {
         if (!rfi_replay_spread_beyond(r->spread, scope, &predicted, cases, n)) r->incomplete = true;
     }
     r->tokens_milli = saved;
+    rfi_retry_budget_restore(r->budget, &saved_window);
 }
 
 /* Points e's walk at e's own copies of its strings: an entry holds pointers into itself, so every move of one
@@ -532,6 +551,7 @@ static void put_aside(rf_replay *r, const rfi_replay_walk *w) {
     if (w->host != NULL) snprintf(e->host, sizeof e->host, "%s", w->host);
     rebind(e);
     e->w.tokens_milli = r->tokens_milli;
+    rfi_retry_budget_save(r->budget, &e->w.window);
 }
 
 /* ---- one record ------------------------------------------------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include "retryfreeze/decide.h"
 #include "retryfreeze/outcome.h"
 #include "retryfreeze/replay.h"
+#include "../engine/retry_budget_state.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -101,7 +102,9 @@ typedef struct rfi_replay_walk {
     int64_t last_elapsed_ms, last_wall_ms;
     uint8_t last_transport;
     bool last_not_sent;
-    int64_t tokens_milli;    /* a waiting walk's retry budget, when it was put aside */
+    int64_t tokens_milli;             /* a waiting walk's retry budget, when it was put aside */
+    rfi_budget_state window;          /* a waiting walk's ratio window, when it was put aside */
+    rf_budget_request budget_request; /* its token for a ratio retry budget: the window counts the request once */
     rf_attempt_budget first; /* rf_budget before the first attempt (attempts 0, elapsed 0), asked once per request */
     /* hedging (rf_policy_hedging): hedges start while a try is in flight, every delay, as rf_hedge_decide allows */
     bool hedged;        /* the candidate hedges the request */

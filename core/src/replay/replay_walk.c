@@ -212,7 +212,9 @@ static void hedge_during(const rfi_replay_ctx *c, rfi_replay_walk *w, int64_t en
                                   .method_len = w->method_len,
                                   .started = w->attempts,
                                   .elapsed_ms = at,
-                                  .has_idempotency_key = w->has_key};
+                                  .has_idempotency_key = w->has_key,
+                                  .mono_ms = w->start_wall_ms + at, /* the record's clock: a ratio window's */
+                                  .budget_request = &w->budget_request};
         rf_verdict v;
         rf_error err;
         if (rf_hedge_decide(c->p, w->route, &h, c->budget, &v, &err) != RF_OK || !v.retry) {
@@ -301,6 +303,8 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
                       .has_idempotency_key = w->has_key,
                       .now_ms = f.wall_ms,
                       .not_sent = f.not_sent,
+                      .mono_ms = w->start_wall_ms + at, /* the record's clock: a ratio window's */
+                      .budget_request = &w->budget_request,
                       .hedged = w->hedged};
     const rfi_replay_route *route = &c->routes[w->route];
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) { /* the wait headers the route reads, as the client gives them */
