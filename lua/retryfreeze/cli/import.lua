@@ -1,0 +1,48 @@
+--- `retryfreeze import FILE --from TARGET [-o FILE]`: the effective retry policy of an nginx configuration (or
+--- another target of retryfreeze.import) written as a lock, so that `diff SIGNED IMPORTED` judges it.
+local cli_args = require "retryfreeze.cli.args"
+local import = require "retryfreeze.import"
+local json = require "retryfreeze.json"
+local output = require "retryfreeze.output"
+local rf = require "retryfreeze"
+
+--- Runs the subcommand (see retryfreeze.cli for ctx).
+local function run(ctx, opts, pos)
+  local outputs_ok, outputs_err = output.check({ { opts.output, "replace", "import output" } })
+  if not outputs_ok then ctx.fail(outputs_err) end
+  local lock, notes, code = import.read(opts.from, pos[1], { prefix = opts.prefix })
+  if not lock then ctx.fail(notes, code) end
+  local order = require(import.importers[opts.from]).ORDER
+  local text = json.encode(lock, order) .. "\n"
+  -- The import must be a lock the loader takes: a refusal here is the importer's fault, said as such.
+  local policy, why = rf.load_string(text, "imported.lock.json")
+  if not policy then ctx.fail("internal error: the imported lock does not load: " .. tostring(why)) end
+  for _, n in ipairs(notes) do ctx.note("note: " .. n) end
+  if opts.output and opts.output ~= "-" then
+    local written, werr = output.write(opts.output, text, "import output")
+    if not written then ctx.fail(werr) end
+  else
+    ctx.out:json_text(text)
+  end
+  return 0
+end
+
+return cli_args.command {
+  name = "import",
+  summary = "write the effective retry policy of an nginx configuration as a lock",
+  args = "FILE",
+  description = "  Reads FILE (--from nginx: nginx.conf and the files it includes) and writes the retry policy it\n"
+    .. "  really applies as a lock, so that `retryfreeze diff SIGNED.lock IMPORTED.lock` judges it: a route per\n"
+    .. "  method of each proxied location, maxAttempts from the upstream's servers and proxy_next_upstream_tries,\n"
+    .. "  the classes proxy_next_upstream retries, the budget from the proxy timeouts. Where the lock cannot say a\n"
+    .. "  rule exactly the import is wider, never narrower, and a note on stderr says so.\n"
+    .. "  Exit 0 with the lock; 1 when the configuration holds what no lock can say (the message names the\n"
+    .. "  directive and its file:line); 2 on bad usage, an unreadable FILE or a syntax error.",
+  options = {
+    { "--from", "string TARGET", "the configuration's kind", required = true, choices = import.targets },
+    { "--output", "string FILE", "write the lock to this file (replaced whole, atomically) instead of standard output",
+      short = "-o" },
+    { "--prefix", "string DIR", "the directory relative includes start from (default: FILE's directory, as nginx -c)" },
+  },
+  run = run,
+}
