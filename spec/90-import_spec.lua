@@ -1,0 +1,180 @@
+-- `retryfreeze import --from nginx`: the tokenizer against nginx's syntax (quotes, escapes, comments, empty blocks,
+-- includes), what the import reads and what it refuses (exit 1 naming the directive and its file:line), and the
+-- governance proof: `diff SIGNED IMPORTED` exits 1 for a configuration wider than the signed lock, 0 for a
+-- narrower one. Real nginx counting the attempts is ctest import_nginx (spec/import_nginx_check.lua).
+local h = require "spec.helper"
+local json = require "retryfreeze.json"
+local nginx = require "retryfreeze.import_nginx"
+
+describe("retryfreeze import --from nginx", function()
+  local scratch = h.scratch()
+  teardown(scratch.remove)
+  local dir = scratch.track(h.sh("mktemp -d /tmp/rf-import-spec.XXXXXX"):gsub("%s+$", ""))
+
+  local function write(name, text) return h.write_file(dir .. "/" .. name, text) end
+  local function conf(location_body, http_extra, name)
+    return write(name or "nginx.conf", "events {}\nhttp {\n" .. (http_extra or "")
+      .. "  upstream pool { server 127.0.0.1:1; server 127.0.0.1:2; server 127.0.0.1:3; }\n"
+      .. "  server {\n    listen 8080;\n    location /v1/ {\n      proxy_pass http://pool;\n"
+      .. location_body .. "\n    }\n  }\n}\n")
+  end
+  local function import(path)
+    local out, err, code = h.run_cli("import", path, "--from", "nginx")
+    return out, err, code
+  end
+  local function route(out, endpoint)
+    for _, r in ipairs(json.decode(out).routes) do
+      if r.endpoint == endpoint then return r end
+    end
+  end
+
+  describe("the tokenizer", function()
+    it("reads quotes, escapes and comments as nginx does", function()
+      -- The comment swallows "; {": the directive goes on into line 2. A "\\;" stays as written (nginx unescapes
+      -- only quotes, backslash, t, r and n).
+      local tree = nginx.parse('a "x;y" \'q\\\'s\' # c ; {\nb "#not" w\\;x;\nc\n"\\t";', "t.conf")
+      assert.same({ "x;y", "q's", "b", "#not", "w\\;x" }, tree[1].args)
+      assert.equal(1, tree[1].line)
+      assert.same({ "\t" }, tree[2].args)
+      assert.equal(3, tree[2].line)
+      assert.equal("a#b", nginx.parse("k a#b;", "t")[1].args[1])
+    end)
+
+    it("keeps ${var} in one word and reads an empty block", function()
+      local tree = nginx.parse("set $x ${a}b; e { }", "t")
+      assert.equal("${a}b", tree[1].args[2])
+      assert.same({}, tree[2].block)
+    end)
+
+    it("refuses broken syntax with file:line", function()
+      for _, c in ipairs({ { "a {", "t:1: unexpected end of file" }, { "a;\n}", "t:2: unexpected \"}\"" },
+        { 'a "x', "unexpected end of file in a double-quoted string" }, { ";", "t:1: unexpected \";\"" },
+        { 'a "x"y;', "unexpected \"y\" after a quoted string" }, { "a b", "expecting \";\" or \"}\"" } }) do
+        local ok, e = pcall(nginx.parse, c[1], "t")
+        assert.is_false(ok)
+        assert.truthy(e.text:find(c[2], 1, true), e.text)
+      end
+    end)
+
+    it("reads nginx times", function()
+      assert.equal(5400000, nginx.time_ms("1h30m"))
+      assert.equal(500, nginx.time_ms("500ms"))
+      assert.equal(30000, nginx.time_ms("30"))
+      assert.is_nil(nginx.time_ms("30s1h"))
+      assert.is_nil(nginx.time_ms("5x"))
+    end)
+  end)
+
+  describe("what nginx retries", function()
+    it("defaults to error timeout, one attempt per server, POST only before sending", function()
+      local out, err, code = import(conf("proxy_read_timeout 2s; proxy_send_timeout 1s; proxy_connect_timeout 500ms;"))
+      assert.equal(0, code, err)
+      local get = route(out, "GET /v1/*")
+      assert.equal(3, get.maxAttempts)
+      assert.same({ "CONNECT_REFUSED", "CONNECT_RESET", "TLS_FAILURE", "TIMEOUT" }, get.retryable)
+      assert.equal(3500, get.perAttemptTimeoutMs)
+      assert.equal(10500, get.totalBudgetMs)
+      assert.same({ "CONNECT_REFUSED", "TLS_FAILURE", "TIMEOUT" }, route(out, "POST /v1/*").retryable)
+      assert.truthy(err:find("note: a POST", 1, true))
+    end)
+
+    it("inherits from http and replaces, never merges, below", function()
+      local out, err, code = import(conf("proxy_next_upstream http_503 non_idempotent;",
+        "  proxy_next_upstream error http_502; proxy_next_upstream_tries 2; proxy_next_upstream_timeout 3s;\n"))
+      assert.equal(0, code, err)
+      local post = route(out, "POST /v1/*")
+      assert.same({ "HTTP_503" }, post.retryable)
+      assert.equal(2, post.maxAttempts)
+      assert.equal(180000 + 3000, post.totalBudgetMs)
+    end)
+
+    it("reads an include relative to the main file's directory, unknown directives ignored", function()
+      h.sh("mkdir -p " .. h.shell_quote(dir .. "/inc"))
+      write("inc/loc.conf", "proxy_next_upstream off; # from an include\nsome_module_directive 'x' \"y\";\n")
+      local out, err, code = import(conf("include inc/loc.conf;"))
+      assert.equal(0, code, err)
+      assert.equal(1, route(out, "GET /v1/*").maxAttempts)
+      assert.same({}, route(out, "GET /v1/*").retryable)
+    end)
+
+    it("maps an exact location to its path", function()
+      local path = write("exact.conf", "http { server { location = /health { proxy_pass http://127.0.0.1:9; } } }")
+      local out, err, code = import(path)
+      assert.equal(0, code, err)
+      assert.equal(1, route(out, "GET /health").maxAttempts)
+    end)
+  end)
+
+  describe("refuses what no lock can say", function()
+    local cases = {
+      { "location ~ ^/v2 { proxy_pass http://pool; }", "nginx.conf:8: location ~ ^/v2: a regular expression" },
+      { "location /api { proxy_pass http://pool; }", "nginx.conf:8: location /api: a prefix that does not end in /" },
+      { "location /v3/ { proxy_pass http://$host; }", "nginx.conf:8: proxy_pass http://$host: a variable" },
+      { "location /v3/ { proxy_pass http://backend.example; }", "nginx.conf:8: proxy_pass http://backend.example: a name" },
+      { "location /v3/ { include missing.conf; }", "nginx.conf:8: include missing.conf: cannot read" },
+      { "location /v3/ { if ($x) { proxy_pass http://pool; } }", "nginx.conf:8: proxy_pass inside if" },
+      { "location /v3/ { proxy_pass http://pool; proxy_next_upstream http_418; }", "http_418: not a condition" },
+      { "location /v3/ { proxy_pass http://pool; proxy_connect_timeout 5parsecs; }", "not a time nginx reads" },
+      { "location /v3/ { rewrite ^ /v1/ last; }", "nginx.conf:8: rewrite: moves requests" },
+      { "location @fallback { proxy_pass http://pool; }", "a named location" },
+    }
+    for _, c in ipairs(cases) do
+      it(c[1], function()
+        local path = write("nginx.conf", "events {}\nhttp {\n"
+          .. "  upstream pool { server 127.0.0.1:1; server 127.0.0.1:2; }\n  server {\n    listen 8080;\n"
+          .. "    # a comment with proxy_pass http://$nothing; and \"quotes\n\n    " .. c[1] .. "\n  }\n}\n")
+        local out, err, code = import(path)
+        assert.equal(1, code, out .. err)
+        assert.equal("", out)
+        assert.truthy(err:find(c[2], 1, true), err)
+      end)
+    end
+
+    it("eleven servers with unlimited tries", function()
+      local servers = {}
+      for i = 1, 11 do servers[i] = "server 127.0.0.1:" .. i .. ";" end
+      local path = write("many.conf", "http { upstream big { " .. table.concat(servers, " ")
+        .. " } server { location / { proxy_pass http://big; } } }")
+      local _, err, code = import(path)
+      assert.equal(1, code)
+      assert.truthy(err:find("11 tries", 1, true), err)
+    end)
+
+    it("a syntax error is bad input (exit 2)", function()
+      local _, err, code = import(write("bad.conf", "http { server { location / { proxy_pass http://x; }"))
+      assert.equal(2, code)
+      assert.truthy(err:find("bad.conf:1: unexpected end of file", 1, true), err)
+    end)
+  end)
+
+  describe("diff SIGNED IMPORTED", function()
+    local signed = [[{"version": 1, "defaults": {"minAttemptMs": 0, "idempotencyRequired": [],
+      "backoff": {"baseMs": 0, "maxMs": 0, "multiplier": 1, "jitter": "none"}, "retryAfter": {"honor": false},
+      "perAttemptTimeoutMs": 180000, "totalBudgetMs": 360000, "maxAttempts": 2,
+      "retryable": ["CONNECT_REFUSED", "CONNECT_RESET", "TLS_FAILURE", "TIMEOUT", "HTTP_503"]},
+      "routes": [{"endpoint": "GET /v1/*"}, {"endpoint": "HEAD /v1/*"}, {"endpoint": "PUT /v1/*"},
+      {"endpoint": "DELETE /v1/*"}, {"endpoint": "OPTIONS /v1/*"},
+      {"endpoint": "POST /v1/*"}, {"endpoint": "PATCH /v1/*"}, {"endpoint": "LOCK /v1/*"}]}]]
+
+    local function diff_against(location_body)
+      local lock = write("signed.lock.json", signed)
+      local imported = dir .. "/imported.lock.json"
+      local _, err, code = h.run_cli("import", conf(location_body), "--from", "nginx", "-o", imported)
+      assert.equal(0, code, err)
+      return h.run_cli("diff", lock, imported, "--log", dir .. "/none.jsonl")
+    end
+
+    it("exits 1 for a configuration wider than the signed lock", function()
+      local out, _, code = diff_against("proxy_next_upstream error timeout http_503 http_500;")
+      assert.equal(1, code)
+      assert.truthy(out:find("WIDENING", 1, true), out)
+      assert.truthy(out:find("maxAttempts 2 → 3", 1, true), out)
+    end)
+
+    it("exits 0 for a narrower one", function()
+      local out, err, code = diff_against("proxy_next_upstream_tries 2; proxy_next_upstream error;")
+      assert.equal(0, code, out .. err)
+      assert.falsy(out:find("WIDENING", 1, true), out)
+    end)
+  end)
+end)
