@@ -97,6 +97,16 @@ describe("retryfreeze import --from nginx", function()
       assert.same({}, route(out, "GET /v1/*").retryable)
     end)
 
+    it("ignores locations without proxy_pass and redirects into them (nginx's default 50x page)", function()
+      local path = write("quiet.conf", "http { server {\n error_page 500 502 503 504 /50x.html;\n"
+        .. " location = /50x.html { root html; }\n location /api { root x; }\n location ~ \\.png$ { root x; }\n"
+        .. " location @named { return 404; }\n location / { proxy_pass http://127.0.0.1:9; } } }")
+      local out, err, code = import(path)
+      assert.equal(0, code, err)
+      assert.equal(1, route(out, "GET /*").maxAttempts)
+      assert.is_nil(route(out, "GET /api"))
+    end)
+
     it("maps an exact location to its path", function()
       local path = write("exact.conf", "http { server { location = /health { proxy_pass http://127.0.0.1:9; } } }")
       local out, err, code = import(path)
@@ -117,6 +127,10 @@ describe("retryfreeze import --from nginx", function()
       { "location /v3/ { proxy_pass http://pool; proxy_connect_timeout 5parsecs; }", "not a time nginx reads" },
       { "location /v3/ { rewrite ^ /v1/ last; }", "nginx.conf:8: rewrite: moves requests" },
       { "location @fallback { proxy_pass http://pool; }", "a named location" },
+      { "error_page 404 /v1/missing; location /v1/ { proxy_pass http://pool; }",
+        "nginx.conf:8: error_page /v1/missing: an internal redirect into location /v1/ (" },
+      { "location /v3/ { try_files $uri /v1/index; } location /v1/ { proxy_pass http://pool; }",
+        "try_files /v1/index: an internal redirect into location /v1/" },
     }
     for _, c in ipairs(cases) do
       it(c[1], function()

@@ -47,6 +47,7 @@ M.DEFAULTS = { next_upstream = { "error", "timeout" }, tries = 0, next_timeout_m
 local MAX_ATTEMPTS, MAX_PER_TRY_MS, MAX_TOTAL_MS = 10, 600000, 3600000
 
 local Refusal = {}
+local REDIRECTS, check_redirect
 local function refuse(code, fmt, ...) error(setmetatable({ code = code, text = string.format(fmt, ...) }, Refusal), 0) end
 local function at(d) return d.file .. ":" .. d.line end
 
@@ -429,6 +430,39 @@ local function route_policy(s, pass, upstreams, notes)
     per_try = per_try, total = total }
 end
 
+-- The directives that send a request to another location by internal redirect (their last argument: a URI or
+-- @name; a status code, =code or an external URL stays out of it).
+REDIRECTS = { error_page = true, try_files = true }
+
+-- Refuses an internal redirect whose target a proxied route covers: the request it moves there is passed to the
+-- upstream again, after the attempts its own location made, which no lock can say. A target with a variable
+-- cannot be evaluated. A named location with proxy_pass is refused where it is defined.
+function check_redirect(d, servers)
+  local target = d.args[#d.args] or ""
+  if target:sub(1, 1) == "@" or target:sub(1, 1) == "=" or target:match("^%a[%w+.-]*://") then return end
+  if target:match("^%d+$") and d.name == "error_page" then return end
+  if d.name == "try_files" and target:sub(1, 1) ~= "/" then return end
+  if target:find("$", 1, true) then
+    refuse(1, "%s: %s %s: a redirect to a variable URI cannot be evaluated", at(d), d.name, target)
+  end
+  local path = target:match("^[^?]*")
+  for _, locs in ipairs(servers) do
+    -- nginx's choice among exact and prefix locations (a regex one with proxy_pass is refused where it is).
+    local best
+    for _, l in ipairs(locs) do
+      if l.exact and l.uri == path then
+        best = l
+        break
+      end
+      if not l.exact and path:sub(1, #l.uri) == l.uri and (not best or #l.uri > #best.uri) then best = l end
+    end
+    if best and best.proxied then
+      refuse(1, "%s: %s %s: an internal redirect into location %s (%s), whose requests are passed to the upstream "
+        .. "again", at(d), d.name, target, best.uri, at(best.d))
+    end
+  end
+end
+
 --- Reads an nginx configuration and returns its effective retry policy as a lock (see retryfreeze.import).
 -- @param path string; opts {prefix = directory of relative includes (default: the main file's directory)}
 -- @return lock table, notes | nil, message, code
@@ -439,7 +473,7 @@ function M.read(path, opts)
     local prefix = opts.prefix or path:match("^(.*/)") or "./"
     if prefix:sub(-1) ~= "/" then prefix = prefix .. "/" end
     local tree = expand(M.parse(text, path), prefix, { [path] = true })
-    local notes = {}
+    local notes, redirects, server_locations = {}, {}, {}
     local routes, by_endpoint = {}, {}
     local saw_http = false
     for _, http in ipairs(tree) do
@@ -466,9 +500,16 @@ function M.read(path, opts)
           by_endpoint[endpoint] = { r = r, where = where }
           routes[#routes + 1] = r
         end
+        local locs
         local function walk_location(d, inherited)
-          local path = endpoint_path(d)
           local s = settings_of(d.block, inherited)
+          local entry
+          if #d.args == 2 and (d.args[1] == "=" or d.args[1] == "^~") then
+            entry = { uri = d.args[2], exact = d.args[1] == "=", d = d }
+          elseif #d.args == 1 and d.args[1]:sub(1, 1) ~= "@" then
+            entry = { uri = d.args[1], exact = false, d = d }
+          end
+          if entry then locs[#locs + 1] = entry end
           local pass
           for _, c in ipairs(d.block) do
             if c.name == "proxy_pass" then pass = c end
@@ -478,13 +519,18 @@ function M.read(path, opts)
             if c.name == "rewrite" and c.args[3] ~= "redirect" and c.args[3] ~= "permanent" then
               refuse(1, "%s: rewrite: moves requests to another location, which no endpoint can say", at(c))
             end
+            if REDIRECTS[c.name] then redirects[#redirects + 1] = c end
             if c.name == "location" and c.block then
               walk_location(c, s)
             elseif c.block then
               check_opaque(c)
             end
           end
+          -- A location without proxy_pass is never retried: leaving it out only makes the lock wider where
+          -- another route's pattern covers its requests.
           if pass then
+            if entry then entry.proxied = true end
+            local path = endpoint_path(d)
             local p = route_policy(s, pass, upstreams, notes)
             for _, m in ipairs(M.METHODS) do
               local retryable = p.classes
@@ -497,10 +543,16 @@ function M.read(path, opts)
             end
           end
         end
+        for _, d in ipairs(http.block) do
+          if REDIRECTS[d.name] then redirects[#redirects + 1] = d end
+        end
         for _, server in ipairs(http.block) do
           if server.name == "server" and server.block then
             local ss = settings_of(server.block, hs)
+            locs = {}
+            server_locations[#server_locations + 1] = locs
             for _, d in ipairs(server.block) do
+              if REDIRECTS[d.name] then redirects[#redirects + 1] = d end
               if d.name == "location" and d.block then
                 walk_location(d, ss)
               elseif d.name == "rewrite" and d.args[3] ~= "redirect" and d.args[3] ~= "permanent" then
@@ -515,6 +567,7 @@ function M.read(path, opts)
         end
       end
     end
+    for _, d in ipairs(redirects) do check_redirect(d, server_locations) end
     if not saw_http then refuse(1, "%s: no http block: nothing is proxied over HTTP", path) end
     if #routes == 0 then refuse(1, "%s: no location with proxy_pass: nothing to import", path) end
     table.sort(routes, function(a, b) return a.endpoint < b.endpoint end)
