@@ -28,6 +28,20 @@ describe("retryfreeze import --from nginx", function()
     end
   end
 
+  it("docs/cli.md's table of conditions is the importer's (M.CLASSES)", function()
+    local text = h.read_file("docs/cli.md")
+    local section = assert(text:match("| condition | classes |(.-)\n\n"))
+    local documented = {}
+    for cond, classes in section:gmatch("\n| `([%w_]+)` | ([^\n]*) |") do
+      local list = {}
+      if not classes:match("^none") then
+        for c in classes:gmatch("`([%u%d_]+)`") do list[#list + 1] = c end
+      end
+      documented[cond] = list
+    end
+    assert.same(nginx.CLASSES, documented)
+  end)
+
   describe("the tokenizer", function()
     it("reads quotes, escapes and comments as nginx does", function()
       -- The comment swallows "; {": the directive goes on into line 2. A "\\;" stays as written (nginx unescapes
