@@ -310,7 +310,7 @@ local function upstream_peers(d)
         d.args[1])
     end
     if c.name == "server" then
-      local down, n = false, nil
+      local down = false
       for i = 2, #c.args do
         local p = c.args[i]
         if p == "down" then down = true end
@@ -318,7 +318,7 @@ local function upstream_peers(d)
           refuse(1, "%s: server %s %s: re-resolved servers cannot be counted", at(c), c.args[1], p)
         end
       end
-      n = peers_of_address(c.args[1] or "")
+      local n = peers_of_address(c.args[1] or "")
       if not down then
         if n then count = count + n else unknown = unknown or c end
       end
@@ -530,14 +530,14 @@ function M.read(path, opts)
           -- another route's pattern covers its requests.
           if pass then
             if entry then entry.proxied = true end
-            local path = endpoint_path(d)
+            local uri = endpoint_path(d)
             local p = route_policy(s, pass, upstreams, notes)
             for _, m in ipairs(M.METHODS) do
               local retryable = p.classes
               local attempts = p.attempts
               if M.NON_IDEMPOTENT[m] and not p.non_idempotent then retryable = p.before end
               if #retryable == 0 then attempts = 1 end
-              add(m .. " " .. path, { endpoint = m .. " " .. path, maxAttempts = attempts,
+              add(m .. " " .. uri, { endpoint = m .. " " .. uri, maxAttempts = attempts,
                 perAttemptTimeoutMs = p.per_try, totalBudgetMs = p.total, retryable = json.array(retryable) },
                 at(d))
             end

@@ -6,6 +6,16 @@ local json = require "retryfreeze.json"
 local output = require "retryfreeze.output"
 local rf = require "retryfreeze"
 
+-- A directory: it opens, and reading it fails as a directory does (EISDIR), which a file's read never does.
+local function is_directory(path)
+  local f = io.open(path, "rb")
+  if not f then return "no such directory: " .. path end
+  local ok, _, errno = f:read(1)
+  f:close()
+  if ok == nil and errno == 21 then return nil end
+  return "not a directory: " .. path
+end
+
 --- Runs the subcommand (see retryfreeze.cli for ctx).
 local function run(ctx, opts, pos)
   local outputs_ok, outputs_err = output.check({ { opts.output, "replace", "import output" } })
@@ -42,7 +52,8 @@ return cli_args.command {
     { "--from", "string TARGET", "the configuration's kind", required = true, choices = import.targets },
     { "--output", "string FILE", "write the lock to this file (replaced whole, atomically) instead of standard output",
       short = "-o" },
-    { "--prefix", "string DIR", "the directory relative includes start from (default: FILE's directory, as nginx -c)" },
+    { "--prefix", "string DIR", "the directory relative includes start from (default: FILE's directory, as nginx -c)",
+      check = is_directory },
   },
   run = run,
 }
