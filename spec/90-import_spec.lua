@@ -158,6 +158,20 @@ describe("retryfreeze import --from nginx", function()
       end)
     end
 
+    it("keepalive with proxy_next_upstream error (a cached connection's failure is a free try)", function()
+      local path = write("keep.conf", "http { upstream k { server 127.0.0.1:1; server 127.0.0.1:2;\n keepalive 8; }\n"
+        .. " server { location / { proxy_pass http://k; } } }")
+      local _, err, code = import(path)
+      assert.equal(1, code)
+      assert.truthy(err:find("keep.conf:2: keepalive in upstream k: with proxy_next_upstream error", 1, true), err)
+      -- Without error in proxy_next_upstream the servers bound the tries again.
+      h.write_file(path, "http { upstream k { server 127.0.0.1:1; server 127.0.0.1:2; keepalive 8; }\n"
+        .. " server { location / { proxy_pass http://k; proxy_next_upstream http_503; } } }")
+      local out, err2, code2 = import(path)
+      assert.equal(0, code2, err2)
+      assert.equal(2, route(out, "GET /*").maxAttempts)
+    end)
+
     it("eleven servers with unlimited tries", function()
       local servers = {}
       for i = 1, 11 do servers[i] = "server 127.0.0.1:" .. i .. ";" end

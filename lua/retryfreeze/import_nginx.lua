@@ -324,7 +324,11 @@ local function upstream_peers(d)
       end
     end
   end
-  return { count = count, unknown = unknown }
+  local keepalive
+  for _, c in ipairs(d.block) do
+    if c.name == "keepalive" then keepalive = c end
+  end
+  return { count = count, unknown = unknown, keepalive = keepalive }
 end
 
 -- A lock endpoint path for a location, or a refusal.
@@ -382,6 +386,18 @@ local function route_policy(s, pass, upstreams, notes)
     if not peers then unknown = pass end
   end
   local off = s.next_upstream[1] == "off"
+  -- ngx_http_upstream_next: a failure on a cached keepalive connection gives the request its try back
+  -- (u->peer.tries++), so with `error` the attempts are no longer bounded by the servers.
+  local keepalive = up and up.peers.keepalive
+  if keepalive then
+    for _, v in ipairs(s.next_upstream) do
+      if v == "error" then
+        refuse(1, "%s: keepalive in upstream %s: with proxy_next_upstream error (%s), nginx retries a request that "
+          .. "fails on a cached connection without counting a try, so no maxAttempts bounds it", at(keepalive),
+          up.d.args[1], at(pass))
+      end
+    end
+  end
   local attempts
   if off then
     attempts = 1
