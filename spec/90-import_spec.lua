@@ -5,6 +5,9 @@
 local h = require "spec.helper"
 local json = require "retryfreeze.json"
 local nginx = require "retryfreeze.import_nginx"
+local grpc = require "retryfreeze.import_grpc"
+local import = require "retryfreeze.import"
+local rf = require "retryfreeze"
 
 describe("retryfreeze import --from nginx", function()
   local scratch = h.scratch()
@@ -217,6 +220,144 @@ describe("retryfreeze import --from nginx", function()
       local out, err, code = diff_against("proxy_next_upstream_tries 2; proxy_next_upstream error;")
       assert.equal(0, code, out .. err)
       assert.falsy(out:find("WIDENING", 1, true), out)
+    end)
+  end)
+end)
+
+describe("retryfreeze import --from grpc", function()
+  local scratch = h.scratch()
+  teardown(scratch.remove)
+  local function write(doc) return scratch.file(type(doc) == "string" and doc or json.encode(doc)) end
+  local retry = { maxAttempts = 3, initialBackoff = "0.1s", maxBackoff = "1s", backoffMultiplier = 2,
+    retryableStatusCodes = { "UNAVAILABLE" } }
+  local function config(mc, top)
+    local doc = { methodConfig = { mc } }
+    for k, v in pairs(top or {}) do doc[k] = v end
+    return write(doc)
+  end
+  local function copy(t, extra)
+    local c = {}
+    for k, v in pairs(t) do c[k] = v end
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+  end
+
+  it("reads names, the retry policy, the deadline and retryThrottling", function()
+    local lock, notes = import.read("grpc", config({ name = { { service = "pkg.Echo", method = "Say" },
+      { service = "pkg.Other" }, {} }, timeout = "2.5s", retryPolicy = copy(retry, { maxAttempts = 7,
+      retryableStatusCodes = { "UNAVAILABLE", 8 }, perAttemptRecvTimeout = "0.5s" }) },
+      { retryThrottling = { maxTokens = 10, tokenRatio = 0.1239 } }))
+    assert.truthy(lock, notes)
+    local endpoints = {}
+    for i, r in ipairs(lock.routes) do endpoints[i] = r.endpoint end
+    assert.same({ "POST /*", "POST /pkg.Echo/Say", "POST /pkg.Other/*" }, endpoints)
+    local r = lock.routes[2]
+    assert.equal(5, r.maxAttempts) -- gRPC's cap, said in a note
+    assert.truthy(table.concat(notes, "\n"):find("maxAttempts 7: gRPC treats it as 5", 1, true))
+    assert.same({ "GRPC_UNAVAILABLE", "CONNECT_REFUSED", "CONNECT_RESET", "DNS_FAILURE", "TLS_FAILURE",
+      "GRPC_RESOURCE_EXHAUSTED" }, r.retryable)
+    assert.equal(500, r.perAttemptTimeoutMs)
+    assert.equal(2500, r.totalBudgetMs)
+    assert.same({ baseMs = 100, maxMs = 1000, multiplier = 2, jitter = "full" }, r.backoff)
+    assert.same({ maxTokens = 10, tokenRatio = 0.123 }, lock.retryBudget)
+  end)
+
+  it("refuses an unknown key anywhere, naming its JSON path", function()
+    local cases = {
+      { { name = { {} }, timeout = "1s", retryPolicy = copy(retry, { maxAttemps = 3 }) },
+        "$.methodConfig[0].retryPolicy.maxAttemps: unknown key" },
+      { { name = { {} }, timeout = "1s", retrypolicy = retry }, "$.methodConfig[0].retrypolicy: unknown key" },
+      { { name = { { service = "a.B", methd = "M" } }, timeout = "1s" }, "$.methodConfig[0].name[0].methd: unknown key" },
+    }
+    for _, c in ipairs(cases) do
+      local lock, why, code = import.read("grpc", config(c[1]))
+      assert.is_nil(lock)
+      assert.equal(1, code)
+      assert.truthy(why:find(c[2], 1, true), why)
+    end
+    local _, why, code = import.read("grpc", config({ name = { {} }, timeout = "1s" }, { retryThrotling = {} }))
+    assert.equal(1, code)
+    assert.truthy(why:find("$.retryThrotling: unknown key", 1, true), why)
+  end)
+
+  it("refuses what no lock can say and what gRPC itself refuses", function()
+    local cases = {
+      { { name = { {} }, retryPolicy = retry }, 1, "$.methodConfig[0].timeout: absent" },
+      { { name = { {} }, timeout = "1s", retryPolicy = copy(retry, { retryableStatusCodes = { "OK" } }) }, 1,
+        "retryableStatusCodes[0]: \"OK\" is no gRPC status code" },
+      { { name = { {} }, timeout = "1s", retryPolicy = copy(retry, { backoffMultiplier = 0.5 }) }, 1,
+        "backoffMultiplier: 0.5: a lock's multiplier is 1..10" },
+      { { name = { {} }, timeout = "1s", retryPolicy = copy(retry, { maxAttempts = 1 }) }, 2,
+        "maxAttempts: must be an integer of at least 2" },
+      { { name = { {} }, timeout = "1s", retryPolicy = copy(retry, { initialBackoff = "100ms" }) }, 2,
+        "initialBackoff: must be a duration" },
+      { { name = { {} }, timeout = "1s", retryPolicy = retry, hedgingPolicy = { maxAttempts = 2 } }, 2,
+        "retryPolicy and hedgingPolicy are exclusive" },
+      { { name = { { method = "M" } }, timeout = "1s" }, 2, "name[0].method: a method needs its service" },
+      { { name = { {}, { service = "" } }, timeout = "1s" }, 2, "POST /* is also named at $.methodConfig[0].name[0]" },
+      { { name = { {} }, timeout = "1s", hedgingPolicy = { maxAttempts = 3 } }, 1, "hedgingDelay: 0 ms" },
+    }
+    for _, c in ipairs(cases) do
+      local lock, why, code = import.read("grpc", config(c[1]))
+      assert.is_nil(lock)
+      assert.equal(c[2], code, why)
+      assert.truthy(why:find(c[3], 1, true), why)
+    end
+    local _, why, code = import.read("grpc", write("{\"methodConfig\": [}"))
+    assert.equal(2, code)
+    assert.truthy(why:find("not JSON", 1, true), why)
+  end)
+
+  it("reads proto3 JSON durations", function()
+    assert.equal(100, grpc.duration_ms("0.1s"))
+    assert.equal(1, grpc.duration_ms("0.000000001s")) -- rounded up: never a shorter wait
+    assert.is_nil(grpc.duration_ms("1.s"))
+    assert.is_nil(grpc.duration_ms("-1s"))
+    assert.is_nil(grpc.duration_ms("1"))
+  end)
+
+  it("holds its status names to the vocabulary's GRPC_ classes, in code order", function()
+    local header = "core/include/retryfreeze/vocabulary.h"
+    if not h.read_file(header):find("#define RF_GRPC_CLASSES", 1, true) then
+      return pending("this tree's vocabulary has no RF_GRPC_CLASSES")
+    end
+    local tokens = {}
+    for i, e in ipairs(h.x_macro(header, "RF_GRPC_CLASSES")) do tokens[i] = e[2] end
+    local mine = {}
+    for i, name in ipairs(grpc.STATUS) do mine[i] = "GRPC_" .. name end
+    assert.same(tokens, mine)
+  end)
+
+  describe("through the CLI and diff", function()
+    local has_grpc = rf.load_string('{"endpoint": "POST /a", "maxAttempts": 1, "perAttemptTimeoutMs": 1, '
+      .. '"totalBudgetMs": 1, "retryable": ["GRPC_UNAVAILABLE"]}', "probe") ~= nil
+    local signed = json.encode({ version = 1, defaults = { minAttemptMs = 0, idempotencyRequired = json.array(),
+      perAttemptTimeoutMs = 2000, totalBudgetMs = 2000, maxAttempts = 3,
+      backoff = { baseMs = 100, maxMs = 1000, multiplier = 2, jitter = "full" },
+      retryAfter = { honor = true, headers = { "grpc-retry-pushback-ms" }, maxMs = 2000 },
+      retryable = { "GRPC_UNAVAILABLE", "CONNECT_REFUSED", "CONNECT_RESET", "DNS_FAILURE", "TLS_FAILURE" } },
+      routes = { { endpoint = "POST /pkg.Echo/*" } } })
+
+    local function diff_against(policy)
+      local lock = scratch.file(signed)
+      local imported = scratch.track(os.tmpname())
+      local _, err, code = h.run_cli("import", config({ name = { { service = "pkg.Echo" } }, timeout = "2s",
+        retryPolicy = policy }), "--from", "grpc", "-o", imported)
+      assert.equal(0, code, err)
+      return h.run_cli("diff", lock, imported, "--log", imported .. ".none")
+    end
+
+    it("exits 1 for a service config wider than the signed lock", function()
+      if not has_grpc then return pending("this build has no GRPC_* classes") end
+      local out, _, code = diff_against(copy(retry, { maxAttempts = 4 }))
+      assert.equal(1, code)
+      assert.truthy(out:find("maxAttempts 3 → 4", 1, true), out)
+    end)
+
+    it("exits 0 for a narrower one", function()
+      if not has_grpc then return pending("this build has no GRPC_* classes") end
+      local out, err, code = diff_against(copy(retry, { maxAttempts = 2 }))
+      assert.equal(0, code, out .. err)
     end)
   end)
 end)

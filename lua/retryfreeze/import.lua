@@ -11,6 +11,7 @@ local M = {}
 --- JSON path and where it is), 2 bad input (unreadable file, a syntax error).
 M.importers = {
   nginx = "retryfreeze.import_nginx",
+  grpc = "retryfreeze.import_grpc",
 }
 
 --- The target names, sorted (for the CLI's choices and its messages).

@@ -39,15 +39,19 @@ end
 
 return cli_args.command {
   name = "import",
-  summary = "write the effective retry policy of an nginx configuration as a lock",
+  summary = "write the effective retry policy of an nginx configuration or a gRPC service config as a lock",
   args = "FILE",
-  description = "  Reads FILE (--from nginx: nginx.conf and the files it includes) and writes the retry policy it\n"
-    .. "  really applies as a lock, so that `retryfreeze diff SIGNED.lock IMPORTED.lock` judges it: a route per\n"
-    .. "  method of each proxied location, maxAttempts from the upstream's servers and proxy_next_upstream_tries,\n"
-    .. "  the classes proxy_next_upstream retries, the budget from the proxy timeouts. Where the lock cannot say a\n"
-    .. "  rule exactly the import is wider, never narrower, and a note on stderr says so.\n"
-    .. "  Exit 0 with the lock; 1 when the configuration holds what no lock can say (the message names the\n"
-    .. "  directive and its file:line); 2 on bad usage, an unreadable FILE or a syntax error.",
+  description = "  Reads FILE and writes the retry policy it really applies as a lock, so that\n"
+    .. "  `retryfreeze diff SIGNED.lock IMPORTED.lock` judges it against the signed one.\n"
+    .. "  --from nginx: nginx.conf and the files it includes; a route per method of each proxied location,\n"
+    .. "  maxAttempts from the upstream's servers and proxy_next_upstream_tries, the classes\n"
+    .. "  proxy_next_upstream retries, the budget from the proxy timeouts.\n"
+    .. "  --from grpc: a service config (JSON); a route per methodConfig name, its retryPolicy or\n"
+    .. "  hedgingPolicy, timeout and retryThrottling; an unknown key is refused (gRPC drops it silently).\n"
+    .. "  Where the lock cannot say a rule exactly the import is wider, never narrower, and a note on stderr\n"
+    .. "  says so. Exit 0 with the lock; 1 when the configuration holds what no lock can say (the message\n"
+    .. "  names the directive and its file:line, or the JSON path); 2 on bad usage, an unreadable FILE or a\n"
+    .. "  syntax error.",
   options = {
     { "--from", "string TARGET", "the configuration's kind", required = true, choices = import.targets },
     { "--output", "string FILE", "write the lock to this file (replaced whole, atomically) instead of standard output",
