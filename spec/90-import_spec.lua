@@ -347,6 +347,25 @@ describe("retryfreeze import --from grpc", function()
       return h.run_cli("diff", lock, imported, "--log", imported .. ".none")
     end
 
+    it("decides as the channel would: a retryable code retried up to the capped maxAttempts, others stopped", function()
+      if not has_grpc then return pending("this build has no GRPC_* classes") end
+      local path = scratch.track(os.tmpname())
+      local _, err, code = h.run_cli("import", config({ name = { { service = "pkg.Echo" } }, timeout = "2s",
+        retryPolicy = copy(retry, { maxAttempts = 9 }) }), "--from", "grpc", "-o", path)
+      assert.equal(0, code, err)
+      assert.truthy(err:find("maxAttempts 9: gRPC treats it as 5", 1, true), err)
+      local policy = assert(rf.load(path))
+      local function decide(grpc_status, attempts)
+        return policy:decide{ method = "POST", path = "/pkg.Echo/Say", status = 200, grpc_status = grpc_status,
+          attempts = attempts, elapsed_ms = 0 }
+      end
+      assert.is_true(decide(14, 4).retry)
+      assert.is_false(decide(14, 5).retry) -- the fifth attempt is gRPC's last
+      assert.equal("status-not-retryable", decide(3, 1).reason)
+      assert.is_true(policy:decide{ method = "POST", path = "/pkg.Echo/Say", transport = "connect-refused",
+        attempts = 1, elapsed_ms = 0 }.retry) -- UNAVAILABLE to the channel
+    end)
+
     it("exits 1 for a service config wider than the signed lock", function()
       if not has_grpc then return pending("this build has no GRPC_* classes") end
       local out, _, code = diff_against(copy(retry, { maxAttempts = 4 }))
