@@ -55,6 +55,8 @@ describe("retryfreeze import --from nginx", function()
       assert.same({ "\t" }, tree[2].args)
       assert.equal(3, tree[2].line)
       assert.equal("a#b", nginx.parse("k a#b;", "t")[1].args[1])
+      -- "}" ends no word (only a space, ";" or "{" does), and a quoted "{" or ";" is text.
+      assert.same({ "b}c", "{;}" }, nginx.parse("a b}c '{;}';", "t")[1].args)
     end)
 
     it("keeps ${var} in one word and reads an empty block", function()
@@ -144,6 +146,8 @@ describe("retryfreeze import --from nginx", function()
       { "location /v3/ { proxy_pass http://pool; proxy_connect_timeout 5parsecs; }", "not a time nginx reads" },
       { "location /v3/ { rewrite ^ /v1/ last; }", "nginx.conf:8: rewrite: moves requests" },
       { "location @fallback { proxy_pass http://pool; }", "a named location" },
+      { "location /v3/ { grpc_pass grpc://127.0.0.1:1; }", "nginx.conf:8: grpc_pass: only proxy_pass is imported" },
+      { "location /v3/ { limit_except GET { proxy_pass http://pool; } }", "proxy_pass inside limit_except" },
       { "error_page 404 /v1/missing; location /v1/ { proxy_pass http://pool; }",
         "nginx.conf:8: error_page /v1/missing: an internal redirect into location /v1/ (" },
       { "location /v3/ { try_files $uri /v1/index; } location /v1/ { proxy_pass http://pool; }",
