@@ -136,9 +136,10 @@ static int l_load_file(lua_State *L) {
  * where the fact may be absent) into *f, and raises naming the fact as its form calls it: "facts.status" in a
  * table (an error of argument src.arg, the table) or "status" as an argument (argument src.arg itself).
  */
-static const char *const fact_keys[] = {
-    "method",          "path",   "status", "transport", "retry_after", "date",       "attempts",        "elapsed_ms",
-    "idempotency_key", "source", "now_ms", "hints",     "not_sent",    "overloaded", "inbound_attempt", NULL};
+static const char *const fact_keys[] = {"method",      "path",     "status",     "transport",       "retry_after",
+                                        "date",        "attempts", "elapsed_ms", "idempotency_key", "source",
+                                        "now_ms",      "hints",    "not_sent",   "overloaded",      "inbound_attempt",
+                                        "grpc_status", NULL};
 _Static_assert(sizeof fact_keys / sizeof *fact_keys == RFL_N_FACTS + 1, "one identity per fact name");
 enum {
     F_METHOD,
@@ -155,7 +156,8 @@ enum {
     F_HINTS,
     F_NOT_SENT,
     F_OVERLOADED,
-    F_INBOUND_ATTEMPT
+    F_INBOUND_ATTEMPT,
+    F_GRPC_STATUS
 };
 
 /* The integer facts' ranges: attempts (counting this one) and the millisecond facts (elapsed_ms, now_ms; a quarter of
@@ -373,6 +375,9 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
             f->overloaded = lua_toboolean(L, v);
             break;
         case F_INBOUND_ATTEMPT: f->inbound_attempt = (int)int_fact(L, v, src, "inbound_attempt", 0, INT_MAX, 0); break;
+        case F_GRPC_STATUS: /* a gRPC status code (grpc/doc/statuscodes.md); 0: OK */
+            f->grpc_status = (int)int_fact(L, v, src, "grpc_status", 0, RF_GRPC_STATUS_MAX, 0);
+            break;
         default:
             if (lua_type(L, -2) != LUA_TSTRING)
                 luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
@@ -381,7 +386,7 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
                                           "unknown fact '%s' (the engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
                                           "idempotency_key, source, now_ms, hints, not_sent, overloaded, "
-                                          "inbound_attempt)",
+                                          "inbound_attempt, grpc_status)",
                                           lua_tostring(L, -2)));
         }
         lua_pop(L, 1);

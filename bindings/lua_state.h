@@ -11,7 +11,7 @@
 #include "lua_object.h"
 
 /* The number of fact names a facts table may hold (lua_policy.c's fact_keys). */
-#define RFL_N_FACTS 15
+#define RFL_N_FACTS 16
 
 struct rfl_state {
     rfl_call *call;      /* the innermost call running through rfl_method or rfl_function (lua_object.c) */

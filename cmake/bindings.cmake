@@ -330,3 +330,14 @@ if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/
 else()
   message(STATUS "retryfreeze: ctest gateway not registered (needs RF_LUA with luajit, nginx, libnginx-mod-http-lua)")
 endif()
+
+# `retryfreeze import --from nginx` against real nginx (plain nginx, no Lua module): for nine configurations, the
+# requests always-failing retryfreeze-serve upstreams count for one request equal the attempts the imported lock
+# allows (spec/import_nginx_check.lua); ~5 s. Runs under the build's main Lua.
+if(RF_NGINX AND TARGET retryfreeze-serve)
+  add_test(NAME import_nginx COMMAND ${RF_LUA_MAIN_BIN} ${CMAKE_SOURCE_DIR}/spec/import_nginx_check.lua
+           ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(import_nginx PROPERTIES LABELS "import;lua" TIMEOUT 120)
+else()
+  message(STATUS "retryfreeze: ctest import_nginx not registered (needs nginx and retryfreeze-serve)")
+endif()

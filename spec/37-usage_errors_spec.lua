@@ -12,12 +12,13 @@ local q = h.shell_quote
 local root = (io.popen("pwd"):read("*l"))
 local cli_path = h.cli:sub(1, 1) == "/" and h.cli or root .. "/" .. h.cli
 
-local dir, lock, ledger
+local dir, lock, ledger, nginx_conf
 setup(function()
   dir = h.temp_dir("usage")
   -- A copy: a case that wrongly passes must not sign off or write beside the project's own example.
   lock = h.write_file(dir .. "/retry-budget.lock.json", h.read_file(h.desk_lock))
   ledger = h.write_file(dir .. "/ledger.jsonl", "")
+  nginx_conf = h.write_file(dir .. "/nginx.conf", "http { server { location / { proxy_pass http://127.0.0.1:9; } } }")
 end)
 teardown(function() os.execute("rm -rf " .. q(dir)) end)
 
@@ -55,13 +56,13 @@ local NOT_REFUSED = {
 -- A good value for each value name a required option, or an option another one needs, declares.
 local function good_values()
   return { METHOD = "GET", PATH = "/x", URL = "redis://127.0.0.1:" .. require("spec.support.servers").closed_port(),
-    FILE = dir .. "/out.html", NAME = "Ana & Bo", LOCK = lock, CANDIDATE = lock,
+    FILE = dir .. "/out.html", NAME = "Ana & Bo", TARGET = "nginx", LOCK = lock, CANDIDATE = lock,
     ["TABLE.tsv"] = root .. "/examples/decisions.tsv" }
 end
 
 -- A good value for each positional argument a command declares ("LOCK", "LEDGER...", "show NAME").
 local function good_positional(word)
-  local values = { LOCK = lock, LEDGER = ledger, OLD = lock, NEW = lock, show = "show", NAME = "x" }
+  local values = { LOCK = lock, LEDGER = ledger, OLD = lock, NEW = lock, show = "show", NAME = "x", FILE = nginx_conf }
   return assert(values[word], "no good value for the argument " .. word .. ": add one here")
 end
 

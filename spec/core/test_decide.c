@@ -399,6 +399,58 @@ static void test_classify(void **state) {
     }
 }
 
+/* rf_classify_grpc and rf_decide's grpc_status: 1..16 is GRPC_<name> whatever the HTTP status, 0 leaves the class
+ * to the status (a 200 is a success), a transport outcome wins, anything else is refused naming grpc_status. */
+static void test_grpc_status_classes(void **state) {
+    (void)state;
+    char buf[RF_CLASS_NAME_MAX];
+    rf_error err = {0};
+    assert_int_equal(rf_classify_grpc(200, RF_TRANSPORT_OK, 14, buf, &err), RF_OK);
+    assert_string_equal(buf, "GRPC_UNAVAILABLE");
+    assert_int_equal(rf_classify_grpc(503, RF_TRANSPORT_OK, 9, buf, &err), RF_OK);
+    assert_string_equal(buf, "GRPC_FAILED_PRECONDITION"); /* the longest token: RF_CLASS_NAME_MAX holds it */
+    assert_int_equal(rf_classify_grpc(200, RF_TRANSPORT_OK, 1, buf, &err), RF_OK);
+    assert_string_equal(buf, "GRPC_CANCELLED");
+    assert_int_equal(rf_classify_grpc(200, RF_TRANSPORT_OK, 16, buf, &err), RF_OK);
+    assert_string_equal(buf, "GRPC_UNAUTHENTICATED");
+    assert_int_equal(rf_classify_grpc(200, RF_TRANSPORT_OK, 0, buf, &err), RF_OK);
+    assert_string_equal(buf, "HTTP_200");
+    assert_int_equal(rf_classify_grpc(0, RF_TRANSPORT_TIMEOUT, 14, buf, &err), RF_OK);
+    assert_string_equal(buf, "TIMEOUT");
+    assert_int_equal(rf_classify_grpc(200, RF_TRANSPORT_OK, 17, buf, &err), RF_EINVAL);
+    assert_string_equal(err.path, "grpc_status");
+    assert_string_equal(buf, "");
+    assert_int_equal(rf_classify_grpc(200, RF_TRANSPORT_OK, -1, buf, &err), RF_EINVAL);
+    rf_policy *p =
+        lock_load("{\"endpoint\": \"POST /pkg.Svc/*\", \"maxAttempts\": 3, \"perAttemptTimeoutMs\": 100, "
+                  "\"totalBudgetMs\": 1000, \"idempotencyRequired\": [], \"retryable\": [\"GRPC_UNAVAILABLE\"], "
+                  "\"backoff\": {\"baseMs\": 10, \"maxMs\": 10, \"multiplier\": 1, \"jitter\": \"none\"}}");
+    rf_facts f = {.method = "POST",
+                  .method_len = 4,
+                  .path = "/pkg.Svc/Get",
+                  .path_len = 12,
+                  .status = 200,
+                  .attempts = 1,
+                  .grpc_status = 14};
+    rf_verdict v;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_OK);
+    assert_verdict(v, true, "pinned-status", "GRPC_UNAVAILABLE");
+    assert_int_equal(v.delay_ms, 10);
+    f.grpc_status = 13;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_OK);
+    assert_verdict(v, false, "status-not-retryable", "GRPC_INTERNAL");
+    f.grpc_status = 0;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_OK);
+    assert_verdict(v, false, "success", "HTTP_200");
+    f.grpc_status = 17;
+    assert_int_equal(rf_decide(p, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "grpc_status");
+    f.grpc_status = -3;
+    assert_int_equal(rf_decide_on_route(p, 0, &f, NULL, NULL, &v, &err), RF_EINVAL);
+    assert_string_equal(err.path, "grpc_status");
+    rf_policy_free(p);
+}
+
 static void test_backoff_saturates_and_jitter_is_seeded(void **state) {
     (void)state;
     static const char *jitters[] = {"none", "full", "equal", "decorrelated"};
@@ -752,6 +804,7 @@ int main(void) {
         cmocka_unit_test(test_invalid_facts_are_refused),
         cmocka_unit_test(test_backoff_window),
         cmocka_unit_test(test_class_retryable),
+        cmocka_unit_test(test_grpc_status_classes),
         cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_decide_on_route_matches_decide),
         cmocka_unit_test(test_decide_on_route_refusals),

@@ -92,7 +92,7 @@ static const char *const aliases[] = {RF_CLASS_ALIASES(X_ALIAS)};
  * families, every named class and every alias; each listed token loads in both places. */
 static void test_class_lists_equal_what_the_parsers_accept(void **state) {
     (void)state;
-    char msg[600], inner[600];
+    char msg[1100], inner[1100];
     list from_lists, from_limits;
     refusal("\"notRetryable\": [\"NOPE\"]", msg, sizeof msg);
     between(msg, "unknown failure class \"NOPE\" (", inner, sizeof inner);
@@ -129,7 +129,7 @@ static void test_class_lists_equal_what_the_parsers_accept(void **state) {
  * that writes each of them where `member_fmt` puts it (one %s) loads. */
 static void list_equals(const char *members, const char *open, const char *close, const char *member_fmt,
                         const char *const *names, size_t n) {
-    char msg[600], inner[600];
+    char msg[1100], inner[1100];
     list l;
     refusal(members, msg, sizeof msg);
     const char *s = strstr(msg, open), *e = s ? strstr(s, close) : NULL;

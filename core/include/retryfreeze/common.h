@@ -40,7 +40,7 @@ typedef enum rf_status {
  */
 typedef struct rf_error {
     char path[256];
-    char message[512];
+    char message[1024];
     int line;
     int column;
 } rf_error;

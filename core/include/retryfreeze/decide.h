@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-/* Longest failure class token ("TOO_MANY_REDIRECTS") plus NUL, rounded up. */
-#define RF_CLASS_NAME_MAX 24
+/* Longest failure class token ("GRPC_FAILED_PRECONDITION") plus NUL, rounded up. */
+#define RF_CLASS_NAME_MAX 32
 
 /* A seeded pseudo-random generator for jitter (xoshiro256**, seeded through splitmix64). Caller-owned, plain
  * data: the same seed gives the same sequence on every platform. Not thread-safe: one per thread or client. */
@@ -93,6 +93,9 @@ typedef struct rf_facts {
     bool overloaded;     /* the response carried the route's propagation.overloadedHeader: never retried */
     int inbound_attempt; /* the caller's attempt number (its propagation.attemptHeader, rf_inbound), 0 when none:
                             above 1 the caller is retrying, so with propagation.inboundAttempt no retry here */
+    int grpc_status;     /* the response's grpc-status (a header or a trailer), 0..RF_GRPC_STATUS_MAX; 0 when absent or
+                            OK (the HTTP status then decides). 1..16 with transport ok: class GRPC_<name>
+                            (RF_GRPC_CLASSES) whatever the HTTP status; any other value is refused (RF_EINVAL) */
 } rf_facts;
 
 /* The verdict after one attempt. */
@@ -117,8 +120,9 @@ typedef struct rf_retry_budget rf_retry_budget;
 
 /*
  * Decides retry or stop. Checks, in this order, each giving its reason (docs/reasons.md):
- *   unpinned-source, no-route, success (2xx/3xx), hedge-fatal (f->hedged, and the class is not in the route's
- *   hedging.nonFatalClasses), max-attempts, class-limit (classLimits: the failure's class has a limit and attempts
+ *   unpinned-source, no-route, success (2xx/3xx with grpc_status 0), hedge-fatal (f->hedged, and the class is not in
+ * the route's hedging.nonFatalClasses), max-attempts, class-limit (classLimits: the failure's class has a limit and
+ * attempts
  *   >= it), status-not-retryable, upstream-overloaded (the route has propagation and the facts say overloaded),
  *   inbound-retry (the route has propagation.inboundAttempt and inbound_attempt > 1), mutating-without-idempotency,
  *   server-pushback (grpc-retry-pushback-ms says stop), retry-after-exceeds-budget, deadline, retry-throttled, else
@@ -135,10 +139,10 @@ typedef struct rf_retry_budget rf_retry_budget;
  * retryRatio × requests + minRetriesPerSecond × ttlMs / 1000. Returns RF_OK and
  * fills *out, or RF_EINVAL (*out unspecified, err->path names the field): p, f or out NULL; method missing or with a
  * lowercase letter (RFC 9110 §9.1: no route could match); path missing; status not 0 or 100..599; transport out of
- * range; attempts < 1; elapsed_ms < 0; inbound_attempt < 0; a hint the route does not read; rng NULL for a jittered
- * route that needs a backoff; a ratio budget without f->budget_request. A refusal has no effect: the budget is charged
- * only when the call returns RF_OK. Allocates nothing and reads no clock; p and budget may be shared between threads,
- * rng may not.
+ * range; attempts < 1; elapsed_ms < 0; inbound_attempt < 0; grpc_status outside 0..16; a hint the route does not read;
+ * rng NULL for a jittered route that needs a backoff; a ratio budget without f->budget_request. A refusal has no
+ * effect: the budget is charged only when the call returns RF_OK. Allocates nothing and reads no clock; p and budget
+ * may be shared between threads, rng may not.
  */
 RF_API rf_status rf_decide(const rf_policy *p, const rf_facts *f, rf_rng *rng, rf_retry_budget *budget, rf_verdict *out,
                            rf_error *err);
@@ -200,6 +204,14 @@ RF_API rf_status rf_budget_on_route(const rf_policy *p, long route, int attempts
  * other than ok wins (see RF_NAMED_CLASSES); else HTTP_<status> for 100..599; else UNKNOWN.
  */
 RF_API void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]);
+
+/*
+ * rf_classify with the response's grpc-status (0..RF_GRPC_STATUS_MAX, 0: absent or OK): a transport outcome other
+ * than ok wins; else grpc_status 1..16 gives GRPC_<name> (RF_GRPC_CLASSES); else rf_classify's class. Returns RF_OK,
+ * or RF_EINVAL (err->path "grpc_status", buf set to "") for a grpc_status outside 0..16 or a NULL buf.
+ */
+RF_API rf_status rf_classify_grpc(int status, rf_transport transport, int grpc_status, char buf[RF_CLASS_NAME_MAX],
+                                  rf_error *err);
 
 /*
  * The backoff delay before the retry that follows attempt number `attempts` (>= 1) on route i:

@@ -61,22 +61,51 @@ typedef enum rf_reason { RF_REASONS(RF_X_ENUM) RF_REASON_COUNT } rf_reason;
 typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_transport;
 
 /*
+ * The gRPC status codes other than OK (grpc/doc/statuscodes.md), in code order 1..16: a response whose grpc-status
+ * (a header or a trailer) is N in 1..16 is of class GRPC_<name of N>, whatever its HTTP status; grpc-status 0 (OK)
+ * leaves the class to the HTTP status (a 200 is a success). X(C name, token); the code of each is its place in this
+ * list plus 1 (RF_GRPC_STATUS_MAX is the last). Part of RF_NAMED_CLASSES.
+ */
+#define RF_GRPC_CLASSES(X)                                           \
+    X(RF_CLASS_GRPC_CANCELLED, "GRPC_CANCELLED")                     \
+    X(RF_CLASS_GRPC_UNKNOWN, "GRPC_UNKNOWN")                         \
+    X(RF_CLASS_GRPC_INVALID_ARGUMENT, "GRPC_INVALID_ARGUMENT")       \
+    X(RF_CLASS_GRPC_DEADLINE_EXCEEDED, "GRPC_DEADLINE_EXCEEDED")     \
+    X(RF_CLASS_GRPC_NOT_FOUND, "GRPC_NOT_FOUND")                     \
+    X(RF_CLASS_GRPC_ALREADY_EXISTS, "GRPC_ALREADY_EXISTS")           \
+    X(RF_CLASS_GRPC_PERMISSION_DENIED, "GRPC_PERMISSION_DENIED")     \
+    X(RF_CLASS_GRPC_RESOURCE_EXHAUSTED, "GRPC_RESOURCE_EXHAUSTED")   \
+    X(RF_CLASS_GRPC_FAILED_PRECONDITION, "GRPC_FAILED_PRECONDITION") \
+    X(RF_CLASS_GRPC_ABORTED, "GRPC_ABORTED")                         \
+    X(RF_CLASS_GRPC_OUT_OF_RANGE, "GRPC_OUT_OF_RANGE")               \
+    X(RF_CLASS_GRPC_UNIMPLEMENTED, "GRPC_UNIMPLEMENTED")             \
+    X(RF_CLASS_GRPC_INTERNAL, "GRPC_INTERNAL")                       \
+    X(RF_CLASS_GRPC_UNAVAILABLE, "GRPC_UNAVAILABLE")                 \
+    X(RF_CLASS_GRPC_DATA_LOSS, "GRPC_DATA_LOSS")                     \
+    X(RF_CLASS_GRPC_UNAUTHENTICATED, "GRPC_UNAUTHENTICATED")
+
+/* The highest gRPC status code (UNAUTHENTICATED): a grpc-status outside 0..RF_GRPC_STATUS_MAX is refused. */
+#define RF_GRPC_STATUS_MAX 16
+
+/*
  * Named (non-HTTP) failure classes. HTTP classes are HTTP_<nnn> (100..599) and the families HTTP_4XX,
  * HTTP_5XX. X(C name, token). Transport outcome → class: timeout → TIMEOUT, connect-reset and
  * got-nothing → CONNECT_RESET (a connection closed before a response, Envoy's "reset"), connect-refused →
  * CONNECT_REFUSED, dns → DNS_FAILURE, tls → TLS_FAILURE, other (or ok without a status) → UNKNOWN,
  * proxy-refused → PROXY_REFUSED (the configured proxy refused the connection: nothing reached the origin),
- * too-many-redirects → TOO_MANY_REDIRECTS (the client's max_redirects was reached; never retryable).
+ * too-many-redirects → TOO_MANY_REDIRECTS (the client's max_redirects was reached; never retryable); with transport
+ * ok, a grpc-status 1..16 → its RF_GRPC_CLASSES class.
  */
-#define RF_NAMED_CLASSES(X)                        \
-    X(RF_CLASS_TIMEOUT, "TIMEOUT")                 \
-    X(RF_CLASS_CONNECT_RESET, "CONNECT_RESET")     \
-    X(RF_CLASS_CONNECT_REFUSED, "CONNECT_REFUSED") \
-    X(RF_CLASS_DNS_FAILURE, "DNS_FAILURE")         \
-    X(RF_CLASS_TLS_FAILURE, "TLS_FAILURE")         \
-    X(RF_CLASS_UNKNOWN, "UNKNOWN")                 \
-    X(RF_CLASS_PROXY_REFUSED, "PROXY_REFUSED")     \
-    X(RF_CLASS_TOO_MANY_REDIRECTS, "TOO_MANY_REDIRECTS")
+#define RF_NAMED_CLASSES(X)                              \
+    X(RF_CLASS_TIMEOUT, "TIMEOUT")                       \
+    X(RF_CLASS_CONNECT_RESET, "CONNECT_RESET")           \
+    X(RF_CLASS_CONNECT_REFUSED, "CONNECT_REFUSED")       \
+    X(RF_CLASS_DNS_FAILURE, "DNS_FAILURE")               \
+    X(RF_CLASS_TLS_FAILURE, "TLS_FAILURE")               \
+    X(RF_CLASS_UNKNOWN, "UNKNOWN")                       \
+    X(RF_CLASS_PROXY_REFUSED, "PROXY_REFUSED")           \
+    X(RF_CLASS_TOO_MANY_REDIRECTS, "TOO_MANY_REDIRECTS") \
+    RF_GRPC_CLASSES(X)
 
 typedef enum rf_named_class { RF_NAMED_CLASSES(RF_X_ENUM2) RF_NAMED_CLASS_COUNT } rf_named_class;
 

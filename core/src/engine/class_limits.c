@@ -133,9 +133,9 @@ size_t rfi_class_limits_view(const rfi_route *r, const char **tokens, int *value
     return v.n;
 }
 
-int rfi_class_limit(const rfi_route *r, int status, rf_transport transport) {
+int rfi_class_limit(const rfi_route *r, int status, rf_transport transport, int grpc_status) {
     if (!r->has_class_limits) return 0;
-    unsigned named = rfi_transport_class(transport);
+    unsigned named = rfi_fact_class(transport, grpc_status);
     if (named == RF_NAMED_CLASS_COUNT) {
         if (status < 100 || status > 599) return r->class_limit_named[RF_CLASS_UNKNOWN];
         if (r->class_limit_status[status]) return r->class_limit_status[status];
@@ -149,6 +149,6 @@ int rfi_class_limit(const rfi_route *r, int status, rf_transport transport) {
 int rf_policy_class_attempts(const rf_policy *p, size_t route, int status, rf_transport transport) {
     if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return 0;
     const rfi_route *r = &p->routes[route];
-    int limit = rfi_class_limit(r, status, transport);
+    int limit = rfi_class_limit(r, status, transport, 0);
     return limit > 0 && limit < r->max_attempts ? limit : (int)r->max_attempts;
 }

@@ -39,6 +39,22 @@ static rf_status check_method_case(const char *m, size_t len, rf_error *err) {
     return RF_OK;
 }
 
+/* The refusal of a grpc-status outside 0..RF_GRPC_STATUS_MAX, the facts' and rf_classify_grpc's. */
+static rf_status refuse_grpc_status(int grpc_status, rf_error *err) {
+    return rfi_fail(err, "grpc_status", "must be a gRPC status code 0..%d (0: absent or OK), got %d",
+                    RF_GRPC_STATUS_MAX, grpc_status);
+}
+
+/* decide.h; the decision path calls rfi_classify, inline. */
+rf_status rf_classify_grpc(int status, rf_transport transport, int grpc_status, char buf[RF_CLASS_NAME_MAX],
+                           rf_error *err) {
+    if (buf == NULL) return rfi_fail(err, "buf", "must not be NULL");
+    buf[0] = '\0';
+    if ((unsigned)grpc_status > RF_GRPC_STATUS_MAX) return refuse_grpc_status(grpc_status, err);
+    rfi_classify(status, transport, grpc_status, buf);
+    return RF_OK;
+}
+
 /* The facts' fields in the order their refusals take; the method's case is checked by the caller (rf_decide). */
 static rf_status check_fields(const rf_facts *f, rf_error *err) {
     if (f->method == NULL || f->method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
@@ -50,6 +66,7 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
     if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);
     if (f->inbound_attempt < 0)
         return rfi_fail(err, "inbound_attempt", "must be >= 0 (0: none), got %d", f->inbound_attempt);
+    if ((unsigned)f->grpc_status > RF_GRPC_STATUS_MAX) return refuse_grpc_status(f->grpc_status, err);
     return RF_OK;
 }
 
@@ -59,6 +76,7 @@ static rf_status check_fields(const rf_facts *f, rf_error *err) {
 static RFI_INLINE bool facts_bad(const rf_facts *f) {
     return f->method == NULL || f->method_len == 0 || f->path == NULL || f->path_len == 0 ||
            (f->status != 0 && (unsigned)f->status - 100u > 499u) || (unsigned)f->transport >= RF_TRANSPORT_COUNT ||
+           (unsigned)f->grpc_status > RF_GRPC_STATUS_MAX ||
            (((int64_t)f->attempts - 1) | f->elapsed_ms | (int64_t)f->inbound_attempt) < 0;
 }
 
@@ -86,7 +104,7 @@ static rf_status decide_failure(const rf_policy *p, const rfi_route *r, const rf
         rfi_stop(out, RF_REASON_MAX_ATTEMPTS);
         return RF_OK;
     }
-    int class_limit = r->has_class_limits ? rfi_class_limit(r, f->status, f->transport) : 0;
+    int class_limit = r->has_class_limits ? rfi_class_limit(r, f->status, f->transport, f->grpc_status) : 0;
     if (class_limit > 0 && f->attempts >= class_limit) {
         rfi_stop(out, RF_REASON_CLASS_LIMIT);
         return RF_OK;
@@ -168,7 +186,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
     if (unpinned) route = -1;
     if (route < 0 && check_method_case(f->method, f->method_len, err) != RF_OK) return RF_EINVAL;
     memset(out, 0, sizeof *out);
-    rfi_classify(f->status, f->transport, out->class_name);
+    rfi_classify(f->status, f->transport, f->grpc_status, out->class_name);
     out->route = -1;
     const uint32_t present = rfi_wait_hints_present(f);
     out->retry_after = present != 0 ? RF_RA_USE_NOT_NEEDED : RF_RA_USE_ABSENT;
@@ -197,7 +215,7 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
         return rfi_fail(err, "budget_request",
                         "is required with a ratio retry budget (retryBudget.retryRatio): the request's token, the "
                         "same on every decision of the request, so the window counts it once");
-    if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399) {
+    if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399 && f->grpc_status == 0) {
         if (ratio)
             rfi_retry_budget_window_take(budget, f->budget_request, false, f->mono_ms, &out->budget);
         else if (budget != NULL)
@@ -205,8 +223,8 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
         rfi_stop(out, RF_REASON_SUCCESS);
         return RF_OK;
     }
-    const bool retryable = rfi_class_retryable(r, f->status, f->transport);
-    if (f->hedged && r->has_hedging && !rfi_hedge_non_fatal(r, f->status, f->transport)) {
+    const bool retryable = rfi_class_retryable(r, f->status, f->transport, f->grpc_status);
+    if (f->hedged && r->has_hedging && !rfi_hedge_non_fatal(r, f->status, f->transport, f->grpc_status)) {
         out->class_retryable = retryable; /* gRPC A6: a fatal class ends a hedged request at once */
         rfi_stop(out, RF_REASON_HEDGE_FATAL);
     } else {

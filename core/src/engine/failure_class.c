@@ -164,7 +164,7 @@ const char rfi_named_padded[RF_NAMED_CLASS_COUNT][RF_CLASS_NAME_MAX] = {RF_NAMED
 
 /* decide.h; the decision path calls rfi_classify, inline. */
 void rf_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
-    rfi_classify(status, transport, buf);
+    rfi_classify(status, transport, 0, buf);
 }
 
 /* The bits of statuses lo..hi that lie in word w of a status mask (bit s of word s / 64). */
@@ -188,9 +188,9 @@ void rfi_class_retry_masks(rfi_route *r) {
     r->retry_named = r->retryable.named & ~(1u << RF_CLASS_TOO_MANY_REDIRECTS);
 }
 
-bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport) {
+bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport, int grpc_status) {
     const rfi_class_set *set = &r->hedge_non_fatal;
-    unsigned named = rfi_transport_class(transport);
+    unsigned named = rfi_fact_class(transport, grpc_status);
     if (named == RF_NAMED_CLASS_COUNT) {
         if (status >= 100 && status <= 599) {
             if (has_status(set, status)) return true;
@@ -204,5 +204,5 @@ bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport)
 bool rf_policy_class_retryable(const rf_policy *p, size_t route, int status, rf_transport transport) {
     if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return false;
     if (transport == RF_TRANSPORT_OK && status >= 200 && status <= 399) return false; /* a success */
-    return rfi_class_retryable(&p->routes[route], status, transport);
+    return rfi_class_retryable(&p->routes[route], status, transport, 0);
 }

@@ -177,7 +177,7 @@ void rfi_wait_header_names_text(char *buf, size_t cap);
 bool rfi_class_add_token(rfi_class_set *set, const char *token, size_t len);
 /* The class tokens a lock may write, as refusals list them: "HTTP_<100..599>, HTTP_4XX, HTTP_5XX, TIMEOUT, …, or the
  * aliases GATEWAY_TIMEOUT, HANDLER_5XX" (from RF_NAMED_CLASSES and RF_CLASS_ALIASES). */
-#define RFI_CLASS_LIST_TEXT_MAX 320
+#define RFI_CLASS_LIST_TEXT_MAX 800
 void rfi_class_list_text(char *buf, size_t cap);
 /* Refuses token at path as an unknown failure class: the closest class, if any, and the list of them all. */
 void rfi_class_unknown(rf_error *err, const char *path, const char *token);
@@ -204,10 +204,19 @@ static inline unsigned rfi_transport_class(rf_transport t) {
     return (unsigned)t < RF_TRANSPORT_COUNT ? rfi_transport_classes[t] : RF_CLASS_UNKNOWN;
 }
 
-/* rf_classify, inline for the decision path (decide.c): copied from the tokens, since snprintf costs more than the
- * whole decision. */
-static inline void rfi_classify(int status, rf_transport transport, char buf[RF_CLASS_NAME_MAX]) {
-    unsigned named = rfi_transport_class(transport);
+/* The named class of the facts (transport, grpc_status 0..RF_GRPC_STATUS_MAX): the transport's, else GRPC_<name> for
+ * a grpc-status 1..16, else RF_NAMED_CLASS_COUNT (the HTTP status decides). */
+static inline unsigned rfi_fact_class(rf_transport t, int grpc_status) {
+    unsigned named = rfi_transport_class(t);
+    if (named == RF_NAMED_CLASS_COUNT && grpc_status > 0 && grpc_status <= RF_GRPC_STATUS_MAX)
+        named = RF_CLASS_GRPC_CANCELLED + (unsigned)grpc_status - 1u;
+    return named;
+}
+
+/* rf_classify_grpc, inline for the decision path (decide.c): copied from the tokens, since snprintf costs more than
+ * the whole decision. */
+static inline void rfi_classify(int status, rf_transport transport, int grpc_status, char buf[RF_CLASS_NAME_MAX]) {
+    unsigned named = rfi_fact_class(transport, grpc_status);
     if (named == RF_NAMED_CLASS_COUNT && status >= 100 && status <= 599) {
         memcpy(buf, rfi_status_tokens[status - 100], sizeof "HTTP_503");
         return;
@@ -221,8 +230,8 @@ void rfi_class_retry_masks(rfi_route *r);
 
 /* Is (status, transport) retryable under the route's lists: a specific status in either list beats a family; a
  * redirect loop never is (the same chain again would loop again). Two table reads (rfi_class_retry_masks). */
-static inline bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport) {
-    unsigned named = rfi_transport_class(transport);
+static inline bool rfi_class_retryable(const rfi_route *r, int status, rf_transport transport, int grpc_status) {
+    unsigned named = rfi_fact_class(transport, grpc_status);
     if (named == RF_NAMED_CLASS_COUNT) {
         if ((unsigned)status - 100u <= 499u) return (r->retry_status[status / 64] >> (status % 64)) & 1u;
         named = RF_CLASS_UNKNOWN;
@@ -242,7 +251,7 @@ bool rfi_class_limits_check(const rfi_route *r, const char *where, rf_error *err
  * returns the count. */
 size_t rfi_class_limits_view(const rfi_route *r, const char **tokens, int *values);
 /* The limit for (status, transport) on route r, 0 when none: a specific status beats its family. */
-int rfi_class_limit(const rfi_route *r, int status, rf_transport transport);
+int rfi_class_limit(const rfi_route *r, int status, rf_transport transport, int grpc_status);
 
 /* Wait headers on the decision path (wait_hints.c). */
 /*
@@ -309,7 +318,7 @@ bool rfi_retry_budget_window_take(rf_retry_budget *b, rf_budget_request *request
                                   rf_budget_source *source);
 /* Whether the class of (status, transport) is one of route r's hedging.nonFatalClasses (a specific status beats
  * its family, as in the retryable lists). */
-bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport);
+bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport, int grpc_status);
 /* Whether method (len bytes) is in route r's idempotencyRequired. */
 bool rfi_method_requires_key(const rfi_route *r, const char *method, size_t len);
 

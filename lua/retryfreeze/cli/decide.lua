@@ -29,6 +29,8 @@ return cli_args.command {
     { "--method", "string METHOD", "the request's method, e.g. POST", required = true },
     { "--path", "string PATH", "the request's path, e.g. /v1/jobs", required = true },
     { "--status", "integer STATUS", "the response status: 0 (none received) or 100..599" },
+    { "--grpc-status", "integer CODE", "the response's grpc-status (header or trailer), 0..16: 1..16 is the "
+      .. "failure class GRPC_<name> whatever the status; 0 (OK) leaves it to the status" },
     { "--transport", "string OUTCOME", "the transport outcome: " .. table.concat(rf.transports, ", "),
       choices = rf.transports }, -- the engine's list
     { "--retry-after", "string VALUE", "the raw Retry-After value" },
@@ -55,7 +57,7 @@ return cli_args.command {
       method = opts.method, path = opts.path, status = opts.status, transport = opts.transport,
       retry_after = opts.retry_after, date = opts.date, attempts = opts.attempts, elapsed_ms = opts.elapsed_ms,
       idempotency_key = opts.idempotency_key, source = opts.source, now_ms = opts.now_ms, hints = hints,
-      not_sent = opts.not_sent and true or nil,
+      not_sent = opts.not_sent and true or nil, grpc_status = opts.grpc_status,
     }
     local rng = opts.seed and rf.rng(opts.seed) or nil
     local ok, verdict = pcall(policy.decide, policy, facts, rng)
