@@ -47,29 +47,29 @@
  * rfl_ffi_abi_v2.step_end: step:finish without the response table (rfl_step_end_request): 1 or 0, whether the
  * response is overloaded, or -1 (the Lua half then calls step:finish).
  */
-#define RFL_FFI_DECLARATIONS(M)                                                                                 \
-    M(                                                                                                          \
-        typedef struct rfl_ffi_verdict_v2 {                                                                     \
-            bool retry;                                                                                         \
-            int32_t reason;                                                                                     \
-            double delay_ms;                                                                                    \
-            double timeout_ms;                                                                                  \
-        } rfl_ffi_verdict_v2;                                                                                   \
-        typedef struct rfl_ffi_step_v2 {                                                                        \
-            int32_t reason;                                                                                     \
-            double ms;                                                                                          \
-        } rfl_ffi_step_v2;                                                                                      \
-        typedef struct rfl_ffi_abi_v2 {                                                                         \
-            uint32_t size;                                                                                      \
-            uint32_t version;                                                                                   \
-            int (*decide)(void *decider, double status, int transport, double attempts, double elapsed_ms,      \
-                          const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,   \
-                          double now_ms, rfl_ffi_verdict_v2 *out);                                              \
-            int (*step_begin)(void *step, double now_ms, rfl_ffi_step_v2 *out);                                 \
-            int (*step_after)(void *step, double status, int transport, bool not_sent, const char *error,       \
-                              const char *date, const char **hints, int n_hints, double now_ms, double wall_ms, \
-                              rfl_ffi_step_v2 *out);                                                            \
-            int (*step_end)(void *step, double reason, double now_ms, double wall_ms);                          \
+#define RFL_FFI_DECLARATIONS(M)                                                                                     \
+    M(                                                                                                              \
+        typedef struct rfl_ffi_verdict_v2 {                                                                         \
+            bool retry;                                                                                             \
+            int32_t reason;                                                                                         \
+            double delay_ms;                                                                                        \
+            double timeout_ms;                                                                                      \
+        } rfl_ffi_verdict_v2;                                                                                       \
+        typedef struct rfl_ffi_step_v2 {                                                                            \
+            int32_t reason;                                                                                         \
+            double ms;                                                                                              \
+        } rfl_ffi_step_v2;                                                                                          \
+        typedef struct rfl_ffi_abi_v2 {                                                                             \
+            uint32_t size;                                                                                          \
+            uint32_t version;                                                                                       \
+            int (*decide)(void *decider, double status, int transport, double attempts, double elapsed_ms,          \
+                          const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,       \
+                          double now_ms, rfl_ffi_verdict_v2 *out);                                                  \
+            int (*step_begin)(void *step, double now_ms, rfl_ffi_step_v2 *out);                                     \
+            int (*step_after)(void *step, double status, int transport, bool not_sent, const char *error,           \
+                              const char *date, const char **hints, int n_hints, const char *peer, size_t peer_len, \
+                              double now_ms, double wall_ms, rfl_ffi_step_v2 *out);                                 \
+            int (*step_end)(void *step, double reason, double now_ms, double wall_ms);                              \
         } rfl_ffi_abi_v2;)
 #define RFL_FFI_DECLARE(...) __VA_ARGS__
 #define RFL_FFI_TEXT(...) #__VA_ARGS__
@@ -107,13 +107,14 @@ static int ffi_step_begin(void *step, double now_ms, rfl_ffi_step_v2 *out) {
 
 /* rfl_ffi_abi_v2.step_after. Runs inside an FFI call. */
 static int ffi_step_after(void *step, double status, int transport, bool not_sent, const char *error, const char *date,
-                          const char **hints, int n_hints, double now_ms, double wall_ms, rfl_ffi_step_v2 *out) {
+                          const char **hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
+                          double wall_ms, rfl_ffi_step_v2 *out) {
     void *s = rfl_object_at(step, RFL_STEP);
     if (s == NULL || out == NULL) return -1;
     int64_t delay = 0;
     rf_reason stop = RF_REASON_COUNT;
-    int rc = rfl_step_after_attempt(s, status, transport, not_sent, error, date, hints, n_hints, now_ms, wall_ms,
-                                    &delay, &stop);
+    int rc = rfl_step_after_attempt(s, status, transport, not_sent, error, date, hints, n_hints, peer, peer_len, now_ms,
+                                    wall_ms, &delay, &stop);
     out->ms = (double)delay;
     out->reason = (int32_t)stop;
     return rc;

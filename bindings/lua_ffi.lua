@@ -116,7 +116,7 @@ local function step_begin(step, now_ms)
 end
 
 --- step_after(step, res, now_ms, wall_ms, on_attempt) → step:after(...): true, delay_ms, or false, reason. The
---- result's fields are read as step:after reads them (status, transport, not_sent, error, then the headers raw,
+--- result's fields are read as step:after reads them (status, transport, not_sent, error, peer, then the headers raw,
 --- names case-insensitive, the first a traversal meets winning). The method itself runs for a result with a
 --- metatable (its metamethods must run while the method has pinned the step, as they do there), with an
 --- on_attempt hook, for a header name holding a NUL byte, and for anything the method would refuse.
@@ -124,10 +124,12 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
   if on_attempt == nil and type(res) == "table" and getmetatable(res) == nil and type(now_ms) == "number"
     and type(wall_ms) == "number" then
     local status, transport, not_sent, err, headers = res.status, res.transport, res.not_sent, res.error, res.headers
+    local peer = res.peer
     local t = -1
     if transport ~= nil then t = transport_ids[transport] end
     if status == nil then status = 0 end
-    if t ~= nil and type(status) == "number" and (headers == nil or type(headers) == "table") then
+    if t ~= nil and type(status) == "number" and (headers == nil or type(headers) == "table")
+      and (peer == nil or type(peer) == "string") then
       if type(err) ~= "string" then err = nil end
       local date, fast = nil, true
       if hints_set then clear_hints() end -- left set only if a call above raised between a store and its clearing
@@ -156,8 +158,8 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
         end
       end
       if fast then
-        local rc = step_after_c(step, status, t, not_sent and true or false, err, date, hints, n_waits, now_ms, wall_ms,
-          step_out)
+        local rc = step_after_c(step, status, t, not_sent and true or false, err, date, hints, n_waits, peer,
+          peer and #peer or 0, now_ms, wall_ms, step_out)
         if hints_set then clear_hints() end -- no pointer into a Lua string outlives the call
         if rc == 0 then return true, step_out.ms end
         if rc == 1 then return false, reason_names[step_out.reason] end

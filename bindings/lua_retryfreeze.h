@@ -143,12 +143,13 @@ rf_status rfl_decider_attempt(void *obj, double status, rf_transport transport, 
 /* step:begin and step:after (without a hook) in C alone, for the FFI path (lua_step.c): obj is a step's bytes, the
  * clocks doubles, checked as the methods check them. begin: 0 and *timeout_ms, 1 and *stop (the request ends), or
  * -1 (the step is finished or busy, or a clock is out of range: the method raises). after: the result's fields as
- * step:after reads them (transport -1: none given; hints[n_hints], RF_WAIT_HEADER_COUNT, by rf_wait_header); 0 and
- * *delay_ms (retry), 1 and *stop, or -1 (as begin's, also a status or transport step:after refuses, or no begin). */
+ * step:after reads them (transport -1: none given; hints[n_hints], RF_WAIT_HEADER_COUNT, by rf_wait_header; peer
+ * NULL or peer_len bytes); 0 and *delay_ms (retry), 1 and *stop, or -1 (as begin's, also a status, transport or peer
+ * step:after refuses, or no begin). */
 int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_reason *stop);
 int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
-                           const char *const *hints, int n_hints, double now_ms, double wall_ms, int64_t *delay_ms,
-                           rf_reason *stop);
+                           const char *const *hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
+                           double wall_ms, int64_t *delay_ms, rf_reason *stop);
 /* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v2.step_end): ends the request of the
  * open, idle step obj whose last attempt ended (reason an rf_reason; clocks as step:finish takes them), appends its
  * ledger record, gives back what the step took and frees its response; its Lua holdings go with the userdata.

@@ -6,7 +6,8 @@
 --   an always-503 route gets exactly the lock's attempts, across both peers; a keyless POST is sent once, a keyed
 --   one retried; a path no route matches answers 404 and reaches no upstream;
 --   a peer that refuses connections is retried on the other;
---   the ledger holds a line per request whose attempts equal what the upstreams saw, each read by stats;
+--   the ledger holds a line per request whose attempts equal what the upstreams saw, each read by stats, and each
+--   try's peer is the upstream that saw it (per request, in order; a refused try's the peer that refused it);
 --   three gateways in a chain send 27 upstream requests per client request without propagation, at most 3 with;
 --   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason;
 --   nginx's error logs hold no Lua error.
@@ -195,14 +196,19 @@ local ok_run, err = pcall(function()
   local max = policy:routes()[1].max_attempts
   local n = 6
   local exact, both, statuses = 0, 0, {}
+  local fail_peers = {} -- per request, the peers that saw its tries in turn: "127.0.0.1:P1,127.0.0.1:P2,…"
   for _ = 1, n do
     mark = #seen()
     local s = curl(gw_port, "/fail")
     requests = requests + 1
     statuses[#statuses + 1] = tostring(s)
     local got = since(mark, max)
-    local ports = {}
-    for _, line in ipairs(got) do ports[line.port] = true end
+    local ports, order = {}, {}
+    for i, line in ipairs(got) do
+      ports[line.port] = true
+      order[i] = "127.0.0.1:" .. line.port
+    end
+    fail_peers[#fail_peers + 1] = table.concat(order, ",")
     if #got == max then exact = exact + 1 end
     if ports[up_ports[1]] and ports[up_ports[2]] then both = both + 1 end
   end
@@ -253,24 +259,38 @@ local ok_run, err = pcall(function()
   check(all_ok == 8 and #got == 8, "with one peer refusing, 8 of 8 GETs answered 200 (" .. all_ok .. "), the "
     .. "live peer saw each once (" .. #got .. ")")
   os.execute("sleep 0.5") -- the held ledger lines are written within ledger_flush_ms (200 ms)
-  local refused_retried, lines2 = 0, 0
+  local refused_retried, lines2, peers_right = 0, 0, 0
+  local live_peer, dead_peer = "127.0.0.1:" .. up_ports[1], "127.0.0.1:" .. dead
   for rec in rf.ledger.read(gw2_dir .. "/ledger.jsonl") do
     lines2 = lines2 + 1
     if rec.attempts == 2 and rec.tries[1].class == "CONNECT_REFUSED" and rec.tries[2].status == 200 then
       refused_retried = refused_retried + 1
     end
+    -- every refused try's peer is the dead one, every answered try's the live one
+    local right = true
+    for _, t in ipairs(rec.tries) do
+      right = right and t.peer == (t.class == "CONNECT_REFUSED" and dead_peer or live_peer)
+    end
+    if right then peers_right = peers_right + 1 end
   end
   check(lines2 == 8 and refused_retried >= 1, "its ledger: 8 lines, " .. refused_retried .. " with a refused try "
     .. "retried on the other peer (" .. lines2 .. " lines)")
+  check(peers_right == 8, "each try's peer in its ledger is the peer that refused it or answered it (" .. peers_right
+    .. " of 8 lines)")
 
   -- The first gateway's ledger: a line per request, its attempts what the upstreams saw from it.
   os.execute("sleep 0.5")
   local lines, attempts, reasons = 0, 0, {}
+  local ledger_fail_peers, tries_at = {}, {} -- the /fail lines' peers in turn; tries per peer, all lines
   for rec in rf.ledger.read(gw_dir .. "/ledger.jsonl") do
     lines = lines + 1
     attempts = attempts + rec.attempts
-    local classes = {}
-    for i, t in ipairs(rec.tries) do classes[i] = t.class end
+    local classes, peers = {}, {}
+    for i, t in ipairs(rec.tries) do
+      classes[i], peers[i] = t.class, tostring(t.peer)
+      tries_at[peers[i]] = (tries_at[peers[i]] or 0) + 1
+    end
+    if rec.path == "/fail" then ledger_fail_peers[#ledger_fail_peers + 1] = table.concat(peers, ",") end
     local k = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
     reasons[k] = (reasons[k] or 0) + 1
   end
@@ -283,10 +303,28 @@ local ok_run, err = pcall(function()
   if reasons[fails] ~= n or reasons[keyless_line] ~= 1 then
     for k, v in pairs(reasons) do print("  ledger: " .. v .. " × " .. k) end
   end
-  local upstream_total = 0
+  local upstream_total, seen_at = 0, {}
   for _, line in ipairs(seen()) do
-    if line.uri ~= "/__up" and not line.uri:find("^/items/d") then upstream_total = upstream_total + 1 end
+    if line.uri ~= "/__up" and not line.uri:find("^/items/d") then
+      upstream_total = upstream_total + 1
+      local peer = "127.0.0.1:" .. line.port
+      seen_at[peer] = (seen_at[peer] or 0) + 1
+    end
   end
+  -- the ledger's lines come in the order each worker wrote its held lines: compared as sorted lists
+  table.sort(fail_peers)
+  table.sort(ledger_fail_peers)
+  check(#fail_peers == n and table.concat(ledger_fail_peers, " ") == table.concat(fail_peers, " "),
+    "each always-503 request's tries name, in turn, the peers that saw them (ledger " ..
+    table.concat(ledger_fail_peers, " ") .. " | upstreams " .. table.concat(fail_peers, " ") .. ")")
+  local per_peer = {}
+  for peer, count in pairs(seen_at) do per_peer[#per_peer + 1] = peer .. "=" .. count end
+  table.sort(per_peer)
+  local per_peer_ledger = {}
+  for peer, count in pairs(tries_at) do per_peer_ledger[#per_peer_ledger + 1] = peer .. "=" .. count end
+  table.sort(per_peer_ledger)
+  check(table.concat(per_peer_ledger, " ") == table.concat(per_peer, " "), "the ledger's tries per peer are what "
+    .. "each upstream saw (" .. table.concat(per_peer_ledger, " ") .. " | " .. table.concat(per_peer, " ") .. ")")
   check(lines == requests, "the ledger holds a line per request (" .. lines .. " for " .. requests .. ")")
   check(attempts == upstream_total, "its attempts equal what the upstreams saw (" .. attempts .. " vs " ..
     upstream_total .. ")")
