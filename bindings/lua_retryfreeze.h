@@ -85,6 +85,9 @@ rf_retry_budget *rfl_take_retry_budget(lua_State *L, int idx, void **obj);
 void rfl_open_retry_budget(lua_State *L);
 /* rf.retry_budget(policy [, opts]) as a lua_CFunction (for rf.client's retry_budget = {redis=…}). */
 int rfl_retry_budget_new(lua_State *L);
+/* Puts budget b (of policy p, with a retryBudget, no store yet) in nginx's lua_shared_dict `name`, shared by the
+ * workers (lua_budget_shdict.c); raises outside nginx, without that dict, or when the engine refuses the store. */
+int rfl_budget_shdict_store(lua_State *L, const rf_policy *p, rf_retry_budget *b, const char *name);
 /* The rf_client of a client method's self (pinned by rfl_method), for a C loop that drives it and calls back into
  * Lua; raises (naming what) when it has scheduled requests in flight (the loop would be reported theirs) or an
  * on_attempt hook (not available in scheduled flows). */

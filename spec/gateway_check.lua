@@ -9,6 +9,8 @@
 --   the ledger holds a line per request whose attempts equal what the upstreams saw, each read by stats, and each
 --   try's peer is the upstream that saw it (per request, in order; a refused try's the peer that refused it);
 --   three gateways in a chain send 27 upstream requests per client request without propagation, at most 3 with;
+--   with the budget in a lua_shared_dict (init_worker{shared_dict=}), two workers (both serving) spend one budget:
+--   the upstream tries of N always-503 requests are what the engine allows one budget, token bucket and ratio;
 --   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason;
 --   nginx's error logs hold no Lua error.
 -- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
@@ -148,9 +150,9 @@ end
 
 -- A gateway: examples/gateway/nginx.conf.in filled in, in front of peers p1 and p2, under lock_path.
 local conf_in = read(src .. "/examples/gateway/nginx.conf.in")
-local function gateway(name, lock_path, p1, p2)
+local function gateway(name, lock_path, p1, p2, conf)
   local ports, d = start(name, 1, function(ports, d)
-    return (conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    return ((conf or conf_in):gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
       LOCK = lock_path, LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = tostring(p1), UPSTREAM2_PORT = tostring(p2),
       PORT = tostring(ports[1]) }))
   end)
@@ -373,6 +375,72 @@ local ok_chain, chain_err = pcall(function()
     .. "upstream (" .. table.concat(attempts, " ") .. ")")
 end)
 check(ok_chain, "the chains ran" .. (ok_chain and "" or (": " .. tostring(chain_err))))
+
+-- The retry budget in a lua_shared_dict: one for both workers. The gateway listens with reuseport (each new connection
+-- to a worker by its source port) and names the worker that answered (every location: a stopped request's too); the upstream tries of n always-503 requests
+-- are what the engine allows one budget of the lock on the same sequence (core.step with one rf.retry_budget).
+local core = require "retryfreeze.core"
+local ok_budget, budget_err = pcall(function()
+  local shared_conf = conf_in:gsub("\nhttp {\n", "\nhttp {\n  lua_shared_dict rf_budget 1m;\n", 1)
+    :gsub('init_worker%(%)', 'init_worker{ shared_dict = "rf_budget" }', 1)
+    :gsub("listen 127%.0%.0%.1:@PORT@;",
+      "listen 127.0.0.1:@PORT@ reuseport;\n    add_header X-RF-Worker $pid always;", 1)
+  assert(shared_conf:find("rf_budget 1m", 1, true) and shared_conf:find("reuseport", 1, true)
+    and shared_conf:find("X-RF-Worker", 1, true) and shared_conf:find('shared_dict = "rf_budget"', 1, true),
+    "the example configuration changed: the shared-dict variant no longer applies")
+  -- tries one budget allows n always-503 requests of lock (every try fails with a 503)
+  local function engine_tries(lock, n)
+    local p = assert(rf.load(lock))
+    local budget = rf.retry_budget(p)
+    local tries = 0
+    for i = 1, n do
+      local step = core.step(p, { method = "GET", path = "/fail" }, { rng = rf.rng(i), retry_budget = budget }, 0)
+      local reason
+      for now = 1, 100 do
+        local timeout_ms, why = step:begin(now)
+        if not timeout_ms then reason = why break end
+        tries = tries + 1
+        local retry, x = step:after({ status = 503 }, now, 784111777000)
+        if not retry then reason = x break end
+      end
+      step:finish(reason, 200, 784111777000)
+    end
+    budget:close()
+    return tries
+  end
+  for _, case in ipairs({
+    { name = "token bucket", n = 20, budget = '"retryBudget": {"maxTokens": 10, "tokenRatio": 0.1}' },
+    { name = "ratio", n = 40, budget = '"retryBudget": {"retryRatio": 0, "minRetriesPerSecond": 1, "ttlMs": 60000}' },
+  }) do
+    local tag = case.name:gsub(" ", "-")
+    local lock = dir .. "/" .. tag .. ".lock.json"
+    write(lock, (read(lock_path):gsub('"retryBudget": {[^}]*}', case.budget)))
+    local port = gateway("budget-" .. tag, lock, up_ports[1], up_ports[2], shared_conf)
+    local mark = #seen()
+    -- at least case.n requests, and more until each worker served a third of them (which one serves a connection
+    -- is the kernel's choice): the engine's count depends only on how many there were
+    local served, n = {}, 0
+    local function least()
+      local counts = {}
+      for _, c in pairs(served) do counts[#counts + 1] = c end
+      return #counts < 2 and 0 or math.min(counts[1], counts[2]), #counts
+    end
+    while n < 400 and (n < case.n or least() < math.floor(case.n / 3)) do
+      local _, headers = curl(port, "/fail")
+      n = n + 1
+      local w = headers["x-rf-worker"] or "?"
+      served[w] = (served[w] or 0) + 1
+    end
+    local fewest, n_workers = least()
+    local want = engine_tries(lock, n)
+    local got = #since(mark, want)
+    check(n_workers == 2 and fewest >= math.floor(case.n / 3), ("%s: both workers served the requests (%d workers, the "
+      .. "fewer served %d of %d)"):format(case.name, n_workers, fewest, n))
+    check(got == want, ("%s: %d always-503 requests through two workers made %d upstream tries, what one budget "
+      .. "allows (%d)"):format(case.name, n, got, want))
+  end
+end)
+check(ok_budget, "the shared-dict budget checks ran" .. (ok_budget and "" or (": " .. tostring(budget_err))))
 
 -- A lock with a route that asks for a wait: nginx does not start, naming the route and why. (`nginx -t` does not run
 -- init_by_lua: lua-nginx-module skips it in test mode, so it passes; docs/embedding.md says so.)

@@ -186,10 +186,12 @@ local function flush_ledger()
   if not ok then ngx.log(ngx.ERR, "retryfreeze.gateway: ledger: ", err) end
 end
 
---- Called from init_worker_by_lua_block: this worker's RNG and retry budget (a lock with retryBudget.shared and a
---- Redis URL share one across workers and hosts: rf.retry_budget, docs/fleet.md; else each worker has its own), and
---- its held ledger lines, written every ledger_flush_ms.
--- @param opts nil, or {redis = URL} for a lock whose retryBudget is shared (rf.retry_budget's options)
+--- Called from init_worker_by_lua_block: this worker's RNG and retry budget (opts.shared_dict: one budget for all of
+--- nginx's workers, kept in that lua_shared_dict; a lock with retryBudget.shared and a Redis URL share one across
+--- workers and hosts: rf.retry_budget, docs/fleet.md; else each worker has its own), and its held ledger lines,
+--- written every ledger_flush_ms.
+-- @param opts nil, {shared_dict = NAME} (a lua_shared_dict of the configuration) or {redis = URL} for a lock whose
+--   retryBudget is shared (rf.retry_budget's options)
 function M.init_worker(opts)
   if not shared then error("retryfreeze.gateway.init_worker: call gateway.init{…} from init_by_lua_block first", 0) end
   local budget = shared.policy.retry_budget and rf.retry_budget(shared.policy, opts) or nil
