@@ -377,8 +377,9 @@ end)
 check(ok_chain, "the chains ran" .. (ok_chain and "" or (": " .. tostring(chain_err))))
 
 -- The retry budget in a lua_shared_dict: one for both workers. The gateway listens with reuseport (each new connection
--- to a worker by its source port) and names the worker that answered (every location: a stopped request's too); the upstream tries of n always-503 requests
--- are what the engine allows one budget of the lock on the same sequence (core.step with one rf.retry_budget).
+-- to a worker by its source port) and names the worker that answered (every location: a stopped request's too); the
+-- upstream tries of n always-503 requests are what the engine allows one budget of the lock on the same sequence
+-- (core.step with one rf.retry_budget).
 local core = require "retryfreeze.core"
 local ok_budget, budget_err = pcall(function()
   local shared_conf = conf_in:gsub("\nhttp {\n", "\nhttp {\n  lua_shared_dict rf_budget 1m;\n", 1)
