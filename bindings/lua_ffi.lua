@@ -34,6 +34,7 @@ if abi.size ~= ffi.sizeof(abi_type) or abi.version ~= version then return nil en
 local type, error, next, lower, find, getmetatable = type, error, next, string.lower, string.find, getmetatable
 local decide, step_begin_c, step_after_c, step_end_c = abi.decide, abi.step_begin, abi.step_after, abi.step_end -- one
 -- indirect call each
+local step_propagation_c = abi.step_propagation
 local new_verdict = ffi.typeof("rfl_ffi_verdict_v" .. version)
 local new_step_out = ffi.typeof("rfl_ffi_step_v" .. version)
 
@@ -184,4 +185,20 @@ local function step_end(step, reason, now_ms, wall_ms)
   return step:finish(reason, now_ms, wall_ms).overloaded
 end
 
-return { decider = wrap, step_begin = step_begin, step_after = step_after, step_end = step_end }
+local attempt_out, deadline_out -- made on first use: scratch structs of this state's own
+
+--- step_propagation(step) → attempt, deadline_ms: the numbers of the propagation headers step:propagation() gives
+--- for the attempt step:begin just allowed (the attempt header's, then the deadline header's), without its table; nil
+--- when the step's route has no propagation. A step the fast path does not take (closed, busy) goes to
+--- step:propagation, which raises as it does.
+local function step_propagation(step)
+  if attempt_out == nil then attempt_out, deadline_out = new_step_out(), new_step_out() end
+  local rc = step_propagation_c(step, attempt_out, deadline_out)
+  if rc == 0 then return attempt_out.ms, deadline_out.ms end
+  if rc == 1 then return nil end
+  step:propagation()
+  error("retryfreeze.ffi: step_propagation: the step is neither open nor refused by step:propagation")
+end
+
+return { decider = wrap, step_begin = step_begin, step_after = step_after, step_end = step_end,
+         step_propagation = step_propagation }

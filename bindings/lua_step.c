@@ -474,6 +474,19 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
     return rf_step_after(&ls->s, &res, ls->rng, ls->budget, NULL, NULL, &hook_rc, delay_ms, stop) ? 0 : 1;
 }
 
+int rfl_step_propagation_values(void *obj, double *attempt, double *deadline_ms) {
+    lstep *ls = obj;
+    if (!rfl_is_idle(ls)) return -1;
+    char lines[2][RF_PROPAGATION_LINE_MAX];
+    if (rf_step_propagation_lines(&ls->s, lines) != 2) return 1;
+    /* "name: value": the engine's numbers, read back from its lines (the one place they are made) */
+    const char *a = strstr(lines[0], ": "), *d = strstr(lines[1], ": ");
+    if (a == NULL || d == NULL) return -1;
+    *attempt = strtod(a + 2, NULL);
+    *deadline_ms = strtod(d + 2, NULL);
+    return 0;
+}
+
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms) {
     lstep *ls = obj;
     if (!rfl_is_idle(ls) || ls->began || !ffi_clock(now_ms) || !ffi_clock(wall_ms)) return -1;

@@ -230,6 +230,37 @@ describe_or_pending("the FFI path under LuaJIT", function()
       .. refused .. "number\n", out)
   end)
 
+  -- core.ffi_step_propagation (the gateway's): the numbers step:propagation() gives, try by try; nil without
+  -- propagation; a finished step refused as step:propagation refuses it.
+  it("gives the propagation values step:propagation gives, and refuses a finished step the same", function()
+    local out = h.clean_exit(run([=[
+      local function lock(prop)
+        return assert(rf.load_string(([[{"version": 1, "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 700,
+          "totalBudgetMs": 5000, "retryable": ["HTTP_503"], "backoff": {"baseMs": 0, "maxMs": 0}@P@},
+          "routes": [{"endpoint": "GET /a"}]}]]):gsub("@P@", prop), "t"))
+      end
+      local p, plain = lock(', "propagation": {}'), lock("")
+      local got = {}
+      local step = core.step(p, { method = "GET", path = "/a" }, {}, 0)
+      for i = 1, 3 do
+        step:begin(i * 100)
+        local a, d = core.ffi_step_propagation(step)
+        local t = step:propagation()
+        got[#got + 1] = ("%s/%s=%s/%s"):format(tostring(a), tostring(d), t["x-envoy-attempt-count"],
+          t["x-envoy-expected-rq-timeout-ms"])
+        step:after({ status = 503 }, i * 100 + 10, 784111777000)
+      end
+      step:finish("max-attempts", 400, 784111777000)
+      local m1 = select(2, pcall(core.ffi_step_propagation, step)):gsub("^[^:]*:%d+: ", "")
+      local m2 = select(2, pcall(step.propagation, step)):gsub("^[^:]*:%d+: ", "")
+      local s2 = core.step(plain, { method = "GET", path = "/a" }, {}, 0)
+      s2:begin(0)
+      print(rf.ffi, table.concat(got, " "), core.ffi_step_propagation(s2), m1 == m2, m1)
+    ]=]))
+    assert.equal("true\t1/700=1/700 2/700=2/700 3/700=3/700\tnil\ttrue\trf.flow: this request has already finished\n",
+      out)
+  end)
+
   -- A result with a metatable takes the method's path: its metamethods run while the step is pinned, as they do
   -- there (a metamethod that finishes the step is refused as busy, whichever path the flow took).
   it("reads a result with metamethods as the method does, the step pinned", function()

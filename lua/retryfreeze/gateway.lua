@@ -209,14 +209,21 @@ function M.exit_worker()
   if shared then flush_ledger() end
 end
 
+-- The propagation headers' values of the try the step just began (the attempt header's, the deadline header's), or
+-- nil: through the FFI under LuaJIT (core.ffi_step_propagation, no table), else from step:propagation().
+local step_propagation = core.ffi_step_propagation or function(step)
+  local sent = step:propagation()
+  if sent then return sent[shared.attempt_header], sent[shared.deadline_header] end
+end
+
 -- Sets the nginx variables of the propagation headers of the try the step just began.
 local function propagate(step)
-  local sent = step:propagation()
-  if sent then
+  local attempt, deadline_ms = step_propagation(step)
+  if attempt then
     local var = ngx.var
-    var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = sent[shared.attempt_header] or "", sent[shared.deadline_header] or ""
+    var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = attempt, deadline_ms
   end
-  return sent
+  return attempt
 end
 
 --- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
