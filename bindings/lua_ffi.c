@@ -30,56 +30,57 @@
 #include "lua_ffi_chunk.h" /* generated from bindings/lua_ffi.lua (cmake/bindings.cmake): rfl_ffi_chunk */
 
 /* The ABI's version: bump it, and the _vN of the type names, with any change to the declarations below. */
-#define RFL_FFI_ABI_VERSION 2
+#define RFL_FFI_ABI_VERSION 3
 
 /*
  * The declarations the FFI and C share, written once: compiled here and given as text to ffi.cdef.
- * rfl_ffi_verdict_v2: what one decision returns (delays are exact in a double: at most 3600000 ms).
- * rfl_ffi_abi_v2.decide: the decision of the decider whose userdata is `decider` for one attempt (the arguments of a
+ * rfl_ffi_verdict_v3: what one decision returns (delays are exact in a double: at most 3600000 ms).
+ * rfl_ffi_abi_v3.decide: the decision of the decider whose userdata is `decider` for one attempt (the arguments of a
  * decider's call: the numbers as doubles, checked in C; transport an rf_transport; lengths in bytes); 0 and *out, or
  * 1 when `decider` is no open decider, a fact is out of its range or the engine refused the facts.
- * rfl_ffi_step_v2: what step_begin and step_after return besides their code (ms: the per-try timeout after begin,
+ * rfl_ffi_step_v3: what step_begin and step_after return besides their code (ms: the per-try timeout after begin,
  * the delay after a retry verdict; reason: the rf_reason of a stop).
- * rfl_ffi_abi_v2.step_begin and step_after: rf.flow's step:begin and step:after (no on_attempt hook) on the step whose
+ * rfl_ffi_abi_v3.step_begin and step_after: rf.flow's step:begin and step:after (no on_attempt hook) on the step whose
  * userdata is `step` (rfl_step_begin_attempt, rfl_step_after_attempt: transport -1 for none, hints by rf_wait_header,
  * NULL for absent): 0 (an attempt may start / a retry), 1 (the request stops: out->reason), or -1 when `step` is no
  * open, idle step or an argument is one the method refuses (the Lua half then calls the method, which raises).
- * rfl_ffi_abi_v2.step_end: step:finish without the response table (rfl_step_end_request): 1 or 0, whether the
+ * rfl_ffi_abi_v3.step_end: step:finish without the response table (rfl_step_end_request): 1 or 0, whether the
  * response is overloaded, or -1 (the Lua half then calls step:finish).
  */
-#define RFL_FFI_DECLARATIONS(M)                                                                                 \
-    M(                                                                                                          \
-        typedef struct rfl_ffi_verdict_v2 {                                                                     \
-            bool retry;                                                                                         \
-            int32_t reason;                                                                                     \
-            double delay_ms;                                                                                    \
-            double timeout_ms;                                                                                  \
-        } rfl_ffi_verdict_v2;                                                                                   \
-        typedef struct rfl_ffi_step_v2 {                                                                        \
-            int32_t reason;                                                                                     \
-            double ms;                                                                                          \
-        } rfl_ffi_step_v2;                                                                                      \
-        typedef struct rfl_ffi_abi_v2 {                                                                         \
-            uint32_t size;                                                                                      \
-            uint32_t version;                                                                                   \
-            int (*decide)(void *decider, double status, int transport, double attempts, double elapsed_ms,      \
-                          const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,   \
-                          double now_ms, rfl_ffi_verdict_v2 *out);                                              \
-            int (*step_begin)(void *step, double now_ms, rfl_ffi_step_v2 *out);                                 \
-            int (*step_after)(void *step, double status, int transport, bool not_sent, const char *error,       \
-                              const char *date, const char **hints, int n_hints, double now_ms, double wall_ms, \
-                              rfl_ffi_step_v2 *out);                                                            \
-            int (*step_end)(void *step, double reason, double now_ms, double wall_ms);                          \
-        } rfl_ffi_abi_v2;)
+#define RFL_FFI_DECLARATIONS(M)                                                                                     \
+    M(                                                                                                              \
+        typedef struct rfl_ffi_verdict_v3 {                                                                         \
+            bool retry;                                                                                             \
+            int32_t reason;                                                                                         \
+            double delay_ms;                                                                                        \
+            double timeout_ms;                                                                                      \
+        } rfl_ffi_verdict_v3;                                                                                       \
+        typedef struct rfl_ffi_step_v3 {                                                                            \
+            int32_t reason;                                                                                         \
+            double ms;                                                                                              \
+        } rfl_ffi_step_v3;                                                                                          \
+        typedef struct rfl_ffi_abi_v3 {                                                                             \
+            uint32_t size;                                                                                          \
+            uint32_t version;                                                                                       \
+            int (*decide)(void *decider, double status, int transport, double attempts, double elapsed_ms,          \
+                          const char *retry_after, size_t retry_after_len, const char *date, size_t date_len,       \
+                          double now_ms, rfl_ffi_verdict_v3 *out);                                                  \
+            int (*step_begin)(void *step, double now_ms, rfl_ffi_step_v3 *out);                                     \
+            int (*step_after)(void *step, double status, int transport, bool not_sent, const char *error,           \
+                              const char *date, const char **hints, int n_hints, const char *peer, size_t peer_len, \
+                              double now_ms, double wall_ms, rfl_ffi_step_v3 *out);                                 \
+            int (*step_end)(void *step, double reason, double now_ms, double wall_ms);                              \
+            int (*step_propagation)(void *step, rfl_ffi_step_v3 *attempt, rfl_ffi_step_v3 *deadline);               \
+        } rfl_ffi_abi_v3;)
 #define RFL_FFI_DECLARE(...) __VA_ARGS__
 #define RFL_FFI_TEXT(...) #__VA_ARGS__
 RFL_FFI_DECLARATIONS(RFL_FFI_DECLARE)
 static const char ffi_cdef[] = RFL_FFI_DECLARATIONS(RFL_FFI_TEXT);
 
-/* rfl_ffi_abi_v2.decide. Runs inside an FFI call: no Lua C API, nothing that can raise. */
+/* rfl_ffi_abi_v3.decide. Runs inside an FFI call: no Lua C API, nothing that can raise. */
 static int ffi_decide(void *decider, double status, int transport, double attempts, double elapsed_ms,
                       const char *retry_after, size_t retry_after_len, const char *date, size_t date_len, double now_ms,
-                      rfl_ffi_verdict_v2 *out) {
+                      rfl_ffi_verdict_v3 *out) {
     void *d = rfl_object_at(decider, RFL_DECIDER);
     if (d == NULL || out == NULL || transport < 0 || transport >= RF_TRANSPORT_COUNT) return 1;
     rf_verdict v;
@@ -93,8 +94,8 @@ static int ffi_decide(void *decider, double status, int transport, double attemp
     return 0;
 }
 
-/* rfl_ffi_abi_v2.step_begin. Runs inside an FFI call. */
-static int ffi_step_begin(void *step, double now_ms, rfl_ffi_step_v2 *out) {
+/* rfl_ffi_abi_v3.step_begin. Runs inside an FFI call. */
+static int ffi_step_begin(void *step, double now_ms, rfl_ffi_step_v3 *out) {
     void *s = rfl_object_at(step, RFL_STEP);
     if (s == NULL || out == NULL) return -1;
     int64_t timeout = 0;
@@ -105,29 +106,37 @@ static int ffi_step_begin(void *step, double now_ms, rfl_ffi_step_v2 *out) {
     return rc;
 }
 
-/* rfl_ffi_abi_v2.step_after. Runs inside an FFI call. */
+/* rfl_ffi_abi_v3.step_after. Runs inside an FFI call. */
 static int ffi_step_after(void *step, double status, int transport, bool not_sent, const char *error, const char *date,
-                          const char **hints, int n_hints, double now_ms, double wall_ms, rfl_ffi_step_v2 *out) {
+                          const char **hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
+                          double wall_ms, rfl_ffi_step_v3 *out) {
     void *s = rfl_object_at(step, RFL_STEP);
     if (s == NULL || out == NULL) return -1;
     int64_t delay = 0;
     rf_reason stop = RF_REASON_COUNT;
-    int rc = rfl_step_after_attempt(s, status, transport, not_sent, error, date, hints, n_hints, now_ms, wall_ms,
-                                    &delay, &stop);
+    int rc = rfl_step_after_attempt(s, status, transport, not_sent, error, date, hints, n_hints, peer, peer_len, now_ms,
+                                    wall_ms, &delay, &stop);
     out->ms = (double)delay;
     out->reason = (int32_t)stop;
     return rc;
 }
 
-/* rfl_ffi_abi_v2.step_end. Runs inside an FFI call. */
+/* rfl_ffi_abi_v3.step_end. Runs inside an FFI call. */
 static int ffi_step_end(void *step, double reason, double now_ms, double wall_ms) {
     void *s = rfl_object_at(step, RFL_STEP);
     if (s == NULL) return -1;
     return rfl_step_end_request(s, reason, now_ms, wall_ms);
 }
 
-static const rfl_ffi_abi_v2 ffi_abi = {sizeof(rfl_ffi_abi_v2), RFL_FFI_ABI_VERSION, ffi_decide,
-                                       ffi_step_begin,         ffi_step_after,      ffi_step_end};
+/* rfl_ffi_abi_v3.step_propagation. Runs inside an FFI call. */
+static int ffi_step_propagation(void *step, rfl_ffi_step_v3 *attempt, rfl_ffi_step_v3 *deadline) {
+    void *s = rfl_object_at(step, RFL_STEP);
+    if (s == NULL || attempt == NULL || deadline == NULL) return -1;
+    return rfl_step_propagation_values(s, &attempt->ms, &deadline->ms);
+}
+
+static const rfl_ffi_abi_v3 ffi_abi = {sizeof(rfl_ffi_abi_v3), RFL_FFI_ABI_VERSION, ffi_decide,          ffi_step_begin,
+                                       ffi_step_after,         ffi_step_end,        ffi_step_propagation};
 
 /* class_name(status, transport) → rf_classify's class name (the Lua half caches each). */
 static int l_class_name(lua_State *L) {
@@ -176,6 +185,8 @@ static bool install(lua_State *L, int module) {
     lua_setfield(L, module, "ffi_step_after");
     lua_getfield(L, made, "step_end");
     lua_setfield(L, module, "ffi_step_end");
+    lua_getfield(L, made, "step_propagation");
+    lua_setfield(L, module, "ffi_step_propagation");
     lua_pop(L, 1);
     return true;
 }

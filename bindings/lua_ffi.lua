@@ -34,6 +34,7 @@ if abi.size ~= ffi.sizeof(abi_type) or abi.version ~= version then return nil en
 local type, error, next, lower, find, getmetatable = type, error, next, string.lower, string.find, getmetatable
 local decide, step_begin_c, step_after_c, step_end_c = abi.decide, abi.step_begin, abi.step_after, abi.step_end -- one
 -- indirect call each
+local step_propagation_c = abi.step_propagation
 local new_verdict = ffi.typeof("rfl_ffi_verdict_v" .. version)
 local new_step_out = ffi.typeof("rfl_ffi_step_v" .. version)
 
@@ -116,7 +117,7 @@ local function step_begin(step, now_ms)
 end
 
 --- step_after(step, res, now_ms, wall_ms, on_attempt) → step:after(...): true, delay_ms, or false, reason. The
---- result's fields are read as step:after reads them (status, transport, not_sent, error, then the headers raw,
+--- result's fields are read as step:after reads them (status, transport, not_sent, error, peer, then the headers raw,
 --- names case-insensitive, the first a traversal meets winning). The method itself runs for a result with a
 --- metatable (its metamethods must run while the method has pinned the step, as they do there), with an
 --- on_attempt hook, for a header name holding a NUL byte, and for anything the method would refuse.
@@ -124,10 +125,12 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
   if on_attempt == nil and type(res) == "table" and getmetatable(res) == nil and type(now_ms) == "number"
     and type(wall_ms) == "number" then
     local status, transport, not_sent, err, headers = res.status, res.transport, res.not_sent, res.error, res.headers
+    local peer = res.peer
     local t = -1
     if transport ~= nil then t = transport_ids[transport] end
     if status == nil then status = 0 end
-    if t ~= nil and type(status) == "number" and (headers == nil or type(headers) == "table") then
+    if t ~= nil and type(status) == "number" and (headers == nil or type(headers) == "table")
+      and (peer == nil or type(peer) == "string") then
       if type(err) ~= "string" then err = nil end
       local date, fast = nil, true
       if hints_set then clear_hints() end -- left set only if a call above raised between a store and its clearing
@@ -156,8 +159,8 @@ local function step_after(step, res, now_ms, wall_ms, on_attempt)
         end
       end
       if fast then
-        local rc = step_after_c(step, status, t, not_sent and true or false, err, date, hints, n_waits, now_ms, wall_ms,
-          step_out)
+        local rc = step_after_c(step, status, t, not_sent and true or false, err, date, hints, n_waits, peer,
+          peer and #peer or 0, now_ms, wall_ms, step_out)
         if hints_set then clear_hints() end -- no pointer into a Lua string outlives the call
         if rc == 0 then return true, step_out.ms end
         if rc == 1 then return false, reason_names[step_out.reason] end
@@ -182,4 +185,20 @@ local function step_end(step, reason, now_ms, wall_ms)
   return step:finish(reason, now_ms, wall_ms).overloaded
 end
 
-return { decider = wrap, step_begin = step_begin, step_after = step_after, step_end = step_end }
+local attempt_out, deadline_out -- made on first use: scratch structs of this state's own
+
+--- step_propagation(step) → attempt, deadline_ms: the numbers of the propagation headers step:propagation() gives
+--- for the attempt step:begin just allowed (the attempt header's, then the deadline header's), without its table; nil
+--- when the step's route has no propagation. A step the fast path does not take (closed, busy) goes to
+--- step:propagation, which raises as it does.
+local function step_propagation(step)
+  if attempt_out == nil then attempt_out, deadline_out = new_step_out(), new_step_out() end
+  local rc = step_propagation_c(step, attempt_out, deadline_out)
+  if rc == 0 then return attempt_out.ms, deadline_out.ms end
+  if rc == 1 then return nil end
+  step:propagation()
+  error("retryfreeze.ffi: step_propagation: the step is neither open nor refused by step:propagation")
+end
+
+return { decider = wrap, step_begin = step_begin, step_after = step_after, step_end = step_end,
+         step_propagation = step_propagation }

@@ -175,7 +175,7 @@ static int l_ledger_flush(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RF
 static int l_ledger_held(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_held); }
 
 /* A try's replay facts into the try table on top, those the line has: timeout_ms, transport, not_sent (true),
- * wait = {[header] = value}, date. */
+ * wait = {[header] = value}, date; and its peer ("host:port"). */
 static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
     if (t->timeout_ms > 0) rfl_set_int(L, "timeout_ms", t->timeout_ms);
     rfl_set_str(L, "transport", t->transport);
@@ -192,6 +192,7 @@ static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
     }
     if (any) lua_setfield(L, -2, "wait");
     rfl_set_str(L, "date", t->date);
+    rfl_set_str(L, "peer", t->peer);
 }
 
 static void push_record(lua_State *L, const rf_ledger_record *rec) {

@@ -60,8 +60,8 @@ static const char *opt_string(lua_State *L, int t, const char *who, const char *
 }
 
 /* The options of a shared budget: where Redis is, how long to wait, and TLS (retry_budget_redis.h). */
-static const char *const REDIS_OPTIONS[] = {"redis",   "timeout_ms", "idle_ttl_ms", "ca_file",
-                                            "ca_path", "cert",       "key",         NULL};
+static const char *const REDIS_OPTIONS[] = {"redis", "timeout_ms", "idle_ttl_ms", "ca_file", "ca_path",
+                                            "cert",  "key",        "shared_dict", NULL};
 
 /*
  * Reads the options table at t (who names the caller in errors) into *o, refusing a key not in REDIS_OPTIONS.
@@ -95,7 +95,8 @@ static void read_redis_options(lua_State *L, int t, const char *who, rf_redis_bu
  * bucket ("local-fallback"); opts.idle_ttl_ms (default 1 hour) expires an idle bucket; opts.ca_file, ca_path,
  * cert, key: TLS for rediss:// (docs/lua.md). Raises on a bad argument, a lock without retryBudget (or, with
  * redis, without retryBudget.shared), or a TLS file that cannot be read. Nothing is sent yet. Why a shared
- * budget falls back is written to stderr, once per kind of failure.
+ * budget falls back is written to stderr, once per kind of failure. opts.shared_dict = "NAME" (inside nginx,
+ * instead of redis) keeps it in the lua_shared_dict NAME, shared by nginx's workers (lua_budget_shdict.c).
  */
 static int budget_new(lua_State *L, rfl_call *call) {
     const rf_policy *p = rfl_check_policy(L, 1);
@@ -104,8 +105,12 @@ static int budget_new(lua_State *L, rfl_call *call) {
     if (!rf_policy_retry_budget(p, NULL, NULL))
         return rfl_error(L, "rf.retry_budget: the lock has no retryBudget {maxTokens, tokenRatio}");
     rf_redis_budget_options o = {0};
+    const char *dict = NULL; /* opts.shared_dict: an nginx lua_shared_dict the workers share the budget in */
     if (lua_istable(L, 2)) {
         read_redis_options(L, 2, "rf.retry_budget", &o);
+        dict = opt_string(L, 2, "rf.retry_budget", "shared_dict", "the name of an nginx lua_shared_dict");
+        if (dict != NULL && o.url != NULL)
+            return rfl_error(L, "rf.retry_budget: give redis or shared_dict, not both (one store holds the budget)");
         if (o.url == NULL) {
             const char *given = o.timeout_ms    ? "timeout_ms"
                                 : o.idle_ttl_ms ? "idle_ttl_ms"
@@ -119,12 +124,13 @@ static int budget_new(lua_State *L, rfl_call *call) {
     }
     lbudget *lb = rfl_make(L, call, RFL_BUDGET, sizeof *lb, budget_release);
     rfl_take_policy(L, 1, &lb->taken[0]);
-    lb->shared = o.url != NULL;
+    lb->shared = o.url != NULL || dict != NULL;
     lua_pushvalue(L, 1);
     rfl_hold(L, lb, 1);
     if (o.url == NULL) {
         lb->b = rf_retry_budget_new(p);
         if (lb->b == NULL) return rfl_error(L, "rf.retry_budget: out of memory");
+        if (dict != NULL) rfl_budget_shdict_store(L, p, lb->b, dict);
     } else {
         rf_error err;
         rf_status st = rf_retry_budget_redis_new(p, &o, &lb->b, &err);
@@ -220,6 +226,9 @@ static const char *peek_args(lua_State *L, const char *fn, const char *what, rf_
     const char *name = rfl_tostring_nonul(L, 1, where);
     *o = (rf_redis_budget_options){0};
     read_redis_options(L, 2, fn, o);
+    lua_getfield(L, 2, "shared_dict");
+    if (!lua_isnil(L, -1)) rfl_error(L, "%s: shared_dict is not read here (the dict lives in nginx)", fn);
+    lua_pop(L, 1);
     if (o->url == NULL) rfl_error(L, "%s: redis (the URL) is required", fn);
     if (o->idle_ttl_ms) rfl_error(L, "%s: idle_ttl_ms does not apply to reading a %s", fn, what);
     return name;

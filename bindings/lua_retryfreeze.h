@@ -106,6 +106,9 @@ int rfl_retry_budget_new(lua_State *L);
 /* Pushes a ratio budget's window as budget:window() and client:retry_tokens() give it: {ttl_ms, requests, retries,
  * allowance} (allowance: the retries the window allows, retryRatio × requests + the reserve). */
 void rfl_push_budget_window(lua_State *L, const rf_budget_window *w);
+/* Puts budget b (of policy p, with a retryBudget, no store yet) in nginx's lua_shared_dict `name`, shared by the
+ * workers (lua_budget_shdict.c); raises outside nginx, without that dict, or when the engine refuses the store. */
+int rfl_budget_shdict_store(lua_State *L, const rf_policy *p, rf_retry_budget *b, const char *name);
 /* The rf_client of a client method's self (pinned by rfl_method), for a C loop that drives it and calls back into
  * Lua; raises (naming what) when it has scheduled requests in flight (the loop would be reported theirs) or an
  * on_attempt hook (not available in scheduled flows). */
@@ -164,18 +167,24 @@ rf_status rfl_decider_attempt(void *obj, double status, rf_transport transport, 
 /* step:begin and step:after (without a hook) in C alone, for the FFI path (lua_step.c): obj is a step's bytes, the
  * clocks doubles, checked as the methods check them. begin: 0 and *timeout_ms, 1 and *stop (the request ends), or
  * -1 (the step is finished or busy, or a clock is out of range: the method raises). after: the result's fields as
- * step:after reads them (transport -1: none given; hints[n_hints], RF_WAIT_HEADER_COUNT, by rf_wait_header); 0 and
- * *delay_ms (retry), 1 and *stop, or -1 (as begin's, also a status or transport step:after refuses, or no begin). */
+ * step:after reads them (transport -1: none given; hints[n_hints], RF_WAIT_HEADER_COUNT, by rf_wait_header; peer
+ * NULL or peer_len bytes); 0 and *delay_ms (retry), 1 and *stop, or -1 (as begin's, also a status, transport or peer
+ * step:after refuses, or no begin). */
 int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_reason *stop);
 int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
-                           const char *const *hints, int n_hints, double now_ms, double wall_ms, int64_t *delay_ms,
-                           rf_reason *stop);
-/* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v2.step_end): ends the request of the
+                           const char *const *hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
+                           double wall_ms, int64_t *delay_ms, rf_reason *stop);
+/* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v3.step_end): ends the request of the
  * open, idle step obj whose last attempt ended (reason an rf_reason; clocks as step:finish takes them), appends its
  * ledger record, gives back what the step took and frees its response; its Lua holdings go with the userdata.
  * Returns 1 when the response is overloaded (rf_response.overloaded), 0 when not, -1 (nothing done) for a step that
  * is not open and idle, has an attempt in flight, or a bad argument: the Lua half then calls step:finish. */
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms);
+/* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v3.step_propagation): the
+ * attempt number and the deadline in ms of the lines rf_step_propagation_lines gives for the open, idle step obj
+ * (the attempt header's, then the deadline header's); 0 and both set, 1 when its route has no propagation, -1 for a
+ * step that is not open and idle (the Lua half then calls step:propagation, which raises). */
+int rfl_step_propagation_values(void *obj, double *attempt, double *deadline_ms);
 /* The FFI path (lua_ffi.c), under LuaJIT. rfl_open_ffi runs once per luaopen, after rfl_open_policy: it sets
  * core.ffi in the module table on top of the stack (true when the FFI path is on), and when it is on holds the Lua
  * half's decider wrap in the binding's state (RFL_STATE_FFI), which policy:decider applies (lua_policy.c). */

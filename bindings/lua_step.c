@@ -265,8 +265,9 @@ static int call_step_hook(void *ud, const rf_try *t, const rf_verdict *v) {
 }
 
 /* step:after(result, now_ms, wall_ms [, on_attempt]) → true, delay_ms (wait, then step:begin), or false, reason
- * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=}; with the
- * route's propagation, a header named its overloadedHeader (any case, any value) makes the response overloaded. */
+ * (the request stops) [, the hook's error]. result: {status=, transport=, headers=, error=, not_sent=, peer=}, peer
+ * the "host:port" the attempt went to (rf_ledger_peer_ok), recorded in its try; with the route's propagation, a
+ * header named its overloadedHeader (any case, any value) makes the response overloaded. */
 static int step_after(lua_State *L, rfl_call *call) {
     lstep *ls = call->self;
     if (!ls->began) return rfl_error(L, "rf.flow: step:after without step:begin");
@@ -292,6 +293,15 @@ static int step_after(lua_State *L, rfl_call *call) {
     res.not_sent = lua_toboolean(L, -1);
     lua_getfield(L, 2, "error");
     res.error = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_getfield(L, 2, "peer"); /* stays on the stack, anchored, until the call returns */
+    if (!lua_isnil(L, -1)) {
+        size_t peer_len = 0;
+        const char *peer = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &peer_len) : NULL;
+        if (peer == NULL || !rf_ledger_peer_ok(peer, peer_len))
+            return rfl_error(L, "rf.flow: io.send's result.peer must be \"host:port\" (port 1..65535), got %s",
+                             peer != NULL ? peer : luaL_typename(L, -1));
+        res.peer = peer;
+    }
     /* Wait headers and Date, by case-insensitive name; the first one a table iteration meets wins. Each value used
      * is kept in a keeper table this call made: the headers table is the host's, which Lua may change meanwhile. */
     lua_createtable(L, RF_WAIT_HEADER_COUNT + 1, 0);
@@ -444,26 +454,41 @@ int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_rea
 }
 
 int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
-                           const char *const *hints, int n_hints, double now_ms, double wall_ms, int64_t *delay_ms,
-                           rf_reason *stop) {
+                           const char *const *hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
+                           double wall_ms, int64_t *delay_ms, rf_reason *stop) {
     lstep *ls = obj;
     if (!rfl_is_idle(ls) || !ls->began || !ffi_clock(now_ms) || !ffi_clock(wall_ms)) return -1;
     if (!(status >= 0 && status <= 599 && status == (double)(int)status) || (status > 0 && status < 100)) return -1;
     if (n_hints != RF_WAIT_HEADER_COUNT || hints == NULL || transport < -1 || transport >= RF_TRANSPORT_COUNT)
         return -1;
     rf_transport t = transport >= 0 ? (rf_transport)transport : status > 0 ? RF_TRANSPORT_OK : RF_TRANSPORT_OTHER;
-    if (t == RF_TRANSPORT_OK && status == 0) return -1; /* step:after raises */
+    if (t == RF_TRANSPORT_OK && status == 0) return -1;                /* step:after raises */
+    if (peer != NULL && !rf_ledger_peer_ok(peer, peer_len)) return -1; /* step:after raises */
     rf_step_result res = {.status = (int)status,
                           .transport = t,
                           .date = date,
                           .not_sent = not_sent,
                           .error = error,
+                          .peer = peer,
                           .now_ms = (int64_t)now_ms,
                           .wall_ms = (int64_t)wall_ms};
     for (int w = 0; w < RF_WAIT_HEADER_COUNT; w++) res.hints[w] = hints[w];
     ls->began = false;
     int hook_rc = 0;
     return rf_step_after(&ls->s, &res, ls->rng, ls->budget, NULL, NULL, &hook_rc, delay_ms, stop) ? 0 : 1;
+}
+
+int rfl_step_propagation_values(void *obj, double *attempt, double *deadline_ms) {
+    lstep *ls = obj;
+    if (!rfl_is_idle(ls)) return -1;
+    char lines[2][RF_PROPAGATION_LINE_MAX];
+    if (rf_step_propagation_lines(&ls->s, lines) != 2) return 1;
+    /* "name: value": the engine's numbers, read back from its lines (the one place they are made) */
+    const char *a = strstr(lines[0], ": "), *d = strstr(lines[1], ": ");
+    if (a == NULL || d == NULL) return -1;
+    *attempt = strtod(a + 2, NULL);
+    *deadline_ms = strtod(d + 2, NULL);
+    return 0;
 }
 
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms) {

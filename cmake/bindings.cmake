@@ -5,7 +5,7 @@ set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_output.c bindings/lua_compat.c
   bindings/lua_object.c bindings/lua_state.c bindings/lua_result.c bindings/lua_json.c
   bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c bindings/lua_ffi.c
-  ${RF_UTIL_OS_SOURCES})
+  bindings/lua_budget_shdict.c ${RF_UTIL_OS_SOURCES})
 
 # bindings/lua_ffi.lua, the FFI path's Lua half, embedded in the module as a C string (lua_ffi_chunk.h): written at
 # configure time, and again whenever the .lua changes (a configure dependency), only when its text changed.
@@ -152,7 +152,7 @@ foreach(v IN LISTS RF_LUA)
   endif()
   add_library(${mod} MODULE $<TARGET_OBJECTS:${objects}>)
   rf_lto(${objects} ${mod})
-  target_link_libraries(${mod} PRIVATE ${rf_module_libs} PkgConfig::CJSON) # retryfreeze.json decodes with cJSON
+  target_link_libraries(${mod} PRIVATE ${rf_module_libs} PkgConfig::CJSON ${CMAKE_DL_LIBS}) # retryfreeze.json decodes with cJSON; dlsym: lua_budget_shdict.c
   # Exports luaopen_retryfreeze_core only (spec/install_spec.sh checks): bench/run's decider went from 2.95x to
   # 3.15x the pure-Lua port's speed once the engine's calls stopped going through the PLT.
   if(NOT APPLE AND NOT WIN32) # a GNU ld (or lld) version script
@@ -174,7 +174,7 @@ add_executable(retryfreeze_cli bindings/cli_main.c $<TARGET_OBJECTS:retryfreeze_
 target_compile_options(retryfreeze_cli PRIVATE ${RF_WARNINGS})
 target_include_directories(retryfreeze_cli PRIVATE bindings)
 target_compile_definitions(retryfreeze_cli PRIVATE RF_BUILD_LUA_DIR="${CMAKE_SOURCE_DIR}/lua")
-target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON)
+target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON ${CMAKE_DL_LIBS})
 set_target_properties(retryfreeze_cli PROPERTIES
   OUTPUT_NAME retryfreeze RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
@@ -265,7 +265,7 @@ endif()
 # examples/embed_host.c: a C program embedding Lua and the module, run as a test.
 add_executable(embed_host examples/embed_host.c $<TARGET_OBJECTS:retryfreeze_lua>)
 target_compile_options(embed_host PRIVATE ${RF_WARNINGS})
-target_link_libraries(embed_host PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON)
+target_link_libraries(embed_host PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON ${CMAKE_DL_LIBS})
 rf_no_lto_link(embed_host)
 add_test(NAME embed_host COMMAND embed_host ${CMAKE_SOURCE_DIR}/lua ${CMAKE_SOURCE_DIR}/examples/retry-budget.lock.json)
 set_tests_properties(embed_host PROPERTIES LABELS "c"

@@ -88,7 +88,8 @@ static void check_same_record(const rf_ledger_record *a, const rf_ledger_record 
                      x->delay_ms == y->delay_ms && same_str(x->reason, y->reason) &&
                      same_str(x->retry_after, y->retry_after) &&
                      same_str(x->retry_after_header, y->retry_after_header) && x->timeout_ms == y->timeout_ms &&
-                     same_str(x->transport, y->transport) && x->not_sent == y->not_sent && same_str(x->date, y->date),
+                     same_str(x->transport, y->transport) && x->not_sent == y->not_sent && same_str(x->date, y->date) &&
+                     same_str(x->peer, y->peer),
                  "try %zu changes when written and read back", i);
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
             FZ_CHECK(same_str(x->wait[h], y->wait[h]), "try %zu: wait header %d changes when written and read back", i,

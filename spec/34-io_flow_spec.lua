@@ -16,7 +16,8 @@ local function fake_io(script, extra)
       io.sent[#io.sent + 1] = attempt
       local step = script[#io.sent] or error("the script has no step " .. #io.sent)
       io.clock = io.clock + (step.took_ms or 10)
-      return { status = step.status, transport = step.transport, headers = step.headers, body = step.body }
+      return { status = step.status, transport = step.transport, headers = step.headers, body = step.body,
+               peer = step.peer }
     end,
     sleep = function(ms) io.slept[#io.slept + 1] = ms; io.clock = io.clock + ms end,
     now_ms = function() return io.clock end,
@@ -307,7 +308,8 @@ describe("rf.flow and client:request", function()
       local rc = client:request{ method = "POST", path = "/v1/jobs", idempotency_key = "k-" .. case[1],
                                  headers = { ["X-Fault-Script"] = case[1] } }
       client:close()
-      for _, step in ipairs(case[2]) do step.body = rc.body end -- the same body length
+      -- the same body length; and the peer the client connected to, as a transport that knows it says (result.peer)
+      for _, step in ipairs(case[2]) do step.body, step.peer = rc.body, up.url:match("^https?://([^/]+)") end
       local io = fake_io(case[2], { ledger = lb })
       local rflow = rf.flow(policy, { method = "POST", path = "/v1/jobs", idempotency_key = "k-" .. case[1] }, io)
       la:close()

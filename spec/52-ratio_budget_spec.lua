@@ -164,3 +164,26 @@ storm_support.describe("a ratio retry budget shared through Redis", "ratio", fun
     assert.is_true(rf.monotonic_ms() - t0 < 20000)
   end)
 end)
+
+-- opts.shared_dict keeps the budget in an nginx lua_shared_dict (spec/gateway_check.lua runs it in nginx with two
+-- workers); outside nginx, or beside redis, it is refused in words that say why.
+describe("rf.retry_budget's shared_dict option", function()
+  it("is refused outside nginx, beside redis, and when it is not a name", function()
+    local policy = assert(rf.load_string(lock_text(0.5, 0)))
+    local cases = {
+      { { shared_dict = "rf_budget" }, "rf.retry_budget: shared_dict needs nginx's lua-nginx-module (this process "
+        .. "has no ngx_http_lua_ffi_shdict_incr): run it inside nginx" },
+      { { shared_dict = "rf_budget", redis = "redis://h" }, "rf.retry_budget: give redis or shared_dict, not both" },
+      { { shared_dict = 5 }, "rf.retry_budget: shared_dict must be the name of an nginx lua_shared_dict" },
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(rf.retry_budget, policy, c[1])
+      assert.is_false(ok)
+      assert.matches(c[2], tostring(err), 1, true)
+    end
+    local ok, err = pcall(require("retryfreeze.core").retry_budget_peek, "x", { redis = "redis://h",
+      shared_dict = "rf_budget" })
+    assert.is_false(ok)
+    assert.matches("shared_dict is not read here", tostring(err), 1, true)
+  end)
+end)

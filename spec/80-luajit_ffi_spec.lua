@@ -182,6 +182,85 @@ describe_or_pending("the FFI path under LuaJIT", function()
       .. "bad argument #1 to 'finish' (a reason from rf.reasons)\n", out)
   end)
 
+  -- A try's peer (result.peer, "host:port"): the same ledger entry through core.ffi_step_after as through step:after,
+  -- none without it; a peer that is not "host:port" (port 1..65535, no NUL) refused by both in the same words.
+  it("records each try's peer as step:after does, and refuses a bad one the same", function()
+    local out = h.clean_exit(run([=[
+      local p = assert(rf.load_string([[{"version": 1, "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+        "totalBudgetMs": 5000, "retryable": ["HTTP_503"], "backoff": {"baseMs": 0, "maxMs": 0}},
+        "routes": [{"endpoint": "GET /a"}]}]], "t"))
+      local path = os.tmpname()
+      local peers = { "10.0.0.1:8080", nil, "[::1]:65535" }
+      local function flow(after, ledger)
+        local step = core.step(p, { method = "GET", path = "/a" }, { ledger = ledger }, 0)
+        for i = 1, 3 do
+          step:begin(i)
+          after(step, { status = 503, peer = peers[i] }, i, 784111777000)
+        end
+        step:finish("max-attempts", 9, 784111777000)
+      end
+      local ledger = assert(rf.ledger.open(path, { host = "" }))
+      flow(core.ffi_step_after, ledger)
+      flow(function(s, ...) return s:after(...) end, ledger)
+      assert(ledger:close())
+      local got = {}
+      for rec in rf.ledger.read(path) do
+        local t = {}
+        for i = 1, 3 do t[i] = tostring(rec.tries[i].peer) end
+        got[#got + 1] = table.concat(t, ",")
+      end
+      os.remove(path)
+      local errors = {}
+      for _, bad in ipairs({ "10.0.0.1", "10.0.0.1:0", "10.0.0.1:65536", "h\0x:80", "h:80\0", 8080 }) do
+        local m = {}
+        for i, after in ipairs({ core.ffi_step_after, function(s, ...) return s:after(...) end }) do
+          local step = core.step(p, { method = "GET", path = "/a" }, {}, 0)
+          step:begin(0)
+          local ok, err = pcall(after, step, { status = 503, peer = bad }, 1, 784111777000)
+          m[i] = tostring(ok) .. " " .. tostring(err):gsub("^[^:]*:%d+: ", "")
+        end
+        errors[#errors + 1] = m[1] == m[2] and m[1] or (m[1] .. " <> " .. m[2])
+      end
+      print(rf.ffi, table.concat(got, " "))
+      print(table.concat(errors, "\n"))
+    ]=]))
+    local refused = 'false rf.flow: io.send\'s result.peer must be "host:port" (port 1..65535), got '
+    assert.equal("true\t10.0.0.1:8080,nil,[::1]:65535 10.0.0.1:8080,nil,[::1]:65535\n" .. refused .. "10.0.0.1\n"
+      .. refused .. "10.0.0.1:0\n" .. refused .. "10.0.0.1:65536\n" .. refused .. "h\n" .. refused .. "h:80\n"
+      .. refused .. "number\n", out)
+  end)
+
+  -- core.ffi_step_propagation (the gateway's): the numbers step:propagation() gives, try by try; nil without
+  -- propagation; a finished step refused as step:propagation refuses it.
+  it("gives the propagation values step:propagation gives, and refuses a finished step the same", function()
+    local out = h.clean_exit(run([=[
+      local function lock(prop)
+        return assert(rf.load_string(([[{"version": 1, "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 700,
+          "totalBudgetMs": 5000, "retryable": ["HTTP_503"], "backoff": {"baseMs": 0, "maxMs": 0}@P@},
+          "routes": [{"endpoint": "GET /a"}]}]]):gsub("@P@", prop), "t"))
+      end
+      local p, plain = lock(', "propagation": {}'), lock("")
+      local got = {}
+      local step = core.step(p, { method = "GET", path = "/a" }, {}, 0)
+      for i = 1, 3 do
+        step:begin(i * 100)
+        local a, d = core.ffi_step_propagation(step)
+        local t = step:propagation()
+        got[#got + 1] = ("%s/%s=%s/%s"):format(tostring(a), tostring(d), t["x-envoy-attempt-count"],
+          t["x-envoy-expected-rq-timeout-ms"])
+        step:after({ status = 503 }, i * 100 + 10, 784111777000)
+      end
+      step:finish("max-attempts", 400, 784111777000)
+      local m1 = select(2, pcall(core.ffi_step_propagation, step)):gsub("^[^:]*:%d+: ", "")
+      local m2 = select(2, pcall(step.propagation, step)):gsub("^[^:]*:%d+: ", "")
+      local s2 = core.step(plain, { method = "GET", path = "/a" }, {}, 0)
+      s2:begin(0)
+      print(rf.ffi, table.concat(got, " "), core.ffi_step_propagation(s2), m1 == m2, m1)
+    ]=]))
+    assert.equal("true\t1/700=1/700 2/700=2/700 3/700=3/700\tnil\ttrue\trf.flow: this request has already finished\n",
+      out)
+  end)
+
   -- A result with a metatable takes the method's path: its metamethods run while the step is pinned, as they do
   -- there (a metamethod that finishes the step is refused as busy, whichever path the flow took).
   it("reads a result with metamethods as the method does, the step pinned", function()

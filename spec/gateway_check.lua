@@ -6,8 +6,11 @@
 --   an always-503 route gets exactly the lock's attempts, across both peers; a keyless POST is sent once, a keyed
 --   one retried; a path no route matches answers 404 and reaches no upstream;
 --   a peer that refuses connections is retried on the other;
---   the ledger holds a line per request whose attempts equal what the upstreams saw, each read by stats;
+--   the ledger holds a line per request whose attempts equal what the upstreams saw, each read by stats, and each
+--   try's peer is the upstream that saw it (per request, in order; a refused try's the peer that refused it);
 --   three gateways in a chain send 27 upstream requests per client request without propagation, at most 3 with;
+--   with the budget in a lua_shared_dict (init_worker{shared_dict=}), two workers (both serving) spend one budget:
+--   the upstream tries of N always-503 requests are what the engine allows one budget, token bucket and ratio;
 --   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason;
 --   nginx's error logs hold no Lua error.
 -- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
@@ -147,9 +150,9 @@ end
 
 -- A gateway: examples/gateway/nginx.conf.in filled in, in front of peers p1 and p2, under lock_path.
 local conf_in = read(src .. "/examples/gateway/nginx.conf.in")
-local function gateway(name, lock_path, p1, p2)
+local function gateway(name, lock_path, p1, p2, conf)
   local ports, d = start(name, 1, function(ports, d)
-    return (conf_in:gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
+    return ((conf or conf_in):gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
       LOCK = lock_path, LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = tostring(p1), UPSTREAM2_PORT = tostring(p2),
       PORT = tostring(ports[1]) }))
   end)
@@ -195,14 +198,19 @@ local ok_run, err = pcall(function()
   local max = policy:routes()[1].max_attempts
   local n = 6
   local exact, both, statuses = 0, 0, {}
+  local fail_peers = {} -- per request, the peers that saw its tries in turn: "127.0.0.1:P1,127.0.0.1:P2,…"
   for _ = 1, n do
     mark = #seen()
     local s = curl(gw_port, "/fail")
     requests = requests + 1
     statuses[#statuses + 1] = tostring(s)
     local got = since(mark, max)
-    local ports = {}
-    for _, line in ipairs(got) do ports[line.port] = true end
+    local ports, order = {}, {}
+    for i, line in ipairs(got) do
+      ports[line.port] = true
+      order[i] = "127.0.0.1:" .. line.port
+    end
+    fail_peers[#fail_peers + 1] = table.concat(order, ",")
     if #got == max then exact = exact + 1 end
     if ports[up_ports[1]] and ports[up_ports[2]] then both = both + 1 end
   end
@@ -253,24 +261,38 @@ local ok_run, err = pcall(function()
   check(all_ok == 8 and #got == 8, "with one peer refusing, 8 of 8 GETs answered 200 (" .. all_ok .. "), the "
     .. "live peer saw each once (" .. #got .. ")")
   os.execute("sleep 0.5") -- the held ledger lines are written within ledger_flush_ms (200 ms)
-  local refused_retried, lines2 = 0, 0
+  local refused_retried, lines2, peers_right = 0, 0, 0
+  local live_peer, dead_peer = "127.0.0.1:" .. up_ports[1], "127.0.0.1:" .. dead
   for rec in rf.ledger.read(gw2_dir .. "/ledger.jsonl") do
     lines2 = lines2 + 1
     if rec.attempts == 2 and rec.tries[1].class == "CONNECT_REFUSED" and rec.tries[2].status == 200 then
       refused_retried = refused_retried + 1
     end
+    -- every refused try's peer is the dead one, every answered try's the live one
+    local right = true
+    for _, t in ipairs(rec.tries) do
+      right = right and t.peer == (t.class == "CONNECT_REFUSED" and dead_peer or live_peer)
+    end
+    if right then peers_right = peers_right + 1 end
   end
   check(lines2 == 8 and refused_retried >= 1, "its ledger: 8 lines, " .. refused_retried .. " with a refused try "
     .. "retried on the other peer (" .. lines2 .. " lines)")
+  check(peers_right == 8, "each try's peer in its ledger is the peer that refused it or answered it (" .. peers_right
+    .. " of 8 lines)")
 
   -- The first gateway's ledger: a line per request, its attempts what the upstreams saw from it.
   os.execute("sleep 0.5")
   local lines, attempts, reasons = 0, 0, {}
+  local ledger_fail_peers, tries_at = {}, {} -- the /fail lines' peers in turn; tries per peer, all lines
   for rec in rf.ledger.read(gw_dir .. "/ledger.jsonl") do
     lines = lines + 1
     attempts = attempts + rec.attempts
-    local classes = {}
-    for i, t in ipairs(rec.tries) do classes[i] = t.class end
+    local classes, peers = {}, {}
+    for i, t in ipairs(rec.tries) do
+      classes[i], peers[i] = t.class, tostring(t.peer)
+      tries_at[peers[i]] = (tries_at[peers[i]] or 0) + 1
+    end
+    if rec.path == "/fail" then ledger_fail_peers[#ledger_fail_peers + 1] = table.concat(peers, ",") end
     local k = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
     reasons[k] = (reasons[k] or 0) + 1
   end
@@ -283,10 +305,28 @@ local ok_run, err = pcall(function()
   if reasons[fails] ~= n or reasons[keyless_line] ~= 1 then
     for k, v in pairs(reasons) do print("  ledger: " .. v .. " × " .. k) end
   end
-  local upstream_total = 0
+  local upstream_total, seen_at = 0, {}
   for _, line in ipairs(seen()) do
-    if line.uri ~= "/__up" and not line.uri:find("^/items/d") then upstream_total = upstream_total + 1 end
+    if line.uri ~= "/__up" and not line.uri:find("^/items/d") then
+      upstream_total = upstream_total + 1
+      local peer = "127.0.0.1:" .. line.port
+      seen_at[peer] = (seen_at[peer] or 0) + 1
+    end
   end
+  -- the ledger's lines come in the order each worker wrote its held lines: compared as sorted lists
+  table.sort(fail_peers)
+  table.sort(ledger_fail_peers)
+  check(#fail_peers == n and table.concat(ledger_fail_peers, " ") == table.concat(fail_peers, " "),
+    "each always-503 request's tries name, in turn, the peers that saw them (ledger " ..
+    table.concat(ledger_fail_peers, " ") .. " | upstreams " .. table.concat(fail_peers, " ") .. ")")
+  local per_peer = {}
+  for peer, count in pairs(seen_at) do per_peer[#per_peer + 1] = peer .. "=" .. count end
+  table.sort(per_peer)
+  local per_peer_ledger = {}
+  for peer, count in pairs(tries_at) do per_peer_ledger[#per_peer_ledger + 1] = peer .. "=" .. count end
+  table.sort(per_peer_ledger)
+  check(table.concat(per_peer_ledger, " ") == table.concat(per_peer, " "), "the ledger's tries per peer are what "
+    .. "each upstream saw (" .. table.concat(per_peer_ledger, " ") .. " | " .. table.concat(per_peer, " ") .. ")")
   check(lines == requests, "the ledger holds a line per request (" .. lines .. " for " .. requests .. ")")
   check(attempts == upstream_total, "its attempts equal what the upstreams saw (" .. attempts .. " vs " ..
     upstream_total .. ")")
@@ -335,6 +375,73 @@ local ok_chain, chain_err = pcall(function()
     .. "upstream (" .. table.concat(attempts, " ") .. ")")
 end)
 check(ok_chain, "the chains ran" .. (ok_chain and "" or (": " .. tostring(chain_err))))
+
+-- The retry budget in a lua_shared_dict: one for both workers. The gateway listens with reuseport (each new connection
+-- to a worker by its source port) and names the worker that answered (every location: a stopped request's too); the
+-- upstream tries of n always-503 requests are what the engine allows one budget of the lock on the same sequence
+-- (core.step with one rf.retry_budget).
+local core = require "retryfreeze.core"
+local ok_budget, budget_err = pcall(function()
+  local shared_conf = conf_in:gsub("\nhttp {\n", "\nhttp {\n  lua_shared_dict rf_budget 1m;\n", 1)
+    :gsub('init_worker%(%)', 'init_worker{ shared_dict = "rf_budget" }', 1)
+    :gsub("listen 127%.0%.0%.1:@PORT@;",
+      "listen 127.0.0.1:@PORT@ reuseport;\n    add_header X-RF-Worker $pid always;", 1)
+  assert(shared_conf:find("rf_budget 1m", 1, true) and shared_conf:find("reuseport", 1, true)
+    and shared_conf:find("X-RF-Worker", 1, true) and shared_conf:find('shared_dict = "rf_budget"', 1, true),
+    "the example configuration changed: the shared-dict variant no longer applies")
+  -- tries one budget allows n always-503 requests of lock (every try fails with a 503)
+  local function engine_tries(lock, n)
+    local p = assert(rf.load(lock))
+    local budget = rf.retry_budget(p)
+    local tries = 0
+    for i = 1, n do
+      local step = core.step(p, { method = "GET", path = "/fail" }, { rng = rf.rng(i), retry_budget = budget }, 0)
+      local reason
+      for now = 1, 100 do
+        local timeout_ms, why = step:begin(now)
+        if not timeout_ms then reason = why break end
+        tries = tries + 1
+        local retry, x = step:after({ status = 503 }, now, 784111777000)
+        if not retry then reason = x break end
+      end
+      step:finish(reason, 200, 784111777000)
+    end
+    budget:close()
+    return tries
+  end
+  for _, case in ipairs({
+    { name = "token bucket", n = 20, budget = '"retryBudget": {"maxTokens": 10, "tokenRatio": 0.1}' },
+    { name = "ratio", n = 40, budget = '"retryBudget": {"retryRatio": 0, "minRetriesPerSecond": 1, "ttlMs": 60000}' },
+  }) do
+    local tag = case.name:gsub(" ", "-")
+    local lock = dir .. "/" .. tag .. ".lock.json"
+    write(lock, (read(lock_path):gsub('"retryBudget": {[^}]*}', case.budget)))
+    local port = gateway("budget-" .. tag, lock, up_ports[1], up_ports[2], shared_conf)
+    local mark = #seen()
+    -- at least case.n requests, and more until each worker served a third of them (which one serves a connection
+    -- is the kernel's choice): the engine's count depends only on how many there were
+    local served, n = {}, 0
+    local function least()
+      local counts = {}
+      for _, c in pairs(served) do counts[#counts + 1] = c end
+      return #counts < 2 and 0 or math.min(counts[1], counts[2]), #counts
+    end
+    while n < 400 and (n < case.n or least() < math.floor(case.n / 3)) do
+      local _, headers = curl(port, "/fail")
+      n = n + 1
+      local w = headers["x-rf-worker"] or "?"
+      served[w] = (served[w] or 0) + 1
+    end
+    local fewest, n_workers = least()
+    local want = engine_tries(lock, n)
+    local got = #since(mark, want)
+    check(n_workers == 2 and fewest >= math.floor(case.n / 3), ("%s: both workers served the requests (%d workers, the "
+      .. "fewer served %d of %d)"):format(case.name, n_workers, fewest, n))
+    check(got == want, ("%s: %d always-503 requests through two workers made %d upstream tries, what one budget "
+      .. "allows (%d)"):format(case.name, n, got, want))
+  end
+end)
+check(ok_budget, "the shared-dict budget checks ran" .. (ok_budget and "" or (": " .. tostring(budget_err))))
 
 -- A lock with a route that asks for a wait: nginx does not start, naming the route and why. (`nginx -t` does not run
 -- init_by_lua: lua-nginx-module skips it in test mode, so it passes; docs/embedding.md says so.)

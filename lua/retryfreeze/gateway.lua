@@ -126,9 +126,10 @@ function M.init(opts)
   if type(opts.peers) ~= "table" or #opts.peers == 0 then
     error("retryfreeze.gateway.init: peers must be a non-empty array of \"host:port\"", 0)
   end
-  local hosts, ports = {}, {}
+  local hosts, ports, peers = {}, {}, {}
   for i, peer in ipairs(opts.peers) do
     hosts[i], ports[i] = split_peer(peer)
+    peers[i] = hosts[i] and hosts[i] .. ":" .. ports[i] -- as the ledger records a try's peer
     if not hosts[i] then
       error(("retryfreeze.gateway.init: peers[%d] must be \"host:port\" (port 1..65535), got %s"):format(i,
         tostring(peer)), 0)
@@ -163,7 +164,8 @@ function M.init(opts)
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "
       .. "fallback = \"@location\" to serve them through rf.flow): " .. table.concat(refused, "; "), 0)
   end
-  shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, n_peers = #hosts, routes = routes,
+  shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, peers = peers, n_peers = #hosts,
+             routes = routes,
              fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
              attempt_in = "http_" .. attempt_header:gsub("-", "_"),
              deadline_in = "http_" .. deadline_header:gsub("-", "_") }
@@ -184,10 +186,12 @@ local function flush_ledger()
   if not ok then ngx.log(ngx.ERR, "retryfreeze.gateway: ledger: ", err) end
 end
 
---- Called from init_worker_by_lua_block: this worker's RNG and retry budget (a lock with retryBudget.shared and a
---- Redis URL share one across workers and hosts: rf.retry_budget, docs/fleet.md; else each worker has its own), and
---- its held ledger lines, written every ledger_flush_ms.
--- @param opts nil, or {redis = URL} for a lock whose retryBudget is shared (rf.retry_budget's options)
+--- Called from init_worker_by_lua_block: this worker's RNG and retry budget (opts.shared_dict: one budget for all of
+--- nginx's workers, kept in that lua_shared_dict; a lock with retryBudget.shared and a Redis URL share one across
+--- workers and hosts: rf.retry_budget, docs/fleet.md; else each worker has its own), and its held ledger lines,
+--- written every ledger_flush_ms.
+-- @param opts nil, {shared_dict = NAME} (a lua_shared_dict of the configuration) or {redis = URL} for a lock whose
+--   retryBudget is shared (rf.retry_budget's options)
 function M.init_worker(opts)
   if not shared then error("retryfreeze.gateway.init_worker: call gateway.init{…} from init_by_lua_block first", 0) end
   local budget = shared.policy.retry_budget and rf.retry_budget(shared.policy, opts) or nil
@@ -205,14 +209,21 @@ function M.exit_worker()
   if shared then flush_ledger() end
 end
 
+-- The propagation headers' values of the try the step just began (the attempt header's, the deadline header's), or
+-- nil: through the FFI under LuaJIT (core.ffi_step_propagation, no table), else from step:propagation().
+local step_propagation = core.ffi_step_propagation or function(step)
+  local sent = step:propagation()
+  if sent then return sent[shared.attempt_header], sent[shared.deadline_header] end
+end
+
 -- Sets the nginx variables of the propagation headers of the try the step just began.
 local function propagate(step)
-  local sent = step:propagation()
-  if sent then
+  local attempt, deadline_ms = step_propagation(step)
+  if attempt then
     local var = ngx.var
-    var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = sent[shared.attempt_header] or "", sent[shared.deadline_header] or ""
+    var[M.ATTEMPT_VAR], var[M.DEADLINE_VAR] = attempt, deadline_ms
   end
-  return sent
+  return attempt
 end
 
 --- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
@@ -302,8 +313,9 @@ local function stop(ctx, reason, status)
   return nil
 end
 
--- One result table per worker: the balancer cannot yield, so no two requests use it at once.
-local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false }
+-- One result table per worker: the balancer cannot yield, so no two requests use it at once. peer: the last try's
+-- "host:port" (ctx.peer), recorded in its ledger entry.
+local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false, peer = nil }
 
 --- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
 --- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
@@ -313,9 +325,11 @@ local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false }
 --- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
 --- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
 --- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
---- maxAttempts allows one.
+--- maxAttempts allows one. Each try's peer goes to its entry in the ledger line: the "host:port" the host gives here
+--- (it picked the peer before) or, for M.balancer, the one it sets after.
+-- @param peer nil, or the "host:port" this try goes to (a port 1..65535, as the ledger records it)
 -- @return the try's number (1 for the first), or nil when the request stopped
-function M.try()
+function M.try(peer)
   if not balancer then balancer = require "ngx.balancer" end
   local ctx = ngx.ctx.rf
   if not ctx then error("retryfreeze.gateway: no request state: access_by_lua_block must call access()", 0) end
@@ -326,10 +340,11 @@ function M.try()
     local _, code = balancer.get_last_failure()
     last = code or 502
     local res = last_try(RESULT, last, route)
+    res.peer = ctx.peer
     -- the FFI path passes no overloaded header: the method reads one when it came
     local after = res.headers and method_after or step_after
     local retry, x = after(step, res, now, wall_ms())
-    res.headers = nil
+    res.headers, res.peer = nil, nil
     if not retry then return stop(ctx, x, last) end
     if x > 0 then -- never for a route M.routes finds native; refused rather than sent early
       ngx.log(ngx.ERR, "retryfreeze.gateway: the engine asked for a ", x, " ms wait the balancer cannot make")
@@ -346,7 +361,7 @@ function M.try()
   end
   if not timeout_ms then return stop(ctx, why, last) end
   local tries = ctx.tries + 1
-  ctx.tries = tries
+  ctx.tries, ctx.peer = tries, peer
   local s = timeout_ms / 1000
   local ok, err = balancer.set_timeouts(s, s, s)
   if not ok then error("retryfreeze.gateway: set_timeouts: " .. tostring(err), 0) end
@@ -367,6 +382,7 @@ function M.balancer()
   local i = (ctx.first + tries - 1) % n + 1
   local ok, err = balancer.set_current_peer(shared.hosts[i], shared.ports[i])
   if not ok then error("retryfreeze.gateway.balancer: set_current_peer: " .. tostring(err), 0) end
+  ctx.peer = shared.peers[i]
 end
 
 -- Ends the request with the final response's verdict: the ledger line, and the overloaded header for the caller.
@@ -378,9 +394,10 @@ local function final(ctx, status, in_header_filter)
     return
   end
   last_try(res, status, route)
+  res.peer = ctx.peer
   local after = res.headers and method_after or step_after
   local retry, x = after(ctx.step, res, now_ms(), wall_ms())
-  res.headers = nil
+  res.headers, res.peer = nil, nil
   -- retry: the engine would retry a status nginx was not told to come back on (not in proxy_next_upstream):
   -- the request ends with it all the same, as one the caller stopped.
   local overloaded = finish(ctx, retry and "stopped-by-caller" or x)

@@ -97,6 +97,8 @@ static void assert_records_equal(const rf_ledger_record *a, const rf_ledger_reco
             assert_true((u == NULL) == (v == NULL));
             if (u) assert_string_equal(u, v);
         }
+        assert_true((x->peer == NULL) == (y->peer == NULL));
+        if (x->peer) assert_string_equal(x->peer, y->peer);
     }
 }
 
@@ -278,6 +280,72 @@ static void test_replay_facts(void **state) {
     w.tries[0].wait[RF_WAIT_RATELIMIT_RESET] = "\xff";
     assert_int_equal(rf_ledger_format(&w, buf, sizeof buf, &err), -1);
     assert_string_equal(err.path, "$.tries[0].wait.ratelimit-reset");
+}
+
+/* A try's peer: written last in the try only when set, read back by the fast and the general parser (any key order),
+ * NULL in older lines; refused by the writer and the reader when it is not "host:port" with a port 1..65535. */
+static void test_try_peer(void **state) {
+    (void)state;
+    rf_ledger_record rec = sample();
+    rec.tries[0].peer = "10.0.0.7:8080";
+    rec.tries[0].date = "Sun, 29 Nov 2026 17:20:01 GMT";
+    rec.tries[1].peer = "[2001:db8::1]:443";
+    char buf[2048];
+    rf_error err = {0};
+    assert_true(rf_ledger_format(&rec, buf, sizeof buf, &err) > 0);
+    assert_non_null(strstr(buf, "\"date\":\"Sun, 29 Nov 2026 17:20:01 GMT\",\"peer\":\"10.0.0.7:8080\"},"));
+    assert_non_null(strstr(buf, "\"retry_after\":null,\"peer\":\"[2001:db8::1]:443\"}]}"));
+    char lines[8192];
+    snprintf(lines, sizeof lines, "%s\n%s\n%s\n", buf,
+             "{\"ts\":\"2026-11-29T17:20:01.123Z\",\"route\":\"GET /x\",\"method\":\"GET\",\"path\":\"/x\","
+             "\"key\":null,\"policy\":\"sha256:0123abcd\",\"attempts\":1,\"elapsed_ms\":5,\"outcome\":"
+             "\"terminal\",\"reason\":\"status-not-retryable\",\"ok\":false,\"status\":0,\"body_len\":0,\"tries\":"
+             "[{\"peer\":\"up.example:65535\",\"class\":\"TIMEOUT\",\"status\":0,\"elapsed_ms\":5,"
+             "\"delay_ms\":0,\"reason\":\"status-not-retryable\",\"retry_after\":null}]}",
+             SAMPLE_LINE);
+    const char *path = tmp_file("peer.jsonl");
+    write_bytes(path, lines, strlen(lines));
+    rf_ledger_reader *r = reader_open_ok(path);
+    rf_ledger_record got;
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_records_equal(&rec, &got);
+    assert_string_equal(got.tries[0].peer, "10.0.0.7:8080");
+    assert_string_equal(got.tries[1].peer, "[2001:db8::1]:443");
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    assert_string_equal(got.tries[0].peer, "up.example:65535");
+    expect_next(r, &got, RF_LEDGER_RECORD, &err);
+    for (size_t i = 0; i < got.n_tries; i++) assert_null(got.tries[i].peer);
+    expect_next(r, &got, RF_LEDGER_END, &err);
+    rf_ledger_reader_close(r);
+    unlink(path);
+    static const struct {
+        const char *from, *to, *message;
+    } bad[] = {
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":8080", "field \"$.tries[0].peer\" must be a string"},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":\"10.0.0.7\"",
+         "field \"$.tries[0].peer\" must be \"host:port\" (port 1..65535), got \"10.0.0.7\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":\"10.0.0.7:0\"", "must be \"host:port\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":\"10.0.0.7:65536\"", "must be \"host:port\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":\":80\"", "must be \"host:port\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":\"a b:80\"", "must be \"host:port\""},
+        {"\"retry_after\":\"1\"", "\"retry_after\":\"1\",\"peer\":\"h:080\"", "must be \"host:port\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *line = mutate(bad[i].from, bad[i].to);
+        expect_corrupt_middle(line, bad[i].message);
+        free(line);
+    }
+    static const char *const bad_peers[] = {"10.0.0.7", "10.0.0.7:", "10.0.0.7:0", "10.0.0.7:99999", ":443",
+                                            "h:4a3",    "h\n:443",   "h:+443",     "h:0443"};
+    for (size_t i = 0; i < sizeof bad_peers / sizeof bad_peers[0]; i++) {
+        rf_ledger_record w = sample();
+        w.tries[1].peer = bad_peers[i];
+        assert_int_equal(rf_ledger_format(&w, buf, sizeof buf, &err), -1);
+        assert_string_equal(err.path, "$.tries[1].peer");
+        assert_false(rf_ledger_peer_ok(bad_peers[i], strlen(bad_peers[i])));
+    }
+    assert_true(rf_ledger_peer_ok("127.0.0.1:1", 11));
+    assert_false(rf_ledger_peer_ok(NULL, 0));
 }
 
 /* A hedged request's tries: start_ms, hedge and fate written after the others only when a fate is set, read back by
@@ -1410,6 +1478,7 @@ int main(void) {
         cmocka_unit_test(test_format_redacts_query_values),
         cmocka_unit_test(test_format_buffer_capacity),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_try_peer),
         cmocka_unit_test(test_append_keeps_earlier_lines),
         cmocka_unit_test(test_host_written),
         cmocka_unit_test(test_many_lines_cross_the_window),

@@ -101,7 +101,8 @@ static rf_ledger_record record_of(const char *s, fields *f) {
                                  .reason = s,
                                  .timeout_ms = 1,
                                  .transport = "tls",
-                                 .not_sent = true};
+                                 .not_sent = true,
+                                 .peer = "[::1]:8443"};
     r.host = s;
     r.budget = s;
     return r;
@@ -157,6 +158,7 @@ static char *oracle_line(const rf_ledger_record *r) {
             cJSON_AddStringToObject(wait, rf_wait_header_name((rf_wait_header)h), t->wait[h]);
         }
         if (t->date) cJSON_AddStringToObject(e, "date", t->date);
+        if (t->peer) cJSON_AddStringToObject(e, "peer", t->peer);
         cJSON_AddItemToArray(tries, e);
     }
     if (r->host) cJSON_AddStringToObject(o, "host", r->host);

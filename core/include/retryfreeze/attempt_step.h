@@ -78,7 +78,9 @@ typedef struct rf_try {
      * fitted. */
     uint16_t wait_at[RF_WAIT_HEADER_COUNT];
     char wait_text[512];
-    char date[48]; /* the response's Date header when it carried a wait header, "" otherwise */
+    char date[48];                 /* the response's Date header when it carried a wait header, "" otherwise */
+    char peer[RF_LEDGER_PEER_MAX]; /* the "host:port" it went to (rf_ledger_peer_ok), "" when the transport did not
+                                      say */
 } rf_try;
 
 /* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
@@ -153,9 +155,10 @@ typedef struct rf_step_result {
     const char *date;                        /* the Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
     const char *error;                       /* the transport's message, or NULL */
-    int64_t now_ms;  /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
-    int64_t wall_ms; /* Unix time in ms (for HTTP-date Retry-After) */
-    bool overloaded; /* the response carried the route's propagation.overloadedHeader (rf_step.prop) */
+    const char *peer; /* the "host:port" the attempt went to, or NULL; recorded in its try when rf_ledger_peer_ok */
+    int64_t now_ms;   /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
+    int64_t wall_ms;  /* Unix time in ms (for HTTP-date Retry-After) */
+    bool overloaded;  /* the response carried the route's propagation.overloadedHeader (rf_step.prop) */
 } rf_step_result;
 
 /* One logical request driven by a host. Fill with rf_step_init; the request and response outlive it. */

@@ -21,10 +21,11 @@
  * "start_ms", "hedge" and "fate", after it (…,"start_ms":100,"hedge":true,"fate":"winner"), absent from other
  * requests' tries; and then a try's replay facts, in this order: "timeout_ms" (> 0), "transport" (not "ok"),
  * "not_sent" (true), "wait" (the wait headers the response carried, in RF_WAIT_HEADERS order) and "date" (the
- * response's Date, with a wait header): a line of an older writer lacks them and reads with them zeroed. After
- * tries come, only when set, "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which
- * retry budget the request used), and what the request's caller propagated: "inbound_deadline_ms":300 and
- * "inbound_attempt":2. Integers are written as integer tokens and must lie within ±2^53 (exact in a JSON double).
+ * response's Date, with a wait header), then "peer" (the "host:port" the try went to): a line of an older writer lacks
+ * them and reads with them zeroed. After tries come, only when set, "host":"web-3" (a writer writes its host on every
+ * line), "budget":"shared" (which retry budget the request used), and what the request's caller propagated:
+ * "inbound_deadline_ms":300 and "inbound_attempt":2. Integers are written as integer tokens and must lie within ±2^53
+ * (exact in a JSON double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
  * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the
@@ -56,6 +57,9 @@ extern "C" {
  * redirects). */
 #define RF_LEDGER_MAX_TRIES 32
 
+/* Longest try peer ("host:port": a host of up to 253 bytes, ':', a port of up to 5 digits) plus its NUL. */
+#define RF_LEDGER_PEER_MAX 260
+
 /* One attempt of a logical request, as recorded in the ledger's "tries" array. */
 typedef struct rf_ledger_try {
     const char *class_name;         /* failure class token, e.g. "HTTP_503", "TIMEOUT" */
@@ -82,6 +86,9 @@ typedef struct rf_ledger_try {
      * route read it; NULL: absent (or not recorded). */
     const char *wait[RF_WAIT_HEADER_COUNT];
     const char *date; /* the response's Date header when it carried a wait header, else NULL */
+    /* The peer the try went to, "host:port" (an IPv6 host in brackets: "[::1]:8080"; port 1..65535), written last
+     * and only when set (a transport that knows it: the gateway, the curl client); NULL: not recorded. */
+    const char *peer;
 } rf_ledger_try;
 
 /*
@@ -116,6 +123,13 @@ typedef struct rf_ledger_record {
     int64_t inbound_deadline_ms; /* the ms the caller had left, 0..2^53 */
     int inbound_attempt;         /* the caller's attempt number, 1..INT_MAX; 0 = none (not written) */
 } rf_ledger_record;
+
+/*
+ * Whether s[0..len) is a try's peer as the ledger records it: "host:port", a host of 1..253 bytes with no control
+ * byte, space, '"' or '\\' (an IPv6 address in brackets, "[::1]"), ':', and a port 1..65535 in decimal without a
+ * leading zero. s may be NULL only with len 0 (false).
+ */
+RF_API bool rf_ledger_peer_ok(const char *s, size_t len);
 
 typedef enum rf_ledger_fsync { RF_LEDGER_FSYNC_NONE = 0, RF_LEDGER_FSYNC_LINE = 1 } rf_ledger_fsync;
 
@@ -255,12 +269,12 @@ RF_API rf_status rf_ledger_reader_open(const char *path, rf_ledger_reader **out,
  * a line longer than RF_LEDGER_MAX_LINE (skipped up to its newline). Only key, tries[].retry_after and
  * tries[].retry_after_header may be null; the last two may also be absent, and so may a try's replay facts
  * (timeout_ms 0..2^53, transport one of RF_TRANSPORTS, not_sent a boolean, wait an object of RF_WAIT_HEADERS names
- * to strings, date a string), which then read as zero or NULL. A line with an "elapsed_s" field is
- * read as a seed-harness line (RF_LEDGER_HARNESS_ROUTE), just as strictly.
- * The last line without a newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON
- * text (a crash mid-write). A line further up that is not JSON but starts as a record does ({"ts":") and never
- * closes its object is RF_LEDGER_TORN too (a fragment a later writer ended); the next call reads on. After
- * RF_LEDGER_END every call returns RF_LEDGER_END; after RF_LEDGER_ERROR, RF_LEDGER_ERROR.
+ * to strings, date a string, peer "host:port" with a port 1..65535), which then read as zero or NULL. A line with an
+ * "elapsed_s" field is read as a seed-harness line (RF_LEDGER_HARNESS_ROUTE), just as strictly. The last line without a
+ * newline: RF_LEDGER_RECORD if it is a valid record, RF_LEDGER_TORN if it is not JSON text (a crash mid-write). A line
+ * further up that is not JSON but starts as a record does ({"ts":") and never closes its object is RF_LEDGER_TORN too
+ * (a fragment a later writer ended); the next call reads on. After RF_LEDGER_END every call returns RF_LEDGER_END;
+ * after RF_LEDGER_ERROR, RF_LEDGER_ERROR.
  */
 RF_API rf_ledger_read_status rf_ledger_reader_next(rf_ledger_reader *r, rf_ledger_record *rec, rf_error *err);
 

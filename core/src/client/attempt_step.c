@@ -146,6 +146,10 @@ bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_
  * response carried and, beside them, its Date (an HTTP-date's reference). */
 static void record_replay_facts(rf_try *t, const rfi_attempt_end *e) {
     t->not_sent = e->not_sent;
+    /* the peer the try went to: kept only as the ledger records it (a malformed one would cost the request its line) */
+    const char *peer_end = e->peer != NULL ? memchr(e->peer, '\0', sizeof t->peer) : NULL;
+    const size_t peer_len = peer_end != NULL ? (size_t)(peer_end - e->peer) : 0;
+    if (peer_end != NULL && rf_ledger_peer_ok(e->peer, peer_len)) memcpy(t->peer, e->peer, peer_len + 1);
     size_t used = 0;
     bool any = false;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
@@ -384,7 +388,8 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
                             .timeout_ms = t->timeout_ms > 0 ? t->timeout_ms : 0,
                             .transport = t->transport != RF_TRANSPORT_OK ? rf_transport_name(t->transport) : NULL,
                             .not_sent = t->not_sent,
-                            .date = t->date[0] ? t->date : NULL};
+                            .date = t->date[0] ? t->date : NULL,
+                            .peer = t->peer[0] ? t->peer : NULL};
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
             rec->tries[i].wait[h] = t->wait_at[h] ? t->wait_text + t->wait_at[h] - 1 : NULL;
     }
@@ -565,6 +570,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
                          .error = res->error,
                          .date = res->date,
                          .not_sent = res->not_sent,
+                         .peer = res->peer,
                          .overloaded = res->overloaded,
                          .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
                          .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, res->now_ms)),

@@ -58,6 +58,7 @@ typedef struct rfi_attempt_end {
     const char *hints[RF_WAIT_HEADER_COUNT]; /* the wait headers the response carried (NULL: absent), all of them */
     const char *date;                        /* its Date header, or NULL */
     bool not_sent;                           /* no byte of the request left (a transparent retry may follow) */
+    const char *peer;                        /* the "host:port" it went to, or NULL (rf_try.peer) */
     bool hop;                                /* a followed redirect's request: part of the attempt in flight */
     bool overloaded;                         /* the response carried the route's propagation.overloadedHeader */
     int64_t elapsed_ms;                      /* this request's time on the wire */

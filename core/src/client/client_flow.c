@@ -514,8 +514,23 @@ int64_t rfi_flow_next_ms(const rfi_flow *f) {
 /* What libcurl saw of the request that just ended, in the engine's words (end's strings point into it and w). */
 typedef struct observed {
     rfi_attempt_end end;
-    char error[128]; /* the size of rf_try.error */
+    char error[128];               /* the size of rf_try.error */
+    char peer[RF_LEDGER_PEER_MAX]; /* the connection's "host:port" (libcurl's primary IP and port), "" when none */
 } observed;
+
+/* The "host:port" of the connection libcurl used (CURLINFO_PRIMARY_IP, CURLINFO_PRIMARY_PORT; through a proxy, the
+ * proxy's), an IPv6 address in brackets; "" when no connection was made. */
+static void observe_peer(CURL *easy, char peer[RF_LEDGER_PEER_MAX]) {
+    char *ip = NULL;
+    long port = 0;
+    peer[0] = '\0';
+    if (curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &ip) != CURLE_OK || ip == NULL || ip[0] == '\0' ||
+        curl_easy_getinfo(easy, CURLINFO_PRIMARY_PORT, &port) != CURLE_OK || port < 1 || port > 65535)
+        return;
+    const bool v6 = strchr(ip, ':') != NULL;
+    int n = snprintf(peer, RF_LEDGER_PEER_MAX, v6 ? "[%s]:%ld" : "%s:%ld", ip, port);
+    if (n < 0 || n >= RF_LEDGER_PEER_MAX) peer[0] = '\0';
+}
 
 /* The end of an attempt, phase 1: libcurl's result and the response head become the attempt loop's facts. */
 static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed *o) {
@@ -523,6 +538,7 @@ static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed
     curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(w->easy, CURLINFO_OS_ERRNO, &os_errno);
     curl_easy_getinfo(w->easy, CURLINFO_REQUEST_SIZE, &request_size);
+    observe_peer(w->easy, o->peer);
     rf_transport transport = rf_transport_from_curl((int)rc, os_errno);
     if (rc == CURLE_WRITE_ERROR && w->body.overflow) transport = RF_TRANSPORT_OTHER;
     if (w->timed_out) transport = RF_TRANSPORT_TIMEOUT; /* cut by the client at its per-try timeout */
@@ -547,6 +563,7 @@ static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed
                                .error = o->error[0] ? o->error : NULL,
                                .date = w->rh.has_date ? w->rh.date : NULL,
                                .not_sent = rc != CURLE_OK && request_size == 0, /* no byte of the request went out */
+                               .peer = o->peer[0] ? o->peer : NULL,
                                .hop = f->in_hop,
                                .overloaded = w->rh.overloaded,
                                .elapsed_ms = now - w->start_ms,

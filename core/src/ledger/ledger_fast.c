@@ -13,7 +13,7 @@
 /* The most strings a line holds: ts, route, method, path, key, policy, outcome, reason, host and budget, and per try
  * class, reason, retry_after, retry_after_header, fate, transport, the wait headers and date. A line with more is
  * left to the general parser. */
-#define MAX_STRINGS (10 + (7 + RF_WAIT_HEADER_COUNT) * RF_LEDGER_MAX_TRIES)
+#define MAX_STRINGS (10 + (8 + RF_WAIT_HEADER_COUNT) * RF_LEDGER_MAX_TRIES)
 
 typedef struct cursor {
     const char *p, *end;
@@ -92,7 +92,8 @@ static int wait_name(cursor *c, int after) {
     return -1;
 }
 
-/* A try's replay facts (ledger.h), each optional, in the writer's order; the transport one of RF_TRANSPORTS. */
+/* A try's replay facts (ledger.h), each optional, in the writer's order; the transport one of RF_TRANSPORTS; then
+ * the try's peer ("host:port"). */
 static bool try_facts(cursor *c, rf_ledger_try *t) {
     if (LIT(c, ",\"timeout_ms\":") && !(int53(c, &t->timeout_ms) && t->timeout_ms > 0)) return false;
     if (LIT(c, ",\"transport\":\"")) {
@@ -110,7 +111,9 @@ static bool try_facts(cursor *c, rf_ledger_try *t) {
         } while (LIT(c, ",\""));
         if (!LIT(c, "}")) return false;
     }
-    return !LIT(c, ",\"date\":\"") || str(c, &t->date);
+    if (LIT(c, ",\"date\":\"") && !str(c, &t->date)) return false;
+    return !LIT(c, ",\"peer\":\"") ||
+           (str(c, &t->peer) && rfi_ledger_peer_ok(t->peer, (size_t)(c->ends[c->n_ends - 1] - t->peer)));
 }
 
 /* A hedged request's fields of a try, in the writer's order: ,"start_ms":N[,"hedge":true],"fate":"…" (a fate the

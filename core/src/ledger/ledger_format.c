@@ -4,7 +4,7 @@
  * then, only when set, host, budget, inbound_deadline_ms and inbound_attempt.
  * and in each tries entry: class, status, elapsed_ms, delay_ms, reason, retry_after (null when absent), then, only
  * when set, retry_after_header, a hedged request's start_ms, hedge and fate, and the replay facts timeout_ms,
- * transport, not_sent, wait and date (ledger.h).
+ * transport, not_sent, wait and date, and the try's peer (ledger.h).
  * Integers are emitted as plain integer tokens: a JSON library's number printer goes through a double and
  * "%1.15g", which prints 1e15 as "1e+15" and 2^53 as "9.00719925474099e+15" (lossy).
  * The line is written straight into the caller's buffer, with no tree and no allocation (an append is on
@@ -108,7 +108,33 @@ static bool check_try_facts(const rf_ledger_try *t, size_t i, size_t *total, rf_
         snprintf(name, sizeof name, "wait.%s", rf_wait_header_name((rf_wait_header)h));
         if (!check_string(t->wait[h], true, at, name, total, err)) return false;
     }
-    return check_string(t->date, true, at, "date", total, err);
+    if (!check_string(t->date, true, at, "date", total, err)) return false;
+    if (!check_string(t->peer, true, at, "peer", total, err)) return false;
+    if (t->peer && !rfi_ledger_peer_ok(t->peer, strlen(t->peer))) {
+        field_path(field, sizeof field, at, "peer");
+        rfi_ledger_error(err, field, 0, 0, "%s is \"%.64s\", not \"host:port\" (port 1..65535)", field, t->peer);
+        return false;
+    }
+    return true;
+}
+
+bool rf_ledger_peer_ok(const char *s, size_t len) { return s != NULL && rfi_ledger_peer_ok(s, len); }
+
+bool rfi_ledger_peer_ok(const char *s, size_t len) {
+    size_t colon = len;
+    while (colon > 0 && s[colon - 1] != ':') colon--;
+    if (colon < 2 || colon - 1 > 253 || len - colon < 1 || len - colon > 5 || s[colon] == '0') return false;
+    long port = 0;
+    for (size_t i = colon; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        port = port * 10 + (s[i] - '0');
+    }
+    if (port < 1 || port > 65535) return false;
+    for (size_t i = 0; i + 1 < colon; i++) {
+        const unsigned char b = (unsigned char)s[i];
+        if (b <= ' ' || b == '"' || b == '\\' || b == 0x7f) return false;
+    }
+    return true;
 }
 
 bool rfi_ledger_fate_known(const char *s, size_t len) {
@@ -541,8 +567,8 @@ static HOT_INLINE bool put_redacted_path_apart(out *o, const char *path, size_t 
 }
 
 /* The strings of a try in the order it writes them: class, reason, retry_after, retry_after_header, fate, transport,
- * the wait headers, date. */
-#define TRY_STRINGS (7 + RF_WAIT_HEADER_COUNT)
+ * the wait headers, date, peer. */
+#define TRY_STRINGS (8 + RF_WAIT_HEADER_COUNT)
 /* The strings of a line in the order it writes them, and their lengths (SIZE_MAX for NULL). */
 #define LINE_STRINGS (8 + TRY_STRINGS * RF_LEDGER_MAX_TRIES + 2)
 
@@ -556,8 +582,8 @@ static HOT_INLINE bool any_wait(const rf_ledger_try *t) {
 /* In a try's first wait header length: the try has no wait header (emit looks once, put_try_facts reads it). */
 #define NO_WAIT SIZE_MAX
 
-/* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date. lens: the
- * try's transport, wait headers (NO_WAIT first when none) and date. */
+/* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date; then its peer.
+ * lens: the try's transport, wait headers (NO_WAIT first when none), date and peer. */
 static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
     bool ok = true;
     if (t->timeout_ms > 0) {
@@ -590,6 +616,11 @@ static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_
     if (t->date) {
         PUT(o, ",\"date\":\"");
         ok &= put_body(o, t->date, lens[1 + RF_WAIT_HEADER_COUNT], roomy);
+        PUT(o, "\"");
+    }
+    if (t->peer) {
+        PUT(o, ",\"peer\":\"");
+        ok &= put_body(o, t->peer, lens[2 + RF_WAIT_HEADER_COUNT], roomy);
         PUT(o, "\"");
     }
     return ok;
@@ -729,6 +760,7 @@ static bool emit(const rf_ledger_record *rec, const char *host, rfi_ledger_ts_ca
             n += RF_WAIT_HEADER_COUNT;
         }
         lens[n++] = length_of(t->date, &total);
+        lens[n++] = length_of(t->peer, &total);
     }
     lens[n++] = length_of(host, &total);
     lens[n] = length_of(rec->budget, &total);
@@ -752,7 +784,8 @@ static bool quick_check(const rf_ledger_record *rec) {
     for (size_t i = 0; ok && i < rec->n_tries; i++) {
         const rf_ledger_try *t = &rec->tries[i];
         ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && t->timeout_ms >= 0 &&
-             safe_int(t->timeout_ms) && transport_known(t->transport) && hedge_fields_ok(t);
+             safe_int(t->timeout_ms) && transport_known(t->transport) && hedge_fields_ok(t) &&
+             (!t->peer || rfi_ledger_peer_ok(t->peer, strlen(t->peer)));
     }
     return ok;
 }

@@ -93,6 +93,9 @@ bool rfi_ledger_parse_fast(char *line, size_t len, rf_ledger_record *rec);
 
 /* Whether s[0..len) is a try's fate (RF_TRY_FATES: winner, cancelled, failed; "none" is never written). */
 bool rfi_ledger_fate_known(const char *s, size_t len);
+/* Whether s[0..len) is a try's peer (ledger.h): "host:port", a host of 1..253 bytes without a control byte, space or
+ * quote, a ':' and a port 1..65535 in decimal without a leading zero. */
+bool rfi_ledger_peer_ok(const char *s, size_t len);
 
 /* ---- ledger_parse.c ---- */
 

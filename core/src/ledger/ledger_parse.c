@@ -56,11 +56,13 @@ enum try_field {
     T_NOT_SENT,
     T_WAIT,
     T_DATE,
+    T_PEER,
     T_COUNT
 };
 static const char *const try_fields[T_COUNT] = {
-    "class", "status",     "elapsed_ms", "delay_ms", "reason", "retry_after", "retry_after_header", "start_ms", "hedge",
-    "fate",  "timeout_ms", "transport",  "not_sent", "wait",   "date"};
+    "class",    "status", "elapsed_ms", "delay_ms",   "reason",    "retry_after", "retry_after_header",
+    "start_ms", "hedge",  "fate",       "timeout_ms", "transport", "not_sent",    "wait",
+    "date",     "peer"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -158,7 +160,7 @@ static bool fill_wait(const cJSON *obj, const char *prefix, rf_ledger_try *t, co
 }
 
 /* A try's replay facts (ledger.h), each optional: timeout_ms (0..2^53), transport (an RF_TRANSPORTS name), not_sent,
- * wait, date. */
+ * wait, date; and its peer ("host:port"). */
 static bool fill_try_facts(const cJSON *const *f, const char *prefix, rf_ledger_try *t, complaint *c) {
     if (f[T_TIMEOUT_MS] &&
         !want_int(f[T_TIMEOUT_MS], 0, RFI_LEDGER_MAX_SAFE_INT, prefix, "timeout_ms", &t->timeout_ms, c))
@@ -176,7 +178,12 @@ static bool fill_try_facts(const cJSON *const *f, const char *prefix, rf_ledger_
         t->not_sent = cJSON_IsTrue(f[T_NOT_SENT]);
     }
     if (f[T_WAIT] && !fill_wait(f[T_WAIT], prefix, t, c)) return false;
-    return !f[T_DATE] || want_string(f[T_DATE], false, prefix, "date", &t->date, c);
+    if (f[T_DATE] && !want_string(f[T_DATE], false, prefix, "date", &t->date, c)) return false;
+    if (!f[T_PEER]) return true;
+    if (!want_string(f[T_PEER], false, prefix, "peer", &t->peer, c)) return false;
+    if (!rfi_ledger_peer_ok(t->peer, strlen(t->peer)))
+        return refuse(c, "field \"%speer\" must be \"host:port\" (port 1..65535), got \"%.64s\"", prefix, t->peer);
+    return true;
 }
 
 static bool fill_try(const cJSON *obj, size_t index, rf_ledger_try *t, complaint *c) {
