@@ -33,6 +33,7 @@ local function bad_values()
     ["NAME=VALUE"] = "novalue",
     REASON = "no-such-reason",
     CLASS = "NO_SUCH_CLASS",
+    FIELD = "noSuchField",                                            -- neither a lock field nor a route
     ROUTE = "NOPE /nope",                                             -- no route of the lock or the ledger
     NAME = " & ",                                                     -- --by without a name in it
     METHOD = false, PATH = false, VALUE = false, ["HTTP-DATE"] = false, KEY = false, SOURCE = false,
@@ -55,7 +56,7 @@ local NOT_REFUSED = {
 -- A good value for each value name a required option, or an option another one needs, declares.
 local function good_values()
   return { METHOD = "GET", PATH = "/x", URL = "redis://127.0.0.1:" .. require("spec.support.servers").closed_port(),
-    FILE = dir .. "/out.html", NAME = "Ana & Bo", LOCK = lock, CANDIDATE = lock,
+    FILE = dir .. "/out.html", NAME = "Ana & Bo", LOCK = lock, CANDIDATE = lock, TARGET = "grpc",
     ["TABLE.tsv"] = root .. "/examples/decisions.tsv" }
 end
 
