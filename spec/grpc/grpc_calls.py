@@ -11,6 +11,7 @@ counted), "code": the status name the client got, "details": its message}; a con
 INVALID_ARGUMENT, details "errors validating service config…" and no call. No protoc: requests and responses are raw bytes. Every call has a 5 s deadline, so a run is bounded.
 """
 import json
+import os
 import sys
 import threading
 from concurrent import futures
@@ -25,12 +26,15 @@ class Handler(grpc.GenericRpcHandler):
         self.lock = threading.Lock()
         self.calls = 0
         self.status = grpc.StatusCode.OK
+        self.headers_first = False
 
     def service(self, handler_call_details):
         def unary(request, context):
             with self.lock:
                 self.calls += 1
                 status = self.status
+            if self.headers_first:  # the response head goes alone: the status then travels in a trailer
+                context.send_initial_metadata((("x-retryfreeze", "head"),))
             if status != grpc.StatusCode.OK:
                 context.abort(status, "retryfreeze grpc check")
             return request
@@ -58,7 +62,27 @@ def run_case(port, handler, case):
         channel.close()
 
 
+def serve(status, port_file):
+    """Serves every method with status until standard input ends, then prints the calls it counted."""
+    handler = Handler()
+    handler.headers_first = status.startswith("TRAILER_")
+    handler.status = grpc.StatusCode[status[len("TRAILER_"):] if handler.headers_first else status]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with open(port_file + ".tmp", "w") as f:
+        f.write("%d\n" % port)
+    os.rename(port_file + ".tmp", port_file)  # whole, for a reader that polls it
+    try:
+        sys.stdin.read()
+    finally:
+        server.stop(None)
+    print(json.dumps({"calls": handler.calls}))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "serve":
+        return serve(sys.argv[2], sys.argv[3])
     cases = json.load(sys.stdin)
     handler = Handler()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=[handler])

@@ -20,7 +20,8 @@
  * retry_after_header is written only when set (a line without it reads as NULL). So are a hedged request's
  * "start_ms", "hedge" and "fate", after it (…,"start_ms":100,"hedge":true,"fate":"winner"), absent from other
  * requests' tries; and then a try's replay facts, in this order: "timeout_ms" (> 0), "transport" (not "ok"),
- * "not_sent" (true), "wait" (the wait headers the response carried, in RF_WAIT_HEADERS order) and "date" (the
+ * "not_sent" (true), "grpc_status" (the response's grpc-status, 1..16), "wait" (the wait headers the response
+ * carried, in RF_WAIT_HEADERS order) and "date" (the
  * response's Date, with a wait header): a line of an older writer lacks them and reads with them zeroed. After
  * tries come, only when set, "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which
  * retry budget the request used), and what the request's caller propagated: "inbound_deadline_ms":300 and
@@ -82,6 +83,7 @@ typedef struct rf_ledger_try {
      * route read it; NULL: absent (or not recorded). */
     const char *wait[RF_WAIT_HEADER_COUNT];
     const char *date; /* the response's Date header when it carried a wait header, else NULL */
+    int grpc_status;  /* the response's grpc-status 1..16 ("grpc_status"), 0 when absent or OK (not written) */
 } rf_ledger_try;
 
 /*

@@ -146,6 +146,10 @@ bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_
  * response carried and, beside them, its Date (an HTTP-date's reference). */
 static void record_replay_facts(rf_try *t, const rfi_attempt_end *e) {
     t->not_sent = e->not_sent;
+    t->grpc_status = e->grpc_status;
+    if (e->grpc_bad && t->error[0] == '\0') /* fail closed: read as UNKNOWN, and said */
+        snprintf(t->error, sizeof t->error, "grpc-status is no gRPC status code 0..%d: read as 2 (UNKNOWN)",
+                 RF_GRPC_STATUS_MAX);
     size_t used = 0;
     bool any = false;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
@@ -233,6 +237,7 @@ static void facts_of(const rfi_attempts *a, const rfi_attempt_end *e, int status
                     .mono_ms = e->mono_ms,
                     .hedged = e->hedged,
                     .overloaded = e->overloaded,
+                    .grpc_status = e->grpc_status,
                     .inbound_attempt = a->resp->inbound.attempt};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (a->reads[h] && e->hints[h] != NULL) {
@@ -382,6 +387,7 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
                             .timeout_ms = t->timeout_ms > 0 ? t->timeout_ms : 0,
                             .transport = t->transport != RF_TRANSPORT_OK ? rf_transport_name(t->transport) : NULL,
                             .not_sent = t->not_sent,
+                            .grpc_status = t->grpc_status,
                             .date = t->date[0] ? t->date : NULL};
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
             rec->tries[i].wait[h] = t->wait_at[h] ? t->wait_text + t->wait_at[h] - 1 : NULL;
@@ -563,6 +569,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
                          .date = res->date,
                          .not_sent = res->not_sent,
                          .overloaded = res->overloaded,
+                         .grpc_status = res->grpc_status,
                          .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
                          .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, res->now_ms)),
                          .wall_ms = res->wall_ms,
