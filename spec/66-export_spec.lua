@@ -102,6 +102,8 @@ describe("retryfreeze export --to grpc", function()
     assert.equal(0, code, err)
     assert.is_truthy(err:find("note: route POST /pkg.Svc/Get: gRPC caps retryPolicy.maxAttempts 7 at 5", 1, true), err)
     assert.is_truthy(err:find("note: route POST /pkg.Svc/Put: maxAttempts 1, so no retryPolicy", 1, true), err)
+    assert.is_truthy(err:find("note: route POST /pkg.Svc/Hedge: a methodConfig has a retryPolicy or a hedgingPolicy, "
+      .. "not both: the route's retries of UNAVAILABLE are not written", 1, true), err)
     local by = {}
     for _, mc in ipairs(json.decode(out).methodConfig) do by[mc.name[1].method] = mc end
     assert.equal(7, by.Get.retryPolicy.maxAttempts) -- written as the lock says; gRPC itself caps it

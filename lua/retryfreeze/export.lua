@@ -169,6 +169,10 @@ local function grpc_method_config(r, name, notes)
     if n > 5 then notes[#notes + 1] = where .. ": gRPC caps hedgingPolicy.maxAttempts " .. n .. " at 5" end
     notes[#notes + 1] = where .. ": hedgingPolicy; grpc-core (C++, Python, Ruby) and grpc-go do not hedge, so "
       .. "there the method makes one attempt (grpc-java hedges)"
+    if r.maxAttempts > 1 and #codes_of(r.retryable) > 0 then
+      notes[#notes + 1] = where .. ": a methodConfig has a retryPolicy or a hedgingPolicy, not both: the route's "
+        .. "retries of " .. table.concat(codes_of(r.retryable), ", ") .. " are not written (fewer attempts)"
+    end
     mc.hedgingPolicy = { maxAttempts = n, hedgingDelay = duration(r.hedging.hedgingDelayMs) }
     if #nf > 0 then mc.hedgingPolicy.nonFatalStatusCodes = nf end
     return mc
