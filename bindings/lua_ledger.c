@@ -175,7 +175,7 @@ static int l_ledger_flush(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RF
 static int l_ledger_held(lua_State *L) { return rfl_method(L, 1, RFL_LEDGER, RFL_OPEN, ledger_held); }
 
 /* A try's replay facts into the try table on top, those the line has: timeout_ms, transport, not_sent (true),
- * wait = {[header] = value}, date; and its peer ("host:port"). */
+ * grpc_status (1..16), wait = {[header] = value}, date; and its peer ("host:port"). */
 static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
     if (t->timeout_ms > 0) rfl_set_int(L, "timeout_ms", t->timeout_ms);
     rfl_set_str(L, "transport", t->transport);
@@ -183,6 +183,7 @@ static void push_try_facts(lua_State *L, const rf_ledger_try *t) {
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "not_sent");
     }
+    if (t->grpc_status) rfl_set_int(L, "grpc_status", t->grpc_status);
     bool any = false;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (t->wait[h] == NULL) continue;

@@ -1160,6 +1160,8 @@ static void push_names(lua_State *L, const char *(*name)(int), int count) {
 
 static const char *reason_at(int i) { return rf_reason_name((rf_reason)i); }
 static const char *transport_at(int i) { return rf_transport_name((rf_transport)i); }
+/* The GRPC_<name> class of gRPC status code i + 1 (RF_GRPC_CLASSES, in code order). */
+static const char *grpc_class_at(int i) { return named_classes[RF_CLASS_GRPC_CANCELLED + i]; }
 static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
 static const char *wait_header_at(int i) { return rf_wait_header_name((rf_wait_header)i); }
 
@@ -1199,6 +1201,8 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "reasons");
     push_names(L, transport_at, RF_TRANSPORT_COUNT);
     lua_setfield(L, -2, "transports");
+    push_names(L, grpc_class_at, RF_GRPC_STATUS_MAX);
+    lua_setfield(L, -2, "grpc_classes");
     push_names(L, jitter_at, RF_JITTER_COUNT);
     lua_setfield(L, -2, "jitters");
     push_names(L, wait_header_at, RF_WAIT_HEADER_COUNT);

@@ -27,7 +27,7 @@ void rfl_keep_value(lua_State *L, const rfl_keeper *k, const char *name) {
     X(class), X(status), X(transport), X(elapsed_ms), X(delay_ms), X(timeout_ms), X(reason), X(retry_after),      \
         X(retry_after_header), X(error), X(start_ms), X(hedge), X(fate), X(ok), X(outcome), X(attempts), X(body), \
         X(headers), X(tries), X(route), X(budget), X(overloaded), X(inbound_deadline_ms), X(inbound_attempt),     \
-        X(ledger_error)
+        X(ledger_error), X(grpc_status)
 #define FIELD_ENUM(name) F_##name
 #define FIELD_NAME(name) #name
 enum { RESPONSE_FIELDS(FIELD_ENUM), F_COUNT };
@@ -103,7 +103,8 @@ static void set_boolean(lua_State *L, const rfl_response_names *names, int k, bo
 static void push_try_named(lua_State *L, const rf_try *t, rfl_response_names *names) {
     /* Sized to its fields exactly: a try table per attempt is most of a response's allocation. */
     lua_createtable(L, 0,
-                    7 + (t->retry_after_header[0] ? 2 : 0) + (t->error[0] ? 1 : 0) + (t->fate != RF_FATE_NONE ? 3 : 0));
+                    7 + (t->retry_after_header[0] ? 2 : 0) + (t->error[0] ? 1 : 0) + (t->fate != RF_FATE_NONE ? 3 : 0) +
+                        (t->grpc_status ? 1 : 0));
     set_string(L, names, F_class, t->class_name);
     set_integer(L, names, F_status, t->status);
     set_constant(L, names, F_transport, rf_transport_name(t->transport));
@@ -116,7 +117,8 @@ static void push_try_named(lua_State *L, const rf_try *t, rfl_response_names *na
         set_string(L, names, F_retry_after_header, t->retry_after_header);
     }
     if (t->error[0]) set_string(L, names, F_error, t->error);
-    if (t->fate != RF_FATE_NONE) { /* one of a hedged request's attempts */
+    if (t->grpc_status) set_integer(L, names, F_grpc_status, t->grpc_status); /* the response's grpc-status, 1..16 */
+    if (t->fate != RF_FATE_NONE) {                                            /* one of a hedged request's attempts */
         set_integer(L, names, F_start_ms, t->start_ms);
         set_boolean(L, names, F_hedge, t->hedge);
         set_constant(L, names, F_fate, rf_try_fate_name(t->fate));

@@ -302,6 +302,20 @@ endif()
 
 # nginx with lua-nginx-module (LuaJIT) in front of retryfreeze-serve, every request through rf.flow
 # (examples/nginx): 200 requests with curl, ~6 s. Needs the LuaJIT module (RF_LUA), nginx and the Lua module.
+# `retryfreeze export --to grpc` under a real gRPC client and server (Debian's python3-grpcio, spec/grpc/grpc_calls.py):
+# the attempts a grpcio server counts under each exported service config are the lock's; a few seconds.
+find_program(RF_GRPC_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(RF_GRPC_PYTHON)
+  execute_process(COMMAND ${RF_GRPC_PYTHON} -c "import grpc" RESULT_VARIABLE rf_no_grpcio OUTPUT_QUIET ERROR_QUIET)
+endif()
+if(RF_GRPC_PYTHON AND rf_no_grpcio EQUAL 0)
+  add_test(NAME grpc COMMAND ${RF_LUA_MAIN_BIN} ${CMAKE_SOURCE_DIR}/spec/grpc_check.lua ${CMAKE_BINARY_DIR}
+           ${CMAKE_SOURCE_DIR} ${RF_GRPC_PYTHON})
+  set_tests_properties(grpc PROPERTIES LABELS "grpc;lua" TIMEOUT 120)
+else()
+  message(STATUS "retryfreeze: ctest grpc not registered (needs /usr/bin/python3 with grpcio: python3-grpcio)")
+endif()
+
 find_program(RF_NGINX nginx PATHS /usr/sbin)
 if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/modules/ngx_http_lua_module.so
    AND TARGET retryfreeze-serve)

@@ -52,3 +52,10 @@ target_compile_options(test_client_propagation PRIVATE ${RF_WARNINGS})
 target_link_libraries(test_client_propagation PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA)
 add_test(NAME c_test_client_propagation COMMAND test_client_propagation)
 set_tests_properties(c_test_client_propagation PROPERTIES LABELS "c" TIMEOUT 60)
+
+# The response head's grpc-status (a header or a trailer), read as the client reads it; response_head.c alone.
+add_executable(test_response_head_grpc spec/core/test_response_head_grpc.c core/src/client/response_head.c)
+target_compile_options(test_response_head_grpc PRIVATE ${RF_WARNINGS})
+target_link_libraries(test_response_head_grpc PRIVATE retryfreeze PkgConfig::CMOCKA)
+add_test(NAME c_test_response_head_grpc COMMAND test_response_head_grpc)
+set_tests_properties(c_test_response_head_grpc PROPERTIES LABELS "c")

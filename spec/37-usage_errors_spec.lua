@@ -34,6 +34,7 @@ local function bad_values()
     ["NAME=VALUE"] = "novalue",
     REASON = "no-such-reason",
     CLASS = "NO_SUCH_CLASS",
+    FIELD = "noSuchField",                                            -- neither a lock field nor a route
     ROUTE = "NOPE /nope",                                             -- no route of the lock or the ledger
     NAME = " & ",                                                     -- --by without a name in it
     METHOD = false, PATH = false, VALUE = false, ["HTTP-DATE"] = false, KEY = false, SOURCE = false,
@@ -56,7 +57,9 @@ local NOT_REFUSED = {
 -- A good value for each value name a required option, or an option another one needs, declares.
 local function good_values()
   return { METHOD = "GET", PATH = "/x", URL = "redis://127.0.0.1:" .. require("spec.support.servers").closed_port(),
-    FILE = dir .. "/out.html", NAME = "Ana & Bo", TARGET = "nginx", LOCK = lock, CANDIDATE = lock,
+    FILE = dir .. "/out.html", NAME = "Ana & Bo", LOCK = lock, CANDIDATE = lock,
+    -- by option where one value name serves two: import reads FILE (nginx_conf) as nginx; export writes gRPC
+    ["--from TARGET"] = "nginx", ["--to TARGET"] = "grpc",
     ["TABLE.tsv"] = root .. "/examples/decisions.tsv" }
 end
 
@@ -109,7 +112,9 @@ local function base_of(mod, row)
       local value = other[2]:match("^%S+%s+(%S+)")
       args[#args + 1] = other[1]
       if other[2] ~= "flag" then
-        args[#args + 1] = assert(good_values()[value], "no good value for " .. other[1] .. " " .. tostring(value))
+        local good = good_values()
+        args[#args + 1] = assert(good[other[1] .. " " .. tostring(value)] or good[value],
+          "no good value for " .. other[1] .. " " .. tostring(value))
       end
     end
   end

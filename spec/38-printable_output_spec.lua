@@ -95,6 +95,8 @@ local cases = {
   { "report", "LEDGER", "-o", "-", page = true, code = 0 },
   { "replay", "LEDGER", "--lock", "LOCK", "--report", "-", page = true, code = 0 },
   { "model", "LOCK", "--route", HOSTILE, shows = "err" },
+  { "export", "LOCK", "--to", "grpc", "--accept", HOSTILE, shows = "err" },
+  { "export", "DIR/" .. RAW .. ".lock.json", "--to", "grpc", shows = "err" },
   { "decide", "LOCK", "--method", "GET", "--path", "/x", "--transport", HOSTILE, shows = "err" },
   { "decide", "LOCK", "--method", HOSTILE, "--path", "/x", shows = "err" },
   { "budget", "show", HOSTILE, "--redis", "redis://127.0.0.1:1", shows = "err" },

@@ -107,3 +107,70 @@ describe("retryfreeze decide --grpc-status", function()
     os.remove(lock)
   end)
 end)
+
+describe("a ledger try's grpc_status", function()
+  local HEAD = '{"ts":"2026-12-07T05:21:57.597Z","route":"POST /p.S/*","method":"POST","path":"/p.S/M","key":null,'
+    .. '"policy":"sha256:' .. ("0"):rep(64) .. '","attempts":1,"elapsed_ms":12,"outcome":"terminal",'
+    .. '"reason":"status-not-retryable","ok":false,"status":200,"body_len":0,"tries":['
+
+  local function read_tries(line)
+    local path = h.temp_file(line .. "\n")
+    local recs, errs = {}, nil
+    local ok, err = pcall(function()
+      local it, st = rf.ledger.read(path)
+      for rec in it, st do recs[#recs + 1] = rec end
+    end)
+    if not ok then errs = tostring(err) end
+    os.remove(path)
+    return recs[1] and recs[1].tries, errs
+  end
+
+  it("reads back as the writer writes it (the fast path) and with its keys in another order", function()
+    local tries = assert(read_tries(HEAD .. '{"class":"GRPC_UNAVAILABLE","status":200,"elapsed_ms":6,"delay_ms":0,'
+      .. '"reason":"status-not-retryable","retry_after":null,"timeout_ms":5000,"grpc_status":14}]}'))
+    assert.equal(14, tries[1].grpc_status)
+    tries = assert(read_tries(HEAD .. '{"grpc_status":3,"class":"GRPC_INVALID_ARGUMENT","status":200,"elapsed_ms":6,'
+      .. '"delay_ms":0,"reason":"status-not-retryable","retry_after":null}]}'))
+    assert.equal(3, tries[1].grpc_status)
+  end)
+
+  it("refuses a grpc_status outside 1..16, naming the field", function()
+    for _, bad in ipairs({ "17", "0", "-1", '"14"', "1.5" }) do
+      local tries, err = read_tries(HEAD .. '{"class":"GRPC_UNAVAILABLE","status":200,"elapsed_ms":6,"delay_ms":0,'
+        .. '"reason":"status-not-retryable","retry_after":null,"grpc_status":' .. bad .. '}]}')
+      assert.is_nil(tries, bad)
+      assert.matches("grpc_status", err, 1, true)
+    end
+  end)
+end)
+
+describe("the replay of a gRPC try", function()
+  local function line(try_extra)
+    return '{"ts":"2026-12-07T05:21:57.597Z","route":"POST /p.S/*","method":"POST","path":"/p.S/M","key":null,'
+      .. '"policy":"sha256:' .. ("0"):rep(64) .. '","attempts":1,"elapsed_ms":12,"outcome":"terminal",'
+      .. '"reason":"status-not-retryable","ok":false,"status":200,"body_len":0,"tries":[{"class":"GRPC_INTERNAL",'
+      .. '"status":200,"elapsed_ms":6,"delay_ms":0,"reason":"status-not-retryable","retry_after":null'
+      .. try_extra .. '}]}\n'
+  end
+
+  -- An HTTP 200 whose grpc-status was 13 stays a failure under the candidate: decided as GRPC_INTERNAL, never as a
+  -- success, from the try's grpc_status or, on a line without it, from its class.
+  for _, case in ipairs({ { "with grpc_status", ',"timeout_ms":5000,"grpc_status":13' }, { "from its class", "" } }) do
+    it("decides it by its gRPC class (" .. case[1] .. ")", function()
+      local path = h.temp_file(line(case[2]))
+      local stops = assert(rf.load_string('{"endpoint": "POST /p.S/*", "maxAttempts": 3, "perAttemptTimeoutMs": '
+        .. '1000, "totalBudgetMs": 5000, "idempotencyRequired": [], "retryable": ["GRPC_UNAVAILABLE"]}'))
+      local r = assert(rf.replay({ path }, stops))
+      assert.same({ terminal = 1 }, r.predicted.by_outcome)
+      assert.same({ ["terminal status-not-retryable"] = 1 }, r.predicted.by_reason)
+      local retries = assert(rf.load_string('{"endpoint": "POST /p.S/*", "maxAttempts": 3, "perAttemptTimeoutMs": '
+        .. '1000, "totalBudgetMs": 5000, "idempotencyRequired": [], "retryable": ["GRPC_INTERNAL"], '
+        .. '"backoff": {"baseMs": 10, "maxMs": 10, "multiplier": 1, "jitter": "none"}}'))
+      r = assert(rf.replay({ path }, retries))
+      -- the candidate retries it: a retry beyond the record, which needs recorded tries to draw from (a gap here)
+      assert.is_nil(r.predicted.by_outcome.success)
+      assert.equal("GRPC_INTERNAL", r.gaps[1] and r.gaps[1].class)
+      os.remove(path)
+    end)
+  end
+end)

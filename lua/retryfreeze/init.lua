@@ -13,6 +13,9 @@ M.transports = core.transports
 M.jitters = core.jitters
 M.wait_headers = core.wait_headers
 
+--- The gRPC failure classes, GRPC_<name> of the status codes 1..16 at [code] (a copy of the engine's RF_GRPC_CLASSES).
+M.grpc_classes = core.grpc_classes
+
 --- The lock schema: a fresh array of its rows, one per lock field, in docs/lock.md's order (docs/lua.md,
 --- docs/c-api.md `retryfreeze/lock_schema.h`): {path = "backoff.baseMs", key, parent (the object's path, nil at
 --- the top), place ("route", "lock" or "multi"), type, min, max, decimals, if_absent, default_json, default (its

@@ -81,6 +81,8 @@ typedef struct rf_try {
     char date[48];                 /* the response's Date header when it carried a wait header, "" otherwise */
     char peer[RF_LEDGER_PEER_MAX]; /* the "host:port" it went to (rf_ledger_peer_ok), "" when the transport did not
                                       say */
+    int grpc_status; /* the response's grpc-status (a header or a trailer), 0..16; 0 when absent or OK. A value that is
+                        no code 0..16 is read as 2 (UNKNOWN, as gRPC clients read it) and error says so */
 } rf_try;
 
 /* Most HTTP requests (attempts and followed redirects) one logical request sends: redirects past it end the
@@ -159,6 +161,7 @@ typedef struct rf_step_result {
     int64_t now_ms;   /* monotonic time at the attempt's end (also a ratio retry budget's clock: rf_facts.mono_ms) */
     int64_t wall_ms;  /* Unix time in ms (for HTTP-date Retry-After) */
     bool overloaded;  /* the response carried the route's propagation.overloadedHeader (rf_step.prop) */
+    int grpc_status;  /* the response's grpc-status (a header or a trailer), 0..16 (rf_facts.grpc_status); 0: absent */
 } rf_step_result;
 
 /* One logical request driven by a host. Fill with rf_step_init; the request and response outlive it. */

@@ -20,12 +20,12 @@
  * retry_after_header is written only when set (a line without it reads as NULL). So are a hedged request's
  * "start_ms", "hedge" and "fate", after it (…,"start_ms":100,"hedge":true,"fate":"winner"), absent from other
  * requests' tries; and then a try's replay facts, in this order: "timeout_ms" (> 0), "transport" (not "ok"),
- * "not_sent" (true), "wait" (the wait headers the response carried, in RF_WAIT_HEADERS order) and "date" (the
- * response's Date, with a wait header), then "peer" (the "host:port" the try went to): a line of an older writer lacks
- * them and reads with them zeroed. After tries come, only when set, "host":"web-3" (a writer writes its host on every
- * line), "budget":"shared" (which retry budget the request used), and what the request's caller propagated:
- * "inbound_deadline_ms":300 and "inbound_attempt":2. Integers are written as integer tokens and must lie within ±2^53
- * (exact in a JSON double).
+ * "not_sent" (true), "grpc_status" (the response's grpc-status, 1..16), "wait" (the wait headers the response carried,
+ * in RF_WAIT_HEADERS order) and "date" (the response's Date, with a wait header), then "peer" (the "host:port" the try
+ * went to): a line of an older writer lacks them and reads with them zeroed. After tries come, only when set,
+ * "host":"web-3" (a writer writes its host on every line), "budget":"shared" (which retry budget the request used),
+ * and what the request's caller propagated: "inbound_deadline_ms":300 and "inbound_attempt":2. Integers are written as
+ * integer tokens and must lie within ±2^53 (exact in a JSON double).
  *
  * Threads: no global state. An rf_ledger or rf_ledger_reader may be used by one thread at a time; distinct
  * objects are independent. Any number of rf_ledger objects, in one or many processes, may append to the
@@ -89,6 +89,7 @@ typedef struct rf_ledger_try {
     /* The peer the try went to, "host:port" (an IPv6 host in brackets: "[::1]:8080"; port 1..65535), written last
      * and only when set (a transport that knows it: the gateway, the curl client); NULL: not recorded. */
     const char *peer;
+    int grpc_status; /* the response's grpc-status 1..16 ("grpc_status"), 0 when absent or OK (not written) */
 } rf_ledger_try;
 
 /*

@@ -150,6 +150,10 @@ static void record_replay_facts(rf_try *t, const rfi_attempt_end *e) {
     const char *peer_end = e->peer != NULL ? memchr(e->peer, '\0', sizeof t->peer) : NULL;
     const size_t peer_len = peer_end != NULL ? (size_t)(peer_end - e->peer) : 0;
     if (peer_end != NULL && rf_ledger_peer_ok(e->peer, peer_len)) memcpy(t->peer, e->peer, peer_len + 1);
+    t->grpc_status = e->grpc_status;
+    if (e->grpc_bad && t->error[0] == '\0') /* fail closed: read as UNKNOWN, and said */
+        snprintf(t->error, sizeof t->error, "grpc-status is no gRPC status code 0..%d: read as 2 (UNKNOWN)",
+                 RF_GRPC_STATUS_MAX);
     size_t used = 0;
     bool any = false;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
@@ -238,6 +242,7 @@ static void facts_of(rfi_attempts *a, const rfi_attempt_end *e, int status, rf_f
                     .budget_request = &a->budget_request,
                     .hedged = e->hedged,
                     .overloaded = e->overloaded,
+                    .grpc_status = e->grpc_status,
                     .inbound_attempt = a->resp->inbound.attempt};
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
         if (a->reads[h] && e->hints[h] != NULL) {
@@ -388,6 +393,7 @@ static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_recor
                             .timeout_ms = t->timeout_ms > 0 ? t->timeout_ms : 0,
                             .transport = t->transport != RF_TRANSPORT_OK ? rf_transport_name(t->transport) : NULL,
                             .not_sent = t->not_sent,
+                            .grpc_status = t->grpc_status,
                             .date = t->date[0] ? t->date : NULL,
                             .peer = t->peer[0] ? t->peer : NULL};
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++)
@@ -572,6 +578,7 @@ bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_
                          .not_sent = res->not_sent,
                          .peer = res->peer,
                          .overloaded = res->overloaded,
+                         .grpc_status = res->grpc_status,
                          .elapsed_ms = elapsed_between(s->attempt_start_ms, res->now_ms),
                          .request_elapsed_ms = rfi_limits_elapsed(&l, elapsed_between(s->start_ms, res->now_ms)),
                          .wall_ms = res->wall_ms,

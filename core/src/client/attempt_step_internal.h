@@ -61,6 +61,8 @@ typedef struct rfi_attempt_end {
     const char *peer;                        /* the "host:port" it went to, or NULL (rf_try.peer) */
     bool hop;                                /* a followed redirect's request: part of the attempt in flight */
     bool overloaded;                         /* the response carried the route's propagation.overloadedHeader */
+    int grpc_status;                         /* its grpc-status (header or trailer), 0..16; 0: absent or OK */
+    bool grpc_bad;                           /* it carried a grpc-status that is no code 0..16 (read as UNKNOWN) */
     int64_t elapsed_ms;                      /* this request's time on the wire */
     int64_t request_elapsed_ms;              /* since the request started, as the engine is told */
     int64_t wall_ms;                         /* Unix time in ms (for an HTTP-date) */

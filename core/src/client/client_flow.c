@@ -208,12 +208,34 @@ static bool append_header(struct curl_slist **list, const char *line) {
     return true;
 }
 
-/* The request's header list: the client's, the request's, its Idempotency-Key, and "Expect:" for a body. */
+/* Whether a header line is a gRPC Content-Type ("Content-Type: application/grpc", "…application/grpc+proto", any
+ * case of the name, spaces or tabs before the value). */
+static bool is_grpc_content_type(const char *line) {
+    static const char name[] = "content-type:", type[] = "application/grpc";
+    if (strncasecmp(line, name, sizeof name - 1) != 0) return false;
+    const char *v = line + sizeof name - 1;
+    while (*v == ' ' || *v == '\t') v++;
+    return strncasecmp(v, type, sizeof type - 1) == 0 && (v[sizeof type - 1] == '\0' || v[sizeof type - 1] == '+' ||
+                                                          v[sizeof type - 1] == ';' || v[sizeof type - 1] == ' ');
+}
+
+/* The request's header list: the client's, the request's, its Idempotency-Key, "TE: trailers" for a gRPC call, and
+ * "Expect:" for a body. */
 static bool build_headers(rfi_flow *f, const rf_request *req) {
     const rfi_flow_env *env = f->env;
-    bool ok = true;
-    for (size_t i = 0; ok && i < env->n_headers; i++) ok = append_header(&f->headers, env->headers[i]);
-    for (size_t i = 0; ok && i < req->n_headers; i++) ok = append_header(&f->headers, req->headers[i]);
+    bool ok = true, grpc = false;
+    for (size_t i = 0; ok && i < env->n_headers; i++) {
+        ok = append_header(&f->headers, env->headers[i]);
+        grpc |= is_grpc_content_type(env->headers[i]);
+    }
+    for (size_t i = 0; ok && i < req->n_headers; i++) {
+        ok = append_header(&f->headers, req->headers[i]);
+        grpc |= is_grpc_content_type(req->headers[i]);
+    }
+    /* A gRPC server refuses a call without "te: trailers" (gRPC over HTTP/2: it detects proxies that drop trailers,
+     * where the status travels). TE steers the connection, so a caller may not set it (RF_FRAMING_HEADERS): the
+     * transport writes it, for a gRPC Content-Type only. */
+    if (ok && grpc) ok = append_header(&f->headers, "TE: trailers");
     if (ok && req->idempotency_key) {
         static const char name[] = "Idempotency-Key: ";
         size_t key_len = strlen(req->idempotency_key), n = sizeof name + key_len; /* sizeof counts the NUL */
@@ -566,6 +588,8 @@ static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed
                                .peer = o->peer[0] ? o->peer : NULL,
                                .hop = f->in_hop,
                                .overloaded = w->rh.overloaded,
+                               .grpc_status = w->rh.grpc_status,
+                               .grpc_bad = w->rh.grpc_bad,
                                .elapsed_ms = now - w->start_ms,
                                .request_elapsed_ms = rfi_limits_elapsed(&f->limits, now - f->start_ms),
                                .wall_ms = rfi_wall_ms(),

@@ -15,6 +15,9 @@ void rfi_response_head_reset(rfi_response_head *h) {
     h->has_date = false;
     h->overloaded = false;
     h->date[0] = '\0';
+    h->grpc_status = 0;
+    h->has_grpc_status = false;
+    h->grpc_bad = false;
 }
 
 enum value_fit { VALUE_OK, VALUE_TOO_LONG, VALUE_BAD };
@@ -38,6 +41,24 @@ static enum value_fit header_value(const char *line, size_t len, size_t name_len
 
 static void mark(char *dst, size_t cap, enum value_fit fit) {
     if (fit != VALUE_OK) snprintf(dst, cap, "%s", fit == VALUE_BAD ? RFI_HINT_BAD : RFI_HINT_TOO_LONG);
+}
+
+/* A grpc-status value: 0..RF_GRPC_STATUS_MAX in decimal digits, spaces and tabs around it; anything else is bad and
+ * reads as UNKNOWN (2), as gRPC clients read a code they do not know. */
+static void record_grpc_status(rfi_response_head *h, const char *line, size_t len, size_t name_len) {
+    char v[8];
+    int code = 0;
+    bool ok = header_value(line, len, name_len, v, sizeof v) == VALUE_OK && v[0] != '\0' && strlen(v) <= 2;
+    for (const char *p = v; ok && *p; p++) {
+        if (*p < '0' || *p > '9')
+            ok = false;
+        else
+            code = code * 10 + (*p - '0');
+    }
+    ok = ok && code <= RF_GRPC_STATUS_MAX;
+    h->has_grpc_status = true;
+    h->grpc_bad = !ok;
+    h->grpc_status = ok ? code : 2;
 }
 
 /* Records a wait header line: the first line of each header wins, except ratelimit, an RFC 8941 List whose
@@ -75,6 +96,8 @@ bool rfi_response_head_line(rfi_response_head *h, const char *line, size_t len) 
         header_value(line, len, 4, h->date, sizeof h->date); /* "" unless it fits whole and clean */
         h->has_date = true;
     }
+    if (!h->has_grpc_status && colon != NULL && colon - line == 11 && strncasecmp(line, "grpc-status", 11) == 0)
+        record_grpc_status(h, line, len, 11);
     /* whatever else the line is (a lock may name any header, a wait header or Date too) */
     if (colon != NULL && h->overloaded_name != NULL && strlen(h->overloaded_name) == (size_t)(colon - line) &&
         strncasecmp(line, h->overloaded_name, (size_t)(colon - line)) == 0)

@@ -32,6 +32,12 @@ typedef struct rfi_response_head {
     const char *overloaded_name; /* the lowercase name to look for, NULL: none (rfi_response_head_init); kept by
                                     rfi_response_head_reset */
     bool overloaded;
+    /* The response's grpc-status, a header or (HTTP/2, after the body) a trailer, the first line of it: 0 when absent
+     * or OK; a value that is no gRPC status code 0..16 (not digits, or over 16) reads as 2, UNKNOWN, as gRPC
+     * clients read an unknown code, with grpc_bad set so that the try says why. */
+    int grpc_status;
+    bool has_grpc_status;
+    bool grpc_bad;
 } rfi_response_head;
 
 /* Sets every field: nothing seen, and overloaded_name (NULL: none; a lowercase field name that outlives h, the
@@ -48,7 +54,8 @@ void rfi_response_head_reset(rfi_response_head *h);
  * (names case-insensitive, rf_wait_header_parse_name) or of Date is recorded; any other line is ignored. A
  * value holding CR, LF or NUL (once trimmed) is recorded as RFI_HINT_BAD, one over 255 bytes as
  * RFI_HINT_TOO_LONG; such a Date, or one over 63 bytes, as "" (which no parser accepts): never a cut value. A
- * line of overloaded_name (case-insensitive) sets overloaded.
+ * line of overloaded_name (case-insensitive) sets overloaded. A grpc-status line (a header or a trailer: libcurl
+ * hands both to CURLOPT_HEADERFUNCTION) sets grpc_status, the first one only.
  */
 bool rfi_response_head_line(rfi_response_head *h, const char *line, size_t len);
 

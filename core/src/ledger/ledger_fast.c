@@ -103,6 +103,11 @@ static bool try_facts(cursor *c, rf_ledger_try *t) {
             return false;
     }
     if (LIT(c, ",\"not_sent\":true")) t->not_sent = true;
+    if (LIT(c, ",\"grpc_status\":")) {
+        int64_t g = 0;
+        if (!int53(c, &g) || g < 1 || g > RF_GRPC_STATUS_MAX) return false;
+        t->grpc_status = (int)g;
+    }
     if (LIT(c, ",\"wait\":{\"")) {
         int h = -1;
         do {

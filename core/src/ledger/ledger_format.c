@@ -97,6 +97,12 @@ static bool check_try_facts(const rf_ledger_try *t, size_t i, size_t *total, rf_
                          t->timeout_ms);
         return false;
     }
+    if ((unsigned)t->grpc_status > RF_GRPC_STATUS_MAX) {
+        field_path(field, sizeof field, at, "grpc_status");
+        rfi_ledger_error(err, field, 0, 0, "%s is %d, outside 0..%d (0: absent or OK, not recorded)", field,
+                         t->grpc_status, RF_GRPC_STATUS_MAX);
+        return false;
+    }
     if (!check_string(t->transport, true, at, "transport", total, err)) return false;
     if (!transport_known(t->transport)) {
         field_path(field, sizeof field, at, "transport");
@@ -582,8 +588,8 @@ static HOT_INLINE bool any_wait(const rf_ledger_try *t) {
 /* In a try's first wait header length: the try has no wait header (emit looks once, put_try_facts reads it). */
 #define NO_WAIT SIZE_MAX
 
-/* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, wait, date; then its peer.
- * lens: the try's transport, wait headers (NO_WAIT first when none), date and peer. */
+/* A try's replay facts (ledger.h), each only when set: timeout_ms, transport, not_sent, grpc_status, wait, date; then
+ * its peer. lens: the try's transport, wait headers (NO_WAIT first when none), date and peer. */
 static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_t *lens, const bool roomy) {
     bool ok = true;
     if (t->timeout_ms > 0) {
@@ -596,6 +602,10 @@ static HOT_INLINE bool put_try_facts(out *o, const rf_ledger_try *t, const size_
         PUT(o, "\"");
     }
     if (t->not_sent) PUT(o, ",\"not_sent\":true");
+    if (t->grpc_status > 0) {
+        PUT(o, ",\"grpc_status\":");
+        put_int(o, t->grpc_status, roomy);
+    }
     if (lens[1] != NO_WAIT) {
         bool waits = false;
         for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) {
@@ -766,7 +776,7 @@ static bool emit(const rf_ledger_record *rec, const char *host, rfi_ledger_ts_ca
     lens[n] = length_of(rec->budget, &total);
     /* the keys and punctuation (a try's hedge fields, replay facts and wait header names included), generously; the
      * redacted query; the strings escaped */
-    const size_t bound = 512 + 544 * rec->n_tries + 256 + 64 + 6 * total;
+    const size_t bound = 512 + 576 * rec->n_tries + 256 + 64 + 6 * total;
     out o = {buf, cap, 0};
     const bool ok =
         bound + 16 <= cap ? emit_line(rec, host, ts, &o, lens, true) : emit_line(rec, host, ts, &o, lens, false);
@@ -785,6 +795,7 @@ static bool quick_check(const rf_ledger_record *rec) {
         const rf_ledger_try *t = &rec->tries[i];
         ok = t->class_name && t->reason && safe_int(t->elapsed_ms) && safe_int(t->delay_ms) && t->timeout_ms >= 0 &&
              safe_int(t->timeout_ms) && transport_known(t->transport) && hedge_fields_ok(t) &&
+             (unsigned)t->grpc_status <= RF_GRPC_STATUS_MAX &&
              (!t->peer || rfi_ledger_peer_ok(t->peer, strlen(t->peer)));
     }
     return ok;

@@ -54,6 +54,7 @@ enum try_field {
     T_TIMEOUT_MS, /* the replay facts (ledger.h) */
     T_TRANSPORT,
     T_NOT_SENT,
+    T_GRPC_STATUS,
     T_WAIT,
     T_DATE,
     T_PEER,
@@ -61,8 +62,8 @@ enum try_field {
 };
 static const char *const try_fields[T_COUNT] = {
     "class",    "status", "elapsed_ms", "delay_ms",   "reason",    "retry_after", "retry_after_header",
-    "start_ms", "hedge",  "fate",       "timeout_ms", "transport", "not_sent",    "wait",
-    "date",     "peer"};
+    "start_ms", "hedge",  "fate",       "timeout_ms", "transport", "not_sent",    "grpc_status",
+    "wait",     "date",   "peer"};
 
 /* Where the complaint goes. */
 typedef struct complaint {
@@ -160,7 +161,7 @@ static bool fill_wait(const cJSON *obj, const char *prefix, rf_ledger_try *t, co
 }
 
 /* A try's replay facts (ledger.h), each optional: timeout_ms (0..2^53), transport (an RF_TRANSPORTS name), not_sent,
- * wait, date; and its peer ("host:port"). */
+ * grpc_status (1..16), wait, date; and its peer ("host:port"). */
 static bool fill_try_facts(const cJSON *const *f, const char *prefix, rf_ledger_try *t, complaint *c) {
     if (f[T_TIMEOUT_MS] &&
         !want_int(f[T_TIMEOUT_MS], 0, RFI_LEDGER_MAX_SAFE_INT, prefix, "timeout_ms", &t->timeout_ms, c))
@@ -176,6 +177,11 @@ static bool fill_try_facts(const cJSON *const *f, const char *prefix, rf_ledger_
             return refuse(c, "field \"%snot_sent\" must be a boolean, got %s", prefix,
                           rfi_json_type_name(f[T_NOT_SENT]));
         t->not_sent = cJSON_IsTrue(f[T_NOT_SENT]);
+    }
+    if (f[T_GRPC_STATUS]) {
+        int64_t g = 0;
+        if (!want_int(f[T_GRPC_STATUS], 1, RF_GRPC_STATUS_MAX, prefix, "grpc_status", &g, c)) return false;
+        t->grpc_status = (int)g;
     }
     if (f[T_WAIT] && !fill_wait(f[T_WAIT], prefix, t, c)) return false;
     if (f[T_DATE] && !want_string(f[T_DATE], false, prefix, "date", &t->date, c)) return false;

@@ -37,6 +37,7 @@ typedef struct rfi_replay_facts {
     int status;
     rf_transport transport;
     bool not_sent;
+    int grpc_status; /* the response's grpc-status 0..16 (0: absent or OK), from the try or its GRPC_* class */
     int64_t elapsed_ms;
     int64_t timeout_ms; /* the per-try timeout it ran with; 0: unknown (an older line) */
     int64_t wall_ms;    /* when it ended (Unix ms): "now" for a date-valued wait header */

@@ -26,6 +26,7 @@ typedef struct sample {
     int16_t status;
     uint8_t transport;
     bool not_sent, older;
+    uint8_t grpc_status;
     uint16_t wait_at[RF_WAIT_HEADER_COUNT]; /* 1 + offset in its text, 0: absent */
     uint16_t date_at;
 } sample;
@@ -144,6 +145,7 @@ static void sample_of(const rfi_replay_facts *f, sample *s, char *text) {
     s->status = (int16_t)f->status;
     s->transport = (uint8_t)f->transport;
     s->not_sent = f->not_sent;
+    s->grpc_status = (uint8_t)f->grpc_status;
     s->older = f->older;
     size_t used = 0;
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) s->wait_at[h] = keep(text, &used, f->wait[h]);
@@ -215,6 +217,7 @@ static void facts_of(const rfi_replay_pools *p, const pool *q, uint32_t j, int r
     *f = (rfi_replay_facts){.status = s->status,
                             .transport = (rf_transport)s->transport,
                             .not_sent = s->not_sent,
+                            .grpc_status = s->grpc_status,
                             .elapsed_ms = s->elapsed_ms,
                             .timeout_ms = s->timeout_ms,
                             .wall_ms = s->wall_ms,

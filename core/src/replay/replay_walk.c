@@ -42,6 +42,19 @@ static rf_transport transport_of_class(const char *name) {
     return RF_TRANSPORT_OK;
 }
 
+/* The grpc-status a try's class implies: N for GRPC_<name of N> (RF_GRPC_CLASSES, in code order), else 0. A class is
+ * what the engine classified, so the code is exact, on a line that did not write grpc_status too. */
+static int grpc_status_of_class(const char *name) {
+    if (name[0] != 'G' || strncmp(name, "GRPC_", 5) != 0) return 0;
+    int code = 0;
+#define RF_X_GRPC(e, token) \
+    code++;                 \
+    if (strcmp(name, token) == 0) return code;
+    RF_GRPC_CLASSES(RF_X_GRPC)
+#undef RF_X_GRPC
+    return 0;
+}
+
 /* A reason's enum from its name; -1 when it is none. */
 static int reason_of(const char *name) {
     for (int i = 0; i < RF_REASON_COUNT; i++)
@@ -98,6 +111,7 @@ void rfi_replay_recorded_facts(const rf_ledger_record *rec, size_t i, int64_t en
     *f = (rfi_replay_facts){.status = t->status,
                             .transport = transport_of_class(t->class_name),
                             .not_sent = t->not_sent,
+                            .grpc_status = t->grpc_status ? t->grpc_status : grpc_status_of_class(t->class_name),
                             .elapsed_ms = t->elapsed_ms,
                             .timeout_ms = t->timeout_ms,
                             .wall_ms = end_wall_ms,
@@ -305,6 +319,7 @@ bool rfi_replay_walk_try(const rfi_replay_ctx *c, rfi_replay_walk *w, const rfi_
                       .not_sent = f.not_sent,
                       .mono_ms = w->start_wall_ms + at, /* the record's clock: a ratio window's */
                       .budget_request = &w->budget_request,
+                      .grpc_status = f.grpc_status,
                       .hedged = w->hedged};
     const rfi_replay_route *route = &c->routes[w->route];
     for (int h = 0; h < RF_WAIT_HEADER_COUNT; h++) { /* the wait headers the route reads, as the client gives them */

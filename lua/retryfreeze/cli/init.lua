@@ -19,7 +19,7 @@ local util = require "retryfreeze.util"
 local M = {}
 
 local commands = { "check", "decide", "run", "demo", "serve", "stats", "gate", "report", "soak", "model", "diff",
-  "signoff", "verify", "budget", "replay", "import" }
+  "signoff", "verify", "budget", "replay", "import", "export" }
 
 --- The subcommand names, in help order (a name whose module is absent is skipped).
 M.commands = commands
