@@ -65,6 +65,9 @@ setup(function()
   ledger = h.write_file(dir .. "/ledger.jsonl", record{ route = HOSTILE } .. record{ reason = HOSTILE, host = HOSTILE }
     .. record{ outcome = HOSTILE })
   script = h.write_file(dir .. "/raise.lua", "error(" .. ("%q"):format(HOSTILE) .. ", 0)\n")
+  -- An nginx configuration whose proxy_next_upstream names a hostile condition (a quoted word holds any byte).
+  h.write_file(dir .. "/hostile.conf", "http { server { location /v1/ { proxy_pass http://127.0.0.1:1; "
+    .. 'proxy_next_upstream "' .. HOSTILE .. '"; } } }\n')
 end)
 teardown(function() os.execute("rm -rf " .. q(dir)) end)
 
@@ -97,6 +100,8 @@ local cases = {
   { "model", "LOCK", "--route", HOSTILE, shows = "err" },
   { "export", "LOCK", "--to", "grpc", "--accept", HOSTILE, shows = "err" },
   { "export", "DIR/" .. RAW .. ".lock.json", "--to", "grpc", shows = "err" },
+  { "import", "DIR/hostile.conf", "--from", "nginx", shows = "err", code = 1 },
+  { "import", "DIR/" .. RAW .. ".conf", "--from", "nginx", shows = "err" },
   { "decide", "LOCK", "--method", "GET", "--path", "/x", "--transport", HOSTILE, shows = "err" },
   { "decide", "LOCK", "--method", HOSTILE, "--path", "/x", shows = "err" },
   { "budget", "show", HOSTILE, "--redis", "redis://127.0.0.1:1", shows = "err" },
