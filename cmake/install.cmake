@@ -21,7 +21,7 @@ add_library(retryfreeze_client_static STATIC $<TARGET_OBJECTS:retryfreeze_client
 # uses them as well.
 rf_lto(retryfreeze_objects retryfreeze_client_objects rf_util_report retryfreeze_static retryfreeze_client_static)
 # The shared engine too: rf_decide's calls into the matcher, the wait headers and the backoff cross files
-# (bench/c_instructions.sh: rf_decide 482 -> 455 instructions per decision with this and the flag in core.cmake).
+# (bench/engine/c_instructions.sh: rf_decide 482 -> 455 instructions per decision with this and the flag in core.cmake).
 rf_lto(retryfreeze)
 set(rf_static_libs retryfreeze_static retryfreeze_client_static)
 if(NOT RF_ROCK) # the binding as a static library, for C programs embedding Lua 5.4 (a rock has no Lua 5.4)

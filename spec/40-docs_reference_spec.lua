@@ -1068,3 +1068,72 @@ describe("the reference docs' links", function()
     end)
   end
 end)
+
+-- ---------------------------------------------------------------------------------------------------------
+-- The benchmarks' paths
+-- ---------------------------------------------------------------------------------------------------------
+
+--- The files under dir (a path from the source root), sorted; build trees and hidden files left out.
+local function files_under(dir)
+  local p = assert(io.popen("find " .. dir .. " -type f ! -name '.*' | sort"))
+  local list = {}
+  for line in p:lines() do list[#list + 1] = line end
+  p:close()
+  return list
+end
+
+local function exists(path)
+  local f = io.open(path)
+  if f then f:close() end
+  return f ~= nil
+end
+
+describe("bench/", function()
+  it("has every file in bench/README.md's table, and the table names only files that exist", function()
+    local listed = {}
+    for name in read("bench/README.md"):gmatch("\n| `([^`]+)` |") do
+      assert.is_true(exists("bench/" .. name), "bench/README.md lists bench/" .. name .. ", which does not exist")
+      listed["bench/" .. name] = true
+    end
+    for _, path in ipairs(files_under("bench")) do
+      if path ~= "bench/README.md" then
+        assert.is_true(listed[path] == true, path .. " is not in bench/README.md's table")
+      end
+    end
+  end)
+
+  it("is named by existing paths in the docs, the build files and the benches themselves", function()
+    local texts = { "README.md", "spec/README.md", "spec/ledger_gen.lua", ".luacheckrc", "bindings/lua_policy.c" }
+    for _, dir in ipairs({ "docs", "cmake", "bench" }) do
+      for _, path in ipairs(files_under(dir)) do texts[#texts + 1] = path end
+    end
+    local n = 0
+    for _, file in ipairs(texts) do
+      local text = read(file)
+      -- A source path: "bench/" not after a path character (build outputs are "$build/bench/...", "BUILD/bench_x").
+      for before, path in text:gmatch("(.?)(bench/[%w_%-/%.]+)") do
+        path = path:gsub("%.+$", "")
+        if not before:match("[%w_/%$%.]") and path ~= "bench/" then
+          n = n + 1
+          assert.is_true(exists(path), file .. " names " .. path .. ", which does not exist")
+        end
+      end
+      for mod in text:gmatch("require%s*%(?%s*[\"']bench%.([%w_%.]+)[\"']") do
+        local path = "bench/" .. mod:gsub("%.", "/") .. ".lua"
+        assert.is_true(exists(path), file .. " requires bench." .. mod .. ", but there is no " .. path)
+      end
+      local here = file:match("^(.*)/[^/]*$")
+      -- A path relative to the bench's own folder: `here .. "/x"` or `(arg[0]:match(...) or ".") .. "/x"`.
+      local lua_text = file:match("%.lua$") and text or ""
+      for _, pattern in ipairs({ 'here%s*%.%.%s*"/([^"]+)"', 'or "%."%)%s*%.%.%s*"/([^"]+)"' }) do
+        for rel in lua_text:gmatch(pattern) do
+          assert.is_true(exists(here .. "/" .. rel), file .. " opens " .. here .. "/" .. rel .. ", which does not exist")
+        end
+      end
+      for rel in (file:match("%.[ch]$") and text or ""):gmatch("#include \"(%.%./[%w_/%.]+)\"") do
+        assert.is_true(exists(here .. "/" .. rel), file .. " includes " .. here .. "/" .. rel .. ", which does not exist")
+      end
+    end
+    assert.is_true(n > 50, "only " .. n .. " bench/ paths found: the pattern no longer matches the docs")
+  end)
+end)

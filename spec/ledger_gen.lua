@@ -1,5 +1,5 @@
 -- Deterministic ledgers in the writer's exact line format (core/src/ledger/ledger_format.c: every field, in
--- that order), for the report, OpenMetrics and stats specs and bench/bench_report.lua. A mix of routes of
+-- that order), for the report, OpenMetrics and stats specs and bench/evidence/bench_report.lua. A mix of routes of
 -- different health, an "incident" in the middle of the time span (more failures), retries after 503, 429 and
 -- timeouts, Retry-After values that are honored, not honored, invalid, an HTTP-date, too long for the budget,
 -- and present on a stopping verdict, terminal and exhausted requests, and no-route refusals.

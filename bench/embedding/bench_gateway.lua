@@ -1,0 +1,206 @@
+-- The gateway mode's front CPU per request against nginx's own keepalive proxy_pass to the same upstreams, in one
+-- nginx: examples/gateway/nginx.conf.in filled in as docs/embedding.md says (its lock, its ledger on), plus a server
+-- of this bench's own, both in front of two retryfreeze-serve answering 503 to a share of attempts:
+--   gateway     proxy_pass to the gateway's upstream block: every try started and decided by the engine in the
+--               balancer (retryfreeze.gateway), one ledger line per request;
+--   keepalive   proxy_pass + proxy_next_upstream (error, timeout, 503; 3 tries, the lock's maxAttempts) to the same
+--               two servers over an upstream keepalive pool.
+-- The project's client drives each front on loopback (rf.client through retryfreeze.scheduler: libcurl's multi
+-- interface, 32 requests in flight on keep-alive connections, one attempt each: the driver never retries) for a
+-- round of REQUESTS requests, the fronts in turn and their order swapped every round, ROUNDS rounds. A front's CPU is
+-- the utime + stime of nginx's worker processes over its rounds (/proc/PID/stat), per request sent. The upstreams'
+-- attempt count per request says that the fronts retried alike. The ratio is the median of the rounds' own ratios
+-- (each round runs both fronts seconds apart), which a loaded machine moves less.
+-- Prints `ratio:` lines for bench/run (never fails on a target; fails when a part does not start).
+-- Usage: lua5.4 bench/embedding/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS]] (from the source root); RF_BENCH_GATEWAY_LOCK
+-- names another lock for the gateway (its routes must take GET /items/1), e.g. one without propagation.
+local build, count, rounds = arg[1] or "build", tonumber(arg[2] or "20000"), tonumber(arg[3] or "5")
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
+local rf = require "retryfreeze"
+local scheduler = require "retryfreeze.scheduler"
+local upstream = require "retryfreeze.upstream"
+
+local shell = require "spec.support.shell"
+local sh, q = shell.sh, shell.q
+local have = shell.have
+
+local nginx = os.getenv("RF_NGINX") or (have("nginx") and "nginx") or
+  (io.open("/usr/sbin/nginx") and "/usr/sbin/nginx")
+local lua_module = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+local missing = not nginx and "nginx" or not io.open(lua_module) and lua_module
+  or not io.open(build .. "/lib/lua/luajit/retryfreeze/core.so") and (build .. "/lib/lua/luajit (RF_LUA)")
+  or not io.open(build .. "/bin/retryfreeze-serve") and (build .. "/bin/retryfreeze-serve")
+if missing then
+  print("bench_gateway: skipped (no " .. missing .. ")")
+  return
+end
+
+local dir = sh("mktemp -d /tmp/rf-bench-gateway.XXXXXX"):gsub("%s+$", "")
+os.execute("chmod 0755 " .. q(dir))
+local up1 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 1 })
+local up2 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 2 })
+
+local function free_port()
+  return tonumber(sh([[bash -c 'for p in $(shuf -i 20000-32000 -n 50); do ]]
+    .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
+end
+
+-- proxy_pass doing the gateway lock's retries: 3 tries (its maxAttempts) on error, timeout and 503 within its 2.5 s,
+-- each bounded by its 1 s per-try timeout, over the two servers (the first listed twice: proxy_next_upstream moves
+-- to the next server of the group, never back to one that failed), a keepalive pool.
+local function baseline(port)
+  return ([[
+  upstream rf_bench_keepalive {
+    server 127.0.0.1:%d max_fails=0;
+    server 127.0.0.1:%d max_fails=0;
+    server 127.0.0.1:%d max_fails=0;
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:%d;
+    location / {
+      proxy_pass http://rf_bench_keepalive;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_next_upstream error timeout http_503;
+      proxy_next_upstream_tries 3;
+      proxy_next_upstream_timeout 2500ms;
+      proxy_connect_timeout 1s;
+      proxy_send_timeout 1s;
+      proxy_read_timeout 1s;
+    }
+  }
+]]):format(up1.port, up2.port, up1.port, port)
+end
+
+local ports = { gateway = free_port(), keepalive = free_port() }
+local conf = assert(io.open("examples/gateway/nginx.conf.in")):read("a")
+local src = sh("pwd"):gsub("%s+$", "")
+conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
+  LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/examples/gateway/gateway.lock.json"), LEDGER = dir .. "/ledger.jsonl",
+  UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
+local n
+conf, n = conf:gsub("\n}%s*$", "\n" .. baseline(ports.keepalive) .. "}\n")
+assert(n == 1, "examples/gateway/nginx.conf.in does not end with the http block's '}'")
+local f = assert(io.open(dir .. "/nginx.conf", "w"))
+f:write(conf)
+f:close()
+local master = tonumber(sh("cd " .. q(dir) .. " && (" .. nginx .. " -p " .. q(dir)
+  .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
+local function stop()
+  os.execute("kill -QUIT " .. master .. " 2>/dev/null; sleep 0.5")
+  up1.stop()
+  up2.stop()
+end
+local url, base = {}, {}
+for name, port in pairs(ports) do
+  base[name] = "http://127.0.0.1:" .. port
+  url[name] = base[name] .. "/items/1"
+end
+local ready = false
+for _ = 1, 100 do
+  ready = true
+  for _, u in pairs(url) do
+    if sh("curl -s -o /dev/null -w '%{http_code}' " .. u .. " 2>/dev/null") == "000" then ready = false end
+  end
+  if ready then break end
+  os.execute("sleep 0.1")
+end
+if not ready then
+  print(sh("cat " .. q(dir) .. "/nginx.out " .. q(dir) .. "/error.log"))
+  stop()
+  error("bench_gateway: nginx did not answer on both ports")
+end
+
+-- The driver: one attempt per request (maxAttempts 1), a per-try timeout far above any answer here.
+local driver_policy = assert(rf.load_string('{"endpoint": "GET /items/*", "maxAttempts": 1, "perAttemptTimeoutMs": '
+  .. '10000, "totalBudgetMs": 10000, "retryable": []}', "bench_gateway driver"))
+local REQUEST = { method = "GET", path = "/items/1" }
+local function request() return REQUEST end
+-- Sends `requests` requests to base_url, 32 in flight; raises when one failed (no response: a front that broke).
+local function drive(base_url, requests)
+  local client = rf.client{ policy = driver_policy, base_url = base_url }
+  local failed = scheduler.run_requests(client, requests, 32, request)
+  client:close()
+  if failed > 0 then
+    error(("bench_gateway: %d of %d requests to %s got no response"):format(failed, requests, base_url))
+  end
+end
+
+-- CPU seconds (utime + stime) of nginx's worker processes, from /proc.
+local ticks = tonumber(sh("getconf CLK_TCK")) or 100
+local function workers_cpu()
+  local total = 0
+  for pid in sh("pgrep -P " .. master):gmatch("%d+") do
+    local s = io.open("/proc/" .. pid .. "/stat")
+    if s then
+      local fields = s:read("a"):match("%) (.*)$")
+      s:close()
+      local i, utime, stime = 2, nil, nil -- field 3 (state) is the first after ") "
+      for v in fields:gmatch("%S+") do
+        i = i + 1
+        if i == 14 then utime = tonumber(v) elseif i == 15 then stime = tonumber(v) break end
+      end
+      total = total + (utime + stime) / ticks
+    end
+  end
+  return total
+end
+
+-- Both upstreams' attempts so far (each /__stats read is not counted by the upstream it reads).
+local function upstream_attempts()
+  return assert(upstream.stats(up1.url)).requests + assert(upstream.stats(up2.url)).requests
+end
+
+local totals = {}
+local order = { "gateway", "keepalive" }
+local round_ratios = {} -- gateway / keepalive per round: the two ran seconds apart, under the same load
+-- A warm-up round each (JIT traces, connection pools), not counted.
+for _, name in ipairs(order) do drive(base[name], count // 4) end
+local lines0 = 0
+for _ in io.lines(dir .. "/ledger.jsonl") do lines0 = lines0 + 1 end
+for round = 1, rounds do
+  local us_round = {}
+  for k = 0, #order - 1 do
+    local name = order[(round - 1 + k) % #order + 1]
+    local t = totals[name] or { cpu = 0, requests = 0, attempts = 0 }
+    totals[name] = t
+    local attempts0, cpu0 = upstream_attempts(), workers_cpu()
+    local ok, err = pcall(drive, base[name], count)
+    local cpu1, attempts1 = workers_cpu(), upstream_attempts()
+    if not ok then
+      stop()
+      error(err, 0)
+    end
+    t.cpu, t.requests = t.cpu + (cpu1 - cpu0), t.requests + count
+    us_round[name] = (cpu1 - cpu0) / count
+    t.attempts = t.attempts + (attempts1 - attempts0)
+  end
+  round_ratios[round] = us_round.gateway / us_round.keepalive
+end
+table.sort(round_ratios)
+local median = round_ratios[(#round_ratios + 1) // 2]
+if #round_ratios % 2 == 0 then median = (median + round_ratios[#round_ratios // 2 + 1]) / 2 end
+stop()
+local lines = 0
+for _ in io.lines(dir .. "/ledger.jsonl") do lines = lines + 1 end
+os.execute("rm -rf " .. q(dir))
+
+local us = {}
+for _, name in ipairs(order) do
+  local t = totals[name]
+  us[name] = t.cpu / t.requests * 1e6
+  print(("bench_gateway: %-9s %8d requests, %6.1f us front CPU per request, %.3f upstream attempts per request")
+    :format(name, t.requests, us[name], t.attempts / t.requests))
+end
+print(("bench_gateway: the gateway's ledger holds %d lines for the %d requests it served in the rounds")
+  :format(lines - lines0, totals.gateway.requests))
+local ratio = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua").ratio
+ratio("nginx gateway front CPU per request vs proxy_pass with keepalive", median, "<=", 1.25)
+local parts = {}
+for i, r in ipairs(round_ratios) do parts[i] = ("%.2f"):format(r) end
+print(("note: nginx gateway vs proxy_pass with keepalive, all rounds together: %.2fx (%.1f vs %.1f us); per round, "
+  .. "sorted: %s (rf.client on loopback, 32 in flight, %d rounds of %d requests alternated)"):format(
+  us.gateway / us.keepalive, us.gateway, us.keepalive, table.concat(parts, " "), rounds, count))

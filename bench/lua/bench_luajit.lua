@@ -1,0 +1,129 @@
+-- The decision forms under LuaJIT, measured in one run on the same request mix (bench/lua/decide_mix.lua) against the
+-- pure-Lua port of the seed's classifier (bench/lua/seed_classifier.lua, the baseline), JIT-compiled:
+--   * policy:decider through the FFI (the module's LuaJIT path, bindings/lua_ffi.c): the fastest decision form,
+--     whose target is >= 3x faster than the port;
+--   * the same decider's classic closure (the Lua C API: every call ends a trace), reached as the FFI closure's
+--     slow path (its upvalue `classic`; with RF_NO_FFI=1 the module hands out that closure itself);
+--   * policy:decide(facts, rng, out), the allocation-free form with tables (classic).
+-- Each variant is measured best of five rounds, the variants alternating, so that none gets a warmer cache and the
+-- JIT has compiled every loop before the best round. Prints the numbers and `ratio:` lines (bench/run collects them).
+-- Usage: luajit bench/lua/bench_luajit.lua LOCK [iterations]
+local rf = require "retryfreeze"
+
+local lock, iters = arg[1], tonumber(arg[2] or "1000000")
+local rounds = 5
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+local policy = assert(rf.load(lock))
+local mix = dofile(here .. "/decide_mix.lua")
+local bench_rounds = dofile(here .. "/../lib/rounds.lua")
+local n = #mix
+if not rawget(_G, "jit") then error("bench_luajit.lua: run it with luajit") end
+if not rf.ffi then error("bench_luajit.lua: the FFI path is off (RF_NO_FFI set, or no FFI in this LuaJIT)") end
+
+local seed_decide = dofile(here .. "/seed_classifier.lua").for_route(policy:routes()[1], 1)
+
+--- The upvalue `name` of function fn (the FFI decider's internals, read through the debug library: bench only).
+local function upvalue(fn, name)
+  for i = 1, math.huge do
+    local uname, value = debug.getupvalue(fn, i)
+    if uname == nil then error("bench_luajit.lua: the FFI decider has no upvalue '" .. name .. "'") end
+    if uname == name then return value end
+  end
+end
+
+-- One decider per request of the mix, built once (as the port is built once per route); the classic closures are
+-- the FFI closures' own slow paths, deciding with the same state.
+local rng = rf.rng(1)
+local ffi_deciders, classic_deciders, states = {}, {}, {}
+for j, f in ipairs(mix) do
+  ffi_deciders[j] = policy:decider(f.method, f.path, f.idempotency_key ~= nil, rng)
+  classic_deciders[j] = upvalue(ffi_deciders[j], "classic")
+  states[j] = upvalue(ffi_deciders[j], "state")
+end
+-- The per-attempt arguments, unpacked once: the loops below measure the calls, not the facts tables' reads.
+local args, transport_index = {}, {}
+for i, name in ipairs(rf.transports) do transport_index[name] = i - 1 end
+for j, f in ipairs(mix) do
+  args[j] = { f.status or 0, f.transport, f.attempts, f.elapsed_ms, f.retry_after, f.date, f.now_ms,
+              transport_index[f.transport or "ok"], f.retry_after and #f.retry_after or 0, f.date and #f.date or 0 }
+end
+-- The engine's floor under LuaJIT: the ABI's decide called directly with the arguments prebuilt (no checks, no
+-- verdict strings): rf_decide_on_route plus one FFI call, what no binding can go below.
+local abi_decide, abi_out = upvalue(ffi_deciders[1], "decide"), upvalue(ffi_deciders[1], "out")
+
+local function run_deciders(deciders)
+  return function()
+    for i = 1, iters do
+      local j = i % n + 1
+      local a = args[j]
+      deciders[j](a[1], a[2], a[3], a[4], a[5], a[6], a[7])
+    end
+  end
+end
+-- rf.flow with the FFI's step:begin and step:after, and a second copy of its loop loaded with them hidden (the
+-- methods: what RF_NO_FFI=1 gives), on the same scripted requests: a 503 then a 200, two attempts each, no ledger.
+local core = require "retryfreeze.core"
+local flow_ffi = rf.flow
+local saved_begin, saved_after = core.ffi_step_begin, core.ffi_step_after
+core.ffi_step_begin, core.ffi_step_after, package.loaded["retryfreeze.io_flow"] = nil, nil, nil
+local flow_classic = require("retryfreeze.io_flow").flow
+core.ffi_step_begin, core.ffi_step_after = saved_begin, saved_after
+local flow_policy = assert(rf.load(here .. "/../../examples/service.lock.json"))
+local flow_request = { method = "GET", path = "/v1/jobs/7" }
+local replies, clock = { { status = 503 }, { status = 200, body = "ok" } }, 0
+local flow_io = { send = function(attempt) clock = clock + 5; return replies[attempt.number] end,
+                  sleep = function(ms) clock = clock + ms end, now_ms = function() return clock end,
+                  wall_ms = function() return 784111777000 end, rng = rf.rng(1) }
+local flow_iters = math.max(1, math.floor(iters / 50))
+local function run_flow(flow)
+  return function()
+    for _ = 1, flow_iters do flow(flow_policy, flow_request, flow_io) end
+  end
+end
+
+local out, decide = {}, policy.decide
+local variants = {
+  { name = "ffi", run = run_deciders(ffi_deciders) },
+  { name = "classic", run = run_deciders(classic_deciders) },
+  { name = "floor", run = function()
+    for i = 1, iters do
+      local j = i % n + 1
+      local a = args[j]
+      abi_decide(states[j], a[1], a[8], a[3] or 1, a[4] or 0, a[5], a[9], a[6], a[10], a[7] or 0, abi_out)
+    end
+  end },
+  { name = "decide_out", run = function()
+    for i = 1, iters do decide(policy, mix[i % n + 1], rng, out) end
+  end },
+  { name = "seed", run = function()
+    for i = 1, iters do seed_decide(mix[i % n + 1]) end
+  end },
+}
+
+variants[#variants + 1] = { name = "flow_ffi", run = run_flow(flow_ffi), calls = flow_iters }
+variants[#variants + 1] = { name = "flow_classic", run = run_flow(flow_classic), calls = flow_iters }
+
+local best = bench_rounds.best_ns(variants, rounds, iters)
+local ratio = bench_rounds.ratio
+
+print(string.format("%s, %d calls per variant, best of %d, %d-fact mix", jit.version, iters, rounds, n))
+print(string.format("  policy:decider(...)(...) via the FFI %7.1f ns/call (the LuaJIT path)", best.ffi))
+print(string.format("  the same decider, classic closure   %7.1f ns/call (the Lua C API)", best.classic))
+print(string.format("  policy:decide(facts, rng, out)      %7.1f ns/call (classic, tables)", best.decide_out))
+print(string.format("  the engine through the FFI alone     %7.1f ns/call (rf_decide_on_route, arguments prebuilt)",
+  best.floor))
+print(string.format("  pure-Lua seed classifier, JIT       %7.1f ns/call (bench/lua/seed_classifier.lua; does far less)",
+  best.seed))
+print(string.format("  rf.flow, 2 attempts, FFI steps       %7.0f ns/request (step:begin and step:after via the FFI)",
+  best.flow_ffi))
+print(string.format("  rf.flow, 2 attempts, the methods     %7.0f ns/request (what RF_NO_FFI=1 gives)",
+  best.flow_classic))
+print(string.format("note: under LuaJIT rf.flow (two attempts, no ledger) takes %.2fx the time with the methods that it "
+  .. "takes with the FFI's step:begin and step:after", best.flow_classic / best.flow_ffi))
+print(string.format("note: under LuaJIT the classic decider (the Lua C API) is %.2fx the time of the JIT-compiled "
+  .. "pure-Lua port, and the FFI decider %.2fx faster than the classic one", best.classic / best.seed,
+  best.classic / best.ffi))
+print(string.format("note: under LuaJIT the engine alone through the FFI (rf_decide_on_route with the arguments "
+  .. "prebuilt, no checks, no verdict strings) takes %.0f%% of the JIT-compiled pure-Lua port's time: no decision "
+  .. "form can be faster than the port by more than %.2fx", 100 * best.floor / best.seed, best.seed / best.floor))
+ratio("LuaJIT decider (FFI) speedup over the JIT-compiled pure-Lua port", best.seed / best.ffi, ">=", 3)
