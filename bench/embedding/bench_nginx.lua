@@ -15,6 +15,7 @@ local build, seconds, rounds = arg[1] or "build", tonumber(arg[2] or "4"), tonum
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local upstream = require "retryfreeze.upstream"
+local proc_cpu = require "bench.lib.proc_cpu"
 
 local shell = require "spec.support.shell"
 local sh, q = shell.sh, shell.q
@@ -101,25 +102,8 @@ if not ready then
   error("bench_nginx: nginx did not answer on all three ports")
 end
 
--- CPU seconds (utime + stime) of nginx's worker processes, from /proc.
-local ticks = tonumber(sh("getconf CLK_TCK")) or 100
-local function workers_cpu()
-  local total = 0
-  for pid in sh("pgrep -P " .. master):gmatch("%d+") do
-    local s = io.open("/proc/" .. pid .. "/stat")
-    if s then
-      local fields = s:read("a"):match("%) (.*)$")
-      s:close()
-      local i, utime, stime = 2, nil, nil -- field 3 (state) is the first after ") "
-      for v in fields:gmatch("%S+") do
-        i = i + 1
-        if i == 14 then utime = tonumber(v) elseif i == 15 then stime = tonumber(v) break end
-      end
-      total = total + (utime + stime) / ticks
-    end
-  end
-  return total
-end
+-- CPU seconds of nginx's worker processes (bench/lib/proc_cpu.lua).
+local function workers_cpu() return proc_cpu.children_cpu_s(master) end
 
 local function upstream_attempts() return assert(upstream.stats(up.url)).requests end
 
