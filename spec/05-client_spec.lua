@@ -196,7 +196,8 @@ describe("rf.client against the fault-injecting upstream", function()
       assert.has_error(function() client:all(one, { concurrency = bad }) end,
         "client:all: options.concurrency must be an integer from 1 to 1024, got " .. (type(bad) == "number" and tostring(bad) or type(bad)))
     end
-    assert.has_error(function() client:all(one, { concurency = 2 }) end, "client:all: options: unknown option 'concurency' (did you mean 'concurrency'?)")
+    assert.has_error(function() client:all(one, { concurency = 2 }) end,
+      "client:all: options: unknown option 'concurency' (did you mean 'concurrency'?)")
     assert.has_error(function() client:all(one, 4) end, "client:all: options must be a table {concurrency = N}, got number")
     assert.equal(0, assert(upstream.stats(up.url)).requests)
     assert.equal(200, client:all(one, { concurrency = 1024 })[1].status)
