@@ -191,11 +191,27 @@ local function run(ctx, opts, pos)
       s.hedges_per_request, s.hedge_wins, 100 * s.hedge_win_rate)
   end
   if unhedged then
-    -- The same flows, faults and seed without the lock's hedging: what hedging bought and what it cost.
-    local e, u = s.elapsed_ms, unhedged.elapsed_ms
-    out:printf("hedging compared (same flows, same faults): p99 %d ms with hedging, %d ms without; p50 %d ms, %d ms; "
-      .. "attempts %d with, %d without (%+d)\n", e.p99 or 0, u.p99 or 0, e.p50 or 0, u.p50 or 0, s.attempts,
-      unhedged.attempts, s.attempts - unhedged.attempts)
+    -- The same flows, faults and seed without the lock's hedging: what hedging bought and what it cost, for the
+    -- whole run and for each route (a hedged route's tail hides behind an unhedged route's in the whole run).
+    local function compared(with, without)
+      local e, u = with.elapsed_ms, without.elapsed_ms
+      return string.format("p99 %d ms with hedging, %d ms without; p50 %d ms, %d ms; attempts %d with, %d without "
+        .. "(%+d)", e.p99 or 0, u.p99 or 0, e.p50 or 0, u.p50 or 0, with.attempts, without.attempts,
+        with.attempts - without.attempts)
+    end
+    out:printf("hedging compared (same flows, same faults), whole run: %s\n", compared(s, unhedged))
+    local routes, seen = {}, {}
+    for _, by in ipairs({ s.by_route, unhedged.by_route }) do
+      for route in pairs(by) do
+        if not seen[route] then routes[#routes + 1], seen[route] = route, true end
+      end
+    end
+    table.sort(routes)
+    local none = { elapsed_ms = {}, attempts = 0 }
+    for _, route in ipairs(routes) do
+      out:printf("  %s: %s\n", stats.route_label(route),
+        compared(s.by_route[route] or none, unhedged.by_route[route] or none))
+    end
   end
 
   local verdict = gate.evaluate(s, thresholds)
