@@ -1219,6 +1219,7 @@ static void push_names(lua_State *L, const char *(*name)(int), int count) {
 }
 
 static const char *reason_at(int i) { return rf_reason_name((rf_reason)i); }
+static const char *outcome_at(int i) { return rf_outcome_name((rf_outcome)i); }
 static const char *transport_at(int i) { return rf_transport_name((rf_transport)i); }
 static const char *jitter_at(int i) { return rf_jitter_name((rf_jitter)i); }
 static const char *wait_header_at(int i) { return rf_wait_header_name((rf_wait_header)i); }
@@ -1257,6 +1258,8 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "decide");
     push_names(L, reason_at, RF_REASON_COUNT);
     lua_setfield(L, -2, "reasons");
+    push_names(L, outcome_at, RF_OUTCOME_COUNT);
+    lua_setfield(L, -2, "outcomes");
     push_names(L, transport_at, RF_TRANSPORT_COUNT);
     lua_setfield(L, -2, "transports");
     push_names(L, jitter_at, RF_JITTER_COUNT);
