@@ -381,13 +381,18 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
         default:
             if (lua_type(L, -2) != LUA_TSTRING)
                 luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
+            /* hedging is the route's, not an attempt's fact: say where it is asked and pinned */
             luaL_argerror(L, arg,
                           lua_pushfstring(L,
-                                          "unknown fact '%s' (the engine reads transport facts only: method, "
+                                          "unknown fact '%s' (%sthe engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
                                           "idempotency_key, source, now_ms, hints, not_sent, overloaded, "
                                           "inbound_attempt, grpc_status)",
-                                          lua_tostring(L, -2)));
+                                          lua_tostring(L, -2),
+                                          strncmp(lua_tostring(L, -2), "hedg", 4) == 0
+                                              ? "whether a request is hedged is policy:hedging(facts)'s answer, "
+                                                "pinned by assert.hedges or a decision table's hedge column; "
+                                              : ""));
         }
         lua_pop(L, 1);
     }

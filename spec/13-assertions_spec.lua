@@ -235,6 +235,15 @@ describe("assert.hedges", function()
     assert.has_error(function() assert.hedges(hedged, { method = "GET" }) end,
       "bad argument #2 to 'hedges' (facts.path must be a string)")
   end)
+
+  it("points a hedged fact given to a verdict assertion at assert.hedges", function()
+    local ok, err = pcall(function() assert.retries(hedged, { method = "GET", path = "/quote/a", status = 503,
+      hedged = true }) end)
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'retries' (unknown fact 'hedged' (whether a request is hedged is "
+      .. "policy:hedging(facts)'s answer, pinned by assert.hedges or a decision table's hedge column; the engine "
+      .. "reads transport facts only", tostring(err), 1, true)
+  end)
 end)
 
 -- A busted user had to read a TSV by hand to pin a decision table: one call now runs it.
