@@ -97,7 +97,7 @@ static uint32_t check_keys2(lua_State *L, int idx, const char *const *allowed, c
         int i = k ? key_index(k, allowed) : -1;
         if (i >= 0 && i < 32) held |= 1u << i;
         if (i < 0 && (k == NULL || key_index(k, more) < 0))
-            rfl_error(L, "%s: unknown option '%s'", what, k ? k : luaL_typename(L, -2));
+            rfl_unknown_option(L, what, k ? k : luaL_typename(L, -2), allowed, more);
         lua_pop(L, 1);
     }
     return held;

@@ -58,7 +58,7 @@ static void read_tls(lua_State *L, int idx, int keep, rf_client_network *n) {
         bool ok = false;
         for (int i = 0; k && tls_keys[i]; i++)
             if (strcmp(k, tls_keys[i]) == 0) ok = true;
-        if (!ok) rfl_error(L, "rf.client: tls: unknown option '%s'", k ? k : luaL_typename(L, -2));
+        if (!ok) rfl_unknown_option(L, "rf.client: tls", k ? k : luaL_typename(L, -2), tls_keys, NULL);
         lua_pop(L, 1);
     }
     n->tls_ca_file = opt_string(L, t, keep, "ca_file", "tls.");

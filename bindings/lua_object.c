@@ -4,6 +4,7 @@
 #include "lua_object.h"
 #include "lua_state.h"
 #include "../core/src/util/os_random.h"
+#include "../core/src/util/suggest.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -224,6 +225,20 @@ int rfl_error(lua_State *L, const char *fmt, ...) {
     va_end(ap);
     lua_concat(L, 2);
     return lua_error(L);
+}
+
+int rfl_unknown_option(lua_State *L, const char *what, const char *key, const char *const *allowed,
+                       const char *const *more) {
+    char names[1024], near[64];
+    size_t n = 0;
+    names[0] = '\0';
+    const char *const *lists[2] = {allowed, more};
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; lists[l] && lists[l][i] && n < sizeof names; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", lists[l][i]);
+    rfi_did_you_mean(key, names, near, sizeof near);
+    if (near[0]) return rfl_error(L, "%s: unknown option '%s' (did you mean '%s'?)", what, key, near);
+    return rfl_error(L, "%s: unknown option '%s'", what, key);
 }
 
 int rfl_pass_on(lua_State *L, rfl_call *call) {

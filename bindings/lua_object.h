@@ -204,6 +204,13 @@ __attribute__((format(printf, 2, 3)))
 #endif
 int rfl_error(lua_State *L, const char *fmt, ...);
 
+/* Raises "<what>: unknown option '<key>'" for a key that is in neither allowed nor more (NULL-terminated name
+ * lists; more may be NULL), adding "(did you mean '<name>'?)" when one of their names is a likely typo of key
+ * (rfi_did_you_mean: case-insensitive edit distance). key: the key, or the type name of a key that is not a
+ * string. */
+int rfl_unknown_option(lua_State *L, const char *what, const char *key, const char *const *allowed,
+                       const char *const *more);
+
 /* Raises the error on top again from inside call's body: an error of Lua code the body ran (a hook's), which is
  * passed on as it is (never restated as one of the body's own arguments). */
 int rfl_pass_on(lua_State *L, rfl_call *call);

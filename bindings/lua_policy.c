@@ -381,13 +381,18 @@ static void read_facts(lua_State *L, int arg, const void *const *ids, rf_facts *
         default:
             if (lua_type(L, -2) != LUA_TSTRING)
                 luaL_argerror(L, arg, lua_pushfstring(L, "facts has a non-string key (%s)", luaL_typename(L, -2)));
+            /* hedging is the route's, not an attempt's fact: say where it is asked and pinned */
             luaL_argerror(L, arg,
                           lua_pushfstring(L,
-                                          "unknown fact '%s' (the engine reads transport facts only: method, "
+                                          "unknown fact '%s' (%sthe engine reads transport facts only: method, "
                                           "path, status, transport, retry_after, date, attempts, elapsed_ms, "
                                           "idempotency_key, source, now_ms, hints, not_sent, overloaded, "
                                           "inbound_attempt, grpc_status)",
-                                          lua_tostring(L, -2)));
+                                          lua_tostring(L, -2),
+                                          strncmp(lua_tostring(L, -2), "hedg", 4) == 0
+                                              ? "whether a request is hedged is policy:hedging(facts)'s answer, "
+                                                "pinned by assert.hedges or a decision table's hedge column; "
+                                              : ""));
         }
         lua_pop(L, 1);
     }
@@ -1051,6 +1056,65 @@ static int l_class_retryable(lua_State *L) {
     return 1;
 }
 
+/*
+ * policy:hedging(facts) → {hedged = boolean, route = endpoint|nil, max_attempts = integer, delay_ms = integer,
+ * reason = string|nil}: the hedging the request of facts gets (rf_policy_hedging; the lock's hedging, docs/lock.md).
+ * facts: a table as policy:decide takes, of which hedging reads method and path (strings, required) and
+ * idempotency_key (a string or a boolean: whether the request carries one); any other key must be a fact name.
+ * hedged: its attempts may overlap, one more every delay_ms (hedging.hedgingDelayMs) up to max_attempts
+ * (hedging.maxAttempts) started; not hedged: reason says why (no-route, max-attempts: the route has no hedging,
+ * mutating-without-idempotency), and max_attempts and delay_ms are 0. Reads the table raw (no Lua runs); raises on
+ * a missing or mistyped method, path or idempotency_key, and on an unknown key.
+ */
+static int l_hedging(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_settop(L, 2);
+    lua_pushnil(L);
+    while (lua_next(L, 2) != 0) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        size_t i = 0;
+        while (k != NULL && fact_keys[i] != NULL && strcmp(k, fact_keys[i]) != 0) i++;
+        if (k == NULL || fact_keys[i] == NULL)
+            luaL_argerror(L, 2, lua_pushfstring(L, "unknown fact '%s'", k ? k : luaL_typename(L, -2)));
+        lua_pop(L, 1);
+    }
+    size_t mlen = 0, plen = 0;
+    lua_pushliteral(L, "method");
+    if (lua_rawget(L, 2) != LUA_TSTRING) luaL_argerror(L, 2, "facts.method must be a string");
+    lua_pushliteral(L, "path");
+    if (lua_rawget(L, 2) != LUA_TSTRING) luaL_argerror(L, 2, "facts.path must be a string");
+    const char *m = lua_tolstring(L, 3, &mlen), *path = lua_tolstring(L, 4, &plen);
+    lua_pushliteral(L, "idempotency_key");
+    int kt = lua_rawget(L, 2);
+    if (kt != LUA_TNIL && kt != LUA_TSTRING && kt != LUA_TBOOLEAN)
+        luaL_argerror(
+            L, 2,
+            lua_pushfstring(L, "facts.idempotency_key must be a string or a boolean, got %s", luaL_typename(L, 5)));
+    bool has_key = kt == LUA_TSTRING || (kt == LUA_TBOOLEAN && lua_toboolean(L, 5));
+    long route = rf_policy_match(p, m, mlen, path, plen);
+    rf_hedging h;
+    if (rf_policy_hedging(p, route, m, mlen, has_key, &h) != RF_OK)
+        luaL_argerror(L, 2, "facts.method and facts.path must not be empty");
+    rf_route_view r;
+    lua_createtable(L, 0, 5);
+    lua_pushboolean(L, h.hedged);
+    lua_setfield(L, -2, "hedged");
+    lua_pushinteger(L, h.hedged ? h.max_attempts : 0);
+    lua_setfield(L, -2, "max_attempts");
+    lua_pushinteger(L, h.hedged ? (lua_Integer)h.delay_ms : 0);
+    lua_setfield(L, -2, "delay_ms");
+    if (!h.hedged) {
+        lua_pushstring(L, rf_reason_name(h.why_not));
+        lua_setfield(L, -2, "reason");
+    }
+    if (route >= 0 && rf_policy_route(p, (size_t)route, &r) == RF_OK) {
+        lua_pushstring(L, r.endpoint);
+        lua_setfield(L, -2, "route");
+    }
+    return 1;
+}
+
 static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"decider", l_decider},
                                           {"budget", l_budget},
@@ -1063,6 +1127,7 @@ static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"delay_window", l_delay_window},
                                           {"class_retryable", l_class_retryable},
                                           {"class_attempts", l_class_attempts},
+                                          {"hedging", l_hedging},
                                           {NULL, NULL}};
 
 /* __index: methods by name, and the read-only fields digest, gate, retry_budget and route_count. */
@@ -1159,6 +1224,7 @@ static void push_names(lua_State *L, const char *(*name)(int), int count) {
 }
 
 static const char *reason_at(int i) { return rf_reason_name((rf_reason)i); }
+static const char *outcome_at(int i) { return rf_outcome_name((rf_outcome)i); }
 static const char *transport_at(int i) { return rf_transport_name((rf_transport)i); }
 /* The GRPC_<name> class of gRPC status code i + 1 (RF_GRPC_CLASSES, in code order). */
 static const char *grpc_class_at(int i) { return named_classes[RF_CLASS_GRPC_CANCELLED + i]; }
@@ -1199,6 +1265,8 @@ void rfl_open_policy(lua_State *L) {
     lua_setfield(L, -2, "decide");
     push_names(L, reason_at, RF_REASON_COUNT);
     lua_setfield(L, -2, "reasons");
+    push_names(L, outcome_at, RF_OUTCOME_COUNT);
+    lua_setfield(L, -2, "outcomes");
     push_names(L, transport_at, RF_TRANSPORT_COUNT);
     lua_setfield(L, -2, "transports");
     push_names(L, grpc_class_at, RF_GRPC_STATUS_MAX);

@@ -75,7 +75,7 @@ static void read_redis_options(lua_State *L, int t, const char *who, rf_redis_bu
         size_t i = 0;
         while (k != NULL && REDIS_OPTIONS[i] != NULL && strcmp(k, REDIS_OPTIONS[i]) != 0) i++;
         if (k == NULL || REDIS_OPTIONS[i] == NULL)
-            rfl_error(L, "%s: unknown option '%s'", who, k ? k : luaL_typename(L, -2));
+            rfl_unknown_option(L, who, k ? k : luaL_typename(L, -2), REDIS_OPTIONS, NULL);
         lua_pop(L, 1);
     }
     o->url = opt_string(L, t, who, "redis", "a URL string (redis:// or rediss://[user:password@]host[:port][/db])");

@@ -5,7 +5,7 @@ set(RF_LUA_BINDING_SOURCES bindings/lua_module.c bindings/lua_policy.c bindings/
   bindings/lua_client_network.c bindings/lua_input.c bindings/lua_output.c bindings/lua_compat.c
   bindings/lua_object.c bindings/lua_state.c bindings/lua_result.c bindings/lua_json.c
   bindings/lua_glob.c bindings/lua_step.c bindings/lua_retry_budget.c bindings/lua_ffi.c
-  bindings/lua_budget_shdict.c ${RF_UTIL_OS_SOURCES})
+  bindings/lua_budget_shdict.c ${RF_UTIL_OS_SOURCES} ${RF_UTIL_SUGGEST_SOURCES})
 
 # bindings/lua_ffi.lua, the FFI path's Lua half, embedded in the module as a C string (lua_ffi_chunk.h): written at
 # configure time, and again whenever the .lua changes (a configure dependency), only when its text changed.

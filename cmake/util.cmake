@@ -5,12 +5,14 @@
 #   RF_UTIL_ENGINE_SOURCES  JSON paths, JSON values in words, "did you mean": the engine only (json_text.c needs
 #                           cJSON, which the client does not link);
 #   RF_UTIL_OS_SOURCES      the clocks in ms and the OS's randomness: the client and the binding, so that the engine
-#                           stays without clocks.
+#                           stays without clocks;
+#   RF_UTIL_SUGGEST_SOURCES "did you mean" alone, for the binding (an unknown option of rf.client and the like).
 # Absolute paths: a test that links two libraries' sources (test_client_alloc) drops the copy both compile.
 set(RF_UTIL_DIR ${CMAKE_CURRENT_SOURCE_DIR}/core/src/util)
 set(RF_UTIL_REPORT_SOURCES ${RF_UTIL_DIR}/report.c)
 set(RF_UTIL_ENGINE_SOURCES ${RF_UTIL_DIR}/json_path.c ${RF_UTIL_DIR}/json_text.c ${RF_UTIL_DIR}/suggest.c)
 set(RF_UTIL_OS_SOURCES ${RF_UTIL_DIR}/clock_ms.c ${RF_UTIL_DIR}/os_random.c)
+set(RF_UTIL_SUGGEST_SOURCES ${RF_UTIL_DIR}/suggest.c)
 # The error report is compiled once and linked into both libraries (and the failing allocator's tests, once).
 add_library(rf_util_report OBJECT ${RF_UTIL_REPORT_SOURCES})
 target_include_directories(rf_util_report PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/core/include)

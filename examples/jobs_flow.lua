@@ -3,7 +3,9 @@
 -- Every attempt's timeout, every retry and every wait comes from the engine's verdicts.
 --
 -- Usage: retryfreeze run examples/jobs_flow.lua BASE_URL LEDGER [REQUESTS] [SEED]
+-- `retryfreeze demo` also hands it a function(done, requests), called after each batch: its progress bar.
 local rf = require "retryfreeze"
+local on_progress = select(5, ...)
 
 local base_url, ledger_path = arg[1], arg[2]
 local requests = math.tointeger(tonumber(arg[3] or "300"))
@@ -21,6 +23,7 @@ local ledger <close> = assert(rf.ledger.open(ledger_path))
 -- Requests go out in concurrent batches (curl multi); each keeps its own attempt loop and deadline.
 local BATCH <const> = 25
 
+local done = 0
 local function run_batches(client, make_request, n)
   local responses = {}
   for first = 1, n, BATCH do
@@ -30,6 +33,8 @@ local function run_batches(client, make_request, n)
       if r.ledger_error then error("ledger: " .. r.ledger_error) end
       responses[#responses + 1] = r
     end
+    done = done + #batch
+    if on_progress then on_progress(done, requests) end
   end
   return responses
 end

@@ -196,7 +196,8 @@ describe("rf.client against the fault-injecting upstream", function()
       assert.has_error(function() client:all(one, { concurrency = bad }) end,
         "client:all: options.concurrency must be an integer from 1 to 1024, got " .. (type(bad) == "number" and tostring(bad) or type(bad)))
     end
-    assert.has_error(function() client:all(one, { concurency = 2 }) end, "client:all: options: unknown option 'concurency'")
+    assert.has_error(function() client:all(one, { concurency = 2 }) end,
+      "client:all: options: unknown option 'concurency' (did you mean 'concurrency'?)")
     assert.has_error(function() client:all(one, 4) end, "client:all: options must be a table {concurrency = N}, got number")
     assert.equal(0, assert(upstream.stats(up.url)).requests)
     assert.equal(200, client:all(one, { concurrency = 1024 })[1].status)
@@ -207,6 +208,22 @@ describe("rf.client against the fault-injecting upstream", function()
       "rf.client: retry_budget = true, but the lock has no retryBudget {maxTokens, tokenRatio}")
     local c = rf.client{ policy = desk, base_url = "http://127.0.0.1:1", retry_budget = false }
     c:close()
+  end)
+
+  it("names the option a mistyped one likely meant, and only a likely one", function()
+    local cases = {
+      { { polcy = desk, base_url = "http://127.0.0.1:1" }, "rf.client: unknown option 'polcy' (did you mean 'policy'?)" },
+      { { policy = desk, base_url = "http://127.0.0.1:1", retry_budet = true },
+        "rf.client: unknown option 'retry_budet' (did you mean 'retry_budget'?)" },
+      { { policy = desk, base_url = "http://127.0.0.1:1", conect_timeout_ms = 5 },
+        "rf.client: unknown option 'conect_timeout_ms' (did you mean 'connect_timeout_ms'?)" },
+      { { policy = desk, base_url = "http://127.0.0.1:1", zzz = 1 }, "rf.client: unknown option 'zzz'" },
+    }
+    for _, case in ipairs(cases) do
+      assert.has_error(function() rf.client(case[1]) end, case[2])
+    end
+    assert.has_error(function() client:request{ methd = "GET", path = "/v1/jobs" } end,
+      "request: unknown option 'methd' (did you mean 'method'?)")
   end)
 
   it("raises on misuse: bad arguments, raw Idempotency-Key, a closed client", function()

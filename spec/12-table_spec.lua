@@ -83,13 +83,13 @@ describe("retryfreeze check --table", function()
     { "an unknown column", tsv(row("method", "path", "expect", "body"), row("GET", "/", "stop", "x")),
       '1: unknown column "body" (facts: method, path, status, transport, retry_after, date, attempts, elapsed_ms, '
       .. "idempotency_key, source, now_ms, hint:NAME for a wait header NAME; expected: expect, reason, delay_ms, "
-      .. "timeout_ms, retry_after_header; note)" },
+      .. "timeout_ms, retry_after_header, hedge; note)" },
     { "an unknown hint column", tsv(row("method", "path", "expect", "hint:x-wait"), row("GET", "/", "stop", "1")),
       '1: unknown column "hint:x-wait" (facts: method, path, status, transport, retry_after, date, attempts, '
       .. "elapsed_ms, idempotency_key, source, now_ms, hint:NAME for a wait header NAME; expected: expect, reason, "
-      .. "delay_ms, timeout_ms, retry_after_header; note)" },
+      .. "delay_ms, timeout_ms, retry_after_header, hedge; note)" },
     { "a duplicate column", tsv(row("method", "path", "expect", "path")), '1: column "path" appears twice' },
-    { "no expect column", tsv(row("method", "path")), '1: the header has no "expect" column' },
+    { "no expect column", tsv(row("method", "path")), '1: the header has no "expect" or "hedge" column' },
     { "a short row", tsv("# c", row("method", "path", "expect"), row("GET", "/")),
       "3: 2 cells, but the header has 3 columns" },
     { "a non-integer status", tsv(row("method", "path", "status", "expect"), row("GET", "/", "50x", "stop")),
@@ -101,7 +101,13 @@ describe("retryfreeze check --table", function()
     { "an empty method", tsv(row("method", "path", "expect"), row("", "/", "stop")),
       "2: method and path are required" },
     { "an empty expect", tsv(row("method", "path", "expect"), row("GET", "/", "")),
-      "2: expect is required (retry or stop)" },
+      "2: expect (retry or stop) or hedge (yes, no or after N) is required" },
+    { "a bad hedge", tsv(row("method", "path", "hedge"), row("GET", "/", "after 5 ms")),
+      '2: hedge must be yes, no or "after N" (N ms), got "after 5 ms"' },
+    { "an unknown column, listing hedge", tsv(row("method", "path", "hedged"), row("GET", "/", "yes")),
+      '1: unknown column "hedged" (facts: method, path, status, transport, retry_after, date, attempts, elapsed_ms, '
+      .. "idempotency_key, source, now_ms, hint:NAME for a wait header NAME; expected: expect, reason, delay_ms, "
+      .. "timeout_ms, retry_after_header, hedge; note)" },
     { "facts the engine refuses", tsv(row("method", "path", "transport", "expect"), row("GET", "/", "warp", "stop")),
       "2: facts.transport must be one of ok, timeout, connect-reset, connect-refused, dns, tls, got-nothing, other, "
       .. "proxy-refused, too-many-redirects; got 'warp'" },
@@ -118,6 +124,54 @@ describe("retryfreeze check --table", function()
       assert.equal("retryfreeze check: malformed table: " .. path .. ":" .. m[3] .. "\n", err)
     end)
   end
+
+  describe("a hedge column", function()
+    local HEDGE_LOCK = [[{"version": 1,
+ "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 2000, "totalBudgetMs": 5000, "retryable": ["HTTP_503"]},
+ "routes": [{"endpoint": "GET /quote/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 120}},
+            {"endpoint": "POST /orders", "hedging": {"maxAttempts": 2, "hedgingDelayMs": 50}},
+            {"endpoint": "GET /plain"}]}]]
+
+    it("pins whether a request is hedged and after how long, with or without a verdict", function()
+      local lock = h.temp_file(HEDGE_LOCK)
+      local path = h.temp_file(tsv(row("method", "path", "status", "idempotency_key", "expect", "reason", "hedge"),
+        row("GET", "/quote/a", "", "", "", "", "after 120"),
+        row("GET", "/quote/a", "503", "", "retry", "pinned-status", "yes"),
+        row("POST", "/orders", "", "k1", "", "", "after 50"),
+        row("POST", "/orders", "", "", "", "", "no"),
+        row("GET", "/plain", "", "", "", "", "no"),
+        row("GET", "/elsewhere", "", "", "", "", "no")))
+      local out, err, code = h.run_cli("check", lock, "--table", path)
+      assert.equal("", err)
+      assert.equal(0, code)
+      assert.matches(": 6 rows, 6 passed, 0 failed\n$", out)
+      os.remove(path)
+      os.remove(lock)
+    end)
+
+    it("fails a row whose hedging differs, showing the hedging it got", function()
+      local lock = h.temp_file(HEDGE_LOCK)
+      local path = h.temp_file(tsv(row("method", "path", "idempotency_key", "hedge"),
+        row("GET", "/quote/a", "", "after 100"),
+        row("POST", "/orders", "", "yes"),
+        row("GET", "/plain", "", "yes"),
+        row("POST", "/orders", "k1", "no")))
+      local out, _, code = h.run_cli("check", lock, "--table", path)
+      assert.equal(1, code)
+      assert.matches(path:gsub("%p", "%%%0") .. ":2: FAIL %(hedge differ%)\n"
+        .. "  facts:    method=GET path=/quote/a\n"
+        .. "  expected: hedge=after 100\n"
+        .. "  actual:   hedge: hedged delay_ms=120 max_attempts=3 route=GET /quote/%*\n", out)
+      assert.matches("  expected: hedge=yes\n  actual:   hedge: not hedged mutating%-without%-idempotency "
+        .. "route=POST /orders\n", out)
+      assert.matches("  expected: hedge=yes\n  actual:   hedge: not hedged max%-attempts route=GET /plain\n", out)
+      assert.matches("  expected: hedge=no\n  actual:   hedge: hedged delay_ms=50 max_attempts=2 route=POST /orders\n",
+        out)
+      assert.matches(": 4 rows, 0 passed, 4 failed\n$", out)
+      os.remove(path)
+      os.remove(lock)
+    end)
+  end)
 
   it("exits 2 on a missing table and on --seed without --table", function()
     h.assert_usage_errors({

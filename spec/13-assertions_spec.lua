@@ -185,6 +185,67 @@ describe("retryfreeze.spec assertions", function()
   end)
 end)
 
+-- A spec could not pin hedging: `hedged` was an unknown fact of every assertion. assert.hedges pins it.
+describe("assert.hedges", function()
+  local hedged = assert(rf.load_string([[{"version": 1,
+ "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 2000, "totalBudgetMs": 5000, "retryable": ["HTTP_503"]},
+ "routes": [{"endpoint": "GET /quote/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 120}},
+            {"endpoint": "POST /orders", "hedging": {"maxAttempts": 2, "hedgingDelayMs": 50}},
+            {"endpoint": "GET /plain"}]}]]))
+  local quote = { method = "GET", path = "/quote/a" }
+  local order = { method = "POST", path = "/orders" }
+  local keyed = { method = "POST", path = "/orders", idempotency_key = "k1" }
+
+  it("passes when the request is hedged (after delay_ms, if given), and its negation when it is not", function()
+    assert.hedges(hedged, quote)
+    assert.hedges(hedged, quote, 120)
+    assert.hedges(hedged, { method = "GET", path = "/quote/a", status = 503, attempts = 1 }, 120)
+    assert.hedges(hedged, keyed, 50)
+    assert.hedges(hedged, { method = "POST", path = "/orders", idempotency_key = true })
+    assert.is_not.hedges(hedged, order)
+    assert.is_not.hedges(hedged, { method = "POST", path = "/orders", idempotency_key = false })
+    assert.is_not.hedges(hedged, { method = "GET", path = "/plain" })
+    assert.is_not.hedges(hedged, { method = "GET", path = "/elsewhere" })
+    assert.is_not.hedges(hedged, quote, 100)
+  end)
+
+  it("fails showing the facts and the hedging the request gets", function()
+    fails_with(function() assert.hedges(hedged, order) end,
+      "Expected the request to be hedged (any delay).\nFacts: method=POST path=/orders\n"
+      .. "Hedging: not hedged mutating-without-idempotency route=POST /orders")
+    fails_with(function() assert.hedges(hedged, quote, 100) end,
+      "Expected the request to be hedged with a hedging delay of 100 ms.\nFacts: method=GET path=/quote/a\n"
+      .. "Hedging: hedged delay_ms=120 max_attempts=3 route=GET /quote/*")
+    fails_with(function() assert.is_not.hedges(hedged, keyed) end,
+      "Expected the request not to be hedged (any delay).\nFacts: method=POST path=/orders idempotency_key=k1\n"
+      .. "Hedging: hedged delay_ms=50 max_attempts=2 route=POST /orders")
+    fails_with(function() assert.hedges(hedged, { method = "GET", path = "/plain" }) end,
+      "Expected the request to be hedged (any delay).\nFacts: method=GET path=/plain\n"
+      .. "Hedging: not hedged max-attempts route=GET /plain")
+  end)
+
+  it("raises on misuse: a non-policy, facts that are not a table, a bad delay, an unknown fact", function()
+    assert.has_error(function() assert.hedges({}, quote) end, "bad argument #1 to 'hedges' (policy expected, got table)")
+    assert.has_error(function() assert.hedges(hedged, "GET") end,
+      "bad argument #2 to 'hedges' (facts table expected, got string)")
+    assert.has_error(function() assert.hedges(hedged, quote, 1.5) end,
+      "bad argument #3 to 'hedges' (integer milliseconds expected, got 1.5)")
+    assert.has_error(function() assert.hedges(hedged, { method = "GET", path = "/quote/a", hedged = true }) end,
+      "bad argument #2 to 'hedges' (unknown fact 'hedged')")
+    assert.has_error(function() assert.hedges(hedged, { method = "GET" }) end,
+      "bad argument #2 to 'hedges' (facts.path must be a string)")
+  end)
+
+  it("points a hedged fact given to a verdict assertion at assert.hedges", function()
+    local ok, err = pcall(function() assert.retries(hedged, { method = "GET", path = "/quote/a", status = 503,
+      hedged = true }) end)
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'retries' (unknown fact 'hedged' (whether a request is hedged is "
+      .. "policy:hedging(facts)'s answer, pinned by assert.hedges or a decision table's hedge column; the engine "
+      .. "reads transport facts only", tostring(err), 1, true)
+  end)
+end)
+
 -- A busted user had to read a TSV by hand to pin a decision table: one call now runs it.
 describe("assert.decision_table", function()
   local tsv_header = table.concat({ "note", "method", "path", "status", "idempotency_key", "expect", "reason" }, "\t")

@@ -422,6 +422,38 @@ describe("soak and demo ledgers", function()
     end
   end)
 
+  -- demo printed nothing for the seconds its flow ran, while soak drew a progress bar: both draw the same bar
+  -- (retryfreeze.cli.progress), on a terminal only.
+  it("demo and soak draw a progress bar on a terminal, and none into a pipe or a file", function()
+    local full = "%[" .. string.rep("#", 30) .. "%] 60/60  %d+ req/s "
+    for _, cmd in ipairs({ { "demo", "--requests", "60" }, { "soak", h.desk_lock, "--requests", "60" } }) do
+      local ledger_path, stdout = os.tmpname(), os.tmpname()
+      local words = { h.cli }
+      for _, a in ipairs(cmd) do words[#words + 1] = h.shell_quote(a) end
+      local command = table.concat(words, " ") .. " --ledger " .. h.shell_quote(ledger_path)
+      -- standard error a pipe: no bar, no carriage return
+      local out, err, code = h.sh(command)
+      assert.equal(0, code, err)
+      assert.is_nil(err:find("\r", 1, true), cmd[1])
+      assert.is_nil(err:find("req/s", 1, true), cmd[1])
+      assert.is_nil(out:find("req/s", 1, true), cmd[1])
+      -- standard error a terminal (script(1) gives the command a pty), standard output a file
+      local tty, tty_err, tty_code = h.sh("script -qec " .. h.shell_quote(command .. " >" .. h.shell_quote(stdout))
+        .. " /dev/null")
+      assert.equal(0, tty_code, tty_err)
+      assert.matches("\r" .. full, tty, 1, cmd[1])
+      if cmd[1] == "demo" then -- one redraw per batch of 25 (the first is always drawn), then the last
+        assert.matches("\r%[" .. string.rep("#", 12) .. string.rep("%.", 18) .. "%] 25/60 ", tty)
+      end
+      local text = h.read_file(stdout)
+      assert.is_nil(text:find("req/s", 1, true), cmd[1])
+      assert.is_nil(text:find("\r", 1, true), cmd[1])
+      assert.matches(cmd[1] == "demo" and "demo: 60 requests" or "soak: 60 flows", text, 1, true)
+      os.remove(ledger_path)
+      os.remove(stdout)
+    end
+  end)
+
   it("demo gives the same counts for the same seed", function()
     local a, b = os.tmpname(), os.tmpname()
     local out_a, _, code_a = h.run_cli("demo", "--requests", "60", "--seed", "3", "--ledger", a)

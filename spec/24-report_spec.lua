@@ -339,6 +339,67 @@ describe("retryfreeze report, read as a person reads it", function()
   end)
 end)
 
+-- Colours came from each chart's own order of the names (success drawn red in one chart, green in another); a
+-- chart with no data drew an empty frame labelled "undefined"; long route labels were cut to "…".
+describe("retryfreeze report, one colour table, no empty chart, labels in full", function()
+  local report = require "retryfreeze.report"
+  local rf = require "retryfreeze"
+  local LONG = "GET /v1/organisations/{org}/projects/{project}/deployments/{deployment}/jobs/*"
+
+  it("has one colour for every outcome and every reason, distinct within each, success green in both", function()
+    for kind, names in pairs({ outcome = rf.outcomes, reason = rf.reasons }) do
+      local seen = {}
+      for _, name in ipairs(names) do
+        local c = report.COLOURS[kind][name]
+        assert.truthy(c and c:match("^#%x%x%x%x%x%x$"), kind .. " " .. name .. " has no colour")
+        assert.is_nil(seen[c], kind .. " " .. name .. " shares " .. tostring(c) .. " with " .. tostring(seen[c]))
+        seen[c] = name
+      end
+    end
+    assert.same({ "success", "terminal", "exhausted", "deadline", "throttled", "refused" }, rf.outcomes)
+    assert.equal("#2e7d32", report.COLOURS.outcome.success)
+    assert.equal("#2e7d32", report.COLOURS.reason.success)
+  end)
+
+  it("colours outcomes and reasons by the table, leaves out a chart with no data and cuts no label", function()
+    local lock = h.write_file(tmp .. "/long.lock.json", '{"endpoint": "' .. LONG .. '", "maxAttempts": 2, '
+      .. '"perAttemptTimeoutMs": 1000, "totalBudgetMs": 3000, "retryable": ["HTTP_503"]}')
+    local ledger, page = tmp .. "/long.jsonl", tmp .. "/long.html"
+    local _, err, code = h.run_cli("soak", lock, "--requests", "200", "--faults", "503=0.2,500=0.1", "--ledger", ledger,
+      "--report", page)
+    assert.equal(0, code, err)
+    local text = read(page)
+    local data = assert(json.decode(text:match('<script type="application/json" id="rf%-data">(.-)</script>')))
+    assert.same({}, data.retry_after) -- the upstream sent no Retry-After
+    assert.same({ domain = { "success", "terminal", "exhausted" }, range = { "#2e7d32", "#c62828", "#ef6c00" } },
+      data.colours.outcome)
+    for i, name in ipairs(data.colours.reason.domain) do
+      assert.equal(report.COLOURS.reason[name], data.colours.reason.range[i], name)
+    end
+    local p = io.popen("readlink -f " .. q(page))
+    local abs = p:read("l")
+    p:close()
+    local dom, log = chromium(abs, "--dump-dom")
+    assert.same({}, console_lines(log))
+    local attrs, status = browser.render_status(dom)
+    assert.same({}, status.errors)
+    assert.equal('data-drawn="8" data-charts="8"', attrs:match("data%-drawn=\"%d+\" data%-charts=\"%d+\""))
+    for id, c in pairs(status.charts) do assert.is_true(c.fits, id .. " is wider than its figure") end
+    assert.falsy(dom:find('id="chart-retry-after"', 1, true))
+    assert.truthy(dom:find('<div class="meta no-data" data-chart="chart-retry-after">Retry-After use: no data (no '
+      .. "attempt in these ledgers carried a Retry-After header).</div>", 1, true))
+    local shown = dom:gsub("<script.-</script>", "") -- the page without the inlined library
+    assert.falsy(shown:find("undefined", 1, true))
+    -- the outcome chart draws success in green and terminal in red
+    local outcomes = assert(dom:match('id="chart%-outcomes"(.-)</figure>'))
+    assert.truthy(outcomes:find('fill="#2e7d32"', 1, true))
+    assert.truthy(outcomes:find('fill="#c62828"', 1, true))
+    -- every label in full: the long route on the axes, nothing cut to "…"
+    assert.truthy(dom:find(">" .. LONG .. "</text>", 1, true), "the route label is cut")
+    for t in dom:gmatch("<text[^>]*>([^<]*)</text>") do assert.falsy(t:find("…", 1, true), t) end
+  end)
+end)
+
 describe("retryfreeze.report.buckets_for", function()
   local report = require "retryfreeze.report"
   local T0 = 1795910400000 -- 2026-11-29T00:00:00Z

@@ -64,7 +64,7 @@ describe("retryBudget.shared in the lock", function()
     assert.has_error(function() rf.retry_budget(shared, { redis = "redis://h:1/0", timeout_ms = 0 }) end,
       "rf.retry_budget: timeout_ms must be an integer number of milliseconds in 1..10000")
     assert.has_error(function() rf.retry_budget(shared, { redis = "redis://h:1/0", tiemout_ms = 5 }) end,
-      "rf.retry_budget: unknown option 'tiemout_ms'")
+      "rf.retry_budget: unknown option 'tiemout_ms' (did you mean 'timeout_ms'?)")
   end)
 
   it("a budget in use by an open client cannot be closed; after the client closes it can", function()

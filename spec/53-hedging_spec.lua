@@ -400,6 +400,33 @@ describe("retryfreeze soak --compare-hedging", function()
     assert.is_true(hedges > 0)
   end)
 
+  -- One hedged route's p99 fell from 800 to 132 ms while the whole run read "802 vs 803 ms": the unhedged route's
+  -- slow answers were the whole run's p99 either way. soak reports each route as well.
+  it("compares each route too, where a hedged route's p99 falls though the whole run's does not", function()
+    local dir = h.temp_dir("hedge-soak-routes")
+    local lock = h.write_file(dir .. "/lock.json", [[{"version": 1,
+      "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 2000, "totalBudgetMs": 5000, "retryable": ["HTTP_503"],
+                   "backoff": {"baseMs": 10, "multiplier": 2, "maxMs": 100, "jitter": "none"}},
+      "routes": [{"endpoint": "GET /s/*", "hedging": {"maxAttempts": 3, "hedgingDelayMs": 50}},
+                 {"endpoint": "GET /p/*"}]}]])
+    local out, err = h.run_cli("soak", lock, "--requests", "400", "--concurrency", "16", "--faults", "slow=0.05:800ms",
+      "--compare-hedging", "--ledger", dir .. "/soak.jsonl")
+    os.execute("rm -rf '" .. dir .. "'")
+    local figures = "p99 (%d+) ms with hedging, (%d+) ms without; p50 %d+ ms, %d+ ms; attempts (%d+) with, (%d+) without"
+    local whole_with, whole_without = out:match("whole run: " .. figures)
+    assert.truthy(whole_with, out .. err)
+    assert.is_true(tonumber(whole_with) >= 800 and tonumber(whole_without) >= 800, out) -- the plain route's tail
+    local s_with, s_without, s_att, s_plain = out:match("\n  GET /s/%*: " .. figures)
+    assert.truthy(s_with, out)
+    assert.is_true(tonumber(s_without) >= 800, out)
+    assert.is_true(tonumber(s_with) < 400, out)
+    assert.is_true(tonumber(s_att) > tonumber(s_plain), out) -- the hedges
+    local p_with, p_without, p_att, p_plain = out:match("\n  GET /p/%*: " .. figures)
+    assert.truthy(p_with, out)
+    assert.is_true(tonumber(p_with) >= 800 and tonumber(p_without) >= 800, out)
+    assert.equal(p_plain, p_att) -- an unhedged route: the same attempts either way
+  end)
+
   it("refuses a lock that hedges no route", function()
     local lock = h.temp_file('{"endpoint":"GET /a","maxAttempts":2,"perAttemptTimeoutMs":100,"totalBudgetMs":500,'
       .. '"retryable":["HTTP_503"]}')

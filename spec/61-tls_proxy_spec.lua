@@ -210,7 +210,7 @@ describe("TLS against nginx with a private CA", function()
     assert.has_error(function() get{ base_url = https(1), tls = { verify = "no" } } end,
       "rf.client: tls.verify must be a boolean, got string")
     assert.has_error(function() get{ base_url = https(1), tls = { cafile = "x" } } end,
-      "rf.client: tls: unknown option 'cafile'")
+      "rf.client: tls: unknown option 'cafile' (did you mean 'ca_file'?)")
     assert.has_error(function() get{ base_url = https(1), tls = "x" } end, "rf.client: tls must be a table, got string")
     assert.has_error(function() get{ base_url = https(1), tls = { key = "k.pem" } } end,
       "rf.client: tls.key needs tls.cert (the client certificate it belongs to)")

@@ -5,7 +5,10 @@
 ---   facts:    method, path (both required), status, transport, retry_after, date, attempts, elapsed_ms,
 ---             idempotency_key, source, now_ms, and hint:NAME for each wait header NAME of rf.wait_headers
 ---             (facts.hints[NAME]: "hint:retry-after-ms", "hint:ratelimit", …; docs/lock.md#wait-headers)
----   expected: expect (required: "retry" or "stop"), reason, delay_ms, timeout_ms, retry_after_header
+---   expected: expect ("retry" or "stop"), reason, delay_ms, timeout_ms, retry_after_header, and hedge: the
+---             hedging the request gets (policy:hedging; docs/lock.md#hedging): "no" (sent one attempt at a time),
+---             "yes" (hedged) or "after N" (hedged, one more attempt every N ms, hedging.hedgingDelayMs)
+---             — each row needs expect or hedge (or both), and the header one of them
 ---   note:     free text, printed with a failing row, never decided on
 --- Every row has exactly as many cells as the header. An empty cell is an absent fact or an unchecked
 --- expectation. Integer columns (status, attempts, elapsed_ms, now_ms, delay_ms, timeout_ms) take decimal digits
@@ -32,7 +35,7 @@ M.HINT_COLUMNS = {}
 for i, name in ipairs(rf.wait_headers) do M.HINT_COLUMNS[i] = "hint:" .. name end
 
 --- Expectation columns.
-M.EXPECT_COLUMNS = { "expect", "reason", "delay_ms", "timeout_ms", "retry_after_header" }
+M.EXPECT_COLUMNS = { "expect", "reason", "delay_ms", "timeout_ms", "retry_after_header", "hedge" }
 
 local integer_columns = { status = true, attempts = true, elapsed_ms = true, now_ms = true,
   delay_ms = true, timeout_ms = true }
@@ -67,9 +70,10 @@ local function parse_header(line)
     seen[col] = true
     columns[i] = col
   end
-  for _, required in ipairs({ "method", "path", "expect" }) do
+  for _, required in ipairs({ "method", "path" }) do
     if not seen[required] then return nil, string.format("the header has no \"%s\" column", required) end
   end
+  if not (seen.expect or seen.hedge) then return nil, "the header has no \"expect\" or \"hedge\" column" end
   return columns
 end
 
@@ -102,6 +106,15 @@ local function parse_row(line, n, columns)
       elseif col == "reason" then
         if not reason_set[v] then return nil, string.format("unknown reason \"%s\"", v) end
         row.expect.reason = v
+      elseif col == "hedge" then
+        local after = v:match("^after (%d+)$")
+        if v == "yes" or v == "no" then
+          row.expect.hedge = { hedged = v == "yes" }
+        elseif after and math.tointeger(tonumber(after)) then
+          row.expect.hedge = { hedged = true, delay_ms = math.tointeger(tonumber(after)) }
+        else
+          return nil, string.format("hedge must be yes, no or \"after N\" (N ms), got \"%s\"", v)
+        end
       elseif col == "note" then
         row.note = v
       else
@@ -110,7 +123,9 @@ local function parse_row(line, n, columns)
     end
   end
   if row.facts.method == nil or row.facts.path == nil then return nil, "method and path are required" end
-  if row.expect.retry == nil then return nil, "expect is required (retry or stop)" end
+  if row.expect.retry == nil and row.expect.hedge == nil then
+    return nil, "expect (retry or stop) or hedge (yes, no or after N) is required"
+  end
   return row
 end
 
@@ -118,12 +133,12 @@ end
 -- @param text string: the TSV text
 -- @param name string|nil: the table's name in messages (default "table")
 -- @return table {name = name, columns = {header names…}, rows = {row…}} where a row is
---   {line = integer, facts = {fact → string|integer, hints = {[name] = string}|nil}, expect = {retry = boolean,
---   reason = string|nil, delay_ms = integer|nil, timeout_ms = integer|nil, retry_after_header = string|nil},
---   note = string|nil};
+--   {line = integer, facts = {fact → string|integer, hints = {[name] = string}|nil}, expect = {retry =
+--   boolean|nil, reason = string|nil, delay_ms = integer|nil, timeout_ms = integer|nil, retry_after_header =
+--   string|nil, hedge = {hedged = boolean, delay_ms = integer|nil}|nil}, note = string|nil};
 --   or nil, "name:LINE: message" for a malformed table (unknown, duplicate or missing column, wrong number of
---   cells, a non-integer in an integer column, expect not retry|stop, an unknown reason, a NUL byte, no header,
---   no rows)
+--   cells, a non-integer in an integer column, expect not retry|stop, hedge not yes|no|after N, a row with
+--   neither expect nor hedge, an unknown reason, a NUL byte, no header, no rows)
 function M.parse(text, name)
   if type(text) ~= "string" then error("bad argument #1 to 'parse' (string expected, got " .. type(text) .. ")", 2) end
   name = name or "table"
@@ -195,16 +210,46 @@ function M.format_verdict(v)
   return s .. " route=" .. (v.route or "none")
 end
 
---- An expectation as one line: "stop status-not-retryable", "retry pinned-status delay_ms=1000".
+--- A request's hedging as one line: "hedged delay_ms=50 max_attempts=3 route=GET /quote" or "not hedged
+--- mutating-without-idempotency route=POST /v1/jobs".
+-- @param h table: from policy:hedging
+-- @return string
+function M.format_hedging(h)
+  local s = h.hedged and string.format("hedged delay_ms=%d max_attempts=%d", h.delay_ms, h.max_attempts)
+    or "not hedged " .. tostring(h.reason)
+  return s .. " route=" .. (h.route or "none")
+end
+
+-- A hedge expectation as a cell spells it: "no", "yes", "after 50".
+local function hedge_cell(e)
+  if not e.hedged then return "no" end
+  return e.delay_ms and "after " .. e.delay_ms or "yes"
+end
+
+--- An expectation as one line: "stop status-not-retryable", "retry pinned-status delay_ms=1000",
+--- "hedge=after 50" (a row's hedge expectation follows its verdict expectation).
 -- @param e table: a row's expect table
 -- @return string
 function M.format_expect(e)
-  local s = e.retry and "retry" or "stop"
-  if e.reason then s = s .. " " .. e.reason end
-  if e.delay_ms then s = s .. " delay_ms=" .. e.delay_ms end
-  if e.timeout_ms then s = s .. " timeout_ms=" .. e.timeout_ms end
-  if e.retry_after_header then s = s .. " retry_after_header=" .. e.retry_after_header end
-  return s
+  local parts = {}
+  if e.retry ~= nil then
+    local s = e.retry and "retry" or "stop"
+    if e.reason then s = s .. " " .. e.reason end
+    if e.delay_ms then s = s .. " delay_ms=" .. e.delay_ms end
+    if e.timeout_ms then s = s .. " timeout_ms=" .. e.timeout_ms end
+    if e.retry_after_header then s = s .. " retry_after_header=" .. e.retry_after_header end
+    parts[1] = s
+  end
+  if e.hedge then parts[#parts + 1] = "hedge=" .. hedge_cell(e.hedge) end
+  return table.concat(parts, " ")
+end
+
+--- Whether a request's hedging (policy:hedging) is what a hedge expectation says.
+-- @param h table: from policy:hedging
+-- @param e table: {hedged = boolean, delay_ms = integer|nil}
+-- @return boolean
+function M.hedging_matches(h, e)
+  return h.hedged == e.hedged and (e.delay_ms == nil or h.delay_ms == e.delay_ms)
 end
 
 --- Reads and parses a table file as `retryfreeze check --table` does: a regular file of at most
@@ -226,25 +271,36 @@ end
 -- @param tbl table from parse()
 -- @param opts table|nil: {seed = integer} (default M.DEFAULT_SEED)
 -- @return results {passed = n, failed = n, rows = {{row = row, verdict = verdict, ok = boolean,
---   mismatches = {"retry"|"reason"|"delay_ms"|"timeout_ms"|"retry_after_header", …}}…}}; or nil,
---   "name:LINE: message" when the engine refuses a row's facts (an unknown transport, a hint the route does
---   not read)
+--   mismatches = {"retry"|"reason"|"delay_ms"|"timeout_ms"|"retry_after_header"|"hedge", …}, hedging = table|nil
+--   (policy:hedging's answer, for a row with a hedge expectation)}…}}; verdict is nil for a row without expect;
+--   or nil, "name:LINE: message" when the engine refuses a row's facts (an unknown transport, a hint the route
+--   does not read)
 function M.run(policy, tbl, opts)
   local seed = opts and opts.seed or M.DEFAULT_SEED
   local results = { passed = 0, failed = 0, rows = {} }
+  local function refused(row, why)
+    local msg = tostring(why):gsub("^bad argument #%d+ to '[^']*' %((.*)%)$", "%1")
+    return nil, string.format("%s:%d: %s", tbl.name, row.line, msg)
+  end
   for _, row in ipairs(tbl.rows) do
-    local ok, v = pcall(policy.decide, policy, row.facts, rf.rng(seed))
-    if not ok then
-      local msg = tostring(v):gsub("^bad argument #%d+ to '[^']*' %((.*)%)$", "%1")
-      return nil, string.format("%s:%d: %s", tbl.name, row.line, msg)
+    local e, mismatches, v, h = row.expect, {}, nil, nil
+    if e.retry ~= nil then
+      local ok, verdict = pcall(policy.decide, policy, row.facts, rf.rng(seed))
+      if not ok then return refused(row, verdict) end
+      v = verdict
+      if v.retry ~= e.retry then mismatches[#mismatches + 1] = "retry" end
+      for _, k in ipairs({ "reason", "delay_ms", "timeout_ms", "retry_after_header" }) do
+        if e[k] ~= nil and v[k] ~= e[k] then mismatches[#mismatches + 1] = k end
+      end
     end
-    local e, mismatches = row.expect, {}
-    if v.retry ~= e.retry then mismatches[#mismatches + 1] = "retry" end
-    for _, k in ipairs({ "reason", "delay_ms", "timeout_ms", "retry_after_header" }) do
-      if e[k] ~= nil and v[k] ~= e[k] then mismatches[#mismatches + 1] = k end
+    if e.hedge then
+      local ok, hedging = pcall(policy.hedging, policy, row.facts)
+      if not ok then return refused(row, hedging) end
+      h = hedging
+      if not M.hedging_matches(h, e.hedge) then mismatches[#mismatches + 1] = "hedge" end
     end
     local pass = #mismatches == 0
-    results.rows[#results.rows + 1] = { row = row, verdict = v, ok = pass, mismatches = mismatches }
+    results.rows[#results.rows + 1] = { row = row, verdict = v, hedging = h, ok = pass, mismatches = mismatches }
     if pass then results.passed = results.passed + 1 else results.failed = results.failed + 1 end
   end
   return results
@@ -258,9 +314,12 @@ end
 -- @return string
 function M.format_failure(r, name)
   local row = r.row
+  local actual = {}
+  if r.verdict then actual[1] = M.format_verdict(r.verdict) end
+  if r.hedging then actual[#actual + 1] = "hedge: " .. M.format_hedging(r.hedging) end
   return util.format("%s:%d: FAIL (%s differ)%s\n  facts:    %s\n  expected: %s\n  actual:   %s\n", name, row.line,
     table.concat(r.mismatches, ", "), row.note and " — " .. row.note or "", M.format_facts(row.facts),
-    M.format_expect(row.expect), M.format_verdict(r.verdict))
+    M.format_expect(row.expect), table.concat(actual, "; "))
 end
 
 return M

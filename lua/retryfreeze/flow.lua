@@ -19,17 +19,21 @@ function M.load(path)
   return chunk
 end
 
---- Runs the script at path with arguments args[1..n]; arg[0] is the script's path.
+--- Runs the script at path with arguments args[1..n]; arg[0] is the script's path. The chunk's `...` holds
+--- args[1..n], then extra[1..m] (values a caller hands the script that are not command-line words, such as the
+--- progress function `retryfreeze demo` passes examples/jobs_flow.lua); arg holds args alone.
 -- @return true; or false, message, "load" for a script that cannot be read or compiled (M.load's message); or
 --   false, message (with a traceback), "run" for a script that raised
-function M.run(path, args)
+function M.run(path, args, extra)
   local chunk, err = M.load(path)
   if not chunk then return false, err, "load" end
   local arg_table = { [0] = path }
   table.move(args, 1, #args, 1, arg_table)
   local saved = _G.arg
   _G.arg = arg_table
-  local ok, run_err = xpcall(chunk, debug.traceback, table.unpack(args))
+  local values = table.move(args, 1, #args, 1, {})
+  if extra then table.move(extra, 1, #extra, #values + 1, values) end
+  local ok, run_err = xpcall(chunk, debug.traceback, table.unpack(values, 1, #values))
   _G.arg = saved
   if not ok then return false, run_err, "run" end
   return true

@@ -7,8 +7,10 @@ local M = {}
 --- The library version ("MAJOR.MINOR.PATCH"), from CMake's project(VERSION).
 M.VERSION = core.VERSION
 
---- Stable reason strings, transport outcomes, jitter kinds and wait header names, in the engine's order (copies).
+--- Stable reason strings, request outcomes (the ledger's `outcome`), transport outcomes, jitter kinds and wait
+--- header names, in the engine's order (copies).
 M.reasons = core.reasons
+M.outcomes = core.outcomes
 M.transports = core.transports
 M.jitters = core.jitters
 M.wait_headers = core.wait_headers

@@ -19,6 +19,7 @@ local gate = require "retryfreeze.gate"
 local json = require "retryfreeze.json"
 local ledger_stats = require "retryfreeze.ledger_stats"
 local output = require "retryfreeze.output"
+local rf = require "retryfreeze"
 local replay = require "retryfreeze.replay"
 local util = require "retryfreeze.util"
 
@@ -62,6 +63,42 @@ function M.vendor_dir()
 end
 
 local function null_if(cond, v) if cond then return json.null end return v end
+
+--- One colour per request outcome and per final reason, the same in every chart that shows one (a chart's own
+--- order of the names never picks the colour): success is green in both, never red; a failure that no retry
+--- can fix is red, one the retries ran out on orange, the deadline's purple, the budget's yellow, a refusal brown,
+--- a retry verdict's blue. Keyed by the names of rf.outcomes and rf.reasons (spec/24-report_spec.lua checks that
+--- every one has a colour).
+M.COLOURS = {
+  outcome = { success = "#2e7d32", terminal = "#c62828", exhausted = "#ef6c00", deadline = "#6a1b9a",
+    throttled = "#f9a825", refused = "#6d4c41" },
+  reason = { success = "#2e7d32", ["status-not-retryable"] = "#c62828", ["hedge-fatal"] = "#ad1457",
+    ["server-pushback"] = "#00838f", ["upstream-overloaded"] = "#5e35b1", ["inbound-retry"] = "#3949ab",
+    ["stopped-by-caller"] = "#546e7a", ["max-attempts"] = "#ef6c00", ["class-limit"] = "#ffa726",
+    deadline = "#6a1b9a", ["retry-after-exceeds-budget"] = "#ba68c8", ["retry-throttled"] = "#f9a825",
+    ["no-route"] = "#6d4c41", ["unpinned-source"] = "#a1887f", ["mutating-without-idempotency"] = "#8d6e63",
+    ["pinned-status"] = "#1565c0", ["within-budget"] = "#42a5f5", ["transparent-retry"] = "#26a69a",
+    redirect = "#9e9d24" },
+}
+
+-- The colour scale of kind ("outcome" or "reason") for the names present: {domain = names in the engine's order,
+-- range = their colours}, so a legend lists only what the charts show. A name the table lacks gets grey.
+local function colour_scale(kind, present)
+  local order = kind == "outcome" and rf.outcomes or rf.reasons
+  local scale = { domain = {}, range = {} }
+  for _, name in ipairs(order) do
+    if present[name] then
+      scale.domain[#scale.domain + 1] = name
+      scale.range[#scale.range + 1] = M.COLOURS[kind][name]
+      present[name] = nil
+    end
+  end
+  for _, name in ipairs(util.sorted_keys(present)) do -- not in the vocabulary (a newer ledger): still drawn
+    scale.domain[#scale.domain + 1] = name
+    scale.range[#scale.range + 1] = "#9e9e9e"
+  end
+  return scale
+end
 
 -- The gate part, judged as `retryfreeze gate` judges: the given thresholds (soak passes its own), else the
 -- lock's gate, else the seed's defaults (gate.with_defaults), then gate.evaluate.
@@ -174,7 +211,6 @@ function M.build(paths, opts)
   opts = opts or {}
   local policy
   if opts.lock then
-    local rf = require "retryfreeze"
     local why
     policy, why = rf.load(opts.lock)
     if not policy then return nil, util.lock_error(opts.lock, why) end
@@ -259,6 +295,11 @@ function M.build(paths, opts)
     versus = { result = replayed, rows = rows, headline = headline, load = load, group = group,
       recorded_summary = gate.summary(s) }
   end
+  local outcomes, reasons = {}, {}
+  for _, o in ipairs(data.outcomes) do outcomes[o.outcome] = true end
+  for _, r in ipairs(data.reasons) do reasons[r.reason] = true end
+  for _, r in ipairs(data.versus and data.versus.reasons or {}) do reasons[r.reason] = true end
+  data.colours = { outcome = colour_scale("outcome", outcomes), reason = colour_scale("reason", reasons) }
   return {
     title = opts.title or (replayed and "retryfreeze replay: recorded vs predicted under " .. opts.lock)
       or "retryfreeze report",
@@ -334,10 +375,16 @@ local SCRIPT = [[
           {field: 'requests', type: 'quantitative'}]}};
   }
   function byRoute(values, color, title) {
-    return {data: {values: values}, width: w, height: {step: 26}, mark: 'bar',
-      encoding: {y: {field: 'route', type: 'nominal', title: null, sort: 'ascending'},
+    // Each route's label in full on a line of its own above its bar, so a long route neither is cut to "…" nor
+    // pushes the bars or the legend out of the figure.
+    return {data: {values: values}, width: w,
+      height: {step: 36}, mark: 'bar',
+      encoding: {y: {field: 'route', type: 'nominal', title: null, sort: 'ascending',
+          scale: {paddingInner: 0.55, paddingOuter: 0.3},
+          axis: {labelLimit: 0, labelAlign: 'left', labelBaseline: 'bottom', labelPadding: 0, labelOffset: -10,
+            ticks: false, domain: false}},
         x: {field: 'requests', type: 'quantitative', stack: 'zero', title: 'requests'},
-        color: {field: color, type: 'nominal', title: title},
+        color: {field: color, type: 'nominal', title: title, scale: data.colours[color], legend: {columns: 2}},
         tooltip: [{field: 'route'}, {field: color}, {field: 'requests', type: 'quantitative'}]}};
   }
   var charts = {
@@ -369,8 +416,9 @@ local SCRIPT = [[
   // A vs B: one figure, recorded and predicted side by side per route; a rule over a predicted bar is its interval.
   var sides = ['recorded', 'predicted'];
   function versus(figure, title, format) {
-    var scope = {field: 'scope', type: 'nominal', title: null, sort: 'ascending'};
-    return {data: {values: data.versus.figures}, width: w, height: {step: 34},
+    var scope = {field: 'scope', type: 'nominal', title: null, sort: 'ascending', axis: {labelLimit: 0}};
+    return {data: {values: data.versus.figures}, width: w,
+      height: {step: 34},
       transform: [{filter: {field: 'figure', equal: figure}}, {filter: 'datum.value !== null'}],
       encoding: {y: scope, yOffset: {field: 'side', type: 'nominal', sort: sides}},
       layer: [{mark: 'bar', encoding: {
@@ -390,27 +438,32 @@ local SCRIPT = [[
     charts['chart-vs-attempts-per-success'] = versus('attempts_per_success', 'attempts per success', '.2f');
     charts['chart-vs-terminal'] = versus('terminal_rate', 'terminal / requests', '.1%');
     charts['chart-vs-reasons'] = {data: {values: data.versus.reasons}, width: w, height: {step: 22}, mark: 'bar',
-      encoding: {y: {field: 'row', type: 'nominal', title: null, sort: {field: 'order', op: 'min'}},
+      encoding: {y: {field: 'row', type: 'nominal', title: null, sort: {field: 'order', op: 'min'},
+          axis: {labelLimit: 0}},
         x: {field: 'requests', type: 'quantitative', stack: 'zero', title: 'requests'},
-        color: {field: 'reason', type: 'nominal', title: 'final reason'},
+        color: {field: 'reason', type: 'nominal', title: 'final reason', scale: data.colours.reason,
+          legend: {orient: 'right', direction: 'vertical', columns: 1}},
         tooltip: [{field: 'scope', title: 'route'}, {field: 'side'}, {field: 'reason'},
           {field: 'requests', type: 'quantitative'}]}};
   }
   var status = {charts: {}, errors: window.__rfErrors, resources: []};
-  var ids = Object.keys(charts);
+  // Only the charts the page holds: one with no data is left out, and the page says so in words.
+  var ids = Object.keys(charts).filter(function (id) { return document.getElementById(id) !== null; });
   var jobs = ids.map(function (id) {
     var el = document.getElementById(id);
     var spec = charts[id];
     spec.$schema = 'https://vega.github.io/schema/vega-lite/v6.json';
     // customFormatTypes: Vega-Lite hands the axis' multi-format object (clock) to Vega instead of dropping it.
     spec.config = {font: 'system-ui, sans-serif', view: {stroke: null}, customFormatTypes: true,
-      legend: {orient: 'bottom', direction: 'horizontal', columns: 4, labelLimit: 220}};
+      legend: {orient: 'bottom', direction: 'horizontal', columns: 3, labelLimit: 0}};
     var view = new vega.View(vega.parse(vegaLite.compile(spec).spec), {renderer: 'svg', container: el,
       hover: true});
     return view.runAsync().then(function () {
       var svg = el.querySelector('svg');
       status.charts[id] = {svg: !!svg, marks: svg ? svg.querySelectorAll('g.role-mark > *').length : 0,
-        width: svg ? svg.getBoundingClientRect().width : 0};
+        width: svg ? svg.getBoundingClientRect().width : 0,
+        // drawn within its figure: nothing (a label, a legend) past the edge, where the figure would clip it
+        fits: svg ? svg.getBoundingClientRect().width <= el.clientWidth + 1 : false};
     });
   });
   Promise.all(jobs).catch(function (e) {
@@ -430,34 +483,49 @@ local SCRIPT = [[
 })();
 ]]
 
+-- The charts: id, caption, the data rows it draws (a function of the model's data), and what "no data" means
+-- for it. A chart with no rows is not drawn (an empty frame with axes labelled "undefined" says nothing): the
+-- page says so in words instead, and the script draws only the charts the page holds.
+local function timeline(d) return d.timeline end
 local charts = {
-  { "chart-requests", "Requests over time" },
-  { "chart-retried", "Retried-success ratio over time" },
-  { "chart-attempts-per-success", "Attempts per success over time" },
-  { "chart-terminal", "Terminal rate over time" },
-  { "chart-latency", "elapsed_ms p50 / p95 / p99 over time" },
-  { "chart-attempts-hist", "Attempts per request" },
-  { "chart-outcomes", "Outcomes by route" },
-  { "chart-reasons", "Final reasons by route" },
-  { "chart-retry-after", "Retry-After use" },
+  { "chart-requests", "Requests over time", timeline, "no line with a ts" },
+  { "chart-retried", "Retried-success ratio over time", timeline, "no line with a ts" },
+  { "chart-attempts-per-success", "Attempts per success over time", timeline, "no line with a ts" },
+  { "chart-terminal", "Terminal rate over time", timeline, "no line with a ts" },
+  { "chart-latency", "elapsed_ms p50 / p95 / p99 over time", timeline, "no line with a ts" },
+  { "chart-attempts-hist", "Attempts per request", function(d) return d.attempts end, "no request" },
+  { "chart-outcomes", "Outcomes by route", function(d) return d.outcomes end, "no request" },
+  { "chart-reasons", "Final reasons by route", function(d) return d.reasons end, "no request" },
+  { "chart-retry-after", "Retry-After use", function(d) return d.retry_after end,
+    "no attempt in these ledgers carried a Retry-After header" },
 }
 
 -- The A vs B charts (the script draws them when the data has `versus`).
+local function figures(d) return d.versus.figures end
 local versus_charts = {
-  { "chart-vs-attempts", "Attempts: recorded vs predicted" },
-  { "chart-vs-success-rate", "Success rate: recorded vs predicted" },
-  { "chart-vs-retried", "Retried-success ratio: recorded vs predicted" },
-  { "chart-vs-attempts-per-success", "Attempts per success: recorded vs predicted" },
-  { "chart-vs-terminal", "Terminal rate: recorded vs predicted" },
-  { "chart-vs-reasons", "Final reasons: recorded vs predicted" },
+  { "chart-vs-attempts", "Attempts: recorded vs predicted", figures, "no request" },
+  { "chart-vs-success-rate", "Success rate: recorded vs predicted", figures, "no request" },
+  { "chart-vs-retried", "Retried-success ratio: recorded vs predicted", figures, "no request" },
+  { "chart-vs-attempts-per-success", "Attempts per success: recorded vs predicted", figures, "no request" },
+  { "chart-vs-terminal", "Terminal rate: recorded vs predicted", figures, "no request" },
+  { "chart-vs-reasons", "Final reasons: recorded vs predicted", function(d) return d.versus.reasons end,
+    "no request" },
 }
 
-local function chart_grid(w, list)
+local function chart_grid(w, list, data)
+  local empty = {}
   w('<div class="grid">\n')
   for _, c in ipairs(list) do
-    w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
+    if #c[3](data) > 0 then
+      w('<figure><figcaption>', html(c[2]), '</figcaption><div class="chart" id="', c[1], '"></div></figure>\n')
+    else
+      empty[#empty + 1] = c
+    end
   end
   w('</div>\n')
+  for _, c in ipairs(empty) do
+    w('<div class="meta no-data" data-chart="', c[1], '">', html(c[2] .. ": no data (" .. c[4] .. ")."), '</div>\n')
+  end
 end
 
 -- A figure of the A vs B table: a count as an integer, a ratio with 4 decimals (as `retryfreeze replay` prints).
@@ -492,7 +560,7 @@ local function render_versus(w, model)
   if r.corrupt_lines > 0 then w('<li>', html(r.corrupt_lines .. " corrupt lines skipped"), '</li>\n') end
   for _, n in ipairs(r.notes) do w('<li class="note">', html(n), '</li>\n') end
   w('</ul>\n')
-  chart_grid(w, versus_charts)
+  chart_grid(w, versus_charts, model.data)
   w('<table id="versus-table">\n<thead><tr><th>', vs.group == "by_host" and "host" or "route",
     '</th><th>figure</th><th>recorded</th><th>predicted</th><th>interval</th></tr></thead>\n<tbody>\n')
   for _, row in ipairs(vs.rows) do
@@ -527,7 +595,7 @@ function M.render(model)
     '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; script-src \'unsafe-inline\' ',
     '\'unsafe-eval\'; style-src \'unsafe-inline\'; img-src data:">\n',
     '<meta name="viewport" content="width=device-width, initial-scale=1">\n<meta name="generator" content="retryfreeze ',
-    html(require("retryfreeze").VERSION), '">\n<title>', html(model.title), '</title>\n<style>', STYLE, '</style>\n',
+    html(rf.VERSION), '">\n<title>', html(model.title), '</title>\n<style>', STYLE, '</style>\n',
     '<script>window.__rfErrors = [];\n',
     'window.addEventListener("error", function (e) { window.__rfErrors.push(String(e.message || e.type)); }, true);\n',
     'document.addEventListener("securitypolicyviolation", function (e) { ',
@@ -579,10 +647,7 @@ function M.render(model)
       html(" from the seed's harness carry no ts: they are counted in the summary, the charts by route and the "
         .. "table, but not in the charts over time."), '</div>\n')
   end
-  chart_grid(w, charts)
-  if #model.data.retry_after == 0 then
-    w('<div class="meta">Retry-After use: no attempt in these ledgers carried a Retry-After header.</div>\n')
-  end
+  chart_grid(w, charts, model.data)
 
   w('<h2>Worst routes by retried-success ratio</h2>\n<table id="worst-routes">\n<thead><tr><th>route</th>',
     '<th>requests</th><th>successes</th><th>retried successes</th><th>retried-success ratio</th>',

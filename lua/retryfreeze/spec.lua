@@ -4,6 +4,11 @@
 ---   assert.retries(policy, facts [, message])            the verdict is a retry
 ---   assert.stops(policy, facts [, reason [, message]])   the verdict is a stop (with this reason, if given)
 ---   assert.waits(policy, facts, ms [, message])          the verdict is a retry after exactly ms milliseconds
+---   assert.hedges(policy, facts [, delay_ms [, message]])
+---                                                        the request of facts (method, path, idempotency_key)
+---                                                        is hedged (policy:hedging), one more attempt every
+---                                                        delay_ms, if given; assert.is_not.hedges: it is sent
+---                                                        one attempt at a time
 ---   assert.budget_allows(policy, args [, timeout_ms [, message]])
 ---                                                        policy:budget(args) allows the next attempt (with
 ---                                                        this per-try timeout, if given)
@@ -127,6 +132,24 @@ local function waits(state, arguments, level)
   show(arguments, tostring(ms), decision_table.format_facts(facts), decision_table.format_verdict(v))
   set_message(state, msg)
   return v.retry == true and v.delay_ms == ms
+end
+
+local function hedges(state, arguments, level)
+  level = (level or 1) + 1
+  local policy, facts = policy_and_table(arguments, "hedges", "facts", level)
+  local ms, msg = arguments[3], arguments[4]
+  if ms ~= nil and math.type(ms) ~= "integer" then
+    error("bad argument #3 to 'hedges' (integer milliseconds expected, got " .. tostring(ms) .. ")", level + 1)
+  end
+  local ok, h = pcall(policy.hedging, policy, facts)
+  if not ok then
+    local why = tostring(h):match("^[^\n]-bad argument #%d+ to '[^']*' %((.*)%)$") or tostring(h)
+    error(string.format("bad argument #2 to 'hedges' (%s)", why), level + 1)
+  end
+  show(arguments, ms and "with a hedging delay of " .. ms .. " ms" or "(any delay)",
+    decision_table.format_facts(facts), decision_table.format_hedging(h))
+  set_message(state, msg)
+  return decision_table.hedging_matches(h, { hedged = true, delay_ms = ms })
 end
 
 local function format_budget(b)
@@ -305,6 +328,7 @@ end
 say_both("rf_retries", "Expected the policy {to} retry.\nFacts: %s\nVerdict: %s")
 say_both("rf_stops", "Expected the policy {to} stop %s.\nFacts: %s\nVerdict: %s")
 say_both("rf_waits", "Expected the policy {to} retry after %s ms.\nFacts: %s\nVerdict: %s")
+say_both("rf_hedges", "Expected the request {to} be hedged %s.\nFacts: %s\nHedging: %s")
 say_both("rf_budget_allows", "Expected the budget {to} allow the next attempt %s.\nAttempt: %s\nBudget: %s")
 say_both("rf_not_widened",
   "Expected the new policy {to} widen the old one.\nOld: %s\nNew: %s\nWidening:\n%s\nAll changes:\n%s", true)
@@ -320,6 +344,7 @@ say:set("assertion.rf_replay.negative",
 assert:register("assertion", "retries", retries, "assertion.rf_retries.positive", "assertion.rf_retries.negative")
 assert:register("assertion", "stops", stops, "assertion.rf_stops.positive", "assertion.rf_stops.negative")
 assert:register("assertion", "waits", waits, "assertion.rf_waits.positive", "assertion.rf_waits.negative")
+assert:register("assertion", "hedges", hedges, "assertion.rf_hedges.positive", "assertion.rf_hedges.negative")
 assert:register("assertion", "budget_allows", budget_allows, "assertion.rf_budget_allows.positive",
   "assertion.rf_budget_allows.negative")
 assert:register("assertion", "not_widened", not_widened, "assertion.rf_not_widened.positive",

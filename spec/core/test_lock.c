@@ -216,6 +216,17 @@ static void test_refusals_name_path_rule_and_value(void **state) {
         {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
          "\"retryable\":[\"CONNECTION_RESET\"]}",
          "$.retryable[0]", "(did you mean \"CONNECT_RESET\"?"},
+        /* a bare status number, a lowercase or unprefixed status or family: the token the lock spells it as */
+        {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
+         "\"retryable\":[\"503\"]}",
+         "$.retryable[0]", "unknown failure class \"503\" (did you mean \"HTTP_503\"?"},
+        {"{" MINIMAL ",\"notRetryable\":[\"http_404\"]}", "$.notRetryable[0]", "(did you mean \"HTTP_404\"?"},
+        {"{" MINIMAL ",\"notRetryable\":[\"HTTP 400\"]}", "$.notRetryable[0]", "(did you mean \"HTTP_400\"?"},
+        {"{" MINIMAL ",\"notRetryable\":[\"4xx\"]}", "$.notRetryable[0]", "(did you mean \"HTTP_4XX\"?"},
+        {"{" MINIMAL ",\"classLimits\":{\"503\":2}}", "$.classLimits.503", "(did you mean \"HTTP_503\"?"},
+        {"{" MINIMAL ",\"hedging\":{\"maxAttempts\":2,\"hedgingDelayMs\":10,\"nonFatalClasses\":[\"502\"]}}",
+         "$.hedging.nonFatalClasses[0]", "(did you mean \"HTTP_502\"?"},
+        {"{" MINIMAL ",\"notRetryable\":[\"999\"]}", "$.notRetryable[0]", "unknown failure class \"999\" (HTTP_"},
         {"{" MINIMAL ",\"notRetryable\":[\"HTTP_503\"]}", "$.notRetryable", "HTTP_503 is in both"},
         {"{\"endpoint\":\"GET /a\",\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":5000,"
          "\"retryable\":[\"HTTP_504\"],\"notRetryable\":[\"GATEWAY_TIMEOUT\"]}",

@@ -87,10 +87,28 @@ static void class_words(char *buf, size_t cap, const char *status, const char *a
 
 void rfi_class_list_text(char *buf, size_t cap) { class_words(buf, cap, "HTTP_<100..599>, ", "or the aliases "); }
 
+/* The status token a near spelling of one means ("503", "http_503", "HTTP 503", "5xx", "http-5xx" → HTTP_503,
+ * HTTP_5XX): an optional "http" in any case, an optional separator, then a status from 100 to 599 or a 4/5 and
+ * "xx". Writes it into out (at least RF_CLASS_NAME_MAX), or "" when the token is not one. */
+static void status_spelling(const char *token, char *out) {
+    const char *p = token;
+    out[0] = '\0';
+    if ((p[0] | 0x20) == 'h' && (p[1] | 0x20) == 't' && (p[2] | 0x20) == 't' && (p[3] | 0x20) == 'p') {
+        p += 4;
+        if (*p == '_' || *p == ' ' || *p == '-' || *p == '/') p++;
+    }
+    if (strlen(p) != 3 || p[0] < '1' || p[0] > '5') return;
+    if (p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9')
+        snprintf(out, RF_CLASS_NAME_MAX, "HTTP_%.3s", p);
+    else if ((p[0] == '4' || p[0] == '5') && (p[1] == 'x' || p[1] == 'X') && (p[2] == 'x' || p[2] == 'X'))
+        snprintf(out, RF_CLASS_NAME_MAX, "HTTP_%cXX", p[0]);
+}
+
 void rfi_class_unknown(rf_error *err, const char *path, const char *token) {
     char words[RFI_CLASS_LIST_TEXT_MAX], near[RF_CLASS_NAME_MAX], hint[64] = "";
     class_words(words, sizeof words, "", "");
-    rfi_did_you_mean(token, words, near, sizeof near);
+    status_spelling(token, near);
+    if (!near[0]) rfi_did_you_mean(token, words, near, sizeof near);
     if (near[0]) snprintf(hint, sizeof hint, "did you mean \"%s\"? ", near);
     rfi_class_list_text(words, sizeof words);
     rfi_fail(err, path, "unknown failure class \"%.40s\" (%s%s)", token, hint, words);

@@ -7,6 +7,7 @@ local compat = require "retryfreeze.compat"
 local math = compat.math
 local flow = require "retryfreeze.flow"
 local output = require "retryfreeze.output"
+local progress = require "retryfreeze.cli.progress"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
 local util = require "retryfreeze.util"
@@ -75,7 +76,10 @@ local function run(ctx, opts)
   if not up then ctx.fail(why, 1) end
   out:printf("retryfreeze demo: %d requests against the fault-injecting upstream at %s\n", requests, up.url)
   out:printf("faults: %s (seed %d)\n", faults, seed)
-  local ok, flow_err = flow.run(dir .. "/jobs_flow.lua", { up.url, ledger_path, tostring(requests), tostring(seed) })
+  local bar = progress.bar(ctx.err, requests) -- on a terminal only: 300 requests take some seconds
+  local ok, flow_err = flow.run(dir .. "/jobs_flow.lua", { up.url, ledger_path, tostring(requests), tostring(seed) },
+    { bar and function(done) bar.update(done) end or nil })
+  if bar then bar.finish() end
   local server = ok and upstream.stats(up.url)
   up.stop()
   if not ok then ctx.fail("the flow failed: " .. tostring(flow_err), 1) end

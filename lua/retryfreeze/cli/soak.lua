@@ -7,6 +7,7 @@ local cli_args = require "retryfreeze.cli.args"
 local cli_gate = require "retryfreeze.cli.gate"
 local gate = require "retryfreeze.gate"
 local output = require "retryfreeze.output"
+local progress = require "retryfreeze.cli.progress"
 local scheduler = require "retryfreeze.scheduler"
 local stats = require "retryfreeze.ledger_stats"
 local upstream = require "retryfreeze.upstream"
@@ -97,8 +98,6 @@ local function run_without_hedging(policy, url, seed, n, concurrency, key_prefix
   return stats.of_appends(ledger, ledger_path)
 end
 
-local function is_tty(stream_fd) return os.execute("test -t " .. stream_fd) == true end
-
 --- Whether url's host is loopback: nil, or the message refusing it (a soak's traffic stays on this machine).
 local function loopback_error(url)
   if M.is_loopback(url) then return nil end
@@ -146,36 +145,22 @@ local function run(ctx, opts, pos)
     flow = function(i) made(client, i) end
   end
   local key_prefix = string.format("soak-%d", seed) .. (opts.url and "-" .. rf.new_key() or "") .. "-"
-  local tty, done, flow_errors, t0 = is_tty(2), 0, {}, os.time()
+  local bar, done, flow_errors = progress.bar(ctx.err, n), 0, {}
   local clock0 = os.clock()
-  -- The progress bar is redrawn at most every 64 flows and every PROGRESS_SECONDS of CPU, not per flow: a
-  -- redraw is a formatted write to the terminal, dearer than a fast request.
-  local PROGRESS_SECONDS, drawn_at = 0.1, -1
-  local function progress(now_done)
-    done = now_done
-    local now = os.clock()
-    if done == n or now - drawn_at >= PROGRESS_SECONDS then
-      drawn_at = now
-      local width = 30
-      local filled = math.floor(done * width / n)
-      local secs = math.max(os.time() - t0, 1)
-      ctx.err:redraw(string.format("[%s%s] %d/%d  %.0f req/s ", string.rep("#", filled),
-        string.rep(".", width - filled), done, n, done / secs))
-    end
-  end
   local failed
   if flow then
     failed = scheduler.run(client, n, concurrency, flow, function(i, ok, flow_err)
       if not ok and #flow_errors < 3 then flow_errors[#flow_errors + 1] = string.format("flow %d: %s", i, flow_err) end
-      if tty and ((done + 1) % 64 == 0 or done + 1 == n) then progress(done + 1) else done = done + 1 end
+      done = done + 1
+      if bar and (done % 64 == 0 or done == n) then bar.update(done) end -- not per flow: a redraw costs
     end)
   else
     -- The default flow runs from C: no Lua per request (its CPU is what soak measures).
     failed, flow_errors = scheduler.run_generated(client, n, concurrency, M.default_routes(policy), key_prefix,
-      tty and progress or nil)
+      bar and bar.update or nil)
   end
   local cpu = os.clock() - clock0
-  if tty then ctx.err:write("\n") end
+  if bar then bar.finish() end
   client:close()
   ledger:close()
   local server = upstream.stats(url)
@@ -206,11 +191,27 @@ local function run(ctx, opts, pos)
       s.hedges_per_request, s.hedge_wins, 100 * s.hedge_win_rate)
   end
   if unhedged then
-    -- The same flows, faults and seed without the lock's hedging: what hedging bought and what it cost.
-    local e, u = s.elapsed_ms, unhedged.elapsed_ms
-    out:printf("hedging compared (same flows, same faults): p99 %d ms with hedging, %d ms without; p50 %d ms, %d ms; "
-      .. "attempts %d with, %d without (%+d)\n", e.p99 or 0, u.p99 or 0, e.p50 or 0, u.p50 or 0, s.attempts,
-      unhedged.attempts, s.attempts - unhedged.attempts)
+    -- The same flows, faults and seed without the lock's hedging: what hedging bought and what it cost, for the
+    -- whole run and for each route (a hedged route's tail hides behind an unhedged route's in the whole run).
+    local function compared(with, without)
+      local e, u = with.elapsed_ms, without.elapsed_ms
+      return string.format("p99 %d ms with hedging, %d ms without; p50 %d ms, %d ms; attempts %d with, %d without "
+        .. "(%+d)", e.p99 or 0, u.p99 or 0, e.p50 or 0, u.p50 or 0, with.attempts, without.attempts,
+        with.attempts - without.attempts)
+    end
+    out:printf("hedging compared (same flows, same faults), whole run: %s\n", compared(s, unhedged))
+    local routes, seen = {}, {}
+    for _, by in ipairs({ s.by_route, unhedged.by_route }) do
+      for route in pairs(by) do
+        if not seen[route] then routes[#routes + 1], seen[route] = route, true end
+      end
+    end
+    table.sort(routes)
+    local none = { elapsed_ms = {}, attempts = 0 }
+    for _, route in ipairs(routes) do
+      out:printf("  %s: %s\n", stats.route_label(route),
+        compared(s.by_route[route] or none, unhedged.by_route[route] or none))
+    end
   end
 
   local verdict = gate.evaluate(s, thresholds)
