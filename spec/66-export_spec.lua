@@ -10,9 +10,12 @@ local function lock_file(routes, top)
   return h.temp_file('{"version": 1, ' .. (top or "") .. '"routes": [' .. routes .. "]}")
 end
 
--- A route that exports to grpc without a loss.
+-- A route that exports to grpc without a loss: UNAVAILABLE retryable with the transport failures gRPC reports as
+-- it, and gRPC's own wait header.
 local CLEAN = '{"endpoint": "POST /pkg.Svc/Get", "maxAttempts": 3, "perAttemptTimeoutMs": 2000, '
-  .. '"totalBudgetMs": 2000, "minAttemptMs": 0, "idempotencyRequired": [], "retryable": ["GRPC_UNAVAILABLE"], '
+  .. '"totalBudgetMs": 2000, "minAttemptMs": 0, "idempotencyRequired": [], "retryable": ["GRPC_UNAVAILABLE", '
+  .. '"CONNECT_REFUSED", "CONNECT_RESET", "DNS_FAILURE", "TLS_FAILURE"], '
+  .. '"retryAfter": {"headers": ["grpc-retry-pushback-ms"]}, '
   .. '"backoff": {"baseMs": 25, "maxMs": 400, "multiplier": 1.5, "jitter": "full"}}'
 
 describe("retryfreeze export --to grpc", function()
@@ -97,7 +100,8 @@ describe("retryfreeze export --to grpc", function()
     local lock = lock_file(CLEAN:gsub('"maxAttempts": 3', '"maxAttempts": 7') .. ", "
       .. CLEAN:gsub("/Get", "/Put"):gsub('"maxAttempts": 3', '"maxAttempts": 1') .. ", "
       .. CLEAN:gsub("/Get", "/Hedge"):gsub('"retryable"', '"hedging": {"maxAttempts": 3, "hedgingDelayMs": 40, '
-        .. '"nonFatalClasses": ["GRPC_UNAVAILABLE"]}, "retryable"'))
+        .. '"nonFatalClasses": ["GRPC_UNAVAILABLE", "CONNECT_REFUSED", "CONNECT_RESET", "DNS_FAILURE", "TLS_FAILURE"]}, '
+        .. '"retryable"'):gsub('"baseMs": 25, "maxMs": 400, "multiplier": 1.5', '"baseMs": 0, "maxMs": 0, "multiplier": 1'))
     local out, err, code = h.run_cli("export", lock, "--to", "grpc")
     assert.equal(0, code, err)
     assert.is_truthy(err:find("note: route POST /pkg.Svc/Get: gRPC caps retryPolicy.maxAttempts 7 at 5", 1, true), err)
@@ -139,6 +143,44 @@ describe("the export targets' field table", function()
       end
     end
     for path in pairs(export.FIELDS) do assert.is_true(paths[path], path .. " is no lock field") end
+  end)
+
+  it("refuses what the channel would retry and the lock does not: a code's transport failures, a hedge's backoff, "
+    .. "a wait header gRPC does not read", function()
+    local route = CLEAN:gsub('"CONNECT_REFUSED", "CONNECT_RESET", "DNS_FAILURE", "TLS_FAILURE"', '"CONNECT_RESET"')
+      :gsub('"retryAfter": {"headers": %["grpc%-retry%-pushback%-ms"%]}, ', "")
+      :gsub('"retryable"', '"hedging": {"maxAttempts": 2, "hedgingDelayMs": 50, "nonFatalClasses": ["GRPC_UNAVAILABLE"]}, '
+        .. '"retryable"')
+    local out, err, code = h.run_cli("export", lock_file(route), "--to", "grpc")
+    assert.equal(1, code)
+    assert.equal("", out)
+    for _, want in ipairs({
+      "loss: route POST /pkg.Svc/Get: retryable: gRPC would also retry CONNECT_REFUSED (as UNAVAILABLE), DNS_FAILURE "
+        .. "(as UNAVAILABLE), TLS_FAILURE (as UNAVAILABLE), which the lock does not list (--accept 'retryable')",
+      "loss: route POST /pkg.Svc/Get: hedging.nonFatalClasses: gRPC would also retry CONNECT_REFUSED (as UNAVAILABLE), "
+        .. "CONNECT_RESET (as UNAVAILABLE), DNS_FAILURE (as UNAVAILABLE), TLS_FAILURE (as UNAVAILABLE)",
+      "loss: route POST /pkg.Svc/Get: backoff: a hedged route's backoff of 25 ms: gRPC sends the next hedge at once",
+      "loss: route POST /pkg.Svc/Get: retryAfter.headers: a wait asked by retry-after is not waited",
+      "4 rules of the lock cannot be carried to grpc; nothing written",
+    }) do
+      assert.is_truthy(err:find(want, 1, true), want .. "\nin: " .. err)
+    end
+  end)
+
+  it("an import of its export is never wider than the lock: diff finds no widening", function()
+    for _, lock in ipairs({ "examples/grpc.lock.json", lock_file(CLEAN .. ", " .. CLEAN:gsub("/Get", "/*")) }) do
+      local config, lock_back = os.tmpname(), os.tmpname()
+      local _, err, code = h.run_cli("export", lock, "--to", "grpc", "-o", config)
+      assert.equal(0, code, err)
+      _, err, code = h.run_cli("import", config, "--from", "grpc", "-o", lock_back)
+      assert.equal(0, code, err)
+      local out
+      out, err, code = h.run_cli("diff", lock, lock_back)
+      assert.equal(0, code, lock .. ":\n" .. out .. err)
+      assert.is_nil(out:find("WIDENING", 1, true), out)
+      os.remove(config)
+      os.remove(lock_back)
+    end
   end)
 
   it("is the table docs/cli.md shows for each target", function()

@@ -3,6 +3,7 @@
 --- the lock schema (M.FIELDS, one table for every target, which docs/cli.md's losses table is checked against).
 --- An export never widens silently: a narrowing rule the target cannot carry is a loss, and a loss stops the export
 --- unless it is accepted by name; a value the target clamps is said in a note.
+local import_grpc = require "retryfreeze.import_grpc"
 local json = require "retryfreeze.json"
 local rf = require "retryfreeze"
 
@@ -25,13 +26,30 @@ local function reads_pushback(route)
   return false
 end
 
--- The classes of a list that are not gRPC codes.
-local function non_grpc(list)
-  local out = {}
+-- What a list of classes (retryable, or hedging's non-fatal ones) becomes on a gRPC channel, as a loss text or nil.
+-- gRPC reports a transport failure as a status (import_grpc.TRANSPORT_OF: a refused connection is UNAVAILABLE, a
+-- timed-out attempt DEADLINE_EXCEEDED), so a listed code also retries those failures: where the lock does not list
+-- them, the channel would retry more than the lock (a widening). A transport class so listed is carried by its code;
+-- any other class that is no gRPC code is one the channel never sees (a narrowing it cannot carry). `what` names the
+-- list in the text.
+local function grpc_gaps(list, what)
+  local listed, carried, widened, unseen = {}, {}, {}, {}
+  for _, c in ipairs(list) do listed[c] = true end
   for _, c in ipairs(list) do
-    if not GRPC_CODES[c] then out[#out + 1] = c end
+    for _, t in ipairs(GRPC_CODES[c] and import_grpc.TRANSPORT_OF[GRPC_CODES[c]] or {}) do
+      carried[t] = true
+      if not listed[t] then widened[#widened + 1] = t .. " (as " .. GRPC_CODES[c] .. ")" end
+    end
   end
-  return out
+  for _, c in ipairs(list) do
+    if not GRPC_CODES[c] and not carried[c] then unseen[#unseen + 1] = c end
+  end
+  local texts = {}
+  if #unseen > 0 then texts[1] = what .. " gRPC does not see on a call: " .. table.concat(unseen, ", ") end
+  if #widened > 0 then
+    texts[#texts + 1] = "gRPC would also retry " .. table.concat(widened, ", ") .. ", which the lock does not list"
+  end
+  return #texts > 0 and table.concat(texts, "; ") or nil
 end
 
 local function ms(n) return tostring(n) .. " ms" end
@@ -80,11 +98,9 @@ M.FIELDS = {
   ["minAttemptMs"] = { grpc = { "lost", "gRPC starts a retry however little time is left",
     lost = function(r) return r.minAttemptMs > 0 and ("no retry with less than " .. ms(r.minAttemptMs) .. " left")
       or nil end } },
-  ["retryable"] = { grpc = { "carried", "retryPolicy.retryableStatusCodes: the GRPC_* classes; any other is lost",
-    lost = function(r)
-      local other = non_grpc(r.retryable)
-      return #other > 0 and ("retryable classes gRPC does not see on a call: " .. table.concat(other, ", ")) or nil
-    end } },
+  ["retryable"] = { grpc = { "carried", "retryPolicy.retryableStatusCodes: the GRPC_* classes (a code also retries "
+    .. "the transport failures gRPC reports as it: the lock must list them); any other is lost",
+    lost = function(r) return grpc_gaps(r.retryable, "retryable classes") end } },
   ["notRetryable"] = { grpc = { "carried", "gRPC retries only the codes listed retryable" } },
   ["idempotencyRequired"] = { grpc = { "lost", "gRPC retries a method whatever its idempotency key",
     lost = function(r)
@@ -92,7 +108,11 @@ M.FIELDS = {
         if m == "POST" then return "a POST retried only with an idempotency key" end
       end
     end } },
-  ["backoff"] = { grpc = { "carried", "retryPolicy's backoff" } },
+  ["backoff"] = { grpc = { "carried", "retryPolicy's backoff; a hedgingPolicy has none",
+    lost = function(r)
+      return r.hedging and r.backoff.baseMs > 0 and ("a hedged route's backoff of " .. ms(r.backoff.baseMs)
+        .. ": gRPC sends the next hedge at once after a non-fatal status") or nil
+    end } },
   ["backoff.baseMs"] = { grpc = { "carried", "retryPolicy.initialBackoff (at least 1 ms)" } },
   ["backoff.multiplier"] = { grpc = { "carried", "retryPolicy.backoffMultiplier" } },
   ["backoff.maxMs"] = { grpc = { "carried", "retryPolicy.maxBackoff (at least 1 ms)" } },
@@ -103,7 +123,15 @@ M.FIELDS = {
   ["retryAfter.maxMs"] = { grpc = { "lost", "a cap on a server-asked wait: gRPC waits for any pushback",
     lost = function(r) return reads_pushback(r) and r.retryAfter.maxMs < r.totalBudgetMs and
       ("a pushback over " .. ms(r.retryAfter.maxMs) .. " stops the request") or nil end } },
-  ["retryAfter.headers"] = { grpc = { "irrelevant", "HTTP wait headers; gRPC reads grpc-retry-pushback-ms itself" } },
+  ["retryAfter.headers"] = { grpc = { "lost", "wait headers: gRPC reads grpc-retry-pushback-ms alone",
+    lost = function(r)
+      if not r.retryAfter.honor then return nil end
+      local other = {}
+      for _, hname in ipairs(r.retryAfter.headers or { "retry-after" }) do
+        if hname ~= "grpc-retry-pushback-ms" then other[#other + 1] = hname end
+      end
+      return #other > 0 and ("a wait asked by " .. table.concat(other, ", ") .. " is not waited") or nil
+    end } },
   ["classLimits"] = { grpc = { "lost", "per-class attempt limits",
     lost = function(r)
       local parts = {}
@@ -115,10 +143,7 @@ M.FIELDS = {
   ["hedging.maxAttempts"] = { grpc = { "carried", "hedgingPolicy.maxAttempts" } },
   ["hedging.hedgingDelayMs"] = { grpc = { "carried", "hedgingPolicy.hedgingDelay" } },
   ["hedging.nonFatalClasses"] = { grpc = { "carried", "hedgingPolicy.nonFatalStatusCodes: the GRPC_* classes",
-    lost = function(r)
-      local other = r.hedging and non_grpc(r.hedging.nonFatalClasses) or {}
-      return #other > 0 and ("non-fatal classes gRPC does not see on a call: " .. table.concat(other, ", ")) or nil
-    end } },
+    lost = function(r) return r.hedging and grpc_gaps(r.hedging.nonFatalClasses, "non-fatal classes") or nil end } },
   ["propagation"] = { grpc = { "lost", "retries told across layers",
     lost = function(r) return r.propagation and "propagation (one layer retries)" or nil end } },
   ["propagation.attemptHeader"] = { grpc = { "lost", "part of propagation",
