@@ -1,5 +1,7 @@
 # Shared helpers for the retryfreeze-serve specs; sourced, not run. Every server started here is
-# killed on exit, and runs with --max-seconds 60 as a safety net should even that fail.
+# killed on exit, and runs with --max-seconds 150 as a safety net should even that fail: past ctest's
+# 120 s timeout for these specs (cmake/serve.cmake), so that a spec slowed by a loaded machine never
+# loses its server while it still runs.
 set -euo pipefail
 
 : "${RF_SERVE:?set RF_SERVE to the retryfreeze-serve binary}"
@@ -47,7 +49,7 @@ expect_between() {
 start_server() {
   local name=$1
   shift
-  "$RF_SERVE" --max-seconds 60 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  "$RF_SERVE" --max-seconds 150 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   SERVER_PID=$!
   SERVER_PIDS+=("$SERVER_PID")
   local i line=""
