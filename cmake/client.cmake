@@ -43,7 +43,7 @@ target_link_libraries(test_retry_budget_store PRIVATE retryfreeze_client retryfr
 add_dependencies(test_retry_budget_store fake_resp)
 add_test(NAME c_test_retry_budget_store COMMAND test_retry_budget_store)
 # TIMEOUT: a guard against a hang, not a bound on speed (under ASan on a loaded machine the test takes over 60 s).
-set_tests_properties(c_test_retry_budget_store PROPERTIES LABELS "c" TIMEOUT 300)
+set_tests_properties(c_test_retry_budget_store PROPERTIES LABELS "c;wall_clock" TIMEOUT 300)
 
 # Propagation on the wire: every attempt's number and deadline at a loopback upstream the test forks, an overloaded
 # 503 not retried, the caller's headers narrowing only.
@@ -51,7 +51,7 @@ add_executable(test_client_propagation spec/core/test_client_propagation.c)
 target_compile_options(test_client_propagation PRIVATE ${RF_WARNINGS})
 target_link_libraries(test_client_propagation PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA)
 add_test(NAME c_test_client_propagation COMMAND test_client_propagation)
-set_tests_properties(c_test_client_propagation PROPERTIES LABELS "c" TIMEOUT 60)
+set_tests_properties(c_test_client_propagation PROPERTIES LABELS "c;wall_clock" TIMEOUT 60)
 
 # The response head's grpc-status (a header or a trailer), read as the client reads it; response_head.c alone.
 add_executable(test_response_head_grpc spec/core/test_response_head_grpc.c core/src/client/response_head.c)

@@ -68,7 +68,7 @@ if(TARGET retryfreeze-serve)
   rf_no_lto_link(test_client_alloc)
   add_test(NAME c_test_client_alloc
     COMMAND test_client_alloc $<TARGET_FILE:retryfreeze-serve> ${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json)
-  set_tests_properties(c_test_client_alloc PROPERTIES LABELS "c" TIMEOUT 300)
+  set_tests_properties(c_test_client_alloc PROPERTIES LABELS "c;wall_clock" TIMEOUT 300)
 
   # rf_client_all's window of RF_ALL_CONCURRENCY, its refusal beside started requests, rf_pending_done.
   add_executable(test_client_flow spec/core/test_client_flow.c)
@@ -76,5 +76,5 @@ if(TARGET retryfreeze-serve)
   target_compile_definitions(test_client_flow PRIVATE RF_SERVE_PATH="$<TARGET_FILE:retryfreeze-serve>")
   target_link_libraries(test_client_flow PRIVATE retryfreeze_client retryfreeze PkgConfig::CMOCKA)
   add_test(NAME c_test_client_flow COMMAND test_client_flow $<TARGET_FILE:retryfreeze-serve>)
-  set_tests_properties(c_test_client_flow PROPERTIES LABELS "c" TIMEOUT 120)
+  set_tests_properties(c_test_client_flow PROPERTIES LABELS "c;wall_clock" TIMEOUT 120)
 endif()

@@ -150,7 +150,12 @@ static int fail_each(const char *url, const rf_policy *policy, const char *metho
             if (st == RF_OK) {
                 for (size_t i = 0; i < (n_all > 0 ? n_all : 1); i++) {
                     t->responses++;
-                    if (r[i].ok && r[i].attempts == want_attempts) ok_responses++;
+                    if (r[i].ok && r[i].attempts == want_attempts) {
+                        ok_responses++;
+                    } else if (n == 0) { /* what the calibration run got instead */
+                        fprintf(stderr, "calibration request %zu: ok %d, %d attempts (want %d), reason %s\n", i,
+                                (int)r[i].ok, r[i].attempts, want_attempts, rf_reason_name(r[i].reason));
+                    }
                 }
             } else if (st == RF_ENOMEM) {
                 t->enomem++;
@@ -212,7 +217,7 @@ int main(int argc, char **argv) {
     /* RF_ALLOC_ONLY=N runs only fail point N (to look at one finding under valgrind). */
     long only = getenv("RF_ALLOC_ONLY") ? atol(getenv("RF_ALLOC_ONLY")) : 0;
     tally t = {0};
-    /* A keyed POST retried once (504, 200); then a hedged GET: its first answer comes after 50 ms, a hedge starts
+    /* A keyed POST retried once (504, 200); then a hedged GET: its first answer comes after 1 s, a hedge starts
      * after 10 ms and wins, the first attempt's transfer is aborted (two easy handles, the client's own multi). */
     int rc = fail_each(url, policy, "POST", "X-Fault-Script: 504,200", 2, 0, only, &t);
     /* The same three times through rf_client_all_with at concurrency 2. */
@@ -222,7 +227,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", err.path, err.message);
         rc = 1;
     }
-    if (rc == 0) rc = fail_each(url, hedged, "GET", "X-Fault-Script: ok;delay=50", 2, 0, only, &t);
+    if (rc == 0) rc = fail_each(url, hedged, "GET", "X-Fault-Script: ok;delay=1000", 2, 0, only, &t);
     rf_policy_free(hedged);
     rf_policy_free(policy);
     serve_child_stop(serve_pid);

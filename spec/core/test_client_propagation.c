@@ -28,9 +28,11 @@
 #include <cmocka.h>
 
 /* perAttemptTimeoutMs = totalBudgetMs and a fixed 100 ms backoff: each attempt's deadline header is the time left,
- * at least 100 ms less than the one before. /plain has no propagation. */
+ * at least 100 ms less than the one before. /plain has no propagation. BUDGET_MS is far above what three quick 503s
+ * take, even under valgrind on a loaded machine, so every request reaches its three attempts. */
+#define BUDGET_MS 10000
 static const char LOCK[] =
-    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":1000,\"totalBudgetMs\":1000,"
+    "{\"version\":1,\"defaults\":{\"maxAttempts\":3,\"perAttemptTimeoutMs\":10000,\"totalBudgetMs\":10000,"
     "\"minAttemptMs\":50,\"retryable\":[\"HTTP_503\"],\"backoff\":{\"baseMs\":100,\"multiplier\":1,\"maxMs\":100,"
     "\"jitter\":\"none\"}},\"routes\":[{\"endpoint\":\"GET /fail\",\"propagation\":{}},{\"endpoint\":\"GET /shed\","
     "\"propagation\":{}},{\"endpoint\":\"GET /plain\"}]}";
@@ -174,14 +176,14 @@ static void test_every_attempt_says_its_number_and_deadline(void **state) {
     assert_true(r.overloaded); /* exhausted: a proxy tells its caller */
     seen s[3];
     read_seen(s, 3);
-    long before = 1000 + 100;
+    long before = BUDGET_MS + 100;
     for (int i = 0; i < 3; i++) {
         char want[4];
         snprintf(want, sizeof want, "%d", i + 1);
         assert_string_equal(s[i].path, "/fail");
         assert_string_equal(s[i].attempt, want); /* the request's own 9 replaced */
         long d = strtol(s[i].deadline, NULL, 10);
-        assert_true(d <= 1000);                     /* never above totalBudgetMs */
+        assert_true(d <= BUDGET_MS);                /* never above totalBudgetMs */
         assert_true(d <= before - 100);             /* shrinking by at least the backoff */
         assert_int_equal(d, r.tries[i].timeout_ms); /* the attempt's per-try timeout */
         before = d;
