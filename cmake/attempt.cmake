@@ -33,3 +33,14 @@ if(NOT APPLE AND NOT WIN32) # a GNU ld (or lld) version script, as the Lua modul
 endif()
 set_target_properties(retryfreeze_attempt PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
 
+if(NOT RF_TESTS)
+  return()
+endif()
+# rf_step against the attempt library alone: a program that includes retryfreeze/attempt_step.h and links
+# retryfreeze_attempt, with no libcurl on its compile or link line.
+add_executable(test_attempt_step spec/core/test_attempt_step.c)
+target_compile_options(test_attempt_step PRIVATE ${RF_WARNINGS})
+target_compile_definitions(test_attempt_step PRIVATE RF_EXAMPLES_DIR="${CMAKE_CURRENT_SOURCE_DIR}/examples")
+target_link_libraries(test_attempt_step PRIVATE retryfreeze_attempt PkgConfig::CMOCKA)
+add_test(NAME c_test_attempt_step COMMAND test_attempt_step)
+set_tests_properties(c_test_attempt_step PROPERTIES LABELS "c")

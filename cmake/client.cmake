@@ -28,6 +28,16 @@ if(NOT RF_TESTS)
   return()
 endif()
 
+# The library graph, from the built files: the attempt library needs no libcurl, hiredis or OpenSSL (the headers its
+# sources include, its NEEDED entries and what ldd loads, its undefined symbols), exports its rfi_ functions exactly as
+# attempt_abi.h says (the RFI_ABI declarations, under the private version node) and nothing else rfi_; the
+# client needs the attempt library's private node and neither hiredis nor OpenSSL of its own; the Redis store
+# needs neither the client nor the attempt loop; no public header names an rfi_ symbol.
+add_test(NAME c_library_graph COMMAND bash ${CMAKE_SOURCE_DIR}/spec/core/library_graph.sh ${CMAKE_SOURCE_DIR}
+  ${CMAKE_C_COMPILER} $<TARGET_FILE:retryfreeze_attempt> $<TARGET_FILE:retryfreeze_client> $<TARGET_FILE:retryfreeze_budget_redis>
+  ${RF_ATTEMPT_ABI_NODE})
+set_tests_properties(c_library_graph PROPERTIES LABELS "c")
+
 # Propagation on the wire: every attempt's number and deadline at a loopback upstream the test forks, an overloaded
 # 503 not retried, the caller's headers narrowing only.
 add_executable(test_client_propagation spec/core/test_client_propagation.c)
