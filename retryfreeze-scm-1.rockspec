@@ -1,7 +1,7 @@
 -- LuaRocks package: `luarocks --lua-version=5.4 make` (or 5.3, 5.2, 5.1; LuaJIT uses 5.1's) builds with CMake,
 -- without tests or benchmarks (RF_TESTS=OFF, RF_BENCH=OFF), only the C module for the Lua whose headers
--- LuaRocks names (RF_LUA_INCDIR), linked against the static engine and client so that the rock needs no shared
--- library of its own. It installs the Lua modules, the C module and the `retryfreeze` command (a Lua script run
+-- LuaRocks names (RF_LUA_INCDIR), linked against the static libraries (the engine, the attempt loop, the Redis
+-- retry budget store, the client) so that the rock needs no shared library of its own. It installs the Lua modules, the C module and the `retryfreeze` command (a Lua script run
 -- by the tree's Lua, bindings/cli_main.lua; `demo`, `serve` and `soak` need retryfreeze-serve from a CMake
 -- build, named by $RF_SERVE).
 -- System packages needed: cmake, pkg-config, gcc, make, libcjson-dev, libcurl4-openssl-dev, libssl-dev,

@@ -58,7 +58,7 @@ add_dependencies(bench rf_bench_multi)
 # starts a redis-server on a free loopback port; skipped without one).
 add_executable(bench_budget_redis bench/fleet/bench_budget_redis.c)
 target_compile_options(bench_budget_redis PRIVATE ${RF_WARNINGS})
-target_link_libraries(bench_budget_redis PRIVATE retryfreeze_client retryfreeze)
+target_link_libraries(bench_budget_redis PRIVATE retryfreeze_budget_redis retryfreeze)
 add_dependencies(bench bench_budget_redis)
 
 # rf_decide as locks grow (4 to 10 000 routes) against 4 routes, and loading 10 000 routes against 1 000.

@@ -17,13 +17,18 @@ file(CONFIGURE OUTPUT ${RF_GENERATED_DIR}/lua_ffi_chunk.h
   @ONLY)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bindings/lua_ffi.lua)
 
+# The libraries the binding calls: the libcurl client (rf.client), the Redis-shared retry budget (rf.retry_budget),
+# the attempt loop (core.step: rf.flow and the gateway) and the engine; shared, for the command and the programs
+# that embed the binding's objects (the module picks shared or static below).
+set(RF_BINDING_LIBS retryfreeze_client retryfreeze_budget_redis retryfreeze_attempt retryfreeze)
+
 # The binding compiled against Lua 5.4 for the `retryfreeze` command (and the 5.4 module, embed_host, the fuzz
 # targets); a rock compiles it only for LuaRocks' Lua, below.
 if(NOT RF_ROCK)
   add_library(retryfreeze_lua OBJECT ${RF_LUA_BINDING_SOURCES})
   target_compile_options(retryfreeze_lua PRIVATE ${RF_WARNINGS})
   target_include_directories(retryfreeze_lua PRIVATE ${LUA_INCLUDE_DIRS} bindings ${RF_GENERATED_DIR})
-  target_link_libraries(retryfreeze_lua PRIVATE retryfreeze retryfreeze_client PkgConfig::CJSON) # for the include directories
+  target_link_libraries(retryfreeze_lua PRIVATE ${RF_BINDING_LIBS} PkgConfig::CJSON) # for the include directories
 endif()
 
 # RF_LTO: the Lua module, the static libraries it links and the binding's objects are built with link-time
@@ -65,9 +70,10 @@ endfunction()
 # core.so needs no libretryfreeze*.so beside it) or the shared ones.
 option(RF_MODULE_STATIC "Link the Lua module against the static libraries" ${RF_LTO})
 if(RF_MODULE_STATIC)
-  set(rf_module_libs retryfreeze_client_static retryfreeze_static Threads::Threads) # defined in cmake/install.cmake
+  set(rf_module_libs retryfreeze_client_static retryfreeze_budget_redis_static retryfreeze_attempt_static
+    retryfreeze_static Threads::Threads) # defined in cmake/install.cmake
 else()
-  set(rf_module_libs retryfreeze_client retryfreeze Threads::Threads)
+  set(rf_module_libs ${RF_BINDING_LIBS} Threads::Threads)
 endif()
 
 # RF_LUA: the Lua versions to build the module for, a list of 5.1, 5.2, 5.3, 5.4 and luajit (LuaJIT 2.1);
@@ -174,7 +180,7 @@ add_executable(retryfreeze_cli bindings/cli_main.c $<TARGET_OBJECTS:retryfreeze_
 target_compile_options(retryfreeze_cli PRIVATE ${RF_WARNINGS})
 target_include_directories(retryfreeze_cli PRIVATE bindings)
 target_compile_definitions(retryfreeze_cli PRIVATE RF_BUILD_LUA_DIR="${CMAKE_SOURCE_DIR}/lua")
-target_link_libraries(retryfreeze_cli PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON ${CMAKE_DL_LIBS})
+target_link_libraries(retryfreeze_cli PRIVATE ${RF_BINDING_LIBS} PkgConfig::LUA PkgConfig::CJSON ${CMAKE_DL_LIBS})
 set_target_properties(retryfreeze_cli PROPERTIES
   OUTPUT_NAME retryfreeze RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
@@ -265,7 +271,7 @@ endif()
 # examples/embed_host.c: a C program embedding Lua and the module, run as a test.
 add_executable(embed_host examples/embed_host.c $<TARGET_OBJECTS:retryfreeze_lua>)
 target_compile_options(embed_host PRIVATE ${RF_WARNINGS})
-target_link_libraries(embed_host PRIVATE retryfreeze_client retryfreeze PkgConfig::LUA PkgConfig::CJSON ${CMAKE_DL_LIBS})
+target_link_libraries(embed_host PRIVATE ${RF_BINDING_LIBS} PkgConfig::LUA PkgConfig::CJSON ${CMAKE_DL_LIBS})
 rf_no_lto_link(embed_host)
 add_test(NAME embed_host COMMAND embed_host ${CMAKE_SOURCE_DIR}/lua ${CMAKE_SOURCE_DIR}/examples/retry-budget.lock.json)
 set_tests_properties(embed_host PROPERTIES LABELS "c"

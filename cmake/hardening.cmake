@@ -15,9 +15,9 @@ set(fuzz_response_head_sources core/src/client/response_head.c)
 set(fuzz_ledger_read_libs PkgConfig::CJSON)
 # The Lua readers' targets embed Lua 5.4 with the binding (retryfreeze.core) linked in; the binding calls cJSON.
 set(fuzz_pairing_log_sources $<TARGET_OBJECTS:retryfreeze_lua>)
-set(fuzz_pairing_log_libs retryfreeze_client PkgConfig::LUA PkgConfig::CJSON)
+set(fuzz_pairing_log_libs ${RF_BINDING_LIBS} PkgConfig::LUA PkgConfig::CJSON)
 set(fuzz_decision_table_sources $<TARGET_OBJECTS:retryfreeze_lua>)
-set(fuzz_decision_table_libs retryfreeze_client PkgConfig::LUA PkgConfig::CJSON)
+set(fuzz_decision_table_libs ${RF_BINDING_LIBS} PkgConfig::LUA PkgConfig::CJSON)
 foreach(t IN LISTS RF_FUZZ_TARGETS)
   add_executable(${t}_replay fuzz/${t}.c fuzz/replay_main.c ${${t}_sources})
   target_compile_options(${t}_replay PRIVATE ${RF_WARNINGS})
@@ -52,11 +52,11 @@ target_link_libraries(test_budget_threads PRIVATE retryfreeze PkgConfig::CMOCKA 
 add_test(NAME c_test_budget_threads COMMAND test_budget_threads)
 set_tests_properties(c_test_budget_threads PROPERTIES LABELS "c")
 
-# The client under the failing allocator: its and the engine's objects linked in (so --wrap reaches their
-# allocations), libcurl's allocations through curl_global_init_mem, against the project's upstream.
+# The client under the failing allocator: its, the attempt loop's and the engine's objects linked in (so --wrap
+# reaches their allocations), libcurl's allocations through curl_global_init_mem, against the project's upstream.
 if(TARGET retryfreeze-serve)
   add_executable(test_client_alloc spec/core/test_client_alloc.c ${rf_engine_objects}
-    $<TARGET_OBJECTS:retryfreeze_client_objects>)
+    $<TARGET_OBJECTS:retryfreeze_attempt_objects> $<TARGET_OBJECTS:retryfreeze_client_objects>)
   target_include_directories(test_client_alloc PRIVATE core/include core/src)
   target_compile_options(test_client_alloc PRIVATE ${RF_WARNINGS})
   target_compile_definitions(test_client_alloc PRIVATE
@@ -64,7 +64,7 @@ if(TARGET retryfreeze-serve)
     RF_LOCK_PATH="${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json")
   target_link_options(test_client_alloc PRIVATE
     "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup")
-  target_link_libraries(test_client_alloc PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads PkgConfig::CJSON PkgConfig::CRYPTO m)
+  target_link_libraries(test_client_alloc PRIVATE PkgConfig::CURL PkgConfig::CJSON PkgConfig::CRYPTO m)
   rf_no_lto_link(test_client_alloc)
   add_test(NAME c_test_client_alloc
     COMMAND test_client_alloc $<TARGET_FILE:retryfreeze-serve> ${CMAKE_CURRENT_SOURCE_DIR}/examples/retry-budget.lock.json)

@@ -15,18 +15,24 @@ endif()
 
 # Static twins of the shared libraries, archives of the same objects.
 add_library(retryfreeze_static STATIC $<TARGET_OBJECTS:retryfreeze_objects> $<TARGET_OBJECTS:rf_util_report>)
+add_library(retryfreeze_attempt_static STATIC $<TARGET_OBJECTS:retryfreeze_attempt_objects>
+                                              $<TARGET_OBJECTS:rf_util_report>)
+add_library(retryfreeze_budget_redis_static STATIC $<TARGET_OBJECTS:retryfreeze_budget_redis_objects>
+                                                   $<TARGET_OBJECTS:rf_util_report>)
 add_library(retryfreeze_client_static STATIC $<TARGET_OBJECTS:retryfreeze_client_objects>
                                              $<TARGET_OBJECTS:rf_util_report>)
 # The module links them (cmake/bindings.cmake); their objects are fat (machine code too), so a link without LTO
 # uses them as well.
-rf_lto(retryfreeze_objects retryfreeze_client_objects rf_util_report retryfreeze_static retryfreeze_client_static)
+rf_lto(retryfreeze_objects retryfreeze_attempt_objects retryfreeze_budget_redis_objects retryfreeze_client_objects
+  rf_util_report retryfreeze_static retryfreeze_attempt_static retryfreeze_budget_redis_static retryfreeze_client_static)
 # The shared engine too: rf_decide's calls into the matcher, the wait headers and the backoff cross files
 # (bench/engine/c_instructions.sh: rf_decide 482 -> 455 instructions per decision with this and the flag in core.cmake).
 rf_lto(retryfreeze)
-set(rf_static_libs retryfreeze_static retryfreeze_client_static)
+set(rf_static_libs retryfreeze_static retryfreeze_attempt_static retryfreeze_budget_redis_static retryfreeze_client_static)
 if(NOT RF_ROCK) # the binding as a static library, for C programs embedding Lua 5.4 (a rock has no Lua 5.4)
   add_library(retryfreeze_lua_static STATIC $<TARGET_OBJECTS:retryfreeze_lua>) # the command's objects
-  target_link_libraries(retryfreeze_lua_static PUBLIC retryfreeze_client_static PRIVATE PkgConfig::CJSON)
+  target_link_libraries(retryfreeze_lua_static PUBLIC retryfreeze_client_static retryfreeze_budget_redis_static
+                        PRIVATE PkgConfig::CJSON)
   set_target_properties(retryfreeze_lua_static PROPERTIES OUTPUT_NAME retryfreeze_lua)
   list(APPEND rf_static_libs retryfreeze_lua_static)
 endif()
@@ -37,9 +43,14 @@ foreach(t IN LISTS rf_static_libs)
 endforeach()
 # Each static library names the one below it, so a consumer links one target (docs/c-api.md "Linking").
 target_link_libraries(retryfreeze_static PRIVATE PkgConfig::CJSON PkgConfig::CRYPTO m)
-target_link_libraries(retryfreeze_client_static PUBLIC retryfreeze_static
+target_link_libraries(retryfreeze_attempt_static PUBLIC retryfreeze_static)
+target_link_libraries(retryfreeze_budget_redis_static PUBLIC retryfreeze_static
                       PRIVATE PkgConfig::CURL PkgConfig::HIREDIS PkgConfig::SSL Threads::Threads)
+target_link_libraries(retryfreeze_client_static PUBLIC retryfreeze_attempt_static retryfreeze_static
+                      INTERFACE retryfreeze_budget_redis_static PRIVATE PkgConfig::CURL)
 set_target_properties(retryfreeze_static PROPERTIES OUTPUT_NAME retryfreeze)
+set_target_properties(retryfreeze_attempt_static PROPERTIES OUTPUT_NAME retryfreeze_attempt)
+set_target_properties(retryfreeze_budget_redis_static PROPERTIES OUTPUT_NAME retryfreeze_budget_redis)
 set_target_properties(retryfreeze_client_static PROPERTIES OUTPUT_NAME retryfreeze_client)
 
 # Installed programs and the module find the shared libraries relative to themselves (a RUNPATH of $ORIGIN/...),
@@ -50,7 +61,7 @@ endif()
 foreach(mod IN LISTS RF_LUA_MODULES)
   set_target_properties(${mod} PROPERTIES INSTALL_RPATH "$ORIGIN/../../../../${CMAKE_INSTALL_LIBDIR};$ORIGIN/../../..")
 endforeach()
-set_target_properties(retryfreeze_client PROPERTIES INSTALL_RPATH "$ORIGIN")
+set_target_properties(retryfreeze_attempt retryfreeze_budget_redis retryfreeze_client PROPERTIES INSTALL_RPATH "$ORIGIN")
 
 # A test installs into a temporary prefix and uses the result as a new user would.
 if(RF_TESTS)
@@ -63,7 +74,8 @@ endif()
 # command itself (build.install.bin: bindings/cli_main.lua). The shared libraries are built only if the module
 # links them (RF_MODULE_STATIC=OFF).
 if(RF_ROCK)
-  set_target_properties(retryfreeze retryfreeze_client PROPERTIES EXCLUDE_FROM_ALL ON)
+  set_target_properties(retryfreeze retryfreeze_attempt retryfreeze_budget_redis retryfreeze_client
+    PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()
 set(rf_abis_done "")
 foreach(mod IN LISTS RF_LUA_MODULES)
@@ -97,7 +109,8 @@ if(NOT "5.4" IN_LIST rf_abis_done)
           PATTERN "vendor/vega/*.min.js" PATTERN "vendor/vega/LICENSE.*")
 endif()
 
-install(TARGETS retryfreeze retryfreeze_client retryfreeze_static retryfreeze_client_static retryfreeze_lua_static
+install(TARGETS retryfreeze retryfreeze_attempt retryfreeze_budget_redis retryfreeze_client retryfreeze_static
+  retryfreeze_attempt_static retryfreeze_budget_redis_static retryfreeze_client_static retryfreeze_lua_static
   EXPORT retryfreezeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -137,19 +150,20 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/retryfreezeConfigVersion.cm
 install(FILES ${CMAKE_BINARY_DIR}/retryfreezeConfig.cmake ${CMAKE_BINARY_DIR}/retryfreezeConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/retryfreeze)
 
-# pkg-config: the engine, the client and the Lua binding (for programs that embed Lua and the module). The
-# binding calls cJSON itself (retryfreeze.json), so libcjson is a public requirement.
+# pkg-config: the engine, the attempt loop, the Redis-shared retry budget, the client and the Lua binding (for
+# programs that embed Lua and the module). The binding calls cJSON itself (retryfreeze.json), so libcjson is a
+# public requirement.
 file(WRITE ${CMAKE_BINARY_DIR}/retryfreeze.pc.in [=[
 prefix=${pcfiledir}/../..
 libdir=${prefix}/@CMAKE_INSTALL_LIBDIR@
 includedir=${prefix}/@CMAKE_INSTALL_INCLUDEDIR@
 
 Name: retryfreeze
-Description: Retry decisions from a pinned policy and transport facts (engine, libcurl client, Lua binding)
+Description: Retry decisions from a pinned policy and transport facts (engine, attempt loop, Redis budget, libcurl client, Lua binding)
 Version: @PROJECT_VERSION@
 Requires: libcjson
 Requires.private: libcrypto libcurl hiredis libssl
-Libs: -L${libdir} -lretryfreeze_lua -lretryfreeze_client -lretryfreeze
+Libs: -L${libdir} -lretryfreeze_lua -lretryfreeze_client -lretryfreeze_budget_redis -lretryfreeze_attempt -lretryfreeze
 Cflags: -I${includedir}
 ]=])
 configure_file(${CMAKE_BINARY_DIR}/retryfreeze.pc.in ${CMAKE_BINARY_DIR}/retryfreeze.pc @ONLY)

@@ -1,11 +1,12 @@
 # Small shared helpers (core/src/util/, prefix rfi_), as curl's curlx/ serves libcurl and the curl tool: each library
 # compiles the ones it uses, hidden by CMAKE_C_VISIBILITY_PRESET, so no library exports them. Three sets, by what
 # they need and who may have them:
-#   RF_UTIL_REPORT_SOURCES  the one error report (rfi_report, rfi_fail): the engine (with the ledger) and the client;
+#   RF_UTIL_REPORT_SOURCES  the one error report (rfi_report, rfi_fail): the engine (with the ledger), the attempt
+#                           loop, the Redis store and the client;
 #   RF_UTIL_ENGINE_SOURCES  JSON paths, JSON values in words, "did you mean": the engine only (json_text.c needs
 #                           cJSON, which the client does not link);
-#   RF_UTIL_OS_SOURCES      the clocks in ms and the OS's randomness: the client and the binding, so that the engine
-#                           stays without clocks;
+#   RF_UTIL_OS_SOURCES      the clocks in ms and the OS's randomness: the client, the Redis store and the binding, so
+#                           that the engine and the attempt loop stay without clocks;
 #   RF_UTIL_SUGGEST_SOURCES "did you mean" alone, for the binding (an unknown option of rf.client and the like).
 # Absolute paths: a test that links two libraries' sources (test_client_alloc) drops the copy both compile.
 set(RF_UTIL_DIR ${CMAKE_CURRENT_SOURCE_DIR}/core/src/util)

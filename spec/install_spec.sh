@@ -30,12 +30,12 @@ while IFS= read -r f; do
 done < <(find "$prefix" -type f \( -path '*/bin/*' -o -name '*.so*' \))
 # The module links the static libraries when RF_MODULE_STATIC (the default with RF_LTO): then it needs none.
 if grep -q '^RF_MODULE_STATIC:BOOL=ON' "$build/CMakeCache.txt"; then
-  want=2 what="the CLI, the client library"
+  want=4 what="the CLI, the attempt, Redis budget and client libraries"
   while IFS= read -r m; do
     ! readelf -d "$m" | grep -q 'NEEDED.*libretryfreeze' || fail "$m links libretryfreeze*.so with RF_MODULE_STATIC"
   done < <(find "$prefix" -type f -name core.so)
 else
-  want=3 what="the CLI, the client library, the module"
+  want=5 what="the CLI, the attempt, Redis budget and client libraries, the module"
 fi
 [[ $n -ge $want ]] || fail "only $n installed files link libretryfreeze (want $what)"
 # Every installed module exports its entry point and nothing else (cmake/lua_module.map): the engine's rf_*

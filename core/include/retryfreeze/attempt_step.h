@@ -5,8 +5,9 @@
  *   before an attempt: rf_budget (the per-try timeout, or a stop: deadline, max-attempts, …);
  *   after it: facts → rf_decide → verdict (rf_step_verdict), the caller's hook may narrow it (rf_step_narrow);
  *   at the end: outcome, route and the ledger record (rf_step_finish).
- * rf_step bundles them into a step machine for hosts that bring their own transport. Part of
- * libretryfreeze_client; no libcurl call in it. Times: _ms, monotonic unless named wall.
+ * rf_step bundles them into a step machine for hosts that bring their own transport. Library
+ * libretryfreeze_attempt, which needs only libretryfreeze: no libcurl, no hiredis. Times: _ms, monotonic unless
+ * named wall.
  */
 #ifndef RETRYFREEZE_ATTEMPT_STEP_H
 #define RETRYFREEZE_ATTEMPT_STEP_H

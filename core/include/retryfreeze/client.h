@@ -2,7 +2,8 @@
  * The HTTP client: libcurl attempts under a policy. It makes no retry decision of its own: before each
  * attempt it asks rf_budget (per-try timeout), after each attempt it asks rf_decide (retry or stop, the
  * delay), and it stops exactly when the verdict says so. A whole request never outlives totalBudgetMs
- * (CLOCK_MONOTONIC, sleeps included). Library libretryfreeze_client (libcurl + the engine).
+ * (CLOCK_MONOTONIC, sleeps included). Library libretryfreeze_client (libcurl, the attempt loop of
+ * libretryfreeze_attempt, the engine).
  */
 #ifndef RETRYFREEZE_CLIENT_H
 #define RETRYFREEZE_CLIENT_H

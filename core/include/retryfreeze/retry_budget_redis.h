@@ -24,8 +24,8 @@
  * once per kind of failure (o->log, else stderr): a wrong password, an untrusted certificate or a missing ACL
  * permission does not fill a log at every decision, and the URL in it never shows the password.
  *
- * Part of libretryfreeze_client (links hiredis and OpenSSL). Thread-safe: one budget may serve many threads and
- * clients.
+ * Library libretryfreeze_budget_redis (hiredis, OpenSSL, and libcurl's URL parser for the URL; no HTTP client).
+ * Thread-safe: one budget may serve many threads and clients.
  */
 #ifndef RETRYFREEZE_RETRY_BUDGET_REDIS_H
 #define RETRYFREEZE_RETRY_BUDGET_REDIS_H

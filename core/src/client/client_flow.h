@@ -6,8 +6,8 @@
 #ifndef RETRYFREEZE_CLIENT_FLOW_H
 #define RETRYFREEZE_CLIENT_FLOW_H
 
-#include "attempt_step_internal.h"
-#include "client_limits.h"
+#include "../attempt/attempt_step_internal.h"
+#include "../attempt/request_limits.h"
 #include "client_network_internal.h"
 #include "client_redirect.h"
 #include "response_head.h"

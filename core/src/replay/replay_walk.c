@@ -1,17 +1,17 @@
 /*
- * One recorded request decided again under the candidate, try by try, as the client's attempt loop decides a live
- * one (core/src/client/attempt_step.c, client_flow.c): before an attempt rf_budget gives its per-try timeout (a
- * followed redirect's hop takes the redirect verdict's); the try's facts go to rf_decide_on_route, or to
- * rf_redirect_verdict for a 3xx the record followed; an on_attempt hook that stopped a retry in the record stops it
- * again; the verdict's delay and the try's duration advance the request's clock. The try's facts are the record's
- * (status, transport, whether it left, every wait header and the Date, its duration), under the candidate's per-try
- * timeout: a try that ran longer becomes a TIMEOUT at it, as libcurl would have cut it (exact); a try that timed out
- * at a per-try timeout shorter than the candidate's is assumed to time out again at the candidate's (the record
- * cannot say when or whether the upstream would have answered). On a request the candidate hedges (rf_policy_hedging),
- * every try is decided as a hedged one (a fatal class ends it), and hedges start while a try is in flight, every
- * hedgingDelayMs after the latest start, as rf_hedge_decide allows (client_flow.c): attempts the upstream sees, with
- * no answer of their own (the worst case), and the best case (each answers as its route's fastest recorded success)
- * kept beside them.
+ * One recorded request decided again under the candidate, try by try, as the attempt loop decides a live one
+ * (core/src/attempt/attempt_step.c, under the client's core/src/client/client_flow.c): before an attempt rf_budget
+ * gives its per-try timeout (a followed redirect's hop takes the redirect verdict's); the try's facts go to
+ * rf_decide_on_route, or to rf_redirect_verdict for a 3xx the record followed; an on_attempt hook that stopped a retry
+ * in the record stops it again; the verdict's delay and the try's duration advance the request's clock. The try's facts
+ * are the record's (status, transport, whether it left, every wait header and the Date, its duration), under the
+ * candidate's per-try timeout: a try that ran longer becomes a TIMEOUT at it, as libcurl would have cut it (exact); a
+ * try that timed out at a per-try timeout shorter than the candidate's is assumed to time out again at the candidate's
+ * (the record cannot say when or whether the upstream would have answered). On a request the candidate hedges
+ * (rf_policy_hedging), every try is decided as a hedged one (a fatal class ends it), and hedges start while a try is in
+ * flight, every hedgingDelayMs after the latest start, as rf_hedge_decide allows (client_flow.c): attempts the upstream
+ * sees, with no answer of their own (the worst case), and the best case (each answers as its route's fastest recorded
+ * success) kept beside them.
  */
 #include "replay_internal.h"
 

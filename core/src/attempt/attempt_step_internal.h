@@ -1,12 +1,14 @@
 /*
- * Private to the client library: the attempt loop's core, which the libcurl flow (client_flow.c) and the public
- * rf_step (attempt_step.c) both run, so each rule of an attempt exists once; and the one writer of the ledger
- * lines of finished requests. No libcurl here: the flow hands over what libcurl saw, in the engine's words.
- * Prefix rfi_; never installed.
+ * Private to the attempt library (libretryfreeze_attempt) and its one caller outside it, the libcurl client
+ * (core/src/client/client_flow.c): the attempt loop's core, which the libcurl flow and the public rf_step
+ * (attempt_step.c) both run, so each rule of an attempt exists once; and the one writer of the ledger lines of
+ * finished requests. No libcurl here: the flow hands over what libcurl saw, in the engine's words.
+ * Prefix rfi_; never installed. The functions marked RFI_ABI are the library's internal ABI (attempt_abi.h).
  */
 #ifndef RETRYFREEZE_ATTEMPT_STEP_INTERNAL_H
 #define RETRYFREEZE_ATTEMPT_STEP_INTERNAL_H
 
+#include "attempt_abi.h"
 #include "retryfreeze/attempt_step.h"
 
 /* One logical request's attempts so far. The request and the response are borrowed (they outlive it). */
@@ -30,25 +32,26 @@ typedef struct rfi_attempts {
  * inbound attempt (inboundAttempt) and req's inbound_headers say attempt > 1, the request makes one attempt (a caller
  * that already retries owns the retries, docs/lock.md#propagation), so it is not hedged either: hedged false and
  * why_not RF_REASON_INBOUND_RETRY. Every sender (the client, rf_step) asks here. */
-void rfi_request_hedging(const rf_policy *p, long route, const rf_request *req, rf_hedging *out);
+RFI_ABI void rfi_request_hedging(const rf_policy *p, long route, const rf_request *req, rf_hedging *out);
 
 /* Starts a for request req on route (rf_policy_match, -1: none) into resp, whose tries array holds tries_cap
  * (allocated by the caller, at least 1). With the route's propagation, resp->inbound is what req's inbound_headers
  * say. */
-void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp, long route,
-                       size_t tries_cap);
+RFI_ABI void rfi_attempts_init(rfi_attempts *a, const rf_policy *p, const rf_request *req, rf_response *resp,
+                               long route, size_t tries_cap);
 
 /* The deadline the request's caller propagated, in ms, when the route's propagation reads it (inboundDeadline);
  * -1: none. For rfi_limits_init. */
-int64_t rfi_step_inbound_deadline(const rfi_attempts *a);
+RFI_ABI int64_t rfi_step_inbound_deadline(const rfi_attempts *a);
 
 /* Before an attempt, elapsed_ms into the request as the engine is told: true and *timeout_ms (rf_budget's per-try
  * timeout), or false and *stop (max-attempts, deadline; no-route when rf_budget refuses). */
-bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop);
+RFI_ABI bool rfi_step_begin(const rfi_attempts *a, int64_t elapsed_ms, int64_t *timeout_ms, rf_reason *stop);
 
 /* The propagation lines of the attempt about to start (its number: in_hop, a followed redirect's request, is part of
  * the attempt in flight; else the next), which may take timeout_ms: rf_propagation_lines. */
-size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms, char lines[2][RF_PROPAGATION_LINE_MAX]);
+RFI_ABI size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms,
+                              char lines[2][RF_PROPAGATION_LINE_MAX]);
 
 /* What one HTTP request of an attempt ended with, in the engine's words (the transport's part is done). */
 typedef struct rfi_attempt_end {
@@ -89,22 +92,22 @@ typedef struct rfi_redirect_ask {
  * failed) and makes room for another try (RF_MAX_TRIES, or memory: else the retry becomes a stop, max-attempts).
  * Returns v->retry. redirect may be NULL (no 3xx to follow); hook may be NULL; rng and budget as for rf_decide.
  */
-bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
-                    rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v);
+RFI_ABI bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
+                            rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v);
 
 /* A hedged request's attempt starts: it counts now, as an attempt and a request sent (its try is recorded when it
  * ends, rfi_step_after with e->counted, or when it is cancelled). */
-void rfi_step_started(rfi_attempts *a);
+RFI_ABI void rfi_step_started(rfi_attempts *a);
 
 /* Records the try of an attempt cancelled in flight because reason ended the request (another attempt's response, or
  * the caller stopping it): no status, class UNKNOWN, the reason, e's times. A hedged request's attempt (e->hedged,
  * counted at its start) gets fate cancelled, and the response's status and attempts stay; any other (not e->counted)
  * counts now, as rfi_step_after's would, and the response's status becomes 0 (no response to it). */
-void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason);
+RFI_ABI void rfi_step_cancelled(rfi_attempts *a, const rfi_attempt_end *e, rf_reason reason);
 
 /* Ends the request with reason after elapsed_ms: the response's reason, outcome, ok, elapsed_ms, route and budget
  * (what rf_step_finish does before its ledger line). */
-void rfi_step_end(const rfi_attempts *a, rf_reason reason, int64_t elapsed_ms);
+RFI_ABI void rfi_step_end(const rfi_attempts *a, rf_reason reason, int64_t elapsed_ms);
 
 /* A finished request whose ledger line is to be written: its request, its complete response, its timestamp. */
 typedef struct rfi_finished {
@@ -123,7 +126,7 @@ typedef struct rfi_batch {
 } rfi_batch;
 
 /* Frees the batch's arrays and zeroes it. */
-void rfi_batch_free(rfi_batch *b);
+RFI_ABI void rfi_batch_free(rfi_batch *b);
 
 /*
  * The one writer of the ledger lines of finished requests: the records of done[0..n), in order. With batch, as
@@ -131,6 +134,6 @@ void rfi_batch_free(rfi_batch *b);
  * without batch, or when its arrays cannot grow, one rf_ledger_append per line. A line that fails goes to its
  * response's ledger_error, never to the caller.
  */
-void rfi_step_write(rf_ledger *l, const rf_policy *p, const rfi_finished *done, size_t n, rfi_batch *batch);
+RFI_ABI void rfi_step_write(rf_ledger *l, const rf_policy *p, const rfi_finished *done, size_t n, rfi_batch *batch);
 
 #endif

@@ -1,11 +1,12 @@
 /*
  * The transport-free attempt loop (retryfreeze/attempt_step.h, attempt_step_internal.h): the one place where a
- * request's attempts meet the engine. The libcurl flow (client_flow.c) calls down into it after each HTTP request,
- * and the public rf_step is this same core for a host's own transport; nothing here calls back up. The ledger lines
- * of finished requests are written here too, by one writer.
+ * request's attempts meet the engine. The libcurl flow (core/src/client/client_flow.c) calls down into it after each
+ * HTTP request, and the public rf_step is this same core for a host's own transport (rf.flow, the gateway); nothing
+ * here calls back up. The ledger lines of finished requests are written here too, by one writer. Part of
+ * libretryfreeze_attempt, which needs only the engine and the ledger (libretryfreeze): no libcurl, no hiredis.
  */
 #include "attempt_step_internal.h"
-#include "client_limits.h"
+#include "request_limits.h"
 #include "../util/report.h"
 
 #include <stdio.h>

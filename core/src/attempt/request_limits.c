@@ -9,7 +9,7 @@
  * the time left, …) and nothing is re-decided here.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "client_limits.h"
+#include "request_limits.h"
 #include "../util/report.h"
 
 #include <stdio.h>
