@@ -100,8 +100,8 @@ describe("the port of seed 001's classifier (bench/lua/seed001_classifier.lua)",
     for _, reference in ipairs({ now, later }) do
       for _, date in ipairs(dates) do
         for _, value in ipairs(values) do
-          local where = string.format("Retry-After %q, Date %s, now_ms %d", value, date and string.format("%q", date) or "absent",
-            reference)
+          local where = string.format("Retry-After %q, Date %s, now_ms %d", value,
+            date and string.format("%q", date) or "absent", reference)
           local ms, why = rf.parse_retry_after(value, reference, date or nil)
           local state, wait_ms = port.retry_after(value, date or nil, reference, 2 ^ 53)
           assert.equal(ms and "ok" or why, state, where)
