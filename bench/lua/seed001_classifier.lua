@@ -31,16 +31,21 @@
 -- propagation, hedging, redirects and gRPC classes.
 -- It returns a fresh {retry, reason, delay_ms, class, retry_after} per call (retry_after: "honored" when the header
 -- decided, its wait or its stop; "ignored-invalid" when it was neither form; nil when not read), as the minimal port.
--- Its parsers read bytes (string.byte, string.sub, table lookups), which LuaJIT compiles, not patterns: LuaJIT 2.1
--- compiles no string.match, so a pattern-based parse ends every trace that reaches it and would time LuaJIT's
--- interpreter rather than Lua doing the work (such a version of this port, same verdicts, took about five times
--- this one's time under LuaJIT on the bench's mix, and about the same time under Lua 5.4).
+-- Retry-After has two parsers, chosen when the classifier is made (opts.parse), the rules shared, only the reading
+-- of the header and of Date differing; spec/41-seed_port_spec.lua checks both against the engine:
+--   * "patterns" (the default): string.match with Lua patterns, one per form. The seed parsed Retry-After with
+--     Date.parse and a regular expression; ported to Lua, that is string.match, so this is the port of what the seed
+--     did. LuaJIT 2.1 compiles no string.match: every trace that reaches it ends there, and under LuaJIT this parser
+--     runs in the interpreter (about five times the byte parser's time on the bench's mix; about the same time under
+--     Lua 5.4).
+--   * "bytes": string.byte, string.sub and table lookups, which LuaJIT compiles: how a Lua port would be written
+--     for LuaJIT's compiler rather than ported from the seed. The benches report it beside the default.
 -- Lua 5.3+ and LuaJIT 2.1 (no integer division operator, no bit operators outside seed_classifier.lua's backoff).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local minimal = dofile(here .. "/seed_classifier.lua")
 local classify, class_set, backoff = minimal.classify, minimal.class_set, minimal.backoff
 
-local byte, sub, floor = string.byte, string.sub, math.floor
+local byte, sub, match, floor, tonumber = string.byte, string.sub, string.match, math.floor, tonumber
 
 local M = {}
 
@@ -95,21 +100,8 @@ local function civil_from_days(z)
   return yoe + era * 400 + (m <= 2 and 1 or 0), m, d
 end
 
--- The value of the n ASCII digits of s at i, or nil.
-local function digits(s, i, n)
-  local v = 0
-  for k = i, i + n - 1 do
-    local c = byte(s, k)
-    if c == nil or c < 48 or c > 57 then return nil end
-    v = v * 10 + (c - 48)
-  end
-  return v
-end
-
--- "HH:MM:SS" of s at i as seconds of the day (hour 00-23, minute 00-59, second 00-60), or nil.
-local function time_of_day(s, i)
-  if byte(s, i + 2) ~= 58 or byte(s, i + 5) ~= 58 then return nil end
-  local h, mi, sec = digits(s, i, 2), digits(s, i + 3, 2), digits(s, i + 6, 2)
+-- Seconds of the day of hour h, minute mi, second sec (00-23, 00-59, 00-60: a leap second), or nil.
+local function seconds_of_day(h, mi, sec)
   if h == nil or mi == nil or sec == nil or h > 23 or mi > 59 or sec > 60 then return nil end
   return h * 3600 + mi * 60 + sec
 end
@@ -121,9 +113,10 @@ local function civil_ms(y, m, d, sod)
 end
 
 -- The RFC 850 two-digit year yy (RFC 9110 §5.6.7): the latest year ending in yy whose timestamp is at most 50 years
--- after the reference ref_ms (retry_after.c's rfc850_resolve).
+-- after the reference ref_ms (retry_after.c's rfc850_resolve; ref_ms 0 or less: 2000-01-01, clamped to year 9999).
 local function rfc850_ms(yy, m, d, sod, ref_ms)
   if d < 1 or d > days_in_month(2000, m) then return nil end
+  if ref_ms <= 0 then ref_ms = DEFAULT_REF_MS elseif ref_ms > MAX_REF_MS then ref_ms = MAX_REF_MS end
   local ref_days = floor(ref_ms / MS_PER_DAY)
   local ry, rm, rd = civil_from_days(ref_days)
   local limit_y = ry + 50
@@ -137,8 +130,27 @@ local function rfc850_ms(yy, m, d, sod, ref_ms)
   return nil
 end
 
+-- The byte parser ------------------------------------------------------------------------------------------------
+
+-- The value of the n ASCII digits of s at i, or nil.
+local function digits(s, i, n)
+  local v = 0
+  for k = i, i + n - 1 do
+    local c = byte(s, k)
+    if c == nil or c < 48 or c > 57 then return nil end
+    v = v * 10 + (c - 48)
+  end
+  return v
+end
+
+-- "HH:MM:SS" of s at i as seconds of the day, or nil.
+local function time_of_day(s, i)
+  if byte(s, i + 2) ~= 58 or byte(s, i + 5) ~= 58 then return nil end
+  return seconds_of_day(digits(s, i, 2), digits(s, i + 3, 2), digits(s, i + 6, 2))
+end
+
 -- Epoch ms of an HTTP-date (trimmed) in one of its three forms, or nil; ref_ms is the RFC 850 year's reference.
-local function http_date_ms(s, ref_ms)
+local function http_date_ms_bytes(s, ref_ms)
   local n = #s
   if n < 24 then return nil end
   local c4 = byte(s, 4)
@@ -167,12 +179,11 @@ local function http_date_ms(s, ref_ms)
   end
   local d, m, yy, sod = digits(s, p + 2, 2), MONTHS[sub(s, p + 5, p + 7)], digits(s, p + 9, 2), time_of_day(s, p + 12)
   if d == nil or m == nil or yy == nil or sod == nil then return nil end
-  if ref_ms <= 0 then ref_ms = DEFAULT_REF_MS elseif ref_ms > MAX_REF_MS then ref_ms = MAX_REF_MS end
   return rfc850_ms(yy, m, d, sod, ref_ms)
 end
 
 -- s without its leading and trailing SP and HTAB.
-local function trim(s)
+local function trim_bytes(s)
   local i, j = 1, #s
   local c = byte(s, i)
   while c == 32 or c == 9 do i = i + 1; c = byte(s, i) end
@@ -182,39 +193,102 @@ local function trim(s)
   return sub(s, i, j)
 end
 
---- A Retry-After value → "ok", wait_ms | "too-long" (a wait over cap_ms) | "invalid" | "absent" (empty or only
---- whitespace). date is the response's Date (or nil), now_ms the clock in Unix ms (or nil: the clock is read when an
---- HTTP-date needs it and Date gives no reference).
-function M.retry_after(value, date, now_ms, cap_ms)
-  value = trim(value)
+-- A trimmed, non-empty value in the delay-seconds form (1*DIGIT) → "ok", its ms | "too-long" (over cap_ms); a value
+-- starting with a digit and not all digits → "invalid"; any other → nil (not delay-seconds: an HTTP-date, maybe).
+local function delay_seconds_bytes(value, cap_ms)
   local n = #value
-  if n == 0 then return "absent" end
   local c = byte(value, 1)
-  if c >= 48 and c <= 57 then -- delay-seconds: every byte a digit, then the value against the cap
-    for k = 2, n do
-      c = byte(value, k)
-      if c < 48 or c > 57 then return "invalid" end
-    end
-    local seconds = 0
-    for k = 1, n do
-      seconds = seconds * 10 + (byte(value, k) - 48)
-      if seconds * 1000 > cap_ms then return "too-long" end
-    end
-    return "ok", seconds * 1000
+  if c < 48 or c > 57 then return nil end
+  for k = 2, n do
+    c = byte(value, k)
+    if c < 48 or c > 57 then return "invalid" end
   end
-  local date_ms = date ~= nil and http_date_ms(trim(date), now_ms or 0) or nil
-  local at_ms = http_date_ms(value, now_ms or date_ms or 0)
-  if at_ms == nil then return "invalid" end
-  local base_ms = date_ms or now_ms or os.time() * 1000
-  local wait_ms = at_ms > base_ms and at_ms - base_ms or 0
-  if wait_ms > cap_ms then return "too-long" end
-  return "ok", wait_ms
+  local seconds = 0
+  for k = 1, n do
+    seconds = seconds * 10 + (byte(value, k) - 48)
+    if seconds * 1000 > cap_ms then return "too-long" end
+  end
+  return "ok", seconds * 1000
 end
+
+-- The pattern parser ---------------------------------------------------------------------------------------------
+
+local IMF_FIXDATE = "^(%a%a%a), (%d%d) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT$"
+local RFC850_DATE = "^(%a+), (%d%d)%-(%a%a%a)%-(%d%d) (%d%d):(%d%d):(%d%d) GMT$"
+local ASCTIME_DATE = "^(%a%a%a) (%a%a%a) ([ %d]%d) (%d%d):(%d%d):(%d%d) (%d%d%d%d)$"
+
+-- As http_date_ms_bytes, each form one string.match.
+local function http_date_ms_patterns(s, ref_ms)
+  local wd, d, mon, y, h, mi, sec = match(s, IMF_FIXDATE)
+  if wd ~= nil then
+    local sod = seconds_of_day(tonumber(h), tonumber(mi), tonumber(sec))
+    if not WEEKDAYS[wd] or sod == nil then return nil end
+    return civil_ms(tonumber(y), MONTHS[mon], tonumber(d), sod)
+  end
+  wd, d, mon, y, h, mi, sec = match(s, RFC850_DATE)
+  if wd ~= nil then
+    local m, sod = MONTHS[mon], seconds_of_day(tonumber(h), tonumber(mi), tonumber(sec))
+    if not LONG_WEEKDAYS[wd] or m == nil or sod == nil then return nil end
+    return rfc850_ms(tonumber(y), m, tonumber(d), sod, ref_ms)
+  end
+  wd, mon, d, h, mi, sec, y = match(s, ASCTIME_DATE)
+  if wd ~= nil then
+    local sod = seconds_of_day(tonumber(h), tonumber(mi), tonumber(sec))
+    if not WEEKDAYS[wd] or sod == nil then return nil end
+    return civil_ms(tonumber(y), MONTHS[mon], tonumber(d), sod) -- tonumber(" 6") is 6: asctime's space-padded day
+  end
+  return nil
+end
+
+local function trim_patterns(s)
+  return match(s, "^[ \t]*(.-)[ \t]*$")
+end
+
+-- As delay_seconds_bytes; a value not all digits → nil (the HTTP-date forms then find it invalid).
+local function delay_seconds_patterns(value, cap_ms)
+  if not match(value, "^%d+$") then return nil end
+  local seconds = tonumber(value) -- a float past 2^63 under Lua 5.4: compared before it is multiplied
+  if seconds > cap_ms / 1000 then return "too-long" end
+  return "ok", seconds * 1000
+end
+
+-- The rule, shared ------------------------------------------------------------------------------------------------
+
+-- Retry-After read with a parser's trim, delay-seconds and HTTP-date functions (M.retry_after's contract).
+local function reader(trim, delay_seconds, http_date_ms)
+  return function(value, date, now_ms, cap_ms)
+    value = trim(value)
+    if value == "" then return "absent" end
+    local state, ms = delay_seconds(value, cap_ms)
+    if state ~= nil then return state, ms end
+    local date_ms = date ~= nil and http_date_ms(trim(date), now_ms or 0) or nil
+    local at_ms = http_date_ms(value, now_ms or date_ms or 0)
+    if at_ms == nil then return "invalid" end
+    local base_ms = date_ms or now_ms or os.time() * 1000
+    local wait_ms = at_ms > base_ms and at_ms - base_ms or 0
+    if wait_ms > cap_ms then return "too-long" end
+    return "ok", wait_ms
+  end
+end
+
+--- The Retry-After parsers by name: PARSERS[name](value, date, now_ms, cap_ms) → "ok", wait_ms | "too-long" (a wait
+--- over cap_ms) | "invalid" | "absent" (empty or only whitespace). value is the header (a string), date the
+--- response's Date (or nil), now_ms the clock in Unix ms (or nil: the clock is read when an HTTP-date needs it and
+--- Date gives no reference), cap_ms the longest wait allowed. "patterns" (string.match, as the seed's Date.parse and
+--- regular expression port to Lua) and "bytes" (string.byte, which LuaJIT compiles) give the same answers.
+M.PARSERS = {
+  patterns = reader(trim_patterns, delay_seconds_patterns, http_date_ms_patterns),
+  bytes = reader(trim_bytes, delay_seconds_bytes, http_date_ms_bytes),
+}
+
+--- The default parser, M.PARSERS.patterns (the seed's parse, ported).
+M.retry_after = M.PARSERS.patterns
 
 --- A classifier: opts = {retryable = {tokens}, not_retryable = {tokens}, max_attempts = M (the seed's: retries while
 --- the counter, attempts - 1, is below it), idempotency_required = {methods} (default POST, PATCH, DELETE),
 --- retry_after_max_ms = n (default 120000), honor_retry_after = boolean (default true), base_ms = n, max_ms = n,
---- seed = integer}. Returns decide(facts) → {retry, reason, delay_ms, class, retry_after}; facts are policy:decide's
+--- seed = integer, parse = "patterns" (default) | "bytes": the Retry-After parser of M.PARSERS}. Raises on another
+--- parse, naming it. Returns decide(facts) → {retry, reason, delay_ms, class, retry_after}; facts are policy:decide's
 --- (method, status, transport, attempts, retry_after, date, now_ms, idempotency_key, source; the others unread).
 function M.new(opts)
   local retryable, not_retryable = class_set(opts.retryable), class_set(opts.not_retryable or {})
@@ -223,7 +297,13 @@ function M.new(opts)
   local key_methods = {}
   for _, method in ipairs(opts.idempotency_required or { "POST", "PATCH", "DELETE" }) do key_methods[method] = true end
   local delay = backoff(opts.seed, opts.base_ms, opts.max_ms)
-  local retry_after = M.retry_after
+  local parse = opts.parse
+  if parse == nil then parse = "patterns" end
+  local retry_after = M.PARSERS[parse]
+  if retry_after == nil then
+    error(string.format('seed001_classifier.new: opts.parse must be "patterns" or "bytes", got %q',
+      tostring(opts.parse)), 2)
+  end
 
   local function retryable_class(class, status)
     if sub(class, 1, 5) ~= "HTTP_" then return retryable[class] == true end
@@ -270,12 +350,12 @@ function M.new(opts)
 end
 
 --- The classifier for a route of policy:routes() (its classes, maxAttempts - 1 as the seed's M, idempotencyRequired,
---- retryAfter and backoff), seeded with seed.
-function M.for_route(route, seed)
+--- retryAfter and backoff), seeded with seed, parsing Retry-After with parse (M.new's opts.parse; nil: "patterns").
+function M.for_route(route, seed, parse)
   return M.new({ retryable = route.retryable, not_retryable = route.not_retryable,
     max_attempts = route.max_attempts - 1, idempotency_required = route.idempotency_required,
     retry_after_max_ms = route.retry_after.max_ms, honor_retry_after = route.retry_after.honor,
-    base_ms = route.backoff.base_ms, max_ms = route.backoff.max_ms, seed = seed })
+    base_ms = route.backoff.base_ms, max_ms = route.backoff.max_ms, seed = seed, parse = parse })
 end
 
 return M
