@@ -36,8 +36,8 @@
 --   * "patterns" (the default): string.match with Lua patterns, one per form. The seed parsed Retry-After with
 --     Date.parse and a regular expression; ported to Lua, that is string.match, so this is the port of what the seed
 --     did. LuaJIT 2.1 compiles no string.match: every trace that reaches it ends there, and under LuaJIT this parser
---     runs in the interpreter (about five times the byte parser's time on the bench's mix; about the same time under
---     Lua 5.4).
+--     runs in the interpreter (four to four and a half times the byte parser's time on the bench's mix; about
+--     the same time under Lua 5.4).
 --   * "bytes": string.byte, string.sub and table lookups, which LuaJIT compiles: how a Lua port would be written
 --     for LuaJIT's compiler rather than ported from the seed. The benches report it beside the default.
 -- Lua 5.3+ and LuaJIT 2.1 (no integer division operator, no bit operators outside seed_classifier.lua's backoff).
