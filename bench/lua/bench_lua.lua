@@ -8,6 +8,13 @@
 --     reported beside it, and so is the floor of the decider's shape (bench/lua/lua_floor.c's values: the same
 --     arguments in, five values out, nothing checked or decided), which bounds what any call through the Lua C API
 --     can reach.
+--   * the port of seed 001's classifier as the seed decided (bench/lua/seed001_classifier.lua: Retry-After in
+--     delay-seconds and the three HTTP-date forms, the idempotency-key rule, unpinned sources), against the decider on
+--     a 32-fact mix written from the seed's pinned cases (bench/lua/seed001_mix.lua, Retry-After in 15 facts), once per
+--     Retry-After parser of the port: string patterns (its default, the seed's Date.parse and regular expression
+--     ported) and bytes (string.byte), each a ratio with the 3x target (under Lua 5.4 both parse in the same
+--     interpreter), beside the minimal port's (the minimal port is the floor of Lua doing the decision, the seed's
+--     port the work the seed did). spec/41-seed_port_spec.lua checks both parsers against policy:decide there.
 -- Each variant is measured best of five rounds, the variants alternating, so that none gets a warmer cache. Prints
 -- the numbers and one `ratio:` line per target (bench/run collects them into its summary).
 -- Usage: lua5.4 bench/lua/bench_lua.lua LOCK [iterations]
@@ -23,11 +30,21 @@ local mix = dofile(here .. "/decide_mix.lua")
 local bench_rounds = dofile(here .. "/../lib/rounds.lua")
 local n = #mix
 
--- The baseline, built from the same lock's first route.
+-- The baselines, built from the same lock's first route: the minimal port, and the port of seed 001's classifier.
 local seed_decide = dofile(here .. "/seed_classifier.lua").for_route(policy:routes()[1], 1)
+local seed001 = dofile(here .. "/seed001_classifier.lua")
+local seed001_decide = seed001.for_route(policy:routes()[1], 1, "patterns")
+local seed001_bytes_decide = seed001.for_route(policy:routes()[1], 1, "bytes")
+local seed001_mix = dofile(here .. "/seed001_mix.lua")
+local n001 = #seed001_mix
 
-local deciders = {}
+local deciders, deciders001 = {}, {}
 for j, f in ipairs(mix) do deciders[j] = policy:decider(f.method, f.path, f.idempotency_key ~= nil, rng) end
+-- The decider takes no `source` (docs/lua.md): it decides the mix's one unpinned-source fact as pinned, which is
+-- more work than the port's refusal of it.
+for j, f in ipairs(seed001_mix) do
+  deciders001[j] = policy:decider(f.method, f.path, f.idempotency_key ~= nil, rng)
+end
 local out = {}
 local decide, floor_decide, floor_out = policy.decide, floor.decide, floor.decide_out
 local floor_values = floor.values
@@ -61,6 +78,19 @@ local variants = {
   { name = "seed", run = function()
     for i = 1, iters do seed_decide(mix[i % n + 1]) end
   end },
+  { name = "decider001", run = function() -- the decider on the seed's mix
+    for i = 1, iters do
+      local j = i % n001 + 1
+      local f = seed001_mix[j]
+      deciders001[j](f.status or 0, f.transport, f.attempts, f.elapsed_ms, f.retry_after, f.date, f.now_ms)
+    end
+  end },
+  { name = "seed001", run = function()
+    for i = 1, iters do seed001_decide(seed001_mix[i % n001 + 1]) end
+  end },
+  { name = "seed001_bytes", run = function()
+    for i = 1, iters do seed001_bytes_decide(seed001_mix[i % n001 + 1]) end
+  end },
 }
 
 local best = bench_rounds.best_ns(variants, rounds, iters)
@@ -79,6 +109,12 @@ print(string.format("  the decider's floor             %7.1f ns/call (same argum
   best.floor_values))
 print(string.format("  pure-Lua seed classifier        %7.1f ns/call (bench/lua/seed_classifier.lua; does far less)",
   best.seed))
+print(string.format("On the seed's %d-fact mix (bench/lua/seed001_mix.lua):", n001))
+print(string.format("  policy:decider(...)(...)        %7.1f ns/call", best.decider001))
+print(string.format("  seed 001's port, patterns       %7.1f ns/call (bench/lua/seed001_classifier.lua, the seed's parse "
+  .. "ported; Retry-After, keys, sources)", best.seed001))
+print(string.format("  seed 001's port, byte parser    %7.1f ns/call (the same port, Retry-After read with string.byte)",
+  best.seed001_bytes))
 print(string.format("note: the Lua out form's floor alone (the facts walked raw and the verdict's fields written into "
   .. "out, nothing decided: bench/lua/lua_floor.c) is %.2fx faster than the pure-Lua port, which bounds what any "
   .. "policy:decide(facts, rng, out) can reach through the Lua C API", best.seed / best.floor_out))
@@ -88,4 +124,8 @@ print(string.format("note: the decider's floor (a C function taking the same arg
   .. "checked or decided: bench/lua/lua_floor.c) is %.2fx faster than the pure-Lua port; 3x leaves %.0f ns per call for "
   .. "the checks, the engine and the verdict", best.seed / best.floor_values, best.seed / 3 - best.floor_values))
 ratio("Lua decider (allocation-free) speedup over the pure-Lua port", best.seed / best.decider, ">=", 3)
+ratio("Lua decider (allocation-free) speedup over the seed 001 port (string patterns, as the seed parsed), 32 facts",
+  best.seed001 / best.decider001, ">=", 3)
+ratio("Lua decider (allocation-free) speedup over the seed 001 port (byte parser), 32 facts",
+  best.seed001_bytes / best.decider001, ">=", 3)
 ratio("Lua decide(facts, rng) over its binding floor", best.decide / best.floor, "<=", 1.5)

@@ -4,7 +4,16 @@
 --     whose target is >= 3x faster than the port;
 --   * the same decider's classic closure (the Lua C API: every call ends a trace), reached as the FFI closure's
 --     slow path (its upvalue `classic`; with RF_NO_FFI=1 the module hands out that closure itself);
---   * policy:decide(facts, rng, out), the allocation-free form with tables (classic).
+--   * policy:decide(facts, rng, out), the allocation-free form with tables (classic);
+--   * the FFI decider against the port of seed 001's classifier as the seed decided (bench/lua/seed001_classifier.lua:
+--     Retry-After in delay-seconds and the three HTTP-date forms, the idempotency-key rule, unpinned sources) on a
+--     32-fact mix written from the seed's pinned cases (bench/lua/seed001_mix.lua, Retry-After in 15 facts), once per
+--     Retry-After parser of the port: string patterns (its default, the seed's Date.parse and regular expression
+--     ported; LuaJIT compiles no string.match, so that parse runs in the interpreter), a `ratio:` line with the 3x
+--     target; and bytes (string.byte, which LuaJIT compiles), a `note:` line (no target: the engine alone through
+--     the FFI is near that port's time, see the floor's note). Both beside the minimal port's ratio: the minimal
+--     port is the floor of Lua doing the decision, the seed's port the work the seed did. spec/41-seed_port_spec.lua
+--     checks both parsers against policy:decide on that mix.
 -- Each variant is measured best of five rounds, the variants alternating, so that none gets a warmer cache and the
 -- JIT has compiled every loop before the best round. Prints the numbers and `ratio:` lines (bench/run collects them).
 -- Usage: luajit bench/lua/bench_luajit.lua LOCK [iterations]
@@ -21,6 +30,11 @@ if not rawget(_G, "jit") then error("bench_luajit.lua: run it with luajit") end
 if not rf.ffi then error("bench_luajit.lua: the FFI path is off (RF_NO_FFI set, or no FFI in this LuaJIT)") end
 
 local seed_decide = dofile(here .. "/seed_classifier.lua").for_route(policy:routes()[1], 1)
+local seed001 = dofile(here .. "/seed001_classifier.lua")
+local seed001_decide = seed001.for_route(policy:routes()[1], 1, "patterns")
+local seed001_bytes_decide = seed001.for_route(policy:routes()[1], 1, "bytes")
+local seed001_mix = dofile(here .. "/seed001_mix.lua")
+local n001 = #seed001_mix
 
 --- The upvalue `name` of function fn (the FFI decider's internals, read through the debug library: bench only).
 local function upvalue(fn, name)
@@ -41,21 +55,34 @@ for j, f in ipairs(mix) do
   states[j] = upvalue(ffi_deciders[j], "state")
 end
 -- The per-attempt arguments, unpacked once: the loops below measure the calls, not the facts tables' reads.
-local args, transport_index = {}, {}
+local transport_index = {}
 for i, name in ipairs(rf.transports) do transport_index[name] = i - 1 end
-for j, f in ipairs(mix) do
-  args[j] = { f.status or 0, f.transport, f.attempts, f.elapsed_ms, f.retry_after, f.date, f.now_ms,
-              transport_index[f.transport or "ok"], f.retry_after and #f.retry_after or 0, f.date and #f.date or 0 }
+local function unpacked(facts)
+  local args = {}
+  for j, f in ipairs(facts) do
+    args[j] = { f.status or 0, f.transport, f.attempts, f.elapsed_ms, f.retry_after, f.date, f.now_ms,
+                transport_index[f.transport or "ok"], f.retry_after and #f.retry_after or 0, f.date and #f.date or 0 }
+  end
+  return args
+end
+local args, args001 = unpacked(mix), unpacked(seed001_mix)
+-- The FFI deciders of the seed's mix. A decider takes no `source` (docs/lua.md): it decides the mix's one
+-- unpinned-source fact as pinned, which is more work than the port's refusal of it.
+local ffi_deciders001 = {}
+for j, f in ipairs(seed001_mix) do
+  ffi_deciders001[j] = policy:decider(f.method, f.path, f.idempotency_key ~= nil, rng)
 end
 -- The engine's floor under LuaJIT: the ABI's decide called directly with the arguments prebuilt (no checks, no
 -- verdict strings): rf_decide_on_route plus one FFI call, what no binding can go below.
 local abi_decide, abi_out = upvalue(ffi_deciders[1], "decide"), upvalue(ffi_deciders[1], "out")
 
-local function run_deciders(deciders)
+local function run_deciders(deciders, deciders_args)
+  local m = #deciders
+  deciders_args = deciders_args or args
   return function()
     for i = 1, iters do
-      local j = i % n + 1
-      local a = args[j]
+      local j = i % m + 1
+      local a = deciders_args[j]
       deciders[j](a[1], a[2], a[3], a[4], a[5], a[6], a[7])
     end
   end
@@ -98,6 +125,13 @@ local variants = {
   { name = "seed", run = function()
     for i = 1, iters do seed_decide(mix[i % n + 1]) end
   end },
+  { name = "ffi001", run = run_deciders(ffi_deciders001, args001) },
+  { name = "seed001", run = function()
+    for i = 1, iters do seed001_decide(seed001_mix[i % n001 + 1]) end
+  end },
+  { name = "seed001_bytes", run = function()
+    for i = 1, iters do seed001_bytes_decide(seed001_mix[i % n001 + 1]) end
+  end },
 }
 
 variants[#variants + 1] = { name = "flow_ffi", run = run_flow(flow_ffi), calls = flow_iters }
@@ -114,6 +148,12 @@ print(string.format("  the engine through the FFI alone     %7.1f ns/call (rf_de
   best.floor))
 print(string.format("  pure-Lua seed classifier, JIT       %7.1f ns/call (bench/lua/seed_classifier.lua; does far less)",
   best.seed))
+print(string.format("on the seed's %d-fact mix (bench/lua/seed001_mix.lua):", n001))
+print(string.format("  policy:decider(...)(...) via the FFI %7.1f ns/call", best.ffi001))
+print(string.format("  seed 001's port, string patterns     %7.1f ns/call (bench/lua/seed001_classifier.lua, the "
+  .. "seed's parse ported; Retry-After, keys, sources)", best.seed001))
+print(string.format("  seed 001's port, byte parser         %7.1f ns/call (the same port, Retry-After read with "
+  .. "string.byte: JIT-compiled)", best.seed001_bytes))
 print(string.format("  rf.flow, 2 attempts, FFI steps       %7.0f ns/request (step:begin and step:after via the FFI)",
   best.flow_ffi))
 print(string.format("  rf.flow, 2 attempts, the methods     %7.0f ns/request (what RF_NO_FFI=1 gives)",
@@ -127,3 +167,8 @@ print(string.format("note: under LuaJIT the engine alone through the FFI (rf_dec
   .. "prebuilt, no checks, no verdict strings) takes %.0f%% of the JIT-compiled pure-Lua port's time: no decision "
   .. "form can be faster than the port by more than %.2fx", 100 * best.floor / best.seed, best.seed / best.floor))
 ratio("LuaJIT decider (FFI) speedup over the JIT-compiled pure-Lua port", best.seed / best.ffi, ">=", 3)
+print(string.format("note: under LuaJIT the FFI decider is %.2fx as fast as the seed 001 port with its byte parser "
+  .. "(Retry-After read with string.byte, JIT-compiled; no target), against %.2fx with string patterns, as the seed "
+  .. "parsed: LuaJIT compiles no string.match", best.seed001_bytes / best.ffi001, best.seed001 / best.ffi001))
+ratio("LuaJIT decider (FFI) speedup over the seed 001 port (string patterns, as the seed parsed), 32 facts",
+  best.seed001 / best.ffi001, ">=", 3)

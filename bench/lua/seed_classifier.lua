@@ -9,7 +9,9 @@
 -- Left out, compared with the engine's rf_decide: route matching (every request gets the one route it was
 -- built from), the total deadline and per-try timeout, Retry-After and the other wait headers, retry budgets,
 -- idempotency keys (idempotencyRequired), classLimits, unpinned sources and redirects. It is the yardstick
--- of "the Lua side does little", so that the binding's cost is seen against Lua doing the work itself.
+-- of "the Lua side does little", so that the binding's cost is seen against Lua doing the work itself. The fuller
+-- port of the seed's classifier (Retry-After, idempotency keys, unpinned sources), bench/lua/seed001_classifier.lua,
+-- shares its classify, class sets and backoff.
 -- Lua 5.3+ (integer arithmetic) and LuaJIT 2.1 (the same xorshift64* on a uint64_t through the FFI and the bit
 -- library, the idiomatic LuaJIT form, which the JIT compiles without boxing): the same draws on both.
 local M = {}
@@ -57,6 +59,8 @@ local backoff_source = rawget(_G, "jit") and [[
     end
   end]]
 local backoff = assert((loadstring or load)(backoff_source, "=seed_classifier.backoff"))() -- luacheck: ignore 113
+--- backoff(seed, base_ms, max_ms) → delay(attempts), above (bench/lua/seed001_classifier.lua draws with it too).
+M.backoff = backoff
 
 --- The failure class of one attempt's facts (rf_classify's rules): "HTTP_503", "TIMEOUT", "UNKNOWN", …
 function M.classify(status, transport)
@@ -65,7 +69,7 @@ function M.classify(status, transport)
   return "UNKNOWN"
 end
 
--- A token list of the lock ({"GATEWAY_TIMEOUT", "HTTP_429", "HANDLER_5XX", …}) as a set of class names.
+--- A token list of the lock ({"GATEWAY_TIMEOUT", "HTTP_429", "HANDLER_5XX", …}) as a set of class names.
 local function class_set(tokens)
   local set = {}
   for _, token in ipairs(tokens) do
@@ -79,6 +83,7 @@ local function class_set(tokens)
   end
   return set
 end
+M.class_set = class_set
 
 --- A classifier for one route: opts = {retryable = {tokens}, not_retryable = {tokens}, max_attempts = n,
 --- base_ms = n, max_ms = n, seed = integer} (the shape of policy:routes()' entries, flattened).
