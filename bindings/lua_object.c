@@ -288,6 +288,25 @@ static int reraise(lua_State *L, const rfl_call *call) {
     return lua_error(L);
 }
 
+/* Pushes f, one of the C functions every call pushes (l_on_error, l_body). From Lua 5.2 on that is a light C function,
+ * a value; in Lua 5.1 and LuaJIT lua_pushcfunction makes a new object each time (an allocation, and garbage), so the
+ * registry keeps one at key, pushed when it is still f (a script may have replaced it through debug.getregistry:
+ * then that value is never called, and f is pushed anew and kept there again). */
+static void push_call_function(lua_State *L, const void *key, lua_CFunction f) {
+#if LUA_VERSION_NUM == 501
+    lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+    if (lua_tocfunction(L, -1) == f) return;
+    lua_pop(L, 1);
+    lua_pushcfunction(L, f);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+#else
+    (void)key;
+    lua_pushcfunction(L, f);
+#endif
+}
+static const char on_error_key = 0, body_key = 0; /* the registry keys of l_on_error and l_body (Lua 5.1, LuaJIT) */
+
 /* rfl_method and rfl_function: self (NULL for a function) is pinned already. Runs body under lua_pcall with the
  * caller's arguments, then leaves (self unpinned, the call unlinked) on success and on error alike. */
 static int run(lua_State *L, rfl_state *st, header *self, rfl_body body) {
@@ -296,9 +315,9 @@ static int run(lua_State *L, rfl_state *st, header *self, rfl_body body) {
     int n = lua_gettop(L) - 2;
     lua_insert(L, 1);
     lua_insert(L, 1);
-    lua_pushcfunction(L, l_on_error);
+    push_call_function(L, &on_error_key, l_on_error);
     lua_insert(L, 3);
-    lua_pushcfunction(L, l_body);
+    push_call_function(L, &body_key, l_body);
     lua_insert(L, 4);
     rfl_call call = {.state = st,
                      .self = self ? (char *)self + sizeof(header) : NULL,

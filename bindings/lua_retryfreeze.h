@@ -181,9 +181,9 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
  * is not open and idle, has an attempt in flight, or a bad argument: the Lua half then calls step:finish. */
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms);
 /* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v3.step_propagation): the
- * attempt number and the deadline in ms of the lines rf_step_propagation_lines gives for the open, idle step obj
- * (the attempt header's, then the deadline header's); 0 and both set, 1 when its route has no propagation, -1 for a
- * step that is not open and idle (the Lua half then calls step:propagation, which raises). */
+ * attempt number and the deadline in ms rf_step_propagation_values gives (its lines' numbers) for the open, idle
+ * step obj (the attempt header's, then the deadline header's); 0 and both set, 1 when its route has no propagation,
+ * -1 for a step that is not open and idle (the Lua half then calls step:propagation, which raises). */
 int rfl_step_propagation_values(void *obj, double *attempt, double *deadline_ms);
 /* The FFI path (lua_ffi.c), under LuaJIT. rfl_open_ffi runs once per luaopen, after rfl_open_policy: it sets
  * core.ffi in the module table on top of the stack (true when the FFI path is on), and when it is on holds the Lua

@@ -481,13 +481,11 @@ int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sen
 int rfl_step_propagation_values(void *obj, double *attempt, double *deadline_ms) {
     lstep *ls = obj;
     if (!rfl_is_idle(ls)) return -1;
-    char lines[2][RF_PROPAGATION_LINE_MAX];
-    if (rf_step_propagation_lines(&ls->s, lines) != 2) return 1;
-    /* "name: value": the engine's numbers, read back from its lines (the one place they are made) */
-    const char *a = strstr(lines[0], ": "), *d = strstr(lines[1], ": ");
-    if (a == NULL || d == NULL) return -1;
-    *attempt = strtod(a + 2, NULL);
-    *deadline_ms = strtod(d + 2, NULL);
+    int n = 0;
+    int64_t ms = 0;
+    if (!rf_step_propagation_values(&ls->s, &n, &ms)) return 1; /* the numbers its lines would say */
+    *attempt = n;
+    *deadline_ms = (double)ms;
     return 0;
 }
 

@@ -11,7 +11,8 @@
 --   three gateways in a chain send 27 upstream requests per client request without propagation, at most 3 with;
 --   with the budget in a lua_shared_dict (init_worker{shared_dict=}), two workers (both serving) spend one budget:
 --   the upstream tries of N always-503 requests are what the engine allows one budget, token bucket and ratio;
---   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason;
+--   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason, and with opts.fallback
+--   that route goes to the fallback location, its body with it;
 --   nginx's error logs hold no Lua error.
 -- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
 local build, src = arg[1], arg[2]
@@ -375,6 +376,42 @@ local ok_chain, chain_err = pcall(function()
     .. "upstream (" .. table.concat(attempts, " ") .. ")")
 end)
 check(ok_chain, "the chains ran" .. (ok_chain and "" or (": " .. tostring(chain_err))))
+
+-- A lock with a route the gateway cannot serve natively (a backoff) and opts.fallback: that route goes to the fallback
+-- location (here one that answers with what it got: the method, the path and the request body), reaching no
+-- upstream; the other routes are proxied as before, and a path no route matches still answers 404.
+local ok_fallback, fallback_err = pcall(function()
+  local lock = dir .. "/fallback.lock.json"
+  local with_backoff = read(lock_path):gsub('{"endpoint": "POST /v1/jobs"}',
+    '{"endpoint": "POST /v1/jobs", "backoff": {"baseMs": 10, "maxMs": 50, "jitter": "none"}}')
+  assert(with_backoff ~= read(lock_path), "the example lock has no POST /v1/jobs route")
+  write(lock, with_backoff)
+  local fallback_conf = conf_in:gsub('peers = {', 'fallback = "@rf_fallback", peers = {', 1):gsub(
+    "\n    location @rf_stopped", [[
+
+    location @rf_fallback {
+      content_by_lua_block {
+        ngx.req.read_body()
+        ngx.status = 200
+        ngx.print("fallback ", ngx.req.get_method(), " ", ngx.var.uri, " ", ngx.req.get_body_data() or "")
+      }
+    }
+    location @rf_stopped]], 1)
+  assert(fallback_conf:find("@rf_fallback {", 1, true) and fallback_conf:find('fallback = "@rf_fallback"', 1, true),
+    "the example configuration changed: the fallback variant no longer applies")
+  local port = gateway("gw-fallback", lock, up_ports[1], up_ports[2], fallback_conf)
+  local mark = #seen()
+  local status, _, body = curl(port, "/v1/jobs", "-X POST -d x=42 -H 'Idempotency-Key: k-fb'")
+  check(status == 200 and body == "fallback POST /v1/jobs x=42", "a route that is not native goes to the fallback "
+    .. "location with its method, path and body (" .. tostring(status) .. " " .. body .. ")")
+  local s_items = curl(port, "/items/fb")
+  local s_none = curl(port, "/nowhere")
+  local got = since(mark, 1)
+  check(s_items == 200 and s_none == 404 and #got == 1 and got[1].uri == "/items/fb", "beside it a native route is "
+    .. "proxied and a path no route matches answers 404; only the native one reached an upstream (" ..
+    tostring(s_items) .. ", " .. tostring(s_none) .. ", " .. #got .. " upstream requests)")
+end)
+check(ok_fallback, "the fallback checks ran" .. (ok_fallback and "" or (": " .. tostring(fallback_err))))
 
 -- The retry budget in a lua_shared_dict: one for both workers. The gateway listens with reuseport (each new connection
 -- to a worker by its source port) and names the worker that answered (every location: a stopped request's too); the

@@ -20,32 +20,19 @@ package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local rf = require "retryfreeze"
 local scheduler = require "retryfreeze.scheduler"
 local upstream = require "retryfreeze.upstream"
-local proc_cpu = require "bench.lib.proc_cpu"
-
+local nginx_front = require "bench.lib.nginx_front"
 local shell = require "spec.support.shell"
-local sh, q = shell.sh, shell.q
-local have = shell.have
+local q = shell.q
 
-local nginx = os.getenv("RF_NGINX") or (have("nginx") and "nginx") or
-  (io.open("/usr/sbin/nginx") and "/usr/sbin/nginx")
-local lua_module = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
-local missing = not nginx and "nginx" or not io.open(lua_module) and lua_module
-  or not io.open(build .. "/lib/lua/luajit/retryfreeze/core.so") and (build .. "/lib/lua/luajit (RF_LUA)")
-  or not io.open(build .. "/bin/retryfreeze-serve") and (build .. "/bin/retryfreeze-serve")
+local missing = nginx_front.missing(build)
 if missing then
   print("bench_gateway: skipped (no " .. missing .. ")")
   return
 end
 
-local dir = sh("mktemp -d /tmp/rf-bench-gateway.XXXXXX"):gsub("%s+$", "")
-os.execute("chmod 0755 " .. q(dir))
+local dir = nginx_front.temp_dir("gateway")
 local up1 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 1 })
 local up2 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 2 })
-
-local function free_port()
-  return tonumber(sh([[bash -c 'for p in $(shuf -i 20000-32000 -n 50); do ]]
-    .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
-end
 
 -- proxy_pass doing the gateway lock's retries: 3 tries (its maxAttempts) on error, timeout and 503 within its 2.5 s,
 -- each bounded by its 1 s per-try timeout, over the two servers (the first listed twice: proxy_next_upstream moves
@@ -76,43 +63,27 @@ local function baseline(port)
 ]]):format(up1.port, up2.port, up1.port, port)
 end
 
-local ports = { gateway = free_port(), keepalive = free_port() }
-local conf = assert(io.open("examples/gateway/nginx.conf.in")):read("a")
-local src = sh("pwd"):gsub("%s+$", "")
-conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
-  LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/examples/gateway/gateway.lock.json"), LEDGER = dir .. "/ledger.jsonl",
-  UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
-local n
-conf, n = conf:gsub("\n}%s*$", "\n" .. baseline(ports.keepalive) .. "}\n")
-assert(n == 1, "examples/gateway/nginx.conf.in does not end with the http block's '}'")
-local f = assert(io.open(dir .. "/nginx.conf", "w"))
-f:write(conf)
-f:close()
-local master = tonumber(sh("cd " .. q(dir) .. " && (" .. nginx .. " -p " .. q(dir)
-  .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
-local function stop()
-  os.execute("kill -QUIT " .. master .. " 2>/dev/null; sleep 0.5")
-  up1.stop()
-  up2.stop()
-end
+local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port() }
+local src = shell.sh("pwd"):gsub("%s+$", "")
 local url, base = {}, {}
 for name, port in pairs(ports) do
   base[name] = "http://127.0.0.1:" .. port
   url[name] = base[name] .. "/items/1"
 end
-local ready = false
-for _ = 1, 100 do
-  ready = true
-  for _, u in pairs(url) do
-    if sh("curl -s -o /dev/null -w '%{http_code}' " .. u .. " 2>/dev/null") == "000" then ready = false end
-  end
-  if ready then break end
-  os.execute("sleep 0.1")
+local ok_start, front = pcall(nginx_front.start, { what = "bench_gateway", dir = dir,
+  conf_in = "examples/gateway/nginx.conf.in", servers = baseline(ports.keepalive), urls = url,
+  values = { SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
+    LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/examples/gateway/gateway.lock.json"),
+    LEDGER = dir .. "/ledger.jsonl", UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port),
+    PORT = tostring(ports.gateway) } })
+local function stop()
+  if ok_start then front.stop() end
+  up1.stop()
+  up2.stop()
 end
-if not ready then
-  print(sh("cat " .. q(dir) .. "/nginx.out " .. q(dir) .. "/error.log"))
+if not ok_start then
   stop()
-  error("bench_gateway: nginx did not answer on both ports")
+  error(front, 0)
 end
 
 -- The driver: one attempt per request (maxAttempts 1), a per-try timeout far above any answer here.
@@ -131,7 +102,7 @@ local function drive(base_url, requests)
 end
 
 -- CPU seconds of nginx's worker processes (bench/lib/proc_cpu.lua).
-local function workers_cpu() return proc_cpu.children_cpu_s(master) end
+local workers_cpu = front.workers_cpu
 
 -- Both upstreams' attempts so far (each /__stats read is not counted by the upstream it reads).
 local function upstream_attempts()

@@ -15,31 +15,18 @@ local build, seconds, rounds = arg[1] or "build", tonumber(arg[2] or "4"), tonum
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local upstream = require "retryfreeze.upstream"
-local proc_cpu = require "bench.lib.proc_cpu"
-
+local nginx_front = require "bench.lib.nginx_front"
 local shell = require "spec.support.shell"
 local sh, q = shell.sh, shell.q
-local have = shell.have
 
-local nginx = os.getenv("RF_NGINX") or (have("nginx") and "nginx") or
-  (io.open("/usr/sbin/nginx") and "/usr/sbin/nginx")
-local lua_module = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
-local missing = not nginx and "nginx" or not io.open(lua_module) and lua_module or not have("wrk") and "wrk"
-  or not io.open(build .. "/lib/lua/luajit/retryfreeze/core.so") and (build .. "/lib/lua/luajit (RF_LUA)")
-  or not io.open(build .. "/bin/retryfreeze-serve") and (build .. "/bin/retryfreeze-serve")
+local missing = nginx_front.missing(build, { "wrk" })
 if missing then
   print("bench_nginx: skipped (no " .. missing .. ")")
   return
 end
 
-local dir = sh("mktemp -d /tmp/rf-bench-nginx.XXXXXX"):gsub("%s+$", "")
-os.execute("chmod 0755 " .. q(dir))
+local dir = nginx_front.temp_dir("nginx")
 local up = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600 })
-
-local function free_port()
-  return tonumber(sh([[bash -c 'for p in $(shuf -i 20000-32000 -n 50); do ]]
-    .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
-end
 
 -- proxy_pass doing the example lock's retries: 3 tries (the lock's maxAttempts) on error, timeout and 503 within the
 -- lock's 2.5 s, each try bounded by its 1 s per-try timeout. One upstream server listed three times, because
@@ -66,44 +53,27 @@ local function baseline(name, port, pool)
 ]]):format(name, servers, pool and "    keepalive 64;\n" or "", port, name)
 end
 
-local ports = { proxy = free_port(), keepalive = free_port(), fresh = free_port() }
-local conf = assert(io.open("examples/nginx/nginx.conf.in")):read("a")
+local ports = { proxy = nginx_front.free_port(), keepalive = nginx_front.free_port(), fresh = nginx_front.free_port() }
 local src = sh("pwd"):gsub("%s+$", "")
-conf = conf:gsub("@(%u[%u_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
-  LOCK = src .. "/examples/nginx/proxy.lock.json", LEDGER = dir .. "/ledger.jsonl",
-  UPSTREAM_PORT = tostring(up.port), PORT = tostring(ports.proxy) })
-local n
-conf, n = conf:gsub("\n}%s*$", "\n" .. baseline("keepalive", ports.keepalive, true)
-  .. baseline("fresh", ports.fresh, false) .. "}\n")
-assert(n == 1, "examples/nginx/nginx.conf.in does not end with the http block's '}'")
-local f = assert(io.open(dir .. "/nginx.conf", "w"))
-f:write(conf)
-f:close()
-local master = tonumber(sh("cd " .. q(dir) .. " && (" .. nginx .. " -p " .. q(dir)
-  .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
-local function stop()
-  os.execute("kill -QUIT " .. master .. " 2>/dev/null; sleep 0.5")
-  up.stop()
-end
 local url = {}
 for name, port in pairs(ports) do url[name] = "http://127.0.0.1:" .. port .. "/items/1" end
-local ready = false
-for _ = 1, 100 do
-  ready = true
-  for _, u in pairs(url) do
-    if sh("curl -s -o /dev/null -w '%{http_code}' " .. u .. " 2>/dev/null") == "000" then ready = false end
-  end
-  if ready then break end
-  os.execute("sleep 0.1")
+local ok_start, front = pcall(nginx_front.start, { what = "bench_nginx", dir = dir,
+  conf_in = "examples/nginx/nginx.conf.in", urls = url,
+  servers = baseline("keepalive", ports.keepalive, true) .. baseline("fresh", ports.fresh, false),
+  values = { SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
+    LOCK = src .. "/examples/nginx/proxy.lock.json", LEDGER = dir .. "/ledger.jsonl",
+    UPSTREAM_PORT = tostring(up.port), PORT = tostring(ports.proxy) } })
+local function stop()
+  if ok_start then front.stop() end
+  up.stop()
 end
-if not ready then
-  print(sh("cat " .. q(dir) .. "/nginx.out " .. q(dir) .. "/error.log"))
+if not ok_start then
   stop()
-  error("bench_nginx: nginx did not answer on all three ports")
+  error(front, 0)
 end
 
 -- CPU seconds of nginx's worker processes (bench/lib/proc_cpu.lua).
-local function workers_cpu() return proc_cpu.children_cpu_s(master) end
+local workers_cpu = front.workers_cpu
 
 local function upstream_attempts() return assert(upstream.stats(up.url)).requests end
 

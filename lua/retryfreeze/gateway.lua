@@ -226,6 +226,10 @@ local function propagate(step)
   return attempt
 end
 
+-- One request table per worker for core.step, which keeps what it reads: nothing between filling it and the call can
+-- yield, so no two requests use it at once.
+local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_headers = nil }
+
 --- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
 --- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
 --- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
@@ -247,8 +251,10 @@ function M.access()
   local inbound
   if route.tells and (var[shared.attempt_in] or var[shared.deadline_in]) then inbound = ngx.req.get_headers() end
   local now = now_ms()
-  local step = core.step(shared.policy, { method = method, path = path, idempotency_key = key,
-                                          inbound_headers = inbound }, worker.io, now)
+  local req = REQUEST
+  req.method, req.path, req.idempotency_key, req.inbound_headers = method, path, key, inbound
+  local step = core.step(shared.policy, req, worker.io, now)
+  req.method, req.path, req.idempotency_key, req.inbound_headers = nil, nil, nil, nil
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
   local ctx = { step = step, route = route, tries = 0, first = 0, done = false }
   ngx.ctx.rf = ctx
@@ -261,10 +267,11 @@ function M.access()
   end
 end
 
--- Ends the request's step with reason: its ledger line; whether the response is overloaded.
-local function finish(ctx, reason)
+-- Ends the request's step with reason at now (monotonic) and wall (Unix) ms, read now when not given: its ledger line;
+-- whether the response is overloaded.
+local function finish(ctx, reason, now, wall)
   ctx.done = true
-  return step_end(ctx.step, reason, now_ms(), wall_ms())
+  return step_end(ctx.step, reason, now or now_ms(), wall or wall_ms())
 end
 
 -- The last item of an nginx upstream_* variable's list ("0.001, - : " → "-"), or nil.
@@ -304,8 +311,8 @@ local balancer
 
 -- The balancer stops the request after a try the engine does not retry: the ledger line now, and the answer
 -- (M.stopped, through error_page 500) from what nginx keeps across the internal redirect: its variables.
-local function stop(ctx, reason, status)
-  local overloaded = finish(ctx, reason)
+local function stop(ctx, reason, status, now, wall)
+  local overloaded = finish(ctx, reason, now, wall)
   local var = ngx.var
   var.rf_stop_status = tostring(status)
   if overloaded and ctx.route.tells then var.rf_stop_tells = ctx.route.tells end
@@ -343,9 +350,10 @@ function M.try(peer)
     res.peer = ctx.peer
     -- the FFI path passes no overloaded header: the method reads one when it came
     local after = res.headers and method_after or step_after
-    local retry, x = after(step, res, now, wall_ms())
+    local wall = wall_ms()
+    local retry, x = after(step, res, now, wall)
     res.headers, res.peer = nil, nil
-    if not retry then return stop(ctx, x, last) end
+    if not retry then return stop(ctx, x, last, now, wall) end
     if x > 0 then -- never for a route M.routes finds native; refused rather than sent early
       ngx.log(ngx.ERR, "retryfreeze.gateway: the engine asked for a ", x, " ms wait the balancer cannot make")
       return stop(ctx, "stopped-by-caller", last)
@@ -396,11 +404,12 @@ local function final(ctx, status, in_header_filter)
   last_try(res, status, route)
   res.peer = ctx.peer
   local after = res.headers and method_after or step_after
-  local retry, x = after(ctx.step, res, now_ms(), wall_ms())
+  local now, wall = now_ms(), wall_ms() -- the final response's head: its try's end and the request's
+  local retry, x = after(ctx.step, res, now, wall)
   res.headers, res.peer = nil, nil
   -- retry: the engine would retry a status nginx was not told to come back on (not in proxy_next_upstream):
   -- the request ends with it all the same, as one the caller stopped.
-  local overloaded = finish(ctx, retry and "stopped-by-caller" or x)
+  local overloaded = finish(ctx, retry and "stopped-by-caller" or x, now, wall)
   if in_header_filter and overloaded and route.tells then ngx.header[route.tells] = "true" end
 end
 

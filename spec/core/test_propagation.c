@@ -357,6 +357,23 @@ static void test_lines(void **state) {
     assert_int_equal(rf_propagation_lines(&prop, 1, INT64_MAX, lines), 2);
     assert_string_equal(lines[1], "x-envoy-expected-rq-timeout-ms: 9223372036854775807");
     assert_int_equal(rf_propagation_lines(NULL, 1, 1, lines), 0);
+    /* The values are the lines' numbers, clamped alike; nothing without propagation. */
+    int attempt = -1;
+    int64_t deadline = -1;
+    assert_true(rf_propagation_values(&prop, 3, 1234, &attempt, &deadline));
+    assert_int_equal(attempt, 3);
+    assert_int_equal(deadline, 1234);
+    assert_true(rf_propagation_values(&prop, 0, -5, &attempt, &deadline));
+    assert_int_equal(attempt, 1);
+    assert_int_equal(deadline, 0);
+    assert_true(rf_propagation_values(&prop, 1, INT64_MAX, &attempt, &deadline));
+    assert_true(deadline == INT64_MAX);
+    rf_propagation off = prop;
+    off.enabled = false;
+    attempt = -1;
+    assert_false(rf_propagation_values(&off, 2, 10, &attempt, &deadline));
+    assert_false(rf_propagation_values(NULL, 2, 10, &attempt, &deadline));
+    assert_int_equal(attempt, -1);
     /* Sent lines read back as what they say. */
     rf_inbound in = {0};
     rf_propagation_lines(&prop, 2, 480, lines);

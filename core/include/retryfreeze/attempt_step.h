@@ -204,6 +204,9 @@ RF_API bool rf_step_begin(rf_step *s, int64_t now_ms, int64_t *timeout_ms, rf_re
 /* The header lines the attempt rf_step_begin just allowed sends (its number, the ms it may take), into
  * lines[0..2): rf_propagation_lines for the route's propagation; 0 (none) without it. */
 RF_API size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPAGATION_LINE_MAX]);
+/* The numbers of those lines (rf_propagation_values): true and *attempt, *deadline_ms with the route's propagation;
+ * false, writing nothing, without it. attempt and deadline_ms must not be NULL. */
+RF_API bool rf_step_propagation_values(const rf_step *s, int *attempt, int64_t *deadline_ms);
 /* After the attempt: records its try, decides (rf_step_verdict; only the wait headers the route reads are passed
  * on), lets the hook narrow (rf_step_narrow). true and *delay_ms: wait that long, then rf_step_begin again; false
  * and *stop: the request ends. *hook_rc is the hook's value (< 0: it failed). hook_rc, delay_ms and stop must not

@@ -83,6 +83,14 @@ RF_API size_t rf_propagation_lines(const rf_propagation *prop, int attempt, int6
                                    char lines[2][RF_PROPAGATION_LINE_MAX]);
 
 /*
+ * The numbers those lines say, without the lines (a host that sets the headers' values itself, the nginx gateway):
+ * *attempt_out the attempt's number (attempt, at least 1), *deadline_out its ms (deadline_ms, at least 0). Returns
+ * true when prop is enabled; false, writing nothing, without it or for a NULL argument.
+ */
+RF_API bool rf_propagation_values(const rf_propagation *prop, int attempt, int64_t deadline_ms, int *attempt_out,
+                                  int64_t *deadline_out);
+
+/*
  * Whether a request that stopped with `reason` and `outcome` (rf_outcome_of_stop) tells its caller it is overloaded
  * (prop's overloaded header, value "true"): it retried to exhaustion (exhausted), its retry budget throttled it
  * (throttled), or its own upstream said so (upstream-overloaded); so the caller does not retry what was already

@@ -176,8 +176,12 @@ int64_t rfi_step_inbound_deadline(const rfi_attempts *a) {
     return a->prop.enabled && a->prop.inbound_deadline && in->has_deadline ? in->deadline_ms : -1;
 }
 
+/* The number the next attempt's propagation header says: the one in flight within a hop (a redirect's), else the
+ * next. */
+static int next_attempt(const rfi_attempts *a, bool in_hop) { return in_hop ? a->attempts : a->attempts + 1; }
+
 size_t rfi_step_lines(const rfi_attempts *a, bool in_hop, int64_t timeout_ms, char lines[2][RF_PROPAGATION_LINE_MAX]) {
-    return rf_propagation_lines(&a->prop, in_hop ? a->attempts : a->attempts + 1, timeout_ms, lines);
+    return rf_propagation_lines(&a->prop, next_attempt(a, in_hop), timeout_ms, lines);
 }
 
 /* The try of the request that just ended, recorded in the response (room was made before: rfi_step_after). */
@@ -565,6 +569,12 @@ size_t rf_step_propagation_lines(const rf_step *s, char lines[2][RF_PROPAGATION_
     rfi_attempts a;
     attempts_of(s, &a);
     return rfi_step_lines(&a, false, s->timeout_ms, lines);
+}
+
+bool rf_step_propagation_values(const rf_step *s, int *attempt, int64_t *deadline_ms) {
+    rfi_attempts a;
+    attempts_of(s, &a);
+    return rf_propagation_values(&a.prop, next_attempt(&a, false), s->timeout_ms, attempt, deadline_ms);
 }
 
 bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf_retry_budget *budget, rf_attempt_hook hook,

@@ -102,12 +102,21 @@ void rf_inbound_line(const rf_propagation *prop, const char *line, rf_inbound *i
     rf_inbound_header(prop, line, (size_t)(colon - line), colon + 1, strlen(colon + 1), in);
 }
 
+bool rf_propagation_values(const rf_propagation *prop, int attempt, int64_t deadline_ms, int *attempt_out,
+                           int64_t *deadline_out) {
+    if (prop == NULL || attempt_out == NULL || deadline_out == NULL || !prop->enabled) return false;
+    *attempt_out = attempt > 0 ? attempt : 1;
+    *deadline_out = deadline_ms > 0 ? deadline_ms : 0;
+    return true;
+}
+
 size_t rf_propagation_lines(const rf_propagation *prop, int attempt, int64_t deadline_ms,
                             char lines[2][RF_PROPAGATION_LINE_MAX]) {
-    if (prop == NULL || lines == NULL || !prop->enabled) return 0;
-    snprintf(lines[0], RF_PROPAGATION_LINE_MAX, "%s: %d", prop->attempt_header, attempt > 0 ? attempt : 1);
-    snprintf(lines[1], RF_PROPAGATION_LINE_MAX, "%s: %lld", prop->deadline_header,
-             (long long)(deadline_ms > 0 ? deadline_ms : 0));
+    int n = 0;
+    int64_t ms = 0;
+    if (lines == NULL || !rf_propagation_values(prop, attempt, deadline_ms, &n, &ms)) return 0;
+    snprintf(lines[0], RF_PROPAGATION_LINE_MAX, "%s: %d", prop->attempt_header, n);
+    snprintf(lines[1], RF_PROPAGATION_LINE_MAX, "%s: %lld", prop->deadline_header, (long long)ms);
     return 2;
 }
 

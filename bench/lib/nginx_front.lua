@@ -1,0 +1,93 @@
+-- One nginx for the nginx benches (bench/embedding/bench_nginx.lua, bench_gateway.lua): an example configuration
+-- filled in as docs/embedding.md says, plus the bench's own baseline servers, started from a temporary folder; its
+-- workers' CPU seconds (bench/lib/proc_cpu.lua), and its stop. Run from the source root (`require
+-- "bench.lib.nginx_front"`), with spec/ on package.path.
+local proc_cpu = require "bench.lib.proc_cpu"
+local shell = require "spec.support.shell"
+local sh, q, have = shell.sh, shell.q, shell.have
+
+local M = {}
+
+--- The Lua module both examples load (their load_module line).
+M.LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+
+--- nginx's binary: $RF_NGINX, else `nginx` on PATH, else /usr/sbin/nginx when it exists; nil without one.
+-- @return string or nil
+function M.binary()
+  return os.getenv("RF_NGINX") or (have("nginx") and "nginx") or (io.open("/usr/sbin/nginx") and "/usr/sbin/nginx")
+    or nil
+end
+
+--- What a bench of the build at `build` cannot run without, named for its "skipped (no …)" line, or nil: nginx, its
+--- Lua module, the build's LuaJIT module (RF_LUA), retryfreeze-serve, then each of the commands `tools` lists.
+-- @param build string: the build directory; tools nil or an array of command names (e.g. {"wrk"})
+-- @return string or nil
+function M.missing(build, tools)
+  if not M.binary() then return "nginx" end
+  if not io.open(M.LUA_MODULE) then return M.LUA_MODULE end
+  for _, tool in ipairs(tools or {}) do
+    if not have(tool) then return tool end
+  end
+  if not io.open(build .. "/lib/lua/luajit/retryfreeze/core.so") then return build .. "/lib/lua/luajit (RF_LUA)" end
+  if not io.open(build .. "/bin/retryfreeze-serve") then return build .. "/bin/retryfreeze-serve" end
+  return nil
+end
+
+--- A new temporary folder /tmp/rf-bench-TAG.XXXXXX, mode 0755 (nginx's workers may run as nobody).
+-- @param tag string
+-- @return string: its path
+function M.temp_dir(tag)
+  local dir = sh("mktemp -d /tmp/rf-bench-" .. tag .. ".XXXXXX"):gsub("%s+$", "")
+  os.execute("chmod 0755 " .. q(dir))
+  return dir
+end
+
+--- A loopback port nothing listens on, from 20000..32000 (below the ephemeral range).
+-- @return integer or nil
+function M.free_port()
+  return tonumber(sh([[bash -c 'for p in $(shuf -i 20000-32000 -n 50); do ]]
+    .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
+end
+
+--- Starts nginx on an example configuration and waits until every url answers (any status but none).
+-- @param opts {what = the bench's name (its messages), dir = M.temp_dir's folder, conf_in = the example's path
+--   (examples/…/nginx.conf.in), values = {PLACEHOLDER = value, …} (each @NAME@ of conf_in; DIR is dir unless
+--   given), servers = configuration text added at the end of its http block (the baselines), urls = {name = url}}
+-- @return {master = the master's pid, workers_cpu = function() → the CPU seconds its workers used so far,
+--   stop = function() (kill -QUIT, then half a second)}; raises with nginx's output and error log when a url never
+--   answered (nginx stopped first)
+function M.start(opts)
+  local dir = opts.dir
+  local conf = assert(io.open(opts.conf_in)):read("a")
+  local values = { DIR = dir }
+  for k, v in pairs(opts.values) do values[k] = v end
+  conf = conf:gsub("@(%u[%u%d_]*)@", values)
+  local n
+  conf, n = conf:gsub("\n}%s*$", function() return "\n" .. opts.servers .. "}\n" end)
+  assert(n == 1, opts.conf_in .. " does not end with the http block's '}'")
+  local f = assert(io.open(dir .. "/nginx.conf", "w"))
+  f:write(conf)
+  f:close()
+  local master = tonumber(sh("cd " .. q(dir) .. " && (" .. M.binary() .. " -p " .. q(dir)
+    .. " -c nginx.conf >nginx.out 2>&1 & echo $!)"))
+  local front = { master = master }
+  function front.stop() os.execute("kill -QUIT " .. master .. " 2>/dev/null; sleep 0.5") end
+  function front.workers_cpu() return proc_cpu.children_cpu_s(master) end
+  local ready = false
+  for _ = 1, 100 do
+    ready = true
+    for _, u in pairs(opts.urls) do
+      if sh("curl -s -o /dev/null -w '%{http_code}' " .. u .. " 2>/dev/null") == "000" then ready = false end
+    end
+    if ready then break end
+    os.execute("sleep 0.1")
+  end
+  if not ready then
+    print(sh("cat " .. q(dir) .. "/nginx.out " .. q(dir) .. "/error.log"))
+    front.stop()
+    error(opts.what .. ": nginx did not answer on every port")
+  end
+  return front
+end
+
+return M
