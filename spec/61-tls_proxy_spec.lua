@@ -142,7 +142,8 @@ describe("TLS against nginx with a private CA", function()
       assert.matches("client certificate", r.tries[1].error)
       r = get{ base_url = "https://127.0.0.1:" .. srv.port, tls = { ca_file = certs .. "/ca.pem",
         cert = certs .. "/client.pem", key = certs .. "/client.key" } }
-      assert.same({ true, 200 }, { r.ok, r.status })
+      assert.same({ true, 200 }, { r.ok, r.status }, ("the try: %s %s after %d ms"):format(
+        tostring(r.tries[1] and r.tries[1].class), tostring(r.tries[1] and r.tries[1].error), r.elapsed_ms))
     end)
     srv.stop()
     assert(ok, err)
