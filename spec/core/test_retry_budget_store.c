@@ -323,9 +323,10 @@ static void test_threads_share_one_redis_window(void **state) {
     int64_t idle = -2;
     rf_redis_budget_options show = {.url = url, .timeout_ms = 1000};
     assert_int_equal(rf_retry_budget_redis_peek_window(&show, "window-threads", &found, &win, &idle, &err), RF_OK);
-    printf("ratio 0.2 in Redis, %d threads x %d requests: %ld retried, %ld throttled, %ld shared, %ld other; the window "
-           "holds %" PRId64 " requests and %" PRId64 " retries\n",
-           THREADS, ROUNDS, sum.retried, sum.throttled, sum.shared, sum.other, win.requests, win.retries);
+    printf(
+        "ratio 0.2 in Redis, %d threads x %d requests: %ld retried, %ld throttled, %ld shared, %ld other; the window "
+        "holds %" PRId64 " requests and %" PRId64 " retries\n",
+        THREADS, ROUNDS, sum.retried, sum.throttled, sum.shared, sum.other, win.requests, win.retries);
     fflush(stdout);
     assert_int_equal(sum.retried, THREADS * ROUNDS / 5);
     assert_int_equal(sum.throttled, THREADS * ROUNDS - THREADS * ROUNDS / 5);
