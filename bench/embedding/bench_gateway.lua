@@ -34,35 +34,6 @@ local dir = nginx_front.temp_dir("gateway")
 local up1 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 1 })
 local up2 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 2 })
 
--- proxy_pass doing the gateway lock's retries: 3 tries (its maxAttempts) on error, timeout and 503 within its 2.5 s,
--- each bounded by its 1 s per-try timeout, over the two servers (the first listed twice: proxy_next_upstream moves
--- to the next server of the group, never back to one that failed), a keepalive pool.
-local function baseline(port)
-  return ([[
-  upstream rf_bench_keepalive {
-    server 127.0.0.1:%d max_fails=0;
-    server 127.0.0.1:%d max_fails=0;
-    server 127.0.0.1:%d max_fails=0;
-    keepalive 64;
-  }
-  server {
-    listen 127.0.0.1:%d;
-    location / {
-      proxy_pass http://rf_bench_keepalive;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_next_upstream error timeout http_503;
-      proxy_next_upstream_tries 3;
-      proxy_next_upstream_timeout 2500ms;
-      proxy_connect_timeout 1s;
-      proxy_send_timeout 1s;
-      proxy_read_timeout 1s;
-    }
-  }
-]]):format(up1.port, up2.port, up1.port, port)
-end
-
 local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port() }
 local src = shell.sh("pwd"):gsub("%s+$", "")
 local url, base = {}, {}
@@ -71,7 +42,8 @@ for name, port in pairs(ports) do
   url[name] = base[name] .. "/items/1"
 end
 local ok_start, front = pcall(nginx_front.start, { what = "bench_gateway", dir = dir,
-  conf_in = "examples/gateway/nginx.conf.in", servers = baseline(ports.keepalive), urls = url,
+  conf_in = "examples/gateway/nginx.conf.in",
+  servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port), urls = url,
   values = { SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
     LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/examples/gateway/gateway.lock.json"),
     LEDGER = dir .. "/ledger.jsonl", UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port),

@@ -27,33 +27,6 @@ local src = sh("pwd"):gsub("%s+$", "")
 local up1 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 900, seed = 1 })
 local up2 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 900, seed = 2 })
 
--- bench_gateway.lua's baseline: proxy_pass with 3 tries on error, timeout and 503 over the two servers, keepalive.
-local function baseline(port)
-  return ([[
-  upstream rf_bench_keepalive {
-    server 127.0.0.1:%d max_fails=0;
-    server 127.0.0.1:%d max_fails=0;
-    server 127.0.0.1:%d max_fails=0;
-    keepalive 64;
-  }
-  server {
-    listen 127.0.0.1:%d;
-    location / {
-      proxy_pass http://rf_bench_keepalive;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_next_upstream error timeout http_503;
-      proxy_next_upstream_tries 3;
-      proxy_next_upstream_timeout 2500ms;
-      proxy_connect_timeout 1s;
-      proxy_send_timeout 1s;
-      proxy_read_timeout 1s;
-    }
-  }
-]]):format(up1.port, up2.port, up1.port, port)
-end
-
 local driver_policy = assert(rf.load_string('{"endpoint": "GET /items/*", "maxAttempts": 1, "perAttemptTimeoutMs": '
   .. '60000, "totalBudgetMs": 60000, "retryable": []}', "gateway_instructions driver"))
 local REQUEST = { method = "GET", path = "/items/1" }
@@ -78,7 +51,8 @@ local function measure(front_name)
   conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
     LOCK = src .. "/examples/gateway/gateway.lock.json", LEDGER = dir .. "/ledger.jsonl",
     UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
-  conf = conf:gsub("\n}%s*$", function() return "\n" .. baseline(ports.keepalive) .. "}\n" end)
+  local servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port)
+  conf = conf:gsub("\n}%s*$", function() return "\n" .. servers .. "}\n" end)
   local f = assert(io.open(dir .. "/nginx.conf", "w"))
   f:write(conf)
   f:close()

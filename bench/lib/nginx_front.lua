@@ -49,6 +49,38 @@ function M.free_port()
     .. [[(echo >/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; break; }; done']]))
 end
 
+--- The gateway benches' baseline: nginx's own proxy_pass doing the gateway lock's retries (3 tries, its
+--- maxAttempts, on error, timeout and 503 within its 2.5 s, each bounded by its 1 s per-try timeout) over the two
+--- upstream servers (the first listed twice: proxy_next_upstream moves to the next server of the group, never back
+--- to one that failed), with a keepalive pool: upstream rf_bench_keepalive and a server on port.
+-- @param port integer: the baseline server's port; port1, port2 integers: the two upstream servers' ports
+-- @return string: configuration text for the end of the http block (M.start's servers)
+function M.gateway_baseline(port, port1, port2)
+  return ([[
+  upstream rf_bench_keepalive {
+    server 127.0.0.1:%d max_fails=0;
+    server 127.0.0.1:%d max_fails=0;
+    server 127.0.0.1:%d max_fails=0;
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:%d;
+    location / {
+      proxy_pass http://rf_bench_keepalive;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_next_upstream error timeout http_503;
+      proxy_next_upstream_tries 3;
+      proxy_next_upstream_timeout 2500ms;
+      proxy_connect_timeout 1s;
+      proxy_send_timeout 1s;
+      proxy_read_timeout 1s;
+    }
+  }
+]]):format(port1, port2, port1, port)
+end
+
 --- Starts nginx on an example configuration and waits until every url answers (any status but none).
 -- @param opts {what = the bench's name (its messages), dir = M.temp_dir's folder, conf_in = the example's path
 --   (examples/…/nginx.conf.in), values = {PLACEHOLDER = value, …} (each @NAME@ of conf_in; DIR is dir unless
