@@ -43,7 +43,7 @@
 -- Lua 5.3+ and LuaJIT 2.1 (no integer division operator, no bit operators outside seed_classifier.lua's backoff).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local minimal = dofile(here .. "/seed_classifier.lua")
-local classify, class_set, backoff = minimal.classify, minimal.class_set, minimal.backoff
+local classify, backoff = minimal.classify, minimal.backoff
 
 local byte, sub, match, floor, tonumber = string.byte, string.sub, string.match, math.floor, tonumber
 
@@ -291,7 +291,7 @@ M.retry_after = M.PARSERS.patterns
 --- parse, naming it. Returns decide(facts) → {retry, reason, delay_ms, class, retry_after}; facts are policy:decide's
 --- (method, status, transport, attempts, retry_after, date, now_ms, idempotency_key, source; the others unread).
 function M.new(opts)
-  local retryable, not_retryable = class_set(opts.retryable), class_set(opts.not_retryable or {})
+  local retryable_class = minimal.retryable_classes(opts.retryable, opts.not_retryable)
   local max_attempts, cap_ms = opts.max_attempts, opts.retry_after_max_ms or 120000
   local honor = opts.honor_retry_after ~= false
   local key_methods = {}
@@ -303,14 +303,6 @@ function M.new(opts)
   if retry_after == nil then
     error(string.format('seed001_classifier.new: opts.parse must be "patterns" or "bytes", got %q',
       tostring(opts.parse)), 2)
-  end
-
-  local function retryable_class(class, status)
-    if sub(class, 1, 5) ~= "HTTP_" then return retryable[class] == true end
-    if retryable[class] then return true end
-    if not_retryable[class] then return false end
-    local family = status >= 500 and "HTTP_5XX" or status >= 400 and "HTTP_4XX" or nil
-    return family ~= nil and retryable[family] == true
   end
 
   return function(facts)

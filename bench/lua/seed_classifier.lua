@@ -85,20 +85,27 @@ local function class_set(tokens)
 end
 M.class_set = class_set
 
---- A classifier for one route: opts = {retryable = {tokens}, not_retryable = {tokens}, max_attempts = n,
---- base_ms = n, max_ms = n, seed = integer} (the shape of policy:routes()' entries, flattened).
-function M.new(opts)
-  local retryable, not_retryable = class_set(opts.retryable), class_set(opts.not_retryable or {})
-  local max_attempts, base_ms, max_ms = opts.max_attempts, opts.base_ms, opts.max_ms
-  local delay = backoff(opts.seed, base_ms, max_ms)
-
-  local function retryable_class(class, status)
+-- retryable_class(class, status) → whether the class is retryable on a route whose retryable and not-retryable
+-- token lists are given: a transport class by its own token; a status by its own token, then its family's
+-- (HTTP_4XX / HTTP_5XX), a status's own token beating its family's.
+local function retryable_classes(retryable_tokens, not_retryable_tokens)
+  local retryable, not_retryable = class_set(retryable_tokens), class_set(not_retryable_tokens or {})
+  return function(class, status)
     if class:sub(1, 5) ~= "HTTP_" then return retryable[class] == true end
     if retryable[class] then return true end
     if not_retryable[class] then return false end
     local family = status >= 500 and "HTTP_5XX" or status >= 400 and "HTTP_4XX" or nil
     return family ~= nil and retryable[family] == true
   end
+end
+M.retryable_classes = retryable_classes
+
+--- A classifier for one route: opts = {retryable = {tokens}, not_retryable = {tokens}, max_attempts = n,
+--- base_ms = n, max_ms = n, seed = integer} (the shape of policy:routes()' entries, flattened).
+function M.new(opts)
+  local retryable_class = retryable_classes(opts.retryable, opts.not_retryable)
+  local max_attempts, base_ms, max_ms = opts.max_attempts, opts.base_ms, opts.max_ms
+  local delay = backoff(opts.seed, base_ms, max_ms)
 
   --- facts {status=, transport=, attempts=} → {retry, reason, delay_ms, class}.
   return function(facts)
