@@ -22,7 +22,8 @@
  * and against the URL's host), inside the same deadline: the handshake's every wait is on the time left. A user
  * in the URL authenticates as that ACL user (AUTH user password, Redis 6+). Why a budget falls back is said
  * once per kind of failure (o->log, else stderr): a wrong password, an untrusted certificate or a missing ACL
- * permission does not fill a log at every decision, and the URL in it never shows the password.
+ * permission does not fill a log at every decision, and the URL in it never shows the password. A decision that
+ * waits out its timeout for another thread's call (one budget makes one call at a time) falls back and says so too.
  *
  * Library libretryfreeze_budget_redis (hiredis, OpenSSL, and libcurl's URL parser for the URL; no HTTP client).
  * Thread-safe: one budget may serve many threads and clients.
@@ -55,8 +56,10 @@ typedef struct rf_redis_budget_options {
      * and its private key (PEM, without a password; NULL: read from cert). Read when the budget is made. */
     const char *ca_file, *ca_path, *cert, *key;
     /* Where the budget says why it falls back: one line, without a newline, per kind of failure (unreachable
-     * or slow, TLS, authentication, permission, protocol) over the budget's life. NULL: stderr. Called in a
-     * deciding thread with the budget's lock held: it must not use the budget. */
+     * or slow, TLS, authentication, permission, protocol, a wait for another thread's call) over the budget's
+     * life. NULL: stderr. Called in a deciding thread, with the budget's lock held except for the wait's line,
+     * which may come while another thread is in log: it must not use the budget, and must be thread-safe where
+     * threads share the budget. */
     void (*log)(void *log_ctx, const char *line);
     void *log_ctx;
 } rf_redis_budget_options;

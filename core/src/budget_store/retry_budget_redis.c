@@ -27,6 +27,7 @@
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,7 @@ typedef enum failure_kind {
     FAIL_AUTH,        /* AUTH refused, or a command refused for want of it (WRONGPASS, NOAUTH) */
     FAIL_PERMISSION,  /* the ACL user may not run a command or touch the key (NOPERM) */
     FAIL_PROTOCOL,    /* garbage, an unexpected reply, any other error reply */
+    FAIL_BUSY,        /* another thread's call held the budget's lock to the decision's deadline */
     FAIL_KINDS
 } failure_kind;
 
@@ -111,6 +113,8 @@ static const char *const FAILURE_HINTS[FAIL_KINDS] = {
     [FAIL_PERMISSION] = " (the budget's ACL user needs ~" KEY_PREFIX "* +evalsha +script|load +get +set (a ratio "
                         "budget: +hgetall +hset +del +pexpire +time instead of +get +set), and +select "
                         "for a db other than 0)",
+    [FAIL_BUSY] = " (a budget makes one call to redis at a time: raise timeout_ms, or give busy threads budgets of "
+                  "their own)",
 };
 
 typedef struct redis_target {
@@ -160,7 +164,7 @@ typedef struct redis_store {
     char sha[41];            /* the script's SHA1 once loaded on this connection, "" before */
     int64_t next_connect_ns; /* no connection attempt before this (CLOCK_MONOTONIC) */
     int64_t backoff_ms;      /* the wait after the next failure */
-    unsigned said;           /* the failure kinds already logged, one bit each */
+    atomic_uint said;        /* the failure kinds already logged, one bit each (a waiter sets one without the lock) */
     void (*log)(void *, const char *);
     void *log_ctx;
 } redis_store;
@@ -881,11 +885,11 @@ fail:
 
 /* ---- The store ------------------------------------------------------------------------------------------ */
 
-/* Says, once per budget and kind of failure, why its decisions fall back (o->log, else stderr). */
+/* Says, once per budget and kind of failure, why its decisions fall back (o->log, else stderr). With the store's
+ * lock held, or without it for FAIL_BUSY (what it reads of s is fixed when the budget is made). */
 static void report(redis_store *s, const redis_call *k) {
-    unsigned bit = 1u << k->kind;
-    if (s->said & bit) return;
-    s->said |= bit;
+    const unsigned bit = 1u << k->kind;
+    if (atomic_fetch_or(&s->said, bit) & bit) return;
     char line[1400];
     snprintf(line, sizeof line,
              "retryfreeze: shared retry budget %s at %s falls back to the local %s: %s%s (said once per "
@@ -928,6 +932,15 @@ static bool store_lock(redis_store *s, const redis_call *k) {
     until.tv_sec += (time_t)(ns / 1000000000);
     until.tv_nsec = (long)(ns % 1000000000);
     return pthread_mutex_timedlock(&s->lock, &until) == 0;
+}
+
+/* A decision whose deadline passed while another thread's call held the store's lock: it falls back, and says so
+ * (once per budget), without the lock. Returns false. */
+static bool busy(redis_store *s, redis_call *k) {
+    failed(k, FAIL_BUSY, "another thread's call to redis held this budget for the decision's whole %" PRId64 " ms",
+           k->timeout_ms);
+    report(s, k);
+    return false;
 }
 
 /*
@@ -973,12 +986,12 @@ static bool store_done(redis_store *s, redis_call *k, bool ok, bool backing_off)
  * the deadline or on any error (the decision then uses the local bucket): the connection is dropped and the next
  * attempt waits a backoff, so a late reply can never be read as the next decision's, and a refusal (a wrong
  * password, a missing permission) is not asked again at every decision. The first failure of each kind is
- * reported.
+ * reported, a deadline passed waiting for another thread's call too.
  */
 static bool redis_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
     redis_store *s = ctx;
     redis_call k = call_of(s->timeout_ms);
-    if (!store_lock(s, &k)) return false;
+    if (!store_lock(s, &k)) return busy(s, &k);
     char delta[24], max[24], ttl[24];
     snprintf(delta, sizeof delta, "%" PRId64, delta_milli);
     snprintf(max, sizeof max, "%" PRId64, max_milli);
@@ -1001,7 +1014,7 @@ static bool redis_window(void *ctx, bool request, bool retry, int64_t ratio_mill
                          int64_t ttl_ms, bool *allowed) {
     redis_store *s = ctx;
     redis_call k = call_of(s->timeout_ms);
-    if (!store_lock(s, &k)) return false;
+    if (!store_lock(s, &k)) return busy(s, &k);
     char ratio[24], reserve[24], window[24], idle[24];
     snprintf(ratio, sizeof ratio, "%" PRId64, ratio_milli);
     snprintf(reserve, sizeof reserve, "%" PRId64, reserve_milli);
@@ -1097,6 +1110,7 @@ rf_status rf_retry_budget_redis_new(const rf_policy *p, const rf_redis_budget_op
     s->script = ratio ? WINDOW_SCRIPT : BUCKET_SCRIPT;
     s->ttl_ms = o->idle_ttl_ms ? o->idle_ttl_ms : RF_REDIS_BUDGET_TTL_MS;
     s->backoff_ms = BACKOFF_FIRST_MS;
+    atomic_init(&s->said, 0u);
     s->log = o->log;
     s->log_ctx = o->log_ctx;
     rf_retry_budget *b = rf_retry_budget_new(p);
