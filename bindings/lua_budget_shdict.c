@@ -15,6 +15,9 @@
  * 2 × ttlMs): allowed when retries × 1000 <= retryRatio × 1000 × requests + reserve, this retry included, as the
  * engine's window; a refused retry takes its count back. Two workers deciding at once may both be refused at the edge
  * of the allowance, never both allowed past it.
+ * A change the dict refuses (full, or a key of the budget's holding something other than a number) makes the decision
+ * fall back to the worker's own budget, and is said on stderr (nginx's error log) once per worker and kind, as the
+ * Redis store says its failures.
  */
 #include "lua_retryfreeze.h"
 
@@ -36,26 +39,46 @@ typedef void *(*shdict_udata_to_zone_fn)(void *zone_udata);
 typedef struct shdict_store {
     shdict_incr_fn incr;
     void *zone;
-    char prefix[112]; /* "rf:budget:" and the lock's digest */
+    char prefix[112];           /* "rf:budget:" and the lock's digest */
+    char dict[64];              /* the lua_shared_dict's name, for messages */
+    bool said_full, said_other; /* the kinds of refusal already said: the dict full, anything else */
 } shdict_store;
 
+/* Says on stderr (in nginx, its error log), once per store and kind, that the dict refused to change key with err
+ * (lua-nginx-module's words), so the decision falls back to the worker's own budget. Returns false. */
+static bool refused(shdict_store *s, const char *key, const char *err) {
+    const bool full = err != NULL && strcmp(err, "no memory") == 0;
+    bool *said = full ? &s->said_full : &s->said_other;
+    if (*said) return false;
+    *said = true;
+    fprintf(stderr,
+            "retryfreeze: retry budget in lua_shared_dict %s falls back to the worker's own budget: the dict "
+            "refused to change %s: %s%s (said once per worker for this kind of failure)\n",
+            s->dict, key, err ? err : "unknown error",
+            full ? " (make the dict larger)"
+                 : " (a key under rf:budget: is the budget's own: nothing else may set it)");
+    return false;
+}
+
 /* Adds delta to key (init: the value a key the dict does not hold starts from, before delta; ttl_ms its expiry,
- * 0 none); *value the result. False when the dict could not (no memory, not a number). */
+ * 0 none); *value the result. False when the dict could not (no memory, not a number), which is said. */
 static bool incr(shdict_store *s, const char *key, double delta, double init, long ttl_ms, double *value) {
     char *err = NULL;
     int forcible = 0;
     *value = delta;
-    return s->incr(s->zone, (const unsigned char *)key, strlen(key), value, &err, 1, init, ttl_ms, &forcible) == 0;
+    if (s->incr(s->zone, (const unsigned char *)key, strlen(key), value, &err, 1, init, ttl_ms, &forcible) == 0)
+        return true;
+    return refused(s, key, err);
 }
 
-/* The value of key, 0 when the dict does not hold it; false when it could not be read. */
+/* The value of key, 0 when the dict does not hold it; false when it could not be read, which is said. */
 static bool read_count(shdict_store *s, const char *key, double *value) {
     char *err = NULL;
     int forcible = 0;
     *value = 0;
     if (s->incr(s->zone, (const unsigned char *)key, strlen(key), value, &err, 0, 0, 0, &forcible) == 0) return true;
     *value = 0;
-    return err != NULL && strcmp(err, "not found") == 0;
+    return (err != NULL && strcmp(err, "not found") == 0) || refused(s, key, err);
 }
 
 static bool shdict_add(void *ctx, int64_t delta_milli, int64_t max_milli, int64_t *tokens_milli) {
@@ -150,6 +173,7 @@ int rfl_budget_shdict_store(lua_State *L, const rf_policy *p, rf_retry_budget *b
     s->incr = fn_incr;
     s->zone = zone;
     snprintf(s->prefix, sizeof s->prefix, "rf:budget:%s", rf_policy_digest(p));
+    snprintf(s->dict, sizeof s->dict, "%s", name);
     rf_retry_budget_store st = {.add = shdict_add, .window = shdict_window, .free = store_free, .ctx = s};
     rf_error err;
     if (rf_retry_budget_set_store(b, &st, &err) != RF_OK) {

@@ -11,6 +11,8 @@
 --   three gateways in a chain send 27 upstream requests per client request without propagation, at most 3 with;
 --   with the budget in a lua_shared_dict (init_worker{shared_dict=}), two workers (both serving) spend one budget:
 --   the upstream tries of N always-503 requests are what the engine allows one budget, token bucket and ratio;
+--   a key of that budget spoiled (a string put under it): the workers fall back to their own budgets and say so,
+--   once each;
 --   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason, and with opts.fallback
 --   that route goes to the fallback location, its body with it;
 --   nginx's error logs hold no Lua error.
@@ -423,8 +425,12 @@ local ok_budget, budget_err = pcall(function()
     :gsub('init_worker%(%)', 'init_worker{ shared_dict = "rf_budget" }', 1)
     :gsub("listen 127%.0%.0%.1:@PORT@;",
       "listen 127.0.0.1:@PORT@ reuseport;\n    add_header X-RF-Worker $pid always;", 1)
+    -- what a stranger to the budget could do: put a string under one of its keys
+    :gsub("\n    location / {", "\n    location = /spoil { content_by_lua_block { "
+      .. "ngx.shared.rf_budget:set(ngx.var.arg_key, 'spoiled') ngx.say('spoiled') } }%0", 1)
   assert(shared_conf:find("rf_budget 1m", 1, true) and shared_conf:find("reuseport", 1, true)
-    and shared_conf:find("X-RF-Worker", 1, true) and shared_conf:find('shared_dict = "rf_budget"', 1, true),
+    and shared_conf:find("X-RF-Worker", 1, true) and shared_conf:find('shared_dict = "rf_budget"', 1, true)
+    and shared_conf:find("location = /spoil", 1, true),
     "the example configuration changed: the shared-dict variant no longer applies")
   -- tries one budget allows n always-503 requests of lock (every try fails with a 503)
   local function engine_tries(lock, n)
@@ -453,7 +459,7 @@ local ok_budget, budget_err = pcall(function()
     local tag = case.name:gsub(" ", "-")
     local lock = dir .. "/" .. tag .. ".lock.json"
     write(lock, (read(lock_path):gsub('"retryBudget": {[^}]*}', case.budget)))
-    local port = gateway("budget-" .. tag, lock, up_ports[1], up_ports[2], shared_conf)
+    local port, gw_d = gateway("budget-" .. tag, lock, up_ports[1], up_ports[2], shared_conf)
     local mark = #seen()
     -- at least case.n requests, and more until each worker served a third of them (which one serves a connection
     -- is the kernel's choice): the engine's count depends only on how many there were
@@ -476,6 +482,21 @@ local ok_budget, budget_err = pcall(function()
       .. "fewer served %d of %d)"):format(case.name, n_workers, fewest, n))
     check(got == want, ("%s: %d always-503 requests through two workers made %d upstream tries, what one budget "
       .. "allows (%d)"):format(case.name, n, got, want))
+    if case.name == "token bucket" then
+      -- A key of the budget's spoiled: each worker's decisions fall back to its own budget, and it says so once.
+      local key = "rf:budget:" .. assert(rf.load(lock)).digest .. ":tokens"
+      curl(port, "/spoil?key=" .. key)
+      for _ = 1, 8 do curl(port, "/fail") end
+      local said = 0
+      for w in (read(gw_d .. "/error.log")):gmatch("[^\n]+") do
+        said = said + (w:find("retryfreeze: retry budget in lua_shared_dict rf_budget falls back to the worker's own "
+          .. "budget: the dict refused to change " .. key .. ": not a number (a key under rf:budget: is the "
+          .. "budget's own: nothing else may set it) (said once per worker for this kind of failure)", 1, true)
+          and 1 or 0)
+      end
+      check(said >= 1 and said <= 2, ("token bucket: a budget key spoiled under the workers: the fall back is said "
+        .. "once per worker that decided (%d lines, 1 or 2 workers)"):format(said))
+    end
   end
 end)
 check(ok_budget, "the shared-dict budget checks ran" .. (ok_budget and "" or (": " .. tostring(budget_err))))
