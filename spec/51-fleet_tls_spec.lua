@@ -16,10 +16,13 @@ local USERS = {
   "reader on >pw ~retryfreeze:budget:* +get +pttl",
   "noeval on >pw ~retryfreeze:budget:* +script|load +get +set",
 }
-local TIMEOUT_MS = 200
--- How far past timeout_ms a decision may end, net of the machine's stall: the rest of the flow's work around it
--- (a fresh Lua state in a child, under ASan on a loaded machine) and the scheduler's wake-up.
-local SLACK_MS = 50
+-- A refusal must come back at once: within a quarter of timeout_ms, net of the machine's stall. The timeout is
+-- long, so that a TLS handshake a loaded machine slows (under ASan at load 20: past 1 s) still ends in the refusal
+-- under test rather than in the deadline, and a budget that waited for its deadline still fails the bound.
+local TIMEOUT_MS = 2000
+local AT_ONCE_MS = TIMEOUT_MS / 4
+-- `budget show`'s --timeout-ms where its deadline is not what is tested: the longest it takes.
+local SHOW_TIMEOUT = "10000"
 
 local function lock_text(name)
   return ([[{"version": 1,
@@ -106,15 +109,17 @@ describe("a retry budget shared through Redis over TLS, with ACL users", functio
     srv.cli("SET", "retryfreeze:budget:tls-shown", "7500", "PX", "60000")
     local reader = url(srv, "reader:pw@")
     local _, out, err, code
-    out, err, code = h.run_cli("budget", "show", "tls-shown", "--redis", reader, "--ca-file", certs .. "/ca.pem")
+    out, err, code = h.run_cli("budget", "show", "tls-shown", "--timeout-ms", SHOW_TIMEOUT, "--redis", reader,
+      "--ca-file", certs .. "/ca.pem")
     assert.equal(0, code, err)
     assert.matches("^tls%-shown tokens 7%.5 idle expiry in %d+ ms\n$", out)
-    out, err, code = h.run_cli("budget", "show", "tls-shown", "--redis", reader)
+    out, err, code = h.run_cli("budget", "show", "tls-shown", "--timeout-ms", SHOW_TIMEOUT, "--redis", reader)
     assert.equal(1, code, out)
     assert.equal("retryfreeze budget: TLS handshake with redis 127.0.0.1:" .. srv.port
       .. ": TLS: unknown CA (the issuer is not trusted: set ca_file)\n", err)
-    _, err, code = h.run_cli("budget", "show", "tls-shown", "--redis", url(mtls, "reader:pw@"), "--ca-file",
-      certs .. "/ca.pem", "--cert", certs .. "/client.pem", "--key", certs .. "/client.key")
+    _, err, code = h.run_cli("budget", "show", "tls-shown", "--timeout-ms", SHOW_TIMEOUT, "--redis",
+      url(mtls, "reader:pw@"), "--ca-file", certs .. "/ca.pem", "--cert", certs .. "/client.pem", "--key",
+      certs .. "/client.key")
     assert.equal(0, code, err)
     _, err, code = h.run_cli("budget", "show", "x", "--redis", reader, "--ca-file", certs .. "/missing.pem")
     assert.equal(2, code)
@@ -165,7 +170,7 @@ describe("a retry budget shared through Redis over TLS, with ACL users", functio
       end
       print(string.format("\nrediss:// %-45s worst of 3 decisions %.0f ms (timeout_ms %d)", name, worst, TIMEOUT_MS))
       assert.equal(3, flows, name .. ": " .. out)
-      assert.is_true(worst <= TIMEOUT_MS + SLACK_MS, name .. ": a flow took " .. worst .. " ms")
+      assert.is_true(worst <= AT_ONCE_MS, name .. ": a flow took " .. worst .. " ms")
       local said = {}
       for line in err:gmatch("[^\n]+") do
         if line:find("^retryfreeze: shared retry budget") then said[#said + 1] = line end
