@@ -41,7 +41,11 @@ local step_after = core.ffi_step_after or method_after
 -- step:finish without its response table (the FFI under LuaJIT): whether the response is overloaded.
 local step_end = core.ffi_step_end
   or function(step, reason, now, wall) return step:finish(reason, now, wall).overloaded end
-local now_ms, wall_ms = rf.monotonic_ms, rf.now_ms
+-- The clocks through the FFI under LuaJIT: a classic C function call would end the phase handler's trace.
+local now_ms, wall_ms = core.ffi_monotonic_ms or rf.monotonic_ms, core.ffi_wall_ms or rf.now_ms
+-- A step the gateway ended reused for a later request of the worker (the FFI under LuaJIT, core.ffi_step_reuser): no
+-- userdata, holdings or keeper table per request. Without it, every request gets a new step from core.step.
+local step_reuser = core.ffi_step_reuser
 
 -- The options of M.init besides lock, ledger, peers and fallback: {name, default, min, max} (integers).
 local OPTIONS = {
@@ -140,8 +144,9 @@ function M.init(opts)
   end
   local attempt_header = (opts.attempt_header or DEFAULT_ATTEMPT_HEADER):lower()
   local deadline_header = (opts.deadline_header or DEFAULT_DEADLINE_HEADER):lower()
-  -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable}
-  local routes, refused = {}, {}
+  -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable};
+  -- route_at: the same tables in policy:routes() order; serve: whether each is native (a step may serve it)
+  local routes, refused, route_at, serve, any_tells = {}, {}, {}, {}, false
   local effective = {}
   for _, route in ipairs(policy:routes()) do effective[route.endpoint] = route end
   for _, r in ipairs(M.routes(policy)) do
@@ -156,16 +161,18 @@ function M.init(opts)
       end
       info.tells = p.overloaded_header
       info.var = "upstream_http_" .. p.overloaded_header:gsub("-", "_")
+      any_tells = true
     end
     if not r.native then refused[#refused + 1] = r.endpoint .. ": " .. r.why end
     routes[r.endpoint] = info
+    route_at[#route_at + 1], serve[#serve + 1] = info, r.native
   end
   if #refused > 0 and not opts.fallback then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "
       .. "fallback = \"@location\" to serve them through rf.flow): " .. table.concat(refused, "; "), 0)
   end
   shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, peers = peers, n_peers = #hosts,
-             routes = routes,
+             routes = routes, route_at = route_at, any_tells = any_tells, reuse = step_reuser and step_reuser(serve),
              fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
              attempt_in = "http_" .. attempt_header:gsub("-", "_"),
              deadline_in = "http_" .. deadline_header:gsub("-", "_") }
@@ -230,6 +237,11 @@ end
 -- yield, so no two requests use it at once.
 local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_headers = nil }
 
+-- The worker's steps whose requests ended (finish), each reused by a later request (shared.reuse), the last first;
+-- at most POOL_MAX (a worker's requests in flight at once seldom reach it; past it an ended step is left to the
+-- collector).
+local pool, n_pool, POOL_MAX = {}, 0, 1024
+
 --- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
 --- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
 --- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
@@ -241,20 +253,38 @@ function M.access()
   end
   local var = ngx.var
   local method, path = ngx.req.get_method(), var.uri
-  local endpoint = shared.policy:match(method, path)
-  if not endpoint then return ngx.exit(404) end
-  local route = shared.routes[endpoint]
-  if not route.native then return ngx.exec(shared.fallback) end
   local key = var.http_idempotency_key
   if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
-  -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
-  local inbound
-  if route.tells and (var[shared.attempt_in] or var[shared.deadline_in]) then inbound = ngx.req.get_headers() end
+  -- whether the caller sent a propagation header (read only when a route has propagation)
+  local sent = shared.any_tells and (var[shared.attempt_in] or var[shared.deadline_in])
   local now = now_ms()
-  local req = REQUEST
-  req.method, req.path, req.idempotency_key, req.inbound_headers = method, path, key, inbound
-  local step = core.step(shared.policy, req, worker.io, now)
-  req.method, req.path, req.idempotency_key, req.inbound_headers = nil, nil, nil, nil
+  local route, step
+  -- A step of an ended request, reused: it matches the route itself. A caller's propagation headers take core.step.
+  local reuse = shared.reuse
+  if reuse and n_pool > 0 and not sent then
+    local pooled = pool[n_pool]
+    local at, reused = reuse(pooled, method, path, key, now)
+    if reused ~= nil then
+      if not at then return ngx.exit(404) end
+      if not reused then return ngx.exec(shared.fallback) end -- a route the gateway cannot serve natively
+      route, step = shared.route_at[at], pooled
+    end
+    pool[n_pool] = nil -- serving this request, or refused (then core.step says why below)
+    n_pool = n_pool - 1
+  end
+  if not step then
+    local endpoint = shared.policy:match(method, path)
+    if not endpoint then return ngx.exit(404) end
+    route = shared.routes[endpoint]
+    if not route.native then return ngx.exec(shared.fallback) end
+    -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
+    local inbound
+    if route.tells and sent then inbound = ngx.req.get_headers() end
+    local req = REQUEST
+    req.method, req.path, req.idempotency_key, req.inbound_headers = method, path, key, inbound
+    step = core.step(shared.policy, req, worker.io, now)
+    req.method, req.path, req.idempotency_key, req.inbound_headers = nil, nil, nil, nil
+  end
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
   local ctx = { step = step, route = route, tries = 0, first = 0, done = false }
   ngx.ctx.rf = ctx
@@ -268,10 +298,18 @@ function M.access()
 end
 
 -- Ends the request's step with reason at now (monotonic) and wall (Unix) ms, read now when not given: its ledger line;
--- whether the response is overloaded.
+-- whether the response is overloaded. The step then waits in the pool for a later request (nothing of this request
+-- refers to it any more).
 local function finish(ctx, reason, now, wall)
   ctx.done = true
-  return step_end(ctx.step, reason, now or now_ms(), wall or wall_ms())
+  local step = ctx.step
+  ctx.step = nil
+  local overloaded = step_end(step, reason, now or now_ms(), wall or wall_ms())
+  if shared.reuse and n_pool < POOL_MAX then
+    n_pool = n_pool + 1
+    pool[n_pool] = step
+  end
+  return overloaded
 end
 
 -- The last item of an nginx upstream_* variable's list ("0.001, - : " → "-"), or nil.
