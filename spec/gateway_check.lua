@@ -343,9 +343,12 @@ local ok_chain, chain_err = pcall(function()
   local plain = read(lock_path):gsub(',%s*"propagation": {}', "")
   assert(plain ~= read(lock_path), "the example lock has propagation: {}")
   write(dir .. "/plain.lock.json", plain)
+  -- the middle gateway reads the three headers itself (no opts.request_var), as a host without the variable does
+  local reads = conf_in:gsub(' request_var = "rf_request",', '', 1)
+  assert(reads ~= conf_in, "the example configuration passes request_var")
   local function chain(tag, lock)
     local c = gateway(tag .. "-3", lock, up_ports[1], up_ports[2])
-    local b = gateway(tag .. "-2", lock, c, c)
+    local b = gateway(tag .. "-2", lock, c, c, reads)
     return (gateway(tag .. "-1", lock, b, b))
   end
   -- The most upstream requests one client request caused, their mean, and the attempt headers the upstream saw.
@@ -501,6 +504,10 @@ do
   out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
   check(out:find("rc=1", 1, true) and out:find("missing.lock.json", 1, true), "nor with a lock it cannot read, "
     .. "whose error it prints")
+  write(d .. "/nginx.conf", (conf:gsub('request_var = "rf_request"', 'request_var = "$rf_request"', 1)))
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("request_var must be the name of an nginx variable (letters, digits, "
+    .. "_), got $rf_request", 1, true), "nor with a request_var that is no variable's name")
   -- propagation headers other than the ones the configuration sends
   write(d .. "/other-headers.lock.json", (read(lock_path):gsub('"propagation": {}',
     '"propagation": {"attemptHeader": "x-my-attempt"}')))

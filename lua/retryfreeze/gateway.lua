@@ -32,6 +32,7 @@ local core = require "retryfreeze.core"
 local M = {}
 
 local type, tostring, tonumber = type, tostring, tonumber
+local find, sub = string.find, string.sub
 local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
 
 -- step:begin and step:after through the FFI under LuaJIT (the same results and errors as the methods, docs/lua.md).
@@ -119,8 +120,11 @@ local worker -- this worker's own (M.init_worker): {io = {ledger=, rng=, retry_b
 -- @param opts {lock = path, ledger = path, peers = {"host:port", …} (the upstream's servers, at least one, tried
 --   in turn), fallback = "@location" or nil (where a route M.routes finds not native is sent, ngx.exec: a location
 --   running rf.flow), attempt_header =, deadline_header = (the names the configuration's proxy_set_header lines
---   send $rf_attempt and $rf_deadline_ms under; default the lock's defaults), ledger_hold_bytes =, ledger_flush_ms =
---   (integers, see OPTIONS)}
+--   send $rf_attempt and $rf_deadline_ms under; default the lock's defaults), request_var = nil or the name of an
+--   nginx variable (no "$") that the configuration sets, in the location calling access(), to
+--   "$http_idempotency_key\n$http_<attempt header>$http_<deadline header>" (the header names in lowercase, "-" as
+--   "_"): access() then reads it once instead of those three headers, each a read of ngx.var (without it, it reads
+--   them), ledger_hold_bytes =, ledger_flush_ms = (integers, see OPTIONS)}
 function M.init(opts)
   if type(opts) ~= "table" then error("retryfreeze.gateway.init: opts must be a table", 0) end
   local policy, why = rf.load(opts.lock)
@@ -138,6 +142,10 @@ function M.init(opts)
       error(("retryfreeze.gateway.init: peers[%d] must be \"host:port\" (port 1..65535), got %s"):format(i,
         tostring(peer)), 0)
     end
+  end
+  if opts.request_var ~= nil and (type(opts.request_var) ~= "string" or not opts.request_var:match("^[%a_][%w_]*$")) then
+    error("retryfreeze.gateway.init: request_var must be the name of an nginx variable (letters, digits, _), got "
+      .. tostring(opts.request_var), 0)
   end
   if opts.fallback ~= nil and (type(opts.fallback) ~= "string" or not opts.fallback:match("^@.")) then
     error("retryfreeze.gateway.init: fallback must be a named location (\"@name\"), got " .. tostring(opts.fallback), 0)
@@ -174,6 +182,7 @@ function M.init(opts)
   shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, peers = peers, n_peers = #hosts,
              routes = routes, route_at = route_at, any_tells = any_tells, reuse = step_reuser and step_reuser(serve),
              fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
+             request_var = opts.request_var,
              attempt_in = "http_" .. attempt_header:gsub("-", "_"),
              deadline_in = "http_" .. deadline_header:gsub("-", "_") }
   for _, o in ipairs(OPTIONS) do
@@ -245,7 +254,9 @@ local pool, n_pool, POOL_MAX = {}, 0, 1024
 --- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
 --- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
 --- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
---- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases.
+--- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases: a step
+--- of an ended request of this worker, reused, or a new one. With opts.request_var, raises when that variable does
+--- not hold the value it names (the configuration does not set it).
 function M.access()
   if not worker then
     error("retryfreeze.gateway: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or "
@@ -253,10 +264,22 @@ function M.access()
   end
   local var = ngx.var
   local method, path = ngx.req.get_method(), var.uri
-  local key = var.http_idempotency_key
-  if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
-  -- whether the caller sent a propagation header (read only when a route has propagation)
-  local sent = shared.any_tells and (var[shared.attempt_in] or var[shared.deadline_in])
+  local key, sent -- sent: whether the caller sent a propagation header (read only when a route has propagation)
+  local request_var = shared.request_var
+  if request_var then -- the key and the caller's propagation headers in one read (opts.request_var)
+    local v = var[request_var]
+    local nl = v and find(v, "\n", 1, true)
+    if not nl then
+      error("retryfreeze.gateway: $" .. request_var .. " must be set to \"$http_idempotency_key\\n$"
+        .. shared.attempt_in .. "$" .. shared.deadline_in .. "\" (opts.request_var), got " .. tostring(v), 0)
+    end
+    if nl > 1 then key = sub(v, 1, nl - 1) end
+    sent = shared.any_tells and nl < #v
+  else
+    key = var.http_idempotency_key
+    if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
+    sent = shared.any_tells and (var[shared.attempt_in] or var[shared.deadline_in])
+  end
   local now = now_ms()
   local route, step
   -- A step of an ended request, reused: it matches the route itself. A caller's propagation headers take core.step.
