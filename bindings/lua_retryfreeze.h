@@ -183,14 +183,14 @@ int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms
 /* Reuses the step obj that rfl_step_end_request ended for a new request (rfl_ffi_abi_v4.step_reuse), as core.step
  * would make one with the same policy and io (its ledger, rng and retry budget, which its holdings keep): no userdata,
  * holdings or keeper table per request. method, path and key (NULL: none) are method_len, path_len and key_len bytes,
- * copied into the step. Matches the route first (*route its index in policy:routes() order, from 0; -1 none). Returns
- * 0: the step serves the request, open, its clock started at now_ms (no attempt begun); 1: no route matches, or
- * serve[*route] is 0 (serve: n_serve bytes, one per route: whether a step may serve it; a route past n_serve may
- * not), and nothing changed; -1, nothing changed: obj is no step the FFI ended (open, busy, finished by step:finish or
- * collected), its ledger or retry budget is closed, an argument is one core.step refuses (an empty method, a path
- * that does not start with '/', a NUL byte, an empty key or one with a CR or LF) or rf_step_init refuses (a lowercase
- * method, a hedged route), now_ms is no clock reading, or memory ran out: the host then makes a new step with
- * core.step, which raises what it refuses. No Lua C API call. */
+ * copied into the step; rf_step_init matches the route (*route its index in policy:routes() order, from 0; -1 none).
+ * Returns 0: the step serves the request, open, its clock started at now_ms (no attempt begun); 1: no route matches,
+ * or serve[*route] is 0 (serve: n_serve bytes, one per route: whether a step may serve it; a route past n_serve may
+ * not), and the step stays ended; -1, the step stays ended: obj is no step the FFI ended (open, busy, finished by
+ * step:finish or collected), its ledger or retry budget is closed, an argument is one core.step refuses (an empty
+ * method, a path that does not start with '/', a NUL byte, an empty key or one with a CR or LF) or rf_step_init refuses
+ * (a lowercase method, a hedged route), now_ms is no clock reading, or memory ran out: the host then makes a new step
+ * with core.step, which raises what it refuses. No Lua C API call. */
 int rfl_step_reuse(void *obj, const char *method, size_t method_len, const char *path, size_t path_len, const char *key,
                    size_t key_len, const unsigned char *serve, size_t n_serve, double now_ms, long *route);
 /* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v3.step_propagation): the

@@ -540,8 +540,6 @@ int rfl_step_reuse(void *obj, const char *method, size_t method_len, const char 
     if (key != NULL && (key_len == 0 || !no_nul(key, key_len) || memchr(key, '\r', key_len) != NULL ||
                         memchr(key, '\n', key_len) != NULL))
         return -1;
-    *route = rf_policy_match(ls->policy, method, method_len, path, path_len);
-    if (*route < 0 || (size_t)*route >= n_serve || serve[*route] == 0) return 1;
     /* its policy, ledger and retry budget taken again, each still open (a closed ledger refuses: core.step says so) */
     for (size_t i = 0; i < sizeof ls->kept / sizeof ls->kept[0]; i++) {
         if (ls->kept[i] == NULL) continue;
@@ -580,6 +578,12 @@ int rfl_step_reuse(void *obj, const char *method, size_t method_len, const char 
     if (rf_step_init(&ls->s, ls->policy, &ls->req, &ls->resp, (int64_t)now_ms, &err) != RF_OK) {
         give_back_taken(ls);
         return -1; /* core.step raises what rf_step_init refused */
+    }
+    *route = ls->s.route;                                                /* matched once, by rf_step_init */
+    if (*route < 0 || (size_t)*route >= n_serve || serve[*route] == 0) { /* the step stays ended */
+        rf_response_clear(&ls->resp);
+        give_back_taken(ls);
+        return 1;
     }
     ls->began = false;
     rfl_set_open(ls, true);

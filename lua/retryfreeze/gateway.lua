@@ -309,7 +309,9 @@ function M.access()
     req.method, req.path, req.idempotency_key, req.inbound_headers = nil, nil, nil, nil
   end
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
-  local ctx = { step = step, route = route, tries = 0, first = 0, done = false }
+  -- every field the request's phases set, sized at once (peer, first_timeout_ms and first_stop are read only once set)
+  local ctx = { step = step, route = route, tries = 0, first = 0, done = false, peer = false, first_timeout_ms = false,
+                first_stop = false }
   ngx.ctx.rf = ctx
   if route.tells then
     -- nginx builds the request once, before the first try's balancer: that try begins here, so that the request
@@ -385,21 +387,8 @@ end
 -- "host:port" (ctx.peer), recorded in its ledger entry.
 local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false, peer = nil }
 
---- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
---- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
---- code from ngx.balancer.get_last_failure: the upstream's status for a status proxy_next_upstream lists, or nginx's
---- 502 or 504 for an error or a timeout) goes to the engine: when it does not retry, the request stops here (its
---- ledger line, then ngx.exit(ngx.ERROR): error_page 500 → M.stopped) and this returns nothing. Otherwise the
---- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
---- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
---- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
---- maxAttempts allows one. Each try's peer goes to its entry in the ledger line: the "host:port" the host gives here
---- (it picked the peer before) or, for M.balancer, the one it sets after.
--- @param peer nil, or the "host:port" this try goes to (a port 1..65535, as the ledger records it)
--- @return the try's number (1 for the first), or nil when the request stopped
-function M.try(peer)
-  if not balancer then balancer = require "ngx.balancer" end
-  local ctx = ngx.ctx.rf
+-- M.try on the request's state ctx (ngx.ctx.rf).
+local function try_on(ctx, peer)
   if not ctx then error("retryfreeze.gateway: no request state: access_by_lua_block must call access()", 0) end
   local step, route = ctx.step, ctx.route
   local now = now_ms()
@@ -438,12 +427,31 @@ function M.try(peer)
   return tries
 end
 
+--- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
+--- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
+--- code from ngx.balancer.get_last_failure: the upstream's status for a status proxy_next_upstream lists, or nginx's
+--- 502 or 504 for an error or a timeout) goes to the engine: when it does not retry, the request stops here (its
+--- ledger line, then ngx.exit(ngx.ERROR): error_page 500 → M.stopped) and this returns nothing. Otherwise the
+--- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
+--- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
+--- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
+--- maxAttempts allows one. Each try's peer goes to its entry in the ledger line: the "host:port" the host gives here
+--- (it picked the peer before) or, for M.balancer, the one it sets after.
+-- @param peer nil, or the "host:port" this try goes to (a port 1..65535, as the ledger records it)
+-- @return the try's number (1 for the first), or nil when the request stopped
+function M.try(peer)
+  if not balancer then balancer = require "ngx.balancer" end
+  return try_on(ngx.ctx.rf, peer)
+end
+
 --- Called from balancer_by_lua_block, once per try: M.try, then the try's peer: the next of opts.peers not yet
 --- tried by this request while one is left (the first try's peer from a per-worker rotation), then the next in turn.
 function M.balancer()
-  local tries = M.try()
+  if not balancer then balancer = require "ngx.balancer" end
+  local ctx = ngx.ctx.rf
+  local tries = try_on(ctx)
   if not tries then return end
-  local ctx, n = ngx.ctx.rf, shared.n_peers
+  local n = shared.n_peers
   if tries == 1 then
     local w = worker.next_peer
     ctx.first, worker.next_peer = w, (w + 1) % n
