@@ -174,7 +174,7 @@ int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_rea
 int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
                            const char *const *hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
                            double wall_ms, int64_t *delay_ms, rf_reason *stop);
-/* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v3.step_end): ends the request of the
+/* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v4.step_end): ends the request of the
  * open, idle step obj whose last attempt ended (reason an rf_reason; clocks as step:finish takes them), appends its
  * ledger record, gives back what the step took and frees its response; its Lua holdings go with the userdata.
  * Returns 1 when the response is overloaded (rf_response.overloaded), 0 when not, -1 (nothing done) for a step that
@@ -193,7 +193,7 @@ int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms
  * with core.step, which raises what it refuses. No Lua C API call. */
 int rfl_step_reuse(void *obj, const char *method, size_t method_len, const char *path, size_t path_len, const char *key,
                    size_t key_len, const unsigned char *serve, size_t n_serve, double now_ms, long *route);
-/* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v3.step_propagation): the
+/* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v4.step_propagation): the
  * attempt number and the deadline in ms rf_step_propagation_values gives (its lines' numbers) for the open, idle
  * step obj (the attempt header's, then the deadline header's); 0 and both set, 1 when its route has no propagation,
  * -1 for a step that is not open and idle (the Lua half then calls step:propagation, which raises). */
