@@ -33,6 +33,7 @@ local M = {}
 
 local type, tostring, tonumber = type, tostring, tonumber
 local find, sub = string.find, string.sub
+local SUCCESS_MIN, SUCCESS_MAX = core.SUCCESS_STATUS_MIN, core.SUCCESS_STATUS_MAX
 local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
 
 -- step:begin and step:after through the FFI under LuaJIT (the same results and errors as the methods, docs/lua.md).
@@ -351,8 +352,10 @@ local function last_try(res, code, route)
   local var = ngx.var
   -- nginx stands in with 502 or 504 only: any other code is the upstream's own
   if (code ~= 502 and code ~= 504) or last_item(var.upstream_header_time) ~= "-" then
-    res.status, res.transport, res.not_sent = code, "ok", false
-    if route.tells then -- the upstream's overloaded header: read by step:after for a route with propagation
+    res.status, res.transport, res.not_sent, res.headers = code, "ok", false, nil
+    -- the upstream's overloaded header: read by step:after for a route with propagation, whose verdict on a failure
+    -- only it changes (a success is one whatever the headers: core.SUCCESS_STATUS_MIN..MAX)
+    if route.tells and (code < SUCCESS_MIN or code > SUCCESS_MAX) then
       local v = var[route.var]
       res.headers = v and { [route.tells] = v } or nil
     end
