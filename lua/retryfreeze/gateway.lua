@@ -252,7 +252,8 @@ local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_heade
 -- collector).
 local pool, n_pool, POOL_MAX = {}, 0, 1024
 
---- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
+--- Called from access_by_lua_block: matches the request's route once (policy:match, or the match of the reused
+--- step below); no route answers 404, a
 --- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
 --- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
 --- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases: a step
