@@ -366,6 +366,18 @@ local ok_chain, chain_err = pcall(function()
     end
     return worst, total / n, attempts
   end
+  -- request_var given, but the configuration does not set the variable: access() fails closed, naming it (that
+  -- gateway's error log is checked here and then removed, so that the scan of Lua errors below passes it over)
+  local unset = conf_in:gsub('\n      set %$rf_request [^\n]*', '', 1)
+  assert(unset ~= conf_in, "the example configuration sets $rf_request")
+  local unset_port, unset_dir = gateway("no-request-var", lock_path, up_ports[1], up_ports[2], unset)
+  local s_unset = curl(unset_port, "/items/u")
+  os.execute("sleep 0.2")
+  check(s_unset == 500 and read(unset_dir .. "/error.log"):find("retryfreeze.gateway: $rf_request must be set to "
+    .. "\"$http_idempotency_key\\n$http_x_envoy_attempt_count$http_x_envoy_expected_rq_timeout_ms\" "
+    .. "(opts.request_var), got nil", 1, true) ~= nil, "a request_var the configuration does not set answers 500 and "
+    .. "its error names the variable and the value it must hold (" .. tostring(s_unset) .. ")")
+  os.remove(unset_dir .. "/error.log")
   local plain_front = chain("plain", dir .. "/plain.lock.json")
   local _, plain_avg = per_request(plain_front, 2)
   print(("  without propagation: %.1f upstream requests per client request"):format(plain_avg))
