@@ -8,7 +8,8 @@
 -- Given: loaded (the registry's _LOADED), cdef (the C declarations of the ABI table, from lua_ffi.c), abi_address (a
 -- light userdata: the module's read-only ABI table), version (the ABI's: its type names end in _v<version>), and the
 -- engine's names in enum order (reasons, transports, wait_headers) and class_name(status, transport_index)
--- (rf_classify). Returns {decider = wrap, step_begin = f, step_after = f, step_end = f}, or nil when this Lua has no
+-- (rf_classify). Returns {decider = wrap, step_begin = f, step_after = f, step_end = f, step_propagation = f,
+-- step_reuser = f, monotonic_ms = f, wall_ms = f}, or nil when this Lua has no
 -- FFI (not LuaJIT, or a sandbox took `ffi` out) or the ABI table is not the one these declarations describe.
 --
 -- What a script sees: the functions returned, nothing else. Their upvalues (reachable only through the debug
@@ -200,5 +201,38 @@ local function step_propagation(step)
   error("retryfreeze.ffi: step_propagation: the step is neither open nor refused by step:propagation")
 end
 
+local step_reuse_c, monotonic_c, wall_c = abi.step_reuse, abi.monotonic_ms, abi.wall_ms
+local new_flags, new_route = ffi.typeof("uint8_t[?]"), ffi.typeof("int32_t[1]")
+
+--- step_reuser(serve) → reuse(step, method, path, key, now_ms) → route, reused: reuses a step step_end ended for a new
+--- request (rfl_step_reuse: core.step's request {method =, path =, idempotency_key = key} with the policy and io the
+--- step was made with), with no userdata, holdings or keeper table of its own. serve: an array of booleans, one per
+--- route of policy:routes() (copied once): whether a step may serve it. route: the index in policy:routes() of the
+--- route method and path match, or nil. reused: true (the step serves the request, open, its clock started at now_ms),
+--- false (no route, or serve refuses it: nothing done), or nil with route nil (nothing done: the step is no step
+--- step_end ended, its ledger or retry budget is closed, an argument is one core.step refuses, or a string is not
+--- one; the host then makes a new step with core.step, which raises what it refuses).
+local function step_reuser(serve)
+  local n = #serve
+  local flags = new_flags(n > 0 and n or 1)
+  for i = 1, n do flags[i - 1] = serve[i] and 1 or 0 end
+  local route = new_route()
+  return function(step, method, path, key, now_ms)
+    if type(step) ~= "userdata" or type(method) ~= "string" or type(path) ~= "string" or type(now_ms) ~= "number"
+      or (key ~= nil and type(key) ~= "string") then
+      return nil, nil
+    end
+    local rc = step_reuse_c(step, method, #method, path, #path, key, key and #key or 0, flags, n, now_ms, route)
+    if rc == -1 then return nil, nil end
+    local r = route[0]
+    return r >= 0 and r + 1 or nil, rc == 0
+  end
+end
+
+--- monotonic_ms() and wall_ms(): core.monotonic_ms() and core.wall_ms() through the FFI (any argument is ignored).
+local function monotonic_ms() return monotonic_c() end
+local function wall_ms() return wall_c() end
+
 return { decider = wrap, step_begin = step_begin, step_after = step_after, step_end = step_end,
-         step_propagation = step_propagation }
+         step_propagation = step_propagation, step_reuser = step_reuser, monotonic_ms = monotonic_ms,
+         wall_ms = wall_ms }

@@ -141,6 +141,13 @@ void rfl_give_back(void *obj) {
     if (obj != NULL && header_of(obj)->users > 0) header_of(obj)->users--;
 }
 
+bool rfl_take_again(void *obj) {
+    header *h = header_of(obj);
+    if (!h->open || h->users == UINT32_MAX) return false;
+    h->users++;
+    return true;
+}
+
 unsigned rfl_users(const void *obj) { return header_of(obj)->users; }
 
 bool rfl_collectable(const void *obj) { return header_of(obj)->busy == 0 && header_of(obj)->users == 0; }
@@ -192,6 +199,8 @@ void rfl_release_holdings(lua_State *L, void *obj) {
     luaL_unref(L, LUA_REGISTRYINDEX, h->holdings);
     h->holdings = 0;
 }
+
+bool rfl_has_holdings(const void *obj) { return header_of(obj)->holdings != 0; }
 
 /* ---- calls --------------------------------------------------------------------------------------- */
 

@@ -142,6 +142,10 @@ void rfl_set_open(void *obj, bool open);
 void *rfl_take(lua_State *L, int idx, rfl_type t);
 /* Gives back what rfl_take took (NULL: nothing). Never raises. */
 void rfl_give_back(void *obj);
+/* rfl_take for an FFI entry, which may not raise: obj (an object's bytes, of a type the caller knows) taken by one
+ * more user when it is open; false (nothing taken) when it is closed or already has 2^32 - 1 users. No Lua C API
+ * call. */
+bool rfl_take_again(void *obj);
 /* The number of users obj has. */
 unsigned rfl_users(const void *obj);
 
@@ -163,6 +167,9 @@ void rfl_hold(lua_State *L, void *obj, int slot);
 int rfl_held(lua_State *L, const void *obj, int slot);
 /* Drops every holding of obj (its close and __gc). Never raises. */
 void rfl_release_holdings(lua_State *L, void *obj);
+/* Whether obj still has its holdings (rfl_hold made them and rfl_release_holdings has not dropped them): what an FFI
+ * entry checks before it uses a pointer into what they hold. No Lua C API call. */
+bool rfl_has_holdings(const void *obj);
 
 /* ---- calls --------------------------------------------------------------------------------------- */
 

@@ -174,13 +174,26 @@ int rfl_step_begin_attempt(void *obj, double now_ms, int64_t *timeout_ms, rf_rea
 int rfl_step_after_attempt(void *obj, double status, int transport, bool not_sent, const char *error, const char *date,
                            const char *const *hints, int n_hints, const char *peer, size_t peer_len, double now_ms,
                            double wall_ms, int64_t *delay_ms, rf_reason *stop);
-/* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v3.step_end): ends the request of the
+/* The FFI's step:finish for a host that reads no response table (rfl_ffi_abi_v4.step_end): ends the request of the
  * open, idle step obj whose last attempt ended (reason an rf_reason; clocks as step:finish takes them), appends its
  * ledger record, gives back what the step took and frees its response; its Lua holdings go with the userdata.
  * Returns 1 when the response is overloaded (rf_response.overloaded), 0 when not, -1 (nothing done) for a step that
  * is not open and idle, has an attempt in flight, or a bad argument: the Lua half then calls step:finish. */
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms);
-/* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v3.step_propagation): the
+/* Reuses the step obj that rfl_step_end_request ended for a new request (rfl_ffi_abi_v4.step_reuse), as core.step
+ * would make one with the same policy and io (its ledger, rng and retry budget, which its holdings keep): no userdata,
+ * holdings or keeper table per request. method, path and key (NULL: none) are method_len, path_len and key_len bytes,
+ * copied into the step; rf_step_init matches the route (*route its index in policy:routes() order, from 0; -1 none).
+ * Returns 0: the step serves the request, open, its clock started at now_ms (no attempt begun); 1: no route matches,
+ * or serve[*route] is 0 (serve: n_serve bytes, one per route: whether a step may serve it; a route past n_serve may
+ * not), and the step stays ended; -1, the step stays ended: obj is no step the FFI ended (open, busy, finished by
+ * step:finish or collected), its ledger or retry budget is closed, an argument is one core.step refuses (an empty
+ * method, a path that does not start with '/', a NUL byte, an empty key or one with a CR or LF) or rf_step_init refuses
+ * (a lowercase method, a hedged route), now_ms is no clock reading, or memory ran out: the host then makes a new step
+ * with core.step, which raises what it refuses. No Lua C API call. */
+int rfl_step_reuse(void *obj, const char *method, size_t method_len, const char *path, size_t path_len, const char *key,
+                   size_t key_len, const unsigned char *serve, size_t n_serve, double now_ms, long *route);
+/* The FFI's step:propagation for a host that sets the two values itself (rfl_ffi_abi_v4.step_propagation): the
  * attempt number and the deadline in ms rf_step_propagation_values gives (its lines' numbers) for the open, idle
  * step obj (the attempt header's, then the deadline header's); 0 and both set, 1 when its route has no propagation,
  * -1 for a step that is not open and idle (the Lua half then calls step:propagation, which raises). */

@@ -24,7 +24,7 @@ enum { T_POLICY, T_LEDGER, T_BUDGET };
 /* A step. Finished (step:finish) is its closed state: every method then raises the type's closed message. */
 typedef struct lstep {
     rf_step s;
-    rf_request req;   /* method, path, key: strings kept in the H_KEEP table */
+    rf_request req;   /* method, path, key: strings kept in the H_KEEP table, or in `strings` once reused */
     rf_response resp; /* freed at finish and by __gc (rf_response_clear) */
     rf_ledger *ledger;
     rf_rng *rng;
@@ -32,6 +32,12 @@ typedef struct lstep {
     rf_retry_budget *budget;
     void *taken[3]; /* its policy, io.ledger and io.retry_budget (T_POLICY, T_LEDGER, T_BUDGET), taken (rfl_take)
                        until finish or __gc */
+    void *kept[3];  /* the same objects, remembered after they are given back: a step the FFI ended keeps them in its
+                       holdings and takes them again when it is reused (rfl_step_reuse) */
+    const rf_policy *policy;
+    char *strings; /* a reused step's method, path and key, NUL-terminated in turn (malloc'd, grown; freed with the
+                      step) */
+    size_t strings_cap;
     bool began;
 } lstep;
 
@@ -95,6 +101,9 @@ static void step_release(lua_State *L, void *obj) {
     lstep *ls = obj;
     rf_response_clear(&ls->resp);
     rfl_retire(L, ls, ls->taken, 3);
+    free(ls->strings); /* the request the step served last has ended: nothing points into them any more */
+    ls->strings = NULL;
+    ls->strings_cap = 0;
 }
 
 /* Raises unless request.headers (of the request table at idx) is nil or a table of string names to string values
@@ -177,6 +186,8 @@ static int step_new(lua_State *L, rfl_call *call) {
     rf_status st = rf_step_init(&ls->s, p, &ls->req, &ls->resp, now, &err);
     if (st == RF_ENOMEM) return rfl_error(L, "rf.flow: %s", err.message);
     if (st != RF_OK) return rfl_error(L, "rf.flow: request.%s %s", err.path, err.message);
+    memcpy(ls->kept, ls->taken, sizeof ls->kept);
+    ls->policy = p;
     rfl_set_open(ls, true);
     lua_settop(L, 5);
     lua_pushboolean(L, ls->s.prop.enabled);
@@ -489,6 +500,14 @@ int rfl_step_propagation_values(void *obj, double *attempt, double *deadline_ms)
     return 0;
 }
 
+/* Gives back the objects the step took (its request ended, or a reuse stopped half-way). No Lua C API call. */
+static void give_back_taken(lstep *ls) {
+    for (size_t i = 0; i < sizeof ls->taken / sizeof ls->taken[0]; i++) {
+        rfl_give_back(ls->taken[i]);
+        ls->taken[i] = NULL;
+    }
+}
+
 int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms) {
     lstep *ls = obj;
     if (!rfl_is_idle(ls) || ls->began || !ffi_clock(now_ms) || !ffi_clock(wall_ms)) return -1;
@@ -499,13 +518,76 @@ int rfl_step_end_request(void *obj, double reason, double now_ms, double wall_ms
     rfl_set_open(ls, false); /* finished (its closed state) first: never recorded twice */
     const bool overloaded = r->overloaded;
     /* What step_finish's step_release does without Lua: the objects it took are given back and the response
-     * freed now; its holdings (Lua references) go with the userdata (__gc). */
-    for (size_t i = 0; i < sizeof ls->taken / sizeof ls->taken[0]; i++) {
-        rfl_give_back(ls->taken[i]);
-        ls->taken[i] = NULL;
-    }
+     * freed now; its holdings (Lua references) go with the userdata (__gc), or serve its reuse (rfl_step_reuse). */
+    give_back_taken(ls);
     rf_response_clear(r);
     return overloaded ? 1 : 0;
+}
+
+/* Whether s (len bytes) holds no NUL byte: C would cut it there. */
+static bool no_nul(const char *s, size_t len) { return len == 0 || memchr(s, '\0', len) == NULL; }
+
+int rfl_step_reuse(void *obj, const char *method, size_t method_len, const char *path, size_t path_len, const char *key,
+                   size_t key_len, const unsigned char *serve, size_t n_serve, double now_ms, long *route) {
+    lstep *ls = obj;
+    *route = -1;
+    /* A step the FFI ended (rfl_step_end_request): closed, idle, its holdings (which keep its objects alive) there */
+    if (rfl_is_open(ls) || !rfl_collectable(ls) || !rfl_has_holdings(ls) || ls->policy == NULL) return -1;
+    if (method == NULL || path == NULL || serve == NULL || !ffi_clock(now_ms)) return -1;
+    /* what core.step refuses, and a NUL byte, which a C string cannot carry */
+    if (method_len == 0 || path_len == 0 || path[0] != '/' || !no_nul(method, method_len) || !no_nul(path, path_len))
+        return -1;
+    if (key != NULL && (key_len == 0 || !no_nul(key, key_len) || memchr(key, '\r', key_len) != NULL ||
+                        memchr(key, '\n', key_len) != NULL))
+        return -1;
+    /* its policy, ledger and retry budget taken again, each still open (a closed ledger refuses: core.step says so) */
+    for (size_t i = 0; i < sizeof ls->kept / sizeof ls->kept[0]; i++) {
+        if (ls->kept[i] == NULL) continue;
+        if (!rfl_take_again(ls->kept[i])) {
+            give_back_taken(ls);
+            return -1;
+        }
+        ls->taken[i] = ls->kept[i];
+    }
+    const size_t need = method_len + 1 + path_len + 1 + (key != NULL ? key_len + 1 : 0);
+    if (need > ls->strings_cap) {
+        size_t cap = ls->strings_cap * 2 > need ? ls->strings_cap * 2 : need < 256 ? 256 : need;
+        char *grown = realloc(ls->strings, cap);
+        if (grown == NULL) {
+            give_back_taken(ls);
+            return -1;
+        }
+        ls->strings = grown;
+        ls->strings_cap = cap;
+    }
+    char *at = ls->strings;
+    ls->req = (rf_request){.method = at};
+    memcpy(at, method, method_len);
+    at[method_len] = '\0';
+    at += method_len + 1;
+    ls->req.path = at;
+    memcpy(at, path, path_len);
+    at[path_len] = '\0';
+    if (key != NULL) {
+        at += path_len + 1;
+        ls->req.idempotency_key = at;
+        memcpy(at, key, key_len);
+        at[key_len] = '\0';
+    }
+    rf_error err;
+    if (rf_step_init(&ls->s, ls->policy, &ls->req, &ls->resp, (int64_t)now_ms, &err) != RF_OK) {
+        give_back_taken(ls);
+        return -1; /* core.step raises what rf_step_init refused */
+    }
+    *route = ls->s.route;                                                /* matched once, by rf_step_init */
+    if (*route < 0 || (size_t)*route >= n_serve || serve[*route] == 0) { /* the step stays ended */
+        rf_response_clear(&ls->resp);
+        give_back_taken(ls);
+        return 1;
+    }
+    ls->began = false;
+    rfl_set_open(ls, true);
+    return 0;
 }
 
 void rfl_open_step(lua_State *L) {
@@ -519,4 +601,8 @@ void rfl_open_step(lua_State *L) {
         {"step", l_step_new}, {"wall_ms", l_wall_ms}, {"monotonic_ms", l_monotonic_ms}, {NULL, NULL}};
     rfl_new_type(L, RFL_STEP, step_methods, step_meta);
     luaL_setfuncs(L, funcs, 0);
+    lua_pushinteger(L, RF_SUCCESS_STATUS_MIN); /* a host that skips reading what only a failure's verdict reads */
+    lua_setfield(L, -2, "SUCCESS_STATUS_MIN");
+    lua_pushinteger(L, RF_SUCCESS_STATUS_MAX);
+    lua_setfield(L, -2, "SUCCESS_STATUS_MAX");
 }

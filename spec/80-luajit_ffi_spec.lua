@@ -182,6 +182,107 @@ describe_or_pending("the FFI path under LuaJIT", function()
       .. "bad argument #1 to 'finish' (a reason from rf.reasons)\n", out)
   end)
 
+  -- core.ffi_step_reuser (the gateway's): a step core.ffi_step_end ended serves a new request as a new core.step
+  -- would, ledger line for line (a long path grows its strings, a short one after it fits); a path no route matches
+  -- and a route serve refuses change nothing; what core.step refuses, an open step, one step:finish ended, a closed
+  -- ledger and a value that is no step are refused (nil), and the ledger is taken while the step serves a request.
+  it("reuses a step ffi_step_end ended as core.step would make one, and refuses what it cannot reuse", function()
+    local out = h.clean_exit(run([=[
+      local p = assert(rf.load_string([[{"version": 1, "defaults": {"maxAttempts": 3, "perAttemptTimeoutMs": 1000,
+        "totalBudgetMs": 5000, "retryable": ["HTTP_503"], "backoff": {"baseMs": 0, "maxMs": 0},
+        "propagation": {}}, "routes": [{"endpoint": "GET /a/*"}, {"endpoint": "POST /b"}, {"endpoint": "GET /c"}]}]],
+        "t"))
+      local serve, at_of = {}, {} -- by route, in policy:routes() order
+      for i, route in ipairs(p:routes()) do serve[i], at_of[route.endpoint] = route.endpoint ~= "GET /c", i end
+      local reuse = core.ffi_step_reuser(serve)
+      local dir = os.tmpname()
+      os.remove(dir)
+      os.execute("mkdir " .. dir)
+      local function run_flows(reusing, path)
+        local ledger = assert(rf.ledger.open(path, { host = "" }))
+        local step_io = { rng = rf.rng(7), ledger = ledger }
+        local spare
+        for i = 1, 40 do
+          local method = i % 3 == 0 and "POST" or "GET"
+          local rpath = method == "POST" and "/b" or ("/a/" .. (i == 5 and ("x"):rep(5000) or tostring(i)))
+          local key = i % 2 == 0 and ("k" .. i) or nil
+          local step
+          if reusing and spare then
+            local at, reused = reuse(spare, method, rpath, key, i * 10)
+            assert(reused == true and at == at_of[method == "POST" and "POST /b" or "GET /a/*"], tostring(at))
+            step = spare
+          else
+            step = core.step(p, { method = method, path = rpath, idempotency_key = key }, step_io, i * 10)
+          end
+          local now, reason = i * 10, nil
+          for _ = 1, 3 do
+            if not step:begin(now) then reason = "deadline" break end
+            now = now + 7
+            local retry, x = step:after({ status = (i + now) % 4 == 0 and 200 or 503 }, now, 784111777000 + now)
+            if not retry then reason = x break end
+          end
+          core.ffi_step_end(step, reason or "max-attempts", now + 1, 784111777001 + now)
+          spare = step
+        end
+        assert(ledger:close())
+        local f = assert(io.open(path))
+        local text = f:read("a"):gsub('"ts":"[^"]*"', "")
+        f:close()
+        return text
+      end
+      local a, b = run_flows(true, dir .. "/reused.jsonl"), run_flows(false, dir .. "/made.jsonl")
+      local ledger = assert(rf.ledger.open(dir .. "/l.jsonl", { host = "" }))
+      local step = core.step(p, { method = "GET", path = "/a/1" }, { ledger = ledger }, 0)
+      local r = {}
+      local names = { [at_of["GET /a/*"]] = "a", [at_of["GET /c"]] = "c" }
+      local function try(...)
+        local at, reused = reuse(...)
+        r[#r + 1] = tostring(at and names[at] or at) .. "/" .. tostring(reused)
+      end
+      try(step, "GET", "/a/2", nil, 1) -- open
+      core.ffi_step_end(step, "success", 1, 1)
+      try(step, "GET", "/nowhere", nil, 1)
+      try(step, "GET", "/c", nil, 1)
+      try(step, "GET", "a/2", nil, 1)
+      try(step, "", "/a/2", nil, 1)
+      try(step, "GET", "/a/2", "", 1)
+      try(step, "GET", "/a/2", "k\r\n", 1)
+      try(step, "GET", "/a/\0", nil, 1)
+      try(step, "GET", "/a/2", nil, -1)
+      try("step", "GET", "/a/2", nil, 1)
+      try(p, "GET", "/a/2", nil, 1)
+      try(step, "GET", "/a/2", nil, 2) -- reused: the ledger is in use until the request ends
+      local in_use = select(2, ledger:close())
+      core.ffi_step_end(step, "success", 3, 3)
+      local closed = ledger:close()
+      try(step, "GET", "/a/2", nil, 4) -- its ledger closed
+      local s2 = core.step(p, { method = "GET", path = "/a/1" }, {}, 0)
+      s2:finish("success", 1, 1)
+      try(s2, "GET", "/a/2", nil, 1) -- ended by step:finish: its holdings are gone
+      os.execute("rm -rf " .. dir)
+      print(rf.ffi, a == b, #a > 5000, table.concat(r, " "), in_use, closed)
+    ]=]))
+    assert.equal("true\ttrue\ttrue\tnil/nil nil/false c/false nil/nil nil/nil nil/nil nil/nil nil/nil nil/nil nil/nil "
+      .. "nil/nil a/true nil/nil nil/nil\tledger in use by 1 open client(s) or unfinished flow(s): close or finish them "
+      .. "first\ttrue\n", out)
+  end)
+
+  -- core.ffi_monotonic_ms and core.ffi_wall_ms read the clocks core.monotonic_ms and core.wall_ms read: integers,
+  -- each between two readings of the classic function.
+  it("reads the same clocks as core.monotonic_ms and core.wall_ms", function()
+    local out = h.clean_exit(run([[
+      local got = {}
+      for _, c in ipairs({ { core.monotonic_ms, core.ffi_monotonic_ms }, { core.wall_ms, core.ffi_wall_ms } }) do
+        local a = c[1]()
+        local b = c[2]()
+        local z = c[1]()
+        got[#got + 1] = tostring(a <= b and b <= z and b % 1 == 0)
+      end
+      print(rf.ffi, table.concat(got, " "))
+    ]]))
+    assert.equal("true\ttrue true\n", out)
+  end)
+
   -- A try's peer (result.peer, "host:port"): the same ledger entry through core.ffi_step_after as through step:after,
   -- none without it; a peer that is not "host:port" (port 1..65535, no NUL) refused by both in the same words.
   it("records each try's peer as step:after does, and refuses a bad one the same", function()

@@ -345,9 +345,12 @@ local ok_chain, chain_err = pcall(function()
   local plain = read(lock_path):gsub(',%s*"propagation": {}', "")
   assert(plain ~= read(lock_path), "the example lock has propagation: {}")
   write(dir .. "/plain.lock.json", plain)
+  -- the middle gateway reads the three headers itself (no opts.request_var), as a host without the variable does
+  local reads = conf_in:gsub(' request_var = "rf_request",', '', 1)
+  assert(reads ~= conf_in, "the example configuration passes request_var")
   local function chain(tag, lock)
     local c = gateway(tag .. "-3", lock, up_ports[1], up_ports[2])
-    local b = gateway(tag .. "-2", lock, c, c)
+    local b = gateway(tag .. "-2", lock, c, c, reads)
     return (gateway(tag .. "-1", lock, b, b))
   end
   -- The most upstream requests one client request caused, their mean, and the attempt headers the upstream saw.
@@ -365,6 +368,18 @@ local ok_chain, chain_err = pcall(function()
     end
     return worst, total / n, attempts
   end
+  -- request_var given, but the configuration does not set the variable: access() fails closed, naming it (that
+  -- gateway's error log is checked here and then removed, so that the scan of Lua errors below passes it over)
+  local unset = conf_in:gsub('\n      set %$rf_request [^\n]*', '', 1)
+  assert(unset ~= conf_in, "the example configuration sets $rf_request")
+  local unset_port, unset_dir = gateway("no-request-var", lock_path, up_ports[1], up_ports[2], unset)
+  local s_unset = curl(unset_port, "/items/u")
+  os.execute("sleep 0.2")
+  check(s_unset == 500 and read(unset_dir .. "/error.log"):find("retryfreeze.gateway: $rf_request must be set to "
+    .. "\"$http_idempotency_key\\n$http_x_envoy_attempt_count$http_x_envoy_expected_rq_timeout_ms\" "
+    .. "(opts.request_var), got nil", 1, true) ~= nil, "a request_var the configuration does not set answers 500 and "
+    .. "its error names the variable and the value it must hold (" .. tostring(s_unset) .. ")")
+  os.remove(unset_dir .. "/error.log")
   local plain_front = chain("plain", dir .. "/plain.lock.json")
   local _, plain_avg = per_request(plain_front, 2)
   print(("  without propagation: %.1f upstream requests per client request"):format(plain_avg))
@@ -522,6 +537,10 @@ do
   out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
   check(out:find("rc=1", 1, true) and out:find("missing.lock.json", 1, true), "nor with a lock it cannot read, "
     .. "whose error it prints")
+  write(d .. "/nginx.conf", (conf:gsub('request_var = "rf_request"', 'request_var = "$rf_request"', 1)))
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("request_var must be the name of an nginx variable (letters, digits, "
+    .. "_), got $rf_request", 1, true), "nor with a request_var that is no variable's name")
   -- propagation headers other than the ones the configuration sends
   write(d .. "/other-headers.lock.json", (read(lock_path):gsub('"propagation": {}',
     '"propagation": {"attemptHeader": "x-my-attempt"}')))

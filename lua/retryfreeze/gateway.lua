@@ -32,6 +32,8 @@ local core = require "retryfreeze.core"
 local M = {}
 
 local type, tostring, tonumber = type, tostring, tonumber
+local find, sub = string.find, string.sub
+local SUCCESS_MIN, SUCCESS_MAX = core.SUCCESS_STATUS_MIN, core.SUCCESS_STATUS_MAX
 local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
 
 -- step:begin and step:after through the FFI under LuaJIT (the same results and errors as the methods, docs/lua.md).
@@ -41,7 +43,11 @@ local step_after = core.ffi_step_after or method_after
 -- step:finish without its response table (the FFI under LuaJIT): whether the response is overloaded.
 local step_end = core.ffi_step_end
   or function(step, reason, now, wall) return step:finish(reason, now, wall).overloaded end
-local now_ms, wall_ms = rf.monotonic_ms, rf.now_ms
+-- The clocks through the FFI under LuaJIT: a classic C function call would end the phase handler's trace.
+local now_ms, wall_ms = core.ffi_monotonic_ms or rf.monotonic_ms, core.ffi_wall_ms or rf.now_ms
+-- A step the gateway ended reused for a later request of the worker (the FFI under LuaJIT, core.ffi_step_reuser): no
+-- userdata, holdings or keeper table per request. Without it, every request gets a new step from core.step.
+local step_reuser = core.ffi_step_reuser
 
 -- The options of M.init besides lock, ledger, peers and fallback: {name, default, min, max} (integers).
 local OPTIONS = {
@@ -115,8 +121,11 @@ local worker -- this worker's own (M.init_worker): {io = {ledger=, rng=, retry_b
 -- @param opts {lock = path, ledger = path, peers = {"host:port", …} (the upstream's servers, at least one, tried
 --   in turn), fallback = "@location" or nil (where a route M.routes finds not native is sent, ngx.exec: a location
 --   running rf.flow), attempt_header =, deadline_header = (the names the configuration's proxy_set_header lines
---   send $rf_attempt and $rf_deadline_ms under; default the lock's defaults), ledger_hold_bytes =, ledger_flush_ms =
---   (integers, see OPTIONS)}
+--   send $rf_attempt and $rf_deadline_ms under; default the lock's defaults), request_var = nil or the name of an
+--   nginx variable (no "$") that the configuration sets, in the location calling access(), to
+--   "$http_idempotency_key\n$http_<attempt header>$http_<deadline header>" (the header names in lowercase, "-" as
+--   "_"): access() then reads it once instead of those three headers, each a read of ngx.var (without it, it reads
+--   them), ledger_hold_bytes =, ledger_flush_ms = (integers, see OPTIONS)}
 function M.init(opts)
   if type(opts) ~= "table" then error("retryfreeze.gateway.init: opts must be a table", 0) end
   local policy, why = rf.load(opts.lock)
@@ -135,13 +144,18 @@ function M.init(opts)
         tostring(peer)), 0)
     end
   end
+  if opts.request_var ~= nil and (type(opts.request_var) ~= "string" or not opts.request_var:match("^[%a_][%w_]*$")) then
+    error("retryfreeze.gateway.init: request_var must be the name of an nginx variable (letters, digits, _), got "
+      .. tostring(opts.request_var), 0)
+  end
   if opts.fallback ~= nil and (type(opts.fallback) ~= "string" or not opts.fallback:match("^@.")) then
     error("retryfreeze.gateway.init: fallback must be a named location (\"@name\"), got " .. tostring(opts.fallback), 0)
   end
   local attempt_header = (opts.attempt_header or DEFAULT_ATTEMPT_HEADER):lower()
   local deadline_header = (opts.deadline_header or DEFAULT_DEADLINE_HEADER):lower()
-  -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable}
-  local routes, refused = {}, {}
+  -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable};
+  -- route_at: the same tables in policy:routes() order; serve: whether each is native (a step may serve it)
+  local routes, refused, route_at, serve, any_tells = {}, {}, {}, {}, false
   local effective = {}
   for _, route in ipairs(policy:routes()) do effective[route.endpoint] = route end
   for _, r in ipairs(M.routes(policy)) do
@@ -156,17 +170,20 @@ function M.init(opts)
       end
       info.tells = p.overloaded_header
       info.var = "upstream_http_" .. p.overloaded_header:gsub("-", "_")
+      any_tells = true
     end
     if not r.native then refused[#refused + 1] = r.endpoint .. ": " .. r.why end
     routes[r.endpoint] = info
+    route_at[#route_at + 1], serve[#serve + 1] = info, r.native
   end
   if #refused > 0 and not opts.fallback then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "
       .. "fallback = \"@location\" to serve them through rf.flow): " .. table.concat(refused, "; "), 0)
   end
   shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, peers = peers, n_peers = #hosts,
-             routes = routes,
+             routes = routes, route_at = route_at, any_tells = any_tells, reuse = step_reuser and step_reuser(serve),
              fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
+             request_var = opts.request_var,
              attempt_in = "http_" .. attempt_header:gsub("-", "_"),
              deadline_in = "http_" .. deadline_header:gsub("-", "_") }
   for _, o in ipairs(OPTIONS) do
@@ -230,10 +247,18 @@ end
 -- yield, so no two requests use it at once.
 local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_headers = nil }
 
---- Called from access_by_lua_block: matches the request's route once (policy:match); no route answers 404, a
+-- The worker's steps whose requests ended (finish), each reused by a later request (shared.reuse), the last first;
+-- at most POOL_MAX (a worker's requests in flight at once seldom reach it; past it an ended step is left to the
+-- collector).
+local pool, n_pool, POOL_MAX = {}, 0, 1024
+
+--- Called from access_by_lua_block: matches the request's route once (policy:match, or the match of the reused
+--- step below); no route answers 404, a
 --- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
 --- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
---- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases.
+--- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases: a step
+--- of an ended request of this worker, reused, or a new one. With opts.request_var, raises when that variable does
+--- not hold the value it names (the configuration does not set it).
 function M.access()
   if not worker then
     error("retryfreeze.gateway: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or "
@@ -241,22 +266,54 @@ function M.access()
   end
   local var = ngx.var
   local method, path = ngx.req.get_method(), var.uri
-  local endpoint = shared.policy:match(method, path)
-  if not endpoint then return ngx.exit(404) end
-  local route = shared.routes[endpoint]
-  if not route.native then return ngx.exec(shared.fallback) end
-  local key = var.http_idempotency_key
-  if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
-  -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
-  local inbound
-  if route.tells and (var[shared.attempt_in] or var[shared.deadline_in]) then inbound = ngx.req.get_headers() end
+  local key, sent -- sent: whether the caller sent a propagation header (read only when a route has propagation)
+  local request_var = shared.request_var
+  if request_var then -- the key and the caller's propagation headers in one read (opts.request_var)
+    local v = var[request_var]
+    local nl = v and find(v, "\n", 1, true)
+    if not nl then
+      error("retryfreeze.gateway: $" .. request_var .. " must be set to \"$http_idempotency_key\\n$"
+        .. shared.attempt_in .. "$" .. shared.deadline_in .. "\" (opts.request_var), got " .. tostring(v), 0)
+    end
+    if nl > 1 then key = sub(v, 1, nl - 1) end
+    sent = shared.any_tells and nl < #v
+  else
+    key = var.http_idempotency_key
+    if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
+    sent = shared.any_tells and (var[shared.attempt_in] or var[shared.deadline_in])
+  end
   local now = now_ms()
-  local req = REQUEST
-  req.method, req.path, req.idempotency_key, req.inbound_headers = method, path, key, inbound
-  local step = core.step(shared.policy, req, worker.io, now)
-  req.method, req.path, req.idempotency_key, req.inbound_headers = nil, nil, nil, nil
+  local route, step
+  -- A step of an ended request, reused: it matches the route itself. A caller's propagation headers take core.step.
+  local reuse = shared.reuse
+  if reuse and n_pool > 0 and not sent then
+    local pooled = pool[n_pool]
+    local at, reused = reuse(pooled, method, path, key, now)
+    if reused ~= nil then
+      if not at then return ngx.exit(404) end
+      if not reused then return ngx.exec(shared.fallback) end -- a route the gateway cannot serve natively
+      route, step = shared.route_at[at], pooled
+    end
+    pool[n_pool] = nil -- serving this request, or refused (then core.step says why below)
+    n_pool = n_pool - 1
+  end
+  if not step then
+    local endpoint = shared.policy:match(method, path)
+    if not endpoint then return ngx.exit(404) end
+    route = shared.routes[endpoint]
+    if not route.native then return ngx.exec(shared.fallback) end
+    -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
+    local inbound
+    if route.tells and sent then inbound = ngx.req.get_headers() end
+    local req = REQUEST
+    req.method, req.path, req.idempotency_key, req.inbound_headers = method, path, key, inbound
+    step = core.step(shared.policy, req, worker.io, now)
+    req.method, req.path, req.idempotency_key, req.inbound_headers = nil, nil, nil, nil
+  end
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
-  local ctx = { step = step, route = route, tries = 0, first = 0, done = false }
+  -- every field the request's phases set, sized at once (peer, first_timeout_ms and first_stop are read only once set)
+  local ctx = { step = step, route = route, tries = 0, first = 0, done = false, peer = false, first_timeout_ms = false,
+                first_stop = false }
   ngx.ctx.rf = ctx
   if route.tells then
     -- nginx builds the request once, before the first try's balancer: that try begins here, so that the request
@@ -268,10 +325,18 @@ function M.access()
 end
 
 -- Ends the request's step with reason at now (monotonic) and wall (Unix) ms, read now when not given: its ledger line;
--- whether the response is overloaded.
+-- whether the response is overloaded. The step then waits in the pool for a later request (nothing of this request
+-- refers to it any more).
 local function finish(ctx, reason, now, wall)
   ctx.done = true
-  return step_end(ctx.step, reason, now or now_ms(), wall or wall_ms())
+  local step = ctx.step
+  ctx.step = nil
+  local overloaded = step_end(step, reason, now or now_ms(), wall or wall_ms())
+  if shared.reuse and n_pool < POOL_MAX then
+    n_pool = n_pool + 1
+    pool[n_pool] = step
+  end
+  return overloaded
 end
 
 -- The last item of an nginx upstream_* variable's list ("0.001, - : " → "-"), or nil.
@@ -288,8 +353,10 @@ local function last_try(res, code, route)
   local var = ngx.var
   -- nginx stands in with 502 or 504 only: any other code is the upstream's own
   if (code ~= 502 and code ~= 504) or last_item(var.upstream_header_time) ~= "-" then
-    res.status, res.transport, res.not_sent = code, "ok", false
-    if route.tells then -- the upstream's overloaded header: read by step:after for a route with propagation
+    res.status, res.transport, res.not_sent, res.headers = code, "ok", false, nil
+    -- the upstream's overloaded header: read by step:after for a route with propagation, whose verdict on a failure
+    -- only it changes (a success is one whatever the headers: core.SUCCESS_STATUS_MIN..MAX)
+    if route.tells and (code < SUCCESS_MIN or code > SUCCESS_MAX) then
       local v = var[route.var]
       res.headers = v and { [route.tells] = v } or nil
     end
@@ -324,21 +391,8 @@ end
 -- "host:port" (ctx.peer), recorded in its ledger entry.
 local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false, peer = nil }
 
---- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
---- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
---- code from ngx.balancer.get_last_failure: the upstream's status for a status proxy_next_upstream lists, or nginx's
---- 502 or 504 for an error or a timeout) goes to the engine: when it does not retry, the request stops here (its
---- ledger line, then ngx.exit(ngx.ERROR): error_page 500 → M.stopped) and this returns nothing. Otherwise the
---- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
---- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
---- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
---- maxAttempts allows one. Each try's peer goes to its entry in the ledger line: the "host:port" the host gives here
---- (it picked the peer before) or, for M.balancer, the one it sets after.
--- @param peer nil, or the "host:port" this try goes to (a port 1..65535, as the ledger records it)
--- @return the try's number (1 for the first), or nil when the request stopped
-function M.try(peer)
-  if not balancer then balancer = require "ngx.balancer" end
-  local ctx = ngx.ctx.rf
+-- M.try on the request's state ctx (ngx.ctx.rf).
+local function try_on(ctx, peer)
   if not ctx then error("retryfreeze.gateway: no request state: access_by_lua_block must call access()", 0) end
   local step, route = ctx.step, ctx.route
   local now = now_ms()
@@ -377,12 +431,31 @@ function M.try(peer)
   return tries
 end
 
+--- Called from the balancer phase, once per try, by a host that picks the peer itself (an APISIX plugin's
+--- before_proxy; M.balancer picks from opts.peers). From the second try on, the last try's failure (its status
+--- code from ngx.balancer.get_last_failure: the upstream's status for a status proxy_next_upstream lists, or nginx's
+--- 502 or 504 for an error or a timeout) goes to the engine: when it does not retry, the request stops here (its
+--- ledger line, then ngx.exit(ngx.ERROR): error_page 500 → M.stopped) and this returns nothing. Otherwise the
+--- engine starts the try (its per-try timeout, or a stop: deadline, throttled), which gets the per-try timeout for
+--- connect, send and read (set_timeouts), the propagation headers of its number and time ($rf_attempt,
+--- $rf_deadline_ms; the request is rebuilt for it), and one more try allowed to nginx while the route's
+--- maxAttempts allows one. Each try's peer goes to its entry in the ledger line: the "host:port" the host gives here
+--- (it picked the peer before) or, for M.balancer, the one it sets after.
+-- @param peer nil, or the "host:port" this try goes to (a port 1..65535, as the ledger records it)
+-- @return the try's number (1 for the first), or nil when the request stopped
+function M.try(peer)
+  if not balancer then balancer = require "ngx.balancer" end
+  return try_on(ngx.ctx.rf, peer)
+end
+
 --- Called from balancer_by_lua_block, once per try: M.try, then the try's peer: the next of opts.peers not yet
 --- tried by this request while one is left (the first try's peer from a per-worker rotation), then the next in turn.
 function M.balancer()
-  local tries = M.try()
+  if not balancer then balancer = require "ngx.balancer" end
+  local ctx = ngx.ctx.rf
+  local tries = try_on(ctx)
   if not tries then return end
-  local ctx, n = ngx.ctx.rf, shared.n_peers
+  local n = shared.n_peers
   if tries == 1 then
     local w = worker.next_peer
     ctx.first, worker.next_peer = w, (w + 1) % n

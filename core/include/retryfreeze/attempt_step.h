@@ -220,7 +220,8 @@ RF_API bool rf_step_after(rf_step *s, const rf_step_result *res, rf_rng *rng, rf
  * between those two, then end the request (rf_step_end_request, reason stopped-by-caller). A step already ended is
  * left as it is. */
 RF_API void rf_step_cancel(rf_step *s, int64_t now_ms, const char *why);
-/* Ends the request with reason stop at now_ms (monotonic) and wall_ms: rf_step_finish with the tries so far. */
+/* Ends the request with reason stop at now_ms (monotonic) and wall_ms: rf_step_finish with the tries so far, on the
+ * route rf_step_init matched (not matched again). */
 RF_API void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger);
 
 #ifdef __cplusplus

@@ -87,6 +87,12 @@ typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_tr
 /* The highest gRPC status code (UNAUTHENTICATED): a grpc-status outside 0..RF_GRPC_STATUS_MAX is refused. */
 #define RF_GRPC_STATUS_MAX 16
 
+/* The statuses of a success: a response (transport ok) without a grpc-status whose status is in
+ * RF_SUCCESS_STATUS_MIN..RF_SUCCESS_STATUS_MAX is no failure, whatever the lock's classes: rf_decide stops on it with
+ * reason success before any other check, and no class of it is retryable (rf_policy_class_retryable). */
+#define RF_SUCCESS_STATUS_MIN 200
+#define RF_SUCCESS_STATUS_MAX 399
+
 /*
  * Named (non-HTTP) failure classes. HTTP classes are HTTP_<nnn> (100..599) and the families HTTP_4XX,
  * HTTP_5XX. X(C name, token). Transport outcome → class: timeout → TIMEOUT, connect-reset and

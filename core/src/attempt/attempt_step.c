@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -350,11 +351,18 @@ void rfi_step_end(const rfi_attempts *a, rf_reason reason, int64_t elapsed_ms) {
     finish(a->policy, a->route, reason, a->last_class_retryable, elapsed_ms, a->resp);
 }
 
+/* rf_step_finish for the request's route, already matched (-1: none). */
+static void finish_on_route(const rf_policy *p, long route, const rf_request *req, rf_reason reason,
+                            bool last_class_retryable, int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger,
+                            rf_response *r) {
+    finish(p, route, reason, last_class_retryable, elapsed_ms, r);
+    if (ledger != NULL) rfi_step_write(ledger, p, &(rfi_finished){.req = req, .resp = r, .wall_ms = wall_ms}, 1, NULL);
+}
+
 void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason, bool last_class_retryable,
                     int64_t elapsed_ms, int64_t wall_ms, rf_ledger *ledger, rf_response *r) {
-    finish(p, rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), reason,
-           last_class_retryable, elapsed_ms, r);
-    if (ledger != NULL) rfi_step_write(ledger, p, &(rfi_finished){.req = req, .resp = r, .wall_ms = wall_ms}, 1, NULL);
+    finish_on_route(p, rf_policy_match(p, req->method, strlen(req->method), req->path, strlen(req->path)), req, reason,
+                    last_class_retryable, elapsed_ms, wall_ms, ledger, r);
 }
 
 /* ---- the ledger line ------------------------------------------------------------------------------------------ */
@@ -363,7 +371,11 @@ void rf_step_finish(const rf_policy *p, const rf_request *req, rf_reason reason,
 static void record_of(const rf_policy *p, const rfi_finished *f, rf_ledger_record *rec) {
     const rf_request *req = f->req;
     const rf_response *r = f->resp;
-    *rec = (rf_ledger_record){.ts_ms = f->wall_ms};
+    /* Zeroed but for the tries: each of the n_tries written is set whole below, and none past them is read (32 of
+     * them zeroed were most of a line's cost). */
+    memset(rec, 0, offsetof(rf_ledger_record, tries));
+    memset(&rec->host, 0, sizeof *rec - offsetof(rf_ledger_record, host));
+    rec->ts_ms = f->wall_ms;
     rec->route = r->route ? r->route : "";
     rec->method = req->method;
     rec->path = req->path;
@@ -628,6 +640,7 @@ void rf_step_cancel(rf_step *s, int64_t now_ms, const char *why) {
 
 void rf_step_end_request(rf_step *s, rf_reason stop, int64_t now_ms, int64_t wall_ms, rf_ledger *ledger) {
     s->done = true;
-    rf_step_finish(s->policy, s->req, stop, s->last_class_retryable, elapsed_between(s->start_ms, now_ms), wall_ms,
-                   ledger, s->resp);
+    /* the route rf_step_init matched: the same request, matched once */
+    finish_on_route(s->policy, s->route, s->req, stop, s->last_class_retryable, elapsed_between(s->start_ms, now_ms),
+                    wall_ms, ledger, s->resp);
 }

@@ -215,7 +215,8 @@ static rf_status decide_on(const rf_policy *p, long route, const rf_facts *f, rf
         return rfi_fail(err, "budget_request",
                         "is required with a ratio retry budget (retryBudget.retryRatio): the request's token, the "
                         "same on every decision of the request, so the window counts it once");
-    if (f->transport == RF_TRANSPORT_OK && f->status >= 200 && f->status <= 399 && f->grpc_status == 0) {
+    if (f->transport == RF_TRANSPORT_OK && f->status >= RF_SUCCESS_STATUS_MIN && f->status <= RF_SUCCESS_STATUS_MAX &&
+        f->grpc_status == 0) {
         if (ratio)
             rfi_retry_budget_window_take(budget, f->budget_request, false, f->mono_ms, &out->budget);
         else if (budget != NULL)

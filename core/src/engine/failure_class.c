@@ -221,6 +221,7 @@ bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport,
 
 bool rf_policy_class_retryable(const rf_policy *p, size_t route, int status, rf_transport transport) {
     if (p == NULL || route >= p->n_routes || (unsigned)transport >= RF_TRANSPORT_COUNT) return false;
-    if (transport == RF_TRANSPORT_OK && status >= 200 && status <= 399) return false; /* a success */
+    if (transport == RF_TRANSPORT_OK && status >= RF_SUCCESS_STATUS_MIN && status <= RF_SUCCESS_STATUS_MAX)
+        return false; /* a success */
     return rfi_class_retryable(&p->routes[route], status, transport, 0);
 }
