@@ -28,7 +28,13 @@ describe("the deadline under an upstream that always stalls", function()
         local t0 = stall.now_ms()
         local r = client:request{ method = "GET", path = "/slow/" .. i }
         records[#records + 1] = { t0 = t0, stall_end = stall.ms(), elapsed_ms = r.elapsed_ms }
-        outcomes[r.outcome .. " " .. r.reason] = (outcomes[r.outcome .. " " .. r.reason] or 0) + 1
+        local k = r.outcome .. " " .. r.reason
+        if k ~= "deadline deadline" and k ~= "exhausted max-attempts" then -- said with its last try
+          local t = r.tries[#r.tries] or {}
+          k = ("%s (last of %d tries: status %s, class %s, %s ms)"):format(k, #r.tries, tostring(t.status),
+            tostring(t.class), tostring(t.elapsed_ms))
+        end
+        outcomes[k] = (outcomes[k] or 0) + 1
       end)
       client:close()
       assert.equal(0, failed)
