@@ -462,6 +462,15 @@ static void stop_fake(pid_t pid) {
     waitpid(pid, NULL, 0);
 }
 
+/* Starts fake_resp in `mode` (start_fake) and writes its URL, `scheme`://127.0.0.1:PORT/0, to url (cap bytes);
+ * returns the port. A fake that did not start fails the test here. */
+static int start_fake_url(const char *mode, const char *scheme, pid_t *pid, char *url, size_t cap) {
+    int port = start_fake(mode, pid);
+    assert_int_not_equal(port, 0);
+    snprintf(url, cap, "%s://127.0.0.1:%d/0", scheme, port);
+    return port;
+}
+
 /* This program's own path (argv[0]): in_child runs it again, as a fresh process, in a child's role. */
 static const char *self_path;
 
@@ -557,9 +566,7 @@ static void test_every_decision_ends_by_its_deadline(void **state) {
     rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
     pid_t pid;
     char url[64];
-    int port = start_fake("ok", &pid);
-    assert_int_not_equal(port, 0);
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    int port = start_fake_url("ok", "redis", &pid, url, sizeof url);
     rf_budget_source source;
     /* The controls, with time to spare: the non-blocking client works, by address, and by a name (looked up,
      * each address tried: ::1 refused, then 127.0.0.1), in a child (in_child says why). */
@@ -576,9 +583,7 @@ static void test_every_decision_ends_by_its_deadline(void **state) {
     }
     stop_fake(pid);
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
-        port = start_fake(modes[m], &pid);
-        assert_int_not_equal(port, 0);
-        snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+        start_fake_url(modes[m], "redis", &pid, url, sizeof url);
         int64_t worst = 0;
         int fallbacks = 0;
         for (int i = 0; i < DECISIONS_PER_MODE; i++) {
@@ -624,10 +629,8 @@ static void *deadline_loop(void *arg) {
 static void test_threads_wait_no_longer_than_their_deadline(void **state) {
     (void)state;
     pid_t pid;
-    int port = start_fake("drip:EVALSHA", &pid);
-    assert_int_not_equal(port, 0);
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    start_fake_url("drip:EVALSHA", "redis", &pid, url, sizeof url);
     rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"deadline\"}"));
     rf_redis_budget_options o = {.url = url, .timeout_ms = DEADLINE_TIMEOUT_MS};
     rf_retry_budget *b = NULL;
@@ -699,10 +702,8 @@ static void *decide_once(void *arg) {
 static void test_a_wait_for_another_threads_call_is_said(void **state) {
     (void)state;
     pid_t pid;
-    int port = start_fake("stall", &pid);
-    assert_int_not_equal(port, 0);
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+    start_fake_url("stall", "redis", &pid, url, sizeof url);
     rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"busy\"}"));
     held_log h = {.n = 0};
     pthread_mutex_init(&h.mu, NULL);
@@ -1099,10 +1100,8 @@ static void test_tls_handshake_ends_by_its_deadline(void **state) {
     rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"tls\"}"));
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         pid_t pid;
-        int port = start_fake(modes[m].mode, &pid);
-        assert_int_not_equal(port, 0);
         char url[64], why[160];
-        snprintf(url, sizeof url, "rediss://127.0.0.1:%d/0", port);
+        int port = start_fake_url(modes[m].mode, "rediss", &pid, url, sizeof url);
         snprintf(why, sizeof why, modes[m].why, port);
         int64_t worst = 0;
         int fallbacks = 0;
@@ -1244,10 +1243,8 @@ static void test_a_reply_past_its_cap_is_refused(void **state) {
     rf_policy *p = lock_load(LOCK(",\"shared\":{\"name\":\"capped\"}"));
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         pid_t pid;
-        int port = start_fake(cases[i].mode, &pid);
-        assert_int_not_equal(port, 0);
         char url[64];
-        snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", port);
+        start_fake_url(cases[i].mode, "redis", &pid, url, sizeof url);
         said told = {0};
         rf_budget_source source;
         timed_decision(p, (rf_redis_budget_options){.url = url, .timeout_ms = 2000}, &source, &told);
