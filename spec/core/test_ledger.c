@@ -346,6 +346,21 @@ static void test_try_peer(void **state) {
     }
     assert_true(rf_ledger_peer_ok("127.0.0.1:1", 11));
     assert_false(rf_ledger_peer_ok(NULL, 0));
+    /* Every byte value in a host: refused exactly for controls and space (0x00..0x20), '"', '\\' and DEL. */
+    for (int b = 0; b < 256; b++) {
+        const char peer[] = {'h', (char)b, 'h', ':', '8', '0'};
+        const bool bad_byte = b <= 0x20 || b == '"' || b == '\\' || b == 0x7f;
+        assert_int_equal(rf_ledger_peer_ok(peer, sizeof peer), !bad_byte);
+    }
+    /* The port is what follows the last ':' (a host may hold colons, as an IPv6 address in brackets does). */
+    static const char *const ports_ok[] = {"[::1]:443", "a:b:65535", "h::1", "h:99999:8"};
+    for (size_t i = 0; i < sizeof ports_ok / sizeof ports_ok[0]; i++) {
+        assert_true(rf_ledger_peer_ok(ports_ok[i], strlen(ports_ok[i])));
+    }
+    static const char *const ports_bad[] = {"h:123456", "h:1234567", "h:80:", "h:65536", "h:8a0", ":80"};
+    for (size_t i = 0; i < sizeof ports_bad / sizeof ports_bad[0]; i++) {
+        assert_false(rf_ledger_peer_ok(ports_bad[i], strlen(ports_bad[i])));
+    }
 }
 
 /* A hedged request's tries: start_ms, hedge and fate written after the others only when a fate is set, read back by
