@@ -15,6 +15,8 @@
 --   once each;
 --   a lock with a route that asks for a wait fails `nginx -t` with the route and the reason, and with opts.fallback
 --   that route goes to the fallback location, its body with it;
+--   the lean form (lean.nginx.conf.in: balancer and log phases only) passes the same checks as the full one, from
+--   headers to ledger, and refuses at start a lock with propagation, a route that asks for a wait, or a fallback;
 --   nginx's error logs hold no Lua error.
 -- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
 local build, src = arg[1], arg[2]
@@ -174,30 +176,41 @@ local function curl(port, path, args)
 end
 
 local lock_path = src .. "/examples/gateway/gateway.lock.json"
-local gw_port, gw_dir
-local requests = 0 -- client requests the first gateway answered (its ledger lines)
-local ok_run, err = pcall(function()
-  gw_port, gw_dir = gateway("gw", lock_path, up_ports[1], up_ports[2])
-  -- start() asked for /__up, which no route matches: 404 in the access phase, before any step, so no ledger line.
+-- The two forms of the gateway, each checked alike below: the full one (four phases, the example lock with
+-- propagation) and the lean one (balancer and log only, the same lock without propagation).
+local FORMS = {
+  { name = "full", conf = conf_in, lock = lock_path },
+  { name = "lean", conf = read(src .. "/examples/gateway/lean.nginx.conf.in"),
+    lock = src .. "/examples/gateway/lean.lock.json" },
+}
+-- Headers both ways, exact attempts across both peers, the idempotency rule, 404, a refusing peer and the ledger
+-- against what the upstreams saw, for one form of the gateway.
+local function battery(form)
+  local function fcheck(ok, message) check(ok, form.name .. " form: " .. message) end
+  local requests = 0 -- client requests this form's first gateway answered (its ledger lines)
+  local first_seen = #seen() -- what the upstreams saw before this form's gateways
+  local gw_port, gw_dir = gateway(form.name, form.lock, up_ports[1], up_ports[2], form.conf)
+  -- start() asked for /__up, which no route matches: 404 before any step (in the access phase, or the lean form's
+  -- balancer), so no ledger line.
 
   -- Headers both ways.
   local mark = #seen()
   local status, headers, body = curl(gw_port, "/echo", "-H 'Host: shop.example' -H 'Authorization: Bearer t0k'"
     .. " -H 'Content-Type: text/x-test' -H 'Cookie: a=1; b=2' -H 'X-Request-Id: req-42'")
   requests = requests + 1
-  check(status == 200, "GET /echo answers 200 through the gateway (" .. tostring(status) .. ")")
+  fcheck(status == 200, "GET /echo answers 200 through the gateway (" .. tostring(status) .. ")")
   for _, want in ipairs({ "host=shop.example", "authorization=Bearer t0k", "content-type=text/x-test",
                           "cookie=a=1; b=2", "x-request-id=req-42" }) do
-    check(body:find(want, 1, true) ~= nil, "the upstream got " .. want)
+    fcheck(body:find(want, 1, true) ~= nil, "the upstream got " .. want)
   end
-  check(headers["content-type"] == "application/x-echo" and headers["set-cookie"] == "session=abc; Path=/"
+  fcheck(headers["content-type"] == "application/x-echo" and headers["set-cookie"] == "session=abc; Path=/"
     and headers["cache-control"] == "no-store", "the client got the upstream's Content-Type, Set-Cookie and "
     .. "Cache-Control (" .. tostring(headers["content-type"]) .. " | " .. tostring(headers["set-cookie"]) .. " | "
     .. tostring(headers["cache-control"]) .. ")")
-  check(#since(mark, 1) == 1, "one GET /echo reached the upstreams")
+  fcheck(#since(mark, 1) == 1, "one GET /echo reached the upstreams")
 
   -- An always-503 route: exactly maxAttempts, across both peers.
-  local policy = assert(rf.load(lock_path))
+  local policy = assert(rf.load(form.lock))
   local max = policy:routes()[1].max_attempts
   local n = 6
   local exact, both, statuses = 0, 0, {}
@@ -217,9 +230,9 @@ local ok_run, err = pcall(function()
     if #got == max then exact = exact + 1 end
     if ports[up_ports[1]] and ports[up_ports[2]] then both = both + 1 end
   end
-  check(exact == n, ("an always-503 route got exactly the lock's %d attempts (%d of %d requests)"):format(max, exact, n))
-  check(both == n, ("each went to both peers (%d of %d)"):format(both, n))
-  check(table.concat(statuses, ",") == ("503,"):rep(n - 1) .. "503", "the client got 503 (" ..
+  fcheck(exact == n, ("an always-503 route got exactly the lock's %d attempts (%d of %d requests)"):format(max, exact, n))
+  fcheck(both == n, ("each went to both peers (%d of %d)"):format(both, n))
+  fcheck(table.concat(statuses, ",") == ("503,"):rep(n - 1) .. "503", "the client got 503 (" ..
     table.concat(statuses, ",") .. ")")
 
   -- A keyless POST is sent once; a keyed one is retried with its key.
@@ -227,7 +240,7 @@ local ok_run, err = pcall(function()
   local s_keyless = curl(gw_port, "/v1/jobs", "-X POST -d x=1")
   requests = requests + 1
   local keyless = since(mark, 1)
-  check(#keyless == 1 and s_keyless == 503, "a keyless POST was sent once (" .. #keyless .. " times, status "
+  fcheck(#keyless == 1 and s_keyless == 503, "a keyless POST was sent once (" .. #keyless .. " times, status "
     .. tostring(s_keyless) .. ")")
   mark = #seen()
   curl(gw_port, "/v1/jobs", "-X POST -d x=1 -H 'Idempotency-Key: k-gw-1'")
@@ -235,13 +248,13 @@ local ok_run, err = pcall(function()
   local keyed = since(mark, max)
   local same_key = true
   for _, line in ipairs(keyed) do same_key = same_key and line.key == "k-gw-1" end
-  check(#keyed == max and same_key, "a keyed POST was tried " .. max .. " times, each with its key (" .. #keyed .. ")")
+  fcheck(#keyed == max and same_key, "a keyed POST was tried " .. max .. " times, each with its key (" .. #keyed .. ")")
 
   -- No route: 404, nothing upstream.
   mark = #seen()
   local s404 = curl(gw_port, "/nowhere/at/all")
-  check(s404 == 404, "a path no route matches answers 404 (" .. tostring(s404) .. ")")
-  check(#since(mark, 0) == 0, "and reaches no upstream")
+  fcheck(s404 == 404, "a path no route matches answers 404 (" .. tostring(s404) .. ")")
+  fcheck(#since(mark, 0) == 0, "and reaches no upstream")
 
   -- GETs to a route that succeeds, spread over the peers.
   mark = #seen()
@@ -250,18 +263,18 @@ local ok_run, err = pcall(function()
     if curl(gw_port, "/items/" .. i) == 200 then ok200 = ok200 + 1 end
     requests = requests + 1
   end
-  check(ok200 == 10 and #since(mark, 10) == 10, "10 GETs answered 200 in one try each (" .. ok200 .. ")")
+  fcheck(ok200 == 10 and #since(mark, 10) == 10, "10 GETs answered 200 in one try each (" .. ok200 .. ")")
 
   -- A peer that refuses connections: retried on the other.
   local dead = pick_port()
-  local gw2_port, gw2_dir = gateway("gw-dead-peer", lock_path, up_ports[1], dead)
+  local gw2_port, gw2_dir = gateway(form.name .. "-dead-peer", form.lock, up_ports[1], dead, form.conf)
   mark = #seen()
   local all_ok = 0
   for i = 1, 8 do
     if curl(gw2_port, "/items/d" .. i) == 200 then all_ok = all_ok + 1 end
   end
   local got = since(mark, 8)
-  check(all_ok == 8 and #got == 8, "with one peer refusing, 8 of 8 GETs answered 200 (" .. all_ok .. "), the "
+  fcheck(all_ok == 8 and #got == 8, "with one peer refusing, 8 of 8 GETs answered 200 (" .. all_ok .. "), the "
     .. "live peer saw each once (" .. #got .. ")")
   os.execute("sleep 0.5") -- the held ledger lines are written within ledger_flush_ms (200 ms)
   local refused_retried, lines2, peers_right = 0, 0, 0
@@ -278,9 +291,9 @@ local ok_run, err = pcall(function()
     end
     if right then peers_right = peers_right + 1 end
   end
-  check(lines2 == 8 and refused_retried >= 1, "its ledger: 8 lines, " .. refused_retried .. " with a refused try "
+  fcheck(lines2 == 8 and refused_retried >= 1, "its ledger: 8 lines, " .. refused_retried .. " with a refused try "
     .. "retried on the other peer (" .. lines2 .. " lines)")
-  check(peers_right == 8, "each try's peer in its ledger is the peer that refused it or answered it (" .. peers_right
+  fcheck(peers_right == 8, "each try's peer in its ledger is the peer that refused it or answered it (" .. peers_right
     .. " of 8 lines)")
 
   -- The first gateway's ledger: a line per request, its attempts what the upstreams saw from it.
@@ -300,16 +313,18 @@ local ok_run, err = pcall(function()
     reasons[k] = (reasons[k] or 0) + 1
   end
   local fails = "GET /fail max-attempts HTTP_503,HTTP_503,HTTP_503"
-  check(reasons[fails] == n, "the ledger records each always-503 request as " .. fails .. " (" ..
+  fcheck(reasons[fails] == n, "the ledger records each always-503 request as " .. fails .. " (" ..
     tostring(reasons[fails]) .. " of " .. n .. ")")
   local keyless_line = "POST /v1/jobs mutating-without-idempotency HTTP_503"
-  check(reasons[keyless_line] == 1, "and the keyless POST as " .. keyless_line .. " (" ..
+  fcheck(reasons[keyless_line] == 1, "and the keyless POST as " .. keyless_line .. " (" ..
     tostring(reasons[keyless_line]) .. ")")
   if reasons[fails] ~= n or reasons[keyless_line] ~= 1 then
     for k, v in pairs(reasons) do print("  ledger: " .. v .. " × " .. k) end
   end
   local upstream_total, seen_at = 0, {}
-  for _, line in ipairs(seen()) do
+  local all_seen = seen()
+  for i = first_seen + 1, #all_seen do
+    local line = all_seen[i]
     if line.uri ~= "/__up" and not line.uri:find("^/items/d") then
       upstream_total = upstream_total + 1
       local peer = "127.0.0.1:" .. line.port
@@ -319,7 +334,7 @@ local ok_run, err = pcall(function()
   -- the ledger's lines come in the order each worker wrote its held lines: compared as sorted lists
   table.sort(fail_peers)
   table.sort(ledger_fail_peers)
-  check(#fail_peers == n and table.concat(ledger_fail_peers, " ") == table.concat(fail_peers, " "),
+  fcheck(#fail_peers == n and table.concat(ledger_fail_peers, " ") == table.concat(fail_peers, " "),
     "each always-503 request's tries name, in turn, the peers that saw them (ledger " ..
     table.concat(ledger_fail_peers, " ") .. " | upstreams " .. table.concat(fail_peers, " ") .. ")")
   local per_peer = {}
@@ -328,16 +343,19 @@ local ok_run, err = pcall(function()
   local per_peer_ledger = {}
   for peer, count in pairs(tries_at) do per_peer_ledger[#per_peer_ledger + 1] = peer .. "=" .. count end
   table.sort(per_peer_ledger)
-  check(table.concat(per_peer_ledger, " ") == table.concat(per_peer, " "), "the ledger's tries per peer are what "
+  fcheck(table.concat(per_peer_ledger, " ") == table.concat(per_peer, " "), "the ledger's tries per peer are what "
     .. "each upstream saw (" .. table.concat(per_peer_ledger, " ") .. " | " .. table.concat(per_peer, " ") .. ")")
-  check(lines == requests, "the ledger holds a line per request (" .. lines .. " for " .. requests .. ")")
-  check(attempts == upstream_total, "its attempts equal what the upstreams saw (" .. attempts .. " vs " ..
+  fcheck(lines == requests, "the ledger holds a line per request (" .. lines .. " for " .. requests .. ")")
+  fcheck(attempts == upstream_total, "its attempts equal what the upstreams saw (" .. attempts .. " vs " ..
     upstream_total .. ")")
   local stats = rf.ledger.stats({ gw_dir .. "/ledger.jsonl" })
-  check(stats and stats.requests == requests, "retryfreeze stats reads every line (" ..
+  fcheck(stats and stats.requests == requests, "retryfreeze stats reads every line (" ..
     tostring(stats and stats.requests) .. ")")
-end)
-check(ok_run, "the gateway checks ran" .. (ok_run and "" or (": " .. tostring(err))))
+end
+for _, form in ipairs(FORMS) do
+  local ok_run, err = pcall(battery, form)
+  check(ok_run, "the " .. form.name .. " gateway's checks ran" .. (ok_run and "" or (": " .. tostring(err))))
+end
 
 -- Three gateways in a chain in front of the always-503 upstream: 27 upstream requests per client request without
 -- propagation, at most 3 with it.
@@ -552,6 +570,28 @@ do
   check(out:find("rc=1", 1, true) and out:find("GET /echo: the route's propagation sends x-my-attempt and "
     .. "x-envoy-expected-rq-timeout-ms, but the gateway sends x-envoy-attempt-count", 1, true),
     "nor with a lock whose propagation headers are not the ones the configuration sends")
+  -- The lean form: a lock with propagation, then one with a route that asks for a wait, then a fallback
+  local lean_in = FORMS[2].conf
+  local function lean_conf(lock, extra)
+    return (lean_in:gsub('"@LEDGER@", lean = true,', '"@LEDGER@", lean = true,' .. (extra or ""), 1):gsub("@(%u[%u%d_]*)@", { DIR = d,
+      SRC = src, CPATH = build .. "/lib/lua/luajit", LOCK = lock, LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = "1",
+      UPSTREAM2_PORT = "2", PORT = tostring(pick_port()) }))
+  end
+  write(d .. "/nginx.conf", lean_conf(lock_path))
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("the lean gateway (balancer and log phases) cannot serve these "
+    .. "routes", 1, true) and out:find("GET /echo: propagation: its caller's headers are read in the access phase",
+    1, true) and select(2, out:gsub(": propagation: ", "")) == 4, "the lean form does not start with a lock whose "
+    .. "routes have propagation: its error names each of the 4 routes and why")
+  if not out:find("GET /echo: propagation", 1, true) then print(out) end
+  write(d .. "/nginx.conf", lean_conf(src .. "/examples/nginx/proxy.lock.json"))
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("the lean gateway (balancer and log phases) cannot serve", 1, true)
+    and out:find("GET /items/*: backoff", 1, true), "nor with a lock whose routes ask for a backoff")
+  write(d .. "/nginx.conf", lean_conf(FORMS[2].lock, ' fallback = "@rf_stopped",'))
+  out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+  check(out:find("rc=1", 1, true) and out:find("lean and fallback exclude each other", 1, true),
+    "nor with a fallback, which only an access phase could reach")
 end
 
 for _, pid in ipairs(running) do os.execute("kill " .. pid .. " 2>/dev/null") end

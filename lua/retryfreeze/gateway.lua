@@ -18,6 +18,11 @@
 ---                     balancer stopped to: answers the status of the try the engine did not retry
 ---   exit_worker()     exit_worker_by_lua*: writes the worker's held ledger lines
 ---
+--- The lean form (init's lean = true, examples/gateway/lean.nginx.conf.in) calls only balancer() and log(): the
+--- balancer matches the route and makes the step on the request's first try (no route: 404 through stopped()), and
+--- log() writes the ledger line from the final response. Two phase handlers fewer per request, for a lock whose
+--- routes are all native and have no propagation (init refuses any other).
+---
 --- A gateway's plugin makes the same calls from its phases (init_worker, access, header_filter, log; try() from the
 --- balancer phase, APISIX's before_proxy, where the gateway picks the peer): see docs/embedding.md ("Gateway
 --- mode"). examples/gateway/nginx.conf.in is the plain nginx form.
@@ -125,7 +130,9 @@ local worker -- this worker's own (M.init_worker): {io = {ledger=, rng=, retry_b
 --   nginx variable (no "$") that the configuration sets, in the location calling access(), to
 --   "$http_idempotency_key\n$http_<attempt header>$http_<deadline header>" (the header names in lowercase, "-" as
 --   "_"): access() then reads it once instead of those three headers, each a read of ngx.var (without it, it reads
---   them), ledger_hold_bytes =, ledger_flush_ms = (integers, see OPTIONS)}
+--   them), lean = true or nil (the configuration runs only balancer() and log(), as lean.nginx.conf.in: refused
+--   with fallback, or for a lock with a route that is not native or has propagation, each route named),
+--   ledger_hold_bytes =, ledger_flush_ms = (integers, see OPTIONS)}
 function M.init(opts)
   if type(opts) ~= "table" then error("retryfreeze.gateway.init: opts must be a table", 0) end
   local policy, why = rf.load(opts.lock)
@@ -148,6 +155,13 @@ function M.init(opts)
     error("retryfreeze.gateway.init: request_var must be the name of an nginx variable (letters, digits, _), got "
       .. tostring(opts.request_var), 0)
   end
+  if opts.lean ~= nil and type(opts.lean) ~= "boolean" then
+    error("retryfreeze.gateway.init: lean must be true or false, got " .. tostring(opts.lean), 0)
+  end
+  if opts.lean and opts.fallback ~= nil then
+    error("retryfreeze.gateway.init: lean and fallback exclude each other: the lean form has no access phase, the "
+      .. "only one that can send a request to another location", 0)
+  end
   if opts.fallback ~= nil and (type(opts.fallback) ~= "string" or not opts.fallback:match("^@.")) then
     error("retryfreeze.gateway.init: fallback must be a named location (\"@name\"), got " .. tostring(opts.fallback), 0)
   end
@@ -156,7 +170,7 @@ function M.init(opts)
   -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable};
   -- route_at: the same tables in policy:routes() order; serve: whether each is native (a step may serve it)
   local routes, refused, route_at, serve, any_tells = {}, {}, {}, {}, false
-  local effective = {}
+  local effective, lean_refused = {}, {}
   for _, route in ipairs(policy:routes()) do effective[route.endpoint] = route end
   for _, r in ipairs(M.routes(policy)) do
     local route = effective[r.endpoint]
@@ -173,8 +187,17 @@ function M.init(opts)
       any_tells = true
     end
     if not r.native then refused[#refused + 1] = r.endpoint .. ": " .. r.why end
+    if p and opts.lean then
+      lean_refused[#lean_refused + 1] = r.endpoint .. ": propagation: its caller's headers are read in the access "
+        .. "phase and its overloaded header is told in the header_filter phase, which the lean form does not run"
+    end
     routes[r.endpoint] = info
     route_at[#route_at + 1], serve[#serve + 1] = info, r.native
+  end
+  if opts.lean and #refused + #lean_refused > 0 then
+    for _, line in ipairs(lean_refused) do refused[#refused + 1] = line end
+    error("retryfreeze.gateway.init: " .. opts.lock .. ": the lean gateway (balancer and log phases) cannot serve "
+      .. "these routes (give up lean = true for the full form): " .. table.concat(refused, "; "), 0)
   end
   if #refused > 0 and not opts.fallback then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "
@@ -183,7 +206,7 @@ function M.init(opts)
   shared = { policy = policy, ledger = ledger, hosts = hosts, ports = ports, peers = peers, n_peers = #hosts,
              routes = routes, route_at = route_at, any_tells = any_tells, reuse = step_reuser and step_reuser(serve),
              fallback = opts.fallback, attempt_header = attempt_header, deadline_header = deadline_header,
-             request_var = opts.request_var,
+             request_var = opts.request_var, lean = opts.lean == true,
              attempt_in = "http_" .. attempt_header:gsub("-", "_"),
              deadline_in = "http_" .. deadline_header:gsub("-", "_") }
   for _, o in ipairs(OPTIONS) do
@@ -252,14 +275,13 @@ local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_heade
 -- collector).
 local pool, n_pool, POOL_MAX = {}, 0, 1024
 
---- Called from access_by_lua_block: matches the request's route once (policy:match, or the match of the reused
---- step below); no route answers 404, a
---- route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's step (the
---- engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and with the route's
---- propagation its caller's attempt number and deadline narrow it) is kept in ngx.ctx.rf for the next phases: a step
---- of an ended request of this worker, reused, or a new one. With opts.request_var, raises when that variable does
---- not hold the value it names (the configuration does not set it).
-function M.access()
+-- The request's state for its phases (ngx.ctx.rf): its route matched once (policy:match, or the match of a reused
+-- step) and its step (the engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and
+-- with the route's propagation its caller's attempt number and deadline narrow it): a step of an ended request of
+-- this worker, reused, or a new one. Returns the state, or nil and 404 (no route) or "fallback" (a route the
+-- gateway cannot serve natively). With opts.request_var, raises when that variable does not hold the value it
+-- names (the configuration does not set it).
+local function open_request()
   if not worker then
     error("retryfreeze.gateway: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or "
       .. "failed (see the error log)", 0)
@@ -290,8 +312,8 @@ function M.access()
     local pooled = pool[n_pool]
     local at, reused = reuse(pooled, method, path, key, now)
     if reused ~= nil then
-      if not at then return ngx.exit(404) end
-      if not reused then return ngx.exec(shared.fallback) end -- a route the gateway cannot serve natively
+      if not at then return nil, 404 end
+      if not reused then return nil, "fallback" end -- a route the gateway cannot serve natively
       route, step = shared.route_at[at], pooled
     end
     pool[n_pool] = nil -- serving this request, or refused (then core.step says why below)
@@ -299,9 +321,9 @@ function M.access()
   end
   if not step then
     local endpoint = shared.policy:match(method, path)
-    if not endpoint then return ngx.exit(404) end
+    if not endpoint then return nil, 404 end
     route = shared.routes[endpoint]
-    if not route.native then return ngx.exec(shared.fallback) end
+    if not route.native then return nil, "fallback" end
     -- A caller's propagation headers, all of them (repeated ones count by the narrowest), only when it sent one
     local inbound
     if route.tells and sent then inbound = ngx.req.get_headers() end
@@ -315,9 +337,25 @@ function M.access()
   local ctx = { step = step, route = route, tries = 0, first = 0, done = false, peer = false, first_timeout_ms = false,
                 first_stop = false }
   ngx.ctx.rf = ctx
-  if route.tells then
+  return ctx, now
+end
+
+--- Called from access_by_lua_block (not in the lean form, opts.lean): matches the request's route once; no route
+--- answers 404, a route the gateway cannot serve natively goes to opts.fallback (ngx.exec). Otherwise the request's
+--- step is kept in ngx.ctx.rf for the next phases: a step of an ended request of this worker, reused, or a new one.
+--- With opts.request_var, raises when that variable does not hold the value it names (the configuration does not
+--- set it).
+function M.access()
+  local ctx, now_or_stop = open_request()
+  if not ctx then
+    if now_or_stop == 404 then return ngx.exit(404) end
+    return ngx.exec(shared.fallback)
+  end
+  local now = now_or_stop
+  if ctx.route.tells then
     -- nginx builds the request once, before the first try's balancer: that try begins here, so that the request
     -- carries its propagation headers without being built again
+    local step = ctx.step
     local timeout_ms, why = step_begin(step, now)
     ctx.first_timeout_ms, ctx.first_stop = timeout_ms, why
     if timeout_ms then propagate(step) end
@@ -391,9 +429,24 @@ end
 -- "host:port" (ctx.peer), recorded in its ledger entry.
 local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false, peer = nil }
 
+-- The request's state in the balancer phase: ngx.ctx.rf, which the lean form (no access phase, opts.lean) makes on
+-- the first try. false when the request stopped: a path with no route answers 404 (through M.stopped; every route
+-- of a lean gateway is native, M.init).
+local function state_in_balancer()
+  local ctx = ngx.ctx.rf
+  if ctx then return ctx end
+  if not shared.lean then
+    error("retryfreeze.gateway: no request state: access_by_lua_block must call access() (or give init lean = true)", 0)
+  end
+  ctx = open_request()
+  if ctx then return ctx end
+  ngx.var.rf_stop_status = "404"
+  ngx.exit(ngx.ERROR)
+  return false
+end
+
 -- M.try on the request's state ctx (ngx.ctx.rf).
 local function try_on(ctx, peer)
-  if not ctx then error("retryfreeze.gateway: no request state: access_by_lua_block must call access()", 0) end
   local step, route = ctx.step, ctx.route
   local now = now_ms()
   local last = 503 -- the status a stop answers with: no try could start
@@ -445,14 +498,17 @@ end
 -- @return the try's number (1 for the first), or nil when the request stopped
 function M.try(peer)
   if not balancer then balancer = require "ngx.balancer" end
-  return try_on(ngx.ctx.rf, peer)
+  local ctx = state_in_balancer()
+  if not ctx then return nil end
+  return try_on(ctx, peer)
 end
 
 --- Called from balancer_by_lua_block, once per try: M.try, then the try's peer: the next of opts.peers not yet
 --- tried by this request while one is left (the first try's peer from a per-worker rotation), then the next in turn.
 function M.balancer()
   if not balancer then balancer = require "ngx.balancer" end
-  local ctx = ngx.ctx.rf
+  local ctx = state_in_balancer()
+  if not ctx then return end
   local tries = try_on(ctx)
   if not tries then return end
   local n = shared.n_peers
@@ -494,8 +550,9 @@ function M.header_filter()
   if ctx and not ctx.done then final(ctx, ngx.status, true) end
 end
 
---- Called from log_by_lua_block: a request that never reached header_filter (the client closed first) still gets
---- its ledger line; and an exiting worker writes its held lines now (its timer has run for the last time).
+--- Called from log_by_lua_block: a request that never reached header_filter (the client closed first, or the lean
+--- form, which runs no header_filter) gets its ledger line here, from the final response; and an exiting worker
+--- writes its held lines now (its timer has run for the last time).
 function M.log()
   local ctx = ngx.ctx.rf
   if ctx and not ctx.done then final(ctx, ngx.status) end
