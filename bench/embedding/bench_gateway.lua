@@ -1,20 +1,34 @@
 -- The gateway mode's front CPU per request against nginx's own keepalive proxy_pass to the same upstreams, in one
--- nginx: examples/gateway/nginx.conf.in filled in as docs/embedding.md says (its lock, its ledger on), plus a server
--- of this bench's own, both in front of two retryfreeze-serve answering 503 to a share of attempts:
+-- nginx: examples/gateway/nginx.conf.in filled in as docs/embedding.md says (its lock, its ledger on), plus two
+-- servers of this bench's own, all in front of two retryfreeze-serve answering 503 to a share of attempts:
 --   gateway     proxy_pass to the gateway's upstream block: every try started and decided by the engine in the
 --               balancer (retryfreeze.gateway), one ledger line per request;
+--   floor       the lean form's two Lua phases doing only what any balancer must, and no engine (no decision, no
+--               ledger; nginx_front.gateway_floor): what nginx's Lua phases cost before a gateway does anything,
+--               which bounds what any gateway built on them reaches. No target: the target is read against it;
 --   keepalive   proxy_pass + proxy_next_upstream (error, timeout, 503; 3 tries, the lock's maxAttempts) to the same
 --               two servers over an upstream keepalive pool.
+-- FORM "lean" runs the lean form as the gateway (examples/gateway/lean.nginx.conf.in and lean.lock.json: the balancer
+-- and log phases only, no propagation).
 -- The project's client drives each front on loopback (rf.client through retryfreeze.scheduler: libcurl's multi
 -- interface, 32 requests in flight on keep-alive connections, one attempt each: the driver never retries) for a
--- round of REQUESTS requests, the fronts in turn and their order swapped every round, ROUNDS rounds. A front's CPU is
+-- round of REQUESTS requests, the fronts in turn and their order turned every round, ROUNDS rounds. A front's CPU is
 -- the utime + stime of nginx's worker processes over its rounds (/proc/PID/stat), per request sent. The upstreams'
--- attempt count per request says that the fronts retried alike. The ratio is the median of the rounds' own ratios
--- (each round runs both fronts seconds apart), which a loaded machine moves less.
+-- attempt count per request says that the fronts retried alike. A ratio is the median of the rounds' own ratios
+-- (each round runs the fronts seconds apart), which a loaded machine moves less.
 -- Prints `ratio:` lines for bench/run (never fails on a target; fails when a part does not start).
--- Usage: lua5.4 bench/embedding/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS]] (from the source root); RF_BENCH_GATEWAY_LOCK
--- names another lock for the gateway (its routes must take GET /items/1), e.g. one without propagation.
+-- Usage: lua5.4 bench/embedding/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS [FORM]]] (from the source root; FORM
+-- "full", the default, or "lean"); RF_BENCH_GATEWAY_LOCK names another lock for the gateway (its routes must take
+-- GET /items/1).
 local build, count, rounds = arg[1] or "build", tonumber(arg[2] or "20000"), tonumber(arg[3] or "5")
+-- the form's configuration, its lock, and the words its ratio line starts with
+local FORMS = {
+  full = { conf = "examples/gateway/nginx.conf.in", lock = "examples/gateway/gateway.lock.json", says = "nginx gateway" },
+  lean = { conf = "examples/gateway/lean.nginx.conf.in", lock = "examples/gateway/lean.lock.json",
+           says = "nginx lean gateway" },
+}
+local form = FORMS[arg[4] or "full"]
+if not form then error("bench_gateway: FORM must be full or lean, got " .. tostring(arg[4]), 0) end
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local rf = require "retryfreeze"
@@ -34,7 +48,8 @@ local dir = nginx_front.temp_dir("gateway")
 local up1 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 1 })
 local up2 = assert(upstream.start{ bindir = build .. "/bin", faults = "503=0.1", max_seconds = 600, seed = 2 })
 
-local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port() }
+local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port(),
+                floor = nginx_front.free_port() }
 local src = shell.sh("pwd"):gsub("%s+$", "")
 local url, base = {}, {}
 for name, port in pairs(ports) do
@@ -42,10 +57,11 @@ for name, port in pairs(ports) do
   url[name] = base[name] .. "/items/1"
 end
 local ok_start, front = pcall(nginx_front.start, { what = "bench_gateway", dir = dir,
-  conf_in = "examples/gateway/nginx.conf.in",
-  servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port), urls = url,
+  conf_in = form.conf,
+  servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port)
+    .. nginx_front.gateway_floor(ports.floor, up1.port, up2.port), urls = url,
   values = { SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
-    LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/examples/gateway/gateway.lock.json"),
+    LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/" .. form.lock),
     LEDGER = dir .. "/ledger.jsonl", UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port),
     PORT = tostring(ports.gateway) } })
 local function stop()
@@ -82,12 +98,18 @@ local function upstream_attempts()
 end
 
 local totals = {}
-local order = { "gateway", "keepalive" }
-local round_ratios = {} -- gateway / keepalive per round: the two ran seconds apart, under the same load
+local order = { "gateway", "floor", "keepalive" }
+-- per round: gateway / keepalive, floor / keepalive, gateway / floor (the fronts ran seconds apart, under one load)
+local round_ratios, floor_ratios, over_floor = {}, {}, {}
 -- A warm-up round each (JIT traces, connection pools), not counted.
 for _, name in ipairs(order) do drive(base[name], count // 4) end
-local lines0 = 0
-for _ in io.lines(dir .. "/ledger.jsonl") do lines0 = lines0 + 1 end
+-- The ledger's lines so far.
+local function ledger_lines()
+  local n = 0
+  for _ in io.lines(dir .. "/ledger.jsonl") do n = n + 1 end
+  return n
+end
+local lines0 = ledger_lines()
 for round = 1, rounds do
   local us_round = {}
   for k = 0, #order - 1 do
@@ -106,13 +128,24 @@ for round = 1, rounds do
     t.attempts = t.attempts + (attempts1 - attempts0)
   end
   round_ratios[round] = us_round.gateway / us_round.keepalive
+  floor_ratios[round] = us_round.floor / us_round.keepalive
+  over_floor[round] = us_round.gateway / us_round.floor
 end
-table.sort(round_ratios)
-local median = round_ratios[(#round_ratios + 1) // 2]
-if #round_ratios % 2 == 0 then median = (median + round_ratios[#round_ratios // 2 + 1]) / 2 end
+-- The median of a list of ratios (sorted in place), and the list as text.
+local function median_of(list)
+  table.sort(list)
+  local m = list[(#list + 1) // 2]
+  if #list % 2 == 0 then m = (m + list[#list // 2 + 1]) / 2 end
+  return m
+end
+local function sorted_text(list)
+  local parts = {}
+  for i, r in ipairs(list) do parts[i] = ("%.2f"):format(r) end
+  return table.concat(parts, " ")
+end
+local median = median_of(round_ratios)
 stop()
-local lines = 0
-for _ in io.lines(dir .. "/ledger.jsonl") do lines = lines + 1 end
+local lines = ledger_lines()
 os.execute("rm -rf " .. q(dir))
 
 local us = {}
@@ -125,9 +158,10 @@ end
 print(("bench_gateway: the gateway's ledger holds %d lines for the %d requests it served in the rounds")
   :format(lines - lines0, totals.gateway.requests))
 local ratio = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua").ratio
-ratio("nginx gateway front CPU per request vs proxy_pass with keepalive", median, "<=", 1.25)
-local parts = {}
-for i, r in ipairs(round_ratios) do parts[i] = ("%.2f"):format(r) end
-print(("note: nginx gateway vs proxy_pass with keepalive, all rounds together: %.2fx (%.1f vs %.1f us); per round, "
+ratio(form.says .. " front CPU per request vs proxy_pass with keepalive", median, "<=", 1.25)
+print(("note: the floor (nginx's balancer and log phases with no engine) vs proxy_pass with keepalive in the same "
+  .. "rounds: %.2fx, the median of the rounds (sorted: %s); %s over the floor: %.2fx"):format(median_of(floor_ratios),
+  sorted_text(floor_ratios), form.says, median_of(over_floor)))
+print(("note: " .. form.says .. " vs proxy_pass with keepalive, all rounds together: %.2fx (%.1f vs %.1f us); per round, "
   .. "sorted: %s (rf.client on loopback, 32 in flight, %d rounds of %d requests alternated)"):format(
-  us.gateway / us.keepalive, us.gateway, us.keepalive, table.concat(parts, " "), rounds, count))
+  us.gateway / us.keepalive, us.gateway, us.keepalive, sorted_text(round_ratios), rounds, count))

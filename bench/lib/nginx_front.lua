@@ -81,6 +81,56 @@ function M.gateway_baseline(port, port1, port2)
 ]]):format(port1, port2, port1, port)
 end
 
+--- The floor under the gateway mode's cost (bench_gateway.lua): a server whose upstream block runs the lean gateway's
+--- two Lua phases doing only what any balancer must, and no engine: the balancer keeps a table in ngx.ctx, sets each
+--- try's timeouts, allows a third try and sets the peer (port1 and port2 in turn); the log phase reads the table. No
+--- route, no decision, no ledger line: what it costs over gateway_baseline is what nginx's Lua phases cost before a
+--- gateway does anything. Needs lua-resty-core (the gateway's configuration loads it).
+-- @param port the port it listens on; port1, port2 the upstreams' ports
+-- @return the configuration text, for the end of the http block
+function M.gateway_floor(port, port1, port2)
+  return ([[
+  upstream rf_bench_floor {
+    server 0.0.0.1;
+    balancer_by_lua_block {
+      local balancer = require "ngx.balancer"
+      local ctx = ngx.ctx.floor
+      if not ctx then
+        ctx = { tries = 0 }
+        ngx.ctx.floor = ctx
+      end
+      ctx.tries = ctx.tries + 1
+      local turn = package.loaded.rf_bench_floor -- the worker's peer rotation
+      if not turn then
+        turn = { next = 0 }
+        package.loaded.rf_bench_floor = turn
+      end
+      turn.next = turn.next %% 2 + 1
+      balancer.set_timeouts(1, 1, 1)
+      if ctx.tries < 3 then balancer.set_more_tries(1) end
+      balancer.set_current_peer("127.0.0.1", turn.next == 1 and %d or %d)
+    }
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:%d;
+    location / {
+      proxy_pass http://rf_bench_floor;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+      proxy_next_upstream error timeout http_502 http_503 http_504 http_429 non_idempotent;
+      proxy_next_upstream_tries 0;
+      proxy_next_upstream_timeout 0;
+      log_by_lua_block {
+        local ctx = ngx.ctx.floor
+        if ctx then ctx.status = ngx.status end
+      }
+    }
+  }
+]]):format(port1, port2, port)
+end
+
 --- Starts nginx on an example configuration and waits until every url answers (any status but none).
 -- @param opts {what = the bench's name (its messages), dir = M.temp_dir's folder, conf_in = the example's path
 --   (examples/…/nginx.conf.in), values = {PLACEHOLDER = value, …} (each @NAME@ of conf_in; DIR is dir unless
