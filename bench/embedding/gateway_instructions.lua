@@ -5,9 +5,14 @@
 -- two versions of the gateway. They cover user space only (the kernel's part of a request, its sockets, is the
 -- same for both fronts). Each front runs in an nginx of its own: REQUESTS / 2 requests to warm up (LuaJIT's
 -- traces), the counters zeroed, then REQUESTS requests counted, 8 in flight, from rf.client.
--- Prints `note:` lines (no target). Usage: lua5.4 bench/embedding/gateway_instructions.lua BUILD_DIR [REQUESTS]
--- (from the source root; needs valgrind, nginx with its Lua module, and the build's LuaJIT module).
+-- Prints `note:` lines (no target). Usage: lua5.4 bench/embedding/gateway_instructions.lua BUILD_DIR [REQUESTS
+-- [FORM]] (from the source root; FORM "full", the default, or "lean": examples/gateway/lean.nginx.conf.in with
+-- lean.lock.json; needs valgrind, nginx with its Lua module, and the build's LuaJIT module).
 local build, count = arg[1] or "build", tonumber(arg[2] or "2000")
+local FORMS = { full = { conf = "examples/gateway/nginx.conf.in", lock = "examples/gateway/gateway.lock.json" },
+                lean = { conf = "examples/gateway/lean.nginx.conf.in", lock = "examples/gateway/lean.lock.json" } }
+local form = FORMS[arg[3] or "full"]
+if not form then error("gateway_instructions: FORM must be full or lean, got " .. tostring(arg[3]), 0) end
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local rf = require "retryfreeze"
@@ -46,10 +51,10 @@ local PARTS = { { "access_by_lua", "ngx_http_lua_access_handler " }, { "balancer
 local function measure(front_name)
   local dir = nginx_front.temp_dir("gateway-instr")
   local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port() }
-  local conf = assert(io.open("examples/gateway/nginx.conf.in")):read("a")
+  local conf = assert(io.open(form.conf)):read("a")
   conf = conf:gsub("\nworker_processes %d+;", "\nworker_processes 1;\nmaster_process off;", 1)
   conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
-    LOCK = src .. "/examples/gateway/gateway.lock.json", LEDGER = dir .. "/ledger.jsonl",
+    LOCK = src .. "/" .. form.lock, LEDGER = dir .. "/ledger.jsonl",
     UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
   local servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port)
   conf = conf:gsub("\n}%s*$", function() return "\n" .. servers .. "}\n" end)
