@@ -1,6 +1,7 @@
--- Instructions (callgrind) per request of nginx's worker for the gateway mode and for nginx's own keepalive proxy_pass,
--- the configuration bench_gateway.lua runs (examples/gateway/nginx.conf.in plus the same baseline server, here with
--- one worker and no master process), and the gateway's share per phase handler. The counts are deterministic where
+-- Instructions (callgrind) per request of nginx's worker for the gateway mode, for nginx's own keepalive proxy_pass
+-- and for the floor (the Lua phases with no engine), the configuration bench_gateway.lua runs
+-- (examples/gateway/nginx.conf.in plus the same two servers, here with one worker and no master process), and the
+-- gateway's share per phase handler. The counts are deterministic where
 -- the CPU-time ratio of bench_gateway.lua moves by about 0.1 between runs on a loaded machine: use them to compare
 -- two versions of the gateway. They cover user space only (the kernel's part of a request, its sockets, is the
 -- same for both fronts). Each front runs in an nginx of its own: REQUESTS / 2 requests to warm up (LuaJIT's
@@ -50,13 +51,15 @@ local PARTS = { { "access_by_lua", "ngx_http_lua_access_handler " }, { "balancer
 -- Runs one front under callgrind: {total = instructions per request, parts = {name = per request}}.
 local function measure(front_name)
   local dir = nginx_front.temp_dir("gateway-instr")
-  local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port() }
+  local ports = { gateway = nginx_front.free_port(), keepalive = nginx_front.free_port(),
+                  floor = nginx_front.free_port() }
   local conf = assert(io.open(form.conf)):read("a")
   conf = conf:gsub("\nworker_processes %d+;", "\nworker_processes 1;\nmaster_process off;", 1)
   conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
     LOCK = src .. "/" .. form.lock, LEDGER = dir .. "/ledger.jsonl",
     UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
   local servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port)
+    .. nginx_front.gateway_floor(ports.floor, up1.port, up2.port)
   conf = conf:gsub("\n}%s*$", function() return "\n" .. servers .. "}\n" end)
   local f = assert(io.open(dir .. "/nginx.conf", "w"))
   f:write(conf)
@@ -105,11 +108,13 @@ local function measure(front_name)
   return result
 end
 
-local gateway, keepalive = measure("gateway"), measure("keepalive")
+local gateway, keepalive, floor = measure("gateway"), measure("keepalive"), measure("floor")
 up1.stop()
 up2.stop()
 print(("note: nginx worker instructions per request (callgrind, %d requests, 8 in flight): gateway %.1fk, keepalive "
-  .. "proxy_pass %.1fk, %.2fx"):format(count, gateway.total / 1e3, keepalive.total / 1e3, gateway.total / keepalive.total))
+  .. "proxy_pass %.1fk, %.2fx; the floor (the Lua phases with no engine, bench_gateway.lua) %.1fk, %.2fx"):format(count,
+  gateway.total / 1e3, keepalive.total / 1e3, gateway.total / keepalive.total, floor.total / 1e3,
+  floor.total / keepalive.total))
 local parts = {}
 for i, part in ipairs(PARTS) do parts[i] = ("%s %.1fk"):format(part[1], gateway.parts[part[1]] / 1e3) end
 print("note: the gateway's per request, inclusive: " .. table.concat(parts, ", "))
