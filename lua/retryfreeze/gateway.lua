@@ -78,15 +78,23 @@ local DEFAULT_ATTEMPT_HEADER = schema_default("propagation.attemptHeader")
 local DEFAULT_DEADLINE_HEADER = schema_default("propagation.deadlineHeader")
 
 --- Which routes of a policy the gateway serves natively, and why not the others: a try in the balancer phase cannot
---- wait, so a route may not ask for one.
+--- wait, so a route may not ask for one; and the lean form (opts.lean) runs no access or header_filter phase, so a
+--- route there may not have propagation.
 -- @param policy a policy from rf.load
+-- @param opts nil, or {lean = true}: the routes the lean form serves
 -- @return an array, in policy:routes() order, of {endpoint = "GET /items/*", native = boolean, why = nil or a
 --   sentence naming each lock field that asks for a wait or hedging (its JSON name: hedging, backoff,
---   retryAfter.honor), joined by "; and ")}
-function M.routes(policy)
+--   retryAfter.honor) or, with opts.lean, has propagation, joined by "; and ")}
+function M.routes(policy, opts)
+  local lean = opts ~= nil and opts.lean
   local out = {}
   for i, route in ipairs(policy:routes()) do
     local why = {}
+    if lean and route.propagation then
+      why[#why + 1] = "propagation: its caller's headers are read in the access phase and its overloaded header is "
+        .. "told in the header_filter phase, which the lean form does not run (remove propagation, or serve it from "
+        .. "the full form)"
+    end
     if route.hedging then
       why[#why + 1] = "hedging: hedged attempts overlap and start after a delay, which the balancer phase cannot wait"
     end
@@ -170,9 +178,9 @@ function M.init(opts)
   -- per endpoint: {max = maxAttempts, native = bool, tells = overloaded header or nil, var = its nginx variable};
   -- route_at: the same tables in policy:routes() order; serve: whether each is native (a step may serve it)
   local routes, refused, route_at, serve, any_tells = {}, {}, {}, {}, false
-  local effective, lean_refused = {}, {}
+  local effective = {}
   for _, route in ipairs(policy:routes()) do effective[route.endpoint] = route end
-  for _, r in ipairs(M.routes(policy)) do
+  for _, r in ipairs(M.routes(policy, { lean = opts.lean })) do
     local route = effective[r.endpoint]
     local info = { max = route.max_attempts, native = r.native }
     local p = route.propagation
@@ -187,17 +195,12 @@ function M.init(opts)
       any_tells = true
     end
     if not r.native then refused[#refused + 1] = r.endpoint .. ": " .. r.why end
-    if p and opts.lean then
-      lean_refused[#lean_refused + 1] = r.endpoint .. ": propagation: its caller's headers are read in the access "
-        .. "phase and its overloaded header is told in the header_filter phase, which the lean form does not run"
-    end
     routes[r.endpoint] = info
     route_at[#route_at + 1], serve[#serve + 1] = info, r.native
   end
-  if opts.lean and #refused + #lean_refused > 0 then
-    for _, line in ipairs(lean_refused) do refused[#refused + 1] = line end
+  if opts.lean and #refused > 0 then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the lean gateway (balancer and log phases) cannot serve "
-      .. "these routes (give up lean = true for the full form): " .. table.concat(refused, "; "), 0)
+      .. "these routes (the full form, without lean = true, serves routes with propagation): " .. table.concat(refused, "; "), 0)
   end
   if #refused > 0 and not opts.fallback then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "

@@ -1,7 +1,7 @@
---- `retryfreeze check LOCK [--table TABLE.tsv [--seed N]] [--gateway]`: validates a lock, prints its digest and the
---- effective policy (defaults applied); with --table, runs a decision table against it instead of printing the
---- effective policy; with --gateway, says which routes the gateway mode (retryfreeze.gateway) serves natively and
---- why not the others. Exit 0 when valid (and every row passes, and every route is native), 1 when a row fails or
+--- `retryfreeze check LOCK [--table TABLE.tsv [--seed N]] [--gateway [--lean]]`: validates a lock, prints its digest
+--- and the effective policy (defaults applied); with --table, runs a decision table against it instead of printing
+--- the effective policy; with --gateway, says which routes the gateway mode (retryfreeze.gateway) serves natively
+--- and why not the others (with --lean, its lean form). Exit 0 when valid (and every row passes, and every route is native), 1 when a row fails or
 --- a route is not native, 2 when the lock or the table is invalid or unreadable.
 local cli_args = require "retryfreeze.cli.args"
 local decision_table = require "retryfreeze.decision_table"
@@ -28,7 +28,8 @@ return cli_args.command {
     .. "  columns are reproducible.\n"
     .. "  --gateway prints one line per route: 'native ROUTE', or 'not-native ROUTE: why' for a route\n"
     .. "  whose lock asks for a wait or hedging, which nginx's balancer phase cannot do (docs/embedding.md):\n"
-    .. "  exit 0 every route native, 1 one is not.",
+    .. "  exit 0 every route native, 1 one is not. With --lean, for the lean form (balancer and log\n"
+    .. "  phases only), which cannot serve a route with propagation either.",
   options = {
     { "--table", "string TABLE.tsv",
       "run this decision table (facts -> expected verdict) instead of printing the effective policy" },
@@ -36,6 +37,7 @@ return cli_args.command {
       needs = "--table" },
     { "--gateway", "flag", "say which routes the gateway mode serves natively (nginx's balancer phase: no wait, "
       .. "no hedging) and why not the others, instead of printing the effective policy", excludes = "--table" },
+    { "--lean", "flag", "with --gateway: for the lean form (no propagation either)", needs = "--gateway" },
   },
 
   --- Runs the subcommand (see retryfreeze.cli for ctx).
@@ -50,7 +52,7 @@ return cli_args.command {
     ctx.out:printf("ok: %s\ndigest: %s\n", pos[1], policy.digest)
     if opts.gateway then
       local refused = 0
-      for _, r in ipairs(require("retryfreeze.gateway").routes(policy)) do
+      for _, r in ipairs(require("retryfreeze.gateway").routes(policy, { lean = opts.lean })) do
         if r.native then
           ctx.out:printf("native %s\n", r.endpoint)
         else
