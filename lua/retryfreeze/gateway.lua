@@ -200,7 +200,8 @@ function M.init(opts)
   end
   if opts.lean and #refused > 0 then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the lean gateway (balancer and log phases) cannot serve "
-      .. "these routes (the full form, without lean = true, serves routes with propagation): " .. table.concat(refused, "; "), 0)
+      .. "these routes (the full form, without lean = true, serves routes with propagation): "
+      .. table.concat(refused, "; "), 0)
   end
   if #refused > 0 and not opts.fallback then
     error("retryfreeze.gateway.init: " .. opts.lock .. ": the gateway cannot serve these routes natively (give "
