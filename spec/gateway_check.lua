@@ -209,6 +209,17 @@ local function battery(form)
     .. tostring(headers["cache-control"]) .. ")")
   fcheck(#since(mark, 1) == 1, "one GET /echo reached the upstreams")
 
+  -- A caller's propagation headers never pass through as they came: the full form sends its own attempt number (its
+  -- lock has propagation), the lean form none.
+  mark = #seen()
+  local s_prop = curl(gw_port, "/items/prop", "-H 'X-Envoy-Attempt-Count: 7' -H 'X-Envoy-Expected-Rq-Timeout-Ms: 900'")
+  requests = requests + 1
+  local prop = since(mark, 1)
+  local want_attempt = form.name == "lean" and "-" or "1"
+  fcheck(s_prop == 200 and #prop == 1 and prop[1].attempt == want_attempt, "a caller's X-Envoy-Attempt-Count: 7 "
+    .. "reached the upstream as " .. want_attempt .. " (" .. tostring(s_prop) .. ", " .. #prop .. " tries, attempt "
+    .. tostring(prop[1] and prop[1].attempt) .. ")")
+
   -- An always-503 route: exactly maxAttempts, across both peers.
   local policy = assert(rf.load(form.lock))
   local max = policy:routes()[1].max_attempts
