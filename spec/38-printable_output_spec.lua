@@ -188,3 +188,24 @@ describe("util.printable", function()
     assert.same({ "\127", "\194\155", "tab\there" }, { table.unpack(json.decode(text).list) })
   end)
 end)
+
+describe("util.well_formed_utf8", function()
+  it("keeps well-formed UTF-8 as it is and replaces each stray byte with U+FFFD", function()
+    local R = "\239\191\189"
+    assert.equal("abc/items/1", util.well_formed_utf8("abc/items/1"))
+    assert.equal("é€\240\159\152\128\194\133", util.well_formed_utf8("é€\240\159\152\128\194\133"))
+    assert.equal(R .. "(", util.well_formed_utf8("\195("))
+    assert.equal(R .. R .. "x", util.well_formed_utf8("\255\254x"))
+    assert.equal("a" .. R .. R .. "b", util.well_formed_utf8("a\226\130b")) -- a truncated sequence: one per byte
+    assert.equal(R .. R .. R, util.well_formed_utf8("\237\160\128")) -- a surrogate is no sequence
+    assert.equal(R .. R, util.well_formed_utf8("\192\175")) -- nor an overlong "/"
+    -- every byte value after a well-formed prefix: the result is UTF-8, and a byte below 0x80 is kept
+    for b = 0, 255 do
+      local out = util.well_formed_utf8("é" .. string.char(b) .. "z")
+      assert.is_truthy(utf8.len(out), ("byte %d: %q"):format(b, out))
+      if b < 0x80 then assert.equal("é" .. string.char(b) .. "z", out) end
+    end
+    local raw = util.well_formed_utf8(RAW)
+    assert.is_truthy(utf8.len(raw), ("%q"):format(raw))
+  end)
+end)

@@ -83,7 +83,8 @@ local function start(name, count, conf_of)
 end
 
 -- The upstream: one nginx on two ports (the gateway's two peers). /echo answers with the request headers it got
--- and three response headers; /fail and POST /v1/jobs answer 503; /items/* 200. Every request is logged with the
+-- and three response headers; /fail and POST /v1/jobs answer 503; /items/s999 999 (no HTTP status); /items/slow 200
+-- after a second; other /items/* 200. Every request is logged with the
 -- port it came in on, its method, path, idempotency key and propagated attempt number.
 local up_ports, up_dir = start("upstream", 2, function(ports, d)
   local servers = {}
@@ -104,6 +105,8 @@ local up_ports, up_dir = start("upstream", 2, function(ports, d)
       }
     }
     location = /fail { return 503 "down\n"; }
+    location = /items/s999 { return 999 "odd\n"; }
+    location = /items/slow { content_by_lua_block { ngx.sleep(1) ngx.say("late") } }
     location = /v1/jobs { return 503 "busy\n"; }
     location /items/ { return 200 "item\n"; }
   }
@@ -267,6 +270,30 @@ local function battery(form)
   fcheck(s404 == 404, "a path no route matches answers 404 (" .. tostring(s404) .. ")")
   fcheck(#since(mark, 0) == 0, "and reaches no upstream")
 
+  -- What a client or an upstream can send that is not what the engine expects: each gets its ledger line.
+  -- A status outside 100..599 (nginx passes it on): an UNKNOWN try, not a Lua error (the error logs are read last).
+  mark = #seen()
+  local s999 = curl(gw_port, "/items/s999")
+  requests = requests + 1
+  fcheck(s999 == 999 and #since(mark, 1) == 1, "an upstream's status 999 reaches the client, sent once ("
+    .. tostring(s999) .. ")")
+  -- A client that leaves before the answer: stopped-by-caller, not an upstream's 499.
+  mark = #seen()
+  curl(gw_port, "/items/slow", "--max-time 0.3")
+  requests = requests + 1
+  fcheck(#since(mark, 1) == 1, "a request whose client left reached the upstream once")
+  -- An Idempotency-Key that is not UTF-8 (0xC3 then "("): recorded with U+FFFD, not refused by the ledger.
+  mark = #seen()
+  local s_key = curl(gw_port, "/items/badkey", "-H \"$(printf 'Idempotency-Key: \\303(')\"")
+  requests = requests + 1
+  fcheck(s_key == 200 and #since(mark, 1) == 1, "a key that is not UTF-8 is served (" .. tostring(s_key) .. ")")
+  -- The route is matched on the path as sent upstream, not nginx's normalised one: /nope/%2e%2e/items/x is no
+  -- /items/* request.
+  mark = #seen()
+  local s_dots = curl(gw_port, "/nope/%2e%2e/items/x", "--path-as-is")
+  fcheck(s_dots == 404 and #since(mark, 0) == 0, "a path that is /items/x only once normalised answers 404 and "
+    .. "reaches no upstream (" .. tostring(s_dots) .. ")")
+
   -- GETs to a route that succeeds, spread over the peers.
   mark = #seen()
   local ok200 = 0
@@ -322,6 +349,24 @@ local function battery(form)
     if rec.path == "/fail" then ledger_fail_peers[#ledger_fail_peers + 1] = table.concat(peers, ",") end
     local k = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
     reasons[k] = (reasons[k] or 0) + 1
+  end
+  for rec in rf.ledger.read(gw_dir .. "/ledger.jsonl") do
+    local classes = {}
+    for i, t in ipairs(rec.tries) do classes[i] = t.class end
+    local what = rec.reason .. " " .. table.concat(classes, ",")
+    if rec.path == "/items/s999" then
+      fcheck(what == "status-not-retryable UNKNOWN" or what:find("^[%w-]+ UNKNOWN$") ~= nil,
+        "the status-999 request's ledger line has one UNKNOWN try (" .. what .. ")")
+    elseif rec.path == "/items/slow" then
+      local t = rec.tries[1] or {}
+      fcheck(rec.reason == "stopped-by-caller" and rec.attempts == 1 and classes[1] == "UNKNOWN"
+        and t.transport == "other" and t.status == 0 and t.peer ~= nil, "the request whose client left is "
+        .. "stopped-by-caller, its try UNKNOWN (transport other, no status) with its peer, no HTTP_499 (" .. what
+        .. ", " .. tostring(t.transport) .. ", " .. tostring(t.status) .. ", " .. tostring(t.peer) .. ")")
+    elseif rec.path == "/items/badkey" then
+      fcheck(rec.key == "\239\191\189(", "the key that is not UTF-8 is recorded with U+FFFD (" .. ("%q"):format(
+        tostring(rec.key)) .. ")")
+    end
   end
   local fails = "GET /fail max-attempts HTTP_503,HTTP_503,HTTP_503"
   fcheck(reasons[fails] == n, "the ledger records each always-503 request as " .. fails .. " (" ..

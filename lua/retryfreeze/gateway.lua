@@ -33,6 +33,7 @@
 --- serves it through the content-phase path (rf.flow: examples/nginx/retry_proxy.lua).
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
+local well_formed_utf8 = require("retryfreeze.util").well_formed_utf8
 
 local M = {}
 
@@ -291,7 +292,11 @@ local function open_request()
       .. "failed (see the error log)", 0)
   end
   local var = ngx.var
-  local method, path = ngx.req.get_method(), var.uri
+  -- The path as the upstream gets it (proxy_pass with no URI sends the request target as the client wrote it), not
+  -- nginx's normalised $uri: a route is chosen by what is sent ("/a/%2e%2e/items/1" is not "/items/1").
+  local method, path = ngx.req.get_method(), var.request_uri
+  local q = find(path, "?", 1, true)
+  if q then path = sub(path, 1, q - 1) end
   local key, sent -- sent: whether the caller sent a propagation header (read only when a route has propagation)
   local request_var = shared.request_var
   if request_var then -- the key and the caller's propagation headers in one read (opts.request_var)
@@ -308,6 +313,10 @@ local function open_request()
     if key == "" then key = nil end -- an empty key is no key (docs/lua.md, facts)
     sent = shared.any_tells and (var[shared.attempt_in] or var[shared.deadline_in])
   end
+  -- What comes from the wire goes to the ledger, which takes only UTF-8: a stray byte is recorded as U+FFFD rather
+  -- than the line refused (the upstream still gets the bytes the client sent).
+  path = well_formed_utf8(path)
+  if key then key = well_formed_utf8(key) end
   local now = now_ms()
   local route, step
   -- A step of an ended request, reused: it matches the route itself. A caller's propagation headers take core.step.
@@ -393,6 +402,12 @@ end
 -- may have left (connect-reset), which a request without an idempotency key does not retry.
 local function last_try(res, code, route)
   local var = ngx.var
+  -- nginx passes any three digits on; a status outside 100..599 (RFC 9110 §15) is no HTTP response: a transport
+  -- failure the engine classes UNKNOWN, not a status it would refuse
+  if code < 100 or code > 599 then
+    res.status, res.transport, res.not_sent, res.headers = 0, "other", false, nil
+    return res
+  end
   -- nginx stands in with 502 or 504 only: any other code is the upstream's own
   if (code ~= 502 and code ~= 504) or last_item(var.upstream_header_time) ~= "-" then
     res.status, res.transport, res.not_sent, res.headers = code, "ok", false, nil
@@ -532,6 +547,17 @@ local function final(ctx, status, in_header_filter)
   local route = ctx.route
   if ctx.tries == 0 then
     finish(ctx, "stopped-by-caller") -- the request ended before its first try (a client gone, an error)
+    return
+  end
+  -- 499: nginx's own code for a client that closed before the response (no head came for the last try): not an
+  -- upstream's status but a try the host gave up (transport "other", with its peer), and a request the caller
+  -- stopped
+  if status == 499 and last_item(ngx.var.upstream_header_time) == "-" then
+    res.status, res.transport, res.not_sent, res.headers, res.peer = 0, "other", false, nil, ctx.peer
+    local now, wall = now_ms(), wall_ms()
+    step_after(ctx.step, res, now, wall)
+    res.peer = nil
+    finish(ctx, "stopped-by-caller", now, wall)
     return
   end
   last_try(res, status, route)
