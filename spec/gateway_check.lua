@@ -84,7 +84,7 @@ end
 
 -- The upstream: one nginx on two ports (the gateway's two peers). /echo answers with the request headers it got
 -- and three response headers; /fail and POST /v1/jobs answer 503; /items/s999 999 (no HTTP status); /items/slow 200
--- after a second; other /items/* 200. Every request is logged with the
+-- after a second; /items/big a head larger than the gateway's buffer; other /items/* 200. Every request is logged with the
 -- port it came in on, its method, path, idempotency key and propagated attempt number.
 local up_ports, up_dir = start("upstream", 2, function(ports, d)
   local servers = {}
@@ -107,6 +107,7 @@ local up_ports, up_dir = start("upstream", 2, function(ports, d)
     location = /fail { return 503 "down\n"; }
     location = /items/s999 { return 999 "odd\n"; }
     location = /items/slow { content_by_lua_block { ngx.sleep(1) ngx.say("late") } }
+    location = /items/big { content_by_lua_block { ngx.header["X-Big"] = ("b"):rep(9000) ngx.say("big") } }
     location = /v1/jobs { return 503 "busy\n"; }
     location /items/ { return 200 "item\n"; }
   }
@@ -277,6 +278,14 @@ local function battery(form)
   requests = requests + 1
   fcheck(s999 == 999 and #since(mark, 1) == 1, "an upstream's status 999 reaches the client, sent once ("
     .. tostring(s999) .. ")")
+  -- A response head larger than nginx's proxy buffer (invalid_header): a broken try like a reset, which the engine
+  -- retries (a GET) up to the lock's attempts, then answered 502.
+  mark = #seen()
+  local s_big = curl(gw_port, "/items/big")
+  requests = requests + 1
+  local big = since(mark, 3)
+  fcheck(s_big == 502 and #big == 3, "a head too large for nginx is retried as the lock allows: 3 tries, then 502 ("
+    .. tostring(s_big) .. ", " .. #big .. " tries)")
   -- A client that leaves before the answer: stopped-by-caller, not an upstream's 499.
   mark = #seen()
   curl(gw_port, "/items/slow", "--max-time 0.3")
@@ -363,6 +372,9 @@ local function battery(form)
         and t.transport == "other" and t.status == 0 and t.peer ~= nil, "the request whose client left is "
         .. "stopped-by-caller, its try UNKNOWN (transport other, no status) with its peer, no HTTP_499 (" .. what
         .. ", " .. tostring(t.transport) .. ", " .. tostring(t.status) .. ", " .. tostring(t.peer) .. ")")
+    elseif rec.path == "/items/big" then
+      fcheck(what == "max-attempts CONNECT_RESET,CONNECT_RESET,CONNECT_RESET", "the too-large head's line: "
+        .. "3 CONNECT_RESET tries, max-attempts (" .. what .. ")")
     elseif rec.path == "/items/badkey" then
       fcheck(rec.key == "\239\191\189(", "the key that is not UTF-8 is recorded with U+FFFD (" .. ("%q"):format(
         tostring(rec.key)) .. ")")

@@ -119,7 +119,7 @@ function M.gateway_floor(port, port1, port2)
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host $host;
-      proxy_next_upstream error timeout http_502 http_503 http_504 http_429 non_idempotent;
+      proxy_next_upstream error timeout invalid_header http_502 http_503 http_504 http_429 non_idempotent;
       proxy_next_upstream_tries 0;
       proxy_next_upstream_timeout 0;
       log_by_lua_block {
