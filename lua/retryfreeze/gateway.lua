@@ -33,12 +33,12 @@
 --- serves it through the content-phase path (rf.flow: examples/nginx/retry_proxy.lua).
 local rf = require "retryfreeze"
 local core = require "retryfreeze.core"
-local well_formed_utf8 = require("retryfreeze.util").well_formed_utf8
+local util = require "retryfreeze.util"
 
 local M = {}
 
 local type, tostring, tonumber = type, tostring, tonumber
-local find, sub = string.find, string.sub
+local find, sub, byte = string.find, string.sub, string.byte
 local SUCCESS_MIN, SUCCESS_MAX = core.SUCCESS_STATUS_MIN, core.SUCCESS_STATUS_MAX
 local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
 
@@ -54,6 +54,15 @@ local now_ms, wall_ms = core.ffi_monotonic_ms or rf.monotonic_ms, core.ffi_wall_
 -- A step the gateway ended reused for a later request of the worker (the FFI under LuaJIT, core.ffi_step_reuser): no
 -- userdata, holdings or keeper table per request. Without it, every request gets a new step from core.step.
 local step_reuser = core.ffi_step_reuser
+
+-- s as well-formed UTF-8 (util.well_formed_utf8), with a byte loop for the usual all-ASCII string: LuaJIT compiles
+-- it, where a pattern find (util's own test) would end the phase handler's trace.
+local function well_formed_utf8(s)
+  for i = 1, #s do
+    if byte(s, i) >= 0x80 then return util.well_formed_utf8(s) end
+  end
+  return s
+end
 
 -- The options of M.init besides lock, ledger, peers and fallback: {name, default, min, max} (integers).
 local OPTIONS = {
