@@ -130,8 +130,9 @@ local function stray_json() return "\\ufffd" end
 local REPLACEMENT = "\239\191\189"
 
 --- s as well-formed UTF-8 (RFC 3629): each byte that belongs to no well-formed sequence replaced by U+FFFD (one per
---- byte: a truncated sequence of two bytes gives two); everything else kept, C1 controls included. For a string from the wire (a request's path, a header) that must go
---- where only UTF-8 is accepted (a ledger line) rather than be refused there.
+--- byte: a truncated sequence of two bytes gives two); everything else kept, C1 controls included. For a string
+--- from the wire (a request's path, a header) that must go where only UTF-8 is accepted (a ledger line) rather
+--- than be refused there.
 -- @param s string
 -- @return string: s itself when it is well-formed UTF-8 (a pure-ASCII string is checked by one find)
 function M.well_formed_utf8(s)
