@@ -270,8 +270,8 @@ describe("a ledger torn by kill -9", function()
       local f = assert(io.open(ledger, "ab"))
       f:write(before:match("([^\n]*)\n$"):sub(1, 120))
       f:close()
-      whole = whole + 1 -- the fragment's line
     end
+    whole = whole + 1 -- the fragment's line: the one written here, or the kill's own (after the whole lines)
     -- The restarted writer: its first record must not be glued onto the fragment.
     local out = run("run", script, "2")
     assert.equal("", out)
