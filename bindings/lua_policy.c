@@ -194,7 +194,8 @@ static __attribute__((noinline, cold)) lua_Integer int_fact_error(lua_State *L, 
         fact_error(L, src, name, "must be an integer, got %s", luaL_typename(L, v));
     }
     if (strcmp(name, "status") == 0) /* the engine's own rule, in its words */
-        fact_error(L, src, name, "must be 0 (none received) or 100..599, got %s", rfl_pushint(L, x));
+        fact_error(L, src, name, "must be 0 (none received) or %d..%d, got %s", RF_HTTP_STATUS_MIN, RF_HTTP_STATUS_MAX,
+                   rfl_pushint(L, x));
     const char *los = rfl_pushint(L, lo), *his = rfl_pushint(L, hi), *xs = rfl_pushint(L, x);
     fact_error(L, src, name, "must be in %s..%s, got %s", los, his, xs);
     return 0; /* not reached */
@@ -226,10 +227,11 @@ static inline __attribute__((always_inline)) const char *str_fact(lua_State *L, 
     return NULL;
 }
 
-/* facts.status: 0 (none received) or 100..599 (RFC 9110 §15); required as an argument (nil is refused). */
+/* facts.status: 0 (none received) or RF_HTTP_STATUS_MIN..MAX (RFC 9110 §15); required as an argument (nil is
+ * refused). */
 static inline __attribute__((always_inline)) void fact_status(lua_State *L, int v, fact_src src, rf_facts *f) {
-    lua_Integer s = int_fact(L, v, src, "status", 0, 599, -1);
-    if (s != 0 && s < 100) int_fact_error(L, v, src, "status", 0, 599);
+    lua_Integer s = int_fact(L, v, src, "status", 0, RF_HTTP_STATUS_MAX, -1);
+    if (s != 0 && s < RF_HTTP_STATUS_MIN) int_fact_error(L, v, src, "status", 0, RF_HTTP_STATUS_MAX);
     f->status = (int)s;
 }
 

@@ -601,6 +601,10 @@ void rfl_open_step(lua_State *L) {
         {"step", l_step_new}, {"wall_ms", l_wall_ms}, {"monotonic_ms", l_monotonic_ms}, {NULL, NULL}};
     rfl_new_type(L, RFL_STEP, step_methods, step_meta);
     luaL_setfuncs(L, funcs, 0);
+    lua_pushinteger(L, RF_HTTP_STATUS_MIN); /* a host that gets any three digits (nginx) tells a status from none */
+    lua_setfield(L, -2, "HTTP_STATUS_MIN");
+    lua_pushinteger(L, RF_HTTP_STATUS_MAX);
+    lua_setfield(L, -2, "HTTP_STATUS_MAX");
     lua_pushinteger(L, RF_SUCCESS_STATUS_MIN); /* a host that skips reading what only a failure's verdict reads */
     lua_setfield(L, -2, "SUCCESS_STATUS_MIN");
     lua_pushinteger(L, RF_SUCCESS_STATUS_MAX);

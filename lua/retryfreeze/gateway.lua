@@ -40,6 +40,7 @@ local M = {}
 local type, tostring, tonumber = type, tostring, tonumber
 local find, sub, byte = string.find, string.sub, string.byte
 local SUCCESS_MIN, SUCCESS_MAX = core.SUCCESS_STATUS_MIN, core.SUCCESS_STATUS_MAX
+local STATUS_MIN, STATUS_MAX = core.HTTP_STATUS_MIN, core.HTTP_STATUS_MAX
 local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
 
 -- step:begin and step:after through the FFI under LuaJIT (the same results and errors as the methods, docs/lua.md).
@@ -411,9 +412,9 @@ end
 -- may have left (connect-reset), which a request without an idempotency key does not retry.
 local function last_try(res, code, route)
   local var = ngx.var
-  -- nginx passes any three digits on; a status outside 100..599 (RFC 9110 §15) is no HTTP response: a transport
-  -- failure the engine classes UNKNOWN, not a status it would refuse
-  if code < 100 or code > 599 then
+  -- nginx passes any three digits on; a status outside core.HTTP_STATUS_MIN..MAX (RFC 9110 §15) is no HTTP
+  -- response: a transport failure the engine classes UNKNOWN, not a status it would refuse
+  if code < STATUS_MIN or code > STATUS_MAX then
     res.status, res.transport, res.not_sent, res.headers = 0, "other", false, nil
     return res
   end

@@ -87,6 +87,11 @@ typedef enum rf_transport { RF_TRANSPORTS(RF_X_ENUM2) RF_TRANSPORT_COUNT } rf_tr
 /* The highest gRPC status code (UNAUTHENTICATED): a grpc-status outside 0..RF_GRPC_STATUS_MAX is refused. */
 #define RF_GRPC_STATUS_MAX 16
 
+/* The HTTP statuses (RFC 9110 §15: three digits, 100..599); a status outside them is no HTTP status: a fact refuses
+ * it, and a transport's result without one has status 0. */
+#define RF_HTTP_STATUS_MIN 100
+#define RF_HTTP_STATUS_MAX 599
+
 /* The statuses of a success: a response (transport ok) without a grpc-status whose status is in
  * RF_SUCCESS_STATUS_MIN..RF_SUCCESS_STATUS_MAX is no failure, whatever the lock's classes: rf_decide stops on it with
  * reason success before any other check, and no class of it is retryable (rf_policy_class_retryable). */

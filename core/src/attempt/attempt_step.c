@@ -310,7 +310,7 @@ static bool room_for_another_try(rfi_attempts *a) {
 
 bool rfi_step_after(rfi_attempts *a, const rfi_attempt_end *e, rfi_redirect_ask *redirect, rf_rng *rng,
                     rf_retry_budget *budget, rf_attempt_hook hook, void *hook_ud, int *hook_rc, rf_verdict *v) {
-    int status = e->status >= 100 && e->status <= 599 ? e->status : 0;
+    int status = e->status >= RF_HTTP_STATUS_MIN && e->status <= RF_HTTP_STATUS_MAX ? e->status : 0;
     rf_try *t = record_try(a, e, status);
     rf_facts facts;
     facts_of(a, e, status, &facts);

@@ -580,7 +580,7 @@ static void observe(rfi_flow *f, rfi_wire *w, CURLcode rc, int64_t now, observed
                                            &w->peer, o->error, sizeof o->error);
         }
     }
-    o->end = (rfi_attempt_end){.status = status >= 100 && status <= 599 ? (int)status : 0,
+    o->end = (rfi_attempt_end){.status = status >= RF_HTTP_STATUS_MIN && status <= RF_HTTP_STATUS_MAX ? (int)status : 0,
                                .transport = transport,
                                .error = o->error[0] ? o->error : NULL,
                                .date = w->rh.has_date ? w->rh.date : NULL,

@@ -16,7 +16,7 @@
 
 /* Sets limit on every member of one (alias-expanded) class token's set. */
 static void set_limits(rfi_route *r, const rfi_class_set *one, uint8_t limit) {
-    for (int s = 100; s <= 599; s++)
+    for (int s = RF_HTTP_STATUS_MIN; s <= RF_HTTP_STATUS_MAX; s++)
         if ((one->status[s / 64] >> (s % 64)) & 1u) r->class_limit_status[s] = limit;
     if (one->family4xx) r->class_limit_4xx = limit;
     if (one->family5xx) r->class_limit_5xx = limit;
@@ -72,7 +72,7 @@ bool rfi_class_limits_parse(const cJSON *obj, const char *path, const rfi_field 
 /* Calls fn(token, limit) for each limit, in rfi_class_tokens order (tokens are static strings); stops early when fn
  * returns false. */
 static bool each_limit(const rfi_route *r, bool (*fn)(void *, const char *, int), void *ud) {
-    for (int s = 100; s <= 599; s++)
+    for (int s = RF_HTTP_STATUS_MIN; s <= RF_HTTP_STATUS_MAX; s++)
         if (r->class_limit_status[s] != 0 && !fn(ud, rfi_status_token(s), r->class_limit_status[s])) return false;
     if (r->class_limit_4xx && !fn(ud, "HTTP_4XX", r->class_limit_4xx)) return false;
     if (r->class_limit_5xx && !fn(ud, "HTTP_5XX", r->class_limit_5xx)) return false;
@@ -137,7 +137,7 @@ int rfi_class_limit(const rfi_route *r, int status, rf_transport transport, int 
     if (!r->has_class_limits) return 0;
     unsigned named = rfi_fact_class(transport, grpc_status);
     if (named == RF_NAMED_CLASS_COUNT) {
-        if (status < 100 || status > 599) return r->class_limit_named[RF_CLASS_UNKNOWN];
+        if (status < RF_HTTP_STATUS_MIN || status > RF_HTTP_STATUS_MAX) return r->class_limit_named[RF_CLASS_UNKNOWN];
         if (r->class_limit_status[status]) return r->class_limit_status[status];
         if (status >= 400 && status <= 499) return r->class_limit_4xx;
         if (status >= 500) return r->class_limit_5xx;

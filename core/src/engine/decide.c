@@ -59,8 +59,9 @@ rf_status rf_classify_grpc(int status, rf_transport transport, int grpc_status, 
 static rf_status check_fields(const rf_facts *f, rf_error *err) {
     if (f->method == NULL || f->method_len == 0) return rfi_fail(err, "method", "is required (e.g. \"GET\")");
     if (f->path == NULL || f->path_len == 0) return rfi_fail(err, "path", "is required (e.g. \"/v1/jobs\")");
-    if (f->status != 0 && (f->status < 100 || f->status > 599))
-        return rfi_fail(err, "status", "must be 0 (none received) or 100..599, got %d", f->status);
+    if (f->status != 0 && (f->status < RF_HTTP_STATUS_MIN || f->status > RF_HTTP_STATUS_MAX))
+        return rfi_fail(err, "status", "must be 0 (none received) or %d..%d, got %d", RF_HTTP_STATUS_MIN,
+                        RF_HTTP_STATUS_MAX, f->status);
     if ((unsigned)f->transport >= RF_TRANSPORT_COUNT) return rfi_fail(err, "transport", "is not a transport outcome");
     if (f->attempts < 1) return rfi_fail(err, "attempts", "must be >= 1 (attempts made so far), got %d", f->attempts);
     if (f->elapsed_ms < 0) return rfi_fail(err, "elapsed_ms", "must be >= 0, got %lld", (long long)f->elapsed_ms);

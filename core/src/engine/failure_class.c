@@ -137,7 +137,7 @@ size_t rfi_class_count(const rfi_class_set *set) {
 
 size_t rfi_class_tokens(const rfi_class_set *set, const char **tokens, size_t cap) {
     size_t n = 0;
-    for (int st = 100; st <= 599; st++) {
+    for (int st = RF_HTTP_STATUS_MIN; st <= RF_HTTP_STATUS_MAX; st++) {
         if (has_status(set, st)) {
             if (n < cap) tokens[n] = rfi_status_tokens[st - 100];
             n++;
@@ -200,8 +200,8 @@ void rfi_class_retry_masks(rfi_route *r) {
     for (unsigned w = 0; w < 10; w++) {
         const uint64_t family = (r->retryable.family4xx ? status_bits(w, 400, 499) : 0) |
                                 (r->retryable.family5xx ? status_bits(w, 500, 599) : 0);
-        r->retry_status[w] =
-            (r->retryable.status[w] | (family & ~r->not_retryable.status[w])) & status_bits(w, 100, 599);
+        r->retry_status[w] = (r->retryable.status[w] | (family & ~r->not_retryable.status[w])) &
+                             status_bits(w, RF_HTTP_STATUS_MIN, RF_HTTP_STATUS_MAX);
     }
     r->retry_named = r->retryable.named & ~(1u << RF_CLASS_TOO_MANY_REDIRECTS);
 }
@@ -210,7 +210,7 @@ bool rfi_hedge_non_fatal(const rfi_route *r, int status, rf_transport transport,
     const rfi_class_set *set = &r->hedge_non_fatal;
     unsigned named = rfi_fact_class(transport, grpc_status);
     if (named == RF_NAMED_CLASS_COUNT) {
-        if (status >= 100 && status <= 599) {
+        if (status >= RF_HTTP_STATUS_MIN && status <= RF_HTTP_STATUS_MAX) {
             if (has_status(set, status)) return true;
             return (status >= 400 && status <= 499 && set->family4xx) || (status >= 500 && set->family5xx);
         }

@@ -133,7 +133,8 @@ static void name_classes(rf_replay *r) {
     for (int c = 0; c < RFI_REPLAY_CLASSES; c++) strcpy(r->class_names[c], "UNKNOWN");
     strcpy(r->class_names[RFI_REPLAY_FIRST], "(first try)");
     strcpy(r->class_names[RFI_REPLAY_ANY], "(any failure)");
-    for (int s = 100; s <= 599; s++) snprintf(r->class_names[s], RF_CLASS_NAME_MAX, "HTTP_%d", s);
+    for (int s = RF_HTTP_STATUS_MIN; s <= RF_HTTP_STATUS_MAX; s++)
+        snprintf(r->class_names[s], RF_CLASS_NAME_MAX, "HTTP_%d", s);
 #define RF_X_NAMED(e, token) strcpy(r->class_names[RFI_REPLAY_NAMED + e], token);
     RF_NAMED_CLASSES(RF_X_NAMED)
 #undef RF_X_NAMED
