@@ -101,10 +101,7 @@ for round = 1, rounds do
 end
 local ir_plain, ir_all = instructions(2000)
 up.stop()
-local function median(t) -- sorts t
-  table.sort(t)
-  return #t % 2 == 1 and t[(#t + 1) // 2] or (t[#t // 2] + t[#t // 2 + 1]) / 2
-end
+local median = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua").median -- sorts its list
 local m = median(ratios)
 print(("client:all: %d requests, concurrency %d, %d rounds alternated (CPU of each side's request loop; ratios from "
   .. "%.2fx to %.2fx)"):format(n, conc, rounds, ratios[1], ratios[#ratios]))

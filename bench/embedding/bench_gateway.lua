@@ -131,13 +131,9 @@ for round = 1, rounds do
   floor_ratios[round] = us_round.floor / us_round.keepalive
   over_floor[round] = us_round.gateway / us_round.floor
 end
--- The median of a list of ratios (sorted in place), and the list as text.
-local function median_of(list)
-  table.sort(list)
-  local m = list[(#list + 1) // 2]
-  if #list % 2 == 0 then m = (m + list[#list // 2 + 1]) / 2 end
-  return m
-end
+local rounds_lib = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua")
+local median_of = rounds_lib.median -- sorts the list in place
+-- A sorted list of ratios as text.
 local function sorted_text(list)
   local parts = {}
   for i, r in ipairs(list) do parts[i] = ("%.2f"):format(r) end
@@ -157,8 +153,7 @@ for _, name in ipairs(order) do
 end
 print(("bench_gateway: the gateway's ledger holds %d lines for the %d requests it served in the rounds")
   :format(lines - lines0, totals.gateway.requests))
-local ratio = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua").ratio
-ratio(form.says .. " front CPU per request vs proxy_pass with keepalive", median, "<=", 1.25)
+rounds_lib.ratio(form.says .. " front CPU per request vs proxy_pass with keepalive", median, "<=", 1.25)
 print(("note: the floor (nginx's balancer and log phases with no engine) vs proxy_pass with keepalive in the same "
   .. "rounds: %.2fx, the median of the rounds (sorted: %s); %s over the floor: %.2fx"):format(median_of(floor_ratios),
   sorted_text(floor_ratios), form.says, median_of(over_floor)))

@@ -103,9 +103,8 @@ for round = 1, rounds do
   end
   round_ratios[round] = us_round.proxy / us_round.keepalive
 end
-table.sort(round_ratios)
-local median = round_ratios[(#round_ratios + 1) // 2]
-if #round_ratios % 2 == 0 then median = (median + round_ratios[#round_ratios // 2 + 1]) / 2 end
+local rounds_lib = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua")
+local median = rounds_lib.median(round_ratios) -- sorted in place: the per-round note below lists them in order
 stop()
 local lines = 0
 for _ in io.lines(dir .. "/ledger.jsonl") do lines = lines + 1 end
@@ -119,7 +118,7 @@ for _, name in ipairs(order) do
     .. "%.2f%% not 2xx"):format(name, t.requests, us[name], t.attempts / t.requests, 100 * t.non2xx / t.requests))
 end
 print(("bench_nginx: the example's ledger holds %d lines"):format(lines))
-local ratio = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../lib/rounds.lua").ratio
+local ratio = rounds_lib.ratio
 -- The median of the rounds' ratios: a round in which other work loaded the machine moves one ratio, not the figure.
 ratio("nginx example front CPU per request vs proxy_pass with keepalive", median, "<=", 1.5)
 local parts = {}

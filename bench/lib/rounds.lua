@@ -21,6 +21,15 @@ function M.best_ns(variants, rounds, iters)
   return best
 end
 
+--- The median of a list of ratios: the middle one, or the mean of the two middle ones. Sorts the list in place.
+-- @param list a non-empty array of numbers
+-- @return number
+function M.median(list)
+  table.sort(list)
+  local n = #list
+  return n % 2 == 1 and list[(n + 1) // 2] or (list[n // 2] + list[n // 2 + 1]) / 2
+end
+
 --- Prints one `ratio:` line (the convention bench/run collects): "ratio: NAME: VALUEx (target OP Tx) met|NOT MET".
 -- @param name string; value number: the measured ratio; op ">=" or "<="; target number
 function M.ratio(name, value, op, target)
