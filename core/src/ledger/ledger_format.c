@@ -126,12 +126,6 @@ static bool check_try_facts(const rf_ledger_try *t, size_t i, size_t *total, rf_
 
 bool rf_ledger_peer_ok(const char *s, size_t len) { return s != NULL && rfi_ledger_peer_ok(s, len); }
 
-/* The bytes a peer's host may not hold: controls and space (0x00..0x20), '"', '\\' and DEL, as bits of two words
- * (0x00..0x3f, 0x40..0x7f); bytes from 0x80 are allowed. A gateway checks a peer per try, so this is a test per
- * byte rather than four compares. */
-#define PEER_BAD_LO (((UINT64_C(1) << 33) - 1) | UINT64_C(1) << '"')
-#define PEER_BAD_HI (UINT64_C(1) << ('\\' - 64) | UINT64_C(1) << (0x7f - 64))
-
 bool rfi_ledger_peer_ok(const char *s, size_t len) {
     /* The port: the digits after the last ':', 1..5 of them, so the colon is among the last 6 bytes. */
     size_t colon = len;
@@ -145,7 +139,7 @@ bool rfi_ledger_peer_ok(const char *s, size_t len) {
     if (port < 1 || port > 65535) return false;
     for (size_t i = 0; i + 1 < colon; i++) {
         const unsigned char b = (unsigned char)s[i];
-        if (b < 0x80 && ((b < 0x40 ? PEER_BAD_LO >> b : PEER_BAD_HI >> (b - 0x40)) & 1)) return false;
+        if (b <= ' ' || b == '"' || b == '\\' || b == 0x7f) return false;
     }
     return true;
 }
