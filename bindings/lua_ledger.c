@@ -88,6 +88,23 @@ static int ledger_close(lua_State *L, rfl_call *call) {
 
 /* __gc: a client holds its ledger and gives it back when closed, so a ledger in use is no garbage; a __gc called
  * by hand (debug.getmetatable) on one in use frees nothing (rfl_collectable). */
+/* core.utf8_repair(s) → s as well-formed UTF-8: each byte of s that belongs to no well-formed sequence replaced by
+ * U+FFFD (rf_utf8_repair, retryfreeze/ledger.h: what a ledger line takes of text from the wire). Raises for s not a
+ * string. */
+static int l_utf8_repair(lua_State *L) {
+    size_t len = 0;
+    const char *s = luaL_checklstring(L, 1, &len);
+    size_t need = rf_utf8_repair(s, len, NULL, 0);
+    if (need == len) { /* nothing replaced: the same bytes */
+        lua_settop(L, 1);
+        return 1;
+    }
+    char *out = lua_newuserdata(L, need + 1); /* collected with the call: a Lua error cannot leak it */
+    rf_utf8_repair(s, len, out, need + 1);
+    lua_pushlstring(L, out, need);
+    return 1;
+}
+
 static int l_ledger_gc(lua_State *L) {
     lledger *ll = rfl_checkobject(L, 1, RFL_LEDGER);
     if (!rfl_collectable(ll)) return 0;
@@ -374,10 +391,17 @@ void rfl_open_ledger(lua_State *L) {
                                        {NULL, NULL}};
     static const luaL_Reg ledger_meta[] = {{"__gc", l_ledger_gc}, {"__close", l_ledger_close}, {NULL, NULL}};
     static const luaL_Reg reader_meta[] = {{"__gc", l_reader_gc}, {NULL, NULL}};
-    static const luaL_Reg funcs[] = {{"ledger_open", l_ledger_open}, {"ledger_read", l_ledger_read}, {NULL, NULL}};
+    static const luaL_Reg funcs[] = {
+        {"ledger_open", l_ledger_open}, {"ledger_read", l_ledger_read}, {"utf8_repair", l_utf8_repair}, {NULL, NULL}};
     rfl_new_type(L, RFL_LEDGER, methods, ledger_meta);
     rfl_new_type(L, RFL_READER, NULL, reader_meta);
     luaL_setfuncs(L, funcs, 0);
     lua_pushinteger(L, RF_LEDGER_BATCH_BYTES);
     lua_setfield(L, -2, "LEDGER_BATCH_BYTES");
+    lua_pushinteger(L, RF_LEDGER_HOLD_DEFAULT_BYTES);
+    lua_setfield(L, -2, "LEDGER_HOLD_DEFAULT_BYTES");
+    lua_pushinteger(L, RF_LEDGER_FLUSH_DEFAULT_MS);
+    lua_setfield(L, -2, "LEDGER_FLUSH_DEFAULT_MS");
+    lua_pushinteger(L, RF_LEDGER_FLUSH_MAX_MS);
+    lua_setfield(L, -2, "LEDGER_FLUSH_MAX_MS");
 }

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lua_retryfreeze.h"
+#include "retryfreeze/gateway.h"
 #include "retryfreeze/lock_schema.h"
 #include "../core/src/util/clock_ms.h"
 
@@ -1024,6 +1025,22 @@ static int l_delay_window(lua_State *L) {
     return 2;
 }
 
+/* policy:gateway_refusals(endpoint, no_propagation) → nil when a gateway whose tries never wait serves the route, else
+ * why not: rf_gateway_refusals's sentences (retryfreeze/gateway.h), with no_propagation (a boolean, default false)
+ * for a form that reads no caller's headers (RF_GATEWAY_NO_PROPAGATION). Raises for an endpoint no route has. */
+static int l_gateway_refusals(lua_State *L) {
+    const rf_policy *p = rfl_check_policy(L, 1);
+    size_t route = route_by_endpoint(L, p, 2);
+    unsigned flags = lua_toboolean(L, 3) ? RF_GATEWAY_NO_PROPAGATION : 0u;
+    char why[RF_GATEWAY_WHY_MAX];
+    if (rf_gateway_refusals(p, route, flags, why, sizeof why) <= 0) {
+        lua_pushnil(L);
+    } else {
+        lua_pushstring(L, why);
+    }
+    return 1;
+}
+
 /* The arguments of a question about a route's failure class: (policy, endpoint, {status=, transport=}). */
 typedef struct class_question {
     const rf_policy *p;
@@ -1127,6 +1144,7 @@ static const luaL_Reg policy_methods[] = {{"decide", l_decide},
                                           {"match", l_match},
                                           {"next_segments", l_next_segments},
                                           {"delay_window", l_delay_window},
+                                          {"gateway_refusals", l_gateway_refusals},
                                           {"class_retryable", l_class_retryable},
                                           {"class_attempts", l_class_attempts},
                                           {"hedging", l_hedging},

@@ -28,6 +28,7 @@ add_library(retryfreeze_objects OBJECT
   core/src/engine/wait_hints.c
   core/src/engine/class_limits.c
   core/src/engine/propagation.c
+  core/src/engine/gateway_routes.c
 )
 target_include_directories(retryfreeze_objects PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/core/include)
 target_compile_options(retryfreeze_objects PRIVATE ${RF_WARNINGS})
@@ -64,6 +65,7 @@ rf_add_c_test(test_retry_after spec/core/test_retry_after.c)
 rf_add_c_test(test_wait_headers spec/core/test_wait_headers.c)
 rf_add_c_test(test_wait_decide spec/core/test_wait_decide.c)
 rf_add_c_test(test_propagation spec/core/test_propagation.c)
+rf_add_c_test(test_gateway_routes spec/core/test_gateway_routes.c)
 rf_add_c_test(test_lock spec/core/test_lock.c)
 rf_add_c_test(test_vocabulary_lists spec/core/test_vocabulary_lists.c)
 rf_add_c_test(test_lock_schema spec/core/test_lock_schema.c)

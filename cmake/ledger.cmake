@@ -19,6 +19,7 @@ endif()
 rf_add_c_test(test_ledger spec/core/test_ledger.c)
 rf_add_c_test(test_ledger_format spec/core/test_ledger_format.c PkgConfig::CJSON)
 rf_add_c_test(test_ledger_escape spec/core/test_ledger_escape.c)
+rf_add_c_test(test_utf8_repair spec/core/test_utf8_repair.c)
 rf_add_c_test(test_ledger_tally spec/core/test_ledger_tally.c)
 rf_add_c_test(test_ledger_hold spec/core/test_ledger_hold.c)
 

@@ -42,8 +42,8 @@ describe("retryfreeze check", function()
     out, err, code = h.run_cli("check", "examples/gateway/gateway.lock.json", "--gateway", "--lean")
     assert.equal(1, code, err)
     local _, n = out:gsub("\nnot%-native [^\n]+: propagation: its caller's headers are read in the access phase and "
-      .. "its overloaded header is told in the header_filter phase, which the lean form does not run %(remove "
-      .. "propagation, or serve it from the full form%)", "")
+      .. "its overloaded header is told in the header_filter phase, which this form of the gateway does not run "
+      .. "%(remove propagation, or serve it from the Lua gateway's full form%)", "")
     assert.equal(4, n, out)
     out, err, code = h.run_cli("check", "examples/gateway/lean.lock.json", "--gateway", "--lean")
     assert.equal(0, code, err)

@@ -68,10 +68,10 @@ end
 -- The options of M.init besides lock, ledger, peers and fallback: {name, default, min, max} (integers).
 local OPTIONS = {
   -- Ledger lines a worker holds, in bytes, before it writes them in one write(2); 0 writes each line at once.
-  { "ledger_hold_bytes", 65536, 0, rf.ledger.BATCH_BYTES },
+  { "ledger_hold_bytes", core.LEDGER_HOLD_DEFAULT_BYTES, 0, rf.ledger.BATCH_BYTES },
   -- Longest a held ledger line waits before the worker writes it (a timer); the worker also writes its held lines
   -- as it exits (exit_worker_by_lua_block calls M.exit_worker).
-  { "ledger_flush_ms", 200, 1, 60000 },
+  { "ledger_flush_ms", core.LEDGER_FLUSH_DEFAULT_MS, 1, core.LEDGER_FLUSH_MAX_MS },
 }
 
 -- The nginx variables the balancer sets for the propagation headers of each try (proxy_set_header NAME $VAR in the
@@ -90,38 +90,19 @@ local DEFAULT_DEADLINE_HEADER = schema_default("propagation.deadlineHeader")
 
 --- Which routes of a policy the gateway serves natively, and why not the others: a try in the balancer phase cannot
 --- wait, so a route may not ask for one; and the lean form (opts.lean) runs no access or header_filter phase, so a
---- route there may not have propagation.
+--- route there may not have propagation. The rule is the engine's (policy:gateway_refusals, rf_gateway_refusals),
+--- which the nginx module asks too.
 -- @param policy a policy from rf.load
 -- @param opts nil, or {lean = true}: the routes the lean form serves
 -- @return an array, in policy:routes() order, of {endpoint = "GET /items/*", native = boolean, why = nil or a
 --   sentence naming each lock field that asks for a wait or hedging (its JSON name: hedging, backoff,
---   retryAfter.honor) or, with opts.lean, has propagation, joined by "; and ")}
+--   retryAfter.honor) or, with opts.lean, has propagation, joined by "; and "}
 function M.routes(policy, opts)
-  local lean = opts ~= nil and opts.lean
+  local lean = opts ~= nil and opts.lean == true
   local out = {}
   for i, route in ipairs(policy:routes()) do
-    local why = {}
-    if lean and route.propagation then
-      why[#why + 1] = "propagation: its caller's headers are read in the access phase and its overloaded header is "
-        .. "told in the header_filter phase, which the lean form does not run (remove propagation, or serve it from "
-        .. "the full form)"
-    end
-    if route.hedging then
-      why[#why + 1] = "hedging: hedged attempts overlap and start after a delay, which the balancer phase cannot wait"
-    end
-    for attempts = 1, route.max_attempts - 1 do
-      local _, hi = policy:delay_window(route.endpoint, attempts)
-      if hi > 0 then
-        why[#why + 1] = ("backoff: the retry after attempt %d waits up to %d ms, and the balancer phase cannot "
-          .. "wait (set backoff.baseMs and backoff.maxMs to 0)"):format(attempts, hi)
-        break
-      end
-    end
-    if route.max_attempts > 1 and route.retry_after.honor then
-      why[#why + 1] = "retryAfter.honor is true: a retry would wait as long as Retry-After asks, and the balancer "
-        .. "phase cannot wait (set it to false)"
-    end
-    out[i] = { endpoint = route.endpoint, native = #why == 0, why = #why > 0 and table.concat(why, "; and ") or nil }
+    local why = policy:gateway_refusals(route.endpoint, lean)
+    out[i] = { endpoint = route.endpoint, native = why == nil, why = why }
   end
   return out
 end

@@ -126,26 +126,15 @@ end
 
 local function stray_json() return "\\ufffd" end
 
--- U+FFFD REPLACEMENT CHARACTER as UTF-8.
-local REPLACEMENT = "\239\191\189"
-
 --- s as well-formed UTF-8 (RFC 3629): each byte that belongs to no well-formed sequence replaced by U+FFFD (one per
 --- byte: a truncated sequence of two bytes gives two); everything else kept, C1 controls included. For a string
 --- from the wire (a request's path, a header) that must go where only UTF-8 is accepted (a ledger line) rather
---- than be refused there.
+--- than be refused there. The engine's rule (core.utf8_repair, rf_utf8_repair), which the nginx module applies too.
 -- @param s string
 -- @return string: s itself when it is well-formed UTF-8 (a pure-ASCII string is checked by one find)
 function M.well_formed_utf8(s)
   if not s:find("[\128-\255]") then return s end
-  return (s:gsub("[\128-\255]+", function(run)
-    local out, i = {}, 1
-    while i <= #run do
-      local n = sequence_length(run, i)
-      out[#out + 1] = n and run:sub(i, i + n - 1) or REPLACEMENT
-      i = i + (n or 1)
-    end
-    return table.concat(out)
-  end))
+  return require("retryfreeze.core").utf8_repair(s)
 end
 
 --- Text with every character that could steer a terminal written out visibly. The one place where the command

@@ -177,6 +177,21 @@ RF_API size_t rf_ledger_append_batch(rf_ledger *l, const rf_ledger_record *const
 /* Most bytes rf_ledger_append_batch puts in one write(2) (a single longer line still goes whole, alone). */
 #define RF_LEDGER_BATCH_BYTES (256 * 1024)
 
+/* A long-running host that holds its lines (rf_ledger_hold: the gateway, Lua or the nginx module): the bytes it holds
+ * by default, and how long a held line waits at most before the host's timer writes it (default, and at most). */
+#define RF_LEDGER_HOLD_DEFAULT_BYTES 65536
+#define RF_LEDGER_FLUSH_DEFAULT_MS 200
+#define RF_LEDGER_FLUSH_MAX_MS 60000
+
+/*
+ * Text from the wire (a request's path, a header's value) made fit for a ledger line, which takes only UTF-8: s[0..
+ * len) with each byte that belongs to no well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate,
+ * nothing above U+10FFFF) replaced by U+FFFD, one per byte; every other byte kept. Writes at most cap - 1 bytes and a
+ * NUL into out (when cap > 0; a sequence that does not fit whole is left out). Returns the length of the whole
+ * repaired text, without its NUL: call it with cap 0 (out may then be NULL) to size out. Allocates nothing.
+ */
+RF_API size_t rf_utf8_repair(const char *s, size_t len, char *out, size_t cap);
+
 /*
  * Holds l's lines in memory and writes them as one batch of whole lines, for a host that appends many short
  * requests (a proxy's worker): one write(2) per batch instead of one per line. From now on rf_ledger_append formats

@@ -102,3 +102,22 @@ size_t rfi_ledger_text_check(const char *s, size_t len, const char **why) {
     }
     return len;
 }
+
+size_t rf_utf8_repair(const char *s, size_t len, char *out, size_t cap) {
+    static const char replacement[3] = {'\xEF', '\xBF', '\xBD'}; /* U+FFFD */
+    const unsigned char *p = (const unsigned char *)s;
+    size_t need = 0, put = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = p[i] < 0x80 ? 1 : rfi_ledger_utf8_sequence(p + i, len - i);
+        const char *from = n ? s + i : replacement;
+        size_t w = n ? n : sizeof replacement;
+        if (out && put == need && put + w < cap) {
+            memcpy(out + put, from, w);
+            put += w;
+        }
+        need += w;
+        i += n ? n : 1;
+    }
+    if (out && cap > 0) out[put] = '\0';
+    return need;
+}
