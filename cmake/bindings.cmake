@@ -342,10 +342,12 @@ endif()
 # The gateway mode (examples/gateway, retryfreeze.gateway): nginx proxies natively through an upstream {} block whose
 # balancer_by_lua runs the engine; headers both ways, exact attempts across two peers, a refused peer retried, a
 # keyless POST sent once, 404 without a route, the ledger against what the upstreams saw, three gateways in a chain
-# with and without propagation, a lock the gateway cannot serve refused at start; ~10 s. Needs what nginx_lua needs.
+# with and without propagation, a lock the gateway cannot serve refused at start; the same for the lean form and the
+# nginx module; ~30 s. Needs what nginx_lua needs.
 if("luajit" IN_LIST RF_LUA AND RF_LUAJIT AND RF_NGINX AND EXISTS /usr/lib/nginx/modules/ngx_http_lua_module.so)
+  # the nginx module's checks too, when the build makes it (cmake/nginx_module.cmake, included later)
   add_test(NAME gateway COMMAND ${RF_LUAJIT} ${CMAKE_SOURCE_DIR}/spec/gateway_check.lua ${CMAKE_BINARY_DIR}
-           ${CMAKE_SOURCE_DIR})
+           ${CMAKE_SOURCE_DIR} "$<$<TARGET_EXISTS:nginx_module>:${CMAKE_BINARY_DIR}/lib/nginx/ngx_http_retryfreeze_module.so>")
   set_tests_properties(gateway PROPERTIES LABELS "gateway;lua" TIMEOUT 180 RESOURCE_LOCK busted_suite)
 else()
   message(STATUS "retryfreeze: ctest gateway not registered (needs RF_LUA with luajit, nginx, libnginx-mod-http-lua)")

@@ -17,9 +17,13 @@
 --   that route goes to the fallback location, its body with it;
 --   the lean form (lean.nginx.conf.in: balancer and log phases only) passes the same checks as the full one, from
 --   headers to ledger, and refuses at start a lock with propagation, a route that asks for a wait, or a fallback;
---   nginx's error logs hold no Lua error.
--- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR (the nginx module is the build's LuaJIT one).
-local build, src = arg[1], arg[2]
+--   so does the nginx module (native.nginx.conf.in: no Lua phase), whose refusals `nginx -t` prints: a lock with
+--   propagation, a route that asks for a wait, a lock it cannot read, a budget a fleet shares, a backup server and
+--   a bad ledger argument;
+--   nginx's error logs hold no Lua error, and no alert or crit line.
+-- Usage: luajit spec/gateway_check.lua BUILD_DIR SOURCE_DIR [NGINX_MODULE] (the Lua module is the build's LuaJIT
+-- one; NGINX_MODULE, the build's ngx_http_retryfreeze_module.so, adds the module's checks).
+local build, src, module = arg[1], arg[2], arg[3] ~= "" and arg[3] or nil
 dofile(src .. "/spec/support/check_paths.lua")(build, src)
 local rf = require "retryfreeze"
 
@@ -163,7 +167,7 @@ local function gateway(name, lock_path, p1, p2, conf)
   local ports, d = start(name, 1, function(ports, d)
     return ((conf or conf_in):gsub("@(%u[%u%d_]*)@", { DIR = d, SRC = src, CPATH = build .. "/lib/lua/luajit",
       LOCK = lock_path, LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = tostring(p1), UPSTREAM2_PORT = tostring(p2),
-      PORT = tostring(ports[1]) }))
+      PORT = tostring(ports[1]), MODULE = module }))
   end)
   return ports[1], d
 end
@@ -187,6 +191,12 @@ local FORMS = {
   { name = "lean", conf = read(src .. "/examples/gateway/lean.nginx.conf.in"),
     lock = src .. "/examples/gateway/lean.lock.json" },
 }
+-- The nginx module (no Lua phase), under the lean form's lock: what it serves is what the lean form serves.
+local native_in = read(src .. "/examples/gateway/native.nginx.conf.in")
+if module then
+  check(io.open(module) ~= nil, "the nginx module was built: " .. module)
+  FORMS[#FORMS + 1] = { name = "native", conf = native_in, lock = FORMS[2].lock }
+end
 -- Headers both ways, exact attempts across both peers, the idempotency rule, 404, a refusing peer and the ledger
 -- against what the upstreams saw, for one form of the gateway.
 local function battery(form)
@@ -214,12 +224,12 @@ local function battery(form)
   fcheck(#since(mark, 1) == 1, "one GET /echo reached the upstreams")
 
   -- A caller's propagation headers never pass through as they came: the full form sends its own attempt number (its
-  -- lock has propagation), the lean form none.
+  -- lock has propagation), the lean form and the module none.
   mark = #seen()
   local s_prop = curl(gw_port, "/items/prop", "-H 'X-Envoy-Attempt-Count: 7' -H 'X-Envoy-Expected-Rq-Timeout-Ms: 900'")
   requests = requests + 1
   local prop = since(mark, 1)
-  local want_attempt = form.name == "lean" and "-" or "1"
+  local want_attempt = form.name == "full" and "1" or "-"
   fcheck(s_prop == 200 and #prop == 1 and prop[1].attempt == want_attempt, "a caller's X-Envoy-Attempt-Count: 7 "
     .. "reached the upstream as " .. want_attempt .. " (" .. tostring(s_prop) .. ", " .. #prop .. " tries, attempt "
     .. tostring(prop[1] and prop[1].attempt) .. ")")
@@ -660,6 +670,58 @@ do
   out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
   check(out:find("rc=1", 1, true) and out:find("lean and fallback exclude each other", 1, true),
     "nor with a fallback, which only an access phase could reach")
+  -- The nginx module: `nginx -t` loads the lock and checks it, so each refusal is there before a start.
+  if module then
+    local function native_t(lock, edit)
+      local text = native_in:gsub("@(%u[%u%d_]*)@", { DIR = d, MODULE = module, LOCK = lock,
+        LEDGER = d .. "/ledger.jsonl", UPSTREAM_PORT = "1", UPSTREAM2_PORT = "2", PORT = tostring(pick_port()) })
+      if edit then
+        local edited = edit(text)
+        assert(edited ~= text, "the module's example configuration changed: a variant no longer applies")
+        text = edited
+      end
+      write(d .. "/nginx.conf", text)
+      return sh("timeout 10 nginx -t -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
+    end
+    out = native_t(FORMS[2].lock)
+    check(out:find("rc=0", 1, true) and out:find("test is successful", 1, true), "the module's example passes "
+      .. "`nginx -t` with the lean lock")
+    if not out:find("rc=0", 1, true) then print(out) end
+    out = native_t(lock_path)
+    check(out:find("rc=1", 1, true) and select(2, out:gsub("the nginx module cannot serve [^\n]-: propagation: ",
+      "")) == 4 and out:find("the nginx module cannot serve GET /echo: propagation: its caller's headers are read in "
+      .. "the access phase", 1, true), "`nginx -t` refuses the module a lock whose routes have propagation, each of "
+      .. "the 4 routes named with why")
+    out = native_t(src .. "/examples/nginx/proxy.lock.json")
+    check(out:find("rc=1", 1, true) and out:find("cannot serve GET /items/*: backoff: the retry after attempt 1 "
+      .. "waits up to", 1, true), "and a lock whose routes ask for a backoff")
+    out = native_t(d .. "/missing.lock.json")
+    check(out:find("rc=1", 1, true) and out:find("retryfreeze_lock: ", 1, true) and out:find("missing.lock.json",
+      1, true), "and a lock it cannot read, naming it")
+    write(d .. "/shared.lock.json", (read(FORMS[2].lock):gsub('"retryBudget": {', '"retryBudget": {"shared": '
+      .. '{"name": "fleet"}, ', 1)))
+    out = native_t(d .. "/shared.lock.json")
+    check(out:find("rc=1", 1, true) and out:find("retryBudget.shared names a budget a fleet shares", 1, true),
+      "and a lock whose retry budget a fleet shares (the module has no Redis store)")
+    if not out:find("retryBudget.shared names", 1, true) then print(out) end
+    -- a backup server: after `retryfreeze;` nginx refuses the parameter itself, before it the module refuses it
+    out = native_t(FORMS[2].lock, function(text)
+      return (text:gsub("(server 127%.0%.0%.1:2;)", "%1\n    server 127.0.0.1:3 backup;", 1))
+    end)
+    check(out:find("rc=1", 1, true) and out:find('balancing method does not support parameter "backup"', 1, true),
+      "and an upstream block with a backup server after `retryfreeze;`")
+    out = native_t(FORMS[2].lock, function(text)
+      return (text:gsub("\n    retryfreeze;", "", 1):gsub("(server 127%.0%.0%.1:2;)",
+        "%1\n    server 127.0.0.1:3 backup;\n    retryfreeze;", 1))
+    end)
+    check(out:find("rc=1", 1, true) and out:find('retryfreeze: upstream "rf_upstream" has a backup server', 1, true),
+      "and one with a backup server before it")
+    out = native_t(FORMS[2].lock, function(text)
+      return (text:gsub("(retryfreeze_ledger [^;]*);", "%1 hold_bytes=999999999;", 1))
+    end)
+    check(out:find("rc=1", 1, true) and out:find("retryfreeze_ledger: hold_bytes must be an integer from 0 to "
+      .. "262144, got \"hold_bytes=999999999\"", 1, true), "and a ledger argument out of range, naming it")
+  end
 end
 
 for _, pid in ipairs(running) do os.execute("kill " .. pid .. " 2>/dev/null") end

@@ -49,6 +49,17 @@ while IFS= read -r m; do
 done < <(find "$prefix" -type f -name core.so)
 [[ $modules -ge 1 ]] || fail "no core.so installed"
 echo "ok: $modules installed modules export only luaopen_retryfreeze_core"
+# The nginx module, when the build made it (cmake/nginx_module.cmake): installed, self-contained (the engine linked
+# in, its symbols hidden), exporting only what nginx's loader reads.
+if [[ -f $build/lib/nginx/ngx_http_retryfreeze_module.so ]]; then
+  m="$prefix/lib/retryfreeze/nginx/ngx_http_retryfreeze_module.so"
+  [[ -f $m ]] || fail "no nginx module installed at $m"
+  ! readelf -d "$m" | grep -q 'NEEDED.*libretryfreeze' || fail "$m links libretryfreeze*.so"
+  exports=$(nm -D --defined-only "$m" | awk '{print $3}' | sort | tr '\n' ' ')
+  [[ $exports == "ngx_http_retryfreeze_module ngx_module_names ngx_module_order ngx_modules " ]] ||
+    fail "$m exports more than nginx's module symbols: $(echo "$exports" | head -c 200)"
+  echo "ok: the nginx module is installed and exports only nginx's module symbols"
+fi
 echo "ok: $n installed files find libretryfreeze*.so in the prefix through their RUNPATH"
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
