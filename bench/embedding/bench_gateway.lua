@@ -9,7 +9,8 @@
 --   keepalive   proxy_pass + proxy_next_upstream (error, timeout, 503; 3 tries, the lock's maxAttempts) to the same
 --               two servers over an upstream keepalive pool.
 -- FORM "lean" runs the lean form as the gateway (examples/gateway/lean.nginx.conf.in and lean.lock.json: the balancer
--- and log phases only, no propagation).
+-- and log phases only, no propagation); FORM "native" the nginx module (examples/gateway/native.nginx.conf.in, the
+-- lean lock: no Lua phase; skipped when the build has no module, RF_NGINX_MODULE).
 -- The project's client drives each front on loopback (rf.client through retryfreeze.scheduler: libcurl's multi
 -- interface, 32 requests in flight on keep-alive connections, one attempt each: the driver never retries) for a
 -- round of REQUESTS requests, the fronts in turn and their order turned every round, ROUNDS rounds. A front's CPU is
@@ -18,7 +19,7 @@
 -- (each round runs the fronts seconds apart), which a loaded machine moves less.
 -- Prints `ratio:` lines for bench/run (never fails on a target; fails when a part does not start).
 -- Usage: lua5.4 bench/embedding/bench_gateway.lua BUILD_DIR [REQUESTS [ROUNDS [FORM]]] (from the source root; FORM
--- "full", the default, or "lean"); RF_BENCH_GATEWAY_LOCK names another lock for the gateway (its routes must take
+-- "full", the default, "lean" or "native"); RF_BENCH_GATEWAY_LOCK names another lock for the gateway (its routes must take
 -- GET /items/1).
 local build, count, rounds = arg[1] or "build", tonumber(arg[2] or "20000"), tonumber(arg[3] or "5")
 -- the form's configuration, its lock, and the words its ratio line starts with
@@ -26,9 +27,11 @@ local FORMS = {
   full = { conf = "examples/gateway/nginx.conf.in", lock = "examples/gateway/gateway.lock.json", says = "nginx gateway" },
   lean = { conf = "examples/gateway/lean.nginx.conf.in", lock = "examples/gateway/lean.lock.json",
            says = "nginx lean gateway" },
+  native = { conf = "examples/gateway/native.nginx.conf.in", lock = "examples/gateway/lean.lock.json",
+             says = "nginx module gateway", module = true },
 }
 local form = FORMS[arg[4] or "full"]
-if not form then error("bench_gateway: FORM must be full or lean, got " .. tostring(arg[4]), 0) end
+if not form then error("bench_gateway: FORM must be full, lean or native, got " .. tostring(arg[4]), 0) end
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local rf = require "retryfreeze"
@@ -38,7 +41,7 @@ local nginx_front = require "bench.lib.nginx_front"
 local shell = require "spec.support.shell"
 local q = shell.q
 
-local missing = nginx_front.missing(build)
+local missing = nginx_front.missing(build, nil, form.module)
 if missing then
   print("bench_gateway: skipped (no " .. missing .. ")")
   return
@@ -57,10 +60,10 @@ for name, port in pairs(ports) do
   url[name] = base[name] .. "/items/1"
 end
 local ok_start, front = pcall(nginx_front.start, { what = "bench_gateway", dir = dir,
-  conf_in = form.conf,
+  conf_in = form.conf, prelude = form.module and nginx_front.LUA_PRELUDE or nil,
   servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port)
     .. nginx_front.gateway_floor(ports.floor, up1.port, up2.port), urls = url,
-  values = { SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
+  values = { SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit", MODULE = src .. "/" .. nginx_front.module(build),
     LOCK = os.getenv("RF_BENCH_GATEWAY_LOCK") or (src .. "/" .. form.lock),
     LEDGER = dir .. "/ledger.jsonl", UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port),
     PORT = tostring(ports.gateway) } })

@@ -7,13 +7,16 @@
 -- same for both fronts). Each front runs in an nginx of its own: REQUESTS / 2 requests to warm up (LuaJIT's
 -- traces), the counters zeroed, then REQUESTS requests counted, 8 in flight, from rf.client.
 -- Prints `note:` lines (no target). Usage: lua5.4 bench/embedding/gateway_instructions.lua BUILD_DIR [REQUESTS
--- [FORM]] (from the source root; FORM "full", the default, or "lean": examples/gateway/lean.nginx.conf.in with
--- lean.lock.json; needs valgrind, nginx with its Lua module, and the build's LuaJIT module).
+-- [FORM]] (from the source root; FORM "full", the default, "lean": examples/gateway/lean.nginx.conf.in with
+-- lean.lock.json, or "native": the nginx module, examples/gateway/native.nginx.conf.in with lean.lock.json; needs
+-- valgrind, nginx with its Lua module, the build's LuaJIT module, and for "native" the build's nginx module).
 local build, count = arg[1] or "build", tonumber(arg[2] or "2000")
 local FORMS = { full = { conf = "examples/gateway/nginx.conf.in", lock = "examples/gateway/gateway.lock.json" },
-                lean = { conf = "examples/gateway/lean.nginx.conf.in", lock = "examples/gateway/lean.lock.json" } }
+                lean = { conf = "examples/gateway/lean.nginx.conf.in", lock = "examples/gateway/lean.lock.json" },
+                native = { conf = "examples/gateway/native.nginx.conf.in", lock = "examples/gateway/lean.lock.json",
+                           module = true } }
 local form = FORMS[arg[3] or "full"]
-if not form then error("gateway_instructions: FORM must be full or lean, got " .. tostring(arg[3]), 0) end
+if not form then error("gateway_instructions: FORM must be full, lean or native, got " .. tostring(arg[3]), 0) end
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = build .. "/lib/lua/5.4/?.so;" .. package.cpath
 local rf = require "retryfreeze"
@@ -23,7 +26,7 @@ local nginx_front = require "bench.lib.nginx_front"
 local shell = require "spec.support.shell"
 local sh, q = shell.sh, shell.q
 
-local missing = nginx_front.missing(build, { "valgrind", "callgrind_control", "callgrind_annotate" })
+local missing = nginx_front.missing(build, { "valgrind", "callgrind_control", "callgrind_annotate" }, form.module)
 if missing then
   print("gateway_instructions: skipped (no " .. missing .. ")")
   return
@@ -43,8 +46,11 @@ local function drive(base_url, requests)
   if failed > 0 then error(("gateway_instructions: %d requests to %s got no response"):format(failed, base_url)) end
 end
 
--- The phase handlers and calls whose inclusive counts are printed for the gateway.
-local PARTS = { { "access_by_lua", "ngx_http_lua_access_handler " }, { "balancer_by_lua", "ngx_http_lua_balancer_handler_inline " },
+-- The phase handlers and calls whose inclusive counts are printed for the gateway: the Lua forms' phases, or the
+-- module's hooks.
+local PARTS = form.module and { { "init_peer", "rf_ngx_init_peer " }, { "get_peer", "rf_ngx_get_peer " },
+  { "request's end", "rf_ngx_cleanup " }, { "rf_step_init", "rf_step_init " } }
+  or { { "access_by_lua", "ngx_http_lua_access_handler " }, { "balancer_by_lua", "ngx_http_lua_balancer_handler_inline " },
   { "header_filter_by_lua", "ngx_http_lua_header_filter_inline " }, { "log_by_lua", "ngx_http_lua_log_handler " },
   { "core.step", "bindings/lua_step.c:l_step_new" }, { "ngx.var reads", "ngx_http_lua_ffi_var_get " } }
 
@@ -55,7 +61,9 @@ local function measure(front_name)
                   floor = nginx_front.free_port() }
   local conf = assert(io.open(form.conf)):read("a")
   conf = conf:gsub("\nworker_processes %d+;", "\nworker_processes 1;\nmaster_process off;", 1)
+  if form.module then conf = nginx_front.LUA_PRELUDE .. conf end -- the floor's Lua phases
   conf = conf:gsub("@(%u[%u%d_]*)@", { DIR = dir, SRC = src, CPATH = src .. "/" .. build .. "/lib/lua/luajit",
+    MODULE = src .. "/" .. nginx_front.module(build),
     LOCK = src .. "/" .. form.lock, LEDGER = dir .. "/ledger.jsonl",
     UPSTREAM_PORT = tostring(up1.port), UPSTREAM2_PORT = tostring(up2.port), PORT = tostring(ports.gateway) })
   local servers = nginx_front.gateway_baseline(ports.keepalive, up1.port, up2.port)

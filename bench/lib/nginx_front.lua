@@ -8,8 +8,13 @@ local sh, q, have = shell.sh, shell.q, shell.have
 
 local M = {}
 
---- The Lua module both examples load (their load_module line).
+--- The Lua module the Lua examples load (their load_module line), and the kit it needs loaded before it.
 M.LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+M.NDK_MODULE = "/usr/lib/nginx/modules/ndk_http_module.so"
+
+--- The load_module lines of nginx's Lua module, for a configuration that does not load it (the native gateway's)
+--- in front of a baseline that runs Lua (gateway_floor).
+M.LUA_PRELUDE = ("load_module %s;\nload_module %s;\n"):format(M.NDK_MODULE, M.LUA_MODULE)
 
 --- nginx's binary: $RF_NGINX, else `nginx` on PATH, else /usr/sbin/nginx when it exists; nil without one.
 -- @return string or nil
@@ -19,18 +24,28 @@ function M.binary()
 end
 
 --- What a bench of the build at `build` cannot run without, named for its "skipped (no …)" line, or nil: nginx, its
---- Lua module, the build's LuaJIT module (RF_LUA), retryfreeze-serve, then each of the commands `tools` lists.
--- @param build string: the build directory; tools nil or an array of command names (e.g. {"wrk"})
+--- Lua module, the build's LuaJIT module (RF_LUA), retryfreeze-serve, then each of the commands `tools` lists, and
+--- with `module` the build's nginx module.
+-- @param build string: the build directory; tools nil or an array of command names (e.g. {"wrk"}); module true to
+--   need the nginx module (M.module)
 -- @return string or nil
-function M.missing(build, tools)
+function M.missing(build, tools, module)
   if not M.binary() then return "nginx" end
   if not io.open(M.LUA_MODULE) then return M.LUA_MODULE end
+  if module and not io.open(M.module(build)) then return M.module(build) .. " (RF_NGINX_MODULE, nginx-dev)" end
   for _, tool in ipairs(tools or {}) do
     if not have(tool) then return tool end
   end
   if not io.open(build .. "/lib/lua/luajit/retryfreeze/core.so") then return build .. "/lib/lua/luajit (RF_LUA)" end
   if not io.open(build .. "/bin/retryfreeze-serve") then return build .. "/bin/retryfreeze-serve" end
   return nil
+end
+
+--- The build's nginx module (cmake/nginx_module.cmake), relative to the source root as build is.
+-- @param build string: the build directory
+-- @return string: its path
+function M.module(build)
+  return build .. "/lib/nginx/ngx_http_retryfreeze_module.so"
 end
 
 --- A new temporary folder /tmp/rf-bench-TAG.XXXXXX, mode 0755 (nginx's workers may run as nobody).
@@ -134,7 +149,9 @@ end
 --- Starts nginx on an example configuration and waits until every url answers (any status but none).
 -- @param opts {what = the bench's name (its messages), dir = M.temp_dir's folder, conf_in = the example's path
 --   (examples/…/nginx.conf.in), values = {PLACEHOLDER = value, …} (each @NAME@ of conf_in; DIR is dir unless
---   given), servers = configuration text added at the end of its http block (the baselines), urls = {name = url}}
+--   given), servers = configuration text added at the end of its http block (the baselines), prelude = nil or
+--   configuration text put before it (load_module lines the baselines need and the example does not load),
+--   urls = {name = url}}
 -- @return {master = the master's pid, workers_cpu = function() → the CPU seconds its workers used so far,
 --   stop = function() (kill -QUIT, then half a second)}; raises with nginx's output and error log when a url never
 --   answered (nginx stopped first)
@@ -143,7 +160,7 @@ function M.start(opts)
   local conf = assert(io.open(opts.conf_in)):read("a")
   local values = { DIR = dir }
   for k, v in pairs(opts.values) do values[k] = v end
-  conf = conf:gsub("@(%u[%u%d_]*)@", values)
+  conf = (opts.prelude or "") .. conf:gsub("@(%u[%u%d_]*)@", values)
   local n
   conf, n = conf:gsub("\n}%s*$", function() return "\n" .. opts.servers .. "}\n" end)
   assert(n == 1, opts.conf_in .. " does not end with the http block's '}'")
