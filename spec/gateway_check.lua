@@ -716,6 +716,9 @@ do
     end)
     check(out:find("rc=1", 1, true) and out:find('retryfreeze: upstream "rf_upstream" has a backup server', 1, true),
       "and one with a backup server before it")
+    out = native_t(FORMS[2].lock, function(text) return (text:gsub("\n  retryfreeze_lock [^\n]*", "", 1)) end)
+    check(out:find("rc=1", 1, true) and out:find('retryfreeze: upstream "rf_upstream" is governed by retryfreeze, but '
+      .. "http{} has no retryfreeze_lock", 1, true), "and `retryfreeze;` with no retryfreeze_lock")
     out = native_t(FORMS[2].lock, function(text)
       return (text:gsub("(retryfreeze_ledger [^;]*);", "%1 hold_bytes=999999999;", 1))
     end)

@@ -434,12 +434,6 @@ static void rf_ngx_save_session(ngx_peer_connection_t *pc, void *data);
 /* The request's route and step, before its first try: 404 (through retryfreeze_stopped) without a route. */
 static ngx_int_t rf_ngx_init_peer(ngx_http_request_t *r, ngx_http_upstream_srv_conf_t *us) {
     rf_ngx_main_conf *mcf = ngx_http_get_module_main_conf(r, ngx_http_retryfreeze_module);
-    if (!mcf->policy) {
-        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
-                      "retryfreeze: the upstream block's retryfreeze needs "
-                      "retryfreeze_lock in http{}");
-        return NGX_ERROR;
-    }
     if (ngx_http_upstream_init_round_robin_peer(r, us) != NGX_OK) return NGX_ERROR;
     /* the path as the upstream gets it (proxy_pass with no URI sends the request target as the client wrote it), not
      * nginx's normalised $uri: "/a/%2e%2e/items/1" is not "/items/1" */
@@ -590,6 +584,14 @@ static void rf_ngx_save_session(ngx_peer_connection_t *pc, void *data) {
 #endif
 
 static ngx_int_t rf_ngx_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us) {
+    rf_ngx_main_conf *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_retryfreeze_module);
+    if (!mcf->policy) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "retryfreeze: upstream \"%V\" is governed by retryfreeze, but http{} has no "
+                           "retryfreeze_lock",
+                           &us->host);
+        return NGX_ERROR;
+    }
     if (ngx_http_upstream_init_round_robin(cf, us) != NGX_OK) return NGX_ERROR;
     ngx_http_upstream_rr_peers_t *peers = us->peer.data;
     if (peers->next) {
