@@ -109,7 +109,8 @@ local function measure(front_name)
   for _, part in ipairs(PARTS) do
     local n = 0
     for line in out:gmatch("[^\n]+") do
-      if line:find(part[2], 1, true) then n = math.max(n, count_of(line:match("^%s*([%d,]+)"))) end
+      local counted = line:find(part[2], 1, true) and line:match("^%s*([%d,]+)") -- not a line of another listing
+      if counted then n = math.max(n, count_of(counted)) end
     end
     result.parts[part[1]] = n / count
   end
