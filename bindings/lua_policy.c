@@ -52,27 +52,10 @@ const rf_policy *rfl_take_policy(lua_State *L, int idx, void **obj) {
 
 /* Returns nil and "source: path: message (line L, column C)" (rfl_fail). */
 static int push_load_error(lua_State *L, const char *source, const rf_error *err) {
-    /* An error about the file as a whole (err->path is the file: it cannot be opened or read, is not a regular
-     * file, or is over the cap) is one sentence that already names it (docs/c-api.md, "Conventions"). */
-    if (source && *source && err->line == 0 && strcmp(err->path, source) == 0) return rfl_fail(L, err->message, NULL);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    if (source && *source) {
-        luaL_addstring(&b, source);
-        luaL_addstring(&b, ": ");
-    }
-    if (err->path[0] && strcmp(err->path, source ? source : "") != 0) {
-        luaL_addstring(&b, err->path);
-        luaL_addstring(&b, ": ");
-    }
-    luaL_addstring(&b, err->message);
-    if (err->line > 0) {
-        char pos[64];
-        snprintf(pos, sizeof pos, " (line %d, column %d)", err->line, err->column);
-        luaL_addstring(&b, pos);
-    }
-    luaL_pushresult(&b);
-    return rfl_fail(L, lua_tostring(L, -1), NULL);
+    size_t need = rf_error_text(err, source, NULL, 0);
+    char *text = lua_newuserdata(L, need + 1); /* collected with the call */
+    rf_error_text(err, source, text, need + 1);
+    return rfl_fail(L, lua_pushstring(L, text), NULL);
 }
 
 /* ---- rng ---------------------------------------------------------------------------------------- */

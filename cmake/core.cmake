@@ -5,6 +5,7 @@
 add_library(retryfreeze_objects OBJECT
   ${RF_UTIL_ENGINE_SOURCES} # core/src/util's helpers it uses (cmake/util.cmake)
   core/src/engine/version.c
+  core/src/engine/error_text.c
   core/src/engine/input_file.c
   core/src/engine/output_file.c
   core/src/engine/vocabulary.c

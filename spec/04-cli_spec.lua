@@ -36,14 +36,14 @@ describe("retryfreeze check", function()
     assert.matches("\nnative GET /now\n", out)
     -- one attempt: no retry, so neither its backoff nor its Retry-After can ask for a wait
     assert.matches("\nnative GET /once\n", out)
-    assert.matches("\nnot%-native GET /waits: backoff: the retry after attempt 1 waits up to 20 ms, and the balancer "
-      .. "phase cannot wait %(set backoff.baseMs and backoff.maxMs to 0%)\n", out)
+    assert.matches("\nnot%-native GET /waits: backoff: the retry after attempt 1 waits up to 20 ms, and a gateway's "
+      .. "tries never wait %(set backoff.baseMs and backoff.maxMs to 0%)\n", out)
     -- the lean form: no route with propagation either (gateway.lock.json has it on every route)
     out, err, code = h.run_cli("check", "examples/gateway/gateway.lock.json", "--gateway", "--lean")
     assert.equal(1, code, err)
-    local _, n = out:gsub("\nnot%-native [^\n]+: propagation: its caller's headers are read in the access phase and "
-      .. "its overloaded header is told in the header_filter phase, which this form of the gateway does not run "
-      .. "%(remove propagation, or serve it from the Lua gateway's full form%)", "")
+    local _, n = out:gsub("\nnot%-native [^\n]+: propagation: a caller's headers are read, and the overloaded header "
+      .. "told, only by the Lua gateway's full form %(its access and header_filter phases%), which this gateway is "
+      .. "not %(remove propagation, or serve the route from that form%)", "")
     assert.equal(4, n, out)
     out, err, code = h.run_cli("check", "examples/gateway/lean.lock.json", "--gateway", "--lean")
     assert.equal(0, code, err)

@@ -242,9 +242,10 @@ local function battery(form)
   local fail_peers = {} -- per request, the peers that saw its tries in turn: "127.0.0.1:P1,127.0.0.1:P2,…"
   for _ = 1, n do
     mark = #seen()
-    local s = curl(gw_port, "/fail")
+    local s, _, fail_body = curl(gw_port, "/fail")
     requests = requests + 1
-    statuses[#statuses + 1] = tostring(s)
+    -- the last try is one nginx is not told to come back on: the upstream's answer reaches the client whole
+    statuses[#statuses + 1] = tostring(s) .. (fail_body == "down\n" and "" or " with body " .. ("%q"):format(fail_body))
     local got = since(mark, max)
     local ports, order = {}, {}
     for i, line in ipairs(got) do
@@ -257,8 +258,8 @@ local function battery(form)
   end
   fcheck(exact == n, ("an always-503 route got exactly the lock's %d attempts (%d of %d requests)"):format(max, exact, n))
   fcheck(both == n, ("each went to both peers (%d of %d)"):format(both, n))
-  fcheck(table.concat(statuses, ",") == ("503,"):rep(n - 1) .. "503", "the client got 503 (" ..
-    table.concat(statuses, ",") .. ")")
+  fcheck(table.concat(statuses, ",") == ("503,"):rep(n - 1) .. "503", "the client got the upstream's 503 and its "
+    .. "body, \"down\" (" .. table.concat(statuses, ",") .. ")")
 
   -- A keyless POST is sent once; a keyed one is retried with its key.
   mark = #seen()
@@ -433,6 +434,23 @@ end
 for _, form in ipairs(FORMS) do
   local ok_run, err = pcall(battery, form)
   check(ok_run, "the " .. form.name .. " gateway's checks ran" .. (ok_run and "" or (": " .. tostring(err))))
+end
+
+-- The module under proxy_next_upstream_tries 2: nginx's cap narrows the lock's maxAttempts (3), and the last try
+-- it allows reaches the client whole.
+if module then
+  local ok_cap, cap_err = pcall(function()
+    local capped = native_in:gsub("proxy_next_upstream_tries 0;", "proxy_next_upstream_tries 2;", 1)
+    assert(capped ~= native_in, "the module's example sets proxy_next_upstream_tries 0")
+    local port = gateway("native-tries-2", FORMS[2].lock, up_ports[1], up_ports[2], capped)
+    local mark = #seen()
+    local s, _, body = curl(port, "/fail")
+    local got = since(mark, 2)
+    check(s == 503 and body == "down\n" and #got == 2, "under proxy_next_upstream_tries 2 the module makes 2 tries "
+      .. "and the second's 503 reaches the client with its body (" .. tostring(s) .. ", " .. ("%q"):format(body) .. ", "
+      .. #got .. " tries)")
+  end)
+  check(ok_cap, "the module's proxy_next_upstream_tries check ran" .. (ok_cap and "" or (": " .. tostring(cap_err))))
 end
 
 -- Three gateways in a chain in front of the always-503 upstream: 27 upstream requests per client request without
@@ -658,7 +676,7 @@ do
   write(d .. "/nginx.conf", lean_conf(lock_path))
   out = sh("timeout 10 nginx -p " .. q(d .. "/") .. " -c nginx.conf 2>&1; echo rc=$?")
   check(out:find("rc=1", 1, true) and out:find("the lean gateway (balancer and log phases) cannot serve these "
-    .. "routes", 1, true) and out:find("GET /echo: propagation: its caller's headers are read in the access phase",
+    .. "routes", 1, true) and out:find("GET /echo: propagation: a caller's headers are read, and the overloaded header told",
     1, true) and select(2, out:gsub(": propagation: ", "")) == 4, "the lean form does not start with a lock whose "
     .. "routes have propagation: its error names each of the 4 routes and why")
   if not out:find("GET /echo: propagation", 1, true) then print(out) end
@@ -689,8 +707,8 @@ do
     if not out:find("rc=0", 1, true) then print(out) end
     out = native_t(lock_path)
     check(out:find("rc=1", 1, true) and select(2, out:gsub("the nginx module cannot serve [^\n]-: propagation: ",
-      "")) == 4 and out:find("the nginx module cannot serve GET /echo: propagation: its caller's headers are read in "
-      .. "the access phase", 1, true), "`nginx -t` refuses the module a lock whose routes have propagation, each of "
+      "")) == 4 and out:find("the nginx module cannot serve GET /echo: propagation: a caller's headers are read, and "
+      .. "the overloaded header told", 1, true), "`nginx -t` refuses the module a lock whose routes have propagation, each of "
       .. "the 4 routes named with why")
     out = native_t(src .. "/examples/nginx/proxy.lock.json")
     check(out:find("rc=1", 1, true) and out:find("cannot serve GET /items/*: backoff: the retry after attempt 1 "
@@ -716,6 +734,44 @@ do
     end)
     check(out:find("rc=1", 1, true) and out:find('retryfreeze: upstream "rf_upstream" has a backup server', 1, true),
       "and one with a backup server before it")
+    -- max_conns, which the module does not count: refused by nginx after `retryfreeze;`, by the module before it
+    out = native_t(FORMS[2].lock, function(text)
+      return (text:gsub("(server 127%.0%.0%.1:2);", "%1 max_conns=5;", 1))
+    end)
+    check(out:find("rc=1", 1, true) and out:find('balancing method does not support parameter "max_conns=5"', 1, true),
+      "and a server with max_conns after `retryfreeze;`")
+    out = native_t(FORMS[2].lock, function(text)
+      return (text:gsub("\n    retryfreeze;", "", 1):gsub("(server 127%.0%.0%.1:2);", "%1 max_conns=5;\n    retryfreeze;", 1))
+    end)
+    check(out:find("rc=1", 1, true) and out:find('upstream "rf_upstream" has a server with max_conns', 1, true),
+      "and one before it")
+    -- each argument of retryfreeze_ledger read as what it names: a bad value or an unknown name refused
+    for _, case in ipairs({ { "flush_ms=0", "flush_ms must be an integer from 1 to 60000, got \"flush_ms=0\"" },
+                            { "flush_ms=60001", "flush_ms must be an integer from 1 to 60000, got \"flush_ms=60001\"" },
+                            { "hold=5", "unknown argument \"hold=5\" (hold_bytes=N or flush_ms=N)" },
+                            { "hold_bytes=0 flush_ms=1", nil } }) do
+      out = native_t(FORMS[2].lock, function(text)
+        return (text:gsub("(retryfreeze_ledger [^;]*);", "%1 " .. case[1] .. ";", 1))
+      end)
+      if case[2] then
+        check(out:find("rc=1", 1, true) and out:find("retryfreeze_ledger: " .. case[2], 1, true), "and retryfreeze_ledger "
+          .. case[1] .. ", naming it")
+      else
+        check(out:find("rc=0", 1, true), "retryfreeze_ledger " .. case[1] .. " is accepted")
+      end
+    end
+    -- a lock's error names the file, the JSON path and the rule
+    write(d .. "/bad.lock.json", (read(FORMS[2].lock):gsub('"maxAttempts": 3', '"maxAttempts": "three"', 1)))
+    out = native_t(d .. "/bad.lock.json")
+    check(out:find("rc=1", 1, true) and out:find("retryfreeze_lock: " .. d .. "/bad.lock.json: $.defaults.maxAttempts: "
+      .. "must be an integer", 1, true), "and a bad lock, its error naming the file, the JSON path and the rule")
+    if not out:find("$.defaults.maxAttempts", 1, true) then print(out) end
+    -- keepalive (or another balancing method) before retryfreeze would be dropped
+    out = native_t(FORMS[2].lock, function(text)
+      return (text:gsub("\n    retryfreeze;", "", 1):gsub("\n    keepalive 64;", "\n    keepalive 64;\n    retryfreeze;", 1))
+    end)
+    check(out:find("rc=1", 1, true) and out:find('"retryfreeze" directive must come first in the upstream block', 1,
+      true), "and keepalive before retryfreeze;")
     out = native_t(FORMS[2].lock, function(text) return (text:gsub("\n  retryfreeze_lock [^\n]*", "", 1)) end)
     check(out:find("rc=1", 1, true) and out:find('retryfreeze: upstream "rf_upstream" is governed by retryfreeze, but '
       .. "http{} has no retryfreeze_lock", 1, true), "and `retryfreeze;` with no retryfreeze_lock")

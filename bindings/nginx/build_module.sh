@@ -18,6 +18,7 @@ if [[ ! -f $work/objs/Makefile || $module/config -nt $work/objs/Makefile ]]; the
   (cd "$work" && RF_NGX_INCS=$incs RF_NGX_LIBS=$libs ./configure "${NGX_CONF_FLAGS[@]}" \
     --add-dynamic-module="$module" >configure.log 2>&1) || { cat "$work/configure.log" >&2; exit 1; }
 fi
-make -s -C "$work" -f objs/Makefile modules >/dev/null
+# MAKEFLAGS of the make above this one (CMake's) name a jobserver this make cannot reach: one job, no warning
+env -u MAKEFLAGS -u MFLAGS make -s -C "$work" -f objs/Makefile modules >/dev/null
 mkdir -p "$(dirname "$out")"
 cp "$work/objs/ngx_http_retryfreeze_module.so" "$out"

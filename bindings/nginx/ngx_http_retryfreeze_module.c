@@ -144,7 +144,9 @@ static char *rf_ngx_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     rf_error err;
     memset(&err, 0, sizeof err);
     if (rf_policy_load_file(cpath, &mcf->policy, &err) != RF_OK) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_lock: %s", err.message);
+        char text[sizeof err.path + sizeof err.message + 4096];
+        rf_error_text(&err, cpath, text, sizeof text);
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_lock: %s", text);
         return NGX_CONF_ERROR;
     }
     mcf->lock_path = path;
@@ -170,19 +172,20 @@ static char *rf_ngx_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     return refused ? NGX_CONF_ERROR : NGX_CONF_OK;
 }
 
-/* A "name=N" argument of retryfreeze_ledger: N in lo..hi, or an error naming the argument. */
-static char *rf_ngx_ledger_option(ngx_conf_t *cf, ngx_str_t *arg, const char *name, ngx_int_t lo, ngx_int_t hi,
-                                  ngx_int_t *out) {
+/* A "name=N" argument of retryfreeze_ledger: 0 when arg is not name=, 1 and *out with N in lo..hi, -1 (said) when N
+ * is not. */
+static int rf_ngx_ledger_option(ngx_conf_t *cf, ngx_str_t *arg, const char *name, ngx_int_t lo, ngx_int_t hi,
+                                ngx_int_t *out) {
     size_t nlen = strlen(name);
-    if (arg->len <= nlen + 1 || ngx_strncmp(arg->data, name, nlen) != 0 || arg->data[nlen] != '=') return NULL;
+    if (arg->len <= nlen || ngx_strncmp(arg->data, name, nlen) != 0 || arg->data[nlen] != '=') return 0;
     ngx_int_t v = ngx_atoi(arg->data + nlen + 1, arg->len - nlen - 1);
     if (v == NGX_ERROR || v < lo || v > hi) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_ledger: %s must be an integer from %i to %i, got \"%V\"",
                            name, lo, hi, arg);
-        return NGX_CONF_ERROR;
+        return -1;
     }
     *out = v;
-    return NGX_CONF_OK;
+    return 1;
 }
 
 /* retryfreeze_ledger PATH [hold_bytes=N] [flush_ms=N]: the ledger opened (its error stops nginx). */
@@ -192,21 +195,16 @@ static char *rf_ngx_ledger(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     ngx_str_t *args = cf->args->elts;
     for (ngx_uint_t a = 2; a < cf->args->nelts; a++) {
         ngx_int_t v = 0;
-        char *rc = rf_ngx_ledger_option(cf, &args[a], "hold_bytes", 0, RF_LEDGER_BATCH_BYTES, &v);
-        if (rc == NGX_CONF_OK) {
-            mcf->hold_bytes = (size_t)v;
-            continue;
-        }
-        if (!rc) rc = rf_ngx_ledger_option(cf, &args[a], "flush_ms", 1, RF_LEDGER_FLUSH_MAX_MS, &v);
-        if (rc == NGX_CONF_OK) {
-            mcf->flush_ms = (ngx_msec_t)v;
-            continue;
-        }
-        if (!rc) {
+        int hold = rf_ngx_ledger_option(cf, &args[a], "hold_bytes", 0, RF_LEDGER_BATCH_BYTES, &v);
+        if (hold > 0) mcf->hold_bytes = (size_t)v;
+        int flush = hold ? 0 : rf_ngx_ledger_option(cf, &args[a], "flush_ms", 1, RF_LEDGER_FLUSH_MAX_MS, &v);
+        if (flush > 0) mcf->flush_ms = (ngx_msec_t)v;
+        if (hold < 0 || flush < 0) return NGX_CONF_ERROR;
+        if (hold == 0 && flush == 0) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "retryfreeze_ledger: unknown argument \"%V\" (hold_bytes=N or flush_ms=N)", &args[a]);
+            return NGX_CONF_ERROR;
         }
-        return NGX_CONF_ERROR;
     }
     ngx_str_t path = args[1];
     if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) return NGX_CONF_ERROR;
@@ -215,7 +213,9 @@ static char *rf_ngx_ledger(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     rf_error err;
     memset(&err, 0, sizeof err);
     if (rf_ledger_open(cpath, RF_LEDGER_FSYNC_NONE, &mcf->ledger, &err) != RF_OK) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_ledger: %s", err.message);
+        char text[sizeof err.path + sizeof err.message + 4096];
+        rf_error_text(&err, cpath, text, sizeof text);
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_ledger: %s", text);
         return NGX_CONF_ERROR;
     }
     return NGX_CONF_OK;
@@ -227,8 +227,8 @@ static ngx_int_t rf_ngx_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf
  * server is refused (the engine, not the peers' health, decides each retry). */
 static char *rf_ngx_upstream(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     ngx_http_upstream_srv_conf_t *uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);
-    if (uscf->peer.init_upstream) {
-        ngx_conf_log_error(NGX_LOG_WARN, cf, 0, "load balancing method redefined");
+    if (uscf->peer.init_upstream) { /* keepalive, or another balancing method, would be dropped in silence */
+        return "must come first in the upstream block, before keepalive and any other balancing method";
     }
     uscf->peer.init_upstream = rf_ngx_init_upstream;
     uscf->flags = NGX_HTTP_UPSTREAM_CREATE | NGX_HTTP_UPSTREAM_WEIGHT | NGX_HTTP_UPSTREAM_MAX_FAILS |
@@ -561,7 +561,7 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     ctx->peer[len] = '\0';
     /* nginx comes back for another try only while the route (and proxy_next_upstream_tries) leaves one */
     ngx_uint_t cap = r->upstream->conf->next_upstream_tries;
-    bool more = ctx->step.attempts < ctx->max_attempts && (cap == 0 || ctx->tries < cap);
+    bool more = ctx->tries < (ngx_uint_t)ctx->max_attempts && (cap == 0 || ctx->tries < cap);
     pc->tries = more ? 2 : 1;
     return NGX_OK;
 }
@@ -589,6 +589,16 @@ static ngx_int_t rf_ngx_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "retryfreeze: upstream \"%V\" is governed by retryfreeze, but http{} has no "
                            "retryfreeze_lock",
+                           &us->host);
+        return NGX_ERROR;
+    }
+    /* a server line before `retryfreeze;` was read without its flags: max_conns, which the module does not count */
+    ngx_http_upstream_server_t *servers = us->servers ? us->servers->elts : NULL;
+    for (ngx_uint_t i = 0; servers && i < us->servers->nelts; i++) {
+        if (servers[i].max_conns == 0) continue;
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "retryfreeze: upstream \"%V\" has a server with max_conns, which the engine does not "
+                           "count: remove it",
                            &us->host);
         return NGX_ERROR;
     }

@@ -31,15 +31,15 @@ static const char LOCK[] =
     "]}";
 
 static const char PROPAGATION[] =
-    "propagation: its caller's headers are read in the access phase and its overloaded header is told in the "
-    "header_filter phase, which this form of the gateway does not run (remove propagation, or serve it from the Lua "
-    "gateway's full form)";
+    "propagation: a caller's headers are read, and the overloaded header told, only by the Lua gateway's full form "
+    "(its access and header_filter phases), which this gateway is not (remove propagation, or serve the route from "
+    "that form)";
 static const char HEDGING[] =
-    "hedging: hedged attempts overlap and start after a delay, which the balancer phase cannot wait";
-static const char BACKOFF_AFTER_1[] = "backoff: the retry after attempt 1 waits up to 10 ms, and the balancer phase "
-                                      "cannot wait (set backoff.baseMs and backoff.maxMs to 0)";
-static const char RETRY_AFTER[] = "retryAfter.honor is true: a retry would wait as long as Retry-After asks, and the "
-                                  "balancer phase cannot wait (set it to false)";
+    "hedging: hedged attempts overlap and start after a delay, and a gateway's tries never wait";
+static const char BACKOFF_AFTER_1[] = "backoff: the retry after attempt 1 waits up to 10 ms, and a gateway's tries "
+                                      "never wait (set backoff.baseMs and backoff.maxMs to 0)";
+static const char RETRY_AFTER[] = "retryAfter.honor is true: a retry would wait as long as Retry-After asks, and a "
+                                  "gateway's tries never wait (set it to false)";
 
 static rf_policy *load(const char *text) {
     rf_policy *p = NULL;
@@ -109,7 +109,7 @@ static void test_backoff_after_a_later_attempt(void **state) {
              "\"retryable\":[\"HTTP_503\"],\"retryAfter\":{\"honor\":false},\"backoff\":{\"baseMs\":1,\"maxMs\":3,"
              "\"jitter\":\"none\"}}");
     expect(p, "GET /x", 0, 1,
-           "backoff: the retry after attempt 1 waits up to 1 ms, and the balancer phase cannot wait (set "
+           "backoff: the retry after attempt 1 waits up to 1 ms, and a gateway's tries never wait (set "
            "backoff.baseMs and backoff.maxMs to 0)");
     rf_policy_free(p);
 }

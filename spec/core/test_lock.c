@@ -735,6 +735,33 @@ static void test_next_segment_after_a_prefix(void **state) {
     rf_policy_free(p);
 }
 
+/* rf_error_text: each part left out when it says nothing, the whole-file error alone, a short buffer cut. */
+static void test_error_text(void **state) {
+    (void)state;
+    rf_error err = {.path = "$.defaults.maxAttempts", .message = "must be an integer", .line = 0, .column = 0};
+    char out[256];
+    size_t n = rf_error_text(&err, "a.lock.json", out, sizeof out);
+    assert_int_equal(n, strlen(out));
+    assert_string_equal(out, "a.lock.json: $.defaults.maxAttempts: must be an integer");
+    rf_error_text(&err, NULL, out, sizeof out);
+    assert_string_equal(out, "$.defaults.maxAttempts: must be an integer");
+    rf_error_text(&err, "", out, sizeof out);
+    assert_string_equal(out, "$.defaults.maxAttempts: must be an integer");
+    err = (rf_error){.path = "", .message = "malformed JSON", .line = 3, .column = 7};
+    rf_error_text(&err, "a.lock.json", out, sizeof out);
+    assert_string_equal(out, "a.lock.json: malformed JSON (line 3, column 7)");
+    /* an error about the file itself already names it */
+    err = (rf_error){.path = "a.lock.json", .message = "cannot open lock a.lock.json: No such file", .line = 0};
+    rf_error_text(&err, "a.lock.json", out, sizeof out);
+    assert_string_equal(out, "cannot open lock a.lock.json: No such file");
+    /* cut, NUL-terminated; the whole length returned */
+    char small[8];
+    err = (rf_error){.path = "$.x", .message = "bad", .line = 0};
+    assert_int_equal(rf_error_text(&err, "f", small, sizeof small), strlen("f: $.x: bad"));
+    assert_string_equal(small, "f: $.x:");
+    assert_int_equal(rf_error_text(&err, "f", NULL, 0), strlen("f: $.x: bad"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desk_lock_loads_with_defaults),
@@ -754,6 +781,7 @@ int main(void) {
         cmocka_unit_test(test_route_matching_prefers_the_most_specific),
         cmocka_unit_test(test_other_segment_and_method_no_lock_can_name),
         cmocka_unit_test(test_next_segment_after_a_prefix),
+        cmocka_unit_test(test_error_text),
     };
     return cmocka_run_group_tests_name("lock", tests, NULL, NULL);
 }

@@ -49,6 +49,16 @@ typedef struct rf_error {
  * never free it. Thread-safe. */
 RF_API const char *rf_version(void);
 
+/*
+ * err as one line for people, about input named source (a file name; NULL or "" for none): "source: path: message
+ * (line L, column C)", where "source: " is left out without a source, "path: " when err->path is empty or is source
+ * itself, and the position when err->line is 0. An error about the file as a whole (err->path is source and line 0:
+ * it cannot be opened or read) is its message alone, which already names the file. Writes into out[0..cap) (cut,
+ * NUL-terminated when cap > 0) and returns the whole line's length, as snprintf does. Allocates nothing;
+ * thread-safe.
+ */
+RF_API size_t rf_error_text(const rf_error *err, const char *source, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

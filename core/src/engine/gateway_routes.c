@@ -34,27 +34,27 @@ int rf_gateway_refusals(const rf_policy *p, size_t i, unsigned flags, char *why,
     rf_propagation prop;
     if ((flags & RF_GATEWAY_NO_PROPAGATION) && rf_policy_propagation(p, (long)i, &prop) == RF_OK && prop.enabled) {
         add_reason(why, cap, &used, n++,
-                   "propagation: its caller's headers are read in the access phase and its overloaded header is told "
-                   "in the header_filter phase, which this form of the gateway does not run (remove propagation, or "
-                   "serve it from the Lua gateway's full form)");
+                   "propagation: a caller's headers are read, and the overloaded header told, only by the Lua "
+                   "gateway's full form (its access and header_filter phases), which this gateway is not (remove "
+                   "propagation, or serve the route from that form)");
     }
     if (r.hedging) {
         add_reason(why, cap, &used, n++,
-                   "hedging: hedged attempts overlap and start after a delay, which the balancer phase cannot wait");
+                   "hedging: hedged attempts overlap and start after a delay, and a gateway's tries never wait");
     }
     for (int attempts = 1; attempts < r.max_attempts; attempts++) {
         int64_t lo = 0, hi = 0;
         if (rf_backoff_window(p, i, attempts, &lo, &hi) != RF_OK || hi <= 0) continue;
         add_reason(why, cap, &used, n++,
-                   "backoff: the retry after attempt %d waits up to %lld ms, and the balancer phase cannot wait (set "
+                   "backoff: the retry after attempt %d waits up to %lld ms, and a gateway's tries never wait (set "
                    "backoff.baseMs and backoff.maxMs to 0)",
                    attempts, (long long)hi);
         break;
     }
     if (r.max_attempts > 1 && r.retry_after_honor) {
         add_reason(why, cap, &used, n++,
-                   "retryAfter.honor is true: a retry would wait as long as Retry-After asks, and the balancer phase "
-                   "cannot wait (set it to false)");
+                   "retryAfter.honor is true: a retry would wait as long as Retry-After asks, and a gateway's tries "
+                   "never wait (set it to false)");
     }
     return n;
 }
