@@ -453,6 +453,69 @@ if module then
   check(ok_cap, "the module's proxy_next_upstream_tries check ran" .. (ok_cap and "" or (": " .. tostring(cap_err))))
 end
 
+-- The module governs the request the upstream gets: after a rewrite, under a proxy_pass URI and in a subrequest
+-- (mirror), its method and path are the request line proxy_pass built; and a request whose first upstream failed
+-- and whose error_page proxies it to a second governed upstream gets a line per upstream, each with its own tries.
+-- Its upstream block has a `zone`: the servers then live in shared memory as a list, which the module walks.
+if module then
+  local ok_paths, paths_err = pcall(function()
+    local dead = pick_port()
+    local conf = native_in:gsub("\n    retryfreeze;\n", "\n    retryfreeze;\n    zone rf_zone 64k;\n", 1)
+      :gsub("\n  server {", ("\n  upstream rf_dead {\n    retryfreeze;\n    server 127.0.0.1:%d;\n  }"
+      .. "\n  server {"):format(dead), 1):gsub("\n    location / {", [[
+
+    location = /items/rw {
+      rewrite ^ /fail break;
+      proxy_pass http://rf_upstream;
+      proxy_next_upstream error timeout http_503;
+      error_page 500 = @rf_stopped;
+    }
+    location /api/ { proxy_pass http://rf_upstream/items/; error_page 500 = @rf_stopped; }
+    location = /items/m { mirror /rf_mirror; proxy_pass http://rf_upstream; error_page 500 = @rf_stopped; }
+    location = /rf_mirror { internal; proxy_pass http://rf_upstream/items/mirrored; }
+    location = /items/fb {
+      proxy_pass http://rf_dead;
+      proxy_next_upstream error timeout;
+      error_page 500 = @rf_stopped;
+      error_page 502 504 = @rf_fallback;
+    }
+    location @rf_fallback { proxy_pass http://rf_upstream; }
+    location / {]], 1)
+    assert(conf:find("rf_dead", 1, true) and conf:find("/rf_mirror", 1, true) and conf:find("rf_zone", 1, true),
+      "the module's example changed")
+    local port, d = gateway("native-paths", FORMS[2].lock, up_ports[1], up_ports[2], conf)
+    local mark = #seen()
+    local s_rw, _, b_rw = curl(port, "/items/rw")
+    local s_api = curl(port, "/api/7")
+    local s_m = curl(port, "/items/m")
+    local s_fb = curl(port, "/items/fb")
+    local got = since(mark, 7)
+    local uris = {}
+    for i, line in ipairs(got) do uris[i] = line.uri end
+    table.sort(uris)
+    check(s_rw == 503 and b_rw == "down\n" and s_api == 200 and s_m == 200 and s_fb == 200, "the rewritten, "
+      .. "prefixed, mirrored and fallen-back requests answer 503 (the upstream's body), 200, 200, 200 (" ..
+      table.concat({ tostring(s_rw), tostring(s_api), tostring(s_m), tostring(s_fb) }, ", ") .. ")")
+    check(table.concat(uris, " ") == "/fail /fail /fail /items/7 /items/fb /items/m /items/mirrored", "the upstreams "
+      .. "saw /fail 3 times, /items/7, /items/m, /items/mirrored and the fallback's /items/fb (" ..
+      table.concat(uris, " ") .. ")")
+    os.execute("sleep 0.5")
+    local lines = {}
+    for rec in rf.ledger.read(d .. "/ledger.jsonl") do
+      local classes = {}
+      for i, t in ipairs(rec.tries) do classes[i] = t.class end
+      lines[#lines + 1] = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
+    end
+    table.sort(lines)
+    local want = { "GET /fail max-attempts HTTP_503,HTTP_503,HTTP_503",
+      "GET /items/7 success HTTP_200", "GET /items/fb max-attempts CONNECT_REFUSED,CONNECT_REFUSED,CONNECT_REFUSED",
+      "GET /items/fb success HTTP_200", "GET /items/m success HTTP_200", "GET /items/mirrored success HTTP_200" }
+    check(table.concat(lines, " | ") == table.concat(want, " | "), "the ledger governs and records what each "
+      .. "upstream got, the refused upstream's line its own tries (" .. table.concat(lines, " | ") .. ")")
+  end)
+  check(ok_paths, "the module's request-line checks ran" .. (ok_paths and "" or (": " .. tostring(paths_err))))
+end
+
 -- Three gateways in a chain in front of the always-503 upstream: 27 upstream requests per client request without
 -- propagation, at most 3 with it.
 local ok_chain, chain_err = pcall(function()
@@ -766,6 +829,15 @@ do
     check(out:find("rc=1", 1, true) and out:find("retryfreeze_lock: " .. d .. "/bad.lock.json: $.defaults.maxAttempts: "
       .. "must be an integer", 1, true), "and a bad lock, its error naming the file, the JSON path and the rule")
     if not out:find("$.defaults.maxAttempts", 1, true) then print(out) end
+    -- a balancing method after retryfreeze replaces it: the block would run without the engine
+    for _, method in ipairs({ "least_conn;", "hash $request_uri;" }) do
+      out = native_t(FORMS[2].lock, function(text)
+        return (text:gsub("\n    retryfreeze;", "\n    retryfreeze;\n    " .. method, 1))
+      end)
+      check(out:find("rc=1", 1, true) and out:find('retryfreeze: upstream "rf_upstream" (retryfreeze; on line ', 1, true)
+        and out:find("has another balancing method after retryfreeze;, which replaced it", 1, true), "and " .. method
+        .. " after retryfreeze;")
+    end
     -- keepalive (or another balancing method) before retryfreeze would be dropped
     out = native_t(FORMS[2].lock, function(text)
       return (text:gsub("\n    retryfreeze;", "", 1):gsub("\n    keepalive 64;", "\n    keepalive 64;\n    retryfreeze;", 1))

@@ -33,13 +33,22 @@
 #include <stdbool.h>
 #include <string.h>
 
+/* An upstream block `retryfreeze;` named, and whether nginx set it up through the module (a balancing method after
+ * the directive would have replaced it). */
+typedef struct {
+    ngx_http_upstream_srv_conf_t *uscf;
+    ngx_uint_t line; /* of the directive */
+    bool initialised;
+} rf_ngx_governed;
+
 typedef struct {
     rf_policy *policy;
     rf_ledger *ledger;
     ngx_str_t lock_path;
     size_t hold_bytes;
     ngx_msec_t flush_ms;
-    ngx_int_t stop_var; /* index of $retryfreeze_stop_status */
+    ngx_int_t stop_var;   /* index of $retryfreeze_stop_status */
+    ngx_array_t governed; /* the upstream blocks `retryfreeze;` named (rf_ngx_governed) */
     /* this worker's own, set in init_process: */
     rf_rng rng;
     ngx_uint_t next_peer;
@@ -56,6 +65,8 @@ typedef struct {
     rf_response resp;
     ngx_uint_t tries; /* tries begun */
     ngx_uint_t first; /* the first try's server; each retry takes the next */
+    ngx_uint_t state; /* the index in r->upstream_states of the current try's state: a later upstream of the request
+                         (an error_page that proxies elsewhere) pushes its own after it */
     int max_attempts; /* the route's maxAttempts */
     bool done, conf_cloned;
     char stop_status[4];
@@ -119,6 +130,7 @@ static void *rf_ngx_create_main_conf(ngx_conf_t *cf) {
     mcf->hold_bytes = RF_LEDGER_HOLD_DEFAULT_BYTES;
     mcf->flush_ms = RF_LEDGER_FLUSH_DEFAULT_MS;
     mcf->stop_var = NGX_ERROR;
+    if (ngx_array_init(&mcf->governed, cf->pool, 4, sizeof(rf_ngx_governed)) != NGX_OK) return NULL;
     return mcf;
 }
 
@@ -231,6 +243,12 @@ static char *rf_ngx_upstream(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
         return "must come first in the upstream block, before keepalive and any other balancing method";
     }
     uscf->peer.init_upstream = rf_ngx_init_upstream;
+    rf_ngx_main_conf *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_retryfreeze_module);
+    rf_ngx_governed *g = ngx_array_push(&mcf->governed);
+    if (!g) return NGX_CONF_ERROR;
+    g->uscf = uscf;
+    g->line = cf->conf_file->line;
+    g->initialised = false;
     uscf->flags = NGX_HTTP_UPSTREAM_CREATE | NGX_HTTP_UPSTREAM_WEIGHT | NGX_HTTP_UPSTREAM_MAX_FAILS |
                   NGX_HTTP_UPSTREAM_FAIL_TIMEOUT | NGX_HTTP_UPSTREAM_DOWN;
     return NGX_CONF_OK;
@@ -262,7 +280,19 @@ static ngx_int_t rf_ngx_preconfiguration(ngx_conf_t *cf) {
 static ngx_int_t rf_ngx_postconfiguration(ngx_conf_t *cf) {
     rf_ngx_main_conf *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_retryfreeze_module);
     mcf->stop_var = ngx_http_get_variable_index(cf, &rf_ngx_stop_var_name);
-    return mcf->stop_var == NGX_ERROR ? NGX_ERROR : NGX_OK;
+    if (mcf->stop_var == NGX_ERROR) return NGX_ERROR;
+    /* nginx set up every upstream block after reading them all: one whose setup never reached the module had its
+     * balancing method replaced by a later directive (least_conn, hash, …), and would run without the engine */
+    rf_ngx_governed *g = mcf->governed.elts;
+    for (ngx_uint_t i = 0; i < mcf->governed.nelts; i++) {
+        if (g[i].initialised) continue;
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "retryfreeze: upstream \"%V\" (retryfreeze; on line %ui) has another balancing method "
+                           "after retryfreeze;, which replaced it: remove that method",
+                           &g[i].uscf->host, g[i].line);
+        return NGX_ERROR;
+    }
+    return NGX_OK;
 }
 
 /* ---- the worker's ledger ------------------------------------------------------------------------------------ */
@@ -323,6 +353,25 @@ static char *rf_ngx_text(ngx_http_request_t *r, const u_char *s, size_t len) {
     if (!out) return NULL;
     rf_utf8_repair((const char *)s, len, out, need + 1);
     return out;
+}
+
+/* The method and the path (without its query) of the request the upstream gets: the request line proxy_pass built
+ * before nginx set up the peer, after every rewrite, proxy_pass URI and proxy_method, and a subrequest's own. False
+ * when the first buffer holds no "METHOD /path" line (a module other than proxy_pass: fastcgi, grpc, …). */
+static bool rf_ngx_request_line(ngx_http_request_t *r, ngx_str_t *method, ngx_str_t *path) {
+    ngx_chain_t *cl = r->upstream->request_bufs;
+    if (!cl || !cl->buf || !ngx_buf_in_memory(cl->buf)) return false;
+    u_char *p = cl->buf->pos, *end = cl->buf->last;
+    u_char *sp = ngx_strlchr(p, end, ' ');
+    if (!sp || sp == p || sp + 1 >= end || sp[1] != '/') return false;
+    u_char *target = sp + 1, *t = target;
+    while (t < end && *t != ' ' && *t != '?' && *t != '\r' && *t != '\n') t++;
+    if (t == end) return false;
+    method->data = p;
+    method->len = (size_t)(sp - p);
+    path->data = target;
+    path->len = (size_t)(t - target);
+    return true;
 }
 
 /* The value of the request's first Idempotency-Key header, or NULL (none, or empty: no key). */
@@ -411,7 +460,7 @@ static void rf_ngx_cleanup(void *data) {
         } else {
             ngx_http_upstream_state_t *states = r->upstream_states->elts;
             rf_step_result res;
-            bool given_up = rf_ngx_result(ctx, &states[r->upstream_states->nelts - 1], &res);
+            bool given_up = rf_ngx_result(ctx, &states[ctx->state], &res);
             int hook_rc = 0;
             int64_t delay_ms = 0;
             rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
@@ -435,16 +484,20 @@ static void rf_ngx_save_session(ngx_peer_connection_t *pc, void *data);
 static ngx_int_t rf_ngx_init_peer(ngx_http_request_t *r, ngx_http_upstream_srv_conf_t *us) {
     rf_ngx_main_conf *mcf = ngx_http_get_module_main_conf(r, ngx_http_retryfreeze_module);
     if (ngx_http_upstream_init_round_robin_peer(r, us) != NGX_OK) return NGX_ERROR;
-    /* the path as the upstream gets it (proxy_pass with no URI sends the request target as the client wrote it), not
-     * nginx's normalised $uri: "/a/%2e%2e/items/1" is not "/items/1" */
-    u_char *target = r->unparsed_uri.data;
-    size_t target_len = r->unparsed_uri.len;
-    u_char *q = ngx_strlchr(target, target + target_len, '?');
-    if (q) target_len = (size_t)(q - target);
+    /* the method and path the upstream gets, not the client's: a rewrite, a proxy_pass URI and a subrequest change
+     * them, and nginx's normalised $uri is not what is sent ("/a/%2e%2e/items/1" is not "/items/1") */
+    ngx_str_t line_method, line_path;
+    if (!rf_ngx_request_line(r, &line_method, &line_path)) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "retryfreeze: the request to upstream \"%V\" has no HTTP/1 request line: the module governs "
+                      "proxy_pass only",
+                      &us->host);
+        return NGX_ERROR;
+    }
     rf_ngx_request *ctx = ngx_pcalloc(r->pool, sizeof(rf_ngx_request));
     if (!ctx) return NGX_ERROR;
-    char *method = rf_ngx_text(r, r->method_name.data, r->method_name.len);
-    char *path = rf_ngx_text(r, target, target_len);
+    char *method = rf_ngx_text(r, line_method.data, line_method.len);
+    char *path = rf_ngx_text(r, line_path.data, line_path.len);
     if (!method || !path) return NGX_ERROR;
     long route = rf_policy_match(mcf->policy, method, strlen(method), path, strlen(path));
     rf_route_view view;
@@ -514,9 +567,8 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     ngx_uint_t last = NGX_HTTP_SERVICE_UNAVAILABLE; /* what a stop answers when no try could start */
     if (ctx->done) return rf_ngx_answer(r, ctx->mcf, ctx->stop_status, last);
     if (ctx->tries > 0) {
-        /* nginx pushed this try's state before asking: the last try's is the one before */
         ngx_http_upstream_state_t *states = r->upstream_states->elts;
-        ngx_http_upstream_state_t *st = &states[r->upstream_states->nelts - 2];
+        ngx_http_upstream_state_t *st = &states[ctx->state];
         last = st->status ? st->status : NGX_HTTP_BAD_GATEWAY;
         rf_step_result res;
         rf_ngx_result(ctx, st, &res);
@@ -536,22 +588,29 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
     if (!rf_step_begin(&ctx->step, (int64_t)ngx_current_msec, &timeout_ms, &stop)) return rf_ngx_stop(ctx, stop, last);
     if (rf_ngx_set_timeouts(ctx, timeout_ms) != NGX_OK) return NGX_ERROR;
-    /* the next server of the block not yet tried (the first from this worker's rotation), skipping those marked down */
+    /* the next server of the block not yet tried (the first from this worker's rotation), skipping those marked down:
+     * walked as nginx's round robin walks them, a list (with `zone`, the servers live in shared memory, linked) */
     ngx_http_upstream_rr_peers_t *peers = ctx->rrp->peers;
+    ngx_http_upstream_rr_peers_rlock(peers);
     ngx_uint_t n = peers->number;
     if (ctx->tries == 0) ctx->first = ctx->mcf->next_peer++ % n;
-    ngx_http_upstream_rr_peer_t *peer = NULL;
+    ngx_uint_t want = (ctx->first + ctx->tries) % n;
+    ngx_http_upstream_rr_peer_t *peer = NULL, *p = peers->peer;
+    for (ngx_uint_t i = 0; p && i < want; i++) p = p->next;
     for (ngx_uint_t k = 0; k < n && !peer; k++) {
-        ngx_http_upstream_rr_peer_t *p = &peers->peer[(ctx->first + ctx->tries + k) % n];
+        if (!p) p = peers->peer; /* round again from the first */
         if (!p->down) peer = p;
+        p = p->next;
     }
     if (!peer) {
+        ngx_http_upstream_rr_peers_unlock(peers);
         ngx_log_error(NGX_LOG_ERR, pc->log, 0, "retryfreeze: every server of upstream \"%V\" is marked down",
                       peers->name);
         rf_step_cancel(&ctx->step, (int64_t)ngx_current_msec, "every server is marked down");
         return rf_ngx_stop(ctx, RF_REASON_STOPPED_BY_CALLER, NGX_HTTP_BAD_GATEWAY);
     }
     ctx->tries++;
+    ctx->state = r->upstream_states->nelts - 1; /* nginx pushed this try's state before asking */
     ctx->rrp->current = peer;
     pc->sockaddr = peer->sockaddr;
     pc->socklen = peer->socklen;
@@ -559,6 +618,7 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     size_t len = peer->name.len < sizeof ctx->peer - 1 ? peer->name.len : sizeof ctx->peer - 1;
     ngx_memcpy(ctx->peer, peer->name.data, len);
     ctx->peer[len] = '\0';
+    ngx_http_upstream_rr_peers_unlock(peers);
     /* nginx comes back for another try only while the route (and proxy_next_upstream_tries) leaves one */
     ngx_uint_t cap = r->upstream->conf->next_upstream_tries;
     bool more = ctx->tries < (ngx_uint_t)ctx->max_attempts && (cap == 0 || ctx->tries < cap);
@@ -612,6 +672,10 @@ static ngx_int_t rf_ngx_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf
         return NGX_ERROR;
     }
     us->peer.init = rf_ngx_init_peer;
+    rf_ngx_governed *g = mcf->governed.elts;
+    for (ngx_uint_t i = 0; i < mcf->governed.nelts; i++) {
+        if (g[i].uscf == us) g[i].initialised = true;
+    }
     return NGX_OK;
 }
 
