@@ -9,13 +9,14 @@
  *   retryfreeze_ledger PATH [hold_bytes=N] [flush_ms=N];
  *                                     http{}: the ledger, opened as nginx loads the configuration; each worker holds
  *                                     its lines (rf_ledger_hold) and writes them every flush_ms and as it exits
- *   retryfreeze;                      upstream{}: the engine picks each try's peer and governs it (before keepalive)
+ *   retryfreeze;                      upstream{}: the engine picks each try's peer and governs it (first in the block,
+ *                                     before keepalive; no balancing method after it)
  *   retryfreeze_stopped;              the named location of `error_page 500 = @NAME`: answers a request the engine
  *                                     stopped with its status ($retryfreeze_stop_status) and no body
  *
- * Per request (init_peer, once): the route matched on the method and the path as sent upstream ($request_uri without
- * its query), the key from the first Idempotency-Key header; no route: 404. Per try (get): the verdict on the last
- * try (its upstream state: a status when a head came, else nginx's 504 for a timeout, a connection that never
+ * Per request (init_peer, once): the route matched on the method and the path of the request line proxy_pass built
+ * (what the upstream gets), the key from the first Idempotency-Key header; no route: 404. Per try (get): the verdict on
+ * the last try (its upstream state: a status when a head came, else nginx's 504 for a timeout, a connection that never
  * opened, or one that broke), then rf_step_begin's per-try timeout for connect, send and read, and the next of the
  * block's servers not yet tried while one is left. nginx may come back for another try only while the route's
  * maxAttempts (and proxy_next_upstream_tries) leaves one, so a last try's failure reaches the client as it came.
@@ -44,7 +45,6 @@ typedef struct {
 typedef struct {
     rf_policy *policy;
     rf_ledger *ledger;
-    ngx_str_t lock_path;
     size_t hold_bytes;
     ngx_msec_t flush_ms;
     ngx_int_t stop_var;   /* index of $retryfreeze_stop_status */
@@ -161,7 +161,6 @@ static char *rf_ngx_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_lock: %s", text);
         return NGX_CONF_ERROR;
     }
-    mcf->lock_path = path;
     if (rf_policy_retry_budget_shared(mcf->policy)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "retryfreeze_lock: %s: retryBudget.shared names a budget a fleet shares through Redis, "
@@ -270,6 +269,7 @@ static ngx_int_t rf_ngx_stop_var_get(ngx_http_request_t *r, ngx_http_variable_va
     return NGX_OK;
 }
 
+/* Declares $retryfreeze_stop_status before the configuration that reads it. */
 static ngx_int_t rf_ngx_preconfiguration(ngx_conf_t *cf) {
     ngx_http_variable_t *var = ngx_http_add_variable(cf, &rf_ngx_stop_var_name, NGX_HTTP_VAR_NOHASH);
     if (!var) return NGX_ERROR;
@@ -277,6 +277,7 @@ static ngx_int_t rf_ngx_preconfiguration(ngx_conf_t *cf) {
     return NGX_OK;
 }
 
+/* After every upstream block is set up: the variable's index, and no governed block whose setup skipped the module. */
 static ngx_int_t rf_ngx_postconfiguration(ngx_conf_t *cf) {
     rf_ngx_main_conf *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_retryfreeze_module);
     mcf->stop_var = ngx_http_get_variable_index(cf, &rf_ngx_stop_var_name);
@@ -297,6 +298,7 @@ static ngx_int_t rf_ngx_postconfiguration(ngx_conf_t *cf) {
 
 /* ---- the worker's ledger ------------------------------------------------------------------------------------ */
 
+/* Writes the worker's held ledger lines; an error (lines lost, a full disk) goes to nginx's error log. */
 static void rf_ngx_flush(rf_ngx_main_conf *mcf, ngx_log_t *log) {
     rf_error err;
     memset(&err, 0, sizeof err);
@@ -305,12 +307,15 @@ static void rf_ngx_flush(rf_ngx_main_conf *mcf, ngx_log_t *log) {
     }
 }
 
+/* Every flush_ms while the worker runs. */
 static void rf_ngx_flush_timer(ngx_event_t *ev) {
     rf_ngx_main_conf *mcf = ev->data;
     rf_ngx_flush(mcf, ev->log);
     if (!ngx_exiting) ngx_add_timer(ev, mcf->flush_ms);
 }
 
+/* Each worker (or the single process): its jitter RNG and peer rotation from its pid, its held ledger lines and their
+ * flush timer. */
 static ngx_int_t rf_ngx_init_process(ngx_cycle_t *cycle) {
     rf_ngx_main_conf *mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_retryfreeze_module);
     if (!mcf || !mcf->policy) return NGX_OK;
@@ -332,6 +337,7 @@ static ngx_int_t rf_ngx_init_process(ngx_cycle_t *cycle) {
     return NGX_OK;
 }
 
+/* An exiting worker writes what it holds (its timer is cancelable, so it does not wait for it). */
 static void rf_ngx_exit_process(ngx_cycle_t *cycle) {
     rf_ngx_main_conf *mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_retryfreeze_module);
     if (mcf && mcf->ledger) rf_ngx_flush(mcf, cycle->log);
@@ -632,6 +638,7 @@ static void rf_ngx_free_peer(ngx_peer_connection_t *pc, void *data, ngx_uint_t s
 }
 
 #if (NGX_HTTP_SSL)
+/* TLS sessions to the upstream are round robin's, kept per server (its data, which the request's state holds). */
 static ngx_int_t rf_ngx_set_session(ngx_peer_connection_t *pc, void *data) {
     rf_ngx_request *ctx = data;
     return ngx_http_upstream_set_round_robin_peer_session(pc, ctx->rrp);
@@ -643,6 +650,8 @@ static void rf_ngx_save_session(ngx_peer_connection_t *pc, void *data) {
 }
 #endif
 
+/* A governed block's setup, as nginx reads the configuration: round robin's server list (resolved, and copied to a
+ * `zone` when there is one), refused with a server the engine cannot honour or without a lock. */
 static ngx_int_t rf_ngx_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us) {
     rf_ngx_main_conf *mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_retryfreeze_module);
     if (!mcf->policy) {
