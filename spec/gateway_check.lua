@@ -454,15 +454,18 @@ if module then
 end
 
 -- The module governs the request the upstream gets: after a rewrite, under a proxy_pass URI and in a subrequest
--- (mirror), its method and path are the request line proxy_pass built; and a request whose first upstream failed
--- and whose error_page proxies it to a second governed upstream gets a line per upstream, each with its own tries.
--- Its upstream block has a `zone`: the servers then live in shared memory as a list, which the module walks.
+-- (mirror), its method, path and key are the request proxy_pass built (a key proxy_set_header blanks is none); a
+-- request nginx sends on to a second governed upstream (error_page) is the same request, its lock's limits and its
+-- ledger line one; a server marked down never makes a retry go back to the server that just failed. The main block
+-- has a `zone` (its servers a list in shared memory).
 if module then
   local ok_paths, paths_err = pcall(function()
-    local dead = pick_port()
+    local dead, down = pick_port(), pick_port()
     local conf = native_in:gsub("\n    retryfreeze;\n", "\n    retryfreeze;\n    zone rf_zone 64k;\n", 1)
       :gsub("\n  server {", ("\n  upstream rf_dead {\n    retryfreeze;\n    server 127.0.0.1:%d;\n  }"
-      .. "\n  server {"):format(dead), 1):gsub("\n    location / {", [[
+      .. "\n  upstream rf_three {\n    retryfreeze;\n    server 127.0.0.1:@UPSTREAM_PORT@;\n"
+      .. "    server 127.0.0.1:@UPSTREAM2_PORT@;\n    server 127.0.0.1:%d down;\n  }\n  server {"):format(dead, down), 1)
+      :gsub("\n    location / {", [[
 
     location = /items/rw {
       rewrite ^ /fail break;
@@ -476,10 +479,30 @@ if module then
     location = /items/fb {
       proxy_pass http://rf_dead;
       proxy_next_upstream error timeout;
+      proxy_next_upstream_tries 1;
       error_page 500 = @rf_stopped;
       error_page 502 504 = @rf_fallback;
     }
+    location = /fb/jobs {
+      rewrite ^ /v1/jobs break;
+      proxy_pass http://rf_upstream;
+      proxy_intercept_errors on;
+      error_page 503 = @rf_fallback;
+    }
     location @rf_fallback { proxy_pass http://rf_upstream; }
+    location /strip/ {
+      proxy_set_header Idempotency-Key "";
+      proxy_pass http://rf_upstream/;
+      proxy_next_upstream error timeout http_503 non_idempotent;
+      error_page 500 = @rf_stopped;
+    }
+    location = /three/fail {
+      rewrite ^ /fail break;
+      proxy_pass http://rf_three;
+      proxy_next_upstream error timeout http_503;
+      error_page 500 = @rf_stopped;
+    }
+    location = /items/lower { proxy_method get; proxy_pass http://rf_upstream; error_page 500 = @rf_stopped; }
     location / {]], 1)
     assert(conf:find("rf_dead", 1, true) and conf:find("/rf_mirror", 1, true) and conf:find("rf_zone", 1, true),
       "the module's example changed")
@@ -489,29 +512,50 @@ if module then
     local s_api = curl(port, "/api/7")
     local s_m = curl(port, "/items/m")
     local s_fb = curl(port, "/items/fb")
-    local got = since(mark, 7)
+    local s_post = curl(port, "/fb/jobs", "-X POST -d x=1")
+    local s_strip = curl(port, "/strip/v1/jobs", "-X POST -d x=1 -H 'Idempotency-Key: k-strip'")
+    local s_three = {}
+    for k = 1, 9 do s_three[k] = tostring(curl(port, "/three/fail")) end
+    local s_lower = curl(port, "/items/lower")
+    local got = since(mark, 7 + 2 + 27 + 1)
     local uris = {}
-    for i, line in ipairs(got) do uris[i] = line.uri end
+    for _, line in ipairs(got) do
+      -- nginx logs an absent header as "-"
+      if line.uri ~= "/fail" then uris[#uris + 1] = line.uri .. ((line.key ~= "" and line.key ~= "-") and "#" .. line.key or "") end
+    end
     table.sort(uris)
     check(s_rw == 503 and b_rw == "down\n" and s_api == 200 and s_m == 200 and s_fb == 200, "the rewritten, "
       .. "prefixed, mirrored and fallen-back requests answer 503 (the upstream's body), 200, 200, 200 (" ..
       table.concat({ tostring(s_rw), tostring(s_api), tostring(s_m), tostring(s_fb) }, ", ") .. ")")
-    check(table.concat(uris, " ") == "/fail /fail /fail /items/7 /items/fb /items/m /items/mirrored", "the upstreams "
-      .. "saw /fail 3 times, /items/7, /items/m, /items/mirrored and the fallback's /items/fb (" ..
-      table.concat(uris, " ") .. ")")
+    check(s_post == 500 and s_strip == 503, "a keyless POST its error_page would send to another governed upstream is "
+      .. "refused there (500), and one whose key proxy_set_header blanks is answered as keyless (503) (" ..
+      tostring(s_post) .. ", " .. tostring(s_strip) .. ")")
+    check(s_lower == 500, "a request line with a method that is no HTTP method (proxy_method get) is refused, not "
+      .. "routed (" .. tostring(s_lower) .. ")")
+    check(table.concat(uris, " ") == "/items/7 /items/fb /items/m /items/mirrored /v1/jobs /v1/jobs", "besides /fail "
+      .. "the upstreams saw /items/7, /items/m, /items/mirrored, the fallback's /items/fb, each POST once and neither "
+      .. "with a key (" .. table.concat(uris, " ") .. ")")
     os.execute("sleep 0.5")
-    local lines = {}
+    local lines, three_ok, three = {}, 0, 0
     for rec in rf.ledger.read(d .. "/ledger.jsonl") do
-      local classes = {}
-      for i, t in ipairs(rec.tries) do classes[i] = t.class end
-      lines[#lines + 1] = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
+      local classes, peers = {}, {}
+      for k, t in ipairs(rec.tries) do classes[k], peers[k] = t.class, t.peer end
+      if rec.path == "/fail" and rec.attempts == 3 then
+        three = three + 1
+        if peers[1] ~= peers[2] and peers[2] ~= peers[3] then three_ok = three_ok + 1 end
+      else
+        lines[#lines + 1] = rec.method .. " " .. rec.path .. " " .. tostring(rec.key) .. " " .. rec.reason .. " "
+          .. table.concat(classes, ",")
+      end
     end
     table.sort(lines)
-    local want = { "GET /fail max-attempts HTTP_503,HTTP_503,HTTP_503",
-      "GET /items/7 success HTTP_200", "GET /items/fb max-attempts CONNECT_REFUSED,CONNECT_REFUSED,CONNECT_REFUSED",
-      "GET /items/fb success HTTP_200", "GET /items/m success HTTP_200", "GET /items/mirrored success HTTP_200" }
+    local want = { "GET /items/7 nil success HTTP_200", "GET /items/fb nil success CONNECT_REFUSED,HTTP_200",
+      "GET /items/m nil success HTTP_200", "GET /items/mirrored nil success HTTP_200",
+      "POST /v1/jobs nil mutating-without-idempotency HTTP_503", "POST /v1/jobs nil mutating-without-idempotency HTTP_503" }
     check(table.concat(lines, " | ") == table.concat(want, " | "), "the ledger governs and records what each "
-      .. "upstream got, the refused upstream's line its own tries (" .. table.concat(lines, " | ") .. ")")
+      .. "upstream got, one line per client request across upstreams (" .. table.concat(lines, " | ") .. ")")
+    check(three == 10 and three_ok == 10, "with a server marked down, no retry went back to the server that just "
+      .. "failed (" .. three_ok .. " of " .. three .. " always-503 lines; statuses " .. table.concat(s_three, ",") .. ")")
   end)
   check(ok_paths, "the module's request-line checks ran" .. (ok_paths and "" or (": " .. tostring(paths_err))))
 end
@@ -838,6 +882,18 @@ do
         and out:find("has another balancing method after retryfreeze;, which replaced it", 1, true), "and " .. method
         .. " after retryfreeze;")
     end
+    -- retryfreeze_stopped beside another content handler, in either order; retryfreeze twice
+    for _, edit in ipairs({ { "location @rf_stopped { retryfreeze_stopped; }",
+                              "location @rf_stopped { retryfreeze_stopped; proxy_pass http://rf_upstream; }" },
+                            { "location @rf_stopped { retryfreeze_stopped; }",
+                              "location @rf_stopped { proxy_pass http://rf_upstream; retryfreeze_stopped; }" } }) do
+      out = native_t(FORMS[2].lock, function(text) return (text:gsub(edit[1]:gsub("%p", "%%%0"), edit[2], 1)) end)
+      check(out:find("rc=1", 1, true) and out:find("is in a location with another content handler", 1, true),
+        "and " .. edit[2])
+    end
+    out = native_t(FORMS[2].lock, function(text) return (text:gsub("\n    retryfreeze;", "%0%0", 1)) end)
+    check(out:find("rc=1", 1, true) and out:find('"retryfreeze" directive is duplicate', 1, true),
+      "and retryfreeze; twice in a block")
     -- keepalive (or another balancing method) before retryfreeze would be dropped
     out = native_t(FORMS[2].lock, function(text)
       return (text:gsub("\n    retryfreeze;", "", 1):gsub("\n    keepalive 64;", "\n    keepalive 64;\n    retryfreeze;", 1))

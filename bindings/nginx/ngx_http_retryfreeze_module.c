@@ -63,12 +63,15 @@ typedef struct {
     rf_step step;
     rf_request req;
     rf_response resp;
-    ngx_uint_t tries; /* tries begun */
-    ngx_uint_t first; /* the first try's server; each retry takes the next */
+    ngx_uint_t tries;          /* tries begun, in every governed upstream of the request */
+    ngx_uint_t upstream_tries; /* of them, in the current upstream block */
+    ngx_uint_t server;         /* the index in the block of the current try's server */
     ngx_uint_t state; /* the index in r->upstream_states of the current try's state: a later upstream of the request
                          (an error_page that proxies elsewhere) pushes its own after it */
     int max_attempts; /* the route's maxAttempts */
     bool done, conf_cloned;
+    bool verdict_given;   /* the last try's verdict was given as the request moved to another governed upstream */
+    ngx_uint_t stop_code; /* the status the engine's stop answered */
     char stop_status[4];
     char peer[RF_LEDGER_PEER_MAX]; /* the current try's "host:port" */
 } rf_ngx_request;
@@ -89,11 +92,21 @@ static ngx_command_t rf_ngx_commands[] = {
     {ngx_string("retryfreeze_ledger"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE123, rf_ngx_ledger, NGX_HTTP_MAIN_CONF_OFFSET,
      0, NULL},
     {ngx_string("retryfreeze"), NGX_HTTP_UPS_CONF | NGX_CONF_NOARGS, rf_ngx_upstream, 0, 0, NULL},
-    {ngx_string("retryfreeze_stopped"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, rf_ngx_stopped, 0, 0, NULL},
+    {ngx_string("retryfreeze_stopped"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, rf_ngx_stopped, NGX_HTTP_LOC_CONF_OFFSET,
+     0, NULL},
     ngx_null_command};
 
+static void *rf_ngx_create_loc_conf(ngx_conf_t *cf);
+static char *rf_ngx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+
 static ngx_http_module_t rf_ngx_module_ctx = {
-    rf_ngx_preconfiguration, rf_ngx_postconfiguration, rf_ngx_create_main_conf, NULL, NULL, NULL, NULL, NULL};
+    rf_ngx_preconfiguration, rf_ngx_postconfiguration, rf_ngx_create_main_conf, NULL, NULL, NULL,
+    rf_ngx_create_loc_conf,  rf_ngx_merge_loc_conf};
+
+/* A location's: whether retryfreeze_stopped is its content. */
+typedef struct {
+    ngx_flag_t stopped;
+} rf_ngx_loc_conf;
 
 ngx_module_t ngx_http_retryfreeze_module = {NGX_MODULE_V1,
                                             &rf_ngx_module_ctx,
@@ -238,6 +251,7 @@ static ngx_int_t rf_ngx_init_upstream(ngx_conf_t *cf, ngx_http_upstream_srv_conf
  * server is refused (the engine, not the peers' health, decides each retry). */
 static char *rf_ngx_upstream(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     ngx_http_upstream_srv_conf_t *uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);
+    if (uscf->peer.init_upstream == rf_ngx_init_upstream) return "is duplicate";
     if (uscf->peer.init_upstream) { /* keepalive, or another balancing method, would be dropped in silence */
         return "must come first in the upstream block, before keepalive and any other balancing method";
     }
@@ -257,8 +271,32 @@ static ngx_int_t rf_ngx_stopped_handler(ngx_http_request_t *r);
 
 /* retryfreeze_stopped: the location's content is the answer to a request the engine stopped. */
 static char *rf_ngx_stopped(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    rf_ngx_loc_conf *lcf = conf;
+    if (lcf->stopped == 1) return "is duplicate";
     ngx_http_core_loc_conf_t *clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    if (clcf->handler) return "is in a location with another content handler (proxy_pass, return, …): give it its own";
     clcf->handler = rf_ngx_stopped_handler;
+    lcf->stopped = 1;
+    return NGX_CONF_OK;
+}
+
+static void *rf_ngx_create_loc_conf(ngx_conf_t *cf) {
+    rf_ngx_loc_conf *lcf = ngx_pcalloc(cf->pool, sizeof(rf_ngx_loc_conf));
+    if (lcf) lcf->stopped = NGX_CONF_UNSET;
+    return lcf;
+}
+
+/* A content handler set after retryfreeze_stopped (proxy_pass below it) replaced it: refused, as one set before. */
+static char *rf_ngx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
+    rf_ngx_loc_conf *lcf = child;
+    ngx_http_core_loc_conf_t *clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    if (lcf->stopped == 1 && clcf->handler != rf_ngx_stopped_handler) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "retryfreeze_stopped is in a location with another content handler (proxy_pass, …): give "
+                           "it its own");
+        return NGX_CONF_ERROR;
+    }
+    if (lcf->stopped == NGX_CONF_UNSET) lcf->stopped = 0; /* not inherited: a location answers stops only if it says */
     return NGX_CONF_OK;
 }
 
@@ -363,16 +401,23 @@ static char *rf_ngx_text(ngx_http_request_t *r, const u_char *s, size_t len) {
 
 /* The method and the path (without its query) of the request the upstream gets: the request line proxy_pass built
  * before nginx set up the peer, after every rewrite, proxy_pass URI and proxy_method, and a subrequest's own. False
- * when the first buffer holds no "METHOD /path" line (a module other than proxy_pass: fastcgi, grpc, …). */
+ * when the first buffer holds no "METHOD /path HTTP/1.x" line (a module other than proxy_pass: fastcgi, grpc,
+ * memcached, …). */
 static bool rf_ngx_request_line(ngx_http_request_t *r, ngx_str_t *method, ngx_str_t *path) {
     ngx_chain_t *cl = r->upstream->request_bufs;
     if (!cl || !cl->buf || !ngx_buf_in_memory(cl->buf)) return false;
     u_char *p = cl->buf->pos, *end = cl->buf->last;
     u_char *sp = ngx_strlchr(p, end, ' ');
     if (!sp || sp == p || sp + 1 >= end || sp[1] != '/') return false;
+    for (u_char *m = p; m < sp; m++) {
+        if ((*m < 'A' || *m > 'Z') && *m != '-' && *m != '_') return false; /* memcached's "get /key" is no method */
+    }
     u_char *target = sp + 1, *t = target;
     while (t < end && *t != ' ' && *t != '?' && *t != '\r' && *t != '\n') t++;
-    if (t == end) return false;
+    u_char *version = t;
+    while (version < end && *version != ' ' && *version != '\r' && *version != '\n') version++;
+    static const char http1[] = " HTTP/1.";
+    if ((size_t)(end - version) < sizeof http1 - 1 || ngx_strncmp(version, http1, sizeof http1 - 1) != 0) return false;
     method->data = p;
     method->len = (size_t)(sp - p);
     path->data = target;
@@ -380,22 +425,30 @@ static bool rf_ngx_request_line(ngx_http_request_t *r, ngx_str_t *method, ngx_st
     return true;
 }
 
-/* The value of the request's first Idempotency-Key header, or NULL (none, or empty: no key). */
-static ngx_table_elt_t *rf_ngx_key_header(ngx_http_request_t *r) {
-    static const char name[] = "idempotency-key";
-    ngx_list_part_t *part = &r->headers_in.headers.part;
-    ngx_table_elt_t *h = part->elts;
-    for (ngx_uint_t i = 0;; i++) {
-        if (i >= part->nelts) {
-            if (!part->next) return NULL;
-            part = part->next;
-            h = part->elts;
-            i = 0;
+/* The value of the first Idempotency-Key header of the request the upstream gets (the header block proxy_pass built,
+ * after proxy_set_header and proxy_pass_request_headers), without the spaces around it; false for none or an empty
+ * one (no key). */
+static bool rf_ngx_sent_key(ngx_http_request_t *r, ngx_str_t *key) {
+    static const char name[] = "idempotency-key:";
+    ngx_buf_t *b = r->upstream->request_bufs->buf; /* rf_ngx_request_line read its first line */
+    u_char *p = ngx_strlchr(b->pos, b->last, '\n'), *end = b->last;
+    while (p && p + 1 < end) {
+        u_char *line = p + 1;
+        p = ngx_strlchr(line, end, '\n');
+        u_char *eol = p ? p : end;
+        if (eol > line && eol[-1] == '\r') eol--;
+        if (eol == line) return false; /* the blank line: the headers end */
+        if ((size_t)(eol - line) < sizeof name - 1 || ngx_strncasecmp(line, (u_char *)name, sizeof name - 1) != 0) {
+            continue;
         }
-        if (h[i].key.len == sizeof name - 1 && ngx_strncasecmp(h[i].key.data, (u_char *)name, sizeof name - 1) == 0) {
-            return h[i].value.len > 0 ? &h[i] : NULL;
-        }
+        u_char *v = line + sizeof name - 1;
+        while (v < eol && (*v == ' ' || *v == '\t')) v++;
+        while (eol > v && (eol[-1] == ' ' || eol[-1] == '\t')) eol--;
+        key->data = v;
+        key->len = (size_t)(eol - v);
+        return key->len > 0;
     }
+    return false;
 }
 
 /* Stops the request with status: $retryfreeze_stop_status, which `error_page 500 = @NAME` and retryfreeze_stopped
@@ -481,15 +534,64 @@ static void rf_ngx_cleanup(void *data) {
 
 static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data);
 static void rf_ngx_free_peer(ngx_peer_connection_t *pc, void *data, ngx_uint_t state);
+static ngx_int_t rf_ngx_stop(rf_ngx_request *ctx, rf_reason reason, ngx_uint_t status);
 #if (NGX_HTTP_SSL)
 static ngx_int_t rf_ngx_set_session(ngx_peer_connection_t *pc, void *data);
 static void rf_ngx_save_session(ngx_peer_connection_t *pc, void *data);
 #endif
 
+/* The state of request r from an earlier governed upstream, or NULL: found among the pool's cleanups, which an
+ * internal redirect (an error_page that proxies elsewhere) keeps where it clears the module's context. */
+static rf_ngx_request *rf_ngx_earlier(ngx_http_request_t *r) {
+    for (ngx_pool_cleanup_t *c = r->pool->cleanup; c; c = c->next) {
+        if (c->handler == rf_ngx_cleanup && ((rf_ngx_request *)c->data)->r == r) return c->data;
+    }
+    return NULL;
+}
+
+/* Points nginx's peer hooks for the request's current upstream at ctx. */
+static void rf_ngx_hook(rf_ngx_request *ctx, ngx_http_upstream_t *u) {
+    ctx->rrp = u->peer.data;
+    ctx->upstream_tries = 0;
+    ctx->conf_cloned = false; /* each location has its own upstream configuration */
+    u->peer.data = ctx;
+    u->peer.get = rf_ngx_get_peer;
+    u->peer.free = rf_ngx_free_peer;
+#if (NGX_HTTP_SSL)
+    u->peer.set_session = rf_ngx_set_session;
+    u->peer.save_session = rf_ngx_save_session;
+#endif
+}
+
+/* A request that comes to a governed upstream again (an error_page that proxies it elsewhere) is the same logical
+ * request: its step goes on, so the lock's limits (maxAttempts, the deadline, the idempotency rule, the budget) hold
+ * for the client's request, not per upstream. The verdict on the earlier upstream's last try says whether it may:
+ * a stop ends the request there (its line written) and answers as a stop does; a request the engine stopped before
+ * is answered so again. */
+static ngx_int_t rf_ngx_go_on(ngx_http_request_t *r, rf_ngx_request *ctx) {
+    if (ctx->done) return rf_ngx_answer(r, ctx->mcf, ctx->stop_status, ctx->stop_code);
+    ngx_http_upstream_state_t *states = r->upstream_states->elts;
+    ngx_http_upstream_state_t *st = &states[ctx->state];
+    ngx_uint_t last = st->status ? st->status : NGX_HTTP_BAD_GATEWAY;
+    rf_step_result res;
+    bool given_up = rf_ngx_result(ctx, st, &res);
+    int hook_rc = 0;
+    int64_t delay_ms = 0;
+    rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
+    bool retry = rf_step_after(&ctx->step, &res, &ctx->mcf->rng, NULL, NULL, NULL, &hook_rc, &delay_ms, &stop);
+    if (given_up || (retry && delay_ms > 0)) return rf_ngx_stop(ctx, RF_REASON_STOPPED_BY_CALLER, last);
+    if (!retry) return rf_ngx_stop(ctx, stop, last);
+    ctx->verdict_given = true;
+    rf_ngx_hook(ctx, r->upstream);
+    return NGX_OK;
+}
+
 /* The request's route and step, before its first try: 404 (through retryfreeze_stopped) without a route. */
 static ngx_int_t rf_ngx_init_peer(ngx_http_request_t *r, ngx_http_upstream_srv_conf_t *us) {
     rf_ngx_main_conf *mcf = ngx_http_get_module_main_conf(r, ngx_http_retryfreeze_module);
     if (ngx_http_upstream_init_round_robin_peer(r, us) != NGX_OK) return NGX_ERROR;
+    rf_ngx_request *earlier = rf_ngx_earlier(r);
+    if (earlier) return rf_ngx_go_on(r, earlier);
     /* the method and path the upstream gets, not the client's: a rewrite, a proxy_pass URI and a subrequest change
      * them, and nginx's normalised $uri is not what is sent ("/a/%2e%2e/items/1" is not "/items/1") */
     ngx_str_t line_method, line_path;
@@ -511,11 +613,11 @@ static ngx_int_t rf_ngx_init_peer(ngx_http_request_t *r, ngx_http_upstream_srv_c
         return rf_ngx_answer(r, mcf, ctx->stop_status, NGX_HTTP_NOT_FOUND);
     }
     ctx->max_attempts = view.max_attempts;
-    ngx_table_elt_t *key = rf_ngx_key_header(r);
+    ngx_str_t key;
     ctx->req.method = method;
     ctx->req.path = path;
-    if (key) {
-        ctx->req.idempotency_key = rf_ngx_text(r, key->value.data, key->value.len);
+    if (rf_ngx_sent_key(r, &key)) {
+        ctx->req.idempotency_key = rf_ngx_text(r, key.data, key.len);
         if (!ctx->req.idempotency_key) return NGX_ERROR;
     }
     ngx_pool_cleanup_t *cln = ngx_pool_cleanup_add(r->pool, 0);
@@ -530,15 +632,7 @@ static ngx_int_t rf_ngx_init_peer(ngx_http_request_t *r, ngx_http_upstream_srv_c
     cln->data = ctx;
     ctx->r = r;
     ctx->mcf = mcf;
-    ctx->rrp = r->upstream->peer.data;
-    ngx_http_upstream_t *u = r->upstream;
-    u->peer.data = ctx;
-    u->peer.get = rf_ngx_get_peer;
-    u->peer.free = rf_ngx_free_peer;
-#if (NGX_HTTP_SSL)
-    u->peer.set_session = rf_ngx_set_session;
-    u->peer.save_session = rf_ngx_save_session;
-#endif
+    rf_ngx_hook(ctx, r->upstream);
     return NGX_OK;
 }
 
@@ -563,7 +657,37 @@ static ngx_int_t rf_ngx_set_timeouts(rf_ngx_request *ctx, int64_t timeout_ms) {
 /* The engine's stop before a try: the ledger line now, the answer (status) through retryfreeze_stopped. */
 static ngx_int_t rf_ngx_stop(rf_ngx_request *ctx, rf_reason reason, ngx_uint_t status) {
     rf_ngx_end(ctx, reason);
+    ctx->stop_code = status;
     return rf_ngx_answer(ctx->r, ctx->mcf, ctx->stop_status, status);
+}
+
+/* The server of the block for the try about to start, under the peers' read lock: the first from this worker's
+ * rotation, then the next one after the last try's that this request has not tried in the block (round robin's
+ * tried bits), none marked down; once every server that is up was tried, they are all untried again. Walked as
+ * round robin walks them, a list (with `zone` the servers live in shared memory, linked). NULL when every server
+ * is down. */
+static ngx_http_upstream_rr_peer_t *rf_ngx_next_server(rf_ngx_request *ctx) {
+    ngx_http_upstream_rr_peers_t *peers = ctx->rrp->peers;
+    uintptr_t *tried = ctx->rrp->tried;
+    const size_t bits = 8 * sizeof(uintptr_t);
+    ngx_uint_t n = peers->number;
+    ngx_uint_t start = ctx->upstream_tries == 0 ? ctx->mcf->next_peer++ % n : (ctx->server + 1) % n;
+    for (int round = 0; round < 2; round++) {
+        ngx_http_upstream_rr_peer_t *p = peers->peer;
+        for (ngx_uint_t i = 0; p && i < start; i++) p = p->next;
+        for (ngx_uint_t k = 0, i = start; k < n; k++, i = (i + 1) % n) {
+            if (!p) p = peers->peer; /* round again from the first */
+            uintptr_t bit = (uintptr_t)1 << (i % bits);
+            if (!p->down && !(tried[i / bits] & bit)) {
+                tried[i / bits] |= bit;
+                ctx->server = i;
+                return p;
+            }
+            p = p->next;
+        }
+        ngx_memzero(tried, (n + bits - 1) / bits * sizeof(uintptr_t)); /* every server up was tried: again */
+    }
+    return NULL;
 }
 
 /* Each try: the verdict on the last one, then this one's per-try timeout and server. */
@@ -571,13 +695,16 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     rf_ngx_request *ctx = data;
     ngx_http_request_t *r = ctx->r;
     ngx_uint_t last = NGX_HTTP_SERVICE_UNAVAILABLE; /* what a stop answers when no try could start */
-    if (ctx->done) return rf_ngx_answer(r, ctx->mcf, ctx->stop_status, last);
+    if (ctx->done) return rf_ngx_answer(r, ctx->mcf, ctx->stop_status, ctx->stop_code);
     if (ctx->tries > 0) {
         ngx_http_upstream_state_t *states = r->upstream_states->elts;
         ngx_http_upstream_state_t *st = &states[ctx->state];
         last = st->status ? st->status : NGX_HTTP_BAD_GATEWAY;
+    }
+    if (ctx->tries > 0 && !ctx->verdict_given) {
+        ngx_http_upstream_state_t *states = r->upstream_states->elts;
         rf_step_result res;
-        rf_ngx_result(ctx, st, &res);
+        rf_ngx_result(ctx, &states[ctx->state], &res);
         int hook_rc = 0;
         int64_t delay_ms = 0;
         rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
@@ -590,24 +717,14 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
             return rf_ngx_stop(ctx, RF_REASON_STOPPED_BY_CALLER, last);
         }
     }
+    ctx->verdict_given = false;
     int64_t timeout_ms = 0;
     rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
     if (!rf_step_begin(&ctx->step, (int64_t)ngx_current_msec, &timeout_ms, &stop)) return rf_ngx_stop(ctx, stop, last);
     if (rf_ngx_set_timeouts(ctx, timeout_ms) != NGX_OK) return NGX_ERROR;
-    /* the next server of the block not yet tried (the first from this worker's rotation), skipping those marked down:
-     * walked as nginx's round robin walks them, a list (with `zone`, the servers live in shared memory, linked) */
     ngx_http_upstream_rr_peers_t *peers = ctx->rrp->peers;
     ngx_http_upstream_rr_peers_rlock(peers);
-    ngx_uint_t n = peers->number;
-    if (ctx->tries == 0) ctx->first = ctx->mcf->next_peer++ % n;
-    ngx_uint_t want = (ctx->first + ctx->tries) % n;
-    ngx_http_upstream_rr_peer_t *peer = NULL, *p = peers->peer;
-    for (ngx_uint_t i = 0; p && i < want; i++) p = p->next;
-    for (ngx_uint_t k = 0; k < n && !peer; k++) {
-        if (!p) p = peers->peer; /* round again from the first */
-        if (!p->down) peer = p;
-        p = p->next;
-    }
+    ngx_http_upstream_rr_peer_t *peer = rf_ngx_next_server(ctx);
     if (!peer) {
         ngx_http_upstream_rr_peers_unlock(peers);
         ngx_log_error(NGX_LOG_ERR, pc->log, 0, "retryfreeze: every server of upstream \"%V\" is marked down",
@@ -616,6 +733,7 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
         return rf_ngx_stop(ctx, RF_REASON_STOPPED_BY_CALLER, NGX_HTTP_BAD_GATEWAY);
     }
     ctx->tries++;
+    ctx->upstream_tries++;
     ctx->state = r->upstream_states->nelts - 1; /* nginx pushed this try's state before asking */
     ctx->rrp->current = peer;
     pc->sockaddr = peer->sockaddr;
@@ -625,9 +743,9 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     ngx_memcpy(ctx->peer, peer->name.data, len);
     ctx->peer[len] = '\0';
     ngx_http_upstream_rr_peers_unlock(peers);
-    /* nginx comes back for another try only while the route (and proxy_next_upstream_tries) leaves one */
+    /* nginx comes back for another try only while the route (and this block's proxy_next_upstream_tries) leaves one */
     ngx_uint_t cap = r->upstream->conf->next_upstream_tries;
-    bool more = ctx->tries < (ngx_uint_t)ctx->max_attempts && (cap == 0 || ctx->tries < cap);
+    bool more = ctx->tries < (ngx_uint_t)ctx->max_attempts && (cap == 0 || ctx->upstream_tries < cap);
     pc->tries = more ? 2 : 1;
     return NGX_OK;
 }
