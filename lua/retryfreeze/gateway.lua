@@ -271,26 +271,32 @@ local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_heade
 -- collector).
 local pool, n_pool, POOL_MAX = {}, 0, 1024
 
--- The states of this worker's requests whose step has not ended, by the request's address (from open_request to
--- finish): an internal redirect to a named location (error_page 502 = @fallback) clears ngx.ctx, and the phases
--- after it find the state of the request's earlier upstream here (recovered). A request ends in finish() when its
--- last phase calls log(): docs/embedding.md puts log_by_lua (and the full form's header_filter_by_lua) in server{}.
-local in_flight = {}
--- The request's address as a number (a table key), made on the first call: nginx's Lua only.
-local request_key
-local function request_address()
-  if not request_key then
-    local cast, get_request = require("ffi").cast, require("resty.core.base").get_request
-    request_key = function() return tonumber(cast("uintptr_t", get_request())) end
-  end
-  return request_key()
+-- The states of this worker's requests whose step has not ended (from open_request to finish), each with its
+-- request (ctx.r, lua-resty-core's request pointer): an internal redirect to a named location (error_page 502 =
+-- @fallback) clears ngx.ctx, and the phases after it find the state of the request's earlier upstream here
+-- (recovered). A request ends in finish() when its last phase calls log(): docs/embedding.md puts log_by_lua (and
+-- the full form's header_filter_by_lua) in server{}. An array whose slots (ctx.slot) are reused through a free
+-- list (no new table key per request); false in a free slot.
+local in_flight, free_slots, n_free = {}, {}, 0
+-- lua-resty-core's current request (a pointer), loaded on the first call: nginx's Lua only.
+local get_request
+local function current_request()
+  if not get_request then get_request = require("resty.core.base").get_request end
+  return get_request()
 end
 
--- The state of an earlier upstream of this request, which an internal redirect cleared from ngx.ctx, or nil. The
--- address alone may be a later request's (nginx reuses it): the state must have the request's start time too.
+-- The state of an earlier upstream of this request, which an internal redirect cleared from ngx.ctx, or nil: a
+-- walk of the requests in flight, only when ngx.ctx has no state. The pointer alone may be a later request's (nginx
+-- reuses it): the state must have the request's start time too.
 local function recovered()
-  local ctx = in_flight[request_address()]
-  if ctx and ctx.started == ngx.req.start_time() then return ctx end
+  local r, started = current_request(), nil
+  for i = 1, #in_flight do
+    local ctx = in_flight[i]
+    if ctx and ctx.r == r then
+      started = started or ngx.req.start_time()
+      if ctx.started == started then return ctx end
+    end
+  end
   return nil
 end
 
@@ -387,12 +393,18 @@ local function open_request()
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
   -- every field the request's phases set, sized at once (peer, first_timeout_ms and first_stop are read only once set)
   -- internal: whether nginx redirected it (its upstream may not be the request's first: seg, the index of its own
-  -- in nginx's upstream_* variables, is counted on its first try); key, started: its entry in in_flight
+  -- in nginx's upstream_* variables, is counted on its first try); r, started: its request, in in_flight
   local ctx = { step = step, route = route, tries = 0, first = 0, done = false, peer = false, first_timeout_ms = false,
-                first_stop = false, internal = internal, seg = 0, key = request_address(),
-                started = ngx.req.start_time() }
+                first_stop = false, internal = internal, seg = 0, r = current_request(),
+                started = ngx.req.start_time(), slot = 0 }
   ngx.ctx.rf = ctx
-  in_flight[ctx.key] = ctx
+  local slot
+  if n_free > 0 then
+    slot, n_free = free_slots[n_free], n_free - 1
+  else
+    slot = #in_flight + 1
+  end
+  ctx.slot, in_flight[slot] = slot, ctx
   return ctx, now
 end
 
@@ -425,7 +437,12 @@ local function finish(ctx, reason, now, wall)
   ctx.done = true
   local step = ctx.step
   ctx.step = nil
-  if in_flight[ctx.key] == ctx then in_flight[ctx.key] = nil end
+  local slot = ctx.slot
+  if in_flight[slot] == ctx then
+    in_flight[slot] = false
+    n_free = n_free + 1
+    free_slots[n_free] = slot
+  end
   local overloaded = step_end(step, reason, now or now_ms(), wall or wall_ms())
   if shared.reuse and n_pool < POOL_MAX then
     n_pool = n_pool + 1
