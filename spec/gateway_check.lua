@@ -911,6 +911,123 @@ do
   end
 end
 
+-- The Lua gateway (both forms) governs the request the upstream gets: after a rewrite its rewritten path; a subrequest
+-- (mirror) to a governed upstream is refused, its error naming it (the full form runs no access phase for it, the
+-- lean form no log phase: it would go ungoverned, or lose its line); and a request whose upstream's tries all failed
+-- and whose error_page sends it to a named location, proxied to an upstream without the gateway or governed again,
+-- keeps its first upstream's ledger line (nginx clears ngx.ctx there), with that upstream's own tries.
+local function lua_errors_in(text, but)
+  local n = 0
+  for line in text:gmatch("[^\n]+") do
+    if (line:find("lua entry thread aborted", 1, true) or line:find("runtime error", 1, true)
+      or line:find("_by_lua", 1, true) and line:find("%[error%]")) and not (but and line:find(but, 1, true)) then
+      n = n + 1
+    end
+  end
+  return n
+end
+for i = 1, 2 do
+  local form = FORMS[i]
+  local ok_lua, lua_err = pcall(function()
+    local function fcheck(ok, message) check(ok, form.name .. " form: " .. message) end
+    local ends = form.name == "full" and [[
+
+      header_filter_by_lua_block { retryfreeze_gateway.header_filter() }
+      log_by_lua_block { retryfreeze_gateway.log() }]] or [[
+
+      log_by_lua_block { retryfreeze_gateway.log() }]]
+    local govern = form.name == "full" and [[
+
+      set $rf_request "$http_idempotency_key\n$http_x_envoy_attempt_count$http_x_envoy_expected_rq_timeout_ms";
+      access_by_lua_block { retryfreeze_gateway.access() }]] .. ends or ends
+    local conf = form.conf:gsub("\n  server {", ("\n  upstream rf_plain {\n    server 127.0.0.1:%d;\n  }\n  server {")
+      :format(up_ports[1]), 1):gsub("\n    location / {", ([[
+
+    location = /norule/rw {%s
+      rewrite ^ /fail break;
+      proxy_pass http://rf_upstream;
+      proxy_next_upstream error timeout http_503;
+      error_page 500 = @rf_stopped;
+    }
+    location = /items/m {%s
+      mirror /items/mirrored;
+      proxy_pass http://rf_upstream;
+      error_page 500 = @rf_stopped;
+    }
+    location = /items/fb {%s
+      proxy_pass http://rf_upstream;
+      proxy_next_upstream error timeout;
+      error_page 500 = @rf_stopped;
+      error_page 502 504 = @rf_plain;
+    }
+    location @rf_plain {%s
+      proxy_pass http://rf_plain;
+    }
+    location = /items/fb2 {%s
+      proxy_pass http://rf_upstream;
+      proxy_next_upstream error timeout;
+      error_page 500 = @rf_stopped;
+      error_page 502 504 = @rf_again;
+    }
+    location @rf_again {%s
+      proxy_pass http://rf_upstream;
+      proxy_next_upstream error timeout;
+    }
+    location / {]]):format(govern, govern, govern, ends, govern, govern), 1)
+    assert(conf:find("rf_plain {", 1, true) and conf:find("@rf_again {", 1, true), "the " .. form.name
+      .. " form's example changed")
+    local function ledger_lines(d)
+      os.execute("sleep 0.5") -- the held ledger lines are written within ledger_flush_ms (200 ms)
+      local lines = {}
+      for rec in rf.ledger.read(d .. "/ledger.jsonl") do
+        local classes = {}
+        for k, t in ipairs(rec.tries) do classes[k] = t.class end
+        lines[#lines + 1] = rec.method .. " " .. rec.path .. " " .. rec.reason .. " " .. table.concat(classes, ",")
+      end
+      table.sort(lines)
+      return table.concat(lines, " | ")
+    end
+    -- a rewrite, and a mirror into the governed location /
+    local port, d = gateway(form.name .. "-paths", form.lock, up_ports[1], up_ports[2], conf)
+    local mark = #seen()
+    local s_rw, _, b_rw = curl(port, "/norule/rw")
+    local s_m = curl(port, "/items/m")
+    local uris = {}
+    for k, line in ipairs(since(mark, 4)) do uris[k] = line.uri end
+    table.sort(uris)
+    fcheck(s_rw == 503 and b_rw == "down\n" and s_m == 200, "a request rewritten to /fail answers 503 with the "
+      .. "upstream's body, the mirrored one 200 (" .. tostring(s_rw) .. " " .. b_rw:gsub("\n", "\\n") .. ", "
+      .. tostring(s_m) .. ")")
+    fcheck(table.concat(uris, " ") == "/fail /fail /fail /items/m", "the upstreams saw /fail 3 times (the lock's "
+      .. "attempts for GET /fail) and /items/m, not the refused mirror (" .. table.concat(uris, " ") .. ")")
+    local got = ledger_lines(d)
+    fcheck(got == "GET /fail max-attempts HTTP_503,HTTP_503,HTTP_503 | GET /items/m success HTTP_200", "the ledger "
+      .. "records the rewritten request as the upstream got it, GET /fail (" .. got .. ")")
+    local log = read(d .. "/error.log")
+    local refusal = "retryfreeze.gateway: GET /items/mirrored: a subrequest (mirror, auth_request) to a governed "
+      .. "upstream: the Lua gateway does not govern subrequests"
+    fcheck(log:find(refusal, 1, true) ~= nil and lua_errors_in(log, refusal) == 0, "the mirror's subrequest is "
+      .. "refused, its error naming it, and no other Lua error (" .. lua_errors_in(log, refusal) .. ")")
+    os.remove(d .. "/error.log") -- read here: the scan below would count the refusal
+    -- both peers refuse: the first upstream's 3 tries, then error_page 502 to a named location
+    local dead = pick_port()
+    local dport, dd = gateway(form.name .. "-fallback", form.lock, dead, dead, conf)
+    mark = #seen()
+    local s_fb, _, b_fb = curl(dport, "/items/fb")
+    local s_fb2 = curl(dport, "/items/fb2")
+    local fb_seen = since(mark, 1)
+    fcheck(s_fb == 200 and b_fb == "item\n" and #fb_seen == 1 and fb_seen[1].uri == "/items/fb" and s_fb2 == 502,
+      "a request whose tries were all refused is answered by the error_page's upstream (200, " .. #fb_seen
+      .. " request there), or, governed again, 502 (" .. tostring(s_fb) .. ", " .. tostring(s_fb2) .. ")")
+    got = ledger_lines(dd)
+    local refused3 = "max-attempts CONNECT_REFUSED,CONNECT_REFUSED,CONNECT_REFUSED"
+    local want = "GET /items/fb " .. refused3 .. " | GET /items/fb2 " .. refused3 .. " | GET /items/fb2 " .. refused3
+    fcheck(got == want, "each governed upstream of a request that error_page sent on has its own line, its own 3 "
+      .. "refused tries (" .. got .. ")")
+  end)
+  check(ok_lua, "the " .. form.name .. " form's request-line checks ran" .. (ok_lua and "" or (": " .. tostring(lua_err))))
+end
+
 for _, pid in ipairs(running) do os.execute("kill " .. pid .. " 2>/dev/null") end
 os.execute("sleep 0.5")
 local lua_errors = 0

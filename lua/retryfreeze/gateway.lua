@@ -10,10 +10,10 @@
 ---   try()             the balancer phase, each try: the verdict on the last try, then the next try's per-try
 ---                     timeout (set_timeouts), propagation headers and whether nginx may come back (set_more_tries)
 ---   balancer()        balancer_by_lua*: try(), then the try's peer, one not yet tried while one is left
----   header_filter()   header_filter_by_lua*: the final response's verdict, the request's ledger line, and the
----                     overloaded header a route with propagation tells its caller
----   log()             log_by_lua*: a request that ended before its response (the client went away) still
----                     gets its ledger line
+---   header_filter()   header_filter_by_lua* (in server{}): the final response's verdict, the request's ledger
+---                     line, and the overloaded header a route with propagation tells its caller
+---   log()             log_by_lua* (in server{}): a request that ended before its response (the client went away)
+---                     still gets its ledger line; so does a request error_page sent to a named location
 ---   stopped()         content_by_lua* of the named location `error_page 500 = @NAME` sends a request the
 ---                     balancer stopped to: answers the status of the try the engine did not retry
 ---   exit_worker()     exit_worker_by_lua*: writes the worker's held ledger lines
@@ -38,7 +38,7 @@ local util = require "retryfreeze.util"
 local M = {}
 
 local type, tostring, tonumber = type, tostring, tonumber
-local find, sub, byte = string.find, string.sub, string.byte
+local find, sub, byte, gsub = string.find, string.sub, string.byte, string.gsub
 local SUCCESS_MIN, SUCCESS_MAX = core.SUCCESS_STATUS_MIN, core.SUCCESS_STATUS_MAX
 local STATUS_MIN, STATUS_MAX = core.HTTP_STATUS_MIN, core.HTTP_STATUS_MAX
 local ngx = rawget(_G, "ngx") -- nil outside nginx, where M.routes still works
@@ -271,23 +271,77 @@ local REQUEST = { method = nil, path = nil, idempotency_key = nil, inbound_heade
 -- collector).
 local pool, n_pool, POOL_MAX = {}, 0, 1024
 
+-- The states of this worker's requests whose step has not ended (from open_request to finish), each with its
+-- request (ctx.r, lua-resty-core's request pointer): an internal redirect to a named location (error_page 502 =
+-- @fallback) clears ngx.ctx, and the phases after it find the state of the request's earlier upstream here
+-- (recovered). A request ends in finish() when its last phase calls log(): docs/embedding.md puts log_by_lua (and
+-- the full form's header_filter_by_lua) in server{}. An array whose slots (ctx.slot) are reused through a free
+-- list (no new table key per request); false in a free slot.
+local in_flight, free_slots, n_free = {}, {}, 0
+-- lua-resty-core's current request (a pointer), loaded on the first call: nginx's Lua only.
+local get_request
+local function current_request()
+  if not get_request then get_request = require("resty.core.base").get_request end
+  return get_request()
+end
+
+-- The state of an earlier upstream of this request, which an internal redirect cleared from ngx.ctx, or nil: a
+-- walk of the requests in flight, only when ngx.ctx has no state. The pointer alone may be a later request's (nginx
+-- reuses it): the state must have the request's start time too.
+local function recovered()
+  local r, started = current_request(), nil
+  for i = 1, #in_flight do
+    local ctx = in_flight[i]
+    if ctx and ctx.r == r then
+      started = started or ngx.req.start_time()
+      if ctx.started == started then return ctx end
+    end
+  end
+  return nil
+end
+
+-- Ends a request's state from its final response (defined below, after the phases it needs).
+local final
+
 -- The request's state for its phases (ngx.ctx.rf): its route matched once (policy:match, or the match of a reused
 -- step) and its step (the engine's attempt loop: its idempotency key is the request's Idempotency-Key header, and
 -- with the route's propagation its caller's attempt number and deadline narrow it): a step of an ended request of
--- this worker, reused, or a new one. Returns the state, or nil and 404 (no route) or "fallback" (a route the
--- gateway cannot serve natively). With opts.request_var, raises when that variable does not hold the value it
--- names (the configuration does not set it).
+-- this worker, reused, or a new one. Returns the state, or nil and 404 (no route), 500 (a subrequest, which the
+-- error log names) or "fallback" (a route the gateway cannot serve natively). An earlier upstream of the
+-- request, which an internal redirect cleared from ngx.ctx, gets its ledger line first. With opts.request_var,
+-- raises when that variable does not hold the value it names (the configuration does not set it).
 local function open_request()
   if not worker then
     error("retryfreeze.gateway: this worker has no RNG and retry budget: init_worker_by_lua_block did not run, or "
       .. "failed (see the error log)", 0)
   end
   local var = ngx.var
-  -- The path as the upstream gets it (proxy_pass with no URI sends the request target as the client wrote it), not
-  -- nginx's normalised $uri: a route is chosen by what is sent ("/a/%2e%2e/items/1" is not "/items/1").
-  local method, path = ngx.req.get_method(), var.request_uri
+  local method, internal = ngx.req.get_method(), ngx.req.is_internal()
+  if internal and ngx.is_subrequest then
+    -- a mirror's or an auth_request's: the full form runs no access phase for it, the lean form no log phase (its
+    -- ledger line would be lost), and its $request_uri is the main request's
+    ngx.log(ngx.ERR, "retryfreeze.gateway: ", method, " ", var.uri, ": a subrequest (mirror, auth_request) to a ",
+      "governed upstream: the Lua gateway does not govern subrequests; proxy it to an upstream without the gateway, ",
+      "or use the nginx module")
+    return nil, 500
+  end
+  -- The path as the upstream gets it (proxy_pass with no URI sends the request target as the client wrote it),
+  -- not nginx's normalised $uri: a route is chosen by what is sent ("/a/%2e%2e/items/1" is not "/items/1").
+  local path = var.request_uri
   local q = find(path, "?", 1, true)
   if q then path = sub(path, 1, q - 1) end
+  if internal then
+    -- a request nginx redirected: when a rewrite or an internal redirect changed its URI (no longer the client's
+    -- target, decoded), proxy_pass sends that URI, escaped as nginx escapes it (a named location keeps the target)
+    local uri = var.uri
+    if ngx.unescape_uri(path) ~= uri then path = ngx.escape_uri(uri, 0) end
+  end
+  -- an earlier upstream of this request governed here, whose state nginx's internal redirect (error_page to a named
+  -- location) cleared from ngx.ctx: its ledger line now, its upstream over
+  if internal then
+    local earlier = recovered()
+    if earlier and not earlier.done then final(earlier) end
+  end
   local key, sent -- sent: whether the caller sent a propagation header (read only when a route has propagation)
   local request_var = shared.request_var
   if request_var then -- the key and the caller's propagation headers in one read (opts.request_var)
@@ -338,9 +392,19 @@ local function open_request()
   end
   -- tries: how many began; first: the peer of the first try (each retry takes the next one not yet tried).
   -- every field the request's phases set, sized at once (peer, first_timeout_ms and first_stop are read only once set)
+  -- internal: whether nginx redirected it (its upstream may not be the request's first: seg, the index of its own
+  -- in nginx's upstream_* variables, is counted on its first try); r, started: its request, in in_flight
   local ctx = { step = step, route = route, tries = 0, first = 0, done = false, peer = false, first_timeout_ms = false,
-                first_stop = false }
+                first_stop = false, internal = internal, seg = 0, r = current_request(),
+                started = ngx.req.start_time(), slot = 0 }
   ngx.ctx.rf = ctx
+  local slot
+  if n_free > 0 then
+    slot, n_free = free_slots[n_free], n_free - 1
+  else
+    slot = #in_flight + 1
+  end
+  ctx.slot, in_flight[slot] = slot, ctx
   return ctx, now
 end
 
@@ -352,7 +416,7 @@ end
 function M.access()
   local ctx, now_or_stop = open_request()
   if not ctx then
-    if now_or_stop == 404 then return ngx.exit(404) end
+    if now_or_stop == 404 or now_or_stop == 500 then return ngx.exit(now_or_stop) end
     return ngx.exec(shared.fallback)
   end
   local now = now_or_stop
@@ -373,6 +437,12 @@ local function finish(ctx, reason, now, wall)
   ctx.done = true
   local step = ctx.step
   ctx.step = nil
+  local slot = ctx.slot
+  if in_flight[slot] == ctx then
+    in_flight[slot] = false
+    n_free = n_free + 1
+    free_slots[n_free] = slot
+  end
   local overloaded = step_end(step, reason, now or now_ms(), wall or wall_ms())
   if shared.reuse and n_pool < POOL_MAX then
     n_pool = n_pool + 1
@@ -386,12 +456,25 @@ local function last_item(value)
   return value and value:match("([%d%.%-]+)[^%d%.%-]*$")
 end
 
+-- The last item of upstream seg's part (0 for the request's first upstream) of an nginx upstream_* variable, whose
+-- upstreams are separated by " : " ("502, 502 : 200", 0 → "502"); of the whole list when seg is nil.
+local function item_at(value, seg)
+  if not seg or not value then return last_item(value) end
+  local i, from = 0, 1
+  while true do
+    local s, e = find(value, " : ", from, true)
+    if i == seg then return last_item(sub(value, from, s and s - 1 or #value)) end
+    if not s then return nil end
+    i, from = i + 1, e + 1
+  end
+end
+
 -- The last try as io.send's result (res, filled in): nginx reports a try it gave up on with a status code (its
 -- last_failure, or the final response's): the upstream's status when a response head came (upstream_header_time
 -- has the try's time), else an error nginx stands in for: a 504 is a timeout; a try whose connection never
 -- opened (upstream_connect_time "-") was never sent (connect-refused, not_sent); any other broke after the request
 -- may have left (connect-reset), which a request without an idempotency key does not retry.
-local function last_try(res, code, route)
+local function last_try(res, code, route, seg)
   local var = ngx.var
   -- nginx passes any three digits on; a status outside core.HTTP_STATUS_MIN..MAX (RFC 9110 §15) is no HTTP
   -- response: a transport failure the engine classes UNKNOWN, not a status it would refuse
@@ -400,11 +483,11 @@ local function last_try(res, code, route)
     return res
   end
   -- nginx stands in with 502 or 504 only: any other code is the upstream's own
-  if (code ~= 502 and code ~= 504) or last_item(var.upstream_header_time) ~= "-" then
+  if (code ~= 502 and code ~= 504) or item_at(var.upstream_header_time, seg) ~= "-" then
     res.status, res.transport, res.not_sent, res.headers = code, "ok", false, nil
     -- the upstream's overloaded header: read by step:after for a route with propagation, whose verdict on a failure
     -- only it changes (a success is one whatever the headers: core.SUCCESS_STATUS_MIN..MAX)
-    if route.tells and (code < SUCCESS_MIN or code > SUCCESS_MAX) then
+    if route.tells and not seg and (code < SUCCESS_MIN or code > SUCCESS_MAX) then
       local v = var[route.var]
       res.headers = v and { [route.tells] = v } or nil
     end
@@ -413,7 +496,7 @@ local function last_try(res, code, route)
   res.status, res.headers = 0, nil
   if code == 504 then
     res.transport, res.not_sent = "timeout", false
-  elseif last_item(var.upstream_connect_time) == "-" then
+  elseif item_at(var.upstream_connect_time, seg) == "-" then
     res.transport, res.not_sent = "connect-refused", true
   else
     res.transport, res.not_sent = "connect-reset", false
@@ -445,12 +528,13 @@ local RESULT = { status = 0, transport = "ok", headers = nil, not_sent = false, 
 local function state_in_balancer()
   local ctx = ngx.ctx.rf
   if ctx then return ctx end
-  if not shared.lean then
+  if not shared.lean and not ngx.is_subrequest then -- a subrequest has no access phase: open_request refuses it
     error("retryfreeze.gateway: no request state: access_by_lua_block must call access() (or give init lean = true)", 0)
   end
-  ctx = open_request()
+  local refused
+  ctx, refused = open_request()
   if ctx then return ctx end
-  ngx.var.rf_stop_status = "404"
+  if refused == 404 then ngx.var.rf_stop_status = "404" end -- else a 500 (the error log says why)
   ngx.exit(ngx.ERROR)
   return false
 end
@@ -460,6 +544,11 @@ local function try_on(ctx, peer)
   local step, route = ctx.step, ctx.route
   local now = now_ms()
   local last = 503 -- the status a stop answers with: no try could start
+  if ctx.tries == 0 and ctx.internal then
+    -- the request's earlier upstreams, each a " : " before this one's first try ("502, 502 : -")
+    local _, n = gsub(ngx.var.upstream_status or "", " : ", "")
+    ctx.seg = n
+  end
   if ctx.tries > 0 then
     local _, code = balancer.get_last_failure()
     last = code or 502
@@ -533,17 +622,24 @@ function M.balancer()
 end
 
 -- Ends the request with the final response's verdict: the ledger line, and the overloaded header for the caller.
-local function final(ctx, status, in_header_filter)
+-- status nil: a state recovered after an internal redirect, whose upstream is over; its last try is read from its
+-- own upstream's part of nginx's upstream_* variables (ctx.seg), not from a later upstream's.
+final = function(ctx, status, in_header_filter)
   local res = RESULT
   local route = ctx.route
   if ctx.tries == 0 then
     finish(ctx, "stopped-by-caller") -- the request ended before its first try (a client gone, an error)
     return
   end
+  local seg
+  if not status then
+    seg = ctx.seg
+    status = tonumber(item_at(ngx.var.upstream_status, seg)) or 502
+  end
   -- 499: nginx's own code for a client that closed before the response (no head came for the last try): not an
   -- upstream's status but a try the host gave up (transport "other", with its peer), and a request the caller
   -- stopped
-  if status == 499 and last_item(ngx.var.upstream_header_time) == "-" then
+  if status == 499 and item_at(ngx.var.upstream_header_time, seg) == "-" then
     res.status, res.transport, res.not_sent, res.headers, res.peer = 0, "other", false, nil, ctx.peer
     local now, wall = now_ms(), wall_ms()
     step_after(ctx.step, res, now, wall)
@@ -551,7 +647,7 @@ local function final(ctx, status, in_header_filter)
     finish(ctx, "stopped-by-caller", now, wall)
     return
   end
-  last_try(res, status, route)
+  last_try(res, status, route, seg)
   res.peer = ctx.peer
   local after = res.headers and method_after or step_after
   local now, wall = now_ms(), wall_ms() -- the final response's head: its try's end and the request's
@@ -565,18 +661,31 @@ end
 
 --- Called from header_filter_by_lua_block: the final response (the upstream's, or nginx's 502/504 for a last try
 --- that failed) goes to the engine, which gives the request's outcome and reason: its ledger line is appended
---- (held), and a route with propagation that stopped after retrying tells its caller (overloadedHeader: true).
+--- (held), and a route with propagation that stopped after retrying tells its caller (overloadedHeader: true). After
+--- an internal redirect (error_page 502 = @fallback, which clears ngx.ctx), the line of the request's earlier
+--- governed upstream, from that upstream's own last try.
 function M.header_filter()
   local ctx = ngx.ctx.rf
-  if ctx and not ctx.done then final(ctx, ngx.status, true) end
+  if ctx then
+    if not ctx.done then final(ctx, ngx.status, true) end
+  else -- after an internal redirect (error_page 502 = @fallback): the earlier upstream's line
+    ctx = recovered()
+    if ctx and not ctx.done then final(ctx) end
+  end
 end
 
 --- Called from log_by_lua_block: a request that never reached header_filter (the client closed first, or the lean
---- form, which runs no header_filter) gets its ledger line here, from the final response; and an exiting worker
---- writes its held lines now (its timer has run for the last time).
+--- form, which runs no header_filter) gets its ledger line here, from the final response, or after an internal
+--- redirect (error_page 502 = @fallback, which clears ngx.ctx) from its governed upstream's own last try; and an
+--- exiting worker writes its held lines now (its timer has run for the last time).
 function M.log()
   local ctx = ngx.ctx.rf
-  if ctx and not ctx.done then final(ctx, ngx.status) end
+  if ctx then
+    if not ctx.done then final(ctx, ngx.status) end
+  else -- after an internal redirect (error_page 502 = @fallback): the earlier upstream's line
+    ctx = recovered()
+    if ctx and not ctx.done then final(ctx) end
+  end
   if ngx.worker.exiting() then flush_ledger() end
 end
 
