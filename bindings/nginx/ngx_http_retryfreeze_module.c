@@ -147,13 +147,25 @@ static void *rf_ngx_create_main_conf(ngx_conf_t *cf) {
     return mcf;
 }
 
-/* A NUL-terminated copy of an nginx string, from the configuration's pool. */
-static char *rf_ngx_cstr(ngx_conf_t *cf, ngx_str_t *s) {
-    char *out = ngx_pnalloc(cf->pool, s->len + 1);
+/* The directive's file argument (args[1]) as an absolute, NUL-terminated path (relative to nginx's prefix, as nginx
+ * reads its own paths), from the configuration's pool; NULL when out of memory. */
+static char *rf_ngx_conf_path(ngx_conf_t *cf) {
+    ngx_str_t *args = cf->args->elts;
+    ngx_str_t path = args[1];
+    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) return NULL;
+    char *out = ngx_pnalloc(cf->pool, path.len + 1);
     if (!out) return NULL;
-    ngx_memcpy(out, s->data, s->len);
-    out[s->len] = '\0';
+    ngx_memcpy(out, path.data, path.len);
+    out[path.len] = '\0';
     return out;
+}
+
+/* Stops nginx's start with a file's error as one line (rf_error_text): "DIRECTIVE: PATH: $.json.path: message". */
+static char *rf_ngx_conf_fail(ngx_conf_t *cf, const char *directive, const rf_error *err, const char *path) {
+    char text[sizeof err->path + sizeof err->message + 4096];
+    rf_error_text(err, path, text, sizeof text);
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "%s: %s", directive, text);
+    return NGX_CONF_ERROR;
 }
 
 /* retryfreeze_lock PATH: the lock loaded and checked whole, or nginx refuses the configuration with the lock's error
@@ -161,19 +173,12 @@ static char *rf_ngx_cstr(ngx_conf_t *cf, ngx_str_t *s) {
 static char *rf_ngx_lock(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     rf_ngx_main_conf *mcf = conf;
     if (mcf->policy) return "is duplicate";
-    ngx_str_t *args = cf->args->elts;
-    ngx_str_t path = args[1];
-    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) return NGX_CONF_ERROR;
-    char *cpath = rf_ngx_cstr(cf, &path);
+    char *cpath = rf_ngx_conf_path(cf);
     if (!cpath) return NGX_CONF_ERROR;
     rf_error err;
     memset(&err, 0, sizeof err);
-    if (rf_policy_load_file(cpath, &mcf->policy, &err) != RF_OK) {
-        char text[sizeof err.path + sizeof err.message + 4096];
-        rf_error_text(&err, cpath, text, sizeof text);
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_lock: %s", text);
-        return NGX_CONF_ERROR;
-    }
+    if (rf_policy_load_file(cpath, &mcf->policy, &err) != RF_OK)
+        return rf_ngx_conf_fail(cf, "retryfreeze_lock", &err, cpath);
     if (rf_policy_retry_budget_shared(mcf->policy)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "retryfreeze_lock: %s: retryBudget.shared names a budget a fleet shares through Redis, "
@@ -230,17 +235,12 @@ static char *rf_ngx_ledger(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
             return NGX_CONF_ERROR;
         }
     }
-    ngx_str_t path = args[1];
-    if (ngx_conf_full_name(cf->cycle, &path, 1) != NGX_OK) return NGX_CONF_ERROR;
-    char *cpath = rf_ngx_cstr(cf, &path);
+    char *cpath = rf_ngx_conf_path(cf);
     if (!cpath) return NGX_CONF_ERROR;
     rf_error err;
     memset(&err, 0, sizeof err);
     if (rf_ledger_open(cpath, RF_LEDGER_FSYNC_NONE, &mcf->ledger, &err) != RF_OK) {
-        char text[sizeof err.path + sizeof err.message + 4096];
-        rf_error_text(&err, cpath, text, sizeof text);
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "retryfreeze_ledger: %s", text);
-        return NGX_CONF_ERROR;
+        return rf_ngx_conf_fail(cf, "retryfreeze_ledger", &err, cpath);
     }
     return NGX_CONF_OK;
 }
