@@ -508,6 +508,31 @@ static bool rf_ngx_result(rf_ngx_request *ctx, ngx_http_upstream_state_t *st, rf
     return false;
 }
 
+/* The engine's verdict on the request's last try (nginx's state of it, ctx->state), and *last, the status a stop
+ * answers with (that try's, or 502). True when the engine retries with no wait; else false and *stop: the engine's
+ * reason, or stopped-by-caller for a try nginx gave up (the client went away) or a wait nginx cannot make (never for
+ * a lock retryfreeze_lock accepted; said in the error log). */
+static bool rf_ngx_verdict(rf_ngx_request *ctx, rf_reason *stop, ngx_uint_t *last) {
+    ngx_http_upstream_state_t *states = ctx->r->upstream_states->elts;
+    ngx_http_upstream_state_t *st = &states[ctx->state];
+    *last = st->status ? st->status : NGX_HTTP_BAD_GATEWAY;
+    rf_step_result res;
+    bool given_up = rf_ngx_result(ctx, st, &res);
+    int hook_rc = 0;
+    int64_t delay_ms = 0;
+    *stop = RF_REASON_STOPPED_BY_CALLER;
+    bool retry = rf_step_after(&ctx->step, &res, &ctx->mcf->rng, NULL, NULL, NULL, &hook_rc, &delay_ms, stop);
+    if (retry && delay_ms > 0) {
+        ngx_log_error(NGX_LOG_ERR, ctx->r->connection->log, 0,
+                      "retryfreeze: the engine asked for a %L ms wait nginx cannot make", delay_ms);
+    }
+    if (given_up || (retry && delay_ms > 0)) {
+        *stop = RF_REASON_STOPPED_BY_CALLER;
+        return false;
+    }
+    return retry;
+}
+
 /* The request's end, whatever ended it (its pool is freed): the final try's verdict and the ledger line, unless the
  * engine stopped it before; then what the step allocated. */
 static void rf_ngx_cleanup(void *data) {
@@ -517,16 +542,12 @@ static void rf_ngx_cleanup(void *data) {
         if (ctx->tries == 0 || !r->upstream_states || r->upstream_states->nelts == 0) {
             rf_ngx_end(ctx, RF_REASON_STOPPED_BY_CALLER); /* ended before its first try */
         } else {
-            ngx_http_upstream_state_t *states = r->upstream_states->elts;
-            rf_step_result res;
-            bool given_up = rf_ngx_result(ctx, &states[ctx->state], &res);
-            int hook_rc = 0;
-            int64_t delay_ms = 0;
-            rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
-            bool retry = rf_step_after(&ctx->step, &res, &ctx->mcf->rng, NULL, NULL, NULL, &hook_rc, &delay_ms, &stop);
-            /* a retry nginx was not told to come back for (a status proxy_next_upstream does not list), or a client
-             * that went away: the request ends as one its caller stopped */
-            rf_ngx_end(ctx, retry || given_up ? RF_REASON_STOPPED_BY_CALLER : stop);
+            rf_reason stop;
+            ngx_uint_t last;
+            /* a retry nginx was not told to come back for (a status proxy_next_upstream does not list): the request
+             * ends as one its caller stopped */
+            bool retry = rf_ngx_verdict(ctx, &stop, &last);
+            rf_ngx_end(ctx, retry ? RF_REASON_STOPPED_BY_CALLER : stop);
         }
     }
     rf_response_clear(&ctx->resp);
@@ -570,17 +591,9 @@ static void rf_ngx_hook(rf_ngx_request *ctx, ngx_http_upstream_t *u) {
  * is answered so again. */
 static ngx_int_t rf_ngx_go_on(ngx_http_request_t *r, rf_ngx_request *ctx) {
     if (ctx->done) return rf_ngx_answer(r, ctx->mcf, ctx->stop_status, ctx->stop_code);
-    ngx_http_upstream_state_t *states = r->upstream_states->elts;
-    ngx_http_upstream_state_t *st = &states[ctx->state];
-    ngx_uint_t last = st->status ? st->status : NGX_HTTP_BAD_GATEWAY;
-    rf_step_result res;
-    bool given_up = rf_ngx_result(ctx, st, &res);
-    int hook_rc = 0;
-    int64_t delay_ms = 0;
-    rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
-    bool retry = rf_step_after(&ctx->step, &res, &ctx->mcf->rng, NULL, NULL, NULL, &hook_rc, &delay_ms, &stop);
-    if (given_up || (retry && delay_ms > 0)) return rf_ngx_stop(ctx, RF_REASON_STOPPED_BY_CALLER, last);
-    if (!retry) return rf_ngx_stop(ctx, stop, last);
+    rf_reason stop;
+    ngx_uint_t last;
+    if (!rf_ngx_verdict(ctx, &stop, &last)) return rf_ngx_stop(ctx, stop, last);
     ctx->verdict_given = true;
     rf_ngx_hook(ctx, r->upstream);
     return NGX_OK;
@@ -696,30 +709,15 @@ static ngx_int_t rf_ngx_get_peer(ngx_peer_connection_t *pc, void *data) {
     ngx_http_request_t *r = ctx->r;
     ngx_uint_t last = NGX_HTTP_SERVICE_UNAVAILABLE; /* what a stop answers when no try could start */
     if (ctx->done) return rf_ngx_answer(r, ctx->mcf, ctx->stop_status, ctx->stop_code);
-    if (ctx->tries > 0) {
+    rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
+    if (ctx->tries > 0 && ctx->verdict_given) {
         ngx_http_upstream_state_t *states = r->upstream_states->elts;
-        ngx_http_upstream_state_t *st = &states[ctx->state];
-        last = st->status ? st->status : NGX_HTTP_BAD_GATEWAY;
-    }
-    if (ctx->tries > 0 && !ctx->verdict_given) {
-        ngx_http_upstream_state_t *states = r->upstream_states->elts;
-        rf_step_result res;
-        rf_ngx_result(ctx, &states[ctx->state], &res);
-        int hook_rc = 0;
-        int64_t delay_ms = 0;
-        rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
-        if (!rf_step_after(&ctx->step, &res, &ctx->mcf->rng, NULL, NULL, NULL, &hook_rc, &delay_ms, &stop)) {
-            return rf_ngx_stop(ctx, stop, last);
-        }
-        if (delay_ms > 0) { /* never for a lock retryfreeze_lock accepted; refused rather than sent early */
-            ngx_log_error(NGX_LOG_ERR, pc->log, 0, "retryfreeze: the engine asked for a %L ms wait nginx cannot make",
-                          delay_ms);
-            return rf_ngx_stop(ctx, RF_REASON_STOPPED_BY_CALLER, last);
-        }
+        last = states[ctx->state].status ? states[ctx->state].status : NGX_HTTP_BAD_GATEWAY;
+    } else if (ctx->tries > 0 && !rf_ngx_verdict(ctx, &stop, &last)) {
+        return rf_ngx_stop(ctx, stop, last);
     }
     ctx->verdict_given = false;
     int64_t timeout_ms = 0;
-    rf_reason stop = RF_REASON_STOPPED_BY_CALLER;
     if (!rf_step_begin(&ctx->step, (int64_t)ngx_current_msec, &timeout_ms, &stop)) return rf_ngx_stop(ctx, stop, last);
     if (rf_ngx_set_timeouts(ctx, timeout_ms) != NGX_OK) return NGX_ERROR;
     ngx_http_upstream_rr_peers_t *peers = ctx->rrp->peers;
